@@ -1,0 +1,67 @@
+//! l2fwd: swap the MAC addresses and send each packet back out the port it came in on, by
+//! moving its descriptor from the RX ring to the TX ring (no copy on AF_XDP).
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use wirespeed_packet::swap_macs;
+use wirespeed_port::{Batch, PortSpec};
+
+use super::report::{Summary, summary_for};
+use super::rxdrop::{IDLE_SLEEP, IDLE_SPINS};
+use super::{BenchArgs, Mode, announce_ready, stopped};
+use crate::meter::Meter;
+
+pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
+    let mut port = wirespeed_port::open(spec, &args.port_options(true, true))
+        .with_context(|| format!("open {spec}"))?;
+    let mut batch = Batch::with_capacity(args.batch as usize);
+    let deadline = args.duration().map(|d| Instant::now() + d);
+    let limit = args.count.unwrap_or(u64::MAX);
+    announce_ready(Mode::L2fwd, port.info(), args.batch);
+    let mut meter = Meter::new("fwd", args.quiet);
+    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, 0u32);
+    while !stopped(stop) && forwarded < limit && deadline.is_none_or(|d| Instant::now() < d) {
+        let n = port.rx_burst(&mut batch)?;
+        if n == 0 {
+            // Nothing new: push out what is queued and reclaim completions, then idle.
+            port.flush()?;
+            idle += 1;
+            if idle >= IDLE_SPINS && !args.busy_poll {
+                port.wait_rx(IDLE_SLEEP)?;
+            }
+            meter.tick(forwarded, bytes, || port.stats().drops.total());
+            continue;
+        }
+        idle = 0;
+        for i in 0..batch.len() {
+            let (addr, len) = (batch.addr(i), batch.frame_len(i));
+            bytes += len as u64;
+            swap_macs(port.packet_mut(addr, len));
+        }
+        forwarded += port.tx_burst(&mut batch)? as u64;
+        meter.tick(forwarded, bytes, || port.stats().drops.total());
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    drain(&mut *port);
+    let stats = port.stats();
+    let mut s = summary_for(Mode::L2fwd, args, Some(port.info()), spec);
+    s.seconds = seconds;
+    s.packets = forwarded;
+    s.bytes = bytes;
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    Ok(s.finish())
+}
+
+/// Waits (at most a second) until every frame handed to the kernel for sending is back.
+pub fn drain(port: &mut dyn wirespeed_port::Port) {
+    let until = Instant::now() + std::time::Duration::from_secs(1);
+    while port.tx_pending() && Instant::now() < until {
+        if port.flush().is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+}

@@ -1,0 +1,301 @@
+//! `wirespeed bench`: the seeds' rxdrop / txpush / l2fwd benchmarks and the in-kernel
+//! xdpdrop ceiling (the AF_PACKET V4 paper's tpbench, the kernel's xdpsock).
+
+mod l2fwd;
+mod report;
+mod rxdrop;
+mod txpush;
+mod xdpdrop;
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use wirespeed_packet::{MacAddr, UdpTemplate};
+use wirespeed_port::xdp::XdpMode;
+use wirespeed_port::{Backend, PortOptions, PortSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Receive and drop every packet (counts what arrives).
+    Rxdrop,
+    /// Send packets as fast as the port takes them.
+    Txpush,
+    /// Swap the MAC addresses and send each packet back out the port it came in on.
+    L2fwd,
+    /// Drop every packet in the kernel with our XDP program: the ceiling for a receiver.
+    Xdpdrop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// AF_XDP (or AF_PACKET) socket transmit from user space.
+    Socket,
+    /// The kernel's XDP live-frames engine (BPF_PROG_RUN): the fastest load this host makes.
+    Kernel,
+}
+
+/// Options of `wirespeed bench`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  wirespeed bench rxdrop --port xdp:veth1 --duration 10\n  \
+wirespeed bench txpush --port xdp:veth0 --count 100000 --size 64\n  \
+wirespeed bench txpush --port xdp:veth0 --engine kernel --duration 5\n  \
+wirespeed bench l2fwd --port packet:veth1 --json\n  \
+wirespeed bench xdpdrop --port xdp:veth1 --duration 10"
+)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub mode: Mode,
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    #[arg(long)]
+    pub port: String,
+    /// Stop after this many seconds (default 10, or until --count is reached).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// txpush: send exactly N packets, then exit. rxdrop/l2fwd: stop after N packets.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Packets per burst (1 to the ring size).
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// txpush: frame size on the wire in bytes, FCS included (64 to 1518).
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
+    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
+    pub xdp_mode: XdpMode,
+    /// txpush engine.
+    #[arg(long, value_enum, default_value_t = Engine::Socket)]
+    pub engine: Engine,
+    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Print one JSON object with the results on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// No live line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// UMEM frame size: 2048 or 4096.
+    #[arg(long, default_value_t = 4096)]
+    pub frame_size: u32,
+    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET).
+    #[arg(long, default_value_t = 4096)]
+    pub frames: u32,
+    /// Entries per ring (a power of two).
+    #[arg(long, default_value_t = 2048)]
+    pub ring_size: u32,
+    /// Back the UMEM with hugepages (falls back to normal pages with a note).
+    #[arg(long)]
+    pub hugepages: bool,
+    /// Replace an XDP program someone else attached to the interface.
+    #[arg(long)]
+    pub force: bool,
+    /// rxdrop: check every packet against the txpush frame of its sequence number (same
+    /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
+    #[arg(long)]
+    pub verify: bool,
+    /// rxdrop --verify: the number of packets the sender sent (to count the missing ones).
+    #[arg(long)]
+    pub expect: Option<u64>,
+    /// txpush: source MAC (default: the interface's own).
+    #[arg(long)]
+    pub src_mac: Option<MacAddr>,
+    /// txpush: destination MAC.
+    #[arg(long, default_value = "02:00:00:00:00:02")]
+    pub dst_mac: MacAddr,
+    #[arg(long, default_value = "10.0.0.1")]
+    pub src_ip: Ipv4Addr,
+    #[arg(long, default_value = "10.0.0.2")]
+    pub dst_ip: Ipv4Addr,
+    #[arg(long, default_value_t = 9)]
+    pub src_port: u16,
+    #[arg(long, default_value_t = 9)]
+    pub dst_port: u16,
+}
+
+fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
+    s.parse()
+}
+
+impl BenchArgs {
+    fn spec(&self) -> anyhow::Result<PortSpec> {
+        Ok(self.port.parse::<PortSpec>()?)
+    }
+
+    fn duration(&self) -> Option<Duration> {
+        match (self.duration, self.count) {
+            (Some(d), _) => Some(Duration::from_secs_f64(d)),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(10)),
+        }
+    }
+
+    fn port_options(&self, rx: bool, tx: bool) -> PortOptions {
+        PortOptions {
+            xdp_mode: self.xdp_mode,
+            frame_count: self.frames,
+            frame_size: self.frame_size,
+            headroom: 0,
+            ring_size: self.ring_size,
+            hugepages: self.hugepages,
+            busy_poll: self.busy_poll,
+            batch: self.batch,
+            force: self.force,
+            rx,
+            tx,
+        }
+    }
+
+    /// The frame txpush sends and rxdrop --verify expects.
+    fn template(&self, iface: &str) -> anyhow::Result<UdpTemplate> {
+        let src_mac = match self.src_mac {
+            Some(m) => m,
+            None => interface_mac(iface)?,
+        };
+        Ok(UdpTemplate {
+            src_mac,
+            dst_mac: self.dst_mac,
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            frame_len: (self.size - 4) as usize,
+            generator: 1,
+        })
+    }
+
+    /// Checks what clap cannot, before anything is created.
+    fn validate(&self) -> anyhow::Result<()> {
+        if let Some(d) = self.duration
+            && !(d > 0.0 && d <= 86400.0)
+        {
+            bail!("--duration {d}: must be more than 0 and at most 86400 seconds");
+        }
+        if self.count == Some(0) {
+            bail!("--count 0: must be at least 1");
+        }
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            bail!(
+                "--frame-size {}: frame size must be 2048 or 4096",
+                self.frame_size
+            );
+        }
+        if !self.ring_size.is_power_of_two() || !(64..=65536).contains(&self.ring_size) {
+            bail!(
+                "--ring-size {}: must be a power of two from 64 to 65536",
+                self.ring_size
+            );
+        }
+        if self.batch == 0 || self.batch > self.ring_size {
+            bail!(
+                "--batch {}: must be between 1 and the ring size ({})",
+                self.batch,
+                self.ring_size
+            );
+        }
+        if !(64..=1518).contains(&self.size) || self.size - 4 > self.frame_size - 256 {
+            bail!(
+                "--size {}: frame size on the wire must be 64 to {}",
+                self.size,
+                1518.min(self.frame_size - 256 + 4)
+            );
+        }
+        if self.frames < 2 * self.batch || self.frames > 1 << 20 {
+            bail!(
+                "--frames {}: must be between twice the batch and 1048576",
+                self.frames
+            );
+        }
+        if self.expect.is_some() && !self.verify {
+            bail!("--expect goes with --verify");
+        }
+        Ok(())
+    }
+}
+
+/// The MAC address of an interface, from sysfs.
+fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
+    let path = format!("/sys/class/net/{iface}/address");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("{iface}: no such interface"))?;
+    text.trim()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{iface}: cannot read its MAC address from {path}: {e:?}"))
+}
+
+/// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
+pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+    }
+    Ok(stop)
+}
+
+#[inline]
+pub fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let spec = args.spec()?;
+    let what = format!("bench {} on {}", mode_name(args.mode), spec);
+    let needs_bpf = spec.backend == Backend::Xdp;
+    crate::caps::require(&what, needs_bpf)?;
+    if args.mode == Mode::Xdpdrop && spec.backend != Backend::Xdp {
+        bail!("bench xdpdrop runs an XDP program: use an xdp: port, not {spec}");
+    }
+    if args.engine == Engine::Kernel && (args.mode != Mode::Txpush || spec.backend != Backend::Xdp)
+    {
+        bail!("--engine kernel is for txpush on an xdp: port");
+    }
+    let stop = stop_flag()?;
+    let summary = match args.mode {
+        Mode::Rxdrop => rxdrop::run(&args, &spec, &stop)?,
+        Mode::Txpush => txpush::run(&args, &spec, &stop)?,
+        Mode::L2fwd => l2fwd::run(&args, &spec, &stop)?,
+        Mode::Xdpdrop => xdpdrop::run(&args, &spec, &stop)?,
+    };
+    summary.print(args.json, args.quiet);
+    if let Some(audit) = summary.frames
+        && !audit.balanced()
+    {
+        bail!(
+            "frame audit failed: {} frames accounted of {}",
+            audit.accounted(),
+            audit.total
+        );
+    }
+    Ok(())
+}
+
+pub fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Rxdrop => "rxdrop",
+        Mode::Txpush => "txpush",
+        Mode::L2fwd => "l2fwd",
+        Mode::Xdpdrop => "xdpdrop",
+    }
+}
+
+/// Announces that set-up is done and the measured loop starts (scripts and tests wait for it).
+pub fn announce_ready(mode: Mode, info: &wirespeed_port::PortInfo, batch: u32) {
+    eprintln!(
+        "wirespeed bench {}: {} ready ({} backend, {} mode, batch {})",
+        mode_name(mode),
+        info.spec,
+        info.backend.name(),
+        info.mode,
+        batch
+    );
+    for n in &info.notes {
+        eprintln!("wirespeed: note: {n}");
+    }
+}

@@ -1,0 +1,178 @@
+//! The end-of-run summary: a few lines for people, one JSON object for scripts.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use wirespeed_port::{FrameAudit, PortStats};
+
+use crate::verify::VerifyReport;
+
+#[derive(Debug, Serialize)]
+pub struct FramesJson {
+    pub total: u64,
+    pub pool: u64,
+    pub fill: u64,
+    pub kernel: u64,
+    pub rx: u64,
+    pub application: u64,
+    pub tx: u64,
+    pub completion: u64,
+    pub balanced: bool,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub mode: &'static str,
+    pub port: String,
+    pub backend: &'static str,
+    pub xdp_mode: String,
+    pub engine: Option<&'static str>,
+    pub batch: u32,
+    pub size: u32,
+    pub seconds: f64,
+    /// Packets received (rxdrop, xdpdrop), sent (txpush) or forwarded (l2fwd).
+    pub packets: u64,
+    pub bytes: u64,
+    pub mpps: f64,
+    pub mbps: f64,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    /// Packets copied between buffer areas (0 when everything moved by descriptor).
+    pub copies: u64,
+    pub drops: BTreeMap<&'static str, u64>,
+    pub drops_total: u64,
+    pub peak_rss_bytes: u64,
+    #[serde(skip)]
+    pub frames: Option<FrameAudit>,
+    #[serde(rename = "frames")]
+    pub frames_json: Option<FramesJson>,
+    pub verify: Option<VerifyReport>,
+    pub notes: Vec<String>,
+}
+
+impl Summary {
+    /// Fills the rate fields from packets, bytes and seconds.
+    pub fn finish(mut self) -> Summary {
+        let s = self.seconds.max(1e-9);
+        self.mpps = self.packets as f64 / s / 1e6;
+        self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
+        self.peak_rss_bytes = crate::meter::peak_rss_bytes();
+        self.frames_json = self.frames.map(|a| FramesJson {
+            total: a.total,
+            pool: a.pool,
+            fill: a.fill,
+            kernel: a.kernel,
+            rx: a.rx,
+            application: a.application,
+            tx: a.tx,
+            completion: a.completion,
+            balanced: a.balanced(),
+        });
+        self
+    }
+
+    pub fn set_stats(&mut self, s: &PortStats) {
+        self.rx_packets = s.rx_packets;
+        self.tx_packets = s.tx_packets;
+        self.copies = s.copies;
+        self.drops = s.drops.by_reason().into_iter().collect();
+        self.drops_total = s.drops.total();
+    }
+
+    pub fn print(&self, json: bool, quiet: bool) {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string(self).expect("summary serialises")
+            );
+            return;
+        }
+        let _ = quiet;
+        println!(
+            "{} on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s",
+            self.mode,
+            self.port,
+            self.backend,
+            self.xdp_mode,
+            self.packets,
+            self.seconds,
+            self.mpps,
+            self.mbps
+        );
+        let nonzero: Vec<String> = self
+            .drops
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!(
+            "drops: {}",
+            if nonzero.is_empty() {
+                "none".to_string()
+            } else {
+                nonzero.join(", ")
+            }
+        );
+        if let Some(v) = &self.verify {
+            println!(
+                "verify: {} unique, {} duplicate, {} corrupt, {} missing",
+                v.unique,
+                v.duplicates,
+                v.corrupt,
+                v.missing.map_or("?".to_string(), |m| m.to_string())
+            );
+        }
+        if let Some(a) = &self.frames_json {
+            println!(
+                "frames: {} total = pool {} + fill {} + kernel {} + rx {} + app {} + tx {} + completion {} ({})",
+                a.total,
+                a.pool,
+                a.fill,
+                a.kernel,
+                a.rx,
+                a.application,
+                a.tx,
+                a.completion,
+                if a.balanced {
+                    "balanced"
+                } else {
+                    "NOT BALANCED"
+                }
+            );
+        }
+    }
+}
+
+/// A summary with the common fields set and the counters zero.
+pub fn summary_for(
+    mode: super::Mode,
+    args: &super::BenchArgs,
+    info: Option<&wirespeed_port::PortInfo>,
+    spec: &wirespeed_port::PortSpec,
+) -> Summary {
+    Summary {
+        mode: super::mode_name(mode),
+        port: spec.to_string(),
+        backend: spec.backend.name(),
+        xdp_mode: info.map_or_else(|| "native".to_string(), |i| i.mode.clone()),
+        engine: None,
+        batch: args.batch,
+        size: args.size,
+        seconds: 0.0,
+        packets: 0,
+        bytes: 0,
+        mpps: 0.0,
+        mbps: 0.0,
+        rx_packets: 0,
+        tx_packets: 0,
+        copies: 0,
+        drops: BTreeMap::new(),
+        drops_total: 0,
+        peak_rss_bytes: 0,
+        frames: None,
+        frames_json: None,
+        verify: None,
+        notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
+    }
+}

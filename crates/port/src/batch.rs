@@ -1,0 +1,110 @@
+//! A burst of packets: frame handles and lengths in arrays of their own, indexed by slot.
+//! The packet bytes stay in the port's buffer area (DESIGN rule 4: metadata out of the frames).
+
+/// The default burst size (DESIGN rule 2).
+pub const DEFAULT_BURST: usize = 64;
+
+/// A fixed-capacity burst of packets. Allocated once; the hot path only pushes and clears.
+#[derive(Debug)]
+pub struct Batch {
+    addrs: Box<[u64]>,
+    lens: Box<[u32]>,
+    count: usize,
+}
+
+impl Batch {
+    /// A batch that holds at most `capacity` packets.
+    pub fn with_capacity(capacity: usize) -> Batch {
+        Batch {
+            addrs: vec![0; capacity].into_boxed_slice(),
+            lens: vec![0; capacity].into_boxed_slice(),
+            count: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.addrs.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Free slots left.
+    pub fn room(&self) -> usize {
+        self.addrs.len() - self.count
+    }
+
+    pub fn clear(&mut self) {
+        self.count = 0;
+    }
+
+    /// Appends a packet; false when the batch is full.
+    #[inline]
+    pub fn push(&mut self, addr: u64, len: u32) -> bool {
+        if self.count == self.addrs.len() {
+            return false;
+        }
+        self.addrs[self.count] = addr;
+        self.lens[self.count] = len;
+        self.count += 1;
+        true
+    }
+
+    /// The frame handle of slot `i` (a backend-defined offset, never a pointer).
+    #[inline]
+    pub fn addr(&self, i: usize) -> u64 {
+        self.addrs[..self.count][i]
+    }
+
+    /// The packet length of slot `i`.
+    #[inline]
+    pub fn frame_len(&self, i: usize) -> u32 {
+        self.lens[..self.count][i]
+    }
+
+    #[inline]
+    pub fn set_len(&mut self, i: usize, len: u32) {
+        self.lens[..self.count][i] = len;
+    }
+
+    /// The handles and lengths of the packets held.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.addrs[..self.count]
+            .iter()
+            .copied()
+            .zip(self.lens[..self.count].iter().copied())
+    }
+
+    /// Drops the first `n` packets, keeping the rest in order (used after a partial send).
+    pub fn consume_front(&mut self, n: usize) {
+        let n = n.min(self.count);
+        self.addrs.copy_within(n..self.count, 0);
+        self.lens.copy_within(n..self.count, 0);
+        self.count -= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_until_full_then_consume_front() {
+        let mut b = Batch::with_capacity(3);
+        assert!(b.push(10, 1));
+        assert!(b.push(20, 2));
+        assert!(b.push(30, 3));
+        assert!(!b.push(40, 4));
+        assert_eq!(b.len(), 3);
+        b.consume_front(2);
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![(30, 3)]);
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.room(), 3);
+    }
+}

@@ -1,0 +1,34 @@
+//! What can go wrong opening or running a port. Each variant names the thing that is wrong.
+
+use std::io;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("{0}: no such interface")]
+    NoInterface(String),
+    #[error("{iface}: interface has no queue {queue} (it has {count})")]
+    NoQueue {
+        iface: String,
+        queue: u32,
+        count: u32,
+    },
+    #[error("frame size {0} is not supported (use 2048 or 4096)")]
+    FrameSize(u32),
+    #[error("ring size {0} is not a power of two between 64 and 65536")]
+    RingSize(u32),
+    #[error("{what}: {source}")]
+    Umem {
+        what: String,
+        source: wirespeed_umem::UmemError,
+    },
+    #[error(transparent)]
+    Xsk(#[from] wirespeed_xsk::XskError),
+    #[error(transparent)]
+    Xdp(#[from] wirespeed_xdp::XdpError),
+    #[error("{iface}: {what}: {source}")]
+    Io {
+        iface: String,
+        what: &'static str,
+        source: io::Error,
+    },
+}

@@ -1,0 +1,126 @@
+//! Ports: every backend looks the same to an application, a `Port` that fills and drains a
+//! `Batch` (netmap's device-independent rings; AF_PACKET V4's packet arrays).
+
+mod batch;
+mod error;
+pub mod packet;
+mod spec;
+mod stats;
+pub mod xdp;
+
+use std::time::Duration;
+
+pub use batch::{Batch, DEFAULT_BURST};
+pub use error::PortError;
+pub use spec::{Backend, PortSpec, SpecError};
+pub use stats::{DropCounters, FrameAudit, PortStats};
+
+/// Options shared by the backends; each has an automatic default.
+#[derive(Debug, Clone)]
+pub struct PortOptions {
+    /// AF_XDP bind / attach mode.
+    pub xdp_mode: xdp::XdpMode,
+    /// Frames in the buffer area (UMEM, or packet ring slots per direction).
+    pub frame_count: u32,
+    /// 2048 or 4096.
+    pub frame_size: u32,
+    /// Bytes reserved in front of each packet in its frame.
+    pub headroom: u32,
+    /// Entries in each ring (power of two).
+    pub ring_size: u32,
+    /// Back the buffer area with hugepages.
+    pub hugepages: bool,
+    /// Ask the kernel to busy-poll the socket (SO_PREFER_BUSY_POLL / SO_BUSY_POLL).
+    pub busy_poll: bool,
+    /// Batch size the application uses (for busy-poll budget).
+    pub batch: u32,
+    /// Replace an XDP program someone else attached to the interface.
+    pub force: bool,
+    /// Open the port for receiving (attach the XDP program, fill the fill ring).
+    pub rx: bool,
+    /// Open the port for transmitting.
+    pub tx: bool,
+}
+
+impl Default for PortOptions {
+    fn default() -> Self {
+        PortOptions {
+            xdp_mode: xdp::XdpMode::Auto,
+            frame_count: 4096,
+            frame_size: 4096,
+            headroom: 0,
+            ring_size: 2048,
+            hugepages: false,
+            busy_poll: false,
+            batch: DEFAULT_BURST as u32,
+            force: false,
+            rx: true,
+            tx: true,
+        }
+    }
+}
+
+/// What a port turned out to be once opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    pub spec: String,
+    pub backend: Backend,
+    /// The mode the kernel granted: `zerocopy`, `copy`, `skb` (AF_XDP) or `tpacket_v3`.
+    pub mode: String,
+    /// Notes for the user about fallbacks taken (hugepages unavailable, mode downgraded...).
+    pub notes: Vec<String>,
+}
+
+/// A packet port. One owner (one thread) per port: no method takes a lock.
+pub trait Port {
+    fn info(&self) -> &PortInfo;
+
+    /// Appends up to `batch.room()` received packets to `batch`; returns how many.
+    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError>;
+
+    /// Queues every packet of `batch` for sending and empties it. Packets the port cannot
+    /// queue are freed and counted (`tx_ring_full`); returns how many were queued.
+    /// Frames may come from this port's `rx_burst` or `alloc_tx`.
+    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError>;
+
+    /// Gives the frames of `batch` back to the port unsent (the application is done with
+    /// them) and empties it.
+    fn release(&mut self, batch: &mut Batch);
+
+    /// Appends up to `n` empty frames, each set to `len` bytes, for the application to fill
+    /// and pass to `tx_burst`. Returns fewer when the port has no room to send more now.
+    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize;
+
+    /// The bytes of a packet in `batch`.
+    fn packet(&self, addr: u64, len: u32) -> &[u8];
+
+    /// The bytes of a packet in `batch`, writable.
+    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8];
+
+    /// Largest packet a frame holds.
+    fn max_packet_len(&self) -> u32;
+
+    /// Pushes queued transmissions to the kernel and reclaims completed frames.
+    fn flush(&mut self) -> Result<(), PortError>;
+
+    /// Sleeps until packets may be ready to receive, or `timeout` passes (poll()).
+    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError>;
+
+    /// True when frames handed to `tx_burst` are still on their way out.
+    fn tx_pending(&self) -> bool;
+
+    /// Counters, including the kernel's drop counts (a syscall: call it at most a few times
+    /// a second, never per packet).
+    fn stats(&mut self) -> PortStats;
+
+    /// Where every frame of the buffer area is, for backends that own one.
+    fn audit(&self) -> Option<FrameAudit>;
+}
+
+/// Opens the port a spec names.
+pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortError> {
+    match spec.backend {
+        Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
+        Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
+    }
+}

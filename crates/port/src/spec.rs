@@ -1,0 +1,148 @@
+//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `packet:veth0`.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Which backend a port uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP through our XDP program.
+    Xdp,
+    /// AF_PACKET with TPACKET_V3 rings.
+    Packet,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Xdp => "xdp",
+            Backend::Packet => "packet",
+        }
+    }
+}
+
+/// A parsed port spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub backend: Backend,
+    pub iface: String,
+    pub queue: u32,
+}
+
+/// What is wrong with a port spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("port spec '{0}': expected BACKEND:IFACE[@QUEUE], e.g. xdp:veth0 or packet:eth1")]
+    NoBackend(String),
+    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet)")]
+    UnknownBackend { spec: String, backend: String },
+    #[error("port spec '{0}': interface name is empty or longer than 15 bytes")]
+    BadInterface(String),
+    #[error("port spec '{spec}': queue '{queue}' is not a number")]
+    BadQueue { spec: String, queue: String },
+    #[error("port spec '{0}': the packet backend takes no queue (it sees the whole interface)")]
+    QueueNotSupported(String),
+}
+
+impl FromStr for PortSpec {
+    type Err = SpecError;
+
+    fn from_str(spec: &str) -> Result<PortSpec, SpecError> {
+        let (backend, place) = spec
+            .split_once(':')
+            .ok_or_else(|| SpecError::NoBackend(spec.to_string()))?;
+        let backend = match backend {
+            "xdp" => Backend::Xdp,
+            "packet" => Backend::Packet,
+            other => {
+                return Err(SpecError::UnknownBackend {
+                    spec: spec.to_string(),
+                    backend: other.to_string(),
+                });
+            }
+        };
+        let (iface, queue) = match place.split_once('@') {
+            Some((iface, queue)) => {
+                if backend == Backend::Packet {
+                    return Err(SpecError::QueueNotSupported(spec.to_string()));
+                }
+                let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
+                    spec: spec.to_string(),
+                    queue: queue.to_string(),
+                })?;
+                (iface, queue)
+            }
+            None => (place, 0),
+        };
+        // IFNAMSIZ is 16 with the terminating NUL; '/' and whitespace never appear in names.
+        if iface.is_empty()
+            || iface.len() > 15
+            || iface.contains(['/', ' ', ':', '@'])
+            || iface == "."
+            || iface == ".."
+        {
+            return Err(SpecError::BadInterface(spec.to_string()));
+        }
+        Ok(PortSpec {
+            backend,
+            iface: iface.to_string(),
+            queue,
+        })
+    }
+}
+
+impl fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.backend {
+            Backend::Xdp if self.queue != 0 => write!(f, "xdp:{}@{}", self.iface, self.queue),
+            b => write!(f, "{}:{}", b.name(), self.iface),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_backends_and_queues() {
+        let s: PortSpec = "xdp:veth0@3".parse().unwrap();
+        assert_eq!(
+            (s.backend, s.iface.as_str(), s.queue),
+            (Backend::Xdp, "veth0", 3)
+        );
+        let s: PortSpec = "xdp:veth0".parse().unwrap();
+        assert_eq!(s.queue, 0);
+        assert_eq!(s.to_string(), "xdp:veth0");
+        let s: PortSpec = "packet:eth1".parse().unwrap();
+        assert_eq!(s.backend, Backend::Packet);
+    }
+
+    #[test]
+    fn rejects_malformed_specs() {
+        assert!(matches!(
+            "veth0".parse::<PortSpec>(),
+            Err(SpecError::NoBackend(_))
+        ));
+        assert!(matches!(
+            "dpdk:veth0".parse::<PortSpec>(),
+            Err(SpecError::UnknownBackend { .. })
+        ));
+        assert!(matches!(
+            "xdp:".parse::<PortSpec>(),
+            Err(SpecError::BadInterface(_))
+        ));
+        assert!(matches!(
+            "xdp:averyveryverylongname".parse::<PortSpec>(),
+            Err(SpecError::BadInterface(_))
+        ));
+        assert!(matches!(
+            "xdp:veth0@x".parse::<PortSpec>(),
+            Err(SpecError::BadQueue { .. })
+        ));
+        assert!(matches!(
+            "packet:veth0@1".parse::<PortSpec>(),
+            Err(SpecError::QueueNotSupported(_))
+        ));
+    }
+}

@@ -1,0 +1,78 @@
+//! Per-port counters. Every packet is delivered, sent, or counted under a named drop reason
+//! (DESIGN rule 7).
+
+/// Why packets were lost, one counter a reason. Kernel-side reasons are read from the kernel
+/// (XDP_STATISTICS, PACKET_STATISTICS); the others are counted by the backend itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DropCounters {
+    /// The kernel had a packet for us but the fill ring was empty (AF_XDP).
+    pub fill_ring_empty: u64,
+    /// The kernel had a packet for us but the receive ring was full.
+    pub rx_ring_full: u64,
+    /// Dropped by the kernel for other reasons (AF_XDP `rx_dropped`).
+    pub kernel_dropped: u64,
+    /// A receive descriptor failed validation (address or length out of range).
+    pub rx_invalid_desc: u64,
+    /// The transmit ring had no room for a packet handed to `tx_burst`.
+    pub tx_ring_full: u64,
+    /// The kernel rejected a transmit descriptor.
+    pub tx_invalid_desc: u64,
+    /// The kernel failed to send a queued packet.
+    pub tx_error: u64,
+}
+
+impl DropCounters {
+    /// Each reason with its name, in a fixed order (for `--json` and the live line).
+    pub fn by_reason(&self) -> [(&'static str, u64); 7] {
+        [
+            ("fill_ring_empty", self.fill_ring_empty),
+            ("rx_ring_full", self.rx_ring_full),
+            ("kernel_dropped", self.kernel_dropped),
+            ("rx_invalid_desc", self.rx_invalid_desc),
+            ("tx_ring_full", self.tx_ring_full),
+            ("tx_invalid_desc", self.tx_invalid_desc),
+            ("tx_error", self.tx_error),
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by_reason().iter().map(|(_, v)| v).sum()
+    }
+}
+
+/// Packet and byte counts of a port, plus its drops.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Packets copied between buffer areas (DESIGN rule 5: count the copies).
+    pub copies: u64,
+    pub drops: DropCounters,
+}
+
+/// Where every frame of a port's buffer area is (the UMEM conservation law): pool + fill +
+/// kernel + rx + application + tx + completion = total.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FrameAudit {
+    pub total: u64,
+    pub pool: u64,
+    pub fill: u64,
+    pub kernel: u64,
+    pub rx: u64,
+    pub application: u64,
+    pub tx: u64,
+    pub completion: u64,
+}
+
+impl FrameAudit {
+    pub fn accounted(&self) -> u64 {
+        self.pool + self.fill + self.kernel + self.rx + self.application + self.tx + self.completion
+    }
+
+    /// True when every frame is somewhere, exactly once.
+    pub fn balanced(&self) -> bool {
+        self.accounted() == self.total
+    }
+}

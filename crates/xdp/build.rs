@@ -1,0 +1,39 @@
+//! Builds the XDP programs in bpf/ with clang into OUT_DIR, where the loader includes them.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+const PROGRAMS: [&str; 3] = ["xsk_redirect", "xdp_drop", "xdp_live_tx"];
+
+fn main() {
+    let bpf_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let clang = env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
+    // Debian keeps asm/types.h under the multiarch include directory.
+    let multiarch = format!(
+        "/usr/include/{}-linux-gnu",
+        env::var("CARGO_CFG_TARGET_ARCH").unwrap()
+    );
+    for name in PROGRAMS {
+        let src = bpf_dir.join(format!("{name}.c"));
+        println!("cargo:rerun-if-changed={}", src.display());
+        let obj = out.join(format!("{name}.o"));
+        let status = Command::new(&clang)
+            .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror"])
+            .arg(format!("-I{multiarch}"))
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {clang} to build {}: {e} (install clang: make deps)",
+                    src.display()
+                )
+            });
+        assert!(status.success(), "{clang} failed on {}", src.display());
+    }
+    println!("cargo:rerun-if-env-changed=CLANG");
+}

@@ -1,0 +1,61 @@
+//! The in-kernel drop counter: drops every packet in XDP and counts it (the ceiling).
+
+use aya::maps::PerCpuArray;
+use aya::programs::Xdp;
+
+use crate::{AttachMode, XdpError, attach, error_chain, load_program};
+
+const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_drop.o"));
+const PROGRAM: &str = "xdp_drop";
+
+/// Packets and bytes dropped, as the program's per-CPU counters add up.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DropCount {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+// SAFETY: DropCount is two u64s with no padding, the layout of `struct drop_count` in
+// bpf/xdp_drop.c; every bit pattern is valid.
+unsafe impl aya::Pod for DropCount {}
+
+/// The drop program attached to one interface; detached when dropped.
+pub struct DropCounter {
+    ebpf: aya::Ebpf,
+}
+
+impl DropCounter {
+    pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<DropCounter, XdpError> {
+        let mut ebpf = load_program(OBJECT, PROGRAM)?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(PROGRAM)
+            .and_then(|p| p.try_into().ok())
+            .ok_or(XdpError::Load {
+                program: PROGRAM,
+                reason: "not an XDP program".to_string(),
+            })?;
+        attach::attach(prog, PROGRAM, iface, mode, force)?;
+        Ok(DropCounter { ebpf })
+    }
+
+    /// Packets and bytes dropped so far, summed over the CPUs.
+    pub fn read(&self) -> Result<(u64, u64), XdpError> {
+        let map = self.ebpf.map("drops").ok_or(XdpError::Map {
+            map: "drops",
+            reason: "not in the object".to_string(),
+        })?;
+        let arr: PerCpuArray<_, DropCount> =
+            PerCpuArray::try_from(map).map_err(|e| XdpError::Map {
+                map: "drops",
+                reason: error_chain(&e),
+            })?;
+        let values = arr.get(&0, 0).map_err(|e| XdpError::Map {
+            map: "drops",
+            reason: error_chain(&e),
+        })?;
+        Ok(values
+            .iter()
+            .fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
+    }
+}

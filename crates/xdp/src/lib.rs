@@ -1,0 +1,92 @@
+//! wirespeed's XDP programs (C in `bpf/`, built by build.rs) and their loader (aya):
+//! the redirect to AF_XDP sockets, the in-kernel drop counter (the benchmark's ceiling) and
+//! the live-frames transmit engine.
+//!
+//! Programs are attached through BPF links where the kernel has them, so they detach when
+//! the process exits on any path, a crash included. A program someone else attached is
+//! never replaced unless the caller forces it.
+
+mod attach;
+mod drop_counter;
+mod live_frames;
+mod xsk_program;
+
+pub use attach::{AttachMode, attached_program};
+pub use drop_counter::DropCounter;
+pub use live_frames::LiveFrames;
+pub use xsk_program::XskProgram;
+
+/// What can go wrong loading or attaching an XDP program.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    #[error("{0}: no such interface")]
+    NoInterface(String),
+    #[error(
+        "{iface}: another XDP program is attached ({existing}); wirespeed will not replace it \
+         (detach it, or pass --force)"
+    )]
+    ForeignProgram { iface: String, existing: String },
+    #[error("{iface}: cannot remove the XDP program attached there ({existing}): {reason}")]
+    ForceFailed {
+        iface: String,
+        existing: String,
+        reason: String,
+    },
+    #[error("{iface}: attach XDP program {program} in {mode} mode: {reason}")]
+    Attach {
+        iface: String,
+        program: &'static str,
+        mode: &'static str,
+        reason: String,
+    },
+    #[error("load XDP program {program}: {reason}")]
+    Load {
+        program: &'static str,
+        reason: String,
+    },
+    #[error("XDP map {map}: {reason}")]
+    Map { map: &'static str, reason: String },
+    #[error("live-frames run on {iface}: {reason}")]
+    Run { iface: String, reason: String },
+}
+
+/// Loads one of the built objects and its named program, ready to attach or run.
+fn load_program(object: &[u8], program: &'static str) -> Result<aya::Ebpf, XdpError> {
+    let mut ebpf = aya::EbpfLoader::new()
+        .load(object)
+        .map_err(|e| XdpError::Load {
+            program,
+            reason: error_chain(&e),
+        })?;
+    let prog: &mut aya::programs::Xdp = ebpf
+        .program_mut(program)
+        .ok_or_else(|| XdpError::Load {
+            program,
+            reason: "not in the object".to_string(),
+        })?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| XdpError::Load {
+            program,
+            reason: error_chain(&e),
+        })?;
+    prog.load().map_err(|e| XdpError::Load {
+        program,
+        reason: error_chain(&e),
+    })?;
+    Ok(ebpf)
+}
+
+/// An error with its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}

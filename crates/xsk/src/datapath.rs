@@ -1,0 +1,198 @@
+//! The per-burst path of an AF_XDP socket: top up the fill ring, take received descriptors,
+//! queue descriptors for sending, reclaim completions, wake the kernel only when it asks.
+//! No allocation, no lock; a system call only when the kernel needs one (DESIGN rules 1-2).
+
+use std::io;
+
+use wirespeed_umem::{FramePool, Umem};
+
+use crate::{Desc, Socket, sys};
+
+/// What one `recv` took from the RX ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecvOutcome {
+    /// Descriptors delivered to the caller.
+    pub received: u32,
+    /// Descriptors that failed validation (returned to the pool when their frame was valid).
+    pub invalid: u32,
+}
+
+/// Where the frames handed to the kernel are, from the ring indices (see `Socket::ring_counts`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RingCounts {
+    pub fill: u64,
+    pub kernel: u64,
+    pub rx: u64,
+    pub tx: u64,
+    pub completion: u64,
+}
+
+impl Socket {
+    /// Moves up to `max` frames from `pool` into the fill ring; returns how many.
+    #[inline]
+    pub fn refill(&mut self, pool: &mut FramePool, max: u32) -> u32 {
+        let Some(fill) = self.fill.as_mut() else {
+            return 0;
+        };
+        let n = fill.reserve(max.min(pool.len() as u32));
+        for i in 0..n {
+            // n <= pool.len(), so alloc cannot fail here.
+            fill.write(i, pool.alloc().unwrap_or_default());
+        }
+        fill.submit(n);
+        n
+    }
+
+    /// Takes up to `max` received packets, calling `deliver(addr, len)` for each one whose
+    /// descriptor lies inside `umem`. A descriptor that does not is never dereferenced: its
+    /// frame goes back to `pool` if the address is a real frame, and it is counted invalid.
+    #[inline]
+    pub fn recv(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        max: u32,
+        mut deliver: impl FnMut(u64, u32),
+    ) -> RecvOutcome {
+        let Some(rx) = self.rx.as_mut() else {
+            return RecvOutcome::default();
+        };
+        let n = rx.peek(max);
+        let mut out = RecvOutcome::default();
+        for i in 0..n {
+            let d: Desc = rx.read(i);
+            if umem.is_valid(d.addr, d.len) {
+                deliver(d.addr, d.len);
+                out.received += 1;
+            } else {
+                if umem.is_valid(d.addr, 0) {
+                    pool.free(umem.frame_base(d.addr));
+                }
+                out.invalid += 1;
+            }
+        }
+        rx.release(n);
+        out
+    }
+
+    /// Queues up to `n` packets for sending, `desc_at(i)` giving the address and length of
+    /// the i-th; returns how many fit in the TX ring. Call `kick_tx` after the burst.
+    #[inline]
+    pub fn send(&mut self, n: u32, desc_at: impl Fn(u32) -> (u64, u32)) -> u32 {
+        let Some(tx) = self.tx.as_mut() else {
+            return 0;
+        };
+        let n = tx.reserve(n);
+        for i in 0..n {
+            let (addr, len) = desc_at(i);
+            tx.write(
+                i,
+                Desc {
+                    addr,
+                    len,
+                    options: 0,
+                },
+            );
+        }
+        tx.submit(n);
+        n
+    }
+
+    /// Free slots in the TX ring.
+    #[inline]
+    pub fn tx_free(&mut self, wanted: u32) -> u32 {
+        self.tx.as_mut().map_or(0, |t| t.free(wanted))
+    }
+
+    /// Moves completed transmit frames back to `pool`; returns (reclaimed, invalid).
+    #[inline]
+    pub fn complete(&mut self, umem: &Umem, pool: &mut FramePool, max: u32) -> (u32, u32) {
+        let Some(comp) = self.completion.as_mut() else {
+            return (0, 0);
+        };
+        let n = comp.peek(max);
+        let mut invalid = 0;
+        for i in 0..n {
+            let addr = comp.read(i);
+            if !umem.is_valid(addr, 0) || !pool.free(umem.frame_base(addr)) {
+                invalid += 1;
+            }
+        }
+        comp.release(n);
+        (n - invalid, invalid)
+    }
+
+    /// True when descriptors sit in the TX ring that the kernel has not taken yet.
+    #[inline]
+    pub fn tx_queued(&self) -> bool {
+        self.tx.as_ref().is_some_and(|t| t.pending() > 0)
+    }
+
+    /// Tells the kernel to send what is queued, if it asked for that (need_wakeup) or if it
+    /// cannot ask (sockets bound without need_wakeup). Busy or out-of-buffer answers are not
+    /// errors: the descriptors stay queued and the next kick sends them.
+    #[inline]
+    pub fn kick_tx(&mut self) -> io::Result<()> {
+        let Some(tx) = self.tx.as_ref() else {
+            return Ok(());
+        };
+        if self.need_wakeup && !tx.needs_wakeup() {
+            return Ok(());
+        }
+        match sys::kick_tx(self.raw_fd()) {
+            Ok(()) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// Wakes the kernel's receive side when the fill ring asks for it, or always when busy
+    /// polling (the syscall is what runs the busy poll).
+    #[inline]
+    pub fn wake_rx(&mut self) -> io::Result<()> {
+        let wanted = self.busy_poll || self.fill.as_ref().is_some_and(|f| f.needs_wakeup());
+        if !wanted {
+            return Ok(());
+        }
+        match sys::kick_rx(self.raw_fd()) {
+            Ok(()) => Ok(()),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// Sleeps in poll() until the RX ring has packets or `timeout_ms` passes.
+    pub fn poll_rx(&self, timeout_ms: i32) -> io::Result<bool> {
+        Ok(sys::poll_one(self.raw_fd(), libc::POLLIN, timeout_ms)? & libc::POLLIN != 0)
+    }
+
+    /// Where the frames this socket handed to the kernel are, from the ring indices. Kernel
+    /// indices are read so that `kernel` never comes out negative (RX producer before fill
+    /// consumer: the kernel takes a fill entry before it produces an RX entry).
+    pub fn ring_counts(&self) -> RingCounts {
+        let mut c = RingCounts::default();
+        let rx_prod = self.rx.as_ref().map(|r| r.producer_index());
+        let comp_prod = self.completion.as_ref().map(|r| r.producer_index());
+        if let Some(fill) = &self.fill {
+            let cons = fill.consumer_index();
+            c.fill = fill.producer_index().wrapping_sub(cons) as u64;
+            c.kernel += cons.wrapping_sub(rx_prod.unwrap_or(cons)) as u64;
+        }
+        if let (Some(rx), Some(p)) = (&self.rx, rx_prod) {
+            c.rx = p.wrapping_sub(rx.consumer_index()) as u64;
+        }
+        if let Some(tx) = &self.tx {
+            let cons = tx.consumer_index();
+            c.tx = tx.producer_index().wrapping_sub(cons) as u64;
+            c.kernel += cons.wrapping_sub(comp_prod.unwrap_or(cons)) as u64;
+        }
+        if let (Some(comp), Some(p)) = (&self.completion, comp_prod) {
+            c.completion = p.wrapping_sub(comp.consumer_index()) as u64;
+        }
+        c
+    }
+}

@@ -1,0 +1,58 @@
+//! The AF_XDP socket (the AF_PACKET V4 design as mainline Linux has it), written against the
+//! kernel UAPI in `linux/if_xdp.h`. Set-up lives in `socket.rs`, the per-burst path in
+//! `datapath.rs`, the raw system calls in `sys.rs`.
+
+mod datapath;
+mod socket;
+mod sys;
+
+pub use datapath::{RecvOutcome, RingCounts};
+pub use socket::{BindMode, Socket, SocketConfig, Statistics};
+pub use sys::{if_index, queue_count};
+
+/// A descriptor of the RX and TX rings: a packet at `addr` (UMEM offset) of `len` bytes.
+pub type Desc = libc::xdp_desc;
+
+use std::io;
+
+/// What can go wrong with an AF_XDP socket. Each names the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    #[error("socket(AF_XDP): {0}")]
+    Socket(#[source] io::Error),
+    #[error("{0}: no such interface")]
+    NoInterface(String),
+    #[error("{iface}: interface has no queue {queue} (it has {count})")]
+    NoQueue {
+        iface: String,
+        queue: u32,
+        count: u32,
+    },
+    #[error("{step}: {source}")]
+    Setup {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{iface} queue {queue}: bind in {mode} mode: {source}")]
+    Bind {
+        iface: String,
+        queue: u32,
+        mode: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("ring size {0} is not a power of two between 64 and 65536")]
+    RingSize(u32),
+}
+
+impl XskError {
+    /// The OS error behind this failure, if any.
+    pub fn os_error(&self) -> Option<i32> {
+        match self {
+            XskError::Socket(e) | XskError::Setup { source: e, .. } => e.raw_os_error(),
+            XskError::Bind { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! Set-up and teardown of an AF_XDP socket: UMEM registration, ring sizing and mapping,
+//! bind, options and statistics. Nothing here runs per packet.
+
+use std::any::Any;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use wirespeed_ring::{Consumer, Producer, RawRing};
+use wirespeed_umem::Umem;
+
+use crate::sys::{self, RingMap};
+use crate::{Desc, XskError};
+
+// asm-generic/socket.h (not exported by libc for every architecture).
+const SO_BUSY_POLL: i32 = 46;
+const SO_PREFER_BUSY_POLL: i32 = 69;
+const SO_BUSY_POLL_BUDGET: i32 = 70;
+
+/// How to bind: force zero-copy, force copy, or let the kernel pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindMode {
+    ZeroCopy,
+    Copy,
+    /// No flag: zero-copy where the driver has it, else copy.
+    Any,
+}
+
+impl BindMode {
+    fn flag(self) -> u16 {
+        match self {
+            BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
+            BindMode::Copy => libc::XDP_COPY,
+            BindMode::Any => 0,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BindMode::ZeroCopy => "zero-copy",
+            BindMode::Copy => "copy",
+            BindMode::Any => "driver-chosen",
+        }
+    }
+}
+
+/// Ring sizes (0 = no such ring) and bind options.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketConfig {
+    pub rx_size: u32,
+    pub tx_size: u32,
+    pub fill_size: u32,
+    pub completion_size: u32,
+    pub mode: BindMode,
+    /// Ask the kernel to flag when it needs a syscall (XDP_USE_NEED_WAKEUP).
+    pub need_wakeup: bool,
+    /// Busy-poll with this budget (SO_PREFER_BUSY_POLL).
+    pub busy_poll_budget: Option<u32>,
+}
+
+impl Default for SocketConfig {
+    fn default() -> Self {
+        SocketConfig {
+            rx_size: 2048,
+            tx_size: 2048,
+            fill_size: 4096,
+            completion_size: 2048,
+            mode: BindMode::Any,
+            need_wakeup: true,
+            busy_poll_budget: None,
+        }
+    }
+}
+
+/// The kernel's counters for a socket (XDP_STATISTICS).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Statistics {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty_descs: u64,
+    pub tx_ring_empty_descs: u64,
+}
+
+/// An AF_XDP socket bound to one queue of one interface.
+pub struct Socket {
+    pub(crate) fd: OwnedFd,
+    pub(crate) fill: Option<Producer<u64>>,
+    pub(crate) completion: Option<Consumer<u64>>,
+    pub(crate) rx: Option<Consumer<Desc>>,
+    pub(crate) tx: Option<Producer<Desc>>,
+    pub(crate) need_wakeup: bool,
+    pub(crate) busy_poll: bool,
+    ifindex: u32,
+    queue: u32,
+    zerocopy: bool,
+    _umem: Arc<dyn Any + Send + Sync>,
+}
+
+fn setup<T>(step: &'static str, r: std::io::Result<T>) -> Result<T, XskError> {
+    r.map_err(|source| XskError::Setup { step, source })
+}
+
+fn check_size(size: u32) -> Result<(), XskError> {
+    if size != 0 && (!size.is_power_of_two() || !(64..=65536).contains(&size)) {
+        return Err(XskError::RingSize(size));
+    }
+    Ok(())
+}
+
+impl Socket {
+    /// A socket that registers `umem` and owns its fill and completion rings.
+    pub fn new(
+        umem: &Umem,
+        iface: &str,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket, XskError> {
+        Socket::create(umem, None, iface, queue, config)
+    }
+
+    /// A socket that uses the UMEM `owner` registered (XDP_SHARED_UMEM). On another interface
+    /// or queue than the owner it gets fill and completion rings of its own; on the owner's
+    /// queue it shares the owner's.
+    pub fn new_shared(
+        umem: &Umem,
+        owner: &Socket,
+        iface: &str,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket, XskError> {
+        Socket::create(umem, Some(owner), iface, queue, config)
+    }
+
+    fn create(
+        umem: &Umem,
+        owner: Option<&Socket>,
+        iface: &str,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket, XskError> {
+        for s in [
+            config.rx_size,
+            config.tx_size,
+            config.fill_size,
+            config.completion_size,
+        ] {
+            check_size(s)?;
+        }
+        let ifindex =
+            sys::if_index(iface).ok_or_else(|| XskError::NoInterface(iface.to_string()))?;
+        let count = sys::queue_count(iface);
+        if queue >= count {
+            return Err(XskError::NoQueue {
+                iface: iface.to_string(),
+                queue,
+                count,
+            });
+        }
+        let fd = sys::xdp_socket().map_err(XskError::Socket)?;
+        if owner.is_none() {
+            let (area, len) = umem.area();
+            let reg = libc::xdp_umem_reg {
+                addr: area as u64,
+                len: len as u64,
+                chunk_size: umem.frame_size(),
+                headroom: umem.config().headroom,
+                flags: 0,
+                tx_metadata_len: 0,
+            };
+            setup(
+                "XDP_UMEM_REG",
+                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg),
+            )?;
+        }
+        let same_queue = owner.is_some_and(|o| o.ifindex == ifindex && o.queue == queue);
+        let own_fill = !same_queue;
+        if own_fill {
+            setup(
+                "XDP_UMEM_FILL_RING",
+                sys::set_option(
+                    &fd,
+                    libc::SOL_XDP,
+                    libc::XDP_UMEM_FILL_RING,
+                    &config.fill_size,
+                ),
+            )?;
+            setup(
+                "XDP_UMEM_COMPLETION_RING",
+                sys::set_option(
+                    &fd,
+                    libc::SOL_XDP,
+                    libc::XDP_UMEM_COMPLETION_RING,
+                    &config.completion_size,
+                ),
+            )?;
+        }
+        if config.rx_size > 0 {
+            setup(
+                "XDP_RX_RING",
+                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &config.rx_size),
+            )?;
+        }
+        if config.tx_size > 0 {
+            setup(
+                "XDP_TX_RING",
+                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &config.tx_size),
+            )?;
+        }
+        let (off, off_len): (libc::xdp_mmap_offsets, usize) = setup(
+            "XDP_MMAP_OFFSETS",
+            sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS),
+        )?;
+        if off_len != size_of::<libc::xdp_mmap_offsets>() {
+            return Err(XskError::Setup {
+                step: "XDP_MMAP_OFFSETS",
+                source: std::io::Error::other(
+                    "kernel too old: ring offsets without flags (need Linux 5.4+)",
+                ),
+            });
+        }
+        let (fill, completion) = if own_fill {
+            (
+                Some(Producer::new(map::<u64>(
+                    &fd,
+                    &off.fr,
+                    config.fill_size,
+                    libc::XDP_UMEM_PGOFF_FILL_RING,
+                    "fill ring",
+                )?)),
+                Some(Consumer::new(map::<u64>(
+                    &fd,
+                    &off.cr,
+                    config.completion_size,
+                    libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+                    "completion ring",
+                )?)),
+            )
+        } else {
+            (None, None)
+        };
+        let rx = match config.rx_size {
+            0 => None,
+            n => Some(Consumer::new(map::<Desc>(
+                &fd,
+                &off.rx,
+                n,
+                libc::XDP_PGOFF_RX_RING as u64,
+                "rx ring",
+            )?)),
+        };
+        let tx = match config.tx_size {
+            0 => None,
+            n => Some(Producer::new(map::<Desc>(
+                &fd,
+                &off.tx,
+                n,
+                libc::XDP_PGOFF_TX_RING as u64,
+                "tx ring",
+            )?)),
+        };
+        if let Some(budget) = config.busy_poll_budget {
+            setup(
+                "SO_PREFER_BUSY_POLL",
+                sys::set_option(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32),
+            )?;
+            setup(
+                "SO_BUSY_POLL",
+                sys::set_option(&fd, libc::SOL_SOCKET, SO_BUSY_POLL, &20i32),
+            )?;
+            setup(
+                "SO_BUSY_POLL_BUDGET",
+                sys::set_option(&fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &(budget as i32)),
+            )?;
+        }
+        let mut flags = config.mode.flag();
+        if config.need_wakeup {
+            flags |= libc::XDP_USE_NEED_WAKEUP;
+        }
+        if owner.is_some() {
+            flags |= libc::XDP_SHARED_UMEM;
+        }
+        let addr = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
+        };
+        sys::bind_xdp(&fd, &addr).map_err(|source| XskError::Bind {
+            iface: iface.to_string(),
+            queue,
+            mode: config.mode.name(),
+            source,
+        })?;
+        let (opts, _): (libc::xdp_options, usize) = setup(
+            "XDP_OPTIONS",
+            sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_OPTIONS),
+        )?;
+        Ok(Socket {
+            fd,
+            fill,
+            completion,
+            rx,
+            tx,
+            need_wakeup: config.need_wakeup,
+            busy_poll: config.busy_poll_budget.is_some(),
+            ifindex,
+            queue,
+            zerocopy: opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
+            _umem: umem.keepalive(),
+        })
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// True when the kernel bound in zero-copy mode.
+    pub fn is_zerocopy(&self) -> bool {
+        self.zerocopy
+    }
+
+    /// True when this socket has its own fill and completion rings.
+    pub fn owns_fill_ring(&self) -> bool {
+        self.fill.is_some()
+    }
+
+    /// The kernel's counters for this socket.
+    pub fn statistics(&self) -> Result<Statistics, XskError> {
+        let (s, _): (libc::xdp_statistics, usize) = setup(
+            "XDP_STATISTICS",
+            sys::get_option(self.fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS),
+        )?;
+        Ok(Statistics {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: s.tx_ring_empty_descs,
+        })
+    }
+}
+
+/// Maps one ring and wraps it; the mapping lives as long as the ring.
+fn map<T: Copy>(
+    fd: &OwnedFd,
+    off: &libc::xdp_ring_offset,
+    size: u32,
+    pgoff: u64,
+    what: &'static str,
+) -> Result<RawRing<T>, XskError> {
+    let len = off.desc as usize + size as usize * size_of::<T>();
+    let m =
+        sys::map_ring(fd, len, pgoff).map_err(|source| XskError::Setup { step: what, source })?;
+    let base = m.ptr;
+    let owner: Arc<RingMap> = Arc::new(m);
+    // SAFETY: the kernel laid the ring out at these offsets inside the mapping, which `owner`
+    // keeps alive; size is the power of two we asked for.
+    Ok(unsafe {
+        RawRing::from_raw_parts(
+            base.add(off.producer as usize).cast(),
+            base.add(off.consumer as usize).cast(),
+            Some(base.add(off.flags as usize).cast()),
+            base.add(off.desc as usize).cast(),
+            size,
+            owner,
+        )
+    })
+}

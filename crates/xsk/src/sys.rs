@@ -1,0 +1,182 @@
+//! Thin wrappers over the system calls an AF_XDP socket needs. Every unsafe block of the
+//! socket is here, each with its reason.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The index of a network interface, or None if there is no such interface here.
+pub fn if_index(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: c is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (idx != 0).then_some(idx)
+}
+
+/// How many queues an interface has (the larger of its RX and TX queue counts), read from
+/// sysfs; 1 when sysfs does not say.
+pub fn queue_count(name: &str) -> u32 {
+    let Ok(dir) = std::fs::read_dir(format!("/sys/class/net/{name}/queues")) else {
+        return 1;
+    };
+    let (mut rx, mut tx) = (0u32, 0u32);
+    for e in dir.flatten() {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        if n.starts_with("rx-") {
+            rx += 1;
+        } else if n.starts_with("tx-") {
+            tx += 1;
+        }
+    }
+    rx.max(tx).max(1)
+}
+
+pub(crate) fn xdp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call; the returned descriptor is owned from here on.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn set_option<T>(fd: &OwnedFd, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: value points to size_of::<T>() readable bytes for the duration of the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads a socket option into a zeroed `T`; returns it with the length the kernel wrote.
+pub(crate) fn get_option<T: Copy>(fd: RawFd, level: i32, name: i32) -> io::Result<(T, usize)> {
+    // SAFETY: T is plain-old-data from libc (all-zero is a valid value).
+    let mut value: T = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: value has room for len bytes; the kernel writes at most that many.
+    let r = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut T).cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((value, len as usize))
+}
+
+/// A shared mapping of one of the socket's rings.
+pub(crate) struct RingMap {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+// SAFETY: the mapping is shared memory reached only through the ring protocol's atomics.
+unsafe impl Send for RingMap {}
+// SAFETY: as above.
+unsafe impl Sync for RingMap {}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: exactly the region mmap returned; the last ring using it is gone.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+pub(crate) fn map_ring(fd: &OwnedFd, len: usize, pgoff: u64) -> io::Result<RingMap> {
+    // SAFETY: maps a ring the kernel allocated for this socket; nothing else is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            fd.as_raw_fd(),
+            pgoff as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(RingMap { ptr: p.cast(), len })
+}
+
+pub(crate) fn bind_xdp(fd: &OwnedFd, addr: &libc::sockaddr_xdp) -> io::Result<()> {
+    // SAFETY: addr is a valid sockaddr_xdp of the size passed.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (addr as *const libc::sockaddr_xdp).cast(),
+            size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Asks the kernel to process the TX ring (copy mode and need_wakeup send only on a kick).
+pub(crate) fn kick_tx(fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zero-length send with no buffer; the kernel reads the TX ring instead.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Wakes the kernel's receive processing (need_wakeup on the fill ring, busy polling).
+pub(crate) fn kick_rx(fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zero-length receive with no buffer; the kernel fills the RX ring instead.
+    let r = unsafe {
+        libc::recvfrom(
+            fd,
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// poll() on one descriptor; returns the revents.
+pub(crate) fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(p.revents)
+}
