@@ -12,7 +12,9 @@ pub struct VerifyReport {
     pub received: u64,
     pub unique: u64,
     pub duplicates: u64,
-    /// Not a test frame, or bytes differing from the template's frame for its number.
+    /// Frames that carry no test payload (not from a wirespeed sender).
+    pub not_test_frames: u64,
+    /// Test frames whose bytes differ from the template's frame for their number.
     pub corrupt: u64,
     pub out_of_range: u64,
     /// Sequence numbers below --expect never seen (None without --expect).
@@ -41,7 +43,7 @@ impl Verifier {
     pub fn check(&mut self, frame: &[u8]) {
         self.report.received += 1;
         let Some(p) = read_test_payload(frame) else {
-            self.report.corrupt += 1;
+            self.report.not_test_frames += 1;
             return;
         };
         if self

@@ -274,13 +274,13 @@ impl Socket {
                 sys::set_option(&fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &(budget as i32)),
             )?;
         }
-        let mut flags = config.mode.flag();
-        if config.need_wakeup {
-            flags |= libc::XDP_USE_NEED_WAKEUP;
-        }
-        if owner.is_some() {
-            flags |= libc::XDP_SHARED_UMEM;
-        }
+        // A socket sharing a UMEM may name no mode flags: it inherits the owner's copy or
+        // zero-copy mode and need_wakeup setting (the kernel refuses them with EINVAL).
+        let (flags, need_wakeup) = match owner {
+            Some(o) => (libc::XDP_SHARED_UMEM, o.need_wakeup),
+            None if config.need_wakeup => (config.mode.flag() | libc::XDP_USE_NEED_WAKEUP, true),
+            None => (config.mode.flag(), false),
+        };
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
             sxdp_flags: flags,
@@ -304,7 +304,7 @@ impl Socket {
             completion,
             rx,
             tx,
-            need_wakeup: config.need_wakeup,
+            need_wakeup,
             busy_poll: config.busy_poll_budget.is_some(),
             ifindex,
             queue,

@@ -1,0 +1,256 @@
+//! Bad input gets a message naming the problem, a non-zero exit, and leaves nothing behind.
+
+mod common;
+use common::*;
+
+/// Runs wirespeed in `ns`, expects failure with `needle` in its message.
+fn fails_with(ns: &str, args: &[&str], needle: &str) {
+    let out = run_in(ns, args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded; stderr: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected '{needle}' in: {err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{args:?} printed to stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn bad_ports_and_options_are_refused() {
+    let net = NetPair::new("be");
+    let ns = &net.ns_b;
+    let port = format!("xdp:{}", net.b);
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", "xdp:nosuch0"],
+        "nosuch0: no such interface",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", "packet:nosuch0"],
+        "nosuch0: no such interface",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &format!("{port}@3")],
+        &format!("{}: interface has no queue 3 (it has 1)", net.b),
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &net.b],
+        "expected BACKEND:IFACE[@QUEUE]",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", "dpdk:x"],
+        "unknown backend 'dpdk'",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", "xdp:veth0@q"],
+        "queue 'q' is not a number",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &port, "--frame-size", "3000"],
+        "frame size must be 2048 or 4096",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &port, "--batch", "0"],
+        "--batch 0: must be between 1 and the ring size (2048)",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &port, "--batch", "4096"],
+        "--batch 4096: must be between 1 and the ring size (2048)",
+    );
+    fails_with(
+        ns,
+        &["bench", "txpush", "--port", &port, "--size", "20"],
+        "--size 20",
+    );
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &port, "--xdp-mode", "fast"],
+        "unknown XDP mode 'fast'",
+    );
+    fails_with(
+        ns,
+        &["bench", "xdpdrop", "--port", &format!("packet:{}", net.b)],
+        "use an xdp: port",
+    );
+    net.assert_no_xdp();
+}
+
+#[test]
+fn not_root_names_the_missing_capabilities() {
+    let net = NetPair::new("bn");
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.ns_b,
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(wirespeed())
+        .args(["bench", "rxdrop", "--port", &format!("xdp:{}", net.b)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("needs CAP_NET_RAW, CAP_NET_ADMIN, CAP_BPF"),
+        "{err}"
+    );
+    assert!(err.contains("run it as root"), "{err}");
+    net.assert_no_xdp();
+}
+
+/// Builds one of our XDP objects for iproute2 to attach as "someone else's" program.
+fn foreign_object() -> String {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf/xdp_drop.c");
+    let obj = format!("/tmp/wirespeed-foreign-{}.o", std::process::id());
+    must(&[
+        "clang",
+        "-target",
+        "bpf",
+        "-O2",
+        "-g",
+        "-I/usr/include/x86_64-linux-gnu",
+        "-c",
+        src,
+        "-o",
+        &obj,
+    ]);
+    obj
+}
+
+#[test]
+fn foreign_xdp_program_is_not_clobbered_unless_forced() {
+    let net = NetPair::new("bf");
+    let obj = foreign_object();
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_b,
+        "link",
+        "set",
+        "dev",
+        &net.b,
+        "xdpgeneric",
+        "obj",
+        &obj,
+        "sec",
+        "xdp",
+    ]);
+    let _ = std::fs::remove_file(&obj);
+    let port = format!("xdp:{}", net.b);
+    fails_with(
+        &net.ns_b,
+        &["bench", "rxdrop", "--port", &port, "--duration", "1"],
+        "another XDP program is attached",
+    );
+    fails_with(
+        &net.ns_b,
+        &["bench", "xdpdrop", "--port", &port, "--duration", "1"],
+        "pass --force",
+    );
+    // Still there, untouched.
+    let shown = must(&["ip", "-n", &net.ns_b, "-d", "link", "show", "dev", &net.b]);
+    assert!(shown.contains("name xdp_drop"), "{shown}");
+    // Forced: replaced, used, and detached at exit.
+    let j = run_json(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--duration",
+            "0.5",
+            "--force",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(j["backend"], "xdp");
+    net.assert_no_xdp();
+}
+
+#[test]
+fn program_held_by_another_process_cannot_be_forced_out() {
+    let net = NetPair::new("bl");
+    let port = format!("xdp:{}", net.b);
+    let mut sink = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "xdpdrop",
+            "--port",
+            &port,
+            "--duration",
+            "30",
+            "--json",
+            "-q",
+        ],
+    );
+    sink.wait_ready();
+    fails_with(
+        &net.ns_b,
+        &["bench", "rxdrop", "--port", &port, "--duration", "1"],
+        "another XDP program is attached",
+    );
+    fails_with(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--duration",
+            "1",
+            "--force",
+        ],
+        "held by a BPF link of another process",
+    );
+    let (j, _) = sink.interrupt();
+    assert_eq!(j["mode"], "xdpdrop");
+    // The other process's exit detached its program; nothing of ours was left either.
+    net.assert_no_xdp();
+}
+
+#[test]
+fn sigterm_detaches_and_reports() {
+    let net = NetPair::new("bs");
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &format!("xdp:{}", net.b),
+            "--duration",
+            "30",
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let shown = must(&["ip", "-n", &net.ns_b, "-d", "link", "show", "dev", &net.b]);
+    assert!(
+        shown.contains("name xsk_redirect"),
+        "our program should be attached while running: {shown}"
+    );
+    let (j, _) = rx.terminate();
+    assert_eq!(j["mode"], "rxdrop");
+    net.assert_no_xdp();
+}

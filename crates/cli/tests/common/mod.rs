@@ -1,0 +1,379 @@
+//! Shared by the integration tests: namespaces and veth pairs of their own (unique names,
+//! removed on every path by Drop), and running `wirespeed` inside them.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub fn wirespeed() -> &'static str {
+    env!("CARGO_BIN_EXE_wirespeed")
+}
+
+/// Integration tests move real packets: they need root. Fail loudly rather than pass empty.
+pub fn require_root() {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Uid:")
+                .map(|v| v.split_whitespace().next().unwrap().to_string())
+        })
+        .unwrap();
+    assert_eq!(
+        uid, "0",
+        "integration tests need root (they create namespaces and veths)"
+    );
+}
+
+pub fn sh(args: &[&str]) -> Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("run {args:?}: {e}"))
+}
+
+pub fn must(args: &[&str]) -> String {
+    let out = sh(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Two namespaces joined by a veth pair: `a` in `ns_a`, `b` in `ns_b`. IPv6 is off so the
+/// kernel sends nothing of its own; removed (namespaces and links) when dropped.
+pub struct NetPair {
+    pub ns_a: String,
+    pub ns_b: String,
+    pub a: String,
+    pub b: String,
+}
+
+impl NetPair {
+    pub fn new(tag: &str) -> NetPair {
+        require_root();
+        assert!(tag.len() <= 3);
+        let id = format!(
+            "{}{}{}",
+            tag,
+            std::process::id() % 100000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let p = NetPair {
+            ns_a: format!("wst{id}a"),
+            ns_b: format!("wst{id}b"),
+            a: format!("wst{id}a"),
+            b: format!("wst{id}b"),
+        };
+        assert!(p.a.len() <= 15, "interface name {} too long", p.a);
+        must(&["ip", "netns", "add", &p.ns_a]);
+        must(&["ip", "netns", "add", &p.ns_b]);
+        must(&[
+            "ip", "link", "add", &p.a, "netns", &p.ns_a, "type", "veth", "peer", "name", &p.b,
+            "netns", &p.ns_b,
+        ]);
+        for (ns, dev) in [(&p.ns_a, &p.a), (&p.ns_b, &p.b)] {
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]);
+            must(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        p
+    }
+
+    /// The kernel's drop counters of both veth ends (rx_dropped + tx_dropped, summed).
+    pub fn veth_drops(&self) -> u64 {
+        [(&self.ns_a, &self.a), (&self.ns_b, &self.b)]
+            .iter()
+            .map(|(ns, dev)| {
+                link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped")
+            })
+            .sum()
+    }
+
+    /// No XDP program is attached to either end.
+    pub fn assert_no_xdp(&self) {
+        for (ns, dev) in [(&self.ns_a, &self.a), (&self.ns_b, &self.b)] {
+            let out = must(&["ip", "-n", ns, "-d", "link", "show", "dev", dev]);
+            assert!(
+                !out.contains("prog/xdp"),
+                "{dev} still has an XDP program: {out}"
+            );
+        }
+    }
+}
+
+impl Drop for NetPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it, and with it the pair.
+        let _ = sh(&["ip", "netns", "del", &self.ns_a]);
+        let _ = sh(&["ip", "netns", "del", &self.ns_b]);
+    }
+}
+
+/// One counter of `ip -s -j link show`: `dir` is "rx" or "tx", `name` e.g. "dropped".
+pub fn link_stat(ns: &str, dev: &str, dir: &str, name: &str) -> u64 {
+    let out = must(&["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["stats64"][dir][name].as_u64().unwrap_or(0)
+}
+
+/// A wirespeed process running in a namespace, its stderr collected.
+pub struct Running {
+    child: Option<Child>,
+    stderr: mpsc::Receiver<String>,
+    pub log: Vec<String>,
+}
+
+impl Running {
+    /// Waits for the line that says set-up is done; panics with the log if it never comes.
+    pub fn wait_ready(&mut self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            match self.stderr.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => {
+                    let ready = line.contains(" ready ");
+                    self.log.push(line);
+                    if ready {
+                        return;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                        panic!("wirespeed exited ({st}) before ready: {:?}", self.log);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!("wirespeed never said ready: {:?}", self.log);
+    }
+
+    /// SIGINT, then the JSON it printed and its stderr.
+    pub fn interrupt(self) -> (serde_json::Value, String) {
+        let pid = self.child.as_ref().unwrap().id();
+        // ip netns exec replaces itself with wirespeed (exec), so this pid is wirespeed's.
+        must(&["kill", "-INT", &pid.to_string()]);
+        self.finish()
+    }
+
+    /// SIGTERM, then the JSON it printed and its stderr.
+    pub fn terminate(self) -> (serde_json::Value, String) {
+        let pid = self.child.as_ref().unwrap().id();
+        must(&["kill", "-TERM", &pid.to_string()]);
+        self.finish()
+    }
+
+    /// Waits for the exit, then the JSON it printed and its stderr.
+    pub fn finish(mut self) -> (serde_json::Value, String) {
+        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        while let Ok(l) = self.stderr.recv_timeout(Duration::from_millis(200)) {
+            self.log.push(l);
+        }
+        let log = self.log.join("\n");
+        assert!(
+            out.status.success(),
+            "wirespeed failed ({}): {log}",
+            out.status
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let json = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}"));
+        (json, log)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `wirespeed ARGS` inside `ns`.
+pub fn spawn_in(ns: &str, args: &[&str]) -> Running {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, wirespeed()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Running {
+        child: Some(child),
+        stderr: rx,
+        log: Vec::new(),
+    }
+}
+
+/// Runs `wirespeed ARGS` inside `ns` to the end.
+pub fn run_in(ns: &str, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns, wirespeed()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs wirespeed to the end and returns its JSON summary, asserting success.
+pub fn run_json(ns: &str, args: &[&str]) -> serde_json::Value {
+    let out = run_in(ns, args);
+    assert!(
+        out.status.success(),
+        "wirespeed {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+pub fn exists(p: &str) -> bool {
+    Path::new(p).exists()
+}
+
+/// Asserts the frame audit in a summary balanced.
+pub fn assert_frames_balanced(j: &serde_json::Value) {
+    let f = &j["frames"];
+    assert!(
+        f["balanced"].as_bool().unwrap_or(false),
+        "frames not balanced: {f}"
+    );
+    let total = f["total"].as_u64().unwrap();
+    let sum: u64 = [
+        "pool",
+        "fill",
+        "kernel",
+        "rx",
+        "application",
+        "tx",
+        "completion",
+    ]
+    .iter()
+    .map(|k| f[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(sum, total, "frames: {f}");
+}
+
+/// The frames of a classic pcap file (either byte order, micro- or nanosecond magic).
+pub fn read_pcap(path: &str) -> Vec<Vec<u8>> {
+    let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    assert!(data.len() >= 24, "{path}: too short for a pcap header");
+    let magic = u32::from_le_bytes(data[0..4].try_into().unwrap());
+    let le = match magic {
+        0xa1b2c3d4 | 0xa1b23c4d => true,
+        0xd4c3b2a1 | 0x4d3cb2a1 => false,
+        m => panic!("{path}: not a pcap file (magic {m:#x})"),
+    };
+    let u32_at = |o: usize| {
+        let b: [u8; 4] = data[o..o + 4].try_into().unwrap();
+        if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    let mut frames = Vec::new();
+    let mut off = 24;
+    while off + 16 <= data.len() {
+        let caplen = u32_at(off + 8) as usize;
+        off += 16;
+        assert!(off + caplen <= data.len(), "{path}: truncated record");
+        frames.push(data[off..off + caplen].to_vec());
+        off += caplen;
+    }
+    frames
+}
+
+/// A capture process (tcpdump) in a namespace, stopped by SIGTERM.
+pub struct Capture {
+    child: Option<Child>,
+    pub file: String,
+}
+
+impl Capture {
+    /// tcpdump on `dev` in `ns`, inbound packets only, written unbuffered to `file`.
+    pub fn tcpdump_inbound(ns: &str, dev: &str, file: &str) -> Capture {
+        let mut child = Command::new("ip")
+            .args([
+                "netns", "exec", ns, "tcpdump", "-n", "-i", dev, "-Q", "in", "-U", "-B", "65536",
+                "-s", "0", "-w", file,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump (install it: make deps)");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        assert!(
+            line.contains("listening on"),
+            "tcpdump did not start: {line}"
+        );
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+            let _ = std::fs::write(
+                format!("/tmp/wirespeed-tcpdump-{}.log", std::process::id()),
+                rest,
+            );
+        });
+        Capture {
+            child: Some(child),
+            file: file.to_string(),
+        }
+    }
+
+    /// Stops tcpdump; returns the frames it wrote.
+    pub fn stop(mut self) -> Vec<Vec<u8>> {
+        let mut c = self.child.take().unwrap();
+        must(&["kill", "-TERM", &c.id().to_string()]);
+        let st = c.wait().unwrap();
+        assert!(st.success() || st.code() == Some(0), "tcpdump: {st}");
+        read_pcap(&self.file)
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
