@@ -4,6 +4,7 @@
 mod batch;
 mod error;
 pub mod packet;
+mod packet_mmap;
 mod spec;
 mod stats;
 pub mod xdp;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod scenarios;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -376,4 +378,15 @@ impl Drop for Capture {
         }
         let _ = std::fs::remove_file(&self.file);
     }
+}
+
+/// One counter of `ethtool -S`.
+pub fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
+    let out = must(&["ip", "netns", "exec", ns, "ethtool", "-S", dev]);
+    out.lines()
+        .find_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            (k == name).then(|| v.trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{dev}: no ethtool counter {name} in {out}"))
 }

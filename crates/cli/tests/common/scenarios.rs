@@ -1,0 +1,194 @@
+//! Scenarios that run on either backend (the tests name the backend).
+
+use super::*;
+use wirespeed_packet::{MacAddr, UdpTemplate, swap_macs};
+
+/// The receive-side drops an AF_XDP socket caused also show in the veth's counters, as
+/// failed XDP redirects (`rx_queue_0_drops`): our named drops must equal those exactly, and
+/// are then not counted a second time.
+fn socket_drops_seen_by_veth(backend: &str, net: &NetPair, socket_rx_drops: u64) -> u64 {
+    if backend != "xdp" {
+        return 0;
+    }
+    let redirect_failures = ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops");
+    assert_eq!(
+        socket_rx_drops, redirect_failures,
+        "our receive drops must match the kernel's failed redirects into the socket"
+    );
+    socket_rx_drops
+}
+
+/// Sends `count` numbered frames from `tx_port` in A to an rxdrop --verify on `rx_port` in B,
+/// and checks that received + counted drops account for every one.
+pub fn numbered_packets_arrive_once(tag: &str, backend: &str, count: u64) {
+    let net = NetPair::new(tag);
+    let rx_port = format!("{backend}:{}", net.b);
+    let tx_port = format!("{backend}:{}", net.a);
+    let src_mac = "02:00:00:00:00:01";
+    let n = count.to_string();
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &rx_port,
+            "--duration",
+            "60",
+            "--verify",
+            "--expect",
+            &n,
+            "--src-mac",
+            src_mac,
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &tx_port,
+            "--count",
+            &n,
+            "--src-mac",
+            src_mac,
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(count), "sender: {tx}");
+    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
+    assert_eq!(tx["drops_total"].as_u64(), Some(0), "sender dropped: {tx}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (rxj, log) = rx.interrupt();
+    let v = &rxj["verify"];
+    let unique = v["unique"].as_u64().unwrap();
+    assert_eq!(v["duplicates"].as_u64(), Some(0), "{rxj}");
+    assert_eq!(v["corrupt"].as_u64(), Some(0), "{rxj}");
+    assert_eq!(v["not_test_frames"].as_u64(), Some(0), "{rxj}");
+    assert_eq!(v["out_of_range"].as_u64(), Some(0), "{rxj}");
+    assert_eq!(v["received"].as_u64(), Some(unique), "{rxj}");
+    assert_eq!(rxj["packets"].as_u64(), Some(unique), "{rxj}");
+    let receiver_drops = rxj["drops_total"].as_u64().unwrap();
+    let veth_drops = net.veth_drops() - socket_drops_seen_by_veth(backend, &net, receiver_drops);
+    assert_eq!(
+        unique + receiver_drops + veth_drops,
+        count,
+        "received {unique} + receiver drops {receiver_drops} ({}) + veth drops {veth_drops} != sent; log: {log}",
+        rxj["drops"]
+    );
+    assert_eq!(v["missing"].as_u64(), Some(count - unique), "{rxj}");
+    if backend == "xdp" {
+        assert_frames_balanced(&tx);
+        assert_frames_balanced(&rxj);
+    }
+    net.assert_no_xdp();
+}
+
+fn expected_frame(seq: u64, ts: u64) -> Vec<u8> {
+    let t = UdpTemplate {
+        src_mac: "02:00:00:00:00:01".parse::<MacAddr>().unwrap(),
+        dst_mac: "02:00:00:00:00:02".parse::<MacAddr>().unwrap(),
+        src_ip: "10.0.0.1".parse().unwrap(),
+        dst_ip: "10.0.0.2".parse().unwrap(),
+        src_port: 9,
+        dst_port: 9,
+        frame_len: 60,
+        generator: 1,
+    };
+    let mut f = vec![0u8; 60];
+    t.write(&mut f, seq, ts).unwrap();
+    swap_macs(&mut f);
+    f
+}
+
+pub fn frames_come_back_swapped(tag: &str, backend: &str) {
+    const COUNT: u64 = 10_000;
+    let net = NetPair::new(tag);
+    let file = format!("/tmp/wirespeed-l2fwd-{}-{tag}.pcap", std::process::id());
+    let cap = Capture::tcpdump_inbound(&net.ns_a, &net.a, &file);
+    let fwd_port = format!("{backend}:{}", net.b);
+    let mut fwd = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "l2fwd",
+            "--port",
+            &fwd_port,
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    fwd.wait_ready();
+    // The sender uses AF_XDP transmit only: no XDP program on A, so what comes back reaches
+    // the stack and tcpdump.
+    let n = COUNT.to_string();
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            &n,
+            "--src-mac",
+            "02:00:00:00:00:01",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["tx_packets"].as_u64(), Some(COUNT), "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (fj, log) = fwd.interrupt();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let frames = cap.stop();
+    let mut seen = vec![false; COUNT as usize];
+    for f in &frames {
+        let p = wirespeed_packet::read_test_payload(f)
+            .unwrap_or_else(|| panic!("not a test frame: {f:02x?}"));
+        assert_eq!(
+            f,
+            &expected_frame(p.seq, p.timestamp_ns),
+            "frame {} changed on the way",
+            p.seq
+        );
+        assert!(!seen[p.seq as usize], "frame {} came back twice", p.seq);
+        seen[p.seq as usize] = true;
+    }
+    let forwarded = fj["packets"].as_u64().unwrap();
+    let fwd_drops = fj["drops_total"].as_u64().unwrap();
+    let d = &fj["drops"];
+    let fwd_rx_drops = ["fill_ring_empty", "rx_ring_full", "kernel_dropped"]
+        .iter()
+        .map(|k| d[k].as_u64().unwrap())
+        .sum();
+    let veth_drops = net.veth_drops() - socket_drops_seen_by_veth(backend, &net, fwd_rx_drops);
+    assert_eq!(
+        fj["rx_packets"].as_u64(),
+        Some(forwarded + fj["drops"]["tx_ring_full"].as_u64().unwrap()),
+        "{fj}"
+    );
+    assert_eq!(
+        frames.len() as u64 + fwd_drops + veth_drops,
+        COUNT,
+        "captured {} + forwarder drops {fwd_drops} ({}) + veth drops {veth_drops} != sent; log: {log}",
+        frames.len(),
+        fj["drops"]
+    );
+    if backend == "xdp" {
+        assert_eq!(
+            fj["copies"].as_u64(),
+            Some(0),
+            "AF_XDP l2fwd must move descriptors: {fj}"
+        );
+        assert_frames_balanced(&fj);
+    }
+    net.assert_no_xdp();
+}
