@@ -129,8 +129,10 @@ impl Socket {
     }
 
     /// Tells the kernel to send what is queued, if it asked for that (need_wakeup) or if it
-    /// cannot ask (sockets bound without need_wakeup). Busy or out-of-buffer answers are not
-    /// errors: the descriptors stay queued and the next kick sends them.
+    /// cannot ask (sockets bound without need_wakeup). In copy mode a kick sends at most 32
+    /// frames, synchronously, so kick again while frames remain (bounded by the ring size).
+    /// Busy or out-of-buffer answers are not errors: the descriptors stay queued and the
+    /// next kick sends them.
     #[inline]
     pub fn kick_tx(&mut self) -> io::Result<()> {
         let Some(tx) = self.tx.as_ref() else {
@@ -139,13 +141,23 @@ impl Socket {
         if self.need_wakeup && !tx.needs_wakeup() {
             return Ok(());
         }
-        match sys::kick_tx(self.raw_fd()) {
-            Ok(()) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
-                _ => Err(e),
-            },
+        let rounds = if self.is_zerocopy() {
+            1
+        } else {
+            tx.size() / 32 + 1
+        };
+        for _ in 0..rounds {
+            if let Err(e) = sys::kick_tx(self.raw_fd()) {
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
+                    _ => Err(e),
+                };
+            }
+            if tx.pending() == 0 {
+                break;
+            }
         }
+        Ok(())
     }
 
     /// Wakes the kernel's receive side when the fill ring asks for it, or always when busy
