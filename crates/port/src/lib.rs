@@ -4,7 +4,6 @@
 mod batch;
 mod error;
 pub mod packet;
-mod packet_mmap;
 mod spec;
 mod stats;
 pub mod xdp;

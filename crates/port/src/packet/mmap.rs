@@ -1,6 +1,6 @@
 //! The packet backend's contact with the kernel: the AF_PACKET socket calls and the one mapping
-//! of its TPACKET_V3 rings. Every `unsafe` of the backend lives in this file; `packet.rs` sees
-//! only bounds-checked, panic-free accessors.
+//! of its TPACKET_V3 rings. Every `unsafe` of the backend lives in this file; the rest of
+//! `packet` sees only bounds-checked, panic-free accessors.
 //!
 //! Headers in the mapping are shared with the kernel, so every header field is read and written
 //! as an atomic: the status words with acquire / release ordering (the kernel's
