@@ -9,20 +9,19 @@ use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::{IDLE_SLEEP, IDLE_SPINS};
-use super::{BenchArgs, Mode, announce_ready, stopped};
-use crate::meter::Meter;
+use super::rxdrop::{HOT_LOOP_CHECK, IDLE_SLEEP, IDLE_SPINS};
+use super::{BenchArgs, Mode, announce_ready};
+use crate::meter::{Meter, RunLimit, port_status};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port = wirespeed_port::open(spec, &args.port_options(true, true))
         .with_context(|| format!("open {spec}"))?;
     let mut batch = Batch::with_capacity(args.batch as usize);
-    let deadline = args.duration().map(|d| Instant::now() + d);
-    let limit = args.count.unwrap_or(u64::MAX);
     announce_ready(Mode::L2fwd, port.info(), args.batch);
-    let mut meter = Meter::new("fwd", args.quiet);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, 0u32);
-    while !stopped(stop) && forwarded < limit && deadline.is_none_or(|d| Instant::now() < d) {
+    while run.running(forwarded) {
         let n = port.rx_burst(&mut batch)?;
         if n == 0 {
             // Nothing new: push out what is queued and reclaim completions, then idle.
@@ -31,7 +30,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
             if idle >= IDLE_SPINS && !args.busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
             }
-            meter.tick(forwarded, bytes, || port.stats().drops.total());
+            meter.tick(forwarded, bytes, || port_status(&mut *port));
             continue;
         }
         idle = 0;
@@ -41,7 +40,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
             swap_macs(port.packet_mut(addr, len));
         }
         forwarded += port.tx_burst(&mut batch)? as u64;
-        meter.tick(forwarded, bytes, || port.stats().drops.total());
+        meter.tick(forwarded, bytes, || port_status(&mut *port));
     }
     let seconds = meter.elapsed().as_secs_f64();
     drain(&mut *port);

@@ -9,7 +9,7 @@ mod xdpdrop;
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -236,11 +236,6 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
     }
     Ok(stop)
-}
-
-#[inline]
-pub fn stopped(stop: &AtomicBool) -> bool {
-    stop.load(Ordering::Relaxed)
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {

@@ -1,19 +1,21 @@
 //! rxdrop: receive and drop. Measures how fast a port takes packets in.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::{BenchArgs, Mode, announce_ready, stopped};
-use crate::meter::Meter;
+use super::{BenchArgs, Mode, announce_ready};
+use crate::meter::{Meter, RunLimit, port_status};
 use crate::verify::Verifier;
 
 /// Empty polls before sleeping in poll() (DESIGN rule 8: idle politely).
 pub const IDLE_SPINS: u32 = 1024;
 pub const IDLE_SLEEP: Duration = Duration::from_millis(10);
+/// Loop turns between looks at the clock and the stop flag.
+pub const HOT_LOOP_CHECK: u32 = 128;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port = wirespeed_port::open(spec, &args.port_options(true, false))
@@ -23,12 +25,11 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         false => None,
     };
     let mut batch = Batch::with_capacity(args.batch as usize);
-    let deadline = args.duration().map(|d| Instant::now() + d);
-    let limit = args.count.unwrap_or(u64::MAX);
     announce_ready(Mode::Rxdrop, port.info(), args.batch);
-    let mut meter = Meter::new("rx", args.quiet);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
     let (mut packets, mut bytes, mut idle) = (0u64, 0u64, 0u32);
-    while !stopped(stop) && packets < limit && deadline.is_none_or(|d| Instant::now() < d) {
+    while run.running(packets) {
         let n = port.rx_burst(&mut batch)?;
         for (addr, len) in batch.iter() {
             bytes += len as u64;
@@ -46,7 +47,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         } else {
             idle = 0;
         }
-        meter.tick(packets, bytes, || port.stats().drops.total());
+        meter.tick(packets, bytes, || port_status(&mut *port));
     }
     let seconds = meter.elapsed().as_secs_f64();
     let stats = port.stats();

@@ -3,7 +3,7 @@
 //! kernel repeats at XDP speed (kernel engine).
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
@@ -11,8 +11,9 @@ use wirespeed_xdp::LiveFrames;
 
 use super::l2fwd::drain;
 use super::report::{Summary, summary_for};
-use super::{BenchArgs, Engine, Mode, announce_ready, stopped};
-use crate::meter::Meter;
+use super::rxdrop::HOT_LOOP_CHECK;
+use super::{BenchArgs, Engine, Mode, announce_ready};
+use crate::meter::{Meter, RunLimit, port_status};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     match args.engine {
@@ -32,19 +33,18 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let mut port = wirespeed_port::open(spec, &args.port_options(false, true))
         .with_context(|| format!("open {spec}"))?;
     let mut batch = Batch::with_capacity(args.batch as usize);
-    let deadline = args.duration().map(|d| Instant::now() + d);
-    let limit = args.count.unwrap_or(u64::MAX);
     let frame_len = template.frame_len as u32;
     announce_ready(Mode::Txpush, port.info(), args.batch);
-    let mut meter = Meter::new("tx", args.quiet);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
     let (mut sent, mut seq) = (0u64, 0u64);
-    while !stopped(stop) && sent < limit && deadline.is_none_or(|d| Instant::now() < d) {
-        let want = (limit - sent).min(args.batch as u64) as usize;
+    while run.running(sent) {
+        let want = run.remaining(sent).min(args.batch as u64) as usize;
         let n = port.alloc_tx(&mut batch, want, frame_len);
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(sent, sent * frame_len as u64, || port.stats().drops.total());
+            meter.tick(sent, sent * frame_len as u64, || port_status(&mut *port));
             continue;
         }
         let ts = now_ns();
@@ -56,7 +56,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
             seq += 1;
         }
         sent += port.tx_burst(&mut batch)? as u64;
-        meter.tick(sent, sent * frame_len as u64, || port.stats().drops.total());
+        meter.tick(sent, sent * frame_len as u64, || port_status(&mut *port));
     }
     drain(&mut *port);
     let seconds = meter.elapsed().as_secs_f64();
@@ -84,20 +84,19 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     template
         .write(&mut frame, 0, now_ns())
         .context("build frame")?;
-    let deadline = args.duration().map(|d| Instant::now() + d);
-    let limit = args.count.unwrap_or(u64::MAX);
     eprintln!(
         "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {})",
         spec, args.batch
     );
-    let mut meter = Meter::new("tx", args.quiet);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
+    let mut meter = Meter::new("tx", args.quiet, 1);
     let mut sent = 0u64;
     let frame_len = frame.len() as u64;
-    while !stopped(stop) && sent < limit && deadline.is_none_or(|d| Instant::now() < d) {
-        let chunk = (limit - sent).min(KERNEL_CHUNK) as u32;
+    while run.running(sent) {
+        let chunk = run.remaining(sent).min(KERNEL_CHUNK) as u32;
         engine.send(&frame, chunk, args.batch)?;
         sent += chunk as u64;
-        meter.tick(sent, sent * frame_len, || 0);
+        meter.tick(sent, sent * frame_len, String::new);
     }
     let mut s = summary_for(Mode::Txpush, args, None, spec);
     s.engine = Some("kernel");

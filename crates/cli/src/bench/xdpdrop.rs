@@ -2,15 +2,15 @@
 //! copy: the ceiling an AF_XDP receiver on this interface can approach.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wirespeed_port::PortSpec;
 use wirespeed_port::xdp::XdpMode;
 use wirespeed_xdp::{AttachMode, DropCounter};
 
 use super::report::{Summary, summary_for};
-use super::{BenchArgs, Mode, stopped};
-use crate::meter::Meter;
+use super::{BenchArgs, Mode};
+use crate::meter::{Meter, RunLimit};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mode = match args.xdp_mode {
@@ -37,15 +37,14 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         spec
     );
     let (start_packets, start_bytes) = counter.read()?;
-    let deadline = args.duration().map(|d| Instant::now() + d);
-    let limit = args.count.unwrap_or(u64::MAX);
-    let mut meter = Meter::new("drop", args.quiet);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
+    let mut meter = Meter::new("drop", args.quiet, 1);
     let mut packets = 0;
-    while !stopped(stop) && packets < limit && deadline.is_none_or(|d| Instant::now() < d) {
+    while run.running(packets) {
         std::thread::sleep(Duration::from_millis(50));
         let (p, b) = counter.read()?;
         packets = p - start_packets;
-        meter.tick(packets, b - start_bytes, || 0);
+        meter.tick(packets, b - start_bytes, String::new);
     }
     let seconds = meter.elapsed().as_secs_f64();
     let (p, b) = counter.read()?;

@@ -325,10 +325,17 @@ pub fn read_pcap(path: &str) -> Vec<Vec<u8>> {
 pub struct Capture {
     child: Option<Child>,
     pub file: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+/// What a capture saw: the frames written and tcpdump's own count of those it lost.
+pub struct Captured {
+    pub frames: Vec<Vec<u8>>,
+    pub dropped_by_tcpdump: u64,
 }
 
 impl Capture {
-    /// tcpdump on `dev` in `ns`, inbound packets only, written unbuffered to `file`.
+    /// tcpdump on `dev` in `ns`, inbound packets only, written to `file`.
     pub fn tcpdump_inbound(ns: &str, dev: &str, file: &str) -> Capture {
         let mut child = Command::new("ip")
             .args([
@@ -346,27 +353,41 @@ impl Capture {
             line.contains("listening on"),
             "tcpdump did not start: {line}"
         );
-        std::thread::spawn(move || {
+        let stderr = std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-            let _ = std::fs::write(
-                format!("/tmp/wirespeed-tcpdump-{}.log", std::process::id()),
-                rest,
-            );
+            rest
         });
         Capture {
             child: Some(child),
             file: file.to_string(),
+            stderr: Some(stderr),
         }
     }
 
-    /// Stops tcpdump; returns the frames it wrote.
-    pub fn stop(mut self) -> Vec<Vec<u8>> {
+    /// Stops tcpdump once the kernel has handed it everything (libpcap's TPACKET_V3 block
+    /// is retired after its 1 s timeout); returns the frames and its drop count. The file
+    /// stays for the caller when `keep`.
+    pub fn stop(mut self, keep: bool) -> Captured {
+        std::thread::sleep(Duration::from_millis(1300));
         let mut c = self.child.take().unwrap();
         must(&["kill", "-TERM", &c.id().to_string()]);
         let st = c.wait().unwrap();
-        assert!(st.success() || st.code() == Some(0), "tcpdump: {st}");
-        read_pcap(&self.file)
+        assert!(st.success(), "tcpdump: {st}");
+        let log = self.stderr.take().unwrap().join().unwrap();
+        let dropped_by_tcpdump = log
+            .lines()
+            .find_map(|l| l.strip_suffix("dropped by kernel"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no drop count in tcpdump's output: {log}"));
+        let frames = read_pcap(&self.file);
+        if keep {
+            self.file.clear();
+        }
+        Captured {
+            frames,
+            dropped_by_tcpdump,
+        }
     }
 }
 
@@ -376,7 +397,9 @@ impl Drop for Capture {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_file(&self.file);
+        if !self.file.is_empty() {
+            let _ = std::fs::remove_file(&self.file);
+        }
     }
 }
 

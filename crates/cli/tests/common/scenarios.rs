@@ -82,6 +82,11 @@ pub fn numbered_packets_arrive_once(tag: &str, backend: &str, count: u64) {
         rxj["drops"]
     );
     assert_eq!(v["missing"].as_u64(), Some(count - unique), "{rxj}");
+    let rss = rxj["peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        rss > 0 && rss < 64 << 20,
+        "rxdrop with defaults must stay under 64 MB resident: {rss}"
+    );
     if backend == "xdp" {
         assert_frames_balanced(&tx);
         assert_frames_balanced(&rxj);
@@ -147,8 +152,8 @@ pub fn frames_come_back_swapped(tag: &str, backend: &str) {
     assert_eq!(tx["tx_packets"].as_u64(), Some(COUNT), "{tx}");
     std::thread::sleep(std::time::Duration::from_millis(500));
     let (fj, log) = fwd.interrupt();
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let frames = cap.stop();
+    let captured = cap.stop(false);
+    let frames = captured.frames;
     let mut seen = vec![false; COUNT as usize];
     for f in &frames {
         let p = wirespeed_packet::read_test_payload(f)
@@ -176,10 +181,11 @@ pub fn frames_come_back_swapped(tag: &str, backend: &str) {
         "{fj}"
     );
     assert_eq!(
-        frames.len() as u64 + fwd_drops + veth_drops,
+        frames.len() as u64 + captured.dropped_by_tcpdump + fwd_drops + veth_drops,
         COUNT,
-        "captured {} + forwarder drops {fwd_drops} ({}) + veth drops {veth_drops} != sent; log: {log}",
+        "captured {} + tcpdump drops {} + forwarder drops {fwd_drops} ({}) + veth drops {veth_drops} != sent; log: {log}",
         frames.len(),
+        captured.dropped_by_tcpdump,
         fj["drops"]
     );
     if backend == "xdp" {
