@@ -1,38 +1,79 @@
 #!/usr/bin/env bash
-# Installs what building and testing wirespeed needs, only what is missing.
+# Installs what building, testing, the demo and the benchmark need, only what is missing.
 # Debian packages: clang/llvm build the XDP programs; libbpf-dev gives bpf_helpers.h;
-# iproute2/ethtool set up veths; tcpdump and ping judge the tests.
+# linux-libc-dev the kernel UAPI headers; gcc/libc6-dev link Rust binaries; iproute2/ethtool
+# set up namespaces and veths; tcpdump and ping judge the tests; bpftool shows programs;
+# taskset (util-linux) pins the benchmark; python3 writes its tables; shellcheck lints the scripts.
+# Rust: rustup's toolchain in ~/.cargo/bin (edition 2024 needs Rust 1.85 or newer).
 set -euo pipefail
+export PATH="$HOME/.cargo/bin:$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have clang || need_pkgs+=(clang)
 have llvm-strip || need_pkgs+=(llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
 [ -f /usr/include/linux/if_xdp.h ] || need_pkgs+=(linux-libc-dev)
+have cc || need_pkgs+=(gcc)
+[ -f /usr/include/stdio.h ] || need_pkgs+=(libc6-dev)
 have ip || need_pkgs+=(iproute2)
 have ethtool || need_pkgs+=(ethtool)
 have tcpdump || need_pkgs+=(tcpdump)
 have ping || need_pkgs+=(iputils-ping)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)
+have timeout || need_pkgs+=(coreutils)
 have python3 || need_pkgs+=(python3)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
+have make || need_pkgs+=(make)
+have git || need_pkgs+=(git)
+have shellcheck || need_pkgs+=(shellcheck)
+if ! have cargo && ! have curl && ! apt-cache show rustup >/dev/null 2>&1; then
+  need_pkgs+=(curl ca-certificates)
+fi
+
+apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
-    echo "install-deps: missing ${need_pkgs[*]}; run as root (apt-get install) or install them yourself" >&2
+    echo "install-deps: missing $*; run as root (apt-get install) or install them yourself" >&2
     exit 1
   fi
-  echo "install-deps: installing ${need_pkgs[*]}" >&2
+  echo "install-deps: installing $*" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+[ ${#need_pkgs[@]} -eq 0 ] || apt_install "${need_pkgs[@]}"
+
+# Rust: rustup (Debian's where it has one, trixie and later; else rustup.rs), stable toolchain.
 if ! have cargo; then
-  if [ -x "$HOME/.cargo/bin/cargo" ]; then
-    :
-  else
-    echo "install-deps: installing the Rust toolchain (rustup from Debian)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq --no-install-recommends rustup ca-certificates >/dev/null
+  if apt-cache show rustup >/dev/null 2>&1; then
+    apt_install rustup ca-certificates
     rustup default stable
+  else
+    echo "install-deps: installing the Rust toolchain with rustup (https://rustup.rs)" >&2
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+      sh -s -- -y --profile minimal --component rustfmt,clippy >/dev/null || {
+      echo "install-deps: could not install Rust; install rustup and Rust 1.85 or newer, then run make again" >&2
+      exit 1
+    }
+  fi
+  hash -r
+fi
+rust_minor=$(rustc --version | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p')
+if [ "${rust_minor:-0}" -lt 85 ]; then
+  if have rustup; then
+    echo "install-deps: $(rustc --version) is too old for edition 2024; updating the stable toolchain" >&2
+    rustup toolchain install stable --profile minimal && rustup default stable
+  else
+    echo "install-deps: $(rustc --version) is too old (edition 2024 needs 1.85 or newer); install Rust with rustup" >&2
+    exit 1
+  fi
+fi
+# make lint and make test need rustfmt and clippy.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if have rustup; then
+    echo "install-deps: adding the rustfmt and clippy components" >&2
+    rustup component add rustfmt clippy
+  else
+    echo "install-deps: cargo fmt or cargo clippy is missing and there is no rustup to add them" >&2
+    exit 1
   fi
 fi

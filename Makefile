@@ -1,0 +1,53 @@
+# wirespeed: make demo (see it run), make test (what CI runs), make bench (the full benchmark).
+# Every target installs what it needs first (scripts/install-deps.sh: only what is missing).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+# rustup puts cargo in ~/.cargo/bin, which a fresh login or sudo may not have on PATH.
+export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
+CARGO ?= cargo
+SCRIPTS := .ci/run scripts/install-deps.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh
+
+.PHONY: all help deps build demo test lint bench clean
+
+all: build
+
+help:
+	@echo "make demo   build, then measure xdpdrop / rxdrop / l2fwd on a veth pair (root)"
+	@echo "make test   lint, then the unit and integration tests (root: they make namespaces)"
+	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
+	@echo "make build  release build: target/release/wirespeed"
+	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
+	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release
+
+demo: deps
+	scripts/demo.sh
+
+lint: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	for f in $(SCRIPTS); do bash -n "$$f"; done
+	shellcheck -x -S warning $(SCRIPTS)
+	python3 -c "import ast; ast.parse(open('bench/table.py').read())"
+
+test:
+	@if [ "$$(id -u)" -ne 0 ]; then \
+	  echo "make test: the integration tests need root (CAP_NET_ADMIN, CAP_SYS_ADMIN for network namespaces and veths, CAP_BPF for XDP)." >&2; \
+	  echo "make test: run it as root, e.g. sudo make test" >&2; \
+	  exit 1; \
+	fi
+	@scripts/install-deps.sh
+	$(MAKE) --no-print-directory lint
+	$(CARGO) test --workspace
+
+bench: deps
+	bench/run.sh
+
+clean:
+	$(CARGO) clean
