@@ -2,6 +2,7 @@
 
 mod bench;
 mod caps;
+mod idle;
 mod meter;
 mod verify;
 

@@ -48,6 +48,12 @@ impl<'a> RunLimit<'a> {
         !self.expired
     }
 
+    /// Makes the next `running` look at the clock (after a sleep, when many turns' worth of
+    /// time may have passed).
+    pub fn check_soon(&mut self) {
+        self.calls = self.every;
+    }
+
     /// Packets still to go before the count limit.
     pub fn remaining(&self, done: u64) -> u64 {
         self.limit.saturating_sub(done)

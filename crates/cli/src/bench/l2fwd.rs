@@ -9,8 +9,9 @@ use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::{HOT_LOOP_CHECK, IDLE_SLEEP, IDLE_SPINS};
+use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Mode, announce_ready};
+use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::{Meter, RunLimit, port_status};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
@@ -20,20 +21,20 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     announce_ready(Mode::L2fwd, port.info(), args.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
-    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, 0u32);
+    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
     while run.running(forwarded) {
         let n = port.rx_burst(&mut batch)?;
         if n == 0 {
             // Nothing new: push out what is queued and reclaim completions, then idle.
             port.flush()?;
-            idle += 1;
-            if idle >= IDLE_SPINS && !args.busy_poll {
+            if idle.should_sleep() && !args.busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
+                run.check_soon();
             }
             meter.tick(forwarded, bytes, || port_status(&mut *port));
             continue;
         }
-        idle = 0;
+        idle.busy();
         for i in 0..batch.len() {
             let (addr, len) = (batch.addr(i), batch.frame_len(i));
             bytes += len as u64;

@@ -230,11 +230,29 @@ fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
 }
 
 /// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
+///
+/// The signals are taken by a thread of their own and blocked in the thread that runs the
+/// benchmark, so a long system call there (a BPF_PROG_RUN of a million frames) is never cut
+/// short with EINTR: it finishes its chunk, and every frame sent is counted.
 pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
     }
+    // Spawned before the mask changes, so it keeps the signals unblocked; it only waits.
+    std::thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(|| {
+            loop {
+                std::thread::park();
+            }
+        })
+        .context("start the signal thread")?;
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).context("block signals")?;
     Ok(stop)
 }
 

@@ -1,19 +1,16 @@
 //! rxdrop: receive and drop. Measures how fast a port takes packets in.
 
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
+use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::{Meter, RunLimit, port_status};
 use crate::verify::Verifier;
 
-/// Empty polls before sleeping in poll() (DESIGN rule 8: idle politely).
-pub const IDLE_SPINS: u32 = 1024;
-pub const IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// Loop turns between looks at the clock and the stop flag.
 pub const HOT_LOOP_CHECK: u32 = 128;
 
@@ -28,7 +25,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     announce_ready(Mode::Rxdrop, port.info(), args.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
-    let (mut packets, mut bytes, mut idle) = (0u64, 0u64, 0u32);
+    let (mut packets, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
     while run.running(packets) {
         let n = port.rx_burst(&mut batch)?;
         for (addr, len) in batch.iter() {
@@ -40,12 +37,12 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
-            idle += 1;
-            if idle >= IDLE_SPINS && !args.busy_poll {
+            if idle.should_sleep() && !args.busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
+                run.check_soon();
             }
         } else {
-            idle = 0;
+            idle.busy();
         }
         meter.tick(packets, bytes, || port_status(&mut *port));
     }

@@ -3,7 +3,7 @@
 //! kernel repeats at XDP speed (kernel engine).
 
 use std::sync::atomic::AtomicBool;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
@@ -71,9 +71,12 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     Ok(s.finish())
 }
 
-/// Frames per BPF_PROG_RUN call: about 50 ms at 20 Mpps, so stop and the live line stay
-/// responsive.
-const KERNEL_CHUNK: u64 = 1 << 20;
+/// Each BPF_PROG_RUN call sets up and tears down a page pool of live frames, which costs
+/// milliseconds: calls are sized to last about this long, so that cost stays small while a
+/// stop and the live line still come soon.
+const KERNEL_CALL_TARGET: Duration = Duration::from_millis(500);
+const KERNEL_CHUNK_MIN: u64 = 1 << 16;
+const KERNEL_CHUNK_MAX: u64 = 1 << 26;
 
 fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let template = args.template(&spec.iface)?;
@@ -92,10 +95,15 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let mut meter = Meter::new("tx", args.quiet, 1);
     let mut sent = 0u64;
     let frame_len = frame.len() as u64;
+    let mut chunk = 1u64 << 20;
     while run.running(sent) {
-        let chunk = run.remaining(sent).min(KERNEL_CHUNK) as u32;
-        engine.send(&frame, chunk, args.batch)?;
-        sent += chunk as u64;
+        let n = run.remaining(sent).min(chunk);
+        let started = Instant::now();
+        engine.send(&frame, n as u32, args.batch)?;
+        sent += n;
+        let took = started.elapsed().as_secs_f64().max(1e-6);
+        chunk = ((n as f64 / took * KERNEL_CALL_TARGET.as_secs_f64()) as u64)
+            .clamp(KERNEL_CHUNK_MIN, KERNEL_CHUNK_MAX);
         meter.tick(sent, sent * frame_len, String::new);
     }
     let mut s = summary_for(Mode::Txpush, args, None, spec);
