@@ -1,9 +1,8 @@
 //! The in-kernel drop counter: drops every packet in XDP and counts it (the ceiling).
 
 use aya::maps::PerCpuArray;
-use aya::programs::Xdp;
 
-use crate::{AttachMode, XdpError, attach, error_chain, load_program};
+use crate::{AttachMode, XdpError, error_chain, load_attached};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_drop.o"));
 const PROGRAM: &str = "xdp_drop";
@@ -27,16 +26,9 @@ pub struct DropCounter {
 
 impl DropCounter {
     pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<DropCounter, XdpError> {
-        let mut ebpf = load_program(OBJECT, PROGRAM)?;
-        let prog: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .and_then(|p| p.try_into().ok())
-            .ok_or(XdpError::Load {
-                program: PROGRAM,
-                reason: "not an XDP program".to_string(),
-            })?;
-        attach::attach(prog, PROGRAM, iface, mode, force)?;
-        Ok(DropCounter { ebpf })
+        Ok(DropCounter {
+            ebpf: load_attached(OBJECT, PROGRAM, iface, mode, force)?,
+        })
     }
 
     /// Packets and bytes dropped so far, summed over the CPUs.

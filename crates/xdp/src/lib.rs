@@ -58,21 +58,44 @@ fn load_program(object: &[u8], program: &'static str) -> Result<aya::Ebpf, XdpEr
             program,
             reason: error_chain(&e),
         })?;
-    let prog: &mut aya::programs::Xdp = ebpf
-        .program_mut(program)
-        .ok_or_else(|| XdpError::Load {
-            program,
-            reason: "not in the object".to_string(),
-        })?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| XdpError::Load {
+    xdp_program(&mut ebpf, program)?
+        .load()
+        .map_err(|e| XdpError::Load {
             program,
             reason: error_chain(&e),
         })?;
-    prog.load().map_err(|e| XdpError::Load {
+    Ok(ebpf)
+}
+
+/// The XDP program `program` of a loaded object.
+fn xdp_program<'a>(
+    ebpf: &'a mut aya::Ebpf,
+    program: &'static str,
+) -> Result<&'a mut aya::programs::Xdp, XdpError> {
+    ebpf.program_mut(program)
+        .and_then(|p| p.try_into().ok())
+        .ok_or(XdpError::Load {
+            program,
+            reason: "not an XDP program in the object".to_string(),
+        })
+}
+
+/// Loads `program` of `object` and attaches it to `iface` (see `attach::attach`).
+fn load_attached(
+    object: &[u8],
+    program: &'static str,
+    iface: &str,
+    mode: AttachMode,
+    force: bool,
+) -> Result<aya::Ebpf, XdpError> {
+    let mut ebpf = load_program(object, program)?;
+    attach::attach(
+        xdp_program(&mut ebpf, program)?,
         program,
-        reason: error_chain(&e),
-    })?;
+        iface,
+        mode,
+        force,
+    )?;
     Ok(ebpf)
 }
 

@@ -2,9 +2,9 @@
 //! builds each frame from our template and sends it out of the interface by XDP_TX, so
 //! no socket, ring or copy to user space is on the way.
 
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions};
 
-use crate::{XdpError, error_chain, load_program};
+use crate::{XdpError, error_chain, load_program, xdp_program};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_tx.o"));
 const PROGRAM: &str = "xdp_live_tx";
@@ -33,14 +33,7 @@ impl LiveFrames {
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
         ctx[12..16].copy_from_slice(&self.ifindex.to_ne_bytes());
-        let prog: &mut Xdp = self
-            .ebpf
-            .program_mut(PROGRAM)
-            .and_then(|p| p.try_into().ok())
-            .ok_or(XdpError::Load {
-                program: PROGRAM,
-                reason: "not an XDP program".to_string(),
-            })?;
+        let prog = xdp_program(&mut self.ebpf, PROGRAM)?;
         let opts = TestRunOptions {
             data_in: Some(frame),
             ctx_in: Some(&ctx),

@@ -2,10 +2,8 @@
 
 use std::os::fd::RawFd;
 
+use crate::{AttachMode, XdpError, error_chain, load_attached};
 use aya::maps::XskMap;
-use aya::programs::Xdp;
-
-use crate::{AttachMode, XdpError, attach, error_chain, load_program};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
 const PROGRAM: &str = "xsk_redirect";
@@ -20,17 +18,8 @@ pub struct XskProgram {
 impl XskProgram {
     /// Loads the program and attaches it to `iface`.
     pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<XskProgram, XdpError> {
-        let mut ebpf = load_program(OBJECT, PROGRAM)?;
-        let prog: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .and_then(|p| p.try_into().ok())
-            .ok_or(XdpError::Load {
-                program: PROGRAM,
-                reason: "not an XDP program".to_string(),
-            })?;
-        attach::attach(prog, PROGRAM, iface, mode, force)?;
         Ok(XskProgram {
-            ebpf,
+            ebpf: load_attached(OBJECT, PROGRAM, iface, mode, force)?,
             iface: iface.to_string(),
             mode,
         })
