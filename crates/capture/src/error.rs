@@ -1,0 +1,52 @@
+//! Why a capture file cannot be read (or written): always names the file and the problem.
+
+use std::path::{Path, PathBuf};
+
+/// A capture file error: the file, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {kind}", path.display())]
+pub struct CaptureError {
+    pub path: PathBuf,
+    pub kind: ErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("read error at byte {offset}: {source}")]
+    Read {
+        offset: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("truncated at byte {offset}: {what} needs {need} bytes, the file has {have} more")]
+    Truncated {
+        offset: u64,
+        what: &'static str,
+        need: u64,
+        have: u64,
+    },
+    #[error("not a pcap or pcapng capture file (starts with {magic:02x?})")]
+    NotCapture { magic: Vec<u8> },
+    #[error("malformed at byte {offset}: {reason}")]
+    Malformed { offset: u64, reason: String },
+    #[error("the capture file has no interface description block")]
+    NoInterface,
+    #[error("link type {0} is not supported (wirespeed handles Ethernet, link type 1)")]
+    UnsupportedLinkType(u16),
+}
+
+impl CaptureError {
+    pub fn new(path: impl AsRef<Path>, kind: ErrorKind) -> CaptureError {
+        CaptureError {
+            path: path.as_ref().to_path_buf(),
+            kind,
+        }
+    }
+
+    /// For callers that accept only some link types (replay needs Ethernet).
+    pub fn unsupported_link_type(path: impl AsRef<Path>, link_type: u16) -> CaptureError {
+        CaptureError::new(path, ErrorKind::UnsupportedLinkType(link_type))
+    }
+}

@@ -1,0 +1,58 @@
+//! A buffered byte stream that knows its offset, for error messages that say where.
+
+use std::io::{BufReader, ErrorKind as IoKind, Read};
+
+use crate::error::ErrorKind;
+
+pub(crate) struct Input {
+    inner: BufReader<Box<dyn Read + Send>>,
+    offset: u64,
+}
+
+impl Input {
+    pub(crate) fn new(source: Box<dyn Read + Send>) -> Input {
+        Input {
+            inner: BufReader::with_capacity(1 << 20, source),
+            offset: 0,
+        }
+    }
+
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Reads until `buf` is full or the stream ends; returns how many bytes it got.
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) -> Result<usize, ErrorKind> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.inner.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == IoKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ErrorKind::Read {
+                        offset: self.offset + got as u64,
+                        source,
+                    });
+                }
+            }
+        }
+        self.offset += got as u64;
+        Ok(got)
+    }
+
+    /// Reads exactly `buf.len()` bytes of `what`; a short read is a truncated file.
+    pub(crate) fn need(&mut self, buf: &mut [u8], what: &'static str) -> Result<(), ErrorKind> {
+        let at = self.offset;
+        let got = self.fill(buf)?;
+        if got < buf.len() {
+            return Err(ErrorKind::Truncated {
+                offset: at,
+                what,
+                need: buf.len() as u64,
+                have: got as u64,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,270 @@
+//! Reader tests over literal files.
+
+use super::pcapng::TsResol;
+use super::*;
+
+fn reader(bytes: &[u8]) -> Result<CaptureReader, CaptureError> {
+    CaptureReader::from_reader("test.cap", Box::new(std::io::Cursor::new(bytes.to_vec())))
+}
+
+fn all(r: &mut CaptureReader) -> Vec<(u64, Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        out.push((rec.ts_ns, rec.data.to_vec(), rec.orig_len));
+    }
+    out
+}
+
+#[rustfmt::skip]
+const PCAP_LE_MICRO: &[u8] = &[
+    0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0xff, 0xff, 0, 0, 1, 0, 0, 0,
+    // ts 1.000002 s, 4 captured of 60
+    1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 60, 0, 0, 0,
+    0xde, 0xad, 0xbe, 0xef,
+    // ts 2.0, 0 bytes
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+];
+
+#[rustfmt::skip]
+const PCAP_BE_NANO: &[u8] = &[
+    0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0x01, 0x00, 0, 0, 0, 1,
+    0, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0, 0, 2,
+    0xaa, 0xbb,
+];
+
+#[test]
+fn pcap_little_endian_microseconds() {
+    let mut r = reader(PCAP_LE_MICRO).unwrap();
+    assert_eq!(r.format(), FileFormat::Pcap { nanosecond: false });
+    assert_eq!(r.link_type(), 1);
+    assert_eq!(r.snaplen(), 65535);
+    assert_eq!(
+        all(&mut r),
+        vec![
+            (1_000_002_000, vec![0xde, 0xad, 0xbe, 0xef], 60),
+            (2_000_000_000, vec![], 0)
+        ]
+    );
+}
+
+#[test]
+fn pcap_big_endian_nanoseconds() {
+    let mut r = reader(PCAP_BE_NANO).unwrap();
+    assert_eq!(r.format(), FileFormat::Pcap { nanosecond: true });
+    assert_eq!((r.link_type(), r.snaplen()), (1, 256));
+    assert_eq!(all(&mut r), vec![(3_000_000_007, vec![0xaa, 0xbb], 2)]);
+}
+
+#[test]
+fn pcap_truncated_packet_names_file_and_offset() {
+    let cut = &PCAP_LE_MICRO[..24 + 16 + 2];
+    let mut r = reader(cut).unwrap();
+    let e = r.next_record().unwrap_err();
+    assert!(
+        matches!(
+            e.kind,
+            ErrorKind::Truncated {
+                offset: 40,
+                need: 4,
+                have: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(msg.starts_with("test.cap: truncated at byte 40"), "{msg}");
+}
+
+#[test]
+fn pcap_truncated_record_header() {
+    let mut r = reader(&PCAP_LE_MICRO[..24 + 5]).unwrap();
+    let e = r.next_record().unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::Truncated { have: 5, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn pcap_truncated_file_header() {
+    let e = reader(&PCAP_LE_MICRO[..10]).err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::Truncated { .. }), "{e}");
+}
+
+#[test]
+fn pcap_lying_caplen_is_malformed_not_an_allocation() {
+    let mut bytes = PCAP_LE_MICRO[..40].to_vec();
+    bytes[32..36].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let mut r = reader(&bytes).unwrap();
+    let e = r.next_record().unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::Malformed { offset: 24, .. }),
+        "{e}"
+    );
+}
+
+#[rustfmt::skip]
+const PCAPNG_LE: &[u8] = &[
+    // SHB, 28 bytes: byte-order magic, version 1.0, section length -1
+    0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 28, 0, 0, 0,
+    // IDB, 32 bytes: Ethernet, snaplen 4, if_tsresol 9 (nanoseconds), end of options
+    1, 0, 0, 0, 32, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0,
+    9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0, 0,
+    // NRB (skipped), 16 bytes
+    4, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+    // EPB, 36 bytes: interface 0, ts 0x1_0000_0002 ns, 3 of 70 bytes, padded
+    6, 0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0,
+    3, 0, 0, 0, 70, 0, 0, 0, 0x11, 0x22, 0x33, 0, 36, 0, 0, 0,
+    // SPB, 20 bytes: original length 6, snaplen 4 keeps 4
+    3, 0, 0, 0, 20, 0, 0, 0, 6, 0, 0, 0, 0x44, 0x55, 0x66, 0x77, 20, 0, 0, 0,
+    // ISB (skipped), 24 bytes
+    5, 0, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 24, 0, 0, 0,
+];
+
+#[test]
+fn pcapng_little_endian_nanosecond_interface() {
+    let mut r = reader(PCAPNG_LE).unwrap();
+    assert_eq!(r.format(), FileFormat::Pcapng);
+    assert_eq!((r.link_type(), r.snaplen()), (1, 4));
+    assert_eq!(
+        all(&mut r),
+        vec![
+            ((1u64 << 32) + 2, vec![0x11, 0x22, 0x33], 70),
+            (0, vec![0x44, 0x55, 0x66, 0x77], 6)
+        ]
+    );
+}
+
+#[rustfmt::skip]
+const PCAPNG_BE_MICRO: &[u8] = &[
+    0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 28, 0x1a, 0x2b, 0x3c, 0x4d, 0, 1, 0, 0,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 28,
+    // IDB, no options: microseconds by default; link type 228 (raw IPv4)
+    0, 0, 0, 1, 0, 0, 0, 20, 0, 228, 0, 0, 0, 0, 0, 0, 0, 0, 0, 20,
+    // EPB: ts 1_500_000 us, 1 byte
+    0, 0, 0, 6, 0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16, 0xe3, 0x60,
+    0, 0, 0, 1, 0, 0, 0, 1, 0x99, 0, 0, 0, 0, 0, 0, 36,
+];
+
+#[test]
+fn pcapng_big_endian_default_microseconds() {
+    let mut r = reader(PCAPNG_BE_MICRO).unwrap();
+    assert_eq!(r.link_type(), 228);
+    assert_eq!(all(&mut r), vec![(1_500_000_000, vec![0x99], 1)]);
+}
+
+#[test]
+fn pcapng_second_section_switches_byte_order() {
+    let mut bytes = PCAPNG_LE.to_vec();
+    bytes.extend_from_slice(PCAPNG_BE_MICRO);
+    let mut r = reader(&bytes).unwrap();
+    assert_eq!(all(&mut r).len(), 3);
+}
+
+#[test]
+fn pcapng_without_interface_is_refused() {
+    let e = reader(&PCAPNG_LE[..28]).err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::NoInterface), "{e}");
+}
+
+#[test]
+fn pcapng_packet_before_interface_is_malformed() {
+    let mut bytes = PCAPNG_LE[..28].to_vec();
+    bytes.extend_from_slice(&PCAPNG_LE[76..112]);
+    let e = reader(&bytes).err().unwrap();
+    assert!(
+        matches!(e.kind, ErrorKind::Malformed { offset: 28, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn pcapng_lying_lengths_are_malformed() {
+    // EPB trailing length disagrees with the leading one.
+    let mut bytes = PCAPNG_LE[..112].to_vec();
+    bytes[108] = 40;
+    let mut r = reader(&bytes).unwrap();
+    assert!(matches!(
+        r.next_record().unwrap_err().kind,
+        ErrorKind::Malformed { offset: 76, .. }
+    ));
+    // EPB captured length beyond its block.
+    let mut bytes = PCAPNG_LE[..112].to_vec();
+    bytes[96] = 200;
+    let mut r = reader(&bytes).unwrap();
+    assert!(matches!(
+        r.next_record().unwrap_err().kind,
+        ErrorKind::Malformed { .. }
+    ));
+    // Block length not a multiple of 4.
+    let mut bytes = PCAPNG_LE[..112].to_vec();
+    bytes[80] = 37;
+    let mut r = reader(&bytes).unwrap();
+    assert!(matches!(
+        r.next_record().unwrap_err().kind,
+        ErrorKind::Malformed { .. }
+    ));
+    // Interface that was never described.
+    let mut bytes = PCAPNG_LE[..112].to_vec();
+    bytes[84] = 5;
+    let mut r = reader(&bytes).unwrap();
+    assert!(matches!(
+        r.next_record().unwrap_err().kind,
+        ErrorKind::Malformed { .. }
+    ));
+}
+
+#[test]
+fn pcapng_truncated_block() {
+    let mut r = reader(&PCAPNG_LE[..100]).unwrap();
+    let e = r.next_record().unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::Truncated { offset: 84, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn not_a_capture_file() {
+    let e = reader(b"hello world, not a capture").err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::NotCapture { .. }), "{e}");
+    assert!(e.to_string().contains("not a pcap or pcapng"), "{e}");
+    let e = reader(b"").err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::NotCapture { ref magic } if magic.is_empty()));
+}
+
+#[test]
+fn missing_file_names_it() {
+    let e = CaptureReader::open("/nonexistent/x.pcap").err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::Open(_)));
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/x.pcap: cannot open"),
+        "{e}"
+    );
+}
+
+#[test]
+fn timestamp_resolutions() {
+    assert_eq!(TsResol::Pow10(6).to_ns(3), 3_000);
+    assert_eq!(TsResol::Pow10(9).to_ns(3), 3);
+    assert_eq!(TsResol::Pow10(12).to_ns(3_000), 3);
+    assert_eq!(TsResol::Pow10(100).to_ns(u64::MAX), 0);
+    assert_eq!(TsResol::Pow2(0).to_ns(2), 2_000_000_000);
+    assert_eq!(TsResol::Pow2(10).to_ns(1024), 1_000_000_000);
+    assert_eq!(TsResol::Pow2(127).to_ns(u64::MAX), 0);
+    assert_eq!(TsResol::Pow10(0).to_ns(u64::MAX), u64::MAX);
+}
+
+#[test]
+fn unsupported_link_type_message() {
+    let e = CaptureError::unsupported_link_type("in.pcap", 228);
+    assert_eq!(
+        e.to_string(),
+        "in.pcap: link type 228 is not supported (wirespeed handles Ethernet, link type 1)"
+    );
+}
