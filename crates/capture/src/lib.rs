@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod filter;
 pub mod read;
 
 pub use error::{CaptureError, ErrorKind};
