@@ -1,0 +1,317 @@
+#!/usr/bin/python3
+"""make bench-peers: wirespeed against the tools people use today, same veth set-up, same run.
+
+Two namespaces joined by a veth pair (made here, removed on every exit). The load or sender
+runs in namespace A pinned to CPU 0, the measured program or sink in namespace B pinned to
+CPU 1, one thing at a time. Workloads (one queue):
+  ceiling  wirespeed xdpdrop (our XDP program drops in the driver)
+  rxdrop   wirespeed xdp: and packet:, testpmd rxonly on net_af_xdp (default, busy_budget=0)
+           and net_af_packet; load: wirespeed's kernel engine from A
+  l2fwd    wirespeed l2fwd xdp: and packet:, testpmd macswap (same drivers); load as above
+  txpush   wirespeed socket engine (xdp:, packet:), kernel engine, testpmd txonly (same
+           drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
+Each figure is the median of RUNS runs of DURATION seconds with (min-max). Writes
+bench/results/<date>-peers.json, bench/RESULTS.md (ratios: wirespeed / best peer) and
+bench/peers.png. Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (a regex of
+row names to run, for a quick check).
+"""
+
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WS = os.path.join(ROOT, "target", "release", "wirespeed")
+RUNS = int(os.environ.get("RUNS", "3"))
+DURATION = float(os.environ.get("DURATION", "10"))
+SIZES = [int(s) for s in os.environ.get("SIZES", "64 1500").split()]
+ONLY = re.compile(os.environ.get("ONLY", "."))
+LOAD_CPU, MEAS_CPU = "0", "1"
+PREFIX = f"wsp{os.getpid() % 100000}"
+NS_A, NS_B = PREFIX + "a", PREFIX + "b"
+IF_A, IF_B = PREFIX + "a0", PREFIX + "b0"
+PROCS = []
+
+
+def log(msg):
+    print(f"bench-peers: {msg}", file=sys.stderr, flush=True)
+
+
+def sh(*argv, check=True):
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def setup():
+    sh("ip", "netns", "add", NS_A)
+    sh("ip", "netns", "add", NS_B)
+    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B, "netns", NS_B)
+    for ns, dev in ((NS_A, IF_A), (NS_B, IF_B)):
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        # NAPI on the receiving end, so frames sent with ndo_xdp_xmit are accepted.
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+
+
+def cleanup(*_):
+    stop_all()
+    for ns in (NS_A, NS_B):
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def spawn(ns, cpu, argv, out):
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True)
+    # stdin stays open: testpmd without -i exits when it reads end of file.
+    PROCS.append(p)
+    return p
+
+
+def wait_for(path, pattern, proc, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        with open(path) as f:
+            if re.search(pattern, f.read()):
+                return
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited before ready: {open(path).read()[-400:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"not ready after {timeout} s: {open(path).read()[-400:]}")
+
+
+def stop(proc, sig=signal.SIGINT, timeout=15):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stop_all():
+    """Ends whatever a measurement left running, so the next one starts clean."""
+    while PROCS:
+        stop(PROCS.pop(), signal.SIGTERM, timeout=5)
+
+
+def ws_json(path):
+    text = open(path).read()
+    line = [l for l in text.splitlines() if l.startswith("{")]
+    if not line:
+        raise RuntimeError(text.strip().splitlines()[-1] if text.strip() else "no output")
+    return json.loads(line[-1])
+
+
+def testpmd_argv(driver, iface, mode, size, busy_budget=None):
+    vdev = {"af_xdp": f"net_af_xdp0,iface={iface},start_queue=0,queue_count=1",
+            "af_packet": f"net_af_packet0,iface={iface},qpairs=1,qdisc_bypass=1"}[driver]
+    if busy_budget is not None:
+        vdev += f",busy_budget={busy_budget}"
+    # Main lcore on the load's CPU (it only prints statistics), forwarding lcore on ours.
+    argv = ["stdbuf", "-oL", "dpdk-testpmd", "-l", f"{LOAD_CPU},{MEAS_CPU}", "--main-lcore", LOAD_CPU,
+            "--no-huge", "-m", "1024", "--no-pci", "--file-prefix", PREFIX, "--vdev", vdev,
+            "--", f"--forward-mode={mode}", "--stats-period", "1", "--nb-cores=1"]
+    if mode == "txonly":
+        argv.append(f"--txpkts={size - 4}")
+    return argv
+
+
+def testpmd_pps(text, key):
+    samples = [int(v) for v in re.findall(rf"{key}:\s+(\d+)", text)]
+    samples = samples[2:-1] if len(samples) > 4 else samples  # warm-up and the partial second
+    if not samples:
+        raise RuntimeError(f"testpmd printed no {key}: {text.strip()[-300:]}")
+    return statistics.median(samples) / 1e6
+
+
+def kernel_load(size, seconds, out):
+    return spawn(NS_A, LOAD_CPU, [WS, "bench", "txpush", "--engine", "kernel", "--port", f"xdp:{IF_A}",
+                                  "--size", str(size), "--duration", str(seconds), "--quiet", "--json"], out)
+
+
+def receive(measured_argv, kind, size, tmp):
+    """A measured program on B under the kernel-engine load from A; returns Mpps."""
+    mpath, lpath = os.path.join(tmp, "measured"), os.path.join(tmp, "load")
+    with open(mpath, "w") as mout, open(lpath, "w") as lout:
+        m = spawn(NS_B, MEAS_CPU, measured_argv, mout)
+        try:
+            wait_for(mpath, r" ready |start packet forwarding", m)
+            time.sleep(0.5)
+            load = kernel_load(size, DURATION + 3, lout)
+            if kind == "wirespeed":
+                m.wait(DURATION + 30)
+            else:
+                time.sleep(DURATION + 1)
+                stop(m)
+            stop(load, signal.SIGTERM)
+        finally:
+            stop_all()
+    if kind == "wirespeed":
+        return ws_json(mpath)["mpps"]
+    return testpmd_pps(open(mpath).read(), "Rx-pps" if "rxonly" in " ".join(measured_argv) else "Tx-pps")
+
+
+def transmit(sender_argv, size, tmp):
+    """A sender on A into a wirespeed xdpdrop sink on B; returns the Mpps that arrived."""
+    spath, xpath = os.path.join(tmp, "sink"), os.path.join(tmp, "sender")
+    with open(spath, "w") as sout, open(xpath, "w") as xout:
+        x = spawn(NS_A, LOAD_CPU, sender_argv, xout)
+        try:
+            time.sleep(2)  # the sender is up and at speed
+            if x.poll() is not None:
+                raise RuntimeError(f"sender exited: {open(xpath).read()[-300:]}")
+            sink = spawn(NS_B, MEAS_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{IF_B}", "--duration",
+                                          str(DURATION), "--quiet", "--json", "--force"], sout)
+            sink.wait(DURATION + 30)
+            stop(x, signal.SIGINT)
+        finally:
+            stop_all()
+    return ws_json(spath)["mpps"]
+
+
+def trafgen_conf(size, tmp):
+    """One UDP frame of `size` bytes on the wire, as trafgen's byte list."""
+    frame = [0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]
+    ip_len = size - 4 - 14
+    ip = [0x45, 0, ip_len >> 8, ip_len & 255, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
+    s = sum((ip[i] << 8) + ip[i + 1] for i in range(0, 20, 2))
+    while s > 0xFFFF:
+        s = (s & 0xFFFF) + (s >> 16)
+    ip[10], ip[11] = (~s >> 8) & 255, ~s & 255
+    udp = [0, 9, 0, 9, (ip_len - 20) >> 8, (ip_len - 20) & 255, 0, 0]
+    frame += ip + udp + [0] * (size - 4 - 42)
+    path = os.path.join(tmp, "trafgen.cfg")
+    with open(path, "w") as f:
+        f.write("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
+    return path
+
+
+def rows(size, tmp):
+    """(workload, tool, function) for every measurement of one frame size."""
+    ws_rx = lambda b, m: lambda: receive([WS, "bench", m, "--port", f"{b}:{IF_B}", "--duration",
+                                          str(DURATION), "--quiet", "--json"], "wirespeed", size, tmp)
+    pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp)
+    ws_tx = lambda args: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size), "--duration",
+                                           str(DURATION + 6), "--quiet"], size, tmp)
+    pmd_tx = lambda d, bb=None: lambda: transmit(testpmd_argv(d, IF_A, "txonly", size, bb), size, tmp)
+    return [
+        ("ceiling", "wirespeed xdpdrop", ws_rx("xdp", "xdpdrop")),
+        ("rxdrop", "wirespeed AF_XDP", ws_rx("xdp", "rxdrop")),
+        ("rxdrop", "wirespeed AF_PACKET", ws_rx("packet", "rxdrop")),
+        ("rxdrop", "testpmd af_xdp", pmd_rx("af_xdp", "rxonly")),
+        ("rxdrop", "testpmd af_xdp busy_budget=0", pmd_rx("af_xdp", "rxonly", 0)),
+        ("rxdrop", "testpmd af_packet", pmd_rx("af_packet", "rxonly")),
+        ("l2fwd", "wirespeed AF_XDP", ws_rx("xdp", "l2fwd")),
+        ("l2fwd", "wirespeed AF_PACKET", ws_rx("packet", "l2fwd")),
+        ("l2fwd", "testpmd af_xdp", pmd_rx("af_xdp", "macswap")),
+        ("l2fwd", "testpmd af_xdp busy_budget=0", pmd_rx("af_xdp", "macswap", 0)),
+        ("l2fwd", "testpmd af_packet", pmd_rx("af_packet", "macswap")),
+        ("txpush", "wirespeed AF_XDP socket", ws_tx(["--port", f"xdp:{IF_A}"])),
+        ("txpush", "wirespeed AF_PACKET socket", ws_tx(["--port", f"packet:{IF_A}"])),
+        ("txpush", "wirespeed kernel engine", ws_tx(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
+        ("txpush", "testpmd af_xdp", pmd_tx("af_xdp")),
+        ("txpush", "testpmd af_xdp busy_budget=0", pmd_tx("af_xdp", 0)),
+        ("txpush", "testpmd af_packet", pmd_tx("af_packet")),
+        ("txpush", "trafgen", lambda: transmit(["trafgen", "--dev", IF_A, "--conf", trafgen_conf(size, tmp),
+                                                "--cpus", "1", "--qdisc-path"], size, tmp)),
+    ]
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("bench-peers: needs root (namespaces, XDP): try sudo make bench-peers")
+    for tool in ("dpdk-testpmd", "trafgen", "stdbuf", "taskset"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            sys.exit(f"bench-peers: {tool} is not installed (make bench-peers installs it)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    log(f"load average {open('/proc/loadavg').read().split()[0]} (numbers are noisy when it is above 0.5)")
+    results = []
+    try:
+        setup()
+        with tempfile.TemporaryDirectory(prefix="wirespeed-peers.") as tmp:
+            for size in SIZES:
+                for workload, tool, fn in rows(size, tmp):
+                    if not ONLY.search(f"{workload} {tool}"):
+                        continue
+                    runs, error = [], None
+                    for run in range(RUNS):
+                        try:
+                            runs.append(round(fn(), 3))
+                        except Exception as e:  # a peer that cannot start is reported, not fatal
+                            error = str(e).splitlines()[0][:200]
+                            break
+                    row = {"workload": workload, "tool": tool, "size": size, "runs": runs, "error": error}
+                    if runs:
+                        row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
+                    log(f"{size:>5} {workload:<8} {tool:<32} " +
+                        (f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
+                    results.append(row)
+    finally:
+        cleanup()
+    write(results)
+
+
+def write(results):
+    date = datetime.date.today().isoformat()
+    machine = {"kernel": os.uname().release, "cpus": os.cpu_count(),
+               "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+               "load_cpu": LOAD_CPU, "measured_cpu": MEAS_CPU}
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", f"{date}-peers.json"), "w") as f:
+        json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
+    lines = [f"# wirespeed against its peers ({date})", "",
+             f"Median Mpps of {RUNS} runs of {DURATION:g} s (min-max); one queue, veth, load/sender on CPU {LOAD_CPU},",
+             f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
+             "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
+    for size in SIZES:
+        lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer |", "| --- | --- | --- | --- |"]
+        for workload in ("ceiling", "rxdrop", "l2fwd", "txpush"):
+            rs = [r for r in results if r["size"] == size and r["workload"] == workload]
+            peers = [r["median"] for r in rs if r.get("median") is not None and not r["tool"].startswith("wirespeed")]
+            best_peer = max(peers) if peers else None
+            for r in rs:
+                fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
+                ratio = (f"{r['median'] / best_peer:.2f}x" if best_peer and r.get("median") is not None
+                         and r["tool"].startswith("wirespeed") else "")
+                lines.append(f"| {workload} | {r['tool']} | {fig} | {ratio} |")
+        lines.append("")
+    lines += ["![bar chart](peers.png)", ""]
+    with open(os.path.join(ROOT, "bench", "RESULTS.md"), "w") as f:
+        f.write("\n".join(lines))
+    chart(results)
+
+
+def chart(results):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib missing: no chart (apt-get install python3-matplotlib)")
+        return
+    fig, axes = plt.subplots(len(SIZES), 1, figsize=(11, 5 * len(SIZES)), squeeze=False)
+    for ax, size in zip(axes[:, 0], SIZES):
+        rs = [r for r in results if r["size"] == size and r.get("median") is not None]
+        labels = [f"{r['workload']}\n{r['tool']}" for r in rs]
+        colors = ["tab:blue" if r["tool"].startswith("wirespeed") else "tab:gray" for r in rs]
+        ax.bar(range(len(rs)), [r["median"] for r in rs], color=colors,
+               yerr=[[r["median"] - r["min"] for r in rs], [r["max"] - r["median"] for r in rs]])
+        ax.set_xticks(range(len(rs)), labels, rotation=75, fontsize=7)
+        ax.set_ylabel("Mpps")
+        ax.set_title(f"{size}-byte frames (blue: wirespeed, grey: peers)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(ROOT, "bench", "peers.png"), dpi=90)
+
+
+if __name__ == "__main__":
+    main()
