@@ -1,0 +1,213 @@
+//! OpenFlow-style actions, what they do to a flow during translation, and how they print.
+
+use core::fmt;
+
+use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
+
+use crate::field::{Field, FlowBits};
+use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
+
+/// The fields `set_field` (and the `mod_*` spellings) may write.
+pub const SETTABLE_FIELDS: [Field; 10] = [
+    Field::DlSrc,
+    Field::DlDst,
+    Field::NwSrc,
+    Field::NwDst,
+    Field::NwTos,
+    Field::NwTtl,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+];
+
+/// One action of a rule. A rule with no actions drops the packet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Action {
+    Output(u32),
+    /// Forward as a MAC-learning switch.
+    Normal,
+    /// Every port but the input port.
+    Flood,
+    /// Every port but the input port (OpenFlow's `OFPP_ALL`; no port is excluded from flooding
+    /// yet, so the same set as `Flood`).
+    All,
+    /// Back out of the port the packet came in on.
+    InPort,
+    Controller,
+    /// Sets the VLAN id, pushing a tag (priority 0) if the frame is untagged.
+    ModVlanVid(u16),
+    /// Sets the VLAN priority, pushing a tag (id 0) if the frame is untagged.
+    ModVlanPcp(u8),
+    StripVlan,
+    /// Writes a header field; `mod_dl_src:X` is `SetField(DlSrc, X)`. For `nw_tos` the value is
+    /// the ToS byte with the ECN bits clear (ovs-ofctl's convention).
+    SetField(Field, u128),
+    /// Decrements the IPv4 TTL or IPv6 hop limit; drops the packet if it would reach zero.
+    DecTtl,
+    /// Looks the packet up in another table, then carries on with the next action.
+    Resubmit(u8),
+    /// Continues in a later table; always the last action of a rule.
+    GotoTable(u8),
+}
+
+impl Action {
+    /// What the rule's match must pin down for the action to make sense.
+    pub fn prerequisite(&self) -> Prerequisite {
+        match self {
+            Action::SetField(field, _) => Prerequisite::of(*field),
+            _ => Prerequisite::None,
+        }
+    }
+
+    /// Applies the action to the flow a later table will see; un-wildcards in `wildcards` every
+    /// bit of the flow the result depends on.
+    pub fn apply_to_flow(&self, flow: &mut FlowBits, wildcards: &mut FlowBits) {
+        match *self {
+            Action::SetField(field, value) => field.set(flow, value),
+            Action::ModVlanVid(vid) => {
+                Field::VlanTci.or_mask(wildcards, u128::from(VLAN_PCP_MASK | VLAN_PRESENT));
+                let tci = Field::VlanTci.get(flow) as u16;
+                let kept = if tci & VLAN_PRESENT != 0 {
+                    tci & VLAN_PCP_MASK
+                } else {
+                    0
+                };
+                let tci = kept | VLAN_PRESENT | (vid & VLAN_VID_MASK);
+                Field::VlanTci.set(flow, u128::from(tci));
+            }
+            Action::ModVlanPcp(pcp) => {
+                Field::VlanTci.or_mask(wildcards, u128::from(VLAN_VID_MASK | VLAN_PRESENT));
+                let tci = Field::VlanTci.get(flow) as u16;
+                let kept = if tci & VLAN_PRESENT != 0 {
+                    tci & VLAN_VID_MASK
+                } else {
+                    0
+                };
+                let tci = kept | VLAN_PRESENT | (u16::from(pcp & 0x07) << 13);
+                Field::VlanTci.set(flow, u128::from(tci));
+            }
+            Action::StripVlan => Field::VlanTci.set(flow, 0),
+            Action::DecTtl => {
+                Field::DlType.or_mask(wildcards, Field::DlType.full_mask());
+                Field::NwTtl.or_mask(wildcards, Field::NwTtl.full_mask());
+                let dl_type = Field::DlType.get(flow);
+                if dl_type == DL_TYPE_IPV4 || dl_type == DL_TYPE_IPV6 {
+                    let ttl = Field::NwTtl.get(flow);
+                    Field::NwTtl.set(flow, ttl.saturating_sub(1));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// True for the actions that only steer the lookup and never reach the datapath.
+    pub fn is_table_jump(&self) -> bool {
+        matches!(self, Action::Resubmit(_) | Action::GotoTable(_))
+    }
+}
+
+impl fmt::Display for Action {
+    /// ovs-ofctl's spelling (reserved ports upper case, as `dump-flows` prints them).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Output(port) => write!(f, "output:{port}"),
+            Action::Normal => f.write_str("NORMAL"),
+            Action::Flood => f.write_str("FLOOD"),
+            Action::All => f.write_str("ALL"),
+            Action::InPort => f.write_str("IN_PORT"),
+            Action::Controller => f.write_str("CONTROLLER:65535"),
+            Action::ModVlanVid(vid) => write!(f, "mod_vlan_vid:{vid}"),
+            Action::ModVlanPcp(pcp) => write!(f, "mod_vlan_pcp:{pcp}"),
+            Action::StripVlan => f.write_str("strip_vlan"),
+            Action::SetField(field, value) => match mod_name(field) {
+                Some(name) => write!(f, "{name}:{}", field.display(value)),
+                None => write!(f, "set_field:{}->{field}", field.display(value)),
+            },
+            Action::DecTtl => f.write_str("dec_ttl"),
+            Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
+            Action::GotoTable(table) => write!(f, "goto_table:{table}"),
+        }
+    }
+}
+
+/// The OpenFlow 1.0 spelling of a set-field action, where there is one.
+pub fn mod_name(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::DlSrc => "mod_dl_src",
+        Field::DlDst => "mod_dl_dst",
+        Field::NwSrc => "mod_nw_src",
+        Field::NwDst => "mod_nw_dst",
+        Field::NwTos => "mod_nw_tos",
+        Field::TpSrc => "mod_tp_src",
+        Field::TpDst => "mod_tp_dst",
+        _ => return None,
+    })
+}
+
+/// Writes an action list as ovs-ofctl does: comma-separated, `drop` when empty.
+pub struct ActionList<'a>(pub &'a [Action]);
+
+impl fmt::Display for ActionList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("drop");
+        }
+        for (index, action) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{action}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_like_ovs_ofctl() {
+        let actions = [
+            Action::SetField(Field::DlSrc, 0x0200_0000_0001),
+            Action::SetField(Field::Ipv6Dst, 1),
+            Action::SetField(Field::NwTtl, 9),
+            Action::Normal,
+            Action::Resubmit(2),
+            Action::Output(3),
+        ];
+        assert_eq!(
+            ActionList(&actions).to_string(),
+            "mod_dl_src:02:00:00:00:00:01,set_field:::1->ipv6_dst,set_field:9->nw_ttl,NORMAL,resubmit(,2),output:3"
+        );
+        assert_eq!(ActionList(&[]).to_string(), "drop");
+    }
+
+    #[test]
+    fn vlan_actions_on_the_flow() {
+        let mut flow = FlowBits::ZERO;
+        let mut wildcards = FlowBits::ZERO;
+        Action::ModVlanPcp(5).apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::VlanTci.get(&flow), 0xb000);
+        Action::ModVlanVid(100).apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::VlanTci.get(&flow), 0xb064);
+        assert_eq!(Field::VlanTci.get(&wildcards), 0xffff);
+        Action::StripVlan.apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::VlanTci.get(&flow), 0);
+    }
+
+    #[test]
+    fn dec_ttl_on_the_flow_depends_on_dl_type_and_ttl() {
+        let mut flow = FlowBits::ZERO;
+        let mut wildcards = FlowBits::ZERO;
+        Field::NwTtl.set(&mut flow, 64);
+        Action::DecTtl.apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::NwTtl.get(&flow), 64, "not IP: untouched");
+        Field::DlType.set(&mut flow, DL_TYPE_IPV4);
+        Action::DecTtl.apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::NwTtl.get(&flow), 63);
+        assert_eq!(Field::DlType.get(&wildcards), 0xffff);
+        assert_eq!(Field::NwTtl.get(&wildcards), 0xff);
+    }
+}

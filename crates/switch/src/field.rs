@@ -1,0 +1,417 @@
+//! Match fields and the packed flow: the flow key laid out in ten 64-bit words, so matching,
+//! masking and hashing are word operations (OVS's `miniflow` idea without the sparseness).
+//!
+//! The same [`FlowBits`] type holds a key, a masked key and a mask.
+
+use core::fmt;
+use core::hash::{BuildHasherDefault, Hash, Hasher};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use wirespeed_packet::MacAddr;
+use wirespeed_packet::flow_key::FlowKey;
+
+pub const FLOW_WORDS: usize = 10;
+
+/// A flow key, masked key or mask, packed (see [`Field::layout`]).
+#[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+pub struct FlowBits(pub [u64; FLOW_WORDS]);
+
+impl FlowBits {
+    pub const ZERO: FlowBits = FlowBits([0; FLOW_WORDS]);
+    pub const ALL_ONES: FlowBits = FlowBits([u64::MAX; FLOW_WORDS]);
+
+    /// Packs a parsed key.
+    pub fn from_key(key: &FlowKey) -> FlowBits {
+        let mac = |mac: MacAddr| {
+            let [a, b, c, d, e, f] = mac.0;
+            u64::from_be_bytes([0, 0, a, b, c, d, e, f])
+        };
+        FlowBits([
+            u64::from(key.in_port)
+                | (u64::from(key.dl_type) << 32)
+                | (u64::from(key.vlan_tci) << 48),
+            mac(key.dl_src) | (u64::from(key.nw_proto) << 48) | (u64::from(key.nw_tos) << 56),
+            mac(key.dl_dst) | (u64::from(key.nw_ttl) << 48) | (u64::from(key.icmp_type) << 56),
+            u64::from(key.nw_src) | (u64::from(key.nw_dst) << 32),
+            u64::from(key.tp_src)
+                | (u64::from(key.tp_dst) << 16)
+                | (u64::from(key.arp_op) << 32)
+                | (u64::from(key.icmp_code) << 48),
+            u64::from(key.arp_spa) | (u64::from(key.arp_tpa) << 32),
+            (key.ipv6_src >> 64) as u64,
+            key.ipv6_src as u64,
+            (key.ipv6_dst >> 64) as u64,
+            key.ipv6_dst as u64,
+        ])
+    }
+
+    pub fn and(&self, mask: &FlowBits) -> FlowBits {
+        let mut out = *self;
+        for (word, mask) in out.0.iter_mut().zip(&mask.0) {
+            *word &= mask;
+        }
+        out
+    }
+
+    pub fn or_assign(&mut self, other: &FlowBits) {
+        for (word, other) in self.0.iter_mut().zip(&other.0) {
+            *word |= other;
+        }
+    }
+
+    /// True if `self & mask == value` (value is already masked).
+    pub fn matches(&self, value: &FlowBits, mask: &FlowBits) -> bool {
+        self.0
+            .iter()
+            .zip(&mask.0)
+            .zip(&value.0)
+            .all(|((word, mask), value)| word & mask == *value)
+    }
+
+    /// True if every bit set in `self` is set in `other`.
+    pub fn is_subset_of(&self, other: &FlowBits) -> bool {
+        self.0.iter().zip(&other.0).all(|(a, b)| a & !b == 0)
+    }
+
+    /// A 64-bit hash of the words (multiply-rotate, as in FxHash; keys are not attacker-chosen
+    /// in a way that matters here: a collision costs a compare, never a wrong decision).
+    pub fn hash64(&self) -> u64 {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut hash = 0u64;
+        for word in self.0 {
+            hash = (hash.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        hash ^ (hash >> 29)
+    }
+}
+
+impl Hash for FlowBits {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash64());
+    }
+}
+
+/// Passes [`FlowBits::hash64`] through, so hash maps keyed by flows hash once.
+#[derive(Default, Clone, Copy)]
+pub struct FlowHasher(u64);
+
+impl Hasher for FlowHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(*byte)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+pub type FlowHashBuilder = BuildHasherDefault<FlowHasher>;
+
+/// One matchable field of the flow, in ovs-ofctl's names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
+pub enum Field {
+    InPort,
+    DlSrc,
+    DlDst,
+    /// The whole 802.1Q TCI with [`wirespeed_packet::flow_key::VLAN_PRESENT`]; `dl_vlan` and
+    /// `dl_vlan_pcp` are spellings of parts of it.
+    VlanTci,
+    DlType,
+    NwSrc,
+    NwDst,
+    Ipv6Src,
+    Ipv6Dst,
+    NwProto,
+    NwTos,
+    NwTtl,
+    TpSrc,
+    TpDst,
+    IcmpType,
+    IcmpCode,
+    ArpSpa,
+    ArpTpa,
+    ArpOp,
+}
+
+/// How a field's value is written and read in flow syntax.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ValueFormat {
+    Decimal,
+    Hex,
+    Mac,
+    Ipv4,
+    Ipv6,
+}
+
+impl Field {
+    pub const ALL: [Field; 19] = [
+        Field::InPort,
+        Field::DlSrc,
+        Field::DlDst,
+        Field::VlanTci,
+        Field::DlType,
+        Field::NwSrc,
+        Field::NwDst,
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::NwProto,
+        Field::NwTos,
+        Field::NwTtl,
+        Field::TpSrc,
+        Field::TpDst,
+        Field::IcmpType,
+        Field::IcmpCode,
+        Field::ArpSpa,
+        Field::ArpTpa,
+        Field::ArpOp,
+    ];
+
+    /// (word, shift, width in bits); 128-bit fields take two words, high word first.
+    pub const fn layout(self) -> (usize, u32, u32) {
+        match self {
+            Field::InPort => (0, 0, 32),
+            Field::DlType => (0, 32, 16),
+            Field::VlanTci => (0, 48, 16),
+            Field::DlSrc => (1, 0, 48),
+            Field::NwProto => (1, 48, 8),
+            Field::NwTos => (1, 56, 8),
+            Field::DlDst => (2, 0, 48),
+            Field::NwTtl => (2, 48, 8),
+            Field::IcmpType => (2, 56, 8),
+            Field::NwSrc => (3, 0, 32),
+            Field::NwDst => (3, 32, 32),
+            Field::TpSrc => (4, 0, 16),
+            Field::TpDst => (4, 16, 16),
+            Field::ArpOp => (4, 32, 16),
+            Field::IcmpCode => (4, 48, 8),
+            Field::ArpSpa => (5, 0, 32),
+            Field::ArpTpa => (5, 32, 32),
+            Field::Ipv6Src => (6, 0, 128),
+            Field::Ipv6Dst => (8, 0, 128),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::InPort => "in_port",
+            Field::DlSrc => "dl_src",
+            Field::DlDst => "dl_dst",
+            Field::VlanTci => "vlan_tci",
+            Field::DlType => "dl_type",
+            Field::NwSrc => "nw_src",
+            Field::NwDst => "nw_dst",
+            Field::Ipv6Src => "ipv6_src",
+            Field::Ipv6Dst => "ipv6_dst",
+            Field::NwProto => "nw_proto",
+            Field::NwTos => "nw_tos",
+            Field::NwTtl => "nw_ttl",
+            Field::TpSrc => "tp_src",
+            Field::TpDst => "tp_dst",
+            Field::IcmpType => "icmp_type",
+            Field::IcmpCode => "icmp_code",
+            Field::ArpSpa => "arp_spa",
+            Field::ArpTpa => "arp_tpa",
+            Field::ArpOp => "arp_op",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|field| field.name() == name)
+    }
+
+    pub fn width(self) -> u32 {
+        self.layout().2
+    }
+
+    /// All ones over the field's width.
+    pub fn full_mask(self) -> u128 {
+        match self.width() {
+            128 => u128::MAX,
+            bits => (1u128 << bits) - 1,
+        }
+    }
+
+    pub fn value_format(self) -> ValueFormat {
+        match self {
+            Field::DlSrc | Field::DlDst => ValueFormat::Mac,
+            Field::NwSrc | Field::NwDst | Field::ArpSpa | Field::ArpTpa => ValueFormat::Ipv4,
+            Field::Ipv6Src | Field::Ipv6Dst => ValueFormat::Ipv6,
+            Field::DlType | Field::VlanTci => ValueFormat::Hex,
+            _ => ValueFormat::Decimal,
+        }
+    }
+
+    pub fn get(self, bits: &FlowBits) -> u128 {
+        let (word, shift, width) = self.layout();
+        if width == 128 {
+            return (u128::from(bits.0[word]) << 64) | u128::from(bits.0[word + 1]);
+        }
+        u128::from((bits.0[word] >> shift) & ((1u64 << width) - 1))
+    }
+
+    /// Writes `value` (truncated to the field's width) into `bits`.
+    pub fn set(self, bits: &mut FlowBits, value: u128) {
+        let (word, shift, width) = self.layout();
+        if width == 128 {
+            bits.0[word] = (value >> 64) as u64;
+            bits.0[word + 1] = value as u64;
+            return;
+        }
+        let mask = ((1u64 << width) - 1) << shift;
+        bits.0[word] = (bits.0[word] & !mask) | (((value as u64) << shift) & mask);
+    }
+
+    /// Sets the field's bits in `bits` to ones where `mask` has ones (un-wildcards them).
+    pub fn or_mask(self, bits: &mut FlowBits, mask: u128) {
+        let current = self.get(bits);
+        self.set(bits, current | mask);
+    }
+
+    /// Parses a value in the field's format (no mask).
+    pub fn parse_value(self, text: &str) -> Option<u128> {
+        let value = match self.value_format() {
+            ValueFormat::Mac => {
+                let mac: MacAddr = text.parse().ok()?;
+                let mut octets = [0u8; 16];
+                octets[10..].copy_from_slice(&mac.0);
+                u128::from_be_bytes(octets)
+            }
+            ValueFormat::Ipv4 => u128::from(u32::from(text.parse::<Ipv4Addr>().ok()?)),
+            ValueFormat::Ipv6 => u128::from(text.parse::<Ipv6Addr>().ok()?),
+            ValueFormat::Decimal | ValueFormat::Hex => parse_uint(text)?,
+        };
+        (value <= self.full_mask()).then_some(value)
+    }
+
+    /// Displays a value in the field's format.
+    pub fn display(self, value: u128) -> FieldValue {
+        FieldValue { field: self, value }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A field's value formatted as flow syntax writes it.
+pub struct FieldValue {
+    field: Field,
+    value: u128,
+}
+
+impl fmt::Display for FieldValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.value;
+        match self.field.value_format() {
+            ValueFormat::Mac => {
+                let bytes = value.to_be_bytes();
+                let mut octets = [0u8; 6];
+                octets.copy_from_slice(&bytes[10..]);
+                write!(f, "{}", MacAddr(octets))
+            }
+            ValueFormat::Ipv4 => write!(f, "{}", Ipv4Addr::from(value as u32)),
+            ValueFormat::Ipv6 => write!(f, "{}", Ipv6Addr::from(value)),
+            ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
+            ValueFormat::Hex => write!(f, "0x{value:x}"),
+            ValueFormat::Decimal => write!(f, "{value}"),
+        }
+    }
+}
+
+/// Parses a decimal or `0x` hexadecimal unsigned number, as ovs-ofctl does.
+pub fn parse_uint(text: &str) -> Option<u128> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    // from_str_radix alone would accept a leading '+'.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u128::from_str_radix(digits, radix).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fields_do_not_overlap_and_fill_the_words() {
+        let mut seen = FlowBits::ZERO;
+        for field in Field::ALL {
+            let mut bits = FlowBits::ZERO;
+            field.set(&mut bits, u128::MAX);
+            assert_eq!(field.get(&bits), field.full_mask(), "{field}");
+            assert_eq!(bits.and(&seen), FlowBits::ZERO, "{field} overlaps");
+            seen.or_assign(&bits);
+        }
+        // Only word 4's top byte is spare.
+        let mut spare = FlowBits::ALL_ONES;
+        spare.0[4] = 0xff00_0000_0000_0000;
+        assert_eq!(seen.0[4] | spare.0[4], u64::MAX);
+    }
+
+    #[test]
+    fn packs_a_key() {
+        let key = FlowKey {
+            in_port: 7,
+            dl_src: MacAddr([2, 0, 0, 0, 0, 1]),
+            dl_type: 0x0800,
+            vlan_tci: 0x1064,
+            nw_dst: 0x0a00_0002,
+            tp_dst: 80,
+            ipv6_src: 0x2001_0db8 << 96 | 5,
+            ..FlowKey::default()
+        };
+        let bits = FlowBits::from_key(&key);
+        assert_eq!(Field::InPort.get(&bits), 7);
+        assert_eq!(Field::DlSrc.get(&bits), 0x0200_0000_0001);
+        assert_eq!(Field::DlType.get(&bits), 0x0800);
+        assert_eq!(Field::VlanTci.get(&bits), 0x1064);
+        assert_eq!(Field::NwDst.get(&bits), 0x0a00_0002);
+        assert_eq!(Field::TpDst.get(&bits), 80);
+        assert_eq!(Field::Ipv6Src.get(&bits), 0x2001_0db8 << 96 | 5);
+        assert_eq!(Field::NwSrc.get(&bits), 0);
+    }
+
+    #[test]
+    fn values_parse_and_display() {
+        assert_eq!(
+            Field::DlSrc.parse_value("02:00:00:00:00:01"),
+            Some(0x0200_0000_0001)
+        );
+        assert_eq!(
+            Field::DlSrc.display(0x0200_0000_0001).to_string(),
+            "02:00:00:00:00:01"
+        );
+        assert_eq!(Field::NwSrc.parse_value("10.0.0.1"), Some(0x0a00_0001));
+        assert_eq!(Field::DlType.display(0x800).to_string(), "0x0800");
+        assert_eq!(Field::TpSrc.parse_value("0x50"), Some(80));
+        assert_eq!(Field::TpSrc.parse_value("65536"), None);
+        assert_eq!(Field::TpSrc.parse_value("+80"), None);
+        assert_eq!(Field::Ipv6Dst.display(1).to_string(), "::1");
+    }
+
+    proptest! {
+        #[test]
+        fn set_then_get(index in 0usize..19, value in any::<u128>(), noise in any::<[u64; 10]>()) {
+            let field = Field::ALL[index];
+            let mut bits = FlowBits(noise);
+            let before = bits;
+            field.set(&mut bits, value);
+            prop_assert_eq!(field.get(&bits), value & field.full_mask());
+            for other in Field::ALL.into_iter().filter(|&other| other != field) {
+                prop_assert_eq!(other.get(&bits), other.get(&before));
+            }
+        }
+    }
+}

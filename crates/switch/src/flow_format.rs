@@ -1,0 +1,249 @@
+//! ovs-ofctl's flow syntax, printed: matches, rules and `dump-flows` lines, each of which
+//! [`crate::flow_parse::parse_rule`] reads back to the same rule.
+
+use core::fmt;
+use core::time::Duration;
+
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
+
+use crate::action::ActionList;
+use crate::field::{Field, ValueFormat};
+use crate::flow_match::Match;
+use crate::flow_parse::SHORTHANDS;
+use crate::rule::{Rule, RuleStats};
+
+/// The order `dump-flows` prints fields in after the shorthand, in_port and VLAN.
+const PRINT_ORDER: [Field; 17] = [
+    Field::DlSrc,
+    Field::DlDst,
+    Field::DlType,
+    Field::NwSrc,
+    Field::NwDst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::ArpSpa,
+    Field::ArpTpa,
+    Field::ArpOp,
+    Field::NwProto,
+    Field::NwTos,
+    Field::NwTtl,
+    Field::TpSrc,
+    Field::TpDst,
+    Field::IcmpType,
+    Field::IcmpCode,
+];
+
+/// A match in flow syntax: `tcp,in_port=1,nw_dst=10.0.0.0/8`; empty for the match of all.
+pub struct MatchDisplay<'a>(pub &'a Match);
+
+impl fmt::Display for MatchDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let flow_match = self.0;
+        let mut parts = Parts { f, first: true };
+        let shorthand = SHORTHANDS.iter().rev().find(|(_, dl_type, nw_proto)| {
+            flow_match.exact(Field::DlType) == Some(*dl_type)
+                && nw_proto.is_none_or(|proto| flow_match.exact(Field::NwProto) == Some(proto))
+        });
+        if let Some((name, ..)) = shorthand {
+            parts.push(format_args!("{name}"))?;
+        }
+        write_field(&mut parts, flow_match, Field::InPort)?;
+        write_vlan(&mut parts, flow_match)?;
+        for field in PRINT_ORDER {
+            let covered = shorthand.is_some_and(|(_, _, nw_proto)| {
+                field == Field::DlType || (field == Field::NwProto && nw_proto.is_some())
+            });
+            if !covered {
+                write_field(&mut parts, flow_match, field)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Comma-separated output.
+struct Parts<'a, 'b> {
+    f: &'a mut fmt::Formatter<'b>,
+    first: bool,
+}
+
+impl Parts<'_, '_> {
+    fn push(&mut self, part: fmt::Arguments<'_>) -> fmt::Result {
+        if !self.first {
+            self.f.write_str(",")?;
+        }
+        self.first = false;
+        self.f.write_fmt(part)
+    }
+}
+
+fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> fmt::Result {
+    let (value, mask) = flow_match.field(field);
+    if mask == 0 {
+        return Ok(());
+    }
+    let full = field.full_mask();
+    if mask == full {
+        return parts.push(format_args!("{field}={}", field.display(value)));
+    }
+    // A prefix mask is ones then zeros: its host part is all ones up from bit 0.
+    let host = !mask & full;
+    let is_prefix = host & host.wrapping_add(1) == 0;
+    match field.value_format() {
+        ValueFormat::Ipv4 | ValueFormat::Ipv6 if is_prefix => parts.push(format_args!(
+            "{field}={}/{}",
+            field.display(value),
+            mask.count_ones()
+        )),
+        ValueFormat::Ipv4 | ValueFormat::Ipv6 | ValueFormat::Mac => parts.push(format_args!(
+            "{field}={}/{}",
+            field.display(value),
+            field.display(mask)
+        )),
+        ValueFormat::Decimal | ValueFormat::Hex => {
+            parts.push(format_args!("{field}=0x{value:x}/0x{mask:x}"))
+        }
+    }
+}
+
+/// `dl_vlan` / `dl_vlan_pcp` where they say it, `vlan_tci=V/M` otherwise.
+fn write_vlan(parts: &mut Parts<'_, '_>, flow_match: &Match) -> fmt::Result {
+    let (value, mask) = flow_match.field(Field::VlanTci);
+    let (value, mask) = (value as u16, mask as u16);
+    let tagged = value & VLAN_PRESENT != 0;
+    match mask {
+        0 => Ok(()),
+        0xffff if value == 0 => parts.push(format_args!("dl_vlan=0xffff")),
+        0x1fff if tagged => parts.push(format_args!("dl_vlan={}", value & VLAN_VID_MASK)),
+        0xf000 if tagged => parts.push(format_args!("dl_vlan_pcp={}", value >> 13)),
+        0xffff if tagged => {
+            parts.push(format_args!("dl_vlan={}", value & VLAN_VID_MASK))?;
+            parts.push(format_args!("dl_vlan_pcp={}", value >> 13))
+        }
+        _ => parts.push(format_args!("vlan_tci=0x{value:04x}/0x{mask:04x}")),
+    }
+}
+
+/// A rule as `add-flow` takes it: `table=0,priority=100,ip,nw_dst=10.0.0.2,actions=output:2`.
+pub struct RuleDisplay<'a>(pub &'a Rule);
+
+impl fmt::Display for RuleDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rule = self.0;
+        write!(f, "table={},priority={}", rule.table, rule.priority)?;
+        if rule.cookie != 0 {
+            write!(f, ",cookie=0x{:x}", rule.cookie)?;
+        }
+        if rule.idle_timeout != 0 {
+            write!(f, ",idle_timeout={}", rule.idle_timeout)?;
+        }
+        if rule.hard_timeout != 0 {
+            write!(f, ",hard_timeout={}", rule.hard_timeout)?;
+        }
+        if rule.flow_match != Match::ANY {
+            write!(f, ",{}", MatchDisplay(&rule.flow_match))?;
+        }
+        write!(f, ",actions={}", ActionList(&rule.actions))
+    }
+}
+
+/// One line of `dump-flows`: `cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180,
+/// priority=100,ip,nw_dst=10.0.0.2 actions=output:2`.
+pub struct DumpLine<'a> {
+    pub rule: &'a Rule,
+    pub stats: &'a RuleStats,
+    /// The caller's clock, on the same scale as `stats.installed_at`.
+    pub now: Duration,
+}
+
+impl fmt::Display for DumpLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (rule, stats) = (self.rule, self.stats);
+        let duration = self.now.saturating_sub(stats.installed_at);
+        write!(
+            f,
+            "cookie=0x{:x}, duration={}.{:03}s, table={}, n_packets={}, n_bytes={}, ",
+            rule.cookie,
+            duration.as_secs(),
+            duration.subsec_millis(),
+            rule.table,
+            stats.n_packets,
+            stats.n_bytes
+        )?;
+        if rule.idle_timeout != 0 {
+            write!(f, "idle_timeout={}, ", rule.idle_timeout)?;
+        }
+        if rule.hard_timeout != 0 {
+            write!(f, "hard_timeout={}, ", rule.hard_timeout)?;
+        }
+        write!(f, "priority={}", rule.priority)?;
+        if rule.flow_match != Match::ANY {
+            write!(f, ",{}", MatchDisplay(&rule.flow_match))?;
+        }
+        write!(f, " actions={}", ActionList(&rule.actions))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_parse::parse_rule;
+
+    fn dump(text: &str) -> String {
+        let rule = parse_rule(text).unwrap();
+        let stats = RuleStats {
+            n_packets: 3,
+            n_bytes: 180,
+            installed_at: Duration::from_millis(500),
+            last_used: Duration::from_millis(900),
+        };
+        DumpLine {
+            rule: &rule,
+            stats: &stats,
+            now: Duration::from_millis(1734),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn dump_lines_look_like_ovs_ofctl() {
+        assert_eq!(
+            dump("priority=100,in_port=1,dl_type=0x0800,nw_dst=10.0.0.2,actions=output:2"),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, priority=100,ip,in_port=1,nw_dst=10.0.0.2 actions=output:2"
+        );
+        assert_eq!(
+            dump("priority=0,actions=normal"),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, priority=0 actions=NORMAL"
+        );
+        assert_eq!(
+            dump(
+                "table=1,cookie=0x1f,idle_timeout=5,tcp6,tp_dst=0x50/0xfff0,ipv6_src=2001:db8::/32,dl_vlan=3,actions=drop"
+            ),
+            "cookie=0x1f, duration=1.234s, table=1, n_packets=3, n_bytes=180, idle_timeout=5, priority=32768,tcp6,dl_vlan=3,ipv6_src=2001:db8::/32,tp_dst=0x50/0xfff0 actions=drop"
+        );
+    }
+
+    #[test]
+    fn masks_print_as_prefix_or_mask() {
+        assert_eq!(
+            dump(
+                "ip,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_proto=47,actions=drop"
+            ),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, priority=32768,ip,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,nw_proto=47 actions=drop"
+        );
+    }
+
+    #[test]
+    fn rule_display_parses_back() {
+        for text in [
+            "priority=5,udp,tp_src=53,actions=mod_tp_src:5353,output:1",
+            "table=3,hard_timeout=9,arp,arp_tpa=10.0.0.0/8,actions=FLOOD",
+            "vlan_tci=0x0123/0x0fff,actions=strip_vlan,resubmit(,2),goto_table:1",
+            "dl_vlan_pcp=6,actions=CONTROLLER:65535",
+        ] {
+            let rule = parse_rule(text).unwrap();
+            let printed = RuleDisplay(&rule).to_string();
+            assert_eq!(parse_rule(&printed), Ok(rule), "{text} -> {printed}");
+        }
+    }
+}

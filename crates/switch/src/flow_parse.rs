@@ -1,0 +1,626 @@
+//! ovs-ofctl's flow syntax, parsed: `priority=100,in_port=1,ip,nw_dst=10.0.0.2,actions=output:2`.
+//!
+//! Fields are separated by commas or white space and `actions=` comes last, as in ovs-ofctl(8).
+//! The statistics `dump-flows` prints (`duration=`, `n_packets=`...) are accepted and ignored, so
+//! a dumped line parses back to its rule. Errors name the token that is wrong.
+
+use core::fmt;
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
+
+use crate::action::{Action, SETTABLE_FIELDS};
+use crate::field::{Field, ValueFormat, parse_uint};
+use crate::flow_match::{
+    DL_TYPE_ARP, DL_TYPE_IPV4, DL_TYPE_IPV6, Match, NW_PROTO_ICMP, NW_PROTO_ICMPV6, NW_PROTO_TCP,
+    NW_PROTO_UDP,
+};
+use crate::rule::Rule;
+
+/// A flow that does not parse, with a message naming the bad token.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FlowError(pub String);
+
+impl fmt::Display for FlowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FlowError {}
+
+fn error(message: impl Into<String>) -> FlowError {
+    FlowError(message.into())
+}
+
+/// The match part of a flow: what `del-flows` takes, and the first half of `add-flow`'s.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct MatchSpec {
+    pub table: Option<u8>,
+    pub priority: Option<u16>,
+    pub cookie: Option<u64>,
+    pub idle_timeout: Option<u16>,
+    pub hard_timeout: Option<u16>,
+    pub flow_match: Match,
+}
+
+/// The shorthands: (name, dl_type, nw_proto).
+pub const SHORTHANDS: [(&str, u128, Option<u128>); 9] = [
+    ("ip", DL_TYPE_IPV4, None),
+    ("ipv6", DL_TYPE_IPV6, None),
+    ("arp", DL_TYPE_ARP, None),
+    ("tcp", DL_TYPE_IPV4, Some(NW_PROTO_TCP)),
+    ("udp", DL_TYPE_IPV4, Some(NW_PROTO_UDP)),
+    ("icmp", DL_TYPE_IPV4, Some(NW_PROTO_ICMP)),
+    ("tcp6", DL_TYPE_IPV6, Some(NW_PROTO_TCP)),
+    ("udp6", DL_TYPE_IPV6, Some(NW_PROTO_UDP)),
+    ("icmp6", DL_TYPE_IPV6, Some(NW_PROTO_ICMPV6)),
+];
+
+/// Keys `dump-flows` prints that are statistics, not part of the rule.
+const STATISTICS: [&str; 5] = ["duration", "n_packets", "n_bytes", "idle_age", "hard_age"];
+
+/// Parses a whole flow, as `add-flow` and `mod-flows` take it and `dump-flows` prints it.
+pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
+    let (match_text, actions_text) =
+        split_actions(text).ok_or_else(|| error("must specify an action (actions=...)"))?;
+    let spec = parse_match(match_text)?;
+    let mut rule = Rule::new(spec.flow_match, parse_actions(actions_text)?);
+    rule.table = spec.table.unwrap_or(0);
+    rule.priority = spec.priority.unwrap_or(Rule::DEFAULT_PRIORITY);
+    rule.cookie = spec.cookie.unwrap_or(0);
+    rule.idle_timeout = spec.idle_timeout.unwrap_or(0);
+    rule.hard_timeout = spec.hard_timeout.unwrap_or(0);
+    check_actions(&rule)?;
+    Ok(rule)
+}
+
+/// Splits at the `actions=` keyword (at a token start); None if there is none.
+fn split_actions(text: &str) -> Option<(&str, &str)> {
+    text.match_indices("actions=")
+        .find(|(at, _)| {
+            text[..*at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| c == ',' || c.is_whitespace())
+        })
+        .map(|(at, keyword)| (&text[..at], &text[at + keyword.len()..]))
+}
+
+/// Parses the match part of a flow (no `actions=`).
+pub fn parse_match(text: &str) -> Result<MatchSpec, FlowError> {
+    let mut spec = MatchSpec::default();
+    let tokens = text.split(|c: char| c == ',' || c.is_whitespace());
+    for token in tokens.filter(|token| !token.is_empty()) {
+        parse_match_token(token, &mut spec)?;
+    }
+    if let Some((field, prerequisite)) = spec.flow_match.unmet_prerequisite() {
+        return Err(error(format!(
+            "{field} requires {}",
+            prerequisite.describe()
+        )));
+    }
+    Ok(spec)
+}
+
+fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError> {
+    let (key, value) = match token.split_once('=') {
+        Some((key, value)) => (key, Some(value)),
+        None => (token, None),
+    };
+    if let Some(&(_, dl_type, nw_proto)) = SHORTHANDS.iter().find(|(name, ..)| *name == key) {
+        if value.is_some() {
+            return Err(error(format!("{token}: '{key}' takes no value")));
+        }
+        add(spec, token, Field::DlType, dl_type, u128::MAX)?;
+        if let Some(nw_proto) = nw_proto {
+            add(spec, token, Field::NwProto, nw_proto, u128::MAX)?;
+        }
+        return Ok(());
+    }
+    let known = STATISTICS.contains(&key)
+        || Field::from_name(key).is_some()
+        || matches!(
+            key,
+            "table"
+                | "priority"
+                | "cookie"
+                | "idle_timeout"
+                | "hard_timeout"
+                | "dl_vlan"
+                | "dl_vlan_pcp"
+        );
+    if !known {
+        return Err(error(format!("unknown field '{key}'")));
+    }
+    let Some(value) = value.filter(|value| !value.is_empty()) else {
+        return Err(error(format!(
+            "{token}: field '{key}' needs a value ({key}=VALUE)"
+        )));
+    };
+    match key {
+        _ if STATISTICS.contains(&key) => {}
+        "table" => spec.table = Some(number(key, value, 254)? as u8),
+        "priority" => spec.priority = Some(number(key, value, 0xffff)? as u16),
+        "cookie" => spec.cookie = Some(number(key, value, u128::from(u64::MAX))? as u64),
+        "idle_timeout" => spec.idle_timeout = Some(number(key, value, 0xffff)? as u16),
+        "hard_timeout" => spec.hard_timeout = Some(number(key, value, 0xffff)? as u16),
+        "dl_vlan" => {
+            let vid = number(key, value, 0xffff)?;
+            let (tci, mask) = match vid {
+                0xffff => (0, 0xffff),
+                0..=0x0fff => (
+                    u128::from(VLAN_PRESENT) | vid,
+                    u128::from(VLAN_PRESENT | VLAN_VID_MASK),
+                ),
+                _ => {
+                    return Err(error(format!(
+                        "{token}: VLAN id must be 0..4095 (or 0xffff for untagged)"
+                    )));
+                }
+            };
+            add(spec, token, Field::VlanTci, tci, mask)?;
+        }
+        "dl_vlan_pcp" => {
+            let pcp = number(key, value, 7)?;
+            add(
+                spec,
+                token,
+                Field::VlanTci,
+                u128::from(VLAN_PRESENT) | pcp << 13,
+                0xf000,
+            )?;
+        }
+        _ => {
+            let field = Field::from_name(key).expect("checked above");
+            let (value, mask) = parse_masked(field, value)
+                .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
+            // ovs-ofctl: "the two lower reserved bits are ignored" in nw_tos.
+            let mask = if field == Field::NwTos {
+                mask & 0xfc
+            } else {
+                mask
+            };
+            add(spec, token, field, value, mask)?;
+        }
+    }
+    Ok(())
+}
+
+fn add(
+    spec: &mut MatchSpec,
+    token: &str,
+    field: Field,
+    value: u128,
+    mask: u128,
+) -> Result<(), FlowError> {
+    spec.flow_match
+        .add(field, value, mask)
+        .map_err(|conflict| error(format!("{token}: {conflict}")))
+}
+
+fn number(key: &str, text: &str, max: u128) -> Result<u128, FlowError> {
+    match parse_uint(text) {
+        Some(value) if value <= max => Ok(value),
+        Some(_) => Err(error(format!(
+            "{key}={text}: value out of range (at most {max})"
+        ))),
+        None => Err(error(format!("{key}={text}: '{text}' is not a number"))),
+    }
+}
+
+fn value_help(field: Field) -> String {
+    match field.value_format() {
+        ValueFormat::Mac => format!("'{field}' takes a MAC address like aa:bb:cc:dd:ee:ff[/mask]"),
+        ValueFormat::Ipv4 => {
+            format!("'{field}' takes an IPv4 address like 10.0.0.1[/prefix or /mask]")
+        }
+        ValueFormat::Ipv6 => {
+            format!("'{field}' takes an IPv6 address like 2001:db8::1[/prefix or /mask]")
+        }
+        _ => format!(
+            "'{field}' takes a number up to {}[/mask]",
+            field.full_mask()
+        ),
+    }
+}
+
+/// `value` or `value/mask`; IP addresses also take `/prefix-length`.
+fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
+    let (value, mask) = match text.split_once('/') {
+        Some((value, mask)) => (value, Some(mask)),
+        None => (text, None),
+    };
+    let value = field.parse_value(value)?;
+    let full = field.full_mask();
+    let mask = match (mask, field.value_format()) {
+        (None, _) => full,
+        (Some(mask), ValueFormat::Ipv4 | ValueFormat::Ipv6)
+            if mask.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            let prefix: u32 = mask.parse().ok()?;
+            let width = field.width();
+            if prefix > width {
+                return None;
+            }
+            if prefix == 0 {
+                0
+            } else {
+                (full >> (width - prefix)) << (width - prefix)
+            }
+        }
+        (Some(mask), _) => field.parse_value(mask)?,
+    };
+    Some((value & mask, mask))
+}
+
+/// Parses the action list after `actions=`.
+pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
+    let tokens = split_top_level(text.trim())?;
+    if tokens.len() == 1 && tokens[0].eq_ignore_ascii_case("drop") {
+        return Ok(Vec::new());
+    }
+    tokens
+        .into_iter()
+        .filter(|token| !token.is_empty())
+        .map(parse_action)
+        .collect()
+}
+
+/// Splits at commas outside parentheses (`resubmit(,2)` holds one).
+fn split_top_level(text: &str) -> Result<Vec<&str>, FlowError> {
+    let mut tokens = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                tokens.push(text[start..at].trim());
+                start = at + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(error(format!("{text}: unbalanced parentheses")));
+        }
+    }
+    if depth != 0 {
+        return Err(error(format!("{text}: unbalanced parentheses")));
+    }
+    tokens.push(text[start..].trim());
+    Ok(tokens)
+}
+
+fn parse_action(token: &str) -> Result<Action, FlowError> {
+    if let Some(port) = parse_uint(token) {
+        return Ok(Action::Output(
+            action_number(token, port, u128::from(u32::MAX))? as u32,
+        ));
+    }
+    if let Some(inner) = token
+        .strip_prefix("resubmit(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        let table = inner
+            .strip_prefix(',')
+            .ok_or_else(|| error(format!("{token}: only resubmit(,TABLE) is supported")))?;
+        let table =
+            parse_uint(table).ok_or_else(|| error(format!("{token}: table must be a number")))?;
+        return Ok(Action::Resubmit(action_number(token, table, 254)? as u8));
+    }
+    let (name, argument) = match token.split_once(':') {
+        Some((name, argument)) => (name, Some(argument)),
+        None => (token, None),
+    };
+    let name = name.to_ascii_lowercase();
+    let needs = |what: &str| {
+        argument
+            .filter(|argument| !argument.is_empty())
+            .ok_or_else(|| error(format!("{token}: '{name}' needs {what} ({name}:{what})")))
+    };
+    let uint = |what: &str, max: u128| -> Result<u128, FlowError> {
+        let text = needs(what)?;
+        let value =
+            parse_uint(text).ok_or_else(|| error(format!("{token}: '{text}' is not a number")))?;
+        action_number(token, value, max)
+    };
+    let no_argument = |action: Action| match argument {
+        Some(_) if name != "controller" => {
+            Err(error(format!("{token}: '{name}' takes no argument")))
+        }
+        _ => Ok(action),
+    };
+    match name.as_str() {
+        "output" => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
+        "normal" => no_argument(Action::Normal),
+        "flood" => no_argument(Action::Flood),
+        "all" => no_argument(Action::All),
+        "in_port" => no_argument(Action::InPort),
+        "controller" => no_argument(Action::Controller),
+        "strip_vlan" => no_argument(Action::StripVlan),
+        "dec_ttl" => no_argument(Action::DecTtl),
+        "drop" => Err(error("drop must be the only action")),
+        "mod_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
+        "mod_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
+        "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
+        "mod_nw_tos" => {
+            let tos = uint("TOS", 255)?;
+            if tos & 0x03 != 0 {
+                return Err(error(format!(
+                    "{token}: ToS must be a multiple of 4 (the DSCP bits)"
+                )));
+            }
+            Ok(Action::SetField(Field::NwTos, tos))
+        }
+        "set_field" => parse_set_field(token, needs("VALUE->FIELD")?),
+        _ => {
+            let field = SETTABLE_FIELDS
+                .into_iter()
+                .find(|&field| crate::action::mod_name(field) == Some(name.as_str()))
+                .ok_or_else(|| error(format!("unknown action '{token}'")))?;
+            let text = needs("VALUE")?;
+            let value = field
+                .parse_value(text)
+                .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
+            Ok(Action::SetField(field, value))
+        }
+    }
+}
+
+fn action_number(token: &str, value: u128, max: u128) -> Result<u128, FlowError> {
+    if value > max {
+        return Err(error(format!(
+            "{token}: value out of range (at most {max})"
+        )));
+    }
+    Ok(value)
+}
+
+fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
+    let (value, name) = argument
+        .split_once("->")
+        .ok_or_else(|| error(format!("{token}: set_field needs VALUE->FIELD")))?;
+    let field =
+        Field::from_name(name).ok_or_else(|| error(format!("{token}: unknown field '{name}'")))?;
+    if !SETTABLE_FIELDS.contains(&field) {
+        return Err(error(format!("{token}: field '{field}' cannot be set")));
+    }
+    let value = field
+        .parse_value(value)
+        .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
+    if field == Field::NwTos && value & 0x03 != 0 {
+        return Err(error(format!(
+            "{token}: ToS must be a multiple of 4 (the DSCP bits)"
+        )));
+    }
+    Ok(Action::SetField(field, value))
+}
+
+/// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
+fn check_actions(rule: &Rule) -> Result<(), FlowError> {
+    for (index, action) in rule.actions.iter().enumerate() {
+        let prerequisite = action.prerequisite();
+        if !prerequisite.is_met_by(&rule.flow_match) {
+            return Err(error(format!(
+                "{action} requires {}",
+                prerequisite.describe()
+            )));
+        }
+        if let Action::GotoTable(table) = *action {
+            if index + 1 != rule.actions.len() {
+                return Err(error(format!(
+                    "{action}: goto_table must be the last action"
+                )));
+            }
+            if table <= rule.table {
+                return Err(error(format!(
+                    "{action}: must go to a later table than this rule's table {}",
+                    rule.table
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_design_example() {
+        let rule =
+            parse_rule("priority=100,in_port=1,dl_type=0x0800,nw_dst=10.0.0.2,actions=output:2")
+                .unwrap();
+        assert_eq!(rule.priority, 100);
+        assert_eq!(rule.flow_match.exact(Field::InPort), Some(1));
+        assert_eq!(rule.flow_match.exact(Field::DlType), Some(0x0800));
+        assert_eq!(rule.flow_match.exact(Field::NwDst), Some(0x0a00_0002));
+        assert_eq!(rule.actions, vec![Action::Output(2)]);
+    }
+
+    #[test]
+    fn masks_and_shorthands() {
+        let rule = parse_rule(
+            "table=2 tcp nw_src=10.1.0.0/16 nw_dst=10.0.0.0/255.0.255.0 tp_dst=0x1000/0xf000 \
+             dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00 ipv6_src=::1 actions=drop",
+        );
+        assert_eq!(
+            rule.unwrap_err().0,
+            "ipv6_src requires ipv6 (dl_type=0x86dd)"
+        );
+        let rule = parse_rule(
+            "table=2 tcp nw_src=10.1.2.3/16 nw_dst=10.0.0.0/255.0.255.0 tp_dst=0x1000/0xf000 \
+             dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00 actions=drop",
+        )
+        .unwrap();
+        assert_eq!(rule.table, 2);
+        assert_eq!(
+            rule.flow_match.field(Field::NwSrc),
+            (0x0a01_0000, 0xffff_0000)
+        );
+        assert_eq!(
+            rule.flow_match.field(Field::NwDst),
+            (0x0a00_0000, 0xff00_ff00)
+        );
+        assert_eq!(rule.flow_match.field(Field::TpDst), (0x1000, 0xf000));
+        assert_eq!(
+            rule.flow_match.field(Field::DlSrc),
+            (0x0200_0000_0000, 0xffff_ff00_0000)
+        );
+        assert_eq!(rule.flow_match.exact(Field::NwProto), Some(6));
+        assert!(rule.actions.is_empty());
+    }
+
+    #[test]
+    fn vlan_fields() {
+        let rule = parse_rule("dl_vlan=100,dl_vlan_pcp=5,actions=strip_vlan,NORMAL").unwrap();
+        assert_eq!(rule.flow_match.field(Field::VlanTci), (0xb064, 0xffff));
+        let rule =
+            parse_rule("dl_vlan=0xffff,actions=mod_vlan_vid:7,mod_vlan_pcp:3,FLOOD").unwrap();
+        assert_eq!(rule.flow_match.field(Field::VlanTci), (0, 0xffff));
+        assert_eq!(
+            rule.actions,
+            vec![Action::ModVlanVid(7), Action::ModVlanPcp(3), Action::Flood]
+        );
+        assert_eq!(
+            parse_rule("dl_vlan=0xffff,dl_vlan_pcp=1,actions=drop")
+                .unwrap_err()
+                .0,
+            "dl_vlan_pcp=1: conflicts with an earlier match on vlan_tci"
+        );
+    }
+
+    #[test]
+    fn every_action() {
+        let rule = parse_rule(
+            "ip,actions=output:1,2,normal,flood,all,in_port,controller,mod_vlan_vid:10,mod_vlan_pcp:2,\
+             strip_vlan,mod_dl_src:02:00:00:00:00:01,mod_dl_dst:02:00:00:00:00:02,mod_nw_src:10.0.0.1,\
+             mod_nw_dst:10.0.0.2,mod_nw_tos:184,dec_ttl,set_field:9->nw_ttl,resubmit(,3),goto_table:4",
+        )
+        .unwrap();
+        assert_eq!(rule.actions.len(), 19);
+        assert_eq!(rule.actions[1], Action::Output(2));
+        assert_eq!(rule.actions[14], Action::SetField(Field::NwTos, 184));
+        assert_eq!(rule.actions[17], Action::Resubmit(3));
+        assert_eq!(rule.actions[18], Action::GotoTable(4));
+        let rule = parse_rule("tcp,actions=mod_tp_src:80,set_field:443->tp_dst").unwrap();
+        assert_eq!(
+            rule.actions,
+            vec![
+                Action::SetField(Field::TpSrc, 80),
+                Action::SetField(Field::TpDst, 443)
+            ]
+        );
+        assert!(parse_rule("actions=").unwrap().actions.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_bad_token() {
+        let cases = [
+            ("foo=1,actions=drop", "unknown field 'foo'"),
+            ("in_port=1", "must specify an action (actions=...)"),
+            (
+                "tp_src=80,actions=drop",
+                "tp_src requires tcp or udp (dl_type and nw_proto)",
+            ),
+            (
+                "ip,tp_dst=80,actions=drop",
+                "tp_dst requires tcp or udp (dl_type and nw_proto)",
+            ),
+            (
+                "icmp_type=8,actions=drop",
+                "icmp_type requires icmp (dl_type=0x0800,nw_proto=1) or icmp6 (dl_type=0x86dd,nw_proto=58)",
+            ),
+            (
+                "arp_op=1,actions=drop",
+                "arp_op requires arp (dl_type=0x0806)",
+            ),
+            (
+                "nw_dst=10.0.0.300,ip,actions=drop",
+                "nw_dst=10.0.0.300: 'nw_dst' takes an IPv4 address like 10.0.0.1[/prefix or /mask]",
+            ),
+            (
+                "arp,udp,actions=drop",
+                "udp: conflicts with an earlier match on dl_type",
+            ),
+            (
+                "tcp,nw_proto=17,actions=drop",
+                "nw_proto=17: conflicts with an earlier match on nw_proto",
+            ),
+            (
+                "priority=70000,actions=drop",
+                "priority=70000: value out of range (at most 65535)",
+            ),
+            (
+                "in_port,actions=drop",
+                "in_port: field 'in_port' needs a value (in_port=VALUE)",
+            ),
+            ("actions=frobnicate", "unknown action 'frobnicate'"),
+            ("actions=output:1,drop", "drop must be the only action"),
+            ("actions=output:x", "output:x: 'x' is not a number"),
+            (
+                "actions=mod_vlan_vid:5000",
+                "mod_vlan_vid:5000: value out of range (at most 4095)",
+            ),
+            (
+                "actions=mod_nw_src:10.0.0.1",
+                "mod_nw_src:10.0.0.1 requires ip (dl_type=0x0800)",
+            ),
+            (
+                "ip,actions=mod_tp_dst:80",
+                "mod_tp_dst:80 requires tcp or udp (dl_type and nw_proto)",
+            ),
+            (
+                "actions=goto_table:2,output:1",
+                "goto_table:2: goto_table must be the last action",
+            ),
+            (
+                "table=3,actions=goto_table:2",
+                "goto_table:2: must go to a later table than this rule's table 3",
+            ),
+            (
+                "actions=set_field:1->in_port",
+                "set_field:1->in_port: field 'in_port' cannot be set",
+            ),
+            (
+                "actions=resubmit(1,2)",
+                "resubmit(1,2): only resubmit(,TABLE) is supported",
+            ),
+            (
+                "ip,actions=mod_nw_tos:5",
+                "mod_nw_tos:5: ToS must be a multiple of 4 (the DSCP bits)",
+            ),
+            ("ip=1,actions=drop", "ip=1: 'ip' takes no value"),
+        ];
+        for (text, message) in cases {
+            assert_eq!(
+                parse_rule(text).map_err(|e| e.0),
+                Err(message.to_string()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn dump_flows_statistics_are_ignored() {
+        let rule = parse_rule(
+            "cookie=0x5, duration=12.5s, table=1, n_packets=3, n_bytes=180, idle_timeout=10, \
+             priority=7,arp,arp_op=1 actions=NORMAL",
+        )
+        .unwrap();
+        assert_eq!(
+            (rule.cookie, rule.table, rule.priority, rule.idle_timeout),
+            (5, 1, 7, 10)
+        );
+        assert_eq!(rule.flow_match.exact(Field::ArpOp), Some(1));
+        assert_eq!(rule.actions, vec![Action::Normal]);
+    }
+
+    #[test]
+    fn actions_keyword_inside_a_value_is_not_the_split() {
+        assert_eq!(
+            split_actions("priority=1,xactions=1,actions=drop"),
+            Some(("priority=1,xactions=1,", "drop"))
+        );
+    }
+}

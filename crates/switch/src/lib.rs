@@ -1,0 +1,21 @@
+//! The switch's logic: flow syntax, rule tables, the caches in front of them, and actions.
+//!
+//! The OVS-AFXDP datapath made small (seed 002): each packet is parsed once into a flow key
+//! ([`wirespeed_packet::flow_key::FlowKey`]), looked up in an exact-match cache, then a megaflow
+//! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
+//! a megaflow covering exactly the bits the lookup examined. Packet I/O is not here.
+#![forbid(unsafe_code)]
+
+pub mod action;
+pub mod field;
+pub mod flow_format;
+pub mod flow_match;
+pub mod flow_parse;
+pub mod rule;
+
+pub use action::Action;
+pub use field::{Field, FlowBits};
+pub use flow_format::{DumpLine, MatchDisplay, RuleDisplay};
+pub use flow_match::Match;
+pub use flow_parse::{FlowError, parse_actions, parse_match, parse_rule};
+pub use rule::{Rule, RuleStats};

@@ -1,0 +1,101 @@
+//! A rule as a user writes it (match, priority, actions...) and its counters once installed.
+
+use core::time::Duration;
+
+use crate::action::Action;
+use crate::flow_match::Match;
+
+/// One flow-table entry in ovs-ofctl's terms (`table=0,priority=100,ip,actions=output:2`).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Rule {
+    pub table: u8,
+    pub priority: u16,
+    pub cookie: u64,
+    /// Seconds without a packet before the rule expires; 0 = never.
+    pub idle_timeout: u16,
+    /// Seconds after installation before the rule expires; 0 = never.
+    pub hard_timeout: u16,
+    pub flow_match: Match,
+    pub actions: Vec<Action>,
+}
+
+impl Rule {
+    /// ovs-ofctl's priority when none is given (OFP_DEFAULT_PRIORITY).
+    pub const DEFAULT_PRIORITY: u16 = 32768;
+
+    pub fn new(flow_match: Match, actions: Vec<Action>) -> Rule {
+        Rule {
+            table: 0,
+            priority: Rule::DEFAULT_PRIORITY,
+            cookie: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            flow_match,
+            actions,
+        }
+    }
+
+    /// The output ports the actions name (`output:N`), for checking them against the bridge.
+    pub fn output_ports(&self) -> impl Iterator<Item = u32> + '_ {
+        self.actions.iter().filter_map(|action| match action {
+            Action::Output(port) => Some(*port),
+            _ => None,
+        })
+    }
+
+    /// True once the idle or hard timeout has passed at `now`.
+    pub fn is_expired(&self, stats: &RuleStats, now: Duration) -> bool {
+        let hard = self.hard_timeout != 0
+            && now.saturating_sub(stats.installed_at)
+                >= Duration::from_secs(self.hard_timeout.into());
+        let idle = self.idle_timeout != 0
+            && now.saturating_sub(stats.last_used) >= Duration::from_secs(self.idle_timeout.into());
+        hard || idle
+    }
+}
+
+/// Per-rule counters, and the times its timeouts count from (the caller's clock).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct RuleStats {
+    pub n_packets: u64,
+    pub n_bytes: u64,
+    pub installed_at: Duration,
+    pub last_used: Duration,
+}
+
+impl RuleStats {
+    pub fn new(now: Duration) -> RuleStats {
+        RuleStats {
+            installed_at: now,
+            last_used: now,
+            ..RuleStats::default()
+        }
+    }
+
+    pub fn credit(&mut self, bytes: usize, now: Duration) {
+        self.n_packets += 1;
+        self.n_bytes += bytes as u64;
+        self.last_used = self.last_used.max(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts() {
+        let mut rule = Rule::new(Match::ANY, vec![]);
+        let mut stats = RuleStats::new(Duration::from_secs(100));
+        assert!(!rule.is_expired(&stats, Duration::from_secs(1000)));
+        rule.idle_timeout = 10;
+        stats.credit(60, Duration::from_secs(105));
+        assert!(!rule.is_expired(&stats, Duration::from_secs(114)));
+        assert!(rule.is_expired(&stats, Duration::from_secs(115)));
+        rule.idle_timeout = 0;
+        rule.hard_timeout = 30;
+        assert!(!rule.is_expired(&stats, Duration::from_secs(129)));
+        assert!(rule.is_expired(&stats, Duration::from_secs(130)));
+        assert_eq!((stats.n_packets, stats.n_bytes), (1, 60));
+    }
+}
