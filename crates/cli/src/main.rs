@@ -2,8 +2,10 @@
 
 mod bench;
 mod caps;
+mod r#gen;
 mod idle;
 mod meter;
+mod recv;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -20,12 +22,18 @@ struct Cli {
 enum Command {
     /// Measure packet I/O: rxdrop, txpush, l2fwd, or the in-kernel xdpdrop ceiling.
     Bench(bench::BenchArgs),
+    /// Generate traffic: rates, sizes, flows, protocols, or replay a capture file.
+    Gen(r#gen::GenArgs),
+    /// Receive generated traffic: loss, duplicates, reordering and latency per generator.
+    Recv(recv::RecvArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Gen(args) => r#gen::run(args),
+        Command::Recv(args) => recv::run(args),
     };
     if let Err(e) = result {
         eprintln!("wirespeed: error: {e:#}");

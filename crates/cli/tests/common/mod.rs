@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod scenarios;
+pub mod tshark;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

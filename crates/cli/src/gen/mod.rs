@@ -1,0 +1,327 @@
+//! `wirespeed gen`: a traffic generator (netmap's pkt-gen, DPDK's pktgen, xdp-trafficgen).
+//! Every frame carries the test payload (generator id, sequence number, send time), so
+//! `wirespeed recv` can count what was lost, duplicated or reordered, and the latency.
+
+mod frames;
+mod kernel;
+pub mod pacing;
+pub mod port_flags;
+pub mod rate;
+mod replay;
+pub mod report;
+pub mod socket;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use wirespeed_packet::{FrameSpec, IpPair, L4Kind, MacAddr};
+use wirespeed_port::{Backend, PortSpec};
+
+use crate::bench::Engine;
+use frames::{FlowPlan, IMIX_PATTERN, SizePlan};
+use port_flags::PortFlags;
+use rate::Rate;
+
+/// Most flows: enough for any flow-table test, and the plan stays a counter.
+pub const MAX_FLOWS: u32 = 1 << 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Proto {
+    Udp,
+    /// TCP segments with only SYN set (the test payload rides in the SYN).
+    TcpSyn,
+    /// ICMP echo requests (ICMPv6 with --ipv6); flows vary the echo identifier.
+    Icmp,
+}
+
+/// Options of `wirespeed gen`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Frames: Ethernet [802.1Q] IPv4|IPv6 UDP|TCP-SYN|ICMP-echo, then the \
+18-byte test payload (\"WS\", generator id, sequence number, send time) and filler; every \
+checksum is filled.\n\n\
+Engines: socket sends from user space through the port, building each frame with its own \
+sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat prebuilt frames \
+with BPF_PROG_RUN live frames, the fastest load this host makes: it can only repeat what it is \
+given, so it cycles a set of frames (one per flow and size, at most 64) across calls of \
+0.1-0.5 s each; their sequence numbers do not advance and their timestamp is 0, so a receiver \
+counts them but tracks no loss or latency; --rate is then an average over calls.\n\n\
+Examples:\n  wirespeed gen --port xdp:veth0 --rate 100000 --duration 5\n  \
+wirespeed gen --port xdp:veth0 --rate 500Mbit --imix --flows 1000\n  \
+wirespeed gen --port packet:veth0 --proto tcp-syn --ipv6 --vlan 10 --count 1000\n  \
+wirespeed gen --port xdp:veth0 --engine kernel --size 64 --duration 10\n  \
+wirespeed gen --port xdp:veth0 --pcap trace.pcapng --loop 3"
+)]
+pub struct GenArgs {
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    #[arg(long)]
+    pub port: String,
+    /// Transmit engine (kernel: xdp ports, see below).
+    #[arg(long, value_enum, default_value_t = Engine::Socket)]
+    pub engine: Engine,
+    /// Packets per second (100000, 2.5M, 1Mpps) or bits per second on the wire, FCS
+    /// included (500Mbit, 10Gbit). Default: as fast as the port takes them.
+    #[arg(long, value_parser = rate::parse_rate)]
+    pub rate: Option<Rate>,
+    /// Send exactly N packets, then exit.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (default: run until --count or Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Frame size on the wire in bytes, FCS and VLAN tag included: 64, or a range 64-1500
+    /// (uniformly random sizes, the same every run).
+    #[arg(long, default_value = "64", conflicts_with = "imix")]
+    pub size: String,
+    /// IMIX sizes: 7 x 64, 4 x 576, 1 x 1500 bytes, interleaved.
+    #[arg(long)]
+    pub imix: bool,
+    /// Distinct 5-tuples, round robin: the source port counts up from --src-port to 65535,
+    /// then the source address goes up by one.
+    #[arg(long, default_value_t = 1)]
+    pub flows: u32,
+    /// IPv6 (default addresses fd00::1 -> fd00::2).
+    #[arg(long)]
+    pub ipv6: bool,
+    #[arg(long, value_enum, default_value_t = Proto::Udp)]
+    pub proto: Proto,
+    /// Tag every frame with this 802.1Q VLAN id (1-4094).
+    #[arg(long)]
+    pub vlan: Option<u16>,
+    /// Source MAC (default: the interface's own).
+    #[arg(long)]
+    pub src_mac: Option<MacAddr>,
+    #[arg(long, default_value = "02:00:00:00:00:02")]
+    pub dst_mac: MacAddr,
+    /// Source address of the first flow (default 10.0.0.1, or fd00::1 with --ipv6).
+    #[arg(long)]
+    pub src_ip: Option<IpAddr>,
+    /// Destination address (default 10.0.0.2, or fd00::2 with --ipv6).
+    #[arg(long)]
+    pub dst_ip: Option<IpAddr>,
+    /// Source port of the first flow (the ICMP echo identifier with --proto icmp).
+    #[arg(long, default_value_t = 1024)]
+    pub src_port: u16,
+    #[arg(long, default_value_t = 9)]
+    pub dst_port: u16,
+    /// Generator id carried in every frame (receivers report per id).
+    #[arg(long, default_value_t = 1)]
+    pub generator_id: u16,
+    /// Leave out every K-th sequence number (K-1, 2K-1, ...): a known loss pattern for
+    /// testing receivers. --count still counts frames sent.
+    #[arg(long)]
+    pub skip_every: Option<u64>,
+    /// Replay the frames of a pcap or pcapng file (Ethernet) instead of generating them.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Replay as fast as the port takes the frames (or at --rate) instead of at the
+    /// recorded timing.
+    #[arg(long, requires = "pcap")]
+    pub fast: bool,
+    /// Replay the file N times (0: until --count, --duration or Ctrl-C).
+    #[arg(long = "loop", requires = "pcap", default_value_t = 1)]
+    pub loops: u64,
+    /// Print one JSON object with the results on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// No live line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub port_flags: PortFlags,
+}
+
+/// Everything `gen` will send, checked before the port is opened.
+pub struct GenPlan {
+    pub spec: PortSpec,
+    pub flows: FlowPlan,
+    pub sizes: SizePlan,
+    pub notes: Vec<String>,
+}
+
+impl GenArgs {
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration.map(Duration::from_secs_f64)
+    }
+
+    fn ips(&self) -> anyhow::Result<IpPair> {
+        let v6 = self.ipv6
+            || matches!(self.src_ip, Some(IpAddr::V6(_)))
+            || matches!(self.dst_ip, Some(IpAddr::V6(_)));
+        let src = self.src_ip.unwrap_or(match v6 {
+            false => IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            true => IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)),
+        });
+        let dst = self.dst_ip.unwrap_or(match v6 {
+            false => IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            true => IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)),
+        });
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Ok(IpPair::V4(s, d)),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Ok(IpPair::V6(s, d)),
+            _ => {
+                bail!("--src-ip {src} and --dst-ip {dst}: both must be IPv4, or both IPv6 (--ipv6)")
+            }
+        }
+    }
+
+    fn base_frame(&self, iface: &str) -> anyhow::Result<FrameSpec> {
+        let src_mac = match self.src_mac {
+            Some(m) => m,
+            None => interface_mac(iface)?,
+        };
+        Ok(FrameSpec {
+            src_mac,
+            dst_mac: self.dst_mac,
+            vlan: self.vlan,
+            ip: self.ips()?,
+            l4: match self.proto {
+                Proto::Udp => L4Kind::Udp,
+                Proto::TcpSyn => L4Kind::TcpSyn,
+                Proto::Icmp => L4Kind::IcmpEcho,
+            },
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            generator: self.generator_id,
+        })
+    }
+
+    fn check_limits(&self) -> anyhow::Result<()> {
+        if let Some(d) = self.duration
+            && !(d > 0.0 && d <= 86400.0 * 365.0)
+        {
+            bail!("--duration {d}: must be more than 0 seconds and at most a year");
+        }
+        if self.count == Some(0) {
+            bail!("--count 0: must be at least 1");
+        }
+        if self.flows == 0 || self.flows > MAX_FLOWS {
+            bail!("--flows {}: must be from 1 to {MAX_FLOWS}", self.flows);
+        }
+        if let Some(v) = self.vlan
+            && !(1..=4094).contains(&v)
+        {
+            bail!("--vlan {v}: a VLAN id is from 1 to 4094");
+        }
+        if let Some(k) = self.skip_every
+            && k < 2
+        {
+            bail!("--skip-every {k}: must be at least 2 (1 would send nothing)");
+        }
+        if self.engine == Engine::Kernel && self.skip_every.is_some() {
+            bail!("--skip-every needs --engine socket: the kernel engine repeats fixed frames");
+        }
+        Ok(())
+    }
+
+    /// The sizes, checked against the smallest frame the protocol needs and the largest
+    /// Ethernet frame.
+    fn sizes(&self, base: &FrameSpec, notes: &mut Vec<String>) -> anyhow::Result<SizePlan> {
+        let min = base.min_frame_len() as u32 + 4;
+        let max = if self.vlan.is_some() { 1522 } else { 1518 };
+        let what = frame_kind(base);
+        if self.imix {
+            let pattern = IMIX_PATTERN.map(|s| s.max(min));
+            if pattern != IMIX_PATTERN {
+                notes.push(format!(
+                    "imix: 64-byte frames raised to {min} bytes, the smallest {what} frame"
+                ));
+            }
+            return Ok(SizePlan::Imix(pattern));
+        }
+        let plan = frames::parse_size(&self.size).map_err(anyhow::Error::msg)?;
+        if plan.min() < min || plan.max() > max {
+            bail!(
+                "--size {}: out of range, a {what} frame with the 18-byte test payload is {min} to {max} bytes on the wire",
+                self.size
+            );
+        }
+        Ok(plan)
+    }
+
+    /// Checks everything, opens nothing.
+    pub fn plan(&self) -> anyhow::Result<GenPlan> {
+        self.port_flags.validate()?;
+        self.check_limits()?;
+        let spec: PortSpec = self.port.parse()?;
+        if self.engine == Engine::Kernel && spec.backend != Backend::Xdp {
+            bail!("--engine kernel sends through XDP: use an xdp: port, not {spec}");
+        }
+        let base = self.base_frame(&spec.iface)?;
+        let mut notes = Vec::new();
+        let sizes = self.sizes(&base, &mut notes)?;
+        let flows = FlowPlan::new(base, self.flows);
+        if flows.addresses() > 1 {
+            notes.push(format!(
+                "{} flows: source ports {}-65535, source addresses {} to {}",
+                self.flows,
+                self.src_port,
+                frames::src_addr(&flows.flow(0)),
+                frames::src_addr(&flows.flow(self.flows - 1))
+            ));
+        }
+        Ok(GenPlan {
+            spec,
+            flows,
+            sizes,
+            notes,
+        })
+    }
+}
+
+/// Words for messages: "IPv4/UDP", "VLAN-tagged IPv6/TCP SYN"...
+fn frame_kind(f: &FrameSpec) -> String {
+    let ip = match f.ip {
+        IpPair::V4(..) => "IPv4",
+        IpPair::V6(..) => "IPv6",
+    };
+    let l4 = match f.l4 {
+        L4Kind::Udp => "UDP",
+        L4Kind::TcpSyn => "TCP SYN",
+        L4Kind::IcmpEcho => "ICMP echo",
+    };
+    let vlan = if f.vlan.is_some() { "VLAN-tagged " } else { "" };
+    format!("{vlan}{ip}/{l4}")
+}
+
+/// The MAC address of an interface, from sysfs.
+pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
+    let path = format!("/sys/class/net/{iface}/address");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("{iface}: no such interface"))?;
+    text.trim()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{iface}: cannot read its MAC address from {path}: {e:?}"))
+}
+
+pub fn run(args: GenArgs) -> anyhow::Result<()> {
+    let summary = if let Some(path) = &args.pcap {
+        replay::run(&args, path)?
+    } else {
+        let plan = args.plan()?;
+        let what = format!("gen on {}", plan.spec);
+        crate::caps::require(&what, plan.spec.backend == Backend::Xdp)?;
+        for n in &plan.notes {
+            eprintln!("wirespeed: note: {n}");
+        }
+        let stop = crate::bench::stop_flag()?;
+        match args.engine {
+            Engine::Socket => socket::run(&args, plan, &stop)?,
+            Engine::Kernel => kernel::run(&args, plan, &stop)?,
+        }
+    };
+    summary.print(args.json);
+    if let Some(audit) = summary.frames
+        && !audit.balanced()
+    {
+        bail!(
+            "frame audit failed: {} frames accounted of {}",
+            audit.accounted(),
+            audit.total
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The port flags `gen` and `recv` share with `bench` (same names, same defaults).
+
+use anyhow::bail;
+use clap::Args;
+use wirespeed_port::PortOptions;
+use wirespeed_port::xdp::XdpMode;
+
+#[derive(Debug, Args)]
+pub struct PortFlags {
+    /// Packets per burst (1 to the ring size).
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
+    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
+    pub xdp_mode: XdpMode,
+    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// UMEM frame size: 2048 or 4096.
+    #[arg(long, default_value_t = 4096)]
+    pub frame_size: u32,
+    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET).
+    #[arg(long, default_value_t = 4096)]
+    pub frames: u32,
+    /// Entries per ring (a power of two).
+    #[arg(long, default_value_t = 2048)]
+    pub ring_size: u32,
+    /// Back the UMEM with hugepages (falls back to normal pages with a note).
+    #[arg(long)]
+    pub hugepages: bool,
+    /// Replace an XDP program someone else attached to the interface.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
+    s.parse()
+}
+
+impl PortFlags {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.frame_size != 2048 && self.frame_size != 4096 {
+            bail!(
+                "--frame-size {}: frame size must be 2048 or 4096",
+                self.frame_size
+            );
+        }
+        if !self.ring_size.is_power_of_two() || !(64..=65536).contains(&self.ring_size) {
+            bail!(
+                "--ring-size {}: must be a power of two from 64 to 65536",
+                self.ring_size
+            );
+        }
+        if self.batch == 0 || self.batch > self.ring_size {
+            bail!(
+                "--batch {}: must be between 1 and the ring size ({})",
+                self.batch,
+                self.ring_size
+            );
+        }
+        if self.frames < 2 * self.batch || self.frames > 1 << 20 {
+            bail!(
+                "--frames {}: must be between twice the batch and 1048576",
+                self.frames
+            );
+        }
+        Ok(())
+    }
+
+    pub fn options(&self, rx: bool, tx: bool) -> PortOptions {
+        PortOptions {
+            xdp_mode: self.xdp_mode,
+            frame_count: self.frames,
+            frame_size: self.frame_size,
+            headroom: 0,
+            ring_size: self.ring_size,
+            hugepages: self.hugepages,
+            busy_poll: self.busy_poll,
+            batch: self.batch,
+            force: self.force,
+            rx,
+            tx,
+        }
+    }
+}

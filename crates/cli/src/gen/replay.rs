@@ -1,0 +1,231 @@
+//! `gen --pcap FILE`: sends the frames of a capture file as they are, at their recorded
+//! timing (the gaps between records), or as fast as the port takes them (`--fast`, or paced
+//! by `--rate`), `--loop` times. The file is read into memory first, so a bad file is
+//! refused before anything is sent and the send loop never waits on the disk.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use wirespeed_capture::CaptureReader;
+use wirespeed_port::{Backend, Batch, PortSpec};
+
+use super::GenArgs;
+use super::pacing::{Grant, Pacer, wait};
+use super::report::GenSummary;
+use super::socket::{announce_ready, drain};
+use crate::bench::Engine;
+use crate::meter::{Meter, RunLimit, port_status};
+
+/// Ethernet, the only link type a port sends.
+const LINKTYPE_ETHERNET: u16 = 1;
+/// Most bytes of frames held in memory.
+const MAX_FILE_BYTES: usize = 1 << 30;
+/// Shortest frame sent: an Ethernet header.
+const MIN_FRAME: usize = 14;
+
+/// The frames of a file, back to back, with their offsets and recorded times.
+pub struct Trace {
+    data: Vec<u8>,
+    /// (offset into data, length, time since the first record in ns).
+    records: Vec<(usize, u32, u64)>,
+    pub truncated: u64,
+    pub too_short: u64,
+}
+
+impl Trace {
+    pub fn load(path: &Path) -> anyhow::Result<Trace> {
+        let mut reader = CaptureReader::open(path)?;
+        if reader.link_type() != LINKTYPE_ETHERNET {
+            return Err(wirespeed_capture::CaptureError::unsupported_link_type(
+                path,
+                reader.link_type(),
+            )
+            .into());
+        }
+        let mut t = Trace {
+            data: Vec::new(),
+            records: Vec::new(),
+            truncated: 0,
+            too_short: 0,
+        };
+        let mut first_ts = None;
+        while let Some(r) = reader.next_record()? {
+            if r.data.len() < MIN_FRAME {
+                t.too_short += 1;
+                continue;
+            }
+            if (r.data.len() as u32) < r.orig_len {
+                t.truncated += 1;
+            }
+            if t.data.len() + r.data.len() > MAX_FILE_BYTES {
+                bail!(
+                    "{}: more than 1 GiB of frames; replay a part of it",
+                    path.display()
+                );
+            }
+            let first = *first_ts.get_or_insert(r.ts_ns);
+            t.records.push((
+                t.data.len(),
+                r.data.len() as u32,
+                r.ts_ns.saturating_sub(first),
+            ));
+            t.data.extend_from_slice(r.data);
+        }
+        if t.records.is_empty() {
+            bail!("{}: no Ethernet frames to replay", path.display());
+        }
+        Ok(t)
+    }
+
+    fn frame(&self, i: usize) -> &[u8] {
+        let (offset, len, _) = self.records[i];
+        &self.data[offset..offset + len as usize]
+    }
+
+    fn longest(&self) -> u32 {
+        self.records.iter().map(|r| r.1).max().unwrap_or(0)
+    }
+
+    /// How long the file lasts, first record to last.
+    fn span(&self) -> Duration {
+        Duration::from_nanos(self.records.iter().map(|r| r.2).max().unwrap_or(0))
+    }
+}
+
+pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
+    args.port_flags.validate()?;
+    if args.count == Some(0) {
+        bail!("--count 0: must be at least 1");
+    }
+    if args.engine == Engine::Kernel {
+        bail!("--pcap needs --engine socket (the kernel engine only repeats generated frames)");
+    }
+    if args.rate.is_some() && !args.fast {
+        bail!("--rate with --pcap paces the replay: add --fast (recorded timing has its own rate)");
+    }
+    let trace = Trace::load(path)?;
+    let spec: PortSpec = args.port.parse()?;
+    crate::caps::require(
+        &format!("gen --pcap on {spec}"),
+        spec.backend == Backend::Xdp,
+    )?;
+    let stop = crate::bench::stop_flag()?;
+    let mut port = wirespeed_port::open(&spec, &args.port_flags.options(false, true))
+        .with_context(|| format!("open {spec}"))?;
+    if trace.longest() > port.max_packet_len() {
+        bail!(
+            "{}: a frame of {} bytes is longer than {spec} can send ({} bytes)",
+            path.display(),
+            trace.longest(),
+            port.max_packet_len()
+        );
+    }
+    let mut notes = Vec::new();
+    if trace.truncated > 0 {
+        notes.push(format!(
+            "{} frames were cut short by the capture: sent as captured",
+            trace.truncated
+        ));
+    }
+    if trace.too_short > 0 {
+        notes.push(format!(
+            "{} records shorter than an Ethernet header left out",
+            trace.too_short
+        ));
+    }
+    for n in &notes {
+        eprintln!("wirespeed: note: {n}");
+    }
+    let batch_size = args.port_flags.batch as usize;
+    let mean = trace.data.len() as f64 / trace.records.len() as f64 + 4.0;
+    let mut pacer = args.rate.map(|r| Pacer::new(r, mean, batch_size));
+    let recorded = !args.fast;
+    let mut batch = Batch::with_capacity(batch_size);
+    announce_ready(
+        &*port,
+        args.port_flags.batch,
+        &format!("replaying {} frames", trace.records.len()),
+    );
+    let mut run = RunLimit::new(args.duration(), args.count, &stop, 1);
+    let mut meter = Meter::new("tx", args.quiet, 1);
+    let (mut sent, mut bytes, mut next, mut loops_done) = (0u64, 0u64, 0usize, 0u64);
+    let mut loop_start = Instant::now();
+    let n_records = trace.records.len();
+    while run.running(sent) && (args.loops == 0 || loops_done < args.loops) {
+        let mut want = run
+            .remaining(sent)
+            .min((n_records - next).min(batch_size) as u64) as usize;
+        if recorded {
+            // Only the frames already due, and wait for the next one if none is.
+            let now = loop_start.elapsed();
+            let due = trace.records[next..next + want]
+                .iter()
+                .take_while(|r| Duration::from_nanos(r.2) <= now)
+                .count();
+            if due == 0 {
+                port.flush()?;
+                wait(
+                    (Duration::from_nanos(trace.records[next].2) - now)
+                        .min(Duration::from_millis(10)),
+                );
+                meter.tick(sent, bytes, || port_status(&mut *port));
+                continue;
+            }
+            want = due;
+        }
+        if let Some(p) = pacer.as_mut() {
+            match p.grant(want) {
+                Grant::Send(n) => want = n,
+                Grant::Wait(d) => {
+                    port.flush()?;
+                    wait(d);
+                    continue;
+                }
+            }
+        }
+        let n = port.alloc_tx(&mut batch, want, trace.longest());
+        if n == 0 {
+            port.flush()?;
+            meter.tick(sent, bytes, || port_status(&mut *port));
+            continue;
+        }
+        let mut burst_bytes = 0u64;
+        for i in 0..n {
+            let frame = trace.frame(next + i);
+            batch.set_len(i, frame.len() as u32);
+            port.packet_mut(batch.addr(i), frame.len() as u32)
+                .copy_from_slice(frame);
+            burst_bytes += frame.len() as u64;
+        }
+        sent += port.tx_burst(&mut batch)? as u64;
+        bytes += burst_bytes;
+        if let Some(p) = pacer.as_mut() {
+            p.charge(n as u64, burst_bytes + 4 * n as u64);
+        }
+        next += n;
+        if next == n_records {
+            next = 0;
+            loops_done += 1;
+            // The next loop starts one average gap after the last frame of this one.
+            let gap = trace.span() / n_records as u32;
+            loop_start += trace.span() + gap;
+        }
+        meter.tick(sent, bytes, || port_status(&mut *port));
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    drain(&mut *port);
+    let stats = port.stats();
+    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
+    s.batch = args.port_flags.batch;
+    s.seconds = seconds;
+    s.packets = sent;
+    s.bytes = bytes;
+    s.rate = args.rate.map(|r| r.to_string());
+    s.replay_frames = Some(n_records as u64);
+    s.loops_done = Some(loops_done);
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    s.notes.extend(notes);
+    Ok(s.finish())
+}

@@ -1,0 +1,143 @@
+//! The end-of-run summary of `gen`: a few lines for people, one JSON object for scripts
+//! (the same fields as `bench`'s where they mean the same).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
+
+#[derive(Debug, Serialize)]
+pub struct GenSummary {
+    pub mode: &'static str,
+    pub port: String,
+    pub backend: &'static str,
+    pub xdp_mode: String,
+    pub engine: &'static str,
+    pub batch: u32,
+    pub seconds: f64,
+    /// Frames sent.
+    pub packets: u64,
+    /// Bytes sent, without FCS (as `bench` counts them).
+    pub bytes: u64,
+    pub mpps: f64,
+    pub mbps: f64,
+    /// Bits per second on the wire with the FCS (what a bit --rate asks for).
+    pub wire_mbps: f64,
+    /// The asked rate, as given; none when unlimited.
+    pub rate: Option<String>,
+    pub generator: u16,
+    pub flows: u32,
+    /// Sequence numbers used: 0 up to this, minus the `skipped` ones.
+    pub sequence_end: u64,
+    pub skipped: u64,
+    /// Frames of the file sent per replay loop (replay only).
+    pub replay_frames: Option<u64>,
+    pub loops_done: Option<u64>,
+    pub tx_packets: u64,
+    pub drops: BTreeMap<&'static str, u64>,
+    pub drops_total: u64,
+    #[serde(skip)]
+    pub frames: Option<FrameAudit>,
+    #[serde(rename = "frames")]
+    pub frames_json: Option<serde_json::Value>,
+    pub notes: Vec<String>,
+}
+
+impl GenSummary {
+    pub fn new(engine: &'static str, spec: &PortSpec, info: Option<&PortInfo>) -> GenSummary {
+        GenSummary {
+            mode: "gen",
+            port: spec.to_string(),
+            backend: spec.backend.name(),
+            xdp_mode: info.map_or_else(|| "live-frames".to_string(), |i| i.mode.clone()),
+            engine,
+            batch: 0,
+            seconds: 0.0,
+            packets: 0,
+            bytes: 0,
+            mpps: 0.0,
+            mbps: 0.0,
+            wire_mbps: 0.0,
+            rate: None,
+            generator: 0,
+            flows: 0,
+            sequence_end: 0,
+            skipped: 0,
+            replay_frames: None,
+            loops_done: None,
+            tx_packets: 0,
+            drops: BTreeMap::new(),
+            drops_total: 0,
+            frames: None,
+            frames_json: None,
+            notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
+        }
+    }
+
+    pub fn set_stats(&mut self, s: &PortStats) {
+        self.tx_packets = s.tx_packets;
+        self.drops = s.drops.by_reason().into_iter().collect();
+        self.drops_total = s.drops.total();
+    }
+
+    /// Fills the rates from packets, bytes and seconds.
+    pub fn finish(mut self) -> GenSummary {
+        let s = self.seconds.max(1e-9);
+        self.mpps = self.packets as f64 / s / 1e6;
+        self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
+        self.wire_mbps = (self.bytes + 4 * self.packets) as f64 * 8.0 / s / 1e6;
+        self.frames_json = self.frames.map(|a| frames_json(&a));
+        self
+    }
+
+    pub fn print(&self, json: bool) {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string(self).expect("summary serialises")
+            );
+            return;
+        }
+        println!(
+            "gen on {} ({} {}, {} engine): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s on the wire",
+            self.port,
+            self.backend,
+            self.xdp_mode,
+            self.engine,
+            self.packets,
+            self.seconds,
+            self.mpps,
+            self.wire_mbps
+        );
+        if self.skipped > 0 {
+            println!(
+                "sequence numbers 0..{} used, {} left out on purpose (--skip-every)",
+                self.sequence_end, self.skipped
+            );
+        }
+        let nonzero: Vec<String> = self
+            .drops
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !nonzero.is_empty() {
+            println!("drops: {}", nonzero.join(", "));
+        }
+    }
+}
+
+/// Where every frame of the buffer area is, as `bench` prints it.
+pub fn frames_json(a: &FrameAudit) -> serde_json::Value {
+    serde_json::json!({
+        "total": a.total,
+        "pool": a.pool,
+        "fill": a.fill,
+        "kernel": a.kernel,
+        "rx": a.rx,
+        "application": a.application,
+        "tx": a.tx,
+        "completion": a.completion,
+        "balanced": a.balanced(),
+    })
+}

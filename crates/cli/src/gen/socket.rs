@@ -1,0 +1,129 @@
+//! The socket engine: frames built in place in the port's buffer area, each with its own
+//! sequence number and send time, sent in bursts, paced by the token bucket when asked.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use wirespeed_port::{Batch, Port};
+
+use super::frames::PacketPlan;
+use super::pacing::{Grant, Pacer, wait};
+use super::report::GenSummary;
+use super::{GenArgs, GenPlan};
+use crate::meter::{Meter, RunLimit, port_status};
+
+/// Loop turns between looks at the clock when nothing paces the loop.
+const HOT_LOOP_CHECK: u32 = 128;
+
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Says set-up is done (scripts and tests wait for the word "ready").
+pub fn announce_ready(port: &dyn Port, batch: u32, what: &str) {
+    let info = port.info();
+    eprintln!(
+        "wirespeed gen: {} ready ({} backend, {} mode, batch {batch}, {what})",
+        info.spec,
+        info.backend.name(),
+        info.mode
+    );
+    for n in &info.notes {
+        eprintln!("wirespeed: note: {n}");
+    }
+}
+
+pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
+    let GenPlan {
+        spec, flows, sizes, ..
+    } = plan;
+    let mut port = wirespeed_port::open(&spec, &args.port_flags.options(false, true))
+        .with_context(|| format!("open {spec}"))?;
+    let max_len = sizes.max() - 4;
+    if max_len > port.max_packet_len() {
+        bail!(
+            "--size {}: {spec} takes frames of at most {} bytes on the wire (--frame-size 4096 for more)",
+            sizes.max(),
+            port.max_packet_len() + 4
+        );
+    }
+    let batch_size = args.port_flags.batch as usize;
+    let mut pacer = args.rate.map(|r| Pacer::new(r, sizes.mean(), batch_size));
+    let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
+    let mut batch = Batch::with_capacity(batch_size);
+    announce_ready(&*port, args.port_flags.batch, "socket engine");
+    let every = if pacer.is_some() { 1 } else { HOT_LOOP_CHECK };
+    let mut run = RunLimit::new(args.duration(), args.count, stop, every);
+    let mut meter = Meter::new("tx", args.quiet, every);
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    while run.running(sent) {
+        let mut want = run.remaining(sent).min(batch_size as u64) as usize;
+        if let Some(p) = pacer.as_mut() {
+            match p.grant(want) {
+                Grant::Send(n) => want = n,
+                Grant::Wait(d) => {
+                    // Idle until the next burst: push out what is queued first.
+                    port.flush()?;
+                    wait(d);
+                    meter.tick(sent, bytes, || port_status(&mut *port));
+                    continue;
+                }
+            }
+        }
+        let n = port.alloc_tx(&mut batch, want, max_len);
+        if n == 0 {
+            // Ring full or every frame in flight: let the kernel catch up.
+            port.flush()?;
+            meter.tick(sent, bytes, || port_status(&mut *port));
+            continue;
+        }
+        let ts = now_ns();
+        let mut burst_bytes = 0u64;
+        for i in 0..n {
+            let p = packets.next_packet();
+            let len = p.frame_len as u32;
+            batch.set_len(i, len);
+            p.spec
+                .write(port.packet_mut(batch.addr(i), len), p.frame_len, p.seq, ts)
+                .context("build frame")?;
+            burst_bytes += len as u64;
+        }
+        let queued = port.tx_burst(&mut batch)? as u64;
+        sent += queued;
+        bytes += burst_bytes;
+        if let Some(p) = pacer.as_mut() {
+            p.charge(n as u64, burst_bytes + 4 * n as u64);
+        }
+        meter.tick(sent, bytes, || port_status(&mut *port));
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    drain(&mut *port);
+    let stats = port.stats();
+    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
+    s.batch = args.port_flags.batch;
+    s.seconds = seconds;
+    s.packets = sent;
+    s.bytes = bytes;
+    s.rate = args.rate.map(|r| r.to_string());
+    s.generator = args.generator_id;
+    s.flows = args.flows;
+    s.sequence_end = packets.next_seq;
+    s.skipped = packets.skipped;
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    Ok(s.finish())
+}
+
+/// Waits (at most a second) until every frame handed to the kernel for sending is back.
+pub fn drain(port: &mut dyn Port) {
+    let until = Instant::now() + Duration::from_secs(1);
+    while port.tx_pending() && Instant::now() < until {
+        if port.flush().is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}

@@ -1,0 +1,215 @@
+//! Sequence tracking for one generator in fixed memory: a sliding window of bits over the
+//! last [`WINDOW`] sequence numbers. A number that falls out of the window unseen is lost
+//! (and named, in ranges); one seen twice is a duplicate; one that comes after a higher
+//! number is reordered; one older than the window comes too late to tell (counted as late).
+
+use serde::Serialize;
+
+/// Sequence numbers tracked at once: reordering deeper than this counts as loss + late.
+pub const WINDOW: u64 = 1 << 20;
+/// Lost ranges named in the report; more are counted, not named.
+pub const MAX_LOST_RANGES: usize = 4096;
+
+pub struct SeqTracker {
+    seen: Box<[u64]>,
+    /// Every number below `base` is decided (seen or lost).
+    base: u64,
+    /// One past the highest number seen.
+    high: u64,
+    pub unique: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub late: u64,
+    pub lost: u64,
+    lost_ranges: Vec<(u64, u64)>,
+    lost_ranges_complete: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SeqReport {
+    pub unique: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub late: u64,
+    /// One past the highest sequence number seen (or --expect, if higher).
+    pub sequence_end: u64,
+    /// The lost sequence numbers, as inclusive ranges [first, last].
+    pub lost_ranges: Vec<(u64, u64)>,
+    /// False when there were more ranges than the report names.
+    pub lost_ranges_complete: bool,
+}
+
+impl Default for SeqTracker {
+    fn default() -> SeqTracker {
+        SeqTracker {
+            seen: vec![0; (WINDOW / 64) as usize].into_boxed_slice(),
+            base: 0,
+            high: 0,
+            unique: 0,
+            duplicated: 0,
+            reordered: 0,
+            late: 0,
+            lost: 0,
+            lost_ranges: Vec::with_capacity(MAX_LOST_RANGES),
+            lost_ranges_complete: true,
+        }
+    }
+}
+
+impl SeqTracker {
+    #[inline]
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    #[inline]
+    pub fn record(&mut self, seq: u64) {
+        if seq < self.base {
+            self.late += 1;
+            return;
+        }
+        if seq - self.base >= WINDOW {
+            self.decide_below(seq + 1 - WINDOW);
+        }
+        let (word, bit) = Self::slot(seq);
+        if self.seen[word] & bit != 0 {
+            self.duplicated += 1;
+            return;
+        }
+        self.seen[word] |= bit;
+        self.unique += 1;
+        if seq < self.high {
+            self.reordered += 1;
+        } else {
+            self.high = seq + 1;
+        }
+    }
+
+    fn note_lost(&mut self, first: u64, count: u64) {
+        self.lost += count;
+        if let Some((_, last)) = self.lost_ranges.last_mut()
+            && *last + 1 == first
+        {
+            *last += count;
+        } else if self.lost_ranges.len() < MAX_LOST_RANGES {
+            self.lost_ranges.push((first, first + count - 1));
+        } else {
+            self.lost_ranges_complete = false;
+        }
+    }
+
+    /// Decides every number below `end`: unseen ones are lost; their bits are cleared for
+    /// the numbers that take their place in the window.
+    fn decide_below(&mut self, end: u64) {
+        let in_window = end.min(self.base + WINDOW);
+        let mut seq = self.base;
+        while seq < in_window {
+            let (word, bit) = Self::slot(seq);
+            // A whole word seen: skip it at once (the usual case).
+            if seq.is_multiple_of(64) && seq + 64 <= in_window && self.seen[word] == u64::MAX {
+                self.seen[word] = 0;
+                seq += 64;
+                continue;
+            }
+            if self.seen[word] & bit == 0 {
+                self.note_lost(seq, 1);
+            } else {
+                self.seen[word] &= !bit;
+            }
+            seq += 1;
+        }
+        if end > in_window {
+            // Beyond the window nothing was ever recorded.
+            self.note_lost(in_window, end - in_window);
+        }
+        self.base = self.base.max(end);
+    }
+
+    /// Decides the rest: numbers up to the highest seen, or `expect` (the numbers the
+    /// sender used) if higher.
+    pub fn finish(&mut self, expect: Option<u64>) -> SeqReport {
+        let end = self.high.max(expect.unwrap_or(0));
+        self.decide_below(end);
+        SeqReport {
+            unique: self.unique,
+            lost: self.lost,
+            duplicated: self.duplicated,
+            reordered: self.reordered,
+            late: self.late,
+            sequence_end: end,
+            lost_ranges: self.lost_ranges.clone(),
+            lost_ranges_complete: self.lost_ranges_complete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seqs: impl IntoIterator<Item = u64>, expect: Option<u64>) -> SeqReport {
+        let mut t = SeqTracker::default();
+        for s in seqs {
+            t.record(s);
+        }
+        t.finish(expect)
+    }
+
+    #[test]
+    fn in_order_without_loss() {
+        let r = run(0..10_000, None);
+        assert_eq!(
+            (r.unique, r.lost, r.duplicated, r.reordered),
+            (10_000, 0, 0, 0)
+        );
+        assert!(r.lost_ranges.is_empty());
+    }
+
+    #[test]
+    fn names_exactly_the_missing_numbers() {
+        let r = run(
+            (0..5000).filter(|s| s % 1000 != 999 && !(2000..2005).contains(s)),
+            Some(5002),
+        );
+        assert_eq!(r.lost, 5 + 5 + 2);
+        assert_eq!(
+            r.lost_ranges,
+            vec![
+                (999, 999),
+                (1999, 2004),
+                (2999, 2999),
+                (3999, 3999),
+                (4999, 5001)
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicates_and_reordering() {
+        let r = run([0, 1, 3, 2, 3, 4, 4, 6, 5], None);
+        assert_eq!((r.unique, r.duplicated, r.reordered, r.lost), (7, 2, 2, 0));
+    }
+
+    #[test]
+    fn losses_across_and_beyond_the_window() {
+        let far = 3 * WINDOW + 17;
+        let r = run([0, 1, far, 2], Some(far + 3));
+        // 2 arrives after it fell out of the window: lost, then late.
+        assert_eq!(r.late, 1);
+        assert_eq!(r.lost, far + 3 - 3);
+        assert_eq!(r.lost_ranges, vec![(2, far - 1), (far + 1, far + 2)]);
+        assert_eq!(r.unique, 3);
+    }
+
+    #[test]
+    fn a_long_run_through_the_window_keeps_the_count() {
+        let n = 3 * WINDOW;
+        let r = run((0..n).filter(|s| s % 100_003 != 0), None);
+        let lost = n.div_ceil(100_003);
+        assert_eq!(r.lost, lost);
+        assert_eq!(r.unique, n - lost);
+        assert_eq!(r.lost_ranges.len() as u64, lost);
+    }
+}
