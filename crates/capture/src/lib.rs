@@ -1,9 +1,16 @@
-//! The `capture` layer: capture files (pcap and pcapng) and, later, filters and writers.
+//! The `capture` layer: capture files (pcap and pcapng: read, write, rotate), tcpdump filters
+//! (compiled by libpcap, run by our classic BPF interpreter), and the writer thread that keeps
+//! the disk off the receive loop (`recorder` -> `spool` -> `output`).
 #![forbid(unsafe_code)]
 
 mod error;
 pub mod filter;
+pub mod output;
 pub mod read;
+pub mod recorder;
+pub mod rotate;
+pub mod spool;
+pub mod write;
 
 pub use error::{CaptureError, ErrorKind};
 pub use read::{CaptureReader, FileFormat, Record};

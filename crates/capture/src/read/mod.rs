@@ -5,8 +5,8 @@
 //! packet once the buffer has grown to the largest record.
 
 mod input;
-mod pcap;
-mod pcapng;
+pub(crate) mod pcap;
+pub(crate) mod pcapng;
 
 use std::fs::File;
 use std::io::Read;
