@@ -4,7 +4,6 @@
 //! sockets); skipped with a message otherwise.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -86,9 +85,8 @@ fn ip(args: &[&str]) -> bool {
 }
 
 fn set_netns(ns: &File) {
-    // SAFETY: setns on a valid namespace descriptor; it changes only this thread's namespace.
-    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    // Changes only this thread's namespace.
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
 }
 
 fn is_root() -> bool {

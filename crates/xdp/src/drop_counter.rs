@@ -7,17 +7,9 @@ use crate::{AttachMode, XdpError, error_chain, load_attached};
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_drop.o"));
 const PROGRAM: &str = "xdp_drop";
 
-/// Packets and bytes dropped, as the program's per-CPU counters add up.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct DropCount {
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-// SAFETY: DropCount is two u64s with no padding, the layout of `struct drop_count` in
-// bpf/xdp_drop.c; every bit pattern is valid.
-unsafe impl aya::Pod for DropCount {}
+/// One CPU's `struct drop_count` of bpf/xdp_drop.c: packets, then bytes (two u64s, read as
+/// an array so no unsafe Pod impl is needed).
+type DropCount = [u64; 2];
 
 /// The drop program attached to one interface; detached when dropped.
 pub struct DropCounter {
@@ -48,6 +40,6 @@ impl DropCounter {
         })?;
         Ok(values
             .iter()
-            .fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
+            .fold((0, 0), |(p, b), [cp, cb]| (p + cp, b + cb)))
     }
 }
