@@ -4,11 +4,22 @@
 /// The default burst size (DESIGN rule 2).
 pub const DEFAULT_BURST: usize = 64;
 
+/// What a backend knows about a received packet besides its bytes, in an array of its own
+/// indexed by slot (DESIGN rule 4). Zero means unknown: AF_XDP gives neither.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxMeta {
+    /// Receive time, nanoseconds since the Unix epoch (AF_PACKET: the kernel's timestamp).
+    pub ts_ns: u64,
+    /// The packet's length on the wire, when the backend delivered fewer bytes than that.
+    pub wire_len: u32,
+}
+
 /// A fixed-capacity burst of packets. Allocated once; the hot path only pushes and clears.
 #[derive(Debug)]
 pub struct Batch {
     addrs: Box<[u64]>,
     lens: Box<[u32]>,
+    meta: Box<[RxMeta]>,
     count: usize,
 }
 
@@ -18,6 +29,7 @@ impl Batch {
         Batch {
             addrs: vec![0; capacity].into_boxed_slice(),
             lens: vec![0; capacity].into_boxed_slice(),
+            meta: vec![RxMeta::default(); capacity].into_boxed_slice(),
             count: 0,
         }
     }
@@ -51,8 +63,25 @@ impl Batch {
         }
         self.addrs[self.count] = addr;
         self.lens[self.count] = len;
+        self.meta[self.count] = RxMeta::default();
         self.count += 1;
         true
+    }
+
+    /// Appends a received packet with what the backend knows about it; false when full.
+    #[inline]
+    pub fn push_with_meta(&mut self, addr: u64, len: u32, meta: RxMeta) -> bool {
+        if !self.push(addr, len) {
+            return false;
+        }
+        self.meta[self.count - 1] = meta;
+        true
+    }
+
+    /// The receive metadata of slot `i` (zeros where the backend knows nothing).
+    #[inline]
+    pub fn meta(&self, i: usize) -> RxMeta {
+        self.meta[..self.count][i]
     }
 
     /// The frame handle of slot `i` (a backend-defined offset, never a pointer).
@@ -85,6 +114,7 @@ impl Batch {
         let n = n.min(self.count);
         self.addrs.copy_within(n..self.count, 0);
         self.lens.copy_within(n..self.count, 0);
+        self.meta.copy_within(n..self.count, 0);
         self.count -= n;
     }
 }
@@ -106,5 +136,27 @@ mod tests {
         b.clear();
         assert!(b.is_empty());
         assert_eq!(b.room(), 3);
+    }
+
+    #[test]
+    fn metadata_follows_its_slot() {
+        let mut b = Batch::with_capacity(3);
+        let meta = RxMeta {
+            ts_ns: 5,
+            wire_len: 1500,
+        };
+        assert!(b.push_with_meta(10, 100, meta));
+        assert!(b.push(20, 2));
+        assert_eq!((b.meta(0), b.meta(1)), (meta, RxMeta::default()));
+        b.clear();
+        assert!(b.push(30, 3));
+        assert_eq!(
+            b.meta(0),
+            RxMeta::default(),
+            "a plain push clears old metadata"
+        );
+        assert!(b.push_with_meta(40, 4, meta));
+        b.consume_front(1);
+        assert_eq!(b.meta(0), meta);
     }
 }

@@ -4,14 +4,16 @@
 mod batch;
 mod error;
 pub mod packet;
+mod sock_filter;
 mod spec;
 mod stats;
 pub mod xdp;
 
 use std::time::Duration;
 
-pub use batch::{Batch, DEFAULT_BURST};
+pub use batch::{Batch, DEFAULT_BURST, RxMeta};
 pub use error::PortError;
+pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};
 pub use stats::{DropCounters, FrameAudit, PortStats};
 
@@ -115,6 +117,13 @@ pub trait Port {
 
     /// Where every frame of the buffer area is, for backends that own one.
     fn audit(&self) -> Option<FrameAudit>;
+
+    /// Attaches a classic BPF program in the kernel, so packets it rejects never reach the
+    /// port (SO_ATTACH_FILTER). Returns false for backends that cannot (AF_XDP); the
+    /// application filters in user space either way.
+    fn attach_filter(&mut self, _program: &[SockFilter]) -> Result<bool, PortError> {
+        Ok(false)
+    }
 }
 
 /// Opens the port a spec names.

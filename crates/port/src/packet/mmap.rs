@@ -39,6 +39,8 @@ const FRAME_NEXT_OFFSET: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
 const FRAME_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
 const FRAME_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
 const FRAME_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
+const FRAME_SEC: usize = offset_of!(libc::tpacket3_hdr, tp_sec);
+const FRAME_NSEC: usize = offset_of!(libc::tpacket3_hdr, tp_nsec);
 const FRAME_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
 const FRAME_HV1: usize = offset_of!(libc::tpacket3_hdr, hv1);
 const FRAME_VLAN_TCI: usize = FRAME_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
@@ -62,6 +64,11 @@ pub(crate) struct BlockHeader {
 pub(crate) struct RxFrameHeader {
     pub next_offset: u32,
     pub snaplen: u32,
+    /// Length on the wire (more than `snaplen` when the frame cut the packet).
+    pub len: u32,
+    /// The kernel's receive timestamp (TPACKET_V3 gives nanoseconds).
+    pub sec: u32,
+    pub nsec: u32,
     pub status: u32,
     /// Offset of the packet data from the header.
     pub mac: u16,
@@ -174,6 +181,9 @@ impl RingMap {
         Some(RxFrameHeader {
             next_offset: self.load(frame + FRAME_NEXT_OFFSET, relaxed)?,
             snaplen: self.load(frame + FRAME_SNAPLEN, relaxed)?,
+            len: self.load(frame + FRAME_LEN, relaxed)?,
+            sec: self.load(frame + FRAME_SEC, relaxed)?,
+            nsec: self.load(frame + FRAME_NSEC, relaxed)?,
             status: self.load(frame + FRAME_STATUS, relaxed)?,
             mac: self.atomic_u16(frame + FRAME_MAC)?.load(relaxed),
             vlan_tci: self.load(frame + FRAME_VLAN_TCI, relaxed)?,
@@ -315,6 +325,41 @@ pub(crate) fn set_ring(
     req: &libc::tpacket_req3,
 ) -> io::Result<()> {
     setsockopt_raw(fd, option, req)
+}
+
+/// SO_ATTACH_FILTER: the kernel runs `program` (classic BPF) on every packet for this socket
+/// and drops those it rejects before they reach the ring.
+pub(crate) fn attach_filter(fd: BorrowedFd<'_>, program: &[crate::SockFilter]) -> io::Result<()> {
+    let mut insns: Vec<libc::sock_filter> = program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    let len = u16::try_from(insns.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: insns.as_mut_ptr(),
+    };
+    // SAFETY: `prog` points at `len` live instructions for the duration of the call; the
+    // kernel copies them and keeps no pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Binds the socket to interface `ifindex` for `protocol` (host order; 0 = send only).

@@ -290,10 +290,11 @@ impl Port for PacketPort {
         };
         let mut count = 0;
         while batch.room() > 0 {
-            let Some((addr, len)) = rx.next_packet(&mut self.map, &mut self.stats.drops) else {
+            let Some((addr, len, meta)) = rx.next_packet(&mut self.map, &mut self.stats.drops)
+            else {
                 break;
             };
-            batch.push(addr as u64, len);
+            batch.push_with_meta(addr as u64, len, meta);
             self.stats.rx_bytes += u64::from(len);
             count += 1;
         }
@@ -408,6 +409,15 @@ impl Port for PacketPort {
 
     fn tx_pending(&self) -> bool {
         self.tx.as_ref().is_some_and(|tx| tx.pending(&self.map))
+    }
+
+    fn attach_filter(&mut self, program: &[crate::SockFilter]) -> Result<bool, PortError> {
+        mmap::attach_filter(self.socket.as_fd(), program).map_err(|source| PortError::Io {
+            iface: self.iface.clone(),
+            what: "SO_ATTACH_FILTER",
+            source,
+        })?;
+        Ok(true)
     }
 
     fn stats(&mut self) -> PortStats {

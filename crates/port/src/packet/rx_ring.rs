@@ -3,7 +3,7 @@
 //! released every packet of them; 802.1Q tags are put back in front of the packets.
 
 use super::mmap::{self, BLOCK_DESC_LEN, FRAME_HDR_LEN, RingMap};
-use crate::DropCounters;
+use crate::{DropCounters, RxMeta};
 
 /// The 802.1Q tag the kernel strips into the packet header (TP_STATUS_VLAN_VALID).
 const VLAN_HLEN: usize = 4;
@@ -62,13 +62,14 @@ impl RxRing {
             && addr + len <= start + self.block_size
     }
 
-    /// The next received packet (handle, length), walking into the next block when the kernel
-    /// has handed it over. Headers that point outside their block are counted and skipped.
+    /// The next received packet (handle, length, timestamp and wire length), walking into the
+    /// next block when the kernel has handed it over. Headers that point outside their block
+    /// are counted and skipped.
     pub(super) fn next_packet(
         &mut self,
         map: &mut RingMap,
         drops: &mut DropCounters,
-    ) -> Option<(usize, u32)> {
+    ) -> Option<(usize, u32, RxMeta)> {
         loop {
             if self.walk.is_none() && !self.open_block(map) {
                 return None;
@@ -108,11 +109,16 @@ impl RxRing {
                 continue;
             }
             let (data, len) = restore_vlan_tag(map, block + at, &header);
+            let meta = RxMeta {
+                ts_ns: u64::from(header.sec) * 1_000_000_000 + u64::from(header.nsec),
+                // A restored tag lengthens the packet on the wire too (libpcap does the same).
+                wire_len: header.len.max(header.snaplen) + (len - header.snaplen),
+            };
             self.blocks[self.current].outstanding += 1;
             if self.walk.is_some_and(|w| w.remaining == 0) {
                 self.finish_block(map);
             }
-            return Some((data, len));
+            return Some((data, len, meta));
         }
     }
 
@@ -262,9 +268,9 @@ mod tests {
         put(&mut map, block + 12, 2);
         put(&mut map, block + 16, block as u32 + 8);
         put(&mut map, block + 8, libc::TP_STATUS_USER);
-        let first = rx.next_packet(&mut map, &mut drops);
+        let first = rx.next_packet(&mut map, &mut drops).map(|(a, l, _)| (a, l));
         assert_eq!(first, Some((48 + 82, 60)));
-        let second = rx.next_packet(&mut map, &mut drops);
+        let second = rx.next_packet(&mut map, &mut drops).map(|(a, l, _)| (a, l));
         assert_eq!(second, Some((560 + 82, 64)));
         assert_eq!(rx.next_packet(&mut map, &mut drops), None);
         assert_eq!(drops.rx_invalid_desc, 1 + 1 + 2);
