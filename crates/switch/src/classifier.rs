@@ -1,0 +1,302 @@
+//! One flow table's classifier: tuple-space search (one hash table per distinct mask), subtables
+//! visited in order of their highest priority and skipped once a better rule is found — OVS's
+//! classifier without staged lookup or prefix tries.
+//!
+//! A lookup records in `wildcards` the mask of every subtable it probed: any flow that agrees
+//! with the looked-up one on those bits gets the same hash results, hence the same rule. That is
+//! what the megaflow installed after a miss may match on, and no more.
+
+use std::collections::HashMap;
+
+use crate::field::{FlowBits, FlowHashBuilder};
+use crate::flow_match::Match;
+
+/// Index of an installed rule in [`crate::rule_table::RuleTables`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// Rank of a rule among overlapping ones: higher priority first, then the earlier-installed
+/// (OpenFlow leaves equal priorities undefined; a fixed order keeps decisions reproducible).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct RuleRank {
+    pub priority: u16,
+    /// Installation sequence number: lower is older.
+    pub seq: u64,
+}
+
+impl RuleRank {
+    /// True if `self` wins over `other`.
+    pub fn beats(&self, other: &RuleRank) -> bool {
+        self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    rank: RuleRank,
+    id: RuleId,
+}
+
+struct Subtable {
+    mask: FlowBits,
+    max_priority: u16,
+    /// Masked match value → the rules with exactly that match, best first.
+    buckets: HashMap<FlowBits, Vec<Entry>, FlowHashBuilder>,
+    len: usize,
+}
+
+impl Subtable {
+    fn recompute_max_priority(&mut self) {
+        self.max_priority = self
+            .buckets
+            .values()
+            .map(|bucket| bucket[0].rank.priority)
+            .max()
+            .unwrap_or(0);
+    }
+}
+
+/// The rules of one table, searchable by flow.
+#[derive(Default)]
+pub struct Classifier {
+    /// Sorted by `max_priority`, highest first.
+    subtables: Vec<Subtable>,
+    len: usize,
+}
+
+impl Classifier {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of distinct masks (the subtables a lookup may probe).
+    pub fn subtable_count(&self) -> usize {
+        self.subtables.len()
+    }
+
+    pub fn insert(&mut self, flow_match: &Match, rank: RuleRank, id: RuleId) {
+        let index = match self
+            .subtables
+            .iter()
+            .position(|s| s.mask == *flow_match.mask())
+        {
+            Some(index) => index,
+            None => {
+                self.subtables.push(Subtable {
+                    mask: *flow_match.mask(),
+                    max_priority: 0,
+                    buckets: HashMap::default(),
+                    len: 0,
+                });
+                self.subtables.len() - 1
+            }
+        };
+        let subtable = &mut self.subtables[index];
+        let bucket = subtable.buckets.entry(*flow_match.value()).or_default();
+        let at = bucket
+            .iter()
+            .position(|entry| rank.beats(&entry.rank))
+            .unwrap_or(bucket.len());
+        bucket.insert(at, Entry { rank, id });
+        subtable.len += 1;
+        subtable.max_priority = subtable.max_priority.max(rank.priority);
+        self.len += 1;
+        self.sort_subtables();
+    }
+
+    /// The rule installed with exactly this match and priority, if any.
+    pub fn find_exact(&self, flow_match: &Match, priority: u16) -> Option<RuleId> {
+        let subtable = self
+            .subtables
+            .iter()
+            .find(|s| s.mask == *flow_match.mask())?;
+        let bucket = subtable.buckets.get(flow_match.value())?;
+        let entry = bucket
+            .iter()
+            .find(|entry| entry.rank.priority == priority)?;
+        Some(entry.id)
+    }
+
+    /// Removes the rule `id` installed with `flow_match`; false if it is not here.
+    pub fn remove(&mut self, flow_match: &Match, id: RuleId) -> bool {
+        let Some(index) = self
+            .subtables
+            .iter()
+            .position(|s| s.mask == *flow_match.mask())
+        else {
+            return false;
+        };
+        let subtable = &mut self.subtables[index];
+        let Some(bucket) = subtable.buckets.get_mut(flow_match.value()) else {
+            return false;
+        };
+        let Some(at) = bucket.iter().position(|entry| entry.id == id) else {
+            return false;
+        };
+        bucket.remove(at);
+        if bucket.is_empty() {
+            subtable.buckets.remove(flow_match.value());
+        }
+        subtable.len -= 1;
+        self.len -= 1;
+        if subtable.len == 0 {
+            self.subtables.remove(index);
+        } else {
+            subtable.recompute_max_priority();
+            self.sort_subtables();
+        }
+        true
+    }
+
+    fn sort_subtables(&mut self) {
+        // Stable, so equal priorities keep their order and lookups stay deterministic.
+        self.subtables
+            .sort_by_key(|subtable| core::cmp::Reverse(subtable.max_priority));
+    }
+
+    /// The best rule matching `flow`, un-wildcarding in `wildcards` every mask probed.
+    pub fn lookup(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
+        let mut best: Option<Entry> = None;
+        for subtable in &self.subtables {
+            // Every rule further on has a lower priority than the one found: none can win.
+            if best.is_some_and(|best| best.rank.priority > subtable.max_priority) {
+                break;
+            }
+            wildcards.or_assign(&subtable.mask);
+            let Some(bucket) = subtable.buckets.get(&flow.and(&subtable.mask)) else {
+                continue;
+            };
+            let candidate = bucket[0];
+            if best.is_none_or(|best| candidate.rank.beats(&best.rank)) {
+                best = Some(candidate);
+            }
+        }
+        best.map(|entry| entry.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::Field;
+
+    fn rule_match(fields: &[(Field, u128, u128)]) -> Match {
+        let mut flow_match = Match::ANY;
+        for &(field, value, mask) in fields {
+            flow_match.add(field, value, mask).unwrap();
+        }
+        flow_match
+    }
+
+    fn flow(fields: &[(Field, u128)]) -> FlowBits {
+        let mut flow = FlowBits::ZERO;
+        for &(field, value) in fields {
+            field.set(&mut flow, value);
+        }
+        flow
+    }
+
+    #[test]
+    fn priority_wins_and_wildcards_record_probed_masks() {
+        let mut classifier = Classifier::default();
+        let by_port = rule_match(&[(Field::InPort, 1, u128::MAX)]);
+        let by_dst = rule_match(&[(Field::NwDst, 0x0a00_0000, 0xff00_0000)]);
+        classifier.insert(
+            &by_port,
+            RuleRank {
+                priority: 10,
+                seq: 0,
+            },
+            RuleId(0),
+        );
+        classifier.insert(
+            &by_dst,
+            RuleRank {
+                priority: 20,
+                seq: 1,
+            },
+            RuleId(1),
+        );
+
+        let mut wildcards = FlowBits::ZERO;
+        let packet = flow(&[(Field::InPort, 1), (Field::NwDst, 0x0a01_0203)]);
+        assert_eq!(classifier.lookup(&packet, &mut wildcards), Some(RuleId(1)));
+        // The priority-20 hit makes the in_port subtable (max 10) unnecessary.
+        assert_eq!(wildcards, *by_dst.mask());
+
+        let mut wildcards = FlowBits::ZERO;
+        let packet = flow(&[(Field::InPort, 1), (Field::NwDst, 0x0b00_0001)]);
+        assert_eq!(classifier.lookup(&packet, &mut wildcards), Some(RuleId(0)));
+        let mut both = *by_dst.mask();
+        both.or_assign(by_port.mask());
+        assert_eq!(wildcards, both);
+    }
+
+    #[test]
+    fn equal_priority_goes_to_the_older_rule() {
+        let mut classifier = Classifier::default();
+        let any = Match::ANY;
+        let port = rule_match(&[(Field::InPort, 1, u128::MAX)]);
+        classifier.insert(
+            &port,
+            RuleRank {
+                priority: 5,
+                seq: 9,
+            },
+            RuleId(9),
+        );
+        classifier.insert(
+            &any,
+            RuleRank {
+                priority: 5,
+                seq: 3,
+            },
+            RuleId(3),
+        );
+        let mut wildcards = FlowBits::ZERO;
+        assert_eq!(
+            classifier.lookup(&flow(&[(Field::InPort, 1)]), &mut wildcards),
+            Some(RuleId(3))
+        );
+    }
+
+    #[test]
+    fn remove_restores_the_next_best() {
+        let mut classifier = Classifier::default();
+        let port = rule_match(&[(Field::InPort, 1, u128::MAX)]);
+        classifier.insert(
+            &port,
+            RuleRank {
+                priority: 5,
+                seq: 0,
+            },
+            RuleId(0),
+        );
+        classifier.insert(
+            &port,
+            RuleRank {
+                priority: 7,
+                seq: 1,
+            },
+            RuleId(1),
+        );
+        let packet = flow(&[(Field::InPort, 1)]);
+        assert_eq!(
+            classifier.lookup(&packet, &mut FlowBits::default()),
+            Some(RuleId(1))
+        );
+        assert!(classifier.remove(&port, RuleId(1)));
+        assert!(!classifier.remove(&port, RuleId(1)));
+        assert_eq!(
+            classifier.lookup(&packet, &mut FlowBits::default()),
+            Some(RuleId(0))
+        );
+        assert!(classifier.remove(&port, RuleId(0)));
+        assert!(classifier.is_empty() && classifier.subtable_count() == 0);
+        assert_eq!(classifier.lookup(&packet, &mut FlowBits::default()), None);
+    }
+}

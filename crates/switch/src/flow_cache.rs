@@ -1,0 +1,199 @@
+//! The two caches in front of the rule tables, and their revalidation: exact-match cache, then
+//! megaflow cache, then the slow path ([`crate::translate`]), which installs a megaflow matching
+//! exactly the bits it examined.
+
+use crate::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
+use crate::field::FlowBits;
+use crate::flow_match::Match;
+use crate::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::rule_table::RuleTables;
+use crate::translate::translate;
+
+/// Where lookups were answered.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct CacheStats {
+    pub emc_hits: u64,
+    pub megaflow_hits: u64,
+    /// Slow-path translations (each installs a megaflow).
+    pub misses: u64,
+    /// Times both caches were emptied (a rule change, or the megaflow cache full).
+    pub flushes: u64,
+}
+
+pub struct FlowCache {
+    emc: ExactMatchCache,
+    megaflows: MegaflowCache,
+    /// The rule-table generation the entries were made at.
+    generation: u64,
+    pub stats: CacheStats,
+}
+
+impl Default for FlowCache {
+    fn default() -> Self {
+        FlowCache::new(DEFAULT_EMC_ENTRIES, DEFAULT_MEGAFLOW_CAPACITY)
+    }
+}
+
+impl FlowCache {
+    /// `emc_entries` 0 disables the exact-match cache.
+    pub fn new(emc_entries: usize, megaflow_capacity: usize) -> FlowCache {
+        FlowCache {
+            emc: ExactMatchCache::new(emc_entries),
+            megaflows: MegaflowCache::new(megaflow_capacity.max(1)),
+            generation: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`.
+    pub fn lookup(&mut self, tables: &RuleTables, flow: &FlowBits, bytes: usize) -> &Megaflow {
+        // Revalidation, the simplest correct way: any rule change empties both caches. A precise
+        // revalidator (OVS re-translates every megaflow and keeps the unchanged ones) costs a
+        // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
+        // costs one burst of misses. Checking here, before every lookup, means no packet looked
+        // up after the change returned can meet an entry made before it.
+        if self.generation != tables.generation() {
+            self.flush();
+            self.generation = tables.generation();
+        }
+        let hash = flow.hash64();
+        let id = if let Some(id) = self.emc.lookup(flow, hash) {
+            self.stats.emc_hits += 1;
+            id
+        } else if let Some(id) = self.megaflows.lookup(flow) {
+            self.stats.megaflow_hits += 1;
+            self.emc.insert(flow, hash, id);
+            id
+        } else {
+            self.stats.misses += 1;
+            let id = self.install(tables, flow);
+            self.emc.insert(flow, hash, id);
+            id
+        };
+        self.megaflows.credit(id, bytes)
+    }
+
+    fn install(&mut self, tables: &RuleTables, flow: &FlowBits) -> MegaflowId {
+        if self.megaflows.is_full() {
+            self.flush();
+        }
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(tables, flow, &mut wildcards);
+        self.megaflows
+            .insert(Match::new(*flow, wildcards), decision)
+    }
+
+    pub fn flush(&mut self) {
+        if self.megaflows.is_empty() {
+            return;
+        }
+        self.emc.clear();
+        self.megaflows.clear();
+        self.stats.flushes += 1;
+    }
+
+    /// Re-sorts the megaflow masks by recent hits; call now and then (OVS: every second).
+    pub fn optimize(&mut self) {
+        self.megaflows.sort_subtables();
+    }
+
+    /// The cached megaflows, for `dump-cache` (may be stale until the next lookup revalidates).
+    pub fn megaflows(&self) -> impl Iterator<Item = &Megaflow> {
+        self.megaflows.iter()
+    }
+
+    pub fn megaflow_masks(&self) -> usize {
+        self.megaflows.subtable_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::Action;
+    use crate::field::Field;
+    use crate::flow_parse::parse_rule;
+    use core::time::Duration;
+
+    fn flow(in_port: u128, nw_dst: u128) -> FlowBits {
+        let mut flow = FlowBits::ZERO;
+        Field::InPort.set(&mut flow, in_port);
+        Field::DlType.set(&mut flow, 0x0800);
+        Field::NwDst.set(&mut flow, nw_dst);
+        flow
+    }
+
+    #[test]
+    fn miss_then_megaflow_then_emc() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::default();
+        let megaflow = cache.lookup(&tables, &flow(1, 1), 60);
+        assert_eq!(megaflow.decision.actions, vec![Action::Output(2)]);
+        // Only in_port was examined: the megaflow leaves nw_dst wildcarded.
+        assert_eq!(megaflow.flow_match.field(Field::InPort), (1, 0xffff_ffff));
+        assert!(megaflow.flow_match.is_wildcarded(Field::NwDst));
+        cache.lookup(&tables, &flow(1, 2), 60);
+        cache.lookup(&tables, &flow(1, 2), 60);
+        assert_eq!(
+            cache.stats,
+            CacheStats {
+                emc_hits: 1,
+                megaflow_hits: 1,
+                misses: 1,
+                flushes: 0
+            }
+        );
+        let megaflow = cache.megaflows().next().unwrap();
+        assert_eq!((megaflow.n_packets, megaflow.n_bytes), (3, 180));
+    }
+
+    #[test]
+    fn a_rule_change_is_never_hidden_by_a_cache() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("priority=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::default();
+        assert_eq!(
+            cache.lookup(&tables, &flow(1, 1), 60).decision.actions,
+            vec![Action::Output(2)]
+        );
+        assert_eq!(
+            cache.lookup(&tables, &flow(1, 1), 60).decision.actions,
+            vec![Action::Output(2)]
+        );
+        tables.add(
+            parse_rule("priority=9,ip,nw_dst=0.0.0.1,actions=drop").unwrap(),
+            Duration::ZERO,
+        );
+        assert!(
+            cache
+                .lookup(&tables, &flow(1, 1), 60)
+                .decision
+                .actions
+                .is_empty()
+        );
+        assert_eq!(cache.stats.flushes, 1);
+    }
+
+    #[test]
+    fn full_megaflow_cache_flushes_instead_of_growing() {
+        let mut tables = RuleTables::new();
+        tables.add(parse_rule("ip,actions=output:2").unwrap(), Duration::ZERO);
+        tables.add(
+            parse_rule("priority=40000,ip,nw_dst=10.0.0.0/8,actions=output:3").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 2);
+        for nw_dst in 0..5u128 {
+            cache.lookup(&tables, &flow(1, nw_dst << 24), 60);
+        }
+        assert!(cache.megaflows().count() <= 2);
+        assert!(cache.stats.flushes >= 2);
+    }
+}

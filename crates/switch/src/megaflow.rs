@@ -1,0 +1,158 @@
+//! The megaflow cache: wildcarded flows and their decisions, found by tuple-space search (one
+//! hash table per distinct mask, OVS's `dpcls`). Entries carry no priority: each one matches only
+//! packets that agree with its installing packet on every bit the slow path examined, and all
+//! such packets get the same decision, so two entries that overlap agree.
+
+use std::collections::HashMap;
+
+use crate::field::{FlowBits, FlowHashBuilder};
+use crate::flow_match::Match;
+use crate::translate::Decision;
+
+pub const DEFAULT_MEGAFLOW_CAPACITY: usize = 65536;
+
+/// Index of a megaflow in its cache.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct MegaflowId(pub u32);
+
+/// One cached wildcarded flow.
+#[derive(Clone, Debug)]
+pub struct Megaflow {
+    pub flow_match: Match,
+    pub decision: Decision,
+    pub n_packets: u64,
+    pub n_bytes: u64,
+}
+
+struct MegaflowSubtable {
+    mask: FlowBits,
+    flows: HashMap<FlowBits, MegaflowId, FlowHashBuilder>,
+    hits: u64,
+}
+
+pub struct MegaflowCache {
+    subtables: Vec<MegaflowSubtable>,
+    megaflows: Vec<Megaflow>,
+    capacity: usize,
+}
+
+impl MegaflowCache {
+    pub fn new(capacity: usize) -> MegaflowCache {
+        MegaflowCache {
+            subtables: Vec::new(),
+            megaflows: Vec::new(),
+            capacity,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.megaflows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.megaflows.is_empty()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.megaflows.len() >= self.capacity
+    }
+
+    pub fn subtable_count(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// Probes each mask's table; the first hit wins (they all agree, see the module docs).
+    pub fn lookup(&mut self, flow: &FlowBits) -> Option<MegaflowId> {
+        for subtable in &mut self.subtables {
+            if let Some(&id) = subtable.flows.get(&flow.and(&subtable.mask)) {
+                subtable.hits += 1;
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    pub fn get(&self, id: MegaflowId) -> &Megaflow {
+        &self.megaflows[id.0 as usize]
+    }
+
+    pub fn credit(&mut self, id: MegaflowId, bytes: usize) -> &Megaflow {
+        let megaflow = &mut self.megaflows[id.0 as usize];
+        megaflow.n_packets += 1;
+        megaflow.n_bytes += bytes as u64;
+        megaflow
+    }
+
+    /// Installs a megaflow; the caller flushes first when [`Self::is_full`].
+    pub fn insert(&mut self, flow_match: Match, decision: Decision) -> MegaflowId {
+        let id = MegaflowId(self.megaflows.len() as u32);
+        let mask = *flow_match.mask();
+        let index = match self.subtables.iter().position(|s| s.mask == mask) {
+            Some(index) => index,
+            None => {
+                self.subtables.push(MegaflowSubtable {
+                    mask,
+                    flows: HashMap::default(),
+                    hits: 0,
+                });
+                self.subtables.len() - 1
+            }
+        };
+        self.subtables[index].flows.insert(*flow_match.value(), id);
+        self.megaflows.push(Megaflow {
+            flow_match,
+            decision,
+            n_packets: 0,
+            n_bytes: 0,
+        });
+        id
+    }
+
+    /// Puts the most-hit masks first, so common flows probe fewer tables (OVS re-sorts its
+    /// subtables by hit count every second; the caller picks the moment).
+    pub fn sort_subtables(&mut self) {
+        self.subtables
+            .sort_by_key(|subtable| core::cmp::Reverse(subtable.hits));
+        for subtable in &mut self.subtables {
+            subtable.hits = 0;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.subtables.clear();
+        self.megaflows.clear();
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Megaflow> {
+        self.megaflows.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::action::Action;
+    use crate::field::Field;
+
+    #[test]
+    fn wildcarded_hit_and_miss() {
+        let mut cache = MegaflowCache::new(16);
+        let mut flow_match = Match::ANY;
+        flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
+        let decision = Decision {
+            actions: vec![Action::Output(2)],
+            ..Decision::default()
+        };
+        let id = cache.insert(flow_match, decision.clone());
+        let mut flow = FlowBits::ZERO;
+        Field::InPort.set(&mut flow, 1);
+        Field::NwDst.set(&mut flow, 0x0a00_0001);
+        assert_eq!(cache.lookup(&flow), Some(id));
+        assert_eq!(cache.credit(id, 60).decision, decision);
+        Field::InPort.set(&mut flow, 2);
+        assert_eq!(cache.lookup(&flow), None);
+        assert_eq!((cache.len(), cache.subtable_count()), (1, 1));
+        cache.clear();
+        assert!(cache.is_empty());
+    }
+}

@@ -1,0 +1,302 @@
+//! The rule tables of a bridge: up to 255 classifiers, the installed rules with their counters,
+//! and the generation number every change bumps so the caches know to revalidate.
+
+use core::time::Duration;
+
+use crate::action::Action;
+use crate::classifier::{Classifier, RuleId, RuleRank};
+use crate::field::FlowBits;
+use crate::flow_match::Match;
+use crate::rule::{Rule, RuleStats};
+
+pub const TABLE_COUNT: usize = 255;
+
+/// A rule in a table, with its counters and rank.
+#[derive(Clone, Debug)]
+pub struct InstalledRule {
+    pub rule: Rule,
+    pub stats: RuleStats,
+    pub rank: RuleRank,
+}
+
+/// Which rules a `mod-flows` / `del-flows` applies to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RuleSelector {
+    /// None: every table.
+    pub table: Option<u8>,
+    /// Non-strict: rules at least as specific as this match. Strict: exactly this match.
+    pub flow_match: Match,
+    /// Some: strict selection (`--strict`), which also requires this priority.
+    pub strict_priority: Option<u16>,
+}
+
+impl RuleSelector {
+    pub fn selects(&self, rule: &Rule) -> bool {
+        if self.table.is_some_and(|table| table != rule.table) {
+            return false;
+        }
+        match self.strict_priority {
+            Some(priority) => priority == rule.priority && self.flow_match == rule.flow_match,
+            None => self.flow_match.covers(&rule.flow_match),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct RuleTables {
+    tables: Vec<Classifier>,
+    /// Slots indexed by [`RuleId`]; freed slots are reused.
+    rules: Vec<Option<InstalledRule>>,
+    free: Vec<u32>,
+    next_seq: u64,
+    generation: u64,
+}
+
+impl RuleTables {
+    pub fn new() -> RuleTables {
+        RuleTables {
+            tables: (0..TABLE_COUNT).map(|_| Classifier::default()).collect(),
+            ..RuleTables::default()
+        }
+    }
+
+    /// Bumped by every change to any table; a cache entry made at another generation is stale.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, id: RuleId) -> Option<&InstalledRule> {
+        self.rules.get(id.0 as usize)?.as_ref()
+    }
+
+    /// Installs `rule`; like `add-flow`, it replaces a rule with the same table, priority and
+    /// match (whose counters are lost).
+    pub fn add(&mut self, rule: Rule, now: Duration) -> RuleId {
+        let table = &self.tables[usize::from(rule.table)];
+        if let Some(id) = table.find_exact(&rule.flow_match, rule.priority) {
+            self.remove(id);
+        }
+        let rank = RuleRank {
+            priority: rule.priority,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        let id = match self.free.pop() {
+            Some(slot) => RuleId(slot),
+            None => {
+                self.rules.push(None);
+                RuleId(self.rules.len() as u32 - 1)
+            }
+        };
+        self.tables[usize::from(rule.table)].insert(&rule.flow_match, rank, id);
+        self.rules[id.0 as usize] = Some(InstalledRule {
+            rule,
+            stats: RuleStats::new(now),
+            rank,
+        });
+        self.generation += 1;
+        id
+    }
+
+    /// Removes one rule; None if `id` is not installed.
+    pub fn remove(&mut self, id: RuleId) -> Option<InstalledRule> {
+        let installed = self.rules.get_mut(id.0 as usize)?.take()?;
+        let table = usize::from(installed.rule.table);
+        self.tables[table].remove(&installed.rule.flow_match, id);
+        self.free.push(id.0);
+        self.generation += 1;
+        Some(installed)
+    }
+
+    /// `del-flows`: removes the selected rules, returns how many.
+    pub fn delete(&mut self, selector: &RuleSelector) -> usize {
+        let ids: Vec<RuleId> = self
+            .iter()
+            .filter(|(_, installed)| selector.selects(&installed.rule))
+            .map(|(id, _)| id)
+            .collect();
+        for &id in &ids {
+            self.remove(id);
+        }
+        ids.len()
+    }
+
+    /// `mod-flows`: replaces the actions of the selected rules, keeping their counters.
+    pub fn modify(&mut self, selector: &RuleSelector, actions: &[Action]) -> usize {
+        let mut count = 0;
+        for installed in self.rules.iter_mut().flatten() {
+            if selector.selects(&installed.rule) {
+                installed.rule.actions = actions.to_vec();
+                count += 1;
+            }
+        }
+        if count > 0 {
+            self.generation += 1;
+        }
+        count
+    }
+
+    /// Removes the rules whose idle or hard timeout has passed at `now`.
+    pub fn expire(&mut self, now: Duration) -> usize {
+        let ids: Vec<RuleId> = self
+            .iter()
+            .filter(|(_, installed)| installed.rule.is_expired(&installed.stats, now))
+            .map(|(id, _)| id)
+            .collect();
+        for &id in &ids {
+            self.remove(id);
+        }
+        ids.len()
+    }
+
+    /// Every installed rule, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (RuleId, &InstalledRule)> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, rule)| Some((RuleId(slot as u32), rule.as_ref()?)))
+    }
+
+    /// The rules in `dump-flows` order: by table, then best first.
+    pub fn dump_order(&self) -> Vec<&InstalledRule> {
+        let mut rules: Vec<&InstalledRule> = self.iter().map(|(_, rule)| rule).collect();
+        rules.sort_by(|a, b| {
+            (
+                a.rule.table,
+                core::cmp::Reverse(a.rank.priority),
+                a.rank.seq,
+            )
+                .cmp(&(
+                    b.rule.table,
+                    core::cmp::Reverse(b.rank.priority),
+                    b.rank.seq,
+                ))
+        });
+        rules
+    }
+
+    /// The best rule of `table` for `flow`; see [`Classifier::lookup`] for `wildcards`.
+    pub fn lookup(&self, table: u8, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
+        self.tables[usize::from(table)].lookup(flow, wildcards)
+    }
+
+    /// Counts one packet of `bytes` against the rule (a no-op for a rule no longer installed).
+    pub fn credit(&mut self, id: RuleId, bytes: usize, now: Duration) {
+        if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
+            installed.stats.credit(bytes, now);
+        }
+    }
+
+    /// Number of distinct masks in a table (how many hash probes a lookup may take).
+    pub fn subtable_count(&self, table: u8) -> usize {
+        self.tables[usize::from(table)].subtable_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_parse::{parse_match, parse_rule};
+
+    fn tables(rules: &[&str]) -> RuleTables {
+        let mut tables = RuleTables::new();
+        for text in rules {
+            tables.add(parse_rule(text).unwrap(), Duration::ZERO);
+        }
+        tables
+    }
+
+    fn selector(text: &str, strict_priority: Option<u16>) -> RuleSelector {
+        let spec = parse_match(text).unwrap();
+        RuleSelector {
+            table: spec.table,
+            flow_match: spec.flow_match,
+            strict_priority,
+        }
+    }
+
+    #[test]
+    fn add_replaces_identical_and_bumps_generation() {
+        let mut tables = tables(&["priority=5,in_port=1,actions=output:2"]);
+        let generation = tables.generation();
+        let id = tables.add(
+            parse_rule("priority=5,in_port=1,actions=output:3").unwrap(),
+            Duration::ZERO,
+        );
+        assert_eq!(tables.len(), 1);
+        assert_eq!(
+            tables.get(id).unwrap().rule.actions,
+            vec![Action::Output(3)]
+        );
+        assert!(tables.generation() > generation);
+    }
+
+    #[test]
+    fn delete_non_strict_and_strict() {
+        let mut tables = tables(&[
+            "priority=5,tcp,tp_dst=80,actions=drop",
+            "priority=6,tcp,actions=drop",
+            "priority=7,udp,actions=drop",
+            "table=1,priority=5,tcp,actions=drop",
+        ]);
+        assert_eq!(tables.delete(&selector("tcp", Some(4))), 0);
+        assert_eq!(tables.delete(&selector("table=0,tcp", None)), 2);
+        assert_eq!(tables.len(), 2);
+        assert_eq!(tables.delete(&selector("tcp", Some(5))), 1);
+        assert_eq!(tables.delete(&selector("", None)), 1);
+        assert!(tables.is_empty());
+    }
+
+    #[test]
+    fn modify_keeps_counters() {
+        let mut tables = tables(&["priority=5,in_port=1,actions=output:2"]);
+        let (id, _) = tables.iter().next().unwrap();
+        tables.credit(id, 100, Duration::from_secs(1));
+        assert_eq!(
+            tables.modify(&selector("in_port=1", None), &[Action::Flood]),
+            1
+        );
+        let installed = tables.get(id).unwrap();
+        assert_eq!(installed.rule.actions, vec![Action::Flood]);
+        assert_eq!(
+            (installed.stats.n_packets, installed.stats.n_bytes),
+            (1, 100)
+        );
+    }
+
+    #[test]
+    fn expire_removes_timed_out_rules() {
+        let mut tables = tables(&[
+            "priority=1,hard_timeout=10,actions=drop",
+            "priority=2,idle_timeout=5,actions=drop",
+            "priority=3,actions=NORMAL",
+        ]);
+        assert_eq!(tables.expire(Duration::from_secs(4)), 0);
+        assert_eq!(tables.expire(Duration::from_secs(5)), 1);
+        assert_eq!(tables.expire(Duration::from_secs(10)), 1);
+        assert_eq!(tables.len(), 1);
+    }
+
+    #[test]
+    fn dump_order_is_table_then_priority() {
+        let tables = tables(&[
+            "table=1,priority=9,actions=drop",
+            "priority=1,actions=drop",
+            "priority=8,actions=drop",
+        ]);
+        let order: Vec<(u8, u16)> = tables
+            .dump_order()
+            .iter()
+            .map(|r| (r.rule.table, r.rule.priority))
+            .collect();
+        assert_eq!(order, vec![(0, 8), (0, 1), (1, 9)]);
+    }
+}

@@ -1,0 +1,180 @@
+//! The slow path: runs a flow through the rule tables (priorities, `goto_table`, `resubmit`) and
+//! flattens what the rules say into one datapath action list, the [`Decision`] the caches keep.
+//!
+//! As in OVS's `xlate`, a later table sees the flow as earlier actions left it (a `mod_nw_dst`
+//! then a lookup on `nw_dst` matches the new address), and every bit of the packet's flow the
+//! outcome depended on is un-wildcarded in `wildcards`.
+
+use crate::action::Action;
+use crate::classifier::RuleId;
+use crate::field::FlowBits;
+use crate::rule_table::RuleTables;
+
+/// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
+pub const MAX_RESUBMIT_DEPTH: usize = 64;
+/// Table lookups allowed for one packet before it is dropped (OVS: 4096 resubmits).
+pub const MAX_TABLE_LOOKUPS: usize = 4096;
+
+/// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
+/// empty list drops), and the rules that matched, to be credited per packet.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    pub rules: Vec<RuleId>,
+    /// Set when the resubmit limits were hit; the packet is dropped.
+    pub too_deep: bool,
+}
+
+/// Translates `flow` starting at table 0; see the module docs for `wildcards`.
+pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
+    let mut translation = Translation {
+        tables,
+        flow: *flow,
+        wildcards,
+        decision: Decision::default(),
+        lookups: 0,
+    };
+    translation.run_table(0, 0);
+    let mut decision = translation.decision;
+    if decision.too_deep {
+        decision.actions.clear();
+    }
+    decision
+}
+
+struct Translation<'a> {
+    tables: &'a RuleTables,
+    /// The flow as the actions so far have changed it.
+    flow: FlowBits,
+    wildcards: &'a mut FlowBits,
+    decision: Decision,
+    lookups: usize,
+}
+
+impl Translation<'_> {
+    fn run_table(&mut self, mut table: u8, depth: usize) {
+        // goto_table is always last and always forward: a loop, not recursion.
+        loop {
+            if depth > MAX_RESUBMIT_DEPTH || self.lookups >= MAX_TABLE_LOOKUPS {
+                self.decision.too_deep = true;
+                return;
+            }
+            self.lookups += 1;
+            // A table miss drops (the OpenFlow 1.3 table-miss default).
+            let Some(id) = self.tables.lookup(table, &self.flow, self.wildcards) else {
+                return;
+            };
+            self.decision.rules.push(id);
+            let rule = &self
+                .tables
+                .get(id)
+                .expect("the classifier returns installed rules")
+                .rule;
+            let mut next_table = None;
+            for action in &rule.actions {
+                match *action {
+                    Action::GotoTable(target) => next_table = Some(target),
+                    Action::Resubmit(target) => {
+                        self.run_table(target, depth + 1);
+                        if self.decision.too_deep {
+                            return;
+                        }
+                    }
+                    _ => {
+                        action.apply_to_flow(&mut self.flow, self.wildcards);
+                        self.decision.actions.push(*action);
+                    }
+                }
+            }
+            match next_table {
+                Some(target) => table = target,
+                None => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::Field;
+    use crate::flow_parse::parse_rule;
+    use core::time::Duration;
+
+    fn tables(rules: &[&str]) -> RuleTables {
+        let mut tables = RuleTables::new();
+        for text in rules {
+            tables.add(parse_rule(text).unwrap(), Duration::ZERO);
+        }
+        tables
+    }
+
+    fn flow(fields: &[(Field, u128)]) -> FlowBits {
+        let mut flow = FlowBits::ZERO;
+        for &(field, value) in fields {
+            field.set(&mut flow, value);
+        }
+        flow
+    }
+
+    #[test]
+    fn goto_and_resubmit_see_rewritten_flow() {
+        let tables = tables(&[
+            "priority=10,in_port=1,ip,actions=mod_nw_dst:10.0.0.9,resubmit(,2),goto_table:1",
+            "table=1,priority=10,ip,nw_dst=10.0.0.9,actions=output:3",
+            "table=1,priority=1,actions=output:4",
+            "table=2,priority=1,actions=mod_vlan_vid:5",
+        ]);
+        let packet = flow(&[
+            (Field::InPort, 1),
+            (Field::DlType, 0x0800),
+            (Field::NwDst, 0x0a00_0001),
+        ]);
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet, &mut wildcards);
+        assert_eq!(
+            decision.actions,
+            vec![
+                Action::SetField(Field::NwDst, 0x0a00_0009),
+                Action::ModVlanVid(5),
+                Action::Output(3)
+            ]
+        );
+        assert_eq!(decision.rules.len(), 3);
+        assert!(!decision.too_deep);
+        // What was examined: in_port, dl_type, nw_dst (in table 1), the VLAN bits mod_vlan_vid
+        // keeps; nothing else.
+        assert_eq!(Field::InPort.get(&wildcards), 0xffff_ffff);
+        assert_eq!(Field::DlType.get(&wildcards), 0xffff);
+        assert_eq!(Field::NwDst.get(&wildcards), 0xffff_ffff);
+        assert_eq!(Field::NwSrc.get(&wildcards), 0);
+        assert_eq!(Field::TpDst.get(&wildcards), 0);
+    }
+
+    #[test]
+    fn table_miss_drops() {
+        let tables = tables(&["in_port=1,actions=goto_table:1"]);
+        let decision = translate(
+            &tables,
+            &flow(&[(Field::InPort, 1)]),
+            &mut FlowBits::default(),
+        );
+        assert!(decision.actions.is_empty());
+        assert_eq!(decision.rules.len(), 1);
+        let decision = translate(
+            &tables,
+            &flow(&[(Field::InPort, 2)]),
+            &mut FlowBits::default(),
+        );
+        assert_eq!(decision, Decision::default());
+    }
+
+    #[test]
+    fn resubmit_loop_is_cut_and_dropped() {
+        let tables = tables(&["actions=output:1,resubmit(,0)"]);
+        let decision = translate(&tables, &FlowBits::ZERO, &mut FlowBits::default());
+        assert!(decision.too_deep);
+        assert!(decision.actions.is_empty());
+        assert_eq!(decision.rules.len(), MAX_RESUBMIT_DEPTH + 1);
+    }
+}
