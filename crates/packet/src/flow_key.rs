@@ -58,15 +58,31 @@ pub struct FlowKey {
     pub arp_op: u16,
 }
 
+/// Where the parsed headers start in the frame, found by the same single parse, so actions can
+/// rewrite them without parsing again. A header is listed only if it parsed whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeaderOffsets {
+    /// The IPv4, IPv6 or ARP header.
+    pub l3: Option<usize>,
+    /// The TCP, UDP, ICMP or ICMPv6 header (absent in later fragments).
+    pub l4: Option<usize>,
+}
+
 impl FlowKey {
     /// Parses `frame` (starting at the Ethernet header) into a key; never fails, never panics.
     pub fn parse(frame: &[u8], in_port: u32) -> FlowKey {
+        FlowKey::parse_with_offsets(frame, in_port).0
+    }
+
+    /// [`FlowKey::parse`], also returning where the L3 and L4 headers are.
+    pub fn parse_with_offsets(frame: &[u8], in_port: u32) -> (FlowKey, HeaderOffsets) {
         let mut key = FlowKey {
             in_port,
             ..FlowKey::default()
         };
+        let mut offsets = HeaderOffsets::default();
         let Ok(ethernet) = EthernetFrame::new_checked(frame) else {
-            return key;
+            return (key, offsets);
         };
         key.dl_dst = ethernet.dst_addr();
         key.dl_src = ethernet.src_addr();
@@ -75,20 +91,23 @@ impl FlowKey {
         if ethertype.is_vlan() {
             let Ok(tag) = VlanTag::new_checked(payload) else {
                 key.dl_type = ethertype.0;
-                return key;
+                return (key, offsets);
             };
             key.vlan_tci = (u16::from(tag.priority()) << 13) | VLAN_PRESENT | tag.vlan_id();
             ethertype = tag.ethertype();
             payload = &payload[VlanTag::<&[u8]>::HEADER_LEN..];
         }
         key.dl_type = ethertype.0;
-        match ethertype {
+        let l3 = frame.len() - payload.len();
+        let (l3_parsed, l4) = match ethertype {
             EtherType::IPV4 => key.parse_ipv4(payload),
             EtherType::IPV6 => key.parse_ipv6(payload),
-            EtherType::ARP => key.parse_arp(payload),
-            _ => {}
-        }
-        key
+            EtherType::ARP => (key.parse_arp(payload), None),
+            _ => (false, None),
+        };
+        offsets.l3 = l3_parsed.then_some(l3);
+        offsets.l4 = l4.map(|l4| l3 + l4);
+        (key, offsets)
     }
 
     /// The VLAN id if the frame is tagged.
@@ -101,9 +120,10 @@ impl FlowKey {
         (self.vlan_tci & VLAN_PRESENT != 0).then_some((self.vlan_tci >> 13) as u8)
     }
 
-    fn parse_ipv4(&mut self, bytes: &[u8]) {
+    /// Returns whether the header parsed, and the transport header's offset in `bytes`.
+    fn parse_ipv4(&mut self, bytes: &[u8]) -> (bool, Option<usize>) {
         let Ok(ip) = Ipv4Packet::new_checked(bytes) else {
-            return;
+            return (false, None);
         };
         self.nw_src = u32::from(ip.src_addr());
         self.nw_dst = u32::from(ip.dst_addr());
@@ -111,14 +131,14 @@ impl FlowKey {
         self.nw_tos = ip.dscp() << 2;
         self.nw_ttl = ip.ttl();
         // Later fragments carry no transport header; the first one does.
-        if ip.frag_offset() == 0 {
-            self.parse_transport(ip.payload());
-        }
+        let l4 = ip.header_len();
+        let parsed = ip.frag_offset() == 0 && self.parse_transport(ip.payload());
+        (true, parsed.then_some(l4))
     }
 
-    fn parse_ipv6(&mut self, bytes: &[u8]) {
+    fn parse_ipv6(&mut self, bytes: &[u8]) -> (bool, Option<usize>) {
         let Ok(ip) = Ipv6Packet::new_checked(bytes) else {
-            return;
+            return (false, None);
         };
         self.ipv6_src = u128::from(ip.src_addr());
         self.ipv6_dst = u128::from(ip.dst_addr());
@@ -142,51 +162,58 @@ impl FlowKey {
             if next_header == IPV6_FRAGMENT && u16::from_be_bytes([header[2], header[3]]) >> 3 != 0
             {
                 self.nw_proto = header[0];
-                return;
+                return (true, None);
             }
             next_header = header[0];
             payload = &payload[header_len..];
         }
         self.nw_proto = next_header;
-        if !matches!(
+        let l4 = bytes.len() - payload.len();
+        let parsed = !matches!(
             next_header,
             IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_FRAGMENT | IPV6_DEST_OPTIONS
-        ) {
-            self.parse_transport(payload);
-        }
+        ) && self.parse_transport(payload);
+        (true, parsed.then_some(l4))
     }
 
-    fn parse_transport(&mut self, bytes: &[u8]) {
+    /// Returns whether a transport header the key knows was parsed whole.
+    fn parse_transport(&mut self, bytes: &[u8]) -> bool {
         match IpProtocol(self.nw_proto) {
             IpProtocol::TCP => {
-                if let Ok(tcp) = TcpPacket::new_checked(bytes) {
-                    self.tp_src = tcp.src_port();
-                    self.tp_dst = tcp.dst_port();
-                }
+                let Ok(tcp) = TcpPacket::new_checked(bytes) else {
+                    return false;
+                };
+                self.tp_src = tcp.src_port();
+                self.tp_dst = tcp.dst_port();
             }
             IpProtocol::UDP => {
-                if let Ok(udp) = UdpPacket::new_checked(bytes) {
-                    self.tp_src = udp.src_port();
-                    self.tp_dst = udp.dst_port();
-                }
+                let Ok(udp) = UdpPacket::new_checked(bytes) else {
+                    return false;
+                };
+                self.tp_src = udp.src_port();
+                self.tp_dst = udp.dst_port();
             }
             // ICMPv6 shares ICMP's first four bytes (type, code, checksum).
             IpProtocol::ICMP | IpProtocol::ICMPV6 => {
-                if let Ok(icmp) = Icmpv4Packet::new_checked(bytes) {
-                    self.icmp_type = icmp.msg_type();
-                    self.icmp_code = icmp.code();
-                }
+                let Ok(icmp) = Icmpv4Packet::new_checked(bytes) else {
+                    return false;
+                };
+                self.icmp_type = icmp.msg_type();
+                self.icmp_code = icmp.code();
             }
-            _ => {}
+            _ => return false,
         }
+        true
     }
 
-    fn parse_arp(&mut self, bytes: &[u8]) {
-        if let Ok(arp) = ArpPacket::new_checked(bytes) {
-            self.arp_op = arp.operation();
-            self.arp_spa = u32::from(arp.sender_protocol_addr());
-            self.arp_tpa = u32::from(arp.target_protocol_addr());
-        }
+    fn parse_arp(&mut self, bytes: &[u8]) -> bool {
+        let Ok(arp) = ArpPacket::new_checked(bytes) else {
+            return false;
+        };
+        self.arp_op = arp.operation();
+        self.arp_spa = u32::from(arp.sender_protocol_addr());
+        self.arp_tpa = u32::from(arp.target_protocol_addr());
+        true
     }
 }
 
@@ -250,6 +277,33 @@ mod tests {
         );
         assert_eq!(key.dl_vlan(), Some(100));
         assert_eq!(key.dl_vlan_pcp(), Some(5));
+    }
+
+    #[test]
+    fn offsets_of_the_headers() {
+        let offsets = |frame: &[u8]| FlowKey::parse_with_offsets(frame, 1).1;
+        assert_eq!(
+            offsets(&TAGGED_TCP),
+            HeaderOffsets {
+                l3: Some(18),
+                l4: Some(38)
+            }
+        );
+        assert_eq!(
+            offsets(&IPV6_ICMP),
+            HeaderOffsets {
+                l3: Some(14),
+                l4: Some(62)
+            }
+        );
+        assert_eq!(
+            offsets(&ARP_REQUEST),
+            HeaderOffsets {
+                l3: Some(14),
+                l4: None
+            }
+        );
+        assert_eq!(offsets(&TAGGED_TCP[..30]), HeaderOffsets::default());
     }
 
     #[test]
@@ -317,7 +371,10 @@ mod tests {
     proptest! {
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
-            let _ = FlowKey::parse(&bytes, 1);
+            let (_, offsets) = FlowKey::parse_with_offsets(&bytes, 1);
+            // Every header listed is whole: IPv4 and ARP are at least 20 bytes, L4 at least 8.
+            prop_assert!(offsets.l3.is_none_or(|l3| l3 + 20 <= bytes.len()));
+            prop_assert!(offsets.l4.is_none_or(|l4| l4 + 8 <= bytes.len()));
         }
 
         #[test]
