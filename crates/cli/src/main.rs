@@ -1,6 +1,7 @@
 //! The `wirespeed` command. Thin: argument parsing and output; the work is in the library.
 
 mod bench;
+mod capture;
 mod caps;
 mod r#gen;
 mod idle;
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Measure packet I/O: rxdrop, txpush, l2fwd, or the in-kernel xdpdrop ceiling.
     Bench(bench::BenchArgs),
+    /// Capture packets to pcap / pcapng files (or print them), with tcpdump filters.
+    Capture(capture::CaptureArgs),
     /// Generate traffic: rates, sizes, flows, protocols, or replay a capture file.
     Gen(r#gen::GenArgs),
     /// Receive generated traffic: loss, duplicates, reordering and latency per generator.
@@ -32,6 +35,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Capture(args) => capture::run(args),
         Command::Gen(args) => r#gen::run(args),
         Command::Recv(args) => recv::run(args),
     };

@@ -1,0 +1,110 @@
+//! The counts at exit, tcpdump-like on standard error, or one JSON object with `--json`.
+//! They add up: received = filtered out + matched + after stop; matched = written + dropped
+//! by the writer.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use wirespeed_capture::spool::WriterReport;
+use wirespeed_port::{DropCounters, PortInfo};
+
+#[derive(Debug, Default, Serialize)]
+pub struct Counts {
+    /// The port (or file) and how it was opened.
+    pub source: String,
+    pub backend: Option<String>,
+    pub mode: Option<String>,
+    /// Where the filter ran: "user", "user+kernel", or none.
+    pub filter: Option<String>,
+    pub filter_location: Option<String>,
+    pub seconds: f64,
+    /// Packets taken from the port or file.
+    pub received: u64,
+    /// Rejected by the filter.
+    pub filtered_out: u64,
+    /// Accepted by the filter (all, without one).
+    pub matched: u64,
+    /// Whole in the output.
+    pub written: u64,
+    /// Lost before reaching us: the kernel, the rings, bad descriptors (by reason in `drops`).
+    pub dropped_by_kernel: u64,
+    /// Matched but not written: the writer was behind, or a write failed.
+    pub dropped_by_writer: u64,
+    /// Received after -c or -W ended the capture, in the same burst: not examined.
+    pub after_stop: u64,
+    pub drops: serde_json::Map<String, serde_json::Value>,
+    pub files: Vec<PathBuf>,
+    pub error: Option<String>,
+}
+
+impl Counts {
+    pub fn for_port(info: &PortInfo) -> Counts {
+        Counts {
+            source: info.spec.clone(),
+            backend: Some(info.backend.name().to_string()),
+            mode: Some(info.mode.clone()),
+            ..Counts::default()
+        }
+    }
+
+    /// Receive-side drops of a port, by reason.
+    pub fn set_port_drops(&mut self, drops: &DropCounters) {
+        self.dropped_by_kernel = receive_drops(drops);
+        self.drops = drops
+            .by_reason()
+            .iter()
+            .filter(|(name, _)| !name.starts_with("tx_"))
+            .map(|(name, v)| (name.to_string(), (*v).into()))
+            .collect();
+    }
+
+    /// Adds what the writer thread did; `behind` is what the recorder dropped itself.
+    pub fn set_writer(&mut self, report: WriterReport, behind: u64) {
+        self.written = report.written;
+        self.dropped_by_writer = behind + report.lost;
+        self.files = report.files;
+        dedup_keep_order(&mut self.files);
+        self.error = report.error.map(|e| {
+            format!(
+                "write {e}; the output holds the first {} packets, each whole",
+                report.written
+            )
+        });
+    }
+
+    pub fn print(&self, json: bool, json_to_stderr: bool) {
+        if json {
+            let text = serde_json::to_string(self).unwrap_or_default();
+            match json_to_stderr {
+                true => eprintln!("{text}"),
+                false => println!("{text}"),
+            }
+            return;
+        }
+        let matched = match self.filter {
+            Some(_) => "matched by filter",
+            None => "matched (no filter)",
+        };
+        eprintln!("{} packets received", self.received);
+        eprintln!("{} packets {matched}", self.matched);
+        eprintln!("{} packets written", self.written);
+        eprintln!(
+            "{} packets dropped by kernel or ring",
+            self.dropped_by_kernel
+        );
+        eprintln!("{} packets dropped by writer", self.dropped_by_writer);
+        if self.after_stop > 0 {
+            eprintln!("{} packets after the stop, not examined", self.after_stop);
+        }
+    }
+}
+
+/// Drops on the receive side (every reason but the transmit ones).
+pub fn receive_drops(d: &DropCounters) -> u64 {
+    d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped + d.rx_invalid_desc
+}
+
+fn dedup_keep_order(files: &mut Vec<PathBuf>) {
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.clone()));
+}

@@ -1,0 +1,273 @@
+//! One line a packet, like `tcpdump -n`: time (UTC, microseconds), protocol, addresses and
+//! ports, length. Runs on the writer thread, so printing never slows the receive loop.
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Stdout, Write};
+use std::net::IpAddr;
+use std::path::Path;
+
+use wirespeed_capture::spool::{Chunk, Output, WriteError};
+use wirespeed_packet::{
+    ArpPacket, EtherType, EthernetFrame, Icmpv4Packet, IpProtocol, Ipv4Packet, Ipv6Packet,
+    TcpPacket, UdpPacket, VlanTag,
+};
+
+/// Prints the records of each chunk (classic pcap records) as lines on standard output.
+pub struct LineOutput {
+    out: BufWriter<Stdout>,
+    line: String,
+}
+
+impl LineOutput {
+    pub fn new() -> LineOutput {
+        LineOutput {
+            out: BufWriter::with_capacity(1 << 16, io::stdout()),
+            line: String::with_capacity(256),
+        }
+    }
+}
+
+impl Output for LineOutput {
+    fn open(&mut self, _path: &Path, _header: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn write(&mut self, chunk: &Chunk) -> Result<(), WriteError> {
+        let mut start = 0;
+        for (i, &end) in chunk.packet_ends.iter().enumerate() {
+            let record = &chunk.bytes[start..end];
+            start = end;
+            self.line.clear();
+            format_record(record, &mut self.line);
+            if let Err(error) = writeln!(self.out, "{}", self.line) {
+                return Err(WriteError {
+                    written_packets: i as u64,
+                    error,
+                });
+            }
+        }
+        // Lines appear as the chunks come (the loop passes chunks on when it goes idle).
+        self.out.flush().map_err(|error| WriteError {
+            written_packets: chunk.packets(),
+            error,
+        })
+    }
+
+    fn close(&mut self, _trailer: &[u8]) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// A classic pcap record (nanosecond header, then the bytes) as a line.
+fn format_record(record: &[u8], line: &mut String) {
+    let word = |i: usize| {
+        record
+            .get(i..i + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let (sec, nsec, orig_len) = (word(0), word(4), word(12));
+    let data = record.get(16..).unwrap_or(&[]);
+    let day = sec % 86_400;
+    let _ = write!(
+        line,
+        "{:02}:{:02}:{:02}.{:06} ",
+        day / 3600,
+        day / 60 % 60,
+        day % 60,
+        nsec / 1000
+    );
+    format_ethernet(data, orig_len, line);
+}
+
+pub fn format_ethernet(data: &[u8], orig_len: u32, line: &mut String) {
+    let Ok(eth) = EthernetFrame::new_checked(data) else {
+        let _ = write!(line, "[|ether], length {orig_len}");
+        return;
+    };
+    let (mut ethertype, mut payload) = (eth.ethertype(), eth.payload());
+    while ethertype.is_vlan() {
+        let Ok(tag) = VlanTag::new_checked(payload) else {
+            let _ = write!(line, "[|vlan], length {orig_len}");
+            return;
+        };
+        // Like tcpdump without -e: the tag is not shown, the packet inside it is.
+        // The tag is 4 bytes: TCI, then the next EtherType.
+        (ethertype, payload) = (tag.ethertype(), payload.get(4..).unwrap_or(&[]));
+    }
+    match ethertype {
+        EtherType::IPV4 => format_ipv4(payload, line),
+        EtherType::IPV6 => format_ipv6(payload, line),
+        EtherType::ARP => format_arp(payload, orig_len, line),
+        other => {
+            let _ = write!(
+                line,
+                "{} > {}, ethertype Unknown ({other}), length {orig_len}",
+                eth.src_addr(),
+                eth.dst_addr()
+            );
+        }
+    }
+}
+
+fn format_ipv4(bytes: &[u8], line: &mut String) {
+    let Ok(ip) = Ipv4Packet::new_checked(bytes) else {
+        line.push_str("IP [|ip]");
+        return;
+    };
+    let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
+    line.push_str("IP ");
+    if ip.frag_offset() != 0 {
+        let _ = write!(
+            line,
+            "{src} > {dst}: ip-proto-{} (fragment)",
+            ip.protocol().0
+        );
+        return;
+    }
+    format_transport(ip.protocol(), src, dst, ip.payload(), line);
+}
+
+fn format_ipv6(bytes: &[u8], line: &mut String) {
+    let Ok(ip) = Ipv6Packet::new_checked(bytes) else {
+        line.push_str("IP6 [|ip6]");
+        return;
+    };
+    line.push_str("IP6 ");
+    let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
+    format_transport(ip.next_header(), src, dst, ip.payload(), line);
+}
+
+fn format_transport(proto: IpProtocol, src: IpAddr, dst: IpAddr, l4: &[u8], line: &mut String) {
+    match proto {
+        IpProtocol::UDP => match UdpPacket::new_checked(l4) {
+            Ok(udp) => {
+                let _ = write!(
+                    line,
+                    "{src}.{} > {dst}.{}: UDP, length {}",
+                    udp.src_port(),
+                    udp.dst_port(),
+                    udp.len().saturating_sub(8)
+                );
+            }
+            Err(_) => {
+                let _ = write!(line, "{src} > {dst}: [|udp]");
+            }
+        },
+        IpProtocol::TCP => match TcpPacket::new_checked(l4) {
+            Ok(tcp) => format_tcp(&tcp, src, dst, line),
+            Err(_) => {
+                let _ = write!(line, "{src} > {dst}: [|tcp]");
+            }
+        },
+        IpProtocol::ICMP => match Icmpv4Packet::new_checked(l4) {
+            Ok(icmp) => format_icmp(&icmp, src, dst, l4.len(), line),
+            Err(_) => {
+                let _ = write!(line, "{src} > {dst}: [|icmp]");
+            }
+        },
+        IpProtocol(p) => {
+            let _ = write!(line, "{src} > {dst}: ip-proto-{p} {}", l4.len());
+        }
+    }
+}
+
+fn format_tcp(tcp: &TcpPacket<&[u8]>, src: IpAddr, dst: IpAddr, line: &mut String) {
+    let _ = write!(
+        line,
+        "{src}.{} > {dst}.{}: Flags [",
+        tcp.src_port(),
+        tcp.dst_port()
+    );
+    // tcpdump's order: F S R P . U E W
+    let flags = tcp.flags();
+    for (bit, c) in [
+        (0x01, 'F'),
+        (0x02, 'S'),
+        (0x04, 'R'),
+        (0x08, 'P'),
+        (0x10, '.'),
+        (0x20, 'U'),
+        (0x40, 'E'),
+        (0x80, 'W'),
+    ] {
+        if flags & bit != 0 {
+            line.push(c);
+        }
+    }
+    if flags & 0xff == 0 {
+        line.push_str("none");
+    }
+    let _ = write!(line, "], seq {}", tcp.seq_number());
+    if tcp.ack() {
+        let _ = write!(line, ", ack {}", tcp.ack_number());
+    }
+    let _ = write!(
+        line,
+        ", win {}, length {}",
+        tcp.window_len(),
+        tcp.payload().len()
+    );
+}
+
+fn format_icmp(
+    icmp: &Icmpv4Packet<&[u8]>,
+    src: IpAddr,
+    dst: IpAddr,
+    len: usize,
+    line: &mut String,
+) {
+    let _ = write!(line, "{src} > {dst}: ICMP ");
+    match icmp.msg_type() {
+        8 => {
+            let _ = write!(
+                line,
+                "echo request, id {}, seq {}",
+                icmp.echo_ident(),
+                icmp.echo_seq_no()
+            );
+        }
+        0 => {
+            let _ = write!(
+                line,
+                "echo reply, id {}, seq {}",
+                icmp.echo_ident(),
+                icmp.echo_seq_no()
+            );
+        }
+        3 => line.push_str("unreachable"),
+        11 => line.push_str("time exceeded in-transit"),
+        t => {
+            let _ = write!(line, "type-#{t}");
+        }
+    }
+    let _ = write!(line, ", length {len}");
+}
+
+fn format_arp(bytes: &[u8], orig_len: u32, line: &mut String) {
+    let Ok(arp) = ArpPacket::new_checked(bytes) else {
+        let _ = write!(line, "ARP, [|arp], length {orig_len}");
+        return;
+    };
+    let len = ArpPacket::<&[u8]>::HEADER_LEN;
+    match arp.operation() {
+        1 => {
+            let _ = write!(
+                line,
+                "ARP, Request who-has {} tell {}, length {len}",
+                arp.target_protocol_addr(),
+                arp.sender_protocol_addr()
+            );
+        }
+        2 => {
+            let _ = write!(
+                line,
+                "ARP, Reply {} is-at {}, length {len}",
+                arp.sender_protocol_addr(),
+                arp.sender_hardware_addr()
+            );
+        }
+        op => {
+            let _ = write!(line, "ARP, op {op}, length {len}");
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Capturing from a port: the receive loop. Per burst: filter each packet with our BPF
+//! interpreter, encode the ones that pass into the writer's chunk, release the burst. The
+//! disk is the writer thread's business; this loop never waits on it.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use wirespeed_capture::LINKTYPE_ETHERNET;
+use wirespeed_capture::filter::Filter;
+use wirespeed_capture::recorder::{Outcome, Recorder};
+use wirespeed_capture::rotate::Rotation;
+use wirespeed_capture::write::Interface;
+use wirespeed_port::{Backend, Batch, Port, PortSpec, SockFilter};
+
+use super::counts::{Counts, receive_drops};
+use super::{CaptureArgs, FLUSH_EVERY, compile_or_exit, describe_output, now_ns};
+use crate::idle::{IDLE_SLEEP, Idle};
+use crate::meter::RunLimit;
+
+/// Loop turns between looks at the clock and the stop flag.
+const HOT_LOOP_CHECK: u32 = 128;
+
+pub fn run(
+    args: &CaptureArgs,
+    spec: &PortSpec,
+    rotation: Rotation,
+    stop: &AtomicBool,
+) -> anyhow::Result<Counts> {
+    let expression = args.expression();
+    let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET);
+    let mut port =
+        wirespeed_port::open(spec, &args.port_options()).with_context(|| format!("open {spec}"))?;
+    let mut counts = Counts::for_port(port.info());
+    counts.filter = expression.clone();
+    counts.filter_location = filter.as_ref().map(|_| "user".to_string());
+    if let Some(expr) = expression.as_deref()
+        && spec.backend == Backend::Packet
+        && !args.no_kernel_filter
+    {
+        match attach_in_kernel(&mut *port, expr, &spec.iface) {
+            Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
+            Ok(false) => {}
+            Err(e) => eprintln!("wirespeed capture: note: filtering in user space only: {e:#}"),
+        }
+    }
+    let interface = Interface {
+        link_type: LINKTYPE_ETHERNET,
+        snaplen: args.snaplen(),
+        name: Some(spec.iface.clone()),
+    };
+    let sink = args.recorder(rotation, interface, false);
+    let mut recorder =
+        Recorder::start(sink.config, sink.output, now_ns()).context("create the output")?;
+    let info = port.info();
+    eprintln!(
+        "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
+        info.spec,
+        info.backend.name(),
+        info.mode,
+        args.batch,
+        counts.filter_location.as_deref().unwrap_or("none"),
+        describe_output(args)
+    );
+    for n in &info.notes {
+        eprintln!("wirespeed: note: {n}");
+    }
+    let started = Instant::now();
+    receive_loop(
+        args,
+        &mut *port,
+        filter.as_ref(),
+        &mut recorder,
+        &mut counts,
+        stop,
+    )?;
+    counts.seconds = started.elapsed().as_secs_f64();
+    let stats = port.stats();
+    counts.set_port_drops(&stats.drops);
+    recorder.stats.received = counts.received;
+    recorder.stats.dropped = counts.dropped_by_kernel;
+    recorder.stats.end_ns = now_ns();
+    let behind = recorder.dropped_by_writer;
+    counts.set_writer(recorder.finish(), behind);
+    if args.write.is_none() {
+        counts.files.clear();
+    }
+    Ok(counts)
+}
+
+/// Compiles the expression as libpcap does for a live capture on `iface` (VLAN tags read from
+/// the kernel's metadata) and attaches it to the port's socket.
+fn attach_in_kernel(port: &mut dyn Port, expression: &str, iface: &str) -> anyhow::Result<bool> {
+    let kernel = Filter::compile_for_kernel(expression, iface)?;
+    let program: Vec<SockFilter> = kernel
+        .insns()
+        .iter()
+        .map(|i| SockFilter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+    Ok(port.attach_filter(&program)?)
+}
+
+fn receive_loop(
+    args: &CaptureArgs,
+    port: &mut dyn Port,
+    filter: Option<&Filter>,
+    recorder: &mut Recorder,
+    counts: &mut Counts,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let duration = args.duration.map(std::time::Duration::from_secs_f64);
+    let mut run = RunLimit::new(duration, None, stop, HOT_LOOP_CHECK);
+    let limit = args.count.unwrap_or(u64::MAX);
+    let mut batch = Batch::with_capacity(args.batch as usize);
+    let mut idle = Idle::default();
+    let (mut queued, mut stopping) = (0u64, false);
+    let mut last_flush = now_ns();
+    let flush_ns = FLUSH_EVERY.as_nanos() as u64;
+    while !stopping && run.running(0) {
+        let n = port.rx_burst(&mut batch)?;
+        if n == 0 {
+            if idle.should_sleep() && !args.busy_poll {
+                recorder.flush();
+                if recorder.failed() {
+                    break;
+                }
+                port.wait_rx(IDLE_SLEEP)?;
+                run.check_soon();
+            }
+            continue;
+        }
+        idle.busy();
+        // AF_XDP gives no per-packet timestamp: read CLOCK_REALTIME once per burst (vDSO, no
+        // system call) and stamp the burst with it. AF_PACKET's own timestamps win when set.
+        let burst_ns = now_ns();
+        counts.received += n as u64;
+        for i in 0..n {
+            if stopping {
+                counts.after_stop += (n - i) as u64;
+                break;
+            }
+            let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
+            let data = port.packet(addr, len);
+            let wire_len = meta.wire_len.max(len);
+            if let Some(f) = filter
+                && !f.matches(data, wire_len)
+            {
+                counts.filtered_out += 1;
+                continue;
+            }
+            let ts = if meta.ts_ns != 0 {
+                meta.ts_ns
+            } else {
+                burst_ns
+            };
+            match recorder.record(ts, data, wire_len) {
+                Outcome::Queued => {
+                    counts.matched += 1;
+                    queued += 1;
+                    stopping = queued >= limit;
+                }
+                Outcome::WriterBehind => counts.matched += 1,
+                Outcome::FilesDone => {
+                    counts.after_stop += 1;
+                    stopping = true;
+                }
+            }
+        }
+        port.release(&mut batch);
+        if burst_ns.saturating_sub(last_flush) >= flush_ns {
+            last_flush = burst_ns;
+            recorder.flush();
+            recorder.stats.received = counts.received;
+            recorder.stats.dropped = receive_drops(&port.stats().drops);
+            if recorder.failed() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! `wirespeed capture`: tcpdump-class capture on the fast path. Packets from a port (or a file
+//! with `-r`) pass a tcpdump filter run by our BPF interpreter, then go to pcap / pcapng files
+//! through the writer thread, or are printed one line each like `tcpdump -n`.
+
+mod counts;
+mod line;
+mod live;
+mod offline;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use wirespeed_capture::filter::{FILTER_SNAPLEN, Filter};
+use wirespeed_capture::output::{FileOutput, StdoutOutput};
+use wirespeed_capture::recorder::{CHUNK_SIZE, RecorderConfig};
+use wirespeed_capture::rotate::{Rotation, parse_size};
+use wirespeed_capture::spool::Output;
+use wirespeed_capture::write::{Format, Interface};
+use wirespeed_port::xdp::XdpMode;
+use wirespeed_port::{PortOptions, PortSpec};
+
+/// Exit status for an invalid filter expression (tcpdump's).
+const EXIT_BAD_FILTER: i32 = 2;
+
+/// Options of `wirespeed capture`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  wirespeed capture --port xdp:veth1 -w out.pcapng\n  \
+wirespeed capture --port packet:veth1 -c 10 'udp port 53'\n  \
+wirespeed capture --port xdp:veth1 -w 'cap-%Y%m%d-%H%M%S.pcap' --format pcap -G 60 -W 10\n  \
+wirespeed capture --port xdp:veth1 -w ring.pcap -C 100 -W 5\n  \
+wirespeed capture -r in.pcapng -w out.pcap --format pcap 'tcp and not port 22'"
+)]
+pub struct CaptureArgs {
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    #[arg(long, required_unless_present = "read", conflicts_with = "read")]
+    pub port: Option<String>,
+    /// Read packets from a pcap or pcapng file instead of a port (`-` for standard input).
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: Option<PathBuf>,
+    /// Write packets to FILE (`-` for standard output) instead of printing a line each.
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<String>,
+    /// Stop after COUNT packets have been written.
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Keep at most SNAPLEN bytes of each packet (0: 262144, the default).
+    #[arg(short = 's', value_name = "SNAPLEN", default_value_t = FILTER_SNAPLEN)]
+    pub snaplen: u32,
+    /// File format.
+    #[arg(long, default_value = "pcapng", value_parser = parse_format)]
+    pub format: Format,
+    /// Start a new file every SECONDS; the -w name is a strftime pattern (UTC).
+    #[arg(short = 'G', value_name = "SECONDS")]
+    pub rotate_seconds: Option<u64>,
+    /// Start a new file before one grows past SIZE millions of bytes (k, m, g: KiB, MiB, GiB).
+    #[arg(short = 'C', value_name = "SIZE", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
+    /// With -C: a ring of FILES files. With only -G: stop after FILES files.
+    #[arg(short = 'W', value_name = "FILES")]
+    pub files: Option<u32>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print the counts as one JSON object at the end (on standard output, or on standard
+    /// error when the capture itself goes to standard output).
+    #[arg(long)]
+    pub json: bool,
+    /// MiB of memory between the receive loop and the disk; packets that find it full are
+    /// dropped and counted.
+    #[arg(short = 'B', long = "buffer", value_name = "MIB", default_value_t = 64)]
+    pub buffer_mib: usize,
+    /// Do not also attach the filter in the kernel (packet: ports).
+    #[arg(long)]
+    pub no_kernel_filter: bool,
+    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
+    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
+    pub xdp_mode: XdpMode,
+    /// Packets per burst.
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// UMEM frames (AF_XDP) or ring frames (AF_PACKET).
+    #[arg(long, default_value_t = 8192)]
+    pub frames: u32,
+    /// Entries per ring (a power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub ring_size: u32,
+    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Replace an XDP program someone else attached to the interface.
+    #[arg(long)]
+    pub force: bool,
+    /// The filter, in tcpdump syntax (several words are joined with spaces).
+    #[arg(value_name = "FILTER", trailing_var_arg = true)]
+    pub filter: Vec<String>,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
+    s.parse()
+}
+
+impl CaptureArgs {
+    fn validate(&self) -> anyhow::Result<Rotation> {
+        let rotation = Rotation {
+            seconds: self.rotate_seconds,
+            bytes: self.rotate_size,
+            files: self.files,
+        };
+        rotation.validate().map_err(anyhow::Error::msg)?;
+        if !rotation.is_none() && matches!(self.write.as_deref(), None | Some("-")) {
+            bail!("-G and -C rotate files: give a file name with -w");
+        }
+        if self.count == Some(0) {
+            bail!("-c 0: the count must be at least 1");
+        }
+        if let Some(d) = self.duration
+            && !(d > 0.0 && d <= 86400.0)
+        {
+            bail!("--duration {d}: must be more than 0 and at most 86400 seconds");
+        }
+        if self.buffer_mib == 0 || self.buffer_mib > 1 << 16 {
+            bail!("-B {}: the buffer is 1 to 65536 MiB", self.buffer_mib);
+        }
+        if self.batch == 0 || self.batch > self.ring_size || !self.ring_size.is_power_of_two() {
+            bail!(
+                "--batch {} --ring-size {}: the ring size is a power of two, the batch 1 to it",
+                self.batch,
+                self.ring_size
+            );
+        }
+        Ok(rotation)
+    }
+
+    fn snaplen(&self) -> u32 {
+        match self.snaplen {
+            0 => FILTER_SNAPLEN,
+            s => s.min(FILTER_SNAPLEN),
+        }
+    }
+
+    fn expression(&self) -> Option<String> {
+        let e = self.filter.join(" ");
+        (!e.trim().is_empty()).then_some(e)
+    }
+
+    fn port_options(&self) -> PortOptions {
+        PortOptions {
+            xdp_mode: self.xdp_mode,
+            frame_count: self.frames,
+            ring_size: self.ring_size,
+            busy_poll: self.busy_poll,
+            batch: self.batch,
+            force: self.force,
+            rx: true,
+            tx: false,
+            ..PortOptions::default()
+        }
+    }
+
+    /// Where packets go and how: files, standard output, or printed lines.
+    fn recorder(&self, rotation: Rotation, interface: Interface, offline: bool) -> Sink {
+        let (format, pattern, output): (Format, String, Box<dyn Output>) =
+            match self.write.as_deref() {
+                None => (
+                    Format::Pcap,
+                    "-".to_string(),
+                    Box::new(line::LineOutput::new()),
+                ),
+                Some("-") => (self.format, "-".to_string(), Box::new(StdoutOutput::new())),
+                Some(path) => (self.format, path.to_string(), Box::new(FileOutput::new())),
+            };
+        let config = RecorderConfig {
+            format,
+            interface,
+            rotation,
+            pattern,
+            buffer_bytes: self.buffer_mib << 20,
+            chunk_size: CHUNK_SIZE,
+            wait_for_writer: offline,
+        };
+        Sink { config, output }
+    }
+}
+
+/// A recorder not yet started: the file is created only once everything else is ready.
+pub struct Sink {
+    config: RecorderConfig,
+    output: Box<dyn Output>,
+}
+
+/// Compiles the filter; an invalid expression ends the program with libpcap's message and
+/// exit status 2, before any file is created.
+fn compile_or_exit(expression: Option<&str>, link_type: u16) -> Option<Filter> {
+    let expression = expression?;
+    match Filter::compile(expression, link_type) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("wirespeed capture: {e}");
+            std::process::exit(EXIT_BAD_FILTER);
+        }
+    }
+}
+
+pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
+    let rotation = args.validate()?;
+    let stop = crate::bench::stop_flag()?;
+    let counts = match &args.read {
+        Some(path) => offline::run(&args, path, rotation, &stop)?,
+        None => {
+            let spec: PortSpec = args.port.as_deref().unwrap_or_default().parse()?;
+            let needs_bpf = spec.backend == wirespeed_port::Backend::Xdp;
+            crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;
+            live::run(&args, &spec, rotation, &stop)?
+        }
+    };
+    let to_stderr = args.write.as_deref() == Some("-") || args.write.is_none();
+    counts.print(args.json, to_stderr);
+    if let Some(e) = &counts.error {
+        bail!("{e}");
+    }
+    Ok(())
+}
+
+/// Nanoseconds since the Unix epoch (CLOCK_REALTIME through the vDSO: no system call).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// How often the loop passes a partly filled chunk to the writer, so packets reach the file
+/// within this long even at low rates.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+fn describe_output(args: &CaptureArgs) -> String {
+    match args.write.as_deref() {
+        None => "printing".to_string(),
+        Some("-") => "writing to standard output".to_string(),
+        Some(p) => format!("writing {p}"),
+    }
+}
