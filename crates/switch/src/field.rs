@@ -311,12 +311,7 @@ impl fmt::Display for FieldValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let value = self.value;
         match self.field.value_format() {
-            ValueFormat::Mac => {
-                let bytes = value.to_be_bytes();
-                let mut octets = [0u8; 6];
-                octets.copy_from_slice(&bytes[10..]);
-                write!(f, "{}", MacAddr(octets))
-            }
+            ValueFormat::Mac => write!(f, "{}", mac_from_value(value)),
             ValueFormat::Ipv4 => write!(f, "{}", Ipv4Addr::from(value as u32)),
             ValueFormat::Ipv6 => write!(f, "{}", Ipv6Addr::from(value)),
             ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
@@ -324,6 +319,14 @@ impl fmt::Display for FieldValue {
             ValueFormat::Decimal => write!(f, "{value}"),
         }
     }
+}
+
+/// The MAC address held in a `dl_src` / `dl_dst` value.
+pub fn mac_from_value(value: u128) -> MacAddr {
+    let bytes = value.to_be_bytes();
+    let mut octets = [0u8; 6];
+    octets.copy_from_slice(&bytes[10..]);
+    MacAddr(octets)
 }
 
 /// Parses a decimal or `0x` hexadecimal unsigned number, as ovs-ofctl does.

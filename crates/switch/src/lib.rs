@@ -8,24 +8,33 @@
 
 pub mod action;
 pub mod classifier;
+pub mod datapath;
 pub mod emc;
+pub mod execute;
 pub mod field;
 pub mod flow_cache;
 pub mod flow_format;
 pub mod flow_match;
 pub mod flow_parse;
+pub mod frame;
+pub mod mac_learning;
 pub mod megaflow;
+pub mod rewrite;
 pub mod rule;
 pub mod rule_table;
 pub mod translate;
 
 pub use action::Action;
 pub use classifier::RuleId;
+pub use datapath::Datapath;
+pub use execute::{DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, RuleDisplay};
 pub use flow_match::Match;
 pub use flow_parse::{FlowError, parse_actions, parse_match, parse_rule};
+pub use frame::Frame;
+pub use mac_learning::MacTable;
 pub use rule::{Rule, RuleStats};
 pub use rule_table::{InstalledRule, RuleSelector, RuleTables};
 pub use translate::{Decision, translate};

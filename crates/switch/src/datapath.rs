@@ -1,0 +1,202 @@
+//! One bridge's packet path, without I/O: parse once, find the decision through the caches,
+//! credit the rules, execute the actions. The poll-mode threads call [`Datapath::process`] per
+//! received frame; the control server edits [`Datapath::tables`] between batches.
+
+use core::time::Duration;
+
+use wirespeed_packet::flow_key::FlowKey;
+
+use crate::classifier::RuleId;
+use crate::execute::{self, Bridge, DropReason, Packet, Verdict};
+use crate::field::FlowBits;
+use crate::flow_cache::FlowCache;
+use crate::flow_parse::{FlowError, parse_rule};
+use crate::frame::Frame;
+use crate::mac_learning::MacTable;
+use crate::rewrite::PacketHeaders;
+use crate::rule::Rule;
+use crate::rule_table::RuleTables;
+
+pub struct Datapath {
+    pub tables: RuleTables,
+    pub cache: FlowCache,
+    pub mac_table: MacTable,
+    ports: Vec<u32>,
+}
+
+impl Default for Datapath {
+    fn default() -> Self {
+        Datapath::new()
+    }
+}
+
+impl Datapath {
+    /// A bridge that behaves as a learning switch until told otherwise: its one rule is
+    /// `priority=0,actions=normal`, as an Open vSwitch bridge's.
+    pub fn new() -> Datapath {
+        let mut datapath = Datapath::without_rules();
+        let rule = parse_rule("priority=0,actions=normal").expect("the default rule parses");
+        datapath.tables.add(rule, Duration::ZERO);
+        datapath
+    }
+
+    /// A bridge with empty tables (every packet misses and is dropped).
+    pub fn without_rules() -> Datapath {
+        Datapath {
+            tables: RuleTables::new(),
+            cache: FlowCache::default(),
+            mac_table: MacTable::default(),
+            ports: Vec::new(),
+        }
+    }
+
+    pub fn ports(&self) -> &[u32] {
+        &self.ports
+    }
+
+    pub fn add_port(&mut self, port: u32) {
+        if !self.ports.contains(&port) {
+            self.ports.push(port);
+            self.ports.sort_unstable();
+        }
+    }
+
+    pub fn remove_port(&mut self, port: u32) {
+        self.ports.retain(|&p| p != port);
+        self.mac_table.flush_port(port);
+    }
+
+    /// `add-flow`, refusing outputs to ports the bridge does not have.
+    pub fn add_rule(&mut self, rule: Rule, now: Duration) -> Result<RuleId, FlowError> {
+        if let Some(port) = rule.output_ports().find(|port| !self.ports.contains(port)) {
+            let known: Vec<String> = self.ports.iter().map(u32::to_string).collect();
+            return Err(FlowError(format!(
+                "output:{port}: no such port (the bridge has {})",
+                if known.is_empty() {
+                    "no ports".to_string()
+                } else {
+                    format!("ports {}", known.join(", "))
+                }
+            )));
+        }
+        Ok(self.tables.add(rule, now))
+    }
+
+    /// Parses, classifies and executes one received frame; see [`execute::execute`] for `emit`.
+    pub fn process(
+        &mut self,
+        frame: &mut Frame<'_>,
+        in_port: u32,
+        now: Duration,
+        emit: &mut impl FnMut(&[u8], &[u32]),
+    ) -> Verdict {
+        let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
+        let flow = FlowBits::from_key(&key);
+        let bytes = frame.len();
+        let megaflow = self.cache.lookup(&self.tables, &flow, bytes);
+        let decision = &megaflow.decision;
+        for &id in &decision.rules {
+            self.tables.credit(id, bytes, now);
+        }
+        if decision.too_deep {
+            return dropped(DropReason::ResubmitLimit);
+        }
+        if decision.actions.is_empty() {
+            let reason = if decision.rules.is_empty() {
+                DropReason::TableMiss
+            } else {
+                DropReason::NoOutput
+            };
+            return dropped(reason);
+        }
+        let mut packet = Packet {
+            frame,
+            headers: PacketHeaders::new(&key, offsets),
+            flow,
+            in_port,
+        };
+        let mut bridge = Bridge {
+            ports: &self.ports,
+            mac_table: &mut self.mac_table,
+            now,
+        };
+        execute::execute(&decision.actions, &mut packet, &mut bridge, emit)
+    }
+}
+
+fn dropped(reason: DropReason) -> Verdict {
+    Verdict {
+        dropped: Some(reason),
+        ..Verdict::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rule_table::RuleSelector;
+
+    const FRAME: [u8; 42] = [
+        0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet
+        0x45, 0x00, 0x00, 0x1c, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x00, 0x00, // IPv4
+        10, 0, 0, 1, 10, 0, 0, 2, // addresses
+        0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP
+    ];
+
+    fn send(datapath: &mut Datapath, in_port: u32) -> Verdict {
+        let mut buffer = [0u8; 4 + 42];
+        buffer[4..].copy_from_slice(&FRAME);
+        let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
+        datapath.process(
+            &mut frame,
+            in_port,
+            Duration::from_secs(1),
+            &mut |_: &[u8], _: &[u32]| {},
+        )
+    }
+
+    #[test]
+    fn learning_switch_by_default() {
+        let mut datapath = Datapath::new();
+        for port in [1, 2, 3] {
+            datapath.add_port(port);
+        }
+        assert_eq!(send(&mut datapath, 1).outputs.as_slice(), &[2, 3]);
+        let (_, rule) = datapath.tables.iter().next().unwrap();
+        assert_eq!((rule.stats.n_packets, rule.stats.n_bytes), (1, 42));
+    }
+
+    #[test]
+    fn drop_rule_then_removed() {
+        let mut datapath = Datapath::new();
+        datapath.add_port(1);
+        datapath.add_port(2);
+        let drop = parse_rule("priority=10,udp,actions=drop").unwrap();
+        datapath.add_rule(drop, Duration::ZERO).unwrap();
+        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::NoOutput));
+        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::NoOutput));
+        let selector = RuleSelector {
+            flow_match: crate::flow_parse::parse_match("udp").unwrap().flow_match,
+            ..RuleSelector::default()
+        };
+        assert_eq!(datapath.tables.delete(&selector), 1);
+        assert_eq!(send(&mut datapath, 1).outputs.as_slice(), &[2]);
+        assert_eq!(datapath.cache.stats.emc_hits, 1);
+    }
+
+    #[test]
+    fn unknown_output_port_is_refused() {
+        let mut datapath = Datapath::without_rules();
+        datapath.add_port(1);
+        datapath.add_port(2);
+        let error = datapath
+            .add_rule(parse_rule("actions=output:7").unwrap(), Duration::ZERO)
+            .unwrap_err();
+        assert_eq!(
+            error.0,
+            "output:7: no such port (the bridge has ports 1, 2)"
+        );
+        assert!(datapath.tables.is_empty());
+        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::TableMiss));
+    }
+}

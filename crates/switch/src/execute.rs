@@ -1,0 +1,360 @@
+//! Action execution on one frame: rewrites in place, and the ports it leaves by, in a
+//! fixed-capacity list (nothing allocated per packet).
+//!
+//! OpenFlow outputs the packet as it is when `output` runs, so `output:1,mod_vlan_vid:5,output:2`
+//! sends two different frames. The frame is rewritten in place, so before the first rewrite
+//! that follows an output, the outputs so far are handed to `emit` with the frame as it is then
+//! (the caller sends a copy); the returned [`Verdict`] lists the ports that get the final frame.
+
+use core::time::Duration;
+
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
+
+use crate::action::Action;
+use crate::field::{Field, FlowBits, mac_from_value};
+use crate::frame::Frame;
+use crate::mac_learning::MacTable;
+use crate::rewrite::{self, PacketHeaders};
+
+/// Most ports one packet can leave by; a flood to a bridge with more ports is cut short.
+pub const MAX_OUTPUTS: usize = 64;
+
+/// The ports a frame leaves by, in action order (duplicates kept, as OpenFlow does).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Outputs {
+    ports: [u32; MAX_OUTPUTS],
+    len: usize,
+    /// Ports left out because the list was full.
+    pub overflowed: usize,
+}
+
+impl Default for Outputs {
+    fn default() -> Self {
+        Outputs {
+            ports: [0; MAX_OUTPUTS],
+            len: 0,
+            overflowed: 0,
+        }
+    }
+}
+
+impl Outputs {
+    pub fn push(&mut self, port: u32) {
+        match self.ports.get_mut(self.len) {
+            Some(slot) => {
+                *slot = port;
+                self.len += 1;
+            }
+            None => self.overflowed += 1,
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u32] {
+        &self.ports[..self.len]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// Why a packet went nowhere; per-port drop counters are kept by reason.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DropReason {
+    /// No rule matched in some table on the way.
+    TableMiss,
+    /// The rules' actions output nowhere (`drop`, or `normal` back to the input port).
+    NoOutput,
+    /// `dec_ttl` met a TTL or hop limit of 0 or 1.
+    TtlExpired,
+    /// A VLAN push found no head- or tailroom in the buffer.
+    NoRoom,
+    /// The resubmit limits were hit while translating.
+    ResubmitLimit,
+}
+
+/// What became of the packet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Verdict {
+    /// The ports that get the frame in its final form.
+    pub outputs: Outputs,
+    /// A `controller` action ran (the caller hands the packet to the configured pcap or log).
+    pub to_controller: bool,
+    pub dropped: Option<DropReason>,
+}
+
+/// The state of the bridge the actions need.
+pub struct Bridge<'a> {
+    /// Every port of the bridge, for `flood` and `all`.
+    pub ports: &'a [u32],
+    pub mac_table: &'a mut MacTable,
+    /// The caller's clock, for MAC learning and ageing.
+    pub now: Duration,
+}
+
+/// One packet being executed: its frame, where its headers are, and its flow as the actions
+/// so far changed it (what `normal` learns and looks up from).
+pub struct Packet<'f, 'b> {
+    pub frame: &'f mut Frame<'b>,
+    pub headers: PacketHeaders,
+    pub flow: FlowBits,
+    pub in_port: u32,
+}
+
+fn rewrites_frame(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::ModVlanVid(_)
+            | Action::ModVlanPcp(_)
+            | Action::StripVlan
+            | Action::SetField(..)
+            | Action::DecTtl
+    )
+}
+
+/// Runs datapath `actions` (no table jumps) on `packet`; see the module docs for `emit`.
+pub fn execute(
+    actions: &[Action],
+    packet: &mut Packet<'_, '_>,
+    bridge: &mut Bridge<'_>,
+    emit: &mut impl FnMut(&[u8], &[u32]),
+) -> Verdict {
+    let mut verdict = Verdict::default();
+    let mut unused_wildcards = FlowBits::ZERO;
+    for action in actions {
+        if rewrites_frame(action) && !verdict.outputs.is_empty() {
+            emit(packet.frame.data(), verdict.outputs.as_slice());
+            verdict.outputs.clear();
+        }
+        let in_port = packet.in_port;
+        match *action {
+            Action::Output(port) if port != in_port => verdict.outputs.push(port),
+            // OpenFlow: only `in_port` sends a packet back where it came from.
+            Action::Output(_) => {}
+            Action::InPort => verdict.outputs.push(in_port),
+            Action::Flood | Action::All => flood(bridge.ports, in_port, &mut verdict.outputs),
+            Action::Normal => normal(&packet.flow, in_port, bridge, &mut verdict.outputs),
+            Action::Controller => verdict.to_controller = true,
+            Action::ModVlanVid(vid) => {
+                if !rewrite::set_vlan(packet.frame, &mut packet.headers, Some(vid), None) {
+                    return dropped(DropReason::NoRoom);
+                }
+            }
+            Action::ModVlanPcp(pcp) => {
+                if !rewrite::set_vlan(packet.frame, &mut packet.headers, None, Some(pcp)) {
+                    return dropped(DropReason::NoRoom);
+                }
+            }
+            Action::StripVlan => rewrite::strip_vlan(packet.frame, &mut packet.headers),
+            Action::SetField(field, value) => {
+                rewrite::set_field(packet.frame, &packet.headers, field, value)
+            }
+            Action::DecTtl => {
+                if !rewrite::dec_ttl(packet.frame, &packet.headers) {
+                    return dropped(DropReason::TtlExpired);
+                }
+            }
+            Action::Resubmit(_) | Action::GotoTable(_) => {}
+        }
+        action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
+    }
+    if verdict.outputs.is_empty() && !verdict.to_controller {
+        verdict.dropped = Some(DropReason::NoOutput);
+    }
+    verdict
+}
+
+fn dropped(reason: DropReason) -> Verdict {
+    Verdict {
+        dropped: Some(reason),
+        ..Verdict::default()
+    }
+}
+
+fn flood(ports: &[u32], in_port: u32, outputs: &mut Outputs) {
+    for &port in ports.iter().filter(|&&port| port != in_port) {
+        outputs.push(port);
+    }
+}
+
+/// The `normal` action: learn where the source lives, forward to where the destination does,
+/// flood when unknown or a group address, drop when it lives on the input port.
+fn normal(flow: &FlowBits, in_port: u32, bridge: &mut Bridge<'_>, outputs: &mut Outputs) {
+    let tci = Field::VlanTci.get(flow) as u16;
+    let vlan = if tci & VLAN_PRESENT != 0 {
+        tci & VLAN_VID_MASK
+    } else {
+        0
+    };
+    let src = mac_from_value(Field::DlSrc.get(flow));
+    let dst = mac_from_value(Field::DlDst.get(flow));
+    bridge.mac_table.learn(vlan, src, in_port, bridge.now);
+    if dst.is_multicast() {
+        return flood(bridge.ports, in_port, outputs);
+    }
+    match bridge.mac_table.lookup(vlan, dst, bridge.now) {
+        Some(port) if port != in_port => outputs.push(port),
+        Some(_) => {}
+        None => flood(bridge.ports, in_port, outputs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirespeed_packet::flow_key::FlowKey;
+
+    /// Ethernet 02:..:01 -> 02:..:02, IPv4 ttl 2 / UDP.
+    const FRAME: [u8; 42] = [
+        0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet
+        0x45, 0x00, 0x00, 0x1c, 0x00, 0x01, 0x00, 0x00, 0x02, 0x11, 0x00, 0x00, // IPv4
+        10, 0, 0, 1, 10, 0, 0, 2, // addresses
+        0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP, no checksum
+    ];
+
+    struct Run {
+        verdict: Verdict,
+        emitted: Vec<(Vec<u8>, Vec<u32>)>,
+        frame: Vec<u8>,
+    }
+
+    fn run(actions: &[Action], frame: &[u8], in_port: u32, mac_table: &mut MacTable) -> Run {
+        let mut buffer = vec![0u8; 8 + frame.len()];
+        buffer[8..].copy_from_slice(frame);
+        let mut frame_view = Frame::new(&mut buffer, 8, frame.len()).unwrap();
+        let (key, offsets) = FlowKey::parse_with_offsets(frame_view.data(), in_port);
+        let mut packet = Packet {
+            frame: &mut frame_view,
+            headers: PacketHeaders::new(&key, offsets),
+            flow: FlowBits::from_key(&key),
+            in_port,
+        };
+        let mut bridge = Bridge {
+            ports: &[1, 2, 3],
+            mac_table,
+            now: Duration::from_secs(1),
+        };
+        let mut emitted = Vec::new();
+        let verdict = execute(
+            actions,
+            &mut packet,
+            &mut bridge,
+            &mut |data: &[u8], ports: &[u32]| emitted.push((data.to_vec(), ports.to_vec())),
+        );
+        Run {
+            verdict,
+            emitted,
+            frame: frame_view.data().to_vec(),
+        }
+    }
+
+    #[test]
+    fn outputs_flood_and_in_port() {
+        let mut macs = MacTable::default();
+        let run = run(
+            &[
+                Action::Output(1),
+                Action::Output(2),
+                Action::Flood,
+                Action::InPort,
+            ],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        assert_eq!(run.verdict.outputs.as_slice(), &[2, 2, 3, 1]);
+        assert_eq!(run.verdict.dropped, None);
+        let run = self::run(&[], &FRAME, 1, &mut macs);
+        assert_eq!(run.verdict.dropped, Some(DropReason::NoOutput));
+        let run = self::run(&[Action::Controller], &FRAME, 1, &mut macs);
+        assert!(run.verdict.to_controller && run.verdict.dropped.is_none());
+    }
+
+    #[test]
+    fn rewrite_after_output_emits_the_earlier_version() {
+        let mut macs = MacTable::default();
+        let run = run(
+            &[Action::Output(2), Action::ModVlanVid(5), Action::Output(3)],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        assert_eq!(run.emitted.len(), 1);
+        assert_eq!(run.emitted[0].0, FRAME.to_vec());
+        assert_eq!(run.emitted[0].1, vec![2]);
+        assert_eq!(run.verdict.outputs.as_slice(), &[3]);
+        assert_eq!(FlowKey::parse(&run.frame, 1).dl_vlan(), Some(5));
+    }
+
+    #[test]
+    fn dec_ttl_at_one_drops_everything_after() {
+        let mut macs = MacTable::default();
+        let run = run(
+            &[
+                Action::DecTtl,
+                Action::Output(2),
+                Action::DecTtl,
+                Action::Output(3),
+            ],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        // ttl 2 -> 1 goes out on 2 (emitted before the second dec_ttl), then 1 drops.
+        assert_eq!(run.emitted.len(), 1);
+        assert_eq!(run.emitted[0].0[22], 1);
+        assert_eq!(run.verdict.dropped, Some(DropReason::TtlExpired));
+        assert!(run.verdict.outputs.is_empty());
+    }
+
+    #[test]
+    fn normal_learns_then_forwards() {
+        let mut macs = MacTable::default();
+        // Unknown destination: flood; the source is learned on port 1.
+        let run = run(&[Action::Normal], &FRAME, 1, &mut macs);
+        assert_eq!(run.verdict.outputs.as_slice(), &[2, 3]);
+        // The reply from 02:..:02 on port 2 goes straight to port 1.
+        let mut reply = FRAME;
+        reply[..6].copy_from_slice(&FRAME[6..12]);
+        reply[6..12].copy_from_slice(&FRAME[..6]);
+        let run = self::run(&[Action::Normal], &reply, 2, &mut macs);
+        assert_eq!(run.verdict.outputs.as_slice(), &[1]);
+        // And now 02:..:02 is known on port 2.
+        let run = self::run(&[Action::Normal], &FRAME, 1, &mut macs);
+        assert_eq!(run.verdict.outputs.as_slice(), &[2]);
+        // A frame for a host on its own input port goes nowhere.
+        let run = self::run(&[Action::Normal], &FRAME, 2, &mut macs);
+        assert_eq!(run.verdict.dropped, Some(DropReason::NoOutput));
+    }
+
+    #[test]
+    fn normal_uses_the_rewritten_vlan() {
+        let mut macs = MacTable::default();
+        self::run(
+            &[Action::ModVlanVid(7), Action::Normal],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        let src = wirespeed_packet::MacAddr([2, 0, 0, 0, 0, 1]);
+        assert_eq!(macs.lookup(7, src, Duration::from_secs(1)), Some(1));
+        assert_eq!(macs.lookup(0, src, Duration::from_secs(1)), None);
+    }
+
+    #[test]
+    fn output_list_is_bounded() {
+        let mut outputs = Outputs::default();
+        for port in 0..MAX_OUTPUTS as u32 + 3 {
+            outputs.push(port);
+        }
+        assert_eq!((outputs.len(), outputs.overflowed), (MAX_OUTPUTS, 3));
+    }
+}

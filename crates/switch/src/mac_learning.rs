@@ -1,0 +1,136 @@
+//! The MAC learning table behind the `normal` action: (VLAN, MAC) → port, with ageing. Time is
+//! passed in; nothing here reads a clock. Sized once, so learning never allocates.
+
+use core::time::Duration;
+use std::collections::HashMap;
+
+use wirespeed_packet::MacAddr;
+
+/// OVS's defaults: `mac-aging-time` 300 s, `mac-table-size` 8192.
+pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
+pub const DEFAULT_CAPACITY: usize = 8192;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MacEntry {
+    pub port: u32,
+    pub last_seen: Duration,
+}
+
+pub struct MacTable {
+    entries: HashMap<(u16, MacAddr), MacEntry>,
+    capacity: usize,
+    ageing: Duration,
+}
+
+impl Default for MacTable {
+    fn default() -> Self {
+        MacTable::new(DEFAULT_CAPACITY, DEFAULT_AGEING)
+    }
+}
+
+impl MacTable {
+    pub fn new(capacity: usize, ageing: Duration) -> MacTable {
+        MacTable {
+            entries: HashMap::with_capacity(capacity),
+            capacity,
+            ageing,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Records that `mac` on `vlan` was seen on `port`. Group addresses are not learned; when the
+    /// table is full of live entries a new address is not learned either (its frames flood).
+    pub fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
+        if mac.is_multicast() {
+            return;
+        }
+        if let Some(entry) = self.entries.get_mut(&(vlan, mac)) {
+            *entry = MacEntry {
+                port,
+                last_seen: now,
+            };
+            return;
+        }
+        if self.entries.len() >= self.capacity {
+            self.expire(now);
+            if self.entries.len() >= self.capacity {
+                return;
+            }
+        }
+        self.entries.insert(
+            (vlan, mac),
+            MacEntry {
+                port,
+                last_seen: now,
+            },
+        );
+    }
+
+    /// The port `mac` on `vlan` was last seen on, unless that was longer ago than the ageing time.
+    pub fn lookup(&self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
+        let entry = self.entries.get(&(vlan, mac))?;
+        (now.saturating_sub(entry.last_seen) < self.ageing).then_some(entry.port)
+    }
+
+    /// Drops entries older than the ageing time; returns how many.
+    pub fn expire(&mut self, now: Duration) -> usize {
+        let before = self.entries.len();
+        let ageing = self.ageing;
+        self.entries
+            .retain(|_, entry| now.saturating_sub(entry.last_seen) < ageing);
+        before - self.entries.len()
+    }
+
+    /// Forgets everything learned on `port` (it went away).
+    pub fn flush_port(&mut self, port: u32) {
+        self.entries.retain(|_, entry| entry.port != port);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u16, MacAddr, MacEntry)> + '_ {
+        self.entries
+            .iter()
+            .map(|(&(vlan, mac), &entry)| (vlan, mac, entry))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn learn_move_and_age() {
+        let mut table = MacTable::new(8, 10 * SECOND);
+        table.learn(0, A, 1, SECOND);
+        assert_eq!(table.lookup(0, A, 5 * SECOND), Some(1));
+        assert_eq!(table.lookup(7, A, 5 * SECOND), None, "other VLAN");
+        table.learn(0, A, 2, 6 * SECOND);
+        assert_eq!(table.lookup(0, A, 15 * SECOND), Some(2));
+        assert_eq!(table.lookup(0, A, 16 * SECOND), None, "aged out");
+        assert_eq!(table.expire(16 * SECOND), 1);
+        table.learn(0, MacAddr::BROADCAST, 1, SECOND);
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn full_table_expires_then_refuses() {
+        let mut table = MacTable::new(1, 10 * SECOND);
+        table.learn(0, A, 1, SECOND);
+        table.learn(0, B, 2, 2 * SECOND);
+        assert_eq!(table.lookup(0, B, 2 * SECOND), None);
+        table.learn(0, B, 2, 20 * SECOND);
+        assert_eq!(table.lookup(0, B, 20 * SECOND), Some(2));
+        table.flush_port(2);
+        assert!(table.is_empty());
+    }
+}
