@@ -1,0 +1,154 @@
+//! Filters, differential: for each expression, the packets `wirespeed capture -r` selects from
+//! a mixed capture equal those `tcpdump -r FILE -w - EXPR` selects, packet for packet.
+
+mod common;
+
+use common::pcaps::*;
+use wirespeed_capture::write::Format;
+
+const EXPRESSIONS: &[&str] = &[
+    "ip",
+    "ip6",
+    "arp",
+    "not arp",
+    "tcp",
+    "udp",
+    "icmp",
+    "icmp6",
+    "ip proto 47",
+    "port 53",
+    "tcp port 80",
+    "udp dst port 9",
+    "src port 1024",
+    "portrange 1-1000",
+    "tcp portrange 8000-9000 or udp port 5353",
+    "host 10.0.0.1",
+    "src host 192.168.1.10",
+    "dst net 10.0.0.0/24",
+    "net 172.16.0.0/12",
+    "ip6 and udp",
+    "ip6 host fd00::1",
+    "ip6 dst net ff02::/16",
+    "vlan",
+    "vlan 100",
+    "vlan 200 and tcp",
+    "vlan and vlan 100",
+    "len > 100",
+    "len <= 64",
+    "greater 500",
+    "less 80",
+    "tcp[tcpflags] & tcp-syn != 0",
+    "tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn",
+    "tcp[tcpflags] & tcp-rst != 0",
+    "ip[6:2] & 0x1fff != 0",
+    "ip[0] & 0xf > 5",
+    "icmp[icmptype] == icmp-echo",
+    "ether host 02:00:00:00:00:01 and ether dst 02:00:00:00:00:02",
+    "ether broadcast",
+    "ether proto 0x88cc",
+    "ip broadcast or ip multicast",
+    "udp and not port 53",
+    "(tcp or udp) and not (port 22 or port 443)",
+];
+
+#[test]
+fn our_selection_equals_tcpdumps_for_every_expression() {
+    let dir = TempDir::new("filters");
+    let input = dir.path("mixed.pcap");
+    let records = mixed_records(1200);
+    write_capture(&input, Format::Pcap, &records);
+    assert_eq!(read_records(&input).len(), 1200);
+    let mut nontrivial = 0;
+    for expr in EXPRESSIONS {
+        let ours_path = dir.path("ours.pcap");
+        let (code, _, err) = wirespeed_out(&[
+            "capture", "-r", &input, "-w", &ours_path, "--format", "pcap", expr,
+        ]);
+        assert_eq!(code, Some(0), "{expr}: {err}");
+        let ours = read_records(&ours_path);
+        let theirs = tcpdump_select(&input, expr, &dir);
+        assert_eq!(
+            ours.len(),
+            theirs.len(),
+            "{expr}: we kept {}, tcpdump {}",
+            ours.len(),
+            theirs.len()
+        );
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(a, b, "{expr}: packet {i} differs");
+        }
+        if !ours.is_empty() && ours.len() < records.len() {
+            nontrivial += 1;
+        }
+    }
+    // The expressions must actually split the capture, not pass or reject everything.
+    assert!(
+        nontrivial >= EXPRESSIONS.len() - 2,
+        "only {nontrivial} expressions split the capture"
+    );
+}
+
+#[test]
+fn our_selection_from_pcapng_equals_tcpdumps() {
+    let dir = TempDir::new("filters-ng");
+    let input = dir.path("mixed.pcapng");
+    write_capture(&input, Format::Pcapng, &mixed_records(400));
+    for expr in [
+        "vlan and udp",
+        "tcp[tcpflags] & tcp-syn != 0",
+        "ip6",
+        "not arp",
+    ] {
+        let out = dir.path("ours.pcapng");
+        let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, expr]);
+        assert_eq!(code, Some(0), "{expr}: {err}");
+        assert_eq!(
+            read_records(&out),
+            tcpdump_select(&input, expr, &dir),
+            "{expr}"
+        );
+    }
+}
+
+#[test]
+fn json_counts_add_up_offline() {
+    let dir = TempDir::new("filters-json");
+    let input = dir.path("mixed.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(500));
+    let out = dir.path("out.pcap");
+    let (code, stdout, err) =
+        wirespeed_out(&["capture", "-r", &input, "-w", &out, "--json", "udp"]);
+    assert_eq!(code, Some(0), "{err}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let n = |k: &str| j[k].as_u64().unwrap();
+    assert_eq!(n("received"), 500);
+    assert_eq!(
+        n("filtered_out") + n("matched") + n("after_stop"),
+        500,
+        "{j}"
+    );
+    assert_eq!(n("written") + n("dropped_by_writer"), n("matched"), "{j}");
+    assert_eq!(n("written"), read_records(&out).len() as u64);
+    assert_eq!(
+        n("written"),
+        tcpdump_select(&input, "udp", &dir).len() as u64
+    );
+}
+
+#[test]
+fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
+    let dir = TempDir::new("filters-bad");
+    let input = dir.path("mixed.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(10));
+    for (expr, says) in [
+        ("tcp port", "syntax error"),
+        ("port 99999", "99999"),
+        ("ip6 host 10.0.0.1", "modifier applied to ip host"),
+    ] {
+        let out = dir.path("never.pcap");
+        let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, expr]);
+        assert_eq!(code, Some(2), "{expr}: {err}");
+        assert!(err.contains(says), "{expr}: {err}");
+        assert!(!exists_path(&out), "{expr}: a file was created");
+    }
+}
