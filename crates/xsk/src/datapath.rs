@@ -149,6 +149,9 @@ impl Socket {
         for _ in 0..rounds {
             if let Err(e) = sys::kick_tx(self.raw_fd()) {
                 return match e.raw_os_error() {
+                    // Copy mode answers EAGAIN when its 32-frame budget ran out with frames
+                    // left (__xsk_generic_xmit): that is the cue to kick again.
+                    Some(libc::EAGAIN) if tx.pending() > 0 => continue,
                     Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
                     _ => Err(e),
                 };
