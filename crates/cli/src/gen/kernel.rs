@@ -87,13 +87,18 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     let mut unit = pps
         .map_or(1 << 18, |p| (p * target.as_secs_f64()) as u64)
         .max(1);
-    let mut i = 0;
+    let total_weight: u64 = frames.iter().map(|f| f.weight).sum();
+    let (mut i, mut cycle_unit) = (0, u64::MAX);
     while run.running(sent) {
+        if i % frames.len() == 0 {
+            // A count that ends within this cycle is shared by all its frames, by weight.
+            cycle_unit = (run.remaining(sent) / total_weight).max(1);
+        }
         let f = &frames[i % frames.len()];
         i += 1;
         let n = run
             .remaining(sent)
-            .min((unit * f.weight).clamp(1, CHUNK_MAX));
+            .min((unit.min(cycle_unit) * f.weight).clamp(1, CHUNK_MAX));
         let call = Instant::now();
         engine.send(&f.frame, n as u32, args.port_flags.batch)?;
         sent += n;

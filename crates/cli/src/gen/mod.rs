@@ -235,7 +235,7 @@ impl GenArgs {
         let plan = frames::parse_size(&self.size).map_err(anyhow::Error::msg)?;
         if plan.min() < min || plan.max() > max {
             bail!(
-                "--size {}: out of range, a {what} frame with the 18-byte test payload is {min} to {max} bytes on the wire",
+                "--size {}: out of range: {what} frames with the 18-byte test payload are {min} to {max} bytes on the wire",
                 self.size
             );
         }

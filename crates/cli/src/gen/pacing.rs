@@ -10,9 +10,10 @@ use super::rate::Rate;
 /// Bursts last at most this long at the asked rate: a batch of 64 at 10 kpps would otherwise
 /// go out as one 6 ms clump.
 const BURST_SPAN: Duration = Duration::from_millis(1);
-/// Tokens saved up while the port could not send (a stall) are kept for at most this long,
-/// so a stall is made up for soon after, but never as a long line-rate burst.
-const CATCH_UP: Duration = Duration::from_millis(5);
+/// Tokens saved up while the sender could not send (the port was full, or the scheduler ran
+/// something else: on a busy 2-core host that takes tens of ms) are kept for at most this
+/// long, so a stall is made up for soon after, but never as a long line-rate burst.
+const CATCH_UP: Duration = Duration::from_millis(50);
 /// Waits shorter than this spin instead of sleeping (a sleep overshoots by tens of µs).
 const SPIN_BELOW: Duration = Duration::from_micros(50);
 

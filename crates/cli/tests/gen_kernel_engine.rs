@@ -1,0 +1,159 @@
+//! gen --engine kernel: the kernel repeats prebuilt frames (one per flow and size); every
+//! frame sent is received or counted as dropped, and the receiver counts them as untracked
+//! (their sequence numbers do not advance) and never as corrupt.
+
+mod common;
+use common::*;
+
+#[test]
+fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
+    const COUNT: u64 = 200_000;
+    let net = NetPair::new("gk");
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "recv",
+            "--port",
+            &format!("xdp:{}", net.b),
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let n = COUNT.to_string();
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--engine",
+            "kernel",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            &n,
+            "--flows",
+            "4",
+            "--imix",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(COUNT), "{tx}");
+    assert_eq!(tx["engine"], "kernel");
+    // 4 flows x 3 IMIX sizes.
+    assert_eq!(tx["sequence_end"].as_u64(), Some(12), "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let g = &rj["generators"][0];
+    let received = g["received"].as_u64().unwrap();
+    assert!(received > 0, "{rj}");
+    assert_eq!(g["untracked"].as_u64(), Some(received), "{rj}");
+    assert_eq!(g["corrupt"].as_u64(), Some(0), "{rj}");
+    assert_eq!(rj["not_test_frames"].as_u64(), Some(0), "{rj}");
+    let receiver_drops = rj["drops_total"].as_u64().unwrap();
+    // The socket's receive drops also show as the veth's failed redirects: count them once.
+    let redirect_failures = ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops");
+    let veth_drops = net.veth_drops() - redirect_failures;
+    assert_eq!(
+        received + receiver_drops + veth_drops,
+        COUNT,
+        "received {received} + receiver drops {receiver_drops} + veth drops {veth_drops}: {rj}"
+    );
+    net.assert_no_xdp();
+}
+
+#[test]
+fn kernel_engine_rate_is_an_average_over_calls() {
+    let net = NetPair::new("gq");
+    let mut sink = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "xdpdrop",
+            "--port",
+            &format!("xdp:{}", net.b),
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    sink.wait_ready();
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--engine",
+            "kernel",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--rate",
+            "50000",
+            "--duration",
+            "2",
+            "--json",
+            "-q",
+        ],
+    );
+    let sent = tx["packets"].as_u64().unwrap();
+    assert!(
+        (90_000..=110_000).contains(&sent),
+        "50000 pps for 2 s sent {sent}: {tx}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rx, _) = sink.interrupt();
+    assert_eq!(
+        rx["packets"].as_u64().unwrap() + net.veth_drops(),
+        sent,
+        "{rx}"
+    );
+    net.assert_no_xdp();
+}
+
+#[test]
+fn kernel_engine_sends_every_flow_and_size_in_proportion() {
+    let net = NetPair::new("gc");
+    // XDP frames cross a veth only into a peer in NAPI mode: an XDP program or GRO.
+    must(&[
+        "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+    ]);
+    let file = format!("/tmp/wirespeed-gen-kernel-{}.pcap", std::process::id());
+    let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
+    // One cycle: 4 flows x IMIX weights 7 + 4 + 1 = 48 units of 10 frames.
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--engine",
+            "kernel",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            "480",
+            "--flows",
+            "4",
+            "--imix",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(480), "{tx}");
+    let seen = cap.stop(false);
+    assert_eq!(seen.dropped_by_tcpdump, 0);
+    assert_eq!(seen.frames.len() + net.veth_drops() as usize, 480);
+    if net.veth_drops() == 0 {
+        let mut by_kind = std::collections::BTreeMap::new();
+        for f in &seen.frames {
+            // (UDP source port, frame length)
+            let key = (u16::from_be_bytes([f[34], f[35]]), f.len());
+            *by_kind.entry(key).or_insert(0) += 1;
+        }
+        let want: std::collections::BTreeMap<(u16, usize), i32> = (1024..1028)
+            .flat_map(|port| [((port, 60), 70), ((port, 572), 40), ((port, 1496), 10)])
+            .collect();
+        assert_eq!(by_kind, want);
+    }
+    net.assert_no_xdp();
+}

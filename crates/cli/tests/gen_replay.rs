@@ -1,0 +1,122 @@
+//! gen --pcap replays a capture file: the very bytes, in order, --loop times, at the
+//! recorded timing or as fast as the port takes them; pcap and pcapng alike.
+
+mod common;
+use common::*;
+use wirespeed_packet::{FrameSpec, IpPair, L4Kind, MacAddr};
+
+const FRAMES: usize = 50;
+/// Gap between records in the file.
+const GAP_US: u32 = 10_000;
+
+/// Frames of several sizes and protocols, each different.
+fn frames() -> Vec<Vec<u8>> {
+    (0..FRAMES)
+        .map(|i| {
+            let spec = FrameSpec {
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                vlan: (i % 5 == 0).then_some(42),
+                ip: IpPair::V4("10.1.0.1".parse().unwrap(), "10.1.0.2".parse().unwrap()),
+                l4: [L4Kind::Udp, L4Kind::TcpSyn, L4Kind::IcmpEcho][i % 3],
+                src_port: 2000 + i as u16,
+                dst_port: 9,
+                generator: 3,
+            };
+            let len = 100 + i * 20;
+            let mut f = vec![0u8; len];
+            spec.write(&mut f, len, i as u64, 1 + i as u64).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// A classic microsecond pcap of `frames`, GAP_US apart.
+fn write_pcap(path: &str, frames: &[Vec<u8>]) {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 65535, 1] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for (i, f) in frames.iter().enumerate() {
+        let t = 1_700_000_000u64 * 1_000_000 + (i as u64) * u64::from(GAP_US);
+        for v in [
+            (t / 1_000_000) as u32,
+            (t % 1_000_000) as u32,
+            f.len() as u32,
+            f.len() as u32,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn replay(
+    net: &NetPair,
+    tag: &str,
+    file: &str,
+    extra: &[&str],
+) -> (serde_json::Value, Vec<Vec<u8>>) {
+    let cap_file = format!("/tmp/wirespeed-replay-{}-{tag}.pcap", std::process::id());
+    let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &cap_file);
+    let port = format!("xdp:{}", net.a);
+    let mut args = vec!["gen", "--port", &port, "--pcap", file, "--json", "-q"];
+    args.extend_from_slice(extra);
+    let tx = run_json(&net.ns_a, &args);
+    let seen = cap.stop(false);
+    assert_eq!(seen.dropped_by_tcpdump, 0);
+    (tx, seen.frames)
+}
+
+#[test]
+fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
+    let net = NetPair::new("gp");
+    let sent = frames();
+    let pcap = format!("/tmp/wirespeed-replay-in-{}.pcap", std::process::id());
+    let pcapng = format!("/tmp/wirespeed-replay-in-{}.pcapng", std::process::id());
+    write_pcap(&pcap, &sent);
+    must(&["editcap", "-F", "pcapng", &pcap, &pcapng]);
+
+    // Recorded timing, twice: the file spans 0.49 s, so two loops take about a second.
+    let (tx, got) = replay(&net, "timed", &pcap, &["--loop", "2"]);
+    assert_eq!(tx["packets"].as_u64(), Some(2 * FRAMES as u64), "{tx}");
+    assert_eq!(tx["loops_done"].as_u64(), Some(2), "{tx}");
+    let seconds = tx["seconds"].as_f64().unwrap();
+    assert!(
+        (0.95..3.0).contains(&seconds),
+        "two loops of a 0.49 s file took {seconds} s"
+    );
+    let twice: Vec<Vec<u8>> = sent.iter().chain(sent.iter()).cloned().collect();
+    assert_eq!(got.len(), twice.len());
+    assert!(got == twice, "the frames came out changed or out of order");
+
+    // pcapng, as fast as possible, three times.
+    let (tx, got) = replay(&net, "fast", &pcapng, &["--fast", "--loop", "3"]);
+    assert_eq!(tx["packets"].as_u64(), Some(3 * FRAMES as u64), "{tx}");
+    let seconds = tx["seconds"].as_f64().unwrap();
+    assert!(
+        seconds < 0.4,
+        "--fast took {seconds} s: it waited for the recorded gaps"
+    );
+    let thrice: Vec<Vec<u8>> = (0..3).flat_map(|_| sent.iter().cloned()).collect();
+    assert!(got == thrice, "the frames came out changed or out of order");
+
+    // --count stops in the middle of a loop.
+    let (tx, got) = replay(
+        &net,
+        "count",
+        &pcapng,
+        &["--fast", "--loop", "0", "--count", "120"],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(120), "{tx}");
+    assert_eq!(got.len(), 120);
+    assert_eq!(got[119], sent[119 % FRAMES]);
+
+    let _ = std::fs::remove_file(&pcap);
+    let _ = std::fs::remove_file(&pcapng);
+    net.assert_no_xdp();
+}
