@@ -69,7 +69,9 @@ impl Recorder {
         let first = namer.name(start_ns, 0);
         let mut header = Vec::new();
         config.format.file_header(&config.interface, &mut header);
-        output.open(&first, &header)?;
+        output
+            .open(&first, &header)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", first.display())))?;
         let chunk_size = config.chunk_size.max(64 << 10);
         let chunks = (config.buffer_bytes / chunk_size).max(2);
         let spool = Spool::start(output, first, chunks, chunk_size, config.wait_for_writer)?;

@@ -197,7 +197,11 @@ fn format_tcp(tcp: &TcpPacket<&[u8]>, src: IpAddr, dst: IpAddr, line: &mut Strin
     if flags & 0xff == 0 {
         line.push_str("none");
     }
-    let _ = write!(line, "], seq {}", tcp.seq_number());
+    let (seq, data_len) = (tcp.seq_number(), tcp.payload().len() as u32);
+    let _ = match data_len {
+        0 => write!(line, "], seq {seq}"),
+        n => write!(line, "], seq {seq}:{}", seq.wrapping_add(n)),
+    };
     if tcp.ack() {
         let _ = write!(line, ", ack {}", tcp.ack_number());
     }

@@ -74,36 +74,77 @@ fn run_tool(args: &[&str]) -> (bool, String, String) {
 }
 
 /// tcpdump, tshark and capinfos each read the whole file without complaint; returns the
-/// packets and captured bytes they agree on.
+/// packets and captured bytes they agree on (capinfos counts wire bytes: checked too).
 pub fn judge(path: &str) -> (u64, u64) {
     let (ok, out, err) = run_tool(&["tcpdump", "-n", "-r", path]);
     assert!(ok && !err.contains("truncated"), "tcpdump -r {path}: {err}");
     let tcpdump_packets = out.lines().count() as u64;
 
-    let (ok, out, err) = run_tool(&["tshark", "-r", path, "-T", "fields", "-e", "frame.cap_len"]);
+    let (ok, out, err) = run_tool(&[
+        "tshark",
+        "-r",
+        path,
+        "-T",
+        "fields",
+        "-e",
+        "frame.cap_len",
+        "-e",
+        "frame.len",
+    ]);
     assert!(
         ok && !err.contains("cut short") && !err.contains("rror"),
         "tshark -r {path}: {err}"
     );
-    let lens: Vec<u64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
-    let (tshark_packets, tshark_bytes) = (lens.len() as u64, lens.iter().sum::<u64>());
+    let (mut tshark_packets, mut captured, mut wire) = (0u64, 0u64, 0u64);
+    for l in out.lines() {
+        let mut f = l.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+        captured += f.next().unwrap();
+        wire += f.next().unwrap();
+        tshark_packets += 1;
+    }
 
     let (ok, out, err) = run_tool(&["capinfos", "-T", "-r", "-M", "-c", "-d", path]);
     assert!(ok, "capinfos {path}: {err}");
     let fields: Vec<&str> = out.trim().split('\t').collect();
     let capinfos_packets: u64 = fields[1].parse().unwrap();
-    let capinfos_bytes: u64 = fields[2].parse().unwrap();
+    let capinfos_wire_bytes: u64 = fields[2].parse().unwrap();
 
     assert_eq!(
         tcpdump_packets, tshark_packets,
         "{path}: tcpdump and tshark disagree"
     );
     assert_eq!(
-        (tshark_packets, tshark_bytes),
-        (capinfos_packets, capinfos_bytes),
+        (tshark_packets, wire),
+        (capinfos_packets, capinfos_wire_bytes),
         "{path}: tshark and capinfos disagree"
     );
-    (capinfos_packets, capinfos_bytes)
+    (tshark_packets, captured)
+}
+
+/// isb_ifrecv and isb_ifdrop of the interface statistics block that ends a pcapng file.
+pub fn isb_counts(bytes: &[u8]) -> (u64, u64) {
+    let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
+    let total = u32_at(bytes.len() - 4) as usize;
+    let start = bytes.len() - total;
+    assert_eq!(
+        u32_at(start),
+        5,
+        "the file does not end with an interface statistics block"
+    );
+    let (mut at, mut found) = (start + 20, (None, None));
+    while at + 4 <= bytes.len() - 4 {
+        let code = u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let len = u16::from_le_bytes([bytes[at + 2], bytes[at + 3]]) as usize;
+        let value = || u64::from_le_bytes(bytes[at + 4..at + 12].try_into().unwrap());
+        match code {
+            0 => break,
+            4 => found.0 = Some(value()),
+            5 => found.1 = Some(value()),
+            _ => {}
+        }
+        at += 4 + len.next_multiple_of(4);
+    }
+    (found.0.expect("isb_ifrecv"), found.1.expect("isb_ifdrop"))
 }
 
 /// The packets `tcpdump -r input -w - EXPR` selects (libpcap's own filter), as records.

@@ -1,0 +1,314 @@
+//! Capture files judged by the real tools: every file we write (pcap and pcapng, from a file
+//! or to standard output) is read by tcpdump, tshark and capinfos with the exact packet count
+//! and bytes; a full disk leaves a valid file and a clear error; lines print like tcpdump -n.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::pcaps::*;
+use wirespeed_capture::write::Format;
+
+fn total_bytes(recs: &[Rec]) -> u64 {
+    recs.iter().map(|r| r.1.len() as u64).sum()
+}
+
+#[test]
+fn rewritten_files_are_read_by_tcpdump_tshark_and_capinfos() {
+    let dir = TempDir::new("files");
+    let records = mixed_records(3000);
+    for in_format in [Format::Pcap, Format::Pcapng] {
+        let input = dir.path("in.cap");
+        write_capture(&input, in_format, &records);
+        assert_eq!(judge(&input), (3000, total_bytes(&records)));
+        for out_format in ["pcap", "pcapng"] {
+            let out = dir.path(&format!("out.{out_format}"));
+            let (code, _, err) =
+                wirespeed_out(&["capture", "-r", &input, "-w", &out, "--format", out_format]);
+            assert_eq!(code, Some(0), "{err}");
+            assert_eq!(judge(&out), (3000, total_bytes(&records)), "{out_format}");
+            assert_eq!(
+                read_records(&out),
+                records,
+                "{out_format}: not the same packets"
+            );
+        }
+    }
+}
+
+#[test]
+fn pcapng_carries_nanoseconds_interface_and_statistics() {
+    let dir = TempDir::new("files-ng");
+    let input = dir.path("in.pcap");
+    let mut records = mixed_records(10);
+    records[1].0 += 123_456_789; // a timestamp with nanoseconds
+    write_capture(&input, Format::Pcap, &records);
+    let out = dir.path("out.pcapng");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, "-s", "96"]);
+    assert_eq!(code, Some(0), "{err}");
+    let info = Command::new("capinfos").arg(&out).output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("nanoseconds (9)"), "{info}");
+    assert!(info.contains("Capture length = 96"), "{info}");
+    assert!(info.contains("Number of stat entries = 1"), "{info}");
+    let got = read_records(&out);
+    assert_eq!(got[1].0, records[1].0, "nanoseconds survive");
+    for (g, r) in got.iter().zip(&records) {
+        assert_eq!(g.1[..], r.1[..r.1.len().min(96)], "cut at the snap length");
+        assert_eq!(g.2, r.2, "the wire length is kept");
+    }
+    // The last block is the interface statistics: 10 received, none dropped.
+    let (ifrecv, ifdrop) = isb_counts(&std::fs::read(&out).unwrap());
+    assert_eq!((ifrecv, ifdrop), (10, 0));
+}
+
+#[test]
+fn pcap_has_the_nanosecond_magic() {
+    let dir = TempDir::new("files-magic");
+    let input = dir.path("in.pcapng");
+    write_capture(&input, Format::Pcapng, &mixed_records(5));
+    let out = dir.path("out.pcap");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, "--format", "pcap"]);
+    assert_eq!(code, Some(0), "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(
+        u32::from_le_bytes(bytes[..4].try_into().unwrap()),
+        0xa1b2_3c4d
+    );
+    assert_eq!(judge(&out).0, 5);
+}
+
+#[test]
+fn standard_output_is_a_valid_stream() {
+    let dir = TempDir::new("files-stdout");
+    let input = dir.path("in.pcap");
+    let records = mixed_records(700);
+    write_capture(&input, Format::Pcap, &records);
+    for format in ["pcap", "pcapng"] {
+        let out = Command::new(common::wirespeed())
+            .args([
+                "capture", "-r", &input, "-w", "-", "--format", format, "-c", "500",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = dir.path("from-stdout.cap");
+        std::fs::write(&file, &out.stdout).unwrap();
+        assert_eq!(
+            judge(&file),
+            (500, total_bytes(&records[..500])),
+            "{format}"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("500 packets written"), "{err}");
+    }
+}
+
+#[test]
+fn a_full_disk_leaves_a_valid_file_and_a_clear_error() {
+    let dir = TempDir::new("files-full");
+    let input = dir.path("in.pcap");
+    let records = mixed_records(3000);
+    write_capture(&input, Format::Pcap, &records);
+    let mnt = dir.path("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    common::must(&["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", &mnt]);
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = common::sh(&["umount", &self.0]);
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    for format in ["pcap", "pcapng"] {
+        let out = format!("{mnt}/out.{format}");
+        let (code, stdout, err) = wirespeed_out(&[
+            "capture", "-r", &input, "-w", &out, "--format", format, "--json",
+        ]);
+        assert_eq!(code, Some(1), "{format}: {err}");
+        assert!(err.contains("No space left on device"), "{format}: {err}");
+        assert!(err.contains(&out), "the error names the file: {err}");
+        let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        let written = j["written"].as_u64().unwrap();
+        assert!(written > 100 && written < 3000, "{j}");
+        assert_eq!(j["matched"].as_u64(), Some(3000));
+        assert_eq!(
+            written + j["dropped_by_writer"].as_u64().unwrap(),
+            3000,
+            "{j}"
+        );
+        // Valid up to the last whole packet, and it holds exactly what we said we wrote.
+        let (packets, bytes) = judge(&out);
+        assert_eq!(
+            (packets, bytes),
+            (written, total_bytes(&records[..written as usize]))
+        );
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_created_is_an_error_before_anything_else() {
+    let dir = TempDir::new("files-nodir");
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(5));
+    let (code, _, err) =
+        wirespeed_out(&["capture", "-r", &input, "-w", "/nonexistent/dir/out.pcap"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("/nonexistent/dir/out.pcap"), "{err}");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &dir.path("missing.pcap")]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("missing.pcap: cannot open"), "{err}");
+}
+
+/// Frames whose tcpdump -n line we print the same way (no application decoding).
+fn plain_frames() -> Vec<Rec> {
+    let frames = vec![
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                17,
+                0x4000,
+                0,
+                &udp(1024, 9, &[0; 18]),
+            ),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                6,
+                0x4000,
+                0,
+                &tcp(40000, 8080, 0x02, &[]),
+            ),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4(
+                [10, 0, 0, 2],
+                [10, 0, 0, 1],
+                6,
+                0x4000,
+                0,
+                &tcp(8080, 40000, 0x12, &[]),
+            ),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                6,
+                0x4000,
+                0,
+                &tcp(40001, 5001, 0x18, &[1; 10]),
+            ),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 1, 0, 0, &icmp(8, 0, &[0; 56])),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0800,
+            &ipv4([10, 0, 0, 2], [10, 0, 0, 1], 1, 0, 0, &icmp(0, 0, &[0; 56])),
+        ),
+        eth(
+            BROADCAST,
+            MAC_A,
+            &[],
+            0x0806,
+            &arp(1, MAC_A, [10, 0, 0, 1], [10, 0, 0, 2]),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x0806,
+            &arp(2, MAC_A, [10, 0, 0, 2], [10, 0, 0, 1]),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[],
+            0x86dd,
+            &ipv6(
+                [0xfd00, 0, 0, 0, 0, 0, 0, 1],
+                [0xfd00, 0, 0, 0, 0, 0, 0, 2],
+                17,
+                &udp(1024, 9, &[0; 30]),
+            ),
+        ),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[(0x8100, 100)],
+            0x0800,
+            &ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                17,
+                0x4000,
+                0,
+                &udp(1024, 9, &[0; 18]),
+            ),
+        ),
+    ];
+    frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let len = f.len() as u32;
+            (1_700_000_000_000_000_000 + i as u64 * 1_234_567_891, f, len)
+        })
+        .collect()
+}
+
+#[test]
+fn lines_print_like_tcpdump_n() {
+    let dir = TempDir::new("files-lines");
+    let input = dir.path("plain.pcap");
+    write_capture(&input, Format::Pcap, &plain_frames());
+    let ours = Command::new(common::wirespeed())
+        .args(["capture", "-r", &input])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let theirs = Command::new("tcpdump")
+        .args(["-n", "-r", &input])
+        .env("TZ", "UTC")
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let ours = String::from_utf8_lossy(&ours.stdout).into_owned();
+    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+    assert_eq!(ours.lines().count(), 10);
+    for (a, b) in ours.lines().zip(theirs.lines()) {
+        assert_eq!(a, b);
+    }
+}
