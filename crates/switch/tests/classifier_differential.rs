@@ -1,0 +1,499 @@
+//! Classifier and caches, differential (issue 5): 10,000 random rules (priorities, masks, four
+//! tables with goto and resubmit), 100,000 random packets; the decision the caches give (EMC →
+//! megaflow → tables) must equal a brute-force linear search's, packet by packet, also after
+//! random rule changes between batches — and the per-rule packet counters must agree too.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use wirespeed_packet::MacAddr;
+use wirespeed_packet::flow_key::FlowKey;
+use wirespeed_switch::classifier::{RuleId, RuleRank};
+use wirespeed_switch::{
+    Action, Decision, Field, FlowBits, FlowCache, Match, Rule, RuleSelector, RuleTables,
+};
+
+const TABLES: u8 = 4;
+
+/// SplitMix64: a seeded, dependency-free generator; the seed is printed on failure.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Small value pools, so random rules and packets meet often.
+fn mac(rng: &mut Rng) -> MacAddr {
+    MacAddr([2, 0, 0, 0, 0, rng.below(12) as u8 + 1])
+}
+fn ipv4(rng: &mut Rng) -> u32 {
+    0x0a00_0000 | (rng.below(3) as u32) << 16 | (rng.below(4) as u32) << 8 | rng.below(8) as u32
+}
+fn ipv6(rng: &mut Rng) -> u128 {
+    0x2001_0db8 << 96 | (rng.below(3) as u128) << 64 | rng.below(6) as u128
+}
+fn port(rng: &mut Rng) -> u16 {
+    rng.pick(&[22, 53, 80, 443, 8080, 0x1234, 0x1235, 5353])
+}
+
+/// A rule shape: the protocol it needs and which fields it matches, with which mask. Real rule
+/// sets use a few shapes with many values; so does this test (about 40 shapes).
+#[derive(Clone)]
+struct Shape {
+    family: Family,
+    fields: Vec<(Field, u128)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Family {
+    Any,
+    Ip,
+    Tcp,
+    Udp,
+    Icmp,
+    Ipv6,
+    Tcp6,
+    Arp,
+}
+
+impl Family {
+    fn dl_type_and_proto(self) -> (Option<u16>, Option<u8>) {
+        match self {
+            Family::Any => (None, None),
+            Family::Ip => (Some(0x0800), None),
+            Family::Tcp => (Some(0x0800), Some(6)),
+            Family::Udp => (Some(0x0800), Some(17)),
+            Family::Icmp => (Some(0x0800), Some(1)),
+            Family::Ipv6 => (Some(0x86dd), None),
+            Family::Tcp6 => (Some(0x86dd), Some(6)),
+            Family::Arp => (Some(0x0806), None),
+        }
+    }
+
+    /// The fields a rule of this family may match, with the masks it may use.
+    fn fields(self) -> Vec<(Field, Vec<u128>)> {
+        let mut fields = vec![
+            (Field::InPort, vec![u32::MAX as u128]),
+            (Field::DlSrc, vec![0xffff_ffff_ffff, 0xffff_ffff_fff0]),
+            (Field::DlDst, vec![0xffff_ffff_ffff, 0x0100_0000_0000]),
+            (Field::VlanTci, vec![0x1fff, 0xffff, 0xf000]),
+        ];
+        let ipv4_masks = vec![
+            0xffff_ffff,
+            0xffff_ff00,
+            0xffff_0000,
+            0xff00_0000,
+            0xff00_ff00,
+        ];
+        let port_masks = vec![0xffff, 0xff00, 0xfff0];
+        match self {
+            Family::Any => {}
+            Family::Ip | Family::Tcp | Family::Udp | Family::Icmp => {
+                fields.push((Field::NwSrc, ipv4_masks.clone()));
+                fields.push((Field::NwDst, ipv4_masks));
+                fields.push((Field::NwTos, vec![0xfc]));
+                fields.push((Field::NwTtl, vec![0xff]));
+            }
+            Family::Ipv6 | Family::Tcp6 => {
+                fields.push((Field::Ipv6Src, vec![u128::MAX, u128::MAX << 64]));
+                fields.push((Field::Ipv6Dst, vec![u128::MAX, u128::MAX << 64]));
+            }
+            Family::Arp => {
+                fields.push((Field::ArpSpa, ipv4_masks.clone()));
+                fields.push((Field::ArpTpa, ipv4_masks));
+                fields.push((Field::ArpOp, vec![0xffff]));
+            }
+        }
+        if matches!(self, Family::Tcp | Family::Udp | Family::Tcp6) {
+            fields.push((Field::TpSrc, port_masks.clone()));
+            fields.push((Field::TpDst, port_masks));
+        }
+        if self == Family::Icmp {
+            fields.push((Field::IcmpType, vec![0xff]));
+        }
+        fields
+    }
+}
+
+const FAMILIES: [Family; 8] = [
+    Family::Any,
+    Family::Ip,
+    Family::Tcp,
+    Family::Udp,
+    Family::Icmp,
+    Family::Ipv6,
+    Family::Tcp6,
+    Family::Arp,
+];
+
+fn random_shape(rng: &mut Rng) -> Shape {
+    let family = rng.pick(&FAMILIES);
+    let mut fields = Vec::new();
+    for (field, masks) in family.fields() {
+        if rng.chance(30) {
+            fields.push((field, masks[rng.below(masks.len() as u64) as usize]));
+        }
+    }
+    Shape { family, fields }
+}
+
+/// A random value for `field`, from the pools.
+fn random_value(rng: &mut Rng, field: Field) -> u128 {
+    match field {
+        Field::InPort => rng.below(8) as u128 + 1,
+        Field::DlSrc | Field::DlDst => Field::DlSrc.parse_value(&mac(rng).to_string()).unwrap(),
+        Field::VlanTci => match rng.below(4) {
+            0 => 0,
+            n => 0x1000 | (n as u128) | (rng.below(2) as u128) << 13,
+        },
+        Field::NwSrc | Field::NwDst | Field::ArpSpa | Field::ArpTpa => ipv4(rng) as u128,
+        Field::Ipv6Src | Field::Ipv6Dst => ipv6(rng),
+        Field::NwTos => rng.pick(&[0u128, 0x20, 0xb8]),
+        Field::NwTtl => rng.pick(&[1u128, 2, 64]),
+        Field::TpSrc | Field::TpDst => port(rng) as u128,
+        Field::IcmpType => rng.pick(&[0u128, 8]),
+        Field::ArpOp => rng.below(2) as u128 + 1,
+        _ => 0,
+    }
+}
+
+fn random_rule(rng: &mut Rng, shapes: &[Shape], table: u8) -> Rule {
+    let shape = &shapes[rng.below(shapes.len() as u64) as usize];
+    let mut flow_match = Match::ANY;
+    let (dl_type, nw_proto) = shape.family.dl_type_and_proto();
+    if let Some(dl_type) = dl_type {
+        flow_match
+            .add(Field::DlType, dl_type.into(), u128::MAX)
+            .unwrap();
+    }
+    if let Some(nw_proto) = nw_proto {
+        flow_match
+            .add(Field::NwProto, nw_proto.into(), u128::MAX)
+            .unwrap();
+    }
+    for &(field, mask) in &shape.fields {
+        let value = random_value(rng, field);
+        // A VLAN match on "tagged" bits must say tagged; keep the present bit consistent.
+        let value = if field == Field::VlanTci && mask != 0xffff {
+            value | 0x1000
+        } else {
+            value
+        };
+        flow_match.set(field, value, mask);
+    }
+    let mut rule = Rule::new(flow_match, random_actions(rng, shape.family, table));
+    rule.table = table;
+    rule.priority = rng.below(200) as u16;
+    rule
+}
+
+fn random_actions(rng: &mut Rng, family: Family, table: u8) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let ip = matches!(
+        family,
+        Family::Ip | Family::Tcp | Family::Udp | Family::Icmp
+    );
+    for _ in 0..rng.below(3) {
+        let action = match rng.below(6) {
+            0 => Action::SetField(Field::DlSrc, random_value(rng, Field::DlSrc)),
+            1 => Action::ModVlanVid(rng.below(4) as u16),
+            2 => Action::StripVlan,
+            3 if ip => Action::SetField(Field::NwDst, ipv4(rng) as u128),
+            4 if matches!(family, Family::Tcp | Family::Udp) => {
+                Action::SetField(Field::TpDst, port(rng) as u128)
+            }
+            _ => Action::DecTtl,
+        };
+        actions.push(action);
+    }
+    if table + 1 < TABLES && rng.chance(25) {
+        actions.push(Action::Resubmit(
+            table + 1 + rng.below((TABLES - table - 1) as u64) as u8,
+        ));
+    }
+    match rng.below(8) {
+        0 => {}
+        1 => actions.push(Action::Normal),
+        2 => actions.push(Action::Flood),
+        3 => actions.push(Action::Controller),
+        _ => actions.push(Action::Output(rng.below(8) as u32 + 1)),
+    }
+    if table + 1 < TABLES && rng.chance(35) {
+        actions.push(Action::GotoTable(
+            table + 1 + rng.below((TABLES - table - 1) as u64) as u8,
+        ));
+    }
+    actions
+}
+
+/// A random flow: either one a rule matches (its masked bits, random elsewhere) or pure noise.
+fn random_flow(rng: &mut Rng, tables: &RuleTables, ids: &[RuleId]) -> FlowBits {
+    let family = rng.pick(&FAMILIES);
+    let (dl_type, nw_proto) = family.dl_type_and_proto();
+    let mut key = FlowKey {
+        in_port: rng.below(8) as u32 + 1,
+        dl_src: mac(rng),
+        dl_dst: mac(rng),
+        vlan_tci: random_value(rng, Field::VlanTci) as u16,
+        dl_type: dl_type.unwrap_or(0x88cc),
+        nw_proto: nw_proto.unwrap_or(rng.pick(&[6, 17, 1, 47])),
+        ..FlowKey::default()
+    };
+    match family {
+        Family::Arp => {
+            key.arp_spa = ipv4(rng);
+            key.arp_tpa = ipv4(rng);
+            key.arp_op = rng.below(2) as u16 + 1;
+            key.nw_proto = 0;
+        }
+        Family::Ipv6 | Family::Tcp6 => {
+            key.ipv6_src = ipv6(rng);
+            key.ipv6_dst = ipv6(rng);
+            key.nw_ttl = random_value(rng, Field::NwTtl) as u8;
+        }
+        Family::Any => key.nw_proto = 0,
+        _ => {
+            key.nw_src = ipv4(rng);
+            key.nw_dst = ipv4(rng);
+            key.nw_tos = random_value(rng, Field::NwTos) as u8;
+            key.nw_ttl = random_value(rng, Field::NwTtl) as u8;
+        }
+    }
+    if key.nw_proto == 6 || key.nw_proto == 17 {
+        key.tp_src = port(rng);
+        key.tp_dst = port(rng);
+    } else if key.nw_proto == 1 {
+        key.icmp_type = rng.pick(&[0, 8]);
+    }
+    let mut flow = FlowBits::from_key(&key);
+    if !ids.is_empty() && rng.chance(60) {
+        let rule = &tables.get(rng.pick(ids)).unwrap().rule;
+        let mask = rule.flow_match.mask();
+        for (word, (value, mask)) in flow
+            .0
+            .iter_mut()
+            .zip(rule.flow_match.value().0.iter().zip(mask.0))
+        {
+            *word = (*word & !mask) | value;
+        }
+    }
+    flow
+}
+
+/// The brute force: every table a list sorted best first, scanned until a rule matches.
+struct Reference {
+    tables: Vec<Vec<(RuleRank, RuleId, Match, Vec<Action>)>>,
+}
+
+impl Reference {
+    fn new(tables: &RuleTables) -> Reference {
+        let mut lists = vec![Vec::new(); TABLES as usize];
+        for (id, installed) in tables.iter() {
+            let rule = &installed.rule;
+            lists[rule.table as usize].push((
+                installed.rank,
+                id,
+                rule.flow_match,
+                rule.actions.clone(),
+            ));
+        }
+        for list in &mut lists {
+            list.sort_by_key(|(rank, ..)| (std::cmp::Reverse(rank.priority), rank.seq));
+        }
+        Reference { tables: lists }
+    }
+
+    fn decide(&self, flow: &FlowBits) -> Decision {
+        let mut decision = Decision::default();
+        self.run_table(0, *flow, &mut decision);
+        decision
+    }
+
+    /// Returns the flow as the table's actions left it.
+    fn run_table(&self, table: u8, mut flow: FlowBits, decision: &mut Decision) -> FlowBits {
+        let Some((_, id, _, actions)) = self.tables[table as usize]
+            .iter()
+            .find(|(_, _, m, _)| m.matches(&flow))
+        else {
+            return flow;
+        };
+        decision.rules.push(*id);
+        for action in actions {
+            match *action {
+                Action::GotoTable(next) => return self.run_table(next, flow, decision),
+                Action::Resubmit(next) => flow = self.run_table(next, flow, decision),
+                _ => {
+                    action.apply_to_flow(&mut flow, &mut FlowBits::default());
+                    decision.actions.push(*action);
+                }
+            }
+        }
+        flow
+    }
+}
+
+/// Random adds, deletes, modifies and identical-match replaces.
+fn change_rules(
+    rng: &mut Rng,
+    tables: &mut RuleTables,
+    shapes: &[Shape],
+    tally: &mut HashMap<RuleId, u64>,
+) {
+    for _ in 0..100 {
+        let ids: Vec<RuleId> = tables.iter().map(|(id, _)| id).collect();
+        match rng.below(10) {
+            0..=3 => {
+                let table = rng.below(TABLES as u64) as u8;
+                let id = tables.add(random_rule(rng, shapes, table), Duration::ZERO);
+                tally.insert(id, 0);
+            }
+            4..=6 => {
+                tables.remove(rng.pick(&ids));
+            }
+            7 | 8 => {
+                let installed = tables.get(rng.pick(&ids)).unwrap();
+                let rule = &installed.rule;
+                let selector = RuleSelector {
+                    table: Some(rule.table),
+                    flow_match: rule.flow_match,
+                    strict_priority: Some(rule.priority),
+                };
+                let actions = random_actions(rng, Family::Any, rule.table);
+                assert!(tables.modify(&selector, &actions) >= 1);
+            }
+            _ => {
+                let mut rule = tables.get(rng.pick(&ids)).unwrap().rule.clone();
+                rule.actions = random_actions(rng, Family::Any, rule.table);
+                let id = tables.add(rule, Duration::ZERO);
+                tally.insert(id, 0);
+            }
+        }
+    }
+}
+
+struct Run {
+    /// Distinct rule shapes (masks); fewer shapes give wider megaflows.
+    shapes: usize,
+    rules: usize,
+    batches: usize,
+    packets_per_batch: usize,
+    flows_per_batch: usize,
+    emc_entries: usize,
+    megaflow_capacity: usize,
+}
+
+fn run(seed: u64, config: Run) -> FlowCache {
+    let mut rng = Rng(seed);
+    let shapes: Vec<Shape> = (0..config.shapes).map(|_| random_shape(&mut rng)).collect();
+    let mut tables = RuleTables::new();
+    let mut tally: HashMap<RuleId, u64> = HashMap::new();
+    for index in 0..config.rules {
+        // Table 0 holds 40%, the others 20% each.
+        let table = [0, 0, 1, 2, 3][index % 5];
+        let id = tables.add(random_rule(&mut rng, &shapes, table), Duration::ZERO);
+        tally.insert(id, 0);
+    }
+    assert!(
+        tables.len() > config.rules * 9 / 10,
+        "few identical rules replaced each other"
+    );
+    let mut cache = FlowCache::new(config.emc_entries, config.megaflow_capacity);
+    for batch in 0..config.batches {
+        if batch > 0 {
+            change_rules(&mut rng, &mut tables, &shapes, &mut tally);
+        }
+        let reference = Reference::new(&tables);
+        let ids: Vec<RuleId> = tables.iter().map(|(id, _)| id).collect();
+        let flows: Vec<FlowBits> = (0..config.flows_per_batch)
+            .map(|_| random_flow(&mut rng, &tables, &ids))
+            .collect();
+        let mut expected: HashMap<FlowBits, Decision> = HashMap::new();
+        for packet in 0..config.packets_per_batch {
+            let flow = flows[rng.below(flows.len() as u64) as usize];
+            let want = expected
+                .entry(flow)
+                .or_insert_with(|| reference.decide(&flow));
+            let got = &cache.lookup(&tables, &flow, 64).decision;
+            assert_eq!(
+                got, want,
+                "seed {seed:#x}, batch {batch}, packet {packet}, flow {flow:?}"
+            );
+            for id in &want.rules {
+                *tally.get_mut(id).unwrap() += 1;
+                tables.credit(*id, 64, Duration::ZERO);
+            }
+        }
+        for (id, installed) in tables.iter() {
+            assert_eq!(
+                installed.stats.n_packets, tally[&id],
+                "seed {seed:#x}: counter of rule {id:?}"
+            );
+        }
+    }
+    cache
+}
+
+#[test]
+fn cached_decisions_equal_linear_search() {
+    let cache = run(
+        0x5eed_0005,
+        Run {
+            shapes: 40,
+            rules: 10_000,
+            batches: 10,
+            packets_per_batch: 10_000,
+            flows_per_batch: 2_500,
+            emc_entries: 8192,
+            megaflow_capacity: 65536,
+        },
+    );
+    let stats = cache.stats;
+    eprintln!("{stats:?}, {} megaflow masks", cache.megaflow_masks());
+    assert_eq!(stats.emc_hits + stats.megaflow_hits + stats.misses, 100_000);
+    assert!(stats.emc_hits > 50_000, "{stats:?}");
+    assert!(stats.misses < 30_000, "{stats:?}");
+    assert!(
+        stats.flushes >= 9,
+        "every batch's rule changes revalidate: {stats:?}"
+    );
+}
+
+#[test]
+fn megaflows_alone_and_full_cache_flushes() {
+    // No EMC, so every hit comes from a megaflow; a small capacity forces flush-on-full.
+    let cache = run(
+        0x5eed_0006,
+        Run {
+            shapes: 4,
+            rules: 500,
+            batches: 5,
+            packets_per_batch: 8_000,
+            flows_per_batch: 1_000,
+            emc_entries: 0,
+            megaflow_capacity: 600,
+        },
+    );
+    let stats = cache.stats;
+    eprintln!("{stats:?}");
+    assert_eq!(stats.emc_hits, 0);
+    assert!(stats.megaflow_hits > stats.misses, "{stats:?}");
+    assert!(stats.flushes > 5, "{stats:?}");
+}
