@@ -18,6 +18,10 @@ have cc || need_pkgs+=(gcc)
 have ip || need_pkgs+=(iproute2)
 have ethtool || need_pkgs+=(ethtool)
 have tcpdump || need_pkgs+=(tcpdump)
+# tshark (and editcap, from wireshark-common) judge gen's checksums and convert captures;
+# nft puts a known drop rule in the way of gen's packets.
+have tshark || need_pkgs+=(tshark)
+have nft || need_pkgs+=(nftables)
 have ping || need_pkgs+=(iputils-ping)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)

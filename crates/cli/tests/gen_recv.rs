@@ -120,3 +120,144 @@ fn skipped_sequence_numbers_are_reported_lost_per_generator() {
     assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
     net.assert_no_xdp();
 }
+
+/// A, a bridge namespace M, and B: `a` in A is joined to `ma`, `mb` to `b` in B, and M
+/// bridges `ma` and `mb`. Removed when dropped.
+struct Chain {
+    ns: [String; 3],
+    a: String,
+    ma: String,
+    b: String,
+}
+
+impl Chain {
+    fn new(tag: &str) -> Chain {
+        require_root();
+        let id = format!("{tag}{}", std::process::id() % 100000);
+        let ns = [
+            format!("wsc{id}a"),
+            format!("wsc{id}m"),
+            format!("wsc{id}b"),
+        ];
+        let c = Chain {
+            a: format!("wsc{id}a"),
+            ma: format!("wsc{id}x"),
+            b: format!("wsc{id}b"),
+            ns,
+        };
+        let mb = format!("wsc{id}y");
+        for n in &c.ns {
+            must(&["ip", "netns", "add", n]);
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                n,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]);
+        }
+        let [na, nm, nb] = &c.ns;
+        must(&[
+            "ip", "link", "add", &c.a, "netns", na, "type", "veth", "peer", "name", &c.ma, "netns",
+            nm,
+        ]);
+        must(&[
+            "ip", "link", "add", &c.b, "netns", nb, "type", "veth", "peer", "name", &mb, "netns",
+            nm,
+        ]);
+        must(&["ip", "-n", nm, "link", "add", "br0", "type", "bridge"]);
+        for dev in [&c.ma, &mb] {
+            must(&["ip", "-n", nm, "link", "set", dev, "master", "br0"]);
+            must(&["ip", "-n", nm, "link", "set", dev, "up"]);
+        }
+        must(&["ip", "-n", nm, "link", "set", "br0", "up"]);
+        must(&["ip", "-n", na, "link", "set", &c.a, "up"]);
+        must(&["ip", "-n", nb, "link", "set", &c.b, "up"]);
+        c
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        for n in &self.ns {
+            let _ = sh(&["ip", "netns", "del", n]);
+        }
+    }
+}
+
+#[test]
+fn an_nftables_drop_rule_on_the_way_is_reported_as_exactly_those_losses() {
+    let c = Chain::new("gt");
+    let [na, nm, nb] = &c.ns;
+    // In the bridge namespace, on the way in: drop the IPv4 packets whose ident (the low
+    // 16 bits of the sequence number) is 100 to 107.
+    let chain = format!(
+        "{{ type filter hook ingress device \"{}\" priority 0; }}",
+        c.ma
+    );
+    let nft = |args: &[&str]| {
+        let mut all = vec!["ip", "netns", "exec", nm.as_str(), "nft"];
+        all.extend_from_slice(args);
+        must(&all)
+    };
+    nft(&["add", "table", "netdev", "gen_test"]);
+    nft(&["add", "chain", "netdev", "gen_test", "drops", &chain]);
+    nft(&[
+        "add", "rule", "netdev", "gen_test", "drops", "ip", "id", "100-107", "counter", "drop",
+    ]);
+    let mut rx = spawn_in(
+        nb,
+        &[
+            "recv",
+            "--port",
+            &format!("xdp:{}", c.b),
+            "--duration",
+            "60",
+            "--expect",
+            "1000",
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let tx = run_json(
+        na,
+        &[
+            "gen",
+            "--port",
+            &format!("xdp:{}", c.a),
+            "--count",
+            "1000",
+            "--rate",
+            "50000",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(1000), "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let g = &rj["generators"][0];
+    assert_eq!(g["received"].as_u64(), Some(992), "{rj}");
+    assert_eq!(g["lost"].as_u64(), Some(8), "{rj}");
+    assert_eq!(g["lost_ranges"], serde_json::json!([[100, 107]]), "{rj}");
+    assert_eq!(g["duplicated"].as_u64(), Some(0), "{rj}");
+    let rules = must(&[
+        "ip", "netns", "exec", nm, "nft", "list", "table", "netdev", "gen_test",
+    ]);
+    assert!(
+        rules.contains("counter packets 8 "),
+        "the rule did not drop 8: {rules}"
+    );
+}
