@@ -298,9 +298,12 @@ fn random_flow(rng: &mut Rng, tables: &RuleTables, ids: &[RuleId]) -> FlowBits {
     flow
 }
 
+/// A rule as the brute force keeps it.
+type ReferenceRule = (RuleRank, RuleId, Match, Vec<Action>);
+
 /// The brute force: every table a list sorted best first, scanned until a rule matches.
 struct Reference {
-    tables: Vec<Vec<(RuleRank, RuleId, Match, Vec<Action>)>>,
+    tables: Vec<Vec<ReferenceRule>>,
 }
 
 impl Reference {
