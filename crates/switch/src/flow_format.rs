@@ -83,7 +83,8 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
         return Ok(());
     }
     let full = field.full_mask();
-    if mask == full {
+    // nw_tos ignores the ECN bits: its whole mask is 0xfc, printed as a plain value.
+    if mask == full || (field == Field::NwTos && mask == 0xfc) {
         return parts.push(format_args!("{field}={}", field.display(value)));
     }
     // A prefix mask is ones then zeros: its host part is all ones up from bit 0.
