@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+pub mod action_parse;
 pub mod classifier;
 pub mod datapath;
 pub mod emc;
@@ -25,6 +26,7 @@ pub mod rule_table;
 pub mod translate;
 
 pub use action::Action;
+pub use action_parse::parse_actions;
 pub use classifier::RuleId;
 pub use datapath::Datapath;
 pub use execute::{DropReason, Outputs, Verdict};
@@ -32,7 +34,7 @@ pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, RuleDisplay};
 pub use flow_match::Match;
-pub use flow_parse::{FlowError, parse_actions, parse_match, parse_rule};
+pub use flow_parse::{FlowError, parse_match, parse_rule};
 pub use frame::Frame;
 pub use mac_learning::MacTable;
 pub use rule::{Rule, RuleStats};

@@ -1,0 +1,213 @@
+//! The action list of ovs-ofctl's flow syntax: `actions=mod_vlan_vid:10,resubmit(,1),output:2`.
+
+use crate::action::{Action, SETTABLE_FIELDS, mod_name};
+use crate::field::{Field, parse_uint};
+use crate::flow_parse::{FlowError, error, value_help};
+use crate::rule::Rule;
+
+/// Parses the action list after `actions=`.
+pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
+    let tokens = split_top_level(text.trim())?;
+    if tokens.len() == 1 && tokens[0].eq_ignore_ascii_case("drop") {
+        return Ok(Vec::new());
+    }
+    tokens
+        .into_iter()
+        .filter(|token| !token.is_empty())
+        .map(parse_action)
+        .collect()
+}
+
+/// Splits at commas outside parentheses (`resubmit(,2)` holds one).
+fn split_top_level(text: &str) -> Result<Vec<&str>, FlowError> {
+    let mut tokens = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                tokens.push(text[start..at].trim());
+                start = at + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(error(format!("{text}: unbalanced parentheses")));
+        }
+    }
+    if depth != 0 {
+        return Err(error(format!("{text}: unbalanced parentheses")));
+    }
+    tokens.push(text[start..].trim());
+    Ok(tokens)
+}
+
+fn parse_action(token: &str) -> Result<Action, FlowError> {
+    if let Some(port) = parse_uint(token) {
+        return Ok(Action::Output(
+            action_number(token, port, u128::from(u32::MAX))? as u32,
+        ));
+    }
+    if let Some(inner) = token
+        .strip_prefix("resubmit(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        let table = inner
+            .strip_prefix(',')
+            .ok_or_else(|| error(format!("{token}: only resubmit(,TABLE) is supported")))?;
+        let table =
+            parse_uint(table).ok_or_else(|| error(format!("{token}: table must be a number")))?;
+        return Ok(Action::Resubmit(action_number(token, table, 254)? as u8));
+    }
+    let (name, argument) = match token.split_once(':') {
+        Some((name, argument)) => (name, Some(argument)),
+        None => (token, None),
+    };
+    let name = name.to_ascii_lowercase();
+    let needs = |what: &str| {
+        argument
+            .filter(|argument| !argument.is_empty())
+            .ok_or_else(|| error(format!("{token}: '{name}' needs {what} ({name}:{what})")))
+    };
+    let uint = |what: &str, max: u128| -> Result<u128, FlowError> {
+        let text = needs(what)?;
+        let value =
+            parse_uint(text).ok_or_else(|| error(format!("{token}: '{text}' is not a number")))?;
+        action_number(token, value, max)
+    };
+    let no_argument = |action: Action| match argument {
+        Some(_) if name != "controller" => {
+            Err(error(format!("{token}: '{name}' takes no argument")))
+        }
+        _ => Ok(action),
+    };
+    match name.as_str() {
+        "output" => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
+        "normal" => no_argument(Action::Normal),
+        "flood" => no_argument(Action::Flood),
+        "all" => no_argument(Action::All),
+        "in_port" => no_argument(Action::InPort),
+        "controller" => no_argument(Action::Controller),
+        "strip_vlan" => no_argument(Action::StripVlan),
+        "dec_ttl" => no_argument(Action::DecTtl),
+        "drop" => Err(error("drop must be the only action")),
+        "mod_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
+        "mod_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
+        "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
+        "mod_nw_tos" => {
+            let tos = uint("TOS", 255)?;
+            if tos & 0x03 != 0 {
+                return Err(error(format!(
+                    "{token}: ToS must be a multiple of 4 (the DSCP bits)"
+                )));
+            }
+            Ok(Action::SetField(Field::NwTos, tos))
+        }
+        "set_field" => parse_set_field(token, needs("VALUE->FIELD")?),
+        _ => parse_mod(token, &name, needs("VALUE")),
+    }
+}
+
+/// `mod_dl_src:MAC` and the other OpenFlow 1.0 spellings of set-field.
+fn parse_mod(
+    token: &str,
+    name: &str,
+    argument: Result<&str, FlowError>,
+) -> Result<Action, FlowError> {
+    let field = SETTABLE_FIELDS
+        .into_iter()
+        .find(|&field| mod_name(field) == Some(name))
+        .ok_or_else(|| error(format!("unknown action '{token}'")))?;
+    let text = argument?;
+    let value = field
+        .parse_value(text)
+        .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
+    Ok(Action::SetField(field, value))
+}
+
+fn action_number(token: &str, value: u128, max: u128) -> Result<u128, FlowError> {
+    if value > max {
+        return Err(error(format!(
+            "{token}: value out of range (at most {max})"
+        )));
+    }
+    Ok(value)
+}
+
+fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
+    let (value, name) = argument
+        .split_once("->")
+        .ok_or_else(|| error(format!("{token}: set_field needs VALUE->FIELD")))?;
+    let field =
+        Field::from_name(name).ok_or_else(|| error(format!("{token}: unknown field '{name}'")))?;
+    if !SETTABLE_FIELDS.contains(&field) {
+        return Err(error(format!("{token}: field '{field}' cannot be set")));
+    }
+    let value = field
+        .parse_value(value)
+        .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
+    if field == Field::NwTos && value & 0x03 != 0 {
+        return Err(error(format!(
+            "{token}: ToS must be a multiple of 4 (the DSCP bits)"
+        )));
+    }
+    Ok(Action::SetField(field, value))
+}
+
+/// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
+pub(crate) fn check_actions(rule: &Rule) -> Result<(), FlowError> {
+    for (index, action) in rule.actions.iter().enumerate() {
+        let prerequisite = action.prerequisite();
+        if !prerequisite.is_met_by(&rule.flow_match) {
+            return Err(error(format!(
+                "{action} requires {}",
+                prerequisite.describe()
+            )));
+        }
+        if let Action::GotoTable(table) = *action {
+            if index + 1 != rule.actions.len() {
+                return Err(error(format!(
+                    "{action}: goto_table must be the last action"
+                )));
+            }
+            if table <= rule.table {
+                return Err(error(format!(
+                    "{action}: must go to a later table than this rule's table {}",
+                    rule.table
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_parse::parse_rule;
+
+    #[test]
+    fn every_action() {
+        let rule = parse_rule(
+            "ip,actions=output:1,2,normal,flood,all,in_port,controller,mod_vlan_vid:10,mod_vlan_pcp:2,\
+             strip_vlan,mod_dl_src:02:00:00:00:00:01,mod_dl_dst:02:00:00:00:00:02,mod_nw_src:10.0.0.1,\
+             mod_nw_dst:10.0.0.2,mod_nw_tos:184,dec_ttl,set_field:9->nw_ttl,resubmit(,3),goto_table:4",
+        )
+        .unwrap();
+        assert_eq!(rule.actions.len(), 19);
+        assert_eq!(rule.actions[1], Action::Output(2));
+        assert_eq!(rule.actions[14], Action::SetField(Field::NwTos, 184));
+        assert_eq!(rule.actions[17], Action::Resubmit(3));
+        assert_eq!(rule.actions[18], Action::GotoTable(4));
+        let rule = parse_rule("tcp,actions=mod_tp_src:80,set_field:443->tp_dst").unwrap();
+        assert_eq!(
+            rule.actions,
+            vec![
+                Action::SetField(Field::TpSrc, 80),
+                Action::SetField(Field::TpDst, 443)
+            ]
+        );
+        assert!(parse_rule("actions=").unwrap().actions.is_empty());
+    }
+}
