@@ -1,14 +1,15 @@
 //! One flow table's classifier: tuple-space search (one hash table per distinct mask), subtables
-//! visited in order of their highest priority and skipped once a better rule is found — OVS's
-//! classifier without staged lookup or prefix tries.
+//! visited in order of their highest priority and skipped once a better rule is found, each
+//! probed in stages (in_port, then L2, then L3, then all) — OVS's classifier without prefix tries.
 //!
-//! A lookup records in `wildcards` the mask of every subtable it probed: any flow that agrees
-//! with the looked-up one on those bits gets the same hash results, hence the same rule. That is
-//! what the megaflow installed after a miss may match on, and no more.
+//! A lookup records in `wildcards` the bits of every stage it probed: any flow that agrees with
+//! the looked-up one on those bits gets the same hash results, hence the same rule. That is what
+//! the megaflow installed after a miss may match on, and no more. Staging is what keeps it
+//! small: a flow whose in_port no rule of a subtable has examined only in_port there.
 
 use std::collections::HashMap;
 
-use crate::field::{FlowBits, FlowHashBuilder};
+use crate::field::{Field, FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
 
 /// Index of an installed rule in [`crate::rule_table::RuleTables`].
@@ -37,8 +38,54 @@ struct Entry {
     id: RuleId,
 }
 
+/// The fields each stage adds, in lookup order; the last stage is the whole mask.
+const STAGES: [&[Field]; 3] = [
+    &[Field::InPort],
+    &[Field::DlSrc, Field::DlDst, Field::VlanTci, Field::DlType],
+    &[
+        Field::NwSrc,
+        Field::NwDst,
+        Field::Ipv6Src,
+        Field::Ipv6Dst,
+        Field::NwProto,
+        Field::NwTos,
+        Field::NwTtl,
+        Field::ArpSpa,
+        Field::ArpTpa,
+        Field::ArpOp,
+    ],
+];
+
+/// One early stage of a subtable: the mask so far, and how many rules have each value under it.
+struct Stage {
+    mask: FlowBits,
+    values: HashMap<FlowBits, u32, FlowHashBuilder>,
+}
+
+/// The cumulative stage masks of `mask` that are neither empty nor the whole mask, without
+/// repeats (a stage adding no bits of this mask is skipped).
+fn stages_of(mask: &FlowBits) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut cumulative = FlowBits::ZERO;
+    for fields in STAGES {
+        for field in fields {
+            field.set(&mut cumulative, field.full_mask());
+        }
+        let stage_mask = mask.and(&cumulative);
+        let previous = stages.last().map_or(FlowBits::ZERO, |stage| stage.mask);
+        if stage_mask != previous && stage_mask != *mask {
+            stages.push(Stage {
+                mask: stage_mask,
+                values: HashMap::default(),
+            });
+        }
+    }
+    stages
+}
+
 struct Subtable {
     mask: FlowBits,
+    stages: Vec<Stage>,
     max_priority: u16,
     /// Masked match value → the rules with exactly that match, best first.
     buckets: HashMap<FlowBits, Vec<Entry>, FlowHashBuilder>,
@@ -88,6 +135,7 @@ impl Classifier {
             None => {
                 self.subtables.push(Subtable {
                     mask: *flow_match.mask(),
+                    stages: stages_of(flow_match.mask()),
                     max_priority: 0,
                     buckets: HashMap::default(),
                     len: 0,
@@ -96,6 +144,12 @@ impl Classifier {
             }
         };
         let subtable = &mut self.subtables[index];
+        for stage in &mut subtable.stages {
+            *stage
+                .values
+                .entry(flow_match.value().and(&stage.mask))
+                .or_insert(0) += 1;
+        }
         let bucket = subtable.buckets.entry(*flow_match.value()).or_default();
         let at = bucket
             .iter()
@@ -141,6 +195,15 @@ impl Classifier {
         if bucket.is_empty() {
             subtable.buckets.remove(flow_match.value());
         }
+        for stage in &mut subtable.stages {
+            let value = flow_match.value().and(&stage.mask);
+            if let Some(count) = stage.values.get_mut(&value) {
+                *count -= 1;
+                if *count == 0 {
+                    stage.values.remove(&value);
+                }
+            }
+        }
         subtable.len -= 1;
         self.len -= 1;
         if subtable.len == 0 {
@@ -161,10 +224,16 @@ impl Classifier {
     /// The best rule matching `flow`, un-wildcarding in `wildcards` every mask probed.
     pub fn lookup(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
         let mut best: Option<Entry> = None;
-        for subtable in &self.subtables {
+        'subtables: for subtable in &self.subtables {
             // Every rule further on has a lower priority than the one found: none can win.
             if best.is_some_and(|best| best.rank.priority > subtable.max_priority) {
                 break;
+            }
+            for stage in &subtable.stages {
+                wildcards.or_assign(&stage.mask);
+                if !stage.values.contains_key(&flow.and(&stage.mask)) {
+                    continue 'subtables;
+                }
             }
             wildcards.or_assign(&subtable.mask);
             let Some(bucket) = subtable.buckets.get(&flow.and(&subtable.mask)) else {
@@ -234,6 +303,63 @@ mod tests {
         let mut both = *by_dst.mask();
         both.or_assign(by_port.mask());
         assert_eq!(wildcards, both);
+    }
+
+    #[test]
+    fn a_miss_in_an_early_stage_examines_only_that_stage() {
+        let mut classifier = Classifier::default();
+        let rule = rule_match(&[
+            (Field::InPort, 1, u128::MAX),
+            (Field::DlType, 0x0800, u128::MAX),
+            (Field::NwDst, 0x0a00_0001, u128::MAX),
+        ]);
+        classifier.insert(
+            &rule,
+            RuleRank {
+                priority: 1,
+                seq: 0,
+            },
+            RuleId(0),
+        );
+        let port_only = rule_match(&[(Field::InPort, u128::from(u32::MAX), u128::MAX)]);
+
+        let mut wildcards = FlowBits::ZERO;
+        let other_port = flow(&[
+            (Field::InPort, 2),
+            (Field::DlType, 0x0800),
+            (Field::NwDst, 0x0a00_0001),
+        ]);
+        assert_eq!(classifier.lookup(&other_port, &mut wildcards), None);
+        assert_eq!(wildcards, *port_only.mask());
+
+        let mut wildcards = FlowBits::ZERO;
+        let other_type = flow(&[(Field::InPort, 1), (Field::DlType, 0x86dd)]);
+        assert_eq!(classifier.lookup(&other_type, &mut wildcards), None);
+        assert_eq!(Field::DlType.get(&wildcards), 0xffff);
+        assert_eq!(Field::NwDst.get(&wildcards), 0, "L3 not reached");
+
+        let mut wildcards = FlowBits::ZERO;
+        let hit = flow(&[
+            (Field::InPort, 1),
+            (Field::DlType, 0x0800),
+            (Field::NwDst, 0x0a00_0001),
+        ]);
+        assert_eq!(classifier.lookup(&hit, &mut wildcards), Some(RuleId(0)));
+        assert_eq!(wildcards, *rule.mask());
+
+        assert!(classifier.remove(&rule, RuleId(0)));
+        classifier.insert(
+            &port_only,
+            RuleRank {
+                priority: 1,
+                seq: 1,
+            },
+            RuleId(1),
+        );
+        assert_eq!(
+            classifier.lookup(&other_port, &mut FlowBits::default()),
+            None
+        );
     }
 
     #[test]
