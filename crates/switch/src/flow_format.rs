@@ -10,6 +10,7 @@ use crate::action::ActionList;
 use crate::field::{Field, ValueFormat};
 use crate::flow_match::Match;
 use crate::flow_parse::SHORTHANDS;
+use crate::megaflow::Megaflow;
 use crate::rule::{Rule, RuleStats};
 
 /// The order `dump-flows` prints fields in after the shorthand, in_port and VLAN.
@@ -185,6 +186,32 @@ impl fmt::Display for DumpLine<'_> {
     }
 }
 
+/// One line of `dump-cache`: a megaflow in flow syntax, with its counters and datapath actions,
+/// shaped like `ovs-appctl dpctl/dump-flows` (`in_port=1,ip, packets:3, bytes:180, actions:output:2`).
+pub struct MegaflowLine<'a>(pub &'a Megaflow);
+
+impl fmt::Display for MegaflowLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let megaflow = self.0;
+        if megaflow.flow_match == Match::ANY {
+            f.write_str("any")?;
+        } else {
+            write!(f, "{}", MatchDisplay(&megaflow.flow_match))?;
+        }
+        write!(
+            f,
+            ", packets:{}, bytes:{}, actions:{}",
+            megaflow.n_packets,
+            megaflow.n_bytes,
+            ActionList(&megaflow.decision.actions)
+        )?;
+        if megaflow.decision.too_deep {
+            f.write_str(" (resubmit limit)")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +258,35 @@ mod tests {
                 "ip,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_proto=47,actions=drop"
             ),
             "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, priority=32768,ip,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,nw_proto=47 actions=drop"
+        );
+    }
+
+    #[test]
+    fn megaflow_lines() {
+        use crate::translate::Decision;
+        let rule = parse_rule("in_port=1,ip,actions=output:2").unwrap();
+        let megaflow = Megaflow {
+            flow_match: rule.flow_match,
+            decision: Decision {
+                actions: rule.actions,
+                ..Decision::default()
+            },
+            n_packets: 3,
+            n_bytes: 180,
+        };
+        assert_eq!(
+            MegaflowLine(&megaflow).to_string(),
+            "ip,in_port=1, packets:3, bytes:180, actions:output:2"
+        );
+        let megaflow = Megaflow {
+            flow_match: Match::ANY,
+            decision: Decision::default(),
+            n_packets: 0,
+            n_bytes: 0,
+        };
+        assert_eq!(
+            MegaflowLine(&megaflow).to_string(),
+            "any, packets:0, bytes:0, actions:drop"
         );
     }
 

@@ -32,7 +32,7 @@ pub use datapath::Datapath;
 pub use execute::{DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
-pub use flow_format::{DumpLine, MatchDisplay, RuleDisplay};
+pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use flow_match::Match;
 pub use flow_parse::{FlowError, parse_match, parse_rule};
 pub use frame::Frame;
