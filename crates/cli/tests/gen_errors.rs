@@ -62,6 +62,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
         ),
         (&["--pcap", garbage], "not a pcap or pcapng capture file"),
         (&["--pcap", raw_ip], "link type 101 is not supported"),
+        (&["--pcap", raw_ip, "--flows", "3"], "cannot be used with"),
     ];
     for (extra, want) in cases {
         let mut args = vec!["gen"];

@@ -116,6 +116,43 @@ fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     assert_eq!(got.len(), 120);
     assert_eq!(got[119], sent[119 % FRAMES]);
 
+    // The kernel engine repeats each frame --loop times in a burst of its own. XDP frames
+    // cross a veth only into a peer in NAPI mode (an XDP program or GRO).
+    must(&[
+        "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+    ]);
+    let (tx, got) = replay(
+        &net,
+        "kernel",
+        &pcap,
+        &["--engine", "kernel", "--fast", "--loop", "2"],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(2 * FRAMES as u64), "{tx}");
+    assert_eq!(tx["engine"], "kernel");
+    let mut got_sorted = got.clone();
+    got_sorted.sort();
+    let mut want = twice.clone();
+    want.sort();
+    assert!(
+        got_sorted == want,
+        "the kernel engine did not send each frame twice"
+    );
+
+    let out = run_in(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--pcap",
+            &pcap,
+            "--engine",
+            "kernel",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("add --fast"));
+
     let _ = std::fs::remove_file(&pcap);
     let _ = std::fs::remove_file(&pcapng);
     net.assert_no_xdp();

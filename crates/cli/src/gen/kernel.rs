@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use wirespeed_port::PortSpec;
 use wirespeed_xdp::LiveFrames;
 
 use super::pacing::wait;
@@ -25,9 +26,10 @@ const CALL_MANY_FRAMES: Duration = Duration::from_millis(100);
 const CHUNK_MIN: u64 = 1 << 12;
 const CHUNK_MAX: u64 = 1 << 26;
 
-struct Prebuilt {
-    frame: Vec<u8>,
-    weight: u64,
+/// A frame the kernel repeats, and its share of the packets.
+pub struct Prebuilt {
+    pub frame: Vec<u8>,
+    pub weight: u64,
 }
 
 fn prebuild(plan: &GenPlan) -> anyhow::Result<Vec<Prebuilt>> {
@@ -53,10 +55,6 @@ fn prebuild(plan: &GenPlan) -> anyhow::Result<Vec<Prebuilt>> {
 
 pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
     let frames = prebuild(&plan)?;
-    let spec = &plan.spec;
-    let ifindex = wirespeed_xsk::if_index(&spec.iface)
-        .with_context(|| format!("{}: no such interface", spec.iface))?;
-    let mut engine = LiveFrames::new(&spec.iface, ifindex)?;
     if (plan.flows.flows as usize) * plan.sizes.representatives(8).len() > frames.len() {
         eprintln!(
             "wirespeed: note: kernel engine: cycling {} prebuilt frames (of {} flows)",
@@ -64,6 +62,33 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
             plan.flows.flows
         );
     }
+    let mut s = send(
+        args,
+        &plan.spec,
+        &frames,
+        plan.sizes.mean(),
+        args.count,
+        stop,
+    )?;
+    s.flows = args.flows;
+    s.sequence_end = frames.len() as u64;
+    s.notes = plan.notes;
+    Ok(s)
+}
+
+/// Sends `frames` in turn, each repeated by the kernel in proportion to its weight, until
+/// `count` packets, the duration or a signal; `mean_wire` is their mean size on the wire.
+pub fn send(
+    args: &GenArgs,
+    spec: &PortSpec,
+    frames: &[Prebuilt],
+    mean_wire: f64,
+    count: Option<u64>,
+    stop: &AtomicBool,
+) -> anyhow::Result<GenSummary> {
+    let ifindex = wirespeed_xsk::if_index(&spec.iface)
+        .with_context(|| format!("{}: no such interface", spec.iface))?;
+    let mut engine = LiveFrames::new(&spec.iface, ifindex)?;
     eprintln!(
         "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {} frames cycled, batch {})",
         frames.len(),
@@ -74,12 +99,11 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     } else {
         CALL_MANY_FRAMES
     };
-    let mean_wire = plan.sizes.mean();
     let pps = args.rate.map(|r| match r {
         Rate::PacketsPerSec(p) => p,
         Rate::BitsPerSec(b) => b / (mean_wire * 8.0),
     });
-    let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
+    let mut run = RunLimit::new(args.duration(), count, stop, 1);
     let mut meter = Meter::new("tx", args.quiet, 1);
     let started = Instant::now();
     let (mut sent, mut bytes) = (0u64, 0u64);
@@ -127,8 +151,5 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     s.tx_packets = sent;
     s.rate = args.rate.map(|r| r.to_string());
     s.generator = args.generator_id;
-    s.flows = args.flows;
-    s.sequence_end = frames.len() as u64;
-    s.notes = plan.notes;
     Ok(s.finish())
 }

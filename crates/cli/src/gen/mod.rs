@@ -114,8 +114,10 @@ pub struct GenArgs {
     /// testing receivers. --count still counts frames sent.
     #[arg(long)]
     pub skip_every: Option<u64>,
-    /// Replay the frames of a pcap or pcapng file (Ethernet) instead of generating them.
-    #[arg(long)]
+    /// Replay the frames of a pcap or pcapng file (Ethernet) instead of generating them
+    /// (the kernel engine, with --fast, repeats each of at most 64 frames --loop times).
+    #[arg(long, conflicts_with_all = ["size", "imix", "flows", "ipv6", "proto", "vlan",
+        "src_mac", "src_ip", "dst_ip", "src_port", "dst_port", "generator_id", "skip_every"])]
     pub pcap: Option<PathBuf>,
     /// Replay as fast as the port takes the frames (or at --rate) instead of at the
     /// recorded timing.

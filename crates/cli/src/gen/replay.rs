@@ -11,6 +11,7 @@ use wirespeed_capture::CaptureReader;
 use wirespeed_port::{Backend, Batch, PortSpec};
 
 use super::GenArgs;
+use super::kernel::{self, Prebuilt};
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::socket::{announce_ready, drain};
@@ -98,14 +99,14 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     if args.count == Some(0) {
         bail!("--count 0: must be at least 1");
     }
-    if args.engine == Engine::Kernel {
-        bail!("--pcap needs --engine socket (the kernel engine only repeats generated frames)");
-    }
     if args.rate.is_some() && !args.fast {
         bail!("--rate with --pcap paces the replay: add --fast (recorded timing has its own rate)");
     }
     let trace = Trace::load(path)?;
     let spec: PortSpec = args.port.parse()?;
+    if args.engine == Engine::Kernel {
+        return replay_kernel(args, path, &spec, &trace);
+    }
     crate::caps::require(
         &format!("gen --pcap on {spec}"),
         spec.backend == Backend::Xdp,
@@ -228,4 +229,47 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     s.frames = port.audit();
     s.notes.extend(notes);
     Ok(s.finish())
+}
+
+/// The kernel engine repeats frames: each frame of the file is sent `--loop` times in a
+/// burst of its own (so the order of the file holds only with `--loop 1`).
+fn replay_kernel(
+    args: &GenArgs,
+    path: &Path,
+    spec: &PortSpec,
+    trace: &Trace,
+) -> anyhow::Result<GenSummary> {
+    let n = trace.records.len();
+    if !args.fast {
+        bail!("--engine kernel cannot keep the recorded timing: add --fast");
+    }
+    if spec.backend != Backend::Xdp {
+        bail!("--engine kernel sends through XDP: use an xdp: port, not {spec}");
+    }
+    if n > kernel::MAX_FRAMES {
+        bail!(
+            "{}: {n} frames, the kernel engine cycles at most {}: use --engine socket",
+            path.display(),
+            kernel::MAX_FRAMES
+        );
+    }
+    crate::caps::require(&format!("gen --pcap on {spec}"), true)?;
+    let stop = crate::bench::stop_flag()?;
+    let frames: Vec<Prebuilt> = (0..n)
+        .map(|i| Prebuilt {
+            frame: trace.frame(i).to_vec(),
+            weight: 1,
+        })
+        .collect();
+    let per_loop = n as u64;
+    let count = match (args.loops, args.count) {
+        (0, c) => c,
+        (l, None) => Some(l * per_loop),
+        (l, Some(c)) => Some(c.min(l * per_loop)),
+    };
+    let mean = trace.data.len() as f64 / n as f64 + 4.0;
+    let mut s = kernel::send(args, spec, &frames, mean, count, &stop)?;
+    s.replay_frames = Some(per_loop);
+    s.loops_done = Some(s.packets / per_loop);
+    Ok(s)
 }

@@ -5,6 +5,7 @@
 
 pub mod pcaps;
 pub mod scenarios;
+pub mod traffic;
 pub mod tshark;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,21 @@
+//! Helpers of the gen / recv tests: a receiver in B, a generator in A.
+
+use super::*;
+
+/// `wirespeed recv` on B's end over AF_XDP, ready, with `extra` flags.
+pub fn recv_in_b(net: &NetPair, extra: &[&str]) -> Running {
+    let port = format!("xdp:{}", net.b);
+    let mut args = vec!["recv", "--port", &port, "--duration", "60", "--json", "-q"];
+    args.extend_from_slice(extra);
+    let mut r = spawn_in(&net.ns_b, &args);
+    r.wait_ready();
+    r
+}
+
+/// `wirespeed gen` on A's end over AF_XDP with `extra` flags, to the end; its summary.
+pub fn gen_in_a(net: &NetPair, extra: &[&str]) -> serde_json::Value {
+    let port = format!("xdp:{}", net.a);
+    let mut args = vec!["gen", "--port", &port, "--json", "-q"];
+    args.extend_from_slice(extra);
+    run_json(&net.ns_a, &args)
+}

@@ -1,0 +1,46 @@
+//! gen --rate: the receiver counts the rate asked for. A file of its own, so that no other
+//! test shares the two cores while it measures.
+
+mod common;
+use common::traffic::{gen_in_a, recv_in_b};
+use common::*;
+
+#[test]
+fn rate_100k_pps_for_5_s_within_2_percent_at_the_receiver() {
+    let net = NetPair::new("gr");
+    let rx = recv_in_b(&net, &[]);
+    let tx = gen_in_a(&net, &["--rate", "100000", "--duration", "5"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let sent = tx["packets"].as_u64().unwrap();
+    let g = &rj["generators"][0];
+    let received = g["received"].as_u64().unwrap();
+    assert!(
+        (received as f64 - 500_000.0).abs() <= 10_000.0,
+        "received {received} in 5 s at 100000 pps: {rj}"
+    );
+    assert_eq!(
+        received, sent,
+        "every packet arrives at this rate: {tx} {rj}"
+    );
+    assert_eq!(g["lost"].as_u64(), Some(0), "{rj}");
+    assert_eq!(g["duplicated"].as_u64(), Some(0), "{rj}");
+    assert_eq!(g["reordered"].as_u64(), Some(0), "{rj}");
+    assert_eq!(g["corrupt"].as_u64(), Some(0), "{rj}");
+    let lat = &g["latency_ns"];
+    assert_eq!(lat["samples"].as_u64(), Some(received), "{rj}");
+    let (p50, p99, p999, max) = (
+        lat["p50"].as_u64().unwrap(),
+        lat["p99"].as_u64().unwrap(),
+        lat["p999"].as_u64().unwrap(),
+        lat["max"].as_u64().unwrap(),
+    );
+    assert!(p50 > 0 && p50 <= p99 && p99 <= p999 && p999 <= max, "{lat}");
+    assert!(
+        p50 < 1_000_000_000,
+        "one-way latency over a veth under a second: {lat}"
+    );
+    assert_frames_balanced(&tx);
+    assert_frames_balanced(&rj);
+    net.assert_no_xdp();
+}
