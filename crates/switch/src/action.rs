@@ -60,13 +60,14 @@ impl Action {
         }
     }
 
-    /// Applies the action to the flow a later table will see; un-wildcards in `wildcards` every
-    /// bit of the flow the result depends on.
-    pub fn apply_to_flow(&self, flow: &mut FlowBits, wildcards: &mut FlowBits) {
+    /// Applies the action to the flow a later table will see. When the new value is computed
+    /// from the old (not a constant), sets in `dependencies` the bits it was computed from: a
+    /// later lookup that examines [`Action::derived_field`] has examined those too.
+    pub fn apply_to_flow(&self, flow: &mut FlowBits, dependencies: &mut FlowBits) {
         match *self {
             Action::SetField(field, value) => field.set(flow, value),
             Action::ModVlanVid(vid) => {
-                Field::VlanTci.or_mask(wildcards, u128::from(VLAN_PCP_MASK | VLAN_PRESENT));
+                Field::VlanTci.or_mask(dependencies, u128::from(VLAN_PCP_MASK | VLAN_PRESENT));
                 let tci = Field::VlanTci.get(flow) as u16;
                 let kept = if tci & VLAN_PRESENT != 0 {
                     tci & VLAN_PCP_MASK
@@ -77,7 +78,7 @@ impl Action {
                 Field::VlanTci.set(flow, u128::from(tci));
             }
             Action::ModVlanPcp(pcp) => {
-                Field::VlanTci.or_mask(wildcards, u128::from(VLAN_VID_MASK | VLAN_PRESENT));
+                Field::VlanTci.or_mask(dependencies, u128::from(VLAN_VID_MASK | VLAN_PRESENT));
                 let tci = Field::VlanTci.get(flow) as u16;
                 let kept = if tci & VLAN_PRESENT != 0 {
                     tci & VLAN_VID_MASK
@@ -89,8 +90,8 @@ impl Action {
             }
             Action::StripVlan => Field::VlanTci.set(flow, 0),
             Action::DecTtl => {
-                Field::DlType.or_mask(wildcards, Field::DlType.full_mask());
-                Field::NwTtl.or_mask(wildcards, Field::NwTtl.full_mask());
+                Field::DlType.or_mask(dependencies, Field::DlType.full_mask());
+                Field::NwTtl.or_mask(dependencies, Field::NwTtl.full_mask());
                 let dl_type = Field::DlType.get(flow);
                 if dl_type == DL_TYPE_IPV4 || dl_type == DL_TYPE_IPV6 {
                     let ttl = Field::NwTtl.get(flow);
@@ -98,6 +99,15 @@ impl Action {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// The field whose new value [`Action::apply_to_flow`] computes from packet bits, if any.
+    pub fn derived_field(&self) -> Option<Field> {
+        match self {
+            Action::ModVlanVid(_) | Action::ModVlanPcp(_) => Some(Field::VlanTci),
+            Action::DecTtl => Some(Field::NwTtl),
+            _ => None,
         }
     }
 

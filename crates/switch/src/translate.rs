@@ -3,7 +3,10 @@
 //!
 //! As in OVS's `xlate`, a later table sees the flow as earlier actions left it (a `mod_nw_dst`
 //! then a lookup on `nw_dst` matches the new address), and every bit of the packet's flow the
-//! outcome depended on is un-wildcarded in `wildcards`.
+//! outcome depended on is un-wildcarded in `wildcards`: the bits each lookup examined, and, when
+//! a lookup examined a field an action computed from the packet (`dec_ttl`'s TTL,
+//! `mod_vlan_vid`'s kept priority), the bits it was computed from. Rewrites themselves run per
+//! packet, so a `dec_ttl` no later table looks at leaves the TTL wildcarded.
 
 use crate::action::Action;
 use crate::classifier::RuleId;
@@ -31,6 +34,8 @@ pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits)
         tables,
         flow: *flow,
         wildcards,
+        derived: FlowBits::ZERO,
+        dependencies: FlowBits::ZERO,
         decision: Decision::default(),
         lookups: 0,
     };
@@ -47,6 +52,10 @@ struct Translation<'a> {
     /// The flow as the actions so far have changed it.
     flow: FlowBits,
     wildcards: &'a mut FlowBits,
+    /// Fields of `flow` that actions computed from packet bits...
+    derived: FlowBits,
+    /// ...and those packet bits.
+    dependencies: FlowBits,
     decision: Decision,
     lookups: usize,
 }
@@ -61,7 +70,13 @@ impl Translation<'_> {
             }
             self.lookups += 1;
             // A table miss drops (the OpenFlow 1.3 table-miss default).
-            let Some(id) = self.tables.lookup(table, &self.flow, self.wildcards) else {
+            let mut examined = FlowBits::ZERO;
+            let found = self.tables.lookup(table, &self.flow, &mut examined);
+            if examined.and(&self.derived) != FlowBits::ZERO {
+                examined.or_assign(&self.dependencies);
+            }
+            self.wildcards.or_assign(&examined);
+            let Some(id) = found else {
                 return;
             };
             self.decision.rules.push(id);
@@ -81,7 +96,10 @@ impl Translation<'_> {
                         }
                     }
                     _ => {
-                        action.apply_to_flow(&mut self.flow, self.wildcards);
+                        action.apply_to_flow(&mut self.flow, &mut self.dependencies);
+                        if let Some(field) = action.derived_field() {
+                            field.set(&mut self.derived, field.full_mask());
+                        }
                         self.decision.actions.push(*action);
                     }
                 }
@@ -149,6 +167,39 @@ mod tests {
         assert_eq!(Field::NwDst.get(&wildcards), 0xffff_ffff);
         assert_eq!(Field::NwSrc.get(&wildcards), 0);
         assert_eq!(Field::TpDst.get(&wildcards), 0);
+    }
+
+    #[test]
+    fn dec_ttl_examined_later_pins_the_ttl_and_unexamined_does_not() {
+        let tables = tables(&[
+            "priority=10,in_port=1,ip,actions=dec_ttl,goto_table:1",
+            "priority=10,in_port=2,ip,actions=dec_ttl,goto_table:2",
+            "table=1,priority=10,ip,nw_ttl=0x40/0xc0,actions=output:3",
+            "table=2,priority=10,ip,nw_src=10.0.0.0/8,actions=output:4",
+        ]);
+        let packet = |in_port| {
+            flow(&[
+                (Field::InPort, in_port),
+                (Field::DlType, 0x0800),
+                (Field::NwTtl, 65),
+            ])
+        };
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet(1), &mut wildcards);
+        assert_eq!(decision.actions, vec![Action::DecTtl, Action::Output(3)]);
+        assert_eq!(
+            Field::NwTtl.get(&wildcards),
+            0xff,
+            "64 = 65 - 1 depends on all TTL bits"
+        );
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet(2), &mut wildcards);
+        assert_eq!(decision.actions, vec![Action::DecTtl]);
+        assert_eq!(
+            Field::NwTtl.get(&wildcards),
+            0,
+            "no table looked at the TTL"
+        );
     }
 
     #[test]
