@@ -1,12 +1,12 @@
-//! gen --rate: the receiver counts the rate asked for. A file of its own, so that no other
-//! test shares the two cores while it measures.
+//! gen --rate: the receiver counts the rate asked for, in packets and in bits. One test in a
+//! file of its own, so that nothing else shares the two cores while it measures.
 
 mod common;
 use common::traffic::{gen_in_a, recv_in_b};
 use common::*;
 
 #[test]
-fn rate_100k_pps_for_5_s_within_2_percent_at_the_receiver() {
+fn rate_in_packets_and_in_bits_within_2_percent_at_the_receiver() {
     let net = NetPair::new("gr");
     let rx = recv_in_b(&net, &[]);
     let tx = gen_in_a(&net, &["--rate", "100000", "--duration", "5"]);
@@ -42,5 +42,30 @@ fn rate_100k_pps_for_5_s_within_2_percent_at_the_receiver() {
     );
     assert_frames_balanced(&tx);
     assert_frames_balanced(&rj);
+
+    // 40 Mbit/s of IMIX (mean 353.3 bytes on the wire) for 3 s: 120 Mbit, FCS counted.
+    let rx = recv_in_b(&net, &[]);
+    let tx = gen_in_a(
+        &net,
+        &[
+            "--rate",
+            "40Mbit",
+            "--imix",
+            "--duration",
+            "3",
+            "--generator-id",
+            "2",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let g = &rj["generators"][0];
+    let received = g["received"].as_u64().unwrap();
+    assert_eq!(received, tx["packets"].as_u64().unwrap(), "{tx} {rj}");
+    let wire_bits = (rj["bytes"].as_u64().unwrap() + 4 * received) as f64 * 8.0;
+    assert!(
+        (wire_bits - 120e6).abs() <= 2.4e6,
+        "received {wire_bits} bits in 3 s at 40 Mbit/s: {rj}"
+    );
     net.assert_no_xdp();
 }
