@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use wirespeed_packet::flow_key::FlowKey;
 
+use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::execute::{self, Bridge, DropReason, Packet, Verdict};
 use crate::field::FlowBits;
@@ -68,18 +69,29 @@ impl Datapath {
 
     /// `add-flow`, refusing outputs to ports the bridge does not have.
     pub fn add_rule(&mut self, rule: Rule, now: Duration) -> Result<RuleId, FlowError> {
-        if let Some(port) = rule.output_ports().find(|port| !self.ports.contains(port)) {
-            let known: Vec<String> = self.ports.iter().map(u32::to_string).collect();
-            return Err(FlowError(format!(
-                "output:{port}: no such port (the bridge has {})",
-                if known.is_empty() {
-                    "no ports".to_string()
-                } else {
-                    format!("ports {}", known.join(", "))
-                }
-            )));
-        }
+        self.check_output_ports(&rule.actions)?;
         Ok(self.tables.add(rule, now))
+    }
+
+    /// An error naming the first `output:N` whose port the bridge does not have (for `add-flow`
+    /// and `mod-flows`).
+    pub fn check_output_ports(&self, actions: &[Action]) -> Result<(), FlowError> {
+        let missing = actions.iter().find_map(|action| match action {
+            Action::Output(port) if !self.ports.contains(port) => Some(*port),
+            _ => None,
+        });
+        let Some(port) = missing else {
+            return Ok(());
+        };
+        let known = if self.ports.is_empty() {
+            "no ports".to_string()
+        } else {
+            let ports: Vec<String> = self.ports.iter().map(u32::to_string).collect();
+            format!("ports {}", ports.join(", "))
+        };
+        Err(FlowError(format!(
+            "output:{port}: no such port (the bridge has {known})"
+        )))
     }
 
     /// Parses, classifies and executes one received frame; see [`execute::execute`] for `emit`.

@@ -7,6 +7,7 @@
 use core::fmt;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
+use crate::action::Action;
 use crate::action_parse::{check_actions, parse_actions};
 use crate::field::{Field, ValueFormat, parse_uint};
 use crate::flow_match::{
@@ -14,6 +15,7 @@ use crate::flow_match::{
     NW_PROTO_UDP,
 };
 use crate::rule::Rule;
+use crate::rule_table::RuleSelector;
 
 /// A flow that does not parse, with a message naming the bad token.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -71,6 +73,37 @@ pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
     rule.hard_timeout = spec.hard_timeout.unwrap_or(0);
     check_actions(&rule)?;
     Ok(rule)
+}
+
+/// Parses `mod-flows`' argument: which rules (a [`RuleSelector`]: no `table=` means every table,
+/// `strict` also needs the priority, 32768 if not given) and their new actions.
+pub fn parse_flow_mod(text: &str, strict: bool) -> Result<(RuleSelector, Vec<Action>), FlowError> {
+    let (match_text, actions_text) =
+        split_actions(text).ok_or_else(|| error("must specify an action (actions=...)"))?;
+    let spec = parse_match(match_text)?;
+    let mut rule = Rule::new(spec.flow_match, parse_actions(actions_text)?);
+    rule.table = spec.table.unwrap_or(0);
+    check_actions(&rule)?;
+    Ok((spec.selector(strict), rule.actions))
+}
+
+/// Parses `del-flows`' argument (a match, maybe empty) into the rules it removes.
+pub fn parse_selector(text: &str, strict: bool) -> Result<RuleSelector, FlowError> {
+    if split_actions(text).is_some() {
+        return Err(error("del-flows takes a match without actions="));
+    }
+    Ok(parse_match(text)?.selector(strict))
+}
+
+impl MatchSpec {
+    /// The rules this match selects for `mod-flows` / `del-flows`.
+    pub fn selector(&self, strict: bool) -> RuleSelector {
+        RuleSelector {
+            table: self.table,
+            flow_match: self.flow_match,
+            strict_priority: strict.then(|| self.priority.unwrap_or(Rule::DEFAULT_PRIORITY)),
+        }
+    }
 }
 
 /// Splits at the `actions=` keyword (at a token start); None if there is none.
@@ -255,7 +288,6 @@ fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::action::Action;
 
     #[test]
     fn the_design_example() {
@@ -421,6 +453,34 @@ mod tests {
         );
         assert_eq!(rule.flow_match.exact(Field::ArpOp), Some(1));
         assert_eq!(rule.actions, vec![Action::Normal]);
+    }
+
+    #[test]
+    fn mod_and_del_selectors() {
+        let (selector, actions) = parse_flow_mod("tcp,tp_dst=80,actions=output:2", false).unwrap();
+        assert_eq!((selector.table, selector.strict_priority), (None, None));
+        assert_eq!(actions, vec![Action::Output(2)]);
+        let (selector, _) = parse_flow_mod("table=1,ip,actions=drop", true).unwrap();
+        assert_eq!(
+            (selector.table, selector.strict_priority),
+            (Some(1), Some(32768))
+        );
+        let selector = parse_selector("priority=5,in_port=1", true).unwrap();
+        assert_eq!(selector.strict_priority, Some(5));
+        assert_eq!(selector.flow_match.exact(Field::InPort), Some(1));
+        assert!(parse_selector("", false).unwrap().flow_match == Match::ANY);
+        assert_eq!(
+            parse_selector("in_port=1,actions=drop", false)
+                .unwrap_err()
+                .0,
+            "del-flows takes a match without actions="
+        );
+        assert_eq!(
+            parse_flow_mod("ip,actions=mod_tp_dst:1", false)
+                .unwrap_err()
+                .0,
+            "mod_tp_dst:1 requires tcp or udp (dl_type and nw_proto)"
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use flow_match::Match;
-pub use flow_parse::{FlowError, parse_match, parse_rule};
+pub use flow_parse::{FlowError, parse_flow_mod, parse_match, parse_rule, parse_selector};
 pub use frame::Frame;
 pub use mac_learning::MacTable;
 pub use rule::{Rule, RuleStats};

@@ -6,6 +6,7 @@ use core::time::Duration;
 use crate::action::Action;
 use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::field::FlowBits;
+use crate::flow_format::DumpLine;
 use crate::flow_match::Match;
 use crate::rule::{Rule, RuleStats};
 
@@ -183,6 +184,22 @@ impl RuleTables {
         rules
     }
 
+    /// `dump-flows`: one line per rule, by table then best first; `now` on the clock the rules
+    /// were installed with.
+    pub fn dump_flows(&self, now: Duration) -> Vec<String> {
+        self.dump_order()
+            .into_iter()
+            .map(|installed| {
+                DumpLine {
+                    rule: &installed.rule,
+                    stats: &installed.stats,
+                    now,
+                }
+                .to_string()
+            })
+            .collect()
+    }
+
     /// The best rule of `table` for `flow`; see [`Classifier::lookup`] for `wildcards`.
     pub fn lookup(&self, table: u8, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
         self.tables[usize::from(table)].lookup(flow, wildcards)
@@ -292,6 +309,11 @@ mod tests {
             "priority=1,actions=drop",
             "priority=8,actions=drop",
         ]);
+        let lines = tables.dump_flows(Duration::from_secs(2));
+        assert_eq!(
+            lines[0],
+            "cookie=0x0, duration=2.000s, table=0, n_packets=0, n_bytes=0, priority=8 actions=drop"
+        );
         let order: Vec<(u8, u16)> = tables
             .dump_order()
             .iter()
