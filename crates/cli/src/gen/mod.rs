@@ -191,7 +191,9 @@ impl GenArgs {
         })
     }
 
-    fn check_limits(&self) -> anyhow::Result<()> {
+    /// The checks generation and replay share: port flags, duration, count.
+    pub fn check_run(&self) -> anyhow::Result<()> {
+        self.port_flags.validate()?;
         if let Some(d) = self.duration
             && !(d > 0.0 && d <= 86400.0 * 365.0)
         {
@@ -200,6 +202,11 @@ impl GenArgs {
         if self.count == Some(0) {
             bail!("--count 0: must be at least 1");
         }
+        Ok(())
+    }
+
+    fn check_limits(&self) -> anyhow::Result<()> {
+        self.check_run()?;
         if self.flows == 0 || self.flows > MAX_FLOWS {
             bail!("--flows {}: must be from 1 to {MAX_FLOWS}", self.flows);
         }
@@ -246,7 +253,6 @@ impl GenArgs {
 
     /// Checks everything, opens nothing.
     pub fn plan(&self) -> anyhow::Result<GenPlan> {
-        self.port_flags.validate()?;
         self.check_limits()?;
         let spec: PortSpec = self.port.parse()?;
         if self.engine == Engine::Kernel && spec.backend != Backend::Xdp {

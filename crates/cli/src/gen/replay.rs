@@ -95,10 +95,7 @@ impl Trace {
 }
 
 pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
-    args.port_flags.validate()?;
-    if args.count == Some(0) {
-        bail!("--count 0: must be at least 1");
-    }
+    args.check_run()?;
     if args.rate.is_some() && !args.fast {
         bail!("--rate with --pcap paces the replay: add --fast (recorded timing has its own rate)");
     }
