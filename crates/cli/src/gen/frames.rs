@@ -289,6 +289,17 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_flows_count_up_the_source_address() {
+        let v6 = IpPair::V6("fd00::ffff".parse().unwrap(), "fd00::2".parse().unwrap());
+        let plan = FlowPlan::new(base(65535, v6), 3);
+        let srcs: Vec<String> = (0..3)
+            .map(|k| src_addr(&plan.flow(k)).to_string())
+            .collect();
+        assert_eq!(srcs, ["fd00::ffff", "fd00::1:0", "fd00::1:1"]);
+        assert!((0..3).all(|k| plan.flow(k).src_port == 65535));
+    }
+
+    #[test]
     fn range_sizes_stay_in_range_and_cover_it() {
         let flows = FlowPlan::new(base(1024, v4()), 1);
         let mut plan = PacketPlan::new(flows, SizePlan::Range(64, 67), None);

@@ -84,8 +84,12 @@ impl Pacer {
     }
 }
 
-/// Waits `d`: sleeps for long waits, spins for short ones.
+/// The longest single wait, so a stop or the live line is never held up long at slow rates.
+const LONGEST_WAIT: Duration = Duration::from_millis(50);
+
+/// Waits `d` (at most [`LONGEST_WAIT`]): sleeps for long waits, spins for short ones.
 pub fn wait(d: Duration) {
+    let d = d.min(LONGEST_WAIT);
     if d >= SPIN_BELOW {
         std::thread::sleep(d - SPIN_BELOW / 2);
     } else {
