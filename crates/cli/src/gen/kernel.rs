@@ -4,7 +4,7 @@
 //! (IMIX stays 7:4:1). Their sequence numbers are the frame's index and their timestamp 0:
 //! a receiver counts them as untracked.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -132,7 +132,10 @@ pub fn send(
             // Average rate: wait until the packets sent so far are due.
             Some(p) => {
                 let due = Duration::from_secs_f64(sent as f64 / p);
-                if let Some(d) = due.checked_sub(started.elapsed()) {
+                while let Some(d) = due.checked_sub(started.elapsed()) {
+                    if d.is_zero() || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                     wait(d);
                 }
             }
