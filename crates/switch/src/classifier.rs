@@ -1,16 +1,33 @@
 //! One flow table's classifier: tuple-space search (one hash table per distinct mask), subtables
 //! visited in order of their highest priority and skipped once a better rule is found, each
-//! probed in stages (in_port, then L2, then L3, then all) — OVS's classifier without prefix tries.
+//! probed in stages (in_port, then L2, then L3, then all), and skipped early when the table's
+//! prefix tries show no rule's address prefix of the subtable's length can match — OVS's
+//! classifier in small.
 //!
 //! A lookup records in `wildcards` the bits of every stage it probed: any flow that agrees with
 //! the looked-up one on those bits gets the same hash results, hence the same rule. That is what
 //! the megaflow installed after a miss may match on, and no more. Staging is what keeps it
-//! small: a flow whose in_port no rule of a subtable has examined only in_port there.
+//! small: a flow whose in_port no rule of a subtable has examined only in_port there, and a
+//! flow whose destination leaves every rule's prefix at bit 3 examined 3 bits of it.
 
 use std::collections::HashMap;
 
 use crate::field::{Field, FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
+use crate::prefix_trie::{PrefixMatch, PrefixTrie, prefix_length};
+
+/// The fields with a prefix trie (OVS lets three be chosen; these are the usual ones).
+const TRIE_FIELDS: [Field; 4] = [Field::NwDst, Field::NwSrc, Field::Ipv6Dst, Field::Ipv6Src];
+
+/// The top `bits` bits of `field`, as a mask.
+fn top_bits(field: Field, bits: u32) -> u128 {
+    let width = field.width();
+    if bits == 0 {
+        0
+    } else {
+        (field.full_mask() >> (width - bits)) << (width - bits)
+    }
+}
 
 /// Index of an installed rule in [`crate::rule_table::RuleTables`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
@@ -86,6 +103,9 @@ fn stages_of(mask: &FlowBits) -> Vec<Stage> {
 struct Subtable {
     mask: FlowBits,
     stages: Vec<Stage>,
+    /// For each of [`TRIE_FIELDS`]: the prefix length this mask has there, if it is a non-empty
+    /// prefix (then the rules' prefixes are in the classifier's trie for that field).
+    trie_lengths: [Option<u32>; TRIE_FIELDS.len()],
     max_priority: u16,
     /// Masked match value → the rules with exactly that match, best first.
     buckets: HashMap<FlowBits, Vec<Entry>, FlowHashBuilder>,
@@ -104,11 +124,21 @@ impl Subtable {
 }
 
 /// The rules of one table, searchable by flow.
-#[derive(Default)]
 pub struct Classifier {
     /// Sorted by `max_priority`, highest first.
     subtables: Vec<Subtable>,
     len: usize,
+    tries: [PrefixTrie; TRIE_FIELDS.len()],
+}
+
+impl Default for Classifier {
+    fn default() -> Self {
+        Classifier {
+            subtables: Vec::new(),
+            len: 0,
+            tries: TRIE_FIELDS.map(|field| PrefixTrie::new(field.width())),
+        }
+    }
 }
 
 impl Classifier {
@@ -136,6 +166,10 @@ impl Classifier {
                 self.subtables.push(Subtable {
                     mask: *flow_match.mask(),
                     stages: stages_of(flow_match.mask()),
+                    trie_lengths: TRIE_FIELDS.map(|field| {
+                        prefix_length(field.get(flow_match.mask()), field.width())
+                            .filter(|&length| length > 0)
+                    }),
                     max_priority: 0,
                     buckets: HashMap::default(),
                     len: 0,
@@ -144,6 +178,15 @@ impl Classifier {
             }
         };
         let subtable = &mut self.subtables[index];
+        for (trie, (field, length)) in self
+            .tries
+            .iter_mut()
+            .zip(TRIE_FIELDS.iter().zip(subtable.trie_lengths))
+        {
+            if let Some(length) = length {
+                trie.insert(field.get(flow_match.value()), length);
+            }
+        }
         for stage in &mut subtable.stages {
             *stage
                 .values
@@ -195,6 +238,15 @@ impl Classifier {
         if bucket.is_empty() {
             subtable.buckets.remove(flow_match.value());
         }
+        for (trie, (field, length)) in self
+            .tries
+            .iter_mut()
+            .zip(TRIE_FIELDS.iter().zip(subtable.trie_lengths))
+        {
+            if let Some(length) = length {
+                trie.remove(field.get(flow_match.value()), length);
+            }
+        }
         for stage in &mut subtable.stages {
             let value = flow_match.value().and(&stage.mask);
             if let Some(count) = stage.values.get_mut(&value) {
@@ -224,10 +276,14 @@ impl Classifier {
     /// The best rule matching `flow`, un-wildcarding in `wildcards` every mask probed.
     pub fn lookup(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
         let mut best: Option<Entry> = None;
+        let mut prefixes: [Option<PrefixMatch>; TRIE_FIELDS.len()] = [None; TRIE_FIELDS.len()];
         'subtables: for subtable in &self.subtables {
             // Every rule further on has a lower priority than the one found: none can win.
             if best.is_some_and(|best| best.rank.priority > subtable.max_priority) {
                 break;
+            }
+            if self.no_prefix_matches(subtable, flow, &mut prefixes, wildcards) {
+                continue;
             }
             for stage in &subtable.stages {
                 wildcards.or_assign(&stage.mask);
@@ -245,6 +301,29 @@ impl Classifier {
             }
         }
         best.map(|entry| entry.id)
+    }
+
+    /// True if a prefix trie proves no rule of `subtable` can match `flow`; then only the
+    /// address bits that proved it are un-wildcarded. Trie walks are done once per lookup.
+    fn no_prefix_matches(
+        &self,
+        subtable: &Subtable,
+        flow: &FlowBits,
+        prefixes: &mut [Option<PrefixMatch>; TRIE_FIELDS.len()],
+        wildcards: &mut FlowBits,
+    ) -> bool {
+        for (index, field) in TRIE_FIELDS.into_iter().enumerate() {
+            let Some(length) = subtable.trie_lengths[index] else {
+                continue;
+            };
+            let found =
+                *prefixes[index].get_or_insert_with(|| self.tries[index].lookup(field.get(flow)));
+            if !found.has_length(length, field.width()) {
+                field.or_mask(wildcards, top_bits(field, length.min(found.checked_bits)));
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -311,7 +390,7 @@ mod tests {
         let rule = rule_match(&[
             (Field::InPort, 1, u128::MAX),
             (Field::DlType, 0x0800, u128::MAX),
-            (Field::NwDst, 0x0a00_0001, u128::MAX),
+            (Field::NwProto, 6, u128::MAX),
         ]);
         classifier.insert(
             &rule,
@@ -327,7 +406,7 @@ mod tests {
         let other_port = flow(&[
             (Field::InPort, 2),
             (Field::DlType, 0x0800),
-            (Field::NwDst, 0x0a00_0001),
+            (Field::NwProto, 6),
         ]);
         assert_eq!(classifier.lookup(&other_port, &mut wildcards), None);
         assert_eq!(wildcards, *port_only.mask());
@@ -336,13 +415,13 @@ mod tests {
         let other_type = flow(&[(Field::InPort, 1), (Field::DlType, 0x86dd)]);
         assert_eq!(classifier.lookup(&other_type, &mut wildcards), None);
         assert_eq!(Field::DlType.get(&wildcards), 0xffff);
-        assert_eq!(Field::NwDst.get(&wildcards), 0, "L3 not reached");
+        assert_eq!(Field::NwProto.get(&wildcards), 0, "L3 not reached");
 
         let mut wildcards = FlowBits::ZERO;
         let hit = flow(&[
             (Field::InPort, 1),
             (Field::DlType, 0x0800),
-            (Field::NwDst, 0x0a00_0001),
+            (Field::NwProto, 6),
         ]);
         assert_eq!(classifier.lookup(&hit, &mut wildcards), Some(RuleId(0)));
         assert_eq!(wildcards, *rule.mask());
@@ -360,6 +439,46 @@ mod tests {
             classifier.lookup(&other_port, &mut FlowBits::default()),
             None
         );
+    }
+
+    #[test]
+    fn prefix_tries_un_wildcard_only_the_deciding_bits() {
+        let mut classifier = Classifier::default();
+        let rule = rule_match(&[
+            (Field::DlType, 0x0800, u128::MAX),
+            (Field::NwDst, 0xac10_0000, 0xffff_0000),
+            (Field::TpDst, 80, 0xffff),
+        ]);
+        classifier.insert(
+            &rule,
+            RuleRank {
+                priority: 1,
+                seq: 0,
+            },
+            RuleId(0),
+        );
+        let mut wildcards = FlowBits::ZERO;
+        let packet = flow(&[
+            (Field::DlType, 0x0800),
+            (Field::NwDst, 0x0a00_0001),
+            (Field::TpDst, 80),
+        ]);
+        assert_eq!(classifier.lookup(&packet, &mut wildcards), None);
+        // 10.0.0.1 leaves 172.16/16 at the first bit: that bit alone proves the miss.
+        let mut expected = FlowBits::ZERO;
+        Field::NwDst.set(&mut expected, 0x8000_0000);
+        assert_eq!(wildcards, expected);
+
+        let mut wildcards = FlowBits::ZERO;
+        let inside = flow(&[
+            (Field::DlType, 0x0800),
+            (Field::NwDst, 0xac10_0001),
+            (Field::TpDst, 80),
+        ]);
+        assert_eq!(classifier.lookup(&inside, &mut wildcards), Some(RuleId(0)));
+        assert_eq!(wildcards, *rule.mask());
+        assert!(classifier.remove(&rule, RuleId(0)));
+        assert_eq!(classifier.lookup(&inside, &mut FlowBits::default()), None);
     }
 
     #[test]

@@ -184,14 +184,18 @@ mod tests {
     #[test]
     fn full_megaflow_cache_flushes_instead_of_growing() {
         let mut tables = RuleTables::new();
-        tables.add(parse_rule("ip,actions=output:2").unwrap(), Duration::ZERO);
         tables.add(
-            parse_rule("priority=40000,ip,nw_dst=10.0.0.0/8,actions=output:3").unwrap(),
+            parse_rule("priority=1,ip,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        tables.add(
+            parse_rule("priority=9,in_port=1,actions=output:3").unwrap(),
             Duration::ZERO,
         );
         let mut cache = FlowCache::new(0, 2);
-        for nw_dst in 0..5u128 {
-            cache.lookup(&tables, &flow(1, nw_dst << 24), 60);
+        // in_port is matched exactly: each port is a megaflow of its own.
+        for in_port in 0..5u128 {
+            cache.lookup(&tables, &flow(in_port, 1), 60);
         }
         assert!(cache.megaflows().count() <= 2);
         assert!(cache.stats.flushes >= 2);

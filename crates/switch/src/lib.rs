@@ -20,6 +20,7 @@ pub mod flow_parse;
 pub mod frame;
 pub mod mac_learning;
 pub mod megaflow;
+pub mod prefix_trie;
 pub mod rewrite;
 pub mod rule;
 pub mod rule_table;

@@ -9,7 +9,8 @@ use crate::field::{FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
 use crate::translate::Decision;
 
-pub const DEFAULT_MEGAFLOW_CAPACITY: usize = 65536;
+/// OVS's default `flow-limit`.
+pub const DEFAULT_MEGAFLOW_CAPACITY: usize = 200_000;
 
 /// Index of a megaflow in its cache.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
