@@ -109,7 +109,26 @@ pub(crate) fn map_ring(fd: &OwnedFd, len: usize, pgoff: u64) -> io::Result<RingM
     Ok(RingMap { ptr: p.cast(), len })
 }
 
+/// A socket closed a moment ago on the same queue lets go of it only when a kernel work item
+/// runs (xp_release_deferred), and bind answers EBUSY until then: on a busy host that takes
+/// milliseconds, so a program started right after another would fail. Retry for this long.
+const BIND_BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(crate) fn bind_xdp(fd: &OwnedFd, addr: &libc::sockaddr_xdp) -> io::Result<()> {
+    let until = std::time::Instant::now() + BIND_BUSY_RETRY;
+    loop {
+        match bind_xdp_once(fd, addr) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn bind_xdp_once(fd: &OwnedFd, addr: &libc::sockaddr_xdp) -> io::Result<()> {
     // SAFETY: addr is a valid sockaddr_xdp of the size passed.
     let r = unsafe {
         libc::bind(
