@@ -1,8 +1,8 @@
 //! The `wirespeed` command. Thin: argument parsing and output; the work is in the library.
 
 mod bench;
-mod capture;
 mod caps;
+mod capture;
 mod r#gen;
 mod idle;
 mod meter;
