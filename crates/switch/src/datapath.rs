@@ -94,14 +94,16 @@ impl Datapath {
         )))
     }
 
-    /// Parses, classifies and executes one received frame; see [`execute::execute`] for `emit`.
+    /// Parses, classifies and executes one received frame, writing what became of it into
+    /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`.
     pub fn process(
         &mut self,
         frame: &mut Frame<'_>,
         in_port: u32,
         now: Duration,
+        verdict: &mut Verdict,
         emit: &mut impl FnMut(&[u8], &[u32]),
-    ) -> Verdict {
+    ) {
         let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
         let flow = FlowBits::from_key(&key);
         let bytes = frame.len();
@@ -111,7 +113,7 @@ impl Datapath {
             self.tables.credit(id, bytes, now);
         }
         if decision.too_deep {
-            return dropped(DropReason::ResubmitLimit);
+            return verdict.drop_for(DropReason::ResubmitLimit);
         }
         if decision.actions.is_empty() {
             let reason = if decision.rules.is_empty() {
@@ -119,7 +121,7 @@ impl Datapath {
             } else {
                 DropReason::NoOutput
             };
-            return dropped(reason);
+            return verdict.drop_for(reason);
         }
         let mut packet = Packet {
             frame,
@@ -132,14 +134,7 @@ impl Datapath {
             mac_table: &mut self.mac_table,
             now,
         };
-        execute::execute(&decision.actions, &mut packet, &mut bridge, emit)
-    }
-}
-
-fn dropped(reason: DropReason) -> Verdict {
-    Verdict {
-        dropped: Some(reason),
-        ..Verdict::default()
+        execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit)
     }
 }
 
@@ -159,12 +154,15 @@ mod tests {
         let mut buffer = [0u8; 4 + 42];
         buffer[4..].copy_from_slice(&FRAME);
         let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
+        let mut verdict = Verdict::default();
         datapath.process(
             &mut frame,
             in_port,
             Duration::from_secs(1),
+            &mut verdict,
             &mut |_: &[u8], _: &[u32]| {},
-        )
+        );
+        verdict
     }
 
     #[test]

@@ -120,7 +120,8 @@ proptest! {
         let mut packet = Packet { frame: &mut frame, headers: PacketHeaders::new(&key, offsets), flow: FlowBits::from_key(&key), in_port: 1 };
         let mut mac_table = MacTable::default();
         let mut bridge = Bridge { ports: &[1, 2], mac_table: &mut mac_table, now: Duration::ZERO };
-        let verdict = execute(&actions, &mut packet, &mut bridge, &mut |_: &[u8], _: &[u32]| {});
+        let mut verdict = wirespeed_switch::Verdict::default();
+        execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32]| {});
         prop_assume!(!ttl_drops);
         prop_assert!(verdict.dropped.is_some(), "rewrites alone output nowhere");
 
