@@ -4,11 +4,12 @@
 //! refused before anything is sent and the send loop never waits on the disk.
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use wirespeed_capture::CaptureReader;
-use wirespeed_port::{Backend, Batch, PortSpec};
+use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
 use super::GenArgs;
 use super::kernel::{self, Prebuilt};
@@ -79,6 +80,24 @@ impl Trace {
         Ok(t)
     }
 
+    /// What the user should know about the file before it is sent.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.truncated > 0 {
+            notes.push(format!(
+                "{} frames were cut short by the capture: sent as captured",
+                self.truncated
+            ));
+        }
+        if self.too_short > 0 {
+            notes.push(format!(
+                "{} records shorter than an Ethernet header left out",
+                self.too_short
+            ));
+        }
+        notes
+    }
+
     fn frame(&self, i: usize) -> &[u8] {
         let (offset, len, _) = self.records[i];
         &self.data[offset..offset + len as usize]
@@ -119,58 +138,84 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
             port.max_packet_len()
         );
     }
-    let mut notes = Vec::new();
-    if trace.truncated > 0 {
-        notes.push(format!(
-            "{} frames were cut short by the capture: sent as captured",
-            trace.truncated
-        ));
-    }
-    if trace.too_short > 0 {
-        notes.push(format!(
-            "{} records shorter than an Ethernet header left out",
-            trace.too_short
-        ));
-    }
+    let notes = trace.notes();
     for n in &notes {
         eprintln!("wirespeed: note: {n}");
     }
-    let batch_size = args.port_flags.batch as usize;
-    let mean = trace.data.len() as f64 / trace.records.len() as f64 + 4.0;
-    let mut pacer = args.rate.map(|r| Pacer::new(r, mean, batch_size));
-    let recorded = !args.fast;
-    let mut batch = Batch::with_capacity(batch_size);
     announce_ready(
         &*port,
         args.port_flags.batch,
         &format!("replaying {} frames", trace.records.len()),
     );
-    let mut run = RunLimit::new(args.duration(), args.count, &stop, 1);
+    let done = send_trace(args, &mut *port, &trace, &stop)?;
+    drain(&mut *port);
+    let stats = port.stats();
+    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
+    s.batch = args.port_flags.batch;
+    s.seconds = done.seconds;
+    s.packets = done.sent;
+    s.bytes = done.bytes;
+    s.rate = args.rate.map(|r| r.to_string());
+    s.replay_frames = Some(trace.records.len() as u64);
+    s.loops_done = Some(done.loops);
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    s.notes.extend(notes);
+    Ok(s.finish())
+}
+
+/// What a replay sent.
+struct Sent {
+    sent: u64,
+    bytes: u64,
+    loops: u64,
+    seconds: f64,
+}
+
+/// How many of the `want` frames from `next` on are due `now` into the loop; or, if none
+/// is, how long until the first one is.
+fn frames_due(trace: &Trace, next: usize, want: usize, now: Duration) -> Result<usize, Duration> {
+    let due = trace.records[next..next + want]
+        .iter()
+        .take_while(|r| Duration::from_nanos(r.2) <= now)
+        .count();
+    match due {
+        0 => Err(Duration::from_nanos(trace.records[next].2) - now),
+        n => Ok(n),
+    }
+}
+
+/// The send loop: bursts of the file's frames, copied into the port's frames, at the
+/// recorded timing, at --rate, or as fast as the port takes them.
+fn send_trace(
+    args: &GenArgs,
+    port: &mut dyn Port,
+    trace: &Trace,
+    stop: &AtomicBool,
+) -> anyhow::Result<Sent> {
+    let batch_size = args.port_flags.batch as usize;
+    let (n_records, longest) = (trace.records.len(), trace.longest());
+    let mean = trace.data.len() as f64 / n_records as f64 + 4.0;
+    let mut pacer = args.rate.map(|r| Pacer::new(r, mean, batch_size));
+    let mut batch = Batch::with_capacity(batch_size);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
     let mut meter = Meter::new("tx", args.quiet, 1);
-    let (mut sent, mut bytes, mut next, mut loops_done) = (0u64, 0u64, 0usize, 0u64);
+    let (mut sent, mut bytes, mut next, mut loops) = (0u64, 0u64, 0usize, 0u64);
     let mut loop_start = Instant::now();
-    let n_records = trace.records.len();
-    while run.running(sent) && (args.loops == 0 || loops_done < args.loops) {
+    while run.running(sent) && (args.loops == 0 || loops < args.loops) {
         let mut want = run
             .remaining(sent)
             .min((n_records - next).min(batch_size) as u64) as usize;
-        if recorded {
-            // Only the frames already due, and wait for the next one if none is.
-            let now = loop_start.elapsed();
-            let due = trace.records[next..next + want]
-                .iter()
-                .take_while(|r| Duration::from_nanos(r.2) <= now)
-                .count();
-            if due == 0 {
-                port.flush()?;
-                wait(
-                    (Duration::from_nanos(trace.records[next].2) - now)
-                        .min(Duration::from_millis(10)),
-                );
-                meter.tick(sent, bytes, || port_status(&mut *port));
-                continue;
+        if !args.fast {
+            match frames_due(trace, next, want, loop_start.elapsed()) {
+                Ok(n) => want = n,
+                Err(until) => {
+                    port.flush()?;
+                    wait(until);
+                    meter.tick(sent, bytes, || port_status(port));
+                    continue;
+                }
             }
-            want = due;
         }
         if let Some(p) = pacer.as_mut() {
             match p.grant(want) {
@@ -182,10 +227,10 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
                 }
             }
         }
-        let n = port.alloc_tx(&mut batch, want, trace.longest());
+        let n = port.alloc_tx(&mut batch, want, longest);
         if n == 0 {
             port.flush()?;
-            meter.tick(sent, bytes, || port_status(&mut *port));
+            meter.tick(sent, bytes, || port_status(port));
             continue;
         }
         let mut burst_bytes = 0u64;
@@ -204,28 +249,18 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         next += n;
         if next == n_records {
             next = 0;
-            loops_done += 1;
+            loops += 1;
             // The next loop starts one average gap after the last frame of this one.
-            let gap = trace.span() / n_records as u32;
-            loop_start += trace.span() + gap;
+            loop_start += trace.span() + trace.span() / n_records as u32;
         }
-        meter.tick(sent, bytes, || port_status(&mut *port));
+        meter.tick(sent, bytes, || port_status(port));
     }
-    let seconds = meter.elapsed().as_secs_f64();
-    drain(&mut *port);
-    let stats = port.stats();
-    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
-    s.batch = args.port_flags.batch;
-    s.seconds = seconds;
-    s.packets = sent;
-    s.bytes = bytes;
-    s.rate = args.rate.map(|r| r.to_string());
-    s.replay_frames = Some(n_records as u64);
-    s.loops_done = Some(loops_done);
-    s.set_stats(&stats);
-    s.frames = port.audit();
-    s.notes.extend(notes);
-    Ok(s.finish())
+    Ok(Sent {
+        sent,
+        bytes,
+        loops,
+        seconds: meter.elapsed().as_secs_f64(),
+    })
 }
 
 /// The kernel engine repeats frames: each frame of the file is sent `--loop` times in a
