@@ -185,6 +185,10 @@ impl PacketPlan {
         }
     }
 
+    pub fn sizes(&self) -> &SizePlan {
+        &self.sizes
+    }
+
     fn next_size(&mut self) -> u32 {
         match &self.sizes {
             SizePlan::Fixed(s) => *s,

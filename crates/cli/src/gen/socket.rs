@@ -50,11 +50,40 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
             port.max_packet_len() + 4
         );
     }
-    let batch_size = args.port_flags.batch as usize;
-    let mut pacer = args.rate.map(|r| Pacer::new(r, sizes.mean(), batch_size));
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
-    let mut batch = Batch::with_capacity(batch_size);
     announce_ready(&*port, args.port_flags.batch, "socket engine");
+    let (sent, bytes, seconds) = generate(args, &mut *port, &mut packets, stop)?;
+    drain(&mut *port);
+    let stats = port.stats();
+    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
+    s.batch = args.port_flags.batch;
+    s.seconds = seconds;
+    s.packets = sent;
+    s.bytes = bytes;
+    s.rate = args.rate.map(|r| r.to_string());
+    s.generator = args.generator_id;
+    s.flows = args.flows;
+    s.sequence_end = packets.next_seq;
+    s.skipped = packets.skipped;
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    Ok(s.finish())
+}
+
+/// The send loop: builds bursts of frames in place and sends them, paced when asked.
+/// Returns the packets and bytes sent and the seconds it took.
+fn generate(
+    args: &GenArgs,
+    port: &mut dyn Port,
+    packets: &mut PacketPlan,
+    stop: &AtomicBool,
+) -> anyhow::Result<(u64, u64, f64)> {
+    let batch_size = args.port_flags.batch as usize;
+    let mut pacer = args
+        .rate
+        .map(|r| Pacer::new(r, packets.sizes().mean(), batch_size));
+    let max_len = packets.sizes().max() - 4;
+    let mut batch = Batch::with_capacity(batch_size);
     let every = if pacer.is_some() { 1 } else { HOT_LOOP_CHECK };
     let mut run = RunLimit::new(args.duration(), args.count, stop, every);
     let mut meter = Meter::new("tx", args.quiet, every);
@@ -68,7 +97,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
                     // Idle until the next burst: push out what is queued first.
                     port.flush()?;
                     wait(d);
-                    meter.tick(sent, bytes, || port_status(&mut *port));
+                    meter.tick(sent, bytes, || port_status(port));
                     continue;
                 }
             }
@@ -77,7 +106,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(sent, bytes, || port_status(&mut *port));
+            meter.tick(sent, bytes, || port_status(port));
             continue;
         }
         let ts = now_ns();
@@ -97,24 +126,9 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         if let Some(p) = pacer.as_mut() {
             p.charge(n as u64, burst_bytes + 4 * n as u64);
         }
-        meter.tick(sent, bytes, || port_status(&mut *port));
+        meter.tick(sent, bytes, || port_status(port));
     }
-    let seconds = meter.elapsed().as_secs_f64();
-    drain(&mut *port);
-    let stats = port.stats();
-    let mut s = GenSummary::new("socket", &spec, Some(port.info()));
-    s.batch = args.port_flags.batch;
-    s.seconds = seconds;
-    s.packets = sent;
-    s.bytes = bytes;
-    s.rate = args.rate.map(|r| r.to_string());
-    s.generator = args.generator_id;
-    s.flows = args.flows;
-    s.sequence_end = packets.next_seq;
-    s.skipped = packets.skipped;
-    s.set_stats(&stats);
-    s.frames = port.audit();
-    Ok(s.finish())
+    Ok((sent, bytes, meter.elapsed().as_secs_f64()))
 }
 
 /// Waits (at most a second) until every frame handed to the kernel for sending is back.

@@ -1,0 +1,92 @@
+//! The end-of-run summary of `recv`: a few lines for people, one JSON object for scripts.
+
+use serde::Serialize;
+
+use super::receiver::GeneratorReport;
+
+#[derive(Debug, Serialize)]
+pub struct RecvSummary {
+    pub mode: &'static str,
+    pub port: String,
+    pub backend: &'static str,
+    pub xdp_mode: String,
+    pub batch: u32,
+    pub seconds: f64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub mpps: f64,
+    pub mbps: f64,
+    pub rx_packets: u64,
+    pub drops: std::collections::BTreeMap<&'static str, u64>,
+    pub drops_total: u64,
+    pub not_test_frames: u64,
+    /// Test frames of generators beyond the first 16 seen.
+    pub other_generators: u64,
+    pub generators: Vec<GeneratorReport>,
+    pub frames: Option<serde_json::Value>,
+    pub peak_rss_bytes: u64,
+    pub notes: Vec<String>,
+}
+
+pub fn print(s: &RecvSummary, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(s).expect("summary serialises"));
+        return;
+    }
+    println!(
+        "recv on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s; {} not from a generator, {} receive drops",
+        s.port,
+        s.backend,
+        s.xdp_mode,
+        s.packets,
+        s.seconds,
+        s.mpps,
+        s.mbps,
+        s.not_test_frames,
+        s.drops_total
+    );
+    for g in &s.generators {
+        let l = &g.latency_ns;
+        println!(
+            "generator {}: received {}, lost {}, duplicated {}, reordered {}, late {}, corrupt {}, untracked {}",
+            g.generator,
+            g.received,
+            g.seq.lost,
+            g.seq.duplicated,
+            g.seq.reordered,
+            g.seq.late,
+            g.corrupt,
+            g.untracked
+        );
+        if l.samples > 0 {
+            println!(
+                "  latency us: p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
+                l.p50 as f64 / 1e3,
+                l.p99 as f64 / 1e3,
+                l.p999 as f64 / 1e3,
+                l.max as f64 / 1e3
+            );
+        }
+        if !g.seq.lost_ranges.is_empty() {
+            let shown: Vec<String> = g
+                .seq
+                .lost_ranges
+                .iter()
+                .take(10)
+                .map(|&(a, b)| {
+                    if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}-{b}")
+                    }
+                })
+                .collect();
+            let more = if g.seq.lost_ranges.len() > 10 {
+                ", ..."
+            } else {
+                ""
+            };
+            println!("  lost: {}{more}", shown.join(", "));
+        }
+    }
+}
