@@ -83,6 +83,45 @@ pub enum DropReason {
     ResubmitLimit,
 }
 
+impl DropReason {
+    pub const ALL: [DropReason; 5] = [
+        DropReason::TableMiss,
+        DropReason::NoOutput,
+        DropReason::TtlExpired,
+        DropReason::NoRoom,
+        DropReason::ResubmitLimit,
+    ];
+
+    /// A short name for counters and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::TableMiss => "table_miss",
+            DropReason::NoOutput => "no_output",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoRoom => "no_room",
+            DropReason::ResubmitLimit => "resubmit_limit",
+        }
+    }
+}
+
+/// Drops counted by reason (a port's receive side keeps one).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct DropCounters([u64; DropReason::ALL.len()]);
+
+impl DropCounters {
+    pub fn count(&mut self, reason: DropReason) {
+        self.0[reason as usize] += 1;
+    }
+
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}
+
 /// What became of the packet.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Verdict {
@@ -362,6 +401,17 @@ mod tests {
         let src = wirespeed_packet::MacAddr([2, 0, 0, 0, 0, 1]);
         assert_eq!(macs.lookup(7, src, Duration::from_secs(1)), Some(1));
         assert_eq!(macs.lookup(0, src, Duration::from_secs(1)), None);
+    }
+
+    #[test]
+    fn drop_counters_by_reason() {
+        let mut counters = DropCounters::default();
+        counters.count(DropReason::TtlExpired);
+        counters.count(DropReason::TtlExpired);
+        counters.count(DropReason::TableMiss);
+        assert_eq!(counters.get(DropReason::TtlExpired), 2);
+        assert_eq!(counters.total(), 3);
+        assert_eq!(DropReason::ALL.map(DropReason::name)[4], "resubmit_limit");
     }
 
     #[test]

@@ -4,6 +4,18 @@
 //! ([`wirespeed_packet::flow_key::FlowKey`]), looked up in an exact-match cache, then a megaflow
 //! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
 //! a megaflow covering exactly the bits the lookup examined. Packet I/O is not here.
+//!
+//! How the pieces are driven:
+//! - receive path, per frame: [`Datapath::process`] (parse → [`FlowCache`] → [`translate()`] on
+//!   a miss → [`execute::execute`]) fills a [`Verdict`] the caller reuses: output ports, a
+//!   controller flag, or a [`DropReason`]; copies for rewrites between outputs go through
+//!   `emit`. Nothing is allocated unless the slow path runs.
+//! - control path: [`parse_rule`] / [`parse_flow_mod`] / [`parse_selector`] and
+//!   [`RuleTables`]' `add` / `modify` / `delete`; [`RuleTables::dump_flows`] for `dump-flows`,
+//!   [`MegaflowLine`] for `dump-cache`. Every change bumps the tables' generation, and the next
+//!   cache lookup drops every cached entry made before it.
+//! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts),
+//!   [`MacTable::expire`], [`FlowCache::optimize`].
 #![forbid(unsafe_code)]
 
 pub mod action;
@@ -30,7 +42,7 @@ pub use action::Action;
 pub use action_parse::parse_actions;
 pub use classifier::RuleId;
 pub use datapath::Datapath;
-pub use execute::{DropReason, Outputs, Verdict};
+pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
