@@ -176,21 +176,28 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
         "cookie" => spec.cookie = Some(number(key, value, u128::from(u64::MAX))? as u64),
         "idle_timeout" => spec.idle_timeout = Some(number(key, value, 0xffff)? as u16),
         "hard_timeout" => spec.hard_timeout = Some(number(key, value, 0xffff)? as u16),
+        _ => parse_field(token, key, value, spec)?,
+    }
+    Ok(())
+}
+
+/// A match field's `key=value[/mask]`, `dl_vlan` and `dl_vlan_pcp` included.
+fn parse_field(token: &str, key: &str, value: &str, spec: &mut MatchSpec) -> Result<(), FlowError> {
+    match key {
         "dl_vlan" => {
-            let vid = number(key, value, 0xffff)?;
-            let (tci, mask) = match vid {
+            let (tci, mask) = match number(key, value, 0xffff)? {
                 0xffff => (0, 0xffff),
-                0..=0x0fff => (
+                vid @ 0..=0x0fff => (
                     u128::from(VLAN_PRESENT) | vid,
                     u128::from(VLAN_PRESENT | VLAN_VID_MASK),
                 ),
                 _ => {
-                    return Err(error(format!(
-                        "{token}: VLAN id must be 0..4095 (or 0xffff for untagged)"
-                    )));
+                    let message =
+                        format!("{token}: VLAN id must be 0..4095 (or 0xffff for untagged)");
+                    return Err(error(message));
                 }
             };
-            add(spec, token, Field::VlanTci, tci, mask)?;
+            add(spec, token, Field::VlanTci, tci, mask)
         }
         "dl_vlan_pcp" => {
             let pcp = number(key, value, 7)?;
@@ -200,10 +207,10 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
                 Field::VlanTci,
                 u128::from(VLAN_PRESENT) | pcp << 13,
                 0xf000,
-            )?;
+            )
         }
         _ => {
-            let field = Field::from_name(key).expect("checked above");
+            let field = Field::from_name(key).expect("the caller checked the name");
             let (value, mask) = parse_masked(field, value)
                 .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
             // ovs-ofctl: "the two lower reserved bits are ignored" in nw_tos.
@@ -212,10 +219,9 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
             } else {
                 mask
             };
-            add(spec, token, field, value, mask)?;
+            add(spec, token, field, value, mask)
         }
     }
-    Ok(())
 }
 
 fn add(
