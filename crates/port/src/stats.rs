@@ -38,6 +38,17 @@ impl DropCounters {
     pub fn total(&self) -> u64 {
         self.by_reason().iter().map(|(_, v)| v).sum()
     }
+
+    /// Adds another port's drops, reason by reason.
+    pub fn add(&mut self, o: &DropCounters) {
+        self.fill_ring_empty += o.fill_ring_empty;
+        self.rx_ring_full += o.rx_ring_full;
+        self.kernel_dropped += o.kernel_dropped;
+        self.rx_invalid_desc += o.rx_invalid_desc;
+        self.tx_ring_full += o.tx_ring_full;
+        self.tx_invalid_desc += o.tx_invalid_desc;
+        self.tx_error += o.tx_error;
+    }
 }
 
 /// Packet and byte counts of a port, plus its drops.
@@ -50,6 +61,18 @@ pub struct PortStats {
     /// Packets copied between buffer areas (DESIGN rule 5: count the copies).
     pub copies: u64,
     pub drops: DropCounters,
+}
+
+impl PortStats {
+    /// Adds another port's counters (for a total over several ports).
+    pub fn add(&mut self, o: &PortStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.copies += o.copies;
+        self.drops.add(&o.drops);
+    }
 }
 
 /// Where every frame of a port's buffer area is (the UMEM conservation law): pool + fill +

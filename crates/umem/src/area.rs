@@ -179,6 +179,27 @@ impl Umem {
     }
 }
 
+impl Umem {
+    /// Copies `len` bytes at `src` to `dst` (another frame); false when either range is out
+    /// of the area or they overlap.
+    pub fn copy_packet(&mut self, src: u64, len: u32, dst: u64) -> bool {
+        let overlap = src < dst + len as u64 && dst < src + len as u64;
+        if overlap || !self.is_valid(src, len) || !self.is_valid(dst, len) {
+            return false;
+        }
+        // SAFETY: both ranges lie inside the mapping (checked above) and do not overlap;
+        // `&mut self` means no slice of the area is borrowed meanwhile.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.map.ptr.add(src as usize),
+                self.map.ptr.add(dst as usize),
+                len as usize,
+            )
+        };
+        true
+    }
+}
+
 fn map_anonymous(len: usize, extra_flags: i32) -> io::Result<*mut u8> {
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
     // existing memory.
@@ -257,6 +278,17 @@ mod tests {
         assert_eq!(u.packet(4096 + 8, 4).unwrap(), &[1, 2, 3, 4]);
         let pool = u.frame_pool();
         assert_eq!(pool.len(), 8);
+    }
+
+    #[test]
+    fn copies_between_frames_and_refuses_bad_ranges() {
+        let mut u = small();
+        u.packet_mut(100, 3).unwrap().copy_from_slice(&[7, 8, 9]);
+        assert!(u.copy_packet(100, 3, 2048 + 10));
+        assert_eq!(u.packet(2048 + 10, 3).unwrap(), &[7, 8, 9]);
+        assert!(!u.copy_packet(100, 3, 101), "overlapping ranges");
+        assert!(!u.copy_packet(100, 3, 8 * 2048), "outside the area");
+        assert!(!u.copy_packet(2000, 100, 4096), "crosses a frame end");
     }
 
     #[test]

@@ -15,6 +15,10 @@ use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::{Meter, RunLimit, port_status};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
+    if let Some(peer) = &args.peer_port {
+        let peer: PortSpec = peer.parse()?;
+        return super::fwd2::run(args, spec, &peer, stop);
+    }
     let mut port = wirespeed_port::open(spec, &args.port_options(true, true))
         .with_context(|| format!("open {spec}"))?;
     let mut batch = Batch::with_capacity(args.batch as usize);

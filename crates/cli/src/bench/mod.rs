@@ -1,6 +1,7 @@
 //! `wirespeed bench`: the seeds' rxdrop / txpush / l2fwd benchmarks and the in-kernel
 //! xdpdrop ceiling (the AF_PACKET V4 paper's tpbench, the kernel's xdpsock).
 
+mod fwd2;
 mod l2fwd;
 mod report;
 mod rxdrop;
@@ -54,6 +55,10 @@ pub struct BenchArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
     #[arg(long)]
     pub port: String,
+    /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two
+    /// xdp: ports one UMEM is shared, so a packet moves by descriptor, never copied).
+    #[arg(long, value_name = "SPEC")]
+    pub peer_port: Option<String>,
     /// Stop after this many seconds (default 10, or until --count is reached).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -211,6 +216,9 @@ impl BenchArgs {
                 "--frames {}: must be between twice the batch and 1048576",
                 self.frames
             );
+        }
+        if self.peer_port.is_some() && self.mode != Mode::L2fwd {
+            bail!("--peer-port goes with l2fwd");
         }
         if self.expect.is_some() && !self.verify {
             bail!("--expect goes with --verify");

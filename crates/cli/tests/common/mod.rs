@@ -416,3 +416,96 @@ pub fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
         })
         .unwrap_or_else(|| panic!("{dev}: no ethtool counter {name} in {out}"))
 }
+
+/// Three namespaces in a row: `a` (in `ns_a`) is joined to `ma` (in `ns_m`), and `mb` (in
+/// `ns_m`) to `b` (in `ns_b`); the middle one forwards. Removed when dropped.
+pub struct NetChain {
+    pub ns_a: String,
+    pub ns_m: String,
+    pub ns_b: String,
+    pub a: String,
+    pub ma: String,
+    pub mb: String,
+    pub b: String,
+}
+
+impl NetChain {
+    pub fn new(tag: &str) -> NetChain {
+        require_root();
+        assert!(tag.len() <= 3);
+        let id = format!(
+            "{}{}{}",
+            tag,
+            std::process::id() % 100000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let c = NetChain {
+            ns_a: format!("wsc{id}a"),
+            ns_m: format!("wsc{id}m"),
+            ns_b: format!("wsc{id}b"),
+            a: format!("wsc{id}a"),
+            ma: format!("wsc{id}x"),
+            mb: format!("wsc{id}y"),
+            b: format!("wsc{id}b"),
+        };
+        for ns in [&c.ns_a, &c.ns_m, &c.ns_b] {
+            must(&["ip", "netns", "add", ns]);
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ]);
+            must(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]);
+        }
+        must(&[
+            "ip", "link", "add", &c.a, "netns", &c.ns_a, "type", "veth", "peer", "name", &c.ma,
+            "netns", &c.ns_m,
+        ]);
+        must(&[
+            "ip", "link", "add", &c.mb, "netns", &c.ns_m, "type", "veth", "peer", "name", &c.b,
+            "netns", &c.ns_b,
+        ]);
+        for (ns, dev) in [
+            (&c.ns_a, &c.a),
+            (&c.ns_m, &c.ma),
+            (&c.ns_m, &c.mb),
+            (&c.ns_b, &c.b),
+        ] {
+            must(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        c
+    }
+
+    /// Every veth end's rx_dropped + tx_dropped, summed.
+    pub fn veth_drops(&self) -> u64 {
+        [
+            (&self.ns_a, &self.a),
+            (&self.ns_m, &self.ma),
+            (&self.ns_m, &self.mb),
+            (&self.ns_b, &self.b),
+        ]
+        .iter()
+        .map(|(ns, dev)| link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped"))
+        .sum()
+    }
+}
+
+impl Drop for NetChain {
+    fn drop(&mut self) {
+        for ns in [&self.ns_a, &self.ns_m, &self.ns_b] {
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+    }
+}

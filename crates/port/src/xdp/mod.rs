@@ -1,17 +1,24 @@
-//! The AF_XDP backend: one socket on one queue, its UMEM and frame pool, and our redirect
-//! program on the interface. Frames move between the rings and the application by
+//! The AF_XDP backend: sockets on interface queues, their UMEM and frame pool, and our
+//! redirect program on each interface. Frames move between the rings and the application by
 //! descriptor only; the bytes never move (AF_PACKET V4's design).
+//!
+//! `XdpGroup` is several ports sharing one UMEM and one frame pool, owned by one thread, so
+//! forwarding between them moves descriptors (netmap's buffer swap); `XdpPort` is a group of
+//! one behind the `Port` trait.
+
+mod group;
+mod port;
+
+pub use group::XdpGroup;
+pub use port::XdpPort;
 
 use std::str::FromStr;
-use std::time::Duration;
 
-use wirespeed_umem::{FramePool, Umem, UmemConfig};
+use wirespeed_umem::Umem;
 use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::{BindMode, Socket, SocketConfig};
 
-use crate::{
-    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
-};
+use crate::{PortError, PortOptions, PortSpec};
 
 /// The kernel's headroom in front of every received packet in copy mode (XDP_PACKET_HEADROOM).
 const XDP_PACKET_HEADROOM: u32 = 256;
@@ -66,105 +73,25 @@ impl XdpMode {
     }
 }
 
-/// An AF_XDP port.
-pub struct XdpPort {
-    // Field order is drop order: detach the program before the socket closes.
-    _program: Option<XskProgram>,
-    socket: Socket,
-    umem: Umem,
-    pool: FramePool,
-    info: PortInfo,
-    stats: PortStats,
-    /// Frames the application holds (received or allocated, not yet sent or released).
-    app_held: u64,
-    /// Frames queued for sending and not yet reclaimed from the completion ring.
-    tx_in_flight: u64,
-    burst: u32,
+/// Checks that the interface and queue of `spec` exist, before anything is created.
+fn check_place(spec: &PortSpec) -> Result<(), PortError> {
+    if wirespeed_xsk::if_index(&spec.iface).is_none() {
+        return Err(PortError::NoInterface(spec.iface.clone()));
+    }
+    let count = wirespeed_xsk::queue_count(&spec.iface);
+    if spec.queue >= count {
+        return Err(PortError::NoQueue {
+            iface: spec.iface.clone(),
+            queue: spec.queue,
+            count,
+        });
+    }
+    Ok(())
 }
 
-impl XdpPort {
-    pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<XdpPort, PortError> {
-        if opts.frame_size != 2048 && opts.frame_size != 4096 {
-            return Err(PortError::FrameSize(opts.frame_size));
-        }
-        if !opts.ring_size.is_power_of_two() || !(64..=65536).contains(&opts.ring_size) {
-            return Err(PortError::RingSize(opts.ring_size));
-        }
-        if wirespeed_xsk::if_index(&spec.iface).is_none() {
-            return Err(PortError::NoInterface(spec.iface.clone()));
-        }
-        let count = wirespeed_xsk::queue_count(&spec.iface);
-        if spec.queue >= count {
-            return Err(PortError::NoQueue {
-                iface: spec.iface.clone(),
-                queue: spec.queue,
-                count,
-            });
-        }
-        let umem = Umem::new(UmemConfig {
-            frame_count: opts.frame_count,
-            frame_size: opts.frame_size,
-            headroom: opts.headroom,
-            hugepages: opts.hugepages,
-        })
-        .map_err(|source| PortError::Umem {
-            what: format!("{}: UMEM", spec.iface),
-            source,
-        })?;
-        let mut notes: Vec<String> = umem.note().map(str::to_string).into_iter().collect();
-        let (program, socket, attach) = bind_first_that_works(spec, opts, &umem, &mut notes)?;
-        let mode = if socket.is_zerocopy() {
-            "zerocopy"
-        } else if attach == AttachMode::Skb {
-            "skb"
-        } else {
-            "copy"
-        };
-        let pool = umem.frame_pool();
-        let mut port = XdpPort {
-            _program: program,
-            socket,
-            umem,
-            pool,
-            info: PortInfo {
-                spec: spec.to_string(),
-                backend: Backend::Xdp,
-                mode: mode.to_string(),
-                notes,
-            },
-            stats: PortStats::default(),
-            app_held: 0,
-            tx_in_flight: 0,
-            burst: opts.batch.max(1),
-        };
-        if opts.rx {
-            // Half the frames wait in the fill ring for packets; the rest serve transmit.
-            let n = (opts.frame_count / 2).min(opts.ring_size * 2);
-            port.socket.refill(&mut port.pool, n);
-        }
-        Ok(port)
-    }
-
-    fn reclaim(&mut self) {
-        let (done, invalid) = self.socket.complete(&self.umem, &mut self.pool, u32::MAX);
-        self.tx_in_flight -= (done + invalid) as u64;
-        self.stats.drops.tx_invalid_desc += invalid as u64;
-    }
-
-    fn free_frame(&mut self, addr: u64) {
-        self.pool.free(self.umem.frame_base(addr));
-    }
-}
-
-/// Tries the attach/bind pairs of the mode in order; returns the first that works. A
-/// foreign program or a missing interface ends the search at once.
-fn bind_first_that_works(
-    spec: &PortSpec,
-    opts: &PortOptions,
-    umem: &Umem,
-    notes: &mut Vec<String>,
-) -> Result<(Option<XskProgram>, Socket, AttachMode), PortError> {
-    let config = SocketConfig {
+/// The ring sizes and options of a member socket.
+fn socket_config(opts: &PortOptions) -> SocketConfig {
+    SocketConfig {
         rx_size: if opts.rx { opts.ring_size } else { 0 },
         tx_size: if opts.tx { opts.ring_size } else { 0 },
         fill_size: if opts.rx { opts.ring_size * 2 } else { 64 },
@@ -172,10 +99,29 @@ fn bind_first_that_works(
         mode: BindMode::Any,
         need_wakeup: true,
         busy_poll_budget: opts.busy_poll.then_some(opts.batch),
+    }
+}
+
+/// Attaches the program (for receiving) and binds a socket for `spec`. The first member of
+/// a UMEM tries the attach/bind pairs of the mode in order and returns the first that works;
+/// later members share the owner's UMEM, attach mode and bind mode. A foreign program or a
+/// missing interface ends the search at once.
+fn bind_member(
+    spec: &PortSpec,
+    opts: &PortOptions,
+    umem: &Umem,
+    owner: Option<(&Socket, AttachMode)>,
+    notes: &mut Vec<String>,
+) -> Result<(Option<XskProgram>, Socket, AttachMode), PortError> {
+    let config = socket_config(opts);
+    let shared_attempt = owner.map(|(_, attach)| [(attach, BindMode::Any)]);
+    let attempts: &[(AttachMode, BindMode)] = match &shared_attempt {
+        Some(a) => a,
+        None => opts.xdp_mode.attempts(),
     };
     let mut last_err = None;
     let mut tried: Vec<String> = Vec::new();
-    for &(attach, bind) in opts.xdp_mode.attempts() {
+    for &(attach, bind) in attempts {
         let program = if opts.rx {
             match XskProgram::attach(&spec.iface, attach, opts.force) {
                 Ok(p) => Some(p),
@@ -197,7 +143,11 @@ fn bind_first_that_works(
             mode: bind,
             ..config
         };
-        match Socket::new(umem, &spec.iface, spec.queue, &cfg) {
+        let socket = match owner {
+            Some((o, _)) => Socket::new_shared(umem, o, &spec.iface, spec.queue, &cfg),
+            None => Socket::new(umem, &spec.iface, spec.queue, &cfg),
+        };
+        match socket {
             Ok(socket) => {
                 let mut program = program;
                 if let Some(p) = program.as_mut() {
@@ -218,159 +168,13 @@ fn bind_first_that_works(
     Err(last_err.expect("every mode has at least one attempt"))
 }
 
-impl Port for XdpPort {
-    fn info(&self) -> &PortInfo {
-        &self.info
-    }
-
-    #[inline]
-    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
-        let room = batch.room() as u32;
-        self.socket.refill(&mut self.pool, room.max(self.burst));
-        let mut bytes = 0u64;
-        let out = self
-            .socket
-            .recv(&self.umem, &mut self.pool, room, |addr, len| {
-                batch.push(addr, len);
-                bytes += len as u64;
-            });
-        self.stats.rx_packets += out.received as u64;
-        self.stats.rx_bytes += bytes;
-        self.stats.drops.rx_invalid_desc += out.invalid as u64;
-        self.app_held += out.received as u64;
-        if out.received == 0 {
-            self.socket.wake_rx().map_err(|source| PortError::Io {
-                iface: self.info.spec.clone(),
-                what: "wake receive",
-                source,
-            })?;
-        }
-        Ok(out.received as usize)
-    }
-
-    #[inline]
-    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
-        if batch.is_empty() {
-            return Ok(0);
-        }
-        self.reclaim();
-        let b: &Batch = batch;
-        let sent = self.socket.send(b.len() as u32, |i| {
-            (b.addr(i as usize), b.frame_len(i as usize))
-        }) as usize;
-        let mut bytes = 0u64;
-        for i in 0..sent {
-            bytes += batch.frame_len(i) as u64;
-        }
-        for i in sent..batch.len() {
-            let addr = batch.addr(i);
-            self.free_frame(addr);
-        }
-        self.stats.tx_packets += sent as u64;
-        self.stats.tx_bytes += bytes;
-        self.stats.drops.tx_ring_full += (batch.len() - sent) as u64;
-        self.app_held -= batch.len() as u64;
-        self.tx_in_flight += sent as u64;
-        batch.clear();
-        self.socket.kick_tx().map_err(|source| PortError::Io {
-            iface: self.info.spec.clone(),
-            what: "kick transmit",
-            source,
-        })?;
-        Ok(sent)
-    }
-
-    fn release(&mut self, batch: &mut Batch) {
-        for i in 0..batch.len() {
-            let addr = batch.addr(i);
-            self.free_frame(addr);
-        }
-        self.app_held -= batch.len() as u64;
-        batch.clear();
-    }
-
-    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
-        self.reclaim();
-        let len = len.min(self.umem.frame_size());
-        let n = n
-            .min(batch.room())
-            .min(self.pool.len())
-            .min(self.socket.tx_free(n as u32) as usize);
-        for _ in 0..n {
-            let addr = self.pool.alloc().unwrap_or_default();
-            batch.push(addr, len);
-        }
-        self.app_held += n as u64;
-        n
-    }
-
-    #[inline]
-    fn packet(&self, addr: u64, len: u32) -> &[u8] {
-        self.umem.packet(addr, len).unwrap_or(&[])
-    }
-
-    #[inline]
-    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
-        self.umem.packet_mut(addr, len).unwrap_or(&mut [])
-    }
-
-    fn max_packet_len(&self) -> u32 {
-        self.umem.frame_size() - XDP_PACKET_HEADROOM - self.umem.config().headroom
-    }
-
-    fn flush(&mut self) -> Result<(), PortError> {
-        self.reclaim();
-        if self.socket.tx_queued() {
-            self.socket.kick_tx().map_err(|source| PortError::Io {
-                iface: self.info.spec.clone(),
-                what: "kick transmit",
-                source,
-            })?;
-        }
-        Ok(())
-    }
-
-    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
-        self.socket
-            .poll_rx(timeout.as_millis().min(i32::MAX as u128) as i32)
-            .map_err(|source| PortError::Io {
-                iface: self.info.spec.clone(),
-                what: "poll",
-                source,
-            })?;
-        Ok(())
-    }
-
-    fn tx_pending(&self) -> bool {
-        self.tx_in_flight > 0
-    }
-
-    fn stats(&mut self) -> PortStats {
-        let mut s = self.stats;
-        if let Ok(k) = self.socket.statistics() {
-            // In copy mode a packet that finds the fill ring empty is counted both as
-            // rx_dropped and as a fill-ring-empty event: count it once, under the latter.
-            let fill_empty = k.rx_fill_ring_empty_descs.min(k.rx_dropped);
-            s.drops.fill_ring_empty = fill_empty;
-            s.drops.kernel_dropped = k.rx_dropped - fill_empty;
-            s.drops.rx_ring_full = k.rx_ring_full;
-            s.drops.rx_invalid_desc += k.rx_invalid_descs;
-            s.drops.tx_invalid_desc += k.tx_invalid_descs;
-        }
-        s
-    }
-
-    fn audit(&self) -> Option<FrameAudit> {
-        let r = self.socket.ring_counts();
-        Some(FrameAudit {
-            total: self.umem.frame_count() as u64,
-            pool: self.pool.len() as u64,
-            fill: r.fill,
-            kernel: r.kernel,
-            rx: r.rx,
-            application: self.app_held,
-            tx: r.tx,
-            completion: r.completion,
-        })
+/// The name of the mode a socket got.
+fn mode_name(socket: &Socket, attach: AttachMode) -> &'static str {
+    if socket.is_zerocopy() {
+        "zerocopy"
+    } else if attach == AttachMode::Skb {
+        "skb"
+    } else {
+        "copy"
     }
 }

@@ -1,0 +1,158 @@
+//! l2fwd between two ports (`--peer-port`): what one receives the other sends, both ways,
+//! frames unchanged. Two xdp: ports share one UMEM (XdpGroup) and forward by moving the
+//! descriptor; any other pair copies each frame into the other port's buffer (counted).
+
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use wirespeed_port::xdp::XdpGroup;
+use wirespeed_port::{Backend, Batch, Port, PortSpec, PortStats};
+
+use super::report::{Summary, summary_for};
+use super::rxdrop::HOT_LOOP_CHECK;
+use super::{BenchArgs, Mode, announce_ready};
+use crate::idle::{IDLE_SLEEP, Idle};
+use crate::meter::{Meter, RunLimit};
+
+pub fn run(
+    args: &BenchArgs,
+    a: &PortSpec,
+    b: &PortSpec,
+    stop: &AtomicBool,
+) -> anyhow::Result<Summary> {
+    if a.backend == Backend::Xdp && b.backend == Backend::Xdp {
+        run_shared(args, a, b, stop)
+    } else {
+        run_copying(args, a, b, stop)
+    }
+}
+
+fn run_shared(
+    args: &BenchArgs,
+    a: &PortSpec,
+    b: &PortSpec,
+    stop: &AtomicBool,
+) -> anyhow::Result<Summary> {
+    let mut group = XdpGroup::open(&[a.clone(), b.clone()], &args.port_options(true, true))
+        .with_context(|| format!("open {a} and {b} on one UMEM"))?;
+    let mut batch = Batch::with_capacity(args.batch as usize);
+    announce_ready(Mode::L2fwd, group.info(0), args.batch);
+    announce_ready(Mode::L2fwd, group.info(1), args.batch);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
+    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
+    while run.running(forwarded) {
+        let mut moved = 0;
+        for (from, to) in [(0, 1), (1, 0)] {
+            if group.rx_burst(from, &mut batch)? == 0 {
+                group.flush(to)?;
+                continue;
+            }
+            bytes += batch.iter().map(|(_, len)| len as u64).sum::<u64>();
+            moved += group.tx_burst(to, &mut batch)?;
+        }
+        forwarded += moved as u64;
+        if moved == 0 {
+            if idle.should_sleep() && !args.busy_poll {
+                group.wait_rx(0, IDLE_SLEEP / 10)?;
+                group.wait_rx(1, IDLE_SLEEP / 10)?;
+                run.check_soon();
+            }
+        } else {
+            idle.busy();
+        }
+        meter.tick(forwarded, bytes, || {
+            let a = group.audit();
+            format!("frames {}", if a.balanced() { "ok" } else { "UNACCOUNTED" })
+        });
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while (group.tx_pending(0) || group.tx_pending(1)) && std::time::Instant::now() < until {
+        group.flush(0)?;
+        group.flush(1)?;
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let stats = sum(group.stats(0), group.stats(1));
+    let mut s = summary_for(Mode::L2fwd, args, Some(group.info(0)), a);
+    s.port = format!("{a}<->{b}");
+    s.seconds = seconds;
+    s.packets = forwarded;
+    s.bytes = bytes;
+    s.set_stats(&stats);
+    s.frames = Some(group.audit());
+    Ok(s.finish())
+}
+
+fn run_copying(
+    args: &BenchArgs,
+    a: &PortSpec,
+    b: &PortSpec,
+    stop: &AtomicBool,
+) -> anyhow::Result<Summary> {
+    let opts = args.port_options(true, true);
+    let mut ports: [Box<dyn Port>; 2] = [
+        wirespeed_port::open(a, &opts).with_context(|| format!("open {a}"))?,
+        wirespeed_port::open(b, &opts).with_context(|| format!("open {b}"))?,
+    ];
+    let mut rx = Batch::with_capacity(args.batch as usize);
+    let mut tx = Batch::with_capacity(args.batch as usize);
+    announce_ready(Mode::L2fwd, ports[0].info(), args.batch);
+    announce_ready(Mode::L2fwd, ports[1].info(), args.batch);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
+    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
+    let (mut copies, mut no_room) = (0u64, 0u64);
+    while run.running(forwarded) {
+        let mut moved = 0;
+        for from in [0, 1] {
+            let [p0, p1] = &mut ports;
+            let (src, dst) = if from == 0 { (p0, p1) } else { (p1, p0) };
+            if src.rx_burst(&mut rx)? == 0 {
+                dst.flush()?;
+                continue;
+            }
+            // Different buffer areas: each frame is copied (DESIGN rule 5: count the copies).
+            let n = dst.alloc_tx(&mut tx, rx.len(), 0);
+            for i in 0..n {
+                let (addr, len) = (rx.addr(i), rx.frame_len(i));
+                tx.set_len(i, len);
+                dst.packet_mut(tx.addr(i), len)
+                    .copy_from_slice(src.packet(addr, len));
+                bytes += len as u64;
+            }
+            copies += n as u64;
+            no_room += (rx.len() - n) as u64;
+            moved += dst.tx_burst(&mut tx)?;
+            src.release(&mut rx);
+        }
+        forwarded += moved as u64;
+        if moved == 0 {
+            if idle.should_sleep() && !args.busy_poll {
+                ports[0].wait_rx(IDLE_SLEEP / 10)?;
+                ports[1].wait_rx(IDLE_SLEEP / 10)?;
+                run.check_soon();
+            }
+        } else {
+            idle.busy();
+        }
+        meter.tick(forwarded, bytes, String::new);
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    let mut stats = sum(ports[0].stats(), ports[1].stats());
+    stats.copies += copies;
+    stats.drops.tx_ring_full += no_room;
+    let mut s = summary_for(Mode::L2fwd, args, Some(ports[0].info()), a);
+    s.port = format!("{a}<->{b}");
+    s.seconds = seconds;
+    s.packets = forwarded;
+    s.bytes = bytes;
+    s.set_stats(&stats);
+    Ok(s.finish())
+}
+
+/// The counters of two ports added up.
+fn sum(mut a: PortStats, b: PortStats) -> PortStats {
+    a.add(&b);
+    a
+}

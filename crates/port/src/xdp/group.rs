@@ -1,0 +1,296 @@
+//! Several AF_XDP ports sharing one UMEM and one frame pool (XDP_SHARED_UMEM), owned by one
+//! thread: a frame received on one member can be sent out of any other by moving its
+//! descriptor (netmap §4.5: swap buffer indexes instead of copying).
+
+use std::time::Duration;
+
+use wirespeed_umem::{FramePool, Umem, UmemConfig};
+use wirespeed_xdp::{AttachMode, XskProgram};
+use wirespeed_xsk::Socket;
+
+use super::{XDP_PACKET_HEADROOM, bind_member, check_place, mode_name};
+use crate::{Backend, Batch, FrameAudit, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+
+/// One port of a group: its socket, its program, its counters.
+struct Member {
+    // Field order is drop order: detach the program before the socket closes.
+    _program: Option<XskProgram>,
+    socket: Socket,
+    info: PortInfo,
+    stats: PortStats,
+    /// Frames queued for sending and not yet reclaimed from the completion ring.
+    tx_in_flight: u64,
+}
+
+/// AF_XDP ports on one UMEM. Members are numbered in the order of `open`'s specs.
+pub struct XdpGroup {
+    // Members close before the UMEM they use is unmapped.
+    members: Vec<Member>,
+    umem: Umem,
+    pool: FramePool,
+    /// Frames the application holds (received or allocated, not yet sent or released).
+    app_held: u64,
+    burst: u32,
+}
+
+impl XdpGroup {
+    /// Opens one port per spec on a UMEM of `opts.frame_count` frames per port. The first
+    /// spec picks the mode (see `XdpMode`); the others share it.
+    pub fn open(specs: &[PortSpec], opts: &PortOptions) -> Result<XdpGroup, PortError> {
+        if opts.frame_size != 2048 && opts.frame_size != 4096 {
+            return Err(PortError::FrameSize(opts.frame_size));
+        }
+        if !opts.ring_size.is_power_of_two() || !(64..=65536).contains(&opts.ring_size) {
+            return Err(PortError::RingSize(opts.ring_size));
+        }
+        for spec in specs {
+            check_place(spec)?;
+        }
+        let first = specs.first().map_or("", |s| s.iface.as_str());
+        let umem = Umem::new(UmemConfig {
+            frame_count: opts.frame_count * specs.len().max(1) as u32,
+            frame_size: opts.frame_size,
+            headroom: opts.headroom,
+            hugepages: opts.hugepages,
+        })
+        .map_err(|source| PortError::Umem {
+            what: format!("{first}: UMEM"),
+            source,
+        })?;
+        let note = umem.note().map(str::to_string);
+        let mut members: Vec<Member> = Vec::with_capacity(specs.len());
+        let mut owner_attach = AttachMode::Native;
+        for spec in specs {
+            let mut notes: Vec<String> = note.iter().cloned().collect();
+            let owner = members.first().map(|m| (&m.socket, owner_attach));
+            let (program, socket, attach) = bind_member(spec, opts, &umem, owner, &mut notes)?;
+            owner_attach = attach;
+            members.push(Member {
+                info: PortInfo {
+                    spec: spec.to_string(),
+                    backend: Backend::Xdp,
+                    mode: mode_name(&socket, attach).to_string(),
+                    notes,
+                },
+                _program: program,
+                socket,
+                stats: PortStats::default(),
+                tx_in_flight: 0,
+            });
+        }
+        let mut group = XdpGroup {
+            pool: umem.frame_pool(),
+            umem,
+            members,
+            app_held: 0,
+            burst: opts.batch.max(1),
+        };
+        if opts.rx {
+            // Half of each port's frames wait in its fill ring; the rest serve transmit.
+            let n = (opts.frame_count / 2).min(opts.ring_size * 2);
+            for m in &mut group.members {
+                m.socket.refill(&mut group.pool, n);
+            }
+        }
+        Ok(group)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn info(&self, port: usize) -> &PortInfo {
+        &self.members[port].info
+    }
+
+    /// Appends up to `batch.room()` packets received on `port`.
+    #[inline]
+    pub fn rx_burst(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
+        let m = &mut self.members[port];
+        let room = batch.room() as u32;
+        m.socket.refill(&mut self.pool, room.max(self.burst));
+        let mut bytes = 0u64;
+        let out = m
+            .socket
+            .recv(&self.umem, &mut self.pool, room, |addr, len| {
+                batch.push(addr, len);
+                bytes += len as u64;
+            });
+        m.stats.rx_packets += out.received as u64;
+        m.stats.rx_bytes += bytes;
+        m.stats.drops.rx_invalid_desc += out.invalid as u64;
+        self.app_held += out.received as u64;
+        if out.received == 0 {
+            m.socket.wake_rx().map_err(|source| PortError::Io {
+                iface: m.info.spec.clone(),
+                what: "wake receive",
+                source,
+            })?;
+        }
+        Ok(out.received as usize)
+    }
+
+    /// Queues every packet of `batch` on `port` and empties the batch; frames may come from
+    /// any member. Those the TX ring has no room for are freed and counted.
+    #[inline]
+    pub fn tx_burst(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        self.reclaim(port);
+        let m = &mut self.members[port];
+        let b: &Batch = batch;
+        let sent = m.socket.send(b.len() as u32, |i| {
+            (b.addr(i as usize), b.frame_len(i as usize))
+        }) as usize;
+        let mut bytes = 0u64;
+        for i in 0..sent {
+            bytes += batch.frame_len(i) as u64;
+        }
+        for i in sent..batch.len() {
+            self.pool.free(self.umem.frame_base(batch.addr(i)));
+        }
+        m.stats.tx_packets += sent as u64;
+        m.stats.tx_bytes += bytes;
+        m.stats.drops.tx_ring_full += (batch.len() - sent) as u64;
+        m.tx_in_flight += sent as u64;
+        self.app_held -= batch.len() as u64;
+        batch.clear();
+        m.socket.kick_tx().map_err(|source| PortError::Io {
+            iface: m.info.spec.clone(),
+            what: "kick transmit",
+            source,
+        })?;
+        Ok(sent)
+    }
+
+    /// Gives the frames of `batch` back unsent and empties it.
+    pub fn release(&mut self, batch: &mut Batch) {
+        for (addr, _) in batch.iter() {
+            self.pool.free(self.umem.frame_base(addr));
+        }
+        self.app_held -= batch.len() as u64;
+        batch.clear();
+    }
+
+    /// Appends up to `n` empty frames of `len` bytes to send on `port`.
+    pub fn alloc_tx(&mut self, port: usize, batch: &mut Batch, n: usize, len: u32) -> usize {
+        self.reclaim(port);
+        let len = len.min(self.umem.frame_size());
+        let n = n
+            .min(batch.room())
+            .min(self.pool.len())
+            .min(self.members[port].socket.tx_free(n as u32) as usize);
+        for _ in 0..n {
+            let addr = self.pool.alloc().unwrap_or_default();
+            batch.push(addr, len);
+        }
+        self.app_held += n as u64;
+        n
+    }
+
+    /// A copy of a held packet in a fresh frame (for sending one packet out of several
+    /// ports); None when the pool is empty. The copy is counted against `port`.
+    pub fn duplicate(&mut self, port: usize, addr: u64, len: u32) -> Option<u64> {
+        let copy = self.pool.alloc()?;
+        if !self.umem.copy_packet(addr, len, copy) {
+            self.pool.free(copy);
+            return None;
+        }
+        self.members[port].stats.copies += 1;
+        self.app_held += 1;
+        Some(copy)
+    }
+
+    #[inline]
+    pub fn packet(&self, addr: u64, len: u32) -> &[u8] {
+        self.umem.packet(addr, len).unwrap_or(&[])
+    }
+
+    #[inline]
+    pub fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        self.umem.packet_mut(addr, len).unwrap_or(&mut [])
+    }
+
+    pub fn max_packet_len(&self) -> u32 {
+        self.umem.frame_size() - XDP_PACKET_HEADROOM - self.umem.config().headroom
+    }
+
+    /// Pushes queued transmissions of `port` to the kernel and reclaims its completions.
+    pub fn flush(&mut self, port: usize) -> Result<(), PortError> {
+        self.reclaim(port);
+        let m = &mut self.members[port];
+        if m.socket.tx_queued() {
+            m.socket.kick_tx().map_err(|source| PortError::Io {
+                iface: m.info.spec.clone(),
+                what: "kick transmit",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sleeps until `port` may have packets, or `timeout` passes.
+    pub fn wait_rx(&mut self, port: usize, timeout: Duration) -> Result<(), PortError> {
+        let m = &self.members[port];
+        m.socket
+            .poll_rx(timeout.as_millis().min(i32::MAX as u128) as i32)
+            .map_err(|source| PortError::Io {
+                iface: m.info.spec.clone(),
+                what: "poll",
+                source,
+            })?;
+        Ok(())
+    }
+
+    pub fn tx_pending(&self, port: usize) -> bool {
+        self.members[port].tx_in_flight > 0
+    }
+
+    /// Counters of `port`, with the kernel's drop counts (a system call).
+    pub fn stats(&mut self, port: usize) -> PortStats {
+        let m = &self.members[port];
+        let mut s = m.stats;
+        if let Ok(k) = m.socket.statistics() {
+            // In copy mode a packet that finds the fill ring empty is counted both as
+            // rx_dropped and as a fill-ring-empty event: count it once, under the latter.
+            let fill_empty = k.rx_fill_ring_empty_descs.min(k.rx_dropped);
+            s.drops.fill_ring_empty = fill_empty;
+            s.drops.kernel_dropped = k.rx_dropped - fill_empty;
+            s.drops.rx_ring_full = k.rx_ring_full;
+            s.drops.rx_invalid_desc += k.rx_invalid_descs;
+            s.drops.tx_invalid_desc += k.tx_invalid_descs;
+        }
+        s
+    }
+
+    /// Where every frame of the shared UMEM is.
+    pub fn audit(&self) -> FrameAudit {
+        let mut a = FrameAudit {
+            total: self.umem.frame_count() as u64,
+            pool: self.pool.len() as u64,
+            application: self.app_held,
+            ..FrameAudit::default()
+        };
+        for m in &self.members {
+            let r = m.socket.ring_counts();
+            a.fill += r.fill;
+            a.kernel += r.kernel;
+            a.rx += r.rx;
+            a.tx += r.tx;
+            a.completion += r.completion;
+        }
+        a
+    }
+
+    fn reclaim(&mut self, port: usize) {
+        let m = &mut self.members[port];
+        let (done, invalid) = m.socket.complete(&self.umem, &mut self.pool, u32::MAX);
+        m.tx_in_flight -= (done + invalid) as u64;
+        m.stats.drops.tx_invalid_desc += invalid as u64;
+    }
+}
