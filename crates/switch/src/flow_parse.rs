@@ -75,6 +75,21 @@ pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
     Ok(rule)
 }
 
+/// Parses an `add-flows` file: one flow a line; blank lines and `#` comments are skipped. All
+/// or nothing: the first bad line is the error, prefixed with its line number.
+pub fn parse_flows(text: &str) -> Result<Vec<Rule>, FlowError> {
+    let mut rules = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let rule = parse_rule(line).map_err(|e| error(format!("line {}: {e}", index + 1)))?;
+        rules.push(rule);
+    }
+    Ok(rules)
+}
+
 /// Parses `mod-flows`' argument: which rules (a [`RuleSelector`]: no `table=` means every table,
 /// `strict` also needs the priority, 32768 if not given) and their new actions.
 pub fn parse_flow_mod(text: &str, strict: bool) -> Result<(RuleSelector, Vec<Action>), FlowError> {
@@ -459,6 +474,20 @@ mod tests {
         );
         assert_eq!(rule.flow_match.exact(Field::ArpOp), Some(1));
         assert_eq!(rule.actions, vec![Action::Normal]);
+    }
+
+    #[test]
+    fn flows_file() {
+        let rules =
+            parse_flows("# two rules\n\npriority=5,ip,actions=drop\n  actions=normal  \n").unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules[1].actions, vec![Action::Normal]);
+        assert_eq!(
+            parse_flows("actions=drop\nfoo=1,actions=drop\n")
+                .unwrap_err()
+                .0,
+            "line 2: unknown field 'foo'"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!   a miss → [`execute::execute`]) fills a [`Verdict`] the caller reuses: output ports, a
 //!   controller flag, or a [`DropReason`]; copies for rewrites between outputs go through
 //!   `emit`. Nothing is allocated unless the slow path runs.
-//! - control path: [`parse_rule`] / [`parse_flow_mod`] / [`parse_selector`] and
+//! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`; [`RuleTables::dump_flows`] for `dump-flows`,
 //!   [`MegaflowLine`] for `dump-cache`. Every change bumps the tables' generation, and the next
 //!   cache lookup drops every cached entry made before it.
@@ -47,7 +47,9 @@ pub use field::{Field, FlowBits};
 pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use flow_match::Match;
-pub use flow_parse::{FlowError, parse_flow_mod, parse_match, parse_rule, parse_selector};
+pub use flow_parse::{
+    FlowError, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
+};
 pub use frame::Frame;
 pub use mac_learning::MacTable;
 pub use rule::{Rule, RuleStats};
