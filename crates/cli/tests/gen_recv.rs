@@ -206,3 +206,42 @@ fn an_nftables_drop_rule_on_the_way_is_reported_as_exactly_those_losses() {
         "the rule did not drop 8: {rules}"
     );
 }
+
+#[test]
+fn every_kind_of_frame_is_verified_by_the_receiver() {
+    let net = NetPair::new("gv");
+    let rx = recv_in_b(&net, &[]);
+    let kinds: [&[&str]; 6] = [
+        &["--proto", "icmp"],
+        &["--proto", "icmp", "--ipv6"],
+        &["--ipv6", "--vlan", "7"],
+        &["--proto", "tcp-syn", "--ipv6", "--imix"],
+        &["--size", "64-1500", "--flows", "100"],
+        &["--proto", "tcp-syn", "--vlan", "9"],
+    ];
+    for (i, kind) in kinds.iter().enumerate() {
+        let id = (i + 2).to_string();
+        let mut args = vec!["--count", "1000", "--rate", "20000", "--generator-id", &id];
+        args.extend_from_slice(kind);
+        let tx = gen_in_a(&net, &args);
+        assert_eq!(tx["packets"].as_u64(), Some(1000), "{kind:?}: {tx}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["not_test_frames"].as_u64(), Some(0), "{rj}");
+    assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
+    let gens = rj["generators"].as_array().unwrap();
+    assert_eq!(gens.len(), kinds.len(), "{rj}");
+    for (i, g) in gens.iter().enumerate() {
+        assert_eq!(g["generator"].as_u64(), Some(i as u64 + 2), "{rj}");
+        for (field, want) in [
+            ("received", 1000),
+            ("unique", 1000),
+            ("lost", 0),
+            ("corrupt", 0),
+        ] {
+            assert_eq!(g[field].as_u64(), Some(want), "{:?} {field}: {g}", kinds[i]);
+        }
+    }
+    net.assert_no_xdp();
+}

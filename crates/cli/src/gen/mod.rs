@@ -73,9 +73,10 @@ pub struct GenArgs {
     #[arg(long)]
     pub duration: Option<f64>,
     /// Frame size on the wire in bytes, FCS and VLAN tag included: 64, or a range 64-1500
-    /// (uniformly random sizes, the same every run).
-    #[arg(long, default_value = "64", conflicts_with = "imix")]
-    pub size: String,
+    /// (uniformly random sizes, the same every run). Default: 64, or the smallest frame
+    /// that holds the headers and the test payload (84 for IPv6/UDP).
+    #[arg(long, conflicts_with = "imix")]
+    pub size: Option<String>,
     /// IMIX sizes: 7 x 64, 4 x 576, 1 x 1500 bytes, interleaved.
     #[arg(long)]
     pub imix: bool,
@@ -241,11 +242,14 @@ impl GenArgs {
             }
             return Ok(SizePlan::Imix(pattern));
         }
-        let plan = frames::parse_size(&self.size).map_err(anyhow::Error::msg)?;
+        let Some(size) = &self.size else {
+            return Ok(SizePlan::Fixed(min.max(64)));
+        };
+        let plan = frames::parse_size(size).map_err(anyhow::Error::msg)?;
         if plan.min() < min || plan.max() > max {
             bail!(
                 "--size {}: out of range: {what} frames with the 18-byte test payload are {min} to {max} bytes on the wire",
-                self.size
+                size
             );
         }
         Ok(plan)
