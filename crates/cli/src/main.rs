@@ -3,10 +3,12 @@
 mod bench;
 mod caps;
 mod capture;
+mod ctl;
 mod r#gen;
 mod idle;
 mod meter;
 mod recv;
+mod switch;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +31,10 @@ enum Command {
     Gen(r#gen::GenArgs),
     /// Receive generated traffic: loss, duplicates, reordering and latency per generator.
     Recv(recv::RecvArgs),
+    /// Run a switch over AF_XDP ports (OpenFlow-style rules, learning by default).
+    Switch(switch::SwitchArgs),
+    /// Talk to a running switch: add-flow, del-flows, dump-flows, dump-ports...
+    Ctl(ctl::CtlArgs),
 }
 
 fn main() {
@@ -38,6 +44,8 @@ fn main() {
         Command::Capture(args) => capture::run(args),
         Command::Gen(args) => r#gen::run(args),
         Command::Recv(args) => recv::run(args),
+        Command::Switch(args) => switch::run(args),
+        Command::Ctl(args) => ctl::run(args),
     };
     if let Err(e) = result {
         eprintln!("wirespeed: error: {e:#}");

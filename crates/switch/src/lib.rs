@@ -3,7 +3,9 @@
 //! The OVS-AFXDP datapath made small (seed 002): each packet is parsed once into a flow key
 //! ([`wirespeed_packet::flow_key::FlowKey`]), looked up in an exact-match cache, then a megaflow
 //! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
-//! a megaflow covering exactly the bits the lookup examined. Packet I/O is not here.
+//! a megaflow covering exactly the bits the lookup examined. Packet I/O lives in [`bridge`]
+//! (AF_XDP ports on one UMEM, the poll-mode loop) and [`control`] (the socket `wirespeed ctl`
+//! talks to).
 //!
 //! How the pieces are driven:
 //! - receive path, per frame: [`Datapath::process`] (parse → [`FlowCache`] → [`translate()`] on
@@ -20,7 +22,10 @@
 
 pub mod action;
 pub mod action_parse;
+pub mod bridge;
 pub mod classifier;
+pub mod commands;
+pub mod control;
 pub mod datapath;
 pub mod emc;
 pub mod execute;
@@ -40,7 +45,9 @@ pub mod translate;
 
 pub use action::Action;
 pub use action_parse::parse_actions;
+pub use bridge::{Bridge, BridgeCounters, Job};
 pub use classifier::RuleId;
+pub use control::{ControlError, ControlServer, DEFAULT_CTL, Request, Response};
 pub use datapath::Datapath;
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};

@@ -199,3 +199,25 @@ pub(crate) fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i1
     }
     Ok(p.revents)
 }
+
+/// poll() on several sockets for POLLIN; returns how many are ready.
+pub fn poll_rx_many(fds: &[RawFd], timeout_ms: i32) -> io::Result<usize> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: p is a valid array of p.len() pollfds.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}

@@ -206,6 +206,50 @@ impl XdpGroup {
         Some(copy)
     }
 
+    /// The whole frame that holds `addr`, writable, and where `addr` is in it (the room in
+    /// front is headroom a VLAN push can use).
+    #[inline]
+    pub fn frame_mut(&mut self, addr: u64) -> (&mut [u8], usize) {
+        let base = self.umem.frame_base(addr);
+        let size = self.umem.frame_size();
+        let frame = self.umem.packet_mut(base, size).unwrap_or(&mut []);
+        (frame, (addr - base) as usize)
+    }
+
+    /// The frame that holds `addr` (its first byte's address).
+    #[inline]
+    pub fn frame_base(&self, addr: u64) -> u64 {
+        self.umem.frame_base(addr)
+    }
+
+    /// A fresh frame holding a copy of `bytes`, for sending on `port`; None when the pool is
+    /// empty or the bytes do not fit. The copy is counted against `port`.
+    pub fn alloc_copy(&mut self, port: usize, bytes: &[u8]) -> Option<u64> {
+        let addr = self.pool.alloc()?;
+        match self.umem.packet_mut(addr, bytes.len() as u32) {
+            Some(dst) => dst.copy_from_slice(bytes),
+            None => {
+                self.pool.free(addr);
+                return None;
+            }
+        }
+        self.members[port].stats.copies += 1;
+        self.app_held += 1;
+        Some(addr)
+    }
+
+    /// Sleeps until any member may have packets, or `timeout` passes.
+    pub fn wait_rx_any(&mut self, timeout: Duration) -> Result<(), PortError> {
+        let fds: Vec<i32> = self.members.iter().map(|m| m.socket.raw_fd()).collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        wirespeed_xsk::poll_rx_many(&fds, ms).map_err(|source| PortError::Io {
+            iface: self.members[0].info.spec.clone(),
+            what: "poll",
+            source,
+        })?;
+        Ok(())
+    }
+
     #[inline]
     pub fn packet(&self, addr: u64, len: u32) -> &[u8] {
         self.umem.packet(addr, len).unwrap_or(&[])

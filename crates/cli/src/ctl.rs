@@ -1,0 +1,49 @@
+//! `wirespeed ctl`: ovs-ofctl's commands against a running `wirespeed switch`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use wirespeed_switch::{DEFAULT_CTL, Request};
+
+/// Options of `wirespeed ctl`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Commands: add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
+dump-flows, dump-ports, show, dump-cache\n\nExamples:\n  \
+wirespeed ctl add-flow 'priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  wirespeed ctl dump-flows"
+)]
+pub struct CtlArgs {
+    /// The switch's control socket.
+    #[arg(long, default_value = DEFAULT_CTL)]
+    pub ctl: PathBuf,
+    /// The command (see below).
+    pub command: String,
+    /// Its argument: a flow, a match, or (add-flows) a file.
+    pub arg: Option<String>,
+}
+
+pub fn run(args: CtlArgs) -> anyhow::Result<()> {
+    let arg = match (args.command.as_str(), args.arg) {
+        ("add-flow" | "mod-flows", None) => bail!(
+            "{} needs a flow, e.g. 'in_port=1,actions=output:2'",
+            args.command
+        ),
+        ("add-flows", None) => bail!("add-flows needs a file of flows, one a line"),
+        ("add-flows", Some(path)) => std::fs::read_to_string(&path)
+            .with_context(|| format!("add-flows: cannot read {path}"))?,
+        (_, arg) => arg.unwrap_or_default(),
+    };
+    let request = Request {
+        command: args.command,
+        args: vec![arg],
+    };
+    let answer = wirespeed_switch::control::request(&args.ctl, &request)?;
+    if !answer.ok {
+        bail!("{}", answer.output);
+    }
+    if !answer.output.is_empty() {
+        println!("{}", answer.output);
+    }
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The control socket: a Unix stream socket (mode 0600) on which `wirespeed ctl` sends one
+//! request a connection, as a JSON line, and reads one JSON line back. The server thread
+//! hands each request to the poll-mode thread, which applies it between bursts and answers.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bridge::Job;
+
+/// Where `wirespeed switch` listens unless told otherwise.
+pub const DEFAULT_CTL: &str = "/run/wirespeed/switch.sock";
+/// How long a request may wait for the poll-mode thread.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Request {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Response {
+    pub ok: bool,
+    /// What the command prints (dump-flows lines...), or the error message.
+    pub output: String,
+}
+
+impl Response {
+    pub fn ok(output: impl Into<String>) -> Response {
+        Response {
+            ok: true,
+            output: output.into(),
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            output: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{0}: another wirespeed switch is listening there (pass --ctl PATH for a second one)")]
+    InUse(PathBuf),
+    #[error("{path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("{0}: no switch is listening there (is `wirespeed switch` running? pass --ctl PATH)")]
+    NotListening(PathBuf),
+    #[error("{0}: permission denied (the control socket is mode 0600: run as the switch's user)")]
+    Permission(PathBuf),
+    #[error("{0}: not a wirespeed control socket ({1})")]
+    NotOurs(PathBuf, String),
+}
+
+/// The listening socket; removed when dropped.
+pub struct ControlServer {
+    path: PathBuf,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Listens on `path` and forwards each request to `jobs`. A stale socket file left by a
+/// switch that died is replaced; a live one is refused.
+pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlError> {
+    let io = |what| {
+        move |source| ControlError::Io {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("create directory"))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(ControlError::InUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(io("remove stale socket"))?;
+    }
+    let listener = UnixListener::bind(path).map_err(io("bind"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("chmod 0600"))?;
+    std::thread::Builder::new()
+        .name("control".to_string())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                serve(stream, &jobs);
+            }
+        })
+        .map_err(io("start the control thread"))?;
+    Ok(ControlServer {
+        path: path.to_path_buf(),
+    })
+}
+
+fn serve(stream: UnixStream, jobs: &Sender<Job>) {
+    let _ = stream.set_read_timeout(Some(ANSWER_TIMEOUT));
+    let mut line = String::new();
+    let mut reader = BufReader::new(&stream);
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let response = match serde_json::from_str::<Request>(&line) {
+        Err(e) => Response::error(format!("malformed request: {e}")),
+        Ok(request) => {
+            let (reply, answer) = mpsc::channel();
+            if jobs.send(Job { request, reply }).is_err() {
+                Response::error("the switch is stopping")
+            } else {
+                answer
+                    .recv_timeout(ANSWER_TIMEOUT)
+                    .unwrap_or_else(|_| Response::error("the switch did not answer in time"))
+            }
+        }
+    };
+    let mut out = serde_json::to_string(&response).unwrap_or_default();
+    out.push('\n');
+    let _ = (&stream).write_all(out.as_bytes());
+}
+
+/// Sends one request to the switch listening on `path` and returns its answer.
+pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError> {
+    let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            ControlError::NotListening(path.to_path_buf())
+        }
+        std::io::ErrorKind::PermissionDenied => ControlError::Permission(path.to_path_buf()),
+        _ => ControlError::NotOurs(path.to_path_buf(), e.to_string()),
+    })?;
+    let io = |what| {
+        move |source| ControlError::Io {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    };
+    let _ = stream.set_read_timeout(Some(ANSWER_TIMEOUT + Duration::from_secs(2)));
+    let mut line = serde_json::to_string(request).unwrap_or_default();
+    line.push('\n');
+    (&stream).write_all(line.as_bytes()).map_err(io("send"))?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(io("receive"))?;
+    serde_json::from_str(&answer)
+        .map_err(|e| ControlError::NotOurs(path.to_path_buf(), format!("answered {e}")))
+}
