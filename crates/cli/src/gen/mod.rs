@@ -48,7 +48,10 @@ sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat pr
 with BPF_PROG_RUN live frames, the fastest load this host makes: it can only repeat what it is \
 given, so it cycles a set of frames (one per flow and size, at most 64) across calls of \
 0.1-0.5 s each; their sequence numbers do not advance and their timestamp is 0, so a receiver \
-counts them but tracks no loss or latency; --rate is then an average over calls.\n\n\
+counts them but tracks no loss or latency; --rate is then an average over calls. On a veth, its frames reach the peer only if the peer \
+runs an XDP program or has GRO on (ethtool -K PEER gro on).\n\n\
+Verify at the other end with wirespeed recv: per --generator-id, packets received, lost \
+(named by sequence number), duplicated, reordered, and one-way latency.\n\n\
 Examples:\n  wirespeed gen --port xdp:veth0 --rate 100000 --duration 5\n  \
 wirespeed gen --port xdp:veth0 --rate 500Mbit --imix --flows 1000\n  \
 wirespeed gen --port packet:veth0 --proto tcp-syn --ipv6 --vlan 10 --count 1000\n  \
