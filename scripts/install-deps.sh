@@ -22,6 +22,11 @@ have tcpdump || need_pkgs+=(tcpdump)
 # nft puts a known drop rule in the way of gen's packets.
 have tshark || need_pkgs+=(tshark)
 have nft || need_pkgs+=(nftables)
+# capture: libpcap compiles its filters (pcap.h to build); capinfos (wireshark-common) judges
+# its files; netsniff-ng is a peer in bench/capture.sh.
+[ -f /usr/include/pcap.h ] || need_pkgs+=(libpcap-dev)
+have capinfos || need_pkgs+=(wireshark-common)
+have netsniff-ng || need_pkgs+=(netsniff-ng)
 have ping || need_pkgs+=(iputils-ping)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)
@@ -41,6 +46,9 @@ apt_install() {
   fi
   echo "install-deps: installing $*" >&2
   export DEBIAN_FRONTEND=noninteractive
+  # wireshark-common asks whether non-root users may capture: no, and do not ask.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" |
+    debconf-set-selections 2>/dev/null || true
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }

@@ -82,11 +82,11 @@ pub struct CaptureArgs {
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
     /// UMEM frames (AF_XDP) or ring frames (AF_PACKET).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 32768)]
     pub frames: u32,
     /// Entries per ring (a power of two). Large by default: a capture must ride out the
     /// moments its thread is not scheduled.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = 16384)]
     pub ring_size: u32,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
     #[arg(long)]
