@@ -268,3 +268,48 @@ fn unsupported_link_type_message() {
         "in.pcap: link type 228 is not supported (wirespeed handles Ethernet, link type 1)"
     );
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Reads everything, however the bytes lie: records or a typed error, never a panic.
+    fn read_all(bytes: Vec<u8>) {
+        let Ok(mut r) = reader(&bytes) else { return };
+        for _ in 0..10_000 {
+            match r.next_record() {
+                Ok(Some(rec)) => assert!(rec.data.len() <= MAX_RECORD_LEN as usize),
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    fn mutated(base: &[u8], edits: &[(usize, u8)], cut: usize) -> Vec<u8> {
+        let mut b = base.to_vec();
+        for &(at, v) in edits {
+            let n = b.len();
+            if n > 0 {
+                b[at % n] = v;
+            }
+        }
+        b.truncate(cut.min(b.len()));
+        b
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            read_all(bytes);
+        }
+
+        #[test]
+        fn mutated_files_never_panic(
+            which in 0usize..4,
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in 0usize..200,
+        ) {
+            let base = [PCAP_LE_MICRO, PCAP_BE_NANO, PCAPNG_LE, PCAPNG_BE_MICRO][which];
+            read_all(mutated(base, &edits, cut));
+        }
+    }
+}
