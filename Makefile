@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch clean
 
 all: build
 
@@ -17,6 +17,7 @@ help:
 	@echo "make test   lint, then the unit and integration tests (root: they make namespaces)"
 	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
+	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
@@ -35,7 +36,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -54,6 +55,11 @@ bench-peers: deps
 	@scripts/install-peers.sh
 	$(CARGO) build --release
 	/usr/bin/python3 bench/peers.py
+
+bench-switch: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	/usr/bin/python3 bench/switch_peers.py
 
 clean:
 	$(CARGO) clean

@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""make bench-switch: wirespeed switch against the Linux bridge, tc mirred and Open vSwitch.
+
+Three namespaces in a row, made here and removed on every exit: the generator in A (CPU 0),
+the switch under test in M (CPU 1), an XDP drop counter in B (the sink; its process only
+reads counters). One rule `in_port=1,actions=output:2` (or the peer's equivalent), and again
+with 10,000 rules that the traffic must be looked up past and 100,000 flows. Loads: the
+kernel engine (one flow, the fastest load) for the 1-rule case; `wirespeed gen --flows
+100000` (the socket engine: the kernel engine repeats at most 64 frames) for the 10,000-rule
+case. Peers: `wirespeed bench l2fwd --peer-port` (our own two-port forwarder, the reference
+the switch is held to), the Linux bridge, tc mirred (u32 match-all redirect), Open vSwitch's
+userspace datapath with afxdp ports (pmd on CPU 1). Open vSwitch's kernel datapath
+(type=system) needs the openvswitch module, which this kernel lacks: reported as such.
+Writes bench/results/<date>-switch.json and bench/SWITCH.md.
+Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (regex of row names).
+"""
+
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WS = os.path.join(ROOT, "target", "release", "wirespeed")
+RUNS = int(os.environ.get("RUNS", "3"))
+DURATION = float(os.environ.get("DURATION", "10"))
+SIZES = [int(s) for s in os.environ.get("SIZES", "64 1500").split()]
+ONLY = re.compile(os.environ.get("ONLY", "."))
+GEN_CPU, SWITCH_CPU, SINK_CPU = "0", "1", "0"
+P = f"wss{os.getpid() % 100000}"
+NS = {"a": P + "a", "m": P + "m", "b": P + "b"}
+IF = {"a": P + "a0", "m0": P + "m0", "m1": P + "m1", "b": P + "b0"}
+PROCS = []
+OVS_DIR = None
+
+
+def log(msg):
+    print(f"bench-switch: {msg}", file=sys.stderr, flush=True)
+
+
+def sh(*argv, check=True, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()[-300:]}")
+    return r.stdout
+
+
+def inm(*argv, **kw):
+    return sh("ip", "netns", "exec", NS["m"], *argv, **kw)
+
+
+def setup():
+    for ns in NS.values():
+        sh("ip", "netns", "add", ns)
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+    sh("ip", "link", "add", IF["a"], "netns", NS["a"], "type", "veth", "peer", "name", IF["m0"], "netns", NS["m"])
+    sh("ip", "link", "add", IF["m1"], "netns", NS["m"], "type", "veth", "peer", "name", IF["b"], "netns", NS["b"])
+    for ns, dev in ((NS["a"], IF["a"]), (NS["m"], IF["m0"]), (NS["m"], IF["m1"]), (NS["b"], IF["b"])):
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        # NAPI on every end, so frames sent with ndo_xdp_xmit are accepted.
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+
+
+def stop(proc, sig=signal.SIGINT, timeout=15):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stop_all():
+    while PROCS:
+        stop(PROCS.pop(), signal.SIGTERM, timeout=5)
+
+
+def cleanup():
+    stop_all()
+    ovs_stop()
+    for ns in NS.values():
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def spawn(ns, cpu, argv, out):
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv], stdout=out,
+                         stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True)
+    PROCS.append(p)
+    return p
+
+
+def wait_for(path, pattern, proc, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if re.search(pattern, open(path).read()):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited before ready: {open(path).read()[-300:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"not ready after {timeout} s")
+
+
+def ws_json(path):
+    lines = [l for l in open(path).read().splitlines() if l.startswith("{")]
+    if not lines:
+        raise RuntimeError(open(path).read().strip()[-300:] or "no output")
+    return json.loads(lines[-1])
+
+
+def ovs_env():
+    env = dict(os.environ)
+    for k in ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"):
+        env[k] = OVS_DIR
+    return env
+
+
+def ovs_start():
+    """ovsdb-server and ovs-vswitchd of our own, inside M, with a private run directory."""
+    global OVS_DIR
+    OVS_DIR = tempfile.mkdtemp(prefix="wirespeed-ovs.")
+    inm("/usr/share/openvswitch/scripts/ovs-ctl", "--no-monitor", "--system-id=random", "start", env=ovs_env())
+    vsctl = ["ovs-vsctl", f"--db=unix:{OVS_DIR}/db.sock"]
+    inm(*vsctl, "set", "Open_vSwitch", ".", f"other_config:pmd-cpu-mask={1 << int(SWITCH_CPU):#x}", env=ovs_env())
+    inm(*vsctl, "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", env=ovs_env())
+    for n, dev in ((1, IF["m0"]), (2, IF["m1"])):
+        inm(*vsctl, "add-port", "br0", dev, "--", "set", "interface", dev, "type=afxdp",
+            f"ofport_request={n}", env=ovs_env())
+    time.sleep(2)
+
+
+def ovs_stop():
+    global OVS_DIR
+    if OVS_DIR:
+        inm("/usr/share/openvswitch/scripts/ovs-ctl", "stop", env=ovs_env(), check=False)
+        sh("rm", "-rf", OVS_DIR, check=False)
+        OVS_DIR = None
+
+
+def rules_file(tmp, many):
+    """One forwarding rule, under `many - 1` higher-priority rules the traffic misses."""
+    path = os.path.join(tmp, f"rules-{many}.txt")
+    with open(path, "w") as f:
+        for i in range(many - 1):
+            f.write(f"priority={100 + i % 1000},udp,nw_dst=10.{200 + i // 65536 % 50}.{i // 256 % 256}.{i % 256},"
+                    f"tp_dst={1000 + i % 5000},actions=drop\n")
+        f.write("priority=1,in_port=1,actions=output:2\n")
+    return path
+
+
+def measure(size, setup_fn, teardown_fn, switch_argv, load, tmp):
+    """Mpps arriving at B while `load` runs from A through what setup_fn/switch_argv built."""
+    spath, wpath, lpath = (os.path.join(tmp, n) for n in ("sink", "switch", "load"))
+    setup_fn()
+    try:
+        with open(spath, "w") as sout, open(wpath, "w") as wout, open(lpath, "w") as lout:
+            if switch_argv:
+                w = spawn(NS["m"], SWITCH_CPU, switch_argv, wout)
+                wait_for(wpath, r" ready", w)
+            gen = spawn(NS["a"], GEN_CPU, load(size, DURATION + 4), lout)
+            time.sleep(2)
+            if gen.poll() is not None:
+                raise RuntimeError(f"load exited: {open(lpath).read()[-300:]}")
+            sink = spawn(NS["b"], SINK_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{IF['b']}", "--duration",
+                                            str(DURATION), "--quiet", "--json"], sout)
+            sink.wait(DURATION + 30)
+            mpps = ws_json(spath)["mpps"]
+    finally:
+        stop_all()
+        teardown_fn()
+    return mpps
+
+
+def kernel_load(size, seconds):
+    return [WS, "bench", "txpush", "--engine", "kernel", "--port", f"xdp:{IF['a']}", "--size", str(size),
+            "--duration", str(seconds), "--quiet"]
+
+
+def flows_load(size, seconds):
+    return [WS, "gen", "--port", f"xdp:{IF['a']}", "--flows", "100000", "--size", str(size), "--duration",
+            str(seconds)]
+
+
+def rows(tmp):
+    nothing = lambda: None
+    ws_switch = lambda many: [WS, "switch", "--port", f"1=xdp:{IF['m0']}", "--port", f"2=xdp:{IF['m1']}",
+                              "--flows", rules_file(tmp, many), "--ctl", os.path.join(tmp, "ctl.sock"),
+                              "--pmd-cpus", SWITCH_CPU]
+    l2fwd = [WS, "bench", "l2fwd", "--port", f"xdp:{IF['m0']}", "--peer-port", f"xdp:{IF['m1']}", "--duration",
+             str(DURATION + 10), "--quiet"]
+
+    def bridge_up():
+        inm("ip", "link", "add", "br0", "type", "bridge")
+        for dev in (IF["m0"], IF["m1"]):
+            inm("ip", "link", "set", dev, "master", "br0")
+        inm("ip", "link", "set", "br0", "up")
+
+    def bridge_down():
+        inm("ip", "link", "del", "br0", check=False)
+
+    def mirred_up():
+        inm("tc", "qdisc", "add", "dev", IF["m0"], "ingress")
+        inm("tc", "filter", "add", "dev", IF["m0"], "ingress", "protocol", "all", "u32", "match", "u32", "0", "0",
+            "action", "mirred", "egress", "redirect", "dev", IF["m1"])
+
+    def mirred_down():
+        inm("tc", "qdisc", "del", "dev", IF["m0"], "ingress", check=False)
+
+    def ovs_up():
+        ovs_start()
+        inm("ovs-ofctl", "del-flows", "br0", env=ovs_env())
+        inm("ovs-ofctl", "add-flow", "br0", "in_port=1,actions=output:2", env=ovs_env())
+
+    def ovs_many_up():
+        ovs_start()
+        inm("ovs-ofctl", "del-flows", "br0", env=ovs_env())
+        inm("ovs-ofctl", "add-flows", "br0", rules_file(tmp, 10000), env=ovs_env())
+
+    return [
+        ("1 rule", "wirespeed switch", nothing, nothing, lambda: ws_switch(1), kernel_load),
+        ("1 rule", "wirespeed l2fwd --peer-port", nothing, nothing, lambda: l2fwd, kernel_load),
+        ("1 rule", "Linux bridge", bridge_up, bridge_down, lambda: None, kernel_load),
+        ("1 rule", "tc mirred", mirred_up, mirred_down, lambda: None, kernel_load),
+        ("1 rule", "Open vSwitch afxdp", ovs_up, ovs_stop, lambda: None, kernel_load),
+        ("1 rule, 100k flows", "wirespeed switch", nothing, nothing, lambda: ws_switch(1), flows_load),
+        ("10k rules, 100k flows", "wirespeed switch", nothing, nothing, lambda: ws_switch(10000), flows_load),
+        ("10k rules, 100k flows", "Open vSwitch afxdp", ovs_many_up, ovs_stop, lambda: None, flows_load),
+        ("10k rules, 100k flows", "wirespeed l2fwd --peer-port", nothing, nothing, lambda: l2fwd, flows_load),
+    ]
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("bench-switch: needs root (namespaces, XDP): try sudo make bench-switch")
+    for tool in ("ovs-vsctl", "ovs-vswitchd", "tc", "taskset"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            sys.exit(f"bench-switch: {tool} is not installed (make bench-switch installs it)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    log(f"load average {open('/proc/loadavg').read().split()[0]} (numbers are noisy when it is above 0.5)")
+    results = []
+    try:
+        setup()
+        with tempfile.TemporaryDirectory(prefix="wirespeed-switch.") as tmp:
+            for size in SIZES:
+                for case, tool, up, down, argv, load in rows(tmp):
+                    if not ONLY.search(f"{case} {tool}"):
+                        continue
+                    runs, error = [], None
+                    for _ in range(RUNS):
+                        try:
+                            runs.append(round(measure(size, up, down, argv(), load, tmp), 3))
+                        except Exception as e:
+                            error = str(e).splitlines()[0][:200]
+                            break
+                    row = {"case": case, "tool": tool, "size": size, "runs": runs, "error": error}
+                    if runs:
+                        row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
+                    log(f"{size:>5} {case:<22} {tool:<28} " + (
+                        f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
+                    results.append(row)
+    finally:
+        cleanup()
+    write(results)
+
+
+def write(results):
+    date = datetime.date.today().isoformat()
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", f"{date}-switch.json"), "w") as f:
+        json.dump({"date": date, "kernel": os.uname().release, "runs": RUNS, "duration_s": DURATION,
+                   "cpus": {"generator": GEN_CPU, "switch": SWITCH_CPU, "sink": SINK_CPU}, "results": results}, f, indent=1)
+    get = lambda size, case, tool: next((r.get("median") for r in results
+                                         if r["size"] == size and r["case"] == case and r["tool"] == tool), None)
+    lines = [f"# wirespeed switch against its peers ({date})", "",
+             f"Mpps arriving at the sink, median of {RUNS} runs of {DURATION:g} s (min-max). Generator on CPU "
+             f"{GEN_CPU}, switch on CPU {SWITCH_CPU} (the Linux bridge and tc mirred run in the kernel on the "
+             "sending CPU: pinning does not apply to them). Open vSwitch's kernel datapath (type=system) needs "
+             "the openvswitch module, which this kernel does not have. Made by `make bench-switch` "
+             "(bench/switch_peers.py).", ""]
+    for size in SIZES:
+        lines += [f"## {size}-byte frames", "", "| case | tool | Mpps |", "| --- | --- | --- |"]
+        for r in (r for r in results if r["size"] == size):
+            fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
+            lines.append(f"| {r['case']} | {r['tool']} | {fig} |")
+        lines += ["", "Goals:", ""]
+        sw1, ovs1 = get(size, "1 rule", "wirespeed switch"), get(size, "1 rule", "Open vSwitch afxdp")
+        l2 = get(size, "1 rule", "wirespeed l2fwd --peer-port")
+        swk, ovsk = get(size, "10k rules, 100k flows", "wirespeed switch"), get(size, "10k rules, 100k flows", "Open vSwitch afxdp")
+        swf = get(size, "1 rule, 100k flows", "wirespeed switch")
+        ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "n/a"
+        lines += [f"- switch / OVS afxdp, 1 rule (goal >= 1.25x): {ratio(sw1, ovs1)}",
+                  f"- switch / OVS afxdp, 10k rules (goal >= 1.25x): {ratio(swk, ovsk)}",
+                  f"- switch / our l2fwd --peer-port (goal >= 0.85x): {ratio(sw1, l2)}",
+                  f"- switch 10k rules / 1 rule, both with 100k flows (goal >= 0.6x): {ratio(swk, swf)}", ""]
+    with open(os.path.join(ROOT, "bench", "SWITCH.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
