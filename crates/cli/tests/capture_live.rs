@@ -258,3 +258,41 @@ fn replayed_mixed_traffic_is_filtered_like_tcpdump() {
         }
     }
 }
+
+/// A disk that fills during a live capture: the capture stops by itself, exits non-zero with
+/// the file named in a clear error, and the file is valid with exactly the packets it reports.
+#[test]
+fn a_full_disk_stops_a_live_capture_with_a_valid_file() {
+    let _one = serial();
+    let net = NetPair::new("cf");
+    let dir = TempDir::new("live-full");
+    let mnt = dir.path("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    must(&["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", &mnt]);
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = sh(&["umount", &self.0]);
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let file = format!("{mnt}/live.pcapng");
+    let port = format!("xdp:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &["capture", "--port", &port, "-w", &file, "--json"],
+    );
+    cap.wait_ready();
+    send(&net, 20_000);
+    let (code, stdout, log) = cap.exit();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("No space left on device") && log.contains(&file),
+        "{log}"
+    );
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_counts_add_up(&j);
+    let written = n(&j, "written");
+    assert!(written > 1000 && written < 20_000, "{j}");
+    assert_eq!(judge(&file), (written, written * FRAME_LEN));
+}

@@ -211,6 +211,16 @@ impl Running {
             .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}"));
         (json, log)
     }
+
+    /// Waits for the exit, whatever its status: the exit code, stdout and stderr.
+    pub fn exit(mut self) -> (Option<i32>, String, String) {
+        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        while let Ok(l) = self.stderr.recv_timeout(Duration::from_millis(200)) {
+            self.log.push(l);
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), stdout, self.log.join("\n"))
+    }
 }
 
 impl Drop for Running {
