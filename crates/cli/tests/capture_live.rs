@@ -95,6 +95,11 @@ fn capture_100k(tag: &str, backend: &str, format: &str, stop_with_term: bool) {
     );
     if format == "pcapng" {
         assert_eq!(isb_counts(&std::fs::read(&file).unwrap()), (COUNT, 0));
+        // The interface description names the interface and the snap length.
+        let info = must(&["capinfos", &file]);
+        assert!(info.contains(&format!("Name = {}", net.b)), "{info}");
+        assert!(info.contains("Capture length = 262144"), "{info}");
+        assert!(info.contains("nanoseconds (9)"), "{info}");
     }
     net.assert_no_xdp();
 }
