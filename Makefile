@@ -6,9 +6,9 @@ SHELL := /bin/bash
 # rustup puts cargo in ~/.cargo/bin, which a fresh login or sudo may not have on PATH.
 export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
-SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh
+SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture clean
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
+	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
@@ -36,7 +37,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/capture_table.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -50,6 +51,9 @@ test:
 
 bench: deps
 	bench/run.sh
+
+bench-capture: deps
+	bench/capture.sh
 
 bench-peers: deps
 	@scripts/install-peers.sh
