@@ -69,8 +69,11 @@ def cleanup(*_):
 
 
 def spawn(ns, cpu, argv, out):
+    # A session of its own, so stopping it reaches every process it forked (trafgen runs its
+    # workers as children: signalling the parent alone left them sending).
     p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
-                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True)
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
+                         start_new_session=True)
     # stdin stays open: testpmd without -i exits when it reads end of file.
     PROCS.append(p)
     return p
@@ -89,13 +92,17 @@ def wait_for(path, pattern, proc, timeout=30):
 
 
 def stop(proc, sig=signal.SIGINT, timeout=15):
-    if proc.poll() is None:
-        proc.send_signal(sig)
+    """Signals the process's whole group, then kills what is left of it."""
     try:
+        os.killpg(proc.pid, sig)
         proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def stop_all():
@@ -263,6 +270,14 @@ def main():
 
 def write(results):
     date = datetime.date.today().isoformat()
+    # A partial run (some SIZES, or ONLY some rows) keeps today's other rows.
+    path = os.path.join(ROOT, "bench", "results", f"{date}-peers.json")
+    if os.path.exists(path):
+        new = {(r["size"], r["workload"], r["tool"]) for r in results}
+        kept = [r for r in json.load(open(path))["results"] if (r["size"], r["workload"], r["tool"]) not in new]
+        order = {(w, t): i for i, (w, t, _) in enumerate(rows(0, "/"))}
+        results = sorted(kept + results, key=lambda r: (r["size"], order.get((r["workload"], r["tool"]), 99)))
+    sizes = sorted({r["size"] for r in results})
     machine = {"kernel": os.uname().release, "cpus": os.cpu_count(),
                "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
                "load_cpu": LOAD_CPU, "measured_cpu": MEAS_CPU}
@@ -273,7 +288,7 @@ def write(results):
              f"Median Mpps of {RUNS} runs of {DURATION:g} s (min-max); one queue, veth, load/sender on CPU {LOAD_CPU},",
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
              "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
-    for size in SIZES:
+    for size in sizes:
         lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer |", "| --- | --- | --- | --- |"]
         for workload in ("ceiling", "rxdrop", "l2fwd", "txpush"):
             rs = [r for r in results if r["size"] == size and r["workload"] == workload]
@@ -288,10 +303,10 @@ def write(results):
     lines += ["![bar chart](peers.png)", ""]
     with open(os.path.join(ROOT, "bench", "RESULTS.md"), "w") as f:
         f.write("\n".join(lines))
-    chart(results)
+    chart(results, sizes)
 
 
-def chart(results):
+def chart(results, sizes):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -299,8 +314,8 @@ def chart(results):
     except ImportError:
         log("matplotlib missing: no chart (apt-get install python3-matplotlib)")
         return
-    fig, axes = plt.subplots(len(SIZES), 1, figsize=(11, 5 * len(SIZES)), squeeze=False)
-    for ax, size in zip(axes[:, 0], SIZES):
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(11, 5 * len(sizes)), squeeze=False)
+    for ax, size in zip(axes[:, 0], sizes):
         rs = [r for r in results if r["size"] == size and r.get("median") is not None]
         labels = [f"{r['workload']}\n{r['tool']}" for r in rs]
         colors = ["tab:blue" if r["tool"].startswith("wirespeed") else "tab:gray" for r in rs]

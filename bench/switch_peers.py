@@ -68,13 +68,17 @@ def setup():
 
 
 def stop(proc, sig=signal.SIGINT, timeout=15):
-    if proc.poll() is None:
-        proc.send_signal(sig)
+    """Signals the process's whole group, then kills what is left of it."""
     try:
+        os.killpg(proc.pid, sig)
         proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def stop_all():
@@ -90,8 +94,9 @@ def cleanup():
 
 
 def spawn(ns, cpu, argv, out):
+    # A session of its own, so stopping it reaches every process it forked.
     p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv], stdout=out,
-                         stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True)
+                         stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True, start_new_session=True)
     PROCS.append(p)
     return p
 
