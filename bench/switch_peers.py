@@ -144,6 +144,7 @@ def ovs_stop():
     global OVS_DIR
     if OVS_DIR:
         inm("/usr/share/openvswitch/scripts/ovs-ctl", "stop", env=ovs_env(), check=False)
+        inm("ip", "link", "del", "br0", check=False)  # the bridge's internal device stays otherwise
         sh("rm", "-rf", OVS_DIR, check=False)
         OVS_DIR = None
 
@@ -200,14 +201,15 @@ def rows(tmp):
     l2fwd = [WS, "bench", "l2fwd", "--port", f"xdp:{IF['m0']}", "--peer-port", f"xdp:{IF['m1']}", "--duration",
              str(DURATION + 10), "--quiet"]
 
+    # Not "br0": Open vSwitch's bridge leaves an internal device of that name behind.
     def bridge_up():
-        inm("ip", "link", "add", "br0", "type", "bridge")
+        inm("ip", "link", "add", "wsbr0", "type", "bridge")
         for dev in (IF["m0"], IF["m1"]):
-            inm("ip", "link", "set", dev, "master", "br0")
-        inm("ip", "link", "set", "br0", "up")
+            inm("ip", "link", "set", dev, "master", "wsbr0")
+        inm("ip", "link", "set", "wsbr0", "up")
 
     def bridge_down():
-        inm("ip", "link", "del", "br0", check=False)
+        inm("ip", "link", "del", "wsbr0", check=False)
 
     def mirred_up():
         inm("tc", "qdisc", "add", "dev", IF["m0"], "ingress")
@@ -277,7 +279,15 @@ def main():
 def write(results):
     date = datetime.date.today().isoformat()
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", f"{date}-switch.json"), "w") as f:
+    # A partial run (some SIZES, or ONLY some rows) keeps today's other rows.
+    path = os.path.join(ROOT, "bench", "results", f"{date}-switch.json")
+    if os.path.exists(path):
+        new = {(r["size"], r["case"], r["tool"]) for r in results}
+        kept = [r for r in json.load(open(path))["results"] if (r["size"], r["case"], r["tool"]) not in new]
+        order = {(c, t): i for i, (c, t, *_) in enumerate(rows("/"))}
+        results = sorted(kept + results, key=lambda r: (r["size"], order.get((r["case"], r["tool"]), 99)))
+    sizes = sorted({r["size"] for r in results})
+    with open(path, "w") as f:
         json.dump({"date": date, "kernel": os.uname().release, "runs": RUNS, "duration_s": DURATION,
                    "cpus": {"generator": GEN_CPU, "switch": SWITCH_CPU, "sink": SINK_CPU}, "results": results}, f, indent=1)
     get = lambda size, case, tool: next((r.get("median") for r in results
@@ -288,7 +298,7 @@ def write(results):
              "sending CPU: pinning does not apply to them). Open vSwitch's kernel datapath (type=system) needs "
              "the openvswitch module, which this kernel does not have. Made by `make bench-switch` "
              "(bench/switch_peers.py).", ""]
-    for size in SIZES:
+    for size in sizes:
         lines += [f"## {size}-byte frames", "", "| case | tool | Mpps |", "| --- | --- | --- |"]
         for r in (r for r in results if r["size"] == size):
             fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
