@@ -19,6 +19,8 @@ use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
+use crate::r#gen::port_flags::validate_port_sizes;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Receive and drop every packet (counts what arrives).
@@ -185,36 +187,12 @@ impl BenchArgs {
         if self.count == Some(0) {
             bail!("--count 0: must be at least 1");
         }
-        if self.frame_size != 2048 && self.frame_size != 4096 {
-            bail!(
-                "--frame-size {}: frame size must be 2048 or 4096",
-                self.frame_size
-            );
-        }
-        if !self.ring_size.is_power_of_two() || !(64..=65536).contains(&self.ring_size) {
-            bail!(
-                "--ring-size {}: must be a power of two from 64 to 65536",
-                self.ring_size
-            );
-        }
-        if self.batch == 0 || self.batch > self.ring_size {
-            bail!(
-                "--batch {}: must be between 1 and the ring size ({})",
-                self.batch,
-                self.ring_size
-            );
-        }
+        validate_port_sizes(self.frame_size, self.ring_size, self.batch, self.frames)?;
         if !(64..=1518).contains(&self.size) || self.size - 4 > self.frame_size - 256 {
             bail!(
                 "--size {}: frame size on the wire must be 64 to {}",
                 self.size,
                 1518.min(self.frame_size - 256 + 4)
-            );
-        }
-        if self.frames < 2 * self.batch || self.frames > 1 << 20 {
-            bail!(
-                "--frames {}: must be between twice the batch and 1048576",
-                self.frames
             );
         }
         if self.peer_port.is_some() && self.mode != Mode::L2fwd {

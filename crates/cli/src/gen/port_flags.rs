@@ -39,32 +39,7 @@ fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
 
 impl PortFlags {
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.frame_size != 2048 && self.frame_size != 4096 {
-            bail!(
-                "--frame-size {}: frame size must be 2048 or 4096",
-                self.frame_size
-            );
-        }
-        if !self.ring_size.is_power_of_two() || !(64..=65536).contains(&self.ring_size) {
-            bail!(
-                "--ring-size {}: must be a power of two from 64 to 65536",
-                self.ring_size
-            );
-        }
-        if self.batch == 0 || self.batch > self.ring_size {
-            bail!(
-                "--batch {}: must be between 1 and the ring size ({})",
-                self.batch,
-                self.ring_size
-            );
-        }
-        if self.frames < 2 * self.batch || self.frames > 1 << 20 {
-            bail!(
-                "--frames {}: must be between twice the batch and 1048576",
-                self.frames
-            );
-        }
-        Ok(())
+        validate_port_sizes(self.frame_size, self.ring_size, self.batch, self.frames)
     }
 
     pub fn options(&self, rx: bool, tx: bool) -> PortOptions {
@@ -82,4 +57,39 @@ impl PortFlags {
             tx,
         }
     }
+}
+
+/// Frame size, ring size, batch and frame count, as `bench` and `gen` both take them.
+pub fn validate_port_sizes(
+    frame_size: u32,
+    ring_size: u32,
+    batch: u32,
+    frames: u32,
+) -> anyhow::Result<()> {
+    if frame_size != 2048 && frame_size != 4096 {
+        bail!(
+            "--frame-size {}: frame size must be 2048 or 4096",
+            frame_size
+        );
+    }
+    if !ring_size.is_power_of_two() || !(64..=65536).contains(&ring_size) {
+        bail!(
+            "--ring-size {}: must be a power of two from 64 to 65536",
+            ring_size
+        );
+    }
+    if batch == 0 || batch > ring_size {
+        bail!(
+            "--batch {}: must be between 1 and the ring size ({})",
+            batch,
+            ring_size
+        );
+    }
+    if frames < 2 * batch || frames > 1 << 20 {
+        bail!(
+            "--frames {}: must be between twice the batch and 1048576",
+            frames
+        );
+    }
+    Ok(())
 }
