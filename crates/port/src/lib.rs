@@ -108,6 +108,10 @@ pub trait Port {
     /// Sleeps until packets may be ready to receive, or `timeout` passes (poll()).
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError>;
 
+    /// The descriptor `wait_rx` polls, for an application that sleeps on several ports at
+    /// once; None for a port that does not receive.
+    fn poll_fd(&self) -> Option<std::os::fd::RawFd>;
+
     /// True when frames handed to `tx_burst` are still on their way out.
     fn tx_pending(&self) -> bool;
 
@@ -124,6 +128,12 @@ pub trait Port {
     fn attach_filter(&mut self, _program: &[SockFilter]) -> Result<bool, PortError> {
         Ok(false)
     }
+}
+
+/// Sleeps until any of `fds` (from `Port::poll_fd`, `XdpGroup::poll_fds`) is readable, or
+/// `timeout` passes.
+pub fn poll_any(fds: &[std::os::fd::RawFd], timeout: Duration) -> std::io::Result<usize> {
+    wirespeed_xsk::poll_rx_many(fds, timeout.as_millis().min(i32::MAX as u128) as i32)
 }
 
 /// Opens the port a spec names.

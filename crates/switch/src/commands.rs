@@ -3,11 +3,17 @@
 
 use std::fmt::Write;
 
+use std::time::Duration;
+
+use wirespeed_port::PortStats;
+
 use crate::bridge::Bridge;
 use crate::control::{Request, Response};
+use crate::datapath::Datapath;
 use crate::execute::DropReason;
 use crate::flow_format::MegaflowLine;
 use crate::flow_parse::{parse_flow_mod, parse_flows, parse_rule, parse_selector};
+use crate::pmd::{BridgeCounters, PmdSnapshot};
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], dump-flows, \
@@ -15,9 +21,22 @@ pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-f
 
 pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
     let arg = request.args.first().map(String::as_str).unwrap_or("");
-    let now = bridge.now();
-    let dp = &mut bridge.datapath;
     match request.command.as_str() {
+        "dump-ports" => Response::ok(dump_ports(bridge)),
+        "show" => Response::ok(show(bridge)),
+        "dump-cache" => Response::ok(dump_cache(bridge)),
+        "add-flow" | "add-flows" | "mod-flows" | "del-flows" | "dump-flows" => {
+            let now = bridge.now();
+            let mut shared = bridge.lock();
+            edit_rules(&mut shared.datapath, &request.command, arg, now)
+        }
+        other => Response::error(format!("unknown command '{other}' (known: {COMMANDS})")),
+    }
+}
+
+/// The commands that read or change the rule tables.
+fn edit_rules(dp: &mut Datapath, command: &str, arg: &str, now: Duration) -> Response {
+    match command {
         "add-flow" => match parse_rule(arg).and_then(|rule| dp.add_rule(rule, now)) {
             Ok(_) => Response::ok(""),
             Err(e) => Response::error(format!("{arg}: {e}")),
@@ -56,20 +75,30 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
                 Response::ok("")
             }
         },
-        "dump-flows" => Response::ok(dp.tables.dump_flows(now).join("\n")),
-        "dump-ports" => Response::ok(dump_ports(bridge)),
-        "show" => Response::ok(show(bridge)),
-        "dump-cache" => Response::ok(dump_cache(bridge)),
-        other => Response::error(format!("unknown command '{other}' (known: {COMMANDS})")),
+        _ => Response::ok(dp.tables.dump_flows(now).join("\n")),
     }
+}
+
+/// Each port's counters summed over the poll-mode threads, and the bridge's.
+pub fn port_totals(snapshots: &[PmdSnapshot]) -> (Vec<PortStats>, BridgeCounters) {
+    let ports = snapshots.first().map_or(0, |s| s.ports.len());
+    let mut totals = vec![PortStats::default(); ports];
+    let mut counters = BridgeCounters::default();
+    for snapshot in snapshots {
+        for (total, (_, stats, _)) in totals.iter_mut().zip(&snapshot.ports) {
+            total.add(stats);
+        }
+        counters.add(&snapshot.counters);
+    }
+    (totals, counters)
 }
 
 /// ovs-ofctl dump-ports' shape, with wirespeed's drop reasons after it.
 fn dump_ports(bridge: &mut Bridge) -> String {
     let numbers = bridge.numbers().to_vec();
+    let (totals, c) = port_totals(&bridge.snapshots());
     let mut out = format!("OFPST_PORT reply: {} ports\n", numbers.len());
-    for (member, n) in numbers.iter().enumerate() {
-        let s = bridge.port_stats(member);
+    for (n, s) in numbers.iter().zip(&totals) {
         let rx_drop = s.drops.fill_ring_empty + s.drops.rx_ring_full + s.drops.kernel_dropped;
         let tx_drop = s.drops.tx_ring_full + s.drops.tx_error;
         let _ = writeln!(
@@ -94,7 +123,6 @@ fn dump_ports(bridge: &mut Bridge) -> String {
         }
         let _ = writeln!(out, "           copies={}", s.copies);
     }
-    let c = bridge.counters;
     let reasons: Vec<String> = DropReason::ALL
         .iter()
         .map(|r| format!("{}={}", r.name(), c.drops.get(*r)))
@@ -110,25 +138,40 @@ fn dump_ports(bridge: &mut Bridge) -> String {
     out
 }
 
-fn show(bridge: &Bridge) -> String {
-    let group = bridge.group();
-    let audit = group.audit();
+/// The ports, and each poll-mode thread with what it receives on and its frames.
+fn show(bridge: &mut Bridge) -> String {
+    let numbers = bridge.numbers().to_vec();
+    let snapshots = bridge.snapshots();
     let mut out = format!(
-        "wirespeed switch: {} ports on one UMEM of {} frames ({} free)\n",
-        bridge.numbers().len(),
-        audit.total,
-        audit.pool
+        "wirespeed switch: {} ports, {} poll-mode threads",
+        numbers.len(),
+        snapshots.len()
     );
-    for (member, n) in bridge.numbers().iter().enumerate() {
-        let info = group.info(member);
-        let _ = writeln!(out, " {n}({}): {} mode", info.spec, info.mode);
+    for (t, snapshot) in snapshots.iter().enumerate() {
+        let cpu = snapshot
+            .cpu
+            .map_or("any CPU".to_string(), |c| format!("CPU {c}"));
+        let _ = write!(out, "\n pmd {t} ({cpu}):");
+        if let Some(a) = snapshot.audit {
+            let _ = write!(out, " UMEM of {} frames ({} free);", a.total, a.pool);
+        }
+        let _ = write!(out, " receives on");
+        for (n, (info, stats, receives)) in numbers.iter().zip(&snapshot.ports) {
+            if *receives {
+                let _ = write!(
+                    out,
+                    " {n}({}, {} mode, {} pkts)",
+                    info.spec, info.mode, stats.rx_packets
+                );
+            }
+        }
     }
-    out.pop();
     out
 }
 
 fn dump_cache(bridge: &Bridge) -> String {
-    let cache = &bridge.datapath.cache;
+    let shared = bridge.lock();
+    let cache = &shared.datapath.cache;
     let s = cache.stats;
     let mut out = format!(
         "emc_hits={}, megaflow_hits={}, misses={}, flushes={}",

@@ -120,6 +120,13 @@ impl DropCounters {
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
+
+    /// Adds another set of counters (several poll-mode threads' into one).
+    pub fn add(&mut self, other: &DropCounters) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
 }
 
 /// What became of the packet.

@@ -4,8 +4,9 @@
 //! ([`wirespeed_packet::flow_key::FlowKey`]), looked up in an exact-match cache, then a megaflow
 //! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
 //! a megaflow covering exactly the bits the lookup examined. Packet I/O lives in [`bridge`]
-//! (AF_XDP ports on one UMEM, the poll-mode loop) and [`control`] (the socket `wirespeed ctl`
-//! talks to).
+//! (the ports and the poll-mode threads), [`pmd`] (one thread's loop), [`port_set`] (one
+//! thread's ports: AF_XDP on one UMEM, others copied to and from) and [`control`] (the socket
+//! `wirespeed ctl` talks to).
 //!
 //! How the pieces are driven:
 //! - receive path, per frame: [`Datapath::process`] (parse → [`FlowCache`] → [`translate()`] on
@@ -37,6 +38,8 @@ pub mod flow_parse;
 pub mod frame;
 pub mod mac_learning;
 pub mod megaflow;
+pub mod pmd;
+pub mod port_set;
 pub mod prefix_trie;
 pub mod rewrite;
 pub mod rule;
@@ -45,7 +48,7 @@ pub mod translate;
 
 pub use action::Action;
 pub use action_parse::parse_actions;
-pub use bridge::{Bridge, BridgeCounters, Job};
+pub use bridge::{Bridge, Job};
 pub use classifier::RuleId;
 pub use control::{ControlError, ControlServer, DEFAULT_CTL, Request, Response};
 pub use datapath::Datapath;
@@ -59,6 +62,7 @@ pub use flow_parse::{
 };
 pub use frame::Frame;
 pub use mac_learning::MacTable;
+pub use pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
 pub use rule::{Rule, RuleStats};
 pub use rule_table::{InstalledRule, RuleSelector, RuleTables};
 pub use translate::{Decision, translate};

@@ -417,6 +417,14 @@ impl Drop for Capture {
     }
 }
 
+/// The MAC address of `dev` in `ns`.
+pub fn mac_of(ns: &str, dev: &str) -> String {
+    let path = format!("/sys/class/net/{dev}/address");
+    must(&["ip", "netns", "exec", ns, "cat", &path])
+        .trim()
+        .to_string()
+}
+
 /// One counter of `ethtool -S`.
 pub fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
     let out = must(&["ip", "netns", "exec", ns, "ethtool", "-S", dev]);
@@ -442,6 +450,11 @@ pub struct NetChain {
 
 impl NetChain {
     pub fn new(tag: &str) -> NetChain {
+        NetChain::with_queues(tag, 1)
+    }
+
+    /// A chain whose veths have `queues` receive and transmit queues each.
+    pub fn with_queues(tag: &str, queues: u32) -> NetChain {
         require_root();
         assert!(tag.len() <= 3);
         let id = format!(
@@ -480,14 +493,35 @@ impl NetChain {
                 "net.ipv6.conf.default.disable_ipv6=1",
             ]);
         }
-        must(&[
-            "ip", "link", "add", &c.a, "netns", &c.ns_a, "type", "veth", "peer", "name", &c.ma,
-            "netns", &c.ns_m,
-        ]);
-        must(&[
-            "ip", "link", "add", &c.mb, "netns", &c.ns_m, "type", "veth", "peer", "name", &c.b,
-            "netns", &c.ns_b,
-        ]);
+        let q = queues.to_string();
+        for (one, one_ns, other, other_ns) in [
+            (&c.a, &c.ns_a, &c.ma, &c.ns_m),
+            (&c.mb, &c.ns_m, &c.b, &c.ns_b),
+        ] {
+            must(&[
+                "ip",
+                "link",
+                "add",
+                one,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+                "netns",
+                one_ns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                other,
+                "numrxqueues",
+                &q,
+                "numtxqueues",
+                &q,
+                "netns",
+                other_ns,
+            ]);
+        }
         for (ns, dev) in [
             (&c.ns_a, &c.a),
             (&c.ns_m, &c.ma),
@@ -497,6 +531,17 @@ impl NetChain {
             must(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
         c
+    }
+
+    /// Panics if the switch's side of either veth still has an XDP program.
+    pub fn assert_no_xdp_left(&self) {
+        for dev in [&self.ma, &self.mb] {
+            let out = must(&["ip", "-n", &self.ns_m, "-d", "link", "show", "dev", dev]);
+            assert!(
+                !out.contains("prog/xdp"),
+                "{dev} still has an XDP program: {out}"
+            );
+        }
     }
 
     /// Every veth end's rx_dropped + tx_dropped, summed.

@@ -10,9 +10,30 @@ pub struct Switched {
     switch: Option<Running>,
 }
 
+/// How the switch in the middle is set up.
+pub struct Setup<'a> {
+    /// Backends of ports 1 and 2 (`xdp` or `packet`).
+    pub backends: [&'a str; 2],
+    /// Queues of every veth.
+    pub queues: u32,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            backends: ["xdp", "xdp"],
+            queues: 1,
+        }
+    }
+}
+
 impl Switched {
     pub fn new(tag: &str, extra: &[&str]) -> Switched {
-        let c = NetChain::new(tag);
+        Switched::with(tag, Setup::default(), extra)
+    }
+
+    pub fn with(tag: &str, setup: Setup<'_>, extra: &[&str]) -> Switched {
+        let c = NetChain::with_queues(tag, setup.queues);
         must(&[
             "ip",
             "-n",
@@ -34,7 +55,8 @@ impl Switched {
             &c.b,
         ]);
         let ctl = format!("/tmp/wirespeed-test-{}-{tag}.sock", std::process::id());
-        let (p1, p2) = (format!("1=xdp:{}", c.ma), format!("2=xdp:{}", c.mb));
+        let [b1, b2] = setup.backends;
+        let (p1, p2) = (format!("1={b1}:{}", c.ma), format!("2={b2}:{}", c.mb));
         let mut args = vec![
             "switch", "--port", &p1, "--port", &p2, "--ctl", &ctl, "--json",
         ];
@@ -89,14 +111,22 @@ impl Switched {
     }
 }
 
+impl Switched {
+    /// Stops the switch (SIGINT): its JSON summary and its stderr, checked for a clean exit
+    /// and every frame accounted for.
+    pub fn stop(&mut self) -> (serde_json::Value, String) {
+        let s = self.switch.take().expect("the switch runs");
+        let (j, log) = s.interrupt();
+        assert!(!log.contains("panicked"), "{log}");
+        assert_eq!(j["frames"]["balanced"], true, "{j}");
+        (j, log)
+    }
+}
+
 impl Drop for Switched {
     fn drop(&mut self) {
-        if let Some(s) = self.switch.take()
-            && !std::thread::panicking()
-        {
-            let (j, log) = s.interrupt();
-            assert!(!log.contains("panicked"), "{log}");
-            assert_eq!(j["frames"]["balanced"], true, "{j}");
+        if self.switch.is_some() && !std::thread::panicking() {
+            self.stop();
         }
         let _ = std::fs::remove_file(&self.ctl);
     }

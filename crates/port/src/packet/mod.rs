@@ -392,6 +392,11 @@ impl Port for PacketPort {
         Ok(())
     }
 
+    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.rx.as_ref().map(|_| self.socket.as_raw_fd())
+    }
+
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
         if let Some(rx) = &self.rx
             && rx.packets_ready(&self.map)

@@ -8,7 +8,7 @@ use wirespeed_umem::{FramePool, Umem, UmemConfig};
 use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::Socket;
 
-use super::{XDP_PACKET_HEADROOM, bind_member, check_place, mode_name};
+use super::{Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name};
 use crate::{Backend, Batch, FrameAudit, PortError, PortInfo, PortOptions, PortSpec, PortStats};
 
 /// One port of a group: its socket, its program, its counters.
@@ -31,12 +31,54 @@ pub struct XdpGroup {
     /// Frames the application holds (received or allocated, not yet sent or released).
     app_held: u64,
     burst: u32,
+    /// How the members' interfaces run XDP (what groups joining this one bind with).
+    attach_mode: AttachMode,
+    /// Free frames receiving leaves in the pool.
+    tx_reserve: usize,
 }
 
 impl XdpGroup {
     /// Opens one port per spec on a UMEM of `opts.frame_count` frames per port. The first
     /// spec picks the mode (see `XdpMode`); the others share it.
     pub fn open(specs: &[PortSpec], opts: &PortOptions) -> Result<XdpGroup, PortError> {
+        XdpGroup::open_on(specs, opts, None)
+    }
+
+    /// One group per queue `0..queues` of the interfaces of `specs` (whose own queue numbers
+    /// are ignored): group `q` has a socket on queue `q` of every interface, on a UMEM of its
+    /// own, so each group can be owned by a different thread (a poll-mode thread per
+    /// receive queue). The redirect programs are attached once, by group 0, and send each
+    /// queue's packets to its group's socket; the mode is group 0's.
+    pub fn open_queues(
+        specs: &[PortSpec],
+        queues: u32,
+        opts: &PortOptions,
+    ) -> Result<Vec<XdpGroup>, PortError> {
+        let on_queue = |q: u32| -> Vec<PortSpec> {
+            specs
+                .iter()
+                .map(|s| PortSpec {
+                    queue: q,
+                    ..s.clone()
+                })
+                .collect()
+        };
+        let mut first = XdpGroup::open_on(&on_queue(0), opts, None)?;
+        let mut rest = Vec::new();
+        for q in 1..queues.max(1) {
+            rest.push(XdpGroup::open_on(&on_queue(q), opts, Some(&mut first))?);
+        }
+        rest.insert(0, first);
+        Ok(rest)
+    }
+
+    /// `open`, or with `programs_of` a group whose redirect programs (one per member, same
+    /// interfaces in the same order) already run: bind in its mode and register there.
+    fn open_on(
+        specs: &[PortSpec],
+        opts: &PortOptions,
+        mut programs_of: Option<&mut XdpGroup>,
+    ) -> Result<XdpGroup, PortError> {
         if opts.frame_size != 2048 && opts.frame_size != 4096 {
             return Err(PortError::FrameSize(opts.frame_size));
         }
@@ -59,12 +101,24 @@ impl XdpGroup {
         })?;
         let note = umem.note().map(str::to_string);
         let mut members: Vec<Member> = Vec::with_capacity(specs.len());
-        let mut owner_attach = AttachMode::Native;
-        for spec in specs {
+        let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
+        for (i, spec) in specs.iter().enumerate() {
             let mut notes: Vec<String> = note.iter().cloned().collect();
-            let owner = members.first().map(|m| (&m.socket, owner_attach));
-            let (program, socket, attach) = bind_member(spec, opts, &umem, owner, &mut notes)?;
-            owner_attach = attach;
+            let owner = members.first().map(|m| &m.socket);
+            let place = Placement {
+                owner,
+                attach: attach_mode,
+                attach_program: programs_of.is_none(),
+            };
+            let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
+            attach_mode = Some(attach);
+            if let Some(program) = programs_of
+                .as_mut()
+                .and_then(|g| g.members.get_mut(i))
+                .and_then(|m| m._program.as_mut())
+            {
+                program.register(spec.queue, socket.raw_fd())?;
+            }
             members.push(Member {
                 info: PortInfo {
                     spec: spec.to_string(),
@@ -84,6 +138,8 @@ impl XdpGroup {
             members,
             app_held: 0,
             burst: opts.batch.max(1),
+            attach_mode: attach_mode.unwrap_or(AttachMode::Native),
+            tx_reserve: (opts.frame_count / 4) as usize,
         };
         if opts.rx {
             // Half of each port's frames wait in its fill ring; the rest serve transmit.
@@ -112,7 +168,11 @@ impl XdpGroup {
     pub fn rx_burst(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
         let m = &mut self.members[port];
         let room = batch.room() as u32;
-        m.socket.refill(&mut self.pool, room.max(self.burst));
+        // Keep a reserve in the pool for frames the application allocates (copies, sends):
+        // left alone, the fill rings would soak up every free frame.
+        let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
+        m.socket
+            .refill(&mut self.pool, room.max(self.burst).min(spare));
         let mut bytes = 0u64;
         let out = m
             .socket
@@ -238,9 +298,14 @@ impl XdpGroup {
         Some(addr)
     }
 
+    /// The members' sockets, for poll().
+    pub fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.members.iter().map(|m| m.socket.raw_fd()).collect()
+    }
+
     /// Sleeps until any member may have packets, or `timeout` passes.
     pub fn wait_rx_any(&mut self, timeout: Duration) -> Result<(), PortError> {
-        let fds: Vec<i32> = self.members.iter().map(|m| m.socket.raw_fd()).collect();
+        let fds = self.poll_fds();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         wirespeed_xsk::poll_rx_many(&fds, ms).map_err(|source| PortError::Io {
             iface: self.members[0].info.spec.clone(),

@@ -102,6 +102,16 @@ fn socket_config(opts: &PortOptions) -> SocketConfig {
     }
 }
 
+/// Where a member socket goes: on whose UMEM, in which attach mode, with a program of its own.
+struct Placement<'a> {
+    /// The UMEM's first socket, for later members (XDP_SHARED_UMEM).
+    owner: Option<&'a Socket>,
+    /// The attach mode already chosen (by an earlier member or another group).
+    attach: Option<AttachMode>,
+    /// Attach our redirect program (false: another group's program serves this queue).
+    attach_program: bool,
+}
+
 /// Attaches the program (for receiving) and binds a socket for `spec`. The first member of
 /// a UMEM tries the attach/bind pairs of the mode in order and returns the first that works;
 /// later members share the owner's UMEM, attach mode and bind mode. A foreign program or a
@@ -110,11 +120,12 @@ fn bind_member(
     spec: &PortSpec,
     opts: &PortOptions,
     umem: &Umem,
-    owner: Option<(&Socket, AttachMode)>,
+    place: Placement<'_>,
     notes: &mut Vec<String>,
 ) -> Result<(Option<XskProgram>, Socket, AttachMode), PortError> {
     let config = socket_config(opts);
-    let shared_attempt = owner.map(|(_, attach)| [(attach, BindMode::Any)]);
+    let owner = place.owner;
+    let shared_attempt = place.attach.map(|attach| [(attach, BindMode::Any)]);
     let attempts: &[(AttachMode, BindMode)] = match &shared_attempt {
         Some(a) => a,
         None => opts.xdp_mode.attempts(),
@@ -122,7 +133,7 @@ fn bind_member(
     let mut last_err = None;
     let mut tried: Vec<String> = Vec::new();
     for &(attach, bind) in attempts {
-        let program = if opts.rx {
+        let program = if opts.rx && place.attach_program {
             match XskProgram::attach(&spec.iface, attach, opts.force) {
                 Ok(p) => Some(p),
                 Err(
@@ -144,7 +155,7 @@ fn bind_member(
             ..config
         };
         let socket = match owner {
-            Some((o, _)) => Socket::new_shared(umem, o, &spec.iface, spec.queue, &cfg),
+            Some(o) => Socket::new_shared(umem, o, &spec.iface, spec.queue, &cfg),
             None => Socket::new(umem, &spec.iface, spec.queue, &cfg),
         };
         match socket {

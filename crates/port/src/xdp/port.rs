@@ -59,6 +59,10 @@ impl Port for XdpPort {
         self.group.flush(0)
     }
 
+    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.group.poll_fds().first().copied()
+    }
+
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
         self.group.wait_rx(0, timeout)
     }

@@ -1,0 +1,71 @@
+//! `--controller-pcap FILE`: packets the rules send to the controller are written to a pcap
+//! file (nanosecond timestamps) by the capture tool's writer thread, so a poll-mode thread
+//! never waits on the disk.
+
+use wirespeed_capture::LINKTYPE_ETHERNET;
+use wirespeed_capture::output::FileOutput;
+use wirespeed_capture::recorder::{CHUNK_SIZE, Outcome, Recorder, RecorderConfig};
+use wirespeed_capture::rotate::Rotation;
+use wirespeed_capture::write::{Format, Interface};
+use wirespeed_switch::Controller;
+
+/// Writes each packet-in to a pcap file.
+pub struct PcapController {
+    path: String,
+    recorder: Option<Recorder>,
+    /// Packets the writer had no room for.
+    dropped: u64,
+}
+
+impl PcapController {
+    /// Creates the file now, so a bad path fails before the switch starts.
+    pub fn create(path: &str) -> std::io::Result<PcapController> {
+        let config = RecorderConfig {
+            format: Format::Pcap,
+            interface: Interface {
+                link_type: LINKTYPE_ETHERNET,
+                snaplen: 65535,
+                name: None,
+            },
+            rotation: Rotation::default(),
+            pattern: path.to_string(),
+            buffer_bytes: 4 * CHUNK_SIZE,
+            chunk_size: CHUNK_SIZE,
+            wait_for_writer: false,
+        };
+        let recorder = Recorder::start(
+            config,
+            Box::new(FileOutput::new()),
+            crate::capture::now_ns(),
+        )?;
+        Ok(PcapController {
+            path: path.to_string(),
+            recorder: Some(recorder),
+            dropped: 0,
+        })
+    }
+}
+
+impl Controller for PcapController {
+    fn packet_in(&mut self, _in_port: u32, data: &[u8]) {
+        if let Some(r) = self.recorder.as_mut()
+            && r.record(crate::capture::now_ns(), data, data.len() as u32) != Outcome::Queued
+        {
+            self.dropped += 1;
+        }
+    }
+
+    fn close(&mut self) -> Result<String, String> {
+        let Some(recorder) = self.recorder.take() else {
+            return Ok(String::new());
+        };
+        let report = recorder.finish();
+        match report.error {
+            Some(e) => Err(format!("--controller-pcap {}: {e}", self.path)),
+            None => Ok(format!(
+                "controller: {} packets written to {}, {} dropped by the writer",
+                report.written, self.path, self.dropped
+            )),
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! `wirespeed switch`: one bridge, its poll-mode threads, driven by `wirespeed ctl`.
+
+mod controller;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use std::collections::BTreeMap;
+
+use wirespeed_port::{PortOptions, PortSpec};
+use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot};
+
+/// Options of `wirespeed switch`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  wirespeed switch --port 1=xdp:veth1 --port 2=xdp:veth2\n  \
+wirespeed ctl add-flow 'priority=100,in_port=1,actions=output:2'\n\n\
+AF_XDP ports of one poll-mode thread share a UMEM, so forwarding between them moves \
+descriptors; packet: ports are copied to and from (dump-ports counts the copies). With \
+--pmd-cpus listing N CPUs there are N poll-mode threads and thread i serves receive queue i of \
+every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
+With no flows the bridge is a learning switch (priority=0,actions=normal). Hosts whose veth \
+hands the switch TCP or UDP packets with partial checksums (checksum offload) must turn it \
+off on their side: ethtool -K IFACE tx off."
+)]
+pub struct SwitchArgs {
+    /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1 or 3=packet:eth0 (numbers default to 1, 2,
+    /// ... in order).
+    #[arg(long = "port", required = true)]
+    pub ports: Vec<String>,
+    /// Flows to install at start, one a line, in ovs-ofctl's syntax (add-flows).
+    #[arg(long)]
+    pub flows: Option<PathBuf>,
+    /// The control socket `wirespeed ctl` talks to.
+    #[arg(long, default_value = DEFAULT_CTL)]
+    pub ctl: PathBuf,
+    /// CPUs for the poll-mode threads, one thread pinned to each, e.g. 1 or 0,1 or 2-3
+    /// (default: one thread, not pinned). Thread i receives on queue i of every AF_XDP port.
+    #[arg(long)]
+    pub pmd_cpus: Option<String>,
+    /// Write packets sent to the controller (actions=controller) to this pcap file
+    /// (default: one line each on stderr).
+    #[arg(long, value_name = "FILE")]
+    pub controller_pcap: Option<PathBuf>,
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// AF_XDP mode for every port (see bench --help).
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<wirespeed_port::xdp::XdpMode>())]
+    pub xdp_mode: wirespeed_port::xdp::XdpMode,
+    /// Replace XDP programs someone else attached to the ports' interfaces.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the port and bridge counters as one JSON object at exit.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `N=SPEC` or `SPEC`, numbered from `default`.
+fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
+    let (number, spec) = match text.split_once('=') {
+        Some((n, spec)) => {
+            let n: u32 = n
+                .parse()
+                .ok()
+                .filter(|n| (1..0xff00).contains(n))
+                .with_context(|| {
+                    format!("--port {text}: port number '{n}' is not between 1 and 65279")
+                })?;
+            (n, spec)
+        }
+        None => (default, text),
+    };
+    let spec: PortSpec = spec.parse().with_context(|| format!("--port {text}"))?;
+    Ok((number, spec))
+}
+
+/// The CPUs of a list like "1", "2-3" or "0,2-3", each one this process may run on.
+fn cpu_list(list: &str) -> anyhow::Result<Vec<usize>> {
+    let bad = || format!("--pmd-cpus {list}: expected a CPU list like 1, 0,1 or 2-3");
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.trim().parse(), part.trim().parse()),
+        };
+        let (first, last) = (first.ok().with_context(bad)?, last.ok().with_context(bad)?);
+        if first > last || last - first >= 1024 {
+            bail!(bad());
+        }
+        for cpu in first..=last {
+            if cpus.contains(&cpu) {
+                bail!("--pmd-cpus {list}: CPU {cpu} is listed twice");
+            }
+            cpus.push(cpu);
+        }
+    }
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .context("read this process's CPU affinity")?;
+    if let Some(cpu) = cpus.iter().find(|&&c| !allowed.is_set(c).unwrap_or(false)) {
+        bail!("--pmd-cpus {list}: CPU {cpu} is not one this process may run on");
+    }
+    Ok(cpus)
+}
+
+pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
+    let mut ports = Vec::new();
+    for (i, text) in args.ports.iter().enumerate() {
+        let port = parse_port(text, i as u32 + 1)?;
+        if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
+            bail!("--port {text}: port number {} is used twice", port.0);
+        }
+        ports.push(port);
+    }
+    let flows = match &args.flows {
+        Some(path) => Some(
+            std::fs::read_to_string(path).with_context(|| format!("--flows {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let cpus = match &args.pmd_cpus {
+        Some(list) => cpu_list(list)?,
+        None => Vec::new(),
+    };
+    if cpus.len() > 1
+        && let Some(text) = args
+            .ports
+            .iter()
+            .find(|t| t.contains("xdp:") && t.contains('@'))
+    {
+        bail!(
+            "--port {text}: with {} poll-mode threads thread i serves queue i of every AF_XDP \
+             port; leave out @QUEUE",
+            cpus.len()
+        );
+    }
+    crate::caps::require("switch", true)?;
+    let stop = crate::bench::stop_flag()?;
+    let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
+        Some(path) => Box::new(
+            controller::PcapController::create(&path.to_string_lossy())
+                .with_context(|| format!("--controller-pcap {}", path.display()))?,
+        ),
+        None => Box::new(wirespeed_switch::LogController),
+    };
+    let opts = PortOptions {
+        xdp_mode: args.xdp_mode,
+        force: args.force,
+        ..PortOptions::default()
+    };
+    let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller) {
+        Ok(bridge) => bridge,
+        Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
+            return Err(e).context(format!(
+                "open the ports: --pmd-cpus gives {} poll-mode threads, one per receive queue, \
+                 so every AF_XDP port needs {} queues (veth: ip link add ... numrxqueues {} \
+                 numtxqueues {}; a NIC: ethtool -L IFACE combined {})",
+                cpus.len(),
+                cpus.len(),
+                cpus.len(),
+                cpus.len(),
+                cpus.len()
+            ));
+        }
+        Err(e) => return Err(e).context("open the ports"),
+    };
+    if let Some(text) = flows {
+        let answer = bridge.handle(&wirespeed_switch::Request {
+            command: "add-flows".to_string(),
+            args: vec![text],
+        });
+        if !answer.ok {
+            bail!(
+                "--flows {}: {}",
+                args.flows
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+                answer.output
+            );
+        }
+    }
+    let (jobs_tx, jobs) = mpsc::channel();
+    let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
+    for line in bridge.handle(&show_request()).output.lines().skip(1) {
+        eprintln!("wirespeed switch:{line}");
+    }
+    eprintln!(
+        "wirespeed switch: ready (control socket {})",
+        args.ctl.display()
+    );
+    let deadline = args
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let ran = bridge.run(&jobs, || {
+        !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d)
+    });
+    let closed = bridge.close_controller();
+    ran.context("the poll-mode threads")?;
+    let summary = closed.map_err(anyhow::Error::msg)?;
+    let snapshots = bridge.snapshots();
+    if args.json {
+        println!("{}", summary_json(&bridge, &snapshots));
+    } else {
+        let answer = bridge.handle(&wirespeed_switch::Request {
+            command: "dump-ports".to_string(),
+            args: vec![],
+        });
+        eprintln!("{}", answer.output);
+    }
+    if !summary.is_empty() {
+        eprintln!("wirespeed switch: {summary}");
+    }
+    Ok(())
+}
+
+fn show_request() -> wirespeed_switch::Request {
+    wirespeed_switch::Request {
+        command: "show".to_string(),
+        args: vec![],
+    }
+}
+
+/// The exit summary: each port's counters summed over the threads, the bridge's counters,
+/// each thread's receive counts and where the frames are.
+fn summary_json(bridge: &Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value {
+    let (totals, c) = wirespeed_switch::commands::port_totals(snapshots);
+    let infos = snapshots.first().map_or(Vec::new(), |s| s.ports.clone());
+    let ports: Vec<serde_json::Value> = bridge
+        .numbers()
+        .iter()
+        .zip(&totals)
+        .zip(&infos)
+        .map(|((n, s), (info, _, _))| {
+            serde_json::json!({
+                "port": n, "spec": info.spec, "mode": info.mode, "rx_packets": s.rx_packets,
+                "tx_packets": s.tx_packets, "copies": s.copies,
+                "drops": s.drops.by_reason().iter().map(|(k, v)| (k.to_string(), *v))
+                    .collect::<BTreeMap<_, _>>(),
+            })
+        })
+        .collect();
+    let pmds: Vec<serde_json::Value> = snapshots
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "cpu": s.cpu,
+                "rx_packets": s.ports.iter().map(|(_, st, rx)| if *rx { st.rx_packets } else { 0 })
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let audits: Vec<_> = snapshots.iter().filter_map(|s| s.audit).collect();
+    serde_json::json!({
+        "ports": ports,
+        "pmds": pmds,
+        "unknown_port": c.unknown_port, "no_frame": c.no_frame, "to_controller": c.to_controller,
+        "bridge_drops": wirespeed_switch::execute::DropReason::ALL.iter()
+            .map(|r| (r.name().to_string(), c.drops.get(*r))).collect::<BTreeMap<_, _>>(),
+        "frames": {
+            "total": audits.iter().map(|a| a.total).sum::<u64>(),
+            "balanced": audits.iter().all(|a| a.balanced()),
+        },
+    })
+}

@@ -1,0 +1,128 @@
+//! `--pmd-cpus 0,1`: two poll-mode threads, thread i on receive queue i of every port of
+//! veths with two queues. Packets sent into each queue all arrive, each thread received its
+//! queue's share, and ping works both ways. Bad thread and queue options are refused.
+
+mod common;
+use common::switched::{Setup, Switched};
+use common::*;
+
+/// Sends `count` numbered UDP frames from `ns` out of `dev`, on CPU `cpu`: AF_PACKET sends
+/// with qdisc bypass, which picks the transmit queue by CPU, so the peer receives them on
+/// queue `cpu`.
+fn send_on_cpu(ns: &str, dev: &str, cpu: u32, count: u32, dst_mac: &str) {
+    let port = format!("packet:{dev}");
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "taskset",
+        "-c",
+        &cpu.to_string(),
+        wirespeed(),
+        "gen",
+        "--port",
+        &port,
+        "--count",
+        &count.to_string(),
+        "--flows",
+        "16",
+        "--rate",
+        "50000",
+        "--dst-mac",
+        dst_mac,
+        "--dst-ip",
+        "10.9.0.2",
+        "--generator-id",
+        &(cpu + 1).to_string(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "gen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn one_poll_mode_thread_per_receive_queue() {
+    let setup = Setup {
+        queues: 2,
+        ..Setup::default()
+    };
+    let mut s = Switched::with("pq", setup, &["--pmd-cpus", "0,1"]);
+    let shown = s.ctl_ok(&["show"]);
+    assert!(
+        shown.contains("2 poll-mode threads")
+            && shown.contains("pmd 0 (CPU 0)")
+            && shown.contains("pmd 1 (CPU 1)"),
+        "{shown}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 3), 3);
+
+    let file = format!("/tmp/wirespeed-pmds-{}.pcap", std::process::id());
+    let cap = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &file);
+    let b_mac = mac_of(&s.c.ns_b, &s.c.b);
+    for cpu in [0, 1] {
+        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac);
+    }
+    let frames = cap.stop(false).frames;
+    let numbered = frames
+        .iter()
+        .filter(|f| wirespeed_packet::read_test_payload(f).is_some())
+        .count();
+    assert_eq!(numbered, 2000, "numbered frames at B");
+
+    let (j, _) = s.stop();
+    let pmds = j["pmds"].as_array().expect("pmds in the summary");
+    assert_eq!(pmds.len(), 2, "{j}");
+    let on_port1: Vec<u64> = pmds
+        .iter()
+        .map(|p| p["rx_packets"][0].as_u64().unwrap())
+        .collect();
+    // Each queue carried one generator's 1000 frames (plus some ping and ARP).
+    assert!(
+        on_port1.iter().all(|&n| n >= 1000),
+        "each thread receives its queue: {j}"
+    );
+    assert_eq!(
+        on_port1.iter().sum::<u64>(),
+        j["ports"][0]["rx_packets"].as_u64().unwrap(),
+        "{j}"
+    );
+    assert_eq!(j["ports"][1]["drops"]["tx_ring_full"], 0, "{j}");
+}
+
+#[test]
+fn thread_and_queue_options_are_checked() {
+    let c = NetChain::new("pe");
+    let p1 = format!("1=xdp:{}", c.ma);
+    let p2 = format!("2=xdp:{}", c.mb);
+    let queued = format!("1=xdp:{}@1", c.ma);
+    let ctl = format!("/tmp/wirespeed-pe-{}.sock", std::process::id());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--port", &p1, "--port", &p2, "--pmd-cpus", "0,1"],
+            "numrxqueues 2",
+        ),
+        (
+            &["--port", &queued, "--port", &p2, "--pmd-cpus", "0,1"],
+            "leave out @QUEUE",
+        ),
+        (
+            &["--port", &p1, "--pmd-cpus", "4096"],
+            "CPU 4096 is not one this process may run on",
+        ),
+        (&["--port", &p1, "--pmd-cpus", "1-0"], "expected a CPU list"),
+    ];
+    for (args, message) in cases {
+        let mut argv = vec!["switch", "--ctl", &ctl, "--duration", "1"];
+        argv.extend_from_slice(args);
+        let (code, _, err) = spawn_in(&c.ns_m, &argv).exit();
+        assert_eq!(code, Some(1), "{argv:?}: {err}");
+        assert!(err.contains(message), "{argv:?}: {err}");
+        assert!(!exists(&ctl), "no control socket left behind");
+    }
+    c.assert_no_xdp_left();
+}

@@ -1,0 +1,411 @@
+//! A poll-mode thread: it owns the ports of one receive queue (a [`PortSet`]) and loops:
+//! receive a burst on each port, run every frame through the shared [`Datapath`] (locked once
+//! a burst), queue it where it goes (a descriptor move inside the UMEM, a copy otherwise),
+//! send, and sleep in poll() only after a millisecond with nothing to do.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
+
+use crate::datapath::Datapath;
+use crate::execute::{DropCounters, DropReason, Verdict};
+use crate::frame::Frame;
+use crate::port_set::{PortSet, Source};
+
+/// Bursts between looks at the request channel and the stop flag.
+const CONTROL_EVERY: u32 = 64;
+/// A thread with nothing received this long sleeps in poll() (DESIGN rule 8).
+const IDLE_AFTER: Duration = Duration::from_millis(1);
+const IDLE_SLEEP: Duration = Duration::from_millis(5);
+/// Room in front of a packet copied out of another backend's buffer, for a VLAN push.
+const COPY_HEADROOM: usize = 64;
+/// Largest packet a copy holds (a jumbo frame).
+const COPY_MAX: usize = 9216;
+
+/// Where packets sent to the controller go (`actions=controller`).
+pub trait Controller: Send {
+    /// A packet as it was when the action list ended, and the port it came in on.
+    fn packet_in(&mut self, in_port: u32, data: &[u8]);
+
+    /// Finishes (flushes a file); the line says what was done, or what went wrong.
+    fn close(&mut self) -> Result<String, String> {
+        Ok(String::new())
+    }
+}
+
+/// The default controller: one line on stderr a packet.
+pub struct LogController;
+
+impl Controller for LogController {
+    fn packet_in(&mut self, in_port: u32, data: &[u8]) {
+        eprintln!(
+            "wirespeed switch: controller: in_port={in_port} len={}",
+            data.len()
+        );
+    }
+}
+
+/// What every poll-mode thread shares, behind one lock taken once a burst.
+pub struct Shared {
+    pub datapath: Datapath,
+    pub controller: Box<dyn Controller>,
+}
+
+/// Switch-level counters on top of the ports' own.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BridgeCounters {
+    /// Frames the datapath decided not to send, by reason.
+    pub drops: DropCounters,
+    /// Output to a port number the bridge does not have.
+    pub unknown_port: u64,
+    /// No free frame or slot for a copy (several outputs, a rewrite between outputs, or
+    /// a port of another backend).
+    pub no_frame: u64,
+    /// Packets handed to the controller.
+    pub to_controller: u64,
+}
+
+impl BridgeCounters {
+    pub fn add(&mut self, other: &BridgeCounters) {
+        self.drops.add(&other.drops);
+        self.unknown_port += other.unknown_port;
+        self.no_frame += other.no_frame;
+        self.to_controller += other.to_controller;
+    }
+}
+
+/// One thread's view, for `dump-ports`, `show` and the exit summary.
+#[derive(Debug, Clone)]
+pub struct PmdSnapshot {
+    pub cpu: Option<usize>,
+    /// Info and counters of each port, in the bridge's order; `receives` says whether this
+    /// thread receives on it.
+    pub ports: Vec<(PortInfo, PortStats, bool)>,
+    pub counters: BridgeCounters,
+    pub audit: Option<FrameAudit>,
+}
+
+/// What the control side can ask of a running thread.
+pub enum PmdRequest {
+    Snapshot(Sender<PmdSnapshot>),
+}
+
+/// A poll-mode thread's state; `run` consumes it on its thread and gives it back at exit.
+pub struct Pmd {
+    ports: PortSet,
+    cpu: Option<usize>,
+    clock: Instant,
+    rx: Batch,
+    verdict: Verdict,
+    /// Frames `emit` produced during one packet (rewrites between outputs): bytes, ports.
+    emitted: Vec<(Vec<u8>, Vec<u32>)>,
+    /// A packet from another backend, copied out with headroom in front.
+    scratch: Vec<u8>,
+    pub counters: BridgeCounters,
+}
+
+impl Pmd {
+    /// A thread over `ports`, pinned to `cpu` when it runs; `clock` is the bridge's.
+    pub fn new(ports: PortSet, cpu: Option<usize>, clock: Instant, burst: usize) -> Pmd {
+        Pmd {
+            ports,
+            cpu,
+            clock,
+            rx: Batch::with_capacity(burst),
+            verdict: Verdict::default(),
+            emitted: Vec::new(),
+            scratch: vec![0; COPY_HEADROOM + COPY_MAX],
+            counters: BridgeCounters::default(),
+        }
+    }
+
+    pub fn snapshot(&mut self) -> PmdSnapshot {
+        let ports = (0..self.ports.len())
+            .map(|m| {
+                (
+                    self.ports.info(m).clone(),
+                    self.ports.stats(m),
+                    self.ports.receives(m),
+                )
+            })
+            .collect();
+        PmdSnapshot {
+            cpu: self.cpu,
+            ports,
+            counters: self.counters,
+            audit: self.ports.audit(),
+        }
+    }
+
+    /// Pins the thread to its CPU (if it has one), then polls until `stop` is set.
+    pub fn run(
+        mut self,
+        shared: &Mutex<Shared>,
+        requests: &Receiver<PmdRequest>,
+        stop: &AtomicBool,
+    ) -> Result<Pmd, PortError> {
+        if let Some(cpu) = self.cpu {
+            pin_to(cpu)?;
+        }
+        let mut turns = 0u32;
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let moved = self.poll_once(shared)?;
+            turns += 1;
+            if moved == 0 || turns >= CONTROL_EVERY {
+                turns = 0;
+                while let Ok(PmdRequest::Snapshot(reply)) = requests.try_recv() {
+                    let _ = reply.send(self.snapshot());
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(self);
+                }
+            }
+            if moved > 0 {
+                idle_since = None;
+                continue;
+            }
+            let now = Instant::now();
+            match idle_since {
+                None => idle_since = Some(now),
+                Some(t) if now.duration_since(t) >= IDLE_AFTER => {
+                    self.ports.wait_rx_any(IDLE_SLEEP)?
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// One burst from every port this thread receives on, through the datapath and out;
+    /// returns the frames received.
+    pub fn poll_once(&mut self, shared: &Mutex<Shared>) -> Result<usize, PortError> {
+        let now = self.clock.elapsed();
+        let mut received = 0;
+        for member in 0..self.ports.len() {
+            if !self.ports.receives(member) {
+                self.ports.flush(member)?;
+                continue;
+            }
+            if self.ports.rx_burst(member, &mut self.rx)? == 0 {
+                self.ports.flush(member)?;
+                continue;
+            }
+            received += self.rx.len();
+            let in_port = self.ports.number(member);
+            {
+                let mut shared = lock(shared);
+                for i in 0..self.rx.len() {
+                    let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
+                    match self.ports.source(member) {
+                        Source::Umem => {
+                            self.forward_in_place(in_port, addr, len, now, &mut shared)?
+                        }
+                        Source::Own => {
+                            self.forward_copy(member, in_port, addr, len, now, &mut shared)?
+                        }
+                    }
+                }
+            }
+            match self.ports.source(member) {
+                // Every UMEM frame was queued or freed one by one.
+                Source::Umem => self.rx.clear(),
+                Source::Own => self.ports.release_rx(member, &mut self.rx),
+            }
+            self.ports.send_all()?;
+        }
+        Ok(received)
+    }
+
+    /// A frame in the UMEM: processed where it lies; the last AF_XDP output gets the frame
+    /// itself (its descriptor moves: netmap's swap), the others copies.
+    fn forward_in_place(
+        &mut self,
+        in_port: u32,
+        addr: u64,
+        len: u32,
+        now: Duration,
+        shared: &mut Shared,
+    ) -> Result<(), PortError> {
+        let base = self.ports.umem_frame_base(addr);
+        let (start, new_len) = {
+            let (whole, offset) = self.ports.umem_frame_mut(addr);
+            let Some(mut frame) = Frame::new(whole, offset, len as usize) else {
+                self.ports.free_umem(addr, len);
+                return Ok(());
+            };
+            self.verdict.reset();
+            let emitted = &mut self.emitted;
+            shared.datapath.process(
+                &mut frame,
+                in_port,
+                now,
+                &mut self.verdict,
+                &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
+            );
+            (frame.start(), frame.len())
+        };
+        let (addr, len) = (base + start as u64, new_len as u32);
+        self.after_process(in_port, shared, Packet::Umem(addr, len))?;
+        let outputs = self.verdict.outputs;
+        let ports = outputs.as_slice();
+        let last_moved = ports.iter().rposition(|&p| {
+            self.ports
+                .member_of(p)
+                .is_some_and(|m| self.ports.is_group_member(m))
+        });
+        for (i, &port) in ports.iter().enumerate() {
+            let Some(member) = self.ports.member_of(port) else {
+                self.counters.unknown_port += 1;
+                continue;
+            };
+            let queued = if Some(i) == last_moved {
+                self.ports.queue_move(member, addr, len)?
+            } else {
+                self.ports.queue_duplicate(member, addr, len)?
+            };
+            if !queued {
+                self.counters.no_frame += 1;
+            }
+        }
+        if last_moved.is_none() {
+            self.ports.free_umem(addr, len);
+        }
+        Ok(())
+    }
+
+    /// A frame in another backend's buffer: copied out (with headroom for a VLAN push),
+    /// processed, and copied to every output.
+    fn forward_copy(
+        &mut self,
+        member: usize,
+        in_port: u32,
+        addr: u64,
+        len: u32,
+        now: Duration,
+        shared: &mut Shared,
+    ) -> Result<(), PortError> {
+        let bytes = self.ports.own_packet(member, addr, len);
+        if bytes.len() > COPY_MAX {
+            self.counters.no_frame += 1;
+            return Ok(());
+        }
+        self.scratch[COPY_HEADROOM..COPY_HEADROOM + bytes.len()].copy_from_slice(bytes);
+        let (start, new_len) = {
+            let Some(mut frame) = Frame::new(&mut self.scratch, COPY_HEADROOM, len as usize) else {
+                return Ok(());
+            };
+            self.verdict.reset();
+            let emitted = &mut self.emitted;
+            shared.datapath.process(
+                &mut frame,
+                in_port,
+                now,
+                &mut self.verdict,
+                &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
+            );
+            (frame.start(), frame.len())
+        };
+        let scratch = std::mem::take(&mut self.scratch);
+        let packet = &scratch[start..start + new_len];
+        let result = self
+            .after_process(in_port, shared, Packet::Bytes(packet))
+            .and_then(|()| {
+                let outputs = self.verdict.outputs;
+                for &port in outputs.as_slice() {
+                    match self.ports.member_of(port) {
+                        None => self.counters.unknown_port += 1,
+                        Some(out) => {
+                            if !self.ports.queue_copy(out, packet)? {
+                                self.counters.no_frame += 1;
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            });
+        self.scratch = scratch;
+        result
+    }
+
+    /// What every frame needs once the datapath has decided: the copies `emit` asked for,
+    /// the controller, and the drop counters.
+    fn after_process(
+        &mut self,
+        in_port: u32,
+        shared: &mut Shared,
+        packet: Packet<'_>,
+    ) -> Result<(), PortError> {
+        for (bytes, ports) in std::mem::take(&mut self.emitted) {
+            for port in ports {
+                match self.ports.member_of(port) {
+                    None => self.counters.unknown_port += 1,
+                    Some(member) => {
+                        if !self.ports.queue_copy(member, &bytes)? {
+                            self.counters.no_frame += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if self.verdict.to_controller {
+            self.counters.to_controller += 1;
+            let bytes = match packet {
+                Packet::Umem(addr, len) => self.ports.umem_packet(addr, len),
+                Packet::Bytes(bytes) => bytes,
+            };
+            shared.controller.packet_in(in_port, bytes);
+        }
+        if let Some(reason) = self.verdict.dropped {
+            self.counters.drops.count(reason);
+        } else if self.verdict.outputs.is_empty() && !self.verdict.to_controller {
+            self.counters.drops.count(DropReason::NoOutput);
+        }
+        Ok(())
+    }
+}
+
+/// Where a processed packet is, for the controller.
+enum Packet<'a> {
+    Umem(u64, u32),
+    Bytes(&'a [u8]),
+}
+
+/// The shared state, even if a thread panicked holding it (the data stays consistent: every
+/// change under the lock is a whole rule or a whole packet).
+pub fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn pin_to(cpu: usize) -> Result<(), PortError> {
+    let mut set = nix::sched::CpuSet::new();
+    let pinned = set
+        .set(cpu)
+        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
+    pinned.map_err(|e| PortError::Io {
+        iface: format!("cpu {cpu}"),
+        what: "pin the poll-mode thread",
+        source: std::io::Error::from(e),
+    })
+}
+
+/// Starts `pmd` on a thread of its own.
+pub fn spawn(
+    pmd: Pmd,
+    shared: Arc<Mutex<Shared>>,
+    requests: Receiver<PmdRequest>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<Pmd, PortError>> {
+    let name = match pmd.cpu {
+        Some(cpu) => format!("pmd-cpu{cpu}"),
+        None => "pmd".to_string(),
+    };
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || pmd.run(&shared, &requests, &stop))
+        .expect("spawn a poll-mode thread")
+}

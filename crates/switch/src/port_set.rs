@@ -1,0 +1,334 @@
+//! The ports one poll-mode thread serves: its AF_XDP ports on one UMEM (an [`XdpGroup`], so
+//! forwarding between them moves descriptors) and ports of other backends, each with buffers
+//! of its own (forwarding to or from them copies, and the copies are counted).
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use wirespeed_port::xdp::XdpGroup;
+use wirespeed_port::{Batch, FrameAudit, Port, PortError, PortInfo, PortStats};
+
+/// A port of another backend than AF_XDP, and what the thread keeps for it.
+pub struct OtherPort {
+    pub port: Box<dyn Port + Send>,
+    /// This thread receives on it (one thread per receive queue; the others only send).
+    pub receives: bool,
+    copies: u64,
+}
+
+impl OtherPort {
+    pub fn new(port: Box<dyn Port + Send>, receives: bool) -> OtherPort {
+        OtherPort {
+            port,
+            receives,
+            copies: 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// Member index in the group.
+    Group(usize),
+    /// Index in `others`.
+    Other(usize),
+}
+
+/// Where a received packet's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// In the shared UMEM: it can move to another group member by descriptor.
+    Umem,
+    /// In another backend's buffer: it is copied wherever it goes.
+    Own,
+}
+
+pub struct PortSet {
+    group: Option<XdpGroup>,
+    others: Vec<OtherPort>,
+    /// OpenFlow number and place of each member, in the bridge's port order.
+    members: Vec<(u32, Place)>,
+    /// Frames queued for sending, per member (addresses in that member's buffers).
+    tx: Vec<Batch>,
+    /// Group frames to give back to the pool.
+    free: Batch,
+}
+
+impl PortSet {
+    /// `numbered` lists every port in the bridge's order: its number, and whether it is the
+    /// next member of `group` (true) or the next of `others` (false).
+    pub fn new(
+        numbered: &[(u32, bool)],
+        group: Option<XdpGroup>,
+        others: Vec<OtherPort>,
+        burst: usize,
+    ) -> PortSet {
+        let (mut g, mut o) = (0, 0);
+        let members = numbered
+            .iter()
+            .map(|&(n, in_group)| {
+                let place = if in_group {
+                    g += 1;
+                    Place::Group(g - 1)
+                } else {
+                    o += 1;
+                    Place::Other(o - 1)
+                };
+                (n, place)
+            })
+            .collect();
+        PortSet {
+            tx: numbered
+                .iter()
+                .map(|_| Batch::with_capacity(burst * 4))
+                .collect(),
+            free: Batch::with_capacity(burst),
+            group,
+            others,
+            members,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn number(&self, member: usize) -> u32 {
+        self.members[member].0
+    }
+
+    pub fn member_of(&self, number: u32) -> Option<usize> {
+        self.members.iter().position(|&(n, _)| n == number)
+    }
+
+    pub fn source(&self, member: usize) -> Source {
+        match self.members[member].1 {
+            Place::Group(_) => Source::Umem,
+            Place::Other(_) => Source::Own,
+        }
+    }
+
+    pub fn is_group_member(&self, member: usize) -> bool {
+        self.source(member) == Source::Umem
+    }
+
+    pub fn info(&self, member: usize) -> &PortInfo {
+        match self.members[member].1 {
+            Place::Group(g) => self.group().info(g),
+            Place::Other(o) => self.others[o].port.info(),
+        }
+    }
+
+    /// True when this thread receives on `member`.
+    pub fn receives(&self, member: usize) -> bool {
+        match self.members[member].1 {
+            Place::Group(_) => true,
+            Place::Other(o) => self.others[o].receives,
+        }
+    }
+
+    fn group(&self) -> &XdpGroup {
+        self.group.as_ref().expect("a group member implies a group")
+    }
+
+    fn group_mut(&mut self) -> &mut XdpGroup {
+        self.group.as_mut().expect("a group member implies a group")
+    }
+
+    /// Receives a burst on `member` into `batch`.
+    #[inline]
+    pub fn rx_burst(&mut self, member: usize, batch: &mut Batch) -> Result<usize, PortError> {
+        match self.members[member].1 {
+            Place::Group(g) => self.group_mut().rx_burst(g, batch),
+            Place::Other(o) => self.others[o].port.rx_burst(batch),
+        }
+    }
+
+    /// Gives back the received frames of `member` in `batch` that were not queued.
+    pub fn release_rx(&mut self, member: usize, batch: &mut Batch) {
+        match self.members[member].1 {
+            Place::Group(_) => self.group_mut().release(batch),
+            Place::Other(o) => self.others[o].port.release(batch),
+        }
+    }
+
+    /// The bytes of a packet `member` received.
+    #[inline]
+    pub fn own_packet(&self, member: usize, addr: u64, len: u32) -> &[u8] {
+        match self.members[member].1 {
+            Place::Group(_) => self.group().packet(addr, len),
+            Place::Other(o) => self.others[o].port.packet(addr, len),
+        }
+    }
+
+    /// The whole UMEM frame holding `addr`, writable, and `addr`'s offset in it.
+    #[inline]
+    pub fn umem_frame_mut(&mut self, addr: u64) -> (&mut [u8], usize) {
+        self.group_mut().frame_mut(addr)
+    }
+
+    #[inline]
+    pub fn umem_frame_base(&self, addr: u64) -> u64 {
+        self.group().frame_base(addr)
+    }
+
+    #[inline]
+    pub fn umem_packet(&self, addr: u64, len: u32) -> &[u8] {
+        self.group().packet(addr, len)
+    }
+
+    /// Queues a UMEM frame the caller holds on group member `member`: its descriptor moves.
+    /// Returns false (frame kept by the caller) when `member` is not in the group.
+    #[inline]
+    pub fn queue_move(&mut self, member: usize, addr: u64, len: u32) -> Result<bool, PortError> {
+        let Place::Group(g) = self.members[member].1 else {
+            return Ok(false);
+        };
+        if !self.tx[member].push(addr, len) {
+            // The batch is full: send it now and start another.
+            let group = self.group.as_mut().expect("group member");
+            group.tx_burst(g, &mut self.tx[member])?;
+            self.tx[member].push(addr, len);
+        }
+        Ok(true)
+    }
+
+    /// Queues a copy of the UMEM packet at `addr` on `member` (a fresh frame for a group
+    /// member, a slot of its own for another port). False when there was no room.
+    pub fn queue_duplicate(
+        &mut self,
+        member: usize,
+        addr: u64,
+        len: u32,
+    ) -> Result<bool, PortError> {
+        match self.members[member].1 {
+            Place::Group(g) => match self.group_mut().duplicate(g, addr, len) {
+                Some(copy) => self.queue_move(member, copy, len),
+                None => Ok(false),
+            },
+            Place::Other(o) => {
+                let group = self.group.as_ref().expect("a UMEM frame implies a group");
+                let bytes = group.packet(addr, len);
+                queue_other(&mut self.others[o], &mut self.tx[member], bytes)
+            }
+        }
+    }
+
+    /// Queues a copy of `bytes` on `member`. False when there was no room.
+    pub fn queue_copy(&mut self, member: usize, bytes: &[u8]) -> Result<bool, PortError> {
+        match self.members[member].1 {
+            Place::Group(g) => match self.group_mut().alloc_copy(g, bytes) {
+                Some(copy) => self.queue_move(member, copy, bytes.len() as u32),
+                None => Ok(false),
+            },
+            Place::Other(o) => queue_other(&mut self.others[o], &mut self.tx[member], bytes),
+        }
+    }
+
+    /// Gives a UMEM frame the caller holds back to the pool.
+    #[inline]
+    pub fn free_umem(&mut self, addr: u64, len: u32) {
+        if !self.free.push(addr, len) {
+            let group = self.group.as_mut().expect("a UMEM frame implies a group");
+            group.release(&mut self.free);
+            self.free.push(addr, len);
+        }
+    }
+
+    /// Sends what every member has queued and returns freed frames to the pool.
+    pub fn send_all(&mut self) -> Result<(), PortError> {
+        for member in 0..self.members.len() {
+            if self.tx[member].is_empty() {
+                continue;
+            }
+            match self.members[member].1 {
+                Place::Group(g) => {
+                    let group = self.group.as_mut().expect("group member");
+                    group.tx_burst(g, &mut self.tx[member])?;
+                }
+                Place::Other(o) => {
+                    self.others[o].port.tx_burst(&mut self.tx[member])?;
+                }
+            }
+        }
+        if !self.free.is_empty() {
+            let group = self.group.as_mut().expect("UMEM frames imply a group");
+            group.release(&mut self.free);
+        }
+        Ok(())
+    }
+
+    /// Pushes `member`'s queued transmissions and reclaims its completed ones.
+    pub fn flush(&mut self, member: usize) -> Result<(), PortError> {
+        match self.members[member].1 {
+            Place::Group(g) => self.group_mut().flush(g),
+            Place::Other(o) => self.others[o].port.flush(),
+        }
+    }
+
+    /// Sleeps until a port this thread receives on may have packets, or `timeout` passes.
+    pub fn wait_rx_any(&mut self, timeout: Duration) -> Result<(), PortError> {
+        let mut fds: Vec<RawFd> = self.group.as_ref().map_or(Vec::new(), |g| g.poll_fds());
+        fds.extend(
+            self.others
+                .iter()
+                .filter(|o| o.receives)
+                .filter_map(|o| o.port.poll_fd()),
+        );
+        if fds.is_empty() {
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
+        wirespeed_port::poll_any(&fds, timeout).map_err(|source| PortError::Io {
+            iface: self.info(0).spec.clone(),
+            what: "poll",
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// Counters of `member` (a system call); copies into another backend's buffers included.
+    pub fn stats(&mut self, member: usize) -> PortStats {
+        match self.members[member].1 {
+            Place::Group(g) => self.group_mut().stats(g),
+            Place::Other(o) => {
+                let other = &mut self.others[o];
+                let mut s = other.port.stats();
+                s.copies += other.copies;
+                s
+            }
+        }
+    }
+
+    /// Where the frames of the shared UMEM are (None without AF_XDP ports).
+    pub fn audit(&self) -> Option<FrameAudit> {
+        self.group.as_ref().map(XdpGroup::audit)
+    }
+}
+
+/// Copies `bytes` into a transmit slot of `other` queued in `tx`; false when it has none.
+fn queue_other(other: &mut OtherPort, tx: &mut Batch, bytes: &[u8]) -> Result<bool, PortError> {
+    let len = bytes.len() as u32;
+    if len > other.port.max_packet_len() {
+        return Ok(false);
+    }
+    if tx.room() == 0 {
+        other.port.tx_burst(tx)?;
+    }
+    if other.port.alloc_tx(tx, 1, len) == 0 {
+        // The ring is full of frames on their way out: push them, then try once more.
+        other.port.tx_burst(tx)?;
+        other.port.flush()?;
+        if other.port.alloc_tx(tx, 1, len) == 0 {
+            return Ok(false);
+        }
+    }
+    let addr = tx.addr(tx.len() - 1);
+    other.port.packet_mut(addr, len).copy_from_slice(bytes);
+    other.copies += 1;
+    Ok(true)
+}
