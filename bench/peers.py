@@ -7,10 +7,14 @@ CPU 1, one thing at a time. Workloads (one queue):
   ceiling  wirespeed xdpdrop (our XDP program drops in the driver)
   rxdrop   wirespeed xdp: and packet:, testpmd rxonly on net_af_xdp (default, busy_budget=0)
            and net_af_packet; load: wirespeed's kernel engine from A
-  l2fwd    wirespeed l2fwd xdp: and packet:, testpmd macswap (same drivers); load as above
+  l2fwd    wirespeed l2fwd xdp: and packet:, testpmd macswap (same drivers); load as above,
+           and the frames coming back to A dropped by an XDP program there (else A's IP stack
+           drops them, on the measured CPU: veth runs the receiver's work on the sender's CPU)
   txpush   wirespeed socket engine (xdp:, packet:), kernel engine, testpmd txonly (same
            drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
-Each figure is the median of RUNS runs of DURATION seconds with (min-max). Writes
+Each figure is the median of RUNS runs of DURATION seconds with (min-max); wirespeed's rows
+also give its user-space CPU cycles per packet (getrusage over the run, at /proc/cpuinfo's
+clock: perf has no cycle counters on this VM). Writes
 bench/results/<date>-peers.json, bench/RESULTS.md (ratios: wirespeed / best peer) and
 bench/peers.png. Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (a regex of
 row names to run, for a quick check).
@@ -38,6 +42,8 @@ PREFIX = f"wsp{os.getpid() % 100000}"
 NS_A, NS_B = PREFIX + "a", PREFIX + "b"
 IF_A, IF_B = PREFIX + "a0", PREFIX + "b0"
 PROCS = []
+# CPU use the last wirespeed measurement reported (its JSON "cpu" object).
+LAST_CPU = {}
 
 
 def log(msg):
@@ -146,15 +152,19 @@ def kernel_load(size, seconds, out):
                                   "--size", str(size), "--duration", str(seconds), "--quiet", "--json"], out)
 
 
-def receive(measured_argv, kind, size, tmp):
-    """A measured program on B under the kernel-engine load from A; returns Mpps."""
+def receive(measured_argv, kind, size, tmp, returns=False):
+    """A measured program on B under the kernel-engine load from A; returns Mpps. With
+    `returns`, an XDP program on A drops what comes back (l2fwd)."""
     mpath, lpath = os.path.join(tmp, "measured"), os.path.join(tmp, "load")
-    with open(mpath, "w") as mout, open(lpath, "w") as lout:
+    with open(mpath, "w") as mout, open(lpath, "w") as lout, open(os.devnull, "w") as nul:
         m = spawn(NS_B, MEAS_CPU, measured_argv, mout)
         try:
             wait_for(mpath, r" ready |start packet forwarding", m)
             time.sleep(0.5)
             load = kernel_load(size, DURATION + 3, lout)
+            if returns:
+                spawn(NS_A, LOAD_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{IF_A}", "--duration",
+                                       str(DURATION + 3), "--quiet", "--json", "--force"], nul)
             if kind == "wirespeed":
                 m.wait(DURATION + 30)
             else:
@@ -164,7 +174,9 @@ def receive(measured_argv, kind, size, tmp):
         finally:
             stop_all()
     if kind == "wirespeed":
-        return ws_json(mpath)["mpps"]
+        result = ws_json(mpath)
+        LAST_CPU.update(result.get("cpu") or {})
+        return result["mpps"]
     return testpmd_pps(open(mpath).read(), "Rx-pps" if "rxonly" in " ".join(measured_argv) else "Tx-pps")
 
 
@@ -206,8 +218,10 @@ def trafgen_conf(size, tmp):
 def rows(size, tmp):
     """(workload, tool, function) for every measurement of one frame size."""
     ws_rx = lambda b, m: lambda: receive([WS, "bench", m, "--port", f"{b}:{IF_B}", "--duration",
-                                          str(DURATION), "--quiet", "--json"], "wirespeed", size, tmp)
-    pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp)
+                                          str(DURATION), "--quiet", "--json"], "wirespeed", size, tmp,
+                                         returns=m == "l2fwd")
+    pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp,
+                                                      returns=mode == "macswap")
     ws_tx = lambda args: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size), "--duration",
                                            str(DURATION + 6), "--quiet"], size, tmp)
     pmd_tx = lambda d, bb=None: lambda: transmit(testpmd_argv(d, IF_A, "txonly", size, bb), size, tmp)
@@ -250,16 +264,21 @@ def main():
                 for workload, tool, fn in rows(size, tmp):
                     if not ONLY.search(f"{workload} {tool}"):
                         continue
-                    runs, error = [], None
+                    runs, cycles, error = [], [], None
                     for run in range(RUNS):
                         try:
+                            LAST_CPU.clear()
                             runs.append(round(fn(), 3))
+                            if LAST_CPU.get("user_cycles_per_packet") is not None:
+                                cycles.append(round(LAST_CPU["user_cycles_per_packet"]))
                         except Exception as e:  # a peer that cannot start is reported, not fatal
                             error = str(e).splitlines()[0][:200]
                             break
                     row = {"workload": workload, "tool": tool, "size": size, "runs": runs, "error": error}
                     if runs:
                         row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
+                    if cycles:
+                        row["user_cycles_per_packet"] = statistics.median(cycles)
                     log(f"{size:>5} {workload:<8} {tool:<32} " +
                         (f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
                     results.append(row)
@@ -289,7 +308,8 @@ def write(results):
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
              "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
     for size in sizes:
-        lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer |", "| --- | --- | --- | --- |"]
+        lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer | user cycles/packet |",
+                  "| --- | --- | --- | --- | --- |"]
         for workload in ("ceiling", "rxdrop", "l2fwd", "txpush"):
             rs = [r for r in results if r["size"] == size and r["workload"] == workload]
             peers = [r["median"] for r in rs if r.get("median") is not None and not r["tool"].startswith("wirespeed")]
@@ -298,7 +318,8 @@ def write(results):
                 fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
                 ratio = (f"{r['median'] / best_peer:.2f}x" if best_peer and r.get("median") is not None
                          and r["tool"].startswith("wirespeed") else "")
-                lines.append(f"| {workload} | {r['tool']} | {fig} | {ratio} |")
+                cyc = f"{r['user_cycles_per_packet']:.0f}" if r.get("user_cycles_per_packet") is not None else ""
+                lines.append(f"| {workload} | {r['tool']} | {fig} | {ratio} | {cyc} |")
         lines.append("")
     lines += ["![bar chart](peers.png)", ""]
     with open(os.path.join(ROOT, "bench", "RESULTS.md"), "w") as f:

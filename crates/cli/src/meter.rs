@@ -63,6 +63,7 @@ impl<'a> RunLimit<'a> {
 /// Counts packets and bytes and prints a line a second.
 pub struct Meter {
     start: Instant,
+    cpu_start: CpuTime,
     last: Instant,
     last_packets: u64,
     last_bytes: u64,
@@ -79,6 +80,7 @@ impl Meter {
         let now = Instant::now();
         Meter {
             start: now,
+            cpu_start: CpuTime::now(),
             last: now,
             last_packets: 0,
             last_bytes: 0,
@@ -91,6 +93,11 @@ impl Meter {
 
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// CPU time this process used since the meter started.
+    pub fn cpu_used(&self) -> CpuTime {
+        CpuTime::now().minus(&self.cpu_start)
     }
 
     /// Prints the live line when a second has passed since the last one.
@@ -124,6 +131,49 @@ impl Meter {
         self.last_packets = packets;
         self.last_bytes = bytes;
     }
+}
+
+/// CPU time of this process (all threads), in user space and in the kernel on its behalf.
+/// The kernel accounts it per tick, so a run of a few seconds is good to a few percent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuTime {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl CpuTime {
+    pub fn now() -> CpuTime {
+        use nix::sys::resource::{UsageWho, getrusage};
+        let to_duration = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(t.tv_sec().max(0) as u64)
+                + Duration::from_micros(t.tv_usec().max(0) as u64)
+        };
+        getrusage(UsageWho::RUSAGE_SELF).map_or(CpuTime::default(), |u| CpuTime {
+            user: to_duration(u.user_time()),
+            system: to_duration(u.system_time()),
+        })
+    }
+
+    fn minus(&self, earlier: &CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+}
+
+/// The CPU clock in MHz as the kernel reports it (/proc/cpuinfo): on a VM, the host's
+/// nominal clock, which turns CPU time into cycles.
+pub fn cpu_mhz() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("cpu MHz"))
+        .and_then(|rest| {
+            rest.trim_start_matches([' ', '\t', ':'])
+                .trim()
+                .parse()
+                .ok()
+        })
 }
 
 /// The peak resident set size of this process, in bytes (VmHWM).

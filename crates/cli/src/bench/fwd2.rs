@@ -77,6 +77,7 @@ fn run_shared(
     let mut s = summary_for(Mode::L2fwd, args, Some(group.info(0)), a);
     s.port = format!("{a}<->{b}");
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);
@@ -145,6 +146,7 @@ fn run_copying(
     let mut s = summary_for(Mode::L2fwd, args, Some(ports[0].info()), a);
     s.port = format!("{a}<->{b}");
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);

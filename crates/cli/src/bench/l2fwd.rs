@@ -52,6 +52,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let stats = port.stats();
     let mut s = summary_for(Mode::L2fwd, args, Some(port.info()), spec);
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);

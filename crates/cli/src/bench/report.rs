@@ -20,6 +20,19 @@ pub struct FramesJson {
     pub balanced: bool,
 }
 
+/// Where this process's CPU time went, per packet: user space is ours (the loop, the rings,
+/// the packet work); system is the kernel on our behalf (wake-ups, transmit kicks, poll).
+#[derive(Debug, Serialize)]
+pub struct CpuJson {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    pub user_ns_per_packet: f64,
+    pub system_ns_per_packet: f64,
+    /// The clock the cycles are counted at (/proc/cpuinfo).
+    pub mhz: Option<f64>,
+    pub user_cycles_per_packet: Option<f64>,
+}
+
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
 pub struct Summary {
@@ -43,6 +56,10 @@ pub struct Summary {
     pub drops: BTreeMap<&'static str, u64>,
     pub drops_total: u64,
     pub peak_rss_bytes: u64,
+    /// CPU time over the measured window, and per packet.
+    #[serde(skip)]
+    pub cpu_time: Option<crate::meter::CpuTime>,
+    pub cpu: Option<CpuJson>,
     #[serde(skip)]
     pub frames: Option<FrameAudit>,
     #[serde(rename = "frames")]
@@ -58,6 +75,19 @@ impl Summary {
         self.mpps = self.packets as f64 / s / 1e6;
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.peak_rss_bytes = crate::meter::peak_rss_bytes();
+        let per_packet = 1e9 / self.packets.max(1) as f64;
+        self.cpu = self.cpu_time.map(|t| {
+            let mhz = crate::meter::cpu_mhz();
+            let user_ns = t.user.as_secs_f64() * per_packet;
+            CpuJson {
+                user_seconds: t.user.as_secs_f64(),
+                system_seconds: t.system.as_secs_f64(),
+                user_ns_per_packet: user_ns,
+                system_ns_per_packet: t.system.as_secs_f64() * per_packet,
+                mhz,
+                user_cycles_per_packet: mhz.map(|m| user_ns * m / 1e3),
+            }
+        });
         self.frames_json = self.frames.map(|a| FramesJson {
             total: a.total,
             pool: a.pool,
@@ -114,6 +144,16 @@ impl Summary {
                 nonzero.join(", ")
             }
         );
+        if let Some(c) = &self.cpu {
+            let cycles = match (c.user_cycles_per_packet, c.mhz) {
+                (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
+                _ => String::new(),
+            };
+            println!(
+                "cpu: user {:.1} ns/packet{cycles}, system {:.1} ns/packet",
+                c.user_ns_per_packet, c.system_ns_per_packet
+            );
+        }
         if let Some(v) = &self.verify {
             println!(
                 "verify: {} unique, {} duplicate, {} corrupt, {} missing",
@@ -170,6 +210,8 @@ pub fn summary_for(
         drops: BTreeMap::new(),
         drops_total: 0,
         peak_rss_bytes: 0,
+        cpu_time: None,
+        cpu: None,
         frames: None,
         frames_json: None,
         verify: None,

@@ -50,6 +50,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let stats = port.stats();
     let mut s = summary_for(Mode::Rxdrop, args, Some(port.info()), spec);
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = packets;
     s.bytes = bytes;
     s.set_stats(&stats);

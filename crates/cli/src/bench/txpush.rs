@@ -64,6 +64,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let mut s = summary_for(Mode::Txpush, args, Some(port.info()), spec);
     s.engine = Some("socket");
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = sent;
     s.bytes = sent * frame_len as u64;
     s.set_stats(&stats);
@@ -110,6 +111,7 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.engine = Some("kernel");
     s.xdp_mode = "live-frames".to_string();
     s.seconds = meter.elapsed().as_secs_f64();
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = sent;
     s.bytes = sent * frame_len;
     s.tx_packets = sent;

@@ -51,6 +51,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let mut s = summary_for(Mode::Xdpdrop, args, None, spec);
     s.xdp_mode = attached.to_string();
     s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
     s.packets = p - start_packets;
     s.bytes = b - start_bytes;
     s.rx_packets = s.packets;

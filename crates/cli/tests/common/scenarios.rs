@@ -87,6 +87,21 @@ pub fn numbered_packets_arrive_once(tag: &str, backend: &str, count: u64) {
         rss > 0 && rss < 64 << 20,
         "rxdrop with defaults must stay under 64 MB resident: {rss}"
     );
+    // The receiver ran the whole time it measured: its CPU time is there, per packet too.
+    let cpu = &rxj["cpu"];
+    let (user, system) = (
+        cpu["user_seconds"].as_f64().unwrap(),
+        cpu["system_seconds"].as_f64().unwrap(),
+    );
+    assert!(
+        user + system > 0.0 && user + system <= rxj["seconds"].as_f64().unwrap() * 1.1,
+        "{cpu}"
+    );
+    let per_packet = cpu["user_ns_per_packet"].as_f64().unwrap();
+    assert!(
+        (per_packet - user * 1e9 / unique as f64).abs() < 1e-3 * per_packet.max(1.0),
+        "{cpu}"
+    );
     if backend == "xdp" {
         assert_frames_balanced(&tx);
         assert_frames_balanced(&rxj);
