@@ -63,6 +63,7 @@ bench-peers: deps
 bench-switch: deps
 	@scripts/install-peers.sh
 	$(CARGO) build --release
+	$(CARGO) build --release -p wirespeed-switch --example stages
 	/usr/bin/python3 bench/switch_peers.py
 
 clean:

@@ -11,6 +11,10 @@ case. Peers: `wirespeed bench l2fwd --peer-port` (our own two-port forwarder, th
 the switch is held to), the Linux bridge, tc mirred (u32 match-all redirect), Open vSwitch's
 userspace datapath with afxdp ports (pmd on CPU 1). Open vSwitch's kernel datapath
 (type=system) needs the openvswitch module, which this kernel lacks: reported as such.
+For wirespeed's rows it also reads the process's user-space CPU time over the measured window
+(/proc/PID/stat; perf has no cycle counters on this VM) and turns it into cycles per packet
+at /proc/cpuinfo's clock; the datapath's stages (parse, cache lookup, actions) are timed
+without I/O by the `stages` example of crates/switch, and I/O is what is left.
 Writes bench/results/<date>-switch.json and bench/SWITCH.md.
 Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (regex of row names).
 """
@@ -38,6 +42,22 @@ NS = {"a": P + "a", "m": P + "m", "b": P + "b"}
 IF = {"a": P + "a0", "m0": P + "m0", "m1": P + "m1", "b": P + "b0"}
 PROCS = []
 OVS_DIR = None
+STAGES = os.path.join(ROOT, "target", "release", "examples", "stages")
+# User-space seconds of the switch process over the last measured window.
+LAST_USER_S = []
+
+
+def user_seconds(pid):
+    """User-space CPU seconds of a process so far (all its threads)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_mhz():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("cpu MHz"):
+            return float(line.split(":", 1)[1])
+    return None
 
 
 def log(msg):
@@ -173,9 +193,12 @@ def measure(size, setup_fn, teardown_fn, switch_argv, load, tmp):
             time.sleep(2)
             if gen.poll() is not None:
                 raise RuntimeError(f"load exited: {open(lpath).read()[-300:]}")
+            user_before = user_seconds(w.pid) if switch_argv else None
             sink = spawn(NS["b"], SINK_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{IF['b']}", "--duration",
                                             str(DURATION), "--quiet", "--json"], sout)
             sink.wait(DURATION + 30)
+            if switch_argv:
+                LAST_USER_S.append(user_seconds(w.pid) - user_before)
             mpps = ws_json(spath)["mpps"]
     finally:
         stop_all()
@@ -258,25 +281,50 @@ def main():
                 for case, tool, up, down, argv, load in rows(tmp):
                     if not ONLY.search(f"{case} {tool}"):
                         continue
-                    runs, error = [], None
+                    runs, cycles, error = [], [], None
+                    mhz = cpu_mhz()
                     for _ in range(RUNS):
                         try:
+                            LAST_USER_S.clear()
                             runs.append(round(measure(size, up, down, argv(), load, tmp), 3))
+                            if LAST_USER_S and runs[-1] > 0 and mhz:
+                                packets = runs[-1] * 1e6 * DURATION
+                                cycles.append(round(LAST_USER_S[0] * mhz * 1e6 / packets))
                         except Exception as e:
                             error = str(e).splitlines()[0][:200]
                             break
                     row = {"case": case, "tool": tool, "size": size, "runs": runs, "error": error}
                     if runs:
                         row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
+                    if cycles:
+                        row["user_cycles_per_packet"] = statistics.median(cycles)
                     log(f"{size:>5} {case:<22} {tool:<28} " + (
                         f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
                     results.append(row)
     finally:
         cleanup()
-    write(results)
+    write(results, stages())
 
 
-def write(results):
+def stages():
+    """The datapath's stages without I/O, per frame size and case, on the switch's CPU."""
+    out = []
+    if not os.path.exists(STAGES):
+        log(f"{STAGES} missing (cargo build --release -p wirespeed-switch --example stages): no stage table")
+        return out
+    for size in SIZES:
+        for case, rules, flows in (("1 rule", 1, 1), ("1 rule, 100k flows", 1, 100000),
+                                   ("10k rules, 100k flows", 10000, 100000)):
+            r = subprocess.run(["taskset", "-c", SWITCH_CPU, STAGES, "--rules", str(rules), "--flows", str(flows),
+                                "--size", str(size)], capture_output=True, text=True)
+            if r.returncode == 0:
+                out.append({"size": size, "case": case, **json.loads(r.stdout)})
+            else:
+                log(f"stages {case} {size}: {r.stderr.strip()[-200:]}")
+    return out
+
+
+def write(results, stage_rows):
     date = datetime.date.today().isoformat()
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     # A partial run (some SIZES, or ONLY some rows) keeps today's other rows.
@@ -289,7 +337,8 @@ def write(results):
     sizes = sorted({r["size"] for r in results})
     with open(path, "w") as f:
         json.dump({"date": date, "kernel": os.uname().release, "runs": RUNS, "duration_s": DURATION,
-                   "cpus": {"generator": GEN_CPU, "switch": SWITCH_CPU, "sink": SINK_CPU}, "results": results}, f, indent=1)
+                   "cpus": {"generator": GEN_CPU, "switch": SWITCH_CPU, "sink": SINK_CPU}, "results": results,
+                   "stages": stage_rows}, f, indent=1)
     get = lambda size, case, tool: next((r.get("median") for r in results
                                          if r["size"] == size and r["case"] == case and r["tool"] == tool), None)
     lines = [f"# wirespeed switch against its peers ({date})", "",
@@ -297,12 +346,29 @@ def write(results):
              f"{GEN_CPU}, switch on CPU {SWITCH_CPU} (the Linux bridge and tc mirred run in the kernel on the "
              "sending CPU: pinning does not apply to them). Open vSwitch's kernel datapath (type=system) needs "
              "the openvswitch module, which this kernel does not have. Made by `make bench-switch` "
-             "(bench/switch_peers.py).", ""]
+             "(bench/switch_peers.py). User cycles/packet: the wirespeed process's user-space CPU time "
+             "over the window (/proc/PID/stat) per packet that reached the sink, at /proc/cpuinfo's clock "
+             "(perf has no cycle counters on this VM); it counts polling an empty ring too.", ""]
     for size in sizes:
-        lines += [f"## {size}-byte frames", "", "| case | tool | Mpps |", "| --- | --- | --- |"]
+        lines += [f"## {size}-byte frames", "", "| case | tool | Mpps | user cycles/packet |", "| --- | --- | --- | --- |"]
         for r in (r for r in results if r["size"] == size):
             fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
-            lines.append(f"| {r['case']} | {r['tool']} | {fig} |")
+            cyc = f"{r['user_cycles_per_packet']:.0f}" if r.get("user_cycles_per_packet") is not None else ""
+            lines.append(f"| {r['case']} | {r['tool']} | {fig} | {cyc} |")
+        staged = [st for st in stage_rows if st["size"] == size]
+        if staged:
+            lines += ["", "Where wirespeed switch's user-space cycles per packet go: parse, cache lookup and "
+                      "actions timed without I/O (crates/switch/examples/stages.rs, same rules and flows, "
+                      "warm caches); I/O and polling is the measured total above less those.", "",
+                      "| case | parse | lookup | actions | I/O and polling | total (measured) |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+            for st in staged:
+                c = st["cycles_per_packet"]
+                total = next((r.get("user_cycles_per_packet") for r in results if r["size"] == size
+                              and r["case"] == st["case"] and r["tool"] == "wirespeed switch"), None)
+                io = f"{total - c['total']:.0f}" if total is not None else "n/a"
+                lines.append(f"| {st['case']} | {c['parse']:.0f} | {c['lookup']:.0f} | {c['actions']:.0f} | {io} | "
+                             f"{total if total is not None else 'n/a'} |")
         lines += ["", "Goals:", ""]
         sw1, ovs1 = get(size, "1 rule", "wirespeed switch"), get(size, "1 rule", "Open vSwitch afxdp")
         l2 = get(size, "1 rule", "wirespeed l2fwd --peer-port")

@@ -1,0 +1,200 @@
+//! Where the datapath's user-space time goes, stage by stage, without I/O: parse (flow key),
+//! cache lookup (EMC, megaflows, the slow path on a miss), then actions and rule counters.
+//! Each stage's cost is the difference between loops that stop after it. The switch's
+//! benchmark (bench/switch_peers.py) puts the I/O stage beside it: the switch's whole
+//! user-space time per packet, less these.
+//!
+//! cargo run --release -p wirespeed-switch --example stages -- [--rules N] [--flows N]
+//!     [--packets N] [--size BYTES]
+//! prints one JSON object. Rules and flows are the benchmark's: N-1 drop rules the traffic
+//! misses over `priority=1,in_port=1,actions=output:2`; flows vary the UDP source port, then
+//! the source address, like `wirespeed gen --flows`.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use wirespeed_packet::flow_key::FlowKey;
+use wirespeed_packet::{MacAddr, UdpTemplate};
+use wirespeed_switch::{Datapath, FlowBits, Frame, Verdict, parse_flows};
+
+const HEADROOM: usize = 64;
+
+struct Options {
+    rules: usize,
+    flows: usize,
+    packets: usize,
+    size: usize,
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options {
+        rules: 1,
+        flows: 1,
+        packets: 5_000_000,
+        size: 64,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} needs a value"))?;
+        let n: usize = value
+            .parse()
+            .map_err(|_| format!("{flag} {value}: not a number"))?;
+        match flag.as_str() {
+            "--rules" => o.rules = n.max(1),
+            "--flows" => o.flows = n.max(1),
+            "--packets" => o.packets = n.max(1),
+            "--size" => o.size = n,
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    Ok(o)
+}
+
+fn rules(n: usize) -> String {
+    let mut text = String::new();
+    for i in 0..n - 1 {
+        text += &format!(
+            "priority={},udp,nw_dst=10.{}.{}.{},tp_dst={},actions=drop\n",
+            100 + i % 1000,
+            200 + i / 65536 % 50,
+            i / 256 % 256,
+            i % 256,
+            1000 + i % 5000
+        );
+    }
+    text + "priority=1,in_port=1,actions=output:2\n"
+}
+
+/// One frame per flow, each with headroom in front (as a UMEM frame has).
+fn frames(o: &Options) -> Result<Vec<Vec<u8>>, String> {
+    (0..o.flows)
+        .map(|i| {
+            let ports = 65536 - 1024;
+            let template = UdpTemplate {
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+                src_ip: Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 1)) + (i / ports) as u32),
+                dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+                src_port: (1024 + i % ports) as u16,
+                dst_port: 9,
+                frame_len: o.size - 4,
+                generator: 1,
+            };
+            let mut buffer = vec![0u8; HEADROOM + o.size];
+            template
+                .write(&mut buffer[HEADROOM..], i as u64, 0)
+                .map_err(|e| format!("frame: {e:?}"))?;
+            Ok(buffer)
+        })
+        .collect()
+}
+
+/// Runs `work` on `packets` frames round robin; nanoseconds per packet.
+fn per_packet(frames: &mut [Vec<u8>], packets: usize, mut work: impl FnMut(&mut Vec<u8>)) -> f64 {
+    let start = Instant::now();
+    for i in 0..packets {
+        let n = frames.len();
+        work(&mut frames[i % n]);
+    }
+    let elapsed: Duration = start.elapsed();
+    elapsed.as_nanos() as f64 / packets as f64
+}
+
+fn cpu_mhz() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("cpu MHz"))
+        .and_then(|rest| {
+            rest.trim_start_matches([' ', '\t', ':'])
+                .trim()
+                .parse()
+                .ok()
+        })
+}
+
+fn main() {
+    let o = options().unwrap_or_else(|e| {
+        eprintln!("stages: {e}");
+        std::process::exit(2);
+    });
+    let mut frames = frames(&o).unwrap_or_else(|e| {
+        eprintln!("stages: --size {}: {e}", o.size);
+        std::process::exit(2);
+    });
+    let mut datapath = Datapath::without_rules();
+    datapath.add_port(1);
+    datapath.add_port(2);
+    for rule in parse_flows(&rules(o.rules)).expect("the benchmark's rules parse") {
+        datapath.tables.add(rule, Duration::ZERO);
+    }
+    let len = o.size - 4;
+    let now = Duration::from_secs(1);
+
+    // Warm the caches the way a running switch has them, then measure each prefix of the path.
+    let mut verdict = Verdict::default();
+    let full = |datapath: &mut Datapath, buffer: &mut Vec<u8>, verdict: &mut Verdict| {
+        let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
+        verdict.reset();
+        datapath.process(&mut frame, 1, now, verdict, &mut |_: &[u8], _: &[u32]| {});
+    };
+    per_packet(&mut frames, o.flows.max(100_000), |b| {
+        full(&mut datapath, b, &mut verdict)
+    });
+    let before = datapath.cache.stats;
+    let parse = per_packet(&mut frames, o.packets, |b| {
+        let (key, offsets) = FlowKey::parse_with_offsets(&b[HEADROOM..], 1);
+        black_box((FlowBits::from_key(&key), offsets));
+    });
+    let lookup = per_packet(&mut frames, o.packets, |b| {
+        let (key, offsets) = FlowKey::parse_with_offsets(&b[HEADROOM..], 1);
+        let flow = FlowBits::from_key(&key);
+        black_box(offsets);
+        black_box(
+            datapath
+                .cache
+                .lookup(&datapath.tables, &flow, len)
+                .decision
+                .rules
+                .len(),
+        );
+    });
+    let whole = per_packet(&mut frames, o.packets, |b| {
+        full(&mut datapath, b, &mut verdict)
+    });
+    assert_eq!(verdict.outputs.as_slice(), &[2], "the traffic is forwarded");
+    let after = datapath.cache.stats;
+    let mhz = cpu_mhz();
+    let stages = [
+        ("parse", parse),
+        ("lookup", (lookup - parse).max(0.0)),
+        ("actions", (whole - lookup).max(0.0)),
+        ("total", whole),
+    ];
+    let ns: Vec<String> = stages
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v:.2}"))
+        .collect();
+    let cycles: Vec<String> = stages
+        .iter()
+        .map(|(k, v)| match mhz {
+            Some(m) => format!("\"{k}\": {:.1}", v * m / 1e3),
+            None => format!("\"{k}\": null"),
+        })
+        .collect();
+    println!(
+        "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \"mhz\": {}, \
+         \"ns_per_packet\": {{{}}}, \"cycles_per_packet\": {{{}}}, \
+         \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}}}}}",
+        o.rules,
+        o.flows,
+        o.size,
+        o.packets,
+        mhz.map_or("null".to_string(), |m| format!("{m:.0}")),
+        ns.join(", "),
+        cycles.join(", "),
+        after.emc_hits - before.emc_hits,
+        after.megaflow_hits - before.megaflow_hits,
+        after.misses - before.misses,
+    );
+}
