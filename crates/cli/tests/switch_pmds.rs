@@ -1,6 +1,6 @@
 //! `--pmd-cpus 0,1`: two poll-mode threads, thread i on receive queue i of every port of
 //! veths with two queues. Packets sent into each queue all arrive, each thread received its
-//! queue's share, and ping works both ways. Bad thread and queue options are refused.
+//! queue's share, and ping works both ways. Bad thread, queue and ring options are refused.
 
 mod common;
 use common::switched::{Setup, Switched};
@@ -101,7 +101,7 @@ fn thread_and_queue_options_are_checked() {
     let p2 = format!("2=xdp:{}", c.mb);
     let queued = format!("1=xdp:{}@1", c.ma);
     let ctl = format!("/tmp/wirespeed-pe-{}.sock", std::process::id());
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["--port", &p1, "--port", &p2, "--pmd-cpus", "0,1"],
             "numrxqueues 2",
@@ -115,6 +115,10 @@ fn thread_and_queue_options_are_checked() {
             "CPU 4096 is not one this process may run on",
         ),
         (&["--port", &p1, "--pmd-cpus", "1-0"], "expected a CPU list"),
+        (
+            &["--port", &p1, "--ring-size", "100"],
+            "--ring-size 100: must be a power of two",
+        ),
     ];
     for (args, message) in cases {
         let mut argv = vec!["switch", "--ctl", &ctl, "--duration", "1"];

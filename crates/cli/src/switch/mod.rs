@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::collections::BTreeMap;
 
-use wirespeed_port::{PortOptions, PortSpec};
+use wirespeed_port::PortSpec;
 use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot};
 
 /// Options of `wirespeed switch`.
@@ -49,12 +49,9 @@ pub struct SwitchArgs {
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// AF_XDP mode for every port (see bench --help).
-    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<wirespeed_port::xdp::XdpMode>())]
-    pub xdp_mode: wirespeed_port::xdp::XdpMode,
-    /// Replace XDP programs someone else attached to the ports' interfaces.
-    #[arg(long)]
-    pub force: bool,
+    /// Ring, frame and batch sizes, XDP mode: the same for every port (frames per port).
+    #[command(flatten)]
+    pub port: crate::r#gen::port_flags::PortFlags,
     /// Print the port and bridge counters as one JSON object at exit.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +105,7 @@ fn cpu_list(list: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
+    args.port.validate()?;
     let mut ports = Vec::new();
     for (i, text) in args.ports.iter().enumerate() {
         let port = parse_port(text, i as u32 + 1)?;
@@ -147,11 +145,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         ),
         None => Box::new(wirespeed_switch::LogController),
     };
-    let opts = PortOptions {
-        xdp_mode: args.xdp_mode,
-        force: args.force,
-        ..PortOptions::default()
-    };
+    let opts = args.port.options(true, true);
     let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller) {
         Ok(bridge) => bridge,
         Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
