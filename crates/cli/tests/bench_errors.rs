@@ -62,12 +62,12 @@ fn bad_ports_and_options_are_refused() {
     fails_with(
         ns,
         &["bench", "rxdrop", "--port", &port, "--batch", "0"],
-        "--batch 0: must be between 1 and the ring size (2048)",
+        "--batch 0: must be between 1 and the ring size (1024)",
     );
     fails_with(
         ns,
         &["bench", "rxdrop", "--port", &port, "--batch", "4096"],
-        "--batch 4096: must be between 1 and the ring size (2048)",
+        "--batch 4096: must be between 1 and the ring size (1024)",
     );
     fails_with(
         ns,
