@@ -318,7 +318,10 @@ def stages():
             r = subprocess.run(["taskset", "-c", SWITCH_CPU, STAGES, "--rules", str(rules), "--flows", str(flows),
                                 "--size", str(size)], capture_output=True, text=True)
             if r.returncode == 0:
-                out.append({"size": size, "case": case, **json.loads(r.stdout)})
+                row = json.loads(r.stdout)
+                mhz = cpu_mhz()
+                row["cycles_per_packet"] = {k: v * mhz / 1e3 for k, v in row["ns_per_packet"].items()} if mhz else None
+                out.append({"size": size, "case": case, **row})
             else:
                 log(f"stages {case} {size}: {r.stderr.strip()[-200:]}")
     return out
@@ -362,7 +365,7 @@ def write(results, stage_rows):
                       "warm caches); I/O and polling is the measured total above less those.", "",
                       "| case | parse | lookup | actions | I/O and polling | total (measured) |",
                       "| --- | --- | --- | --- | --- | --- |"]
-            for st in staged:
+            for st in (st for st in staged if st.get("cycles_per_packet")):
                 c = st["cycles_per_packet"]
                 total = next((r.get("user_cycles_per_packet") for r in results if r["size"] == size
                               and r["case"] == st["case"] and r["tool"] == "wirespeed switch"), None)

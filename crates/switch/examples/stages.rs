@@ -6,9 +6,10 @@
 //!
 //! cargo run --release -p wirespeed-switch --example stages -- [--rules N] [--flows N]
 //!     [--packets N] [--size BYTES]
-//! prints one JSON object. Rules and flows are the benchmark's: N-1 drop rules the traffic
-//! misses over `priority=1,in_port=1,actions=output:2`; flows vary the UDP source port, then
-//! the source address, like `wirespeed gen --flows`.
+//! prints one JSON object (nanoseconds; the benchmark turns them into cycles). Rules and
+//! flows are the benchmark's: N-1 drop rules the traffic misses over
+//! `priority=1,in_port=1,actions=output:2`; flows vary the UDP source port, then the source
+//! address, like `wirespeed gen --flows`.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -101,18 +102,6 @@ fn per_packet(frames: &mut [Vec<u8>], packets: usize, mut work: impl FnMut(&mut 
     elapsed.as_nanos() as f64 / packets as f64
 }
 
-fn cpu_mhz() -> Option<f64> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("cpu MHz"))
-        .and_then(|rest| {
-            rest.trim_start_matches([' ', '\t', ':'])
-                .trim()
-                .parse()
-                .ok()
-        })
-}
-
 fn main() {
     let o = options().unwrap_or_else(|e| {
         eprintln!("stages: {e}");
@@ -164,7 +153,6 @@ fn main() {
     });
     assert_eq!(verdict.outputs.as_slice(), &[2], "the traffic is forwarded");
     let after = datapath.cache.stats;
-    let mhz = cpu_mhz();
     let stages = [
         ("parse", parse),
         ("lookup", (lookup - parse).max(0.0)),
@@ -175,24 +163,15 @@ fn main() {
         .iter()
         .map(|(k, v)| format!("\"{k}\": {v:.2}"))
         .collect();
-    let cycles: Vec<String> = stages
-        .iter()
-        .map(|(k, v)| match mhz {
-            Some(m) => format!("\"{k}\": {:.1}", v * m / 1e3),
-            None => format!("\"{k}\": null"),
-        })
-        .collect();
     println!(
-        "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \"mhz\": {}, \
-         \"ns_per_packet\": {{{}}}, \"cycles_per_packet\": {{{}}}, \
+        "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \
+         \"ns_per_packet\": {{{}}}, \
          \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}}}}}",
         o.rules,
         o.flows,
         o.size,
         o.packets,
-        mhz.map_or("null".to_string(), |m| format!("{m:.0}")),
         ns.join(", "),
-        cycles.join(", "),
         after.emc_hits - before.emc_hits,
         after.megaflow_hits - before.megaflow_hits,
         after.misses - before.misses,

@@ -236,16 +236,14 @@ impl Pmd {
                 self.ports.free_umem(addr, len);
                 return Ok(());
             };
-            self.verdict.reset();
-            let emitted = &mut self.emitted;
-            shared.datapath.process(
+            decide(
+                shared,
                 &mut frame,
                 in_port,
                 now,
                 &mut self.verdict,
-                &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
-            );
-            (frame.start(), frame.len())
+                &mut self.emitted,
+            )
         };
         let (addr, len) = (base + start as u64, new_len as u32);
         self.after_process(in_port, shared, Packet::Umem(addr, len))?;
@@ -297,16 +295,14 @@ impl Pmd {
             let Some(mut frame) = Frame::new(&mut self.scratch, COPY_HEADROOM, len as usize) else {
                 return Ok(());
             };
-            self.verdict.reset();
-            let emitted = &mut self.emitted;
-            shared.datapath.process(
+            decide(
+                shared,
                 &mut frame,
                 in_port,
                 now,
                 &mut self.verdict,
-                &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
-            );
-            (frame.start(), frame.len())
+                &mut self.emitted,
+            )
         };
         let scratch = std::mem::take(&mut self.scratch);
         let packet = &scratch[start..start + new_len];
@@ -365,6 +361,27 @@ impl Pmd {
         }
         Ok(())
     }
+}
+
+/// Runs one frame through the datapath into `verdict` (and `emitted`, for copies made
+/// before a rewrite); where the frame now starts in its buffer, and its length.
+fn decide(
+    shared: &mut Shared,
+    frame: &mut Frame<'_>,
+    in_port: u32,
+    now: Duration,
+    verdict: &mut Verdict,
+    emitted: &mut Vec<(Vec<u8>, Vec<u32>)>,
+) -> (usize, usize) {
+    verdict.reset();
+    shared.datapath.process(
+        frame,
+        in_port,
+        now,
+        verdict,
+        &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
+    );
+    (frame.start(), frame.len())
 }
 
 /// Where a processed packet is, for the controller.
