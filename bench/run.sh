@@ -49,15 +49,17 @@ ws_log "$cells runs of ${DURATION} s (about $((cells * (DURATION + 3) / 60 + 1))
 mpps_of() { grep -o '"mpps":[0-9.]*' "$1" 2>/dev/null | head -n1 | sed 's/"mpps":\([0-9]*\.[0-9]\{0,3\}\).*/\1/'; }
 packets_of() { grep -o '"packets":[0-9]*' "$1" 2>/dev/null | head -n1 | cut -d: -f2; }
 
-# A receiver on B under the kernel-engine load from A.
+# A receiver on B under the kernel-engine load from A (l2fwd's returns dropped on A).
 receive() { # size run bench backend spec
   local size=$1 run=$2 bench=$3 backend=$4 spec=$5 out err="" note=""
   out=$TMP/$size-$run-$bench-$backend
   printf '  %-8s %-24s ' "$bench" "$spec" >&2
+  [ "$bench" != l2fwd ] || ws_returns_start "$out" "$LOAD_CPU" "$SINK_DURATION"
   if ! ws_pair "$out" first "b:$MEAS_CPU" "$bench --port $spec --duration $DURATION --quiet" \
     "a:$LOAD_CPU" "txpush --engine kernel --port xdp:$WS_IF_A --size $size --duration $LOAD_DURATION --quiet"; then
     if grep -q '^{' "$out.first.json" 2>/dev/null; then note="load: $WS_ERR"; else err=$WS_ERR; fi
   fi
+  ws_returns_stop
   if [ -z "$err" ]; then echo "$(mpps_of "$out.first.json") Mpps" >&2; else echo "failed: $err" >&2; fi
   python3 bench/table.py record "$RECORDS" kind=receive bench="$bench" backend="$backend" size="$size" run="$run" \
     measured="$out.first.json" load="$out.second.json" error="$err" note="$note" cpus="$CPUS" port="$spec"

@@ -72,6 +72,22 @@ ws_stop() { # pid: SIGTERM, wait
   ws_finish "$1"
 }
 
+# l2fwd sends every frame back to A. An XDP program there drops them; else A's IP stack would,
+# on the measured CPU (veth runs the receiver's work on the sender's CPU).
+#   ws_returns_start OUT CPU SECONDS ... ws_returns_stop
+ws_returns_start() {
+  ws_start "$1.returns" "a:$2" xdpdrop --port "xdp:$WS_IF_A" --duration "$3" --quiet --force
+  WS_RETURNS_PID=$WS_STARTED
+  WS_XDP_EXPECTED_A=1
+}
+
+ws_returns_stop() {
+  [ -n "${WS_RETURNS_PID:-}" ] || return 0
+  ws_stop "$WS_RETURNS_PID"
+  WS_RETURNS_PID=""
+  WS_XDP_EXPECTED_A=0
+}
+
 ws_pair() {
   local out=$1 wait_for=$2 w1=$3 a1=$4 w2=$5 a2=$6 p1 p2 rc
   WS_ERR=""
