@@ -35,9 +35,9 @@ fn run_shared(
 ) -> anyhow::Result<Summary> {
     let mut group = XdpGroup::open(&[a.clone(), b.clone()], &args.port_options(true, true))
         .with_context(|| format!("open {a} and {b} on one UMEM"))?;
-    let mut batch = Batch::with_capacity(args.batch as usize);
-    announce_ready(Mode::L2fwd, group.info(0), args.batch);
-    announce_ready(Mode::L2fwd, group.info(1), args.batch);
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
+    announce_ready(Mode::L2fwd, group.info(0), args.port_flags.batch);
+    announce_ready(Mode::L2fwd, group.info(1), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
@@ -53,7 +53,7 @@ fn run_shared(
         }
         forwarded += moved as u64;
         if moved == 0 {
-            if idle.should_sleep() && !args.busy_poll {
+            if idle.should_sleep() && !args.port_flags.busy_poll {
                 group.wait_rx(0, IDLE_SLEEP / 10)?;
                 group.wait_rx(1, IDLE_SLEEP / 10)?;
                 run.check_soon();
@@ -96,10 +96,10 @@ fn run_copying(
         wirespeed_port::open(a, &opts).with_context(|| format!("open {a}"))?,
         wirespeed_port::open(b, &opts).with_context(|| format!("open {b}"))?,
     ];
-    let mut rx = Batch::with_capacity(args.batch as usize);
-    let mut tx = Batch::with_capacity(args.batch as usize);
-    announce_ready(Mode::L2fwd, ports[0].info(), args.batch);
-    announce_ready(Mode::L2fwd, ports[1].info(), args.batch);
+    let mut rx = Batch::with_capacity(args.port_flags.batch as usize);
+    let mut tx = Batch::with_capacity(args.port_flags.batch as usize);
+    announce_ready(Mode::L2fwd, ports[0].info(), args.port_flags.batch);
+    announce_ready(Mode::L2fwd, ports[1].info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
@@ -129,7 +129,7 @@ fn run_copying(
         }
         forwarded += moved as u64;
         if moved == 0 {
-            if idle.should_sleep() && !args.busy_poll {
+            if idle.should_sleep() && !args.port_flags.busy_poll {
                 ports[0].wait_rx(IDLE_SLEEP / 10)?;
                 ports[1].wait_rx(IDLE_SLEEP / 10)?;
                 run.check_soon();

@@ -21,8 +21,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     }
     let mut port = wirespeed_port::open(spec, &args.port_options(true, true))
         .with_context(|| format!("open {spec}"))?;
-    let mut batch = Batch::with_capacity(args.batch as usize);
-    announce_ready(Mode::L2fwd, port.info(), args.batch);
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
+    announce_ready(Mode::L2fwd, port.info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
@@ -31,7 +31,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         if n == 0 {
             // Nothing new: push out what is queued and reclaim completions, then idle.
             port.flush()?;
-            if idle.should_sleep() && !args.busy_poll {
+            if idle.should_sleep() && !args.port_flags.busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();
             }

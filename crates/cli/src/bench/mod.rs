@@ -16,10 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use wirespeed_packet::{MacAddr, UdpTemplate};
-use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
-use crate::r#gen::port_flags::validate_port_sizes;
+use crate::r#gen::port_flags::PortFlags;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -67,44 +66,21 @@ pub struct BenchArgs {
     /// txpush: send exactly N packets, then exit. rxdrop/l2fwd: stop after N packets.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Packets per burst (1 to the ring size).
-    #[arg(long, default_value_t = 64)]
-    pub batch: u32,
     /// txpush: frame size on the wire in bytes, FCS included (64 to 1518).
     #[arg(long, default_value_t = 64)]
     pub size: u32,
-    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
-    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
-    pub xdp_mode: XdpMode,
     /// txpush engine.
     #[arg(long, value_enum, default_value_t = Engine::Socket)]
     pub engine: Engine,
-    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
-    #[arg(long)]
-    pub busy_poll: bool,
     /// Print one JSON object with the results on stdout at the end.
     #[arg(long)]
     pub json: bool,
     /// No live line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
-    /// UMEM frame size: 2048 or 4096.
-    #[arg(long, default_value_t = 4096)]
-    pub frame_size: u32,
-    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET). Fewer frames in
-    /// circulation stay in the CPU caches: 2048 received 1500-byte frames ~20% faster than
-    /// 4096 here (bench/README.md).
-    #[arg(long, default_value_t = 2048)]
-    pub frames: u32,
-    /// Entries per ring (a power of two).
-    #[arg(long, default_value_t = 1024)]
-    pub ring_size: u32,
-    /// Back the UMEM with hugepages (falls back to normal pages with a note).
-    #[arg(long)]
-    pub hugepages: bool,
-    /// Replace an XDP program someone else attached to the interface.
-    #[arg(long)]
-    pub force: bool,
+    /// Batch, ring and frame sizes, XDP mode (the same flags as gen, recv and switch).
+    #[command(flatten)]
+    pub port_flags: PortFlags,
     /// rxdrop: check every packet against the txpush frame of its sequence number (same
     /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
     #[arg(long)]
@@ -128,10 +104,6 @@ pub struct BenchArgs {
     pub dst_port: u16,
 }
 
-fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
-    s.parse()
-}
-
 impl BenchArgs {
     fn spec(&self) -> anyhow::Result<PortSpec> {
         Ok(self.port.parse::<PortSpec>()?)
@@ -146,19 +118,7 @@ impl BenchArgs {
     }
 
     fn port_options(&self, rx: bool, tx: bool) -> PortOptions {
-        PortOptions {
-            xdp_mode: self.xdp_mode,
-            frame_count: self.frames,
-            frame_size: self.frame_size,
-            headroom: 0,
-            ring_size: self.ring_size,
-            hugepages: self.hugepages,
-            busy_poll: self.busy_poll,
-            batch: self.batch,
-            force: self.force,
-            rx,
-            tx,
-        }
+        self.port_flags.options(rx, tx)
     }
 
     /// The frame txpush sends and rxdrop --verify expects.
@@ -189,12 +149,12 @@ impl BenchArgs {
         if self.count == Some(0) {
             bail!("--count 0: must be at least 1");
         }
-        validate_port_sizes(self.frame_size, self.ring_size, self.batch, self.frames)?;
-        if !(64..=1518).contains(&self.size) || self.size - 4 > self.frame_size - 256 {
+        self.port_flags.validate()?;
+        if !(64..=1518).contains(&self.size) || self.size - 4 > self.port_flags.frame_size - 256 {
             bail!(
                 "--size {}: frame size on the wire must be 64 to {}",
                 self.size,
-                1518.min(self.frame_size - 256 + 4)
+                1518.min(self.port_flags.frame_size - 256 + 4)
             );
         }
         if self.peer_port.is_some() && self.mode != Mode::L2fwd {

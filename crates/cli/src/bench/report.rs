@@ -197,7 +197,7 @@ pub fn summary_for(
         backend: spec.backend.name(),
         xdp_mode: info.map_or_else(|| "native".to_string(), |i| i.mode.clone()),
         engine: None,
-        batch: args.batch,
+        batch: args.port_flags.batch,
         size: args.size,
         seconds: 0.0,
         packets: 0,

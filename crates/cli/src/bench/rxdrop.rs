@@ -21,8 +21,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         true => Some(Verifier::new(args.template(&spec.iface)?)),
         false => None,
     };
-    let mut batch = Batch::with_capacity(args.batch as usize);
-    announce_ready(Mode::Rxdrop, port.info(), args.batch);
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
+    announce_ready(Mode::Rxdrop, port.info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
     let (mut packets, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
@@ -37,7 +37,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
-            if idle.should_sleep() && !args.busy_poll {
+            if idle.should_sleep() && !args.port_flags.busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();
             }

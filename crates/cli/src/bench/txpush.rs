@@ -32,14 +32,14 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let template = args.template(&spec.iface)?;
     let mut port = wirespeed_port::open(spec, &args.port_options(false, true))
         .with_context(|| format!("open {spec}"))?;
-    let mut batch = Batch::with_capacity(args.batch as usize);
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let frame_len = template.frame_len as u32;
-    announce_ready(Mode::Txpush, port.info(), args.batch);
+    announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
     let (mut sent, mut seq) = (0u64, 0u64);
     while run.running(sent) {
-        let want = run.remaining(sent).min(args.batch as u64) as usize;
+        let want = run.remaining(sent).min(args.port_flags.batch as u64) as usize;
         let n = port.alloc_tx(&mut batch, want, frame_len);
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
@@ -90,7 +90,7 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
         .context("build frame")?;
     eprintln!(
         "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {})",
-        spec, args.batch
+        spec, args.port_flags.batch
     );
     let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
     let mut meter = Meter::new("tx", args.quiet, 1);
@@ -100,7 +100,7 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     while run.running(sent) {
         let n = run.remaining(sent).min(chunk);
         let started = Instant::now();
-        engine.send(&frame, n as u32, args.batch)?;
+        engine.send(&frame, n as u32, args.port_flags.batch)?;
         sent += n;
         let took = started.elapsed().as_secs_f64().max(1e-6);
         chunk = ((n as f64 / took * KERNEL_CALL_TARGET.as_secs_f64()) as u64)

@@ -13,19 +13,19 @@ use super::{BenchArgs, Mode};
 use crate::meter::{Meter, RunLimit};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    let mode = match args.xdp_mode {
+    let mode = match args.port_flags.xdp_mode {
         XdpMode::Skb => AttachMode::Skb,
         _ => AttachMode::Native,
     };
-    let (counter, mode) = match DropCounter::attach(&spec.iface, mode, args.force) {
+    let (counter, mode) = match DropCounter::attach(&spec.iface, mode, args.port_flags.force) {
         Ok(c) => (c, mode),
         // auto: fall back to generic XDP where the driver has no native XDP.
         Err(e)
-            if args.xdp_mode == XdpMode::Auto
+            if args.port_flags.xdp_mode == XdpMode::Auto
                 && matches!(e, wirespeed_xdp::XdpError::Attach { .. }) =>
         {
             (
-                DropCounter::attach(&spec.iface, AttachMode::Skb, args.force)?,
+                DropCounter::attach(&spec.iface, AttachMode::Skb, args.port_flags.force)?,
                 AttachMode::Skb,
             )
         }
