@@ -57,6 +57,30 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Two namespaces joined by a veth pair: `a` in `ns_a`, `b` in `ns_b`. IPv6 is off so the
 /// kernel sends nothing of its own; removed (namespaces and links) when dropped.
+/// A name part no other test of this run uses: `tag` (at most 3 characters), this process's
+/// id, a counter. Checks that the caller may make namespaces.
+fn unique_id(tag: &str) -> String {
+    require_root();
+    assert!(tag.len() <= 3);
+    format!(
+        "{}{}{}",
+        tag,
+        std::process::id() % 100000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Makes namespace `ns` with IPv6 off, so nothing but the test's packets is on its links.
+fn add_namespace(ns: &str) {
+    must(&["ip", "netns", "add", ns]);
+    for knob in [
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ] {
+        must(&["ip", "netns", "exec", ns, "sysctl", "-qw", knob]);
+    }
+}
+
 pub struct NetPair {
     pub ns_a: String,
     pub ns_b: String,
@@ -66,14 +90,7 @@ pub struct NetPair {
 
 impl NetPair {
     pub fn new(tag: &str) -> NetPair {
-        require_root();
-        assert!(tag.len() <= 3);
-        let id = format!(
-            "{}{}{}",
-            tag,
-            std::process::id() % 100000,
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let id = unique_id(tag);
         let p = NetPair {
             ns_a: format!("wst{id}a"),
             ns_b: format!("wst{id}b"),
@@ -81,31 +98,14 @@ impl NetPair {
             b: format!("wst{id}b"),
         };
         assert!(p.a.len() <= 15, "interface name {} too long", p.a);
-        must(&["ip", "netns", "add", &p.ns_a]);
-        must(&["ip", "netns", "add", &p.ns_b]);
+        for ns in [&p.ns_a, &p.ns_b] {
+            add_namespace(ns);
+        }
         must(&[
             "ip", "link", "add", &p.a, "netns", &p.ns_a, "type", "veth", "peer", "name", &p.b,
             "netns", &p.ns_b,
         ]);
         for (ns, dev) in [(&p.ns_a, &p.a), (&p.ns_b, &p.b)] {
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
             must(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
         p
@@ -455,14 +455,7 @@ impl NetChain {
 
     /// A chain whose veths have `queues` receive and transmit queues each.
     pub fn with_queues(tag: &str, queues: u32) -> NetChain {
-        require_root();
-        assert!(tag.len() <= 3);
-        let id = format!(
-            "{}{}{}",
-            tag,
-            std::process::id() % 100000,
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let id = unique_id(tag);
         let c = NetChain {
             ns_a: format!("wsc{id}a"),
             ns_m: format!("wsc{id}m"),
@@ -473,25 +466,7 @@ impl NetChain {
             b: format!("wsc{id}b"),
         };
         for ns in [&c.ns_a, &c.ns_m, &c.ns_b] {
-            must(&["ip", "netns", "add", ns]);
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-            must(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
+            add_namespace(ns);
         }
         let q = queues.to_string();
         for (one, one_ns, other, other_ns) in [
