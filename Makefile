@@ -37,7 +37,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/capture_table.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \

@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import sh, spawn, stop, stop_all, wait_for, ws_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
 RUNS = int(os.environ.get("RUNS", "3"))
@@ -41,7 +43,6 @@ LOAD_CPU, MEAS_CPU = "0", "1"
 PREFIX = f"wsp{os.getpid() % 100000}"
 NS_A, NS_B = PREFIX + "a", PREFIX + "b"
 IF_A, IF_B = PREFIX + "a0", PREFIX + "b0"
-PROCS = []
 # CPU use the last wirespeed measurement reported (its JSON "cpu" object).
 LAST_CPU = {}
 
@@ -49,12 +50,6 @@ LAST_CPU = {}
 def log(msg):
     print(f"bench-peers: {msg}", file=sys.stderr, flush=True)
 
-
-def sh(*argv, check=True):
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
-    return r.stdout
 
 
 def setup():
@@ -73,56 +68,6 @@ def cleanup(*_):
     for ns in (NS_A, NS_B):
         sh("ip", "netns", "del", ns, check=False)
 
-
-def spawn(ns, cpu, argv, out):
-    # A session of its own, so stopping it reaches every process it forked (trafgen runs its
-    # workers as children: signalling the parent alone left them sending).
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
-                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    # stdin stays open: testpmd without -i exits when it reads end of file.
-    PROCS.append(p)
-    return p
-
-
-def wait_for(path, pattern, proc, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        with open(path) as f:
-            if re.search(pattern, f.read()):
-                return
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited before ready: {open(path).read()[-400:]}")
-        time.sleep(0.05)
-    raise RuntimeError(f"not ready after {timeout} s: {open(path).read()[-400:]}")
-
-
-def stop(proc, sig=signal.SIGINT, timeout=15):
-    """Signals the process's whole group, then kills what is left of it."""
-    try:
-        os.killpg(proc.pid, sig)
-        proc.wait(timeout)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def stop_all():
-    """Ends whatever a measurement left running, so the next one starts clean."""
-    while PROCS:
-        stop(PROCS.pop(), signal.SIGTERM, timeout=5)
-
-
-def ws_json(path):
-    text = open(path).read()
-    line = [l for l in text.splitlines() if l.startswith("{")]
-    if not line:
-        raise RuntimeError(text.strip().splitlines()[-1] if text.strip() else "no output")
-    return json.loads(line[-1])
 
 
 def testpmd_argv(driver, iface, mode, size, busy_budget=None):

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import cpu_mhz, sh, spawn, stop_all, wait_for, ws_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
 RUNS = int(os.environ.get("RUNS", "3"))
@@ -40,7 +42,6 @@ GEN_CPU, SWITCH_CPU, SINK_CPU = "0", "1", "0"
 P = f"wss{os.getpid() % 100000}"
 NS = {"a": P + "a", "m": P + "m", "b": P + "b"}
 IF = {"a": P + "a0", "m0": P + "m0", "m1": P + "m1", "b": P + "b0"}
-PROCS = []
 OVS_DIR = None
 STAGES = os.path.join(ROOT, "target", "release", "examples", "stages")
 # User-space seconds of the switch process over the last measured window.
@@ -53,22 +54,10 @@ def user_seconds(pid):
     return int(fields[11]) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_mhz():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("cpu MHz"):
-            return float(line.split(":", 1)[1])
-    return None
-
 
 def log(msg):
     print(f"bench-switch: {msg}", file=sys.stderr, flush=True)
 
-
-def sh(*argv, check=True, env=None):
-    r = subprocess.run(argv, capture_output=True, text=True, env=env)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()[-300:]}")
-    return r.stdout
 
 
 def inm(*argv, **kw):
@@ -87,24 +76,6 @@ def setup():
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
 
 
-def stop(proc, sig=signal.SIGINT, timeout=15):
-    """Signals the process's whole group, then kills what is left of it."""
-    try:
-        os.killpg(proc.pid, sig)
-        proc.wait(timeout)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def stop_all():
-    while PROCS:
-        stop(PROCS.pop(), signal.SIGTERM, timeout=5)
-
 
 def cleanup():
     stop_all()
@@ -112,31 +83,6 @@ def cleanup():
     for ns in NS.values():
         sh("ip", "netns", "del", ns, check=False)
 
-
-def spawn(ns, cpu, argv, out):
-    # A session of its own, so stopping it reaches every process it forked.
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv], stdout=out,
-                         stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True, start_new_session=True)
-    PROCS.append(p)
-    return p
-
-
-def wait_for(path, pattern, proc, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        if re.search(pattern, open(path).read()):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"exited before ready: {open(path).read()[-300:]}")
-        time.sleep(0.05)
-    raise RuntimeError(f"not ready after {timeout} s")
-
-
-def ws_json(path):
-    lines = [l for l in open(path).read().splitlines() if l.startswith("{")]
-    if not lines:
-        raise RuntimeError(open(path).read().strip()[-300:] or "no output")
-    return json.loads(lines[-1])
 
 
 def ovs_env():

@@ -1,0 +1,81 @@
+"""What bench/peers.py and bench/switch_peers.py share: running commands, starting programs in
+a namespace pinned to a CPU (each in a session of its own, so stopping one reaches every
+process it forked: trafgen runs its workers as children), waiting for them, stopping them, and
+reading wirespeed's JSON."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+# Every process spawn() started and stop_all() has not stopped yet.
+PROCS = []
+
+
+def sh(*argv, check=True, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()[-300:]}")
+    return r.stdout
+
+
+def spawn(ns, cpu, argv, out):
+    """Starts argv in namespace ns pinned to cpu, output to the file out."""
+    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    # stdin stays open: testpmd without -i exits when it reads end of file.
+    PROCS.append(p)
+    return p
+
+
+def wait_for(path, pattern, proc, timeout=30):
+    """Waits until the output file of proc matches pattern; fails if proc exits first."""
+    end = time.time() + timeout
+    while time.time() < end:
+        with open(path) as f:
+            if re.search(pattern, f.read()):
+                return
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited before ready: {open(path).read()[-400:]}")
+        time.sleep(0.05)
+    raise RuntimeError(f"not ready after {timeout} s: {open(path).read()[-400:]}")
+
+
+def stop(proc, sig=signal.SIGINT, timeout=15):
+    """Signals the process's whole group, then kills what is left of it."""
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def stop_all():
+    """Ends whatever a measurement left running, so the next one starts clean."""
+    while PROCS:
+        stop(PROCS.pop(), signal.SIGTERM, timeout=5)
+
+
+def ws_json(path):
+    """The last JSON object a wirespeed command printed to the file path."""
+    text = open(path).read()
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(text.strip().splitlines()[-1] if text.strip() else "no output")
+    return json.loads(lines[-1])
+
+
+def cpu_mhz():
+    """The clock /proc/cpuinfo reports (what CPU time is turned into cycles at)."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("cpu MHz"):
+            return float(line.split(":", 1)[1])
+    return None
