@@ -1,5 +1,5 @@
 //! What `wirespeed ctl` can ask of a running bridge, in ovs-ofctl's words and output shapes.
-//! Run by the poll-mode thread between bursts.
+//! Run on the control side; rule changes under the lock the poll-mode threads take a burst.
 
 use std::fmt::Write;
 
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use wirespeed_port::PortStats;
 
+use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
@@ -14,6 +15,8 @@ use crate::execute::DropReason;
 use crate::flow_format::MegaflowLine;
 use crate::flow_parse::{parse_flow_mod, parse_flows, parse_rule, parse_selector};
 use crate::pmd::{BridgeCounters, PmdSnapshot};
+use crate::rule::Rule;
+use crate::rule_table::RuleSelector;
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], dump-flows, \
@@ -21,61 +24,82 @@ pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-f
 
 pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
     let arg = request.args.first().map(String::as_str).unwrap_or("");
-    match request.command.as_str() {
-        "dump-ports" => Response::ok(dump_ports(bridge)),
-        "show" => Response::ok(show(bridge)),
-        "dump-cache" => Response::ok(dump_cache(bridge)),
-        "add-flow" | "add-flows" | "mod-flows" | "del-flows" | "dump-flows" => {
-            let now = bridge.now();
-            let mut shared = bridge.lock();
-            edit_rules(&mut shared.datapath, &request.command, arg, now)
-        }
-        other => Response::error(format!("unknown command '{other}' (known: {COMMANDS})")),
-    }
-}
-
-/// The commands that read or change the rule tables.
-fn edit_rules(dp: &mut Datapath, command: &str, arg: &str, now: Duration) -> Response {
-    match command {
-        "add-flow" => match parse_rule(arg).and_then(|rule| dp.add_rule(rule, now)) {
-            Ok(_) => Response::ok(""),
-            Err(e) => Response::error(format!("{arg}: {e}")),
+    let edit = match request.command.as_str() {
+        "dump-ports" => return Response::ok(dump_ports(bridge)),
+        "show" => return Response::ok(show(bridge)),
+        "dump-cache" => return Response::ok(dump_cache(bridge)),
+        "dump-flows" => Edit::Dump,
+        // Parsed before the lock is taken: the poll-mode threads wait while it is held.
+        "add-flow" => match parse_rule(arg) {
+            Ok(rule) => Edit::Add(vec![rule]),
+            Err(e) => return Response::error(format!("{arg}: {e}")),
         },
-        // All or nothing: every flow parses and names known ports, or the table is unchanged.
         "add-flows" => match parse_flows(arg) {
-            Err(e) => Response::error(e.to_string()),
-            Ok(rules) => {
-                if let Some(e) = rules
-                    .iter()
-                    .find_map(|r| dp.check_output_ports(&r.actions).err())
-                {
-                    return Response::error(e.to_string());
-                }
-                let n = rules.len();
-                for rule in rules {
-                    dp.tables.add(rule, now);
-                }
-                Response::ok(format!("{n} flows added"))
-            }
+            Ok(rules) => Edit::Add(rules),
+            Err(e) => return Response::error(e.to_string()),
         },
         "mod-flows" => match parse_flow_mod(arg, false) {
-            Err(e) => Response::error(format!("{arg}: {e}")),
-            Ok((selector, actions)) => match dp.check_output_ports(&actions) {
-                Err(e) => Response::error(e.to_string()),
-                Ok(()) => {
-                    dp.tables.modify(&selector, &actions);
-                    Response::ok("")
-                }
-            },
+            Ok((selector, actions)) => Edit::Modify(selector, actions),
+            Err(e) => return Response::error(format!("{arg}: {e}")),
         },
         "del-flows" => match parse_selector(arg, false) {
-            Err(e) => Response::error(format!("{arg}: {e}")),
-            Ok(selector) => {
-                dp.tables.delete(&selector);
+            Ok(selector) => Edit::Delete(selector),
+            Err(e) => return Response::error(format!("{arg}: {e}")),
+        },
+        other => {
+            return Response::error(format!("unknown command '{other}' (known: {COMMANDS})"));
+        }
+    };
+    let now = bridge.now();
+    // add-flow names its one flow in errors; add-flows' messages name the line.
+    let flow = (request.command == "add-flow").then_some(arg);
+    let mut shared = bridge.lock();
+    apply(&mut shared.datapath, edit, flow, now)
+}
+
+/// A parsed request that reads or changes the rule tables.
+enum Edit {
+    Add(Vec<Rule>),
+    Modify(RuleSelector, Vec<Action>),
+    Delete(RuleSelector),
+    Dump,
+}
+
+/// Applies `edit` under the lock. Adding is all or nothing: every flow names known ports, or
+/// the table is unchanged.
+fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
+    match edit {
+        Edit::Add(rules) => {
+            if let Some(e) = rules
+                .iter()
+                .find_map(|r| dp.check_output_ports(&r.actions).err())
+            {
+                return Response::error(match flow {
+                    Some(flow) => format!("{flow}: {e}"),
+                    None => e.to_string(),
+                });
+            }
+            let n = rules.len();
+            for rule in rules {
+                dp.tables.add(rule, now);
+            }
+            Response::ok(match flow {
+                Some(_) => String::new(),
+                None => format!("{n} flows added"),
+            })
+        }
+        Edit::Modify(selector, actions) => match dp.check_output_ports(&actions) {
+            Err(e) => Response::error(e.to_string()),
+            Ok(()) => {
+                dp.tables.modify(&selector, &actions);
                 Response::ok("")
             }
         },
-        _ => Response::ok(dp.tables.dump_flows(now).join("\n")),
+        Edit::Delete(selector) => {
+            dp.tables.delete(&selector);
+            Response::ok("")
+        }
+        Edit::Dump => Response::ok(dp.tables.dump_flows(now).join("\n")),
     }
 }
 
