@@ -1,6 +1,7 @@
 //! The control socket: a Unix stream socket (mode 0600) on which `wirespeed ctl` sends one
 //! request a connection, as a JSON line, and reads one JSON line back. The server thread
-//! hands each request to the poll-mode thread, which applies it between bursts and answers.
+//! hands each request to the bridge's control side ([`crate::Bridge::run`]), which applies it
+//! under the lock the poll-mode threads take once a burst, and answers.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -15,7 +16,7 @@ use crate::bridge::Job;
 
 /// Where `wirespeed switch` listens unless told otherwise.
 pub const DEFAULT_CTL: &str = "/run/wirespeed/switch.sock";
-/// How long a request may wait for the poll-mode thread.
+/// How long a request may wait for the bridge's answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
