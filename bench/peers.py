@@ -12,7 +12,8 @@ CPU 1, one thing at a time. Workloads (one queue):
            drops them, on the measured CPU: veth runs the receiver's work on the sender's CPU)
   txpush   wirespeed socket engine (xdp:, packet:), kernel engine, testpmd txonly (same
            drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
-Each figure is the median of RUNS runs of DURATION seconds with (min-max); wirespeed's rows
+Each figure is the median of RUNS runs of DURATION seconds with (min-max), the runs
+interleaved (every row once, then again) so that drift spreads over every tool; wirespeed's rows
 also give its user-space CPU cycles per packet (getrusage over the run, at /proc/cpuinfo's
 clock: perf has no cycle counters on this VM). Writes
 bench/results/<date>-peers.json, bench/RESULTS.md (ratios: wirespeed / best peer) and
@@ -206,26 +207,34 @@ def main():
         setup()
         with tempfile.TemporaryDirectory(prefix="wirespeed-peers.") as tmp:
             for size in SIZES:
-                for workload, tool, fn in rows(size, tmp):
-                    if not ONLY.search(f"{workload} {tool}"):
-                        continue
-                    runs, cycles, error = [], [], None
-                    for run in range(RUNS):
+                chosen = [r for r in rows(size, tmp) if ONLY.search(f"{r[0]} {r[1]}")]
+                # Runs are interleaved (every row once, then again): the machine drifts over
+                # minutes, and a drift then spreads over every tool instead of favouring one.
+                done = {(w, t): {"runs": [], "cycles": [], "error": None} for w, t, _ in chosen}
+                for run in range(RUNS):
+                    for workload, tool, fn in chosen:
+                        d = done[(workload, tool)]
+                        if d["error"]:
+                            continue
                         try:
                             LAST_CPU.clear()
-                            runs.append(round(fn(), 3))
+                            d["runs"].append(round(fn(), 3))
                             if LAST_CPU.get("user_cycles_per_packet") is not None:
-                                cycles.append(round(LAST_CPU["user_cycles_per_packet"]))
+                                d["cycles"].append(round(LAST_CPU["user_cycles_per_packet"]))
+                            log(f"{size:>5} {workload:<8} {tool:<32} run {run + 1}: {d['runs'][-1]:.3f} Mpps")
                         except Exception as e:  # a peer that cannot start is reported, not fatal
-                            error = str(e).splitlines()[0][:200]
-                            break
-                    row = {"workload": workload, "tool": tool, "size": size, "runs": runs, "error": error}
+                            d["error"] = str(e).splitlines()[0][:200]
+                for workload, tool, _ in chosen:
+                    d = done[(workload, tool)]
+                    runs = d["runs"]
+                    row = {"workload": workload, "tool": tool, "size": size, "runs": runs, "error": d["error"]}
                     if runs:
                         row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
-                    if cycles:
-                        row["user_cycles_per_packet"] = statistics.median(cycles)
+                    if d["cycles"]:
+                        row["user_cycles_per_packet"] = statistics.median(d["cycles"])
                     log(f"{size:>5} {workload:<8} {tool:<32} " +
-                        (f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
+                        (f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs
+                         else f"FAILED: {d['error']}"))
                     results.append(row)
     finally:
         cleanup()
@@ -249,7 +258,7 @@ def write(results):
     with open(os.path.join(ROOT, "bench", "results", f"{date}-peers.json"), "w") as f:
         json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
     lines = [f"# wirespeed against its peers ({date})", "",
-             f"Median Mpps of {RUNS} runs of {DURATION:g} s (min-max); one queue, veth, load/sender on CPU {LOAD_CPU},",
+             f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue, veth, load/sender on CPU {LOAD_CPU},",
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
              "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
     for size in sizes:
