@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import time
 
@@ -79,3 +80,36 @@ def cpu_mhz():
         if line.startswith("cpu MHz"):
             return float(line.split(":", 1)[1])
     return None
+
+
+def interleaved(cases, runs, log):
+    """Measures every case once, then again, `runs` times: the machine drifts over minutes,
+    and interleaved a drift spreads over every tool instead of favouring the one that ran in
+    a good minute. `cases` is a list of (label, fn); fn() returns (Mpps, user cycles per
+    packet or None). A case that fails is reported and not run again. Returns one dict per
+    case: runs, error, and median/min/max and user_cycles_per_packet when measured."""
+    done = [{"runs": [], "cycles": [], "error": None} for _ in cases]
+    for run in range(runs):
+        for (label, fn), d in zip(cases, done):
+            if d["error"]:
+                continue
+            try:
+                mpps, cycles = fn()
+                d["runs"].append(round(mpps, 3))
+                if cycles is not None:
+                    d["cycles"].append(round(cycles))
+                log(f"{label} run {run + 1}: {mpps:.3f} Mpps")
+            except Exception as e:  # a peer that cannot start is reported, not fatal
+                d["error"] = str(e).splitlines()[0][:200]
+    out = []
+    for (label, _), d in zip(cases, done):
+        row = {"runs": d["runs"], "error": d["error"]}
+        if d["runs"]:
+            row.update(median=statistics.median(d["runs"]), min=min(d["runs"]), max=max(d["runs"]))
+            log(f"{label} {row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})")
+        else:
+            log(f"{label} FAILED: {d['error']}")
+        if d["cycles"]:
+            row["user_cycles_per_packet"] = statistics.median(d["cycles"])
+        out.append(row)
+    return out

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import sh, spawn, stop, stop_all, wait_for, ws_json
+from benchlib import interleaved, sh, spawn, stop, stop_all, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -194,6 +194,14 @@ def rows(size, tmp):
     ]
 
 
+def measured(fn):
+    """fn's Mpps with the user cycles per packet wirespeed reported for it (None for peers)."""
+    def run():
+        LAST_CPU.clear()
+        return fn(), LAST_CPU.get("user_cycles_per_packet")
+    return run
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench-peers: needs root (namespaces, XDP): try sudo make bench-peers")
@@ -208,34 +216,9 @@ def main():
         with tempfile.TemporaryDirectory(prefix="wirespeed-peers.") as tmp:
             for size in SIZES:
                 chosen = [r for r in rows(size, tmp) if ONLY.search(f"{r[0]} {r[1]}")]
-                # Runs are interleaved (every row once, then again): the machine drifts over
-                # minutes, and a drift then spreads over every tool instead of favouring one.
-                done = {(w, t): {"runs": [], "cycles": [], "error": None} for w, t, _ in chosen}
-                for run in range(RUNS):
-                    for workload, tool, fn in chosen:
-                        d = done[(workload, tool)]
-                        if d["error"]:
-                            continue
-                        try:
-                            LAST_CPU.clear()
-                            d["runs"].append(round(fn(), 3))
-                            if LAST_CPU.get("user_cycles_per_packet") is not None:
-                                d["cycles"].append(round(LAST_CPU["user_cycles_per_packet"]))
-                            log(f"{size:>5} {workload:<8} {tool:<32} run {run + 1}: {d['runs'][-1]:.3f} Mpps")
-                        except Exception as e:  # a peer that cannot start is reported, not fatal
-                            d["error"] = str(e).splitlines()[0][:200]
-                for workload, tool, _ in chosen:
-                    d = done[(workload, tool)]
-                    runs = d["runs"]
-                    row = {"workload": workload, "tool": tool, "size": size, "runs": runs, "error": d["error"]}
-                    if runs:
-                        row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
-                    if d["cycles"]:
-                        row["user_cycles_per_packet"] = statistics.median(d["cycles"])
-                    log(f"{size:>5} {workload:<8} {tool:<32} " +
-                        (f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs
-                         else f"FAILED: {d['error']}"))
-                    results.append(row)
+                cases = [(f"{size:>5} {w:<8} {t:<32}", measured(fn)) for w, t, fn in chosen]
+                for (workload, tool, _), row in zip(chosen, interleaved(cases, RUNS, log)):
+                    results.append({"workload": workload, "tool": tool, "size": size, **row})
     finally:
         cleanup()
     write(results)

@@ -16,7 +16,8 @@ For wirespeed's rows it also reads the process's user-space CPU time over the me
 at /proc/cpuinfo's clock; the datapath's stages (parse, cache lookup, actions) are timed
 without I/O by the `stages` example of crates/switch, and I/O is what is left.
 Writes bench/results/<date>-switch.json and bench/SWITCH.md.
-Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (regex of row names).
+Runs are interleaved (every row once, then again). Environment: RUNS (3), DURATION (10),
+SIZES ("64 1500"), ONLY (regex of row names).
 """
 
 import datetime
@@ -24,13 +25,12 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import cpu_mhz, sh, spawn, stop_all, wait_for, ws_json
+from benchlib import cpu_mhz, interleaved, sh, spawn, stop_all, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -211,6 +211,17 @@ def rows(tmp):
     ]
 
 
+def measured(size, up, down, argv, load, tmp):
+    """One measurement: Mpps at the sink, and the wirespeed process's user cycles per packet."""
+    def run():
+        LAST_USER_S.clear()
+        mpps = measure(size, up, down, argv(), load, tmp)
+        mhz = cpu_mhz()
+        cycles = LAST_USER_S[0] * mhz * 1e6 / (mpps * 1e6 * DURATION) if LAST_USER_S and mpps > 0 and mhz else None
+        return mpps, cycles
+    return run
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench-switch: needs root (namespaces, XDP): try sudo make bench-switch")
@@ -224,29 +235,11 @@ def main():
         setup()
         with tempfile.TemporaryDirectory(prefix="wirespeed-switch.") as tmp:
             for size in SIZES:
-                for case, tool, up, down, argv, load in rows(tmp):
-                    if not ONLY.search(f"{case} {tool}"):
-                        continue
-                    runs, cycles, error = [], [], None
-                    mhz = cpu_mhz()
-                    for _ in range(RUNS):
-                        try:
-                            LAST_USER_S.clear()
-                            runs.append(round(measure(size, up, down, argv(), load, tmp), 3))
-                            if LAST_USER_S and runs[-1] > 0 and mhz:
-                                packets = runs[-1] * 1e6 * DURATION
-                                cycles.append(round(LAST_USER_S[0] * mhz * 1e6 / packets))
-                        except Exception as e:
-                            error = str(e).splitlines()[0][:200]
-                            break
-                    row = {"case": case, "tool": tool, "size": size, "runs": runs, "error": error}
-                    if runs:
-                        row.update(median=statistics.median(runs), min=min(runs), max=max(runs))
-                    if cycles:
-                        row["user_cycles_per_packet"] = statistics.median(cycles)
-                    log(f"{size:>5} {case:<22} {tool:<28} " + (
-                        f"{row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})" if runs else f"FAILED: {error}"))
-                    results.append(row)
+                chosen = [r for r in rows(tmp) if ONLY.search(f"{r[0]} {r[1]}")]
+                cases = [(f"{size:>5} {c:<22} {t:<28}", measured(size, up, down, argv, load, tmp))
+                         for c, t, up, down, argv, load in chosen]
+                for (case, tool, *_), row in zip(chosen, interleaved(cases, RUNS, log)):
+                    results.append({"case": case, "tool": tool, "size": size, **row})
     finally:
         cleanup()
     write(results, stages())
@@ -291,7 +284,7 @@ def write(results, stage_rows):
     get = lambda size, case, tool: next((r.get("median") for r in results
                                          if r["size"] == size and r["case"] == case and r["tool"] == tool), None)
     lines = [f"# wirespeed switch against its peers ({date})", "",
-             f"Mpps arriving at the sink, median of {RUNS} runs of {DURATION:g} s (min-max). Generator on CPU "
+             f"Mpps arriving at the sink, median of {RUNS} interleaved runs of {DURATION:g} s (min-max). Generator on CPU "
              f"{GEN_CPU}, switch on CPU {SWITCH_CPU} (the Linux bridge and tc mirred run in the kernel on the "
              "sending CPU: pinning does not apply to them). Open vSwitch's kernel datapath (type=system) needs "
              "the openvswitch module, which this kernel does not have. Made by `make bench-switch` "
