@@ -3,15 +3,18 @@
 
 Two namespaces joined by a veth pair (made here, removed on every exit). The load or sender
 runs in namespace A pinned to CPU 0, the measured program or sink in namespace B pinned to
-CPU 1, one thing at a time. Workloads (one queue):
+CPU 1, one thing at a time. Workloads (one queue, queue 0, unless said):
   ceiling  wirespeed xdpdrop (our XDP program drops in the driver)
   rxdrop   wirespeed xdp: and packet:, testpmd rxonly on net_af_xdp (default, busy_budget=0)
            and net_af_packet; load: wirespeed's kernel engine from A
   l2fwd    wirespeed l2fwd xdp: and packet:, testpmd macswap (same drivers); load as above,
            and the frames coming back to A dropped by an XDP program there (else A's IP stack
            drops them, on the measured CPU: veth runs the receiver's work on the sender's CPU)
-  txpush   wirespeed socket engine (xdp:, packet:), kernel engine, testpmd txonly (same
-           drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
+  txpush   wirespeed socket engine (xdp:, packet:), kernel engine (one thread on CPU 0, and
+           a thread on each CPU), testpmd txonly (same drivers), netsniff-ng's trafgen;
+           counted by a wirespeed xdpdrop sink on B
+The veths have two queues (a kernel-engine thread on CPU c sends into queue c mod 2); every
+one-CPU load and receiver uses queue 0.
 Each figure is the median of RUNS runs of DURATION seconds with (min-max), the runs
 interleaved (every row once, then again) so that drift spreads over every tool; wirespeed's rows
 also give its user-space CPU cycles per packet (getrusage over the run, at /proc/cpuinfo's
@@ -56,7 +59,8 @@ def log(msg):
 def setup():
     sh("ip", "netns", "add", NS_A)
     sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B, "netns", NS_B)
+    queues = ("numrxqueues", "2", "numtxqueues", "2")
+    sh("ip", "link", "add", IF_A, *queues, "netns", NS_A, "type", "veth", "peer", "name", IF_B, *queues, "netns", NS_B)
     for ns, dev in ((NS_A, IF_A), (NS_B, IF_B)):
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         sh("ip", "-n", ns, "link", "set", dev, "up")
@@ -126,11 +130,11 @@ def receive(measured_argv, kind, size, tmp, returns=False):
     return testpmd_pps(open(mpath).read(), "Rx-pps" if "rxonly" in " ".join(measured_argv) else "Tx-pps")
 
 
-def transmit(sender_argv, size, tmp):
-    """A sender on A into a wirespeed xdpdrop sink on B; returns the Mpps that arrived."""
+def transmit(sender_argv, size, tmp, cpus=LOAD_CPU):
+    """A sender on A (on `cpus`) into a wirespeed xdpdrop sink on B; returns the Mpps that arrived."""
     spath, xpath = os.path.join(tmp, "sink"), os.path.join(tmp, "sender")
     with open(spath, "w") as sout, open(xpath, "w") as xout:
-        x = spawn(NS_A, LOAD_CPU, sender_argv, xout)
+        x = spawn(NS_A, cpus, sender_argv, xout)
         try:
             time.sleep(2)  # the sender is up and at speed
             if x.poll() is not None:
@@ -168,8 +172,9 @@ def rows(size, tmp):
                                          returns=m == "l2fwd")
     pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp,
                                                       returns=mode == "macswap")
-    ws_tx = lambda args: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size), "--duration",
-                                           str(DURATION + 6), "--quiet"], size, tmp)
+    ws_tx = lambda args, cpus=LOAD_CPU: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size),
+                                                          "--duration", str(DURATION + 6), "--quiet"], size, tmp, cpus)
+    both = f"{LOAD_CPU},{MEAS_CPU}"
     pmd_tx = lambda d, bb=None: lambda: transmit(testpmd_argv(d, IF_A, "txonly", size, bb), size, tmp)
     return [
         ("ceiling", "wirespeed xdpdrop", ws_rx("xdp", "xdpdrop")),
@@ -186,6 +191,8 @@ def rows(size, tmp):
         ("txpush", "wirespeed AF_XDP socket", ws_tx(["--port", f"xdp:{IF_A}"])),
         ("txpush", "wirespeed AF_PACKET socket", ws_tx(["--port", f"packet:{IF_A}"])),
         ("txpush", "wirespeed kernel engine", ws_tx(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
+        ("txpush", "wirespeed kernel engine, 2 threads", ws_tx(["--engine", "kernel", "--cpus", both, "--port",
+                                                                f"xdp:{IF_A}"], both)),
         ("txpush", "testpmd af_xdp", pmd_tx("af_xdp")),
         ("txpush", "testpmd af_xdp busy_budget=0", pmd_tx("af_xdp", 0)),
         ("txpush", "testpmd af_packet", pmd_tx("af_packet")),
@@ -241,7 +248,7 @@ def write(results):
     with open(os.path.join(ROOT, "bench", "results", f"{date}-peers.json"), "w") as f:
         json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
     lines = [f"# wirespeed against its peers ({date})", "",
-             f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue, veth, load/sender on CPU {LOAD_CPU},",
+             f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue (the two-thread kernel engine: two), veth, load/sender on CPU {LOAD_CPU},",
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
              "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
     for size in sizes:

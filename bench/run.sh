@@ -3,8 +3,8 @@
 # time. For each frame size and run: the kernel-engine txpush loads namespace A's end (CPU 0)
 # while namespace B's end (CPU 1) runs xdpdrop, AF_XDP rxdrop, AF_PACKET rxdrop, AF_XDP
 # l2fwd, AF_PACKET l2fwd; then txpush alone (kernel engine; socket engine on xdp:; socket
-# engine on packet:) on CPU 0 into an xdpdrop sink on CPU 1. Writes bench/results/<date>.json
-# and the table in bench/README.md.
+# engine on packet:) on CPU 0 into an xdpdrop sink on CPU 1, and the kernel engine once more
+# with a thread on each CPU. Writes bench/results/<date>.json and the table in bench/README.md.
 #
 #   RUNS=3 DURATION=10 SIZES="64 1500" bench/run.sh      (the defaults)
 #   RUNS=1 DURATION=2 SIZES=64 bench/run.sh              (a quick check that it all works)
@@ -36,14 +36,16 @@ ws_log "building wirespeed (release)"
 cargo build --release --quiet
 WS_BIN=$PWD/target/release/wirespeed
 
-ws_netns_setup
+# Two queues a side: a kernel-engine thread on CPU c sends into B's receive queue c mod 2, so
+# the two-thread load has a queue per CPU. One-CPU loads (CPU 0) all land on queue 0.
+WS_QUEUES=2 ws_netns_setup
 ws_mktemp bench
 TMP=$WS_TMP
 RECORDS=$TMP/records.jsonl
 : >"$RECORDS"
 
 nsizes=$(wc -w <<<"$SIZES")
-cells=$((nsizes * RUNS * 8))
+cells=$((nsizes * RUNS * 9))
 ws_log "$cells runs of ${DURATION} s (about $((cells * (DURATION + 3) / 60 + 1)) min); load/sender on CPU $LOAD_CPU in $WS_NS_A, measured/sink on CPU $MEAS_CPU in $WS_NS_B"
 
 mpps_of() { grep -o '"mpps":[0-9.]*' "$1" 2>/dev/null | head -n1 | sed 's/"mpps":\([0-9]*\.[0-9]\{0,3\}\).*/\1/'; }
@@ -67,12 +69,17 @@ receive() { # size run bench backend spec
 }
 
 # txpush alone from A into an xdpdrop sink on B: sent (txpush's count) and received (the sink's).
+# kernel2: the kernel engine with a thread on each CPU (the sink's work runs on both).
 txpush() { # size run engine backend spec
-  local size=$1 run=$2 engine=$3 backend=$4 spec=$5 out err="" note=""
+  local size=$1 run=$2 engine=$3 backend=$4 spec=$5 out err="" note="" where="a:$LOAD_CPU" extra=""
+  local cpus="sender:$LOAD_CPU,sink:$MEAS_CPU"
+  if [ "$engine" = kernel2 ]; then
+    where="a:$LOAD_CPU,$MEAS_CPU" extra="--cpus $LOAD_CPU,$MEAS_CPU" cpus="sender:$LOAD_CPU,sender2:$MEAS_CPU,sink:$MEAS_CPU"
+  fi
   out=$TMP/$size-$run-txpush-$engine-$backend
   printf '  %-8s %-24s ' "txpush" "$spec ($engine)" >&2
   if ! ws_pair "$out" second "b:$MEAS_CPU" "xdpdrop --port xdp:$WS_IF_B --duration $SINK_DURATION --quiet" \
-    "a:$LOAD_CPU" "txpush --engine $engine --port $spec --size $size --duration $DURATION --quiet"; then
+    "$where" "txpush --engine ${engine%2} $extra --port $spec --size $size --duration $DURATION --quiet"; then
     if grep -q '^{' "$out.second.json" 2>/dev/null; then note="sink: $WS_ERR"; else err=$WS_ERR; fi
   fi
   if [ -z "$err" ]; then
@@ -81,7 +88,7 @@ txpush() { # size run engine backend spec
     echo "failed: $err" >&2
   fi
   python3 bench/table.py record "$RECORDS" kind=txpush bench=txpush engine="$engine" backend="$backend" size="$size" run="$run" \
-    measured="$out.second.json" sink="$out.first.json" error="$err" note="$note" cpus="sender:$LOAD_CPU,sink:$MEAS_CPU" port="$spec"
+    measured="$out.second.json" sink="$out.first.json" error="$err" note="$note" cpus="$cpus" port="$spec"
   sleep 1
 }
 
@@ -94,6 +101,7 @@ for size in $SIZES; do
     receive "$size" "$run" l2fwd xdp "xdp:$WS_IF_B"
     receive "$size" "$run" l2fwd packet "packet:$WS_IF_B"
     txpush "$size" "$run" kernel kernel "xdp:$WS_IF_A"
+    [ "$MEAS_CPU" = "$LOAD_CPU" ] || txpush "$size" "$run" kernel2 kernel "xdp:$WS_IF_A"
     txpush "$size" "$run" socket xdp "xdp:$WS_IF_A"
     txpush "$size" "$run" socket packet "packet:$WS_IF_A"
   done

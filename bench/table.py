@@ -87,9 +87,14 @@ def ratio(a, b):
     return f"{a / b:.2f}x" if a is not None and b else "-"
 
 
+# txpush engines as the tables name them (kernel2: a kernel-engine thread on each CPU).
+ENGINE = {"kernel": "kernel", "kernel2": "kernel, 2 threads (CPUs 0, 1)", "socket": "socket"}
+
+
 def label(r):
     if r["kind"] == "txpush":
-        return f"txpush {r['engine']} engine" + ("" if r["engine"] == "kernel" else f" ({r['backend']}:)")
+        kernel = r["engine"].startswith("kernel")
+        return f"txpush {ENGINE.get(r['engine'], r['engine'])} engine" + ("" if kernel else f" ({r['backend']}:)")
     return r["bench"]
 
 
@@ -176,9 +181,13 @@ def goals(meds):
         return m["median"] if m else None
 
     xr, pr, ceil, xf = med("rxdrop", "xdp"), med("rxdrop", "packet"), med("xdpdrop", "kernel"), med("l2fwd", "xdp")
-    kt = next((m for m in meds if m["size"] == 64 and m["kind"] == "txpush" and m["engine"] == "kernel"), None)
+    # The best kernel-engine row: one thread, or a thread on each CPU.
+    kernel_rows = [m for m in meds if m["size"] == 64 and m["kind"] == "txpush" and m["engine"].startswith("kernel")
+                   and m.get("received_median") is not None]
+    kt = max(kernel_rows, key=lambda m: m["received_median"], default=None)
     ktr = kt["received_median"] if kt else None
     kts = kt["median"] if kt else None
+    kte = f"; {ENGINE[kt['engine']]}" if kt and kt["engine"] != "kernel" else ""
 
     def goal(name, value, shown, target):
         return {
@@ -195,7 +204,7 @@ def goals(meds):
         goal("AF_XDP rxdrop >= 2.8x AF_PACKET rxdrop (64 B)", xr / pr if xr and pr else None,
              f"{xr / pr:.2f}x ({xr:.2f} / {pr:.2f} Mpps)" if xr and pr else "-", 2.8),
         goal("kernel-engine txpush >= 13 Mpps into an xdpdrop sink (64 B, received)", ktr,
-             f"{ktr:.2f} Mpps received ({kts:.2f} sent)" if ktr is not None and kts is not None else "-", 13.0),
+             f"{ktr:.2f} Mpps received ({kts:.2f} sent{kte})" if ktr is not None and kts is not None else "-", 13.0),
         goal("AF_XDP l2fwd >= 1.9 Mpps (64 B)", xf, f"{xf:.2f} Mpps" if xf else "-", 1.9),
     ]
 
@@ -239,7 +248,7 @@ def markdown(doc):
             )
         lines += [
             "",
-            f"### {size}-byte frames: txpush alone (sender on CPU 0) into an xdpdrop sink (CPU 1)",
+            f"### {size}-byte frames: txpush alone (sender on CPU 0; the kernel engine also with a thread on each CPU) into an xdpdrop sink (CPU 1)",
             "",
             "| engine | port | sent Mpps | received Mpps |",
             "| --- | --- | ---: | ---: |",
@@ -248,7 +257,7 @@ def markdown(doc):
             if m["size"] != size or m["kind"] != "txpush":
                 continue
             port = "xdp:" if m["backend"] in ("xdp", "kernel") else "packet:"
-            lines.append(f"| {m['engine']} | {port} | {spread(m)} | {spread(m, 'received_') if m['median'] is not None else 'failed'} |")
+            lines.append(f"| {ENGINE.get(m['engine'], m['engine'])} | {port} | {spread(m)} | {spread(m, 'received_') if m['median'] is not None else 'failed'} |")
         lines.append("")
     lines += ["### Goals (issue 2, 64-byte frames)", "", "| goal | measured | |", "| --- | --- | --- |"]
     for g in doc["goals"]:

@@ -101,11 +101,14 @@ ws_make_ns() {
 # Creates namespace A and B, the veth pair WS_IF_A (in A) <-> WS_IF_B (in B), links up,
 # GRO on at both ends (a veth needs NAPI, i.e. GRO or an XDP program, to take frames sent
 # with ndo_xdp_xmit by the kernel-engine load; GRO on gives it to AF_PACKET receivers too).
+# WS_QUEUES (default 1) receive and transmit queues per end.
 ws_netns_setup() {
+  local q=${WS_QUEUES:-1}
   ws_install_trap
   ws_make_ns "$WS_NS_A"
   ws_make_ns "$WS_NS_B"
-  ip link add "$WS_IF_A" netns "$WS_NS_A" type veth peer name "$WS_IF_B" netns "$WS_NS_B"
+  ip link add "$WS_IF_A" numrxqueues "$q" numtxqueues "$q" netns "$WS_NS_A" \
+    type veth peer name "$WS_IF_B" numrxqueues "$q" numtxqueues "$q" netns "$WS_NS_B"
   ip -n "$WS_NS_A" link set "$WS_IF_A" up
   ip -n "$WS_NS_B" link set "$WS_IF_B" up
   ws_in_a ethtool -K "$WS_IF_A" gro on >/dev/null

@@ -3,9 +3,11 @@
 mod bench;
 mod caps;
 mod capture;
+mod cpus;
 mod ctl;
 mod r#gen;
 mod idle;
+mod live;
 mod meter;
 mod recv;
 mod switch;

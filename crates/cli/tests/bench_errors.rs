@@ -84,6 +84,18 @@ fn bad_ports_and_options_are_refused() {
         &["bench", "xdpdrop", "--port", &format!("packet:{}", net.b)],
         "use an xdp: port",
     );
+    fails_with(
+        ns,
+        &["bench", "txpush", "--port", &port, "--cpus", "0"],
+        "--cpus 0 is for --engine kernel",
+    );
+    fails_with(
+        ns,
+        &[
+            "bench", "txpush", "--port", &port, "--engine", "kernel", "--cpus", "0-x",
+        ],
+        "--cpus 0-x: expected a CPU list",
+    );
     net.assert_no_xdp();
 }
 

@@ -56,6 +56,15 @@ fn bad_input_is_refused_before_anything_is_sent() {
             &["--engine", "kernel", "--port", "packet:lo"],
             "use an xdp: port",
         ),
+        (&["--cpus", "0"], "--cpus 0 is for --engine kernel"),
+        (
+            &["--engine", "kernel", "--cpus", "4096"],
+            "--cpus 4096: CPU 4096 is not one this process may run on",
+        ),
+        (
+            &["--engine", "kernel", "--cpus", "0,0"],
+            "--cpus 0,0: CPU 0 is listed twice",
+        ),
         (
             &["--pcap", "/nonexistent/trace.pcap"],
             "/nonexistent/trace.pcap: cannot open",

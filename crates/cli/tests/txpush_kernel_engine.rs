@@ -56,3 +56,63 @@ fn kernel_engine_million_frames_counted_by_xdpdrop() {
     assert!(arrived > 0, "nothing arrived: {rx}");
     net.assert_no_xdp();
 }
+
+#[test]
+fn kernel_engine_on_two_cpus_sends_exactly_the_count_from_both() {
+    const COUNT: u64 = 1_000_001;
+    // Two queues: a live-frames run on CPU c lands on the peer's receive queue c mod 2.
+    let net = NetPair::with_queues("k2", 2);
+    let mut sink = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "xdpdrop",
+            "--port",
+            &format!("xdp:{}", net.b),
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    sink.wait_ready();
+    let n = COUNT.to_string();
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--engine",
+            "kernel",
+            "--cpus",
+            "0,1",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            &n,
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(COUNT), "{tx}");
+    assert_eq!(tx["bytes"].as_u64(), Some(COUNT * 60), "{tx}");
+    assert_eq!(tx["engine_cpus"], serde_json::json!([0, 1]), "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rx, _) = sink.interrupt();
+    let arrived = rx["packets"].as_u64().unwrap();
+    let veth_drops = net.veth_drops();
+    assert_eq!(
+        arrived + veth_drops,
+        COUNT,
+        "xdpdrop counted {arrived}, veth dropped {veth_drops}: {rx}"
+    );
+    // Each thread sent its half from its own CPU, so each queue took about half.
+    for q in 0..2 {
+        let got = ethtool_stat(&net.ns_b, &net.b, &format!("rx_queue_{q}_xdp_packets"));
+        assert!(
+            (400_000..=600_000).contains(&got),
+            "queue {q} took {got} of {COUNT}: both CPUs should send half"
+        );
+    }
+    net.assert_no_xdp();
+}

@@ -81,6 +81,8 @@ pub struct BenchArgs {
     /// Batch, ring and frame sizes, XDP mode (the same flags as gen, recv and switch).
     #[command(flatten)]
     pub port_flags: PortFlags,
+    #[command(flatten)]
+    pub live: crate::live::LiveFlags,
     /// rxdrop: check every packet against the txpush frame of its sequence number (same
     /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
     #[arg(long)]
@@ -163,6 +165,7 @@ impl BenchArgs {
         if self.expect.is_some() && !self.verify {
             bail!("--expect goes with --verify");
         }
+        self.live.cpus(self.engine == Engine::Kernel)?;
         Ok(())
     }
 }

@@ -65,6 +65,8 @@ pub struct Summary {
     #[serde(rename = "frames")]
     pub frames_json: Option<FramesJson>,
     pub verify: Option<VerifyReport>,
+    /// The CPUs the kernel engine was pinned to (empty: not pinned).
+    pub engine_cpus: Option<Vec<usize>>,
     pub notes: Vec<String>,
 }
 
@@ -215,6 +217,7 @@ pub fn summary_for(
         frames: None,
         frames_json: None,
         verify: None,
+        engine_cpus: None,
         notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
     }
 }

@@ -3,16 +3,16 @@
 //! kernel repeats at XDP speed (kernel engine).
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
-use wirespeed_xdp::LiveFrames;
 
 use super::l2fwd::drain;
 use super::report::{Summary, summary_for};
 use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Engine, Mode, announce_ready};
+use crate::live::{self, LiveLoad, Prebuilt};
 use crate::meter::{Meter, RunLimit, port_status};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
@@ -72,48 +72,39 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     Ok(s.finish())
 }
 
-/// Each BPF_PROG_RUN call sets up and tears down a page pool of live frames, which costs
-/// milliseconds: calls are sized to last about this long, so that cost stays small while a
-/// stop and the live line still come soon.
-const KERNEL_CALL_TARGET: Duration = Duration::from_millis(500);
-const KERNEL_CHUNK_MIN: u64 = 1 << 16;
-const KERNEL_CHUNK_MAX: u64 = 1 << 26;
-
 fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let template = args.template(&spec.iface)?;
-    let ifindex = wirespeed_xsk::if_index(&spec.iface)
-        .with_context(|| format!("{}: no such interface", spec.iface))?;
-    let mut engine = LiveFrames::new(&spec.iface, ifindex)?;
+    let cpus = args.live.cpus(true)?;
     let mut frame = vec![0u8; template.frame_len];
     template
         .write(&mut frame, 0, now_ns())
         .context("build frame")?;
     eprintln!(
-        "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {})",
-        spec, args.port_flags.batch
+        "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {}{})",
+        spec,
+        args.port_flags.batch,
+        live::threads_note(&cpus)
     );
-    let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
-    let mut meter = Meter::new("tx", args.quiet, 1);
-    let mut sent = 0u64;
-    let frame_len = frame.len() as u64;
-    let mut chunk = 1u64 << 20;
-    while run.running(sent) {
-        let n = run.remaining(sent).min(chunk);
-        let started = Instant::now();
-        engine.send(&frame, n as u32, args.port_flags.batch)?;
-        sent += n;
-        let took = started.elapsed().as_secs_f64().max(1e-6);
-        chunk = ((n as f64 / took * KERNEL_CALL_TARGET.as_secs_f64()) as u64)
-            .clamp(KERNEL_CHUNK_MIN, KERNEL_CHUNK_MAX);
-        meter.tick(sent, sent * frame_len, String::new);
-    }
+    let frames = [Prebuilt { frame, weight: 1 }];
+    let load = LiveLoad {
+        iface: &spec.iface,
+        frames: &frames,
+        cpus: &cpus,
+        batch: args.port_flags.batch,
+        count: args.count,
+        duration: args.duration(),
+        pps: None,
+        quiet: args.quiet,
+    };
+    let totals = live::run(&load, stop)?;
     let mut s = summary_for(Mode::Txpush, args, None, spec);
     s.engine = Some("kernel");
+    s.engine_cpus = Some(cpus);
     s.xdp_mode = "live-frames".to_string();
-    s.seconds = meter.elapsed().as_secs_f64();
-    s.cpu_time = Some(meter.cpu_used());
-    s.packets = sent;
-    s.bytes = sent * frame_len;
-    s.tx_packets = sent;
+    s.seconds = totals.seconds;
+    s.cpu_time = Some(totals.cpu);
+    s.packets = totals.packets;
+    s.bytes = totals.bytes;
+    s.tx_packets = totals.packets;
     Ok(s.finish())
 }

@@ -138,6 +138,8 @@ pub struct GenArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub port_flags: PortFlags,
+    #[command(flatten)]
+    pub live: crate::live::LiveFlags,
 }
 
 /// Everything `gen` will send, checked before the port is opened.
@@ -313,6 +315,7 @@ pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
+    args.live.cpus(args.engine == Engine::Kernel)?;
     let summary = if let Some(path) = &args.pcap {
         replay::run(&args, path)?
     } else {

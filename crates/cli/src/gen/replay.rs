@@ -12,11 +12,12 @@ use wirespeed_capture::CaptureReader;
 use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
 use super::GenArgs;
-use super::kernel::{self, Prebuilt};
+use super::kernel;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::socket::{announce_ready, drain};
 use crate::bench::Engine;
+use crate::live::Prebuilt;
 use crate::meter::{Meter, RunLimit, port_status};
 
 /// Ethernet, the only link type a port sends.

@@ -40,6 +40,8 @@ pub struct GenSummary {
     pub frames: Option<FrameAudit>,
     #[serde(rename = "frames")]
     pub frames_json: Option<serde_json::Value>,
+    /// The CPUs the kernel engine was pinned to (empty: not pinned).
+    pub engine_cpus: Option<Vec<usize>>,
     pub notes: Vec<String>,
 }
 
@@ -70,6 +72,7 @@ impl GenSummary {
             drops_total: 0,
             frames: None,
             frames_json: None,
+            engine_cpus: None,
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
         }
     }

@@ -76,34 +76,6 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
     Ok((number, spec))
 }
 
-/// The CPUs of a list like "1", "2-3" or "0,2-3", each one this process may run on.
-fn cpu_list(list: &str) -> anyhow::Result<Vec<usize>> {
-    let bad = || format!("--pmd-cpus {list}: expected a CPU list like 1, 0,1 or 2-3");
-    let mut cpus = Vec::new();
-    for part in list.split(',') {
-        let (first, last) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
-            None => (part.trim().parse(), part.trim().parse()),
-        };
-        let (first, last) = (first.ok().with_context(bad)?, last.ok().with_context(bad)?);
-        if first > last || last - first >= 1024 {
-            bail!(bad());
-        }
-        for cpu in first..=last {
-            if cpus.contains(&cpu) {
-                bail!("--pmd-cpus {list}: CPU {cpu} is listed twice");
-            }
-            cpus.push(cpu);
-        }
-    }
-    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .context("read this process's CPU affinity")?;
-    if let Some(cpu) = cpus.iter().find(|&&c| !allowed.is_set(c).unwrap_or(false)) {
-        bail!("--pmd-cpus {list}: CPU {cpu} is not one this process may run on");
-    }
-    Ok(cpus)
-}
-
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
     let mut ports = Vec::new();
@@ -121,7 +93,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let cpus = match &args.pmd_cpus {
-        Some(list) => cpu_list(list)?,
+        Some(list) => crate::cpus::parse("--pmd-cpus", list)?,
         None => Vec::new(),
     };
     if cpus.len() > 1

@@ -90,6 +90,11 @@ pub struct NetPair {
 
 impl NetPair {
     pub fn new(tag: &str) -> NetPair {
+        NetPair::with_queues(tag, 1)
+    }
+
+    /// A pair whose ends have `queues` receive and transmit queues each.
+    pub fn with_queues(tag: &str, queues: u32) -> NetPair {
         let id = unique_id(tag);
         let p = NetPair {
             ns_a: format!("wst{id}a"),
@@ -101,9 +106,29 @@ impl NetPair {
         for ns in [&p.ns_a, &p.ns_b] {
             add_namespace(ns);
         }
+        let q = queues.to_string();
         must(&[
-            "ip", "link", "add", &p.a, "netns", &p.ns_a, "type", "veth", "peer", "name", &p.b,
-            "netns", &p.ns_b,
+            "ip",
+            "link",
+            "add",
+            &p.a,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "netns",
+            &p.ns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &p.b,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "netns",
+            &p.ns_b,
         ]);
         for (ns, dev) in [(&p.ns_a, &p.a), (&p.ns_b, &p.b)] {
             must(&["ip", "-n", ns, "link", "set", dev, "up"]);
@@ -111,12 +136,16 @@ impl NetPair {
         p
     }
 
-    /// The kernel's drop counters of both veth ends (rx_dropped + tx_dropped, summed).
+    /// Frames the veth pair dropped: both ends' rx_dropped + tx_dropped, less the frames
+    /// veth counts twice (an XDP frame that found the peer's ring full is in the sender's
+    /// tx_dropped and in the peer's rx_dropped; a failed XDP_TX the other way round).
     pub fn veth_drops(&self) -> u64 {
         [(&self.ns_a, &self.a), (&self.ns_b, &self.b)]
             .iter()
             .map(|(ns, dev)| {
                 link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped")
+                    - ethtool_sum(ns, dev, "_xdp_xmit_errors")
+                    - ethtool_sum(ns, dev, "_xdp_tx_errors")
             })
             .sum()
     }
@@ -434,6 +463,18 @@ pub fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
             (k == name).then(|| v.trim().parse().unwrap())
         })
         .unwrap_or_else(|| panic!("{dev}: no ethtool counter {name} in {out}"))
+}
+
+/// The sum of the `ethtool -S` counters whose names end with `suffix` (every queue's).
+pub fn ethtool_sum(ns: &str, dev: &str, suffix: &str) -> u64 {
+    let out = must(&["ip", "netns", "exec", ns, "ethtool", "-S", dev]);
+    out.lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            k.ends_with(suffix)
+                .then(|| v.trim().parse::<u64>().unwrap())
+        })
+        .sum()
 }
 
 /// Three namespaces in a row: `a` (in `ns_a`) is joined to `ma` (in `ns_m`), and `mb` (in

@@ -1,0 +1,277 @@
+//! The kernel engine's runner (`bench txpush` and `gen`, `--engine kernel`): BPF_PROG_RUN
+//! live frames repeat prebuilt frames at XDP speed, from two threads that take turns on one
+//! CPU (see [`THREADS_PER_CPU`]), or two pinned to each CPU of `--cpus`. A live-frames run
+//! sends from the CPU that makes the call, and on veth the peer's receive work runs there
+//! too, into the peer's receive queue numbered CPU mod its queue count: so one CPU is one
+//! engine's ceiling, and the threads share nothing but the counters below.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use clap::Args;
+use wirespeed_xdp::LiveFrames;
+
+use crate::meter::{CpuTime, Meter};
+
+/// The kernel engine's option of `bench` and `gen`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LiveFlags {
+    /// Kernel engine: send from each CPU of this list (like 0,1 or 0-3), with threads pinned
+    /// to it; default: threads placed by the scheduler (pin the process with taskset for one
+    /// CPU). On veth give the peer as many receive queues as CPUs (numrxqueues N), so each
+    /// CPU's frames land on a queue of their own.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+}
+
+impl LiveFlags {
+    /// The CPUs asked for (empty: not pinned), checked before anything is sent.
+    pub fn cpus(&self, kernel_engine: bool) -> anyhow::Result<Vec<usize>> {
+        match &self.cpus {
+            None => Ok(Vec::new()),
+            Some(list) if !kernel_engine => bail!(
+                "--cpus {list} is for --engine kernel: the socket engine sends from one thread"
+            ),
+            Some(list) => crate::cpus::parse("--cpus", list),
+        }
+    }
+}
+
+/// For the ready line: which CPUs send, when pinned.
+pub fn threads_note(cpus: &[usize]) -> String {
+    match cpus {
+        [] => String::new(),
+        [cpu] => format!(", on CPU {cpu}"),
+        _ => {
+            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+            format!(", on CPUs {}", list.join(","))
+        }
+    }
+}
+
+/// A frame the kernel repeats, and its share of the packets.
+pub struct Prebuilt {
+    pub frame: Vec<u8>,
+    pub weight: u64,
+}
+
+/// What to send, from where, and for how long.
+pub struct LiveLoad<'a> {
+    pub iface: &'a str,
+    pub frames: &'a [Prebuilt],
+    /// Threads pinned to each of these CPUs; empty: not pinned.
+    pub cpus: &'a [usize],
+    /// Frames per kernel batch (0: the kernel's default of 64).
+    pub batch: u32,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    /// Packets per second over all threads; none: as fast as the kernel sends.
+    pub pps: Option<f64>,
+    pub quiet: bool,
+}
+
+/// What the threads sent together.
+pub struct LiveTotals {
+    pub packets: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub cpu: CpuTime,
+}
+
+/// Each call sets up a page pool (milliseconds): one frame gets calls this long...
+const CALL_ONE_FRAME: Duration = Duration::from_millis(500);
+/// ...several frames shorter ones, so the cycle comes round sooner.
+const CALL_MANY_FRAMES: Duration = Duration::from_millis(100);
+const CHUNK_MIN: u64 = 1 << 12;
+const CHUNK_MAX: u64 = 1 << 26;
+/// Sending threads per CPU. A live-frames call ends by tearing down its page pool, which
+/// waits for an RCU grace period: measured here, 20-25 ms of every 500 ms call left the CPU
+/// idle. With a second thread on the CPU, one sends while the other waits.
+const THREADS_PER_CPU: usize = 2;
+/// How often the coordinating thread looks at the clock, the signal flag and the counters.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Counters the sending threads add to, and the flag that ends them.
+#[derive(Default)]
+struct Progress {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    halt: AtomicBool,
+}
+
+/// One thread's part of the load.
+struct Share {
+    count: Option<u64>,
+    deadline: Option<Instant>,
+    pps: Option<f64>,
+    cpu: Option<usize>,
+}
+
+/// Sends `load` until its count, its duration or `stop`, printing the live line.
+pub fn run(load: &LiveLoad, stop: &AtomicBool) -> anyhow::Result<LiveTotals> {
+    let ifindex = wirespeed_xsk::if_index(load.iface)
+        .with_context(|| format!("{}: no such interface", load.iface))?;
+    let threads = load.cpus.len().max(1) * THREADS_PER_CPU;
+    // Loaded here, so a failure ends the run before any thread sends.
+    let engines = (0..threads)
+        .map(|_| LiveFrames::new(load.iface, ifindex))
+        .collect::<Result<Vec<_>, _>>()?;
+    let progress = Progress::default();
+    let mut meter = Meter::new("tx", load.quiet, 1);
+    let deadline = load.duration.map(|d| Instant::now() + d);
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = engines
+            .into_iter()
+            .enumerate()
+            .map(|(i, engine)| {
+                let share = Share {
+                    count: load.count.map(|c| share_of(c, threads, i)),
+                    deadline,
+                    pps: load.pps.map(|p| p / threads as f64),
+                    cpu: load.cpus.get(i / THREADS_PER_CPU).copied(),
+                };
+                let progress = &progress;
+                scope.spawn(move || {
+                    let sent = send(engine, load, &share, progress);
+                    if sent.is_err() {
+                        progress.halt.store(true, Ordering::Relaxed);
+                    }
+                    sent
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(TICK);
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                progress.halt.store(true, Ordering::Relaxed);
+            }
+            meter.tick(
+                progress.packets.load(Ordering::Relaxed),
+                progress.bytes.load(Ordering::Relaxed),
+                String::new,
+            );
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a kernel engine thread panicked")))
+            })
+            .collect::<Vec<_>>()
+    });
+    let totals = LiveTotals {
+        packets: progress.packets.load(Ordering::Relaxed),
+        bytes: progress.bytes.load(Ordering::Relaxed),
+        seconds: meter.elapsed().as_secs_f64(),
+        cpu: meter.cpu_used(),
+    };
+    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+    Ok(totals)
+}
+
+/// Thread `i`'s part of `count` packets split over `threads`: the first ones take the rest.
+fn share_of(count: u64, threads: usize, i: usize) -> u64 {
+    let threads = threads as u64;
+    count / threads + u64::from((i as u64) < count % threads)
+}
+
+/// One thread: sends the frames in turn, each repeated in proportion to its weight, until
+/// its share of the count or the halt flag.
+fn send(
+    mut engine: LiveFrames,
+    load: &LiveLoad,
+    share: &Share,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    if let Some(cpu) = share.cpu {
+        crate::cpus::pin(cpu)?;
+    }
+    let frames = load.frames;
+    let target = if frames.len() == 1 {
+        CALL_ONE_FRAME
+    } else {
+        CALL_MANY_FRAMES
+    };
+    let limit = share.count.unwrap_or(u64::MAX);
+    let started = Instant::now();
+    let mut sent = 0u64;
+    // Packets per unit of weight in one call, adjusted to the time calls take.
+    let mut unit = share
+        .pps
+        .map_or(1 << 18, |p| (p * target.as_secs_f64()) as u64)
+        .max(1);
+    let total_weight: u64 = frames.iter().map(|f| f.weight).sum();
+    let (mut i, mut cycle_unit) = (0, u64::MAX);
+    // Packets a second the last call sent at, to size a call that would outlast the deadline.
+    let mut call_rate: Option<f64> = None;
+    // The deadline is looked at here too: a paced thread wakes exactly when its next call
+    // is due, and a call due at the deadline must not go out.
+    let over = || {
+        progress.halt.load(Ordering::Relaxed) || share.deadline.is_some_and(|d| Instant::now() >= d)
+    };
+    while sent < limit && !over() {
+        if i % frames.len() == 0 {
+            // A count that ends within this cycle is shared by all its frames, by weight.
+            cycle_unit = ((limit - sent) / total_weight).max(1);
+        }
+        let f = &frames[i % frames.len()];
+        i += 1;
+        let mut n = (limit - sent).min((unit.min(cycle_unit) * f.weight).clamp(1, CHUNK_MAX));
+        if let (Some(d), Some(r)) = (share.deadline, call_rate) {
+            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+            n = n.min(((r * left) as u64).max(1));
+        }
+        let call = Instant::now();
+        engine.send(&f.frame, n as u32, load.batch)?;
+        sent += n;
+        progress.packets.fetch_add(n, Ordering::Relaxed);
+        progress
+            .bytes
+            .fetch_add(n * f.frame.len() as u64, Ordering::Relaxed);
+        let took = call.elapsed().as_secs_f64().max(1e-6);
+        call_rate = Some(n as f64 / took);
+        match share.pps {
+            // Average rate: wait until the packets sent so far are due.
+            Some(p) => {
+                let due = Duration::from_secs_f64(sent as f64 / p);
+                while let Some(d) = due.checked_sub(started.elapsed()) {
+                    if d.is_zero() || over() {
+                        break;
+                    }
+                    crate::r#gen::pacing::wait(d);
+                }
+            }
+            None => {
+                unit = ((n as f64 / f.weight as f64 / took * target.as_secs_f64()) as u64)
+                    .clamp(CHUNK_MIN, CHUNK_MAX);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_count() {
+        for (count, threads) in [(0, 1), (7, 1), (7, 2), (1_000_001, 2), (5, 8), (100, 3)] {
+            let shares: Vec<u64> = (0..threads).map(|i| share_of(count, threads, i)).collect();
+            assert_eq!(shares.iter().sum::<u64>(), count, "{count} over {threads}");
+            assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
+        }
+    }
+
+    #[test]
+    fn cpus_only_for_the_kernel_engine() {
+        let flags = LiveFlags {
+            cpus: Some("0".to_string()),
+        };
+        assert!(flags.cpus(true).is_ok());
+        let err = flags.cpus(false).unwrap_err().to_string();
+        assert!(err.contains("is for --engine kernel"), "{err}");
+        assert!(LiveFlags::default().cpus(false).unwrap().is_empty());
+    }
+}
