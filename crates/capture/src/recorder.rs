@@ -192,6 +192,13 @@ impl Recorder {
         self.spool.pass_on();
     }
 
+    /// True while the writer thread has chunks to write: a receive loop that finds its port
+    /// empty can give it the CPU they may share.
+    #[inline]
+    pub fn writer_busy(&self) -> bool {
+        self.spool.writer_busy()
+    }
+
     /// Writes the end of the last file and waits for the writer to finish.
     pub fn finish(self) -> WriterReport {
         let mut trailer = Vec::new();

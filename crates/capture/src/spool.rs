@@ -8,7 +8,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -110,6 +110,8 @@ pub struct Spool {
     free: Receiver<Chunk>,
     full: Option<SyncSender<Message>>,
     failed: Arc<AtomicBool>,
+    /// Chunks passed to the writer and not yet written.
+    queued: Arc<AtomicUsize>,
     writer: Option<JoinHandle<WriterReport>>,
     chunk_size: usize,
     /// Wait for a free chunk instead of dropping (reading a file: no wire to keep up with).
@@ -136,15 +138,17 @@ impl Spool {
                 .map_err(|_| io::Error::other("chunk pool"))?;
         }
         let failed = Arc::new(AtomicBool::new(false));
-        let flag = failed.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (flag, count) = (failed.clone(), queued.clone());
         let writer = std::thread::Builder::new()
             .name("capture-writer".to_string())
-            .spawn(move || write_chunks(output, first, full_rx, free_tx, flag))?;
+            .spawn(move || write_chunks(output, first, full_rx, free_tx, flag, count))?;
         Ok(Spool {
             current: None,
             free: free_rx,
             full: Some(full_tx),
             failed,
+            queued,
             writer: Some(writer),
             chunk_size,
             wait,
@@ -154,6 +158,12 @@ impl Spool {
     /// True once the writer has hit an error (the capture should stop).
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Relaxed)
+    }
+
+    /// True while the writer has chunks to write.
+    #[inline]
+    pub fn writer_busy(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > 0
     }
 
     /// The largest record a chunk takes.
@@ -205,6 +215,7 @@ impl Spool {
             return;
         }
         if let Some(full) = &self.full {
+            self.queued.fetch_add(1, Ordering::Relaxed);
             // Never blocks: the channel holds as many messages as there are chunks, plus one.
             let _ = full.send(Message::Chunk(chunk));
         }
@@ -234,6 +245,7 @@ fn write_chunks(
     full: Receiver<Message>,
     free: SyncSender<Chunk>,
     failed: Arc<AtomicBool>,
+    queued: Arc<AtomicUsize>,
 ) -> WriterReport {
     let mut report = WriterReport {
         files: vec![first.clone()],
@@ -263,6 +275,7 @@ fn write_chunks(
             report.lost += chunk.packets();
         }
         chunk.clear();
+        queued.fetch_sub(1, Ordering::Relaxed);
         let _ = free.send(chunk);
     }
     if !closed && report.error.is_none() {

@@ -124,6 +124,10 @@ fn receive_loop(
     while !stopping && run.running(0) {
         let n = port.rx_burst(&mut batch)?;
         if n == 0 {
+            if recorder.writer_busy() {
+                // Nothing to receive: the writer may be waiting for this CPU.
+                std::thread::yield_now();
+            }
             if idle.should_sleep() && !args.busy_poll {
                 recorder.flush();
                 if recorder.failed() {

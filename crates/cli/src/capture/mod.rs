@@ -81,12 +81,13 @@ pub struct CaptureArgs {
     /// Packets per burst.
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
-    /// UMEM frames (AF_XDP) or ring frames (AF_PACKET).
-    #[arg(long, default_value_t = 32768)]
+    /// UMEM frames (AF_XDP) or ring frames (AF_PACKET): a full fill ring and a quarter more.
+    #[arg(long, default_value_t = 40960)]
     pub frames: u32,
     /// Entries per ring (a power of two). Large by default: a capture must ride out the
-    /// moments its thread is not scheduled.
-    #[arg(long, default_value_t = 16384)]
+    /// moments its thread is not scheduled (32768 entries last 9 ms at 3.5 Mpps; 16384 did
+    /// not, sharing a CPU with the writer under the full kernel-engine load).
+    #[arg(long, default_value_t = 32768)]
     pub ring_size: u32,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
     #[arg(long)]
