@@ -108,8 +108,9 @@ struct Share {
     cpu: Option<usize>,
 }
 
-/// Sends `load` until its count, its duration or `stop`, printing the live line.
-pub fn run(load: &LiveLoad, stop: &AtomicBool) -> anyhow::Result<LiveTotals> {
+/// Sends `load` until its count, its duration or `stop`, printing the live line; `ready`
+/// runs once the engines are loaded, before anything is sent.
+pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::Result<LiveTotals> {
     let ifindex = wirespeed_xsk::if_index(load.iface)
         .with_context(|| format!("{}: no such interface", load.iface))?;
     let threads = load.cpus.len().max(1) * THREADS_PER_CPU;
@@ -117,6 +118,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool) -> anyhow::Result<LiveTotals> {
     let engines = (0..threads)
         .map(|_| LiveFrames::new(load.iface, ifindex))
         .collect::<Result<Vec<_>, _>>()?;
+    ready();
     let progress = Progress::default();
     let mut meter = Meter::new("tx", load.quiet, 1);
     let deadline = load.duration.map(|d| Instant::now() + d);

@@ -79,12 +79,6 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     template
         .write(&mut frame, 0, now_ns())
         .context("build frame")?;
-    eprintln!(
-        "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {}{})",
-        spec,
-        args.port_flags.batch,
-        live::threads_note(&cpus)
-    );
     let frames = [Prebuilt { frame, weight: 1 }];
     let load = LiveLoad {
         iface: &spec.iface,
@@ -96,7 +90,14 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
         pps: None,
         quiet: args.quiet,
     };
-    let totals = live::run(&load, stop)?;
+    let totals = live::run(&load, stop, || {
+        eprintln!(
+            "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {}{})",
+            spec,
+            args.port_flags.batch,
+            live::threads_note(&cpus)
+        )
+    })?;
     let mut s = summary_for(Mode::Txpush, args, None, spec);
     s.engine = Some("kernel");
     s.engine_cpus = Some(cpus);

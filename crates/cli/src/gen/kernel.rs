@@ -72,12 +72,6 @@ pub fn send(
     stop: &AtomicBool,
 ) -> anyhow::Result<GenSummary> {
     let cpus = args.live.cpus(true)?;
-    eprintln!(
-        "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {} frames cycled, batch {}{})",
-        frames.len(),
-        args.port_flags.batch,
-        live::threads_note(&cpus)
-    );
     let pps = args.rate.map(|r| match r {
         Rate::PacketsPerSec(p) => p,
         Rate::BitsPerSec(b) => b / (mean_wire * 8.0),
@@ -92,7 +86,14 @@ pub fn send(
         pps,
         quiet: args.quiet,
     };
-    let totals = live::run(&load, stop)?;
+    let totals = live::run(&load, stop, || {
+        eprintln!(
+            "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {} frames cycled, batch {}{})",
+            frames.len(),
+            args.port_flags.batch,
+            live::threads_note(&cpus)
+        )
+    })?;
     let mut s = GenSummary::new("kernel", spec, None);
     s.batch = args.port_flags.batch;
     s.engine_cpus = Some(cpus);
