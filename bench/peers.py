@@ -191,7 +191,7 @@ def rows(size, tmp):
         ("txpush", "wirespeed AF_XDP socket", ws_tx(["--port", f"xdp:{IF_A}"])),
         ("txpush", "wirespeed AF_PACKET socket", ws_tx(["--port", f"packet:{IF_A}"])),
         ("txpush", "wirespeed kernel engine", ws_tx(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
-        ("txpush", "wirespeed kernel engine, 2 threads", ws_tx(["--engine", "kernel", "--cpus", both, "--port",
+        ("txpush", "wirespeed kernel engine --cpus 0,1", ws_tx(["--engine", "kernel", "--cpus", both, "--port",
                                                                 f"xdp:{IF_A}"], both)),
         ("txpush", "testpmd af_xdp", pmd_tx("af_xdp")),
         ("txpush", "testpmd af_xdp busy_budget=0", pmd_tx("af_xdp", 0)),
@@ -248,7 +248,7 @@ def write(results):
     with open(os.path.join(ROOT, "bench", "results", f"{date}-peers.json"), "w") as f:
         json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
     lines = [f"# wirespeed against its peers ({date})", "",
-             f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue (the two-thread kernel engine: two), veth, load/sender on CPU {LOAD_CPU},",
+             f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue (the kernel engine with --cpus 0,1: two), veth, load/sender on CPU {LOAD_CPU},",
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
              "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
     for size in sizes:

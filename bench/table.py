@@ -88,7 +88,7 @@ def ratio(a, b):
 
 
 # txpush engines as the tables name them (kernel2: a kernel-engine thread on each CPU).
-ENGINE = {"kernel": "kernel", "kernel2": "kernel, 2 threads (CPUs 0, 1)", "socket": "socket"}
+ENGINE = {"kernel": "kernel (CPU 0)", "kernel2": "kernel, from CPUs 0 and 1 (--cpus 0,1)", "socket": "socket"}
 
 
 def label(r):
@@ -248,7 +248,7 @@ def markdown(doc):
             )
         lines += [
             "",
-            f"### {size}-byte frames: txpush alone (sender on CPU 0; the kernel engine also with a thread on each CPU) into an xdpdrop sink (CPU 1)",
+            f"### {size}-byte frames: txpush alone (sender on CPU 0; the kernel engine also from both CPUs) into an xdpdrop sink (CPU 1)",
             "",
             "| engine | port | sent Mpps | received Mpps |",
             "| --- | --- | ---: | ---: |",
