@@ -4,7 +4,7 @@
 # while namespace B's end (CPU 1) runs xdpdrop, AF_XDP rxdrop, AF_PACKET rxdrop, AF_XDP
 # l2fwd, AF_PACKET l2fwd; then txpush alone (kernel engine; socket engine on xdp:; socket
 # engine on packet:) on CPU 0 into an xdpdrop sink on CPU 1, and the kernel engine once more
-# with a thread on each CPU. Writes bench/results/<date>.json and the table in bench/README.md.
+# from both CPUs (--cpus). Writes bench/results/<date>.json and the table in bench/README.md.
 #
 #   RUNS=3 DURATION=10 SIZES="64 1500" bench/run.sh      (the defaults)
 #   RUNS=1 DURATION=2 SIZES=64 bench/run.sh              (a quick check that it all works)
@@ -37,7 +37,7 @@ cargo build --release --quiet
 WS_BIN=$PWD/target/release/wirespeed
 
 # Two queues a side: a kernel-engine thread on CPU c sends into B's receive queue c mod 2, so
-# the two-thread load has a queue per CPU. One-CPU loads (CPU 0) all land on queue 0.
+# the two-CPU load has a queue per CPU. One-CPU loads (CPU 0) all land on queue 0.
 WS_QUEUES=2 ws_netns_setup
 ws_mktemp bench
 TMP=$WS_TMP
@@ -69,7 +69,7 @@ receive() { # size run bench backend spec
 }
 
 # txpush alone from A into an xdpdrop sink on B: sent (txpush's count) and received (the sink's).
-# kernel2: the kernel engine with a thread on each CPU (the sink's work runs on both).
+# kernel2: the kernel engine sending from both CPUs (the sink's work runs on both).
 txpush() { # size run engine backend spec
   local size=$1 run=$2 engine=$3 backend=$4 spec=$5 out err="" note="" where="a:$LOAD_CPU" extra=""
   local cpus="sender:$LOAD_CPU,sink:$MEAS_CPU"

@@ -1,7 +1,7 @@
 //! The hand-off between the receive loop and the writer thread: a fixed pool of large chunks.
 //!
 //! The receive loop encodes packets into a chunk and passes full chunks to the writer thread,
-//! which writes each with one large `write` and hands the chunk back. The loop never waits:
+//! which writes each in a few large `write`s and hands the chunk back. The loop never waits:
 //! when no chunk is free (the disk is slower than the wire), the packet is dropped and counted.
 //! Both channels are bounded by the pool size, so no send ever blocks or allocates.
 
