@@ -18,17 +18,23 @@ use crate::meter::{CpuTime, Meter};
 #[derive(Debug, Args, Clone, Default)]
 pub struct LiveFlags {
     /// Kernel engine: send from each CPU of this list (like 0,1 or 0-3), with threads pinned
-    /// to it; default: threads placed by the scheduler (pin the process with taskset for one
-    /// CPU). On veth give the peer as many receive queues as CPUs (numrxqueues N), so each
-    /// CPU's frames land on a queue of their own.
+    /// to it; default: the one CPU the command starts on. On veth give the peer as many
+    /// receive queues as CPUs (numrxqueues N), so each CPU's frames land on a queue of their
+    /// own.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
 }
 
 impl LiveFlags {
-    /// The CPUs asked for (empty: not pinned), checked before anything is sent.
+    /// The CPUs asked for, checked before anything is sent; without `--cpus`, the kernel
+    /// engine's is the one this thread runs on. Its two threads on one CPU take turns; left
+    /// to the scheduler they would also send at once from two, into one queue of the peer,
+    /// and overflow it.
     pub fn cpus(&self, kernel_engine: bool) -> anyhow::Result<Vec<usize>> {
         match &self.cpus {
+            None if kernel_engine => Ok(vec![
+                nix::sched::sched_getcpu().context("find the CPU this thread runs on")?,
+            ]),
             None => Ok(Vec::new()),
             Some(list) if !kernel_engine => bail!(
                 "--cpus {list} is for --engine kernel: the socket engine sends from one thread"
@@ -60,7 +66,7 @@ pub struct Prebuilt {
 pub struct LiveLoad<'a> {
     pub iface: &'a str,
     pub frames: &'a [Prebuilt],
-    /// Threads pinned to each of these CPUs; empty: not pinned.
+    /// Threads pinned to each of these CPUs (empty: not pinned).
     pub cpus: &'a [usize],
     /// Frames per kernel batch (0: the kernel's default of 64).
     pub batch: u32,
@@ -275,5 +281,6 @@ mod tests {
         let err = flags.cpus(false).unwrap_err().to_string();
         assert!(err.contains("is for --engine kernel"), "{err}");
         assert!(LiveFlags::default().cpus(false).unwrap().is_empty());
+        assert_eq!(LiveFlags::default().cpus(true).unwrap().len(), 1);
     }
 }

@@ -54,6 +54,8 @@ fn kernel_engine_million_frames_counted_by_xdpdrop() {
     let net = NetPair::new("ke");
     let (tx, rx) = send_into_sink(&net, COUNT, &["--size", "128"]);
     assert_eq!(tx["bytes"].as_u64(), Some(COUNT * 124), "{tx}");
+    // Without --cpus: the one CPU it started on.
+    assert_eq!(tx["engine_cpus"].as_array().map(Vec::len), Some(1), "{tx}");
     let arrived = rx["packets"].as_u64().unwrap();
     assert_eq!(rx["bytes"].as_u64(), Some(arrived * 124), "{rx}");
 }
