@@ -1,4 +1,4 @@
-//! CPU lists on the command line (`0,2-3`) and pinning a thread to one CPU.
+//! CPU lists on the command line (`0,2-3`).
 
 use anyhow::{Context, bail};
 
@@ -29,12 +29,4 @@ pub fn parse(flag: &str, list: &str) -> anyhow::Result<Vec<usize>> {
         bail!("{flag} {list}: CPU {cpu} is not one this process may run on");
     }
     Ok(cpus)
-}
-
-/// Pins the calling thread to `cpu`.
-pub fn pin(cpu: usize) -> anyhow::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu)
-        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set))
-        .with_context(|| format!("pin a thread to CPU {cpu}"))
 }

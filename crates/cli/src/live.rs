@@ -193,7 +193,7 @@ fn send(
     progress: &Progress,
 ) -> anyhow::Result<()> {
     if let Some(cpu) = share.cpu {
-        crate::cpus::pin(cpu)?;
+        wirespeed_port::pin_thread(cpu)?;
     }
     let frames = load.frames;
     let target = if frames.len() == 1 {

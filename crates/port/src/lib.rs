@@ -136,6 +136,19 @@ pub fn poll_any(fds: &[std::os::fd::RawFd], timeout: Duration) -> std::io::Resul
     wirespeed_xsk::poll_rx_many(fds, timeout.as_millis().min(i32::MAX as u128) as i32)
 }
 
+/// Pins the calling thread to `cpu` (a poll-mode thread next to the queue it serves).
+pub fn pin_thread(cpu: usize) -> Result<(), PortError> {
+    let mut set = nix::sched::CpuSet::new();
+    let pinned = set
+        .set(cpu)
+        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
+    pinned.map_err(|e| PortError::Io {
+        iface: format!("cpu {cpu}"),
+        what: "pin a thread to its CPU",
+        source: std::io::Error::from(e),
+    })
+}
+
 /// Opens the port a spec names.
 pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortError> {
     match spec.backend {

@@ -148,7 +148,7 @@ impl Pmd {
         stop: &AtomicBool,
     ) -> Result<Pmd, PortError> {
         if let Some(cpu) = self.cpu {
-            pin_to(cpu)?;
+            wirespeed_port::pin_thread(cpu)?;
         }
         let mut turns = 0u32;
         let mut idle_since: Option<Instant> = None;
@@ -396,18 +396,6 @@ pub fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     shared
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn pin_to(cpu: usize) -> Result<(), PortError> {
-    let mut set = nix::sched::CpuSet::new();
-    let pinned = set
-        .set(cpu)
-        .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
-    pinned.map_err(|e| PortError::Io {
-        iface: format!("cpu {cpu}"),
-        what: "pin the poll-mode thread",
-        source: std::io::Error::from(e),
-    })
 }
 
 /// Starts `pmd` on a thread of its own.
