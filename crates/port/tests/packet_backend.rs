@@ -3,101 +3,18 @@
 //! under a named drop. Needs root (CAP_NET_ADMIN for the namespace, CAP_NET_RAW for the
 //! sockets); skipped with a message otherwise.
 
-use std::fs::File;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{MAC_A, MAC_B, Netns};
 use wirespeed_port::packet::PacketPort;
 use wirespeed_port::{Batch, Port, PortError, PortOptions, PortSpec};
 
-const MAC_A: [u8; 6] = [0x02, 0x57, 0x53, 0, 0, 0x0a];
-const MAC_B: [u8; 6] = [0x02, 0x57, 0x53, 0, 0, 0x0b];
 /// IEEE local experimental ethertype: nothing else on the veth uses it.
 const TEST_ETHERTYPE: u16 = 0x88b5;
 const MAGIC: &[u8; 4] = b"WSPK";
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-static NEXT_NETNS: AtomicU32 = AtomicU32::new(0);
-
-/// A network namespace with a veth pair (`a`, `b`), entered by the current thread; leaving and
-/// deleting it happens in Drop, so a failing test cleans up too.
-struct Netns {
-    name: String,
-    home: File,
-    a: String,
-    b: String,
-}
-
-impl Netns {
-    fn enter(test: &str) -> Option<Netns> {
-        if !is_root() {
-            eprintln!("skipping {test}: needs root (CAP_NET_ADMIN and CAP_NET_RAW)");
-            return None;
-        }
-        let n = NEXT_NETNS.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let ns = Netns {
-            name: format!("wspk{pid}n{n}"),
-            home: File::open("/proc/thread-self/ns/net").expect("own network namespace"),
-            a: format!("wspk{pid}{n}a"),
-            b: format!("wspk{pid}{n}b"),
-        };
-        if !ip(&["netns", "add", &ns.name]) {
-            eprintln!("skipping {test}: cannot create a network namespace");
-            return None;
-        }
-        // No IPv6 autoconfiguration chatter on the test link.
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &ns.name, "sysctl", "-qw"])
-            .args([
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])
-            .status();
-        let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
-        let (mac_a, mac_b) = (mac(MAC_A), mac(MAC_B));
-        let n = ns.name.as_str();
-        assert!(ip(&[
-            "-n", n, "link", "add", &ns.a, "address", &mac_a, "type", "veth", "peer", "name",
-            &ns.b, "address", &mac_b
-        ]));
-        assert!(ip(&["-n", n, "link", "set", &ns.a, "up"]));
-        assert!(ip(&["-n", n, "link", "set", &ns.b, "up"]));
-        let target = File::open(format!("/run/netns/{}", ns.name)).expect("netns handle");
-        set_netns(&target);
-        Some(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        set_netns(&self.home);
-        ip(&["netns", "del", &self.name]);
-    }
-}
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn set_netns(ns: &File) {
-    // Changes only this thread's namespace.
-    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-            .unwrap_or(false)
-    })
-}
 
 fn open(iface: &str, frame_count: u32, frame_size: u32) -> PacketPort {
     let spec: PortSpec = format!("packet:{iface}").parse().unwrap();

@@ -8,7 +8,7 @@ use wirespeed_umem::{FramePool, Umem, UmemConfig};
 use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::Socket;
 
-use super::{Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name};
+use super::{Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name, socket_config};
 use crate::{Backend, Batch, FrameAudit, PortError, PortInfo, PortOptions, PortSpec, PortStats};
 
 /// One port of a group: its socket, its program, its counters.
@@ -142,8 +142,18 @@ impl XdpGroup {
             tx_reserve: (opts.frame_count / 4) as usize,
         };
         if opts.rx {
-            // Half of each port's frames wait in its fill ring; the rest serve transmit.
-            let n = (opts.frame_count / 2).min(opts.ring_size * 2);
+            // Half of each port's frames wait in its fill ring, the rest serve transmit. A
+            // port that only receives starts with all but the reserve there, as it runs
+            // (the frames waiting in the fill ring are how long the kernel can go on
+            // delivering while we are not looking). The reserve stays even then: fewer
+            // frames in flight stay in the caches (rxdrop with every frame in flight: 3%
+            // slower in 3 interleaved runs).
+            let share = if opts.tx {
+                opts.frame_count / 2
+            } else {
+                opts.frame_count - opts.frame_count / 4
+            };
+            let n = share.min(socket_config(opts).fill_size);
             for m in &mut group.members {
                 m.socket.refill(&mut group.pool, n);
             }

@@ -89,12 +89,21 @@ fn check_place(spec: &PortSpec) -> Result<(), PortError> {
     Ok(())
 }
 
+/// The largest ring of any kind (entries).
+const MAX_RING: u32 = 65536;
+
 /// The ring sizes and options of a member socket.
 fn socket_config(opts: &PortOptions) -> SocketConfig {
     SocketConfig {
         rx_size: if opts.rx { opts.ring_size } else { 0 },
         tx_size: if opts.tx { opts.ring_size } else { 0 },
-        fill_size: if opts.rx { opts.ring_size * 2 } else { 64 },
+        // Twice the RX ring (frames wait there while the RX ring holds a backlog), up to the
+        // largest ring we map.
+        fill_size: if opts.rx {
+            (opts.ring_size * 2).min(MAX_RING)
+        } else {
+            64
+        },
         completion_size: opts.ring_size,
         mode: BindMode::Any,
         need_wakeup: true,
