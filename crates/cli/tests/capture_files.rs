@@ -165,6 +165,22 @@ fn an_output_that_cannot_be_created_is_an_error_before_anything_else() {
     assert!(err.contains("missing.pcap: cannot open"), "{err}");
 }
 
+#[test]
+fn a_frame_size_other_than_2048_or_4096_is_refused_before_anything_is_written() {
+    let dir = TempDir::new("files-framesize");
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(5));
+    let out = dir.path("out.pcap");
+    let (code, _, err) =
+        wirespeed_out(&["capture", "-r", &input, "-w", &out, "--frame-size", "3000"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--frame-size 3000: frame size must be 2048 or 4096"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(&out).exists(), "no file is created");
+}
+
 /// Frames whose tcpdump -n line we print the same way (no application decoding).
 fn plain_frames() -> Vec<Rec> {
     let frames = vec![

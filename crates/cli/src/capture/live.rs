@@ -29,8 +29,8 @@ pub fn run(
 ) -> anyhow::Result<Counts> {
     let expression = args.expression();
     let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET);
-    let mut port =
-        wirespeed_port::open(spec, &args.port_options()).with_context(|| format!("open {spec}"))?;
+    let mut port = wirespeed_port::open(spec, &args.port_options(&spec.iface))
+        .with_context(|| format!("open {spec}"))?;
     let mut counts = Counts::for_port(port.info());
     counts.filter = expression.clone();
     counts.filter_location = filter.as_ref().map(|_| "user".to_string());
