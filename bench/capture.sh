@@ -66,9 +66,14 @@ wait_for() { # pid pattern files...
   grep -q "$pattern" "$@" 2>/dev/null
 }
 
+# Ticks (1/HZ s) the hypervisor ran something else on CPU $1 (/proc/stat's steal column):
+# on a VM, the moments a capture cannot run at all, whatever its priority.
+steal_ticks() { awk -v c="cpu$1" '$1 == c { print $9 }' /proc/stat; }
+
 # One capture under load; prints a line and appends a record.
 measure() { # tool size run
-  local tool=$1 size=$2 run=$3 out file pid load ready err=""
+  local tool=$1 size=$2 run=$3 out file pid load ready err="" steal0
+  steal0=$(steal_ticks "$MEAS_CPU")
   out=$TMP/$tool-$size-$run
   file=$CAPDIR/$tool.pcap
   rm -f "$CAPDIR"/*
@@ -116,7 +121,7 @@ measure() { # tool size run
   rm -f "$CAPDIR"/*
   python3 bench/capture_table.py record "$RECORDS" tool="$tool" size="$size" run="$run" \
     duration="$DURATION" written="${written:-0}" out="$out.out" err="$out.err" \
-    load="$out.load.json" error="$err"
+    load="$out.load.json" error="$err" steal_ticks=$(($(steal_ticks "$MEAS_CPU") - steal0))
   sleep 1
 }
 

@@ -92,6 +92,8 @@ def cmd_record(args):
         "load_mpps": load.get("mpps"),
         "load_packets": load.get("packets"),
         "error": pairs.get("error") or None,
+        # Ticks of steal time on the capture's CPU during the run (see capture.sh).
+        "steal_ticks": int(pairs.get("steal_ticks") or 0),
     }
     if tool == "wirespeed":
         j = first_json(out) or {}
@@ -102,7 +104,10 @@ def cmd_record(args):
         f.write(json.dumps(rec) + "\n")
     if rec["ok"]:
         d = "?" if drops is None else drops
-        print(f"{rec['written_mpps']:.3f} Mpps written, drops {d}", file=sys.stderr)
+        print(
+            f"{rec['written_mpps']:.3f} Mpps written, drops {d}, steal {rec['steal_ticks']} ticks",
+            file=sys.stderr,
+        )
     else:
         print(f"failed: {rec['error'] or 'nothing written'}", file=sys.stderr)
 
