@@ -82,28 +82,45 @@ def cpu_mhz():
     return None
 
 
+def steal_ticks():
+    """Ticks (1/HZ s) the hypervisor ran something else, per CPU ("cpu0": n, ...), from
+    /proc/stat's steal column: on a VM, time in which nothing measured here can run."""
+    ticks = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f and f[0].startswith("cpu") and f[0] != "cpu" and len(f) > 8:
+            ticks[f[0]] = int(f[8])
+    return ticks
+
+
 def interleaved(cases, runs, log):
     """Measures every case once, then again, `runs` times: the machine drifts over minutes,
     and interleaved a drift spreads over every tool instead of favouring the one that ran in
     a good minute. `cases` is a list of (label, fn); fn() returns (Mpps, user cycles per
     packet or None). A case that fails is reported and not run again. Returns one dict per
-    case: runs, error, and median/min/max and user_cycles_per_packet when measured."""
-    done = [{"runs": [], "cycles": [], "error": None} for _ in cases]
+    case: runs, the steal ticks per CPU of each run, error, and median/min/max and
+    user_cycles_per_packet when measured."""
+    done = [{"runs": [], "cycles": [], "steal": [], "error": None} for _ in cases]
     for run in range(runs):
         for (label, fn), d in zip(cases, done):
             if d["error"]:
                 continue
             try:
+                before = steal_ticks()
                 mpps, cycles = fn()
+                after = steal_ticks()
+                steal = {c: after[c] - before.get(c, 0) for c in after}
                 d["runs"].append(round(mpps, 3))
+                d["steal"].append(steal)
                 if cycles is not None:
                     d["cycles"].append(round(cycles))
-                log(f"{label} run {run + 1}: {mpps:.3f} Mpps")
+                stolen = " ".join(f"{c} {n}" for c, n in steal.items())
+                log(f"{label} run {run + 1}: {mpps:.3f} Mpps (steal ticks: {stolen})")
             except Exception as e:  # a peer that cannot start is reported, not fatal
                 d["error"] = str(e).splitlines()[0][:200]
     out = []
     for (label, _), d in zip(cases, done):
-        row = {"runs": d["runs"], "error": d["error"]}
+        row = {"runs": d["runs"], "steal_ticks": d["steal"], "error": d["error"]}
         if d["runs"]:
             row.update(median=statistics.median(d["runs"]), min=min(d["runs"]), max=max(d["runs"]))
             log(f"{label} {row['median']:.3f} Mpps ({row['min']:.3f}-{row['max']:.3f})")

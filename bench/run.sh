@@ -53,18 +53,20 @@ packets_of() { grep -o '"packets":[0-9]*' "$1" 2>/dev/null | head -n1 | cut -d: 
 
 # A receiver on B under the kernel-engine load from A (l2fwd's returns dropped on A).
 receive() { # size run bench backend spec
-  local size=$1 run=$2 bench=$3 backend=$4 spec=$5 out err="" note=""
+  local size=$1 run=$2 bench=$3 backend=$4 spec=$5 out err="" note="" steal
   out=$TMP/$size-$run-$bench-$backend
   printf '  %-8s %-24s ' "$bench" "$spec" >&2
   [ "$bench" != l2fwd ] || ws_returns_start "$out" "$LOAD_CPU" "$SINK_DURATION"
+  steal=$(ws_steal)
   if ! ws_pair "$out" first "b:$MEAS_CPU" "$bench --port $spec --duration $DURATION --quiet" \
     "a:$LOAD_CPU" "txpush --engine kernel --port xdp:$WS_IF_A --size $size --duration $LOAD_DURATION --quiet"; then
     if grep -q '^{' "$out.first.json" 2>/dev/null; then note="load: $WS_ERR"; else err=$WS_ERR; fi
   fi
+  steal=$(ws_steal_since "$steal")
   ws_returns_stop
-  if [ -z "$err" ]; then echo "$(mpps_of "$out.first.json") Mpps" >&2; else echo "failed: $err" >&2; fi
+  if [ -z "$err" ]; then echo "$(mpps_of "$out.first.json") Mpps (steal ticks $steal)" >&2; else echo "failed: $err" >&2; fi
   python3 bench/table.py record "$RECORDS" kind=receive bench="$bench" backend="$backend" size="$size" run="$run" \
-    measured="$out.first.json" load="$out.second.json" error="$err" note="$note" cpus="$CPUS" port="$spec"
+    measured="$out.first.json" load="$out.second.json" error="$err" note="$note" cpus="$CPUS" port="$spec" steal="$steal"
   sleep 1
 }
 
@@ -78,17 +80,20 @@ txpush() { # size run engine backend spec
   fi
   out=$TMP/$size-$run-txpush-$engine-$backend
   printf '  %-8s %-24s ' "txpush" "$spec ($engine)" >&2
+  local steal
+  steal=$(ws_steal)
   if ! ws_pair "$out" second "b:$MEAS_CPU" "xdpdrop --port xdp:$WS_IF_B --duration $SINK_DURATION --quiet" \
     "$where" "txpush --engine ${engine%2} $extra --port $spec --size $size --duration $DURATION --quiet"; then
     if grep -q '^{' "$out.second.json" 2>/dev/null; then note="sink: $WS_ERR"; else err=$WS_ERR; fi
   fi
+  steal=$(ws_steal_since "$steal")
   if [ -z "$err" ]; then
-    echo "$(mpps_of "$out.second.json") Mpps sent, $(packets_of "$out.first.json") of $(packets_of "$out.second.json") packets received" >&2
+    echo "$(mpps_of "$out.second.json") Mpps sent, $(packets_of "$out.first.json") of $(packets_of "$out.second.json") packets received (steal ticks $steal)" >&2
   else
     echo "failed: $err" >&2
   fi
   python3 bench/table.py record "$RECORDS" kind=txpush bench=txpush engine="$engine" backend="$backend" size="$size" run="$run" \
-    measured="$out.second.json" sink="$out.first.json" error="$err" note="$note" cpus="$cpus" port="$spec"
+    measured="$out.second.json" sink="$out.first.json" error="$err" note="$note" cpus="$cpus" port="$spec" steal="$steal"
   sleep 1
 }
 

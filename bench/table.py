@@ -46,7 +46,7 @@ def cmd_record(args):
             rec[key] = load_json(value) if value else None
         elif key in ("size", "run"):
             rec[key] = int(value)
-        elif key == "cpus":
+        elif key in ("cpus", "steal"):
             rec[key] = dict(kv.split(":", 1) for kv in value.split(",") if kv)
             rec[key] = {k: int(v) for k, v in rec[key].items()}
         else:

@@ -33,6 +33,16 @@ ws_reason() {
   printf '%s' "$line" | tr -d '\r' | cut -c1-200
 }
 
+# Steal ticks per CPU so far, "cpu0:N,cpu1:M" (/proc/stat's steal column: 1/HZ s in which
+# the hypervisor ran something else; on a VM, time in which nothing measured can run).
+ws_steal() { awk '$1 ~ /^cpu[0-9]+$/ { printf "%s%s:%s", sep, $1, $9; sep = "," }' /proc/stat; }
+
+# ws_steal_since BEFORE: the ticks stolen per CPU since ws_steal printed BEFORE.
+ws_steal_since() {
+  awk -v b="$1" 'BEGIN { n = split(b, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, ":"); base[p[1]] = p[2] } }
+    $1 ~ /^cpu[0-9]+$/ { printf "%s%s:%d", sep, $1, $9 - base[$1]; sep = "," }' /proc/stat
+}
+
 # ws_start OUT WHERE ARGS...: starts one bench in the background; its pid in WS_STARTED.
 ws_start() {
   local out=$1 where=$2 ns cpu limit
