@@ -72,7 +72,7 @@ steal_ticks() { awk -v c="cpu$1" '$1 == c { print $9 }' /proc/stat; }
 
 # One capture under load; prints a line and appends a record.
 measure() { # tool size run
-  local tool=$1 size=$2 run=$3 out file pid load ready err="" steal0
+  local tool=$1 size=$2 run=$3 out file pid load ready err="" steal0 steal
   steal0=$(steal_ticks "$MEAS_CPU")
   out=$TMP/$tool-$size-$run
   file=$CAPDIR/$tool.pcap
@@ -110,18 +110,20 @@ measure() { # tool size run
     sleep "$DURATION"
     kill -INT "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || err="$tool exited with an error: $(tail -n1 "$out.err")"
+    steal=$(($(steal_ticks "$MEAS_CPU") - steal0))
     kill -TERM "$load" 2>/dev/null || true
     wait "$load" 2>/dev/null || true
   else
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+    steal=$(($(steal_ticks "$MEAS_CPU") - steal0))
   fi
   local written=0
   [ -f "$file" ] && written=$(capinfos -T -r -M -c "$file" 2>/dev/null | cut -f2)
   rm -f "$CAPDIR"/*
   python3 bench/capture_table.py record "$RECORDS" tool="$tool" size="$size" run="$run" \
     duration="$DURATION" written="${written:-0}" out="$out.out" err="$out.err" \
-    load="$out.load.json" error="$err" steal_ticks=$(($(steal_ticks "$MEAS_CPU") - steal0))
+    load="$out.load.json" error="$err" steal_ticks="$steal"
   sleep 1
 }
 

@@ -24,14 +24,19 @@ use wirespeed_port::{PortOptions, PortSpec};
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
 
-/// 2048-byte frames when a full frame of `iface` (its MTU, Ethernet and a VLAN tag) fits after
-/// the kernel's 256 bytes of XDP headroom, else 4096 (also when the MTU cannot be read).
+/// The frame size for `iface`: see `frame_size_for_mtu`.
 fn frame_size_for(iface: &str) -> u32 {
     let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
         .ok()
         .and_then(|m| m.trim().parse::<u32>().ok());
+    frame_size_for_mtu(mtu)
+}
+
+/// 2048-byte frames when a full frame (the MTU, Ethernet and a VLAN tag) fits after the
+/// kernel's 256 bytes of XDP headroom, else 4096 (also when the MTU is not known).
+fn frame_size_for_mtu(mtu: Option<u32>) -> u32 {
     match mtu {
-        Some(m) if m + 18 <= 2048 - 256 => 2048,
+        Some(m) if m.saturating_add(18) <= 2048 - 256 => 2048,
         _ => 4096,
     }
 }
@@ -95,16 +100,17 @@ pub struct CaptureArgs {
     pub batch: u32,
     /// Frame size, 2048 or 4096. Default: 2048 when the interface's MTU fits in it (the
     /// kernel copies into frames it has not touched for a while, and two to a page take
-    /// fewer page walks: 10-15% more packets under full load here), else 4096.
+    /// fewer page walks: about 10% more packets under full load here), else 4096.
     #[arg(long)]
     pub frame_size: Option<u32>,
-    /// UMEM frames (AF_XDP) or ring frames (AF_PACKET). AF_XDP puts three quarters in the
-    /// fill ring: the packets the kernel can deliver while the capture is not running.
+    /// UMEM frames (AF_XDP) or ring frames (AF_PACKET). AF_XDP keeps up to three quarters in
+    /// the fill ring (at most its size): the packets the kernel can deliver while the
+    /// capture is not running.
     #[arg(long, default_value_t = 81920)]
     pub frames: u32,
     /// Entries per ring (a power of two). Large by default: a capture must ride out the
     /// moments its thread is not running (61440 frames in the fill ring last 18 ms at 3.3
-    /// Mpps; 20480 did not always, sharing a CPU with the writer under the full
+    /// Mpps; 30720 did not always, sharing a CPU with the writer under the full
     /// kernel-engine load, nor in moments the hypervisor took the CPU).
     #[arg(long, default_value_t = 65536)]
     pub ring_size: u32,
@@ -277,10 +283,19 @@ fn describe_output(args: &CaptureArgs) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::frame_size_for;
+    use super::{frame_size_for, frame_size_for_mtu};
 
     #[test]
     fn frames_are_small_only_when_the_mtu_fits() {
+        assert_eq!(frame_size_for_mtu(Some(1500)), 2048);
+        assert_eq!(
+            frame_size_for_mtu(Some(1774)),
+            2048,
+            "1774 + 18 fills 1792 exactly"
+        );
+        assert_eq!(frame_size_for_mtu(Some(1775)), 4096);
+        assert_eq!(frame_size_for_mtu(Some(u32::MAX)), 4096);
+        assert_eq!(frame_size_for_mtu(None), 4096);
         // Loopback's MTU is 65536; an interface that is not there has none to read.
         assert_eq!(frame_size_for("lo"), 4096);
         assert_eq!(frame_size_for("wsnosuch0"), 4096);
