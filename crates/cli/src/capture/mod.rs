@@ -24,6 +24,9 @@ use wirespeed_port::{PortOptions, PortSpec};
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
 
+/// Memory for frames when `--frames` is not given: 160 MiB, whatever the frame size.
+const DEFAULT_FRAME_BYTES: u32 = 160 << 20;
+
 /// The frame size for `iface`: see `frame_size_for_mtu`.
 fn frame_size_for(iface: &str) -> u32 {
     let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
@@ -105,9 +108,10 @@ pub struct CaptureArgs {
     pub frame_size: Option<u32>,
     /// UMEM frames (AF_XDP) or ring frames (AF_PACKET). AF_XDP keeps up to three quarters in
     /// the fill ring (at most its size): the packets the kernel can deliver while the
-    /// capture is not running.
-    #[arg(long, default_value_t = 81920)]
-    pub frames: u32,
+    /// capture is not running. Default: 160 MiB of frames (81920 of 2048 bytes, 40960 of
+    /// 4096).
+    #[arg(long)]
+    pub frames: Option<u32>,
     /// Entries per ring (a power of two). Large by default: a capture must ride out the
     /// moments its thread is not running (61440 frames in the fill ring last 18 ms at 3.3
     /// Mpps; 30720 did not always, sharing a CPU with the writer under the full
@@ -184,10 +188,11 @@ impl CaptureArgs {
     }
 
     fn port_options(&self, iface: &str) -> PortOptions {
+        let frame_size = self.frame_size.unwrap_or_else(|| frame_size_for(iface));
         PortOptions {
             xdp_mode: self.xdp_mode,
-            frame_count: self.frames,
-            frame_size: self.frame_size.unwrap_or_else(|| frame_size_for(iface)),
+            frame_count: self.frames.unwrap_or(DEFAULT_FRAME_BYTES / frame_size),
+            frame_size,
             ring_size: self.ring_size,
             busy_poll: self.busy_poll,
             batch: self.batch,
@@ -283,7 +288,28 @@ fn describe_output(args: &CaptureArgs) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{frame_size_for, frame_size_for_mtu};
+    use super::{CaptureArgs, frame_size_for, frame_size_for_mtu};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        capture: CaptureArgs,
+    }
+
+    fn options(flags: &[&str]) -> (u32, u32) {
+        let argv = ["capture", "--port", "xdp:wsnosuch0"].iter().chain(flags);
+        let o = Cli::parse_from(argv).capture.port_options("wsnosuch0");
+        (o.frame_size, o.frame_count)
+    }
+
+    #[test]
+    fn frames_take_160_mib_unless_counted() {
+        // No MTU to read: 4096-byte frames.
+        assert_eq!(options(&[]), (4096, 40960));
+        assert_eq!(options(&["--frame-size", "2048"]), (2048, 81920));
+        assert_eq!(options(&["--frames", "1000"]), (4096, 1000));
+    }
 
     #[test]
     fn frames_are_small_only_when_the_mtu_fits() {
