@@ -75,6 +75,8 @@ pub struct LiveLoad<'a> {
     /// Packets per second over all threads; none: as fast as the kernel sends.
     pub pps: Option<f64>,
     pub quiet: bool,
+    /// Turn the one frame into this many flows in the kernel (`LiveFrames::with_flows`).
+    pub flows: Option<u32>,
 }
 
 /// What the threads sent together.
@@ -122,7 +124,10 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
     let threads = load.cpus.len().max(1) * THREADS_PER_CPU;
     // Loaded here, so a failure ends the run before any thread sends.
     let engines = (0..threads)
-        .map(|_| LiveFrames::new(load.iface, ifindex))
+        .map(|_| match (load.flows, load.frames) {
+            (Some(flows), [one]) => LiveFrames::with_flows(load.iface, ifindex, &one.frame, flows),
+            _ => LiveFrames::new(load.iface, ifindex),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     ready();
     let progress = Progress::default();

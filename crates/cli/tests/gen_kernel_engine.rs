@@ -3,6 +3,7 @@
 //! (their sequence numbers do not advance) and never as corrupt.
 
 mod common;
+use common::tshark::{tshark_fields, tshark_problems};
 use common::*;
 
 #[test]
@@ -166,4 +167,81 @@ fn kernel_engine_sends_every_flow_and_size_in_proportion() {
         assert_eq!(by_kind, want);
     }
     net.assert_no_xdp();
+}
+
+#[test]
+fn kernel_engine_varies_flows_in_the_kernel_with_correct_checksums() {
+    for (flag, proto) in [("udp", "udp"), ("tcp-syn", "tcp")] {
+        let net = NetPair::new(&format!("gv{}", &proto[..1]));
+        must(&[
+            "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+        ]);
+        let file = format!(
+            "/tmp/wirespeed-gen-flows-{}-{proto}.pcap",
+            std::process::id()
+        );
+        let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
+        // 536 source ports (65000-65535) a source address: 1500 flows cover three addresses.
+        let tx = run_json(
+            &net.ns_a,
+            &[
+                "gen",
+                "--engine",
+                "kernel",
+                "--port",
+                &format!("xdp:{}", net.a),
+                "--count",
+                "3000",
+                "--flows",
+                "1500",
+                "--proto",
+                flag,
+                "--src-port",
+                "65000",
+                "--src-ip",
+                "10.1.0.254",
+                "--json",
+                "-q",
+            ],
+        );
+        assert_eq!(tx["packets"].as_u64(), Some(3000), "{tx}");
+        let seen = cap.stop(true);
+        assert_eq!(seen.dropped_by_tcpdump, 0);
+        assert_eq!(net.veth_drops(), 0, "a slow machine dropped some: rerun");
+        assert_eq!(seen.frames.len(), 3000);
+        assert_eq!(
+            tshark_problems(&file),
+            "",
+            "tshark finds bad frames ({proto})"
+        );
+        let rows = tshark_fields(
+            &file,
+            &[
+                "ip.src",
+                &format!("{proto}.srcport"),
+                &format!("{proto}.dstport"),
+            ],
+        );
+        let mut flows = std::collections::BTreeMap::new();
+        for r in &rows {
+            *flows
+                .entry((r[0].clone(), r[1].clone(), r[2].clone()))
+                .or_insert(0) += 1;
+        }
+        let _ = std::fs::remove_file(&file);
+        // Each CPU's frames cycle through the flows on their own; one engine CPU here.
+        assert_eq!(flows.len(), 1500, "{proto}");
+        assert!(flows.values().all(|&n| n == 2), "{proto}: {flows:?}");
+        for (i, addr) in ["10.1.0.254", "10.1.0.255", "10.1.1.0"].iter().enumerate() {
+            let ports: Vec<u32> = flows
+                .keys()
+                .filter(|(a, _, _)| a == addr)
+                .map(|(_, p, _)| p.parse().unwrap())
+                .collect();
+            let want = if i < 2 { 536 } else { 1500 - 2 * 536 };
+            assert_eq!(ports.len(), want, "{proto} {addr}");
+            assert_eq!(ports.iter().min(), Some(&65000), "{proto} {addr}");
+        }
+        net.assert_no_xdp();
+    }
 }

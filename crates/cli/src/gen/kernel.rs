@@ -1,8 +1,10 @@
-//! The kernel engine: BPF_PROG_RUN live frames repeat a prebuilt frame at XDP speed. It can
-//! only repeat what it is given, so `gen` prebuilds one frame per flow and size (at most
+//! The kernel engine: BPF_PROG_RUN live frames repeat a prebuilt frame at XDP speed. With
+//! one size and IPv4 UDP or TCP, the XDP program itself varies the source port and address
+//! of every frame, so any number of flows goes out at full speed. Otherwise it can only
+//! repeat what it is given, so `gen` prebuilds one frame per flow and size (at most
 //! [`MAX_FRAMES`]) and cycles them across calls, each size sent in proportion to its weight
-//! (IMIX stays 7:4:1). Their sequence numbers are the frame's index and their timestamp 0:
-//! a receiver counts them as untracked.
+//! (IMIX stays 7:4:1). Sequence numbers are the prebuilt frame's index and timestamps 0: a
+//! receiver counts them as untracked.
 
 use std::sync::atomic::AtomicBool;
 
@@ -13,6 +15,7 @@ use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
 use crate::r#gen::rate::Rate;
 use crate::live::{self, LiveLoad, Prebuilt};
+use wirespeed_xdp::LiveFrames;
 
 /// Most prebuilt frames cycled.
 pub const MAX_FRAMES: usize = 64;
@@ -39,8 +42,14 @@ fn prebuild(plan: &GenPlan) -> anyhow::Result<Vec<Prebuilt>> {
 }
 
 pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
-    let frames = prebuild(&plan)?;
-    if (plan.flows.flows as usize) * plan.sizes.representatives(8).len() > frames.len() {
+    let mut frames = prebuild(&plan)?;
+    let varied = plan.flows.flows > 1
+        && plan.sizes.representatives(8).len() == 1
+        && LiveFrames::can_vary(&frames[0].frame);
+    if varied {
+        // Flow 0's frame; the program makes the others from it.
+        frames.truncate(1);
+    } else if (plan.flows.flows as usize) * plan.sizes.representatives(8).len() > frames.len() {
         eprintln!(
             "wirespeed: note: kernel engine: cycling {} prebuilt frames (of {} flows)",
             frames.len(),
@@ -53,6 +62,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         &frames,
         plan.sizes.mean(),
         args.count,
+        varied.then_some(plan.flows.flows),
         stop,
     )?;
     s.flows = args.flows;
@@ -63,12 +73,14 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
 
 /// Sends `frames` in turn, each repeated by the kernel in proportion to its weight, until
 /// `count` packets, the duration or a signal; `mean_wire` is their mean size on the wire.
+/// With `flows`, the one frame is varied into that many flows in the kernel.
 pub fn send(
     args: &GenArgs,
     spec: &PortSpec,
     frames: &[Prebuilt],
     mean_wire: f64,
     count: Option<u64>,
+    flows: Option<u32>,
     stop: &AtomicBool,
 ) -> anyhow::Result<GenSummary> {
     let cpus = args.live.cpus(true)?;
@@ -85,11 +97,15 @@ pub fn send(
         duration: args.duration(),
         pps,
         quiet: args.quiet,
+        flows,
     };
     let totals = live::run(&load, stop, || {
         eprintln!(
-            "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {} frames cycled, batch {}{})",
-            frames.len(),
+            "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {}, batch {}{})",
+            match flows {
+                Some(n) => format!("{n} flows varied in the kernel"),
+                None => format!("{} frames cycled", frames.len()),
+            },
             args.port_flags.batch,
             live::threads_note(&cpus)
         )

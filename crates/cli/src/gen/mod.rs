@@ -45,9 +45,10 @@ pub enum Proto {
 checksum is filled.\n\n\
 Engines: socket sends from user space through the port, building each frame with its own \
 sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat prebuilt frames \
-with BPF_PROG_RUN live frames, the fastest load this host makes: it can only repeat what it is \
-given, so it cycles a set of frames (one per flow and size, at most 64) across calls of \
-0.1-0.5 s each; their sequence numbers do not advance and their timestamp is 0, so a receiver \
+with BPF_PROG_RUN live frames, the fastest load this host makes. With one size and IPv4 \
+UDP or TCP, its XDP program gives every frame its flow's source port and address (checksums \
+updated), so --flows has no limit; otherwise it cycles a set of frames (one per flow and \
+size, at most 64) across calls of 0.1-0.5 s each. Their sequence numbers do not advance and their timestamp is 0, so a receiver \
 counts them but tracks no loss or latency; --rate is then an average over calls. On a veth, its frames reach the peer only if the peer \
 runs an XDP program or has GRO on (ethtool -K PEER gro on).\n\n\
 Verify at the other end with wirespeed recv: per --generator-id, packets received, lost \
