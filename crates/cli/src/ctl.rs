@@ -1,5 +1,6 @@
 //! `wirespeed ctl`: ovs-ofctl's commands against a running `wirespeed switch`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -43,7 +44,14 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         bail!("{}", answer.output);
     }
     if !answer.output.is_empty() {
-        println!("{}", answer.output);
+        // `ctl dump-flows | head` closes the pipe early: not an error.
+        let mut out = std::io::stdout().lock();
+        match writeln!(out, "{}", answer.output).and_then(|()| out.flush()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(e).context("write the answer");
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
