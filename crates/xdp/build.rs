@@ -4,7 +4,12 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 3] = ["xsk_redirect", "xdp_drop", "xdp_live_tx"];
+const PROGRAMS: [&str; 4] = [
+    "xsk_redirect",
+    "xdp_drop",
+    "xdp_live_tx",
+    "switch_fast_path",
+];
 
 fn main() {
     let bpf_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");

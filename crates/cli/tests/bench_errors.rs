@@ -127,25 +127,6 @@ fn not_root_names_the_missing_capabilities() {
     net.assert_no_xdp();
 }
 
-/// Builds one of our XDP objects for iproute2 to attach as "someone else's" program.
-fn foreign_object() -> String {
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf/xdp_drop.c");
-    let obj = format!("/tmp/wirespeed-foreign-{}.o", std::process::id());
-    must(&[
-        "clang",
-        "-target",
-        "bpf",
-        "-O2",
-        "-g",
-        "-I/usr/include/x86_64-linux-gnu",
-        "-c",
-        src,
-        "-o",
-        &obj,
-    ]);
-    obj
-}
-
 #[test]
 fn foreign_xdp_program_is_not_clobbered_unless_forced() {
     let net = NetPair::new("bf");

@@ -1,5 +1,6 @@
 //! Revalidation under traffic: a forwarding rule is replaced by a drop rule while packets
-//! flow; no packet sent after `wirespeed ctl` returned reaches the far side.
+//! flow; no packet sent after `wirespeed ctl` returned reaches the far side, whether the flow
+//! was forwarded in user space or by the kernel's fast path (`--offload`).
 
 mod common;
 use common::switched::Switched;
@@ -9,9 +10,24 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[test]
 fn no_packet_sent_after_ctl_returns_is_forwarded() {
-    let s = Switched::new("sr", &[]);
+    replace_forwarding_with_drop("sr", false);
+}
+
+#[test]
+fn no_packet_sent_after_ctl_returns_is_forwarded_by_the_kernel() {
+    replace_forwarding_with_drop("so", true);
+}
+
+fn replace_forwarding_with_drop(tag: &str, offload: bool) {
+    let s = Switched::new(tag, if offload { &["--offload"] } else { &[] });
+    if offload {
+        // The far host's veth receives the kernel's XDP redirects only with NAPI on.
+        must(&[
+            "ip", "netns", "exec", &s.c.ns_b, "ethtool", "-K", &s.c.b, "gro", "on",
+        ]);
+    }
     s.ctl_ok(&["add-flow", "priority=100,in_port=1,actions=output:2"]);
-    let file = format!("/tmp/wirespeed-reval-{}.pcap", std::process::id());
+    let file = format!("/tmp/wirespeed-reval-{}-{tag}.pcap", std::process::id());
     let cap = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &file);
     let mut tx = spawn_in(
         &s.c.ns_a,
@@ -60,4 +76,16 @@ fn no_packet_sent_after_ctl_returns_is_forwarded() {
         flows.contains("priority=100,in_port=1 actions=drop"),
         "{flows}"
     );
+    if offload {
+        let cache = s.ctl_ok(&["dump-cache"]);
+        let hits: u64 = cache
+            .split([',', ' '])
+            .find_map(|w| w.strip_prefix("kernel_hits="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{cache}"));
+        assert!(
+            hits > 1000,
+            "the flow must have been forwarded by the kernel before the change: {cache}"
+        );
+    }
 }

@@ -42,6 +42,9 @@ pub struct PortOptions {
     pub rx: bool,
     /// Open the port for transmitting.
     pub tx: bool,
+    /// AF_XDP: the caller has attached its own XDP program to the interfaces, in this mode,
+    /// and registers the sockets with it (`XdpGroup::socket_fd`); the port attaches none.
+    pub program_attached: Option<wirespeed_xdp::AttachMode>,
 }
 
 impl Default for PortOptions {
@@ -58,6 +61,7 @@ impl Default for PortOptions {
             force: false,
             rx: true,
             tx: true,
+            program_attached: None,
         }
     }
 }

@@ -15,11 +15,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
-use wirespeed_port::xdp::XdpGroup;
+use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
+use wirespeed_xdp::AttachMode;
+use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
+use crate::offload::Offload;
 use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared};
 use crate::port_set::{OtherPort, PortSet};
 
@@ -58,12 +61,15 @@ pub struct Bridge {
 
 impl Bridge {
     /// Opens `ports` (number, spec) for one poll-mode thread per CPU of `pmd_cpus` (one
-    /// unpinned thread when it is empty), with the learning-switch default rule.
+    /// unpinned thread when it is empty), with the learning-switch default rule. With
+    /// `offload`, the AF_XDP ports get the kernel fast path (see [`crate::offload`]) instead
+    /// of the plain redirect program.
     pub fn open(
         ports: &[(u32, PortSpec)],
         opts: &PortOptions,
         pmd_cpus: &[usize],
         controller: Box<dyn Controller>,
+        offload: bool,
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);
         let xdp: Vec<PortSpec> = ports
@@ -71,16 +77,34 @@ impl Bridge {
             .filter(|(_, s)| s.backend == Backend::Xdp)
             .map(|(_, s)| s.clone())
             .collect();
+        let mut fast_path = match offload {
+            true => Some(attach_fast_path(&xdp, opts)?),
+            false => None,
+        };
+        let xdp_opts = PortOptions {
+            program_attached: fast_path.as_ref().map(FastPath::mode),
+            ..opts.clone()
+        };
         let groups: Vec<Option<XdpGroup>> = if xdp.is_empty() {
             (0..threads).map(|_| None).collect()
         } else if threads == 1 {
-            vec![Some(XdpGroup::open(&xdp, opts)?)]
+            vec![Some(XdpGroup::open(&xdp, &xdp_opts)?)]
         } else {
-            XdpGroup::open_queues(&xdp, threads as u32, opts)?
+            XdpGroup::open_queues(&xdp, threads as u32, &xdp_opts)?
                 .into_iter()
                 .map(Some)
                 .collect()
         };
+        if let Some(fast_path) = &mut fast_path {
+            for (q, group) in groups.iter().enumerate() {
+                let Some(group) = group else { continue };
+                for (slot, spec) in xdp.iter().enumerate() {
+                    // One thread binds the specs' queues; N threads bind queues 0..N.
+                    let queue = if threads == 1 { spec.queue } else { q as u32 };
+                    fast_path.register(slot as u32, queue, group.socket_fd(slot))?;
+                }
+            }
+        }
         let numbered: Vec<(u32, bool)> = ports
             .iter()
             .map(|(n, s)| (*n, s.backend == Backend::Xdp))
@@ -105,6 +129,14 @@ impl Bridge {
         let mut datapath = Datapath::new();
         for (n, _) in ports {
             datapath.add_port(*n);
+        }
+        if let Some(fast_path) = fast_path {
+            let numbered: Vec<(u32, u32)> = ports
+                .iter()
+                .filter(|(_, s)| s.backend == Backend::Xdp)
+                .filter_map(|(n, s)| Some((*n, if_index(&s.iface)?)))
+                .collect();
+            datapath.offload = Some(Offload::new(fast_path, &numbered));
         }
         Ok(Bridge {
             shared: Arc::new(Mutex::new(Shared {
@@ -249,6 +281,39 @@ impl Drop for Bridge {
     fn drop(&mut self) {
         let _ = self.park();
     }
+}
+
+/// Loads the fast path and attaches it to every interface of `xdp` (in the mode `opts` asks
+/// for; `auto` falls back to skb mode), each interface becoming the slot of its index.
+fn attach_fast_path(xdp: &[PortSpec], opts: &PortOptions) -> Result<FastPath, PortError> {
+    let mut ifaces: Vec<&str> = Vec::new();
+    for spec in xdp {
+        if ifaces.contains(&spec.iface.as_str()) {
+            return Err(PortError::Unsupported(format!(
+                "--offload: {} is named by two ports; the fast path tells ports apart by \
+                 interface",
+                spec.iface
+            )));
+        }
+        ifaces.push(&spec.iface);
+    }
+    if ifaces.is_empty() || ifaces.len() > MAX_PORTS as usize {
+        return Err(PortError::Unsupported(format!(
+            "--offload: needs 1 to {MAX_PORTS} AF_XDP ports, not {}",
+            ifaces.len()
+        )));
+    }
+    let (mode, fall_back) = match opts.xdp_mode {
+        XdpMode::Skb => (AttachMode::Skb, false),
+        XdpMode::Auto => (AttachMode::Native, true),
+        _ => (AttachMode::Native, false),
+    };
+    let mut fast_path = FastPath::attach(&ifaces, mode, fall_back, opts.force)?;
+    for (slot, iface) in ifaces.iter().enumerate() {
+        let ifindex = if_index(iface).ok_or_else(|| PortError::NoInterface(iface.to_string()))?;
+        fast_path.add_port(slot as u32, ifindex)?;
+    }
+    Ok(fast_path)
 }
 
 /// Opens a port of another backend than AF_XDP.

@@ -14,6 +14,7 @@ use crate::datapath::Datapath;
 use crate::execute::DropReason;
 use crate::flow_format::MegaflowLine;
 use crate::flow_parse::{parse_flow_mod, parse_flows, parse_rule, parse_selector};
+use crate::offload::FastPortCounts;
 use crate::pmd::{BridgeCounters, PmdSnapshot};
 use crate::rule::Rule;
 use crate::rule_table::RuleSelector;
@@ -68,6 +69,15 @@ enum Edit {
 /// Applies `edit` under the lock. Adding is all or nothing: every flow names known ports, or
 /// the table is unchanged.
 fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
+    // The kernel's counts go to the rules as they are now; before a change, the kernel stops
+    // forwarding under them.
+    let offload = match edit {
+        Edit::Dump => dp.harvest_offload(now),
+        _ => dp.flush_offload(now),
+    };
+    if let Err(e) = offload {
+        return Response::error(format!("offload: {e}"));
+    }
     match edit {
         Edit::Add(rules) => {
             if let Some(e) = rules
@@ -121,8 +131,21 @@ pub fn port_totals(snapshots: &[PmdSnapshot]) -> (Vec<PortStats>, BridgeCounters
 fn dump_ports(bridge: &mut Bridge) -> String {
     let numbers = bridge.numbers().to_vec();
     let (totals, c) = port_totals(&bridge.snapshots());
+    let fast = {
+        let now = bridge.now();
+        let mut shared = bridge.lock();
+        let dp = &mut shared.datapath;
+        // A failed harvest shows the counts of the last one that worked.
+        let _ = dp.harvest_offload(now);
+        dp.offload.as_ref().map(|o| {
+            numbers
+                .iter()
+                .map(|&n| o.port_counts(n))
+                .collect::<Vec<FastPortCounts>>()
+        })
+    };
     let mut out = format!("OFPST_PORT reply: {} ports\n", numbers.len());
-    for (n, s) in numbers.iter().zip(&totals) {
+    for (i, (n, s)) in numbers.iter().zip(&totals).enumerate() {
         let rx_drop = s.drops.fill_ring_empty + s.drops.rx_ring_full + s.drops.kernel_dropped;
         let tx_drop = s.drops.tx_ring_full + s.drops.tx_error;
         let _ = writeln!(
@@ -146,6 +169,13 @@ fn dump_ports(bridge: &mut Bridge) -> String {
             let _ = writeln!(out, "           drops: {}", reasons.join(", "));
         }
         let _ = writeln!(out, "           copies={}", s.copies);
+        if let Some(f) = fast.as_ref().map(|f| f[i]) {
+            let _ = writeln!(
+                out,
+                "           fast path: rx pkts={}, bytes={}, tx pkts={}, bytes={}",
+                f.rx_packets, f.rx_bytes, f.tx_packets, f.tx_bytes
+            );
+        }
     }
     let reasons: Vec<String> = DropReason::ALL
         .iter()
@@ -201,6 +231,27 @@ fn dump_cache(bridge: &Bridge) -> String {
         "emc_hits={}, megaflow_hits={}, misses={}, flushes={}",
         s.emc_hits, s.megaflow_hits, s.misses, s.flushes
     );
+    if let Some(offload) = &shared.datapath.offload {
+        match offload.summary() {
+            Ok(o) => {
+                let _ = write!(
+                    out,
+                    "\nfast_path: flows={}, installed={}, table_full={}, errors={}, \
+                     kernel_hits={}, sent_up={}, stale={}",
+                    o.flows,
+                    o.installed,
+                    o.table_full,
+                    o.errors,
+                    o.kernel.hits,
+                    o.kernel.misses,
+                    o.kernel.stale
+                );
+            }
+            Err(e) => {
+                let _ = write!(out, "\nfast_path: {e}");
+            }
+        }
+    }
     for megaflow in cache.megaflows() {
         let _ = write!(out, "\n{}", MegaflowLine(megaflow));
     }

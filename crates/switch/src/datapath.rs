@@ -5,6 +5,7 @@
 use core::time::Duration;
 
 use wirespeed_packet::flow_key::FlowKey;
+use wirespeed_xdp::XdpError;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
@@ -14,6 +15,7 @@ use crate::flow_cache::FlowCache;
 use crate::flow_parse::{FlowError, parse_rule};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
+use crate::offload::Offload;
 use crate::rewrite::PacketHeaders;
 use crate::rule::Rule;
 use crate::rule_table::RuleTables;
@@ -22,6 +24,8 @@ pub struct Datapath {
     pub tables: RuleTables,
     pub cache: FlowCache,
     pub mac_table: MacTable,
+    /// The kernel's fast path, when the bridge offloads flows there.
+    pub offload: Option<Offload>,
     ports: Vec<u32>,
 }
 
@@ -47,6 +51,7 @@ impl Datapath {
             tables: RuleTables::new(),
             cache: FlowCache::default(),
             mac_table: MacTable::default(),
+            offload: None,
             ports: Vec::new(),
         }
     }
@@ -94,6 +99,23 @@ impl Datapath {
         )))
     }
 
+    /// Credits what the kernel's fast path forwarded since the last call to the rules and
+    /// ports (before counters are shown).
+    pub fn harvest_offload(&mut self, now: Duration) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) => offload.harvest(&mut self.tables, now),
+            None => Ok(()),
+        }
+    }
+
+    /// Empties the kernel's fast path, its counts credited: call before changing the rules.
+    pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) => offload.flush(&mut self.tables, now),
+            None => Ok(()),
+        }
+    }
+
     /// Parses, classifies and executes one received frame, writing what became of it into
     /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`.
     pub fn process(
@@ -111,6 +133,9 @@ impl Datapath {
         let decision = &megaflow.decision;
         for &id in &decision.rules {
             self.tables.credit(id, bytes, now);
+        }
+        if let Some(offload) = &mut self.offload {
+            offload.consider(frame.data(), in_port, decision, &self.tables);
         }
         if decision.too_deep {
             return verdict.drop_for(DropReason::ResubmitLimit);

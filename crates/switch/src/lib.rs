@@ -17,6 +17,10 @@
 //!   [`RuleTables`]' `add` / `modify` / `delete`; [`RuleTables::dump_flows`] for `dump-flows`,
 //!   [`MegaflowLine`] for `dump-cache`. Every change bumps the tables' generation, and the next
 //!   cache lookup drops every cached entry made before it.
+//! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
+//!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
+//!   counters ([`Datapath::harvest_offload`]) and flushes it before any rule change
+//!   ([`Datapath::flush_offload`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts),
 //!   [`MacTable::expire`], [`FlowCache::optimize`].
 #![forbid(unsafe_code)]
@@ -38,6 +42,7 @@ pub mod flow_parse;
 pub mod frame;
 pub mod mac_learning;
 pub mod megaflow;
+pub mod offload;
 pub mod pmd;
 pub mod port_set;
 pub mod prefix_trie;
@@ -62,6 +67,7 @@ pub use flow_parse::{
 };
 pub use frame::Frame;
 pub use mac_learning::MacTable;
+pub use offload::{FastPortCounts, Offload, OffloadSummary};
 pub use pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
 pub use rule::{Rule, RuleStats};
 pub use rule_table::{InstalledRule, RuleSelector, RuleTables};

@@ -73,8 +73,13 @@ impl RuleStats {
     }
 
     pub fn credit(&mut self, bytes: usize, now: Duration) {
-        self.n_packets += 1;
-        self.n_bytes += bytes as u64;
+        self.credit_many(1, bytes as u64, now);
+    }
+
+    /// Counts `packets` packets of `bytes` in all (the kernel's fast path counts in bulk).
+    pub fn credit_many(&mut self, packets: u64, bytes: u64, now: Duration) {
+        self.n_packets += packets;
+        self.n_bytes += bytes;
         self.last_used = self.last_used.max(now);
     }
 }

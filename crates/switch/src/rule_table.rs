@@ -212,6 +212,13 @@ impl RuleTables {
         }
     }
 
+    /// Counts `packets` packets of `bytes` in all against the rule (as `credit`).
+    pub fn credit_many(&mut self, id: RuleId, packets: u64, bytes: u64, now: Duration) {
+        if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
+            installed.stats.credit_many(packets, bytes, now);
+        }
+    }
+
     /// Number of distinct masks in a table (how many hash probes a lookup may take).
     pub fn subtable_count(&self, table: u8) -> usize {
         self.tables[usize::from(table)].subtable_count()

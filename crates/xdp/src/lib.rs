@@ -1,6 +1,6 @@
 //! wirespeed's XDP programs (C in `bpf/`, built by build.rs) and their loader (aya):
 //! the redirect to AF_XDP sockets, the in-kernel drop counter (the benchmark's ceiling) and
-//! the live-frames transmit engine.
+//! the live-frames transmit engine, and the switch's in-kernel fast path.
 //!
 //! Programs are attached through BPF links where the kernel has them, so they detach when
 //! the process exits on any path, a crash included. A program someone else attached is
@@ -8,11 +8,13 @@
 
 mod attach;
 mod drop_counter;
+pub mod fast_path;
 mod live_frames;
 mod xsk_program;
 
 pub use attach::{AttachMode, attached_program};
 pub use drop_counter::DropCounter;
+pub use fast_path::FastPath;
 pub use live_frames::LiveFrames;
 pub use xsk_program::XskProgram;
 

@@ -57,6 +57,7 @@ impl PortFlags {
             force: self.force,
             rx,
             tx,
+            program_attached: None,
         }
     }
 }

@@ -25,7 +25,7 @@ descriptors; packet: ports are copied to and from (dump-ports counts the copies)
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
 With no flows the bridge is a learning switch (priority=0,actions=normal). Hosts whose veth \
 hands the switch TCP or UDP packets with partial checksums (checksum offload) must turn it \
-off on their side: ethtool -K IFACE tx off."
+off on their side: ethtool -K IFACE tx off.\n\n--offload forwards in the kernel: the first packet of a flow comes to the switch, and when its decision is exactly output:N to another AF_XDP port (no rewrite, no normal, no flood, rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, not fragmented / TCP, UDP or ICMP, the flow is installed in the XDP program's table and its next packets never reach user space. Rule counters and dump-ports include them; any rule change empties the table first. The kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on); otherwise the kernel drops them."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1 or 3=packet:eth0 (numbers default to 1, 2,
@@ -52,6 +52,10 @@ pub struct SwitchArgs {
     /// Ring, frame and batch sizes, XDP mode: the same for every port (frames per port).
     #[command(flatten)]
     pub port: crate::r#gen::port_flags::PortFlags,
+    /// Forward flows the kernel can carry out exactly in the XDP program, without user
+    /// space (see below).
+    #[arg(long)]
+    pub offload: bool,
     /// Print the port and bridge counters as one JSON object at exit.
     #[arg(long)]
     pub json: bool,
@@ -118,7 +122,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         None => Box::new(wirespeed_switch::LogController),
     };
     let opts = args.port.options(true, true);
-    let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller) {
+    let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller, args.offload) {
         Ok(bridge) => bridge,
         Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
             return Err(e).context(format!(
@@ -169,7 +173,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let summary = closed.map_err(anyhow::Error::msg)?;
     let snapshots = bridge.snapshots();
     if args.json {
-        println!("{}", summary_json(&bridge, &snapshots));
+        println!("{}", summary_json(&mut bridge, &snapshots));
     } else {
         let answer = bridge.handle(&wirespeed_switch::Request {
             command: "dump-ports".to_string(),
@@ -192,8 +196,31 @@ fn show_request() -> wirespeed_switch::Request {
 
 /// The exit summary: each port's counters summed over the threads, the bridge's counters,
 /// each thread's receive counts and where the frames are.
-fn summary_json(bridge: &Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value {
+fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value {
     let (totals, c) = wirespeed_switch::commands::port_totals(snapshots);
+    let now = bridge.now();
+    let (fast_ports, fast_path) = {
+        let mut shared = bridge.lock();
+        let dp = &mut shared.datapath;
+        let harvested = dp.harvest_offload(now);
+        match (&dp.offload, harvested) {
+            (None, _) => (None, serde_json::Value::Null),
+            (Some(_), Err(e)) => (None, serde_json::json!({ "error": e.to_string() })),
+            (Some(o), Ok(())) => {
+                let counts: BTreeMap<u32, _> =
+                    dp.ports().iter().map(|&n| (n, o.port_counts(n))).collect();
+                let summary = match o.summary() {
+                    Ok(f) => serde_json::json!({
+                        "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
+                        "errors": f.errors, "kernel_hits": f.kernel.hits,
+                        "sent_up": f.kernel.misses, "stale": f.kernel.stale,
+                    }),
+                    Err(e) => serde_json::json!({ "error": e.to_string() }),
+                };
+                (Some(counts), summary)
+            }
+        }
+    };
     let infos = snapshots.first().map_or(Vec::new(), |s| s.ports.clone());
     let ports: Vec<serde_json::Value> = bridge
         .numbers()
@@ -204,6 +231,10 @@ fn summary_json(bridge: &Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value
             serde_json::json!({
                 "port": n, "spec": info.spec, "mode": info.mode, "rx_packets": s.rx_packets,
                 "tx_packets": s.tx_packets, "copies": s.copies,
+                "fast_path": fast_ports.as_ref().and_then(|f| f.get(n)).map(|f| serde_json::json!({
+                    "rx_packets": f.rx_packets, "rx_bytes": f.rx_bytes,
+                    "tx_packets": f.tx_packets, "tx_bytes": f.tx_bytes,
+                })),
                 "drops": s.drops.by_reason().iter().map(|(k, v)| (k.to_string(), *v))
                     .collect::<BTreeMap<_, _>>(),
             })
@@ -223,6 +254,7 @@ fn summary_json(bridge: &Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value
     serde_json::json!({
         "ports": ports,
         "pmds": pmds,
+        "fast_path": fast_path,
         "unknown_port": c.unknown_port, "no_frame": c.no_frame, "to_controller": c.to_controller,
         "bridge_drops": wirespeed_switch::execute::DropReason::ALL.iter()
             .map(|r| (r.name().to_string(), c.drops.get(*r))).collect::<BTreeMap<_, _>>(),

@@ -581,3 +581,22 @@ impl Drop for NetChain {
         }
     }
 }
+
+/// Builds one of our XDP objects for iproute2 to attach as "someone else's" program.
+pub fn foreign_object() -> String {
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf/xdp_drop.c");
+    let obj = format!("/tmp/wirespeed-foreign-{}.o", std::process::id());
+    must(&[
+        "clang",
+        "-target",
+        "bpf",
+        "-O2",
+        "-g",
+        "-I/usr/include/x86_64-linux-gnu",
+        "-c",
+        src,
+        "-o",
+        &obj,
+    ]);
+    obj
+}

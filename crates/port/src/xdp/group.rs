@@ -101,14 +101,17 @@ impl XdpGroup {
         })?;
         let note = umem.note().map(str::to_string);
         let mut members: Vec<Member> = Vec::with_capacity(specs.len());
-        let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
+        let mut attach_mode = programs_of
+            .as_ref()
+            .map(|g| g.attach_mode)
+            .or(opts.program_attached);
         for (i, spec) in specs.iter().enumerate() {
             let mut notes: Vec<String> = note.iter().cloned().collect();
             let owner = members.first().map(|m| &m.socket);
             let place = Placement {
                 owner,
                 attach: attach_mode,
-                attach_program: programs_of.is_none(),
+                attach_program: programs_of.is_none() && opts.program_attached.is_none(),
             };
             let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
             attach_mode = Some(attach);
@@ -159,6 +162,12 @@ impl XdpGroup {
             }
         }
         Ok(group)
+    }
+
+    /// The socket of member `port`, for a program the caller attached
+    /// (`PortOptions::program_attached`).
+    pub fn socket_fd(&self, port: usize) -> std::os::fd::RawFd {
+        self.members[port].socket.raw_fd()
     }
 
     pub fn len(&self) -> usize {

@@ -11,6 +11,7 @@ mod port;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
+pub use wirespeed_xsk::if_index;
 
 use std::str::FromStr;
 

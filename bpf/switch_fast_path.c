@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+// The switch's in-kernel fast path (the OVS-eBPF idea of seed 002): one program attached to
+// every AF_XDP port of a bridge. A packet whose exact header fields user space has already
+// decided on ("send it out of port N", nothing else) is counted and redirected to port N
+// here; every other packet goes to the AF_XDP socket of its port and queue, or on to the
+// stack where no socket is registered.
+//
+// The key holds every byte the user-space flow key (FlowKey::parse_with_offsets) is made
+// from, for the packets this parser accepts: Ethernet, at most one 802.1Q tag, IPv4 with a
+// 20-byte header, not a fragment, carrying TCP, UDP or ICMP whose header the IPv4 total
+// length covers. Two packets with the same key therefore get the same decision.
+// crates/xdp/src/fast_path/key.rs is the same parser in Rust; keep them together.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_PORTS 64
+#define MAX_QUEUES 64
+#define MAX_FLOWS 262144
+#define VLAN_PRESENT 0x1000
+
+struct fp_key {
+	__u32 ifindex;
+	__u8 dl_dst[6];
+	__u8 dl_src[6];
+	__be16 vlan_tci; // VLAN_PRESENT in the DEI bit's place when tagged, 0 when not
+	__be16 dl_type;
+	__be32 nw_src;
+	__be32 nw_dst;
+	__u8 nw_proto;
+	__u8 nw_tos; // DSCP bits only
+	__u8 nw_ttl;
+	__u8 pad;
+	__u8 l4[4]; // TCP/UDP ports, or ICMP type and code then two zeros
+};
+
+struct fp_action {
+	__u32 out_ifindex;
+	__u32 generation; // valid only while equal to fp_generation[0]
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FLOWS);
+	__type(key, struct fp_key);
+	__type(value, struct fp_action);
+} fp_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_generation SEC(".maps");
+
+// ifindex -> the port's slot; the socket of (slot, queue) is xsks[slot * MAX_QUEUES + queue].
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_PORTS * MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_devs SEC(".maps");
+
+// Packets forwarded here; packets sent up (to a socket or the stack); of those, how many
+// had an entry from before the last rule change.
+enum { FP_HIT, FP_MISS, FP_STALE, FP_COUNTERS };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fp_counters SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&fp_counters, &which);
+
+	if (n)
+		*n += 1;
+}
+
+// Fills `key` (zeroed by the caller) and returns 0 when the packet is one the fast path takes.
+static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__be16 type;
+	__u8 *l3, *l4;
+	__u32 avail, total;
+
+	if ((void *)(eth + 1) > end)
+		return -1;
+	__builtin_memcpy(key->dl_dst, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(key->dl_src, eth->h_source, ETH_ALEN);
+	type = eth->h_proto;
+	l3 = (__u8 *)(eth + 1);
+	if (type == bpf_htons(ETH_P_8021Q)) {
+		__be16 *tag = (__be16 *)l3;
+
+		if ((void *)(tag + 2) > end)
+			return -1;
+		key->vlan_tci = tag[0] | bpf_htons(VLAN_PRESENT);
+		type = tag[1];
+		l3 += 4;
+	}
+	if (type != bpf_htons(ETH_P_IP))
+		return -1;
+	key->dl_type = type;
+	l4 = l3 + 20;
+	// Every transport header we take is at least 8 bytes.
+	if ((void *)(l4 + 8) > end)
+		return -1;
+	if (l3[0] != 0x45)
+		return -1;
+	// Not a fragment: no more-fragments flag, offset 0.
+	if ((l3[6] & 0x3f) || l3[7])
+		return -1;
+	total = ((__u32)l3[2] << 8) | l3[3];
+	avail = (__u32)((long)end - (long)l3);
+	if (total > avail)
+		return -1;
+	key->nw_tos = l3[1] & 0xfc;
+	key->nw_ttl = l3[8];
+	key->nw_proto = l3[9];
+	__builtin_memcpy(&key->nw_src, l3 + 12, 4);
+	__builtin_memcpy(&key->nw_dst, l3 + 16, 4);
+	switch (key->nw_proto) {
+	case IPPROTO_TCP: {
+		__u32 header;
+
+		if ((void *)(l4 + 20) > end || total < 40)
+			return -1;
+		header = (__u32)(l4[12] >> 4) * 4;
+		if (header < 20 || header > total - 20)
+			return -1;
+		__builtin_memcpy(key->l4, l4, 4);
+		return 0;
+	}
+	case IPPROTO_UDP: {
+		__u32 length = ((__u32)l4[4] << 8) | l4[5];
+
+		if (total < 28 || length < 8 || length > total - 20)
+			return -1;
+		__builtin_memcpy(key->l4, l4, 4);
+		return 0;
+	}
+	case IPPROTO_ICMP:
+		if (total < 28)
+			return -1;
+		key->l4[0] = l4[0];
+		key->l4[1] = l4[1];
+		return 0;
+	}
+	return -1;
+}
+
+SEC("xdp")
+int switch_fast_path(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 queue = ctx->rx_queue_index;
+	struct fp_key key;
+	__u32 *slot;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.ifindex = ifindex;
+	if (parse(ctx, &key) == 0) {
+		struct fp_action *action = bpf_map_lookup_elem(&fp_flows, &key);
+
+		if (action) {
+			__u32 zero = 0;
+			__u32 *generation = bpf_map_lookup_elem(&fp_generation, &zero);
+
+			if (generation && action->generation == *generation) {
+				__sync_fetch_and_add(&action->packets, 1);
+				__sync_fetch_and_add(&action->bytes, ctx->data_end - ctx->data);
+				count(FP_HIT);
+				return bpf_redirect_map(&fp_devs, action->out_ifindex, 0);
+			}
+			count(FP_STALE);
+		}
+	}
+	count(FP_MISS);
+	slot = bpf_map_lookup_elem(&fp_ports, &ifindex);
+	if (!slot || queue >= MAX_QUEUES)
+		return XDP_PASS;
+	return bpf_redirect_map(&xsks, *slot * MAX_QUEUES + queue, XDP_PASS);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

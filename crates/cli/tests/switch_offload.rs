@@ -1,0 +1,174 @@
+//! `wirespeed switch --offload`: flows whose decision is exactly `output:N` are forwarded by
+//! the XDP program in the kernel, with every packet delivered and counted once; other
+//! decisions stay in user space; a foreign XDP program is not replaced.
+
+mod common;
+use common::switched::Switched;
+use common::*;
+
+/// The hosts' veths receive the kernel's XDP redirects only with NAPI on: GRO on.
+fn offloading(tag: &str) -> Switched {
+    let s = Switched::new(tag, &["--offload"]);
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+    s
+}
+
+/// The number after `name=` in `text`'s line that contains `within`.
+fn field(text: &str, within: &str, name: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.contains(within))
+        .unwrap_or_else(|| panic!("no line with {within}: {text}"));
+    line.split([',', ' '])
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in {line}"))
+}
+
+/// Port `port`'s received packets in dump-ports: through its socket, and in the kernel.
+fn port_rx(ports: &str, port: u32) -> (u64, u64) {
+    let block: Vec<&str> = ports
+        .lines()
+        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
+        .take(5)
+        .collect();
+    let block = block.join("\n");
+    (
+        field(&block, "rx pkts", "pkts"),
+        field(&block, "fast path", "pkts"),
+    )
+}
+
+#[test]
+fn offloaded_flows_are_forwarded_and_counted_exactly() {
+    let s = offloading("so");
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
+    const SENT: u64 = 20_000;
+    let tx = run_json(
+        &s.c.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}", s.c.a),
+            "--count",
+            &SENT.to_string(),
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"], SENT, "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    assert_eq!(arrived, SENT, "every packet crosses exactly once");
+
+    let ports = s.ctl_ok(&["dump-ports"]);
+    let (up, fast) = port_rx(&ports, 1);
+    let flows = s.ctl_ok(&["dump-flows"]);
+    let rule = field(&flows, "in_port=1 actions=output:2", "n_packets");
+    assert_eq!(
+        rule,
+        up + fast,
+        "the rule counts every packet port 1 received, in the kernel or not:\n{flows}\n{ports}"
+    );
+    // Only the packets that came before the flow's entry (and the hosts' ARP) came up.
+    assert!(
+        fast >= SENT * 9 / 10,
+        "the kernel forwarded only {fast} of {SENT}:\n{ports}"
+    );
+    let cache = s.ctl_ok(&["dump-cache"]);
+    let hits = field(&cache, "fast_path:", "kernel_hits");
+    assert_eq!(
+        hits,
+        fast + port_rx(&ports, 2).1,
+        "kernel hits are the fast path's receptions on both ports:\n{cache}"
+    );
+    // Ping replies (port 2 -> 1) went through the kernel too: ICMP is offloaded.
+    assert!(field(&cache, "fast_path:", "flows") >= 3, "{cache}");
+}
+
+#[test]
+fn only_exact_output_decisions_are_offloaded() {
+    let s = offloading("sn");
+    // The default rule (normal) and a rewrite: both stay in user space.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=10,icmp,in_port=1,actions=mod_nw_tos:32,output:2",
+    ]);
+    s.ctl_ok(&["add-flow", "priority=10,icmp,in_port=2,actions=normal"]);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=10,udp,idle_timeout=60,in_port=1,actions=output:2",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let tx = run_json(
+        &s.c.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}", s.c.a),
+            "--count",
+            "1000",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"], 1000, "{tx}");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "flows"), 0, "{cache}");
+    assert_eq!(field(&cache, "fast_path:", "installed"), 0, "{cache}");
+    assert_eq!(field(&cache, "fast_path:", "kernel_hits"), 0, "{cache}");
+}
+
+#[test]
+fn a_foreign_program_is_not_replaced() {
+    let c = NetChain::new("sf");
+    let obj = foreign_object();
+    must(&[
+        "ip",
+        "-n",
+        &c.ns_m,
+        "link",
+        "set",
+        "dev",
+        &c.mb,
+        "xdpgeneric",
+        "obj",
+        &obj,
+        "sec",
+        "xdp",
+    ]);
+    let _ = std::fs::remove_file(&obj);
+    let ctl = format!("/tmp/wirespeed-test-{}-sf.sock", std::process::id());
+    let out = run_in(
+        &c.ns_m,
+        &[
+            "switch",
+            "--port",
+            &format!("1=xdp:{}", c.ma),
+            "--port",
+            &format!("2=xdp:{}", c.mb),
+            "--ctl",
+            &ctl,
+            "--offload",
+            "--duration",
+            "1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}: another XDP program is attached", c.mb)),
+        "{err}"
+    );
+    // Nothing of ours is left on the first interface either.
+    let link = must(&["ip", "-n", &c.ns_m, "-d", "link", "show", "dev", &c.ma]);
+    assert!(!link.contains("prog/xdp"), "{link}");
+}

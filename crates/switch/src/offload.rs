@@ -1,0 +1,185 @@
+//! Flows handed to the kernel (`wirespeed switch --offload`): when user space decides that a
+//! packet only goes out of one other AF_XDP port, it installs the packet's exact header
+//! fields in the fast path's table (bpf/switch_fast_path.c), and the rest of that flow is
+//! forwarded by the XDP program without reaching user space (seed 002's OVS-eBPF datapath).
+//!
+//! What stays exact:
+//! - Decisions: an entry is installed only for the decision `[output:N]` (N not the input
+//!   port) from rules without timeouts, under a key that holds every byte the flow key is
+//!   made from, so every packet the kernel forwards would have got the same decision here.
+//! - Rule changes: before any rule changes, every entry is made stale in one map write (no
+//!   packet is forwarded on it after that), counted and removed; so once `ctl` returns, no
+//!   packet is handled under the old rules. Rules with timeouts are never behind an entry,
+//!   so expiry cannot change an offloaded decision.
+//! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
+//!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use wirespeed_xdp::XdpError;
+use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, fast_key};
+
+use crate::action::Action;
+use crate::classifier::RuleId;
+use crate::rule_table::RuleTables;
+use crate::translate::Decision;
+
+/// An installed entry: what it was decided from, and what of its counts has been credited.
+struct Entry {
+    rules: Vec<RuleId>,
+    in_port: u32,
+    out_port: u32,
+    credited: FlowCounts,
+}
+
+/// Packets and bytes a port received and sent through the kernel's fast path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPortCounts {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// The state of the offload, for `dump-cache`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OffloadSummary {
+    /// Entries in the kernel's table now.
+    pub flows: usize,
+    /// Entries ever installed.
+    pub installed: u64,
+    /// Installs refused because the kernel's table was full.
+    pub table_full: u64,
+    /// Map operations that failed otherwise.
+    pub errors: u64,
+    pub kernel: FastPathCounters,
+}
+
+pub struct Offload {
+    fast_path: FastPath,
+    /// Port number → ifindex, for the ports the program is attached to.
+    ifindex: HashMap<u32, u32>,
+    entries: HashMap<FastKey, Entry>,
+    ports: HashMap<u32, FastPortCounts>,
+    installed: u64,
+    table_full: u64,
+    errors: u64,
+}
+
+impl Offload {
+    /// Takes over `fast_path`, attached to the ports `ports` (number, ifindex).
+    pub fn new(fast_path: FastPath, ports: &[(u32, u32)]) -> Offload {
+        Offload {
+            fast_path,
+            ifindex: ports.iter().copied().collect(),
+            entries: HashMap::new(),
+            ports: HashMap::new(),
+            installed: 0,
+            table_full: 0,
+            errors: 0,
+        }
+    }
+
+    /// Installs an entry for `frame` (received on `in_port`) if its decision is one the kernel
+    /// can carry out exactly, and the frame is one the fast path parses.
+    pub fn consider(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        decision: &Decision,
+        tables: &RuleTables,
+    ) {
+        let [Action::Output(out_port)] = decision.actions.as_slice() else {
+            return;
+        };
+        if decision.too_deep || *out_port == in_port {
+            return;
+        }
+        let (Some(&in_if), Some(&out_if)) =
+            (self.ifindex.get(&in_port), self.ifindex.get(out_port))
+        else {
+            return;
+        };
+        let timed = decision.rules.iter().any(|&id| {
+            tables
+                .get(id)
+                .is_none_or(|r| r.rule.idle_timeout != 0 || r.rule.hard_timeout != 0)
+        });
+        if timed {
+            return;
+        }
+        let Some(key) = fast_key(frame, in_if) else {
+            return;
+        };
+        if self.entries.contains_key(&key) {
+            return;
+        }
+        match self.fast_path.install(&key, out_if) {
+            Ok(true) => {
+                self.installed += 1;
+                self.entries.insert(
+                    key,
+                    Entry {
+                        rules: decision.rules.clone(),
+                        in_port,
+                        out_port: *out_port,
+                        credited: FlowCounts::default(),
+                    },
+                );
+            }
+            Ok(false) => self.table_full += 1,
+            Err(_) => self.errors += 1,
+        }
+    }
+
+    /// Credits what the kernel counted since the last harvest to the entries' rules and ports.
+    pub fn harvest(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+        for (key, entry) in &mut self.entries {
+            let counts = self.fast_path.counts(key)?;
+            let packets = counts.packets.saturating_sub(entry.credited.packets);
+            let bytes = counts.bytes.saturating_sub(entry.credited.bytes);
+            entry.credited = counts;
+            if packets == 0 {
+                continue;
+            }
+            for &id in &entry.rules {
+                tables.credit_many(id, packets, bytes, now);
+            }
+            let rx = self.ports.entry(entry.in_port).or_default();
+            rx.rx_packets += packets;
+            rx.rx_bytes += bytes;
+            let tx = self.ports.entry(entry.out_port).or_default();
+            tx.tx_packets += packets;
+            tx.tx_bytes += bytes;
+        }
+        Ok(())
+    }
+
+    /// Before the rules change: stops the kernel forwarding on any entry, credits their
+    /// counts, and removes them (the next packets of those flows are decided afresh).
+    pub fn flush(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+        self.fast_path.invalidate_all()?;
+        self.harvest(tables, now)?;
+        for key in self.entries.keys() {
+            self.fast_path.remove(key)?;
+        }
+        self.entries.clear();
+        Ok(())
+    }
+
+    /// What port `port` moved through the fast path, as of the last harvest.
+    pub fn port_counts(&self, port: u32) -> FastPortCounts {
+        self.ports.get(&port).copied().unwrap_or_default()
+    }
+
+    pub fn summary(&self) -> Result<OffloadSummary, XdpError> {
+        Ok(OffloadSummary {
+            flows: self.entries.len(),
+            installed: self.installed,
+            table_full: self.table_full,
+            errors: self.errors,
+            kernel: self.fast_path.counters()?,
+        })
+    }
+}

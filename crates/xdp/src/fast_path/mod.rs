@@ -1,0 +1,208 @@
+//! The switch's in-kernel fast path (bpf/switch_fast_path.c): one program attached to every
+//! AF_XDP port of a bridge, its flow table, and the sockets it sends the rest to.
+
+mod key;
+
+pub use key::{FastKey, KEY_LEN, fast_key};
+
+use std::os::fd::RawFd;
+
+use aya::maps::{Array, DevMapHash, HashMap, MapData, PerCpuArray, XskMap};
+
+use crate::{AttachMode, XdpError, attach, error_chain, load_program, xdp_program};
+
+const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch_fast_path.o"));
+const PROGRAM: &str = "switch_fast_path";
+
+/// Ports the program serves (MAX_PORTS) and queues per port (MAX_QUEUES).
+pub const MAX_PORTS: u32 = 64;
+pub const MAX_QUEUES: u32 = 64;
+
+/// `struct fp_action`: out ifindex and generation (one u64, little end first), packets, bytes.
+type ActionWords = [u64; 3];
+
+/// What one flow entry counted in the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounts {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The program's own counters, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPathCounters {
+    /// Packets forwarded in the kernel.
+    pub hits: u64,
+    /// Packets sent up to a socket (or the stack).
+    pub misses: u64,
+    /// Of those, packets whose entry predated the last rule change.
+    pub stale: u64,
+}
+
+/// The program attached to a bridge's interfaces; detached from all when dropped.
+pub struct FastPath {
+    flows: HashMap<MapData, FastKey, ActionWords>,
+    generation_map: Array<MapData, u32>,
+    ports: HashMap<MapData, u32, u32>,
+    xsks: XskMap<MapData>,
+    devs: DevMapHash<MapData>,
+    counters: PerCpuArray<MapData, u64>,
+    generation: u32,
+    mode: AttachMode,
+    // Dropped last: detaching the program from every interface.
+    _ebpf: aya::Ebpf,
+}
+
+fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
+    move |e| XdpError::Map {
+        map,
+        reason: error_chain(&e),
+    }
+}
+
+fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+    ebpf: &mut aya::Ebpf,
+    map: &'static str,
+) -> Result<T, XdpError> {
+    let m = ebpf.take_map(map).ok_or(XdpError::Map {
+        map,
+        reason: "not in the object".to_string(),
+    })?;
+    T::try_from(m).map_err(map_error(map))
+}
+
+impl FastPath {
+    /// Loads the program and attaches it to every interface of `ifaces` in `mode`; with
+    /// `fall_back`, an interface where native mode fails makes all of them skb mode.
+    pub fn attach(
+        ifaces: &[&str],
+        mode: AttachMode,
+        fall_back: bool,
+        force: bool,
+    ) -> Result<FastPath, XdpError> {
+        match FastPath::attach_in(ifaces, mode, force) {
+            Err(
+                e @ (XdpError::ForeignProgram { .. }
+                | XdpError::ForceFailed { .. }
+                | XdpError::NoInterface(_)),
+            ) => Err(e),
+            Err(_) if fall_back && mode == AttachMode::Native => {
+                FastPath::attach_in(ifaces, AttachMode::Skb, force)
+            }
+            other => other,
+        }
+    }
+
+    fn attach_in(ifaces: &[&str], mode: AttachMode, force: bool) -> Result<FastPath, XdpError> {
+        let mut ebpf = load_program(OBJECT, PROGRAM)?;
+        let program = xdp_program(&mut ebpf, PROGRAM)?;
+        for iface in ifaces {
+            attach::attach(program, PROGRAM, iface, mode, force)?;
+        }
+        Ok(FastPath {
+            flows: take(&mut ebpf, "fp_flows")?,
+            generation_map: take(&mut ebpf, "fp_generation")?,
+            ports: take(&mut ebpf, "fp_ports")?,
+            xsks: take(&mut ebpf, "xsks")?,
+            devs: take(&mut ebpf, "fp_devs")?,
+            counters: take(&mut ebpf, "fp_counters")?,
+            generation: 0,
+            mode,
+            _ebpf: ebpf,
+        })
+    }
+
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// Makes `ifindex` port `slot` (`slot < MAX_PORTS`): a place to send packets to, and a
+    /// place whose sockets receive what the kernel does not forward.
+    pub fn add_port(&mut self, slot: u32, ifindex: u32) -> Result<(), XdpError> {
+        self.ports
+            .insert(ifindex, slot, 0)
+            .map_err(map_error("fp_ports"))?;
+        self.devs
+            .insert(ifindex, ifindex, None, 0)
+            .map_err(|e| XdpError::Map {
+                map: "fp_devs",
+                reason: error_chain(&e),
+            })
+    }
+
+    /// Sends what port `slot` receives on `queue` and the kernel does not forward to `fd`.
+    pub fn register(&mut self, slot: u32, queue: u32, fd: RawFd) -> Result<(), XdpError> {
+        if queue >= MAX_QUEUES {
+            return Err(XdpError::Map {
+                map: "xsks",
+                reason: format!(
+                    "queue {queue}: the fast path serves queues 0-{}",
+                    MAX_QUEUES - 1
+                ),
+            });
+        }
+        self.xsks
+            .set(slot * MAX_QUEUES + queue, fd, 0)
+            .map_err(map_error("xsks"))
+    }
+
+    /// Forwards packets with `key` out of `out_ifindex` from now on, counting them; false when
+    /// the table is full.
+    pub fn install(&mut self, key: &FastKey, out_ifindex: u32) -> Result<bool, XdpError> {
+        let words = [
+            u64::from(out_ifindex) | (u64::from(self.generation) << 32),
+            0,
+            0,
+        ];
+        match self.flows.insert(key, words, 0) {
+            Ok(()) => Ok(true),
+            Err(aya::maps::MapError::SyscallError(s))
+                if matches!(s.io_error.raw_os_error(), Some(libc::E2BIG | libc::ENOMEM)) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(map_error("fp_flows")(e)),
+        }
+    }
+
+    /// What the entry of `key` has counted (zero when there is none).
+    pub fn counts(&self, key: &FastKey) -> Result<FlowCounts, XdpError> {
+        match self.flows.get(key, 0) {
+            Ok([_, packets, bytes]) => Ok(FlowCounts { packets, bytes }),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(FlowCounts::default()),
+            Err(e) => Err(map_error("fp_flows")(e)),
+        }
+    }
+
+    /// Removes the entry of `key`, if there is one.
+    pub fn remove(&mut self, key: &FastKey) -> Result<(), XdpError> {
+        match self.flows.remove(key) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(map_error("fp_flows")(e)),
+        }
+    }
+
+    /// Makes every entry installed so far stale at once: from the moment this returns the
+    /// kernel forwards nothing on them (they still hold their counts until removed).
+    pub fn invalidate_all(&mut self) -> Result<(), XdpError> {
+        self.generation = self.generation.wrapping_add(1);
+        self.generation_map
+            .set(0, self.generation, 0)
+            .map_err(map_error("fp_generation"))
+    }
+
+    pub fn counters(&self) -> Result<FastPathCounters, XdpError> {
+        let sum = |which: u32| -> Result<u64, XdpError> {
+            let values = self
+                .counters
+                .get(&which, 0)
+                .map_err(map_error("fp_counters"))?;
+            Ok(values.iter().sum())
+        };
+        Ok(FastPathCounters {
+            hits: sum(0)?,
+            misses: sum(1)?,
+            stale: sum(2)?,
+        })
+    }
+}
