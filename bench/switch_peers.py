@@ -328,13 +328,16 @@ def write(results, stage_rows):
                   f"- switch / OVS afxdp, 1 rule (goal >= 1.25x): {ratio(sw1, ovs1)}",
                   f"- switch / OVS afxdp, 10k rules (goal >= 1.25x): {ratio(swk, ovsk)}",
                   f"- switch / our l2fwd --peer-port (goal >= 0.85x): {ratio(sw1, l2)}",
-                  f"- switch 10k rules / 1 rule, both with 100k flows (goal >= 0.6x): {ratio(swk, swf)}", "",
+                  f"- switch 10k rules / 1 rule, both with 100k flows (goal >= 0.6x): {ratio(swk, swf)}",
+                  f"- switch 10k rules with 100k flows / 1 rule with one flow (goal >= 0.6x): {ratio(swk, sw1)}", "",
                   "With --offload (each flow's first packets through the poll-mode thread, the rest "
                   "forwarded by the XDP program on the sending CPU, like the Linux bridge and tc mirred):", "",
                   f"- switch --offload / OVS afxdp, 1 rule (goal >= 1.25x): {ratio(of1, ovs1)}",
                   f"- switch --offload / OVS afxdp, 10k rules (goal >= 1.25x): {ratio(ofk, ovsk)}",
                   f"- switch --offload / our l2fwd --peer-port (goal >= 0.85x): {ratio(of1, l2)}",
                   f"- switch --offload 10k rules / 1 rule, both with 100k flows (goal >= 0.6x): {ratio(ofk, off)}",
+                  f"- switch --offload 10k rules with 100k flows / 1 rule with one flow (goal >= 0.6x): "
+                  f"{ratio(ofk, of1)}",
                   f"- switch --offload / Linux bridge, 1 rule: {ratio(of1, get(size, '1 rule', 'Linux bridge'))}", ""]
     with open(os.path.join(ROOT, "bench", "SWITCH.md"), "w") as f:
         f.write("\n".join(lines))
