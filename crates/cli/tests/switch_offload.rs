@@ -3,12 +3,18 @@
 //! decisions stay in user space; a foreign XDP program is not replaced.
 
 mod common;
-use common::switched::Switched;
+use common::switched::{Setup, Switched, send_on_cpu};
 use common::*;
 
 /// The hosts' veths receive the kernel's XDP redirects only with NAPI on: GRO on.
 fn offloading(tag: &str) -> Switched {
-    let s = Switched::new(tag, &["--offload"]);
+    offloading_with(tag, Setup::default(), &[])
+}
+
+fn offloading_with(tag: &str, setup: Setup<'_>, extra: &[&str]) -> Switched {
+    let mut args = vec!["--offload"];
+    args.extend_from_slice(extra);
+    let s = Switched::with(tag, setup, &args);
     for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
         must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
     }
@@ -90,6 +96,51 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
     );
     // Ping replies (port 2 -> 1) went through the kernel too: ICMP is offloaded.
     assert!(field(&cache, "fast_path:", "flows") >= 3, "{cache}");
+}
+
+#[test]
+fn each_queue_misses_to_its_own_poll_mode_thread() {
+    let setup = Setup {
+        queues: 2,
+        ..Setup::default()
+    };
+    let mut s = offloading_with("sq", setup, &["--pmd-cpus", "0,1"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
+    let b_mac = mac_of(&s.c.ns_b, &s.c.b);
+    // 16 flows of their own into each queue: their first packets come up to the queue's
+    // thread, the rest are forwarded by the kernel.
+    for (cpu, src_port) in [(0, "2000"), (1, "3000")] {
+        send_on_cpu(
+            &s.c.ns_a,
+            &s.c.a,
+            cpu,
+            1000,
+            &b_mac,
+            &["--src-port", src_port],
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    assert_eq!(arrived, 2000, "every packet of both queues crosses once");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert!(
+        field(&cache, "fast_path:", "kernel_hits") >= 1900,
+        "{cache}"
+    );
+    let (j, _) = s.stop();
+    let up: Vec<u64> = j["pmds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rx_packets"][0].as_u64().unwrap())
+        .collect();
+    assert!(
+        up.iter().all(|&n| n >= 16),
+        "each thread decided its queue's flows: {j}"
+    );
 }
 
 #[test]

@@ -3,46 +3,8 @@
 //! queue's share, and ping works both ways. Bad thread, queue and ring options are refused.
 
 mod common;
-use common::switched::{Setup, Switched};
+use common::switched::{Setup, Switched, send_on_cpu};
 use common::*;
-
-/// Sends `count` numbered UDP frames from `ns` out of `dev`, on CPU `cpu`: AF_PACKET sends
-/// with qdisc bypass, which picks the transmit queue by CPU, so the peer receives them on
-/// queue `cpu`.
-fn send_on_cpu(ns: &str, dev: &str, cpu: u32, count: u32, dst_mac: &str) {
-    let port = format!("packet:{dev}");
-    let out = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "taskset",
-        "-c",
-        &cpu.to_string(),
-        wirespeed(),
-        "gen",
-        "--port",
-        &port,
-        "--count",
-        &count.to_string(),
-        "--flows",
-        "16",
-        "--rate",
-        "50000",
-        "--dst-mac",
-        dst_mac,
-        "--dst-ip",
-        "10.9.0.2",
-        "--generator-id",
-        &(cpu + 1).to_string(),
-        "--json",
-    ]);
-    assert!(
-        out.status.success(),
-        "gen: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[test]
 fn one_poll_mode_thread_per_receive_queue() {
@@ -65,7 +27,7 @@ fn one_poll_mode_thread_per_receive_queue() {
     let cap = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &file);
     let b_mac = mac_of(&s.c.ns_b, &s.c.b);
     for cpu in [0, 1] {
-        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac);
+        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac, &[]);
     }
     let frames = cap.stop(false).frames;
     let numbered = frames

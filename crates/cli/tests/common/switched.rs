@@ -131,3 +131,45 @@ impl Drop for Switched {
         let _ = std::fs::remove_file(&self.ctl);
     }
 }
+
+/// Sends `count` numbered UDP frames from `ns` out of `dev`, on CPU `cpu`: AF_PACKET sends
+/// with qdisc bypass, which picks the transmit queue by CPU, so the peer receives them on
+/// queue `cpu`. `extra` goes on gen's command line.
+pub fn send_on_cpu(ns: &str, dev: &str, cpu: u32, count: u32, dst_mac: &str, extra: &[&str]) {
+    let port = format!("packet:{dev}");
+    let (cpu_text, count_text, id_text) =
+        (cpu.to_string(), count.to_string(), (cpu + 1).to_string());
+    let mut argv = vec![
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "taskset",
+        "-c",
+        &cpu_text,
+        wirespeed(),
+        "gen",
+        "--port",
+        &port,
+        "--count",
+        &count_text,
+        "--flows",
+        "16",
+        "--rate",
+        "50000",
+        "--dst-mac",
+        dst_mac,
+        "--dst-ip",
+        "10.9.0.2",
+        "--generator-id",
+        &id_text,
+        "--json",
+    ];
+    argv.extend_from_slice(extra);
+    let out = sh(&argv);
+    assert!(
+        out.status.success(),
+        "gen: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
