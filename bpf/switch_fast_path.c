@@ -79,8 +79,27 @@ struct {
 	__type(value, __u32);
 } fp_devs SEC(".maps");
 
-// Packets forwarded here; packets sent up (to a socket or the stack); of those, how many
-// had an entry from before the last rule change.
+// A map-in-map nobody reads: updating it makes the kernel wait until every program run
+// in progress has finished (maybe_wait_bpf_programs), so after a generation change user
+// space knows no packet is still being forwarded on an old entry.
+struct fp_barrier_inner_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+
+struct fp_barrier_inner_map fp_barrier_inner SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct fp_barrier_inner_map);
+} fp_barrier SEC(".maps");
+
+// Packets forwarded here; packets sent up to a socket; of those, how many had an entry
+// from before the last rule change.
 enum { FP_HIT, FP_MISS, FP_STALE, FP_COUNTERS };
 
 struct {
@@ -174,17 +193,59 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 	return -1;
 }
 
+#ifdef FP_PROBE
+// Built only into the test object (switch_fast_path_probe.o): what the parser made of the
+// last frame, so a test can compare it with the Rust parser byte for byte.
+struct fp_probe {
+	__u32 accepted;
+	struct fp_key key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_probe);
+} fp_probe SEC(".maps");
+
+static __always_inline void probe(int parsed, struct fp_key *key)
+{
+	__u32 zero = 0;
+	struct fp_probe *p = bpf_map_lookup_elem(&fp_probe, &zero);
+
+	if (p) {
+		p->accepted = parsed == 0;
+		__builtin_memcpy(&p->key, key, sizeof(*key));
+	}
+}
+#else
+static __always_inline void probe(int parsed, struct fp_key *key)
+{
+}
+#endif
+
 SEC("xdp")
 int switch_fast_path(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
 	__u32 queue = ctx->rx_queue_index;
 	struct fp_key key;
-	__u32 *slot;
+	__u32 *slot, index;
+	int parsed;
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = ifindex;
-	if (parse(ctx, &key) == 0) {
+	parsed = parse(ctx, &key);
+	probe(parsed, &key);
+	// Only the queues the bridge has a socket on are its port; the others' packets go on
+	// to the stack, offloaded flow or not.
+	slot = bpf_map_lookup_elem(&fp_ports, &ifindex);
+	if (!slot || queue >= MAX_QUEUES)
+		return XDP_PASS;
+	index = *slot * MAX_QUEUES + queue;
+	if (!bpf_map_lookup_elem(&xsks, &index))
+		return XDP_PASS;
+	if (parsed == 0) {
 		struct fp_action *action = bpf_map_lookup_elem(&fp_flows, &key);
 
 		if (action) {
@@ -201,10 +262,7 @@ int switch_fast_path(struct xdp_md *ctx)
 		}
 	}
 	count(FP_MISS);
-	slot = bpf_map_lookup_elem(&fp_ports, &ifindex);
-	if (!slot || queue >= MAX_QUEUES)
-		return XDP_PASS;
-	return bpf_redirect_map(&xsks, *slot * MAX_QUEUES + queue, XDP_PASS);
+	return bpf_redirect_map(&xsks, index, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -4,11 +4,18 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 4] = [
-    "xsk_redirect",
-    "xdp_drop",
-    "xdp_live_tx",
-    "switch_fast_path",
+/// Objects: name, source in bpf/, extra clang arguments.
+const PROGRAMS: [(&str, &str, &[&str]); 5] = [
+    ("xsk_redirect", "xsk_redirect", &[]),
+    ("xdp_drop", "xdp_drop", &[]),
+    ("xdp_live_tx", "xdp_live_tx", &[]),
+    ("switch_fast_path", "switch_fast_path", &[]),
+    // The fast path with its parser's result exported, for the tests.
+    (
+        "switch_fast_path_probe",
+        "switch_fast_path",
+        &["-DFP_PROBE"],
+    ),
 ];
 
 fn main() {
@@ -20,13 +27,14 @@ fn main() {
         "/usr/include/{}-linux-gnu",
         env::var("CARGO_CFG_TARGET_ARCH").unwrap()
     );
-    for name in PROGRAMS {
-        let src = bpf_dir.join(format!("{name}.c"));
+    for (name, source, extra) in PROGRAMS {
+        let src = bpf_dir.join(format!("{source}.c"));
         println!("cargo:rerun-if-changed={}", src.display());
         let obj = out.join(format!("{name}.o"));
         let status = Command::new(&clang)
             .args(["-target", "bpf", "-O2", "-g", "-Wall", "-Werror"])
             .arg(format!("-I{multiarch}"))
+            .args(extra)
             .arg("-c")
             .arg(&src)
             .arg("-o")

@@ -2,12 +2,14 @@
 //! AF_XDP port of a bridge, its flow table, and the sockets it sends the rest to.
 
 mod key;
+mod probe;
 
 pub use key::{FastKey, KEY_LEN, fast_key};
+pub use probe::{PROBE_IFINDEX, Probe};
 
 use std::os::fd::RawFd;
 
-use aya::maps::{Array, DevMapHash, HashMap, MapData, PerCpuArray, XskMap};
+use aya::maps::{Array, ArrayOfMaps, DevMapHash, HashMap, MapData, PerCpuArray, XskMap};
 
 use crate::{AttachMode, XdpError, attach, error_chain, load_program, xdp_program};
 
@@ -47,6 +49,8 @@ pub struct FastPath {
     xsks: XskMap<MapData>,
     devs: DevMapHash<MapData>,
     counters: PerCpuArray<MapData, u64>,
+    barrier: ArrayOfMaps<MapData>,
+    barrier_inner: MapData,
     generation: u32,
     mode: AttachMode,
     // Dropped last: detaching the program from every interface.
@@ -69,6 +73,17 @@ fn take<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
         reason: "not in the object".to_string(),
     })?;
     T::try_from(m).map_err(map_error(map))
+}
+
+/// A map of the object as plain map data (for the barrier's inner map).
+fn take_data(ebpf: &mut aya::Ebpf, map: &'static str) -> Result<MapData, XdpError> {
+    match ebpf.take_map(map) {
+        Some(aya::maps::Map::Array(data)) => Ok(data),
+        _ => Err(XdpError::Map {
+            map,
+            reason: "not an array in the object".to_string(),
+        }),
+    }
 }
 
 impl FastPath {
@@ -106,6 +121,8 @@ impl FastPath {
             xsks: take(&mut ebpf, "xsks")?,
             devs: take(&mut ebpf, "fp_devs")?,
             counters: take(&mut ebpf, "fp_counters")?,
+            barrier: take(&mut ebpf, "fp_barrier")?,
+            barrier_inner: take_data(&mut ebpf, "fp_barrier_inner")?,
             generation: 0,
             mode,
             _ebpf: ebpf,
@@ -182,13 +199,19 @@ impl FastPath {
         }
     }
 
-    /// Makes every entry installed so far stale at once: from the moment this returns the
-    /// kernel forwards nothing on them (they still hold their counts until removed).
+    /// Makes every entry installed so far stale at once. When this returns, no packet is
+    /// being forwarded or counted on them any more, not even one the program was handling
+    /// during the change (they keep their final counts until removed).
     pub fn invalidate_all(&mut self) -> Result<(), XdpError> {
-        self.generation = self.generation.wrapping_add(1);
+        let generation = self.generation.wrapping_add(1);
         self.generation_map
-            .set(0, self.generation, 0)
-            .map_err(map_error("fp_generation"))
+            .set(0, generation, 0)
+            .map_err(map_error("fp_generation"))?;
+        self.generation = generation;
+        // Updating a map-in-map returns only after every program run in progress ended.
+        self.barrier
+            .set(0, &self.barrier_inner, 0)
+            .map_err(map_error("fp_barrier"))
     }
 
     pub fn counters(&self) -> Result<FastPathCounters, XdpError> {
