@@ -144,6 +144,56 @@ fn each_queue_misses_to_its_own_poll_mode_thread() {
 }
 
 #[test]
+fn queues_without_a_socket_are_not_the_switch_s() {
+    let setup = Setup {
+        queues: 2,
+        ..Setup::default()
+    };
+    // One thread, bound to queue 0 of each port: queue 1 is the stack's, as without the
+    // fast path, even for flows installed from queue 0.
+    let s = offloading_with("sx", setup, &[]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
+    let b_mac = mac_of(&s.c.ns_b, &s.c.b);
+    for cpu in [0, 1] {
+        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac, &[]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    assert_eq!(arrived, 1000, "only queue 0's packets cross");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "flows"), 16, "{cache}");
+}
+
+#[test]
+fn idle_flows_leave_the_kernel_table_and_come_back() {
+    let s = offloading("si");
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let cache = s.ctl_ok(&["dump-cache"]);
+    // Echo request and echo reply.
+    assert_eq!(field(&cache, "fast_path:", "flows"), 2, "{cache}");
+    // Idle for 10 s, then the next housekeeping round (1 s) removes them.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "flows"), 0, "{cache}");
+    assert_eq!(field(&cache, "fast_path:", "aged"), 2, "{cache}");
+    let flows = s.ctl_ok(&["dump-flows"]);
+    let counted = field(&flows, "in_port=1 actions=output:2", "n_packets");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "flows"), 2, "{cache}");
+    assert_eq!(field(&cache, "fast_path:", "installed"), 4, "{cache}");
+    let flows = s.ctl_ok(&["dump-flows"]);
+    assert_eq!(
+        field(&flows, "in_port=1 actions=output:2", "n_packets"),
+        counted + 3,
+        "the rule counts every echo request, before and after: {flows}"
+    );
+}
+
+#[test]
 fn only_exact_output_decisions_are_offloaded() {
     let s = offloading("sn");
     // The default rule (normal) and a rewrite: both stay in user space.

@@ -262,6 +262,12 @@ impl Bridge {
         let now = self.now();
         let mut shared = self.lock();
         shared.datapath.tables.expire(now);
+        // A failure shows in dump-cache's error count; the next round tries again.
+        if shared.datapath.age_offload(now).is_err()
+            && let Some(offload) = &mut shared.datapath.offload
+        {
+            offload.count_error();
+        }
         shared.datapath.mac_table.expire(now);
         shared.datapath.cache.optimize();
     }

@@ -236,11 +236,12 @@ fn dump_cache(bridge: &Bridge) -> String {
             Ok(o) => {
                 let _ = write!(
                     out,
-                    "\nfast_path: flows={}, installed={}, table_full={}, errors={}, \
+                    "\nfast_path: flows={}, installed={}, table_full={}, aged={}, errors={}, \
                      kernel_hits={}, sent_up={}, stale={}",
                     o.flows,
                     o.installed,
                     o.table_full,
+                    o.aged,
                     o.errors,
                     o.kernel.hits,
                     o.kernel.misses,

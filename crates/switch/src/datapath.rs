@@ -108,6 +108,14 @@ impl Datapath {
         }
     }
 
+    /// Housekeeping of the kernel's fast path: credits and removes idle entries.
+    pub fn age_offload(&mut self, now: Duration) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) => offload.age(&mut self.tables, now),
+            None => Ok(()),
+        }
+    }
+
     /// Empties the kernel's fast path, its counts credited: call before changing the rules.
     pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
@@ -135,7 +143,7 @@ impl Datapath {
             self.tables.credit(id, bytes, now);
         }
         if let Some(offload) = &mut self.offload {
-            offload.consider(frame.data(), in_port, decision, &self.tables);
+            offload.consider(frame.data(), in_port, decision, &self.tables, now);
         }
         if decision.too_deep {
             return verdict.drop_for(DropReason::ResubmitLimit);

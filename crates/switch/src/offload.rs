@@ -7,12 +7,17 @@
 //! - Decisions: an entry is installed only for the decision `[output:N]` (N not the input
 //!   port) from rules without timeouts, under a key that holds every byte the flow key is
 //!   made from, so every packet the kernel forwards would have got the same decision here.
-//! - Rule changes: before any rule changes, every entry is made stale in one map write (no
-//!   packet is forwarded on it after that), counted and removed; so once `ctl` returns, no
-//!   packet is handled under the old rules. Rules with timeouts are never behind an entry,
+//! - Rule changes: before any rule changes, every entry is made stale in one map write, the
+//!   kernel is waited for until no packet is being forwarded on one any more, and they are
+//!   counted and removed; so once `ctl` returns, no packet is handled under the old rules. Rules with timeouts are never behind an entry,
 //!   so expiry cannot change an offloaded decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
 //!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
+//! - Ageing: [`Offload::age`], once a second, looks at a share of the entries and removes
+//!   those whose counts have not moved for [`IDLE_TIMEOUT`], so flows that ended do not fill
+//!   the kernel's table (a flow's next packet installs it again). The one inexactness: a
+//!   packet of such an idle flow arriving in the instant between the last look at its counts
+//!   and the removal is forwarded but not counted.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,12 +30,19 @@ use crate::classifier::RuleId;
 use crate::rule_table::RuleTables;
 use crate::translate::Decision;
 
-/// An installed entry: what it was decided from, and what of its counts has been credited.
+/// An entry whose counts have not moved for this long is removed from the kernel's table.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Entries [`Offload::age`] looks at per call (a system call each, under the bridge's lock).
+const AGE_BATCH: usize = 8192;
+
+/// An installed entry: what it was decided from, what of its counts has been credited, and
+/// when they last moved.
 struct Entry {
     rules: Vec<RuleId>,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
+    last_moved: Duration,
 }
 
 /// Packets and bytes a port received and sent through the kernel's fast path.
@@ -51,6 +63,8 @@ pub struct OffloadSummary {
     pub installed: u64,
     /// Installs refused because the kernel's table was full.
     pub table_full: u64,
+    /// Entries removed for being idle.
+    pub aged: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
     pub kernel: FastPathCounters,
@@ -64,7 +78,12 @@ pub struct Offload {
     ports: HashMap<u32, FastPortCounts>,
     installed: u64,
     table_full: u64,
+    aged: u64,
     errors: u64,
+    /// The kernel refused an install for want of room: none is tried until one is freed.
+    full: bool,
+    /// Keys [`Offload::age`] has still to look at in this round.
+    to_age: Vec<FastKey>,
 }
 
 impl Offload {
@@ -77,7 +96,10 @@ impl Offload {
             ports: HashMap::new(),
             installed: 0,
             table_full: 0,
+            aged: 0,
             errors: 0,
+            full: false,
+            to_age: Vec::new(),
         }
     }
 
@@ -89,10 +111,14 @@ impl Offload {
         in_port: u32,
         decision: &Decision,
         tables: &RuleTables,
+        now: Duration,
     ) {
         let [Action::Output(out_port)] = decision.actions.as_slice() else {
             return;
         };
+        if self.full {
+            return;
+        }
         if decision.too_deep || *out_port == in_port {
             return;
         }
@@ -125,10 +151,14 @@ impl Offload {
                         in_port,
                         out_port: *out_port,
                         credited: FlowCounts::default(),
+                        last_moved: now,
                     },
                 );
             }
-            Ok(false) => self.table_full += 1,
+            Ok(false) => {
+                self.table_full += 1;
+                self.full = true;
+            }
             Err(_) => self.errors += 1,
         }
     }
@@ -137,21 +167,33 @@ impl Offload {
     pub fn harvest(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
         for (key, entry) in &mut self.entries {
             let counts = self.fast_path.counts(key)?;
-            let packets = counts.packets.saturating_sub(entry.credited.packets);
-            let bytes = counts.bytes.saturating_sub(entry.credited.bytes);
-            entry.credited = counts;
-            if packets == 0 {
+            credit(entry, counts, &mut self.ports, tables, now);
+        }
+        Ok(())
+    }
+
+    /// Housekeeping: looks at the next share of the entries, crediting their counts, and
+    /// removes those idle for [`IDLE_TIMEOUT`]; every entry is looked at about every
+    /// entries / 8192 calls.
+    pub fn age(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+        if self.to_age.is_empty() {
+            self.to_age = self.entries.keys().copied().collect();
+        }
+        let keep = self.to_age.len().saturating_sub(AGE_BATCH);
+        for key in self.to_age.split_off(keep) {
+            let Some(entry) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            let counts = self.fast_path.counts(&key)?;
+            if credit(entry, counts, &mut self.ports, tables, now) {
                 continue;
             }
-            for &id in &entry.rules {
-                tables.credit_many(id, packets, bytes, now);
+            if now.saturating_sub(entry.last_moved) >= IDLE_TIMEOUT {
+                self.fast_path.remove(&key)?;
+                self.entries.remove(&key);
+                self.aged += 1;
+                self.full = false;
             }
-            let rx = self.ports.entry(entry.in_port).or_default();
-            rx.rx_packets += packets;
-            rx.rx_bytes += bytes;
-            let tx = self.ports.entry(entry.out_port).or_default();
-            tx.tx_packets += packets;
-            tx.tx_bytes += bytes;
         }
         Ok(())
     }
@@ -165,6 +207,8 @@ impl Offload {
             self.fast_path.remove(key)?;
         }
         self.entries.clear();
+        self.to_age.clear();
+        self.full = false;
         Ok(())
     }
 
@@ -173,13 +217,47 @@ impl Offload {
         self.ports.get(&port).copied().unwrap_or_default()
     }
 
+    /// Counts a map operation that failed outside `consider` (housekeeping).
+    pub fn count_error(&mut self) {
+        self.errors += 1;
+    }
+
     pub fn summary(&self) -> Result<OffloadSummary, XdpError> {
         Ok(OffloadSummary {
             flows: self.entries.len(),
             installed: self.installed,
             table_full: self.table_full,
+            aged: self.aged,
             errors: self.errors,
             kernel: self.fast_path.counters()?,
         })
     }
+}
+
+/// Adds what the kernel counted for `entry` since its last credit to its rules and ports;
+/// whether anything had moved.
+fn credit(
+    entry: &mut Entry,
+    counts: FlowCounts,
+    ports: &mut HashMap<u32, FastPortCounts>,
+    tables: &mut RuleTables,
+    now: Duration,
+) -> bool {
+    let packets = counts.packets.saturating_sub(entry.credited.packets);
+    let bytes = counts.bytes.saturating_sub(entry.credited.bytes);
+    entry.credited = counts;
+    if packets == 0 {
+        return false;
+    }
+    entry.last_moved = now;
+    for &id in &entry.rules {
+        tables.credit_many(id, packets, bytes, now);
+    }
+    let rx = ports.entry(entry.in_port).or_default();
+    rx.rx_packets += packets;
+    rx.rx_bytes += bytes;
+    let tx = ports.entry(entry.out_port).or_default();
+    tx.tx_packets += packets;
+    tx.tx_bytes += bytes;
+    true
 }

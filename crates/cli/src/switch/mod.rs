@@ -25,7 +25,17 @@ descriptors; packet: ports are copied to and from (dump-ports counts the copies)
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
 With no flows the bridge is a learning switch (priority=0,actions=normal). Hosts whose veth \
 hands the switch TCP or UDP packets with partial checksums (checksum offload) must turn it \
-off on their side: ethtool -K IFACE tx off.\n\n--offload forwards in the kernel: the first packet of a flow comes to the switch, and when its decision is exactly output:N to another AF_XDP port (no rewrite, no normal, no flood, rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, not fragmented / TCP, UDP or ICMP, the flow is installed in the XDP program's table and its next packets never reach user space. Rule counters and dump-ports include them; any rule change empties the table first. The kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on); otherwise the kernel drops them."
+off on their side: ethtool -K IFACE tx off.\n\n\
+--offload forwards in the kernel: the first packet of a flow comes to the switch, and when \
+its decision is exactly output:N to another AF_XDP port (no rewrite, no normal, no flood, \
+rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, \
+not fragmented / TCP, UDP or ICMP, the flow is installed in the XDP program's table and its \
+next packets never reach user space. Rule counters and dump-ports include them; any rule \
+change empties the table first, and a flow idle for 10 s leaves it. Only the queues the \
+switch has sockets on are its port: other queues' packets go to the stack as before. The \
+kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive \
+XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on); otherwise the \
+kernel drops them."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1 or 3=packet:eth0 (numbers default to 1, 2,
@@ -212,6 +222,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
                 let summary = match o.summary() {
                     Ok(f) => serde_json::json!({
                         "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
+                        "aged": f.aged,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,
                     }),

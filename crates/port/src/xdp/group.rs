@@ -101,10 +101,7 @@ impl XdpGroup {
         })?;
         let note = umem.note().map(str::to_string);
         let mut members: Vec<Member> = Vec::with_capacity(specs.len());
-        let mut attach_mode = programs_of
-            .as_ref()
-            .map(|g| g.attach_mode)
-            .or(opts.program_attached);
+        let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
         for (i, spec) in specs.iter().enumerate() {
             let mut notes: Vec<String> = note.iter().cloned().collect();
             let owner = members.first().map(|m| &m.socket);

@@ -135,14 +135,28 @@ fn bind_member(
 ) -> Result<(Option<XskProgram>, Socket, AttachMode), PortError> {
     let config = socket_config(opts);
     let owner = place.owner;
-    let shared_attempt = place.attach.map(|attach| [(attach, BindMode::Any)]);
-    let attempts: &[(AttachMode, BindMode)] = match &shared_attempt {
-        Some(a) => a,
-        None => opts.xdp_mode.attempts(),
+    let attempts: Vec<(AttachMode, BindMode)> = match (place.attach, opts.program_attached) {
+        (Some(attach), _) => vec![(attach, BindMode::Any)],
+        // The caller's program runs in `attach` mode: the binds the XDP mode asks for there.
+        (None, Some(attach)) => {
+            let asked: Vec<_> = opts
+                .xdp_mode
+                .attempts()
+                .iter()
+                .copied()
+                .filter(|&(a, _)| a == attach)
+                .collect();
+            if asked.is_empty() {
+                vec![(attach, BindMode::Any)]
+            } else {
+                asked
+            }
+        }
+        (None, None) => opts.xdp_mode.attempts().to_vec(),
     };
     let mut last_err = None;
     let mut tried: Vec<String> = Vec::new();
-    for &(attach, bind) in attempts {
+    for &(attach, bind) in &attempts {
         let program = if opts.rx && place.attach_program {
             match XskProgram::attach(&spec.iface, attach, opts.force) {
                 Ok(p) => Some(p),
