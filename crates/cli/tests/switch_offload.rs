@@ -21,6 +21,24 @@ fn offloading_with(tag: &str, setup: Setup<'_>, extra: &[&str]) -> Switched {
     s
 }
 
+/// Sends `count` UDP frames (one flow) from host A with bench txpush, all of them.
+fn push_from_a(s: &Switched, count: u64) {
+    let tx = run_json(
+        &s.c.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}", s.c.a),
+            "--count",
+            &count.to_string(),
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"], count, "{tx}");
+}
+
 /// The number after `name=` in `text`'s line that contains `within`.
 fn field(text: &str, within: &str, name: &str) -> u64 {
     let line = text
@@ -55,20 +73,7 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
     const SENT: u64 = 20_000;
-    let tx = run_json(
-        &s.c.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}", s.c.a),
-            "--count",
-            &SENT.to_string(),
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["packets"], SENT, "{tx}");
+    push_from_a(&s, SENT);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
     assert_eq!(arrived, SENT, "every packet crosses exactly once");
@@ -208,20 +213,7 @@ fn only_exact_output_decisions_are_offloaded() {
         "priority=10,udp,idle_timeout=60,in_port=1,actions=output:2",
     ]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let tx = run_json(
-        &s.c.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}", s.c.a),
-            "--count",
-            "1000",
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["packets"], 1000, "{tx}");
+    push_from_a(&s, 1000);
     let cache = s.ctl_ok(&["dump-cache"]);
     assert_eq!(field(&cache, "fast_path:", "flows"), 0, "{cache}");
     assert_eq!(field(&cache, "fast_path:", "installed"), 0, "{cache}");
