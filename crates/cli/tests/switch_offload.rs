@@ -199,15 +199,80 @@ fn idle_flows_leave_the_kernel_table_and_come_back() {
 }
 
 #[test]
+fn learning_switch_flows_are_offloaded_and_follow_a_move() {
+    let s = offloading("sl");
+    // Quiet hosts: an IPv6 packet from B would teach the table B's true port at any time.
+    for ns in [&s.c.ns_a, &s.c.ns_b] {
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+        ]);
+    }
+    // ARP teaches the table both hosts; the echo requests and replies are then offloaded.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "flows"), 2, "{cache}");
+    let hits = field(&cache, "fast_path:", "kernel_hits");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(
+        field(&cache, "fast_path:", "kernel_hits"),
+        hits + 6,
+        "{cache}"
+    );
+    // B's address shows up behind port 1: the table moves it, so A's echo requests to B
+    // now go nowhere (normal never sends out of the input port), in the kernel too.
+    let b_mac = mac_of(&s.c.ns_b, &s.c.b);
+    let tx = run_json(
+        &s.c.ns_a,
+        &[
+            "gen",
+            "--port",
+            &format!("packet:{}", s.c.a),
+            "--count",
+            "1",
+            "--src-mac",
+            &b_mac,
+            "--dst-mac",
+            "ff:ff:ff:ff:ff:ff",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"], 1, "{tx}");
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 2),
+        0,
+        "B is behind port 1 now"
+    );
+    // B speaks from port 2 again: learned back, and ping works.
+    assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 3), 3);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let flows = s.ctl_ok(&["dump-flows"]);
+    let ports = s.ctl_ok(&["dump-ports"]);
+    let (up1, fast1) = port_rx(&ports, 1);
+    let (up2, fast2) = port_rx(&ports, 2);
+    assert_eq!(
+        field(&flows, "priority=0 actions=NORMAL", "n_packets"),
+        up1 + fast1 + up2 + fast2,
+        "the normal rule counts every packet, in the kernel or not:\n{flows}\n{ports}"
+    );
+}
+
+#[test]
 fn only_exact_output_decisions_are_offloaded() {
     let s = offloading("sn");
-    // The default rule (normal) and a rewrite: both stay in user space.
-    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    // A rewrite, flood and a rule with a timeout: all stay in user space.
     s.ctl_ok(&[
         "add-flow",
         "priority=10,icmp,in_port=1,actions=mod_nw_tos:32,output:2",
     ]);
-    s.ctl_ok(&["add-flow", "priority=10,icmp,in_port=2,actions=normal"]);
+    s.ctl_ok(&["add-flow", "priority=10,icmp,in_port=2,actions=flood"]);
     s.ctl_ok(&[
         "add-flow",
         "priority=10,udp,idle_timeout=60,in_port=1,actions=output:2",

@@ -269,6 +269,11 @@ impl Bridge {
             offload.count_error();
         }
         shared.datapath.mac_table.expire(now);
+        if shared.datapath.sync_offload_macs(now).is_err()
+            && let Some(offload) = &mut shared.datapath.offload
+        {
+            offload.count_error();
+        }
         shared.datapath.cache.optimize();
     }
 

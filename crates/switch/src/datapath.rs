@@ -103,7 +103,7 @@ impl Datapath {
     /// ports (before counters are shown).
     pub fn harvest_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) => offload.harvest(&mut self.tables, now),
+            Some(offload) => offload.harvest(&mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
         }
     }
@@ -111,7 +111,7 @@ impl Datapath {
     /// Housekeeping of the kernel's fast path: credits and removes idle entries.
     pub fn age_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) => offload.age(&mut self.tables, now),
+            Some(offload) => offload.age(&mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
         }
     }
@@ -119,7 +119,7 @@ impl Datapath {
     /// Empties the kernel's fast path, its counts credited: call before changing the rules.
     pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) => offload.flush(&mut self.tables, now),
+            Some(offload) => offload.flush(&mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
         }
     }
@@ -141,9 +141,6 @@ impl Datapath {
         let decision = &megaflow.decision;
         for &id in &decision.rules {
             self.tables.credit(id, bytes, now);
-        }
-        if let Some(offload) = &mut self.offload {
-            offload.consider(frame.data(), in_port, decision, &self.tables, now);
         }
         if decision.too_deep {
             return verdict.drop_for(DropReason::ResubmitLimit);
@@ -167,7 +164,38 @@ impl Datapath {
             mac_table: &mut self.mac_table,
             now,
         };
-        execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit)
+        execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
+        let Some(offload) = &mut self.offload else {
+            return;
+        };
+        // After execution: a `normal` decision reads the learning table as it now is. The
+        // decisions the fast path takes never rewrite the frame.
+        offload.consider(
+            frame.data(),
+            in_port,
+            decision,
+            &self.tables,
+            &self.mac_table,
+            now,
+        );
+        if offload.macs_changed(&self.mac_table)
+            && offload
+                .flush(&mut self.tables, &mut self.mac_table, now)
+                .is_err()
+        {
+            offload.count_error();
+        }
+    }
+
+    /// Housekeeping's side of the learning table: after ageing, the fast path's `normal`
+    /// entries go if any address they depend on may have gone.
+    pub fn sync_offload_macs(&mut self, now: Duration) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) if offload.macs_changed(&self.mac_table) => {
+                offload.flush(&mut self.tables, &mut self.mac_table, now)
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -20,6 +20,9 @@ pub struct MacTable {
     entries: HashMap<(u16, MacAddr), MacEntry>,
     capacity: usize,
     ageing: Duration,
+    /// Bumped whenever a learned address moves or is forgotten: what was looked up before
+    /// may now be answered differently (the fast path's `normal` entries depend on it).
+    changes: u64,
 }
 
 impl Default for MacTable {
@@ -34,7 +37,13 @@ impl MacTable {
             entries: HashMap::with_capacity(capacity),
             capacity,
             ageing,
+            changes: 0,
         }
+    }
+
+    /// Moves and removals so far (see the field).
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn len(&self) -> usize {
@@ -52,6 +61,9 @@ impl MacTable {
             return;
         }
         if let Some(entry) = self.entries.get_mut(&(vlan, mac)) {
+            if entry.port != port {
+                self.changes += 1;
+            }
             *entry = MacEntry {
                 port,
                 last_seen: now,
@@ -73,6 +85,17 @@ impl MacTable {
         );
     }
 
+    /// Learning from packets seen earlier (the kernel's fast path, harvested): keeps the entry
+    /// alive if it still says `port`, learns it if it is gone, but never moves an address
+    /// that was since seen elsewhere.
+    pub fn refresh(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
+        match self.entries.get_mut(&(vlan, mac)) {
+            Some(entry) if entry.port == port => entry.last_seen = entry.last_seen.max(now),
+            Some(_) => {}
+            None => self.learn(vlan, mac, port, now),
+        }
+    }
+
     /// The port `mac` on `vlan` was last seen on, unless that was longer ago than the ageing time.
     pub fn lookup(&self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
         let entry = self.entries.get(&(vlan, mac))?;
@@ -85,12 +108,17 @@ impl MacTable {
         let ageing = self.ageing;
         self.entries
             .retain(|_, entry| now.saturating_sub(entry.last_seen) < ageing);
-        before - self.entries.len()
+        let removed = before - self.entries.len();
+        if removed > 0 {
+            self.changes += 1;
+        }
+        removed
     }
 
     /// Forgets everything learned on `port` (it went away).
     pub fn flush_port(&mut self, port: u32) {
         self.entries.retain(|_, entry| entry.port != port);
+        self.changes += 1;
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u16, MacAddr, MacEntry)> + '_ {
@@ -107,6 +135,37 @@ mod tests {
     const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
     const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
     const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn moves_and_removals_count_as_changes() {
+        let mut t = MacTable::new(4, 10 * SECOND);
+        t.learn(0, A, 1, SECOND);
+        t.learn(0, A, 1, 2 * SECOND);
+        t.learn(0, B, 2, 2 * SECOND);
+        assert_eq!(t.changes(), 0, "learning and refreshing change no answer");
+        t.learn(0, A, 3, 3 * SECOND);
+        assert_eq!(t.changes(), 1, "a move");
+        assert_eq!(t.expire(5 * SECOND), 0);
+        assert_eq!(t.changes(), 1);
+        assert_eq!(t.expire(12 * SECOND), 1);
+        assert_eq!(t.changes(), 2, "B aged out");
+        t.flush_port(3);
+        assert_eq!((t.changes(), t.len()), (3, 0));
+    }
+
+    #[test]
+    fn refresh_never_moves_an_address() {
+        let mut t = MacTable::new(4, 10 * SECOND);
+        t.learn(0, A, 1, SECOND);
+        t.learn(0, A, 2, 2 * SECOND);
+        t.refresh(0, A, 1, 3 * SECOND);
+        assert_eq!(t.lookup(0, A, 3 * SECOND), Some(2));
+        t.refresh(0, A, 2, 9 * SECOND);
+        assert_eq!(t.lookup(0, A, 15 * SECOND), Some(2), "kept alive");
+        t.refresh(0, B, 3, 15 * SECOND);
+        assert_eq!(t.lookup(0, B, 15 * SECOND), Some(3), "learned when absent");
+        assert_eq!(t.changes(), 1);
+    }
 
     #[test]
     fn learn_move_and_age() {

@@ -5,8 +5,15 @@
 //!
 //! What stays exact:
 //! - Decisions: an entry is installed only for the decision `[output:N]` (N not the input
-//!   port) from rules without timeouts, under a key that holds every byte the flow key is
-//!   made from, so every packet the kernel forwards would have got the same decision here.
+//!   port), or `[normal]` when the destination is a learned unicast address on another port,
+//!   from rules without timeouts, under a key that holds every byte the flow key is made
+//!   from, so every packet the kernel forwards would have got the same decision here.
+//! - MAC learning: a `normal` entry depends on the learning table; when a learned address
+//!   moves or is forgotten ([`MacTable::changes`]) every entry is flushed as for a rule
+//!   change, and the kernel's packets of a `normal` flow refresh its source address's
+//!   entry when they are harvested, as if user space had seen them. (Between an address
+//!   ageing out and the next housekeeping round, up to a second, its flows still go to the
+//!   port it was last seen on rather than being flooded.)
 //! - Rule changes: before any rule changes, every entry is made stale in one map write, the
 //!   kernel is waited for until no packet is being forwarded on one any more, and they are
 //!   counted and removed; so once `ctl` returns, no packet is handled under the old rules. Rules with timeouts are never behind an entry,
@@ -22,11 +29,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use wirespeed_packet::MacAddr;
+use wirespeed_packet::flow_key::VLAN_VID_MASK;
 use wirespeed_xdp::XdpError;
 use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, fast_key};
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::mac_learning::MacTable;
 use crate::rule_table::RuleTables;
 use crate::translate::Decision;
 
@@ -43,6 +53,8 @@ struct Entry {
     out_port: u32,
     credited: FlowCounts,
     last_moved: Duration,
+    /// For a `normal` entry: the source address (VLAN, MAC) its packets teach the table.
+    learns: Option<(u16, MacAddr)>,
 }
 
 /// Packets and bytes a port received and sent through the kernel's fast path.
@@ -84,6 +96,9 @@ pub struct Offload {
     full: bool,
     /// Keys [`Offload::age`] has still to look at in this round.
     to_age: Vec<FastKey>,
+    /// Installed `normal` entries, and the learning table's change count they were made at.
+    normal_entries: usize,
+    macs_seen: u64,
 }
 
 impl Offload {
@@ -100,30 +115,39 @@ impl Offload {
             errors: 0,
             full: false,
             to_age: Vec::new(),
+            normal_entries: 0,
+            macs_seen: 0,
         }
     }
 
-    /// Installs an entry for `frame` (received on `in_port`) if its decision is one the kernel
-    /// can carry out exactly, and the frame is one the fast path parses.
+    /// Installs an entry for `frame` (received on `in_port`, its decision just executed) if
+    /// the decision is one the kernel can carry out exactly, and the frame is one the fast
+    /// path parses.
     pub fn consider(
         &mut self,
         frame: &[u8],
         in_port: u32,
         decision: &Decision,
         tables: &RuleTables,
+        macs: &MacTable,
         now: Duration,
     ) {
-        let [Action::Output(out_port)] = decision.actions.as_slice() else {
-            return;
+        let (out_port, learns) = match decision.actions.as_slice() {
+            [Action::Output(port)] => (*port, None),
+            [Action::Normal] => match learned_destination(frame, macs, now) {
+                Some((port, learns)) => (port, Some(learns)),
+                None => return,
+            },
+            _ => return,
         };
         if self.full {
             return;
         }
-        if decision.too_deep || *out_port == in_port {
+        if decision.too_deep || out_port == in_port {
             return;
         }
         let (Some(&in_if), Some(&out_if)) =
-            (self.ifindex.get(&in_port), self.ifindex.get(out_port))
+            (self.ifindex.get(&in_port), self.ifindex.get(&out_port))
         else {
             return;
         };
@@ -144,14 +168,21 @@ impl Offload {
         match self.fast_path.install(&key, out_if) {
             Ok(true) => {
                 self.installed += 1;
+                if learns.is_some() {
+                    if self.normal_entries == 0 {
+                        self.macs_seen = macs.changes();
+                    }
+                    self.normal_entries += 1;
+                }
                 self.entries.insert(
                     key,
                     Entry {
                         rules: decision.rules.clone(),
                         in_port,
-                        out_port: *out_port,
+                        out_port,
                         credited: FlowCounts::default(),
                         last_moved: now,
+                        learns,
                     },
                 );
             }
@@ -164,18 +195,33 @@ impl Offload {
     }
 
     /// Credits what the kernel counted since the last harvest to the entries' rules and ports.
-    pub fn harvest(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+    pub fn harvest(
+        &mut self,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         for (key, entry) in &mut self.entries {
             let counts = self.fast_path.counts(key)?;
-            credit(entry, counts, &mut self.ports, tables, now);
+            credit(entry, counts, &mut self.ports, tables, macs, now);
         }
         Ok(())
+    }
+
+    /// Whether the learning table changed under `normal` entries (then call `flush`).
+    pub fn macs_changed(&self, macs: &MacTable) -> bool {
+        self.normal_entries > 0 && macs.changes() != self.macs_seen
     }
 
     /// Housekeeping: looks at the next share of the entries, crediting their counts, and
     /// removes those idle for [`IDLE_TIMEOUT`]; every entry is looked at about every
     /// entries / 8192 calls.
-    pub fn age(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+    pub fn age(
+        &mut self,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         if self.to_age.is_empty() {
             self.to_age = self.entries.keys().copied().collect();
         }
@@ -185,12 +231,16 @@ impl Offload {
                 continue;
             };
             let counts = self.fast_path.counts(&key)?;
-            if credit(entry, counts, &mut self.ports, tables, now) {
+            if credit(entry, counts, &mut self.ports, tables, macs, now) {
                 continue;
             }
             if now.saturating_sub(entry.last_moved) >= IDLE_TIMEOUT {
                 self.fast_path.remove(&key)?;
-                self.entries.remove(&key);
+                if let Some(entry) = self.entries.remove(&key)
+                    && entry.learns.is_some()
+                {
+                    self.normal_entries -= 1;
+                }
                 self.aged += 1;
                 self.full = false;
             }
@@ -200,15 +250,22 @@ impl Offload {
 
     /// Before the rules change: stops the kernel forwarding on any entry, credits their
     /// counts, and removes them (the next packets of those flows are decided afresh).
-    pub fn flush(&mut self, tables: &mut RuleTables, now: Duration) -> Result<(), XdpError> {
+    pub fn flush(
+        &mut self,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         self.fast_path.invalidate_all()?;
-        self.harvest(tables, now)?;
+        self.harvest(tables, macs, now)?;
         for key in self.entries.keys() {
             self.fast_path.remove(key)?;
         }
         self.entries.clear();
         self.to_age.clear();
         self.full = false;
+        self.normal_entries = 0;
+        self.macs_seen = macs.changes();
         Ok(())
     }
 
@@ -241,6 +298,7 @@ fn credit(
     counts: FlowCounts,
     ports: &mut HashMap<u32, FastPortCounts>,
     tables: &mut RuleTables,
+    macs: &mut MacTable,
     now: Duration,
 ) -> bool {
     let packets = counts.packets.saturating_sub(entry.credited.packets);
@@ -250,6 +308,9 @@ fn credit(
         return false;
     }
     entry.last_moved = now;
+    if let Some((vlan, src)) = entry.learns {
+        macs.refresh(vlan, src, entry.in_port, now);
+    }
     for &id in &entry.rules {
         tables.credit_many(id, packets, bytes, now);
     }
@@ -260,4 +321,24 @@ fn credit(
     tx.tx_packets += packets;
     tx.tx_bytes += bytes;
     true
+}
+
+/// For a `normal` decision on `frame`: the port its destination was learned on, and the
+/// source address the frame teaches; `None` when the destination is a group address or
+/// unknown (the frame was flooded), as `execute`'s `normal` decides.
+fn learned_destination(
+    frame: &[u8],
+    macs: &MacTable,
+    now: Duration,
+) -> Option<(u32, (u16, MacAddr))> {
+    let dst = MacAddr(frame.get(0..6)?.try_into().ok()?);
+    let src = MacAddr(frame.get(6..12)?.try_into().ok()?);
+    let vlan = match frame.get(12..16)? {
+        [0x81, 0x00, hi, lo] => u16::from_be_bytes([*hi, *lo]) & VLAN_VID_MASK,
+        _ => 0,
+    };
+    if dst.is_multicast() {
+        return None;
+    }
+    Some((macs.lookup(vlan, dst, now)?, (vlan, src)))
 }

@@ -27,11 +27,12 @@ With no flows the bridge is a learning switch (priority=0,actions=normal). Hosts
 hands the switch TCP or UDP packets with partial checksums (checksum offload) must turn it \
 off on their side: ethtool -K IFACE tx off.\n\n\
 --offload forwards in the kernel: the first packet of a flow comes to the switch, and when \
-its decision is exactly output:N to another AF_XDP port (no rewrite, no normal, no flood, \
-rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, \
+its decision is exactly output:N to another AF_XDP port, or normal with the destination \
+learned behind another AF_XDP port (no rewrite, no flood, rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, \
 not fragmented / TCP, UDP or ICMP, the flow is installed in the XDP program's table and its \
 next packets never reach user space. Rule counters and dump-ports include them; any rule \
-change empties the table first, and a flow idle for 10 s leaves it. Only the queues the \
+change empties the table first, so does a learned address moving or ageing out, and a flow \
+idle for 10 s leaves it. Only the queues the \
 switch has sockets on are its port: other queues' packets go to the stack as before. The \
 kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive \
 XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on); otherwise the \
