@@ -330,3 +330,42 @@ fn a_foreign_program_is_not_replaced() {
     let link = must(&["ip", "-n", &c.ns_m, "-d", "link", "show", "dev", &c.ma]);
     assert!(!link.contains("prog/xdp"), "{link}");
 }
+
+#[test]
+fn offload_refuses_ports_it_cannot_serve() {
+    let c = NetChain::new("sr");
+    let ctl = format!("/tmp/wirespeed-test-{}-sr.sock", std::process::id());
+    let refused = |ports: [String; 2], want: &str| {
+        let out = run_in(
+            &c.ns_m,
+            &[
+                "switch",
+                "--port",
+                &ports[0],
+                "--port",
+                &ports[1],
+                "--ctl",
+                &ctl,
+                "--offload",
+                "--duration",
+                "1",
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(
+            !std::path::Path::new(&ctl).exists(),
+            "no control socket left"
+        );
+    };
+    refused(
+        [format!("1=packet:{}", c.ma), format!("2=packet:{}", c.mb)],
+        "--offload: needs 1 to 64 AF_XDP ports, not 0",
+    );
+    refused(
+        [format!("1=xdp:{}", c.ma), format!("2=xdp:{}@0", c.ma)],
+        &format!("--offload: {} is named by two ports", c.ma),
+    );
+    c.assert_no_xdp_left();
+}
