@@ -1,7 +1,8 @@
 //! Flows handed to the kernel (`wirespeed switch --offload`): when user space decides that a
-//! packet only goes out of one other AF_XDP port, it installs the packet's exact header
-//! fields in the fast path's table (bpf/switch_fast_path.c), and the rest of that flow is
-//! forwarded by the XDP program without reaching user space (seed 002's OVS-eBPF datapath).
+//! packet only goes out of one other AF_XDP port (by `output:N`, or `normal` to a learned
+//! address), it installs the packet's exact header fields in the fast path's table
+//! (bpf/switch_fast_path.c), and the rest of that flow is forwarded by the XDP program
+//! without reaching user space (seed 002's OVS-eBPF datapath).
 //!
 //! What stays exact:
 //! - Decisions: an entry is installed only for the decision `[output:N]` (N not the input
@@ -16,8 +17,9 @@
 //!   port it was last seen on rather than being flooded.)
 //! - Rule changes: before any rule changes, every entry is made stale in one map write, the
 //!   kernel is waited for until no packet is being forwarded on one any more, and they are
-//!   counted and removed; so once `ctl` returns, no packet is handled under the old rules. Rules with timeouts are never behind an entry,
-//!   so expiry cannot change an offloaded decision.
+//!   counted and removed; so once `ctl` returns, no packet is handled under the old rules.
+//!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
+//!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
 //!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
 //! - Ageing: [`Offload::age`], once a second, looks at a share of the entries and removes
