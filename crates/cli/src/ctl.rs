@@ -11,8 +11,11 @@ use wirespeed_switch::{DEFAULT_CTL, Request};
 #[derive(Debug, Args)]
 #[command(
     after_help = "Commands: add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-dump-flows, dump-ports, show, dump-cache\n\nExamples:\n  \
-wirespeed ctl add-flow 'priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  wirespeed ctl dump-flows"
+dump-flows, dump-ports, show, dump-cache\n\nAs in ovs-ofctl, mod-flows and del-flows select the rules \
+at least as specific as MATCH, in every table unless table= is given; cookie=VALUE/MASK selects \
+by cookie (/-1: all bits), and mod-flows' cookie=VALUE sets a new one.\n\nExamples:\n  \
+wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
+wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl dump-flows"
 )]
 pub struct CtlArgs {
     /// The switch's control socket.

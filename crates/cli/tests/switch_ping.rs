@@ -123,6 +123,22 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
         assert!(!out.status.success(), "{flow} was accepted");
         assert!(err.contains(needle), "{flow}: expected '{needle}' in {err}");
     }
+    // Selectors that would select by something del-flows / mod-flows cannot select by are
+    // refused, not widened to every rule.
+    for (command, flow, needle) in [
+        ("del-flows", "cookie=5", "del-flows cannot set a cookie"),
+        ("del-flows", "priority=0", "not by priority"),
+        (
+            "mod-flows",
+            "idle_timeout=5,actions=drop",
+            "only add-flow sets timeouts",
+        ),
+    ] {
+        let out = s.ctl(&[command, flow]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command} {flow} was accepted");
+        assert!(err.contains(needle), "{flow}: expected '{needle}' in {err}");
+    }
     let after = s.ctl_ok(&["dump-flows"]);
     let strip = |t: &str| {
         t.lines()
@@ -130,6 +146,15 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
             .collect::<Vec<_>>()
     };
     assert_eq!(strip(&before), strip(&after), "the table changed");
+    // cookie=VALUE/MASK selects, as in ovs-ofctl; mod-flows' bare cookie= sets.
+    s.ctl_ok(&["add-flow", "cookie=0x7,priority=5,icmp,actions=drop"]);
+    s.ctl_ok(&["add-flow", "cookie=0x8,priority=5,arp,actions=normal"]);
+    s.ctl_ok(&["mod-flows", "cookie=0x8/-1,cookie=0x9,actions=normal"]);
+    s.ctl_ok(&["del-flows", "cookie=0x7/0xf"]);
+    let flows = strip(&s.ctl_ok(&["dump-flows"]));
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    assert!(flows[0].starts_with("cookie=0x9, "), "{flows:?}");
+    assert!(flows[1].starts_with("cookie=0x0, "), "{flows:?}");
     let missing = sh(&[
         wirespeed(),
         "ctl",

@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use wirespeed_port::PortStats;
 
-use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
 use crate::execute::DropReason;
 use crate::flow_format::MegaflowLine;
-use crate::flow_parse::{parse_flow_mod, parse_flows, parse_rule, parse_selector};
+use crate::flow_parse::{FlowMod, parse_flow_mod, parse_flows, parse_rule, parse_selector};
 use crate::offload::FastPortCounts;
 use crate::pmd::{BridgeCounters, PmdSnapshot};
 use crate::rule::Rule;
@@ -40,7 +39,7 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
             Err(e) => return Response::error(e.to_string()),
         },
         "mod-flows" => match parse_flow_mod(arg, false) {
-            Ok((selector, actions)) => Edit::Modify(selector, actions),
+            Ok(flow_mod) => Edit::Modify(flow_mod),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
         "del-flows" => match parse_selector(arg, false) {
@@ -52,8 +51,8 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
         }
     };
     let now = bridge.now();
-    // add-flow names its one flow in errors; add-flows' messages name the line.
-    let flow = (request.command == "add-flow").then_some(arg);
+    // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
+    let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
     let mut shared = bridge.lock();
     apply(&mut shared.datapath, edit, flow, now)
 }
@@ -61,7 +60,7 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
 /// A parsed request that reads or changes the rule tables.
 enum Edit {
     Add(Vec<Rule>),
-    Modify(RuleSelector, Vec<Action>),
+    Modify(FlowMod),
     Delete(RuleSelector),
     Dump,
 }
@@ -98,13 +97,23 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
                 None => format!("{n} flows added"),
             })
         }
-        Edit::Modify(selector, actions) => match dp.check_output_ports(&actions) {
-            Err(e) => Response::error(e.to_string()),
-            Ok(()) => {
-                dp.tables.modify(&selector, &actions);
-                Response::ok("")
+        Edit::Modify(m) => {
+            let changed = dp
+                .check_output_ports(&m.actions)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    dp.tables
+                        .modify(&m.selector, &m.actions, m.new_cookie)
+                        .map_err(|e| e.to_string())
+                });
+            match changed {
+                Ok(_) => Response::ok(""),
+                Err(e) => Response::error(match flow {
+                    Some(flow) => format!("{flow}: {e}"),
+                    None => e,
+                }),
             }
-        },
+        }
         Edit::Delete(selector) => {
             dp.tables.delete(&selector);
             Response::ok("")

@@ -38,10 +38,23 @@ pub(crate) fn error(message: impl Into<String>) -> FlowError {
 pub struct MatchSpec {
     pub table: Option<u8>,
     pub priority: Option<u16>,
+    /// `cookie=VALUE`: the cookie a rule gets (add-flow; mod-flows, for the rules it changes).
     pub cookie: Option<u64>,
+    /// `cookie=VALUE/MASK`: the rules to select (mod-flows, del-flows), as ovs-ofctl reads a
+    /// cookie with a mask (`/-1`: every bit).
+    pub cookie_match: Option<(u64, u64)>,
     pub idle_timeout: Option<u16>,
     pub hard_timeout: Option<u16>,
     pub flow_match: Match,
+}
+
+/// What `mod-flows` does: the rules it changes, their new actions, and their new cookie when
+/// `cookie=` came without a mask.
+#[derive(Clone, Debug)]
+pub struct FlowMod {
+    pub selector: RuleSelector,
+    pub actions: Vec<Action>,
+    pub new_cookie: Option<u64>,
 }
 
 /// The shorthands: (name, dl_type, nw_proto).
@@ -68,6 +81,11 @@ pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
     let mut rule = Rule::new(spec.flow_match, parse_actions(actions_text)?);
     rule.table = spec.table.unwrap_or(0);
     rule.priority = spec.priority.unwrap_or(Rule::DEFAULT_PRIORITY);
+    if spec.cookie_match.is_some() {
+        return Err(error(
+            "flow additions cannot use a cookie mask (cookie=VALUE/MASK)",
+        ));
+    }
     rule.cookie = spec.cookie.unwrap_or(0);
     rule.idle_timeout = spec.idle_timeout.unwrap_or(0);
     rule.hard_timeout = spec.hard_timeout.unwrap_or(0);
@@ -91,15 +109,21 @@ pub fn parse_flows(text: &str) -> Result<Vec<Rule>, FlowError> {
 }
 
 /// Parses `mod-flows`' argument: which rules (a [`RuleSelector`]: no `table=` means every table,
-/// `strict` also needs the priority, 32768 if not given) and their new actions.
-pub fn parse_flow_mod(text: &str, strict: bool) -> Result<(RuleSelector, Vec<Action>), FlowError> {
+/// `strict` also needs the priority, 32768 if not given), their new actions and maybe cookie.
+/// The actions are checked against each selected rule's table when applied
+/// ([`crate::RuleTables::modify`]).
+pub fn parse_flow_mod(text: &str, strict: bool) -> Result<FlowMod, FlowError> {
     let (match_text, actions_text) =
         split_actions(text).ok_or_else(|| error("must specify an action (actions=...)"))?;
     let spec = parse_match(match_text)?;
     let mut rule = Rule::new(spec.flow_match, parse_actions(actions_text)?);
     rule.table = spec.table.unwrap_or(0);
     check_actions(&rule)?;
-    Ok((spec.selector(strict), rule.actions))
+    Ok(FlowMod {
+        selector: spec.selector("mod-flows", strict)?,
+        actions: rule.actions,
+        new_cookie: spec.cookie,
+    })
 }
 
 /// Parses `del-flows`' argument (a match, maybe empty) into the rules it removes.
@@ -107,17 +131,42 @@ pub fn parse_selector(text: &str, strict: bool) -> Result<RuleSelector, FlowErro
     if split_actions(text).is_some() {
         return Err(error("del-flows takes a match without actions="));
     }
-    Ok(parse_match(text)?.selector(strict))
+    let spec = parse_match(text)?;
+    if let Some(cookie) = spec.cookie {
+        return Err(error(format!(
+            "cookie={cookie:#x}: del-flows cannot set a cookie; to select rules by cookie give a \
+             mask: cookie={cookie:#x}/-1"
+        )));
+    }
+    spec.selector("del-flows", strict)
 }
 
 impl MatchSpec {
-    /// The rules this match selects for `mod-flows` / `del-flows`.
-    pub fn selector(&self, strict: bool) -> RuleSelector {
-        RuleSelector {
+    /// The rules this match selects for `command` (`mod-flows` / `del-flows`). Keys that would
+    /// select nothing there are refused rather than ignored, as ovs-ofctl does: ignored, they
+    /// would widen the command to rules the user did not mean.
+    pub fn selector(&self, command: &str, strict: bool) -> Result<RuleSelector, FlowError> {
+        if let (Some(priority), false) = (self.priority, strict) {
+            return Err(error(format!(
+                "priority={priority}: {command} selects rules by their match, not by priority"
+            )));
+        }
+        for (key, given) in [
+            ("idle_timeout", self.idle_timeout),
+            ("hard_timeout", self.hard_timeout),
+        ] {
+            if let Some(value) = given {
+                return Err(error(format!(
+                    "{key}={value}: only add-flow sets timeouts; {command} cannot select by them"
+                )));
+            }
+        }
+        Ok(RuleSelector {
             table: self.table,
             flow_match: self.flow_match,
             strict_priority: strict.then(|| self.priority.unwrap_or(Rule::DEFAULT_PRIORITY)),
-        }
+            cookie: self.cookie_match,
+        })
     }
 }
 
@@ -188,7 +237,10 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
         _ if STATISTICS.contains(&key) => {}
         "table" => spec.table = Some(number(key, value, 254)? as u8),
         "priority" => spec.priority = Some(number(key, value, 0xffff)? as u16),
-        "cookie" => spec.cookie = Some(number(key, value, u128::from(u64::MAX))? as u64),
+        "cookie" => match value.split_once('/') {
+            None => spec.cookie = Some(number(key, value, u128::from(u64::MAX))? as u64),
+            Some((value, mask)) => spec.cookie_match = Some(cookie_match(value, mask)?),
+        },
         "idle_timeout" => spec.idle_timeout = Some(number(key, value, 0xffff)? as u16),
         "hard_timeout" => spec.hard_timeout = Some(number(key, value, 0xffff)? as u16),
         _ => parse_field(token, key, value, spec)?,
@@ -249,6 +301,17 @@ fn add(
     spec.flow_match
         .add(field, value, mask)
         .map_err(|conflict| error(format!("{token}: {conflict}")))
+}
+
+/// `cookie=VALUE/MASK`'s two numbers; MASK may be `-1` (every bit).
+fn cookie_match(value: &str, mask: &str) -> Result<(u64, u64), FlowError> {
+    let max = u128::from(u64::MAX);
+    let value = number("cookie", value, max)? as u64;
+    let mask = match mask {
+        "-1" => u64::MAX,
+        mask => number("cookie mask", mask, max)? as u64,
+    };
+    Ok((value, mask))
 }
 
 fn number(key: &str, text: &str, max: u128) -> Result<u128, FlowError> {
@@ -492,12 +555,13 @@ mod tests {
 
     #[test]
     fn mod_and_del_selectors() {
-        let (selector, actions) = parse_flow_mod("tcp,tp_dst=80,actions=output:2", false).unwrap();
-        assert_eq!((selector.table, selector.strict_priority), (None, None));
-        assert_eq!(actions, vec![Action::Output(2)]);
-        let (selector, _) = parse_flow_mod("table=1,ip,actions=drop", true).unwrap();
+        let m = parse_flow_mod("tcp,tp_dst=80,actions=output:2", false).unwrap();
+        assert_eq!((m.selector.table, m.selector.strict_priority), (None, None));
+        assert_eq!(m.actions, vec![Action::Output(2)]);
+        assert_eq!((m.selector.cookie, m.new_cookie), (None, None));
+        let m = parse_flow_mod("table=1,ip,actions=drop", true).unwrap();
         assert_eq!(
-            (selector.table, selector.strict_priority),
+            (m.selector.table, m.selector.strict_priority),
             (Some(1), Some(32768))
         );
         let selector = parse_selector("priority=5,in_port=1", true).unwrap();
@@ -515,6 +579,62 @@ mod tests {
                 .unwrap_err()
                 .0,
             "mod_tp_dst:1 requires tcp or udp (dl_type and nw_proto)"
+        );
+    }
+
+    /// ovs-ofctl's cookie rules: a bare cookie is set, `value/mask` selects.
+    #[test]
+    fn cookies_set_and_select() {
+        assert_eq!(parse_rule("cookie=0x5,actions=drop").unwrap().cookie, 5);
+        assert_eq!(
+            parse_rule("cookie=5/-1,actions=drop").unwrap_err().0,
+            "flow additions cannot use a cookie mask (cookie=VALUE/MASK)"
+        );
+        let m = parse_flow_mod("cookie=0x10/0xf0,actions=drop", false).unwrap();
+        assert_eq!(
+            (m.selector.cookie, m.new_cookie),
+            (Some((0x10, 0xf0)), None)
+        );
+        let m = parse_flow_mod("in_port=1,cookie=7,actions=drop", false).unwrap();
+        assert_eq!((m.selector.cookie, m.new_cookie), (None, Some(7)));
+        let m = parse_flow_mod("cookie=1/1,cookie=2,actions=drop", false).unwrap();
+        assert_eq!((m.selector.cookie, m.new_cookie), (Some((1, 1)), Some(2)));
+        let selector = parse_selector("cookie=5/-1", false).unwrap();
+        assert_eq!(selector.cookie, Some((5, u64::MAX)));
+        assert_eq!(
+            parse_selector("cookie=5", false).unwrap_err().0,
+            "cookie=0x5: del-flows cannot set a cookie; to select rules by cookie give a mask: \
+             cookie=0x5/-1"
+        );
+        assert_eq!(
+            parse_selector("cookie=5/x", false).unwrap_err().0,
+            "cookie mask=x: 'x' is not a number"
+        );
+    }
+
+    /// Keys that select nothing in del-flows / mod-flows are refused: ignored, they would widen
+    /// the command to every rule.
+    #[test]
+    fn selectors_refuse_what_they_cannot_select_by() {
+        assert_eq!(
+            parse_selector("priority=5", false).unwrap_err().0,
+            "priority=5: del-flows selects rules by their match, not by priority"
+        );
+        assert_eq!(
+            parse_selector("ip,idle_timeout=10", false).unwrap_err().0,
+            "idle_timeout=10: only add-flow sets timeouts; del-flows cannot select by them"
+        );
+        assert_eq!(
+            parse_flow_mod("hard_timeout=3,actions=drop", false)
+                .unwrap_err()
+                .0,
+            "hard_timeout=3: only add-flow sets timeouts; mod-flows cannot select by them"
+        );
+        assert_eq!(
+            parse_flow_mod("priority=9,actions=drop", false)
+                .unwrap_err()
+                .0,
+            "priority=9: mod-flows selects rules by their match, not by priority"
         );
     }
 

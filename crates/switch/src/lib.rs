@@ -63,7 +63,7 @@ pub use flow_cache::{CacheStats, FlowCache};
 pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use flow_match::Match;
 pub use flow_parse::{
-    FlowError, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
+    FlowError, FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
 };
 pub use frame::Frame;
 pub use mac_learning::MacTable;

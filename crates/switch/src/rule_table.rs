@@ -4,10 +4,12 @@
 use core::time::Duration;
 
 use crate::action::Action;
+use crate::action_parse::check_actions;
 use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::field::FlowBits;
 use crate::flow_format::DumpLine;
 use crate::flow_match::Match;
+use crate::flow_parse::FlowError;
 use crate::rule::{Rule, RuleStats};
 
 pub const TABLE_COUNT: usize = 255;
@@ -29,11 +31,19 @@ pub struct RuleSelector {
     pub flow_match: Match,
     /// Some: strict selection (`--strict`), which also requires this priority.
     pub strict_priority: Option<u16>,
+    /// Some((value, mask)): only rules whose cookie equals `value` in `mask`'s bits.
+    pub cookie: Option<(u64, u64)>,
 }
 
 impl RuleSelector {
     pub fn selects(&self, rule: &Rule) -> bool {
         if self.table.is_some_and(|table| table != rule.table) {
+            return false;
+        }
+        if self
+            .cookie
+            .is_some_and(|(value, mask)| (rule.cookie ^ value) & mask != 0)
+        {
             return false;
         }
         match self.strict_priority {
@@ -130,19 +140,36 @@ impl RuleTables {
         ids.len()
     }
 
-    /// `mod-flows`: replaces the actions of the selected rules, keeping their counters.
-    pub fn modify(&mut self, selector: &RuleSelector, actions: &[Action]) -> usize {
+    /// `mod-flows`: replaces the actions (and the cookie, when given) of the selected rules,
+    /// keeping their counters; returns how many. All or nothing: the actions must be valid in
+    /// every selected rule's table (`goto_table` goes forward from it), or nothing changes.
+    pub fn modify(
+        &mut self,
+        selector: &RuleSelector,
+        actions: &[Action],
+        new_cookie: Option<u64>,
+    ) -> Result<usize, FlowError> {
+        for installed in self.rules.iter().flatten() {
+            if selector.selects(&installed.rule) {
+                let mut changed = installed.rule.clone();
+                changed.actions = actions.to_vec();
+                check_actions(&changed)?;
+            }
+        }
         let mut count = 0;
         for installed in self.rules.iter_mut().flatten() {
             if selector.selects(&installed.rule) {
                 installed.rule.actions = actions.to_vec();
+                if let Some(cookie) = new_cookie {
+                    installed.rule.cookie = cookie;
+                }
                 count += 1;
             }
         }
         if count > 0 {
             self.generation += 1;
         }
-        count
+        Ok(count)
     }
 
     /// Removes the rules whose idle or hard timeout has passed at `now`.
@@ -244,6 +271,7 @@ mod tests {
             table: spec.table,
             flow_match: spec.flow_match,
             strict_priority,
+            cookie: None,
         }
     }
 
@@ -280,13 +308,59 @@ mod tests {
     }
 
     #[test]
+    fn cookie_selects_in_its_mask() {
+        let mut tables = tables(&[
+            "cookie=0x15,priority=1,actions=drop",
+            "cookie=0x25,priority=2,actions=drop",
+            "cookie=0x5,priority=3,actions=drop",
+        ]);
+        let by_cookie = |value, mask| RuleSelector {
+            cookie: Some((value, mask)),
+            ..selector("", None)
+        };
+        assert_eq!(tables.delete(&by_cookie(0x5, u64::MAX)), 1);
+        assert_eq!(
+            tables.modify(&by_cookie(0x10, 0xf0), &[Action::Normal], Some(0x99)),
+            Ok(1)
+        );
+        let cookies: Vec<(u64, Vec<Action>)> = tables
+            .dump_order()
+            .iter()
+            .map(|r| (r.rule.cookie, r.rule.actions.clone()))
+            .collect();
+        assert_eq!(cookies, vec![(0x25, vec![]), (0x99, vec![Action::Normal])]);
+        assert_eq!(tables.delete(&by_cookie(0, 0)), 2);
+    }
+
+    /// mod-flows without table= reaches every table; goto_table must still go forward from each
+    /// rule it changes, or nothing changes.
+    #[test]
+    fn modify_checks_goto_against_each_rules_table() {
+        let mut tables = tables(&["table=3,ip,actions=drop", "table=0,ip,actions=drop"]);
+        let generation = tables.generation();
+        assert_eq!(
+            tables
+                .modify(&selector("ip", None), &[Action::GotoTable(1)], None)
+                .unwrap_err()
+                .0,
+            "goto_table:1: must go to a later table than this rule's table 3"
+        );
+        assert_eq!(tables.generation(), generation);
+        assert!(tables.iter().all(|(_, r)| r.rule.actions.is_empty()));
+        assert_eq!(
+            tables.modify(&selector("ip", None), &[Action::GotoTable(4)], None),
+            Ok(2)
+        );
+    }
+
+    #[test]
     fn modify_keeps_counters() {
         let mut tables = tables(&["priority=5,in_port=1,actions=output:2"]);
         let (id, _) = tables.iter().next().unwrap();
         tables.credit(id, 100, Duration::from_secs(1));
         assert_eq!(
-            tables.modify(&selector("in_port=1", None), &[Action::Flood]),
-            1
+            tables.modify(&selector("in_port=1", None), &[Action::Flood], None),
+            Ok(1)
         );
         let installed = tables.get(id).unwrap();
         assert_eq!(installed.rule.actions, vec![Action::Flood]);

@@ -379,9 +379,10 @@ fn change_rules(
                     table: Some(rule.table),
                     flow_match: rule.flow_match,
                     strict_priority: Some(rule.priority),
+                    cookie: None,
                 };
                 let actions = random_actions(rng, Family::Any, rule.table);
-                assert!(tables.modify(&selector, &actions) >= 1);
+                assert!(tables.modify(&selector, &actions, None).unwrap() >= 1);
             }
             _ => {
                 let mut rule = tables.get(rng.pick(&ids)).unwrap().rule.clone();
