@@ -4,7 +4,7 @@
 //! under the lock the poll-mode threads take once a burst, and answers.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
@@ -64,6 +64,8 @@ pub enum ControlError {
     Permission(PathBuf),
     #[error("{0}: not a wirespeed control socket ({1})")]
     NotOurs(PathBuf, String),
+    #[error("{0}: exists and is not a socket; refusing to replace it (pass --ctl PATH)")]
+    NotASocket(PathBuf),
 }
 
 /// The listening socket; removed when dropped.
@@ -78,7 +80,9 @@ impl Drop for ControlServer {
 }
 
 /// Listens on `path` and forwards each request to `jobs`. A stale socket file left by a
-/// switch that died is replaced; a live one is refused.
+/// switch that died is replaced; a live one is refused, and so is anything that is not a
+/// socket. The socket appears at `path` already mode 0600: it is bound under a temporary
+/// name, restricted, then linked into place (link, unlike rename, never replaces a file).
 pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlError> {
     let io = |what| {
         move |source| ControlError::Io {
@@ -90,15 +94,31 @@ pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlEr
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io("create directory"))?;
     }
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(ControlError::NotASocket(path.to_path_buf()));
+        }
         if UnixStream::connect(path).is_ok() {
             return Err(ControlError::InUse(path.to_path_buf()));
         }
         std::fs::remove_file(path).map_err(io("remove stale socket"))?;
     }
-    let listener = UnixListener::bind(path).map_err(io("bind"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io("chmod 0600"))?;
+    let name = path
+        .file_name()
+        .map_or("ctl".into(), |n| n.to_string_lossy());
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    let listener = UnixListener::bind(&temporary).map_err(io("bind"))?;
+    let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("chmod 0600"))
+        .and_then(|()| {
+            std::fs::hard_link(&temporary, path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => ControlError::InUse(path.to_path_buf()),
+                _ => io("link into place")(e),
+            })
+        });
+    let _ = std::fs::remove_file(&temporary);
+    placed?;
     std::thread::Builder::new()
         .name("control".to_string())
         .spawn(move || {
@@ -139,6 +159,12 @@ fn serve(stream: UnixStream, jobs: &Sender<Job>) {
 
 /// Sends one request to the switch listening on `path` and returns its answer.
 pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError> {
+    if std::fs::metadata(path).is_ok_and(|meta| !meta.file_type().is_socket()) {
+        return Err(ControlError::NotOurs(
+            path.to_path_buf(),
+            "not a socket".to_string(),
+        ));
+    }
     let stream = UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
             ControlError::NotListening(path.to_path_buf())
@@ -163,4 +189,83 @@ pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError>
         .map_err(io("receive"))?;
     serde_json::from_str(&answer)
         .map_err(|e| ControlError::NotOurs(path.to_path_buf(), format!("answered {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory for one test, removed at the end.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let dir = std::env::temp_dir()
+                .join(format!("wirespeed-control-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Dir(dir)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_socket_is_left_alone() {
+        let dir = Dir::new("file");
+        let path = dir.0.join("switch.sock");
+        std::fs::write(&path, "precious").unwrap();
+        let (jobs, _) = mpsc::channel();
+        let err = listen(&path, jobs)
+            .err()
+            .expect("a regular file was replaced");
+        assert!(matches!(err, ControlError::NotASocket(_)), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+        let show = Request {
+            command: "show".to_string(),
+            args: vec![],
+        };
+        let err = request(&path, &show).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("not a wirespeed control socket (not a socket)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_socket_is_0600_live_ones_are_refused_stale_ones_replaced() {
+        let dir = Dir::new("socket");
+        let path = dir.0.join("switch.sock");
+        drop(UnixListener::bind(&path).unwrap()); // a dead switch's socket file
+        let (jobs, _keep) = mpsc::channel();
+        let server = listen(&path, jobs.clone()).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            entries(&dir.0),
+            ["switch.sock"],
+            "the temporary name is gone"
+        );
+        let err = listen(&path, jobs)
+            .err()
+            .expect("a live socket was replaced");
+        assert!(matches!(err, ControlError::InUse(_)), "{err}");
+        drop(server);
+        assert!(entries(&dir.0).is_empty(), "the socket is removed at exit");
+    }
 }
