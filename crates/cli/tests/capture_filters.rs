@@ -152,3 +152,49 @@ fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
         assert!(!exists_path(&out), "{expr}: a file was created");
     }
 }
+
+/// On a live port too: the expression is compiled before anything is opened or attached, and
+/// before the capabilities are asked for, so it is exit 2 for anyone (here root and nobody).
+#[test]
+fn invalid_expression_on_a_live_port_attaches_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("filters-bad-live");
+    let out = dir.path("never.pcap");
+    // A copy nobody can run: the build directory may be under a home only root can enter.
+    let copy = dir.path("wirespeed");
+    std::fs::copy(common::wirespeed(), &copy).unwrap();
+    let mode = |path: &str, bits| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(bits)).unwrap()
+    };
+    mode(&dir.path(""), 0o755);
+    mode(&copy, 0o755);
+    let as_nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    for prefix in [&[][..], &as_nobody[..]] {
+        let argv: Vec<&str> = prefix
+            .iter()
+            .copied()
+            .chain([
+                copy.as_str(),
+                "capture",
+                "--port",
+                "xdp:lo",
+                "-w",
+                &out,
+                "tcp port",
+            ])
+            .collect();
+        let run = common::sh(&argv);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{argv:?}: {err}");
+        assert!(err.contains("syntax error"), "{argv:?}: {err}");
+        assert!(!exists_path(&out), "{argv:?}: a file was created");
+    }
+    let link = common::sh(&["ip", "link", "show", "dev", "lo"]);
+    let link = String::from_utf8_lossy(&link.stdout);
+    assert!(!link.contains("xdp"), "a program is attached to lo: {link}");
+}

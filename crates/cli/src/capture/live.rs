@@ -14,7 +14,7 @@ use wirespeed_capture::write::Interface;
 use wirespeed_port::{Backend, Batch, Port, PortSpec, SockFilter};
 
 use super::counts::{Counts, receive_drops};
-use super::{CaptureArgs, FLUSH_EVERY, compile_or_exit, describe_output, now_ns};
+use super::{CaptureArgs, FLUSH_EVERY, describe_output, now_ns};
 use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::RunLimit;
 
@@ -24,11 +24,11 @@ const HOT_LOOP_CHECK: u32 = 128;
 pub fn run(
     args: &CaptureArgs,
     spec: &PortSpec,
+    filter: Option<Filter>,
     rotation: Rotation,
     stop: &AtomicBool,
 ) -> anyhow::Result<Counts> {
     let expression = args.expression();
-    let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET);
     let mut port = wirespeed_port::open(spec, &args.port_options(&spec.iface))
         .with_context(|| format!("open {spec}"))?;
     let mut counts = Counts::for_port(port.info());

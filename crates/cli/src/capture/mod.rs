@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
+use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_capture::filter::{FILTER_SNAPLEN, Filter};
 use wirespeed_capture::output::{FileOutput, StdoutOutput};
 use wirespeed_capture::recorder::{CHUNK_SIZE, RecorderConfig};
@@ -254,9 +255,11 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {
             let spec: PortSpec = args.port.as_deref().unwrap_or_default().parse()?;
+            // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
+            let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
             let needs_bpf = spec.backend == wirespeed_port::Backend::Xdp;
             crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;
-            live::run(&args, &spec, rotation, &stop)?
+            live::run(&args, &spec, filter, rotation, &stop)?
         }
     };
     let to_stderr = args.write.as_deref() == Some("-") || args.write.is_none();
