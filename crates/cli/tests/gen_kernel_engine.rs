@@ -43,6 +43,12 @@ fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
     );
     assert_eq!(tx["packets"].as_u64(), Some(COUNT), "{tx}");
     assert_eq!(tx["engine"], "kernel");
+    assert_eq!(
+        (&tx["size"], &tx["flows"]),
+        (&"imix".into(), &4.into()),
+        "{tx}"
+    );
+    assert!(tx["peak_rss_bytes"].as_u64().unwrap() > 0, "{tx}");
     // 4 flows x 3 IMIX sizes.
     assert_eq!(tx["sequence_end"].as_u64(), Some(12), "{tx}");
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -61,6 +67,32 @@ fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
         received + receiver_drops + veth_drops,
         COUNT,
         "received {received} + receiver drops {receiver_drops} + veth drops {veth_drops}: {rj}"
+    );
+    // More flows than frames can be prebuilt (64, 3 sizes each): the report says how many
+    // went out, not how many were asked for.
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--engine",
+            "kernel",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            "1000",
+            "--flows",
+            "100",
+            "--imix",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["flows"].as_u64(), Some(21), "{tx}");
+    assert!(
+        tx["notes"]
+            .to_string()
+            .contains("21 of the 100 flows asked for go out"),
+        "{tx}"
     );
     net.assert_no_xdp();
 }

@@ -45,6 +45,15 @@ impl SizePlan {
         }
     }
 
+    /// The plan as `--size` spells it: `64`, `64-1500`, or `imix`.
+    pub fn label(&self) -> String {
+        match self {
+            SizePlan::Fixed(s) => s.to_string(),
+            SizePlan::Range(lo, hi) => format!("{lo}-{hi}"),
+            SizePlan::Imix(_) => "imix".to_string(),
+        }
+    }
+
     /// A few sizes that stand for the plan, with their weights (for the kernel engine,
     /// which sends prebuilt frames): up to `most` evenly spaced sizes for a range.
     pub fn representatives(&self, most: usize) -> Vec<(u32, u32)> {

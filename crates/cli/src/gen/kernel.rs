@@ -43,18 +43,27 @@ fn prebuild(plan: &GenPlan) -> anyhow::Result<Vec<Prebuilt>> {
 
 pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
     let mut frames = prebuild(&plan)?;
-    let varied = plan.flows.flows > 1
-        && plan.sizes.representatives(8).len() == 1
-        && LiveFrames::can_vary(&frames[0].frame);
+    let sizes = plan.sizes.representatives(8).len();
+    let varied = plan.flows.flows > 1 && sizes == 1 && LiveFrames::can_vary(&frames[0].frame);
+    let mut notes = plan.notes;
+    // The flows that go out: all of them when the program varies them, else those prebuilt.
+    let flows = if varied {
+        plan.flows.flows
+    } else {
+        (frames.len() / sizes) as u32
+    };
     if varied {
         // Flow 0's frame; the program makes the others from it.
         frames.truncate(1);
-    } else if (plan.flows.flows as usize) * plan.sizes.representatives(8).len() > frames.len() {
-        eprintln!(
-            "wirespeed: note: kernel engine: cycling {} prebuilt frames (of {} flows)",
+    } else if flows < plan.flows.flows {
+        let note = format!(
+            "kernel engine: {flows} of the {} flows asked for go out ({} prebuilt frames \
+             cycled; only one size of IPv4 UDP or TCP is varied in the kernel)",
+            plan.flows.flows,
             frames.len(),
-            plan.flows.flows
         );
+        eprintln!("wirespeed: note: {note}");
+        notes.push(note);
     }
     let mut s = send(
         args,
@@ -65,9 +74,9 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         varied.then_some(plan.flows.flows),
         stop,
     )?;
-    s.flows = args.flows;
+    s.flows = flows;
     s.sequence_end = frames.len() as u64;
-    s.notes = plan.notes;
+    s.notes = notes;
     Ok(s)
 }
 

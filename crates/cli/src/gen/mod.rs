@@ -327,10 +327,13 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             eprintln!("wirespeed: note: {n}");
         }
         let stop = crate::bench::stop_flag()?;
-        match args.engine {
+        let size = plan.sizes.label();
+        let mut summary = match args.engine {
             Engine::Socket => socket::run(&args, plan, &stop)?,
             Engine::Kernel => kernel::run(&args, plan, &stop)?,
-        }
+        };
+        summary.size = Some(size);
+        summary
     };
     summary.print(args.json);
     if let Some(audit) = summary.frames

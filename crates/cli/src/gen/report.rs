@@ -14,6 +14,8 @@ pub struct GenSummary {
     pub xdp_mode: String,
     pub engine: &'static str,
     pub batch: u32,
+    /// The frame sizes asked for: `64`, `64-1500` or `imix` (none when replaying a file).
+    pub size: Option<String>,
     pub seconds: f64,
     /// Frames sent.
     pub packets: u64,
@@ -42,6 +44,8 @@ pub struct GenSummary {
     pub frames_json: Option<serde_json::Value>,
     /// The CPUs the kernel engine was pinned to (empty: not pinned).
     pub engine_cpus: Option<Vec<usize>>,
+    /// Peak resident memory of the process, as `bench` reports it.
+    pub peak_rss_bytes: u64,
     pub notes: Vec<String>,
 }
 
@@ -54,6 +58,7 @@ impl GenSummary {
             xdp_mode: info.map_or_else(|| "live-frames".to_string(), |i| i.mode.clone()),
             engine,
             batch: 0,
+            size: None,
             seconds: 0.0,
             packets: 0,
             bytes: 0,
@@ -73,6 +78,7 @@ impl GenSummary {
             frames: None,
             frames_json: None,
             engine_cpus: None,
+            peak_rss_bytes: 0,
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
         }
     }
@@ -90,6 +96,7 @@ impl GenSummary {
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.wire_mbps = (self.bytes + 4 * self.packets) as f64 * 8.0 / s / 1e6;
         self.frames_json = self.frames.map(|a| frames_json(&a));
+        self.peak_rss_bytes = crate::meter::peak_rss_bytes();
         self
     }
 
