@@ -18,6 +18,7 @@ use wirespeed_port::packet::PacketPort;
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
 use wirespeed_xdp::AttachMode;
+use wirespeed_xdp::ProgramBarrier;
 use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
 use crate::control::{Request, Response};
@@ -53,6 +54,8 @@ enum Threads {
 
 pub struct Bridge {
     shared: Arc<Mutex<Shared>>,
+    /// Waits for the fast path's program outside the lock (see [`Bridge::settle_offload`]).
+    barrier: Option<ProgramBarrier>,
     numbers: Vec<u32>,
     clock: Instant,
     threads: Threads,
@@ -130,7 +133,9 @@ impl Bridge {
         for (n, _) in ports {
             datapath.add_port(*n);
         }
+        let mut barrier = None;
         if let Some(fast_path) = fast_path {
+            barrier = Some(fast_path.barrier()?);
             let numbered: Vec<(u32, u32)> = ports
                 .iter()
                 .filter(|(_, s)| s.backend == Backend::Xdp)
@@ -143,6 +148,7 @@ impl Bridge {
                 datapath,
                 controller,
             })),
+            barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
             clock,
             threads: Threads::Parked(pmds),
@@ -275,11 +281,43 @@ impl Bridge {
             offload.count_error();
         }
         shared.datapath.cache.optimize();
+        drop(shared);
+        self.settle_offload();
     }
 
     /// Answers one control request (see `commands` for the commands).
     pub fn handle(&mut self, request: &Request) -> Response {
-        crate::commands::execute(self, request)
+        let response = crate::commands::execute(self, request);
+        self.settle_offload();
+        response
+    }
+
+    /// After the fast path removed entries (ageing, a flush): waits for its program outside
+    /// the lock, about 10 ms in which the poll-mode threads go on but install nothing, then
+    /// lets them install again (see "Reuse" in [`crate::offload`]).
+    fn settle_offload(&mut self) {
+        let Some(barrier) = &mut self.barrier else {
+            return;
+        };
+        let pending = {
+            let shared = pmd::lock(&self.shared);
+            shared
+                .datapath
+                .offload
+                .as_ref()
+                .and_then(Offload::unsettled)
+        };
+        let Some(round) = pending else {
+            return;
+        };
+        let waited = barrier.wait();
+        let mut shared = pmd::lock(&self.shared);
+        if let Some(offload) = &mut shared.datapath.offload {
+            match waited {
+                Ok(()) => offload.settled_at(round),
+                Err(_) => offload.count_error(),
+            }
+        }
     }
 
     /// Closes the controller (flushes its file); what it reports.

@@ -179,6 +179,7 @@ impl Datapath {
             now,
         );
         if offload.macs_changed(&self.mac_table)
+            && !offload.flush_failed()
             && offload
                 .flush(&mut self.tables, &mut self.mac_table, now)
                 .is_err()
@@ -187,11 +188,12 @@ impl Datapath {
         }
     }
 
-    /// Housekeeping's side of the learning table: after ageing, the fast path's `normal`
-    /// entries go if any address they depend on may have gone.
+    /// Housekeeping's side of the learning table: after ageing, the fast path's entries go
+    /// if any address a `normal` entry depends on may have gone; and a flush that failed is
+    /// tried again.
     pub fn sync_offload_macs(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) if offload.macs_changed(&self.mac_table) => {
+            Some(offload) if offload.macs_changed(&self.mac_table) || offload.flush_failed() => {
                 offload.flush(&mut self.tables, &mut self.mac_table, now)
             }
             _ => Ok(()),

@@ -24,9 +24,18 @@
 //!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
 //! - Ageing: [`Offload::age`], once a second, looks at a share of the entries and removes
 //!   those whose counts have not moved for [`IDLE_TIMEOUT`], so flows that ended do not fill
-//!   the kernel's table (a flow's next packet installs it again). The one inexactness: a
-//!   packet of such an idle flow arriving in the instant between the last look at its counts
-//!   and the removal is forwarded but not counted.
+//!   the kernel's table (a flow's next packet installs it again). Inexact: a packet of such
+//!   an idle flow arriving in the instant between the last look at its counts and the
+//!   removal is forwarded but not counted.
+//! - Reuse: the kernel's table preallocates its entries and hands a removed one to the next
+//!   install at once, so a program run that found the entry just before its removal could
+//!   read the new flow's action. After a removal nothing is installed until the program has
+//!   been waited for ([`Offload::unsettled`], [`Offload::settled_at`]; the bridge waits
+//!   outside its lock after housekeeping and after each command). A table that does not
+//!   preallocate (BPF_F_NO_PREALLOC) would not need this, but forwarded 15-25 % fewer
+//!   packets here.
+//! - The kernel counts a packet when it redirects it, so one whose transmit then fails (a
+//!   veth peer without NAPI, an MTU too small) is counted as forwarded, not dropped.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,6 +110,12 @@ pub struct Offload {
     /// Installed `normal` entries, and the learning table's change count they were made at.
     normal_entries: usize,
     macs_seen: u64,
+    /// Rounds of removals so far, and how many of them the program has been waited for
+    /// since: installs wait until they are equal (see Reuse above).
+    removals: u64,
+    settled: u64,
+    /// The last flush failed: housekeeping retries it, not every packet.
+    flush_failed: bool,
 }
 
 impl Offload {
@@ -119,6 +134,9 @@ impl Offload {
             to_age: Vec::new(),
             normal_entries: 0,
             macs_seen: 0,
+            removals: 0,
+            settled: 0,
+            flush_failed: false,
         }
     }
 
@@ -142,7 +160,7 @@ impl Offload {
             },
             _ => return,
         };
-        if self.full {
+        if self.full || self.removals != self.settled {
             return;
         }
         if decision.too_deep || out_port == in_port {
@@ -228,6 +246,21 @@ impl Offload {
             self.to_age = self.entries.keys().copied().collect();
         }
         let keep = self.to_age.len().saturating_sub(AGE_BATCH);
+        let aged = self.aged;
+        let result = self.age_keys(keep, tables, macs, now);
+        if self.aged != aged {
+            self.removals += 1;
+        }
+        result
+    }
+
+    fn age_keys(
+        &mut self,
+        keep: usize,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         for key in self.to_age.split_off(keep) {
             let Some(entry) = self.entries.get_mut(&key) else {
                 continue;
@@ -258,8 +291,28 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
+        let result = self.flush_entries(tables, macs, now);
+        self.flush_failed = result.is_err();
+        result
+    }
+
+    /// Whether the last flush failed (a poll-mode thread then leaves the retry to
+    /// housekeeping: a flush waits for the kernel, about 10 ms).
+    pub fn flush_failed(&self) -> bool {
+        self.flush_failed
+    }
+
+    fn flush_entries(
+        &mut self,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         self.fast_path.invalidate_all()?;
         self.harvest(tables, macs, now)?;
+        if !self.entries.is_empty() {
+            self.removals += 1;
+        }
         for key in self.entries.keys() {
             self.fast_path.remove(key)?;
         }
@@ -269,6 +322,17 @@ impl Offload {
         self.normal_entries = 0;
         self.macs_seen = macs.changes();
         Ok(())
+    }
+
+    /// Some(round) when entries were removed and the program has not been waited for since:
+    /// wait with [`wirespeed_xdp::ProgramBarrier::wait`], then call `settled_at(round)`.
+    pub fn unsettled(&self) -> Option<u64> {
+        (self.removals != self.settled).then_some(self.removals)
+    }
+
+    /// The program was waited for after removal round `round`: installs may reuse entries.
+    pub fn settled_at(&mut self, round: u64) {
+        self.settled = self.settled.max(round);
     }
 
     /// What port `port` moved through the fast path, as of the last harvest.
@@ -294,7 +358,9 @@ impl Offload {
 }
 
 /// Adds what the kernel counted for `entry` since its last credit to its rules and ports;
-/// whether anything had moved.
+/// whether anything had moved. The kernel adds a packet's count and its bytes one after the
+/// other, so a read can fall between them: bytes that come without a packet are still
+/// credited.
 fn credit(
     entry: &mut Entry,
     counts: FlowCounts,
@@ -306,7 +372,7 @@ fn credit(
     let packets = counts.packets.saturating_sub(entry.credited.packets);
     let bytes = counts.bytes.saturating_sub(entry.credited.bytes);
     entry.credited = counts;
-    if packets == 0 {
+    if packets == 0 && bytes == 0 {
         return false;
     }
     entry.last_moved = now;
@@ -343,4 +409,108 @@ fn learned_destination(
         return None;
     }
     Some((macs.lookup(vlan, dst, now)?, (vlan, src)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_parse::parse_rule;
+    use std::net::Ipv4Addr;
+    use wirespeed_packet::template::UdpTemplate;
+    use wirespeed_xdp::AttachMode;
+
+    fn frame() -> Vec<u8> {
+        let template = UdpTemplate {
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: Ipv4Addr::new(10, 0, 0, 1),
+            dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+            src_port: 1000,
+            dst_port: 2000,
+            frame_len: 60,
+            generator: 1,
+        };
+        let mut frame = vec![0; 60];
+        template.write(&mut frame, 1, 1).unwrap();
+        frame
+    }
+
+    /// The program loaded, attached nowhere: its maps work (needs root, as the tests that
+    /// move packets do).
+    fn offload() -> Offload {
+        let fast_path = FastPath::attach(&[], AttachMode::Skb, false, false)
+            .expect("load the fast path (the tests run as root)");
+        Offload::new(fast_path, &[(1, 1001), (2, 1002)])
+    }
+
+    #[test]
+    fn removed_entries_are_reused_only_after_the_program_was_waited_for() {
+        let mut offload = offload();
+        let mut barrier = offload.fast_path.barrier().unwrap();
+        let mut tables = RuleTables::new();
+        let id = tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut macs = MacTable::default();
+        let decision = Decision {
+            actions: vec![Action::Output(2)],
+            rules: vec![id],
+            too_deep: false,
+        };
+        let frame = frame();
+        let now = Duration::ZERO;
+        offload.consider(&frame, 1, &decision, &tables, &macs, now);
+        assert_eq!((offload.entries.len(), offload.unsettled()), (1, None));
+        offload.flush(&mut tables, &mut macs, now).unwrap();
+        let round = offload
+            .unsettled()
+            .expect("a flush that removed entries is unsettled");
+        offload.consider(&frame, 1, &decision, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 0, "installed before the wait");
+        barrier.wait().unwrap();
+        offload.settled_at(round);
+        assert_eq!(offload.unsettled(), None);
+        offload.consider(&frame, 1, &decision, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 1);
+        // A flush of an empty table removes nothing and leaves nothing to wait for.
+        offload.flush(&mut tables, &mut macs, now).unwrap();
+        offload.settled_at(offload.unsettled().unwrap());
+        offload.flush(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.unsettled(), None);
+    }
+
+    /// A read between the kernel's two adds sees a packet without its bytes: the bytes are
+    /// credited when they come, even with no new packet.
+    #[test]
+    fn bytes_read_after_their_packet_are_credited() {
+        let mut tables = RuleTables::new();
+        let id = tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut macs = MacTable::default();
+        let mut ports = HashMap::new();
+        let mut entry = Entry {
+            rules: vec![id],
+            in_port: 1,
+            out_port: 2,
+            credited: FlowCounts::default(),
+            last_moved: Duration::ZERO,
+            learns: None,
+        };
+        let now = Duration::from_secs(1);
+        let mut read = |packets, bytes| {
+            let counts = FlowCounts { packets, bytes };
+            credit(&mut entry, counts, &mut ports, &mut tables, &mut macs, now)
+        };
+        assert!(read(2, 120));
+        assert!(read(3, 120), "a packet without its bytes yet");
+        assert!(read(3, 180), "its bytes, later");
+        assert!(!read(3, 180));
+        let stats = &tables.get(id).unwrap().stats;
+        assert_eq!((stats.n_packets, stats.n_bytes), (3, 180));
+        assert_eq!(ports[&2].tx_bytes, 180);
+        assert_eq!(ports[&1].rx_packets, 3);
+    }
 }

@@ -14,7 +14,7 @@ mod xsk_program;
 
 pub use attach::{AttachMode, attached_program};
 pub use drop_counter::DropCounter;
-pub use fast_path::FastPath;
+pub use fast_path::{FastPath, ProgramBarrier};
 pub use live_frames::LiveFrames;
 pub use xsk_program::XskProgram;
 

@@ -20,7 +20,7 @@ const PROGRAM: &str = "switch_fast_path";
 pub const MAX_PORTS: u32 = 64;
 pub const MAX_QUEUES: u32 = 64;
 
-/// `struct fp_action`: out ifindex and generation (one u64, little end first), packets, bytes.
+/// `struct fp_action`: out ifindex then generation (two u32 in one word), packets, bytes.
 type ActionWords = [u64; 3];
 
 /// What one flow entry counted in the kernel.
@@ -35,7 +35,8 @@ pub struct FlowCounts {
 pub struct FastPathCounters {
     /// Packets forwarded in the kernel.
     pub hits: u64,
-    /// Packets sent up to a socket (or the stack).
+    /// Packets sent up to a socket (not those of queues without one, which go to the stack
+    /// uncounted).
     pub misses: u64,
     /// Of those, packets whose entry predated the last rule change.
     pub stale: u64,
@@ -49,8 +50,7 @@ pub struct FastPath {
     xsks: XskMap<MapData>,
     devs: DevMapHash<MapData>,
     counters: PerCpuArray<MapData, u64>,
-    barrier: ArrayOfMaps<MapData>,
-    barrier_inner: MapData,
+    barrier: ProgramBarrier,
     generation: u32,
     mode: AttachMode,
     // Dropped last: detaching the program from every interface.
@@ -84,6 +84,62 @@ fn take_data(ebpf: &mut aya::Ebpf, map: &'static str) -> Result<MapData, XdpErro
             reason: "not an array in the object".to_string(),
         }),
     }
+}
+
+/// Waits for the program: updating a map-in-map (fp_barrier) returns only after every run
+/// of a BPF program in progress at the time has ended (an RCU grace period, about 10 ms).
+/// [`FastPath::barrier`] gives a second handle, for a caller that waits outside the lock
+/// the fast path is kept under.
+pub struct ProgramBarrier {
+    outer: ArrayOfMaps<MapData>,
+    inner: MapData,
+    ids: (u32, u32),
+}
+
+impl ProgramBarrier {
+    fn new(outer: ArrayOfMaps<MapData>, inner: MapData, ids: (u32, u32)) -> ProgramBarrier {
+        ProgramBarrier { outer, inner, ids }
+    }
+
+    /// Returns when no program run that started before the call is still going.
+    pub fn wait(&mut self) -> Result<(), XdpError> {
+        self.outer
+            .set(0, &self.inner, 0)
+            .map_err(map_error("fp_barrier"))
+    }
+
+    /// Another handle on the same maps (new descriptors).
+    fn reopen(&self) -> Result<ProgramBarrier, XdpError> {
+        let outer = MapData::from_id(self.ids.0).map_err(map_error("fp_barrier"))?;
+        let inner = MapData::from_id(self.ids.1).map_err(map_error("fp_barrier_inner"))?;
+        let outer = ArrayOfMaps::try_from(aya::maps::Map::ArrayOfMaps(outer))
+            .map_err(map_error("fp_barrier"))?;
+        Ok(ProgramBarrier::new(outer, inner, self.ids))
+    }
+}
+
+fn map_id(data: &MapData, map: &'static str) -> Result<u32, XdpError> {
+    Ok(data.info().map_err(map_error(map))?.id())
+}
+
+fn take_barrier(ebpf: &mut aya::Ebpf) -> Result<ProgramBarrier, XdpError> {
+    let inner = take_data(ebpf, "fp_barrier_inner")?;
+    let outer = match ebpf.take_map("fp_barrier") {
+        Some(map @ aya::maps::Map::ArrayOfMaps(_)) => map,
+        _ => {
+            return Err(XdpError::Map {
+                map: "fp_barrier",
+                reason: "not an array of maps in the object".to_string(),
+            });
+        }
+    };
+    let outer_id = match &outer {
+        aya::maps::Map::ArrayOfMaps(data) => map_id(data, "fp_barrier")?,
+        _ => unreachable!("matched above"),
+    };
+    let ids = (outer_id, map_id(&inner, "fp_barrier_inner")?);
+    let outer = ArrayOfMaps::try_from(outer).map_err(map_error("fp_barrier"))?;
+    Ok(ProgramBarrier::new(outer, inner, ids))
 }
 
 impl FastPath {
@@ -121,8 +177,7 @@ impl FastPath {
             xsks: take(&mut ebpf, "xsks")?,
             devs: take(&mut ebpf, "fp_devs")?,
             counters: take(&mut ebpf, "fp_counters")?,
-            barrier: take(&mut ebpf, "fp_barrier")?,
-            barrier_inner: take_data(&mut ebpf, "fp_barrier_inner")?,
+            barrier: take_barrier(&mut ebpf)?,
             generation: 0,
             mode,
             _ebpf: ebpf,
@@ -166,11 +221,10 @@ impl FastPath {
     /// Forwards packets with `key` out of `out_ifindex` from now on, counting them; false when
     /// the table is full.
     pub fn install(&mut self, key: &FastKey, out_ifindex: u32) -> Result<bool, XdpError> {
-        let words = [
-            u64::from(out_ifindex) | (u64::from(self.generation) << 32),
-            0,
-            0,
-        ];
+        let mut head = [0u8; 8];
+        head[..4].copy_from_slice(&out_ifindex.to_ne_bytes());
+        head[4..].copy_from_slice(&self.generation.to_ne_bytes());
+        let words = [u64::from_ne_bytes(head), 0, 0];
         match self.flows.insert(key, words, 0) {
             Ok(()) => Ok(true),
             Err(aya::maps::MapError::SyscallError(s))
@@ -208,10 +262,12 @@ impl FastPath {
             .set(0, generation, 0)
             .map_err(map_error("fp_generation"))?;
         self.generation = generation;
-        // Updating a map-in-map returns only after every program run in progress ended.
-        self.barrier
-            .set(0, &self.barrier_inner, 0)
-            .map_err(map_error("fp_barrier"))
+        self.barrier.wait()
+    }
+
+    /// A handle that waits for the program (see [`ProgramBarrier`]) without this.
+    pub fn barrier(&self) -> Result<ProgramBarrier, XdpError> {
+        self.barrier.reopen()
     }
 
     pub fn counters(&self) -> Result<FastPathCounters, XdpError> {
