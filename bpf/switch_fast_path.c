@@ -8,7 +8,8 @@
 // The key holds every byte the user-space flow key (FlowKey::parse_with_offsets) is made
 // from, for the packets this parser accepts: Ethernet, at most one 802.1Q tag, IPv4 with a
 // 20-byte header, not a fragment, carrying TCP, UDP or ICMP whose header the IPv4 total
-// length covers. Two packets with the same key therefore get the same decision.
+// length covers, and no TCP or UDP checksum left partial by its sender (user space completes
+// those). Two packets with the same key therefore get the same decision.
 // crates/xdp/src/fast_path/key.rs is the same parser in Rust; keep them together.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -117,6 +118,20 @@ static __always_inline void count(__u32 which)
 		*n += 1;
 }
 
+// Whether a TCP or UDP checksum `field` holds just the pseudo-header sum of the IPv4 header
+// at `l3`: the sender left it to checksum offload (veth's default), and user space completes
+// it before the packet goes on, so it is not taken here.
+static __always_inline int partial_checksum(__u8 *l3, __u8 *field, __u32 total)
+{
+	__u32 sum = ((__u32)l3[12] << 8 | l3[13]) + ((__u32)l3[14] << 8 | l3[15]) +
+		    ((__u32)l3[16] << 8 | l3[17]) + ((__u32)l3[18] << 8 | l3[19]);
+
+	sum += l3[9] + (total - 20);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (((__u32)field[0] << 8) | field[1]) == sum;
+}
+
 // Fills `key` (zeroed by the caller) and returns 0 when the packet is one the fast path takes.
 static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 {
@@ -172,6 +187,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 		header = (__u32)(l4[12] >> 4) * 4;
 		if (header < 20 || header > total - 20)
 			return -1;
+		if (partial_checksum(l3, l4 + 16, total))
+			return -1;
 		__builtin_memcpy(key->l4, l4, 4);
 		return 0;
 	}
@@ -179,6 +196,8 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 		__u32 length = ((__u32)l4[4] << 8) | l4[5];
 
 		if (total < 28 || length < 8 || length > total - 20)
+			return -1;
+		if (partial_checksum(l3, l4 + 6, total))
 			return -1;
 		__builtin_memcpy(key->l4, l4, 4);
 		return 0;

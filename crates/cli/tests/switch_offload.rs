@@ -196,6 +196,17 @@ fn queues_without_a_socket_are_not_the_switch_s() {
     assert_eq!(field(&cache, "fast_path:", "flows"), 16, "{cache}");
 }
 
+/// With the hosts' default transmit checksum offload, TCP segments arrive with partial
+/// checksums: the kernel leaves those to user space, which completes them, so the transfer is
+/// intact although the flows are offloaded.
+#[test]
+fn tcp_with_partial_checksums_crosses_an_offloading_switch() {
+    let s = offloading("sc");
+    s.tcp_transfer_is_intact(2 * 1024 * 1024);
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert!(field(&cache, "fast_path:", "installed") >= 2, "{cache}");
+}
+
 #[test]
 fn idle_flows_leave_the_kernel_table_and_come_back() {
     let s = offloading("si");

@@ -15,6 +15,7 @@ pub mod frame_reader;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod partial_checksum;
 pub mod tcp;
 pub mod template;
 pub mod udp;

@@ -5,6 +5,7 @@
 use core::time::Duration;
 
 use wirespeed_packet::flow_key::FlowKey;
+use wirespeed_packet::partial_checksum;
 use wirespeed_xdp::XdpError;
 
 use crate::action::Action;
@@ -152,6 +153,11 @@ impl Datapath {
                 DropReason::NoOutput
             };
             return verdict.drop_for(reason);
+        }
+        // A host that offloads transmit checksums (veth's default) leaves TCP and UDP
+        // checksums partial; its receiver would drop the frame as it is.
+        if let (Some(l3), Some(l4), 6 | 17) = (offsets.l3, offsets.l4, key.nw_proto) {
+            partial_checksum::complete_in_frame(frame.data_mut(), l3, l4);
         }
         let mut packet = Packet {
             frame,

@@ -2,7 +2,8 @@
 //! one (`fast_key`) agree on every frame: the same key byte for byte, or both refuse it.
 //! User space installs entries under the Rust key and the kernel looks them up under its
 //! own, so a disagreement would be a flow forwarded under another flow's decision, or never
-//! forwarded. Valid frames of every shape the fast path takes, then header bytes changed
+//! forwarded. Valid frames of every shape the fast path takes (and TCP/UDP ones with a
+//! checksum left partial, which both refuse), then header bytes changed
 //! (edge values first, then random ones), bytes added and the frame cut short. Needs root
 //! (BPF_PROG_RUN).
 
@@ -12,7 +13,7 @@ use proptest::prelude::*;
 use wirespeed_xdp::fast_path::{PROBE_IFINDEX, Probe, fast_key};
 
 mod common;
-use common::fast_path_frames::frame;
+use common::fast_path_frames::{frame, make_partial};
 
 thread_local! {
     // Loaded once: the object's maps (a 262144-entry flow table) take a while to create.
@@ -51,8 +52,13 @@ proptest! {
         cut in prop::option::of(any::<usize>()),
         extra in 0usize..4,
         edge in prop::sample::select(vec![0u8, 0x08, 0x10, 0x20, 0x3f, 0x45, 0x46, 0x81, 0xff]),
+        partial in any::<bool>(),
     ) {
         let mut f = frame(tagged, proto, &fields, payload);
+        if partial && (proto == 6 || proto == 17) {
+            make_partial(&mut f, tagged);
+            prop_assert!(fast_key(&f, PROBE_IFINDEX).is_none(), "partial {:02x?}", f);
+        }
         check(&f)?;
         for (i, &(pick, value)) in changes.iter().enumerate() {
             let at = header_index(f.len(), tagged, pick);

@@ -23,9 +23,9 @@ AF_XDP ports of one poll-mode thread share a UMEM, so forwarding between them mo
 descriptors; packet: ports are copied to and from (dump-ports counts the copies). With \
 --pmd-cpus listing N CPUs there are N poll-mode threads and thread i serves receive queue i of \
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
-With no flows the bridge is a learning switch (priority=0,actions=normal). Hosts whose veth \
-hands the switch TCP or UDP packets with partial checksums (checksum offload) must turn it \
-off on their side: ethtool -K IFACE tx off.\n\n\
+With no flows the bridge is a learning switch (priority=0,actions=normal). TCP and UDP \
+checksums a host left partial (transmit checksum offload, veth's default) are completed \
+before the packet goes on, so hosts need no ethtool setting.\n\n\
 --offload forwards in the kernel: the first packet of a flow comes to the switch, and when \
 its decision is exactly output:N to another AF_XDP port, or normal with the destination \
 learned behind another AF_XDP port (no rewrite, no flood, rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, \

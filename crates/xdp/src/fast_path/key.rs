@@ -53,11 +53,17 @@ pub fn fast_key(frame: &[u8], ifindex: u32) -> Option<FastKey> {
             if total < 40 || header < 20 || header > total - 20 {
                 return None;
             }
+            if partial_checksum(ip, [tcp[16], tcp[17]], total) {
+                return None;
+            }
             key[32..36].copy_from_slice(&tcp[0..4]);
         }
         UDP => {
             let length = usize::from(u16::from_be_bytes([l4[4], l4[5]]));
             if total < 28 || length < 8 || length > total - 20 {
+                return None;
+            }
+            if partial_checksum(ip, [l4[6], l4[7]], total) {
                 return None;
             }
             key[32..36].copy_from_slice(&l4[0..4]);
@@ -71,6 +77,18 @@ pub fn fast_key(frame: &[u8], ifindex: u32) -> Option<FastKey> {
         _ => return None,
     }
     Some(key)
+}
+
+/// Whether a TCP or UDP checksum `field` holds just the pseudo-header sum of the IPv4 header
+/// `ip` (`total` bytes long): a sender left it to checksum offload, and user space completes
+/// it (wirespeed_packet::partial_checksum), so the program does not take the packet.
+fn partial_checksum(ip: &[u8], field: [u8; 2], total: usize) -> bool {
+    let word = |at: usize| u32::from(u16::from_be_bytes([ip[at], ip[at + 1]]));
+    let mut sum = word(12) + word(14) + word(16) + word(18);
+    sum += u32::from(ip[9]) + (total as u32 - 20);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    u16::from_be_bytes(field) == sum as u16
 }
 
 #[cfg(test)]
@@ -125,5 +143,8 @@ mod tests {
         assert!(refuse(&|f| f[27] = 47).is_none()); // GRE
         assert!(refuse(&|f| f[27] = TCP).is_none()); // TCP header cut short
         assert!(refuse(&|f| f.truncate(45)).is_none());
+        // A partial checksum: 10.0.0.1 + 10.0.0.2 + protocol 17 + UDP length 8.
+        let pseudo = (0x0a00u32 + 1 + 0x0a00 + 2 + 17 + 8).to_be_bytes();
+        assert!(refuse(&|f| f[44..46].copy_from_slice(&pseudo[2..])).is_none());
     }
 }
