@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
-use wirespeed_xdp::LiveFrames;
+use wirespeed_xdp::{LiveFrames, Variation};
 
 use crate::meter::{CpuTime, Meter};
 
@@ -75,13 +75,17 @@ pub struct LiveLoad<'a> {
     /// Packets per second over all threads; none: as fast as the kernel sends.
     pub pps: Option<f64>,
     pub quiet: bool,
-    /// Turn the one frame into this many flows in the kernel (`LiveFrames::with_flows`).
-    pub flows: Option<u32>,
+    /// What the kernel changes in each frame of the one frame given (`LiveFrames::varied`).
+    /// With stamps, each CPU has one thread (its sequence numbers are one series), and
+    /// thread i stamps generator id `stamp.generator + i`.
+    pub vary: Variation,
 }
 
 /// What the threads sent together.
 pub struct LiveTotals {
     pub packets: u64,
+    /// Packets each thread sent, in thread order.
+    pub per_thread: Vec<u64>,
     pub bytes: u64,
     pub seconds: f64,
     pub cpu: CpuTime,
@@ -121,11 +125,27 @@ struct Share {
 pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::Result<LiveTotals> {
     let ifindex = wirespeed_xsk::if_index(load.iface)
         .with_context(|| format!("{}: no such interface", load.iface))?;
-    let threads = load.cpus.len().max(1) * THREADS_PER_CPU;
+    let per_cpu = threads_per_cpu(&load.vary);
+    let threads = load.cpus.len().max(1) * per_cpu;
     // Loaded here, so a failure ends the run before any thread sends.
     let engines = (0..threads)
-        .map(|_| match (load.flows, load.frames) {
-            (Some(flows), [one]) => LiveFrames::with_flows(load.iface, ifindex, &one.frame, flows),
+        .map(|i| match load.frames {
+            [one] if load.vary != Variation::default() => {
+                let mut vary = load.vary;
+                if let Some(stamp) = &mut vary.stamp {
+                    stamp.generator = stamp.generator.wrapping_add(i as u16);
+                }
+                LiveFrames::varied(load.iface, ifindex, &one.frame, &vary)
+            }
+            // Tagged frames need their tag written back each time (see LiveFrames::varied).
+            [first, ..]
+                if load
+                    .frames
+                    .iter()
+                    .any(|f| LiveFrames::needs_restoring(&f.frame)) =>
+            {
+                LiveFrames::varied(load.iface, ifindex, &first.frame, &Variation::default())
+            }
             _ => LiveFrames::new(load.iface, ifindex),
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -142,7 +162,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
                     count: load.count.map(|c| share_of(c, threads, i)),
                     deadline,
                     pps: load.pps.map(|p| p / threads as f64),
-                    cpu: load.cpus.get(i / THREADS_PER_CPU).copied(),
+                    cpu: load.cpus.get(i / per_cpu).copied(),
                 };
                 let progress = &progress;
                 scope.spawn(move || {
@@ -173,14 +193,25 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
             })
             .collect::<Vec<_>>()
     });
+    let per_thread = results.into_iter().collect::<anyhow::Result<Vec<u64>>>()?;
     let totals = LiveTotals {
         packets: progress.packets.load(Ordering::Relaxed),
+        per_thread,
         bytes: progress.bytes.load(Ordering::Relaxed),
         seconds: meter.elapsed().as_secs_f64(),
         cpu: meter.cpu_used(),
     };
-    results.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     Ok(totals)
+}
+
+/// Sending threads on each CPU: one when frames are stamped, so that a CPU's sequence
+/// numbers go out in order as one series.
+pub fn threads_per_cpu(vary: &Variation) -> usize {
+    if vary.stamp.is_some() {
+        1
+    } else {
+        THREADS_PER_CPU
+    }
 }
 
 /// Thread `i`'s part of `count` packets split over `threads`: the first ones take the rest.
@@ -190,13 +221,13 @@ fn share_of(count: u64, threads: usize, i: usize) -> u64 {
 }
 
 /// One thread: sends the frames in turn, each repeated in proportion to its weight, until
-/// its share of the count or the halt flag.
+/// its share of the count or the halt flag; returns how many it sent.
 fn send(
     mut engine: LiveFrames,
     load: &LiveLoad,
     share: &Share,
     progress: &Progress,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u64> {
     if let Some(cpu) = share.cpu {
         wirespeed_port::pin_thread(cpu)?;
     }
@@ -261,7 +292,7 @@ fn send(
             }
         }
     }
-    Ok(())
+    Ok(sent)
 }
 
 #[cfg(test)]

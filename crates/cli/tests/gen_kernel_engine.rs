@@ -1,6 +1,7 @@
 //! gen --engine kernel: the kernel repeats prebuilt frames (one per flow and size); every
-//! frame sent is received or counted as dropped, and the receiver counts them as untracked
-//! (their sequence numbers do not advance) and never as corrupt.
+//! frame sent is received or counted as dropped. Cycled frames are counted as untracked
+//! (their sequence numbers do not advance) and never as corrupt; one frame is stamped by
+//! the kernel with sequence numbers and send times the receiver tracks.
 
 mod common;
 use common::tshark::{tshark_fields, tshark_problems};
@@ -273,6 +274,160 @@ fn kernel_engine_varies_flows_in_the_kernel_with_correct_checksums() {
             let want = if i < 2 { 536 } else { 1500 - 2 * 536 };
             assert_eq!(ports.len(), want, "{proto} {addr}");
             assert_eq!(ports.iter().min(), Some(&65000), "{proto} {addr}");
+        }
+        net.assert_no_xdp();
+    }
+}
+
+/// With one size the kernel stamps every frame with the next sequence number and the send
+/// time, so the receiver tracks loss, order and latency as for the socket engine: what it
+/// names lost is exactly what was dropped on the way. With --cpus, each CPU is a series of
+/// its own under the next generator id.
+#[test]
+fn kernel_engine_stamps_sequence_numbers_and_send_times() {
+    const COUNT: u64 = 100_000;
+    let net = NetPair::new("gs");
+    let rx = common::traffic::recv_in_b(&net, &[]);
+    let n = COUNT.to_string();
+    let one = common::traffic::gen_in_a(
+        &net,
+        &["--engine", "kernel", "--generator-id", "5", "--count", &n],
+    );
+    let two = common::traffic::gen_in_a(
+        &net,
+        &[
+            "--engine",
+            "kernel",
+            "--generator-id",
+            "7",
+            "--count",
+            &n,
+            "--cpus",
+            "0,1",
+            "--flows",
+            "1000",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let mut series = vec![(5, COUNT)];
+    assert_eq!(
+        one["stamped"],
+        serde_json::json!([{"generator": 5, "sequence_end": COUNT}])
+    );
+    for s in two["stamped"].as_array().unwrap() {
+        series.push((
+            s["generator"].as_u64().unwrap(),
+            s["sequence_end"].as_u64().unwrap(),
+        ));
+    }
+    assert_eq!(series.len(), 3, "{two}");
+    assert_eq!(series[1].1 + series[2].1, COUNT, "{two}");
+    let gens = rj["generators"].as_array().unwrap();
+    let mut lost_total = 0;
+    for (id, sent) in series {
+        let g = gens
+            .iter()
+            .find(|g| g["generator"].as_u64() == Some(id))
+            .unwrap_or_else(|| panic!("generator {id} not seen: {rj}"));
+        let received = g["received"].as_u64().unwrap();
+        assert!(received > 0, "{rj}");
+        assert_eq!(g["untracked"].as_u64(), Some(0), "{rj}");
+        assert_eq!(g["corrupt"].as_u64(), Some(0), "{rj}");
+        assert_eq!(g["duplicated"].as_u64(), Some(0), "{rj}");
+        assert_eq!(g["reordered"].as_u64(), Some(0), "{rj}");
+        // Nothing is lost after the last number received: those count only with --expect.
+        let lost = g["lost"].as_u64().unwrap();
+        assert!(received + lost <= sent, "generator {id}: {rj}");
+        lost_total += lost + (sent - received - lost);
+        let latency = &g["latency_ns"];
+        assert_eq!(latency["samples"].as_u64(), Some(received), "{rj}");
+        assert!(latency["max"].as_u64().unwrap() < 10_000_000_000, "{rj}");
+    }
+    let receiver_drops = rj["drops_total"].as_u64().unwrap();
+    let redirect_failures = ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops");
+    let veth_drops = net.veth_drops() - redirect_failures;
+    assert_eq!(
+        lost_total,
+        receiver_drops + veth_drops,
+        "lost as the receiver names them = dropped on the way: {rj}"
+    );
+    net.assert_no_xdp();
+}
+
+/// Stamping rewrites the payload of every kind of frame gen builds: tshark finds every
+/// checksum right, and the frames carry 0, 1, 2... with real send times. Tagged frames stay
+/// whole although the receiver takes their tag off in the page the kernel sends the next
+/// ones from (stamped or not: the last case cycles IMIX frames as they are).
+#[test]
+fn kernel_engine_stamps_every_kind_of_frame_with_correct_checksums() {
+    const COUNT: u64 = 1000;
+    let kinds: [(&str, &[&str]); 5] = [
+        ("icmp", &["--proto", "icmp"]),
+        ("udp6", &["--ipv6"]),
+        ("tcp6v", &["--proto", "tcp-syn", "--ipv6", "--vlan", "7"]),
+        ("udpv", &["--vlan", "5", "--size", "1500"]),
+        ("imixv", &["--vlan", "9", "--imix", "--no-stamp"]),
+    ];
+    for (n, (tag, flags)) in kinds.into_iter().enumerate() {
+        let net = NetPair::new(&format!("gt{n}"));
+        must(&[
+            "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+        ]);
+        let file = format!(
+            "/tmp/wirespeed-gen-stamps-{}-{tag}.pcap",
+            std::process::id()
+        );
+        let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
+        let port = format!("xdp:{}", net.a);
+        let mut args = vec![
+            "gen", "--engine", "kernel", "--port", &port, "--count", "1000",
+        ];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--json", "-q"]);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let tx = run_json(&net.ns_a, &args);
+        let stamped = !tag.starts_with("imix");
+        if stamped {
+            let series = tx["stamped"][0]["sequence_end"].as_u64();
+            assert_eq!(series, Some(COUNT), "{tx}");
+        } else {
+            assert!(tx["stamped"].is_null(), "{tx}");
+        }
+        let seen = cap.stop(true);
+        assert_eq!(seen.dropped_by_tcpdump, 0);
+        assert_eq!(net.veth_drops(), 0, "a slow machine dropped some: rerun");
+        assert_eq!(seen.frames.len() as u64, COUNT, "{tag}");
+        assert_eq!(
+            tshark_problems(&file),
+            "",
+            "tshark finds bad frames ({tag})"
+        );
+        let _ = std::fs::remove_file(&file);
+        let after = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let mask = wirespeed_packet::TIMESTAMP_MASK;
+        for (i, f) in seen.frames.iter().enumerate() {
+            let read = wirespeed_packet::read_test_frame(f)
+                .unwrap_or_else(|| panic!("{tag}: frame {i} has no test payload"));
+            assert!(read.checksums_ok, "{tag}: frame {i}");
+            if !stamped {
+                assert_eq!(read.payload.timestamp_ns, 0, "{tag}: frame {i}");
+                continue;
+            }
+            assert_eq!(read.payload.seq, i as u64, "{tag}");
+            assert_eq!(read.payload.generator, 1, "{tag}");
+            // Sent between the two readings of the clock (48 bits of it).
+            let sent = read.payload.timestamp_ns;
+            assert!(
+                sent.wrapping_sub(before & mask) & mask <= (after - before),
+                "{tag}: frame {i} stamped {sent}, not within [{before}, {after}] mod 2^48"
+            );
         }
         net.assert_no_xdp();
     }

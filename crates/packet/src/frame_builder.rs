@@ -86,6 +86,17 @@ impl FrameSpec {
         EthernetFrame::<&[u8]>::HEADER_LEN + vlan + self.ip.header_len() + self.l4.header_len()
     }
 
+    /// Where the transport checksum lies in the frame (UDP, TCP, ICMP or ICMPv6's), which
+    /// covers the test payload.
+    pub fn checksum_at(&self) -> usize {
+        let l4 = self.headers_len() - self.l4.header_len();
+        l4 + match self.l4 {
+            L4Kind::Udp => 6,
+            L4Kind::TcpSyn => 16,
+            L4Kind::IcmpEcho => 2,
+        }
+    }
+
     /// The shortest frame (without FCS) that holds the headers and the test payload.
     pub fn min_frame_len(&self) -> usize {
         self.headers_len() + PAYLOAD_HEADER_LEN

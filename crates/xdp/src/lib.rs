@@ -15,7 +15,7 @@ mod xsk_program;
 pub use attach::{AttachMode, attached_program};
 pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
-pub use live_frames::LiveFrames;
+pub use live_frames::{LiveFrames, Stamp, Variation};
 pub use xsk_program::XskProgram;
 
 /// What can go wrong loading or attaching an XDP program.

@@ -9,7 +9,7 @@ use crate::{XdpError, error_chain, load_program, xdp_program};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_tx.o"));
 const PROGRAM: &str = "xdp_live_tx";
-const FLOWS_PROGRAM: &str = "xdp_live_flows";
+const VARY_PROGRAM: &str = "xdp_live_vary";
 
 /// The loaded engine, bound to one interface (by index).
 pub struct LiveFrames {
@@ -17,10 +17,42 @@ pub struct LiveFrames {
     program: &'static str,
     iface: String,
     ifindex: u32,
+    /// Stamped frames: calls made, told to the program before each (it reads the clock
+    /// afresh at the start of a call).
+    runs: Option<u32>,
+    /// The varying program's configuration, kept to follow the frames given (see `send`).
+    config: Option<VaryConfig>,
 }
 
-/// `struct live_flows` of bpf/xdp_live_tx.c, as bytes.
-type FlowConfig = [u8; 24];
+/// `struct live_vary` of bpf/xdp_live_tx.c, as bytes.
+type VaryConfig = [u8; 64];
+
+/// What the kernel changes in each frame of the one template it is given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Variation {
+    /// Turns the template into this many flows: frame k of a CPU gets source port `p + k %
+    /// (65536 - p)` and source address `a + k / (65536 - p)`, where `p` and `a` are the
+    /// template's, k cycling through 0..flows. The template must then be Ethernet (one
+    /// 802.1Q tag at most) / IPv4 without options / UDP or TCP ([`LiveFrames::can_vary`]).
+    pub flows: Option<u32>,
+    pub stamp: Option<Stamp>,
+}
+
+/// Writes the test payload's generator id, sequence number (0, 1, 2... per engine) and send
+/// time (CLOCK_REALTIME ns, low 48 bits) into every frame, as
+/// `wirespeed_packet::TestPayload` lays them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Where the test payload starts in the template.
+    pub payload_at: usize,
+    /// Where the transport checksum that covers it is; None: no checksum to update.
+    pub check_at: Option<usize>,
+    /// The checksum is UDP's (0 means none; a computed 0 is sent as 0xffff).
+    pub udp: bool,
+    pub generator: u16,
+    /// CLOCK_REALTIME minus CLOCK_TAI in ns (the program reads the TAI clock).
+    pub clock_offset_ns: i64,
+}
 
 impl LiveFrames {
     /// An engine that sends the frames it is given as they are.
@@ -30,55 +62,92 @@ impl LiveFrames {
             program: PROGRAM,
             iface: iface.to_string(),
             ifindex,
+            runs: None,
+            config: None,
         })
     }
 
-    /// An engine that turns `template` (the frame it will be given) into `flows` flows: frame
-    /// k of a CPU gets source port `p + k % (65536 - p)` and source address `a + k / (65536 -
-    /// p)`, where `p` and `a` are the template's, k cycling through 0..flows, checksums
-    /// updated. The template must be Ethernet (one 802.1Q tag at most) / IPv4 without options
-    /// / UDP or TCP.
-    pub fn with_flows(
+    /// An engine that varies `template` (the one frame it will be given) frame by frame as
+    /// `variation` says; checksums are updated. An 802.1Q-tagged frame also gets its first
+    /// 16 bytes (addresses and tag) written back each time, since a receiver that takes the
+    /// tag off moves the addresses over it in the page the kernel recycles.
+    pub fn varied(
         iface: &str,
         ifindex: u32,
         template: &[u8],
-        flows: u32,
+        variation: &Variation,
     ) -> Result<LiveFrames, XdpError> {
-        let config = flow_config(template, flows).ok_or_else(|| XdpError::Run {
+        let config = vary_config(template, variation).map_err(|reason| XdpError::Run {
             iface: iface.to_string(),
-            reason: "the kernel engine varies flows of IPv4 UDP or TCP frames only".to_string(),
+            reason: reason.to_string(),
         })?;
-        let mut ebpf = load_program(OBJECT, FLOWS_PROGRAM)?;
-        let map = ebpf.map_mut("live_flows").ok_or(XdpError::Map {
-            map: "live_flows",
+        let mut engine = LiveFrames {
+            ebpf: load_program(OBJECT, VARY_PROGRAM)?,
+            program: VARY_PROGRAM,
+            iface: iface.to_string(),
+            ifindex,
+            runs: variation.stamp.map(|_| 0),
+            config: None,
+        };
+        engine.configure(config)?;
+        Ok(engine)
+    }
+
+    fn configure(&mut self, config: VaryConfig) -> Result<(), XdpError> {
+        let map = self.ebpf.map_mut("live_vary").ok_or(XdpError::Map {
+            map: "live_vary",
             reason: "not in the object".to_string(),
         })?;
-        let mut array: Array<_, FlowConfig> = Array::try_from(map).map_err(|e| XdpError::Map {
-            map: "live_flows",
+        let mut array: Array<_, VaryConfig> = Array::try_from(map).map_err(|e| XdpError::Map {
+            map: "live_vary",
             reason: error_chain(&e),
         })?;
         array.set(0, config, 0).map_err(|e| XdpError::Map {
-            map: "live_flows",
+            map: "live_vary",
             reason: error_chain(&e),
         })?;
-        Ok(LiveFrames {
-            ebpf,
-            program: FLOWS_PROGRAM,
-            iface: iface.to_string(),
-            ifindex,
-        })
+        self.config = Some(config);
+        Ok(())
     }
 
-    /// Whether [`LiveFrames::with_flows`] can vary `template`.
+    /// Whether a tagged frame needs [`LiveFrames::varied`] even to be sent as it is.
+    pub fn needs_restoring(frame: &[u8]) -> bool {
+        frame.get(12..14) == Some(&[0x81, 0x00])
+    }
+
+    /// Whether `template` can be turned into flows ([`Variation::flows`]).
     pub fn can_vary(template: &[u8]) -> bool {
-        flow_config(template, 1).is_some()
+        flow_fields(template).is_some()
     }
 
     /// Sends `frame` `repeat` times out of the interface, `batch` frames per kernel batch
-    /// (0: the kernel's default of 64). Blocks until the kernel is done.
+    /// (0: the kernel's default of 64). Blocks until the kernel is done. A varying engine
+    /// given frames in turn (unvaried, as a replay does) writes back each one's own tag.
     pub fn send(&mut self, frame: &[u8], repeat: u32, batch: u32) -> Result<(), XdpError> {
+        if let Some(config) = self.config {
+            let mut changed = config;
+            restore_header(&mut changed, frame);
+            if changed != config {
+                self.configure(changed)?;
+            }
+        }
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex. XDP_TX in a live run leaves through the ingress interface.
+        if let Some(runs) = &mut self.runs {
+            *runs = runs.wrapping_add(1);
+            let map = self.ebpf.map_mut("live_run").ok_or(XdpError::Map {
+                map: "live_run",
+                reason: "not in the object".to_string(),
+            })?;
+            let mut array: Array<_, u32> = Array::try_from(map).map_err(|e| XdpError::Map {
+                map: "live_run",
+                reason: error_chain(&e),
+            })?;
+            array.set(0, *runs, 0).map_err(|e| XdpError::Map {
+                map: "live_run",
+                reason: error_chain(&e),
+            })?;
+        }
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
         ctx[12..16].copy_from_slice(&self.ifindex.to_ne_bytes());
@@ -98,9 +167,21 @@ impl LiveFrames {
     }
 }
 
-/// The program's configuration for `template`, or `None` when it is not a frame the program
-/// can vary.
-fn flow_config(template: &[u8], flows: u32) -> Option<FlowConfig> {
+/// A receiver that takes an 802.1Q tag off moves the addresses over it in the page the
+/// kernel recycles for the next frames of a call: the program puts back the first 16 bytes
+/// of a tagged `frame` (and nothing for an untagged one).
+fn restore_header(c: &mut VaryConfig, frame: &[u8]) {
+    if LiveFrames::needs_restoring(frame) && frame.len() >= 16 {
+        c[40..56].copy_from_slice(&frame[..16]);
+        c[56..58].copy_from_slice(&16u16.to_ne_bytes());
+    } else {
+        c[40..58].fill(0);
+    }
+}
+
+/// The flow fields of `template`: (offset of IPv4, offset of the transport checksum in its
+/// header, UDP); None when the program cannot vary its flows.
+fn flow_fields(template: &[u8]) -> Option<(usize, usize, bool)> {
     let l3 = match template.get(12..14)? {
         [0x81, 0x00] if template.get(16..18)? == [0x08, 0x00] => 18,
         [0x08, 0x00] => 14,
@@ -108,24 +189,66 @@ fn flow_config(template: &[u8], flows: u32) -> Option<FlowConfig> {
     };
     let ip = template.get(l3..l3 + 20)?;
     let (l4_check, udp) = match (ip[0], ip[9]) {
-        (0x45, 17) => (6usize, 1u16),
-        (0x45, 6) => (16, 0),
+        (0x45, 17) => (6usize, true),
+        (0x45, 6) => (16, false),
         _ => return None,
     };
-    let l4 = template.get(l3 + 20..l3 + 40)?;
-    let base_port = u16::from_be_bytes([l4[0], l4[1]]);
-    let base_addr = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
-    let span = 65536 - u32::from(base_port);
-    let mut c = [0u8; 24];
-    c[0..4].copy_from_slice(&flows.to_ne_bytes());
-    c[4..8].copy_from_slice(&span.to_ne_bytes());
-    c[8..12].copy_from_slice(&base_addr.to_ne_bytes());
-    c[12..14].copy_from_slice(&base_port.to_ne_bytes());
-    c[14..16].copy_from_slice(&(l3 as u16).to_ne_bytes());
-    c[16..18].copy_from_slice(&(l4_check as u16).to_ne_bytes());
-    // The checksums as they lie in the frame: the program sums in frame byte order.
-    c[18..20].copy_from_slice(&ip[10..12]);
-    c[20..22].copy_from_slice(&l4[l4_check..l4_check + 2]);
-    c[22..24].copy_from_slice(&udp.to_ne_bytes());
-    Some(c)
+    template.get(l3 + 20..l3 + 40)?;
+    Some((l3, l4_check, udp))
+}
+
+/// The program's configuration for `template` and `variation`, or why it cannot be varied so.
+fn vary_config(template: &[u8], variation: &Variation) -> Result<VaryConfig, &'static str> {
+    let word = |at: usize| [template[at], template[at + 1]];
+    let mut c = [0u8; 64];
+    let mut check_at = None;
+    let mut udp = false;
+    if let Some(flows) = variation.flows {
+        let (l3, l4_check, is_udp) = flow_fields(template)
+            .ok_or("the kernel engine varies flows of IPv4 UDP or TCP frames only")?;
+        let ip = &template[l3..l3 + 20];
+        let base_port = u16::from_be_bytes(word(l3 + 20));
+        let base_addr = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let span = 65536 - u32::from(base_port);
+        c[0..4].copy_from_slice(&flows.to_ne_bytes());
+        c[4..8].copy_from_slice(&span.to_ne_bytes());
+        c[8..12].copy_from_slice(&base_addr.to_ne_bytes());
+        c[12..14].copy_from_slice(&base_port.to_ne_bytes());
+        c[14..16].copy_from_slice(&(l3 as u16).to_ne_bytes());
+        // The checksums as they lie in the frame: the program sums in frame byte order.
+        c[18..20].copy_from_slice(&ip[10..12]);
+        check_at = Some(l3 + 20 + l4_check);
+        udp = is_udp;
+    }
+    if let Some(stamp) = &variation.stamp {
+        let end = stamp.payload_at + 18;
+        if end > template.len() || stamp.payload_at == 0 || stamp.payload_at > 0x3fff {
+            return Err("the template has no room for the test payload where it was said to be");
+        }
+        if check_at.is_none() {
+            check_at = stamp.check_at;
+            udp = stamp.udp;
+        }
+        c[24..26].copy_from_slice(&(stamp.payload_at as u16).to_ne_bytes());
+        c[26..28].copy_from_slice(&stamp.generator.to_ne_bytes());
+        // What RFC 1624 takes out for the template's words, summed in frame byte order.
+        let mut sum: u32 = template[stamp.payload_at + 2..end]
+            .chunks_exact(2)
+            .map(|w| u32::from(!u16::from_ne_bytes([w[0], w[1]])))
+            .sum();
+        sum = (sum & 0xffff) + (sum >> 16);
+        sum = (sum & 0xffff) + (sum >> 16);
+        c[28..32].copy_from_slice(&sum.to_ne_bytes());
+        c[32..40].copy_from_slice(&stamp.clock_offset_ns.to_ne_bytes());
+    }
+    restore_header(&mut c, template);
+    if let Some(at) = check_at {
+        if at + 2 > template.len() || at > 0x3fff {
+            return Err("the checksum is past the template's end");
+        }
+        c[16..18].copy_from_slice(&(at as u16).to_ne_bytes());
+        c[20..22].copy_from_slice(&word(at));
+        c[22..24].copy_from_slice(&u16::from(udp).to_ne_bytes());
+    }
+    Ok(c)
 }

@@ -89,7 +89,7 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
         duration: args.duration(),
         pps: None,
         quiet: args.quiet,
-        flows: None,
+        vary: Default::default(),
     };
     let totals = live::run(&load, stop, || {
         eprintln!(

@@ -1,21 +1,23 @@
 //! The kernel engine: BPF_PROG_RUN live frames repeat a prebuilt frame at XDP speed. With
-//! one size and IPv4 UDP or TCP, the XDP program itself varies the source port and address
-//! of every frame, so any number of flows goes out at full speed. Otherwise it can only
-//! repeat what it is given, so `gen` prebuilds one frame per flow and size (at most
+//! one size, the XDP program stamps every frame with the next sequence number and the send
+//! time (unless --no-stamp), and with IPv4 UDP or TCP it also varies the source port and
+//! address of every frame, so any number of flows goes out at full speed. Otherwise it can
+//! only repeat what it is given, so `gen` prebuilds one frame per flow and size (at most
 //! [`MAX_FRAMES`]) and cycles them across calls, each size sent in proportion to its weight
-//! (IMIX stays 7:4:1). Sequence numbers are the prebuilt frame's index and timestamps 0: a
-//! receiver counts them as untracked.
+//! (IMIX stays 7:4:1). Those carry the prebuilt frame's index as sequence number and
+//! timestamp 0: a receiver counts them as untracked.
 
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use wirespeed_port::PortSpec;
 
-use super::report::GenSummary;
+use super::report::{GenSummary, StampedSeries};
 use super::{GenArgs, GenPlan};
 use crate::r#gen::rate::Rate;
 use crate::live::{self, LiveLoad, Prebuilt};
-use wirespeed_xdp::LiveFrames;
+use wirespeed_packet::L4Kind;
+use wirespeed_xdp::{LiveFrames, Stamp, Variation};
 
 /// Most prebuilt frames cycled.
 pub const MAX_FRAMES: usize = 64;
@@ -65,31 +67,60 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         eprintln!("wirespeed: note: {note}");
         notes.push(note);
     }
+    let stamp = if frames.len() == 1 && !args.no_stamp {
+        let spec = plan.flows.flow(0);
+        Some(Stamp {
+            payload_at: spec.headers_len(),
+            check_at: Some(spec.checksum_at()),
+            udp: spec.l4 == L4Kind::Udp,
+            generator: args.generator_id,
+            clock_offset_ns: realtime_minus_tai()?,
+        })
+    } else {
+        None
+    };
+    let vary = Variation {
+        flows: varied.then_some(plan.flows.flows),
+        stamp,
+    };
     let mut s = send(
         args,
         &plan.spec,
         &frames,
         plan.sizes.mean(),
         args.count,
-        varied.then_some(plan.flows.flows),
+        vary,
         stop,
     )?;
     s.flows = flows;
-    s.sequence_end = frames.len() as u64;
+    if s.stamped.is_none() {
+        s.sequence_end = frames.len() as u64;
+    }
+    notes.append(&mut s.notes);
     s.notes = notes;
     Ok(s)
 }
 
+/// CLOCK_REALTIME minus CLOCK_TAI in ns: the program reads the TAI clock and adds this to
+/// stamp real time, the clock receivers compare with.
+fn realtime_minus_tai() -> anyhow::Result<i64> {
+    use nix::time::{ClockId, clock_gettime};
+    let tai = clock_gettime(ClockId::CLOCK_TAI).context("read CLOCK_TAI")?;
+    let real = clock_gettime(ClockId::CLOCK_REALTIME).context("read CLOCK_REALTIME")?;
+    let ns = |t: nix::sys::time::TimeSpec| t.tv_sec() * 1_000_000_000 + t.tv_nsec();
+    Ok(ns(real) - ns(tai))
+}
+
 /// Sends `frames` in turn, each repeated by the kernel in proportion to its weight, until
 /// `count` packets, the duration or a signal; `mean_wire` is their mean size on the wire.
-/// With `flows`, the one frame is varied into that many flows in the kernel.
+/// `vary` says what the kernel changes in each frame when there is one.
 pub fn send(
     args: &GenArgs,
     spec: &PortSpec,
     frames: &[Prebuilt],
     mean_wire: f64,
     count: Option<u64>,
-    flows: Option<u32>,
+    vary: Variation,
     stop: &AtomicBool,
 ) -> anyhow::Result<GenSummary> {
     let cpus = args.live.cpus(true)?;
@@ -106,14 +137,16 @@ pub fn send(
         duration: args.duration(),
         pps,
         quiet: args.quiet,
-        flows,
+        vary,
     };
     let totals = live::run(&load, stop, || {
         eprintln!(
             "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {}, batch {}{})",
-            match flows {
-                Some(n) => format!("{n} flows varied in the kernel"),
-                None => format!("{} frames cycled", frames.len()),
+            match (vary.flows, vary.stamp.is_some()) {
+                (Some(n), true) => format!("{n} flows varied and stamped in the kernel"),
+                (Some(n), false) => format!("{n} flows varied in the kernel"),
+                (None, true) => "stamped in the kernel".to_string(),
+                (None, false) => format!("{} frames cycled", frames.len()),
             },
             args.port_flags.batch,
             live::threads_note(&cpus)
@@ -126,6 +159,20 @@ pub fn send(
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;
+    if let Some(stamp) = &vary.stamp {
+        s.sequence_end = totals.packets;
+        s.stamped = Some(
+            totals
+                .per_thread
+                .iter()
+                .enumerate()
+                .map(|(i, &sent)| StampedSeries {
+                    generator: stamp.generator.wrapping_add(i as u16),
+                    sequence_end: sent,
+                })
+                .collect(),
+        );
+    }
     s.rate = args.rate.map(|r| r.to_string());
     s.generator = args.generator_id;
     Ok(s.finish())

@@ -45,12 +45,16 @@ pub enum Proto {
 checksum is filled.\n\n\
 Engines: socket sends from user space through the port, building each frame with its own \
 sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat prebuilt frames \
-with BPF_PROG_RUN live frames, the fastest load this host makes. With one size and IPv4 \
-UDP or TCP, its XDP program gives every frame its flow's source port and address (checksums \
-updated), so --flows has no limit; otherwise it cycles a set of frames (one per flow and \
-size, at most 64) across calls of 0.1-0.5 s each. Their sequence numbers do not advance and their timestamp is 0, so a receiver \
-counts them but tracks no loss or latency; --rate is then an average over calls. On a veth, its frames reach the peer only if the peer \
-runs an XDP program or has GRO on (ethtool -K PEER gro on).\n\n\
+with BPF_PROG_RUN live frames, the fastest load this host makes. With one size, its XDP \
+program stamps every frame with the next sequence number and the send time, so a receiver \
+tracks loss and latency as for the socket engine (with --cpus, each CPU sends its own series \
+under generator ids --generator-id, +1, ...; --no-stamp sends the frame as is, a few percent \
+faster). With one size and IPv4 UDP or TCP it also gives every frame its flow's source port \
+and address (checksums updated), so --flows has no limit. Otherwise it cycles a set of \
+frames (one per flow and size, at most 64) across calls of 0.1-0.5 s each, not stamped: a \
+receiver counts them but tracks no loss or latency. --rate is an average over calls. On a \
+veth, its frames reach the peer only if the peer runs an XDP program or has GRO on \
+(ethtool -K PEER gro on).\n\n\
 Verify at the other end with wirespeed recv: per --generator-id, packets received, lost \
 (named by sequence number), duplicated, reordered, and one-way latency.\n\n\
 Examples:\n  wirespeed gen --port xdp:veth0 --rate 100000 --duration 5\n  \
@@ -66,6 +70,10 @@ pub struct GenArgs {
     /// Transmit engine (kernel: xdp ports, see below).
     #[arg(long, value_enum, default_value_t = Engine::Socket)]
     pub engine: Engine,
+    /// Kernel engine: send the frame as built, without per-frame sequence numbers and send
+    /// times (two threads per CPU, the highest rate).
+    #[arg(long)]
+    pub no_stamp: bool,
     /// Packets per second (100000, 2.5M, 1Mpps) or bits per second on the wire, FCS
     /// included (500Mbit, 10Gbit). Default: as fast as the port takes them.
     #[arg(long, value_parser = rate::parse_rate)]
@@ -229,6 +237,9 @@ impl GenArgs {
         }
         if self.engine == Engine::Kernel && self.skip_every.is_some() {
             bail!("--skip-every needs --engine socket: the kernel engine repeats fixed frames");
+        }
+        if self.no_stamp && self.engine != Engine::Kernel {
+            bail!("--no-stamp is for --engine kernel: the socket engine always stamps");
         }
         Ok(())
     }

@@ -301,7 +301,7 @@ fn replay_kernel(
         (l, Some(c)) => Some(c.min(l * per_loop)),
     };
     let mean = trace.data.len() as f64 / n as f64 + 4.0;
-    let mut s = kernel::send(args, spec, &frames, mean, count, None, &stop)?;
+    let mut s = kernel::send(args, spec, &frames, mean, count, Default::default(), &stop)?;
     s.replay_frames = Some(per_loop);
     s.loops_done = Some(s.packets / per_loop);
     Ok(s)

@@ -32,6 +32,9 @@ pub struct GenSummary {
     /// Sequence numbers used: 0 up to this, minus the `skipped` ones.
     pub sequence_end: u64,
     pub skipped: u64,
+    /// Kernel engine with stamps: each sending thread's generator id and the sequence
+    /// numbers it used (0 up to this).
+    pub stamped: Option<Vec<StampedSeries>>,
     /// Frames of the file sent per replay loop (replay only).
     pub replay_frames: Option<u64>,
     pub loops_done: Option<u64>,
@@ -47,6 +50,12 @@ pub struct GenSummary {
     /// Peak resident memory of the process, as `bench` reports it.
     pub peak_rss_bytes: u64,
     pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StampedSeries {
+    pub generator: u16,
+    pub sequence_end: u64,
 }
 
 impl GenSummary {
@@ -70,6 +79,7 @@ impl GenSummary {
             flows: 0,
             sequence_end: 0,
             skipped: 0,
+            stamped: None,
             replay_frames: None,
             loops_done: None,
             tx_packets: 0,
