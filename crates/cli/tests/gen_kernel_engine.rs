@@ -71,21 +71,10 @@ fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
     );
     // More flows than frames can be prebuilt (64, 3 sizes each): the report says how many
     // went out, not how many were asked for.
-    let tx = run_json(
-        &net.ns_a,
+    let tx = common::traffic::gen_in_a(
+        &net,
         &[
-            "gen",
-            "--engine",
-            "kernel",
-            "--port",
-            &format!("xdp:{}", net.a),
-            "--count",
-            "1000",
-            "--flows",
-            "100",
-            "--imix",
-            "--json",
-            "-q",
+            "--engine", "kernel", "--count", "1000", "--flows", "100", "--imix",
         ],
     );
     assert_eq!(tx["flows"].as_u64(), Some(21), "{tx}");

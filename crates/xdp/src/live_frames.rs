@@ -94,18 +94,7 @@ impl LiveFrames {
     }
 
     fn configure(&mut self, config: VaryConfig) -> Result<(), XdpError> {
-        let map = self.ebpf.map_mut("live_vary").ok_or(XdpError::Map {
-            map: "live_vary",
-            reason: "not in the object".to_string(),
-        })?;
-        let mut array: Array<_, VaryConfig> = Array::try_from(map).map_err(|e| XdpError::Map {
-            map: "live_vary",
-            reason: error_chain(&e),
-        })?;
-        array.set(0, config, 0).map_err(|e| XdpError::Map {
-            map: "live_vary",
-            reason: error_chain(&e),
-        })?;
+        set_first(&mut self.ebpf, "live_vary", config)?;
         self.config = Some(config);
         Ok(())
     }
@@ -131,23 +120,12 @@ impl LiveFrames {
                 self.configure(changed)?;
             }
         }
-        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
-        // egress_ifindex. XDP_TX in a live run leaves through the ingress interface.
         if let Some(runs) = &mut self.runs {
             *runs = runs.wrapping_add(1);
-            let map = self.ebpf.map_mut("live_run").ok_or(XdpError::Map {
-                map: "live_run",
-                reason: "not in the object".to_string(),
-            })?;
-            let mut array: Array<_, u32> = Array::try_from(map).map_err(|e| XdpError::Map {
-                map: "live_run",
-                reason: error_chain(&e),
-            })?;
-            array.set(0, *runs, 0).map_err(|e| XdpError::Map {
-                map: "live_run",
-                reason: error_chain(&e),
-            })?;
+            set_first(&mut self.ebpf, "live_run", *runs)?;
         }
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex. XDP_TX in a live run leaves through the ingress interface.
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
         ctx[12..16].copy_from_slice(&self.ifindex.to_ne_bytes());
@@ -165,6 +143,26 @@ impl LiveFrames {
         })?;
         Ok(())
     }
+}
+
+/// Sets entry 0 of the array map `map` of `ebpf` to `value`.
+fn set_first<T: aya::Pod>(
+    ebpf: &mut aya::Ebpf,
+    map: &'static str,
+    value: T,
+) -> Result<(), XdpError> {
+    let data = ebpf.map_mut(map).ok_or(XdpError::Map {
+        map,
+        reason: "not in the object".to_string(),
+    })?;
+    let mut array: Array<_, T> = Array::try_from(data).map_err(|e| XdpError::Map {
+        map,
+        reason: error_chain(&e),
+    })?;
+    array.set(0, value, 0).map_err(|e| XdpError::Map {
+        map,
+        reason: error_chain(&e),
+    })
 }
 
 /// A receiver that takes an 802.1Q tag off moves the addresses over it in the page the
