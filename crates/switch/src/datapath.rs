@@ -195,15 +195,15 @@ impl Datapath {
     }
 
     /// Housekeeping's side of the learning table: after ageing, the fast path's entries go
-    /// if any address a `normal` entry depends on may have gone; and a flush that failed is
-    /// tried again.
+    /// if an address a `normal` entry depends on has gone; and a flush that failed is tried
+    /// again.
     pub fn sync_offload_macs(&mut self, now: Duration) -> Result<(), XdpError> {
-        match &mut self.offload {
-            Some(offload) if offload.macs_changed(&self.mac_table) || offload.flush_failed() => {
-                offload.flush(&mut self.tables, &mut self.mac_table, now)
-            }
-            _ => Ok(()),
+        if let Some(offload) = &mut self.offload
+            && (offload.macs_changed(&self.mac_table) || offload.flush_failed())
+        {
+            return offload.flush(&mut self.tables, &mut self.mac_table, now);
         }
+        Ok(())
     }
 }
 

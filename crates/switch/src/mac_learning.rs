@@ -2,13 +2,15 @@
 //! passed in; nothing here reads a clock. Sized once, so learning never allocates.
 
 use core::time::Duration;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use wirespeed_packet::MacAddr;
 
 /// OVS's defaults: `mac-aging-time` 300 s, `mac-table-size` 8192.
 pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
 pub const DEFAULT_CAPACITY: usize = 8192;
+/// Changed addresses remembered for [`MacTable::changed_since`].
+const CHANGE_LOG: usize = 4096;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MacEntry {
@@ -23,6 +25,9 @@ pub struct MacTable {
     /// Bumped whenever a learned address moves or is forgotten: what was looked up before
     /// may now be answered differently (the fast path's `normal` entries depend on it).
     changes: u64,
+    /// The last addresses that moved or were forgotten, the newest last: the one of change
+    /// number `changes` is at the back.
+    log: VecDeque<(u16, MacAddr)>,
 }
 
 impl Default for MacTable {
@@ -38,7 +43,16 @@ impl MacTable {
             capacity,
             ageing,
             changes: 0,
+            log: VecDeque::with_capacity(CHANGE_LOG),
         }
+    }
+
+    /// The addresses (VLAN, MAC) that moved or were forgotten after change number `since`
+    /// (a value of [`MacTable::changes`]), or None when more have changed since than the
+    /// table remembers.
+    pub fn changed_since(&self, since: u64) -> Option<impl Iterator<Item = &(u16, MacAddr)>> {
+        let count = usize::try_from(self.changes.checked_sub(since)?).ok()?;
+        (count <= self.log.len()).then(|| self.log.iter().skip(self.log.len() - count))
     }
 
     /// Moves and removals so far (see the field).
@@ -62,7 +76,7 @@ impl MacTable {
         }
         if let Some(entry) = self.entries.get_mut(&(vlan, mac)) {
             if entry.port != port {
-                self.changes += 1;
+                note_change(&mut self.changes, &mut self.log, (vlan, mac));
             }
             *entry = MacEntry {
                 port,
@@ -104,21 +118,27 @@ impl MacTable {
 
     /// Drops entries older than the ageing time; returns how many.
     pub fn expire(&mut self, now: Duration) -> usize {
-        let before = self.entries.len();
         let ageing = self.ageing;
-        self.entries
-            .retain(|_, entry| now.saturating_sub(entry.last_seen) < ageing);
-        let removed = before - self.entries.len();
-        if removed > 0 {
-            self.changes += 1;
-        }
-        removed
+        self.forget(|entry| now.saturating_sub(entry.last_seen) >= ageing)
     }
 
     /// Forgets everything learned on `port` (it went away).
     pub fn flush_port(&mut self, port: u32) {
-        self.entries.retain(|_, entry| entry.port != port);
-        self.changes += 1;
+        self.forget(|entry| entry.port == port);
+    }
+
+    /// Removes the entries `gone` says, each a change; returns how many.
+    fn forget(&mut self, gone: impl Fn(&MacEntry) -> bool) -> usize {
+        let before = self.entries.len();
+        let (changes, log) = (&mut self.changes, &mut self.log);
+        self.entries.retain(|&key, entry| {
+            let keep = !gone(entry);
+            if !keep {
+                note_change(changes, log, key);
+            }
+            keep
+        });
+        before - self.entries.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u16, MacAddr, MacEntry)> + '_ {
@@ -126,6 +146,15 @@ impl MacTable {
             .iter()
             .map(|(&(vlan, mac), &entry)| (vlan, mac, entry))
     }
+}
+
+/// Counts a change to `key` and remembers it (the oldest is forgotten when the log is full).
+fn note_change(changes: &mut u64, log: &mut VecDeque<(u16, MacAddr)>, key: (u16, MacAddr)) {
+    *changes += 1;
+    if log.len() == CHANGE_LOG {
+        log.pop_front();
+    }
+    log.push_back(key);
 }
 
 #[cfg(test)]
@@ -151,6 +180,27 @@ mod tests {
         assert_eq!(t.changes(), 2, "B aged out");
         t.flush_port(3);
         assert_eq!((t.changes(), t.len()), (3, 0));
+        let changed: Vec<_> = t.changed_since(0).unwrap().copied().collect();
+        assert_eq!(changed, [(0, A), (0, B), (0, A)]);
+        let changed: Vec<_> = t.changed_since(2).unwrap().copied().collect();
+        assert_eq!(changed, [(0, A)]);
+        assert_eq!(t.changed_since(3).unwrap().count(), 0);
+    }
+
+    /// More changes than the log keeps: the caller learns it cannot tell which.
+    #[test]
+    fn changes_beyond_the_log_are_unknown() {
+        let mut t = MacTable::new(4, 10 * SECOND);
+        for i in 0..=CHANGE_LOG as u32 {
+            t.learn(0, A, i % 2, SECOND);
+        }
+        let changes = t.changes();
+        assert_eq!(changes, CHANGE_LOG as u64);
+        assert_eq!(t.changed_since(0).map(Iterator::count), Some(CHANGE_LOG));
+        t.learn(0, B, 1, SECOND);
+        t.learn(0, B, 2, SECOND);
+        assert!(t.changed_since(0).is_none());
+        assert_eq!(t.changed_since(changes).unwrap().count(), 1);
     }
 
     #[test]

@@ -9,9 +9,9 @@
 //!   port), or `[normal]` when the destination is a learned unicast address on another port,
 //!   from rules without timeouts, under a key that holds every byte the flow key is made
 //!   from, so every packet the kernel forwards would have got the same decision here.
-//! - MAC learning: a `normal` entry depends on the learning table; when a learned address
-//!   moves or is forgotten ([`MacTable::changes`]) every entry is flushed as for a rule
-//!   change, and the kernel's packets of a `normal` flow refresh its source address's
+//! - MAC learning: a `normal` entry depends on where its destination was learned; when such
+//!   an address moves or is forgotten ([`MacTable::changed_since`]) every entry is flushed
+//!   as for a rule change (other addresses' changes leave the table alone), and the kernel's packets of a `normal` flow refresh its source address's
 //!   entry when they are harvested, as if user space had seen them. (Between an address
 //!   ageing out and the next housekeeping round, up to a second, its flows still go to the
 //!   port it was last seen on rather than being flooded.)
@@ -51,6 +51,9 @@ use crate::mac_learning::MacTable;
 use crate::rule_table::RuleTables;
 use crate::translate::Decision;
 
+/// A learned address: (VLAN, MAC).
+type VlanMac = (u16, MacAddr);
+
 /// An entry whose counts have not moved for this long is removed from the kernel's table.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Entries [`Offload::age`] looks at per call (a system call each, under the bridge's lock).
@@ -64,8 +67,10 @@ struct Entry {
     out_port: u32,
     credited: FlowCounts,
     last_moved: Duration,
-    /// For a `normal` entry: the source address (VLAN, MAC) its packets teach the table.
+    /// For a `normal` entry: the source address (VLAN, MAC) its packets teach the table,
+    /// and the destination address its decision depends on.
     learns: Option<(u16, MacAddr)>,
+    depends: Option<(u16, MacAddr)>,
 }
 
 /// Packets and bytes a port received and sent through the kernel's fast path.
@@ -107,8 +112,9 @@ pub struct Offload {
     full: bool,
     /// Keys [`Offload::age`] has still to look at in this round.
     to_age: Vec<FastKey>,
-    /// Installed `normal` entries, and the learning table's change count they were made at.
-    normal_entries: usize,
+    /// The destinations installed `normal` entries depend on (with how many entries each),
+    /// and the learning table's change count up to which they are known to be unchanged.
+    dsts: HashMap<(u16, MacAddr), u32>,
     macs_seen: u64,
     /// Rounds of removals so far, and how many of them the program has been waited for
     /// since: installs wait until they are equal (see Reuse above).
@@ -132,7 +138,7 @@ impl Offload {
             errors: 0,
             full: false,
             to_age: Vec::new(),
-            normal_entries: 0,
+            dsts: HashMap::new(),
             macs_seen: 0,
             removals: 0,
             settled: 0,
@@ -152,10 +158,10 @@ impl Offload {
         macs: &MacTable,
         now: Duration,
     ) {
-        let (out_port, learns) = match decision.actions.as_slice() {
-            [Action::Output(port)] => (*port, None),
+        let (out_port, learns, depends) = match decision.actions.as_slice() {
+            [Action::Output(port)] => (*port, None, None),
             [Action::Normal] => match learned_destination(frame, macs, now) {
-                Some((port, learns)) => (port, Some(learns)),
+                Some((port, learns, depends)) => (port, Some(learns), Some(depends)),
                 None => return,
             },
             _ => return,
@@ -188,11 +194,11 @@ impl Offload {
         match self.fast_path.install(&key, out_if) {
             Ok(true) => {
                 self.installed += 1;
-                if learns.is_some() {
-                    if self.normal_entries == 0 {
+                if let Some(dst) = depends {
+                    if self.dsts.is_empty() {
                         self.macs_seen = macs.changes();
                     }
-                    self.normal_entries += 1;
+                    *self.dsts.entry(dst).or_default() += 1;
                 }
                 self.entries.insert(
                     key,
@@ -203,6 +209,7 @@ impl Offload {
                         credited: FlowCounts::default(),
                         last_moved: now,
                         learns,
+                        depends,
                     },
                 );
             }
@@ -228,9 +235,20 @@ impl Offload {
         Ok(())
     }
 
-    /// Whether the learning table changed under `normal` entries (then call `flush`).
-    pub fn macs_changed(&self, macs: &MacTable) -> bool {
-        self.normal_entries > 0 && macs.changes() != self.macs_seen
+    /// Whether an address a `normal` entry depends on moved or was forgotten (then call
+    /// `flush`). Changes to other addresses are taken note of and change nothing.
+    pub fn macs_changed(&mut self, macs: &MacTable) -> bool {
+        if self.dsts.is_empty() || macs.changes() == self.macs_seen {
+            return false;
+        }
+        let changed = match macs.changed_since(self.macs_seen) {
+            Some(mut keys) => keys.any(|key| self.dsts.contains_key(key)),
+            None => true,
+        };
+        if !changed {
+            self.macs_seen = macs.changes();
+        }
+        changed
     }
 
     /// Housekeeping: looks at the next share of the entries, crediting their counts, and
@@ -271,10 +289,13 @@ impl Offload {
             }
             if now.saturating_sub(entry.last_moved) >= IDLE_TIMEOUT {
                 self.fast_path.remove(&key)?;
-                if let Some(entry) = self.entries.remove(&key)
-                    && entry.learns.is_some()
+                if let Some(dst) = self.entries.remove(&key).and_then(|e| e.depends)
+                    && let Some(count) = self.dsts.get_mut(&dst)
                 {
-                    self.normal_entries -= 1;
+                    *count -= 1;
+                    if *count == 0 {
+                        self.dsts.remove(&dst);
+                    }
                 }
                 self.aged += 1;
                 self.full = false;
@@ -319,7 +340,7 @@ impl Offload {
         self.entries.clear();
         self.to_age.clear();
         self.full = false;
-        self.normal_entries = 0;
+        self.dsts.clear();
         self.macs_seen = macs.changes();
         Ok(())
     }
@@ -391,14 +412,15 @@ fn credit(
     true
 }
 
-/// For a `normal` decision on `frame`: the port its destination was learned on, and the
-/// source address the frame teaches; `None` when the destination is a group address or
-/// unknown (the frame was flooded), as `execute`'s `normal` decides.
+/// For a `normal` decision on `frame`: the port its destination was learned on, the source
+/// address the frame teaches and the destination address (each VLAN, MAC); `None` when the
+/// destination is a group address or unknown (the frame was flooded), as `execute`'s
+/// `normal` decides.
 fn learned_destination(
     frame: &[u8],
     macs: &MacTable,
     now: Duration,
-) -> Option<(u32, (u16, MacAddr))> {
+) -> Option<(u32, VlanMac, VlanMac)> {
     let dst = MacAddr(frame.get(0..6)?.try_into().ok()?);
     let src = MacAddr(frame.get(6..12)?.try_into().ok()?);
     let vlan = match frame.get(12..16)? {
@@ -408,7 +430,7 @@ fn learned_destination(
     if dst.is_multicast() {
         return None;
     }
-    Some((macs.lookup(vlan, dst, now)?, (vlan, src)))
+    Some((macs.lookup(vlan, dst, now)?, (vlan, src), (vlan, dst)))
 }
 
 #[cfg(test)]
@@ -480,6 +502,35 @@ mod tests {
         assert_eq!(offload.unsettled(), None);
     }
 
+    /// A `normal` entry depends on where its destination was learned: that address moving
+    /// calls for a flush, another address moving or ageing out does not.
+    #[test]
+    fn only_the_destinations_of_normal_entries_call_for_a_flush() {
+        let mut offload = offload();
+        let tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let (dst, other) = (MacAddr([2, 0, 0, 0, 0, 2]), MacAddr([2, 0, 0, 0, 0, 9]));
+        macs.learn(0, dst, 2, Duration::ZERO);
+        macs.learn(0, other, 2, Duration::ZERO);
+        let decision = Decision {
+            actions: vec![Action::Normal],
+            rules: vec![],
+            too_deep: false,
+        };
+        offload.consider(&frame(), 1, &decision, &tables, &macs, Duration::ZERO);
+        assert_eq!(offload.entries.len(), 1);
+        assert!(!offload.macs_changed(&macs));
+        macs.learn(0, other, 1, Duration::ZERO);
+        assert!(!offload.macs_changed(&macs), "another address moved");
+        assert_eq!(
+            offload.macs_seen,
+            macs.changes(),
+            "and that change is taken note of"
+        );
+        macs.learn(0, dst, 1, Duration::ZERO);
+        assert!(offload.macs_changed(&macs), "the destination moved");
+    }
+
     /// A read between the kernel's two adds sees a packet without its bytes: the bytes are
     /// credited when they come, even with no new packet.
     #[test]
@@ -498,6 +549,7 @@ mod tests {
             credited: FlowCounts::default(),
             last_moved: Duration::ZERO,
             learns: None,
+            depends: None,
         };
         let now = Duration::from_secs(1);
         let mut read = |packets, bytes| {
