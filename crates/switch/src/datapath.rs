@@ -156,9 +156,12 @@ impl Datapath {
         }
         // A host that offloads transmit checksums (veth's default) leaves TCP and UDP
         // checksums partial; its receiver would drop the frame as it is.
-        if let (Some(l3), Some(l4), 6 | 17) = (offsets.l3, offsets.l4, key.nw_proto) {
-            partial_checksum::complete_in_frame(frame.data_mut(), l3, l4);
-        }
+        let completed = match (offsets.l3, offsets.l4, key.nw_proto) {
+            (Some(l3), Some(l4), 6 | 17) => {
+                partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
+            }
+            _ => false,
+        };
         let mut packet = Packet {
             frame,
             headers: PacketHeaders::new(&key, offsets),
@@ -175,17 +178,21 @@ impl Datapath {
             return;
         };
         // After execution: a `normal` decision reads the learning table as it now is. The
-        // decisions the fast path takes never rewrite the frame.
-        offload.consider(
-            frame.data(),
-            in_port,
-            decision,
-            &self.tables,
-            &self.mac_table,
-            now,
-        );
-        if offload.macs_changed(&self.mac_table)
-            && !offload.flush_failed()
+        // decisions the fast path takes never rewrite the frame; a completed checksum did,
+        // and that flow's next packets will come partial too, which the kernel leaves to us:
+        // an entry for them would never be used.
+        if !completed {
+            offload.consider(
+                frame.data(),
+                in_port,
+                decision,
+                &self.tables,
+                &self.mac_table,
+                now,
+            );
+        }
+        if !offload.flush_failed()
+            && offload.macs_changed(&self.mac_table)
             && offload
                 .flush(&mut self.tables, &mut self.mac_table, now)
                 .is_err()
