@@ -4,7 +4,7 @@
 //! under the lock the poll-mode threads take once a burst, and answers.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
@@ -81,8 +81,9 @@ impl Drop for ControlServer {
 
 /// Listens on `path` and forwards each request to `jobs`. A stale socket file left by a
 /// switch that died is replaced; a live one is refused, and so is anything that is not a
-/// socket. The socket appears at `path` already mode 0600: it is bound under a temporary
-/// name, restricted, then linked into place (link, unlike rename, never replaces a file).
+/// socket. The socket appears at `path` already mode 0600: it is bound in a private
+/// directory, restricted, then linked into place (link, unlike rename, never replaces a
+/// file).
 pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlError> {
     let io = |what| {
         move |source| ControlError::Io {
@@ -103,22 +104,32 @@ pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlEr
         }
         std::fs::remove_file(path).map_err(io("remove stale socket"))?;
     }
+    // Bound inside a directory only we can search, so nobody reaches it before the chmod.
     let name = path
         .file_name()
         .map_or("ctl".into(), |n| n.to_string_lossy());
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let private = path.with_file_name(format!(".{name}.{}", std::process::id()));
+    let temporary = private.join("socket");
     let _ = std::fs::remove_file(&temporary);
-    let listener = UnixListener::bind(&temporary).map_err(io("bind"))?;
-    let placed = std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
-        .map_err(io("chmod 0600"))
-        .and_then(|()| {
+    let _ = std::fs::remove_dir(&private);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(io("create a private directory"))?;
+    let placed = UnixListener::bind(&temporary)
+        .map_err(io("bind"))
+        .and_then(|listener| {
+            std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
+                .map_err(io("chmod 0600"))?;
             std::fs::hard_link(&temporary, path).map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => ControlError::InUse(path.to_path_buf()),
                 _ => io("link into place")(e),
-            })
+            })?;
+            Ok(listener)
         });
     let _ = std::fs::remove_file(&temporary);
-    placed?;
+    let _ = std::fs::remove_dir(&private);
+    let listener = placed?;
     std::thread::Builder::new()
         .name("control".to_string())
         .spawn(move || {
