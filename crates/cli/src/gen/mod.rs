@@ -48,7 +48,7 @@ sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat pr
 with BPF_PROG_RUN live frames, the fastest load this host makes. With one size, its XDP \
 program stamps every frame with the next sequence number and the send time, so a receiver \
 tracks loss and latency as for the socket engine (with --cpus, each CPU sends its own series \
-under generator ids --generator-id, +1, ...; --no-stamp sends the frame as is, a few percent \
+under generator ids --generator-id, +1, ...; --no-stamp sends the frame as is, about 12 % \
 faster). With one size and IPv4 UDP or TCP it also gives every frame its flow's source port \
 and address (checksums updated), so --flows has no limit. Otherwise it cycles a set of \
 frames (one per flow and size, at most 64) across calls of 0.1-0.5 s each, not stamped: a \
