@@ -75,7 +75,7 @@ pub struct LiveLoad<'a> {
     /// Packets per second over all threads; none: as fast as the kernel sends.
     pub pps: Option<f64>,
     pub quiet: bool,
-    /// What the kernel changes in each frame of the one frame given (`LiveFrames::varied`).
+    /// What the kernel changes in each frame of each of `frames` (`LiveFrames::varied`).
     /// With stamps, each CPU has one thread (its sequence numbers are one series), and
     /// thread i stamps generator id `stamp.generator + i`.
     pub vary: Variation,
@@ -128,25 +128,21 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
     let per_cpu = threads_per_cpu(&load.vary);
     let threads = load.cpus.len().max(1) * per_cpu;
     // Loaded here, so a failure ends the run before any thread sends.
+    let templates: Vec<&[u8]> = load.frames.iter().map(|f| f.frame.as_slice()).collect();
     let engines = (0..threads)
-        .map(|i| match load.frames {
-            [one] if load.vary != Variation::default() => {
+        .map(|i| {
+            if load.vary != Variation::default() {
                 let mut vary = load.vary;
                 if let Some(stamp) = &mut vary.stamp {
                     stamp.generator = stamp.generator.wrapping_add(i as u16);
                 }
-                LiveFrames::varied(load.iface, ifindex, &one.frame, &vary)
+                LiveFrames::varied(load.iface, ifindex, &templates, &vary)
+            } else if templates.iter().any(|f| LiveFrames::needs_restoring(f)) {
+                // Tagged frames need their tag written back each time (see LiveFrames::varied).
+                LiveFrames::varied(load.iface, ifindex, &templates, &Variation::default())
+            } else {
+                LiveFrames::new(load.iface, ifindex)
             }
-            // Tagged frames need their tag written back each time (see LiveFrames::varied).
-            [first, ..]
-                if load
-                    .frames
-                    .iter()
-                    .any(|f| LiveFrames::needs_restoring(&f.frame)) =>
-            {
-                LiveFrames::varied(load.iface, ifindex, &first.frame, &Variation::default())
-            }
-            _ => LiveFrames::new(load.iface, ifindex),
         })
         .collect::<Result<Vec<_>, _>>()?;
     ready();

@@ -20,7 +20,9 @@ pub struct LiveFrames {
     /// Stamped frames: calls made, told to the program before each (it reads the clock
     /// afresh at the start of a call).
     runs: Option<u32>,
-    /// The varying program's configuration, kept to follow the frames given (see `send`).
+    /// What the varying program does, and its configuration for the last frame given: it
+    /// follows each frame given (see `send`).
+    variation: Variation,
     config: Option<VaryConfig>,
 }
 
@@ -63,30 +65,40 @@ impl LiveFrames {
             iface: iface.to_string(),
             ifindex,
             runs: None,
+            variation: Variation::default(),
             config: None,
         })
     }
 
-    /// An engine that varies `template` (the one frame it will be given) frame by frame as
-    /// `variation` says; checksums are updated. An 802.1Q-tagged frame also gets its first
-    /// 16 bytes (addresses and tag) written back each time, since a receiver that takes the
-    /// tag off moves the addresses over it in the page the kernel recycles.
+    /// An engine that varies each frame it is given, frame by frame, as `variation` says;
+    /// checksums are updated. `templates` are the frames it will be given, all checked here,
+    /// so a run cannot fail on one of them halfway. An 802.1Q-tagged frame also gets its
+    /// first 16 bytes (addresses and tag) written back each time, since a receiver that
+    /// takes the tag off moves the addresses over it in the page the kernel recycles.
     pub fn varied(
         iface: &str,
         ifindex: u32,
-        template: &[u8],
+        templates: &[&[u8]],
         variation: &Variation,
     ) -> Result<LiveFrames, XdpError> {
-        let config = vary_config(template, variation).map_err(|reason| XdpError::Run {
+        let refuse = |reason: &str| XdpError::Run {
             iface: iface.to_string(),
             reason: reason.to_string(),
-        })?;
+        };
+        let first = templates
+            .first()
+            .ok_or_else(|| refuse("no frame to send"))?;
+        for template in &templates[1..] {
+            vary_config(template, variation).map_err(refuse)?;
+        }
+        let config = vary_config(first, variation).map_err(refuse)?;
         let mut engine = LiveFrames {
             ebpf: load_program(OBJECT, VARY_PROGRAM)?,
             program: VARY_PROGRAM,
             iface: iface.to_string(),
             ifindex,
             runs: variation.stamp.map(|_| 0),
+            variation: *variation,
             config: None,
         };
         engine.configure(config)?;
@@ -111,13 +123,17 @@ impl LiveFrames {
 
     /// Sends `frame` `repeat` times out of the interface, `batch` frames per kernel batch
     /// (0: the kernel's default of 64). Blocks until the kernel is done. A varying engine
-    /// given frames in turn (unvaried, as a replay does) writes back each one's own tag.
+    /// given frames in turn (sizes of a mix, a replay's frames) varies each from its own
+    /// checksums and payload, and writes back its own tag; the sequence numbers and the
+    /// flows go on from one frame to the next.
     pub fn send(&mut self, frame: &[u8], repeat: u32, batch: u32) -> Result<(), XdpError> {
-        if let Some(config) = self.config {
-            let mut changed = config;
-            restore_header(&mut changed, frame);
-            if changed != config {
-                self.configure(changed)?;
+        if self.config.is_some() {
+            let config = vary_config(frame, &self.variation).map_err(|reason| XdpError::Run {
+                iface: self.iface.clone(),
+                reason: reason.to_string(),
+            })?;
+            if self.config != Some(config) {
+                self.configure(config)?;
             }
         }
         if let Some(runs) = &mut self.runs {

@@ -1,11 +1,10 @@
-//! The kernel engine: BPF_PROG_RUN live frames repeat a prebuilt frame at XDP speed. With
-//! one size, the XDP program stamps every frame with the next sequence number and the send
-//! time (unless --no-stamp), and with IPv4 UDP or TCP it also varies the source port and
-//! address of every frame, so any number of flows goes out at full speed. Otherwise it can
-//! only repeat what it is given, so `gen` prebuilds one frame per flow and size (at most
-//! [`MAX_FRAMES`]) and cycles them across calls, each size sent in proportion to its weight
-//! (IMIX stays 7:4:1). Those carry the prebuilt frame's index as sequence number and
-//! timestamp 0: a receiver counts them as untracked.
+//! The kernel engine: BPF_PROG_RUN live frames repeat a prebuilt frame at XDP speed. `gen`
+//! prebuilds one frame per flow and size (at most [`MAX_FRAMES`]) and the runner sends them
+//! in turn, a call each, each size in proportion to its weight (IMIX stays 7:4:1). The XDP
+//! program stamps every frame with the next sequence number and the send time (unless
+//! --no-stamp), whatever the frame; with IPv4 UDP or TCP it also varies the source port and
+//! address of every frame, so only flow 0's frames are prebuilt and any number of flows goes
+//! out at full speed. Other flows (IPv6, ICMP) are the prebuilt ones cycled.
 
 use std::sync::atomic::AtomicBool;
 
@@ -46,7 +45,11 @@ fn prebuild(plan: &GenPlan) -> anyhow::Result<Vec<Prebuilt>> {
 pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
     let mut frames = prebuild(&plan)?;
     let sizes = plan.sizes.representatives(8).len();
-    let varied = plan.flows.flows > 1 && sizes == 1 && LiveFrames::can_vary(&frames[0].frame);
+    // Flow 0's frames, one per size, come first.
+    let varied = plan.flows.flows > 1
+        && frames[..sizes]
+            .iter()
+            .all(|f| LiveFrames::can_vary(&f.frame));
     let mut notes = plan.notes;
     // The flows that go out: all of them when the program varies them, else those prebuilt.
     let flows = if varied {
@@ -55,19 +58,20 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         (frames.len() / sizes) as u32
     };
     if varied {
-        // Flow 0's frame; the program makes the others from it.
-        frames.truncate(1);
+        // Flow 0's frames; the program makes the others from them.
+        frames.truncate(sizes);
     } else if flows < plan.flows.flows {
         let note = format!(
             "kernel engine: {flows} of the {} flows asked for go out ({} prebuilt frames \
-             cycled; only one size of IPv4 UDP or TCP is varied in the kernel)",
+             cycled; only IPv4 UDP or TCP flows are varied in the kernel)",
             plan.flows.flows,
             frames.len(),
         );
         eprintln!("wirespeed: note: {note}");
         notes.push(note);
     }
-    let stamp = if frames.len() == 1 && !args.no_stamp {
+    // Every flow's and size's frame has its payload and checksum at the same offsets.
+    let stamp = if !args.no_stamp {
         let spec = plan.flows.flow(0);
         Some(Stamp {
             payload_at: spec.headers_len(),
@@ -142,11 +146,18 @@ pub fn send(
     let totals = live::run(&load, stop, || {
         eprintln!(
             "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {}, batch {}{})",
-            match (vary.flows, vary.stamp.is_some()) {
-                (Some(n), true) => format!("{n} flows varied and stamped in the kernel"),
-                (Some(n), false) => format!("{n} flows varied in the kernel"),
-                (None, true) => "stamped in the kernel".to_string(),
-                (None, false) => format!("{} frames cycled", frames.len()),
+            {
+                let what = match (vary.flows, frames.len()) {
+                    (Some(n), 1) => format!("{n} flows varied"),
+                    (Some(n), sizes) => format!("{n} flows varied, {sizes} sizes in turn"),
+                    (None, 1) => "one frame".to_string(),
+                    (None, k) => format!("{k} frames cycled"),
+                };
+                if vary.stamp.is_some() {
+                    format!("{what}, stamped in the kernel")
+                } else {
+                    what
+                }
             },
             args.port_flags.batch,
             live::threads_note(&cpus)

@@ -45,14 +45,14 @@ pub enum Proto {
 checksum is filled.\n\n\
 Engines: socket sends from user space through the port, building each frame with its own \
 sequence number and timestamp. kernel (xdp: ports only) has the kernel repeat prebuilt frames \
-with BPF_PROG_RUN live frames, the fastest load this host makes. With one size, its XDP \
-program stamps every frame with the next sequence number and the send time, so a receiver \
-tracks loss and latency as for the socket engine (with --cpus, each CPU sends its own series \
-under generator ids --generator-id, +1, ...; --no-stamp sends the frame as is, about 12 % \
-faster). With one size and IPv4 UDP or TCP it also gives every frame its flow's source port \
-and address (checksums updated), so --flows has no limit. Otherwise it cycles a set of \
-frames (one per flow and size, at most 64) across calls of 0.1-0.5 s each, not stamped: a \
-receiver counts them but tracks no loss or latency. --rate is an average over calls. On a \
+with BPF_PROG_RUN live frames, the fastest load this host makes: one frame per size (and per \
+flow, see below), sent in turn in calls of 0.1-0.5 s each, each size in proportion (IMIX \
+stays 7:4:1). Its XDP program stamps every frame with the next sequence number and the send \
+time, so a receiver tracks loss and latency as for the socket engine (with --cpus, each CPU \
+sends its own series under generator ids --generator-id, +1, ...; --no-stamp sends the \
+frames as built, about 12 % faster). With IPv4 UDP or TCP it also gives every frame its \
+flow's source port and address (checksums updated), so --flows has no limit; other flows \
+(IPv6, ICMP) are prebuilt, at most 64 frames in all. --rate is an average over calls. On a \
 veth, its frames reach the peer only if the peer runs an XDP program or has GRO on \
 (ethtool -K PEER gro on).\n\n\
 Verify at the other end with wirespeed recv: per --generator-id, packets received, lost \
@@ -70,7 +70,7 @@ pub struct GenArgs {
     /// Transmit engine (kernel: xdp ports, see below).
     #[arg(long, value_enum, default_value_t = Engine::Socket)]
     pub engine: Engine,
-    /// Kernel engine: send the frame as built, without per-frame sequence numbers and send
+    /// Kernel engine: send the frames as built, without per-frame sequence numbers and send
     /// times (two threads per CPU, the highest rate).
     #[arg(long)]
     pub no_stamp: bool,

@@ -32,7 +32,7 @@ const HOT_LOOP_CHECK: u32 = 128;
 #[command(
     after_help = "Counts per generator id (up to 16): received, lost, duplicated, \
 reordered, late (arrived after being counted lost, more than 2^20 numbers behind), corrupt \
-(a checksum fails), untracked (frames with no send time: the kernel engine's cycled or --no-stamp frames), and \
+(a checksum fails), untracked (frames with no send time: the kernel engine's --no-stamp frames), and \
 latency percentiles. Lost packets are named as ranges of sequence numbers. Without --expect, \
 losses after the last packet received cannot be seen.\n\n\
 Examples:\n  wirespeed recv --port xdp:veth1 --duration 10\n  \
