@@ -38,7 +38,7 @@ struct fp_key {
 };
 
 struct fp_action {
-	__u32 out_ifindex;
+	__u32 out_slot; // the output port's slot (fp_devs, fp_tx)
 	__u32 generation; // valid only while equal to fp_generation[0]
 	__u64 packets;
 	__u64 bytes;
@@ -73,12 +73,53 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
+// slot -> the port's ifindex, to redirect to.
 struct {
-	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
 	__uint(max_entries, MAX_PORTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } fp_devs SEC(".maps");
+
+// What the kernel failed to send out of each port (by slot) after a redirect here: frames
+// dropped and the last error. The kernel tells no one but its tracepoints (below) when a
+// redirected frame cannot go out, and on a veth whose peer has no NAPI (no XDP program,
+// GRO off) none can: the port is then blocked (fp_blocked), and its flows go up to user
+// space instead of into a hole until user space clears the flag to try again.
+struct fp_tx {
+	__u64 failed;
+	__s32 err;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct fp_tx);
+} fp_tx SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} fp_blocked SEC(".maps");
+
+// Set by user space: the cookie of the network namespace the ports are in (tracepoints see
+// every namespace, where the same ifindex can name another device) and fp_devs' map id.
+struct fp_config {
+	__u64 netns_cookie;
+	__u32 devs_map_id;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_config);
+} fp_config SEC(".maps");
 
 // A map-in-map nobody reads: updating it makes the kernel wait until every program run
 // in progress has finished (maybe_wait_bpf_programs), so after a generation change user
@@ -100,8 +141,8 @@ struct {
 } fp_barrier SEC(".maps");
 
 // Packets forwarded here; packets sent up to a socket; of those, how many had an entry
-// from before the last rule change.
-enum { FP_HIT, FP_MISS, FP_STALE, FP_COUNTERS };
+// from before the last rule change, and how many an entry to a blocked port.
+enum { FP_HIT, FP_MISS, FP_STALE, FP_BLOCKED, FP_COUNTERS };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -272,16 +313,99 @@ int switch_fast_path(struct xdp_md *ctx)
 			__u32 *generation = bpf_map_lookup_elem(&fp_generation, &zero);
 
 			if (generation && action->generation == *generation) {
-				__sync_fetch_and_add(&action->packets, 1);
-				__sync_fetch_and_add(&action->bytes, ctx->data_end - ctx->data);
-				count(FP_HIT);
-				return bpf_redirect_map(&fp_devs, action->out_ifindex, 0);
+				__u32 out = action->out_slot;
+				__u32 *blocked = bpf_map_lookup_elem(&fp_blocked, &out);
+
+				if (blocked && *blocked) {
+					count(FP_BLOCKED);
+				} else {
+					__sync_fetch_and_add(&action->packets, 1);
+					__sync_fetch_and_add(&action->bytes,
+							     ctx->data_end - ctx->data);
+					count(FP_HIT);
+					return bpf_redirect_map(&fp_devs, out, 0);
+				}
+			} else {
+				count(FP_STALE);
 			}
-			count(FP_STALE);
 		}
 	}
 	count(FP_MISS);
 	return bpf_redirect_map(&xsks, index, XDP_PASS);
+}
+
+// The kernel's own layouts, as far as read here; relocated against its BTF when loaded.
+struct net {
+	__u64 net_cookie;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+// The slot of `dev` when it is one of the bridge's ports (in the bridge's namespace).
+static __always_inline __u32 *port_slot(const struct net_device *dev)
+{
+	__u32 zero = 0, ifindex;
+	struct fp_config *config = bpf_map_lookup_elem(&fp_config, &zero);
+
+	if (!config || !dev || dev->nd_net.net->net_cookie != config->netns_cookie)
+		return 0;
+	ifindex = dev->ifindex;
+	return bpf_map_lookup_elem(&fp_ports, &ifindex);
+}
+
+// `frames` sent to port `slot` were dropped. An error means the port refused them all (on
+// veth: ENXIO, the peer has no NAPI): it is blocked, except for EMSGSIZE, a frame over its
+// MTU. No error (a partial send: the peer's ring was full) is overload, not a broken port.
+static __always_inline void tx_failed(__u32 *slot, __u32 frames, int err)
+{
+	struct fp_tx *tx = bpf_map_lookup_elem(&fp_tx, slot);
+	__u32 *blocked = bpf_map_lookup_elem(&fp_blocked, slot);
+
+	if (!tx || !blocked)
+		return;
+	__sync_fetch_and_add(&tx->failed, frames);
+	if (err < 0) {
+		tx->err = err;
+		if (err != -90 /* EMSGSIZE */)
+			*blocked = 1;
+	}
+}
+
+// A device's bulk queue was flushed (at the end of each redirecting NAPI poll): `drops` of
+// its frames were not sent.
+SEC("tp_btf/xdp_devmap_xmit")
+int fp_devmap_xmit(__u64 *ctx)
+{
+	const struct net_device *to = (void *)ctx[1];
+	int drops = (int)ctx[3], err = (int)ctx[4];
+	__u32 *slot;
+
+	if (drops <= 0)
+		return 0;
+	slot = port_slot(to);
+	if (slot)
+		tx_failed(slot, drops, err);
+	return 0;
+}
+
+// A redirect failed before it was queued (the port down, the frame over its MTU...).
+SEC("tp_btf/xdp_redirect_err")
+int fp_redirect_err(__u64 *ctx)
+{
+	int err = (int)ctx[3];
+	__u32 map_id = (__u32)ctx[5], slot = (__u32)ctx[6], zero = 0;
+	struct fp_config *config = bpf_map_lookup_elem(&fp_config, &zero);
+
+	if (config && map_id == config->devs_map_id)
+		tx_failed(&slot, 1, err);
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

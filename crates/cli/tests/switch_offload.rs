@@ -118,6 +118,88 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
     assert!(field(&cache, "fast_path:", "flows") >= 3, "{cache}");
 }
 
+/// Port `port`'s fast-path transmit failures in dump-ports, and whether it is blocked.
+fn port_tx_failed(ports: &str, port: u32) -> (u64, bool) {
+    let block: Vec<&str> = ports
+        .lines()
+        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
+        .take(5)
+        .collect();
+    let line = block
+        .iter()
+        .find(|l| l.contains("fast path"))
+        .unwrap_or_else(|| panic!("no fast path line for port {port}:\n{ports}"));
+    (field(line, "fast path", "failed"), line.contains("blocked"))
+}
+
+/// A host whose veth cannot take XDP frames (no XDP program and GRO off, veth's default):
+/// the kernel drops what the fast path redirects there. The switch counts those frames,
+/// the program blocks the port at the first failed batch so the flow goes on through user
+/// space, and the user is told; once the host's veth takes XDP frames, the kernel's next
+/// try finds the port sending and forwards there again.
+#[test]
+fn a_port_that_refuses_the_kernels_frames_is_served_from_user_space() {
+    let mut s = Switched::with("sf", Setup::default(), &["--offload"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
+    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
+    const SENT: u64 = 20_000;
+    push_from_a(&s, SENT);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    // Housekeeping reads the kernel's counts once a second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let ports = s.ctl_ok(&["dump-ports"]);
+    let (failed, blocked) = port_tx_failed(&ports, 2);
+    assert!(blocked, "{ports}");
+    // One NAPI poll's batch at most: the program blocks the port at its first failed flush.
+    assert!((1..=64).contains(&failed), "{ports}");
+    let redirect_failures = ethtool_stat(&s.c.ns_m, &s.c.ma, "rx_queue_0_drops");
+    let dropped =
+        port_rx_drops(&ports, 1) + field(&ports, "port  2: rx", "drop") + s.c.veth_drops()
+            - redirect_failures;
+    // Port 2's line of what user space sent.
+    let user_tx = ports
+        .lines()
+        .skip_while(|l| !l.contains("port  2: rx"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no tx line for port 2:\n{ports}"));
+    let (user_sent, tx_dropped) = (field(user_tx, "tx", "pkts"), field(user_tx, "tx", "drop"));
+    assert_eq!(
+        arrived + failed + dropped + tx_dropped,
+        SENT,
+        "every packet arrived, failed in the kernel or was dropped and counted:\n{ports}"
+    );
+    // (How many of the rest the socket's rings could take depends on how busy the machine
+    // is: those it could not are counted above.)
+    assert_eq!(
+        arrived, user_sent,
+        "all that arrived went through user space:\n{ports}"
+    );
+    // The host's veth takes XDP frames now: the kernel's next try (after 1 s) succeeds.
+    must(&[
+        "ip", "netns", "exec", &s.c.ns_b, "ethtool", "-K", &s.c.b, "gro", "on",
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let hits = |s: &Switched| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", "kernel_hits");
+    let hits_before = hits(&s);
+    push_from_a(&s, SENT);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let ports = s.ctl_ok(&["dump-ports"]);
+    assert_eq!(port_tx_failed(&ports, 2), (failed, false), "{ports}");
+    assert!(
+        hits(&s) - hits_before >= SENT * 9 / 10,
+        "the kernel forwards to port 2 again:\n{ports}"
+    );
+    let (_, stderr) = s.stop();
+    assert!(
+        stderr.contains("port 2: the kernel could not send what the fast path forwarded")
+            && stderr.contains("ethtool -K PEER gro on")
+            && stderr.contains("port 2: the kernel sends what the fast path forwards there again"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn each_queue_misses_to_its_own_poll_mode_thread() {
     let setup = Setup {

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
-use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index};
+use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
 use wirespeed_xdp::AttachMode;
 use wirespeed_xdp::ProgramBarrier;
@@ -136,10 +136,12 @@ impl Bridge {
         let mut barrier = None;
         if let Some(fast_path) = fast_path {
             barrier = Some(fast_path.barrier()?);
-            let numbered: Vec<(u32, u32)> = ports
+            // Slots as attach_fast_path gave them: the AF_XDP ports in order.
+            let numbered: Vec<(u32, u32, u32)> = ports
                 .iter()
                 .filter(|(_, s)| s.backend == Backend::Xdp)
-                .filter_map(|(n, s)| Some((*n, if_index(&s.iface)?)))
+                .enumerate()
+                .filter_map(|(slot, (n, s))| Some((*n, if_index(&s.iface)?, slot as u32)))
                 .collect();
             datapath.offload = Some(Offload::new(fast_path, &numbered));
         }
@@ -281,6 +283,16 @@ impl Bridge {
             offload.count_error();
         }
         shared.datapath.cache.optimize();
+        if let Some(offload) = &mut shared.datapath.offload {
+            match offload.check_transmits(now) {
+                Ok(messages) => {
+                    for m in messages {
+                        eprintln!("wirespeed switch: {m}");
+                    }
+                }
+                Err(_) => offload.count_error(),
+            }
+        }
         drop(shared);
         self.settle_offload();
     }
@@ -361,6 +373,17 @@ fn attach_fast_path(xdp: &[PortSpec], opts: &PortOptions) -> Result<FastPath, Po
     for (slot, iface) in ifaces.iter().enumerate() {
         let ifindex = if_index(iface).ok_or_else(|| PortError::NoInterface(iface.to_string()))?;
         fast_path.add_port(slot as u32, ifindex)?;
+    }
+    // Without the kernel's tracepoints the fast path still forwards; what the kernel then
+    // fails to send is lost uncounted.
+    let watched = netns_cookie()
+        .map_err(|e| e.to_string())
+        .and_then(|cookie| fast_path.watch_transmits(cookie).map_err(|e| e.to_string()));
+    if let Err(e) = watched {
+        eprintln!(
+            "wirespeed switch: note: --offload cannot watch the kernel's transmits ({e}): \
+             packets it fails to send after a redirect are neither counted nor sent another way"
+        );
     }
     Ok(fast_path)
 }

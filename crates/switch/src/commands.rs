@@ -181,8 +181,17 @@ fn dump_ports(bridge: &mut Bridge) -> String {
         if let Some(f) = fast.as_ref().map(|f| f[i]) {
             let _ = writeln!(
                 out,
-                "           fast path: rx pkts={}, bytes={}, tx pkts={}, bytes={}",
-                f.rx_packets, f.rx_bytes, f.tx_packets, f.tx_bytes
+                "           fast path: rx pkts={}, bytes={}, tx pkts={}, bytes={}, failed={}{}",
+                f.rx_packets,
+                f.rx_bytes,
+                f.tx_packets,
+                f.tx_bytes,
+                f.tx_failed,
+                if f.tx_blocked {
+                    " (blocked: the kernel could not send them; through user space)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -246,7 +255,7 @@ fn dump_cache(bridge: &Bridge) -> String {
                 let _ = write!(
                     out,
                     "\nfast_path: flows={}, installed={}, table_full={}, aged={}, errors={}, \
-                     kernel_hits={}, sent_up={}, stale={}",
+                     kernel_hits={}, sent_up={}, stale={}, blocked={}",
                     o.flows,
                     o.installed,
                     o.table_full,
@@ -254,7 +263,8 @@ fn dump_cache(bridge: &Bridge) -> String {
                     o.errors,
                     o.kernel.hits,
                     o.kernel.misses,
-                    o.kernel.stale
+                    o.kernel.stale,
+                    o.kernel.blocked
                 );
             }
             Err(e) => {

@@ -50,6 +50,7 @@ pub mod rewrite;
 pub mod rule;
 pub mod rule_table;
 pub mod translate;
+pub mod transmit_watch;
 
 pub use action::Action;
 pub use action_parse::parse_actions;

@@ -34,8 +34,12 @@
 //!   outside its lock after housekeeping and after each command). A table that does not
 //!   preallocate (BPF_F_NO_PREALLOC) would not need this, but forwarded 15-25 % fewer
 //!   packets here.
-//! - The kernel counts a packet when it redirects it, so one whose transmit then fails (a
-//!   veth peer without NAPI, an MTU too small) is counted as forwarded, not dropped.
+//! - Transmit failures: the kernel counts a packet when it redirects it, so one whose
+//!   transmit then fails (a veth peer without NAPI, a frame over the port's MTU) counts for
+//!   its rule like any packet that matched it. The failures are counted per port
+//!   ([`FastPortCounts::tx_failed`], from the kernel's tracepoints), and a port that refuses
+//!   a whole batch is blocked at once: its flows go through user space
+//!   ([`crate::transmit_watch`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -50,6 +54,7 @@ use crate::classifier::RuleId;
 use crate::mac_learning::MacTable;
 use crate::rule_table::RuleTables;
 use crate::translate::Decision;
+use crate::transmit_watch::TransmitWatch;
 
 /// A learned address: (VLAN, MAC).
 type VlanMac = (u16, MacAddr);
@@ -78,8 +83,13 @@ struct Entry {
 pub struct FastPortCounts {
     pub rx_packets: u64,
     pub rx_bytes: u64,
+    /// Redirected to the port, including those the kernel then failed to send...
     pub tx_packets: u64,
     pub tx_bytes: u64,
+    /// ...as of the last housekeeping round.
+    pub tx_failed: u64,
+    /// The port refused the fast path's packets: its flows go through user space for now.
+    pub tx_blocked: bool,
 }
 
 /// The state of the offload, for `dump-cache`.
@@ -100,8 +110,9 @@ pub struct OffloadSummary {
 
 pub struct Offload {
     fast_path: FastPath,
-    /// Port number → ifindex, for the ports the program is attached to.
-    ifindex: HashMap<u32, u32>,
+    /// Port number → (ifindex, the program's slot), for the ports it is attached to.
+    ifindex: HashMap<u32, (u32, u32)>,
+    transmits: TransmitWatch,
     entries: HashMap<FastKey, Entry>,
     ports: HashMap<u32, FastPortCounts>,
     installed: u64,
@@ -125,11 +136,13 @@ pub struct Offload {
 }
 
 impl Offload {
-    /// Takes over `fast_path`, attached to the ports `ports` (number, ifindex).
-    pub fn new(fast_path: FastPath, ports: &[(u32, u32)]) -> Offload {
+    /// Takes over `fast_path`, attached to the ports `ports` (number, ifindex, slot).
+    pub fn new(fast_path: FastPath, ports: &[(u32, u32, u32)]) -> Offload {
+        let slots: Vec<(u32, u32)> = ports.iter().map(|&(n, _, slot)| (n, slot)).collect();
         Offload {
             fast_path,
-            ifindex: ports.iter().copied().collect(),
+            ifindex: ports.iter().map(|&(n, i, slot)| (n, (i, slot))).collect(),
+            transmits: TransmitWatch::new(&slots),
             entries: HashMap::new(),
             ports: HashMap::new(),
             installed: 0,
@@ -172,7 +185,7 @@ impl Offload {
         if decision.too_deep || out_port == in_port {
             return;
         }
-        let (Some(&in_if), Some(&out_if)) =
+        let (Some(&(in_if, _)), Some(&(_, out_slot))) =
             (self.ifindex.get(&in_port), self.ifindex.get(&out_port))
         else {
             return;
@@ -191,7 +204,7 @@ impl Offload {
         if self.entries.contains_key(&key) {
             return;
         }
-        match self.fast_path.install(&key, out_if) {
+        match self.fast_path.install(&key, out_slot) {
             Ok(true) => {
                 self.installed += 1;
                 if let Some(dst) = depends {
@@ -358,7 +371,21 @@ impl Offload {
 
     /// What port `port` moved through the fast path, as of the last harvest.
     pub fn port_counts(&self, port: u32) -> FastPortCounts {
-        self.ports.get(&port).copied().unwrap_or_default()
+        let mut counts = self.ports.get(&port).copied().unwrap_or_default();
+        counts.tx_blocked = self.transmits.blocked(port);
+        counts
+    }
+
+    /// Housekeeping: counts what the kernel failed to send out of each port, blocks and
+    /// retries ports that refuse it all; lines for the log when a port's state changes.
+    pub fn check_transmits(&mut self, now: Duration) -> Result<Vec<String>, XdpError> {
+        let ports = &self.ports;
+        let sent = |port| ports.get(&port).map_or(0, |c| c.tx_packets);
+        let found = self.transmits.check(&mut self.fast_path, now, sent)?;
+        for (port, frames) in found.failed {
+            self.ports.entry(port).or_default().tx_failed += frames;
+        }
+        Ok(found.messages)
     }
 
     /// Counts a map operation that failed outside `consider` (housekeeping).
@@ -462,7 +489,7 @@ mod tests {
     fn offload() -> Offload {
         let fast_path = FastPath::attach(&[], AttachMode::Skb, false, false)
             .expect("load the fast path (the tests run as root)");
-        Offload::new(fast_path, &[(1, 1001), (2, 1002)])
+        Offload::new(fast_path, &[(1, 1001, 0), (2, 1002, 1)])
     }
 
     #[test]

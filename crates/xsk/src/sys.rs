@@ -73,6 +73,15 @@ pub(crate) fn get_option<T: Copy>(fd: RawFd, level: i32, name: i32) -> io::Resul
     Ok((value, len as usize))
 }
 
+/// The cookie of the network namespace this thread is in (SO_NETNS_COOKIE): what BPF
+/// programs that see every namespace (tracepoints) tell this one's devices apart by.
+pub fn netns_cookie() -> io::Result<u64> {
+    const SO_NETNS_COOKIE: i32 = 71;
+    let fd = xdp_socket()?;
+    let (cookie, _) = get_option::<u64>(fd.as_raw_fd(), libc::SOL_SOCKET, SO_NETNS_COOKIE)?;
+    Ok(cookie)
+}
+
 /// A shared mapping of one of the socket's rings.
 pub(crate) struct RingMap {
     pub ptr: *mut u8,

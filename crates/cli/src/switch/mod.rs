@@ -36,8 +36,10 @@ out, and a flow \
 idle for 10 s leaves it. Only the queues the \
 switch has sockets on are its port: other queues' packets go to the stack as before. The \
 kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive \
-XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on); otherwise the \
-kernel drops them."
+XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on). Where the kernel \
+cannot send them, it drops at most one batch: the port is then blocked (dump-ports: failed=N, \
+blocked), its flows go through user space, a line on stderr says why, and the kernel tries \
+the port again after 1 s, then less and less often (at most every 64 s)."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1 or 3=packet:eth0 (numbers default to 1, 2,
@@ -227,6 +229,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
                         "aged": f.aged,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,
+                        "blocked": f.kernel.blocked,
                     }),
                     Err(e) => serde_json::json!({ "error": e.to_string() }),
                 };
@@ -247,6 +250,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
                 "fast_path": fast_ports.as_ref().and_then(|f| f.get(n)).map(|f| serde_json::json!({
                     "rx_packets": f.rx_packets, "rx_bytes": f.rx_bytes,
                     "tx_packets": f.tx_packets, "tx_bytes": f.tx_bytes,
+                    "tx_failed": f.tx_failed, "tx_blocked": f.tx_blocked,
                 })),
                 "drops": s.drops.by_reason().iter().map(|(k, v)| (k.to_string(), *v))
                     .collect::<BTreeMap<_, _>>(),

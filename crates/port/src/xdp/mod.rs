@@ -11,7 +11,7 @@ mod port;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
-pub use wirespeed_xsk::if_index;
+pub use wirespeed_xsk::{if_index, netns_cookie};
 
 use std::str::FromStr;
 

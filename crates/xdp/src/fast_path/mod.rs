@@ -9,7 +9,9 @@ pub use probe::{PROBE_IFINDEX, Probe};
 
 use std::os::fd::RawFd;
 
-use aya::maps::{Array, ArrayOfMaps, DevMapHash, HashMap, MapData, PerCpuArray, XskMap};
+use aya::Btf;
+use aya::maps::{Array, ArrayOfMaps, DevMap, HashMap, MapData, PerCpuArray, XskMap};
+use aya::programs::BtfTracePoint;
 
 use crate::{AttachMode, XdpError, attach, error_chain, load_program, xdp_program};
 
@@ -20,8 +22,30 @@ const PROGRAM: &str = "switch_fast_path";
 pub const MAX_PORTS: u32 = 64;
 pub const MAX_QUEUES: u32 = 64;
 
-/// `struct fp_action`: out ifindex then generation (two u32 in one word), packets, bytes.
+/// `struct fp_action`: out slot then generation (two u32 in one word), packets, bytes.
 type ActionWords = [u64; 3];
+/// `struct fp_tx`: frames failed, then the last error (i32) and padding.
+type TxWords = [u64; 2];
+/// `struct fp_config`: the namespace cookie, then fp_devs' map id (u32) and padding.
+type ConfigWords = [u64; 2];
+
+/// The tracepoints that tell the program of transmits that failed after its redirects.
+const WATCHERS: [(&str, &str); 2] = [
+    ("fp_devmap_xmit", "xdp_devmap_xmit"),
+    ("fp_redirect_err", "xdp_redirect_err"),
+];
+
+/// What the kernel failed to send out of one port after the program redirected there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxFailures {
+    /// Frames dropped.
+    pub frames: u64,
+    /// The last error the device gave (a negative errno), 0 for none: a partial send.
+    pub err: i32,
+    /// The device refused a whole batch: the program sends the port's flows up to user
+    /// space until [`FastPath::unblock`].
+    pub blocked: bool,
+}
 
 /// What one flow entry counted in the kernel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,8 +62,10 @@ pub struct FastPathCounters {
     /// Packets sent up to a socket (not those of queues without one, which go to the stack
     /// uncounted).
     pub misses: u64,
-    /// Of those, packets whose entry predated the last rule change.
+    /// Of those, packets whose entry predated the last rule change...
     pub stale: u64,
+    /// ...and packets whose entry sends to a blocked port ([`TxFailures::blocked`]).
+    pub blocked: u64,
 }
 
 /// The program attached to a bridge's interfaces; detached from all when dropped.
@@ -48,13 +74,17 @@ pub struct FastPath {
     generation_map: Array<MapData, u32>,
     ports: HashMap<MapData, u32, u32>,
     xsks: XskMap<MapData>,
-    devs: DevMapHash<MapData>,
+    devs: DevMap<MapData>,
+    devs_id: u32,
+    tx: Array<MapData, TxWords>,
+    blocked: Array<MapData, u32>,
+    config: Array<MapData, ConfigWords>,
     counters: PerCpuArray<MapData, u64>,
     barrier: ProgramBarrier,
     generation: u32,
     mode: AttachMode,
-    // Dropped last: detaching the program from every interface.
-    _ebpf: aya::Ebpf,
+    // Dropped last: detaching the program from every interface (and the tracepoints).
+    ebpf: aya::Ebpf,
 }
 
 fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> XdpError {
@@ -170,17 +200,35 @@ impl FastPath {
         for iface in ifaces {
             attach::attach(program, PROGRAM, iface, mode, force)?;
         }
+        let (devs, devs_id) = match ebpf.take_map("fp_devs") {
+            Some(aya::maps::Map::DevMap(data)) => {
+                let id = map_id(&data, "fp_devs")?;
+                let devs =
+                    DevMap::try_from(aya::maps::Map::DevMap(data)).map_err(map_error("fp_devs"))?;
+                (devs, id)
+            }
+            _ => {
+                return Err(XdpError::Map {
+                    map: "fp_devs",
+                    reason: "not a device map in the object".to_string(),
+                });
+            }
+        };
         Ok(FastPath {
             flows: take(&mut ebpf, "fp_flows")?,
             generation_map: take(&mut ebpf, "fp_generation")?,
             ports: take(&mut ebpf, "fp_ports")?,
             xsks: take(&mut ebpf, "xsks")?,
-            devs: take(&mut ebpf, "fp_devs")?,
+            devs,
+            devs_id,
+            tx: take(&mut ebpf, "fp_tx")?,
+            blocked: take(&mut ebpf, "fp_blocked")?,
+            config: take(&mut ebpf, "fp_config")?,
             counters: take(&mut ebpf, "fp_counters")?,
             barrier: take_barrier(&mut ebpf)?,
             generation: 0,
             mode,
-            _ebpf: ebpf,
+            ebpf,
         })
     }
 
@@ -195,11 +243,59 @@ impl FastPath {
             .insert(ifindex, slot, 0)
             .map_err(map_error("fp_ports"))?;
         self.devs
-            .insert(ifindex, ifindex, None, 0)
+            .set(slot, ifindex, None, 0)
             .map_err(|e| XdpError::Map {
                 map: "fp_devs",
                 reason: error_chain(&e),
             })
+    }
+
+    /// Watches the kernel's transmits after the program's redirects (tracepoints
+    /// xdp_devmap_xmit and xdp_redirect_err, in the network namespace of `netns_cookie`):
+    /// frames dropped are counted per port ([`FastPath::tx_failures`]), and a port that
+    /// refuses them all is blocked at once, so its flows go to user space, not into a hole.
+    /// Needs the kernel's BTF (/sys/kernel/btf/vmlinux).
+    pub fn watch_transmits(&mut self, netns_cookie: u64) -> Result<(), XdpError> {
+        self.config
+            .set(0, [netns_cookie, u64::from(self.devs_id)], 0)
+            .map_err(map_error("fp_config"))?;
+        let btf = Btf::from_sys_fs().map_err(|e| XdpError::Load {
+            program: "fp_devmap_xmit",
+            reason: format!("the kernel's BTF: {}", error_chain(&e)),
+        })?;
+        for (program, tracepoint) in WATCHERS {
+            let failed = |reason: String| XdpError::Load { program, reason };
+            let p: &mut BtfTracePoint = self
+                .ebpf
+                .program_mut(program)
+                .and_then(|p| p.try_into().ok())
+                .ok_or_else(|| failed("not a BTF tracepoint program in the object".into()))?;
+            p.load(tracepoint, &btf)
+                .map_err(|e| failed(error_chain(&e)))?;
+            p.attach().map_err(|e| failed(error_chain(&e)))?;
+        }
+        Ok(())
+    }
+
+    /// What the kernel failed to send out of port `slot` so far.
+    pub fn tx_failures(&self, slot: u32) -> Result<TxFailures, XdpError> {
+        let [frames, word] = self.tx.get(&slot, 0).map_err(map_error("fp_tx"))?;
+        let blocked = self
+            .blocked
+            .get(&slot, 0)
+            .map_err(map_error("fp_blocked"))?;
+        Ok(TxFailures {
+            frames,
+            err: (word as u32) as i32,
+            blocked: blocked != 0,
+        })
+    }
+
+    /// Lets the program forward to port `slot` again (to see whether it takes frames now).
+    pub fn unblock(&mut self, slot: u32) -> Result<(), XdpError> {
+        self.blocked
+            .set(slot, 0, 0)
+            .map_err(map_error("fp_blocked"))
     }
 
     /// Sends what port `slot` receives on `queue` and the kernel does not forward to `fd`.
@@ -218,11 +314,11 @@ impl FastPath {
             .map_err(map_error("xsks"))
     }
 
-    /// Forwards packets with `key` out of `out_ifindex` from now on, counting them; false when
-    /// the table is full.
-    pub fn install(&mut self, key: &FastKey, out_ifindex: u32) -> Result<bool, XdpError> {
+    /// Forwards packets with `key` out of port `out_slot` from now on, counting them; false
+    /// when the table is full.
+    pub fn install(&mut self, key: &FastKey, out_slot: u32) -> Result<bool, XdpError> {
         let mut head = [0u8; 8];
-        head[..4].copy_from_slice(&out_ifindex.to_ne_bytes());
+        head[..4].copy_from_slice(&out_slot.to_ne_bytes());
         head[4..].copy_from_slice(&self.generation.to_ne_bytes());
         let words = [u64::from_ne_bytes(head), 0, 0];
         match self.flows.insert(key, words, 0) {
@@ -282,6 +378,7 @@ impl FastPath {
             hits: sum(0)?,
             misses: sum(1)?,
             stale: sum(2)?,
+            blocked: sum(3)?,
         })
     }
 }
