@@ -84,8 +84,9 @@ struct {
 // What the kernel failed to send out of each port (by slot) after a redirect here: frames
 // dropped and the last error. The kernel tells no one but its tracepoints (below) when a
 // redirected frame cannot go out, and on a veth whose peer has no NAPI (no XDP program,
-// GRO off) none can: the port is then blocked (fp_blocked), and its flows go up to user
-// space instead of into a hole until user space clears the flag to try again.
+// GRO off) none can (EOPNOTSUPP when the redirect is queued, or ENXIO when it is sent):
+// the port is then blocked (fp_blocked), and its flows go up to user space instead of into
+// a hole until user space clears the flag to try again.
 struct fp_tx {
 	__u64 failed;
 	__s32 err;
@@ -360,9 +361,11 @@ static __always_inline __u32 *port_slot(const struct net_device *dev)
 	return bpf_map_lookup_elem(&fp_ports, &ifindex);
 }
 
-// `frames` sent to port `slot` were dropped. An error means the port refused them all (on
-// veth: ENXIO, the peer has no NAPI): it is blocked, except for EMSGSIZE, a frame over its
-// MTU. No error (a partial send: the peer's ring was full) is overload, not a broken port.
+// `frames` sent to port `slot` were dropped. An error means the port refused them (on veth
+// without NAPI on its peer: EOPNOTSUPP or ENXIO): it is blocked, except for EMSGSIZE and
+// EOVERFLOW, which are that frame's size or shape. No error (a partial send: the peer's
+// ring was full) is overload, not a broken port. The error is written before the flag, so a
+// reader that sees the flag (user space reads it first) sees the error.
 static __always_inline void tx_failed(__u32 *slot, __u32 frames, int err)
 {
 	struct fp_tx *tx = bpf_map_lookup_elem(&fp_tx, slot);
@@ -373,21 +376,22 @@ static __always_inline void tx_failed(__u32 *slot, __u32 frames, int err)
 	__sync_fetch_and_add(&tx->failed, frames);
 	if (err < 0) {
 		tx->err = err;
-		if (err != -90 /* EMSGSIZE */)
+		if (err != -90 /* EMSGSIZE */ && err != -75 /* EOVERFLOW */)
 			*blocked = 1;
 	}
 }
 
 // A device's bulk queue was flushed (at the end of each redirecting NAPI poll): `drops` of
-// its frames were not sent.
+// its frames were not sent. Only queues filled on a bridge port count: the ports run this
+// program only, so those frames are the fast path's.
 SEC("tp_btf/xdp_devmap_xmit")
 int fp_devmap_xmit(__u64 *ctx)
 {
-	const struct net_device *to = (void *)ctx[1];
+	const struct net_device *from = (void *)ctx[0], *to = (void *)ctx[1];
 	int drops = (int)ctx[3], err = (int)ctx[4];
 	__u32 *slot;
 
-	if (drops <= 0)
+	if (drops <= 0 || !port_slot(from))
 		return 0;
 	slot = port_slot(to);
 	if (slot)

@@ -13,8 +13,8 @@ use common::*;
 fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
     const COUNT: u64 = 200_000;
     let net = NetPair::new("gk");
-    let rx = common::traffic::recv_in_b(&net, &[]);
     let n = COUNT.to_string();
+    let rx = common::traffic::recv_in_b(&net, &["--expect", &n]);
     let tx = common::traffic::gen_in_a(
         &net,
         &[
@@ -43,8 +43,9 @@ fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
     }
     assert_eq!(rj["not_test_frames"].as_u64(), Some(0), "{rj}");
     assert_eq!(g["latency_ns"]["samples"].as_u64(), Some(received), "{rj}");
-    // Named lost, and never seen after the last number received (counted only with --expect).
-    let lost = g["lost"].as_u64().unwrap() + (COUNT - received - g["lost"].as_u64().unwrap());
+    // With --expect, numbers never received after the last one that came are lost too.
+    let lost = g["lost"].as_u64().unwrap();
+    assert_eq!(received + lost, COUNT, "{rj}");
     let receiver_drops = rj["drops_total"].as_u64().unwrap();
     // The socket's receive drops also show as the veth's failed redirects: count them once.
     let redirect_failures = ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops");
@@ -359,21 +360,32 @@ fn kernel_engine_stamps_sequence_numbers_and_send_times() {
 #[test]
 fn kernel_engine_stamps_every_kind_of_frame_with_correct_checksums() {
     const COUNT: u64 = 1000;
-    let kinds: [(&str, &[&str]); 7] = [
-        ("icmp", &["--proto", "icmp"]),
-        ("udp6", &["--ipv6"]),
-        ("tcp6v", &["--proto", "tcp-syn", "--ipv6", "--vlan", "7"]),
-        ("udpv", &["--vlan", "5", "--size", "1500"]),
-        ("imixvf", &["--vlan", "3", "--imix", "--flows", "5"]),
+    // (tag, options, the flows to find: how many, and the tshark fields that tell them apart)
+    type Flows = Option<(usize, [&'static str; 2])>;
+    let kinds: [(&str, &[&str], Flows); 7] = [
+        ("icmp", &["--proto", "icmp"], None),
+        ("udp6", &["--ipv6"], None),
+        (
+            "tcp6v",
+            &["--proto", "tcp-syn", "--ipv6", "--vlan", "7"],
+            None,
+        ),
+        ("udpv", &["--vlan", "5", "--size", "1500"], None),
+        (
+            "imixvf",
+            &["--vlan", "3", "--imix", "--flows", "5"],
+            Some((5, ["ip.src", "udp.srcport"])),
+        ),
         (
             "range6",
             &[
                 "--ipv6", "--proto", "icmp", "--size", "100-1500", "--flows", "2",
             ],
+            Some((2, ["ipv6.src", "icmpv6.echo.identifier"])),
         ),
-        ("imixv", &["--vlan", "9", "--imix", "--no-stamp"]),
+        ("imixv", &["--vlan", "9", "--imix", "--no-stamp"], None),
     ];
-    for (n, (tag, flags)) in kinds.into_iter().enumerate() {
+    for (n, (tag, flags, flows)) in kinds.into_iter().enumerate() {
         let net = NetPair::new(&format!("gt{n}"));
         must(&[
             "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
@@ -410,6 +422,11 @@ fn kernel_engine_stamps_every_kind_of_frame_with_correct_checksums() {
             "",
             "tshark finds bad frames ({tag})"
         );
+        if let Some((count, fields)) = flows {
+            let seen: std::collections::BTreeSet<Vec<String>> =
+                tshark_fields(&file, &fields).into_iter().collect();
+            assert_eq!(seen.len(), count, "{tag}: flows {seen:?}");
+        }
         let _ = std::fs::remove_file(&file);
         let after = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -134,9 +134,9 @@ fn port_tx_failed(ports: &str, port: u32) -> (u64, bool) {
 
 /// A host whose veth cannot take XDP frames (no XDP program and GRO off, veth's default):
 /// the kernel drops what the fast path redirects there. The switch counts those frames,
-/// the program blocks the port at the first failed batch so the flow goes on through user
-/// space, and the user is told; once the host's veth takes XDP frames, the kernel's next
-/// try finds the port sending and forwards there again.
+/// the program blocks the port at the first failure so the flow goes on through user space,
+/// and the user is told; once the host's veth takes XDP frames, the kernel's next try finds
+/// the port sending and forwards there again.
 #[test]
 fn a_port_that_refuses_the_kernels_frames_is_served_from_user_space() {
     let mut s = Switched::with("sf", Setup::default(), &["--offload"]);
@@ -147,13 +147,17 @@ fn a_port_that_refuses_the_kernels_frames_is_served_from_user_space() {
     push_from_a(&s, SENT);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
-    // Housekeeping reads the kernel's counts once a second.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The switch tries a blocked port again no sooner than a second later.
     let ports = s.ctl_ok(&["dump-ports"]);
     let (failed, blocked) = port_tx_failed(&ports, 2);
     assert!(blocked, "{ports}");
-    // One NAPI poll's batch at most: the program blocks the port at its first failed flush.
+    // One batch at most: the program blocks the port at its first failure.
     assert!((1..=64).contains(&failed), "{ports}");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert!(
+        field(&cache, "fast_path:", "blocked") > 0,
+        "the flow's later packets went up to user space:\n{cache}"
+    );
     let redirect_failures = ethtool_stat(&s.c.ns_m, &s.c.ma, "rx_queue_0_drops");
     let dropped =
         port_rx_drops(&ports, 1) + field(&ports, "port  2: rx", "drop") + s.c.veth_drops()
@@ -176,21 +180,28 @@ fn a_port_that_refuses_the_kernels_frames_is_served_from_user_space() {
         arrived, user_sent,
         "all that arrived went through user space:\n{ports}"
     );
-    // The host's veth takes XDP frames now: the kernel's next try (after 1 s) succeeds.
+    // The host's veth takes XDP frames now: once the switch unblocks the port (1-2 s after
+    // the failure), the kernel sends there.
     must(&[
         "ip", "netns", "exec", &s.c.ns_b, "ethtool", "-K", &s.c.b, "gro", "on",
     ]);
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while port_tx_failed(&s.ctl_ok(&["dump-ports"]), 2).1 {
+        assert!(std::time::Instant::now() < deadline, "port 2 stays blocked");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let hits = |s: &Switched| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", "kernel_hits");
     let hits_before = hits(&s);
     push_from_a(&s, SENT);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let ports = s.ctl_ok(&["dump-ports"]);
     assert_eq!(port_tx_failed(&ports, 2), (failed, false), "{ports}");
     assert!(
         hits(&s) - hits_before >= SENT * 9 / 10,
         "the kernel forwards to port 2 again:\n{ports}"
     );
+    // Two housekeeping rounds see the port send before the switch says so.
+    std::thread::sleep(std::time::Duration::from_millis(3000));
     let (_, stderr) = s.stop();
     assert!(
         stderr.contains("port 2: the kernel could not send what the fast path forwarded")

@@ -86,7 +86,7 @@ pub struct FastPortCounts {
     /// Redirected to the port, including those the kernel then failed to send...
     pub tx_packets: u64,
     pub tx_bytes: u64,
-    /// ...as of the last housekeeping round.
+    /// ...of which the kernel failed to send this many.
     pub tx_failed: u64,
     /// The port refused the fast path's packets: its flows go through user space for now.
     pub tx_blocked: bool,
@@ -245,7 +245,7 @@ impl Offload {
             let counts = self.fast_path.counts(key)?;
             credit(entry, counts, &mut self.ports, tables, macs, now);
         }
-        Ok(())
+        self.read_transmits()
     }
 
     /// Whether an address a `normal` entry depends on moved or was forgotten (then call
@@ -371,21 +371,28 @@ impl Offload {
 
     /// What port `port` moved through the fast path, as of the last harvest.
     pub fn port_counts(&self, port: u32) -> FastPortCounts {
-        let mut counts = self.ports.get(&port).copied().unwrap_or_default();
-        counts.tx_blocked = self.transmits.blocked(port);
-        counts
+        self.ports.get(&port).copied().unwrap_or_default()
     }
 
-    /// Housekeeping: counts what the kernel failed to send out of each port, blocks and
-    /// retries ports that refuse it all; lines for the log when a port's state changes.
+    /// Housekeeping: retries ports blocked for refusing the kernel's frames, and lets those
+    /// that take them again go back to the kernel; lines for the log when a port's state
+    /// changes.
     pub fn check_transmits(&mut self, now: Duration) -> Result<Vec<String>, XdpError> {
+        self.read_transmits()?;
         let ports = &self.ports;
         let sent = |port| ports.get(&port).map_or(0, |c| c.tx_packets);
-        let found = self.transmits.check(&mut self.fast_path, now, sent)?;
-        for (port, frames) in found.failed {
-            self.ports.entry(port).or_default().tx_failed += frames;
+        self.transmits.check(&mut self.fast_path, now, sent)
+    }
+
+    /// Reads what the kernel failed to send out of each port, and which ports are blocked.
+    fn read_transmits(&mut self) -> Result<(), XdpError> {
+        for (&port, &(_, slot)) in &self.ifindex {
+            let tx = self.fast_path.tx_failures(slot)?;
+            let counts = self.ports.entry(port).or_default();
+            counts.tx_failed = tx.frames;
+            counts.tx_blocked = tx.blocked;
         }
-        Ok(found.messages)
+        Ok(())
     }
 
     /// Counts a map operation that failed outside `consider` (housekeeping).

@@ -21,31 +21,24 @@ enum State {
     Blocked {
         retry_at: Duration,
     },
-    /// Unblocked; `sent` is what the fast path had sent to the port then: once it has
-    /// sent more without the port being blocked again, the port works.
+    /// Unblocked when the fast path had sent `sent` to the port and the kernel had failed
+    /// `failed` frames there. The port works once more was sent with no new failure, seen at
+    /// two rounds in a row (`more`: at the first), since the kernel counts a redirect before
+    /// it tries to send it.
     Retrying {
         sent: u64,
+        failed: u64,
+        more: bool,
     },
 }
 
 struct PortWatch {
     port: u32,
     slot: u32,
-    /// Frames failed, as of the last look.
-    seen: u64,
     state: State,
     wait: Duration,
     /// The user was told the port is blocked (and is told when it sends again).
     told: bool,
-}
-
-/// What one look found.
-#[derive(Debug, Default)]
-pub struct Findings {
-    /// (port, frames that failed since the last look), for ports with any.
-    pub failed: Vec<(u32, u64)>,
-    /// Lines for the log.
-    pub messages: Vec<String>,
 }
 
 /// The transmit state of every port the fast path sends to.
@@ -62,7 +55,6 @@ impl TransmitWatch {
                 .map(|&(port, slot)| PortWatch {
                     port,
                     slot,
-                    seen: 0,
                     state: State::Sending,
                     wait: FIRST_RETRY,
                     told: false,
@@ -71,29 +63,18 @@ impl TransmitWatch {
         }
     }
 
-    /// Whether the program sends port `port`'s flows to user space now.
-    pub fn blocked(&self, port: u32) -> bool {
-        self.ports
-            .iter()
-            .any(|p| p.port == port && matches!(p.state, State::Blocked { .. }))
-    }
-
-    /// Housekeeping: reads what the kernel failed to send, moves each port on (blocked,
-    /// tried again, sending again), and says what changed. `sent(port)`: what the fast path
-    /// has sent to the port so far, as credited.
+    /// Housekeeping: moves each port on (blocked, tried again, sending again) from what the
+    /// kernel failed to send; lines for the log when a port's state changes. `sent(port)`:
+    /// what the fast path has sent to the port so far, as credited.
     pub fn check(
         &mut self,
         fast_path: &mut FastPath,
         now: Duration,
         sent: impl Fn(u32) -> u64,
-    ) -> Result<Findings, XdpError> {
-        let mut found = Findings::default();
+    ) -> Result<Vec<String>, XdpError> {
+        let mut messages = Vec::new();
         for p in &mut self.ports {
             let tx = fast_path.tx_failures(p.slot)?;
-            if tx.frames > p.seen {
-                found.failed.push((p.port, tx.frames - p.seen));
-                p.seen = tx.frames;
-            }
             match p.state {
                 State::Sending | State::Retrying { .. } if tx.blocked => {
                     let retrying = matches!(p.state, State::Retrying { .. });
@@ -107,28 +88,35 @@ impl TransmitWatch {
                     };
                     if !p.told {
                         p.told = true;
-                        found.messages.push(format!(
-                            "port {}: the kernel could not send what the fast path forwarded \
-                             there ({}): its flows go through user space, and the kernel \
-                             tries again after {} s, then less and less often. A veth's peer \
-                             takes them only with an XDP program or GRO on (ethtool -K PEER \
-                             gro on)",
-                            p.port,
-                            std::io::Error::from_raw_os_error(-tx.err),
-                            p.wait.as_secs()
-                        ));
+                        messages.push(blocked_message(p.port, tx.err, p.wait));
                     }
                 }
                 State::Blocked { retry_at } if now >= retry_at => {
                     fast_path.unblock(p.slot)?;
-                    p.state = State::Retrying { sent: sent(p.port) };
+                    p.state = State::Retrying {
+                        sent: sent(p.port),
+                        failed: tx.frames,
+                        more: false,
+                    };
                 }
-                State::Retrying { sent: then } if sent(p.port) > then => {
+                State::Retrying {
+                    sent: then,
+                    failed,
+                    more,
+                } if sent(p.port) > then && tx.frames == failed => {
+                    if !more {
+                        p.state = State::Retrying {
+                            sent: then,
+                            failed,
+                            more: true,
+                        };
+                        continue;
+                    }
                     p.state = State::Sending;
                     p.wait = FIRST_RETRY;
                     if p.told {
                         p.told = false;
-                        found.messages.push(format!(
+                        messages.push(format!(
                             "port {}: the kernel sends what the fast path forwards there again",
                             p.port
                         ));
@@ -137,6 +125,22 @@ impl TransmitWatch {
                 _ => {}
             }
         }
-        Ok(found)
+        Ok(messages)
     }
+}
+
+/// Why port `port` is blocked (`err`: the kernel's last error, negative) and what to do.
+fn blocked_message(port: u32, err: i32, wait: Duration) -> String {
+    let error = std::io::Error::from_raw_os_error(-err);
+    let hint = if error.kind() == std::io::ErrorKind::NetworkDown {
+        "The port is down"
+    } else {
+        "A veth's peer takes them only with an XDP program or GRO on (ethtool -K PEER gro on)"
+    };
+    format!(
+        "port {port}: the kernel could not send what the fast path forwarded there ({error}): \
+         its flows go through user space, and the kernel tries again after {} s, then less \
+         and less often. {hint}",
+        wait.as_secs()
+    )
 }

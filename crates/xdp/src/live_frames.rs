@@ -29,7 +29,7 @@ pub struct LiveFrames {
 /// `struct live_vary` of bpf/xdp_live_tx.c, as bytes.
 type VaryConfig = [u8; 64];
 
-/// What the kernel changes in each frame of the one template it is given.
+/// What the kernel changes in each frame, from the template of each call ([`LiveFrames::send`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Variation {
     /// Turns the template into this many flows: frame k of a CPU gets source port `p + k %

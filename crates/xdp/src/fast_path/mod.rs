@@ -24,9 +24,10 @@ pub const MAX_QUEUES: u32 = 64;
 
 /// `struct fp_action`: out slot then generation (two u32 in one word), packets, bytes.
 type ActionWords = [u64; 3];
-/// `struct fp_tx`: frames failed, then the last error (i32) and padding.
+/// `struct fp_tx`: frames failed, then the last error (i32, first in memory) and padding.
 type TxWords = [u64; 2];
-/// `struct fp_config`: the namespace cookie, then fp_devs' map id (u32) and padding.
+/// `struct fp_config`: the namespace cookie, then fp_devs' map id (u32, first in memory)
+/// and padding.
 type ConfigWords = [u64; 2];
 
 /// The tracepoints that tell the program of transmits that failed after its redirects.
@@ -256,8 +257,10 @@ impl FastPath {
     /// refuses them all is blocked at once, so its flows go to user space, not into a hole.
     /// Needs the kernel's BTF (/sys/kernel/btf/vmlinux).
     pub fn watch_transmits(&mut self, netns_cookie: u64) -> Result<(), XdpError> {
+        let mut id = [0u8; 8];
+        id[..4].copy_from_slice(&self.devs_id.to_ne_bytes());
         self.config
-            .set(0, [netns_cookie, u64::from(self.devs_id)], 0)
+            .set(0, [netns_cookie, u64::from_ne_bytes(id)], 0)
             .map_err(map_error("fp_config"))?;
         let btf = Btf::from_sys_fs().map_err(|e| XdpError::Load {
             program: "fp_devmap_xmit",
@@ -279,14 +282,17 @@ impl FastPath {
 
     /// What the kernel failed to send out of port `slot` so far.
     pub fn tx_failures(&self, slot: u32) -> Result<TxFailures, XdpError> {
-        let [frames, word] = self.tx.get(&slot, 0).map_err(map_error("fp_tx"))?;
+        // The flag first: the program writes the error before it, so a blocked port's error
+        // is in the counts read after it.
         let blocked = self
             .blocked
             .get(&slot, 0)
             .map_err(map_error("fp_blocked"))?;
+        let [frames, word] = self.tx.get(&slot, 0).map_err(map_error("fp_tx"))?;
+        let word = word.to_ne_bytes();
         Ok(TxFailures {
             frames,
-            err: (word as u32) as i32,
+            err: i32::from_ne_bytes([word[0], word[1], word[2], word[3]]),
             blocked: blocked != 0,
         })
     }
