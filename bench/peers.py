@@ -16,7 +16,10 @@ CPU 1, one thing at a time. Workloads (one queue, queue 0, unless said):
 The veths have two queues (a kernel-engine thread on CPU c sends into queue c mod 2); every
 one-CPU load and receiver uses queue 0.
 Each figure is the median of RUNS runs of DURATION seconds with (min-max), the runs
-interleaved (every row once, then again) so that drift spreads over every tool; wirespeed's rows
+interleaved (every row once, then again) so that drift spreads over every tool. A receiving
+program's run is its steady rate, taken the same way for wirespeed and testpmd from their
+per-second lines: the median second, leaving out the first two (start, warm-up) and the last
+(partial). (Senders are all counted by the same sink, started once they are at speed.) wirespeed's rows
 also give its user-space CPU cycles per packet (getrusage over the run, at /proc/cpuinfo's
 clock: perf has no cycle counters on this VM). Writes
 bench/results/<date>-peers.json, bench/RESULTS.md (ratios: wirespeed / best peer) and
@@ -89,12 +92,18 @@ def testpmd_argv(driver, iface, mode, size, busy_budget=None):
     return argv
 
 
+def steady(mpps, who):
+    """A receiving run's steady rate from its per-second rates (the same rule for every tool):
+    the median second, without the first two (start, warm-up) and the last (partial)."""
+    mpps = mpps[2:-1] if len(mpps) > 4 else mpps
+    if not mpps:
+        raise RuntimeError(f"{who} reported no per-second rate")
+    return statistics.median(mpps)
+
+
 def testpmd_pps(text, key):
-    samples = [int(v) for v in re.findall(rf"{key}:\s+(\d+)", text)]
-    samples = samples[2:-1] if len(samples) > 4 else samples  # warm-up and the partial second
-    if not samples:
-        raise RuntimeError(f"testpmd printed no {key}: {text.strip()[-300:]}")
-    return statistics.median(samples) / 1e6
+    samples = [int(v) / 1e6 for v in re.findall(rf"{key}:\s+(\d+)", text)]
+    return steady(samples, f"testpmd ({key}: {text.strip()[-300:]})")
 
 
 def kernel_load(size, seconds, out):
@@ -126,7 +135,8 @@ def receive(measured_argv, kind, size, tmp, returns=False):
     if kind == "wirespeed":
         result = ws_json(mpath)
         LAST_CPU.update(result.get("cpu") or {})
-        return result["mpps"]
+        LAST_CPU["whole_run_mpps"] = result["mpps"]
+        return steady(result.get("per_second_mpps") or [], "wirespeed")
     return testpmd_pps(open(mpath).read(), "Rx-pps" if "rxonly" in " ".join(measured_argv) else "Tx-pps")
 
 
@@ -201,11 +211,16 @@ def rows(size, tmp):
     ]
 
 
-def measured(fn):
-    """fn's Mpps with the user cycles per packet wirespeed reported for it (None for peers)."""
+def measured(fn, whole_runs):
+    """fn's Mpps with the user cycles per packet wirespeed reported for it (None for peers);
+    a wirespeed receiver's rate over its whole run (idle start included) goes to
+    `whole_runs`, for the record."""
     def run():
         LAST_CPU.clear()
-        return fn(), LAST_CPU.get("user_cycles_per_packet")
+        mpps = fn()
+        if "whole_run_mpps" in LAST_CPU:
+            whole_runs.append(round(LAST_CPU["whole_run_mpps"], 3))
+        return mpps, LAST_CPU.get("user_cycles_per_packet")
     return run
 
 
@@ -223,8 +238,12 @@ def main():
         with tempfile.TemporaryDirectory(prefix="wirespeed-peers.") as tmp:
             for size in SIZES:
                 chosen = [r for r in rows(size, tmp) if ONLY.search(f"{r[0]} {r[1]}")]
-                cases = [(f"{size:>5} {w:<8} {t:<32}", measured(fn)) for w, t, fn in chosen]
-                for (workload, tool, _), row in zip(chosen, interleaved(cases, RUNS, log)):
+                wholes = [[] for _ in chosen]
+                cases = [(f"{size:>5} {w:<8} {t:<32}", measured(fn, whole))
+                         for (w, t, fn), whole in zip(chosen, wholes)]
+                for (workload, tool, _), row, whole in zip(chosen, interleaved(cases, RUNS, log), wholes):
+                    if whole:
+                        row["whole_run_mpps"] = whole
                     results.append({"workload": workload, "tool": tool, "size": size, **row})
     finally:
         cleanup()
@@ -250,7 +269,11 @@ def write(results):
     lines = [f"# wirespeed against its peers ({date})", "",
              f"Median Mpps of {RUNS} interleaved runs of {DURATION:g} s (min-max); one queue (the kernel engine with --cpus 0,1: two), veth, load/sender on CPU {LOAD_CPU},",
              f"measured program/sink on CPU {MEAS_CPU}; kernel {machine['kernel']}, {machine['cpu']}. "
-             "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer.", ""]
+             "Made by `make bench-peers` (bench/peers.py). Ratio: wirespeed's best over the best peer. "
+             "A receiving program's run (ceiling, rxdrop, l2fwd) is its steady rate, the same way for wirespeed "
+             "and testpmd: the median of its per-second rates without the first two seconds and the last; "
+             "results/<date>-peers.json also has wirespeed's rate over each whole run (`whole_run_mpps`, its "
+             "idle start included). Senders are counted by one sink, started once they are at speed.", ""]
     for size in sizes:
         lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer | user cycles/packet |",
                   "| --- | --- | --- | --- | --- |"]

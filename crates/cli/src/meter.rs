@@ -72,6 +72,8 @@ pub struct Meter {
     /// Calls to `tick` between clock reads.
     every: u32,
     calls: u32,
+    /// The rate of each interval of a second or more, in packets per second.
+    samples: Vec<f64>,
 }
 
 impl Meter {
@@ -88,7 +90,14 @@ impl Meter {
             label,
             every: every.max(1),
             calls: 0,
+            samples: Vec::new(),
         }
+    }
+
+    /// The rate of each whole second so far, in Mpps (the live line's figures): what a
+    /// benchmark takes a steady-state figure from, as from other tools' per-second lines.
+    pub fn per_second_mpps(&self) -> Vec<f64> {
+        self.samples.iter().map(|pps| pps / 1e6).collect()
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -113,9 +122,10 @@ impl Meter {
         if dt < Duration::from_secs(1) {
             return;
         }
+        let secs = dt.as_secs_f64();
+        let pps = (packets - self.last_packets) as f64 / secs;
+        self.samples.push(pps);
         if !self.quiet {
-            let secs = dt.as_secs_f64();
-            let pps = (packets - self.last_packets) as f64 / secs;
             let mbps = (bytes - self.last_bytes) as f64 * 8.0 / secs / 1e6;
             eprintln!(
                 "{:>7.1}s  {} {:>8.3} Mpps  {:>9.1} Mbit/s  total {:>12}  {}",
@@ -199,5 +209,27 @@ pub fn port_status(port: &mut dyn wirespeed_port::Port) -> String {
             a.total
         ),
         None => format!("drops {drops}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_second_gets_the_rate_of_its_own_packets() {
+        let mut meter = Meter::new("rx", true, 1);
+        meter.tick(0, 0, String::new);
+        assert!(meter.per_second_mpps().is_empty(), "not a second yet");
+        std::thread::sleep(Duration::from_millis(1050));
+        meter.tick(3_000_000, 0, String::new);
+        std::thread::sleep(Duration::from_millis(1050));
+        meter.tick(4_000_000, 0, String::new);
+        let rates = meter.per_second_mpps();
+        assert_eq!(rates.len(), 2, "{rates:?}");
+        // 3 and then 1 million packets, each over a second or a little more (a busy machine
+        // oversleeps).
+        assert!((2.0..3.0).contains(&rates[0]), "{rates:?}");
+        assert!((0.6..1.0).contains(&rates[1]), "{rates:?}");
     }
 }

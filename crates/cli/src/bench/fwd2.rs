@@ -78,6 +78,7 @@ fn run_shared(
     s.port = format!("{a}<->{b}");
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);
@@ -147,6 +148,7 @@ fn run_copying(
     s.port = format!("{a}<->{b}");
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);

@@ -53,6 +53,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let mut s = summary_for(Mode::L2fwd, args, Some(port.info()), spec);
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
     s.packets = forwarded;
     s.bytes = bytes;
     s.set_stats(&stats);

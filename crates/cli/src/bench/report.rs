@@ -47,8 +47,11 @@ pub struct Summary {
     /// Packets received (rxdrop, xdpdrop), sent (txpush) or forwarded (l2fwd).
     pub packets: u64,
     pub bytes: u64,
+    /// Over the whole run, from start to stop (idle seconds before the load included).
     pub mpps: f64,
     pub mbps: f64,
+    /// Each whole second's rate, as the live line showed it.
+    pub per_second_mpps: Vec<f64>,
     pub rx_packets: u64,
     pub tx_packets: u64,
     /// Packets copied between buffer areas (0 when everything moved by descriptor).
@@ -206,6 +209,7 @@ pub fn summary_for(
         bytes: 0,
         mpps: 0.0,
         mbps: 0.0,
+        per_second_mpps: Vec::new(),
         rx_packets: 0,
         tx_packets: 0,
         copies: 0,

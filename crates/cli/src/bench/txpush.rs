@@ -65,6 +65,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.engine = Some("socket");
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
     s.packets = sent;
     s.bytes = sent * frame_len as u64;
     s.set_stats(&stats);

@@ -52,6 +52,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     s.xdp_mode = attached.to_string();
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
     s.packets = p - start_packets;
     s.bytes = b - start_bytes;
     s.rx_packets = s.packets;

@@ -102,6 +102,24 @@ pub fn numbered_packets_arrive_once(tag: &str, backend: &str, count: u64) {
         (per_packet - user * 1e9 / unique as f64).abs() < 1e-3 * per_packet.max(1.0),
         "{cpu}"
     );
+    // A rate for each whole second of the run (the live line's), each over a second or
+    // more, so together they count no more packets than arrived.
+    let seconds = rxj["seconds"].as_f64().unwrap();
+    let rates: Vec<f64> = rxj["per_second_mpps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no per_second_mpps: {rxj}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        rates.len() as f64 <= seconds && rates.len() as f64 >= seconds.floor() - 1.0,
+        "{} rates in {seconds} s: {rxj}",
+        rates.len()
+    );
+    assert!(
+        rates.iter().all(|&r| r >= 0.0) && rates.iter().sum::<f64>() * 1e6 <= unique as f64 + 1.0,
+        "{rxj}"
+    );
     if backend == "xdp" {
         assert_frames_balanced(&tx);
         assert_frames_balanced(&rxj);
