@@ -2,9 +2,9 @@
 //! redirects a flow's packets to its output port, and the kernel may then fail to send them,
 //! telling only its tracepoints; on a veth whose peer has no NAPI (no XDP program, GRO off)
 //! it fails for every packet. The program blocks such a port at its first failed batch, and
-//! the port's flows go up to user space, which sends them like any other. This counts the
-//! frames lost, tells the user once, and now and then lets the kernel try again: a retry
-//! costs at most one batch, and the wait doubles while the port keeps failing.
+//! the port's flows go up to user space, which sends them like any other ([`crate::offload`]
+//! shows the frames lost). This tells the user once, and now and then lets the kernel try
+//! again: a retry costs at most one batch, and the wait doubles while the port keeps failing.
 
 use std::time::Duration;
 
@@ -122,10 +122,26 @@ impl TransmitWatch {
                         ));
                     }
                 }
+                // A frame too big for the port failed without blocking it: count from here.
+                State::Retrying { .. } if tx.frames != failed_at(p.state) => {
+                    p.state = State::Retrying {
+                        sent: sent(p.port),
+                        failed: tx.frames,
+                        more: false,
+                    };
+                }
                 _ => {}
             }
         }
         Ok(messages)
+    }
+}
+
+/// The failures counted when a retry began (0 in other states).
+fn failed_at(state: State) -> u64 {
+    match state {
+        State::Retrying { failed, .. } => failed,
+        _ => 0,
     }
 }
 
