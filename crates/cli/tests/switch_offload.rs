@@ -53,16 +53,29 @@ fn field(text: &str, within: &str, name: &str) -> u64 {
 
 /// Port `port`'s received packets in dump-ports: through its socket, and in the kernel.
 fn port_rx(ports: &str, port: u32) -> (u64, u64) {
-    let block: Vec<&str> = ports
-        .lines()
-        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
-        .take(5)
-        .collect();
-    let block = block.join("\n");
+    let block = port_block(ports, port);
     (
         field(&block, "rx pkts", "pkts"),
         field(&block, "fast path", "pkts"),
     )
+}
+
+/// Port `port`'s lines in dump-ports.
+fn port_block(ports: &str, port: u32) -> String {
+    let lines: Vec<&str> = ports
+        .lines()
+        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
+        .take(5)
+        .collect();
+    lines.join("\n")
+}
+
+/// `count` frames pushed from host A: how many reached host B.
+fn push_and_count(s: &Switched, count: u64) -> u64 {
+    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
+    push_from_a(s, count);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before
 }
 
 /// Port `port`'s receive drops in dump-ports (rings full, fill ring empty, kernel drops).
@@ -76,11 +89,8 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
     s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
     s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
     const SENT: u64 = 20_000;
-    push_from_a(&s, SENT);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    let arrived = push_and_count(&s, SENT);
     let ports = s.ctl_ok(&["dump-ports"]);
     let (up, fast) = port_rx(&ports, 1);
     // Under a loaded machine the first packets can overflow the socket's rings before the
@@ -120,13 +130,9 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
 
 /// Port `port`'s fast-path transmit failures in dump-ports, and whether it is blocked.
 fn port_tx_failed(ports: &str, port: u32) -> (u64, bool) {
-    let block: Vec<&str> = ports
-        .lines()
-        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
-        .take(5)
-        .collect();
+    let block = port_block(ports, port);
     let line = block
-        .iter()
+        .lines()
         .find(|l| l.contains("fast path"))
         .unwrap_or_else(|| panic!("no fast path line for port {port}:\n{ports}"));
     (field(line, "fast path", "failed"), line.contains("blocked"))
@@ -142,11 +148,8 @@ fn a_port_that_refuses_the_kernels_frames_is_served_from_user_space() {
     let mut s = Switched::with("sf", Setup::default(), &["--offload"]);
     s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
     s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
-    let before = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets");
     const SENT: u64 = 20_000;
-    push_from_a(&s, SENT);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let arrived = link_stat(&s.c.ns_b, &s.c.b, "rx", "packets") - before;
+    let arrived = push_and_count(&s, SENT);
     // The switch tries a blocked port again no sooner than a second later.
     let ports = s.ctl_ok(&["dump-ports"]);
     let (failed, blocked) = port_tx_failed(&ports, 2);
