@@ -22,6 +22,17 @@ def sh(*argv, check=True, env=None):
     return r.stdout
 
 
+def returns_sink(ns, dev):
+    """Makes `dev` (in `ns`) drop what it receives at the least cost to the sending CPU (on
+    veth, the measured one): no NAPI (GRO off, no XDP program), so frames enter by netif_rx,
+    and a tc filter (classic BPF "return TC_ACT_SHOT") drops them at ingress. Same as
+    scripts/lib/measure.sh's ws_returns_sink."""
+    run = ("ip", "netns", "exec", ns)
+    sh(*run, "ethtool", "-K", dev, "gro", "off")
+    sh(*run, "tc", "qdisc", "add", "dev", dev, "clsact")
+    sh(*run, "tc", "filter", "add", "dev", dev, "ingress", "bpf", "da", "bytecode", "1,6 0 0 2")
+
+
 def spawn(ns, cpu, argv, out):
     """Starts argv in namespace ns pinned to cpu, output to the file out."""
     p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
@@ -72,6 +83,15 @@ def ws_json(path):
     if not lines:
         raise RuntimeError(text.strip().splitlines()[-1] if text.strip() else "no output")
     return json.loads(lines[-1])
+
+
+def steady(mpps, who):
+    """A receiving run's steady rate from its per-second rates (the same rule for every tool):
+    the median second, without the first two (start, warm-up) and the last (partial)."""
+    mpps = mpps[2:-1] if len(mpps) > 4 else mpps
+    if not mpps:
+        raise RuntimeError(f"{who} reported no per-second rate")
+    return statistics.median(mpps)
 
 
 def cpu_mhz():

@@ -32,13 +32,12 @@ import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import interleaved, sh, spawn, stop, stop_all, wait_for, ws_json
+from benchlib import interleaved, returns_sink, sh, spawn, steady, stop, stop_all, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -69,6 +68,8 @@ def setup():
         sh("ip", "-n", ns, "link", "set", dev, "up")
         # NAPI on the receiving end, so frames sent with ndo_xdp_xmit are accepted.
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+    # l2fwd and macswap send every frame back to A.
+    returns_sink(NS_A, IF_A)
 
 
 def cleanup(*_):
@@ -92,15 +93,6 @@ def testpmd_argv(driver, iface, mode, size, busy_budget=None):
     return argv
 
 
-def steady(mpps, who):
-    """A receiving run's steady rate from its per-second rates (the same rule for every tool):
-    the median second, without the first two (start, warm-up) and the last (partial)."""
-    mpps = mpps[2:-1] if len(mpps) > 4 else mpps
-    if not mpps:
-        raise RuntimeError(f"{who} reported no per-second rate")
-    return statistics.median(mpps)
-
-
 def testpmd_pps(text, key):
     samples = [int(v) / 1e6 for v in re.findall(rf"{key}:\s+(\d+)", text)]
     return steady(samples, f"testpmd ({key}: {text.strip()[-300:]})")
@@ -111,19 +103,16 @@ def kernel_load(size, seconds, out):
                                   "--size", str(size), "--duration", str(seconds), "--quiet", "--json"], out)
 
 
-def receive(measured_argv, kind, size, tmp, returns=False):
-    """A measured program on B under the kernel-engine load from A; returns Mpps. With
-    `returns`, an XDP program on A drops what comes back (l2fwd)."""
+def receive(measured_argv, kind, size, tmp):
+    """A measured program on B under the kernel-engine load from A; returns Mpps. What a
+    forwarder sends back, A drops at ingress (benchlib.returns_sink)."""
     mpath, lpath = os.path.join(tmp, "measured"), os.path.join(tmp, "load")
-    with open(mpath, "w") as mout, open(lpath, "w") as lout, open(os.devnull, "w") as nul:
+    with open(mpath, "w") as mout, open(lpath, "w") as lout:
         m = spawn(NS_B, MEAS_CPU, measured_argv, mout)
         try:
             wait_for(mpath, r" ready |start packet forwarding", m)
             time.sleep(0.5)
             load = kernel_load(size, DURATION + 3, lout)
-            if returns:
-                spawn(NS_A, LOAD_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{IF_A}", "--duration",
-                                       str(DURATION + 3), "--quiet", "--json", "--force"], nul)
             if kind == "wirespeed":
                 m.wait(DURATION + 30)
             else:
@@ -178,10 +167,8 @@ def trafgen_conf(size, tmp):
 def rows(size, tmp):
     """(workload, tool, function) for every measurement of one frame size."""
     ws_rx = lambda b, m: lambda: receive([WS, "bench", m, "--port", f"{b}:{IF_B}", "--duration",
-                                          str(DURATION), "--quiet", "--json"], "wirespeed", size, tmp,
-                                         returns=m == "l2fwd")
-    pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp,
-                                                      returns=mode == "macswap")
+                                          str(DURATION), "--quiet", "--json"], "wirespeed", size, tmp)
+    pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp)
     ws_tx = lambda args, cpus=LOAD_CPU: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size),
                                                           "--duration", str(DURATION + 6), "--quiet"], size, tmp, cpus)
     both = f"{LOAD_CPU},{MEAS_CPU}"

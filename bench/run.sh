@@ -39,6 +39,7 @@ WS_BIN=$PWD/target/release/wirespeed
 # Two queues a side: a kernel-engine thread on CPU c sends into B's receive queue c mod 2, so
 # the two-CPU load has a queue per CPU. One-CPU loads (CPU 0) all land on queue 0.
 WS_QUEUES=2 ws_netns_setup
+ws_returns_sink
 ws_mktemp bench
 TMP=$WS_TMP
 RECORDS=$TMP/records.jsonl
@@ -51,19 +52,17 @@ ws_log "$cells runs of ${DURATION} s (about $((cells * (DURATION + 3) / 60 + 1))
 mpps_of() { grep -o '"mpps":[0-9.]*' "$1" 2>/dev/null | head -n1 | sed 's/"mpps":\([0-9]*\.[0-9]\{0,3\}\).*/\1/'; }
 packets_of() { grep -o '"packets":[0-9]*' "$1" 2>/dev/null | head -n1 | cut -d: -f2; }
 
-# A receiver on B under the kernel-engine load from A (l2fwd's returns dropped on A).
+# A receiver on B under the kernel-engine load from A (l2fwd's returns dropped on A: ws_returns_sink).
 receive() { # size run bench backend spec
   local size=$1 run=$2 bench=$3 backend=$4 spec=$5 out err="" note="" steal
   out=$TMP/$size-$run-$bench-$backend
   printf '  %-8s %-24s ' "$bench" "$spec" >&2
-  [ "$bench" != l2fwd ] || ws_returns_start "$out" "$LOAD_CPU" "$SINK_DURATION"
   steal=$(ws_steal)
   if ! ws_pair "$out" first "b:$MEAS_CPU" "$bench --port $spec --duration $DURATION --quiet" \
     "a:$LOAD_CPU" "txpush --engine kernel --port xdp:$WS_IF_A --size $size --duration $LOAD_DURATION --quiet"; then
     if grep -q '^{' "$out.first.json" 2>/dev/null; then note="load: $WS_ERR"; else err=$WS_ERR; fi
   fi
   steal=$(ws_steal_since "$steal")
-  ws_returns_stop
   if [ -z "$err" ]; then echo "$(mpps_of "$out.first.json") Mpps (steal ticks $steal)" >&2; else echo "failed: $err" >&2; fi
   python3 bench/table.py record "$RECORDS" kind=receive bench="$bench" backend="$backend" size="$size" run="$run" \
     measured="$out.first.json" load="$out.second.json" error="$err" note="$note" cpus="$CPUS" port="$spec" steal="$steal"

@@ -17,6 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from benchlib import steady
+
 BACKEND = {"xdp": "AF_XDP", "packet": "AF_PACKET", "kernel": "XDP (kernel)"}
 BEGIN = "<!-- results:begin (bench/run.sh writes this part) -->"
 END = "<!-- results:end -->"
@@ -54,6 +56,10 @@ def cmd_record(args):
     m, load, sink = rec.get("measured"), rec.get("load"), rec.get("sink")
     rec["ok"] = m is not None and not rec.get("error")
     rec["mpps"] = m["mpps"] if m else None
+    if m and rec.get("kind") == "receive" and m.get("per_second_mpps"):
+        # A receiver is ready before the load sends: its steady rate, as bench-peers takes it.
+        rec["whole_run_mpps"] = m["mpps"]
+        rec["mpps"] = steady(m["per_second_mpps"], "receiver")
     rec["xdp_mode"] = m["xdp_mode"] if m else None
     rec["load_mpps"] = load["mpps"] if load else None
     if rec.get("kind") == "txpush":
@@ -221,7 +227,9 @@ def spread(m, prefix=""):
 def markdown(doc):
     meds, cfg, mach = doc["medians"], doc["config"], doc["machine"]
     lines = [
-        f"Run of {doc['date']}: {cfg['runs']} run(s) of {cfg['duration']} s per cell, median (min–max) in Mpps; "
+        f"Run of {doc['date']}: {cfg['runs']} run(s) of {cfg['duration']} s per cell, median (min–max) in Mpps "
+        "(a receiver's run: its steady rate, the median of its per-second rates without the first two and "
+        "the last; `whole_run_mpps` in the raw runs is over the whole run); "
         f"kernel {mach['kernel']}, {mach['cpu_model']}, {mach['nproc']} CPUs; "
         f"wirespeed {mach.get('git_rev', '?')}. Raw runs: [`results/{doc['date']}.json`](results/{doc['date']}.json).",
         "",

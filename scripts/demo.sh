@@ -23,16 +23,16 @@ cargo build --release --quiet
 WS_BIN=$PWD/target/release/wirespeed
 
 ws_netns_setup
+ws_returns_sink
 ws_mktemp demo
 TMP=$WS_TMP
 RECORDS=$TMP/records.jsonl
 LOAD="txpush --engine kernel --port xdp:$WS_IF_A --duration $LOAD_DURATION --quiet"
 
 ws_log "load: kernel-engine txpush on $WS_IF_A (CPU $LOAD_CPU); measured: $WS_IF_B (CPU $MEAS_CPU); ${DURATION} s each"
-run() { # bench backend spec (l2fwd's returns dropped on A)
+run() { # bench backend spec (l2fwd's returns dropped on A: ws_returns_sink)
   local bench=$1 backend=$2 spec=$3 out=$TMP/$1-$2 err=""
   printf '%-8s %-28s ' "$bench" "$spec" >&2
-  [ "$bench" != l2fwd ] || ws_returns_start "$out" "$LOAD_CPU" "$((LOAD_DURATION + 5))"
   if ws_pair "$out" first "b:$MEAS_CPU" "$bench --port $spec --duration $DURATION --quiet" "a:$LOAD_CPU" "$LOAD"; then
     grep -o '"mpps":[0-9.]*' "$out.first.json" | head -n1 | sed 's/"mpps":\([0-9]*\.[0-9]\{0,3\}\).*/\1 Mpps/' >&2
   else
@@ -46,7 +46,6 @@ run() { # bench backend spec (l2fwd's returns dropped on A)
       echo "failed: $err" >&2
     fi
   fi
-  ws_returns_stop
   python3 bench/table.py record "$RECORDS" kind=receive bench="$bench" backend="$backend" size=64 run=1 \
     measured="$out.first.json" load="$out.second.json" error="$err" cpus="load:$LOAD_CPU,measured:$MEAS_CPU"
   sleep 0.5

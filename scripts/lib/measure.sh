@@ -82,20 +82,16 @@ ws_stop() { # pid: SIGTERM, wait
   ws_finish "$1"
 }
 
-# l2fwd sends every frame back to A. An XDP program there drops them; else A's IP stack would,
-# on the measured CPU (veth runs the receiver's work on the sender's CPU).
-#   ws_returns_start OUT CPU SECONDS ... ws_returns_stop
-ws_returns_start() {
-  ws_start "$1.returns" "a:$2" xdpdrop --port "xdp:$WS_IF_A" --duration "$3" --quiet --force
-  WS_RETURNS_PID=$WS_STARTED
-  WS_XDP_EXPECTED_A=1
-}
-
-ws_returns_stop() {
-  [ -n "${WS_RETURNS_PID:-}" ] || return 0
-  ws_stop "$WS_RETURNS_PID"
-  WS_RETURNS_PID=""
-  WS_XDP_EXPECTED_A=0
+# l2fwd sends every frame back to A, and veth runs the receiving end's work on the sending
+# CPU, the measured one. A takes the returns the cheapest way there is: no NAPI (GRO off, no
+# XDP program), so they enter by netif_rx, and a tc filter (classic BPF "return
+# TC_ACT_SHOT") drops them at ingress. An XDP program on A cost the measured CPU a copy of
+# every return into a page-pool page (veth's skb_pp_cow_data) and a NAPI poll.
+#   ws_returns_sink (once, after ws_netns_setup)
+ws_returns_sink() {
+  ws_in_a ethtool -K "$WS_IF_A" gro off >/dev/null
+  ws_in_a tc qdisc add dev "$WS_IF_A" clsact
+  ws_in_a tc filter add dev "$WS_IF_A" ingress bpf da bytecode '1,6 0 0 2'
 }
 
 ws_pair() {

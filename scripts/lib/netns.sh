@@ -128,8 +128,6 @@ ws_xdp_leftover_check() {
   local ns ifc ns_if found=0
   for ns_if in "$WS_NS_A:$WS_IF_A" "$WS_NS_B:$WS_IF_B"; do
     ns=${ns_if%%:*} ifc=${ns_if#*:}
-    # A program the caller keeps running on A's end on purpose (a sink) is not a leftover.
-    [ "$ifc" = "$WS_IF_A" ] && [ "${WS_XDP_EXPECTED_A:-0}" = 1 ] && continue
     if ip -n "$ns" link show dev "$ifc" 2>/dev/null | grep -q ' prog/xdp '; then
       ws_log "warning: an XDP program was left attached to $ifc after the run; removing it"
       ip -n "$ns" link set dev "$ifc" xdp off 2>/dev/null || true
