@@ -260,7 +260,8 @@ def write(results):
              "A receiving program's run (ceiling, rxdrop, l2fwd) is its steady rate, the same way for wirespeed "
              "and testpmd: the median of its per-second rates without the first two seconds and the last; "
              "results/<date>-peers.json also has wirespeed's rate over each whole run (`whole_run_mpps`, its "
-             "idle start included). Senders are counted by one sink, started once they are at speed.", ""]
+             "idle start included). Senders are counted by one sink, started once they are at speed. "
+             "What l2fwd and macswap send back, A drops at ingress with a tc filter (benchlib.returns_sink).", ""]
     for size in sizes:
         lines += [f"## {size}-byte frames", "", "| workload | tool | Mpps | ratio to best peer | user cycles/packet |",
                   "| --- | --- | --- | --- | --- |"]
