@@ -267,17 +267,40 @@ impl FastPath {
             reason: format!("the kernel's BTF: {}", error_chain(&e)),
         })?;
         for (program, tracepoint) in WATCHERS {
-            let failed = |reason: String| XdpError::Load { program, reason };
-            let p: &mut BtfTracePoint = self
-                .ebpf
-                .program_mut(program)
-                .and_then(|p| p.try_into().ok())
-                .ok_or_else(|| failed("not a BTF tracepoint program in the object".into()))?;
-            p.load(tracepoint, &btf)
-                .map_err(|e| failed(error_chain(&e)))?;
-            p.attach().map_err(|e| failed(error_chain(&e)))?;
+            self.watcher(program)?
+                .load(tracepoint, &btf)
+                .map_err(|e| XdpError::Load {
+                    program,
+                    reason: error_chain(&e),
+                })?;
+        }
+        // All or none: one watcher alone would count and block on half the failures.
+        let mut attached = Vec::new();
+        for (program, _) in WATCHERS {
+            match self.watcher(program)?.attach() {
+                Ok(link) => attached.push((program, link)),
+                Err(e) => {
+                    for (program, link) in attached {
+                        let _ = self.watcher(program).map(|p| p.detach(link));
+                    }
+                    return Err(XdpError::Load {
+                        program,
+                        reason: error_chain(&e),
+                    });
+                }
+            }
         }
         Ok(())
+    }
+
+    fn watcher(&mut self, program: &'static str) -> Result<&mut BtfTracePoint, XdpError> {
+        self.ebpf
+            .program_mut(program)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| XdpError::Load {
+                program,
+                reason: "not a BTF tracepoint program in the object".into(),
+            })
     }
 
     /// What the kernel failed to send out of port `slot` so far.
