@@ -56,6 +56,20 @@ fn bad_ports_and_options_are_refused() {
     );
     fails_with(
         ns,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--frame-size",
+            "2048",
+            "--headroom",
+            "1800",
+        ],
+        "--headroom 1800: leaves no room for a packet in a 2048-byte frame",
+    );
+    fails_with(
+        ns,
         &["bench", "rxdrop", "--port", &port, "--frame-size", "3000"],
         "frame size must be 2048 or 4096",
     );
