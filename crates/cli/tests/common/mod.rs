@@ -95,6 +95,11 @@ impl NetPair {
 
     /// A pair whose ends have `queues` receive and transmit queues each.
     pub fn with_queues(tag: &str, queues: u32) -> NetPair {
+        NetPair::with_queue_counts(tag, queues, queues)
+    }
+
+    /// A pair whose end a has `qa` receive and transmit queues, and end b `qb`.
+    pub fn with_queue_counts(tag: &str, qa: u32, qb: u32) -> NetPair {
         let id = unique_id(tag);
         let p = NetPair {
             ns_a: format!("wst{id}a"),
@@ -106,16 +111,16 @@ impl NetPair {
         for ns in [&p.ns_a, &p.ns_b] {
             add_namespace(ns);
         }
-        let q = queues.to_string();
+        let (qa, qb) = (qa.to_string(), qb.to_string());
         must(&[
             "ip",
             "link",
             "add",
             &p.a,
             "numrxqueues",
-            &q,
+            &qa,
             "numtxqueues",
-            &q,
+            &qa,
             "netns",
             &p.ns_a,
             "type",
@@ -124,9 +129,9 @@ impl NetPair {
             "name",
             &p.b,
             "numrxqueues",
-            &q,
+            &qb,
             "numtxqueues",
-            &q,
+            &qb,
             "netns",
             &p.ns_b,
         ]);
@@ -206,6 +211,11 @@ impl Running {
             }
         }
         panic!("wirespeed never said ready: {:?}", self.log);
+    }
+
+    /// The process id (wirespeed's: ip netns exec execs it).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
     }
 
     /// SIGINT, then the JSON it printed and its stderr.

@@ -1,0 +1,242 @@
+//! What an AF_XDP port promises beyond moving packets: the XDP mode asked for is the one it
+//! reports (zero-copy, which veth lacks, is refused with a message and nothing left
+//! attached), busy polling, the live line and the JSON summary, drops counted by reason when
+//! the receiver stops reading, and a queue without a socket passing its packets to the stack.
+
+mod common;
+use common::*;
+
+/// `gen` from A at a rate B keeps up with: `count` packets.
+fn gen_from_a(net: &NetPair, count: u64, rate: &str) {
+    let port = format!("xdp:{}", net.a);
+    let n = count.to_string();
+    let j = run_json(
+        &net.ns_a,
+        &[
+            "gen", "--port", &port, "--count", &n, "--rate", rate, "--json", "-q",
+        ],
+    );
+    assert_eq!(j["packets"].as_u64(), Some(count), "{j}");
+}
+
+#[test]
+fn skb_mode_with_busy_poll_and_headroom_reports_itself_and_takes_every_packet() {
+    let net = NetPair::new("xm");
+    let port = format!("xdp:{}", net.b);
+    // No -q: the live line once a second.
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--xdp-mode",
+            "skb",
+            "--busy-poll",
+            "--headroom",
+            "256",
+            "--duration",
+            "4",
+            "--json",
+        ],
+    );
+    rx.wait_ready();
+    gen_from_a(&net, 100_000, "50000");
+    let (j, log) = rx.finish();
+    assert_eq!(j["mode"], "rxdrop", "{j}");
+    assert_eq!(j["port"], port.as_str(), "{j}");
+    assert_eq!(j["backend"], "xdp", "{j}");
+    assert_eq!(j["xdp_mode"], "skb", "{j}");
+    assert_eq!(j["batch"], 64, "{j}");
+    assert_eq!(j["size"], 64, "{j}");
+    // 50,000 packets a second, polled without pause: none lost.
+    assert_eq!(j["packets"].as_u64(), Some(100_000), "{j}");
+    assert_eq!(j["drops_total"].as_u64(), Some(0), "{j}");
+    assert_eq!(net.veth_drops(), 0);
+    assert_eq!(j["bytes"].as_u64(), Some(100_000 * 60), "{j}");
+    let (mpps, seconds) = (j["mpps"].as_f64().unwrap(), j["seconds"].as_f64().unwrap());
+    assert!((mpps * 1e6 * seconds - 100_000.0).abs() < 1.0, "{j}");
+    // "   1.0s  rx    0.050 Mpps       24.0 Mbit/s  total        50000  drops 0 ..."
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" Mpps ") && l.contains(" Mbit/s ") && l.contains("drops "))
+        .collect();
+    assert!(lines.len() >= 3, "a live line a second: {log}");
+    let totals: Vec<u64> = lines
+        .iter()
+        .map(|l| {
+            let after = l.split("total").nth(1).expect(l);
+            after.split_whitespace().next().unwrap().parse().expect(l)
+        })
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] <= w[1]), "{log}");
+    assert!(*totals.last().unwrap() <= 100_000, "{log}");
+    net.assert_no_xdp();
+}
+
+#[test]
+fn zero_copy_on_veth_is_refused_with_nothing_left_attached() {
+    let net = NetPair::new("xz");
+    let port = format!("xdp:{}", net.b);
+    let out = run_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--xdp-mode",
+            "zc",
+            "--duration",
+            "1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "zero-copy on veth: {err}");
+    assert!(err.contains("zero-copy"), "{err}");
+    assert!(err.contains(&net.b), "names the interface: {err}");
+    net.assert_no_xdp();
+    // native: driver-mode XDP, where veth's AF_XDP runs in copy mode.
+    let j = run_json(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--xdp-mode",
+            "native",
+            "--duration",
+            "1",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(j["xdp_mode"], "copy", "{j}");
+    net.assert_no_xdp();
+}
+
+/// Stops a receiver that has set up its rings (SIGSTOP), sends 2000 packets, lets it go on:
+/// it gets what its rings held, and every other packet is a drop under `reason`.
+fn stopped_receiver(tag: &str, rings: &[&str], held: u64, reason: &str) {
+    let net = NetPair::new(tag);
+    let port = format!("xdp:{}", net.b);
+    let mut args = vec![
+        "bench",
+        "rxdrop",
+        "--port",
+        &port,
+        "--duration",
+        "30",
+        "--json",
+        "-q",
+    ];
+    args.extend_from_slice(rings);
+    let mut rx = spawn_in(&net.ns_b, &args);
+    rx.wait_ready();
+    let pid = rx.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    gen_from_a(&net, 2000, "100000");
+    must(&["kill", "-CONT", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, _) = rx.interrupt();
+    let turned_away = 2000 - held;
+    assert_eq!(j["packets"].as_u64(), Some(held), "{j}");
+    assert_eq!(j["drops"][reason].as_u64(), Some(turned_away), "{j}");
+    assert_eq!(j["drops_total"].as_u64(), Some(turned_away), "{j}");
+    // veth agrees: its failed redirects into the socket, and nothing else lost.
+    assert_eq!(
+        ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops"),
+        turned_away
+    );
+    assert_eq!(net.veth_drops(), turned_away);
+    assert_frames_balanced(&j);
+}
+
+#[test]
+fn a_full_rx_ring_counts_every_packet_it_turned_away() {
+    // 256 RX entries, 512 frames waiting in the fill ring: the RX ring fills first.
+    stopped_receiver(
+        "xf",
+        &["--ring-size", "256", "--frames", "2048"],
+        256,
+        "rx_ring_full",
+    );
+}
+
+#[test]
+fn an_empty_fill_ring_counts_every_packet_it_had_no_frame_for() {
+    // 384 frames in the fill ring (512 less the transmit reserve), 1024 RX entries.
+    stopped_receiver(
+        "xe",
+        &["--ring-size", "1024", "--frames", "512"],
+        384,
+        "fill_ring_empty",
+    );
+}
+
+#[test]
+fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
+    // A sends on its one queue, so everything arrives on B's queue 0.
+    let net = NetPair::with_queue_counts("xq", 1, 2);
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_a,
+        "addr",
+        "add",
+        "10.8.0.1/24",
+        "dev",
+        &net.a,
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_b,
+        "addr",
+        "add",
+        "10.8.0.2/24",
+        "dev",
+        &net.b,
+    ]);
+    let ping = || {
+        let out = sh(&[
+            "ip", "netns", "exec", &net.ns_a, "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.8.0.2",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split(" received")
+            .next()
+            .and_then(|s| s.rsplit(", ").next())
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("ping said: {text}"))
+    };
+    for (queue, replies) in [(1, 3), (0, 0)] {
+        let port = format!("xdp:{}@{queue}", net.b);
+        let mut rx = spawn_in(
+            &net.ns_b,
+            &[
+                "bench",
+                "rxdrop",
+                "--port",
+                &port,
+                "--duration",
+                "30",
+                "--json",
+                "-q",
+            ],
+        );
+        rx.wait_ready();
+        assert_eq!(ping(), replies, "socket on queue {queue}");
+        let (j, _) = rx.interrupt();
+        match queue {
+            1 => assert_eq!(j["packets"], 0, "queue 1 saw nothing: {j}"),
+            // The ARP requests at least (their replies would have let ping send).
+            _ => assert!(
+                j["packets"].as_u64().unwrap() >= 1,
+                "queue 0 took them: {j}"
+            ),
+        }
+        net.assert_no_xdp();
+    }
+}
