@@ -1,0 +1,118 @@
+//! A running switch's rule tables: `--flows FILE` at start and `ctl add-flows FILE` (a bad
+//! line names itself and changes nothing), rules that time out, and forwarding between two
+//! AF_XDP ports that moves descriptors instead of copying.
+
+mod common;
+use common::switched::Switched;
+
+fn write_flows(tag: &str, text: &str) -> String {
+    let path = format!("/tmp/wirespeed-test-{}-{tag}.flows", std::process::id());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// dump-flows' rules without their duration and counters, which move.
+fn flows_of(s: &Switched) -> Vec<String> {
+    s.ctl_ok(&["dump-flows"])
+        .lines()
+        .map(|l| {
+            let (_, rest) = l.split_once("n_bytes=").expect(l);
+            rest.split_once(", ").expect(l).1.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn flows_from_a_file_at_start_and_by_add_flows() {
+    let start = write_flows(
+        "start",
+        "# hosts may talk, but not ping\n\npriority=100,icmp,actions=drop\npriority=0,actions=normal\n",
+    );
+    let s = Switched::new("sf", &["--flows", &start]);
+    let flows = flows_of(&s);
+    assert_eq!(flows.len(), 2, "{flows:?}");
+    assert!(
+        flows[0].starts_with("priority=100,icmp actions=drop"),
+        "{flows:?}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0, "the file's drop rule");
+
+    // A bad second line: the command fails naming the line and the token, and the first
+    // line is not added either.
+    let bad = write_flows(
+        "bad",
+        "priority=200,icmp,actions=normal\npriority=200,udp,tp_dst=nine,actions=drop\n",
+    );
+    let out = s.ctl(&["add-flows", &bad]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad file was accepted");
+    assert!(err.contains("line 2") && err.contains("nine"), "{err}");
+    assert_eq!(flows_of(&s), flows, "the table changed");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 0);
+
+    let good = write_flows("good", "priority=200,icmp,actions=normal\n");
+    s.ctl_ok(&["add-flows", &good]);
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 3),
+        3,
+        "the file's rule lets ping through"
+    );
+    assert_eq!(flows_of(&s).len(), 3);
+
+    let missing = s.ctl(&["add-flows", "/tmp/wirespeed-no-such.flows"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("/tmp/wirespeed-no-such.flows"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    for path in [start, bad, good] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn rules_with_timeouts_leave_the_running_table() {
+    let s = Switched::new("so", &[]);
+    // Idle: never hit, gone after a second (the switch looks once a second).
+    s.ctl_ok(&["add-flow", "priority=100,idle_timeout=1,udp,actions=drop"]);
+    // Hard: hit all along, gone after two seconds all the same.
+    s.ctl_ok(&["add-flow", "priority=100,hard_timeout=2,icmp,actions=drop"]);
+    let flows = s.ctl_ok(&["dump-flows"]);
+    assert!(flows.contains("idle_timeout=1"), "{flows}");
+    assert!(flows.contains("hard_timeout=2"), "{flows}");
+    let added = std::time::Instant::now();
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 1),
+        0,
+        "the hard-timeout rule drops"
+    );
+    while added.elapsed() < std::time::Duration::from_millis(3500) {
+        // Keeps the icmp rule busy: hard_timeout does not care.
+        s.ping(&s.c.ns_a, "10.9.0.2", 1);
+    }
+    let flows = flows_of(&s);
+    assert_eq!(flows.len(), 1, "both expired: {flows:?}");
+    assert!(flows[0].starts_with("priority=0 actions="), "{flows:?}");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+}
+
+#[test]
+fn forwarding_between_af_xdp_ports_moves_descriptors() {
+    let mut s = Switched::new("sm", &[]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 5), 5);
+    assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 5), 5);
+    let show = s.ctl_ok(&["show"]);
+    assert!(
+        show.contains(" UMEM of "),
+        "one UMEM for both ports: {show}"
+    );
+    let (j, _) = s.stop();
+    let ports = j["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{j}");
+    for p in ports {
+        // 10 echo requests and replies, and ARP, each way.
+        assert!(p["tx_packets"].as_u64().unwrap() >= 10, "{p}");
+        assert_eq!(p["copies"], 0, "a frame was copied: {p}");
+    }
+}
