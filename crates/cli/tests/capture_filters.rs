@@ -136,6 +136,33 @@ fn json_counts_add_up_offline() {
 }
 
 #[test]
+fn counts_on_stderr_at_exit_are_tcpdumps_lines() {
+    let dir = TempDir::new("filters-counts");
+    let input = dir.path("mixed.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(500));
+    let udp = tcpdump_select(&input, "udp", &dir).len();
+    assert!(udp > 0 && udp < 500, "the mix has some UDP: {udp}");
+    let out = dir.path("out.pcap");
+    let (code, stdout, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, "udp"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let expected = format!(
+        "500 packets received\n{udp} packets matched by filter\n{udp} packets written\n\
+         0 packets dropped by kernel or ring\n0 packets dropped by writer\n"
+    );
+    assert!(err.ends_with(&expected), "expected\n{expected}in\n{err}");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.ends_with(
+            "500 packets received\n500 packets matched (no filter)\n500 packets written\n\
+             0 packets dropped by kernel or ring\n0 packets dropped by writer\n"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
     let dir = TempDir::new("filters-bad");
     let input = dir.path("mixed.pcap");
