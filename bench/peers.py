@@ -8,11 +8,13 @@ CPU 1, one thing at a time. Workloads (one queue, queue 0, unless said):
   rxdrop   wirespeed xdp: and packet:, testpmd rxonly on net_af_xdp (default, busy_budget=0)
            and net_af_packet; load: wirespeed's kernel engine from A
   l2fwd    wirespeed l2fwd xdp: and packet:, testpmd macswap (same drivers); load as above,
-           and the frames coming back to A dropped by an XDP program there (else A's IP stack
-           drops them, on the measured CPU: veth runs the receiver's work on the sender's CPU)
-  txpush   wirespeed socket engine (xdp:, packet:), kernel engine (one thread on CPU 0, and
-           a thread on each CPU), testpmd txonly (same drivers), netsniff-ng's trafgen;
-           counted by a wirespeed xdpdrop sink on B
+           and the frames coming back to A dropped at its ingress by a tc filter
+           (benchlib.returns_sink: veth runs the receiver's work on the sender's CPU, here
+           the measured one)
+  txpush   wirespeed bench txpush: socket engine (xdp:, packet:), kernel engine (one thread
+           on CPU 0, and a thread on each CPU); wirespeed gen: socket engine, kernel engine
+           (stamped, as gen sends by default; and --no-stamp); testpmd txonly (same
+           drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
 The veths have two queues (a kernel-engine thread on CPU c sends into queue c mod 2); every
 one-CPU load and receiver uses queue 0.
 Each figure is the median of RUNS runs of DURATION seconds with (min-max), the runs
@@ -23,8 +25,9 @@ per-second lines: the median second, leaving out the first two (start, warm-up) 
 also give its user-space CPU cycles per packet (getrusage over the run, at /proc/cpuinfo's
 clock: perf has no cycle counters on this VM). Writes
 bench/results/<date>-peers.json, bench/RESULTS.md (ratios: wirespeed / best peer) and
-bench/peers.png. Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (a regex of
-row names to run, for a quick check).
+bench/peers.png; exits non-zero, naming them, when a row could not be measured (a peer
+that does not start). Environment: RUNS (3), DURATION (10), SIZES ("64 1500"), ONLY (a
+regex of row names to run, for a quick check).
 """
 
 import datetime
@@ -171,6 +174,8 @@ def rows(size, tmp):
     pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp)
     ws_tx = lambda args, cpus=LOAD_CPU: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size),
                                                           "--duration", str(DURATION + 6), "--quiet"], size, tmp, cpus)
+    ws_gen = lambda args: lambda: transmit([WS, "gen", *args, "--size", str(size), "--duration", str(DURATION + 6),
+                                            "--quiet"], size, tmp)
     both = f"{LOAD_CPU},{MEAS_CPU}"
     pmd_tx = lambda d, bb=None: lambda: transmit(testpmd_argv(d, IF_A, "txonly", size, bb), size, tmp)
     return [
@@ -190,6 +195,10 @@ def rows(size, tmp):
         ("txpush", "wirespeed kernel engine", ws_tx(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
         ("txpush", "wirespeed kernel engine --cpus 0,1", ws_tx(["--engine", "kernel", "--cpus", both, "--port",
                                                                 f"xdp:{IF_A}"], both)),
+        ("txpush", "wirespeed gen socket", ws_gen(["--port", f"xdp:{IF_A}"])),
+        ("txpush", "wirespeed gen kernel", ws_gen(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
+        ("txpush", "wirespeed gen kernel --no-stamp", ws_gen(["--engine", "kernel", "--no-stamp", "--port",
+                                                               f"xdp:{IF_A}"])),
         ("txpush", "testpmd af_xdp", pmd_tx("af_xdp")),
         ("txpush", "testpmd af_xdp busy_budget=0", pmd_tx("af_xdp", 0)),
         ("txpush", "testpmd af_packet", pmd_tx("af_packet")),
@@ -235,6 +244,10 @@ def main():
     finally:
         cleanup()
     write(results)
+    failed = [f"{r['size']} B {r['workload']} {r['tool']}: {r['error']}" for r in results if r.get("error")]
+    if failed:
+        # What did run is written; the run as a whole did not do its job.
+        sys.exit("bench-peers: could not measure " + "; ".join(failed))
 
 
 def write(results):
