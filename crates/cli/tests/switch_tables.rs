@@ -116,3 +116,34 @@ fn forwarding_between_af_xdp_ports_moves_descriptors() {
         assert_eq!(p["copies"], 0, "a frame was copied: {p}");
     }
 }
+
+#[test]
+fn the_control_socket_is_the_switch_users_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Switched::new("su", &[]);
+    let mode = std::fs::metadata(&s.ctl).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    // Another user (nobody) is refused by the kernel; ctl says what that means. The binary
+    // is copied where nobody can run it (the checkout may be in root's home).
+    let binary = format!("/tmp/wirespeed-test-{}-nobody", std::process::id());
+    std::fs::copy(common::wirespeed(), &binary).unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = common::sh(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        &binary,
+        "ctl",
+        "--ctl",
+        &s.ctl,
+        "dump-flows",
+    ]);
+    let _ = std::fs::remove_file(&binary);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "nobody read the flows: {err}");
+    assert!(
+        err.contains(&format!("{}: permission denied", s.ctl)),
+        "{err}"
+    );
+}
