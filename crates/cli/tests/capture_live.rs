@@ -301,3 +301,72 @@ fn a_full_disk_stops_a_live_capture_with_a_valid_file() {
     assert!(written > 1000 && written < 20_000, "{j}");
     assert_eq!(judge(&file), (written, written * FRAME_LEN));
 }
+
+#[test]
+fn kernel_drops_reach_the_counts_and_the_file() {
+    let _one = serial();
+    let net = NetPair::new("cd");
+    let dir = TempDir::new("cd");
+    let file = dir.path("stopped.pcapng");
+    let port = format!("xdp:{}", net.b);
+    // 256 RX entries and 512 frames in the fill ring: while the capture is stopped, the
+    // kernel fills the RX ring and turns the rest away.
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            &file,
+            "--frames",
+            "2048",
+            "--ring-size",
+            "256",
+            "--json",
+        ],
+    );
+    cap.wait_ready();
+    let pid = cap.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    let sent = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &format!("xdp:{}", net.a),
+            "--count",
+            "2000",
+            "--rate",
+            "100000",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
+    must(&["kill", "-CONT", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = cap.interrupt();
+    assert_counts_add_up(&j);
+    assert_eq!(
+        (
+            n(&j, "received"),
+            n(&j, "dropped_by_kernel"),
+            n(&j, "written")
+        ),
+        (256, 1744, 256),
+        "{j}\n{log}"
+    );
+    assert_eq!(
+        ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops"),
+        1744,
+        "veth's failed redirects"
+    );
+    assert_eq!(judge(&file), (256, 256 * FRAME_LEN));
+    assert_eq!(
+        isb_counts(&std::fs::read(&file).unwrap()),
+        (256, 1744),
+        "isb_ifrecv and isb_ifdrop"
+    );
+    net.assert_no_xdp();
+}
