@@ -19,18 +19,24 @@ fn gen_from_a(net: &NetPair, count: u64, rate: &str) {
     assert_eq!(j["packets"].as_u64(), Some(count), "{j}");
 }
 
+/// `bench rxdrop --json ARGS` on `port` in B, once it is ready.
+fn rxdrop_in_b(net: &NetPair, port: &str, args: &[&str]) -> Running {
+    let mut argv = vec!["bench", "rxdrop", "--port", port, "--json"];
+    argv.extend_from_slice(args);
+    let mut rx = spawn_in(&net.ns_b, &argv);
+    rx.wait_ready();
+    rx
+}
+
 #[test]
 fn skb_mode_with_busy_poll_and_headroom_reports_itself_and_takes_every_packet() {
     let net = NetPair::new("xm");
     let port = format!("xdp:{}", net.b);
     // No -q: the live line once a second.
-    let mut rx = spawn_in(
-        &net.ns_b,
+    let rx = rxdrop_in_b(
+        &net,
+        &port,
         &[
-            "bench",
-            "rxdrop",
-            "--port",
-            &port,
             "--xdp-mode",
             "skb",
             "--busy-poll",
@@ -38,10 +44,8 @@ fn skb_mode_with_busy_poll_and_headroom_reports_itself_and_takes_every_packet() 
             "256",
             "--duration",
             "4",
-            "--json",
         ],
     );
-    rx.wait_ready();
     gen_from_a(&net, 100_000, "50000");
     let (j, log) = rx.finish();
     assert_eq!(j["mode"], "rxdrop", "{j}");
@@ -122,19 +126,9 @@ fn zero_copy_on_veth_is_refused_with_nothing_left_attached() {
 fn stopped_receiver(tag: &str, rings: &[&str], held: u64, reason: &str) {
     let net = NetPair::new(tag);
     let port = format!("xdp:{}", net.b);
-    let mut args = vec![
-        "bench",
-        "rxdrop",
-        "--port",
-        &port,
-        "--duration",
-        "30",
-        "--json",
-        "-q",
-    ];
+    let mut args = vec!["--duration", "30", "-q"];
     args.extend_from_slice(rings);
-    let mut rx = spawn_in(&net.ns_b, &args);
-    rx.wait_ready();
+    let rx = rxdrop_in_b(&net, &port, &args);
     let pid = rx.pid().to_string();
     must(&["kill", "-STOP", &pid]);
     gen_from_a(&net, 2000, "100000");
@@ -213,20 +207,7 @@ fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
     };
     for (queue, replies) in [(1, 3), (0, 0)] {
         let port = format!("xdp:{}@{queue}", net.b);
-        let mut rx = spawn_in(
-            &net.ns_b,
-            &[
-                "bench",
-                "rxdrop",
-                "--port",
-                &port,
-                "--duration",
-                "30",
-                "--json",
-                "-q",
-            ],
-        );
-        rx.wait_ready();
+        let rx = rxdrop_in_b(&net, &port, &["--duration", "30", "-q"]);
         assert_eq!(ping(), replies, "socket on queue {queue}");
         let (j, _) = rx.interrupt();
         match queue {
