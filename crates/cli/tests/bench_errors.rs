@@ -70,6 +70,18 @@ fn bad_ports_and_options_are_refused() {
     );
     fails_with(
         ns,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--headroom",
+            "4294967295",
+        ],
+        "--headroom 4294967295: leaves no room for a packet in a 4096-byte frame",
+    );
+    fails_with(
+        ns,
         &["bench", "rxdrop", "--port", &port, "--frame-size", "3000"],
         "frame size must be 2048 or 4096",
     );

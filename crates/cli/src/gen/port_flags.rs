@@ -47,7 +47,7 @@ impl PortFlags {
     pub fn validate(&self) -> anyhow::Result<()> {
         validate_port_sizes(self.frame_size, self.ring_size, self.batch, self.frames)?;
         // The kernel keeps XDP_PACKET_HEADROOM (256) and wants a minimal frame after both.
-        if self.headroom + 256 + 64 > self.frame_size {
+        if self.headroom.saturating_add(256 + 64) > self.frame_size {
             bail!(
                 "--headroom {}: leaves no room for a packet in a {}-byte frame (the kernel keeps 256 bytes in front too)",
                 self.headroom,
