@@ -6,6 +6,7 @@
 mod common;
 
 use common::pcaps::*;
+use common::traffic::gen_in_a;
 use common::*;
 use wirespeed_capture::write::Format;
 
@@ -329,20 +330,7 @@ fn kernel_drops_reach_the_counts_and_the_file() {
     cap.wait_ready();
     let pid = cap.pid().to_string();
     must(&["kill", "-STOP", &pid]);
-    let sent = run_json(
-        &net.ns_a,
-        &[
-            "gen",
-            "--port",
-            &format!("xdp:{}", net.a),
-            "--count",
-            "2000",
-            "--rate",
-            "100000",
-            "--json",
-            "-q",
-        ],
-    );
+    let sent = gen_in_a(&net, &["--count", "2000", "--rate", "100000"]);
     assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
     must(&["kill", "-CONT", &pid]);
     std::thread::sleep(std::time::Duration::from_millis(500));
