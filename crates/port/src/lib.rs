@@ -51,7 +51,7 @@ impl Default for PortOptions {
     fn default() -> Self {
         PortOptions {
             xdp_mode: xdp::XdpMode::Auto,
-            frame_count: 2048,
+            frame_count: 4096,
             frame_size: 4096,
             headroom: 0,
             ring_size: 1024,

@@ -23,10 +23,10 @@ pub struct PortFlags {
     /// 256 (room to push headers in place).
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
-    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET). Fewer frames in
-    /// circulation stay in the CPU caches: 2048 received 1500-byte frames ~20% faster than
-    /// 4096 here (bench/README.md).
-    #[arg(long, default_value_t = 2048)]
+    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET). The rings, not this,
+    /// set how many frames circulate: the frame pool hands out the frames it got back last,
+    /// so frames beyond the rings' reach stay idle (bench/README.md).
+    #[arg(long, default_value_t = 4096)]
     pub frames: u32,
     /// Entries per ring (a power of two).
     #[arg(long, default_value_t = 1024)]
