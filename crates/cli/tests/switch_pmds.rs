@@ -1,6 +1,7 @@
 //! `--pmd-cpus 0,1`: two poll-mode threads, thread i on receive queue i of every port of
 //! veths with two queues. Packets sent into each queue all arrive, each thread received its
 //! queue's share, and ping works both ways. Bad thread, queue and ring options are refused.
+//! An idle thread sleeps instead of spinning.
 
 mod common;
 use common::switched::{Setup, Switched, send_on_cpu};
@@ -54,6 +55,35 @@ fn one_poll_mode_thread_per_receive_queue() {
         "{j}"
     );
     assert_eq!(j["ports"][1]["drops"]["tx_ring_full"], 0, "{j}");
+}
+
+/// CPU time (user + system) of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which is in parentheses; utime and stime are the
+    // 14th and 15th fields of the line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// With nothing to forward, the poll-mode thread stops spinning and sleeps in poll()
+/// (DESIGN rule 8): over 3 s the switch uses a small share of one CPU, where a thread
+/// that kept polling would use all of it. A packet still wakes it: ping works at once.
+#[test]
+fn an_idle_thread_sleeps_and_wakes_for_traffic() {
+    let s = Switched::new("pi", &[]);
+    // Let the hosts' start-up chatter (IPv6 DAD, MLD) pass.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let ticks_per_second = must(&["getconf", "CLK_TCK"]).trim().parse::<u64>().unwrap();
+    let before = cpu_ticks(s.pid());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let used = cpu_ticks(s.pid()) - before;
+    assert!(
+        used * 10 < 3 * ticks_per_second,
+        "an idle switch used {used} ticks of CPU in 3 s ({ticks_per_second} a second): it spins"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
 }
 
 #[test]

@@ -70,6 +70,11 @@ impl Switched {
         }
     }
 
+    /// The switch's process id.
+    pub fn pid(&self) -> u32 {
+        self.switch.as_ref().expect("the switch runs").pid()
+    }
+
     pub fn ctl(&self, args: &[&str]) -> std::process::Output {
         let mut argv = vec![wirespeed(), "ctl", "--ctl", &self.ctl];
         argv.extend_from_slice(args);
