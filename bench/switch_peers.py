@@ -307,7 +307,7 @@ def write(results, stage_rows):
         if staged:
             lines += ["", "Where wirespeed switch's user-space cycles per packet go: parse, cache lookup and "
                       "actions timed without I/O (crates/switch/examples/stages.rs, same rules and flows, "
-                      "warm caches); I/O and polling is the measured total above less those.", "",
+                      "warm caches, the fastest of 5 rounds); I/O and polling is the measured total above less those.", "",
                       "| case | parse | lookup | actions | I/O and polling | total (measured) |",
                       "| --- | --- | --- | --- | --- | --- |"]
             for st in (st for st in staged if st.get("cycles_per_packet")):
