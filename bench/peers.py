@@ -13,7 +13,8 @@ CPU 1, one thing at a time. Workloads (one queue, queue 0, unless said):
            the measured one)
   txpush   wirespeed bench txpush: socket engine (xdp:, packet:), kernel engine (one thread
            on CPU 0, and a thread on each CPU); wirespeed gen: socket engine, kernel engine
-           (stamped, as gen sends by default; and --no-stamp); testpmd txonly (same
+           (stamped, as gen sends by default, and --no-stamp; each on CPU 0, and from
+           both CPUs); testpmd txonly (same
            drivers), netsniff-ng's trafgen; counted by a wirespeed xdpdrop sink on B
 The veths have two queues (a kernel-engine thread on CPU c sends into queue c mod 2); every
 one-CPU load and receiver uses queue 0.
@@ -174,8 +175,8 @@ def rows(size, tmp):
     pmd_rx = lambda d, mode, bb=None: lambda: receive(testpmd_argv(d, IF_B, mode, size, bb), "testpmd", size, tmp)
     ws_tx = lambda args, cpus=LOAD_CPU: lambda: transmit([WS, "bench", "txpush", *args, "--size", str(size),
                                                           "--duration", str(DURATION + 6), "--quiet"], size, tmp, cpus)
-    ws_gen = lambda args: lambda: transmit([WS, "gen", *args, "--size", str(size), "--duration", str(DURATION + 6),
-                                            "--quiet"], size, tmp)
+    ws_gen = lambda args, cpus=LOAD_CPU: lambda: transmit([WS, "gen", *args, "--size", str(size), "--duration",
+                                                          str(DURATION + 6), "--quiet"], size, tmp, cpus)
     both = f"{LOAD_CPU},{MEAS_CPU}"
     pmd_tx = lambda d, bb=None: lambda: transmit(testpmd_argv(d, IF_A, "txonly", size, bb), size, tmp)
     return [
@@ -199,6 +200,10 @@ def rows(size, tmp):
         ("txpush", "wirespeed gen kernel", ws_gen(["--engine", "kernel", "--port", f"xdp:{IF_A}"])),
         ("txpush", "wirespeed gen kernel --no-stamp", ws_gen(["--engine", "kernel", "--no-stamp", "--port",
                                                                f"xdp:{IF_A}"])),
+        ("txpush", "wirespeed gen kernel --cpus 0,1", ws_gen(["--engine", "kernel", "--cpus", both, "--port",
+                                                               f"xdp:{IF_A}"], both)),
+        ("txpush", "wirespeed gen kernel --no-stamp --cpus 0,1", ws_gen(["--engine", "kernel", "--no-stamp", "--cpus",
+                                                                         both, "--port", f"xdp:{IF_A}"], both)),
         ("txpush", "testpmd af_xdp", pmd_tx("af_xdp")),
         ("txpush", "testpmd af_xdp busy_budget=0", pmd_tx("af_xdp", 0)),
         ("txpush", "testpmd af_packet", pmd_tx("af_packet")),
