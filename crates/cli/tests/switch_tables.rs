@@ -50,6 +50,20 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
     assert_eq!(flows_of(&s), flows, "the table changed");
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 0);
 
+    // A line that outputs to a port the bridge does not have: refused the same way.
+    let unknown_port = write_flows(
+        "port",
+        "priority=200,icmp,actions=normal\n# port 7?\npriority=200,udp,actions=output:7\n",
+    );
+    let out = s.ctl(&["add-flows", &unknown_port]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unknown port was accepted");
+    assert!(
+        err.contains("line 3: output:7: no such port (the bridge has ports 1, 2)"),
+        "{err}"
+    );
+    assert_eq!(flows_of(&s), flows, "the table changed");
+
     let good = write_flows("good", "priority=200,icmp,actions=normal\n");
     s.ctl_ok(&["add-flows", &good]);
     assert_eq!(
@@ -66,7 +80,7 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
         "{}",
         String::from_utf8_lossy(&missing.stderr)
     );
-    for path in [start, bad, good] {
+    for path in [start, bad, unknown_port, good] {
         let _ = std::fs::remove_file(path);
     }
 }

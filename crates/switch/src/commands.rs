@@ -12,7 +12,7 @@ use crate::control::{Request, Response};
 use crate::datapath::Datapath;
 use crate::execute::DropReason;
 use crate::flow_format::MegaflowLine;
-use crate::flow_parse::{FlowMod, parse_flow_mod, parse_flows, parse_rule, parse_selector};
+use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector};
 use crate::offload::FastPortCounts;
 use crate::pmd::{BridgeCounters, PmdSnapshot};
 use crate::rule::Rule;
@@ -31,10 +31,10 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
         "dump-flows" => Edit::Dump,
         // Parsed before the lock is taken: the poll-mode threads wait while it is held.
         "add-flow" => match parse_rule(arg) {
-            Ok(rule) => Edit::Add(vec![rule]),
+            Ok(rule) => Edit::Add(vec![(1, rule)]),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
-        "add-flows" => match parse_flows(arg) {
+        "add-flows" => match parse_flow_lines(arg) {
             Ok(rules) => Edit::Add(rules),
             Err(e) => return Response::error(e.to_string()),
         },
@@ -59,7 +59,8 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
 
 /// A parsed request that reads or changes the rule tables.
 enum Edit {
-    Add(Vec<Rule>),
+    /// Rules with their line numbers (add-flows names the line of a rule it refuses).
+    Add(Vec<(usize, Rule)>),
     Modify(FlowMod),
     Delete(RuleSelector),
     Dump,
@@ -79,17 +80,17 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
     }
     match edit {
         Edit::Add(rules) => {
-            if let Some(e) = rules
+            if let Some((line, e)) = rules
                 .iter()
-                .find_map(|r| dp.check_output_ports(&r.actions).err())
+                .find_map(|(line, r)| dp.check_output_ports(&r.actions).err().map(|e| (line, e)))
             {
                 return Response::error(match flow {
                     Some(flow) => format!("{flow}: {e}"),
-                    None => e.to_string(),
+                    None => format!("line {line}: {e}"),
                 });
             }
             let n = rules.len();
-            for rule in rules {
+            for (_, rule) in rules {
                 dp.tables.add(rule, now);
             }
             Response::ok(match flow {

@@ -96,6 +96,14 @@ pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
 /// Parses an `add-flows` file: one flow a line; blank lines and `#` comments are skipped. All
 /// or nothing: the first bad line is the error, prefixed with its line number.
 pub fn parse_flows(text: &str) -> Result<Vec<Rule>, FlowError> {
+    Ok(parse_flow_lines(text)?
+        .into_iter()
+        .map(|(_, rule)| rule)
+        .collect())
+}
+
+/// [`parse_flows`], each rule with its line number (from 1), for errors found later.
+pub fn parse_flow_lines(text: &str) -> Result<Vec<(usize, Rule)>, FlowError> {
     let mut rules = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -103,7 +111,7 @@ pub fn parse_flows(text: &str) -> Result<Vec<Rule>, FlowError> {
             continue;
         }
         let rule = parse_rule(line).map_err(|e| error(format!("line {}: {e}", index + 1)))?;
-        rules.push(rule);
+        rules.push((index + 1, rule));
     }
     Ok(rules)
 }
