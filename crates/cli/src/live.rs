@@ -3,7 +3,8 @@
 //! CPU (see [`THREADS_PER_CPU`]), or two pinned to each CPU of `--cpus`. A live-frames run
 //! sends from the CPU that makes the call, and on veth the peer's receive work runs there
 //! too, into the peer's receive queue numbered CPU mod its queue count: so one CPU is one
-//! engine's ceiling, and the threads share nothing but the counters below.
+//! engine's ceiling. The threads share the counters below and, when they stamp one frame,
+//! their CPU's engine (its program numbers the CPU's frames as one series).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -76,16 +77,16 @@ pub struct LiveLoad<'a> {
     pub pps: Option<f64>,
     pub quiet: bool,
     /// What the kernel changes in each frame of each of `frames` (`LiveFrames::varied`).
-    /// With stamps, each CPU has one thread (its sequence numbers are one series), and
-    /// thread i stamps generator id `stamp.generator + i`.
+    /// With stamps, each CPU's frames are one series: CPU i (in `cpus` order) stamps
+    /// generator id `stamp.generator + i`.
     pub vary: Variation,
 }
 
 /// What the threads sent together.
 pub struct LiveTotals {
     pub packets: u64,
-    /// Packets each thread sent, in thread order.
-    pub per_thread: Vec<u64>,
+    /// Packets each engine sent (with stamps: each series), in CPU order.
+    pub per_engine: Vec<u64>,
     pub bytes: u64,
     pub seconds: f64,
     pub cpu: CpuTime,
@@ -125,11 +126,21 @@ struct Share {
 pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::Result<LiveTotals> {
     let ifindex = wirespeed_xsk::if_index(load.iface)
         .with_context(|| format!("{}: no such interface", load.iface))?;
-    let per_cpu = threads_per_cpu(&load.vary);
+    // Stamped frames are one series per CPU. With one frame, the CPU's threads share one
+    // engine (its program keeps the series); several frames need an engine set up for
+    // each call's frame, so the CPU gets one thread.
+    let stamped = load.vary.stamp.is_some();
+    let per_cpu = if stamped && load.frames.len() > 1 {
+        1
+    } else {
+        THREADS_PER_CPU
+    };
+    let shared = stamped && per_cpu > 1;
     let threads = load.cpus.len().max(1) * per_cpu;
+    let engine_of = |thread: usize| if shared { thread / per_cpu } else { thread };
     // Loaded here, so a failure ends the run before any thread sends.
     let templates: Vec<&[u8]> = load.frames.iter().map(|f| f.frame.as_slice()).collect();
-    let engines = (0..threads)
+    let mut engines = (0..engine_of(threads - 1) + 1)
         .map(|i| {
             if load.vary != Variation::default() {
                 let mut vary = load.vary;
@@ -145,12 +156,19 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let slots: Vec<ThreadEngine> = if shared {
+        (0..threads)
+            .map(|t| ThreadEngine::Shared(&engines[engine_of(t)]))
+            .collect()
+    } else {
+        engines.iter_mut().map(ThreadEngine::Own).collect()
+    };
     ready();
     let progress = Progress::default();
     let mut meter = Meter::new("tx", load.quiet, 1);
     let deadline = load.duration.map(|d| Instant::now() + d);
     let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = engines
+        let handles: Vec<_> = slots
             .into_iter()
             .enumerate()
             .map(|(i, engine)| {
@@ -190,9 +208,13 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
             .collect::<Vec<_>>()
     });
     let per_thread = results.into_iter().collect::<anyhow::Result<Vec<u64>>>()?;
+    let mut per_engine = vec![0u64; engine_of(threads - 1) + 1];
+    for (t, sent) in per_thread.iter().enumerate() {
+        per_engine[engine_of(t)] += sent;
+    }
     let totals = LiveTotals {
         packets: progress.packets.load(Ordering::Relaxed),
-        per_thread,
+        per_engine,
         bytes: progress.bytes.load(Ordering::Relaxed),
         seconds: meter.elapsed().as_secs_f64(),
         cpu: meter.cpu_used(),
@@ -200,13 +222,23 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
     Ok(totals)
 }
 
-/// Sending threads on each CPU: one when frames are stamped, so that a CPU's sequence
-/// numbers go out in order as one series.
-pub fn threads_per_cpu(vary: &Variation) -> usize {
-    if vary.stamp.is_some() {
-        1
-    } else {
-        THREADS_PER_CPU
+/// A sending thread's engine: its own, or the one its CPU's threads share.
+enum ThreadEngine<'a> {
+    Own(&'a mut LiveFrames),
+    Shared(&'a LiveFrames),
+}
+
+impl ThreadEngine<'_> {
+    fn send(
+        &mut self,
+        frame: &[u8],
+        repeat: u32,
+        batch: u32,
+    ) -> Result<(), wirespeed_xdp::XdpError> {
+        match self {
+            ThreadEngine::Own(engine) => engine.send(frame, repeat, batch),
+            ThreadEngine::Shared(engine) => engine.send_shared(frame, repeat, batch),
+        }
     }
 }
 
@@ -219,7 +251,7 @@ fn share_of(count: u64, threads: usize, i: usize) -> u64 {
 /// One thread: sends the frames in turn, each repeated in proportion to its weight, until
 /// its share of the count or the halt flag; returns how many it sent.
 fn send(
-    mut engine: LiveFrames,
+    mut engine: ThreadEngine,
     load: &LiveLoad,
     share: &Share,
     progress: &Progress,

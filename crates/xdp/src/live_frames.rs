@@ -2,24 +2,29 @@
 //! builds each frame from our template and sends it out of the interface by XDP_TX, so
 //! no socket, ring or copy to user space is on the way.
 
-use aya::maps::Array;
-use aya::programs::{TestRun, TestRunAttrs, TestRunOptions};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::{XdpError, error_chain, load_program, xdp_program};
+use aya::maps::{Array, MapData};
+use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
+
+use crate::{XdpError, error_chain, load_program};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_tx.o"));
 const PROGRAM: &str = "xdp_live_tx";
 const VARY_PROGRAM: &str = "xdp_live_vary";
 
-/// The loaded engine, bound to one interface (by index).
+/// The loaded engine, bound to one interface (by index). Threads on one CPU may share it
+/// ([`LiveFrames::send_shared`]): its program then keeps one sequence of stamps for them.
 pub struct LiveFrames {
     ebpf: aya::Ebpf,
     program: &'static str,
     iface: String,
     ifindex: u32,
-    /// Stamped frames: calls made, told to the program before each (it reads the clock
-    /// afresh at the start of a call).
-    runs: Option<u32>,
+    /// Stamped frames: the program's `live_run` map and the calls made, told to the program
+    /// before each (it reads the clock afresh at the start of a call).
+    run_map: Option<Mutex<Array<MapData, u32>>>,
+    runs: AtomicU32,
     /// What the varying program does, and its configuration for the last frame given: it
     /// follows each frame given (see `send`).
     variation: Variation,
@@ -64,7 +69,8 @@ impl LiveFrames {
             program: PROGRAM,
             iface: iface.to_string(),
             ifindex,
-            runs: None,
+            run_map: None,
+            runs: AtomicU32::new(0),
             variation: Variation::default(),
             config: None,
         })
@@ -92,12 +98,18 @@ impl LiveFrames {
             vary_config(template, variation).map_err(refuse)?;
         }
         let config = vary_config(first, variation).map_err(refuse)?;
+        let mut ebpf = load_program(OBJECT, VARY_PROGRAM)?;
+        let run_map = match variation.stamp {
+            Some(_) => Some(Mutex::new(take_array(&mut ebpf, "live_run")?)),
+            None => None,
+        };
         let mut engine = LiveFrames {
-            ebpf: load_program(OBJECT, VARY_PROGRAM)?,
+            ebpf,
             program: VARY_PROGRAM,
             iface: iface.to_string(),
             ifindex,
-            runs: variation.stamp.map(|_| 0),
+            run_map,
+            runs: AtomicU32::new(0),
             variation: *variation,
             config: None,
         };
@@ -136,16 +148,48 @@ impl LiveFrames {
                 self.configure(config)?;
             }
         }
-        if let Some(runs) = &mut self.runs {
-            *runs = runs.wrapping_add(1);
-            set_first(&mut self.ebpf, "live_run", *runs)?;
+        self.run(frame, repeat, batch)
+    }
+
+    /// [`LiveFrames::send`] from threads that share the engine: it sends the frame it was
+    /// made or last given for, unchanged. Calls from threads on one CPU take turns in the
+    /// kernel a batch at a time, each batch stamped and sent before the next, so the
+    /// stamps stay one series in order; one thread's call can go on while another's ends
+    /// (the end of a call waits for an RCU grace period with the CPU idle).
+    pub fn send_shared(&self, frame: &[u8], repeat: u32, batch: u32) -> Result<(), XdpError> {
+        if let Some(config) = self.config
+            && vary_config(frame, &self.variation) != Ok(config)
+        {
+            return Err(XdpError::Run {
+                iface: self.iface.clone(),
+                reason: "a shared engine sends only the frame it was set up for".to_string(),
+            });
+        }
+        self.run(frame, repeat, batch)
+    }
+
+    fn run(&self, frame: &[u8], repeat: u32, batch: u32) -> Result<(), XdpError> {
+        if let Some(map) = &self.run_map {
+            let runs = self.runs.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+            map.set(0, runs, 0).map_err(|e| XdpError::Map {
+                map: "live_run",
+                reason: error_chain(&e),
+            })?;
         }
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
         // egress_ifindex. XDP_TX in a live run leaves through the ingress interface.
         let mut ctx = [0u8; 24];
         ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
         ctx[12..16].copy_from_slice(&self.ifindex.to_ne_bytes());
-        let prog = xdp_program(&mut self.ebpf, self.program)?;
+        let prog: &Xdp = self
+            .ebpf
+            .program(self.program)
+            .and_then(|p| p.try_into().ok())
+            .ok_or(XdpError::Load {
+                program: self.program,
+                reason: "not an XDP program in the object".to_string(),
+            })?;
         let opts = TestRunOptions {
             data_in: Some(frame),
             ctx_in: Some(&ctx),
@@ -159,6 +203,18 @@ impl LiveFrames {
         })?;
         Ok(())
     }
+}
+
+/// Takes the array map `map` out of `ebpf`, to update it without holding the object.
+fn take_array(ebpf: &mut aya::Ebpf, map: &'static str) -> Result<Array<MapData, u32>, XdpError> {
+    let data = ebpf.take_map(map).ok_or(XdpError::Map {
+        map,
+        reason: "not in the object".to_string(),
+    })?;
+    Array::try_from(data).map_err(|e| XdpError::Map {
+        map,
+        reason: error_chain(&e),
+    })
 }
 
 /// Sets entry 0 of the array map `map` of `ebpf` to `value`.

@@ -174,7 +174,7 @@ pub fn send(
         s.sequence_end = totals.packets;
         s.stamped = Some(
             totals
-                .per_thread
+                .per_engine
                 .iter()
                 .enumerate()
                 .map(|(i, &sent)| StampedSeries {

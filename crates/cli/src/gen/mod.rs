@@ -50,7 +50,7 @@ flow, see below), sent in turn in calls of 0.1-0.5 s each, each size in proporti
 stays 7:4:1). Its XDP program stamps every frame with the next sequence number and the send \
 time, so a receiver tracks loss and latency as for the socket engine (with --cpus, each CPU \
 sends its own series under generator ids --generator-id, +1, ...; --no-stamp sends the \
-frames as built, about 12 % faster). With IPv4 UDP or TCP it also gives every frame its \
+frames as built, about 10 % faster). With IPv4 UDP or TCP it also gives every frame its \
 flow's source port and address (checksums updated), so --flows has no limit; other flows \
 (IPv6, ICMP) are prebuilt, at most 64 frames in all. --rate is an average over calls. On a \
 veth, its frames reach the peer only if the peer runs an XDP program or has GRO on \
@@ -71,7 +71,7 @@ pub struct GenArgs {
     #[arg(long, value_enum, default_value_t = Engine::Socket)]
     pub engine: Engine,
     /// Kernel engine: send the frames as built, without per-frame sequence numbers and send
-    /// times (two threads per CPU, the highest rate).
+    /// times (the highest rate).
     #[arg(long)]
     pub no_stamp: bool,
     /// Packets per second (100000, 2.5M, 1Mpps) or bits per second on the wire, FCS
