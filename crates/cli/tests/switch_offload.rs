@@ -3,7 +3,7 @@
 //! decisions stay in user space; a foreign XDP program is not replaced.
 
 mod common;
-use common::switched::{Setup, Switched, send_on_cpu};
+use common::switched::{Setup, Switched, field, send_on_cpu};
 use common::*;
 
 /// The hosts' veths receive the kernel's XDP redirects only with NAPI on: GRO on.
@@ -37,18 +37,6 @@ fn push_from_a(s: &Switched, count: u64) {
         ],
     );
     assert_eq!(tx["packets"], count, "{tx}");
-}
-
-/// The number after `name=` in `text`'s line that contains `within`.
-fn field(text: &str, within: &str, name: &str) -> u64 {
-    let line = text
-        .lines()
-        .find(|l| l.contains(within))
-        .unwrap_or_else(|| panic!("no line with {within}: {text}"));
-    line.split([',', ' '])
-        .find_map(|w| w.strip_prefix(&format!("{name}=")))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name}= in {line}"))
 }
 
 /// Port `port`'s received packets in dump-ports: through its socket, and in the kernel.

@@ -4,9 +4,12 @@
 //! own, shared by its sockets, so forwarding inside a thread moves descriptors). A port of
 //! another backend is received by one thread and sent on by all.
 //!
-//! The control side (`wirespeed ctl` requests, housekeeping) runs on the thread that calls
-//! [`Bridge::run`]; it changes the rules under the same lock the poll-mode threads take once
-//! a burst, so once a request is answered no packet is handled by a cache entry from before it.
+//! Each thread has a flow cache of its own and locks the bridge's shared [`Datapath`] only
+//! in a burst that needs it (see [`crate::datapath`]). The control side (`wirespeed ctl`
+//! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
+//! rules with every thread's cache locked, harvests their counts first and empties them
+//! after ([`Bridge::edit`]), so once a request is answered no packet is handled by a cache
+//! entry from before it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -23,8 +26,9 @@ use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
+use crate::flow_cache::FlowCache;
 use crate::offload::Offload;
-use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared};
+use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
 use crate::port_set::{OtherPort, PortSet};
 
 /// Housekeeping (timeouts, MAC ageing, cache upkeep) this often.
@@ -53,7 +57,12 @@ enum Threads {
 }
 
 pub struct Bridge {
-    shared: Arc<Mutex<Shared>>,
+    datapath: Arc<Mutex<Datapath>>,
+    controller: Arc<Mutex<Box<dyn Controller>>>,
+    /// Each poll-mode thread's flow cache, in the threads' order.
+    caches: Vec<Arc<Mutex<FlowCache>>>,
+    /// The bridge offloads flows to the kernel.
+    offload: bool,
     /// Waits for the fast path's program outside the lock (see [`Bridge::settle_offload`]).
     barrier: Option<ProgramBarrier>,
     numbers: Vec<u32>,
@@ -146,10 +155,12 @@ impl Bridge {
             datapath.offload = Some(Offload::new(fast_path, &numbered));
         }
         Ok(Bridge {
-            shared: Arc::new(Mutex::new(Shared {
-                datapath,
-                controller,
-            })),
+            datapath: Arc::new(Mutex::new(datapath)),
+            controller: Arc::new(Mutex::new(controller)),
+            caches: (0..threads)
+                .map(|_| Arc::new(Mutex::new(FlowCache::default())))
+                .collect(),
+            offload,
             barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
             clock,
@@ -168,9 +179,27 @@ impl Bridge {
         self.clock.elapsed()
     }
 
-    /// The state the poll-mode threads share (they wait while it is held).
-    pub fn lock(&self) -> MutexGuard<'_, Shared> {
-        pmd::lock(&self.shared)
+    /// The state the poll-mode threads share (a thread that needs it waits while it is
+    /// held). Change the rule tables through [`Bridge::edit`] instead.
+    pub fn datapath(&self) -> MutexGuard<'_, Datapath> {
+        lock(&self.datapath)
+    }
+
+    /// Runs `change` on the datapath with every thread's cache locked (each thread between
+    /// two rounds of bursts): the caches' counts are credited to the rules first, and if the
+    /// rules changed the caches are emptied before the threads go on, so no packet they
+    /// handle afterwards meets an entry made under the old rules.
+    pub fn edit<R>(&self, change: impl FnOnce(&mut Datapath) -> R) -> R {
+        let mut caches: Vec<MutexGuard<'_, FlowCache>> =
+            self.caches.iter().map(|c| lock(c)).collect();
+        crate::datapath::edit(&mut lock(&self.datapath), &mut caches, change)
+    }
+
+    /// Runs `read` on each thread's cache in turn (locked, between two of its rounds).
+    pub fn each_cache(&self, mut read: impl FnMut(&mut FlowCache)) {
+        for cache in &self.caches {
+            read(&mut lock(cache));
+        }
     }
 
     /// Starts the poll-mode threads and serves `jobs` until `keep_going` says stop or a
@@ -204,11 +233,20 @@ impl Bridge {
             return;
         };
         self.stop.store(false, Ordering::Relaxed);
+        let ports = lock(&self.datapath).ports().to_vec();
         let running = std::mem::take(pmds)
             .into_iter()
-            .map(|pmd| {
+            .zip(&self.caches)
+            .map(|(pmd, cache)| {
                 let (requests, inbox) = mpsc::channel();
-                let handle = pmd::spawn(pmd, self.shared.clone(), inbox, self.stop.clone());
+                let shared = Shared {
+                    cache: cache.clone(),
+                    datapath: self.datapath.clone(),
+                    controller: self.controller.clone(),
+                    ports: ports.clone(),
+                    offload: self.offload,
+                };
+                let handle = pmd::spawn(pmd, shared, inbox, self.stop.clone());
                 Running { handle, requests }
             })
             .collect();
@@ -268,22 +306,22 @@ impl Bridge {
 
     fn housekeeping(&mut self) {
         let now = self.now();
-        let mut shared = self.lock();
-        shared.datapath.tables.expire(now);
+        // Harvested first: idle timeouts go by when the rules' packets last came.
+        self.edit(|datapath| datapath.tables.expire(now));
+        let mut datapath = self.datapath();
         // A failure shows in dump-cache's error count; the next round tries again.
-        if shared.datapath.age_offload(now).is_err()
-            && let Some(offload) = &mut shared.datapath.offload
+        if datapath.age_offload(now).is_err()
+            && let Some(offload) = &mut datapath.offload
         {
             offload.count_error();
         }
-        shared.datapath.mac_table.expire(now);
-        if shared.datapath.sync_offload_macs(now).is_err()
-            && let Some(offload) = &mut shared.datapath.offload
+        datapath.mac_table.expire(now);
+        if datapath.sync_offload_macs(now).is_err()
+            && let Some(offload) = &mut datapath.offload
         {
             offload.count_error();
         }
-        shared.datapath.cache.optimize();
-        if let Some(offload) = &mut shared.datapath.offload {
+        if let Some(offload) = &mut datapath.offload {
             match offload.check_transmits(now) {
                 Ok(messages) => {
                     for m in messages {
@@ -293,7 +331,8 @@ impl Bridge {
                 Err(_) => offload.count_error(),
             }
         }
-        drop(shared);
+        drop(datapath);
+        self.each_cache(FlowCache::optimize);
         self.settle_offload();
     }
 
@@ -311,20 +350,15 @@ impl Bridge {
         let Some(barrier) = &mut self.barrier else {
             return;
         };
-        let pending = {
-            let shared = pmd::lock(&self.shared);
-            shared
-                .datapath
-                .offload
-                .as_ref()
-                .and_then(Offload::unsettled)
-        };
+        let pending = lock(&self.datapath)
+            .offload
+            .as_ref()
+            .and_then(Offload::unsettled);
         let Some(round) = pending else {
             return;
         };
         let waited = barrier.wait();
-        let mut shared = pmd::lock(&self.shared);
-        if let Some(offload) = &mut shared.datapath.offload {
+        if let Some(offload) = &mut lock(&self.datapath).offload {
             match waited {
                 Ok(()) => offload.settled_at(round),
                 Err(_) => offload.count_error(),
@@ -334,7 +368,7 @@ impl Bridge {
 
     /// Closes the controller (flushes its file); what it reports.
     pub fn close_controller(&mut self) -> Result<String, String> {
-        self.lock().controller.close()
+        lock(&self.controller).close()
     }
 }
 

@@ -1,5 +1,5 @@
 //! What `wirespeed ctl` can ask of a running bridge, in ovs-ofctl's words and output shapes.
-//! Run on the control side; rule changes under the lock the poll-mode threads take a burst.
+//! Run on the control side; rule changes through [`Bridge::edit`].
 
 use std::fmt::Write;
 
@@ -11,6 +11,7 @@ use crate::bridge::Bridge;
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
 use crate::execute::DropReason;
+use crate::flow_cache::CacheStats;
 use crate::flow_format::MegaflowLine;
 use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector};
 use crate::offload::FastPortCounts;
@@ -53,8 +54,7 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
     let now = bridge.now();
     // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
     let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
-    let mut shared = bridge.lock();
-    apply(&mut shared.datapath, edit, flow, now)
+    bridge.edit(|datapath| apply(datapath, edit, flow, now))
 }
 
 /// A parsed request that reads or changes the rule tables.
@@ -143,8 +143,7 @@ fn dump_ports(bridge: &mut Bridge) -> String {
     let (totals, c) = port_totals(&bridge.snapshots());
     let fast = {
         let now = bridge.now();
-        let mut shared = bridge.lock();
-        let dp = &mut shared.datapath;
+        let mut dp = bridge.datapath();
         // A failed harvest shows the counts of the last one that worked.
         let _ = dp.harvest_offload(now);
         dp.offload.as_ref().map(|o| {
@@ -243,14 +242,19 @@ fn show(bridge: &mut Bridge) -> String {
 }
 
 fn dump_cache(bridge: &Bridge) -> String {
-    let shared = bridge.lock();
-    let cache = &shared.datapath.cache;
-    let s = cache.stats;
+    let mut s = CacheStats::default();
+    let mut megaflows = String::new();
+    bridge.each_cache(|cache| {
+        s.add(&cache.stats);
+        for megaflow in cache.megaflows() {
+            let _ = write!(megaflows, "\n{}", MegaflowLine(megaflow));
+        }
+    });
     let mut out = format!(
-        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}",
-        s.emc_hits, s.megaflow_hits, s.misses, s.flushes
+        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
+        s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
     );
-    if let Some(offload) = &shared.datapath.offload {
+    if let Some(offload) = &bridge.datapath().offload {
         match offload.summary() {
             Ok(o) => {
                 let _ = write!(
@@ -273,8 +277,6 @@ fn dump_cache(bridge: &Bridge) -> String {
             }
         }
     }
-    for megaflow in cache.megaflows() {
-        let _ = write!(out, "\n{}", MegaflowLine(megaflow));
-    }
+    out.push_str(&megaflows);
     out
 }

@@ -1,8 +1,14 @@
 //! One bridge's packet path, without I/O: parse once, find the decision through the caches,
-//! credit the rules, execute the actions. The poll-mode threads call [`Datapath::process`] per
-//! received frame; the control server edits [`Datapath::tables`] between batches.
+//! execute the actions. Each poll-mode thread calls [`process`] per received frame with its
+//! own [`FlowCache`]; the bridge's shared state (the rule tables, the learning table, the
+//! offload), the [`Datapath`], is locked only in a burst that needs it ([`SlowPath`]): a
+//! cached decision without `normal` touches nothing another thread writes (DESIGN rule 3).
+//! The control side edits [`Datapath::tables`] with every thread's cache locked, harvested
+//! and then revalidated (see [`crate::bridge::Bridge::edit`]).
 
+use core::ops::DerefMut;
 use core::time::Duration;
+use std::sync::{Mutex, MutexGuard};
 
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::partial_checksum;
@@ -17,13 +23,15 @@ use crate::flow_parse::{FlowError, parse_rule};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
+use crate::pmd::lock;
 use crate::rewrite::PacketHeaders;
 use crate::rule::Rule;
 use crate::rule_table::RuleTables;
 
+/// What the poll-mode threads of a bridge share: its rules, its learning table, its
+/// offload and its ports.
 pub struct Datapath {
     pub tables: RuleTables,
-    pub cache: FlowCache,
     pub mac_table: MacTable,
     /// The kernel's fast path, when the bridge offloads flows there.
     pub offload: Option<Offload>,
@@ -50,7 +58,6 @@ impl Datapath {
     pub fn without_rules() -> Datapath {
         Datapath {
             tables: RuleTables::new(),
-            cache: FlowCache::default(),
             mac_table: MacTable::default(),
             offload: None,
             ports: Vec::new(),
@@ -125,82 +132,6 @@ impl Datapath {
         }
     }
 
-    /// Parses, classifies and executes one received frame, writing what became of it into
-    /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`.
-    pub fn process(
-        &mut self,
-        frame: &mut Frame<'_>,
-        in_port: u32,
-        now: Duration,
-        verdict: &mut Verdict,
-        emit: &mut impl FnMut(&[u8], &[u32]),
-    ) {
-        let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
-        let flow = FlowBits::from_key(&key);
-        let bytes = frame.len();
-        let megaflow = self.cache.lookup(&self.tables, &flow, bytes);
-        let decision = &megaflow.decision;
-        for &id in &decision.rules {
-            self.tables.credit(id, bytes, now);
-        }
-        if decision.too_deep {
-            return verdict.drop_for(DropReason::ResubmitLimit);
-        }
-        if decision.actions.is_empty() {
-            let reason = if decision.rules.is_empty() {
-                DropReason::TableMiss
-            } else {
-                DropReason::NoOutput
-            };
-            return verdict.drop_for(reason);
-        }
-        // A host that offloads transmit checksums (veth's default) leaves TCP and UDP
-        // checksums partial; its receiver would drop the frame as it is.
-        let completed = match (offsets.l3, offsets.l4, key.nw_proto) {
-            (Some(l3), Some(l4), 6 | 17) => {
-                partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
-            }
-            _ => false,
-        };
-        let mut packet = Packet {
-            frame,
-            headers: PacketHeaders::new(&key, offsets),
-            flow,
-            in_port,
-        };
-        let mut bridge = Bridge {
-            ports: &self.ports,
-            mac_table: &mut self.mac_table,
-            now,
-        };
-        execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
-        let Some(offload) = &mut self.offload else {
-            return;
-        };
-        // After execution: a `normal` decision reads the learning table as it now is. The
-        // decisions the fast path takes never rewrite the frame; a completed checksum did,
-        // and that flow's next packets will come partial too, which the kernel leaves to us:
-        // an entry for them would never be used.
-        if !completed {
-            offload.consider(
-                frame.data(),
-                in_port,
-                decision,
-                &self.tables,
-                &self.mac_table,
-                now,
-            );
-        }
-        if !offload.flush_failed()
-            && offload.macs_changed(&self.mac_table)
-            && offload
-                .flush(&mut self.tables, &mut self.mac_table, now)
-                .is_err()
-        {
-            offload.count_error();
-        }
-    }
-
     /// Housekeeping's side of the learning table: after ageing, the fast path's entries go
     /// if an address a `normal` entry depends on has gone; and a flush that failed is tried
     /// again.
@@ -212,6 +143,153 @@ impl Datapath {
         }
         Ok(())
     }
+}
+
+/// The bridge's [`Datapath`] as one poll-mode thread reaches it: locked the first time a
+/// burst needs it, held until the burst ends ([`SlowPath::release`]).
+pub struct SlowPath<'a> {
+    datapath: &'a Mutex<Datapath>,
+    guard: Option<MutexGuard<'a, Datapath>>,
+    /// The bridge's ports (fixed when it opened), for `flood`, without the lock.
+    ports: &'a [u32],
+    /// The bridge offloads flows: every packet's decision is offered to the kernel.
+    offload: bool,
+    taken: u64,
+}
+
+impl<'a> SlowPath<'a> {
+    pub fn new(datapath: &'a Mutex<Datapath>, ports: &'a [u32], offload: bool) -> SlowPath<'a> {
+        SlowPath {
+            datapath,
+            guard: None,
+            ports,
+            offload,
+            taken: 0,
+        }
+    }
+
+    /// The shared state, locked now if it is not yet.
+    pub fn get(&mut self) -> &mut Datapath {
+        let (datapath, taken) = (self.datapath, &mut self.taken);
+        self.guard.get_or_insert_with(|| {
+            *taken += 1;
+            lock(datapath)
+        })
+    }
+
+    /// Ends the burst: unlocks the shared state if it was taken.
+    pub fn release(&mut self) {
+        self.guard = None;
+    }
+
+    /// How many times the shared state was locked.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+}
+
+/// Parses, classifies and executes one received frame, writing what became of it into
+/// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`. The
+/// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action or the
+/// offload.
+pub fn process(
+    cache: &mut FlowCache,
+    shared: &mut SlowPath<'_>,
+    frame: &mut Frame<'_>,
+    in_port: u32,
+    now: Duration,
+    verdict: &mut Verdict,
+    emit: &mut impl FnMut(&[u8], &[u32]),
+) {
+    let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
+    let flow = FlowBits::from_key(&key);
+    let hash = flow.hash64();
+    let id = match cache.hit(&flow, hash) {
+        Some(id) => id,
+        None => cache.miss(&mut shared.get().tables, &flow, hash),
+    };
+    let decision = &cache.credit(id, frame.len(), now).decision;
+    if decision.too_deep {
+        return verdict.drop_for(DropReason::ResubmitLimit);
+    }
+    if decision.actions.is_empty() {
+        let reason = if decision.rules.is_empty() {
+            DropReason::TableMiss
+        } else {
+            DropReason::NoOutput
+        };
+        return verdict.drop_for(reason);
+    }
+    // A host that offloads transmit checksums (veth's default) leaves TCP and UDP
+    // checksums partial; its receiver would drop the frame as it is.
+    let completed = match (offsets.l3, offsets.l4, key.nw_proto) {
+        (Some(l3), Some(l4), 6 | 17) => {
+            partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
+        }
+        _ => false,
+    };
+    let mut packet = Packet {
+        frame,
+        headers: PacketHeaders::new(&key, offsets),
+        flow,
+        in_port,
+    };
+    let ports = shared.ports;
+    let learns = decision.actions.contains(&Action::Normal);
+    let mut bridge = Bridge {
+        ports,
+        mac_table: learns.then(|| &mut shared.get().mac_table),
+        now,
+    };
+    execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
+    if !shared.offload {
+        return;
+    }
+    let datapath = shared.get();
+    let Some(offload) = &mut datapath.offload else {
+        return;
+    };
+    // After execution: a `normal` decision reads the learning table as it now is. The
+    // decisions the fast path takes never rewrite the frame; a completed checksum did,
+    // and that flow's next packets will come partial too, which the kernel leaves to us:
+    // an entry for them would never be used.
+    if !completed {
+        offload.consider(
+            frame.data(),
+            in_port,
+            decision,
+            &datapath.tables,
+            &datapath.mac_table,
+            now,
+        );
+    }
+    if !offload.flush_failed()
+        && offload.macs_changed(&datapath.mac_table)
+        && offload
+            .flush(&mut datapath.tables, &mut datapath.mac_table, now)
+            .is_err()
+    {
+        offload.count_error();
+    }
+}
+
+/// Runs `change` on the datapath for the control side, with `caches` (every thread's,
+/// locked) harvested first, so their counts go to the rules they were made from, and
+/// emptied after if the rules changed.
+pub fn edit<R>(
+    datapath: &mut Datapath,
+    caches: &mut [impl DerefMut<Target = FlowCache>],
+    change: impl FnOnce(&mut Datapath) -> R,
+) -> R {
+    for cache in caches.iter_mut() {
+        cache.harvest(&mut datapath.tables);
+    }
+    let result = change(datapath);
+    let generation = datapath.tables.generation();
+    for cache in caches.iter_mut() {
+        cache.revalidate(generation);
+    }
+    result
 }
 
 #[cfg(test)]
@@ -226,63 +304,152 @@ mod tests {
         0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP
     ];
 
-    fn send(datapath: &mut Datapath, in_port: u32) -> Verdict {
-        let mut buffer = [0u8; 4 + 42];
-        buffer[4..].copy_from_slice(&FRAME);
-        let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
-        let mut verdict = Verdict::default();
-        datapath.process(
-            &mut frame,
-            in_port,
-            Duration::from_secs(1),
-            &mut verdict,
-            &mut |_: &[u8], _: &[u32]| {},
-        );
-        verdict
+    /// A bridge with one poll-mode thread's cache, driven by hand.
+    struct Thread {
+        datapath: Mutex<Datapath>,
+        ports: Vec<u32>,
+        cache: FlowCache,
+    }
+
+    impl Thread {
+        fn new(mut datapath: Datapath, ports: &[u32]) -> Thread {
+            for &port in ports {
+                datapath.add_port(port);
+            }
+            Thread {
+                datapath: Mutex::new(datapath),
+                ports: ports.to_vec(),
+                cache: FlowCache::default(),
+            }
+        }
+
+        /// One packet as a burst of its own: its verdict, and whether the shared state
+        /// was locked for it.
+        fn send(&mut self, in_port: u32) -> (Verdict, bool) {
+            let mut buffer = [0u8; 4 + 42];
+            buffer[4..].copy_from_slice(&FRAME);
+            let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
+            let mut verdict = Verdict::default();
+            let mut shared = SlowPath::new(&self.datapath, &self.ports, false);
+            process(
+                &mut self.cache,
+                &mut shared,
+                &mut frame,
+                in_port,
+                Duration::from_secs(1),
+                &mut verdict,
+                &mut |_: &[u8], _: &[u32]| {},
+            );
+            (verdict, shared.taken() == 1)
+        }
+
+        fn edit<R>(&mut self, change: impl FnOnce(&mut Datapath) -> R) -> R {
+            edit(&mut lock(&self.datapath), &mut [&mut self.cache], change)
+        }
+
+        /// The (n_packets, n_bytes) of each rule, in dump order, after a harvest.
+        fn counts(&mut self) -> Vec<(u64, u64)> {
+            self.edit(|datapath| {
+                let rules = datapath.tables.dump_order();
+                rules
+                    .iter()
+                    .map(|r| (r.stats.n_packets, r.stats.n_bytes))
+                    .collect()
+            })
+        }
+    }
+
+    fn udp_rules() -> RuleSelector {
+        RuleSelector {
+            flow_match: crate::flow_parse::parse_match("udp").unwrap().flow_match,
+            ..RuleSelector::default()
+        }
     }
 
     #[test]
     fn learning_switch_by_default() {
-        let mut datapath = Datapath::new();
-        for port in [1, 2, 3] {
-            datapath.add_port(port);
-        }
-        assert_eq!(send(&mut datapath, 1).outputs.as_slice(), &[2, 3]);
-        let (_, rule) = datapath.tables.iter().next().unwrap();
-        assert_eq!((rule.stats.n_packets, rule.stats.n_bytes), (1, 42));
+        let mut thread = Thread::new(Datapath::new(), &[1, 2, 3]);
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[2, 3]);
+        assert_eq!(thread.counts(), vec![(1, 42)]);
     }
 
     #[test]
     fn drop_rule_then_removed() {
-        let mut datapath = Datapath::new();
-        datapath.add_port(1);
-        datapath.add_port(2);
+        let mut thread = Thread::new(Datapath::new(), &[1, 2]);
         let drop = parse_rule("priority=10,udp,actions=drop").unwrap();
-        datapath.add_rule(drop, Duration::ZERO).unwrap();
-        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::NoOutput));
-        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::NoOutput));
-        let selector = RuleSelector {
-            flow_match: crate::flow_parse::parse_match("udp").unwrap().flow_match,
-            ..RuleSelector::default()
-        };
-        assert_eq!(datapath.tables.delete(&selector), 1);
-        assert_eq!(send(&mut datapath, 1).outputs.as_slice(), &[2]);
-        assert_eq!(datapath.cache.stats.emc_hits, 1);
+        thread
+            .edit(|datapath| datapath.add_rule(drop, Duration::ZERO))
+            .unwrap();
+        assert_eq!(thread.send(1).0.dropped, Some(DropReason::NoOutput));
+        assert_eq!(thread.send(1).0.dropped, Some(DropReason::NoOutput));
+        assert_eq!(
+            thread.edit(|datapath| datapath.tables.delete(&udp_rules())),
+            1
+        );
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[2]);
+        assert_eq!(thread.cache.stats.emc_hits, 1);
+    }
+
+    /// DESIGN rule 3: a cached decision without `normal` is taken without locking what the
+    /// threads share; a miss and `normal` lock it.
+    #[test]
+    fn only_misses_and_normal_lock_the_shared_state() {
+        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2]);
+        let output = parse_rule("in_port=1,actions=output:2").unwrap();
+        thread
+            .edit(|datapath| datapath.add_rule(output, Duration::ZERO))
+            .unwrap();
+        let locked: Vec<bool> = (0..3).map(|_| thread.send(1).1).collect();
+        assert_eq!(locked, [true, false, false]);
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[2]);
+        let normal = parse_rule("in_port=1,actions=normal").unwrap();
+        thread
+            .edit(|datapath| datapath.add_rule(normal, Duration::ZERO))
+            .unwrap();
+        let locked: Vec<bool> = (0..3).map(|_| thread.send(1).1).collect();
+        assert_eq!(locked, [true, true, true]);
+    }
+
+    /// A rule's counts come from the cache at the next harvest, and a rule installed in a
+    /// removed rule's slot does not inherit the removed rule's packets.
+    #[test]
+    fn counts_reach_their_rules_across_changes() {
+        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2, 3]);
+        let first = parse_rule("udp,actions=output:2").unwrap();
+        let id = thread
+            .edit(|datapath| datapath.add_rule(first, Duration::ZERO))
+            .unwrap();
+        for _ in 0..3 {
+            thread.send(1);
+        }
+        assert_eq!(thread.counts(), vec![(3, 126)]);
+        thread.send(1);
+        assert_eq!(
+            thread.edit(|datapath| datapath.tables.delete(&udp_rules())),
+            1
+        );
+        let second = parse_rule("udp,actions=output:3").unwrap();
+        let reused = thread
+            .edit(|datapath| datapath.add_rule(second, Duration::ZERO))
+            .unwrap();
+        assert_eq!(reused, id, "the slot is reused");
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[3]);
+        assert_eq!(thread.counts(), vec![(1, 42)]);
     }
 
     #[test]
     fn unknown_output_port_is_refused() {
-        let mut datapath = Datapath::without_rules();
-        datapath.add_port(1);
-        datapath.add_port(2);
-        let error = datapath
-            .add_rule(parse_rule("actions=output:7").unwrap(), Duration::ZERO)
+        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2]);
+        let error = thread
+            .edit(|datapath| {
+                datapath.add_rule(parse_rule("actions=output:7").unwrap(), Duration::ZERO)
+            })
             .unwrap_err();
         assert_eq!(
             error.0,
             "output:7: no such port (the bridge has ports 1, 2)"
         );
-        assert!(datapath.tables.is_empty());
-        assert_eq!(send(&mut datapath, 1).dropped, Some(DropReason::TableMiss));
+        assert!(lock(&thread.datapath).tables.is_empty());
+        assert_eq!(thread.send(1).0.dropped, Some(DropReason::TableMiss));
     }
 }

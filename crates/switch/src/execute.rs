@@ -159,7 +159,9 @@ impl Verdict {
 pub struct Bridge<'a> {
     /// Every port of the bridge, for `flood` and `all`.
     pub ports: &'a [u32],
-    pub mac_table: &'a mut MacTable,
+    /// The learning table, which only `normal` uses: the caller passes it when the actions
+    /// hold `normal` (it is shared between threads; the others need not lock it).
+    pub mac_table: Option<&'a mut MacTable>,
     /// The caller's clock, for MAC learning and ageing.
     pub now: Duration,
 }
@@ -254,11 +256,18 @@ fn normal(flow: &FlowBits, in_port: u32, bridge: &mut Bridge<'_>, outputs: &mut 
     };
     let src = mac_from_value(Field::DlSrc.get(flow));
     let dst = mac_from_value(Field::DlDst.get(flow));
-    bridge.mac_table.learn(vlan, src, in_port, bridge.now);
+    let Some(mac_table) = bridge.mac_table.as_deref_mut() else {
+        debug_assert!(
+            false,
+            "the caller passes the learning table with `normal` actions"
+        );
+        return flood(bridge.ports, in_port, outputs);
+    };
+    mac_table.learn(vlan, src, in_port, bridge.now);
     if dst.is_multicast() {
         return flood(bridge.ports, in_port, outputs);
     }
-    match bridge.mac_table.lookup(vlan, dst, bridge.now) {
+    match mac_table.lookup(vlan, dst, bridge.now) {
         Some(port) if port != in_port => outputs.push(port),
         Some(_) => {}
         None => flood(bridge.ports, in_port, outputs),
@@ -297,7 +306,7 @@ mod tests {
         };
         let mut bridge = Bridge {
             ports: &[1, 2, 3],
-            mac_table,
+            mac_table: Some(mac_table),
             now: Duration::from_secs(1),
         };
         let mut emitted = Vec::new();

@@ -2,6 +2,8 @@
 //! megaflow cache, then the slow path ([`crate::translate()`]), which installs a megaflow matching
 //! exactly the bits it examined.
 
+use core::time::Duration;
+
 use crate::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::field::FlowBits;
 use crate::flow_match::Match;
@@ -18,8 +20,25 @@ pub struct CacheStats {
     pub misses: u64,
     /// Times both caches were emptied (a rule change, or the megaflow cache full).
     pub flushes: u64,
+    /// Bursts in which the poll-mode thread owning the cache took the bridge's shared state
+    /// (for a miss, `normal`, the controller or the offload); a cached `output` takes none.
+    pub shared_bursts: u64,
 }
 
+impl CacheStats {
+    pub fn add(&mut self, other: &CacheStats) {
+        self.emc_hits += other.emc_hits;
+        self.megaflow_hits += other.megaflow_hits;
+        self.misses += other.misses;
+        self.flushes += other.flushes;
+        self.shared_bursts += other.shared_bursts;
+    }
+}
+
+/// One poll-mode thread's caches (DESIGN rule 3: no thread reads another's). Their
+/// megaflows count packets; the rules are credited from those counts when the control side
+/// harvests them ([`FlowCache::harvest`]), before any rule change and before counters are
+/// shown.
 pub struct FlowCache {
     emc: ExactMatchCache,
     megaflows: MegaflowCache,
@@ -45,44 +64,91 @@ impl FlowCache {
         }
     }
 
-    /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`.
+    /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`
+    /// (for a single-threaded caller that edits `tables` directly: a change shows at the next
+    /// lookup; the rules are not credited).
     pub fn lookup(&mut self, tables: &RuleTables, flow: &FlowBits, bytes: usize) -> &Megaflow {
         // Revalidation, the simplest correct way: any rule change empties both caches. A precise
         // revalidator (OVS re-translates every megaflow and keeps the unchanged ones) costs a
         // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
-        // costs one burst of misses. Checking here, before every lookup, means no packet looked
-        // up after the change returned can meet an entry made before it.
-        if self.generation != tables.generation() {
-            self.flush();
-            self.generation = tables.generation();
-        }
+        // costs one burst of misses.
+        self.revalidate(tables.generation());
         let hash = flow.hash64();
-        let id = if let Some(id) = self.emc.lookup(flow, hash) {
-            self.stats.emc_hits += 1;
-            id
-        } else if let Some(id) = self.megaflows.lookup(flow) {
-            self.stats.megaflow_hits += 1;
-            self.emc.insert(flow, hash, id);
-            id
-        } else {
-            self.stats.misses += 1;
-            let id = self.install(tables, flow);
-            self.emc.insert(flow, hash, id);
-            id
+        let id = match self.hit(flow, hash) {
+            Some(id) => id,
+            None => {
+                if self.megaflows.is_full() {
+                    self.flush();
+                }
+                self.install(tables, flow, hash)
+            }
         };
-        self.megaflows.credit(id, bytes)
+        self.megaflows.credit(id, bytes, Duration::ZERO)
     }
 
-    fn install(&mut self, tables: &RuleTables, flow: &FlowBits) -> MegaflowId {
+    /// The cached megaflow for `flow` (whose [`FlowBits::hash64`] is `hash`), if any; the
+    /// caller has revalidated the cache since the rules last changed.
+    pub fn hit(&mut self, flow: &FlowBits, hash: u64) -> Option<MegaflowId> {
+        if let Some(id) = self.emc.lookup(flow, hash) {
+            self.stats.emc_hits += 1;
+            return Some(id);
+        }
+        let id = self.megaflows.lookup(flow)?;
+        self.stats.megaflow_hits += 1;
+        self.emc.insert(flow, hash, id);
+        Some(id)
+    }
+
+    /// The slow path after [`Self::hit`] found nothing: translates `flow` through `tables`
+    /// and installs the megaflow. A full cache is harvested into `tables`, then emptied.
+    pub fn miss(&mut self, tables: &mut RuleTables, flow: &FlowBits, hash: u64) -> MegaflowId {
         if self.megaflows.is_full() {
+            self.harvest(tables);
             self.flush();
         }
+        self.install(tables, flow, hash)
+    }
+
+    fn install(&mut self, tables: &RuleTables, flow: &FlowBits, hash: u64) -> MegaflowId {
+        self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
         let decision = translate(tables, flow, &mut wildcards);
-        self.megaflows
-            .insert(Match::new(*flow, wildcards), decision)
+        let id = self
+            .megaflows
+            .insert(Match::new(*flow, wildcards), decision);
+        self.emc.insert(flow, hash, id);
+        id
     }
 
+    /// Counts a packet of `bytes` at `now` for megaflow `id`.
+    pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
+        self.megaflows.credit(id, bytes, now)
+    }
+
+    /// Credits the rules behind each megaflow with its packets since the last harvest. Call
+    /// with the tables the megaflows were made from (before a change to them).
+    pub fn harvest(&mut self, tables: &mut RuleTables) {
+        for megaflow in self.megaflows.iter_mut() {
+            let (packets, bytes) = megaflow.take_uncredited();
+            if packets == 0 {
+                continue;
+            }
+            for &id in &megaflow.decision.rules {
+                tables.credit_many(id, packets, bytes, megaflow.used);
+            }
+        }
+    }
+
+    /// Empties the caches if the rules changed since their entries were made (harvest
+    /// first: counts still in them are dropped).
+    pub fn revalidate(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.flush();
+            self.generation = generation;
+        }
+    }
+
+    /// Empties both caches (a full megaflow cache harvests first, see [`Self::harvest`]).
     pub fn flush(&mut self) {
         if self.megaflows.is_empty() {
             return;
@@ -113,7 +179,6 @@ mod tests {
     use crate::action::Action;
     use crate::field::Field;
     use crate::flow_parse::parse_rule;
-    use core::time::Duration;
 
     fn flow(in_port: u128, nw_dst: u128) -> FlowBits {
         let mut flow = FlowBits::ZERO;
@@ -144,7 +209,8 @@ mod tests {
                 emc_hits: 1,
                 megaflow_hits: 1,
                 misses: 1,
-                flushes: 0
+                flushes: 0,
+                shared_bursts: 0
             }
         );
         let megaflow = cache.megaflows().next().unwrap();

@@ -273,6 +273,8 @@ mod tests {
             },
             n_packets: 3,
             n_bytes: 180,
+            used: Duration::ZERO,
+            credited: (0, 0),
         };
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),
@@ -283,6 +285,8 @@ mod tests {
             decision: Decision::default(),
             n_packets: 0,
             n_bytes: 0,
+            used: Duration::ZERO,
+            credited: (0, 0),
         };
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),

@@ -9,20 +9,23 @@
 //! `wirespeed ctl` talks to).
 //!
 //! How the pieces are driven:
-//! - receive path, per frame: [`Datapath::process`] (parse → [`FlowCache`] → [`translate()`] on
-//!   a miss → [`execute::execute`]) fills a [`Verdict`] the caller reuses: output ports, a
-//!   controller flag, or a [`DropReason`]; copies for rewrites between outputs go through
-//!   `emit`. Nothing is allocated unless the slow path runs.
+//! - receive path, per frame: [`datapath::process`] (parse → the thread's own [`FlowCache`] →
+//!   [`translate()`] on a miss → [`execute::execute`]) fills a [`Verdict`] the caller reuses:
+//!   output ports, a controller flag, or a [`DropReason`]; copies for rewrites between outputs
+//!   go through `emit`. The bridge's shared [`Datapath`] (rules, learning table, offload) is
+//!   locked only in a burst with a miss, a `normal` action or the offload
+//!   ([`datapath::SlowPath`]). Nothing is allocated unless the slow path runs.
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
-//!   [`RuleTables`]' `add` / `modify` / `delete`; [`RuleTables::dump_flows`] for `dump-flows`,
-//!   [`MegaflowLine`] for `dump-cache`. Every change bumps the tables' generation, and the next
-//!   cache lookup drops every cached entry made before it.
+//!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
+//!   thread's cache is locked, harvested into the rules' counters, and emptied after a change,
+//!   so no packet handled after it meets an entry made before it; [`RuleTables::dump_flows`]
+//!   for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
 //!   counters ([`Datapath::harvest_offload`]) and flushes it before any rule change
 //!   ([`Datapath::flush_offload`]).
-//! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts),
-//!   [`MacTable::expire`], [`FlowCache::optimize`].
+//! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after
+//!   a harvest), [`MacTable::expire`], [`FlowCache::optimize`].
 #![forbid(unsafe_code)]
 
 pub mod action;

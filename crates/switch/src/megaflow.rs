@@ -3,6 +3,7 @@
 //! packets that agree with its installing packet on every bit the slow path examined, and all
 //! such packets get the same decision, so two entries that overlap agree.
 
+use core::time::Duration;
 use std::collections::HashMap;
 
 use crate::field::{FlowBits, FlowHashBuilder};
@@ -23,6 +24,22 @@ pub struct Megaflow {
     pub decision: Decision,
     pub n_packets: u64,
     pub n_bytes: u64,
+    /// When its last packet came (the bridge's clock).
+    pub used: Duration,
+    /// How much of the counts has been credited to the decision's rules.
+    pub credited: (u64, u64),
+}
+
+impl Megaflow {
+    /// Counts not yet credited to the rules, marked credited.
+    pub fn take_uncredited(&mut self) -> (u64, u64) {
+        let new = (
+            self.n_packets - self.credited.0,
+            self.n_bytes - self.credited.1,
+        );
+        self.credited = (self.n_packets, self.n_bytes);
+        new
+    }
 }
 
 struct MegaflowSubtable {
@@ -77,10 +94,11 @@ impl MegaflowCache {
         &self.megaflows[id.0 as usize]
     }
 
-    pub fn credit(&mut self, id: MegaflowId, bytes: usize) -> &Megaflow {
+    pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
         let megaflow = &mut self.megaflows[id.0 as usize];
         megaflow.n_packets += 1;
         megaflow.n_bytes += bytes as u64;
+        megaflow.used = now;
         megaflow
     }
 
@@ -105,6 +123,8 @@ impl MegaflowCache {
             decision,
             n_packets: 0,
             n_bytes: 0,
+            used: Duration::ZERO,
+            credited: (0, 0),
         });
         id
     }
@@ -126,6 +146,10 @@ impl MegaflowCache {
 
     pub fn iter(&self) -> impl Iterator<Item = &Megaflow> {
         self.megaflows.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Megaflow> {
+        self.megaflows.iter_mut()
     }
 }
 
@@ -149,7 +173,7 @@ mod tests {
         Field::InPort.set(&mut flow, 1);
         Field::NwDst.set(&mut flow, 0x0a00_0001);
         assert_eq!(cache.lookup(&flow), Some(id));
-        assert_eq!(cache.credit(id, 60).decision, decision);
+        assert_eq!(cache.credit(id, 60, Duration::ZERO).decision, decision);
         Field::InPort.set(&mut flow, 2);
         assert_eq!(cache.lookup(&flow), None);
         assert_eq!((cache.len(), cache.subtable_count()), (1, 1));

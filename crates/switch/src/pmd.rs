@@ -1,6 +1,7 @@
-//! A poll-mode thread: it owns the ports of one receive queue (a [`PortSet`]) and loops:
-//! receive a burst on each port, run every frame through the shared [`Datapath`] (locked once
-//! a burst), queue it where it goes (a descriptor move inside the UMEM, a copy otherwise),
+//! A poll-mode thread: it owns the ports of one receive queue (a [`PortSet`]) and its own
+//! [`FlowCache`], and loops: receive a burst on each port, run every frame through the
+//! datapath ([`process`]: its cache, and the bridge's shared [`Datapath`] only when a burst
+//! needs it), queue it where it goes (a descriptor move inside the UMEM, a copy otherwise),
 //! send, and sleep in poll() only after a millisecond with nothing to do.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
-use crate::datapath::Datapath;
+use crate::datapath::{Datapath, SlowPath, process};
 use crate::execute::{DropCounters, DropReason, Verdict};
+use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
 use crate::port_set::{PortSet, Source};
 
@@ -48,10 +50,26 @@ impl Controller for LogController {
     }
 }
 
-/// What every poll-mode thread shares, behind one lock taken once a burst.
+/// What a poll-mode thread reaches beyond its own ports. Its cache is its own; it holds
+/// the cache's lock through each round of bursts, and the control side takes it between
+/// rounds to harvest and revalidate the cache. The rest is the bridge's, locked only when
+/// needed.
 pub struct Shared {
-    pub datapath: Datapath,
-    pub controller: Box<dyn Controller>,
+    pub cache: Arc<Mutex<FlowCache>>,
+    pub datapath: Arc<Mutex<Datapath>>,
+    pub controller: Arc<Mutex<Box<dyn Controller>>>,
+    /// The bridge's ports, sorted (a copy of the datapath's, which do not change).
+    pub ports: Vec<u32>,
+    /// The bridge offloads flows to the kernel.
+    pub offload: bool,
+}
+
+/// One round of bursts: the thread's cache, locked for it, and the shared state as far as
+/// it was needed.
+struct Round<'a> {
+    cache: MutexGuard<'a, FlowCache>,
+    shared: SlowPath<'a>,
+    controller: &'a Mutex<Box<dyn Controller>>,
 }
 
 /// Switch-level counters on top of the ports' own.
@@ -143,7 +161,7 @@ impl Pmd {
     /// Pins the thread to its CPU (if it has one), then polls until `stop` is set.
     pub fn run(
         mut self,
-        shared: &Mutex<Shared>,
+        shared: &Shared,
         requests: &Receiver<PmdRequest>,
         stop: &AtomicBool,
     ) -> Result<Pmd, PortError> {
@@ -181,8 +199,13 @@ impl Pmd {
 
     /// One burst from every port this thread receives on, through the datapath and out;
     /// returns the frames received.
-    pub fn poll_once(&mut self, shared: &Mutex<Shared>) -> Result<usize, PortError> {
+    pub fn poll_once(&mut self, shared: &Shared) -> Result<usize, PortError> {
         let now = self.clock.elapsed();
+        let mut round = Round {
+            cache: lock(&shared.cache),
+            shared: SlowPath::new(&shared.datapath, &shared.ports, shared.offload),
+            controller: &shared.controller,
+        };
         let mut received = 0;
         for member in 0..self.ports.len() {
             if !self.ports.receives(member) {
@@ -195,20 +218,16 @@ impl Pmd {
             }
             received += self.rx.len();
             let in_port = self.ports.number(member);
-            {
-                let mut shared = lock(shared);
-                for i in 0..self.rx.len() {
-                    let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
-                    match self.ports.source(member) {
-                        Source::Umem => {
-                            self.forward_in_place(in_port, addr, len, now, &mut shared)?
-                        }
-                        Source::Own => {
-                            self.forward_copy(member, in_port, addr, len, now, &mut shared)?
-                        }
+            for i in 0..self.rx.len() {
+                let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
+                match self.ports.source(member) {
+                    Source::Umem => self.forward_in_place(in_port, addr, len, now, &mut round)?,
+                    Source::Own => {
+                        self.forward_copy(member, in_port, addr, len, now, &mut round)?
                     }
                 }
             }
+            round.shared.release();
             match self.ports.source(member) {
                 // Every UMEM frame was queued or freed one by one.
                 Source::Umem => self.rx.clear(),
@@ -216,6 +235,7 @@ impl Pmd {
             }
             self.ports.send_all()?;
         }
+        round.cache.stats.shared_bursts += round.shared.taken();
         Ok(received)
     }
 
@@ -227,7 +247,7 @@ impl Pmd {
         addr: u64,
         len: u32,
         now: Duration,
-        shared: &mut Shared,
+        round: &mut Round<'_>,
     ) -> Result<(), PortError> {
         let base = self.ports.umem_frame_base(addr);
         let (start, new_len) = {
@@ -237,7 +257,7 @@ impl Pmd {
                 return Ok(());
             };
             decide(
-                shared,
+                round,
                 &mut frame,
                 in_port,
                 now,
@@ -246,7 +266,7 @@ impl Pmd {
             )
         };
         let (addr, len) = (base + start as u64, new_len as u32);
-        self.after_process(in_port, shared, Packet::Umem(addr, len))?;
+        self.after_process(in_port, round, Packet::Umem(addr, len))?;
         let outputs = self.verdict.outputs;
         let ports = outputs.as_slice();
         let last_moved = ports.iter().rposition(|&p| {
@@ -283,7 +303,7 @@ impl Pmd {
         addr: u64,
         len: u32,
         now: Duration,
-        shared: &mut Shared,
+        round: &mut Round<'_>,
     ) -> Result<(), PortError> {
         let bytes = self.ports.own_packet(member, addr, len);
         if bytes.len() > COPY_MAX {
@@ -296,7 +316,7 @@ impl Pmd {
                 return Ok(());
             };
             decide(
-                shared,
+                round,
                 &mut frame,
                 in_port,
                 now,
@@ -307,7 +327,7 @@ impl Pmd {
         let scratch = std::mem::take(&mut self.scratch);
         let packet = &scratch[start..start + new_len];
         let result = self
-            .after_process(in_port, shared, Packet::Bytes(packet))
+            .after_process(in_port, round, Packet::Bytes(packet))
             .and_then(|()| {
                 let outputs = self.verdict.outputs;
                 for &port in outputs.as_slice() {
@@ -331,7 +351,7 @@ impl Pmd {
     fn after_process(
         &mut self,
         in_port: u32,
-        shared: &mut Shared,
+        round: &mut Round<'_>,
         packet: Packet<'_>,
     ) -> Result<(), PortError> {
         for (bytes, ports) in std::mem::take(&mut self.emitted) {
@@ -352,7 +372,7 @@ impl Pmd {
                 Packet::Umem(addr, len) => self.ports.umem_packet(addr, len),
                 Packet::Bytes(bytes) => bytes,
             };
-            shared.controller.packet_in(in_port, bytes);
+            lock(round.controller).packet_in(in_port, bytes);
         }
         if let Some(reason) = self.verdict.dropped {
             self.counters.drops.count(reason);
@@ -366,7 +386,7 @@ impl Pmd {
 /// Runs one frame through the datapath into `verdict` (and `emitted`, for copies made
 /// before a rewrite); where the frame now starts in its buffer, and its length.
 fn decide(
-    shared: &mut Shared,
+    round: &mut Round<'_>,
     frame: &mut Frame<'_>,
     in_port: u32,
     now: Duration,
@@ -374,7 +394,9 @@ fn decide(
     emitted: &mut Vec<(Vec<u8>, Vec<u32>)>,
 ) -> (usize, usize) {
     verdict.reset();
-    shared.datapath.process(
+    process(
+        &mut round.cache,
+        &mut round.shared,
         frame,
         in_port,
         now,
@@ -390,9 +412,9 @@ enum Packet<'a> {
     Bytes(&'a [u8]),
 }
 
-/// The shared state, even if a thread panicked holding it (the data stays consistent: every
-/// change under the lock is a whole rule or a whole packet).
-pub fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+/// Shared state, even if a thread panicked holding it (the data stays consistent: every
+/// change under a lock is a whole rule or a whole packet).
+pub fn lock<T: ?Sized>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
     shared
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -401,7 +423,7 @@ pub fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 /// Starts `pmd` on a thread of its own.
 pub fn spawn(
     pmd: Pmd,
-    shared: Arc<Mutex<Shared>>,
+    shared: Shared,
     requests: Receiver<PmdRequest>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Result<Pmd, PortError>> {

@@ -214,8 +214,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
     let (totals, c) = wirespeed_switch::commands::port_totals(snapshots);
     let now = bridge.now();
     let (fast_ports, fast_path) = {
-        let mut shared = bridge.lock();
-        let dp = &mut shared.datapath;
+        let mut dp = bridge.datapath();
         let harvested = dp.harvest_offload(now);
         match (&dp.offload, harvested) {
             (None, _) => (None, serde_json::Value::Null),

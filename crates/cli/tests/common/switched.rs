@@ -227,3 +227,15 @@ pub fn send_on_cpu(ns: &str, dev: &str, cpu: u32, count: u32, dst_mac: &str, ext
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The number after `name=` in `text`'s line that contains `within` (ctl's output).
+pub fn field(text: &str, within: &str, name: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.contains(within))
+        .unwrap_or_else(|| panic!("no line with {within}: {text}"));
+    line.split([',', ' '])
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in {line}"))
+}
