@@ -1,7 +1,8 @@
 //! `--pmd-cpus 0,1`: two poll-mode threads, thread i on receive queue i of every port of
 //! veths with two queues. Packets sent into each queue all arrive, each thread received its
-//! queue's share, and ping works both ways. With explicit rules each thread forwards from its
-//! own cache without locking the bridge's shared state, and the rules count every packet.
+//! queue's share, and ping works both ways. Each thread forwards from its own cache and view
+//! of the learning table, without locking the bridge's shared state, and the rules count
+//! every packet.
 //! Bad thread, queue and ring options are refused. An idle thread sleeps instead of spinning.
 
 mod common;
@@ -29,7 +30,8 @@ fn one_poll_mode_thread_per_receive_queue() {
     let cap = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &file);
     let b_mac = mac_of(&s.c.ns_b, &s.c.b);
     for cpu in [0, 1] {
-        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac, &[]);
+        // One frame a burst, so each arrives in a burst of its own.
+        send_on_cpu(&s.c.ns_a, &s.c.a, cpu, 1000, &b_mac, &["--batch", "1"]);
     }
     let frames = cap.stop(false).frames;
     let numbered = frames
@@ -37,6 +39,15 @@ fn one_poll_mode_thread_per_receive_queue() {
         .filter(|f| wirespeed_packet::read_test_payload(f).is_some())
         .count();
     assert_eq!(numbered, 2000, "numbered frames at B");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    // DESIGN rule 3 with `normal`: once each thread's view of the learning table knows A
+    // and B, their frames lock nothing shared. A few bursts lock: misses, each address's
+    // first sight by each thread, a source's write-back once a second.
+    let (misses, locked) = (
+        field(&cache, "emc_hits=", "misses"),
+        field(&cache, "emc_hits=", "shared_bursts"),
+    );
+    assert!(locked <= misses + 12, "{cache}");
 
     let (j, _) = s.stop();
     let pmds = j["pmds"].as_array().expect("pmds in the summary");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::datapath::{SlowPath, process};
-use wirespeed_switch::{Datapath, FlowBits, FlowCache, Frame, Verdict, parse_flows};
+use wirespeed_switch::{Datapath, FlowBits, FlowCache, Frame, MacView, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
 
@@ -125,15 +125,16 @@ fn main() {
     let len = o.size - 4;
     let now = Duration::from_secs(1);
     let ports = datapath.ports().to_vec();
+    let mut macs = MacView::new(&datapath.mac_table);
     let datapath = Mutex::new(datapath);
     let mut cache = FlowCache::default();
 
     // Warm the caches the way a running switch has them, then measure each prefix of the path.
     let mut verdict = Verdict::default();
-    let full = |cache: &mut FlowCache, buffer: &mut Vec<u8>, verdict: &mut Verdict| {
+    let mut full = |cache: &mut FlowCache, buffer: &mut Vec<u8>, verdict: &mut Verdict| {
         let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
         verdict.reset();
-        let mut shared = SlowPath::new(&datapath, &ports, false);
+        let mut shared = SlowPath::new(&datapath, &mut macs, &ports, false);
         let mut emit = |_: &[u8], _: &[u32]| {};
         process(cache, &mut shared, &mut frame, 1, now, verdict, &mut emit);
     };

@@ -27,6 +27,7 @@ use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 use crate::control::{Request, Response};
 use crate::datapath::Datapath;
 use crate::flow_cache::FlowCache;
+use crate::mac_view::MacView;
 use crate::offload::Offload;
 use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
 use crate::port_set::{OtherPort, PortSet};
@@ -233,11 +234,19 @@ impl Bridge {
             return;
         };
         self.stop.store(false, Ordering::Relaxed);
-        let ports = lock(&self.datapath).ports().to_vec();
+        let datapath = lock(&self.datapath);
+        let ports = datapath.ports().to_vec();
+        let views: Vec<MacView> = self
+            .caches
+            .iter()
+            .map(|_| MacView::new(&datapath.mac_table))
+            .collect();
+        drop(datapath);
         let running = std::mem::take(pmds)
             .into_iter()
             .zip(&self.caches)
-            .map(|(pmd, cache)| {
+            .zip(views)
+            .map(|((pmd, cache), macs)| {
                 let (requests, inbox) = mpsc::channel();
                 let shared = Shared {
                     cache: cache.clone(),
@@ -245,6 +254,7 @@ impl Bridge {
                     controller: self.controller.clone(),
                     ports: ports.clone(),
                     offload: self.offload,
+                    macs,
                 };
                 let handle = pmd::spawn(pmd, shared, inbox, self.stop.clone());
                 Running { handle, requests }

@@ -2,7 +2,8 @@
 //! execute the actions. Each poll-mode thread calls [`process`] per received frame with its
 //! own [`FlowCache`]; the bridge's shared state (the rule tables, the learning table, the
 //! offload), the [`Datapath`], is locked only in a burst that needs it ([`SlowPath`]): a
-//! cached decision without `normal` touches nothing another thread writes (DESIGN rule 3).
+//! cached decision touches nothing another thread writes (DESIGN rule 3), `normal` included
+//! while the thread's [`MacView`] knows both addresses.
 //! The control side edits [`Datapath::tables`] with every thread's cache locked, harvested
 //! and then revalidated (see [`crate::bridge::Bridge::edit`]).
 
@@ -10,18 +11,20 @@ use core::ops::DerefMut;
 use core::time::Duration;
 use std::sync::{Mutex, MutexGuard};
 
+use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::partial_checksum;
 use wirespeed_xdp::XdpError;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
-use crate::execute::{self, Bridge, DropReason, Packet, Verdict};
+use crate::execute::{self, Bridge, DropReason, Learning, Packet, Verdict};
 use crate::field::FlowBits;
 use crate::flow_cache::FlowCache;
 use crate::flow_parse::{FlowError, parse_rule};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
+use crate::mac_view::MacView;
 use crate::offload::Offload;
 use crate::pmd::lock;
 use crate::rewrite::PacketHeaders;
@@ -146,9 +149,11 @@ impl Datapath {
 }
 
 /// The bridge's [`Datapath`] as one poll-mode thread reaches it: locked the first time a
-/// burst needs it, held until the burst ends ([`SlowPath::release`]).
+/// burst needs it, held until the burst ends ([`SlowPath::release`]); and the thread's view
+/// of its learning table, which answers `normal` without the lock while it can.
 pub struct SlowPath<'a> {
     datapath: &'a Mutex<Datapath>,
+    macs: &'a mut MacView,
     guard: Option<MutexGuard<'a, Datapath>>,
     /// The bridge's ports (fixed when it opened), for `flood`, without the lock.
     ports: &'a [u32],
@@ -158,9 +163,15 @@ pub struct SlowPath<'a> {
 }
 
 impl<'a> SlowPath<'a> {
-    pub fn new(datapath: &'a Mutex<Datapath>, ports: &'a [u32], offload: bool) -> SlowPath<'a> {
+    pub fn new(
+        datapath: &'a Mutex<Datapath>,
+        macs: &'a mut MacView,
+        ports: &'a [u32],
+        offload: bool,
+    ) -> SlowPath<'a> {
         SlowPath {
             datapath,
+            macs,
             guard: None,
             ports,
             offload,
@@ -188,10 +199,35 @@ impl<'a> SlowPath<'a> {
     }
 }
 
+impl Learning for SlowPath<'_> {
+    fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
+        if mac.is_multicast() || self.macs.knows_source(vlan, mac, port, now) {
+            return;
+        }
+        let table = &mut self.get().mac_table;
+        table.learn(vlan, mac, port, now);
+        let learned = table.entry(vlan, mac).filter(|e| e.port == port);
+        if let Some(entry) = learned {
+            self.macs.record(vlan, mac, entry);
+        }
+    }
+
+    fn lookup(&mut self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
+        if let Some(port) = self.macs.lookup(vlan, mac, now) {
+            return Some(port);
+        }
+        let table = &self.get().mac_table;
+        let port = table.lookup(vlan, mac, now)?;
+        let entry = table.entry(vlan, mac)?;
+        self.macs.record(vlan, mac, entry);
+        Some(port)
+    }
+}
+
 /// Parses, classifies and executes one received frame, writing what became of it into
 /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`. The
-/// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action or the
-/// offload.
+/// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action its
+/// view of the learning table cannot answer, or the offload.
 pub fn process(
     cache: &mut FlowCache,
     shared: &mut SlowPath<'_>,
@@ -234,11 +270,12 @@ pub fn process(
         flow,
         in_port,
     };
-    let ports = shared.ports;
-    let learns = decision.actions.contains(&Action::Normal);
+    if decision.actions.contains(&Action::Normal) {
+        shared.macs.revalidate();
+    }
     let mut bridge = Bridge {
-        ports,
-        mac_table: learns.then(|| &mut shared.get().mac_table),
+        ports: shared.ports,
+        learning: shared,
         now,
     };
     execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
@@ -304,11 +341,12 @@ mod tests {
         0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP
     ];
 
-    /// A bridge with one poll-mode thread's cache, driven by hand.
+    /// A bridge with one poll-mode thread's cache and view, driven by hand.
     struct Thread {
         datapath: Mutex<Datapath>,
         ports: Vec<u32>,
         cache: FlowCache,
+        macs: MacView,
     }
 
     impl Thread {
@@ -317,6 +355,7 @@ mod tests {
                 datapath.add_port(port);
             }
             Thread {
+                macs: MacView::new(&datapath.mac_table),
                 datapath: Mutex::new(datapath),
                 ports: ports.to_vec(),
                 cache: FlowCache::default(),
@@ -326,21 +365,31 @@ mod tests {
         /// One packet as a burst of its own: its verdict, and whether the shared state
         /// was locked for it.
         fn send(&mut self, in_port: u32) -> (Verdict, bool) {
+            self.send_at(in_port, false, Duration::from_secs(1))
+        }
+
+        /// [`Thread::send`] at time `now`, the frame's MAC addresses swapped if `back`.
+        fn send_at(&mut self, in_port: u32, back: bool, now: Duration) -> (Verdict, bool) {
             let mut buffer = [0u8; 4 + 42];
             buffer[4..].copy_from_slice(&FRAME);
+            if back {
+                let (dst, src) = buffer[4..16].split_at_mut(6);
+                dst.swap_with_slice(src);
+            }
             let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
             let mut verdict = Verdict::default();
-            let mut shared = SlowPath::new(&self.datapath, &self.ports, false);
+            let mut shared = SlowPath::new(&self.datapath, &mut self.macs, &self.ports, false);
             process(
                 &mut self.cache,
                 &mut shared,
                 &mut frame,
                 in_port,
-                Duration::from_secs(1),
+                now,
                 &mut verdict,
                 &mut |_: &[u8], _: &[u32]| {},
             );
-            (verdict, shared.taken() == 1)
+            let locked = shared.taken() == 1;
+            (verdict, locked)
         }
 
         fn edit<R>(&mut self, change: impl FnOnce(&mut Datapath) -> R) -> R {
@@ -390,11 +439,11 @@ mod tests {
         assert_eq!(thread.cache.stats.emc_hits, 1);
     }
 
-    /// DESIGN rule 3: a cached decision without `normal` is taken without locking what the
-    /// threads share; a miss and `normal` lock it.
+    /// DESIGN rule 3: a cached decision is taken without locking what the threads share;
+    /// a miss locks it, and so does `normal` until the thread's view knows both addresses.
     #[test]
-    fn only_misses_and_normal_lock_the_shared_state() {
-        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2]);
+    fn only_misses_and_new_addresses_lock_the_shared_state() {
+        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2, 3]);
         let output = parse_rule("in_port=1,actions=output:2").unwrap();
         thread
             .edit(|datapath| datapath.add_rule(output, Duration::ZERO))
@@ -402,12 +451,32 @@ mod tests {
         let locked: Vec<bool> = (0..3).map(|_| thread.send(1).1).collect();
         assert_eq!(locked, [true, false, false]);
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[2]);
-        let normal = parse_rule("in_port=1,actions=normal").unwrap();
+
         thread
-            .edit(|datapath| datapath.add_rule(normal, Duration::ZERO))
+            .edit(|datapath| {
+                datapath.tables.delete(&RuleSelector::default());
+                datapath.add_rule(parse_rule("actions=normal").unwrap(), Duration::ZERO)
+            })
             .unwrap();
-        let locked: Vec<bool> = (0..3).map(|_| thread.send(1).1).collect();
-        assert_eq!(locked, [true, true, true]);
+        let second = Duration::from_secs(1);
+        let mut send = |in_port, back, now| {
+            let (verdict, locked) = thread.send_at(in_port, back, now);
+            (verdict.outputs.as_slice().to_vec(), locked)
+        };
+        // A (port 1) to B, unknown: flooded; each new address locks, each flood asks again.
+        assert_eq!(send(1, false, second), (vec![2, 3], true));
+        assert_eq!(send(1, false, second), (vec![2, 3], true));
+        // B answers from port 2 (a miss, and B is learned); then both are known.
+        assert_eq!(send(2, true, second), (vec![1], true));
+        assert_eq!(send(1, false, second), (vec![2], false));
+        assert_eq!(send(2, true, second), (vec![1], false));
+        // A source is written back to the shared table once per REFRESH.
+        assert_eq!(send(1, false, 2 * second), (vec![2], true));
+        assert_eq!(send(1, false, 2 * second), (vec![2], false));
+        // An address that moves empties the view.
+        assert_eq!(send(3, true, 2 * second), (vec![1], true));
+        assert_eq!(send(1, false, 2 * second), (vec![3], true));
+        assert_eq!(send(1, false, 2 * second), (vec![3], false));
     }
 
     /// A rule's counts come from the cache at the next harvest, and a rule installed in a

@@ -10,6 +10,7 @@
 
 use core::time::Duration;
 
+use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::Action;
@@ -155,13 +156,31 @@ impl Verdict {
     }
 }
 
+/// Where `normal` learns and looks up addresses: the learning table itself, or a thread's way
+/// to it (see [`crate::datapath::SlowPath`]).
+pub trait Learning {
+    /// `mac` on `vlan` was seen on `port` (see [`MacTable::learn`]).
+    fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration);
+    /// The port `mac` on `vlan` lives behind (see [`MacTable::lookup`]).
+    fn lookup(&mut self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32>;
+}
+
+impl Learning for MacTable {
+    fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
+        MacTable::learn(self, vlan, mac, port, now);
+    }
+
+    fn lookup(&mut self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
+        MacTable::lookup(self, vlan, mac, now)
+    }
+}
+
 /// The state of the bridge the actions need.
 pub struct Bridge<'a> {
     /// Every port of the bridge, for `flood` and `all`.
     pub ports: &'a [u32],
-    /// The learning table, which only `normal` uses: the caller passes it when the actions
-    /// hold `normal` (it is shared between threads; the others need not lock it).
-    pub mac_table: Option<&'a mut MacTable>,
+    /// Used by `normal` only.
+    pub learning: &'a mut dyn Learning,
     /// The caller's clock, for MAC learning and ageing.
     pub now: Duration,
 }
@@ -256,18 +275,11 @@ fn normal(flow: &FlowBits, in_port: u32, bridge: &mut Bridge<'_>, outputs: &mut 
     };
     let src = mac_from_value(Field::DlSrc.get(flow));
     let dst = mac_from_value(Field::DlDst.get(flow));
-    let Some(mac_table) = bridge.mac_table.as_deref_mut() else {
-        debug_assert!(
-            false,
-            "the caller passes the learning table with `normal` actions"
-        );
-        return flood(bridge.ports, in_port, outputs);
-    };
-    mac_table.learn(vlan, src, in_port, bridge.now);
+    bridge.learning.learn(vlan, src, in_port, bridge.now);
     if dst.is_multicast() {
         return flood(bridge.ports, in_port, outputs);
     }
-    match mac_table.lookup(vlan, dst, bridge.now) {
+    match bridge.learning.lookup(vlan, dst, bridge.now) {
         Some(port) if port != in_port => outputs.push(port),
         Some(_) => {}
         None => flood(bridge.ports, in_port, outputs),
@@ -306,7 +318,7 @@ mod tests {
         };
         let mut bridge = Bridge {
             ports: &[1, 2, 3],
-            mac_table: Some(mac_table),
+            learning: mac_table,
             now: Duration::from_secs(1),
         };
         let mut emitted = Vec::new();

@@ -44,6 +44,7 @@ pub mod flow_match;
 pub mod flow_parse;
 pub mod frame;
 pub mod mac_learning;
+pub mod mac_view;
 pub mod megaflow;
 pub mod offload;
 pub mod pmd;
@@ -71,6 +72,7 @@ pub use flow_parse::{
 };
 pub use frame::Frame;
 pub use mac_learning::MacTable;
+pub use mac_view::MacView;
 pub use offload::{FastPortCounts, Offload, OffloadSummary};
 pub use pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
 pub use rule::{Rule, RuleStats};

@@ -3,6 +3,8 @@
 
 use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wirespeed_packet::MacAddr;
 
@@ -25,6 +27,9 @@ pub struct MacTable {
     /// Bumped whenever a learned address moves or is forgotten: what was looked up before
     /// may now be answered differently (the fast path's `normal` entries depend on it).
     changes: u64,
+    /// `changes`, for the threads' views ([`crate::mac_view::MacView`]) to read without the
+    /// table's lock.
+    published: Arc<AtomicU64>,
     /// The last addresses that moved or were forgotten, the newest last: the one of change
     /// number `changes` is at the back.
     log: VecDeque<(u16, MacAddr)>,
@@ -43,6 +48,7 @@ impl MacTable {
             capacity,
             ageing,
             changes: 0,
+            published: Arc::new(AtomicU64::new(0)),
             log: VecDeque::with_capacity(CHANGE_LOG),
         }
     }
@@ -58,6 +64,16 @@ impl MacTable {
     /// Moves and removals so far (see the field).
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// The change count as other threads may read it, kept equal to [`MacTable::changes`].
+    pub fn published_changes(&self) -> Arc<AtomicU64> {
+        self.published.clone()
+    }
+
+    /// How long an address is remembered after it was last seen.
+    pub fn ageing(&self) -> Duration {
+        self.ageing
     }
 
     pub fn len(&self) -> usize {
@@ -76,7 +92,12 @@ impl MacTable {
         }
         if let Some(entry) = self.entries.get_mut(&(vlan, mac)) {
             if entry.port != port {
-                note_change(&mut self.changes, &mut self.log, (vlan, mac));
+                note_change(
+                    &mut self.changes,
+                    &mut self.log,
+                    &self.published,
+                    (vlan, mac),
+                );
             }
             *entry = MacEntry {
                 port,
@@ -116,6 +137,11 @@ impl MacTable {
         (now.saturating_sub(entry.last_seen) < self.ageing).then_some(entry.port)
     }
 
+    /// The entry for `mac` on `vlan`, aged out or not.
+    pub fn entry(&self, vlan: u16, mac: MacAddr) -> Option<MacEntry> {
+        self.entries.get(&(vlan, mac)).copied()
+    }
+
     /// Drops entries older than the ageing time; returns how many.
     pub fn expire(&mut self, now: Duration) -> usize {
         let ageing = self.ageing;
@@ -130,11 +156,11 @@ impl MacTable {
     /// Removes the entries `gone` says, each a change; returns how many.
     fn forget(&mut self, gone: impl Fn(&MacEntry) -> bool) -> usize {
         let before = self.entries.len();
-        let (changes, log) = (&mut self.changes, &mut self.log);
+        let (changes, log, published) = (&mut self.changes, &mut self.log, &self.published);
         self.entries.retain(|&key, entry| {
             let keep = !gone(entry);
             if !keep {
-                note_change(changes, log, key);
+                note_change(changes, log, published, key);
             }
             keep
         });
@@ -149,8 +175,14 @@ impl MacTable {
 }
 
 /// Counts a change to `key` and remembers it (the oldest is forgotten when the log is full).
-fn note_change(changes: &mut u64, log: &mut VecDeque<(u16, MacAddr)>, key: (u16, MacAddr)) {
+fn note_change(
+    changes: &mut u64,
+    log: &mut VecDeque<(u16, MacAddr)>,
+    published: &AtomicU64,
+    key: (u16, MacAddr),
+) {
     *changes += 1;
+    published.store(*changes, Ordering::Release);
     if log.len() == CHANGE_LOG {
         log.pop_front();
     }
@@ -180,6 +212,7 @@ mod tests {
         assert_eq!(t.changes(), 2, "B aged out");
         t.flush_port(3);
         assert_eq!((t.changes(), t.len()), (3, 0));
+        assert_eq!(t.published_changes().load(Ordering::Relaxed), 3);
         let changed: Vec<_> = t.changed_since(0).unwrap().copied().collect();
         assert_eq!(changed, [(0, A), (0, B), (0, A)]);
         let changed: Vec<_> = t.changed_since(2).unwrap().copied().collect();

@@ -15,6 +15,7 @@ use crate::datapath::{Datapath, SlowPath, process};
 use crate::execute::{DropCounters, DropReason, Verdict};
 use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
+use crate::mac_view::MacView;
 use crate::port_set::{PortSet, Source};
 
 /// Bursts between looks at the request channel and the stop flag.
@@ -62,6 +63,8 @@ pub struct Shared {
     pub ports: Vec<u32>,
     /// The bridge offloads flows to the kernel.
     pub offload: bool,
+    /// The thread's view of the learning table.
+    pub macs: MacView,
 }
 
 /// One round of bursts: the thread's cache, locked for it, and the shared state as far as
@@ -161,7 +164,7 @@ impl Pmd {
     /// Pins the thread to its CPU (if it has one), then polls until `stop` is set.
     pub fn run(
         mut self,
-        shared: &Shared,
+        shared: &mut Shared,
         requests: &Receiver<PmdRequest>,
         stop: &AtomicBool,
     ) -> Result<Pmd, PortError> {
@@ -199,11 +202,16 @@ impl Pmd {
 
     /// One burst from every port this thread receives on, through the datapath and out;
     /// returns the frames received.
-    pub fn poll_once(&mut self, shared: &Shared) -> Result<usize, PortError> {
+    pub fn poll_once(&mut self, shared: &mut Shared) -> Result<usize, PortError> {
         let now = self.clock.elapsed();
         let mut round = Round {
             cache: lock(&shared.cache),
-            shared: SlowPath::new(&shared.datapath, &shared.ports, shared.offload),
+            shared: SlowPath::new(
+                &shared.datapath,
+                &mut shared.macs,
+                &shared.ports,
+                shared.offload,
+            ),
             controller: &shared.controller,
         };
         let mut received = 0;
@@ -423,7 +431,7 @@ pub fn lock<T: ?Sized>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Starts `pmd` on a thread of its own.
 pub fn spawn(
     pmd: Pmd,
-    shared: Shared,
+    mut shared: Shared,
     requests: Receiver<PmdRequest>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Result<Pmd, PortError>> {
@@ -433,6 +441,6 @@ pub fn spawn(
     };
     std::thread::Builder::new()
         .name(name)
-        .spawn(move || pmd.run(&shared, &requests, &stop))
+        .spawn(move || pmd.run(&mut shared, &requests, &stop))
         .expect("spawn a poll-mode thread")
 }
