@@ -117,6 +117,10 @@ fn threads_forward_from_their_own_caches() {
         (1..=misses).contains(&locked) && misses <= 4,
         "misses and locking bursts: {cache}"
     );
+    let per_thread: u64 = (0..2)
+        .map(|t| field(&cache, &format!("pmd {t}: "), "misses"))
+        .sum();
+    assert_eq!(per_thread, misses, "{cache}");
     let pmds = j["pmds"].as_array().expect("pmds in the summary");
     assert!(
         pmds.iter()

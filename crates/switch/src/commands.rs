@@ -242,18 +242,25 @@ fn show(bridge: &mut Bridge) -> String {
 }
 
 fn dump_cache(bridge: &Bridge) -> String {
-    let mut s = CacheStats::default();
+    let mut each = Vec::new();
     let mut megaflows = String::new();
     bridge.each_cache(|cache| {
-        s.add(&cache.stats);
+        each.push(cache.stats);
         for megaflow in cache.megaflows() {
             let _ = write!(megaflows, "\n{}", MegaflowLine(megaflow));
         }
     });
-    let mut out = format!(
-        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
-        s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
-    );
+    let mut total = CacheStats::default();
+    for stats in &each {
+        total.add(stats);
+    }
+    let mut out = cache_stats_line(&total);
+    // Like ovs-appctl dpif-netdev/pmd-stats-show, each thread's share after the sum.
+    if each.len() > 1 {
+        for (t, stats) in each.iter().enumerate() {
+            let _ = write!(out, "\npmd {t}: {}", cache_stats_line(stats));
+        }
+    }
     if let Some(offload) = &bridge.datapath().offload {
         match offload.summary() {
             Ok(o) => {
@@ -279,4 +286,11 @@ fn dump_cache(bridge: &Bridge) -> String {
     }
     out.push_str(&megaflows);
     out
+}
+
+fn cache_stats_line(s: &CacheStats) -> String {
+    format!(
+        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
+        s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
+    )
 }
