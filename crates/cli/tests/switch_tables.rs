@@ -111,6 +111,31 @@ fn rules_with_timeouts_leave_the_running_table() {
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
 }
 
+/// An idle timeout counts from the rule's last packet, which the threads' caches hold until
+/// the switch harvests them: a busy rule stays, the same rule left idle goes.
+#[test]
+fn a_busy_rule_outlives_its_idle_timeout() {
+    let s = Switched::new("sb", &[]);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=100,idle_timeout=1,icmp,actions=normal",
+    ]);
+    // 15 echoes 0.2 s apart: three seconds, three housekeeping rounds.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 15), 15);
+    let flows = s.ctl_ok(&["dump-flows"]);
+    let busy = flows
+        .lines()
+        .find(|l| l.contains("idle_timeout=1"))
+        .unwrap_or_else(|| panic!("the busy rule expired: {flows}"));
+    assert!(
+        busy.contains("n_packets=30,"),
+        "requests and replies: {busy}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let flows = flows_of(&s);
+    assert_eq!(flows.len(), 1, "idle, it expired: {flows:?}");
+}
+
 #[test]
 fn forwarding_between_af_xdp_ports_moves_descriptors() {
     let mut s = Switched::new("sm", &[]);

@@ -31,6 +31,7 @@ use crate::mac_view::MacView;
 use crate::offload::Offload;
 use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
 use crate::port_set::{OtherPort, PortSet};
+use crate::thread_cache::{ControlGuard, ThreadCache};
 
 /// Housekeeping (timeouts, MAC ageing, cache upkeep) this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
@@ -61,7 +62,7 @@ pub struct Bridge {
     datapath: Arc<Mutex<Datapath>>,
     controller: Arc<Mutex<Box<dyn Controller>>>,
     /// Each poll-mode thread's flow cache, in the threads' order.
-    caches: Vec<Arc<Mutex<FlowCache>>>,
+    caches: Vec<Arc<ThreadCache>>,
     /// The bridge offloads flows to the kernel.
     offload: bool,
     /// Waits for the fast path's program outside the lock (see [`Bridge::settle_offload`]).
@@ -155,12 +156,18 @@ impl Bridge {
                 .collect();
             datapath.offload = Some(Offload::new(fast_path, &numbered));
         }
+        // Made at the rules' generation: the first change is the first flush.
+        let caches = (0..threads)
+            .map(|_| {
+                let cache = ThreadCache::default();
+                cache.for_control().revalidate(datapath.tables.generation());
+                Arc::new(cache)
+            })
+            .collect();
         Ok(Bridge {
             datapath: Arc::new(Mutex::new(datapath)),
             controller: Arc::new(Mutex::new(controller)),
-            caches: (0..threads)
-                .map(|_| Arc::new(Mutex::new(FlowCache::default())))
-                .collect(),
+            caches,
             offload,
             barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
@@ -191,15 +198,15 @@ impl Bridge {
     /// rules changed the caches are emptied before the threads go on, so no packet they
     /// handle afterwards meets an entry made under the old rules.
     pub fn edit<R>(&self, change: impl FnOnce(&mut Datapath) -> R) -> R {
-        let mut caches: Vec<MutexGuard<'_, FlowCache>> =
-            self.caches.iter().map(|c| lock(c)).collect();
+        let mut caches: Vec<ControlGuard<'_>> =
+            self.caches.iter().map(|c| c.for_control()).collect();
         crate::datapath::edit(&mut lock(&self.datapath), &mut caches, change)
     }
 
     /// Runs `read` on each thread's cache in turn (locked, between two of its rounds).
     pub fn each_cache(&self, mut read: impl FnMut(&mut FlowCache)) {
         for cache in &self.caches {
-            read(&mut lock(cache));
+            read(&mut cache.for_control());
         }
     }
 
@@ -316,8 +323,7 @@ impl Bridge {
 
     fn housekeeping(&mut self) {
         let now = self.now();
-        // Harvested first: idle timeouts go by when the rules' packets last came.
-        self.edit(|datapath| datapath.tables.expire(now));
+        self.expire_rules(now);
         let mut datapath = self.datapath();
         // A failure shows in dump-cache's error count; the next round tries again.
         if datapath.age_offload(now).is_err()
@@ -344,6 +350,22 @@ impl Bridge {
         drop(datapath);
         self.each_cache(FlowCache::optimize);
         self.settle_offload();
+    }
+
+    /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came,
+    /// so with such rules each thread's cache is harvested first, one thread stopped at a
+    /// time; all of them are stopped together only when a rule is due to go.
+    fn expire_rules(&self, now: Duration) {
+        if lock(&self.datapath).tables.has_idle_timeouts() {
+            for cache in &self.caches {
+                cache
+                    .for_control()
+                    .harvest(&mut lock(&self.datapath).tables);
+            }
+        }
+        if lock(&self.datapath).tables.any_expired(now) {
+            self.edit(|datapath| datapath.tables.expire(now));
+        }
     }
 
     /// Answers one control request (see `commands` for the commands).

@@ -20,8 +20,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Times both caches were emptied (a rule change, or the megaflow cache full).
     pub flushes: u64,
-    /// Bursts in which the poll-mode thread owning the cache took the bridge's shared state
-    /// (for a miss, `normal`, the controller or the offload); a cached `output` takes none.
+    /// Bursts in which the poll-mode thread owning the cache locked the bridge's shared
+    /// state (for a miss, a `normal` address its view did not hold, or the offload).
     pub shared_bursts: u64,
 }
 
@@ -163,7 +163,7 @@ impl FlowCache {
         self.megaflows.sort_subtables();
     }
 
-    /// The cached megaflows, for `dump-cache` (may be stale until the next lookup revalidates).
+    /// The cached megaflows, for `dump-cache`.
     pub fn megaflows(&self) -> impl Iterator<Item = &Megaflow> {
         self.megaflows.iter()
     }

@@ -13,8 +13,8 @@
 //!   [`translate()`] on a miss → [`execute::execute`]) fills a [`Verdict`] the caller reuses:
 //!   output ports, a controller flag, or a [`DropReason`]; copies for rewrites between outputs
 //!   go through `emit`. The bridge's shared [`Datapath`] (rules, learning table, offload) is
-//!   locked only in a burst with a miss, a `normal` action or the offload
-//!   ([`datapath::SlowPath`]). Nothing is allocated unless the slow path runs.
+//!   locked only in a burst with a miss, a `normal` action the thread's [`MacView`] cannot
+//!   answer, or the offload ([`datapath::SlowPath`]). Nothing is allocated unless the slow path runs.
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
 //!   thread's cache is locked, harvested into the rules' counters, and emptied after a change,
@@ -53,6 +53,7 @@ pub mod prefix_trie;
 pub mod rewrite;
 pub mod rule;
 pub mod rule_table;
+pub mod thread_cache;
 pub mod translate;
 pub mod transmit_watch;
 

@@ -6,8 +6,9 @@
 //! answer: an unknown destination is asked of the shared table every time.
 //!
 //! What stays exact: a destination the view knows is one the shared table would give the same
-//! port for, since the view keeps the table's `last_seen` (the table's can only be later) and
-//! any move or removal empties the view. What is approximate: a source the thread saw on the
+//! port for, since the view keeps the table's `last_seen` (the table's is later, or earlier
+//! by at most the time between two threads' clock readings) and any move or removal empties
+//! the view. What is approximate: a source the thread saw on the
 //! same port less than [`REFRESH`] ago is not written back, so its `last_seen` in the shared
 //! table may run up to that much early, and it may age out that much sooner than exactly
 //! [`MacTable::ageing`] after its last packet.

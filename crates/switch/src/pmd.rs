@@ -17,6 +17,7 @@ use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
 use crate::mac_view::MacView;
 use crate::port_set::{PortSet, Source};
+use crate::thread_cache::ThreadCache;
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
@@ -53,10 +54,10 @@ impl Controller for LogController {
 
 /// What a poll-mode thread reaches beyond its own ports. Its cache is its own; it holds
 /// the cache's lock through each round of bursts, and the control side takes it between
-/// rounds to harvest and revalidate the cache. The rest is the bridge's, locked only when
+/// rounds to harvest and revalidate the cache ([`ThreadCache`]). The rest is the bridge's, locked only when
 /// needed.
 pub struct Shared {
-    pub cache: Arc<Mutex<FlowCache>>,
+    pub cache: Arc<ThreadCache>,
     pub datapath: Arc<Mutex<Datapath>>,
     pub controller: Arc<Mutex<Box<dyn Controller>>>,
     /// The bridge's ports, sorted (a copy of the datapath's, which do not change).
@@ -203,9 +204,8 @@ impl Pmd {
     /// One burst from every port this thread receives on, through the datapath and out;
     /// returns the frames received.
     pub fn poll_once(&mut self, shared: &mut Shared) -> Result<usize, PortError> {
-        let now = self.clock.elapsed();
         let mut round = Round {
-            cache: lock(&shared.cache),
+            cache: shared.cache.for_round(),
             shared: SlowPath::new(
                 &shared.datapath,
                 &mut shared.macs,
@@ -214,6 +214,8 @@ impl Pmd {
             ),
             controller: &shared.controller,
         };
+        // Read after the cache: a round that waited for the control side is timed after it.
+        let now = self.clock.elapsed();
         let mut received = 0;
         for member in 0..self.ports.len() {
             if !self.ports.receives(member) {

@@ -185,6 +185,18 @@ impl RuleTables {
         ids.len()
     }
 
+    /// Whether any rule has an idle timeout (its expiry depends on when packets came).
+    pub fn has_idle_timeouts(&self) -> bool {
+        self.iter()
+            .any(|(_, installed)| installed.rule.idle_timeout != 0)
+    }
+
+    /// Whether [`RuleTables::expire`] would remove a rule at `now`.
+    pub fn any_expired(&self, now: Duration) -> bool {
+        self.iter()
+            .any(|(_, installed)| installed.rule.is_expired(&installed.stats, now))
+    }
+
     /// Every installed rule, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (RuleId, &InstalledRule)> {
         self.rules
