@@ -54,8 +54,8 @@ impl Controller for LogController {
 
 /// What a poll-mode thread reaches beyond its own ports. Its cache is its own; it holds
 /// the cache's lock through each round of bursts, and the control side takes it between
-/// rounds to harvest and revalidate the cache ([`ThreadCache`]). The rest is the bridge's, locked only when
-/// needed.
+/// rounds to harvest and revalidate the cache ([`ThreadCache`]). The rest is the bridge's,
+/// locked only when needed.
 pub struct Shared {
     pub cache: Arc<ThreadCache>,
     pub datapath: Arc<Mutex<Datapath>>,
