@@ -440,6 +440,40 @@ fn only_exact_output_decisions_are_offloaded() {
     assert_eq!(field(&cache, "fast_path:", "kernel_hits"), 0, "{cache}");
 }
 
+/// A decision the kernel's table cannot take (a rewrite) is not offered to it: its packets
+/// lock the bridge's shared state only for their miss, not in every burst.
+#[test]
+fn decisions_that_stay_in_user_space_lock_nothing_shared() {
+    let s = offloading("sr");
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=10,udp,in_port=1,actions=mod_nw_tos:32,output:2",
+    ]);
+    let tx = run_json(
+        &s.c.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}", s.c.a),
+            "--count",
+            "5000",
+            "--batch",
+            "1",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"], 5000, "{tx}");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    assert_eq!(field(&cache, "fast_path:", "installed"), 0, "{cache}");
+    let (misses, locked) = (
+        field(&cache, "emc_hits=", "misses"),
+        field(&cache, "emc_hits=", "shared_bursts"),
+    );
+    assert!((1..=misses).contains(&locked), "{cache}");
+}
+
 /// Runs the switch with --offload on `ports` in the middle namespace of `c`: it must exit 1
 /// with `want` in its message and leave no control socket behind.
 fn refused(c: &NetChain, ports: [String; 2], want: &str) {

@@ -193,6 +193,11 @@ impl<'a> SlowPath<'a> {
         self.guard = None;
     }
 
+    /// Whether the shared state is locked now.
+    pub fn is_locked(&self) -> bool {
+        self.guard.is_some()
+    }
+
     /// How many times the shared state was locked.
     pub fn taken(&self) -> u64 {
         self.taken
@@ -227,7 +232,7 @@ impl Learning for SlowPath<'_> {
 /// Parses, classifies and executes one received frame, writing what became of it into
 /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`. The
 /// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action its
-/// view of the learning table cannot answer, or the offload.
+/// view of the learning table cannot answer, or a decision the offload may take.
 pub fn process(
     cache: &mut FlowCache,
     shared: &mut SlowPath<'_>,
@@ -279,7 +284,14 @@ pub fn process(
         now,
     };
     execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
-    if !shared.offload {
+    // Only `output:N` and `normal` decisions can go to the kernel's table. A packet that
+    // locked nothing changed no learned address: it leaves the offload as it was.
+    let offloadable = !completed
+        && matches!(
+            decision.actions.as_slice(),
+            [Action::Output(_)] | [Action::Normal]
+        );
+    if !shared.offload || !(offloadable || shared.is_locked()) {
         return;
     }
     let datapath = shared.get();
