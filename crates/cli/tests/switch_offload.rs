@@ -23,19 +23,25 @@ fn offloading_with(tag: &str, setup: Setup<'_>, extra: &[&str]) -> Switched {
 
 /// Sends `count` UDP frames (one flow) from host A with bench txpush, all of them.
 fn push_from_a(s: &Switched, count: u64) {
-    let tx = run_json(
-        &s.c.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}", s.c.a),
-            "--count",
-            &count.to_string(),
-            "--json",
-            "-q",
-        ],
-    );
+    push_from_a_with(s, count, &[]);
+}
+
+/// [`push_from_a`] with `extra` on txpush's command line.
+fn push_from_a_with(s: &Switched, count: u64, extra: &[&str]) {
+    let port = format!("xdp:{}", s.c.a);
+    let count_text = count.to_string();
+    let mut argv = vec![
+        "bench",
+        "txpush",
+        "--port",
+        &port,
+        "--count",
+        &count_text,
+        "--json",
+        "-q",
+    ];
+    argv.extend_from_slice(extra);
+    let tx = run_json(&s.c.ns_a, &argv);
     assert_eq!(tx["packets"], count, "{tx}");
 }
 
@@ -449,22 +455,7 @@ fn decisions_that_stay_in_user_space_lock_nothing_shared() {
         "add-flow",
         "priority=10,udp,in_port=1,actions=mod_nw_tos:32,output:2",
     ]);
-    let tx = run_json(
-        &s.c.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}", s.c.a),
-            "--count",
-            "5000",
-            "--batch",
-            "1",
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["packets"], 5000, "{tx}");
+    push_from_a_with(&s, 5000, &["--batch", "1"]);
     let cache = s.ctl_ok(&["dump-cache"]);
     assert_eq!(field(&cache, "fast_path:", "installed"), 0, "{cache}");
     let (misses, locked) = (
