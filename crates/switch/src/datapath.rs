@@ -157,7 +157,7 @@ pub struct SlowPath<'a> {
     guard: Option<MutexGuard<'a, Datapath>>,
     /// The bridge's ports (fixed when it opened), for `flood`, without the lock.
     ports: &'a [u32],
-    /// The bridge offloads flows: every packet's decision is offered to the kernel.
+    /// The bridge offloads flows: each decision the kernel could take is offered to it.
     offload: bool,
     taken: u64,
 }
