@@ -423,7 +423,11 @@ fn run(seed: u64, config: Run) -> FlowCache {
     let mut cache = FlowCache::new(config.emc_entries, config.megaflow_capacity);
     for batch in 0..config.batches {
         if batch > 0 {
+            // As the bridge's control side does (datapath::edit): the cache's counts go to
+            // the rules they were made from, then the change, then the cache revalidates.
+            cache.harvest(&mut tables);
             change_rules(&mut rng, &mut tables, &shapes, &mut tally);
+            cache.revalidate(tables.generation());
         }
         let reference = Reference::new(&tables);
         let ids: Vec<RuleId> = tables.iter().map(|(id, _)| id).collect();
@@ -436,16 +440,24 @@ fn run(seed: u64, config: Run) -> FlowCache {
             let want = expected
                 .entry(flow)
                 .or_insert_with(|| reference.decide(&flow));
-            let got = &cache.lookup(&tables, &flow, 64).decision;
+            // A poll-mode thread's path: the cache, the rules on a miss; the megaflow counts.
+            let hash = flow.hash64();
+            let id = match cache.hit(&flow, hash) {
+                Some(id) => id,
+                None => cache.miss(&mut tables, &flow, hash),
+            };
+            let got = &cache.credit(id, 64, Duration::ZERO).decision;
             assert_eq!(
                 got, want,
                 "seed {seed:#x}, batch {batch}, packet {packet}, flow {flow:?}"
             );
             for id in &want.rules {
                 *tally.get_mut(id).unwrap() += 1;
-                tables.credit(*id, 64, Duration::ZERO);
             }
         }
+        // The rules' counters are the harvested megaflow counts: exact, also across rule
+        // slots reused by the changes and full-cache flushes.
+        cache.harvest(&mut tables);
         for (id, installed) in tables.iter() {
             assert_eq!(
                 installed.stats.n_packets, tally[&id],
