@@ -64,10 +64,11 @@ impl FlowCache {
         }
     }
 
-    /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`
-    /// (for a single-threaded caller that edits `tables` directly: a change shows at the next
-    /// lookup; the rules are not credited).
-    pub fn lookup(&mut self, tables: &RuleTables, flow: &FlowBits, bytes: usize) -> &Megaflow {
+    /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`:
+    /// the poll-mode threads' path ([`Self::hit`], [`Self::miss`], [`Self::credit`]) for a
+    /// single-threaded caller that edits `tables` directly (a change shows at the next lookup;
+    /// counts made before it are dropped, not harvested).
+    pub fn lookup(&mut self, tables: &mut RuleTables, flow: &FlowBits, bytes: usize) -> &Megaflow {
         // Revalidation, the simplest correct way: any rule change empties both caches. A precise
         // revalidator (OVS re-translates every megaflow and keeps the unchanged ones) costs a
         // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
@@ -76,12 +77,7 @@ impl FlowCache {
         let hash = flow.hash64();
         let id = match self.hit(flow, hash) {
             Some(id) => id,
-            None => {
-                if self.megaflows.is_full() {
-                    self.flush();
-                }
-                self.install(tables, flow, hash)
-            }
+            None => self.miss(tables, flow, hash),
         };
         self.megaflows.credit(id, bytes, Duration::ZERO)
     }
@@ -106,10 +102,6 @@ impl FlowCache {
             self.harvest(tables);
             self.flush();
         }
-        self.install(tables, flow, hash)
-    }
-
-    fn install(&mut self, tables: &RuleTables, flow: &FlowBits, hash: u64) -> MegaflowId {
         self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
         let decision = translate(tables, flow, &mut wildcards);
@@ -196,13 +188,13 @@ mod tests {
             Duration::ZERO,
         );
         let mut cache = FlowCache::default();
-        let megaflow = cache.lookup(&tables, &flow(1, 1), 60);
+        let megaflow = cache.lookup(&mut tables, &flow(1, 1), 60);
         assert_eq!(megaflow.decision.actions, vec![Action::Output(2)]);
         // Only in_port was examined: the megaflow leaves nw_dst wildcarded.
         assert_eq!(megaflow.flow_match.field(Field::InPort), (1, 0xffff_ffff));
         assert!(megaflow.flow_match.is_wildcarded(Field::NwDst));
-        cache.lookup(&tables, &flow(1, 2), 60);
-        cache.lookup(&tables, &flow(1, 2), 60);
+        cache.lookup(&mut tables, &flow(1, 2), 60);
+        cache.lookup(&mut tables, &flow(1, 2), 60);
         assert_eq!(
             cache.stats,
             CacheStats {
@@ -226,11 +218,11 @@ mod tests {
         );
         let mut cache = FlowCache::default();
         assert_eq!(
-            cache.lookup(&tables, &flow(1, 1), 60).decision.actions,
+            cache.lookup(&mut tables, &flow(1, 1), 60).decision.actions,
             vec![Action::Output(2)]
         );
         assert_eq!(
-            cache.lookup(&tables, &flow(1, 1), 60).decision.actions,
+            cache.lookup(&mut tables, &flow(1, 1), 60).decision.actions,
             vec![Action::Output(2)]
         );
         tables.add(
@@ -239,7 +231,7 @@ mod tests {
         );
         assert!(
             cache
-                .lookup(&tables, &flow(1, 1), 60)
+                .lookup(&mut tables, &flow(1, 1), 60)
                 .decision
                 .actions
                 .is_empty()
@@ -261,7 +253,7 @@ mod tests {
         let mut cache = FlowCache::new(0, 2);
         // in_port is matched exactly: each port is a megaflow of its own.
         for in_port in 0..5u128 {
-            cache.lookup(&tables, &flow(in_port, 1), 60);
+            cache.lookup(&mut tables, &flow(in_port, 1), 60);
         }
         assert!(cache.megaflows().count() <= 2);
         assert!(cache.stats.flushes >= 2);

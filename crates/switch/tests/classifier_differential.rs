@@ -534,7 +534,7 @@ fn every_megaflow_is_sound() {
     let mut wide = 0;
     for _ in 0..3_000 {
         let flow = random_flow(&mut rng, &tables, &ids);
-        let megaflow = cache.lookup(&tables, &flow, 64).clone();
+        let megaflow = cache.lookup(&mut tables, &flow, 64).clone();
         assert!(megaflow.flow_match.matches(&flow));
         let mask = megaflow.flow_match.mask();
         // An exact IPv4 TCP flow pins about 280 bits.
