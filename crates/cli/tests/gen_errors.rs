@@ -25,6 +25,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
     let raw_ip = dir.join(format!("wirespeed-gen-rawip-{}.pcap", std::process::id()));
     let garbage = dir.join(format!("wirespeed-gen-garbage-{}.pcap", std::process::id()));
     let (raw_ip, garbage) = (raw_ip.to_str().unwrap(), garbage.to_str().unwrap());
+    let all_queues = format!("xdp:{}@all", net.a);
     write_pcap(raw_ip, 101);
     std::fs::write(garbage, b"this is not a capture file at all").unwrap();
     let cases: &[(&[&str], &str)] = &[
@@ -72,6 +73,10 @@ fn bad_input_is_refused_before_anything_is_sent() {
         (&["--pcap", garbage], "not a pcap or pcapng capture file"),
         (&["--pcap", raw_ip], "link type 101 is not supported"),
         (&["--pcap", raw_ip, "--flows", "3"], "cannot be used with"),
+        (
+            &["--port", &all_queues],
+            "'@all' receives on every queue; a port that only sends uses one",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["gen"];

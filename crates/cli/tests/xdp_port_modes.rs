@@ -221,3 +221,32 @@ fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
         net.assert_no_xdp();
     }
 }
+
+#[test]
+fn an_all_queues_port_takes_every_queue_and_keeps_its_frames() {
+    // Queue q of A sends 500 * (q + 1) frames; veth delivers them on queue q of B.
+    let net = NetPair::with_queues("xa", 2);
+    let rx = rxdrop_in_b(
+        &net,
+        &format!("xdp:{}@all", net.b),
+        &["--duration", "30", "-q"],
+    );
+    for q in 0..2u32 {
+        let count = (500 * (q + 1)).to_string();
+        let port = format!("xdp:{}@{q}", net.a);
+        let tx = run_json(
+            &net.ns_a,
+            &[
+                "bench", "txpush", "--port", &port, "--count", &count, "--json", "-q",
+            ],
+        );
+        assert_eq!(tx["tx_packets"].to_string(), count, "{tx}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (j, log) = rx.interrupt();
+    assert_eq!(j["packets"], 1500, "{j}\n{log}");
+    assert_eq!(j["port"], format!("xdp:{}@all", net.b), "{j}");
+    assert!(log.contains("receiving on all 2 queues"), "{log}");
+    assert_frames_balanced(&j);
+    net.assert_no_xdp();
+}

@@ -112,9 +112,9 @@ pub trait Port {
     /// Sleeps until packets may be ready to receive, or `timeout` passes (poll()).
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError>;
 
-    /// The descriptor `wait_rx` polls, for an application that sleeps on several ports at
-    /// once; None for a port that does not receive.
-    fn poll_fd(&self) -> Option<std::os::fd::RawFd>;
+    /// The descriptors `wait_rx` polls, for an application that sleeps on several ports at
+    /// once; none for a port that does not receive.
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd>;
 
     /// True when frames handed to `tx_burst` are still on their way out.
     fn tx_pending(&self) -> bool;
@@ -134,7 +134,7 @@ pub trait Port {
     }
 }
 
-/// Sleeps until any of `fds` (from `Port::poll_fd`, `XdpGroup::poll_fds`) is readable, or
+/// Sleeps until any of `fds` (from `Port::poll_fds`, `XdpGroup::poll_fds`) is readable, or
 /// `timeout` passes.
 pub fn poll_any(fds: &[std::os::fd::RawFd], timeout: Duration) -> std::io::Result<usize> {
     wirespeed_xsk::poll_rx_many(fds, timeout.as_millis().min(i32::MAX as u128) as i32)
@@ -156,6 +156,7 @@ pub fn pin_thread(cpu: usize) -> Result<(), PortError> {
 /// Opens the port a spec names.
 pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortError> {
     match spec.backend {
+        Backend::Xdp if spec.all_queues => Ok(Box::new(xdp::XdpQueues::open(spec, opts)?)),
         Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
     }

@@ -1,4 +1,4 @@
-//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `packet:veth0`.
+//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,7 +26,17 @@ impl Backend {
 pub struct PortSpec {
     pub backend: Backend,
     pub iface: String,
+    /// The queue (xdp); 0 when the spec names none or names them all.
     pub queue: u32,
+    /// `xdp:IFACE@all`: every receive queue of the interface, served by one owner.
+    pub all_queues: bool,
+}
+
+impl PortSpec {
+    /// True when the spec names a queue (`@N` or `@all`), false for `xdp:IFACE`.
+    pub fn names_queue(spec: &str) -> bool {
+        spec.contains('@')
+    }
 }
 
 /// What is wrong with a port spec.
@@ -38,7 +48,7 @@ pub enum SpecError {
     UnknownBackend { spec: String, backend: String },
     #[error("port spec '{0}': interface name is empty or longer than 15 bytes")]
     BadInterface(String),
-    #[error("port spec '{spec}': queue '{queue}' is not a number")]
+    #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
     BadQueue { spec: String, queue: String },
     #[error("port spec '{0}': the packet backend takes no queue (it sees the whole interface)")]
     QueueNotSupported(String),
@@ -61,18 +71,22 @@ impl FromStr for PortSpec {
                 });
             }
         };
-        let (iface, queue) = match place.split_once('@') {
+        let (iface, queue, all_queues) = match place.split_once('@') {
             Some((iface, queue)) => {
                 if backend == Backend::Packet {
                     return Err(SpecError::QueueNotSupported(spec.to_string()));
                 }
-                let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
-                    spec: spec.to_string(),
-                    queue: queue.to_string(),
-                })?;
-                (iface, queue)
+                if queue == "all" {
+                    (iface, 0, true)
+                } else {
+                    let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
+                        spec: spec.to_string(),
+                        queue: queue.to_string(),
+                    })?;
+                    (iface, queue, false)
+                }
             }
-            None => (place, 0),
+            None => (place, 0, false),
         };
         // IFNAMSIZ is 16 with the terminating NUL; '/' and whitespace never appear in names.
         if iface.is_empty()
@@ -87,6 +101,7 @@ impl FromStr for PortSpec {
             backend,
             iface: iface.to_string(),
             queue,
+            all_queues,
         })
     }
 }
@@ -94,6 +109,7 @@ impl FromStr for PortSpec {
 impl fmt::Display for PortSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.backend {
+            Backend::Xdp if self.all_queues => write!(f, "xdp:{}@all", self.iface),
             Backend::Xdp if self.queue != 0 => write!(f, "xdp:{}@{}", self.iface, self.queue),
             b => write!(f, "{}:{}", b.name(), self.iface),
         }
@@ -116,6 +132,11 @@ mod tests {
         assert_eq!(s.to_string(), "xdp:veth0");
         let s: PortSpec = "packet:eth1".parse().unwrap();
         assert_eq!(s.backend, Backend::Packet);
+        let s: PortSpec = "xdp:eth1@all".parse().unwrap();
+        assert!(s.all_queues);
+        assert_eq!(s.to_string(), "xdp:eth1@all");
+        assert!(!"xdp:eth1@2".parse::<PortSpec>().unwrap().all_queues);
+        assert!(PortSpec::names_queue("xdp:eth1@0") && !PortSpec::names_queue("xdp:eth1"));
     }
 
     #[test]
@@ -143,6 +164,14 @@ mod tests {
         assert!(matches!(
             "packet:veth0@1".parse::<PortSpec>(),
             Err(SpecError::QueueNotSupported(_))
+        ));
+        assert!(matches!(
+            "packet:veth0@all".parse::<PortSpec>(),
+            Err(SpecError::QueueNotSupported(_))
+        ));
+        assert!(matches!(
+            "xdp:veth0@All".parse::<PortSpec>(),
+            Err(SpecError::BadQueue { .. })
         ));
     }
 }

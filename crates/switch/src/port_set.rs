@@ -277,7 +277,7 @@ impl PortSet {
             self.others
                 .iter()
                 .filter(|o| o.receives)
-                .filter_map(|o| o.port.poll_fd()),
+                .flat_map(|o| o.port.poll_fds()),
         );
         if fds.is_empty() {
             std::thread::sleep(timeout);

@@ -8,7 +8,7 @@ mod sys;
 
 pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
-pub use sys::{if_index, netns_cookie, poll_rx_many, queue_count};
+pub use sys::{if_index, netns_cookie, poll_rx_many, queue_count, rx_queue_count};
 
 /// A descriptor of the RX and TX rings: a packet at `addr` (UMEM offset) of `len` bytes.
 pub type Desc = libc::xdp_desc;

@@ -17,8 +17,19 @@ pub fn if_index(name: &str) -> Option<u32> {
 /// How many queues an interface has (the larger of its RX and TX queue counts), read from
 /// sysfs; 1 when sysfs does not say.
 pub fn queue_count(name: &str) -> u32 {
+    let (rx, tx) = queue_counts(name);
+    rx.max(tx).max(1)
+}
+
+/// How many receive queues an interface has, read from sysfs; 1 when sysfs does not say.
+pub fn rx_queue_count(name: &str) -> u32 {
+    queue_counts(name).0.max(1)
+}
+
+/// The interface's (RX, TX) queue counts as sysfs lists them; (0, 0) when it does not.
+fn queue_counts(name: &str) -> (u32, u32) {
     let Ok(dir) = std::fs::read_dir(format!("/sys/class/net/{name}/queues")) else {
-        return 1;
+        return (0, 0);
     };
     let (mut rx, mut tx) = (0u32, 0u32);
     for e in dir.flatten() {
@@ -30,7 +41,7 @@ pub fn queue_count(name: &str) -> u32 {
             tx += 1;
         }
     }
-    rx.max(tx).max(1)
+    (rx, tx)
 }
 
 pub(crate) fn xdp_socket() -> io::Result<OwnedFd> {

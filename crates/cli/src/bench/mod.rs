@@ -53,7 +53,8 @@ pub struct BenchArgs {
     /// What to measure.
     #[arg(value_enum)]
     pub mode: Mode,
-    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
+    /// receive queue) or packet:IFACE (AF_PACKET TPACKET_V3).
     #[arg(long)]
     pub port: String,
     /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two

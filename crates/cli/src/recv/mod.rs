@@ -39,7 +39,8 @@ Examples:\n  wirespeed recv --port xdp:veth1 --duration 10\n  \
 wirespeed recv --port packet:veth1 --expect 1000000 --json"
 )]
 pub struct RecvArgs {
-    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
+    /// receive queue) or packet:IFACE (AF_PACKET TPACKET_V3).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C).

@@ -91,6 +91,13 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
         None => (default, text),
     };
     let spec: PortSpec = spec.parse().with_context(|| format!("--port {text}"))?;
+    if spec.all_queues {
+        bail!(
+            "--port {text}: the switch serves queues with its poll-mode threads: name one queue \
+             (xdp:{}@N), or give --pmd-cpus one CPU per queue",
+            spec.iface
+        );
+    }
     Ok((number, spec))
 }
 
@@ -279,4 +286,26 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
             "balanced": audits.iter().all(|a| a.balanced()),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_port;
+
+    #[test]
+    fn ports_are_numbered_and_name_one_queue() {
+        let (n, spec) = parse_port("7=xdp:eth0@2", 1).unwrap();
+        assert_eq!((n, spec.queue), (7, 2));
+        assert_eq!(parse_port("xdp:eth0", 3).unwrap().0, 3);
+        let e = format!("{:#}", parse_port("1=xdp:eth0@all", 1).unwrap_err());
+        assert!(
+            e.contains("--port 1=xdp:eth0@all: the switch serves queues"),
+            "{e}"
+        );
+        let e = format!("{:#}", parse_port("0=xdp:eth0", 1).unwrap_err());
+        assert!(
+            e.contains("port number '0' is not between 1 and 65279"),
+            "{e}"
+        );
+    }
 }

@@ -392,9 +392,9 @@ impl Port for PacketPort {
         Ok(())
     }
 
-    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
-        self.rx.as_ref().map(|_| self.socket.as_raw_fd())
+        self.rx.iter().map(|_| self.socket.as_raw_fd()).collect()
     }
 
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {

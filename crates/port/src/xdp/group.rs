@@ -104,14 +104,24 @@ impl XdpGroup {
         let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
         for (i, spec) in specs.iter().enumerate() {
             let mut notes: Vec<String> = note.iter().cloned().collect();
+            // Another queue of an interface an earlier member attached to: its program serves
+            // this queue too (one program per interface).
+            let earlier = members
+                .iter()
+                .position(|m| m._program.as_ref().is_some_and(|p| p.iface() == spec.iface));
             let owner = members.first().map(|m| &m.socket);
             let place = Placement {
                 owner,
                 attach: attach_mode,
-                attach_program: programs_of.is_none() && opts.program_attached.is_none(),
+                attach_program: programs_of.is_none()
+                    && opts.program_attached.is_none()
+                    && earlier.is_none(),
             };
             let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
             attach_mode = Some(attach);
+            if let Some(p) = earlier.and_then(|j| members[j]._program.as_mut()) {
+                p.register(spec.queue, socket.raw_fd())?;
+            }
             if let Some(program) = programs_of
                 .as_mut()
                 .and_then(|g| g.members.get_mut(i))

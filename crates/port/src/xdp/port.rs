@@ -59,8 +59,8 @@ impl Port for XdpPort {
         self.group.flush(0)
     }
 
-    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.group.poll_fds().first().copied()
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.group.poll_fds()
     }
 
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {

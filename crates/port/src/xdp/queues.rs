@@ -1,0 +1,167 @@
+//! `xdp:IFACE@all`: one AF_XDP socket on every receive queue of an interface, all on one UMEM
+//! and one frame pool, owned by one thread, behind the `Port` trait. A NIC spreads its traffic
+//! over its queues (RSS), and our program passes a queue without a socket to the kernel's
+//! stack: a capture of one queue would miss the rest without a word.
+
+use std::time::Duration;
+
+use super::XdpGroup;
+use crate::{Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+
+/// Queues our redirect program can serve (its XSKMAP's size).
+const MAX_QUEUES: u32 = 256;
+
+/// Every receive queue of one interface as one port. Receives from all of them in turn;
+/// sends on queue 0.
+pub struct XdpQueues {
+    group: XdpGroup,
+    info: PortInfo,
+    /// The queue the next `rx_burst` starts at, so no queue waits behind a busy one.
+    next: usize,
+}
+
+impl XdpQueues {
+    /// Opens a socket on each receive queue of `spec`'s interface. `opts.frame_count` is the
+    /// whole UMEM, shared out evenly between the queues.
+    pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<XdpQueues, PortError> {
+        if !opts.rx {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: '@all' receives on every queue; a port that only sends uses one \
+                 (xdp:{}@N)",
+                spec.iface
+            )));
+        }
+        if wirespeed_xsk::if_index(&spec.iface).is_none() {
+            return Err(PortError::NoInterface(spec.iface.clone()));
+        }
+        let queues = wirespeed_xsk::rx_queue_count(&spec.iface);
+        if queues > MAX_QUEUES {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {} has {queues} receive queues; '@all' serves at most {MAX_QUEUES}",
+                spec.iface
+            )));
+        }
+        let per_queue = opts.frame_count / queues;
+        if per_queue < 2 * opts.batch.max(1) {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {} frames give each of the {queues} receive queues {per_queue}, fewer \
+                 than twice the batch ({}): give more frames",
+                opts.frame_count, opts.batch
+            )));
+        }
+        let specs: Vec<PortSpec> = (0..queues)
+            .map(|queue| PortSpec {
+                queue,
+                all_queues: false,
+                ..spec.clone()
+            })
+            .collect();
+        let group = XdpGroup::open(
+            &specs,
+            &PortOptions {
+                frame_count: per_queue,
+                ..opts.clone()
+            },
+        )?;
+        let first = group.info(0);
+        let mut notes = first.notes.clone();
+        if queues > 1 {
+            notes.push(format!(
+                "receiving on all {queues} queues of {} (a socket on each, one UMEM)",
+                spec.iface
+            ));
+        }
+        let info = PortInfo {
+            spec: spec.to_string(),
+            backend: first.backend,
+            mode: first.mode.clone(),
+            notes,
+        };
+        Ok(XdpQueues {
+            group,
+            info,
+            next: 0,
+        })
+    }
+
+    /// How many queues the port receives on.
+    pub fn queues(&self) -> usize {
+        self.group.len()
+    }
+}
+
+impl Port for XdpQueues {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    #[inline]
+    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let n = self.group.len();
+        let mut got = 0;
+        for k in 0..n {
+            if batch.room() == 0 {
+                break;
+            }
+            got += self.group.rx_burst((self.next + k) % n, batch)?;
+        }
+        self.next = (self.next + 1) % n;
+        Ok(got)
+    }
+
+    #[inline]
+    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        self.group.tx_burst(0, batch)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        self.group.release(batch)
+    }
+
+    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        self.group.alloc_tx(0, batch, n, len)
+    }
+
+    #[inline]
+    fn packet(&self, addr: u64, len: u32) -> &[u8] {
+        self.group.packet(addr, len)
+    }
+
+    #[inline]
+    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        self.group.packet_mut(addr, len)
+    }
+
+    fn max_packet_len(&self) -> u32 {
+        self.group.max_packet_len()
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.group.flush(0)
+    }
+
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.group.poll_fds()
+    }
+
+    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
+        self.group.wait_rx_any(timeout)
+    }
+
+    fn tx_pending(&self) -> bool {
+        self.group.tx_pending(0)
+    }
+
+    /// The queues' counters added up.
+    fn stats(&mut self) -> PortStats {
+        let mut total = PortStats::default();
+        for q in 0..self.group.len() {
+            total.add(&self.group.stats(q));
+        }
+        total
+    }
+
+    fn audit(&self) -> Option<FrameAudit> {
+        Some(self.group.audit())
+    }
+}
