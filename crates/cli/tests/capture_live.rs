@@ -125,6 +125,70 @@ fn packet_captures_100k_to_pcap() {
     capture_100k("cp2", "packet", "pcap", false);
 }
 
+/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on the same
+/// queue of B.
+fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &format!("xdp:{}@{queue}", net.a),
+            "--count",
+            &count.to_string(),
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
+}
+
+#[test]
+fn xdp_captures_every_queue_unless_the_spec_names_one() {
+    let _one = serial();
+    let net = NetPair::with_queues("cq", 3);
+    let dir = TempDir::new("queues");
+    // Queue q carries 1000 * (q + 1) packets, so each count says which queues were captured.
+    let sent = |q: u32| 1000 * (q as u64 + 1);
+    let cases = [
+        (format!("xdp:{}", net.b), sent(0) + sent(1) + sent(2)),
+        (format!("xdp:{}@all", net.b), sent(0) + sent(1) + sent(2)),
+        (format!("xdp:{}@2", net.b), sent(2)),
+    ];
+    for (i, (port, want)) in cases.iter().enumerate() {
+        let file = dir.path(&format!("q{i}.pcapng"));
+        let mut cap = spawn_in(
+            &net.ns_b,
+            &["capture", "--port", port, "-w", &file, "--json"],
+        );
+        cap.wait_ready();
+        for q in 0..3 {
+            send_on_queue(&net, q, sent(q));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let (j, log) = cap.interrupt();
+        assert_counts_add_up(&j);
+        assert_eq!(
+            (
+                n(&j, "received"),
+                n(&j, "written"),
+                n(&j, "dropped_by_kernel")
+            ),
+            (*want, *want, 0),
+            "{port}: {j}\n{log}"
+        );
+        assert_eq!(judge(&file), (*want, *want * FRAME_LEN), "{port}");
+        let all = !port.ends_with("@2");
+        assert_eq!(
+            log.contains("receiving on all 3 queues"),
+            all,
+            "{port}: {log}"
+        );
+        net.assert_no_xdp();
+    }
+}
+
 #[test]
 fn count_ends_the_capture_with_a_valid_file() {
     let _one = serial();

@@ -20,7 +20,7 @@ use wirespeed_capture::rotate::{Rotation, parse_size};
 use wirespeed_capture::spool::Output;
 use wirespeed_capture::write::{Format, Interface};
 use wirespeed_port::xdp::XdpMode;
-use wirespeed_port::{PortOptions, PortSpec};
+use wirespeed_port::{Backend, PortOptions, PortSpec};
 
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
@@ -55,7 +55,9 @@ wirespeed capture --port xdp:veth1 -w ring.pcap -C 100 -W 5\n  \
 wirespeed capture -r in.pcapng -w out.pcap --format pcap 'tcp and not port 22'"
 )]
 pub struct CaptureArgs {
-    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// The port: xdp:IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE (that queue only:
+    /// the others' packets go on to the kernel's stack uncaptured), or packet:IFACE (AF_PACKET
+    /// TPACKET_V3).
     #[arg(long, required_unless_present = "read", conflicts_with = "read")]
     pub port: Option<String>,
     /// Read packets from a pcap or pcapng file instead of a port (`-` for standard input).
@@ -110,7 +112,7 @@ pub struct CaptureArgs {
     /// UMEM frames (AF_XDP) or ring frames (AF_PACKET). AF_XDP keeps up to three quarters in
     /// the fill ring (at most its size): the packets the kernel can deliver while the
     /// capture is not running. Default: 160 MiB of frames (81920 of 2048 bytes, 40960 of
-    /// 4096).
+    /// 4096), shared out evenly when the capture is on several queues.
     #[arg(long)]
     pub frames: Option<u32>,
     /// Entries per ring (a power of two). Large by default: a capture must ride out the
@@ -254,10 +256,14 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let counts = match &args.read {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {
-            let spec: PortSpec = args.port.as_deref().unwrap_or_default().parse()?;
+            let text = args.port.as_deref().unwrap_or_default();
+            let mut spec: PortSpec = text.parse()?;
+            // Like tcpdump -i, an interface means all of it: every receive queue, unless the
+            // spec names one.
+            spec.all_queues |= spec.backend == Backend::Xdp && !PortSpec::names_queue(text);
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
             let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
-            let needs_bpf = spec.backend == wirespeed_port::Backend::Xdp;
+            let needs_bpf = spec.backend == Backend::Xdp;
             crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;
             live::run(&args, &spec, filter, rotation, &stop)?
         }
