@@ -151,16 +151,19 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
     let dir = TempDir::new("queues");
     // Queue q carries 1000 * (q + 1) packets, so each count says which queues were captured.
     let sent = |q: u32| 1000 * (q as u64 + 1);
+    let all = sent(0) + sent(1) + sent(2);
     let cases = [
-        (format!("xdp:{}", net.b), sent(0) + sent(1) + sent(2)),
-        (format!("xdp:{}@all", net.b), sent(0) + sent(1) + sent(2)),
-        (format!("xdp:{}@2", net.b), sent(2)),
+        // tcpdump's way: -i and a bare interface name.
+        ("-i", net.b.clone(), all),
+        ("--port", format!("xdp:{}", net.b), all),
+        ("--port", format!("xdp:{}@all", net.b), all),
+        ("--port", format!("xdp:{}@2", net.b), sent(2)),
     ];
-    for (i, (port, want)) in cases.iter().enumerate() {
+    for (i, (flag, port, want)) in cases.iter().enumerate() {
         let file = dir.path(&format!("q{i}.pcapng"));
         let mut cap = spawn_in(
             &net.ns_b,
-            &["capture", "--port", port, "-w", &file, "--json"],
+            &["capture", flag, port, "-w", &file, "--json", "-n"],
         );
         cap.wait_ready();
         for q in 0..3 {

@@ -209,7 +209,9 @@ fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
         let port = format!("xdp:{}@{queue}", net.b);
         let rx = rxdrop_in_b(&net, &port, &["--duration", "30", "-q"]);
         assert_eq!(ping(), replies, "socket on queue {queue}");
-        let (j, _) = rx.interrupt();
+        let (j, log) = rx.interrupt();
+        let note = format!("has 2 receive queues and this port receives on queue {queue} only");
+        assert!(log.contains(&note), "{log}");
         match queue {
             1 => assert_eq!(j["packets"], 0, "queue 1 saw nothing: {j}"),
             // The ARP requests at least (their replies would have let ping send).

@@ -48,18 +48,27 @@ fn frame_size_for_mtu(mtu: Option<u32>) -> u32 {
 /// Options of `wirespeed capture`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  wirespeed capture --port xdp:veth1 -w out.pcapng\n  \
+    after_help = "Examples:\n  wirespeed capture -i veth1 -w out.pcapng\n  \
 wirespeed capture --port packet:veth1 -c 10 'udp port 53'\n  \
 wirespeed capture --port xdp:veth1 -w 'cap-%Y%m%d-%H%M%S.pcap' --format pcap -G 60 -W 10\n  \
 wirespeed capture --port xdp:veth1 -w ring.pcap -C 100 -W 5\n  \
 wirespeed capture -r in.pcapng -w out.pcap --format pcap 'tcp and not port 22'"
 )]
 pub struct CaptureArgs {
-    /// The port: xdp:IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE (that queue only:
-    /// the others' packets go on to the kernel's stack uncaptured), or packet:IFACE (AF_PACKET
-    /// TPACKET_V3).
-    #[arg(long, required_unless_present = "read", conflicts_with = "read")]
+    /// The port: xdp:IFACE or just IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE
+    /// (that queue only: the others' packets go on to the kernel's stack uncaptured), or
+    /// packet:IFACE (AF_PACKET TPACKET_V3).
+    #[arg(
+        long,
+        short = 'i',
+        value_name = "PORT",
+        required_unless_present = "read",
+        conflicts_with = "read"
+    )]
     pub port: Option<String>,
+    /// Accepted for tcpdump's sake: addresses are never turned into names.
+    #[arg(short = 'n')]
+    pub numeric: bool,
     /// Read packets from a pcap or pcapng file instead of a port (`-` for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<PathBuf>,
@@ -185,6 +194,19 @@ impl CaptureArgs {
         }
     }
 
+    /// The port to capture on. Like tcpdump's -i, an interface means all of it: a bare name
+    /// is an xdp: port, and an xdp: port is every receive queue unless the spec names one.
+    fn port_spec(&self) -> anyhow::Result<PortSpec> {
+        let text = self.port.as_deref().unwrap_or_default();
+        let mut spec: PortSpec = if text.contains(':') {
+            text.parse()?
+        } else {
+            format!("xdp:{text}").parse()?
+        };
+        spec.all_queues |= spec.backend == Backend::Xdp && !PortSpec::names_queue(text);
+        Ok(spec)
+    }
+
     fn expression(&self) -> Option<String> {
         let e = self.filter.join(" ");
         (!e.trim().is_empty()).then_some(e)
@@ -256,11 +278,7 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let counts = match &args.read {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {
-            let text = args.port.as_deref().unwrap_or_default();
-            let mut spec: PortSpec = text.parse()?;
-            // Like tcpdump -i, an interface means all of it: every receive queue, unless the
-            // spec names one.
-            spec.all_queues |= spec.backend == Backend::Xdp && !PortSpec::names_queue(text);
+            let spec = args.port_spec()?;
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
             let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
             let needs_bpf = spec.backend == Backend::Xdp;
@@ -318,6 +336,29 @@ mod tests {
         assert_eq!(options(&[]), (4096, 40960));
         assert_eq!(options(&["--frame-size", "2048"]), (2048, 81920));
         assert_eq!(options(&["--frames", "1000"]), (4096, 1000));
+    }
+
+    #[test]
+    fn an_interface_means_every_queue_unless_one_is_named() {
+        let spec = |argv: &[&str]| {
+            let argv = ["capture"].iter().chain(argv);
+            Cli::parse_from(argv)
+                .capture
+                .port_spec()
+                .map(|s| s.to_string())
+        };
+        for (argv, want) in [
+            (&["-i", "eth0", "-n"][..], "xdp:eth0@all"),
+            (&["--port", "xdp:eth0"], "xdp:eth0@all"),
+            (&["--port", "xdp:eth0@all"], "xdp:eth0@all"),
+            (&["-i", "xdp:eth0@0"], "xdp:eth0"),
+            (&["-i", "xdp:eth0@3"], "xdp:eth0@3"),
+            (&["-i", "packet:eth0"], "packet:eth0"),
+        ] {
+            assert_eq!(spec(argv).unwrap(), want, "{argv:?}");
+        }
+        let e = spec(&["-i", "eth0@x"]).unwrap_err().to_string();
+        assert!(e.contains("queue 'x' is not a number or 'all'"), "{e}");
     }
 
     #[test]

@@ -8,19 +8,29 @@ use crate::{Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec,
 /// An AF_XDP port with a UMEM and frame pool of its own.
 pub struct XdpPort {
     group: XdpGroup,
+    info: PortInfo,
 }
 
 impl XdpPort {
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<XdpPort, PortError> {
-        Ok(XdpPort {
-            group: XdpGroup::open(std::slice::from_ref(spec), opts)?,
-        })
+        let group = XdpGroup::open(std::slice::from_ref(spec), opts)?;
+        let mut info = group.info(0).clone();
+        let queues = wirespeed_xsk::rx_queue_count(&spec.iface);
+        if opts.rx && queues > 1 {
+            // Our program passes a queue without a socket to the stack: say what is missed.
+            info.notes.push(format!(
+                "{} has {queues} receive queues and this port receives on queue {} only: the \
+                 others' packets go on to the kernel's stack (xdp:{}@all takes them all)",
+                spec.iface, spec.queue, spec.iface
+            ));
+        }
+        Ok(XdpPort { group, info })
     }
 }
 
 impl Port for XdpPort {
     fn info(&self) -> &PortInfo {
-        self.group.info(0)
+        &self.info
     }
 
     #[inline]
