@@ -156,7 +156,6 @@ pub fn pin_thread(cpu: usize) -> Result<(), PortError> {
 /// Opens the port a spec names.
 pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortError> {
     match spec.backend {
-        Backend::Xdp if spec.all_queues => Ok(Box::new(xdp::XdpQueues::open(spec, opts)?)),
         Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
     }

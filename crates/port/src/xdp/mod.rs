@@ -4,15 +4,13 @@
 //!
 //! `XdpGroup` is several ports sharing one UMEM and one frame pool, owned by one thread, so
 //! forwarding between them moves descriptors (netmap's buffer swap); `XdpPort` is a group of
-//! one behind the `Port` trait, `XdpQueues` a group of every receive queue of one interface.
+//! one queue, or of every receive queue of an interface, behind the `Port` trait.
 
 mod group;
 mod port;
-mod queues;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
-pub use queues::XdpQueues;
 pub use wirespeed_xsk::{if_index, netns_cookie};
 
 use std::str::FromStr;
