@@ -10,6 +10,22 @@ use common::switched::{Setup, Switched, field, send_on_cpu};
 use common::*;
 
 #[test]
+fn one_thread_on_ports_with_two_queues_says_one_is_not_served() {
+    let setup = Setup {
+        queues: 2,
+        ..Setup::default()
+    };
+    let mut s = Switched::with("pn", setup, &[]);
+    let (_, log) = s.stop();
+    for (n, dev) in [(1, &s.c.ma), (2, &s.c.mb)] {
+        let note = format!(
+            "note: port {n} (xdp:{dev}): {dev} has 2 receive queues and the switch serves 1"
+        );
+        assert!(log.contains(&note), "{note}\n{log}");
+    }
+}
+
+#[test]
 fn one_poll_mode_thread_per_receive_queue() {
     let setup = Setup {
         queues: 2,

@@ -179,6 +179,9 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     for line in bridge.handle(&show_request()).output.lines().skip(1) {
         eprintln!("wirespeed switch:{line}");
     }
+    for note in unserved_queues(&ports, cpus.len().max(1)) {
+        eprintln!("wirespeed switch: note: {note}");
+    }
     eprintln!(
         "wirespeed switch: ready (control socket {})",
         args.ctl.display()
@@ -206,6 +209,26 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         eprintln!("wirespeed switch: {summary}");
     }
     Ok(())
+}
+
+/// The AF_XDP ports with receive queues no poll-mode thread serves: our program passes
+/// those queues' packets to the kernel's stack, so the switch never sees them.
+fn unserved_queues(ports: &[(u32, PortSpec)], threads: usize) -> Vec<String> {
+    ports
+        .iter()
+        .filter(|(_, spec)| spec.backend == wirespeed_port::Backend::Xdp)
+        .filter_map(|(n, spec)| {
+            let queues = wirespeed_port::xdp::rx_queue_count(&spec.iface) as usize;
+            (queues > threads).then(|| {
+                format!(
+                    "port {n} ({spec}): {} has {queues} receive queues and the switch serves \
+                     {threads}; the others' packets go to the kernel's stack (--pmd-cpus with \
+                     {queues} CPUs serves them all)",
+                    spec.iface
+                )
+            })
+        })
+        .collect()
 }
 
 fn show_request() -> wirespeed_switch::Request {

@@ -11,7 +11,7 @@ mod port;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
-pub use wirespeed_xsk::{if_index, netns_cookie};
+pub use wirespeed_xsk::{if_index, netns_cookie, rx_queue_count};
 
 use std::str::FromStr;
 
