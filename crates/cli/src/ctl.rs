@@ -5,22 +5,28 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wirespeed_switch::{DEFAULT_CTL, Request};
+use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 
 /// Options of `wirespeed ctl`.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Commands: add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-dump-flows, dump-ports, show, dump-cache\n\nAs in ovs-ofctl, mod-flows and del-flows select the rules \
-at least as specific as MATCH, in every table unless table= is given; cookie=VALUE/MASK selects \
+dump-flows [MATCH], dump-ports, show, dump-cache\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
+priority, 32768 if not given), in every table unless table= is given; cookie=VALUE/MASK selects \
 by cookie (/-1: all bits), and mod-flows' cookie=VALUE sets a new one.\n\nExamples:\n  \
 wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
-wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl dump-flows"
+wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
+wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1"
 )]
 pub struct CtlArgs {
     /// The switch's control socket.
     #[arg(long, default_value = DEFAULT_CTL)]
     pub ctl: PathBuf,
+    /// mod-flows, del-flows, dump-flows: select only rules with exactly this match and
+    /// priority.
+    #[arg(long)]
+    pub strict: bool,
     /// The command (see below).
     pub command: String,
     /// Its argument: a flow, a match, or (add-flows) a file.
@@ -38,10 +44,20 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             .with_context(|| format!("add-flows: cannot read {path}"))?,
         (_, arg) => arg.unwrap_or_default(),
     };
-    let request = Request {
+    let mut request = Request {
         command: args.command,
         args: vec![arg],
     };
+    if args.strict {
+        if !STRICT_COMMANDS.contains(&request.command.as_str()) {
+            bail!(
+                "--strict is for {} only, not {}",
+                STRICT_COMMANDS.join(", "),
+                request.command
+            );
+        }
+        request.args.push(STRICT.to_string());
+    }
     let answer = wirespeed_switch::control::request(&args.ctl, &request)?;
     if !answer.ok {
         bail!("{}", answer.output);

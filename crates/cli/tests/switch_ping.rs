@@ -113,6 +113,57 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
     assert_eq!(flows.len(), 2, "{flows:?}");
     assert!(flows[0].starts_with("cookie=0x9, "), "{flows:?}");
     assert!(flows[1].starts_with("cookie=0x0, "), "{flows:?}");
+    // dump-flows MATCH and --strict select as in ovs-ofctl: at least as specific, or exactly
+    // this match at this priority (32768 when not given).
+    let arp = strip(&s.ctl_ok(&["dump-flows", "arp"]));
+    assert_eq!(arp, flows[..1], "dump-flows arp");
+    assert_eq!(s.ctl_ok(&["dump-flows", "table=1"]).trim(), "");
+    assert_eq!(
+        strip(&s.ctl_ok(&["--strict", "dump-flows", "priority=0"])),
+        flows[1..]
+    );
+    s.ctl_ok(&["--strict", "del-flows", "arp"]);
+    assert_eq!(
+        strip(&s.ctl_ok(&["dump-flows"])),
+        flows,
+        "priority 32768 matched"
+    );
+    s.ctl_ok(&["--strict", "mod-flows", "priority=6,arp,actions=drop"]);
+    assert_eq!(
+        strip(&s.ctl_ok(&["dump-flows"])),
+        flows,
+        "priority 6 matched"
+    );
+    s.ctl_ok(&["--strict", "mod-flows", "priority=5,arp,actions=drop"]);
+    let modified = s.ctl_ok(&["dump-flows", "arp"]);
+    assert!(
+        modified.trim_end().ends_with("arp actions=drop"),
+        "{modified}"
+    );
+    s.ctl_ok(&["del-flows", "--strict", "priority=5,arp"]);
+    assert_eq!(strip(&s.ctl_ok(&["dump-flows"])), flows[1..]);
+    for (args, needle) in [
+        (
+            &["--strict", "show"][..],
+            "--strict is for mod-flows, del-flows, dump-flows only",
+        ),
+        (
+            &["dump-flows", "cookie=5"],
+            "dump-flows cannot set a cookie",
+        ),
+        (
+            &["dump-flows", "ip,actions=drop"],
+            "dump-flows takes a match without actions=",
+        ),
+    ] {
+        let out = s.ctl(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected '{needle}' in {err}"
+        );
+    }
     let missing = sh(&[
         wirespeed(),
         "ctl",

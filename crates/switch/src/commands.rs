@@ -20,16 +20,34 @@ use crate::rule::Rule;
 use crate::rule_table::RuleSelector;
 
 /// The commands, for `--help` and for the answer to an unknown one.
-pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], dump-flows, \
-                            dump-ports, show, dump-cache";
+pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
+                            dump-flows [MATCH], dump-ports, show, dump-cache";
+
+/// The commands that take `--strict` (a request's second argument): the match selects rules
+/// with exactly that match and priority, as in ovs-ofctl.
+pub const STRICT_COMMANDS: [&str; 3] = ["mod-flows", "del-flows", "dump-flows"];
+
+/// The request argument that asks for strict selection.
+pub const STRICT: &str = "--strict";
 
 pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
     let arg = request.args.first().map(String::as_str).unwrap_or("");
-    let edit = match request.command.as_str() {
+    let strict = request.args.get(1).is_some_and(|a| a == STRICT);
+    let command = request.command.as_str();
+    if strict && !STRICT_COMMANDS.contains(&command) {
+        return Response::error(format!(
+            "{STRICT} is for {} only",
+            STRICT_COMMANDS.join(", ")
+        ));
+    }
+    let edit = match command {
         "dump-ports" => return Response::ok(dump_ports(bridge)),
         "show" => return Response::ok(show(bridge)),
         "dump-cache" => return Response::ok(dump_cache(bridge)),
-        "dump-flows" => Edit::Dump,
+        "dump-flows" => match parse_selector(arg, command, strict) {
+            Ok(selector) => Edit::Dump(selector),
+            Err(e) => return Response::error(format!("{arg}: {e}")),
+        },
         // Parsed before the lock is taken: the poll-mode threads wait while it is held.
         "add-flow" => match parse_rule(arg) {
             Ok(rule) => Edit::Add(vec![(1, rule)]),
@@ -39,11 +57,11 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
             Ok(rules) => Edit::Add(rules),
             Err(e) => return Response::error(e.to_string()),
         },
-        "mod-flows" => match parse_flow_mod(arg, false) {
+        "mod-flows" => match parse_flow_mod(arg, strict) {
             Ok(flow_mod) => Edit::Modify(flow_mod),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
-        "del-flows" => match parse_selector(arg, false) {
+        "del-flows" => match parse_selector(arg, command, strict) {
             Ok(selector) => Edit::Delete(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
@@ -63,7 +81,8 @@ enum Edit {
     Add(Vec<(usize, Rule)>),
     Modify(FlowMod),
     Delete(RuleSelector),
-    Dump,
+    /// The rules a selector picks (all for an empty match).
+    Dump(RuleSelector),
 }
 
 /// Applies `edit` under the lock. Adding is all or nothing: every flow names known ports, or
@@ -72,7 +91,7 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
     // The kernel's counts go to the rules as they are now; before a change, the kernel stops
     // forwarding under them.
     let offload = match edit {
-        Edit::Dump => dp.harvest_offload(now),
+        Edit::Dump(_) => dp.harvest_offload(now),
         _ => dp.flush_offload(now),
     };
     if let Err(e) = offload {
@@ -119,7 +138,7 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
             dp.tables.delete(&selector);
             Response::ok("")
         }
-        Edit::Dump => Response::ok(dp.tables.dump_flows(now).join("\n")),
+        Edit::Dump(selector) => Response::ok(dp.tables.dump_flows(&selector, now).join("\n")),
     }
 }
 

@@ -134,25 +134,26 @@ pub fn parse_flow_mod(text: &str, strict: bool) -> Result<FlowMod, FlowError> {
     })
 }
 
-/// Parses `del-flows`' argument (a match, maybe empty) into the rules it removes.
-pub fn parse_selector(text: &str, strict: bool) -> Result<RuleSelector, FlowError> {
+/// Parses the match of `del-flows` or `dump-flows` (`command`, for the messages), maybe
+/// empty, into the rules it selects.
+pub fn parse_selector(text: &str, command: &str, strict: bool) -> Result<RuleSelector, FlowError> {
     if split_actions(text).is_some() {
-        return Err(error("del-flows takes a match without actions="));
+        return Err(error(format!("{command} takes a match without actions=")));
     }
     let spec = parse_match(text)?;
     if let Some(cookie) = spec.cookie {
         return Err(error(format!(
-            "cookie={cookie:#x}: del-flows cannot set a cookie; to select rules by cookie give a \
-             mask: cookie={cookie:#x}/-1"
+            "cookie={cookie:#x}: {command} cannot set a cookie; to select rules by cookie give \
+             a mask: cookie={cookie:#x}/-1"
         )));
     }
-    spec.selector("del-flows", strict)
+    spec.selector(command, strict)
 }
 
 impl MatchSpec {
-    /// The rules this match selects for `command` (`mod-flows` / `del-flows`). Keys that would
-    /// select nothing there are refused rather than ignored, as ovs-ofctl does: ignored, they
-    /// would widen the command to rules the user did not mean.
+    /// The rules this match selects for `command` (`mod-flows`, `del-flows`, `dump-flows`).
+    /// Keys that would select nothing there are refused rather than ignored, as ovs-ofctl
+    /// does: ignored, they would widen the command to rules the user did not mean.
     pub fn selector(&self, command: &str, strict: bool) -> Result<RuleSelector, FlowError> {
         if let (Some(priority), false) = (self.priority, strict) {
             return Err(error(format!(
@@ -572,12 +573,12 @@ mod tests {
             (m.selector.table, m.selector.strict_priority),
             (Some(1), Some(32768))
         );
-        let selector = parse_selector("priority=5,in_port=1", true).unwrap();
+        let selector = parse_selector("priority=5,in_port=1", "del-flows", true).unwrap();
         assert_eq!(selector.strict_priority, Some(5));
         assert_eq!(selector.flow_match.exact(Field::InPort), Some(1));
-        assert!(parse_selector("", false).unwrap().flow_match == Match::ANY);
+        assert!(parse_selector("", "del-flows", false).unwrap().flow_match == Match::ANY);
         assert_eq!(
-            parse_selector("in_port=1,actions=drop", false)
+            parse_selector("in_port=1,actions=drop", "del-flows", false)
                 .unwrap_err()
                 .0,
             "del-flows takes a match without actions="
@@ -607,15 +608,19 @@ mod tests {
         assert_eq!((m.selector.cookie, m.new_cookie), (None, Some(7)));
         let m = parse_flow_mod("cookie=1/1,cookie=2,actions=drop", false).unwrap();
         assert_eq!((m.selector.cookie, m.new_cookie), (Some((1, 1)), Some(2)));
-        let selector = parse_selector("cookie=5/-1", false).unwrap();
+        let selector = parse_selector("cookie=5/-1", "del-flows", false).unwrap();
         assert_eq!(selector.cookie, Some((5, u64::MAX)));
         assert_eq!(
-            parse_selector("cookie=5", false).unwrap_err().0,
+            parse_selector("cookie=5", "del-flows", false)
+                .unwrap_err()
+                .0,
             "cookie=0x5: del-flows cannot set a cookie; to select rules by cookie give a mask: \
              cookie=0x5/-1"
         );
         assert_eq!(
-            parse_selector("cookie=5/x", false).unwrap_err().0,
+            parse_selector("cookie=5/x", "del-flows", false)
+                .unwrap_err()
+                .0,
             "cookie mask=x: 'x' is not a number"
         );
     }
@@ -625,11 +630,15 @@ mod tests {
     #[test]
     fn selectors_refuse_what_they_cannot_select_by() {
         assert_eq!(
-            parse_selector("priority=5", false).unwrap_err().0,
+            parse_selector("priority=5", "del-flows", false)
+                .unwrap_err()
+                .0,
             "priority=5: del-flows selects rules by their match, not by priority"
         );
         assert_eq!(
-            parse_selector("ip,idle_timeout=10", false).unwrap_err().0,
+            parse_selector("ip,idle_timeout=10", "del-flows", false)
+                .unwrap_err()
+                .0,
             "idle_timeout=10: only add-flow sets timeouts; del-flows cannot select by them"
         );
         assert_eq!(

@@ -223,11 +223,12 @@ impl RuleTables {
         rules
     }
 
-    /// `dump-flows`: one line per rule, by table then best first; `now` on the clock the rules
-    /// were installed with.
-    pub fn dump_flows(&self, now: Duration) -> Vec<String> {
+    /// `dump-flows`: one line per rule `selector` picks, by table then best first; `now` on
+    /// the clock the rules were installed with.
+    pub fn dump_flows(&self, selector: &RuleSelector, now: Duration) -> Vec<String> {
         self.dump_order()
             .into_iter()
+            .filter(|installed| selector.selects(&installed.rule))
             .map(|installed| {
                 DumpLine {
                     rule: &installed.rule,
@@ -402,7 +403,7 @@ mod tests {
             "priority=1,actions=drop",
             "priority=8,actions=drop",
         ]);
-        let lines = tables.dump_flows(Duration::from_secs(2));
+        let lines = tables.dump_flows(&RuleSelector::default(), Duration::from_secs(2));
         assert_eq!(
             lines[0],
             "cookie=0x0, duration=2.000s, table=0, n_packets=0, n_bytes=0, priority=8 actions=drop"
