@@ -11,7 +11,8 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 #[derive(Debug, Args)]
 #[command(
     after_help = "Commands: add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-dump-flows [MATCH], dump-ports, show, dump-cache\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show (the learning table, as ovs-appctl \
+fdb/show prints it)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
 priority, 32768 if not given), in every table unless table= is given; cookie=VALUE/MASK selects \
 by cookie (/-1: all bits), and mod-flows' cookie=VALUE sets a new one.\n\nExamples:\n  \

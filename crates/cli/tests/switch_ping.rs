@@ -11,6 +11,21 @@ fn ping_both_ways_and_a_drop_rule_stops_it() {
     let s = Switched::new("sp", &[]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 3), 3);
+    // The learning table, as ovs-appctl fdb/show prints it: A behind port 1, B behind 2.
+    let fdb = s.ctl_ok(&["fdb-show"]);
+    let rows: Vec<Vec<&str>> = fdb
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    assert_eq!(rows.len(), 2, "{fdb}");
+    assert_eq!(rows[0][..3], ["1", "0", mac_a.as_str()], "{fdb}");
+    assert_eq!(rows[1][..3], ["2", "0", mac_b.as_str()], "{fdb}");
+    assert!(
+        fdb.starts_with(" port  VLAN  MAC                Age\n"),
+        "{fdb}"
+    );
     s.ctl_ok(&["add-flow", "priority=100,icmp,actions=drop"]);
     assert_eq!(
         s.ping(&s.c.ns_a, "10.9.0.2", 2),

@@ -21,7 +21,7 @@ use crate::rule_table::RuleSelector;
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-                            dump-flows [MATCH], dump-ports, show, dump-cache";
+                            dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
 /// with exactly that match and priority, as in ovs-ofctl.
@@ -44,6 +44,7 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
         "dump-ports" => return Response::ok(dump_ports(bridge)),
         "show" => return Response::ok(show(bridge)),
         "dump-cache" => return Response::ok(dump_cache(bridge)),
+        "fdb-show" => return Response::ok(fdb_show(bridge)),
         "dump-flows" => match parse_selector(arg, command, strict) {
             Ok(selector) => Edit::Dump(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),
@@ -226,6 +227,26 @@ fn dump_ports(bridge: &mut Bridge) -> String {
         c.no_frame,
         c.to_controller
     );
+    out
+}
+
+/// The learning table as `ovs-appctl fdb/show` prints it: each address `normal` knows, the
+/// port it was last seen on and how many seconds ago, by port, VLAN and address.
+fn fdb_show(bridge: &Bridge) -> String {
+    let now = bridge.now();
+    let datapath = bridge.datapath();
+    let table = &datapath.mac_table;
+    let mut entries: Vec<_> = table
+        .iter()
+        .filter(|(vlan, mac, _)| table.lookup(*vlan, *mac, now).is_some())
+        .map(|(vlan, mac, e)| (e.port, vlan, mac.0, now.saturating_sub(e.last_seen)))
+        .collect();
+    entries.sort_unstable_by_key(|&(port, vlan, mac, _)| (port, vlan, mac));
+    let mut out = " port  VLAN  MAC                Age".to_string();
+    for (port, vlan, mac, age) in entries {
+        let mac = wirespeed_packet::MacAddr(mac);
+        let _ = write!(out, "\n{port:>5}  {vlan:>4}  {mac}  {:>3}", age.as_secs());
+    }
     out
 }
 
