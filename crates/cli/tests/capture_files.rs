@@ -1,6 +1,7 @@
 //! Capture files judged by the real tools: every file we write (pcap and pcapng, from a file
 //! or to standard output) is read by tcpdump, tshark and capinfos with the exact packet count
-//! and bytes; a full disk leaves a valid file and a clear error; lines print like tcpdump -n.
+//! and bytes; a full disk leaves a valid file and a clear error; lines print like tcpdump -n
+//! and tcpdump -n -e.
 
 mod common;
 
@@ -181,8 +182,17 @@ fn a_frame_size_other_than_2048_or_4096_is_refused_before_anything_is_written() 
     assert!(!std::path::Path::new(&out).exists(), "no file is created");
 }
 
-/// Frames whose tcpdump -n line we print the same way (no application decoding).
+/// Frames whose tcpdump -n and -n -e lines we print the same way (no application decoding),
+/// truncated headers included.
 fn plain_frames() -> Vec<Rec> {
+    let udp_v4 = ipv4(
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        17,
+        0x4000,
+        0,
+        &udp(1024, 9, &[0; 18]),
+    );
     let frames = vec![
         eth(
             MAC_B,
@@ -294,6 +304,21 @@ fn plain_frames() -> Vec<Rec> {
                 &udp(1024, 9, &[0; 18]),
             ),
         ),
+        // Priority 5 and drop eligible; QinQ (802.1ad outside 802.1Q); the old QinQ type.
+        eth(MAC_B, MAC_A, &[(0x8100, 0xb000 | 7)], 0x0800, &udp_v4),
+        eth(
+            MAC_B,
+            MAC_A,
+            &[(0x88a8, 10), (0x8100, 100)],
+            0x0800,
+            &udp_v4,
+        ),
+        eth(MAC_B, MAC_A, &[(0x9100, 5)], 0x0800, &udp_v4),
+        // Headers cut short: IPv4, IPv6, ARP, a VLAN tag.
+        eth(MAC_B, MAC_A, &[], 0x0800, &udp_v4[..10]),
+        eth(MAC_B, MAC_A, &[], 0x86dd, &[0x60, 0, 0, 0, 0, 0x26]),
+        eth(MAC_B, MAC_A, &[(0x8100, 100)], 0x0806, &[0, 1, 8, 0]),
+        eth(MAC_B, MAC_A, &[], 0x8100, &[0]),
     ];
     frames
         .into_iter()
@@ -306,25 +331,31 @@ fn plain_frames() -> Vec<Rec> {
 }
 
 #[test]
-fn lines_print_like_tcpdump_n() {
+fn lines_print_like_tcpdump_n_and_n_e() {
     let dir = TempDir::new("files-lines");
     let input = dir.path("plain.pcap");
-    write_capture(&input, Format::Pcap, &plain_frames());
-    let ours = Command::new(common::wirespeed())
-        .args(["capture", "-r", &input])
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    let theirs = Command::new("tcpdump")
-        .args(["-n", "-r", &input])
-        .env("TZ", "UTC")
-        .stderr(Stdio::null())
-        .output()
-        .unwrap();
-    let ours = String::from_utf8_lossy(&ours.stdout).into_owned();
-    let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
-    assert_eq!(ours.lines().count(), 10);
-    for (a, b) in ours.lines().zip(theirs.lines()) {
-        assert_eq!(a, b);
+    let frames = plain_frames();
+    write_capture(&input, Format::Pcap, &frames);
+    for link in [&[][..], &["-e"]] {
+        let ours = Command::new(common::wirespeed())
+            .args(["capture", "-r", &input])
+            .args(link)
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let theirs = Command::new("tcpdump")
+            .args(["-n", "-r", &input])
+            .args(link)
+            .env("TZ", "UTC")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        let ours = String::from_utf8_lossy(&ours.stdout).into_owned();
+        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+        assert_eq!(ours.lines().count(), frames.len(), "{link:?}: {ours}");
+        assert_eq!(theirs.lines().count(), frames.len(), "{link:?}: {theirs}");
+        for (a, b) in ours.lines().zip(theirs.lines()) {
+            assert_eq!(a, b, "{link:?}");
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! One line a packet, like `tcpdump -n`: time (UTC, microseconds), protocol, addresses and
-//! ports, length. Runs on the writer thread, so printing never slows the receive loop.
+//! One line a packet, like `tcpdump -n` (or `-n -e`): time (UTC, microseconds), protocol,
+//! addresses and ports, length. Runs on the writer thread, so printing never slows the receive loop.
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Stdout, Write};
@@ -16,13 +16,16 @@ use wirespeed_packet::{
 pub struct LineOutput {
     out: BufWriter<Stdout>,
     line: String,
+    /// tcpdump's -e: the link-level header on each line.
+    link: bool,
 }
 
 impl LineOutput {
-    pub fn new() -> LineOutput {
+    pub fn new(link: bool) -> LineOutput {
         LineOutput {
             out: BufWriter::with_capacity(1 << 16, io::stdout()),
             line: String::with_capacity(256),
+            link,
         }
     }
 }
@@ -38,7 +41,7 @@ impl Output for LineOutput {
             let record = &chunk.bytes[start..end];
             start = end;
             self.line.clear();
-            format_record(record, &mut self.line);
+            format_record(record, self.link, &mut self.line);
             if let Err(error) = writeln!(self.out, "{}", self.line) {
                 return Err(WriteError {
                     written_packets: i as u64,
@@ -59,7 +62,7 @@ impl Output for LineOutput {
 }
 
 /// A classic pcap record (nanosecond header, then the bytes) as a line.
-fn format_record(record: &[u8], line: &mut String) {
+fn format_record(record: &[u8], link: bool, line: &mut String) {
     let word = |i: usize| {
         record
             .get(i..i + 4)
@@ -76,28 +79,107 @@ fn format_record(record: &[u8], line: &mut String) {
         day % 60,
         nsec / 1000
     );
-    format_ethernet(data, orig_len, line);
+    format_ethernet(data, orig_len, link, line);
 }
 
-pub fn format_ethernet(data: &[u8], orig_len: u32, line: &mut String) {
+/// tcpdump's name for an EtherType (its -e output), for the ones it names.
+fn ethertype_name(ethertype: EtherType) -> &'static str {
+    match ethertype.0 {
+        0x0800 => "IPv4",
+        0x0806 => "ARP",
+        0x86dd => "IPv6",
+        0x8100 => "802.1Q",
+        0x88a8 => "802.1Q-QinQ",
+        0x9100 => "802.1Q-9100",
+        0x88cc => "LLDP",
+        0x8035 => "Reverse ARP",
+        0x8847 => "MPLS unicast",
+        0x8848 => "MPLS multicast",
+        _ => "Unknown",
+    }
+}
+
+/// Writes `ethertype` as tcpdump -e does: `ethertype IPv4 (0x0800)`.
+fn write_ethertype(line: &mut String, ethertype: EtherType) {
+    let _ = write!(
+        line,
+        "ethertype {} (0x{:04x})",
+        ethertype_name(ethertype),
+        ethertype.0
+    );
+}
+
+/// tcpdump's VLAN tag types: 802.1Q, QinQ's 802.1ad, and the older QinQ 0x9100.
+fn is_tag(ethertype: EtherType) -> bool {
+    ethertype.is_vlan() || ethertype.0 == 0x9100
+}
+
+/// An Ethernet frame as tcpdump -n prints it; with `link`, as tcpdump -n -e does: the
+/// addresses, the EtherType and each VLAN tag first, and no protocol word after them. A
+/// truncated header is ` [|proto]`, tcpdump's mark, which it prints without the word.
+pub fn format_ethernet(data: &[u8], orig_len: u32, link: bool, line: &mut String) {
     let Ok(eth) = EthernetFrame::new_checked(data) else {
         let _ = write!(line, "[|ether], length {orig_len}");
         return;
     };
     let (mut ethertype, mut payload) = (eth.ethertype(), eth.payload());
-    while ethertype.is_vlan() {
+    if link {
+        let _ = write!(line, "{} > {}, ", eth.src_addr(), eth.dst_addr());
+    }
+    if is_tag(ethertype) && payload.len() < VlanTag::<&[u8]>::HEADER_LEN {
+        line.push_str(" [|vlan]");
+        return;
+    }
+    if link {
+        write_ethertype(line, ethertype);
+        let _ = write!(line, ", length {orig_len}: ");
+    }
+    while is_tag(ethertype) {
         let Ok(tag) = VlanTag::new_checked(payload) else {
-            let _ = write!(line, "[|vlan], length {orig_len}");
+            line.push_str(" [|vlan]");
             return;
         };
-        // Like tcpdump without -e: the tag is not shown, the packet inside it is.
+        // Without -e the tag is not shown, as in tcpdump: the packet inside it is.
+        if link {
+            let dei = if tag.drop_eligible() { ", DEI" } else { "" };
+            let _ = write!(line, "vlan {}, p {}{dei}, ", tag.vlan_id(), tag.priority());
+            write_ethertype(line, tag.ethertype());
+            line.push_str(", ");
+        }
         // The tag is 4 bytes: TCI, then the next EtherType.
         (ethertype, payload) = (tag.ethertype(), payload.get(4..).unwrap_or(&[]));
     }
+    // Without -e, a word for the protocol; with it, the EtherType already said it.
+    let word = |line: &mut String, w: &str| {
+        if !link {
+            line.push_str(w);
+        }
+    };
     match ethertype {
-        EtherType::IPV4 => format_ipv4(payload, line),
-        EtherType::IPV6 => format_ipv6(payload, line),
-        EtherType::ARP => format_arp(payload, orig_len, line),
+        EtherType::IPV4 => {
+            // tcpdump keeps the word for a truncated IPv4 header (and only for that one).
+            word(line, "IP ");
+            match Ipv4Packet::new_checked(payload) {
+                Ok(ip) => format_ipv4(&ip, line),
+                Err(_) => line.push_str(" [|ip]"),
+            }
+        }
+        EtherType::IPV6 => match Ipv6Packet::new_checked(payload) {
+            Ok(ip) => {
+                word(line, "IP6 ");
+                format_ipv6(&ip, line)
+            }
+            Err(_) => line.push_str(" [|ip6]"),
+        },
+        EtherType::ARP => match ArpPacket::new_checked(payload) {
+            Ok(arp) => {
+                word(line, "ARP, ");
+                format_arp(&arp, line)
+            }
+            Err(_) => line.push_str(" [|arp]"),
+        },
+        // With -e the header is all we show of a protocol we do not decode.
+        _ if link => {}
         other => {
             let _ = write!(
                 line,
@@ -109,13 +191,8 @@ pub fn format_ethernet(data: &[u8], orig_len: u32, line: &mut String) {
     }
 }
 
-fn format_ipv4(bytes: &[u8], line: &mut String) {
-    let Ok(ip) = Ipv4Packet::new_checked(bytes) else {
-        line.push_str("IP [|ip]");
-        return;
-    };
+fn format_ipv4(ip: &Ipv4Packet<&[u8]>, line: &mut String) {
     let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
-    line.push_str("IP ");
     if ip.frag_offset() != 0 {
         let _ = write!(
             line,
@@ -127,12 +204,7 @@ fn format_ipv4(bytes: &[u8], line: &mut String) {
     format_transport(ip.protocol(), src, dst, ip.payload(), line);
 }
 
-fn format_ipv6(bytes: &[u8], line: &mut String) {
-    let Ok(ip) = Ipv6Packet::new_checked(bytes) else {
-        line.push_str("IP6 [|ip6]");
-        return;
-    };
-    line.push_str("IP6 ");
+fn format_ipv6(ip: &Ipv6Packet<&[u8]>, line: &mut String) {
     let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
     format_transport(ip.next_header(), src, dst, ip.payload(), line);
 }
@@ -247,17 +319,13 @@ fn format_icmp(
     let _ = write!(line, ", length {len}");
 }
 
-fn format_arp(bytes: &[u8], orig_len: u32, line: &mut String) {
-    let Ok(arp) = ArpPacket::new_checked(bytes) else {
-        let _ = write!(line, "ARP, [|arp], length {orig_len}");
-        return;
-    };
+fn format_arp(arp: &ArpPacket<&[u8]>, line: &mut String) {
     let len = ArpPacket::<&[u8]>::HEADER_LEN;
     match arp.operation() {
         1 => {
             let _ = write!(
                 line,
-                "ARP, Request who-has {} tell {}, length {len}",
+                "Request who-has {} tell {}, length {len}",
                 arp.target_protocol_addr(),
                 arp.sender_protocol_addr()
             );
@@ -265,13 +333,13 @@ fn format_arp(bytes: &[u8], orig_len: u32, line: &mut String) {
         2 => {
             let _ = write!(
                 line,
-                "ARP, Reply {} is-at {}, length {len}",
+                "Reply {} is-at {}, length {len}",
                 arp.sender_protocol_addr(),
                 arp.sender_hardware_addr()
             );
         }
         op => {
-            let _ = write!(line, "ARP, op {op}, length {len}");
+            let _ = write!(line, "op {op}, length {len}");
         }
     }
 }

@@ -69,6 +69,10 @@ pub struct CaptureArgs {
     /// Accepted for tcpdump's sake: addresses are never turned into names.
     #[arg(short = 'n')]
     pub numeric: bool,
+    /// Print each packet's link-level header too (addresses, EtherType, VLAN tags), as
+    /// tcpdump -e does.
+    #[arg(short = 'e')]
+    pub link_header: bool,
     /// Read packets from a pcap or pcapng file instead of a port (`-` for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<PathBuf>,
@@ -235,7 +239,7 @@ impl CaptureArgs {
                 None => (
                     Format::Pcap,
                     "-".to_string(),
-                    Box::new(line::LineOutput::new()),
+                    Box::new(line::LineOutput::new(self.link_header)),
                 ),
                 Some("-") => (self.format, "-".to_string(), Box::new(StdoutOutput::new())),
                 Some(path) => (self.format, path.to_string(), Box::new(FileOutput::new())),
