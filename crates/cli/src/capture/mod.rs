@@ -57,7 +57,8 @@ wirespeed capture -r in.pcapng -w out.pcap --format pcap 'tcp and not port 22'"
 pub struct CaptureArgs {
     /// The port: xdp:IFACE or just IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE
     /// (that queue only: the others' packets go on to the kernel's stack uncaptured), or
-    /// packet:IFACE (AF_PACKET TPACKET_V3).
+    /// packet:IFACE (AF_PACKET TPACKET_V3). Both capture the packets the interface receives,
+    /// not those it sends (XDP runs on receive only; tcpdump -Q in).
     #[arg(
         long,
         short = 'i',
