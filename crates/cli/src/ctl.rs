@@ -14,8 +14,9 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show (the learning table, as ovs-appctl \
 fdb/show prints it)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
-priority, 32768 if not given), in every table unless table= is given; cookie=VALUE/MASK selects \
-by cookie (/-1: all bits), and mod-flows' cookie=VALUE sets a new one.\n\nExamples:\n  \
+priority, 32768 if not given; ovs-ofctl's dump-flows has no strict form), in every table unless \
+table= is given; cookie=VALUE/MASK selects by cookie (/-1: all bits), and mod-flows' \
+cookie=VALUE sets a new one. priority= selects only with --strict.\n\nExamples:\n  \
 wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
 wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
 wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1"

@@ -304,7 +304,7 @@ fn plain_frames() -> Vec<Rec> {
                 &udp(1024, 9, &[0; 18]),
             ),
         ),
-        // Priority 5 and drop eligible; QinQ (802.1ad outside 802.1Q); the old QinQ type.
+        // Priority 5 and drop eligible; QinQ (802.1ad outside 802.1Q); the old QinQ types.
         eth(MAC_B, MAC_A, &[(0x8100, 0xb000 | 7)], 0x0800, &udp_v4),
         eth(
             MAC_B,
@@ -314,6 +314,7 @@ fn plain_frames() -> Vec<Rec> {
             &udp_v4,
         ),
         eth(MAC_B, MAC_A, &[(0x9100, 5)], 0x0800, &udp_v4),
+        eth(MAC_B, MAC_A, &[(0x9200, 7)], 0x0800, &udp_v4),
         // Headers cut short: IPv4, IPv6, ARP, a VLAN tag.
         eth(MAC_B, MAC_A, &[], 0x0800, &udp_v4[..10]),
         eth(MAC_B, MAC_A, &[], 0x86dd, &[0x60, 0, 0, 0, 0, 0x26]),

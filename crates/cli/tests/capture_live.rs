@@ -169,7 +169,7 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
         for q in 0..3 {
             send_on_queue(&net, q, sent(q));
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(std::time::Duration::from_millis(1000));
         let (j, log) = cap.interrupt();
         assert_counts_add_up(&j);
         assert_eq!(
@@ -183,6 +183,8 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
         );
         assert_eq!(judge(&file), (*want, *want * FRAME_LEN), "{port}");
         let all = !port.ends_with("@2");
+        let source = format!("xdp:{}@{}", net.b, if all { "all" } else { "2" });
+        assert_eq!(j["source"], source, "{j}");
         assert_eq!(
             log.contains("receiving on all 3 queues"),
             all,

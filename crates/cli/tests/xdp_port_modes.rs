@@ -244,7 +244,7 @@ fn an_all_queues_port_takes_every_queue_and_keeps_its_frames() {
         );
         assert_eq!(tx["tx_packets"].to_string(), count, "{tx}");
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     let (j, log) = rx.interrupt();
     assert_eq!(j["packets"], 1500, "{j}\n{log}");
     assert_eq!(j["port"], format!("xdp:{}@all", net.b), "{j}");

@@ -37,6 +37,15 @@ impl PortSpec {
     pub fn names_queue(spec: &str) -> bool {
         spec.contains('@')
     }
+
+    /// The spec with its queue always written out (`xdp:eth0@0`), for a tool in which
+    /// `xdp:IFACE` means more than queue 0 (capture: every queue).
+    pub fn with_queue(&self) -> String {
+        match self.backend {
+            Backend::Xdp if !self.all_queues => format!("xdp:{}@{}", self.iface, self.queue),
+            _ => self.to_string(),
+        }
+    }
 }
 
 /// What is wrong with a port spec.
@@ -137,6 +146,11 @@ mod tests {
         assert_eq!(s.to_string(), "xdp:eth1@all");
         assert!(!"xdp:eth1@2".parse::<PortSpec>().unwrap().all_queues);
         assert!(PortSpec::names_queue("xdp:eth1@0") && !PortSpec::names_queue("xdp:eth1"));
+        let s: PortSpec = "xdp:eth1@0".parse().unwrap();
+        assert_eq!(
+            (s.to_string(), s.with_queue()),
+            ("xdp:eth1".into(), "xdp:eth1@0".into())
+        );
     }
 
     #[test]

@@ -91,6 +91,7 @@ fn ethertype_name(ethertype: EtherType) -> &'static str {
         0x8100 => "802.1Q",
         0x88a8 => "802.1Q-QinQ",
         0x9100 => "802.1Q-9100",
+        0x9200 => "802.1Q-9200",
         0x88cc => "LLDP",
         0x8035 => "Reverse ARP",
         0x8847 => "MPLS unicast",
@@ -109,9 +110,9 @@ fn write_ethertype(line: &mut String, ethertype: EtherType) {
     );
 }
 
-/// tcpdump's VLAN tag types: 802.1Q, QinQ's 802.1ad, and the older QinQ 0x9100.
+/// tcpdump's VLAN tag types: 802.1Q, QinQ's 802.1ad, and the older QinQ 0x9100 and 0x9200.
 fn is_tag(ethertype: EtherType) -> bool {
-    ethertype.is_vlan() || ethertype.0 == 0x9100
+    ethertype.is_vlan() || matches!(ethertype.0, 0x9100 | 0x9200)
 }
 
 /// An Ethernet frame as tcpdump -n prints it; with `link`, as tcpdump -n -e does: the

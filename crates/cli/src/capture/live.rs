@@ -32,6 +32,8 @@ pub fn run(
     let mut port = wirespeed_port::open(spec, &args.port_options(&spec.iface))
         .with_context(|| format!("open {spec}"))?;
     let mut counts = Counts::for_port(port.info());
+    // Here xdp:IFACE means every queue: name the one queue of a one-queue capture.
+    counts.source = spec.with_queue();
     counts.filter = expression.clone();
     counts.filter_location = filter.as_ref().map(|_| "user".to_string());
     if let Some(expr) = expression.as_deref()
@@ -55,7 +57,7 @@ pub fn run(
     let info = port.info();
     eprintln!(
         "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
-        info.spec,
+        counts.source,
         info.backend.name(),
         info.mode,
         args.batch,

@@ -350,13 +350,13 @@ mod tests {
             Cli::parse_from(argv)
                 .capture
                 .port_spec()
-                .map(|s| s.to_string())
+                .map(|s| s.with_queue())
         };
         for (argv, want) in [
             (&["-i", "eth0", "-n"][..], "xdp:eth0@all"),
             (&["--port", "xdp:eth0"], "xdp:eth0@all"),
             (&["--port", "xdp:eth0@all"], "xdp:eth0@all"),
-            (&["-i", "xdp:eth0@0"], "xdp:eth0"),
+            (&["-i", "xdp:eth0@0"], "xdp:eth0@0"),
             (&["-i", "xdp:eth0@3"], "xdp:eth0@3"),
             (&["-i", "packet:eth0"], "packet:eth0"),
         ] {

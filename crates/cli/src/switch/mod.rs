@@ -94,7 +94,8 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
     if spec.all_queues {
         bail!(
             "--port {text}: the switch serves queues with its poll-mode threads: name one queue \
-             (xdp:{}@N), or give --pmd-cpus one CPU per queue",
+             (xdp:{}@N), or give xdp:{} with --pmd-cpus, one CPU per queue",
+            spec.iface,
             spec.iface
         );
     }

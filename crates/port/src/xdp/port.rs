@@ -122,7 +122,12 @@ impl Port for XdpPort {
             if batch.room() == 0 {
                 break;
             }
-            got += self.group.rx_burst((self.next + k) % n, batch)?;
+            match self.group.rx_burst((self.next + k) % n, batch) {
+                Ok(m) => got += m,
+                // Deliver what the other queues gave; the error comes back on a later call.
+                Err(_) if got > 0 => break,
+                Err(e) => return Err(e),
+            }
         }
         self.next = (self.next + 1) % n;
         Ok(got)
