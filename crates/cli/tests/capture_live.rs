@@ -195,6 +195,43 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
 }
 
 #[test]
+fn an_xdp_capture_takes_what_it_captures_so_it_asks_on_an_interface_in_use() {
+    let _one = serial();
+    let net = NetPair::new("ct");
+    for (ns, dev, ip) in [
+        (&net.ns_a, &net.a, "10.7.0.1/24"),
+        (&net.ns_b, &net.b, "10.7.0.2/24"),
+    ] {
+        must(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
+    }
+    let dir = TempDir::new("take");
+    let file = dir.path("refused.pcap");
+    let out = run_in(&net.ns_b, &["capture", "-i", &net.b, "-w", &file]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let want = format!("{} has addresses (10.7.0.2): an xdp: capture takes", net.b);
+    assert!(err.contains(&want) && err.contains("--take"), "{err}");
+    assert!(!exists(&file), "no file is created");
+    net.assert_no_xdp();
+    // packet: watches: ping is answered, and the capture has the three requests.
+    // xdp: with --take takes them: the capture has them, B's stack never answers.
+    let watch = format!("packet:{}", net.b);
+    for (how, replies) in [(["--port", &watch, "-n"], 3), (["-i", &net.b, "--take"], 0)] {
+        let file = dir.path(&format!("replies-{replies}.pcap"));
+        let mut argv = vec!["capture"];
+        argv.extend(how);
+        argv.extend(["-w", &file, "--json", "icmp"]);
+        let mut cap = spawn_in(&net.ns_b, &argv);
+        cap.wait_ready();
+        assert_eq!(ping(&net.ns_a, "10.7.0.2", 3), replies, "{argv:?}");
+        let (j, log) = cap.interrupt();
+        assert_eq!(n(&j, "written"), 3, "{argv:?}: {j}\n{log}");
+        assert_eq!(judge(&file).0, 3, "{argv:?}");
+    }
+    net.assert_no_xdp();
+}
+
+#[test]
 fn count_ends_the_capture_with_a_valid_file() {
     let _one = serial();
     for backend in ["xdp", "packet"] {

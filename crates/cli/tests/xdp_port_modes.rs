@@ -194,21 +194,11 @@ fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
         "dev",
         &net.b,
     ]);
-    let ping = || {
-        let out = sh(&[
-            "ip", "netns", "exec", &net.ns_a, "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.8.0.2",
-        ]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.split(" received")
-            .next()
-            .and_then(|s| s.rsplit(", ").next())
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .unwrap_or_else(|| panic!("ping said: {text}"))
-    };
+    let ping_b = || ping(&net.ns_a, "10.8.0.2", 3);
     for (queue, replies) in [(1, 3), (0, 0)] {
         let port = format!("xdp:{}@{queue}", net.b);
         let rx = rxdrop_in_b(&net, &port, &["--duration", "30", "-q"]);
-        assert_eq!(ping(), replies, "socket on queue {queue}");
+        assert_eq!(ping_b(), replies, "socket on queue {queue}");
         let (j, log) = rx.interrupt();
         let note = format!("has 2 receive queues and this port receives on queue {queue} only");
         assert!(log.contains(&note), "{log}");

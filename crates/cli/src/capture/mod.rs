@@ -6,6 +6,7 @@ mod counts;
 mod line;
 mod live;
 mod offline;
+mod take;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,6 +68,11 @@ pub struct CaptureArgs {
         conflicts_with = "read"
     )]
     pub port: Option<String>,
+    /// Capture on xdp: even though the interface has addresses. An xdp: capture takes the
+    /// packets it captures (all of them, whatever the filter) from the kernel's stack, so the
+    /// host stops receiving on that interface while it runs; packet: only watches.
+    #[arg(long)]
+    pub take: bool,
     /// Accepted for tcpdump's sake: addresses are never turned into names.
     #[arg(short = 'n')]
     pub numeric: bool,
@@ -287,6 +293,9 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
             let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
             let needs_bpf = spec.backend == Backend::Xdp;
+            if needs_bpf {
+                take::check(&spec.iface, args.take)?;
+            }
             crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;
             live::run(&args, &spec, filter, rotation, &stop)?
         }

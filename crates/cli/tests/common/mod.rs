@@ -317,6 +317,19 @@ pub fn run_json(ns: &str, args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// Pings from `ns` to `to`: how many of `count` replies came back.
+pub fn ping(ns: &str, to: &str, count: u32) -> u32 {
+    let count = count.to_string();
+    let out = sh(&[
+        "ip", "netns", "exec", ns, "ping", "-n", "-c", &count, "-i", "0.2", "-W", "1", to,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(", ")
+        .find_map(|part| part.strip_suffix(" received"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no ping summary: {text}"))
+}
+
 pub fn exists(p: &str) -> bool {
     Path::new(p).exists()
 }

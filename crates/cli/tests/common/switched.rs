@@ -93,26 +93,7 @@ impl Switched {
 
     /// Pings from `ns` to `to`: how many of `count` replies came back.
     pub fn ping(&self, ns: &str, to: &str, count: u32) -> u32 {
-        let out = sh(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "ping",
-            "-n",
-            "-c",
-            &count.to_string(),
-            "-i",
-            "0.2",
-            "-W",
-            "1",
-            to,
-        ]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.split(", ")
-            .find_map(|part| part.strip_suffix(" received"))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no ping summary: {text}"))
+        super::ping(ns, to, count)
     }
 
     /// Sends `bytes` random bytes over one TCP connection from host A to host B (10.9.0.1 ->
