@@ -195,7 +195,7 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
 }
 
 #[test]
-fn an_xdp_capture_takes_what_it_captures_so_it_asks_on_an_interface_in_use() {
+fn xdp_takes_what_it_captures_and_asks_first_packet_only_watches() {
     let _one = serial();
     let net = NetPair::new("ct");
     for (ns, dev, ip) in [
@@ -213,11 +213,19 @@ fn an_xdp_capture_takes_what_it_captures_so_it_asks_on_an_interface_in_use() {
     assert!(err.contains(&want) && err.contains("--take"), "{err}");
     assert!(!exists(&file), "no file is created");
     net.assert_no_xdp();
-    // packet: watches: ping is answered, and the capture has the three requests.
-    // xdp: with --take takes them: the capture has them, B's stack never answers.
+    // packet: watches: ping is answered, and the capture has the three requests (with -Q
+    // inout the three replies too). xdp: with --take takes them: the capture has them,
+    // B's stack never answers.
     let watch = format!("packet:{}", net.b);
-    for (how, replies) in [(["--port", &watch, "-n"], 3), (["-i", &net.b, "--take"], 0)] {
-        let file = dir.path(&format!("replies-{replies}.pcap"));
+    for (i, (how, replies, written)) in [
+        (vec!["--port", &watch, "-n"], 3, 3),
+        (vec!["--port", &watch, "-Q", "inout"], 3, 6),
+        (vec!["-i", &net.b, "--take"], 0, 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = dir.path(&format!("case-{i}.pcap"));
         let mut argv = vec!["capture"];
         argv.extend(how);
         argv.extend(["-w", &file, "--json", "icmp"]);
@@ -225,9 +233,16 @@ fn an_xdp_capture_takes_what_it_captures_so_it_asks_on_an_interface_in_use() {
         cap.wait_ready();
         assert_eq!(ping(&net.ns_a, "10.7.0.2", 3), replies, "{argv:?}");
         let (j, log) = cap.interrupt();
-        assert_eq!(n(&j, "written"), 3, "{argv:?}: {j}\n{log}");
-        assert_eq!(judge(&file).0, 3, "{argv:?}");
+        assert_eq!(n(&j, "written"), written, "{argv:?}: {j}\n{log}");
+        assert_eq!(judge(&file).0, written, "{argv:?}");
     }
+    let out = run_in(
+        &net.ns_b,
+        &["capture", "-i", &net.b, "--take", "-Q", "inout", "-c", "1"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("-Q inout: xdp:"), "{err}");
     net.assert_no_xdp();
 }
 

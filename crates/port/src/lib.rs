@@ -42,6 +42,9 @@ pub struct PortOptions {
     pub rx: bool,
     /// Open the port for transmitting.
     pub tx: bool,
+    /// AF_PACKET: receive what the interface sends as well (tcpdump -Q inout). AF_XDP sees
+    /// received packets only.
+    pub outgoing: bool,
     /// AF_XDP: the caller has attached its own XDP program to the interfaces, in this mode,
     /// and registers the sockets with it (`XdpGroup::socket_fd`); the port attaches none.
     pub program_attached: Option<wirespeed_xdp::AttachMode>,
@@ -61,6 +64,7 @@ impl Default for PortOptions {
             force: false,
             rx: true,
             tx: true,
+            outgoing: false,
             program_attached: None,
         }
     }

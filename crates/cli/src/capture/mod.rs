@@ -59,7 +59,7 @@ pub struct CaptureArgs {
     /// The port: xdp:IFACE or just IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE
     /// (that queue only: the others' packets go on to the kernel's stack uncaptured), or
     /// packet:IFACE (AF_PACKET TPACKET_V3). Both capture the packets the interface receives,
-    /// not those it sends (XDP runs on receive only; tcpdump -Q in).
+    /// not those it sends (XDP runs on receive only; tcpdump -Q in), unless -Q inout.
     #[arg(
         long,
         short = 'i',
@@ -68,6 +68,10 @@ pub struct CaptureArgs {
         conflicts_with = "read"
     )]
     pub port: Option<String>,
+    /// Direction, as tcpdump's -Q: `in` (the default: what the interface receives) or
+    /// `inout` (what it sends too; packet: ports only, since XDP runs on receive).
+    #[arg(short = 'Q', value_name = "DIRECTION", default_value = "in", value_parser = ["in", "inout"])]
+    pub direction: String,
     /// Capture on xdp: even though the interface has addresses. An xdp: capture takes the
     /// packets it captures (all of them, whatever the filter) from the kernel's stack, so the
     /// host stops receiving on that interface while it runs; packet: only watches.
@@ -235,6 +239,7 @@ impl CaptureArgs {
             force: self.force,
             rx: true,
             tx: false,
+            outgoing: self.direction == "inout",
             ..PortOptions::default()
         }
     }
@@ -294,6 +299,13 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
             let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
             let needs_bpf = spec.backend == Backend::Xdp;
             if needs_bpf {
+                if args.direction == "inout" {
+                    bail!(
+                        "-Q inout: {spec} sees received packets only (XDP runs on receive); \
+                         packet:{} captures both directions",
+                        spec.iface
+                    );
+                }
                 take::check(&spec.iface, args.take)?;
             }
             crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;

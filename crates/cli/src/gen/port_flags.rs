@@ -70,6 +70,7 @@ impl PortFlags {
             force: self.force,
             rx,
             tx,
+            outgoing: false,
             program_attached: None,
         }
     }

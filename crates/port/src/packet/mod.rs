@@ -101,9 +101,12 @@ impl PacketPort {
         let fd = socket.as_fd();
         mmap::set_option(fd, libc::PACKET_VERSION, mmap::TPACKET_V3)
             .map_err(io_err("PACKET_VERSION"))?;
-        // A receiver never sees what is sent on its interface (its own or the host's sends).
-        mmap::set_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
-            .map_err(io_err("PACKET_IGNORE_OUTGOING"))?;
+        // A receiver sees what is sent on its interface (its own or the host's sends) only
+        // when asked (a capture's -Q inout).
+        if !opts.outgoing {
+            mmap::set_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
+                .map_err(io_err("PACKET_IGNORE_OUTGOING"))?;
+        }
         if opts.tx {
             mmap::set_option(fd, libc::PACKET_QDISC_BYPASS, 1)
                 .map_err(io_err("PACKET_QDISC_BYPASS"))?;
