@@ -24,7 +24,8 @@ pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-f
                             dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
-/// with exactly that match and priority, as in ovs-ofctl.
+/// with exactly that match and priority, as ovs-ofctl's mod-flows and del-flows do (a strict
+/// dump-flows is ours).
 pub const STRICT_COMMANDS: [&str; 3] = ["mod-flows", "del-flows", "dump-flows"];
 
 /// The request argument that asks for strict selection.

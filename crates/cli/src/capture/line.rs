@@ -1,5 +1,6 @@
 //! One line a packet, like `tcpdump -n` (or `-n -e`): time (UTC, microseconds), protocol,
-//! addresses and ports, length. Runs on the writer thread, so printing never slows the receive loop.
+//! addresses and ports, length. Runs on the writer thread, so printing never slows the
+//! receive loop.
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Stdout, Write};
