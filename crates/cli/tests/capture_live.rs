@@ -23,13 +23,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 const FRAME_LEN: u64 = 60;
 
 fn send(net: &NetPair, count: u64) {
+    send_on_queue(net, 0, count);
+}
+
+/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on the same
+/// queue of B.
+fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
     let tx = run_json(
         &net.ns_a,
         &[
             "bench",
             "txpush",
             "--port",
-            &format!("xdp:{}", net.a),
+            &format!("xdp:{}@{queue}", net.a),
             "--count",
             &count.to_string(),
             "--json",
@@ -123,25 +129,6 @@ fn packet_captures_100k_to_pcapng_stopped_by_sigterm() {
 #[test]
 fn packet_captures_100k_to_pcap() {
     capture_100k("cp2", "packet", "pcap", false);
-}
-
-/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on the same
-/// queue of B.
-fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}@{queue}", net.a),
-            "--count",
-            &count.to_string(),
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
 }
 
 #[test]
