@@ -106,11 +106,6 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
         up + fast,
         "the rule counts every packet port 1 received, in the kernel or not:\n{flows}\n{ports}"
     );
-    // Only the packets that came before the flow's entry (and the hosts' ARP) came up.
-    assert!(
-        fast >= SENT * 9 / 10,
-        "the kernel forwarded only {fast} of {SENT}:\n{ports}"
-    );
     let cache = s.ctl_ok(&["dump-cache"]);
     let hits = field(&cache, "fast_path:", "kernel_hits");
     assert_eq!(
@@ -120,6 +115,16 @@ fn offloaded_flows_are_forwarded_and_counted_exactly() {
     );
     // Ping replies (port 2 -> 1) went through the kernel too: ICMP is offloaded.
     assert!(field(&cache, "fast_path:", "flows") >= 3, "{cache}");
+    // Only the packets before the flow's entry came up, and how many depends on how fast the
+    // sender is (about a tenth of them here on a fast day): with the entry in place, the
+    // kernel forwards a second push (all but a handful at most: 99 %).
+    push_and_count(&s, SENT);
+    let again = s.ctl_ok(&["dump-ports"]);
+    let fast_again = port_rx(&again, 1).1 - fast;
+    assert!(
+        fast_again >= SENT * 99 / 100,
+        "the kernel forwarded {fast_again} of a second {SENT}:\n{again}"
+    );
 }
 
 /// Port `port`'s fast-path transmit failures in dump-ports, and whether it is blocked.
