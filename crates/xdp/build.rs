@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Objects: name, source in bpf/, extra clang arguments.
-const PROGRAMS: [(&str, &str, &[&str]); 5] = [
+const PROGRAMS: [(&str, &str, &[&str]); 6] = [
     ("xsk_redirect", "xsk_redirect", &[]),
+    ("xsk_spill", "xsk_spill", &[]),
     ("xdp_drop", "xdp_drop", &[]),
     ("xdp_live_tx", "xdp_live_tx", &[]),
     ("switch_fast_path", "switch_fast_path", &[]),

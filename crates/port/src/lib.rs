@@ -48,6 +48,10 @@ pub struct PortOptions {
     /// AF_XDP: the caller has attached its own XDP program to the interfaces, in this mode,
     /// and registers the sockets with it (`XdpGroup::socket_fd`); the port attaches none.
     pub program_attached: Option<wirespeed_xdp::AttachMode>,
+    /// AF_XDP, receiving on one interface: bytes of spill ring (a power of two; 0 for
+    /// none). While the receiver falls behind, our program puts packets there instead of
+    /// dropping them, and the port hands them back in order (bpf/xsk_spill.c).
+    pub spill_bytes: u32,
 }
 
 impl Default for PortOptions {
@@ -66,6 +70,7 @@ impl Default for PortOptions {
             tx: true,
             outgoing: false,
             program_attached: None,
+            spill_bytes: 0,
         }
     }
 }

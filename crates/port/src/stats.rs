@@ -19,11 +19,14 @@ pub struct DropCounters {
     pub tx_invalid_desc: u64,
     /// The kernel failed to send a queued packet.
     pub tx_error: u64,
+    /// Our program had to set a packet aside while we were behind, and its spill ring was
+    /// full (AF_XDP with a spill ring).
+    pub spill_full: u64,
 }
 
 impl DropCounters {
     /// Each reason with its name, in a fixed order (for `--json` and the live line).
-    pub fn by_reason(&self) -> [(&'static str, u64); 7] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 8] {
         [
             ("fill_ring_empty", self.fill_ring_empty),
             ("rx_ring_full", self.rx_ring_full),
@@ -32,6 +35,7 @@ impl DropCounters {
             ("tx_ring_full", self.tx_ring_full),
             ("tx_invalid_desc", self.tx_invalid_desc),
             ("tx_error", self.tx_error),
+            ("spill_full", self.spill_full),
         ]
     }
 
@@ -48,6 +52,7 @@ impl DropCounters {
         self.tx_ring_full += o.tx_ring_full;
         self.tx_invalid_desc += o.tx_invalid_desc;
         self.tx_error += o.tx_error;
+        self.spill_full += o.spill_full;
     }
 }
 
@@ -60,6 +65,8 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Packets copied between buffer areas (DESIGN rule 5: count the copies).
     pub copies: u64,
+    /// Packets received through the spill ring (each copied into a frame on the way).
+    pub spilled: u64,
     pub drops: DropCounters,
 }
 
@@ -71,6 +78,7 @@ impl PortStats {
         self.tx_packets += o.tx_packets;
         self.tx_bytes += o.tx_bytes;
         self.copies += o.copies;
+        self.spilled += o.spilled;
         self.drops.add(&o.drops);
     }
 }

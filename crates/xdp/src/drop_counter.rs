@@ -19,7 +19,7 @@ pub struct DropCounter {
 impl DropCounter {
     pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<DropCounter, XdpError> {
         Ok(DropCounter {
-            ebpf: load_attached(OBJECT, PROGRAM, iface, mode, force)?,
+            ebpf: load_attached(OBJECT, PROGRAM, &[], iface, mode, force)?,
         })
     }
 

@@ -1,5 +1,5 @@
 //! wirespeed's XDP programs (C in `bpf/`, built by build.rs) and their loader (aya):
-//! the redirect to AF_XDP sockets, the in-kernel drop counter (the benchmark's ceiling) and
+//! the redirect to AF_XDP sockets (and its variant that spills to a ring buffer), the in-kernel drop counter (the benchmark's ceiling) and
 //! the live-frames transmit engine, and the switch's in-kernel fast path.
 //!
 //! Programs are attached through BPF links where the kernel has them, so they detach when
@@ -16,7 +16,7 @@ pub use attach::{AttachMode, attached_program};
 pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
 pub use live_frames::{LiveFrames, Stamp, Variation};
-pub use xsk_program::XskProgram;
+pub use xsk_program::{SpillRecord, SpillRing, XskProgram};
 
 /// What can go wrong loading or attaching an XDP program.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +54,24 @@ pub enum XdpError {
 
 /// Loads one of the built objects and its named program, ready to attach or run.
 fn load_program(object: &[u8], program: &'static str) -> Result<aya::Ebpf, XdpError> {
-    let mut ebpf = aya::EbpfLoader::new()
-        .load(object)
-        .map_err(|e| XdpError::Load {
-            program,
-            reason: error_chain(&e),
-        })?;
+    load_program_sized(object, program, &[])
+}
+
+/// `load_program`, with the maps named in `sizes` given that many entries (bytes for a ring
+/// buffer).
+fn load_program_sized(
+    object: &[u8],
+    program: &'static str,
+    sizes: &[(&str, u32)],
+) -> Result<aya::Ebpf, XdpError> {
+    let mut loader = aya::EbpfLoader::new();
+    for &(map, entries) in sizes {
+        loader.map_max_entries(map, entries);
+    }
+    let mut ebpf = loader.load(object).map_err(|e| XdpError::Load {
+        program,
+        reason: error_chain(&e),
+    })?;
     xdp_program(&mut ebpf, program)?
         .load()
         .map_err(|e| XdpError::Load {
@@ -86,11 +98,12 @@ fn xdp_program<'a>(
 fn load_attached(
     object: &[u8],
     program: &'static str,
+    sizes: &[(&str, u32)],
     iface: &str,
     mode: AttachMode,
     force: bool,
 ) -> Result<aya::Ebpf, XdpError> {
-    let mut ebpf = load_program(object, program)?;
+    let mut ebpf = load_program_sized(object, program, sizes)?;
     attach::attach(
         xdp_program(&mut ebpf, program)?,
         program,

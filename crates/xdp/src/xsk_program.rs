@@ -1,12 +1,16 @@
-//! The redirect program: packets of a queue go to the AF_XDP socket registered for it.
+//! The redirect program: packets of a queue go to the AF_XDP socket registered for it. Its
+//! spilling variant (bpf/xsk_spill.c) sends them to a BPF ring buffer instead while the
+//! socket's user falls behind.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 
 use crate::{AttachMode, XdpError, error_chain, load_attached};
-use aya::maps::XskMap;
+use aya::maps::{Map, MapData, RingBuf, XskMap};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
 const PROGRAM: &str = "xsk_redirect";
+const SPILL_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_spill.o"));
+const SPILL_PROGRAM: &str = "xsk_spill";
 
 /// The redirect program, attached to one interface; detached when dropped.
 pub struct XskProgram {
@@ -19,7 +23,35 @@ impl XskProgram {
     /// Loads the program and attaches it to `iface`.
     pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<XskProgram, XdpError> {
         Ok(XskProgram {
-            ebpf: load_attached(OBJECT, PROGRAM, iface, mode, force)?,
+            ebpf: load_attached(OBJECT, PROGRAM, &[], iface, mode, force)?,
+            iface: iface.to_string(),
+            mode,
+        })
+    }
+
+    /// Loads and attaches the spilling variant, with a spill ring of `spill_bytes` (a power
+    /// of two, at least a page). Until `SpillLevels::enable` it redirects like `attach`'s.
+    pub fn attach_spilling(
+        iface: &str,
+        mode: AttachMode,
+        force: bool,
+        spill_bytes: u32,
+    ) -> Result<XskProgram, XdpError> {
+        if !spill_bytes.is_power_of_two() || spill_bytes < 4096 {
+            return Err(XdpError::Map {
+                map: "spill",
+                reason: format!("size {spill_bytes} is not a power of two of at least 4096"),
+            });
+        }
+        Ok(XskProgram {
+            ebpf: load_attached(
+                SPILL_OBJECT,
+                SPILL_PROGRAM,
+                &[("spill", spill_bytes)],
+                iface,
+                mode,
+                force,
+            )?,
             iface: iface.to_string(),
             mode,
         })
@@ -46,6 +78,77 @@ impl XskProgram {
         xsks.set(queue, fd, 0).map_err(|e| XdpError::Map {
             map: "xsks",
             reason: format!("register queue {queue}: {}", error_chain(&e)),
+        })
+    }
+
+    /// The spilling variant's ring and its levels array (a descriptor to map, see
+    /// `wirespeed_xsk::SpillLevels`); taken once.
+    pub fn take_spill(&mut self) -> Result<(SpillRing, OwnedFd), XdpError> {
+        let missing = |map: &'static str| XdpError::Map {
+            map,
+            reason: "not in the program (attach it with attach_spilling)".to_string(),
+        };
+        let levels = match self.ebpf.take_map("levels") {
+            Some(Map::Array(data)) => data,
+            _ => return Err(missing("levels")),
+        };
+        let levels_fd = levels
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| XdpError::Map {
+                map: "levels",
+                reason: e.to_string(),
+            })?;
+        let ring = self
+            .ebpf
+            .take_map("spill")
+            .ok_or_else(|| missing("spill"))?;
+        let ring = RingBuf::try_from(ring).map_err(|e| XdpError::Map {
+            map: "spill",
+            reason: error_chain(&e),
+        })?;
+        Ok((SpillRing { ring }, levels_fd))
+    }
+}
+
+/// Bytes in front of each spilled packet: `struct spill_head` of bpf/xsk_spill.c.
+const SPILL_HEAD: usize = 16;
+
+/// A packet the program spilled: its queue, how many of that queue's packets went to the
+/// socket before it, and its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct SpillRecord<'a> {
+    pub queue: u32,
+    pub before: u64,
+    pub packet: &'a [u8],
+}
+
+/// The spill program's ring buffer, read in order.
+pub struct SpillRing {
+    ring: RingBuf<MapData>,
+}
+
+impl SpillRing {
+    /// Hands the oldest record to `take` and frees its room; None when the ring is empty.
+    /// A record shorter than it says (never written so by our program) comes as Err, its
+    /// room freed all the same.
+    pub fn pop<R>(&mut self, take: impl FnOnce(SpillRecord<'_>) -> R) -> Option<Result<R, ()>> {
+        let item = self.ring.next()?;
+        let bytes: &[u8] = &item;
+        let Some(head) = bytes.get(..SPILL_HEAD) else {
+            return Some(Err(()));
+        };
+        let before = u64::from_ne_bytes(head[0..8].try_into().unwrap_or_default());
+        let len = u32::from_ne_bytes(head[8..12].try_into().unwrap_or_default()) as usize;
+        let queue = u32::from_ne_bytes(head[12..16].try_into().unwrap_or_default());
+        Some(match bytes.get(SPILL_HEAD..SPILL_HEAD + len) {
+            Some(packet) => Ok(take(SpillRecord {
+                queue,
+                before,
+                packet,
+            })),
+            None => Err(()),
         })
     }
 }

@@ -1,13 +1,16 @@
 //! The AF_XDP socket (the AF_PACKET V4 design as mainline Linux has it), written against the
 //! kernel UAPI in `linux/if_xdp.h`. Set-up lives in `socket.rs`, the per-burst path in
-//! `datapath.rs`, the raw system calls in `sys.rs`.
+//! `datapath.rs`, the raw system calls in `sys.rs`; `spill_levels.rs` shares the rings'
+//! positions with the spill program.
 
 mod datapath;
 mod socket;
+mod spill_levels;
 mod sys;
 
 pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
+pub use spill_levels::{SpillCounts, SpillLevels};
 pub use sys::{if_index, netns_cookie, poll_rx_many, queue_count, rx_queue_count};
 
 /// A descriptor of the RX and TX rings: a packet at `addr` (UMEM offset) of `len` bytes.

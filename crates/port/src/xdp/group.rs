@@ -6,10 +6,50 @@ use std::time::Duration;
 
 use wirespeed_umem::{FramePool, Umem, UmemConfig};
 use wirespeed_xdp::{AttachMode, XskProgram};
-use wirespeed_xsk::Socket;
+use wirespeed_xsk::{Socket, SpillLevels};
 
-use super::{Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name, socket_config};
+use super::spill::Spill;
+use super::{
+    MAX_QUEUES, Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name, socket_config,
+};
 use crate::{Backend, Batch, FrameAudit, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+
+/// Whose redirect program serves a member: its own, an earlier member's on the same
+/// interface, or another group's (or the caller's).
+#[derive(Clone, Copy)]
+enum Server {
+    Own,
+    Member(usize),
+    Other,
+}
+
+/// The spill ring of the first member's program, for members all on its interface.
+fn open_spill(specs: &[PortSpec], members: &mut [Member], umem: &Umem) -> Result<Spill, PortError> {
+    let first = &specs[0];
+    if specs.iter().any(|s| s.iface != first.iface) {
+        return Err(PortError::Unsupported(format!(
+            "{first}: a spill ring serves the queues of one interface, not a group of several"
+        )));
+    }
+    let program = members[0]._program.as_mut().ok_or_else(|| {
+        PortError::Unsupported(format!(
+            "{first}: a spill ring needs wirespeed's own XDP program on the interface"
+        ))
+    })?;
+    let (ring, levels_fd) = program.take_spill()?;
+    let levels = SpillLevels::map(levels_fd, MAX_QUEUES).map_err(|source| PortError::Io {
+        iface: first.to_string(),
+        what: "map the spill levels",
+        source,
+    })?;
+    let queues: Vec<u32> = specs.iter().map(|s| s.queue).collect();
+    if let Some(q) = queues.iter().find(|&&q| q >= MAX_QUEUES) {
+        return Err(PortError::Unsupported(format!(
+            "{first}: queue {q}: a spill ring serves queues below {MAX_QUEUES}"
+        )));
+    }
+    Ok(Spill::new(ring, levels, &queues, umem))
+}
 
 /// One port of a group: its socket, its program, its counters.
 struct Member {
@@ -35,6 +75,8 @@ pub struct XdpGroup {
     attach_mode: AttachMode,
     /// Free frames receiving leaves in the pool.
     tx_reserve: usize,
+    /// Packets our program set aside while we were behind (`PortOptions::spill_bytes`).
+    spill: Option<Spill>,
 }
 
 impl XdpGroup {
@@ -101,8 +143,10 @@ impl XdpGroup {
         })?;
         let note = umem.note().map(str::to_string);
         let mut members: Vec<Member> = Vec::with_capacity(specs.len());
+        // Whose program sends each member its packets.
+        let mut serving: Vec<Server> = Vec::with_capacity(specs.len());
         let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
-        for (i, spec) in specs.iter().enumerate() {
+        for spec in specs {
             let mut notes: Vec<String> = note.iter().cloned().collect();
             // Another queue of an interface an earlier member attached to: its program serves
             // this queue too (one program per interface).
@@ -119,16 +163,11 @@ impl XdpGroup {
             };
             let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
             attach_mode = Some(attach);
-            if let Some(p) = earlier.and_then(|j| members[j]._program.as_mut()) {
-                p.register(spec.queue, socket.raw_fd())?;
-            }
-            if let Some(program) = programs_of
-                .as_mut()
-                .and_then(|g| g.members.get_mut(i))
-                .and_then(|m| m._program.as_mut())
-            {
-                program.register(spec.queue, socket.raw_fd())?;
-            }
+            serving.push(match (&program, earlier) {
+                (Some(_), _) => Server::Own,
+                (None, Some(j)) => Server::Member(j),
+                (None, None) => Server::Other,
+            });
             members.push(Member {
                 info: PortInfo {
                     spec: spec.to_string(),
@@ -142,6 +181,10 @@ impl XdpGroup {
                 tx_in_flight: 0,
             });
         }
+        let spill = match opts.spill_bytes > 0 && opts.rx {
+            true => Some(open_spill(specs, &mut members, &umem)?),
+            false => None,
+        };
         let mut group = XdpGroup {
             pool: umem.frame_pool(),
             umem,
@@ -150,6 +193,7 @@ impl XdpGroup {
             burst: opts.batch.max(1),
             attach_mode: attach_mode.unwrap_or(AttachMode::Native),
             tx_reserve: (opts.frame_count / 4) as usize,
+            spill,
         };
         if opts.rx {
             // Half of each port's frames wait in its fill ring, the rest serve transmit. A
@@ -164,8 +208,27 @@ impl XdpGroup {
                 opts.frame_count - opts.frame_count / 4
             };
             let n = share.min(socket_config(opts).fill_size);
-            for m in &mut group.members {
-                m.socket.refill(&mut group.pool, n);
+            for (i, m) in group.members.iter_mut().enumerate() {
+                let given = m.socket.refill(&mut group.pool, n);
+                if let Some(spill) = group.spill.as_mut() {
+                    spill.enable(i, &m.socket, opts.ring_size, given as u64);
+                }
+            }
+        }
+        // Only now does a program send packets to the sockets: their fill rings are full
+        // and the spill program's counts start from here.
+        for (i, spec) in specs.iter().enumerate() {
+            let fd = group.members[i].socket.raw_fd();
+            let program = match serving[i] {
+                Server::Own => group.members[i]._program.as_mut(),
+                Server::Member(j) => group.members[j]._program.as_mut(),
+                Server::Other => programs_of
+                    .as_mut()
+                    .and_then(|g| g.members.get_mut(i))
+                    .and_then(|m| m._program.as_mut()),
+            };
+            if let Some(p) = program {
+                p.register(spec.queue, fd)?;
             }
         }
         Ok(group)
@@ -197,8 +260,35 @@ impl XdpGroup {
         // Keep a reserve in the pool for frames the application allocates (copies, sends):
         // left alone, the fill rings would soak up every free frame.
         let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
-        m.socket
+        let filled = m
+            .socket
             .refill(&mut self.pool, room.max(self.burst).min(spare));
+        if let Some(spill) = self.spill.as_mut() {
+            spill.gave_fill(port, filled);
+            // Spilled packets wait in frames of the reserve, never its last half.
+            self.app_held += spill.drain(
+                &mut self.umem,
+                &mut self.pool,
+                self.tx_reserve / 2,
+                room as usize,
+            );
+            let out = spill.receive(port, &mut m.socket, &self.umem, &mut self.pool, batch);
+            let got = out.received + out.spilled;
+            m.stats.rx_packets += got as u64;
+            m.stats.rx_bytes += out.bytes;
+            m.stats.spilled += out.spilled as u64;
+            m.stats.drops.rx_invalid_desc += out.invalid as u64;
+            // Pending spilled packets were counted held when drained.
+            self.app_held += out.received as u64;
+            if out.received + out.invalid == 0 {
+                m.socket.wake_rx().map_err(|source| PortError::Io {
+                    iface: m.info.spec.clone(),
+                    what: "wake receive",
+                    source,
+                })?;
+            }
+            return Ok(got as usize);
+        }
         let mut bytes = 0u64;
         let out = m
             .socket
@@ -399,6 +489,13 @@ impl XdpGroup {
             s.drops.rx_ring_full = k.rx_ring_full;
             s.drops.rx_invalid_desc += k.rx_invalid_descs;
             s.drops.tx_invalid_desc += k.tx_invalid_descs;
+        }
+        if let Some(spill) = &self.spill {
+            s.drops.spill_full = spill.counts(port).spill_full;
+            // Records no member could take: a queue we do not serve, or too long a packet.
+            if port == 0 {
+                s.drops.rx_invalid_desc += spill.invalid;
+            }
         }
         s
     }

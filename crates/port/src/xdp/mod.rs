@@ -8,6 +8,7 @@
 
 mod group;
 mod port;
+mod spill;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
@@ -20,6 +21,9 @@ use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::{BindMode, Socket, SocketConfig};
 
 use crate::{PortError, PortOptions, PortSpec};
+
+/// Queues our redirect programs can serve (their XSKMAP's size).
+const MAX_QUEUES: u32 = 256;
 
 /// The kernel's headroom in front of every received packet in copy mode (XDP_PACKET_HEADROOM).
 const XDP_PACKET_HEADROOM: u32 = 256;
@@ -122,7 +126,8 @@ struct Placement<'a> {
     attach_program: bool,
 }
 
-/// Attaches the program (for receiving) and binds a socket for `spec`. The first member of
+/// Attaches the program (for receiving) and binds a socket for `spec`, not yet registered
+/// with the program (the caller does that once the socket is ready). The first member of
 /// a UMEM tries the attach/bind pairs of the mode in order and returns the first that works;
 /// later members share the owner's UMEM, attach mode and bind mode. A foreign program or a
 /// missing interface ends the search at once.
@@ -158,7 +163,12 @@ fn bind_member(
     let mut tried: Vec<String> = Vec::new();
     for &(attach, bind) in &attempts {
         let program = if opts.rx && place.attach_program {
-            match XskProgram::attach(&spec.iface, attach, opts.force) {
+            let attached = if opts.spill_bytes > 0 {
+                XskProgram::attach_spilling(&spec.iface, attach, opts.force, opts.spill_bytes)
+            } else {
+                XskProgram::attach(&spec.iface, attach, opts.force)
+            };
+            match attached {
                 Ok(p) => Some(p),
                 Err(
                     e @ (wirespeed_xdp::XdpError::ForeignProgram { .. }
@@ -184,10 +194,6 @@ fn bind_member(
         };
         match socket {
             Ok(socket) => {
-                let mut program = program;
-                if let Some(p) = program.as_mut() {
-                    p.register(spec.queue, socket.raw_fd())?;
-                }
                 if !tried.is_empty() {
                     notes.push(format!("fell back after: {}", tried.join("; ")));
                 }

@@ -5,11 +5,8 @@
 
 use std::time::Duration;
 
-use super::XdpGroup;
+use super::{MAX_QUEUES, XdpGroup};
 use crate::{Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats};
-
-/// Queues our redirect program can serve (its XSKMAP's size).
-const MAX_QUEUES: u32 = 256;
 
 /// AF_XDP sockets on one or every receive queue of an interface, on a UMEM and frame pool of
 /// their own. Receives from the queues in turn; sends on the first.
