@@ -21,6 +21,8 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 SIZES=${SIZES:-64}
 TOOLS=${TOOLS:-wirespeed tcpdump netsniff-ng}
+# Extra flags for wirespeed capture, for A/B runs (e.g. WS_CAPTURE_FLAGS='--spill-mib 0').
+WS_CAPTURE_FLAGS=${WS_CAPTURE_FLAGS:-}
 if [ "$(nproc)" -ge 2 ]; then LOAD_CPU=0 MEAS_CPU=1; else LOAD_CPU=0 MEAS_CPU=0; fi
 DATE=$(date +%F)
 RESULTS=bench/results/$DATE-capture.json
@@ -81,7 +83,7 @@ measure() { # tool size run
   case $tool in
     wirespeed)
       ip netns exec "$WS_NS_B" taskset -c "$MEAS_CPU" "$WS_BIN" capture --port "xdp:$WS_IF_B" -w "$file" \
-        --format pcap --json >"$out.out" 2>"$out.err" </dev/null &
+        --format pcap --json $WS_CAPTURE_FLAGS >"$out.out" 2>"$out.err" </dev/null &
       ready=' ready '
       ;;
     tcpdump)

@@ -418,8 +418,8 @@ fn kernel_drops_reach_the_counts_and_the_file() {
     let dir = TempDir::new("cd");
     let file = dir.path("stopped.pcapng");
     let port = format!("xdp:{}", net.b);
-    // 256 RX entries and 512 frames in the fill ring: while the capture is stopped, the
-    // kernel fills the RX ring and turns the rest away.
+    // 256 RX entries and 512 frames in the fill ring, and no spill ring: while the capture
+    // is stopped, the kernel fills the RX ring and turns the rest away.
     let mut cap = spawn_in(
         &net.ns_b,
         &[
@@ -432,6 +432,8 @@ fn kernel_drops_reach_the_counts_and_the_file() {
             "2048",
             "--ring-size",
             "256",
+            "--spill-mib",
+            "0",
             "--json",
         ],
     );
@@ -464,5 +466,54 @@ fn kernel_drops_reach_the_counts_and_the_file() {
         (256, 1744),
         "isb_ifrecv and isb_ifdrop"
     );
+    net.assert_no_xdp();
+}
+
+#[test]
+fn a_stopped_capture_loses_nothing_with_its_spill_ring() {
+    let _one = serial();
+    let net = NetPair::new("cs");
+    let dir = TempDir::new("cs");
+    let file = dir.path("stopped.pcapng");
+    let port = format!("xdp:{}", net.b);
+    // The rings of the test above, and the default spill ring: what they cannot hold while
+    // the capture is stopped waits in the spill ring.
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            &file,
+            "--frames",
+            "2048",
+            "--ring-size",
+            "256",
+            "--json",
+        ],
+    );
+    cap.wait_ready();
+    let pid = cap.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    let sent = gen_in_a(&net, &["--count", "2000", "--rate", "100000"]);
+    assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
+    must(&["kill", "-CONT", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = cap.interrupt();
+    assert_counts_add_up(&j);
+    assert_eq!(
+        (
+            n(&j, "received"),
+            n(&j, "dropped_by_kernel"),
+            n(&j, "written")
+        ),
+        (2000, 0, 2000),
+        "{j}\n{log}"
+    );
+    // The RX ring held at most 256 - 128 (the program keeps a NAPI poll's room).
+    assert!(n(&j, "spilled") >= 2000 - 128, "{j}");
+    assert_eq!(ethtool_stat(&net.ns_b, &net.b, "rx_queue_0_drops"), 0);
+    assert_eq!(judge(&file), (2000, 2000 * FRAME_LEN));
     net.assert_no_xdp();
 }

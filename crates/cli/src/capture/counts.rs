@@ -30,6 +30,9 @@ pub struct Counts {
     pub dropped_by_kernel: u64,
     /// Matched but not written: the writer was behind, or a write failed.
     pub dropped_by_writer: u64,
+    /// Of `received`, those the XDP program set aside in the spill ring while we were
+    /// behind (AF_XDP with a spill ring): late, but not lost.
+    pub spilled: u64,
     /// Received after -c or -W ended the capture, in the same burst: not examined.
     pub after_stop: u64,
     pub drops: serde_json::Map<String, serde_json::Value>,
@@ -93,6 +96,12 @@ impl Counts {
             self.dropped_by_kernel
         );
         eprintln!("{} packets dropped by writer", self.dropped_by_writer);
+        if self.spilled > 0 {
+            eprintln!(
+                "{} packets received late, through the spill ring",
+                self.spilled
+            );
+        }
         if self.after_stop > 0 {
             eprintln!("{} packets after the stop, not examined", self.after_stop);
         }
@@ -101,7 +110,7 @@ impl Counts {
 
 /// Drops on the receive side (every reason but the transmit ones).
 pub fn receive_drops(d: &DropCounters) -> u64 {
-    d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped + d.rx_invalid_desc
+    d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped + d.rx_invalid_desc + d.spill_full
 }
 
 fn dedup_keep_order(files: &mut Vec<PathBuf>) {

@@ -79,6 +79,7 @@ pub fn run(
     counts.seconds = started.elapsed().as_secs_f64();
     let stats = port.stats();
     counts.set_port_drops(&stats.drops);
+    counts.spilled = stats.spilled;
     recorder.stats.received = counts.received;
     recorder.stats.dropped = counts.dropped_by_kernel;
     recorder.stats.end_ns = now_ns();

@@ -145,6 +145,13 @@ pub struct CaptureArgs {
     /// kernel-engine load, nor in moments the hypervisor took the CPU).
     #[arg(long, default_value_t = 65536)]
     pub ring_size: u32,
+    /// MiB of spill ring (AF_XDP; a power of two, 0 for none). While the capture falls
+    /// behind (its CPU taken by the writer thread, the hypervisor or anything else), the
+    /// XDP program writes packets there instead of dropping them, and the capture reads
+    /// them back in order; the rings can then stay small, which the kernel's copy into
+    /// them runs faster for.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub spill_mib: u32,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
     #[arg(long)]
     pub busy_poll: bool,
@@ -191,6 +198,12 @@ impl CaptureArgs {
             && f != 4096
         {
             bail!("--frame-size {f}: frame size must be 2048 or 4096");
+        }
+        if self.spill_mib != 0 && (!self.spill_mib.is_power_of_two() || self.spill_mib > 1024) {
+            bail!(
+                "--spill-mib {}: the spill ring is a power of two of MiB, at most 1024 (0 for none)",
+                self.spill_mib
+            );
         }
         if self.batch == 0 || self.batch > self.ring_size || !self.ring_size.is_power_of_two() {
             bail!(
@@ -240,6 +253,7 @@ impl CaptureArgs {
             rx: true,
             tx: false,
             outgoing: self.direction == "inout",
+            spill_bytes: self.spill_mib << 20,
             ..PortOptions::default()
         }
     }
@@ -354,6 +368,31 @@ mod tests {
         let argv = ["capture", "--port", "xdp:wsnosuch0"].iter().chain(flags);
         let o = Cli::parse_from(argv).capture.port_options("wsnosuch0");
         (o.frame_size, o.frame_count)
+    }
+
+    #[test]
+    fn the_spill_ring_is_on_by_default_and_sized_in_powers_of_two() {
+        let args = |flags: &[&str]| {
+            let argv = ["capture", "--port", "xdp:wsnosuch0"].iter().chain(flags);
+            Cli::parse_from(argv).capture
+        };
+        assert_eq!(args(&[]).port_options("wsnosuch0").spill_bytes, 64 << 20);
+        assert_eq!(
+            args(&["--spill-mib", "0"])
+                .port_options("wsnosuch0")
+                .spill_bytes,
+            0
+        );
+        for bad in ["3", "2048"] {
+            let e = args(&["--spill-mib", bad])
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!(
+                "--spill-mib {bad}: the spill ring is a power of two"
+            )));
+        }
+        assert!(args(&["--spill-mib", "1024"]).validate().is_ok());
     }
 
     #[test]

@@ -72,6 +72,7 @@ impl PortFlags {
             tx,
             outgoing: false,
             program_attached: None,
+            spill_bytes: 0,
         }
     }
 }
