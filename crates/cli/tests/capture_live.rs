@@ -411,41 +411,46 @@ fn a_full_disk_stops_a_live_capture_with_a_valid_file() {
     assert_eq!(judge(&file), (written, written * FRAME_LEN));
 }
 
+/// Runs a capture of `net`'s B end into `file` with 256 RX entries, 512 frames in the fill
+/// ring and `extra` flags, stopped with SIGSTOP while 2000 packets are sent, then let go;
+/// returns its counts (checked to add up) and its log.
+fn stopped_capture(net: &NetPair, file: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let port = format!("xdp:{}", net.b);
+    let mut argv = vec![
+        "capture",
+        "--port",
+        &port,
+        "-w",
+        file,
+        "--frames",
+        "2048",
+        "--ring-size",
+        "256",
+        "--json",
+    ];
+    argv.extend_from_slice(extra);
+    let mut cap = spawn_in(&net.ns_b, &argv);
+    cap.wait_ready();
+    let pid = cap.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    let sent = gen_in_a(net, &["--count", "2000", "--rate", "100000"]);
+    assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
+    must(&["kill", "-CONT", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = cap.interrupt();
+    assert_counts_add_up(&j);
+    (j, log)
+}
+
 #[test]
 fn kernel_drops_reach_the_counts_and_the_file() {
     let _one = serial();
     let net = NetPair::new("cd");
     let dir = TempDir::new("cd");
     let file = dir.path("stopped.pcapng");
-    let port = format!("xdp:{}", net.b);
-    // 256 RX entries and 512 frames in the fill ring, and no spill ring: while the capture
-    // is stopped, the kernel fills the RX ring and turns the rest away.
-    let mut cap = spawn_in(
-        &net.ns_b,
-        &[
-            "capture",
-            "--port",
-            &port,
-            "-w",
-            &file,
-            "--frames",
-            "2048",
-            "--ring-size",
-            "256",
-            "--spill-mib",
-            "0",
-            "--json",
-        ],
-    );
-    cap.wait_ready();
-    let pid = cap.pid().to_string();
-    must(&["kill", "-STOP", &pid]);
-    let sent = gen_in_a(&net, &["--count", "2000", "--rate", "100000"]);
-    assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
-    must(&["kill", "-CONT", &pid]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let (j, log) = cap.interrupt();
-    assert_counts_add_up(&j);
+    // No spill ring: while the capture is stopped, the kernel fills the RX ring and turns
+    // the rest away.
+    let (j, log) = stopped_capture(&net, &file, &["--spill-mib", "0"]);
     assert_eq!(
         (
             n(&j, "received"),
@@ -475,33 +480,8 @@ fn a_stopped_capture_loses_nothing_with_its_spill_ring() {
     let net = NetPair::new("cs");
     let dir = TempDir::new("cs");
     let file = dir.path("stopped.pcapng");
-    let port = format!("xdp:{}", net.b);
-    // The rings of the test above, and the default spill ring: what they cannot hold while
-    // the capture is stopped waits in the spill ring.
-    let mut cap = spawn_in(
-        &net.ns_b,
-        &[
-            "capture",
-            "--port",
-            &port,
-            "-w",
-            &file,
-            "--frames",
-            "2048",
-            "--ring-size",
-            "256",
-            "--json",
-        ],
-    );
-    cap.wait_ready();
-    let pid = cap.pid().to_string();
-    must(&["kill", "-STOP", &pid]);
-    let sent = gen_in_a(&net, &["--count", "2000", "--rate", "100000"]);
-    assert_eq!(sent["packets"].as_u64(), Some(2000), "{sent}");
-    must(&["kill", "-CONT", &pid]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let (j, log) = cap.interrupt();
-    assert_counts_add_up(&j);
+    // The default spill ring holds what the rings cannot while the capture is stopped.
+    let (j, log) = stopped_capture(&net, &file, &[]);
     assert_eq!(
         (
             n(&j, "received"),
