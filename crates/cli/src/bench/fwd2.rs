@@ -33,8 +33,11 @@ fn run_shared(
     b: &PortSpec,
     stop: &AtomicBool,
 ) -> anyhow::Result<Summary> {
-    let mut group = XdpGroup::open(&[a.clone(), b.clone()], &args.port_options(true, true))
-        .with_context(|| format!("open {a} and {b} on one UMEM"))?;
+    let mut group = XdpGroup::open(
+        &[a.clone(), b.clone()],
+        &args.port_options(&[&a.iface, &b.iface], true, true),
+    )
+    .with_context(|| format!("open {a} and {b} on one UMEM"))?;
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::L2fwd, group.info(0), args.port_flags.batch);
     announce_ready(Mode::L2fwd, group.info(1), args.port_flags.batch);
@@ -92,7 +95,7 @@ fn run_copying(
     b: &PortSpec,
     stop: &AtomicBool,
 ) -> anyhow::Result<Summary> {
-    let opts = args.port_options(true, true);
+    let opts = args.port_options(&[&a.iface, &b.iface], true, true);
     let mut ports: [Box<dyn Port>; 2] = [
         wirespeed_port::open(a, &opts).with_context(|| format!("open {a}"))?,
         wirespeed_port::open(b, &opts).with_context(|| format!("open {b}"))?,

@@ -19,7 +19,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         let peer: PortSpec = peer.parse()?;
         return super::fwd2::run(args, spec, &peer, stop);
     }
-    let mut port = wirespeed_port::open(spec, &args.port_options(true, true))
+    let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], true, true))
         .with_context(|| format!("open {spec}"))?;
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::L2fwd, port.info(), args.port_flags.batch);

@@ -120,8 +120,8 @@ impl BenchArgs {
         }
     }
 
-    fn port_options(&self, rx: bool, tx: bool) -> PortOptions {
-        self.port_flags.options(rx, tx)
+    fn port_options(&self, ifaces: &[&str], rx: bool, tx: bool) -> PortOptions {
+        self.port_flags.options(ifaces, rx, tx)
     }
 
     /// The frame txpush sends and rxdrop --verify expects.
@@ -153,11 +153,13 @@ impl BenchArgs {
             bail!("--count 0: must be at least 1");
         }
         self.port_flags.validate()?;
-        if !(64..=1518).contains(&self.size) || self.size - 4 > self.port_flags.frame_size - 256 {
+        // Left to us, the frame size holds a full frame of the MTU: check an explicit one.
+        let frame_size = self.port_flags.frame_size.unwrap_or(4096);
+        if !(64..=1518).contains(&self.size) || self.size - 4 > frame_size - 256 {
             bail!(
                 "--size {}: frame size on the wire must be 64 to {}",
                 self.size,
-                1518.min(self.port_flags.frame_size - 256 + 4)
+                1518.min(frame_size - 256 + 4)
             );
         }
         if self.peer_port.is_some() && self.mode != Mode::L2fwd {

@@ -15,7 +15,7 @@ use crate::verify::Verifier;
 pub const HOT_LOOP_CHECK: u32 = 128;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    let mut port = wirespeed_port::open(spec, &args.port_options(true, false))
+    let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], true, false))
         .with_context(|| format!("open {spec}"))?;
     let mut verifier = match args.verify {
         true => Some(Verifier::new(args.template(&spec.iface)?)),

@@ -23,28 +23,13 @@ use wirespeed_capture::write::{Format, Interface};
 use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
+use crate::r#gen::port_flags::frame_size_for;
+
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
 
 /// Memory for frames when `--frames` is not given: 160 MiB, whatever the frame size.
 const DEFAULT_FRAME_BYTES: u32 = 160 << 20;
-
-/// The frame size for `iface`: see `frame_size_for_mtu`.
-fn frame_size_for(iface: &str) -> u32 {
-    let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-        .ok()
-        .and_then(|m| m.trim().parse::<u32>().ok());
-    frame_size_for_mtu(mtu)
-}
-
-/// 2048-byte frames when a full frame (the MTU, Ethernet and a VLAN tag) fits after the
-/// kernel's 256 bytes of XDP headroom, else 4096 (also when the MTU is not known).
-fn frame_size_for_mtu(mtu: Option<u32>) -> u32 {
-    match mtu {
-        Some(m) if m.saturating_add(18) <= 2048 - 256 => 2048,
-        _ => 4096,
-    }
-}
 
 /// Options of `wirespeed capture`.
 #[derive(Debug, Args)]
@@ -241,7 +226,7 @@ impl CaptureArgs {
     }
 
     fn port_options(&self, iface: &str) -> PortOptions {
-        let frame_size = self.frame_size.unwrap_or_else(|| frame_size_for(iface));
+        let frame_size = self.frame_size.unwrap_or_else(|| frame_size_for(iface, 0));
         PortOptions {
             xdp_mode: self.xdp_mode,
             frame_count: self.frames.unwrap_or(DEFAULT_FRAME_BYTES / frame_size),
@@ -355,7 +340,7 @@ fn describe_output(args: &CaptureArgs) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{CaptureArgs, frame_size_for, frame_size_for_mtu};
+    use super::CaptureArgs;
     use clap::Parser;
 
     #[derive(Parser)]
@@ -424,21 +409,5 @@ mod tests {
         }
         let e = spec(&["-i", "eth0@x"]).unwrap_err().to_string();
         assert!(e.contains("queue 'x' is not a number or 'all'"), "{e}");
-    }
-
-    #[test]
-    fn frames_are_small_only_when_the_mtu_fits() {
-        assert_eq!(frame_size_for_mtu(Some(1500)), 2048);
-        assert_eq!(
-            frame_size_for_mtu(Some(1774)),
-            2048,
-            "1774 + 18 fills 1792 exactly"
-        );
-        assert_eq!(frame_size_for_mtu(Some(1775)), 4096);
-        assert_eq!(frame_size_for_mtu(Some(u32::MAX)), 4096);
-        assert_eq!(frame_size_for_mtu(None), 4096);
-        // Loopback's MTU is 65536; an interface that is not there has none to read.
-        assert_eq!(frame_size_for("lo"), 4096);
-        assert_eq!(frame_size_for("wsnosuch0"), 4096);
     }
 }

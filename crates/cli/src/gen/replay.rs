@@ -129,8 +129,9 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         spec.backend == Backend::Xdp,
     )?;
     let stop = crate::bench::stop_flag()?;
-    let mut port = wirespeed_port::open(&spec, &args.port_flags.options(false, true))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        wirespeed_port::open(&spec, &args.port_flags.options(&[&spec.iface], false, true))
+            .with_context(|| format!("open {spec}"))?;
     if trace.longest() > port.max_packet_len() {
         bail!(
             "{}: a frame of {} bytes is longer than {spec} can send ({} bytes)",

@@ -40,8 +40,9 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     let GenPlan {
         spec, flows, sizes, ..
     } = plan;
-    let mut port = wirespeed_port::open(&spec, &args.port_flags.options(false, true))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        wirespeed_port::open(&spec, &args.port_flags.options(&[&spec.iface], false, true))
+            .with_context(|| format!("open {spec}"))?;
     let max_len = sizes.max() - 4;
     if max_len > port.max_packet_len() {
         bail!(

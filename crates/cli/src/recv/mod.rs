@@ -87,8 +87,9 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
 }
 
 fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<RecvSummary> {
-    let mut port = wirespeed_port::open(spec, &args.port_flags.options(true, false))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        wirespeed_port::open(spec, &args.port_flags.options(&[&spec.iface], true, false))
+            .with_context(|| format!("open {spec}"))?;
     let mut receiver = Receiver::new();
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let info = port.info().clone();

@@ -143,7 +143,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         ),
         None => Box::new(wirespeed_switch::LogController),
     };
-    let opts = args.port.options(true, true);
+    let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
+    let opts = args.port.options(&ifaces, true, true);
     let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller, args.offload) {
         Ok(bridge) => bridge,
         Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
