@@ -54,7 +54,18 @@ fn skb_mode_with_busy_poll_and_headroom_reports_itself_and_takes_every_packet() 
     assert_eq!(j["xdp_mode"], "skb", "{j}");
     assert_eq!(j["batch"], 64, "{j}");
     assert_eq!(j["size"], 64, "{j}");
-    // 50,000 packets a second, polled without pause: none lost.
+    // The kernel busy-polls zero-copy sockets only: said, and the port sleeps in poll() when
+    // idle as without --busy-poll.
+    let notes = j["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("busy poll: the kernel busy-polls zero-copy sockets only")
+            && n.as_str().unwrap().contains("in skb mode")),
+        "{j}"
+    );
+    // 50,000 packets a second: none lost.
     assert_eq!(j["packets"].as_u64(), Some(100_000), "{j}");
     assert_eq!(j["drops_total"].as_u64(), Some(0), "{j}");
     assert_eq!(net.veth_drops(), 0);

@@ -84,6 +84,9 @@ pub struct PortInfo {
     pub mode: String,
     /// Notes for the user about fallbacks taken (hugepages unavailable, mode downgraded...).
     pub notes: Vec<String>,
+    /// The kernel busy-polls the port's sockets (asked for, and possible in this mode): its
+    /// syscalls run the driver's receive, so the application need not sleep in poll().
+    pub busy_poll: bool,
 }
 
 /// A packet port. One owner (one thread) per port: no method takes a lock.

@@ -16,6 +16,7 @@ use crate::{Desc, XskError};
 const SO_BUSY_POLL: i32 = 46;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
+const SO_INCOMING_NAPI_ID: i32 = 56;
 
 /// How to bind: force zero-copy, force copy, or let the kernel pick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,8 @@ pub struct SocketConfig {
     pub mode: BindMode,
     /// Ask the kernel to flag when it needs a syscall (XDP_USE_NEED_WAKEUP).
     pub need_wakeup: bool,
-    /// Busy-poll with this budget (SO_PREFER_BUSY_POLL).
+    /// Busy-poll with this budget (SO_PREFER_BUSY_POLL), where the kernel can: see
+    /// `Socket::busy_polls`.
     pub busy_poll_budget: Option<u32>,
 }
 
@@ -298,6 +300,13 @@ impl Socket {
             "XDP_OPTIONS",
             sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_OPTIONS),
         )?;
+        // Busy polling runs the NAPI instance the kernel recorded for the socket. Since Linux
+        // 6.13 it records one at bind, and only for a zero-copy socket: a copy-mode socket
+        // (veth, skb mode) has none, and the syscalls meant to busy-poll would do nothing.
+        // (Kernels before 6.13 recorded it at the first packet: there this turns it off.)
+        let busy_poll = config.busy_poll_budget.is_some()
+            && sys::get_option::<u32>(fd.as_raw_fd(), libc::SOL_SOCKET, SO_INCOMING_NAPI_ID)
+                .is_ok_and(|(id, _)| id != 0);
         Ok(Socket {
             fd,
             fill,
@@ -305,7 +314,7 @@ impl Socket {
             rx,
             tx,
             need_wakeup,
-            busy_poll: config.busy_poll_budget.is_some(),
+            busy_poll,
             ifindex,
             queue,
             zerocopy: opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
@@ -323,6 +332,12 @@ impl Socket {
 
     pub fn queue(&self) -> u32 {
         self.queue
+    }
+
+    /// True when busy polling was asked for and the kernel can do it for this socket (it
+    /// has a NAPI instance to poll): the socket's syscalls then run the driver's receive.
+    pub fn busy_polls(&self) -> bool {
+        self.busy_poll
     }
 
     /// True when the kernel bound in zero-copy mode.

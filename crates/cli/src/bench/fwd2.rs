@@ -56,7 +56,7 @@ fn run_shared(
         }
         forwarded += moved as u64;
         if moved == 0 {
-            if idle.should_sleep() && !args.port_flags.busy_poll {
+            if idle.should_sleep() && !(group.info(0).busy_poll && group.info(1).busy_poll) {
                 group.wait_rx(0, IDLE_SLEEP / 10)?;
                 group.wait_rx(1, IDLE_SLEEP / 10)?;
                 run.check_soon();
@@ -133,7 +133,7 @@ fn run_copying(
         }
         forwarded += moved as u64;
         if moved == 0 {
-            if idle.should_sleep() && !args.port_flags.busy_poll {
+            if idle.should_sleep() && !(ports[0].info().busy_poll && ports[1].info().busy_poll) {
                 ports[0].wait_rx(IDLE_SLEEP / 10)?;
                 ports[1].wait_rx(IDLE_SLEEP / 10)?;
                 run.check_soon();

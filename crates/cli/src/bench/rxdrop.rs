@@ -37,7 +37,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
-            if idle.should_sleep() && !args.port_flags.busy_poll {
+            if idle.should_sleep() && !port.info().busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();
             }

@@ -131,7 +131,7 @@ fn receive_loop(
                 // Nothing to receive: the writer may be waiting for this CPU.
                 std::thread::yield_now();
             }
-            if idle.should_sleep() && !args.busy_poll {
+            if idle.should_sleep() && !port.info().busy_poll {
                 recorder.flush();
                 if recorder.failed() {
                     break;

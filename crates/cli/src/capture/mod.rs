@@ -137,7 +137,8 @@ pub struct CaptureArgs {
     /// them runs faster for.
     #[arg(long, value_name = "MIB", default_value_t = 64)]
     pub spill_mib: u32,
-    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
+    /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
+    /// sockets only (Linux 6.13+): a copy-mode one (veth) says so and polls as without it.
     #[arg(long)]
     pub busy_poll: bool,
     /// Replace an XDP program someone else attached to the interface.

@@ -13,7 +13,8 @@ pub struct PortFlags {
     /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
     #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
     pub xdp_mode: XdpMode,
-    /// Ask the kernel to busy-poll the socket instead of sleeping in poll().
+    /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
+    /// sockets only (Linux 6.13+): a copy-mode one (veth) says so and polls as without it.
     #[arg(long)]
     pub busy_poll: bool,
     /// UMEM frame size: 2048 or 4096 (default: 2048 when a frame of the interface's MTU fits

@@ -119,7 +119,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
             packets += n as u64;
             port.release(&mut batch);
             idle.busy();
-        } else if idle.should_sleep() && !args.port_flags.busy_poll {
+        } else if idle.should_sleep() && !port.info().busy_poll {
             port.wait_rx(IDLE_SLEEP)?;
             run.check_soon();
         }

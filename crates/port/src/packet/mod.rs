@@ -145,6 +145,7 @@ impl PacketPort {
                 backend: Backend::Packet,
                 mode: "tpacket_v3".to_string(),
                 notes: option_notes(opts),
+                busy_poll: false,
             },
             iface: iface.to_string(),
             map,

@@ -162,6 +162,13 @@ impl XdpGroup {
                     && earlier.is_none(),
             };
             let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
+            if opts.busy_poll && !socket.busy_polls() {
+                notes.push(format!(
+                    "busy poll: the kernel busy-polls zero-copy sockets only (Linux 6.13 and \
+                     later), and this one is in {} mode: polling as without it",
+                    mode_name(&socket, attach)
+                ));
+            }
             attach_mode = Some(attach);
             serving.push(match (&program, earlier) {
                 (Some(_), _) => Server::Own,
@@ -174,6 +181,7 @@ impl XdpGroup {
                     backend: Backend::Xdp,
                     mode: mode_name(&socket, attach).to_string(),
                     notes,
+                    busy_poll: socket.busy_polls(),
                 },
                 _program: program,
                 socket,

@@ -94,6 +94,7 @@ impl XdpPort {
             backend: first.backend,
             mode: first.mode.clone(),
             notes,
+            busy_poll: first.busy_poll,
         };
         Ok(XdpPort {
             group,
