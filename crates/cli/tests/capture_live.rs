@@ -131,6 +131,42 @@ fn packet_captures_100k_to_pcap() {
     capture_100k("cp2", "packet", "pcap", false);
 }
 
+/// A capture stopped right after the last packet arrived still writes it: TPACKET_V3 hands a
+/// partly filled block to user space only when the kernel retires it, a jiffy or more later.
+#[test]
+fn a_capture_interrupted_at_once_keeps_what_arrived_before() {
+    let _one = serial();
+    let net = NetPair::new("ci");
+    for (ns, dev, ip) in [
+        (&net.ns_a, &net.a, "10.7.1.1/24"),
+        (&net.ns_b, &net.b, "10.7.1.2/24"),
+    ] {
+        must(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
+    }
+    let dir = TempDir::new("interrupted");
+    let port = format!("packet:{}", net.b);
+    for round in 0..6 {
+        let file = dir.path(&format!("{round}.pcap"));
+        let argv = [
+            "capture", "--port", &port, "-Q", "inout", "-w", &file, "--json", "icmp",
+        ];
+        let mut cap = spawn_in(&net.ns_b, &argv);
+        cap.wait_ready();
+        // One shell: SIGINT a moment after ping's reply (a test's own kill comes later).
+        let script = format!(
+            "ip netns exec {} ping -n -c 1 -W 1 10.7.1.2 >/dev/null && kill -INT {}",
+            net.ns_a,
+            cap.pid()
+        );
+        must(&["sh", "-c", &script]);
+        let (j, log) = cap.finish();
+        assert_counts_add_up(&j);
+        // The request and the reply.
+        assert_eq!(n(&j, "written"), 2, "round {round}: {j}\n{log}");
+        assert_eq!(judge(&file).0, 2, "round {round}");
+    }
+}
+
 #[test]
 fn xdp_captures_every_queue_unless_the_spec_names_one() {
     let _one = serial();

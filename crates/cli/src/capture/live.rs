@@ -21,6 +21,12 @@ use crate::meter::RunLimit;
 /// Loop turns between looks at the clock and the stop flag.
 const HOT_LOOP_CHECK: u32 = 128;
 
+/// How long a stopped capture keeps taking what the port still holds. TPACKET_V3 hands a
+/// partly filled block over only once the kernel retires it (1 ms, rounded up to a jiffy:
+/// up to 10 ms), and a spilled packet may wait 10 ms for its place: both arrived before
+/// the stop.
+const DRAIN: std::time::Duration = std::time::Duration::from_millis(25);
+
 pub fn run(
     args: &CaptureArgs,
     spec: &PortSpec,
@@ -124,9 +130,28 @@ fn receive_loop(
     let (mut queued, mut stopping) = (0u64, false);
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
-    while !stopping && run.running(0) {
+    // Set once a signal or --duration stops the capture: until then, what the port gives
+    // is still written (a count reached or the last file done stops at once instead).
+    let mut drain_until: Option<Instant> = None;
+    while !stopping {
+        let left = match drain_until {
+            None if run.running(0) => None,
+            None => {
+                drain_until = Some(Instant::now() + DRAIN);
+                Some(DRAIN)
+            }
+            // A port that keeps giving (the load goes on) is left at the deadline.
+            Some(until) => match until.saturating_duration_since(Instant::now()) {
+                left if left.is_zero() => break,
+                left => Some(left),
+            },
+        };
         let n = port.rx_burst(&mut batch)?;
         if n == 0 {
+            if let Some(left) = left {
+                port.wait_rx(left)?;
+                continue;
+            }
             if recorder.writer_busy() {
                 // Nothing to receive: the writer may be waiting for this CPU.
                 std::thread::yield_now();
