@@ -7,6 +7,7 @@ pub mod packet;
 mod sock_filter;
 mod spec;
 mod stats;
+pub mod tap;
 pub mod xdp;
 
 use std::time::Duration;
@@ -170,5 +171,6 @@ pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortEr
     match spec.backend {
         Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
+        Backend::Tap => Ok(Box::new(tap::TapPort::open(spec, opts)?)),
     }
 }

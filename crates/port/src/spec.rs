@@ -1,4 +1,4 @@
-//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`.
+//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`, `tap:ws0`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +10,8 @@ pub enum Backend {
     Xdp,
     /// AF_PACKET with TPACKET_V3 rings.
     Packet,
+    /// A tap device: the host's own stack.
+    Tap,
 }
 
 impl Backend {
@@ -17,6 +19,7 @@ impl Backend {
         match self {
             Backend::Xdp => "xdp",
             Backend::Packet => "packet",
+            Backend::Tap => "tap",
         }
     }
 }
@@ -51,16 +54,20 @@ impl PortSpec {
 /// What is wrong with a port spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error("port spec '{0}': expected BACKEND:IFACE[@QUEUE], e.g. xdp:veth0 or packet:eth1")]
+    #[error(
+        "port spec '{0}': expected BACKEND:IFACE[@QUEUE], e.g. xdp:veth0, packet:eth1 or tap:ws0"
+    )]
     NoBackend(String),
-    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet)")]
+    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet, tap)")]
     UnknownBackend { spec: String, backend: String },
     #[error("port spec '{0}': interface name is empty or longer than 15 bytes")]
     BadInterface(String),
     #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
     BadQueue { spec: String, queue: String },
-    #[error("port spec '{0}': the packet backend takes no queue (it sees the whole interface)")]
-    QueueNotSupported(String),
+    #[error(
+        "port spec '{spec}': the {backend} backend takes no queue (it sees the whole interface)"
+    )]
+    QueueNotSupported { spec: String, backend: &'static str },
 }
 
 impl FromStr for PortSpec {
@@ -73,6 +80,7 @@ impl FromStr for PortSpec {
         let backend = match backend {
             "xdp" => Backend::Xdp,
             "packet" => Backend::Packet,
+            "tap" => Backend::Tap,
             other => {
                 return Err(SpecError::UnknownBackend {
                     spec: spec.to_string(),
@@ -82,8 +90,11 @@ impl FromStr for PortSpec {
         };
         let (iface, queue, all_queues) = match place.split_once('@') {
             Some((iface, queue)) => {
-                if backend == Backend::Packet {
-                    return Err(SpecError::QueueNotSupported(spec.to_string()));
+                if backend != Backend::Xdp {
+                    return Err(SpecError::QueueNotSupported {
+                        spec: spec.to_string(),
+                        backend: backend.name(),
+                    });
                 }
                 if queue == "all" {
                     (iface, 0, true)
@@ -141,6 +152,9 @@ mod tests {
         assert_eq!(s.to_string(), "xdp:veth0");
         let s: PortSpec = "packet:eth1".parse().unwrap();
         assert_eq!(s.backend, Backend::Packet);
+        let s: PortSpec = "tap:ws0".parse().unwrap();
+        assert_eq!((s.backend, s.iface.as_str()), (Backend::Tap, "ws0"));
+        assert_eq!(s.to_string(), "tap:ws0");
         let s: PortSpec = "xdp:eth1@all".parse().unwrap();
         assert!(s.all_queues);
         assert_eq!(s.to_string(), "xdp:eth1@all");
@@ -177,12 +191,17 @@ mod tests {
         ));
         assert!(matches!(
             "packet:veth0@1".parse::<PortSpec>(),
-            Err(SpecError::QueueNotSupported(_))
+            Err(SpecError::QueueNotSupported { .. })
         ));
         assert!(matches!(
             "packet:veth0@all".parse::<PortSpec>(),
-            Err(SpecError::QueueNotSupported(_))
+            Err(SpecError::QueueNotSupported { .. })
         ));
+        let e = "tap:ws0@1".parse::<PortSpec>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "port spec 'tap:ws0@1': the tap backend takes no queue (it sees the whole interface)"
+        );
         assert!(matches!(
             "xdp:veth0@All".parse::<PortSpec>(),
             Err(SpecError::BadQueue { .. })

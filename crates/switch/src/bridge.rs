@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
+use wirespeed_port::tap::TapPort;
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
 use wirespeed_xdp::AttachMode;
@@ -458,6 +459,7 @@ fn attach_fast_path(xdp: &[PortSpec], opts: &PortOptions) -> Result<FastPath, Po
 fn open_other(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port + Send>, PortError> {
     match spec.backend {
         Backend::Packet => Ok(Box::new(PacketPort::open(spec, opts)?)),
+        Backend::Tap => Ok(Box::new(TapPort::open(spec, opts)?)),
         Backend::Xdp => unreachable!("AF_XDP ports go in the group"),
     }
 }

@@ -1,0 +1,309 @@
+//! The tap backend (`tap:NAME`): a port onto the host's own network stack, as Open vSwitch's
+//! internal ports and netmap's host rings give one. What the host sends out of the tap
+//! device arrives here; what is sent here, the host receives on it. The device is made when
+//! there is none, and then goes away with the port.
+//!
+//! A tap device has no ring to share: each packet is one read or one write on its file
+//! descriptor, into frames of a buffer area of our own. It is the way to the host, not a
+//! fast path, and whatever forwards to or from it copies (and counts the copies).
+
+mod sys;
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use crate::{
+    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+};
+
+/// How long an empty device is left alone before the next read: a read is a system call,
+/// and an application polling several ports (the switch) would otherwise pay one every
+/// round. The host's packets wait at most this much longer.
+const EMPTY_BACKOFF: Duration = Duration::from_micros(20);
+
+/// A tap device and the frames its packets are read into and written from.
+pub struct TapPort {
+    info: PortInfo,
+    /// The device's name.
+    name: String,
+    file: File,
+    /// `frame_count` frames of `frame_size` bytes; a frame's address is its offset here.
+    frames: Vec<u8>,
+    frame_size: u32,
+    /// Free frames, by index, the last freed on top (still in the caches).
+    free: Vec<u32>,
+    /// Frames handed to the application (received or allocated, not yet sent or released).
+    app_held: u64,
+    receives: bool,
+    sends: bool,
+    stats: PortStats,
+    /// The device's count of packets it dropped for want of room towards us, at open.
+    kernel_drops_at_open: u64,
+    /// No read before this: the last one found the device empty.
+    empty_until: Option<Instant>,
+}
+
+impl TapPort {
+    pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<TapPort, PortError> {
+        if opts.frame_size != 2048 && opts.frame_size != 4096 {
+            return Err(PortError::FrameSize(opts.frame_size));
+        }
+        if opts.frame_count == 0 {
+            return Err(PortError::Unsupported(format!("{spec}: no frames")));
+        }
+        let name = spec.iface.as_str();
+        let file = sys::open_tap(name).map_err(|source| open_error(name, source))?;
+        let mut notes = option_notes(opts);
+        if !is_up(name) {
+            notes.push(format!(
+                "{name} is down: the host neither sends on it nor takes what is sent to it \
+                 (ip link set {name} up)"
+            ));
+        }
+        let frame_count = opts.frame_count;
+        Ok(TapPort {
+            info: PortInfo {
+                spec: spec.to_string(),
+                backend: Backend::Tap,
+                mode: "tap".to_string(),
+                notes,
+                busy_poll: false,
+            },
+            name: name.to_string(),
+            file,
+            frames: vec![0; frame_count as usize * opts.frame_size as usize],
+            frame_size: opts.frame_size,
+            free: (0..frame_count).rev().collect(),
+            app_held: 0,
+            receives: opts.rx,
+            sends: opts.tx,
+            stats: PortStats::default(),
+            kernel_drops_at_open: device_counter(name, "tx_dropped"),
+            empty_until: None,
+        })
+    }
+
+    /// The frame at `addr` holding `len` bytes, if `addr` names one of ours.
+    fn frame(&self, addr: u64, len: u32) -> Option<std::ops::Range<usize>> {
+        let size = u64::from(self.frame_size);
+        let ours =
+            addr.is_multiple_of(size) && addr < self.frames.len() as u64 && len <= self.frame_size;
+        ours.then(|| addr as usize..addr as usize + len as usize)
+    }
+
+    fn give_back(&mut self, addr: u64) {
+        if self.frame(addr, 0).is_some() {
+            self.free.push((addr / u64::from(self.frame_size)) as u32);
+            self.app_held -= 1;
+        }
+    }
+
+    fn io_error(&self, what: &'static str, source: std::io::Error) -> PortError {
+        PortError::Io {
+            iface: self.name.clone(),
+            what,
+            source,
+        }
+    }
+}
+
+impl Port for TapPort {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        if !self.receives {
+            return Ok(0);
+        }
+        if let Some(until) = self.empty_until {
+            if Instant::now() < until {
+                return Ok(0);
+            }
+            self.empty_until = None;
+        }
+        let size = self.frame_size as usize;
+        let mut count = 0;
+        while batch.room() > 0 {
+            let Some(index) = self.free.pop() else { break };
+            let start = index as usize * size;
+            match self.file.read(&mut self.frames[start..start + size]) {
+                // The kernel cuts a packet longer than the frame to fit and says how long it
+                // was: a frame of it would be a lie.
+                Ok(n) if n > size => {
+                    self.free.push(index);
+                    self.stats.drops.rx_invalid_desc += 1;
+                }
+                Ok(n) => {
+                    batch.push(start as u64, n as u32);
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += n as u64;
+                    self.app_held += 1;
+                    count += 1;
+                }
+                Err(e) => {
+                    self.free.push(index);
+                    match e.kind() {
+                        ErrorKind::WouldBlock => {
+                            self.empty_until = Some(Instant::now() + EMPTY_BACKOFF);
+                            break;
+                        }
+                        ErrorKind::Interrupted => break,
+                        _ => return Err(self.io_error("read", e)),
+                    }
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let mut sent = 0;
+        for (addr, len) in batch.iter() {
+            let Some(range) = self.frame(addr, len) else {
+                // Not a frame of ours: the caller broke the contract; count it, send nothing.
+                self.stats.drops.tx_invalid_desc += 1;
+                continue;
+            };
+            // A tap takes every write at once or refuses it (down, say): nothing waits.
+            match self.file.write(&self.frames[range]) {
+                Ok(_) => {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += u64::from(len);
+                    sent += 1;
+                }
+                Err(_) => self.stats.drops.tx_error += 1,
+            }
+            self.give_back(addr);
+        }
+        batch.clear();
+        Ok(sent)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        for (addr, _) in batch.iter() {
+            self.give_back(addr);
+        }
+        batch.clear();
+    }
+
+    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        if !self.sends || len > self.frame_size {
+            return 0;
+        }
+        let mut count = 0;
+        while count < n && batch.room() > 0 {
+            let Some(index) = self.free.pop() else { break };
+            batch.push(u64::from(index) * u64::from(self.frame_size), len);
+            self.app_held += 1;
+            count += 1;
+        }
+        count
+    }
+
+    fn packet(&self, addr: u64, len: u32) -> &[u8] {
+        self.frame(addr, len).map_or(&[], |r| &self.frames[r])
+    }
+
+    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        match self.frame(addr, len) {
+            Some(r) => &mut self.frames[r],
+            None => &mut [],
+        }
+    }
+
+    fn max_packet_len(&self) -> u32 {
+        self.frame_size
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
+        // Whatever poll() says, the next rx_burst reads.
+        self.empty_until = None;
+        crate::poll_any(&self.poll_fds(), timeout)
+            .map(|_| ())
+            .map_err(|e| self.io_error("poll", e))
+    }
+
+    fn poll_fds(&self) -> Vec<RawFd> {
+        self.receives
+            .then(|| self.file.as_raw_fd())
+            .into_iter()
+            .collect()
+    }
+
+    fn tx_pending(&self) -> bool {
+        false
+    }
+
+    fn stats(&mut self) -> PortStats {
+        // What the host sent while our side of the device had no room.
+        let dropped = device_counter(&self.name, "tx_dropped");
+        self.stats.drops.rx_ring_full = dropped.saturating_sub(self.kernel_drops_at_open);
+        self.stats
+    }
+
+    fn audit(&self) -> Option<FrameAudit> {
+        Some(FrameAudit {
+            total: self.frames.len() as u64 / u64::from(self.frame_size),
+            pool: self.free.len() as u64,
+            application: self.app_held,
+            ..FrameAudit::default()
+        })
+    }
+}
+
+/// What went wrong attaching to the device, in words: the kernel's errors are terse.
+fn open_error(name: &str, source: std::io::Error) -> PortError {
+    let why = match source.raw_os_error() {
+        Some(libc::EINVAL) => format!("tap:{name}: {name} exists and is not a tap device"),
+        Some(libc::EBUSY) => format!("tap:{name}: another program has tap device {name} open"),
+        Some(libc::EPERM) => {
+            format!("tap:{name}: a tap device needs CAP_NET_ADMIN (run as root)")
+        }
+        _ => {
+            return PortError::Io {
+                iface: name.to_string(),
+                what: "open a tap device (/dev/net/tun)",
+                source,
+            };
+        }
+    };
+    PortError::Unsupported(why)
+}
+
+/// A counter of the device from sysfs; 0 when it cannot be read.
+fn device_counter(name: &str, counter: &str) -> u64 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/statistics/{counter}"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// True when the device is administratively up (IFF_UP in sysfs's flags).
+fn is_up(name: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .is_some_and(|flags| flags & libc::IFF_UP as u32 != 0)
+}
+
+/// Options that mean nothing to this backend, said once rather than ignored silently.
+fn option_notes(opts: &PortOptions) -> Vec<String> {
+    let mut notes = Vec::new();
+    if opts.hugepages {
+        notes.push("hugepages: not used by the tap backend".to_string());
+    }
+    if opts.headroom != 0 {
+        notes.push("headroom: not used by the tap backend".to_string());
+    }
+    if opts.busy_poll {
+        notes.push("busy poll: a tap device has nothing to busy-poll".to_string());
+    }
+    notes
+}
