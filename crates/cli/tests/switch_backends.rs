@@ -3,7 +3,7 @@
 //! backends' buffers is a counted copy.
 
 mod common;
-use common::switched::{Setup, Switched};
+use common::switched::{Setup, Switched, tcp_transfer_is_intact};
 use common::*;
 
 /// Sends `count` numbered UDP frames from `ns` out of `dev` towards `dst_mac`.
@@ -83,4 +83,69 @@ fn xdp_and_packet_ports_on_one_bridge() {
         );
     }
     assert_eq!(j["no_frame"], 0, "{j}");
+}
+
+/// A tap port puts the host the switch runs on onto the bridge (Open vSwitch's internal
+/// port): A pings it, it pings B, a TCP transfer from A to it arrives intact, and every frame
+/// that crossed between the tap's buffers and the AF_XDP ports' UMEM is a counted copy.
+#[test]
+fn a_tap_port_puts_the_switch_host_on_the_bridge() {
+    let tap = format!("wstap{}", std::process::id() % 100000);
+    let port = format!("3=tap:{tap}");
+    let mut s = Switched::with("st", Setup::default(), &["--port", &port]);
+    let host = s.c.ns_m.clone();
+    let shown = s.ctl_ok(&["show"]);
+    assert!(shown.contains(&format!("3(tap:{tap}, tap mode")), "{shown}");
+    must(&["ip", "-n", &host, "link", "set", &tap, "up"]);
+    must(&["ip", "-n", &host, "addr", "add", "10.9.0.3/24", "dev", &tap]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.3", 3), 3);
+    assert_eq!(s.ping(&host, "10.9.0.2", 3), 3);
+    tcp_transfer_is_intact(&s.c.ns_a, &host, "10.9.0.3", 2 * 1024 * 1024);
+
+    let (j, _) = s.stop();
+    let tap_port = &j["ports"][2];
+    assert_eq!(tap_port["spec"], format!("tap:{tap}"), "{j}");
+    assert_eq!(tap_port["mode"], "tap", "{j}");
+    assert_eq!(
+        tap_port["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum::<u64>(),
+        0,
+        "{j}"
+    );
+    // Every frame out of the tap came from the AF_XDP ports' UMEM (a copy each), and every
+    // frame the tap received went on by a copy, to one port or (flooded) to both.
+    let (rx, tx) = (
+        tap_port["rx_packets"].as_u64().unwrap(),
+        tap_port["tx_packets"].as_u64().unwrap(),
+    );
+    assert!(tx > 1000 && rx > 100, "{j}");
+    assert_eq!(tap_port["copies"].as_u64(), Some(tx), "{j}");
+    let xdp_copies: u64 = (0..2)
+        .map(|p| j["ports"][p]["copies"].as_u64().unwrap())
+        .sum();
+    assert!(rx <= xdp_copies && xdp_copies <= 2 * rx, "{j}");
+    for (reason, n) in j["bridge_drops"].as_object().unwrap() {
+        assert_eq!(n.as_u64(), Some(0), "bridge drop {reason}: {j}");
+    }
+    // The device went away with the switch.
+    let links = must(&["ip", "-n", &host, "link", "show"]);
+    assert!(!links.contains(&tap), "{links}");
+}
+
+/// A tap port names a tap device: an interface of another kind is refused, by name.
+#[test]
+fn a_tap_port_on_an_interface_that_is_no_tap_is_refused() {
+    let c = NetChain::new("sn");
+    let port = format!("1=tap:{}", c.ma);
+    let out = run_in(&c.ns_m, &["switch", "--port", &port]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{} exists and is not a tap device", c.ma)),
+        "{err}"
+    );
 }

@@ -54,7 +54,8 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub mode: Mode,
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3) or tap:NAME (a tap device: the
+    /// host's own stack).
     #[arg(long)]
     pub port: String,
     /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two

@@ -64,7 +64,8 @@ wirespeed gen --port xdp:veth0 --engine kernel --size 64 --duration 10\n  \
 wirespeed gen --port xdp:veth0 --pcap trace.pcapng --loop 3"
 )]
 pub struct GenArgs {
-    /// The port: xdp:IFACE[@QUEUE] (AF_XDP) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP), packet:IFACE (AF_PACKET TPACKET_V3) or
+    /// tap:NAME (into the host's own stack through an existing tap device).
     #[arg(long)]
     pub port: String,
     /// Transmit engine (kernel: xdp ports, see below).

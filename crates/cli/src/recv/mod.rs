@@ -40,7 +40,8 @@ wirespeed recv --port packet:veth1 --expect 1000000 --json"
 )]
 pub struct RecvArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue) or packet:IFACE (AF_PACKET TPACKET_V3).
+    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3) or tap:NAME (a tap device: the
+    /// host's own stack).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C).

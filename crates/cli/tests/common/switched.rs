@@ -99,51 +99,57 @@ impl Switched {
     /// Sends `bytes` random bytes over one TCP connection from host A to host B (10.9.0.1 ->
     /// 10.9.0.2:5001) and asserts B received exactly them (count and SHA-256).
     pub fn tcp_transfer_is_intact(&self, bytes: usize) {
-        let s = self;
-        let mut server = std::process::Command::new("ip")
-            .args(["netns", "exec", &s.c.ns_b, "python3", "-c"])
-            .arg(
-                "import socket,hashlib\n\
-                 l=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-                 l.settimeout(30); l.bind(('10.9.0.2', 5001)); l.listen(1); print('listening', flush=True)\n\
-                 c,_=l.accept(); c.settimeout(30); h=hashlib.sha256(); n=0\n\
-                 while True:\n  b=c.recv(65536)\n  if not b: break\n  h.update(b); n+=len(b)\n\
-                 print(n, h.hexdigest(), flush=True)",
-            )
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        if line.trim() != "listening" {
-            let _ = server.kill();
-            let _ = server.wait();
-            panic!("the TCP server did not start: {line}");
-        }
-        let script = format!(
-            "import socket,hashlib,os\n\
-             data=os.urandom({bytes}); c=socket.create_connection(('10.9.0.2', 5001), timeout=20)\n\
-             c.sendall(data); c.close(); print(len(data), hashlib.sha256(data).hexdigest())"
-        );
-        let client = sh(&["ip", "netns", "exec", &s.c.ns_a, "python3", "-c", &script]);
-        line.clear();
-        let _ = std::io::BufRead::read_line(&mut out, &mut line);
-        let server_ok = server.wait().is_ok_and(|st| st.success());
-        let sent = String::from_utf8_lossy(&client.stdout);
-        assert!(
-            client.status.success(),
-            "client: {}",
-            String::from_utf8_lossy(&client.stderr)
-        );
-        assert!(server_ok, "the TCP server failed");
-        assert_eq!(
-            line.trim(),
-            sent.trim(),
-            "bytes and SHA-256 received must equal those sent"
-        );
-        assert!(sent.starts_with(&format!("{bytes} ")), "{sent}");
+        tcp_transfer_is_intact(&self.c.ns_a, &self.c.ns_b, "10.9.0.2", bytes);
     }
+}
+
+/// Sends `bytes` random bytes over one TCP connection from namespace `client` to `server_ip`
+/// port 5001 in namespace `server`, and asserts the server received exactly them (count and
+/// SHA-256).
+pub fn tcp_transfer_is_intact(client: &str, server: &str, server_ip: &str, bytes: usize) {
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", server, "python3", "-c"])
+        .arg(format!(
+            "import socket,hashlib\n\
+             l=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             l.settimeout(30); l.bind(('{server_ip}', 5001)); l.listen(1); print('listening', flush=True)\n\
+             c,_=l.accept(); c.settimeout(30); h=hashlib.sha256(); n=0\n\
+             while True:\n  b=c.recv(65536)\n  if not b: break\n  h.update(b); n+=len(b)\n\
+             print(n, h.hexdigest(), flush=True)",
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    if line.trim() != "listening" {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("the TCP server did not start: {line}");
+    }
+    let script = format!(
+        "import socket,hashlib,os\n\
+         data=os.urandom({bytes}); c=socket.create_connection(('{server_ip}', 5001), timeout=20)\n\
+         c.sendall(data); c.close(); print(len(data), hashlib.sha256(data).hexdigest())"
+    );
+    let client = sh(&["ip", "netns", "exec", client, "python3", "-c", &script]);
+    line.clear();
+    let _ = std::io::BufRead::read_line(&mut out, &mut line);
+    let server_ok = server.wait().is_ok_and(|st| st.success());
+    let sent = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert!(server_ok, "the TCP server failed");
+    assert_eq!(
+        line.trim(),
+        sent.trim(),
+        "bytes and SHA-256 received must equal those sent"
+    );
+    assert!(sent.starts_with(&format!("{bytes} ")), "{sent}");
 }
 
 impl Switched {
