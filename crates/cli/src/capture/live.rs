@@ -35,7 +35,7 @@ pub fn run(
     stop: &AtomicBool,
 ) -> anyhow::Result<Counts> {
     let expression = args.expression();
-    let mut port = wirespeed_port::open(spec, &args.port_options(&spec.iface))
+    let mut port = wirespeed_port::open(spec, &args.port_options(spec))
         .with_context(|| format!("open {spec}"))?;
     let mut counts = Counts::for_port(port.info());
     // Here xdp:IFACE means every queue: name the one queue of a one-queue capture.
