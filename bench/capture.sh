@@ -48,7 +48,6 @@ ws_mktemp bench-capture
 TMP=$WS_TMP
 RECORDS=$TMP/records.jsonl
 : >"$RECORDS"
-# The files go to a tmpfs of their own: 64-byte packets at 10 Mpps are 760 MB a second.
 # The files go to a tmpfs (/dev/shm): 64-byte packets at 10 Mpps are 760 MB a second.
 CAPDIR=$(mktemp -d /dev/shm/wirespeed-capture.XXXXXX)
 WS_TMPDIRS+=("$CAPDIR")

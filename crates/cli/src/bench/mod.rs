@@ -18,6 +18,7 @@ use clap::{Args, ValueEnum};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
+use crate::r#gen::interface_mac;
 use crate::r#gen::port_flags::PortFlags;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,16 +173,6 @@ impl BenchArgs {
         self.live.cpus(self.engine == Engine::Kernel)?;
         Ok(())
     }
-}
-
-/// The MAC address of an interface, from sysfs.
-fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
-    let path = format!("/sys/class/net/{iface}/address");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("{iface}: no such interface"))?;
-    text.trim()
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{iface}: cannot read its MAC address from {path}: {e:?}"))
 }
 
 /// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
