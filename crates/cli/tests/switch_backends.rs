@@ -90,9 +90,24 @@ fn xdp_and_packet_ports_on_one_bridge() {
 /// that crossed between the tap's buffers and the AF_XDP ports' UMEM is a counted copy.
 #[test]
 fn a_tap_port_puts_the_switch_host_on_the_bridge() {
-    let tap = format!("wstap{}", std::process::id() % 100000);
+    tap_on_the_bridge("st", Setup::default(), &[]);
+}
+
+/// With two poll-mode threads each has a port on the tap device (one descriptor: the kernel
+/// opens a device once), and one of them receives.
+#[test]
+fn a_tap_port_serves_two_poll_mode_threads() {
+    let setup = Setup {
+        queues: 2,
+        ..Setup::default()
+    };
+    tap_on_the_bridge("sq", setup, &["--pmd-cpus", "0,1"]);
+}
+
+fn tap_on_the_bridge(tag: &str, setup: Setup<'_>, extra: &[&str]) {
+    let tap = format!("ws{tag}{}", std::process::id() % 100000);
     let port = format!("3=tap:{tap}");
-    let mut s = Switched::with("st", Setup::default(), &["--port", &port]);
+    let mut s = Switched::with(tag, setup, &[&["--port", &port][..], extra].concat());
     let host = s.c.ns_m.clone();
     let shown = s.ctl_ok(&["show"]);
     assert!(shown.contains(&format!("3(tap:{tap}, tap mode")), "{shown}");

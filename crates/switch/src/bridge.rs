@@ -11,6 +11,8 @@
 //! after ([`Bridge::edit`]), so once a request is answered no packet is handled by a cache
 //! entry from before it.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
-use wirespeed_port::tap::TapPort;
+use wirespeed_port::tap::{TapDevice, TapPort};
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
 use wirespeed_xdp::AttachMode;
@@ -127,6 +129,7 @@ impl Bridge {
         let clock = Instant::now();
         let burst = opts.batch.max(1) as usize;
         let mut pmds = Vec::with_capacity(threads);
+        let mut taps = HashMap::new();
         for (i, group) in groups.into_iter().enumerate() {
             let mut others = Vec::new();
             let other_specs = ports.iter().filter(|(_, s)| s.backend != Backend::Xdp);
@@ -136,7 +139,8 @@ impl Bridge {
                     rx: receives,
                     ..opts.clone()
                 };
-                others.push(OtherPort::new(open_other(spec, &port_opts)?, receives));
+                let port = open_other(spec, &port_opts, &mut taps)?;
+                others.push(OtherPort::new(port, receives));
             }
             let set = PortSet::new(&numbered, group, others, burst);
             pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
@@ -455,11 +459,22 @@ fn attach_fast_path(xdp: &[PortSpec], opts: &PortOptions) -> Result<FastPath, Po
     Ok(fast_path)
 }
 
-/// Opens a port of another backend than AF_XDP.
-fn open_other(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port + Send>, PortError> {
+/// Opens a port of another backend than AF_XDP. Each thread has a port of its own on a tap
+/// device, all on the descriptor in `taps` (a device takes one open).
+fn open_other(
+    spec: &PortSpec,
+    opts: &PortOptions,
+    taps: &mut HashMap<String, TapDevice>,
+) -> Result<Box<dyn Port + Send>, PortError> {
     match spec.backend {
         Backend::Packet => Ok(Box::new(PacketPort::open(spec, opts)?)),
-        Backend::Tap => Ok(Box::new(TapPort::open(spec, opts)?)),
+        Backend::Tap => {
+            let device = match taps.entry(spec.iface.clone()) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(TapDevice::open(spec)?),
+            };
+            Ok(Box::new(TapPort::on(device, opts)?))
+        }
         Backend::Xdp => unreachable!("AF_XDP ports go in the group"),
     }
 }

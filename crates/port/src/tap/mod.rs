@@ -5,7 +5,8 @@
 //!
 //! A tap device has no ring to share: each packet is one read or one write on its file
 //! descriptor, into frames of a buffer area of our own. It is the way to the host, not a
-//! fast path, and whatever forwards to or from it copies (and counts the copies).
+//! fast path, and whatever forwards to or from it copies (and counts the copies). Several
+//! ports can be on one device (one per thread, `TapDevice`): each writes, one reads.
 
 mod sys;
 
@@ -23,7 +24,25 @@ use crate::{
 /// round. The host's packets wait at most this much longer.
 const EMPTY_BACKOFF: Duration = Duration::from_micros(20);
 
-/// A tap device and the frames its packets are read into and written from.
+/// An open tap device, for the ports on it to share: a device takes one reader, and the
+/// kernel refuses a second open of a device without queues.
+pub struct TapDevice {
+    name: String,
+    file: File,
+}
+
+impl TapDevice {
+    pub fn open(spec: &PortSpec) -> Result<TapDevice, PortError> {
+        let name = spec.iface.as_str();
+        let file = sys::open_tap(name).map_err(|source| open_error(name, source))?;
+        Ok(TapDevice {
+            name: name.to_string(),
+            file,
+        })
+    }
+}
+
+/// A port on a tap device, and the frames its packets are read into and written from.
 pub struct TapPort {
     info: PortInfo,
     /// The device's name.
@@ -39,22 +58,34 @@ pub struct TapPort {
     receives: bool,
     sends: bool,
     stats: PortStats,
-    /// The device's count of packets it dropped for want of room towards us, at open.
+    /// The device's count of packets it dropped for want of room towards us, at open (the
+    /// receiving port on a device counts them).
     kernel_drops_at_open: u64,
     /// No read before this: the last one found the device empty.
     empty_until: Option<Instant>,
 }
 
 impl TapPort {
+    /// A port on tap device `spec` (made if there is none), alone on it.
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<TapPort, PortError> {
+        TapPort::on(&TapDevice::open(spec)?, opts)
+    }
+
+    /// A port on an open device, next to the others on it. At most one of them receives
+    /// (`opts.rx`): the kernel hands each packet to one reader.
+    pub fn on(device: &TapDevice, opts: &PortOptions) -> Result<TapPort, PortError> {
+        let (spec, name) = (format!("tap:{}", device.name), device.name.as_str());
         if opts.frame_size != 2048 && opts.frame_size != 4096 {
             return Err(PortError::FrameSize(opts.frame_size));
         }
         if opts.frame_count == 0 {
             return Err(PortError::Unsupported(format!("{spec}: no frames")));
         }
-        let name = spec.iface.as_str();
-        let file = sys::open_tap(name).map_err(|source| open_error(name, source))?;
+        let file = device.file.try_clone().map_err(|source| PortError::Io {
+            iface: name.to_string(),
+            what: "share the tap device's descriptor",
+            source,
+        })?;
         let mut notes = option_notes(opts);
         if !is_up(name) {
             notes.push(format!(
@@ -65,7 +96,7 @@ impl TapPort {
         let frame_count = opts.frame_count;
         Ok(TapPort {
             info: PortInfo {
-                spec: spec.to_string(),
+                spec,
                 backend: Backend::Tap,
                 mode: "tap".to_string(),
                 notes,
@@ -242,9 +273,11 @@ impl Port for TapPort {
     }
 
     fn stats(&mut self) -> PortStats {
-        // What the host sent while our side of the device had no room.
-        let dropped = device_counter(&self.name, "tx_dropped");
-        self.stats.drops.rx_ring_full = dropped.saturating_sub(self.kernel_drops_at_open);
+        // What the host sent while our side of the device had no room: the reader's count.
+        if self.receives {
+            let dropped = device_counter(&self.name, "tx_dropped");
+            self.stats.drops.rx_ring_full = dropped.saturating_sub(self.kernel_drops_at_open);
+        }
         self.stats
     }
 
@@ -262,7 +295,7 @@ impl Port for TapPort {
 fn open_error(name: &str, source: std::io::Error) -> PortError {
     let why = match source.raw_os_error() {
         Some(libc::EINVAL) => format!("tap:{name}: {name} exists and is not a tap device"),
-        Some(libc::EBUSY) => format!("tap:{name}: another program has tap device {name} open"),
+        Some(libc::EBUSY) => format!("tap:{name}: tap device {name} is open in another program"),
         Some(libc::EPERM) => {
             format!("tap:{name}: a tap device needs CAP_NET_ADMIN (run as root)")
         }
