@@ -135,7 +135,7 @@ pub struct CaptureArgs {
     /// Entries per ring (a power of two). Default: 16384 with a spill ring, which takes
     /// what the fill ring cannot ride out; 65536 without one (61440 frames in the fill ring
     /// last 18 ms at 3.3 Mpps). On veth the kernel's copy runs faster into the shallower
-    /// ring's frames: 4.1-4.4 Mpps written against 3.6-3.9 (bench/README.md).
+    /// ring's frames: 4.1-4.4 Mpps written against 3.6-4.1 (bench/README.md).
     #[arg(long)]
     pub ring_size: Option<u32>,
     /// MiB of spill ring (AF_XDP; a power of two, 0 for none). While the capture falls

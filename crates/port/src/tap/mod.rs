@@ -11,7 +11,7 @@
 mod sys;
 
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -160,9 +160,14 @@ impl Port for TapPort {
         while batch.room() > 0 {
             let Some(index) = self.free.pop() else { break };
             let start = index as usize * size;
-            match self.file.read(&mut self.frames[start..start + size]) {
-                // The kernel cuts a packet longer than the frame to fit and says how long it
-                // was: a frame of it would be a lie.
+            // One byte past the frame: the kernel cuts a longer packet to fit what it is
+            // given and says nothing, so a packet that reaches that byte is too long.
+            let mut past = [0u8; 1];
+            let mut bufs = [
+                IoSliceMut::new(&mut self.frames[start..start + size]),
+                IoSliceMut::new(&mut past),
+            ];
+            match self.file.read_vectored(&mut bufs) {
                 Ok(n) if n > size => {
                     self.free.push(index);
                     self.stats.drops.rx_invalid_desc += 1;
@@ -191,26 +196,28 @@ impl Port for TapPort {
     }
 
     fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
-        let mut sent = 0;
+        // Queued, as the trait counts: handed to the kernel, which may still refuse it (as it
+        // may fail a queued AF_XDP frame), counted then as tx_error.
+        let mut queued = 0;
         for (addr, len) in batch.iter() {
             let Some(range) = self.frame(addr, len) else {
                 // Not a frame of ours: the caller broke the contract; count it, send nothing.
                 self.stats.drops.tx_invalid_desc += 1;
                 continue;
             };
+            queued += 1;
             // A tap takes every write at once or refuses it (down, say): nothing waits.
             match self.file.write(&self.frames[range]) {
                 Ok(_) => {
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += u64::from(len);
-                    sent += 1;
                 }
                 Err(_) => self.stats.drops.tx_error += 1,
             }
             self.give_back(addr);
         }
         batch.clear();
-        Ok(sent)
+        Ok(queued)
     }
 
     fn release(&mut self, batch: &mut Batch) {
