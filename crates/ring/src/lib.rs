@@ -111,6 +111,14 @@ impl<T: Copy> Producer<T> {
     pub fn needs_wakeup(&self) -> bool {
         self.ring.needs_wakeup()
     }
+
+    /// `needs_wakeup` for a ring whose consumer sets the flag (`Consumer::set_needs_wakeup`):
+    /// orders the flag's read after the last `submit`'s index store.
+    #[inline]
+    pub fn needs_wakeup_after_submit(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.ring.needs_wakeup()
+    }
 }
 
 impl<T: Copy> Consumer<T> {
@@ -173,5 +181,13 @@ impl<T: Copy> Consumer<T> {
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
         self.ring.needs_wakeup()
+    }
+
+    /// Asks the producer to wake us after its next submit (or stops asking). After asking,
+    /// `peek` again before sleeping: an entry submitted before the producer could see the
+    /// flag is already in the ring.
+    #[inline]
+    pub fn set_needs_wakeup(&self, on: bool) {
+        self.ring.set_needs_wakeup(on)
     }
 }

@@ -78,6 +78,23 @@ impl<T: Copy> RawRing<T> {
         }
     }
 
+    /// Sets or clears the need-wakeup flag, where the consumer is the side that sleeps (a
+    /// ring between two processes; the kernel sets its own rings' flags). Sequentially
+    /// consistent, so that the producer index read after it is not read before it (the
+    /// producer stores its index, then reads the flag).
+    #[inline]
+    pub(crate) fn set_needs_wakeup(&self, on: bool) {
+        if let Some(f) = self.flags {
+            // SAFETY: as for `producer`.
+            let flags = unsafe { f.as_ref() };
+            match on {
+                true => flags.fetch_or(NEED_WAKEUP, Ordering::SeqCst),
+                false => flags.fetch_and(!NEED_WAKEUP, Ordering::SeqCst),
+            };
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+
     #[inline]
     pub(crate) fn write(&mut self, index: u32, value: T) {
         let slot = (index & self.mask) as usize;

@@ -112,3 +112,20 @@ fn two_threads_move_ten_million_entries_in_order() {
     assert_eq!(sum, TOTAL * (TOTAL - 1) / 2);
     assert_eq!(rx.peek(1), 0);
 }
+
+#[test]
+fn a_consumer_that_asks_for_a_wakeup_is_seen_by_the_producer() {
+    let (mut tx, rx) = heap_ring::<u64>(8);
+    assert!(!tx.needs_wakeup_after_submit());
+    rx.set_needs_wakeup(true);
+    assert!(tx.needs_wakeup_after_submit());
+    assert_eq!(tx.reserve(1), 1);
+    tx.write(0, 7);
+    tx.submit(1);
+    assert!(
+        tx.needs_wakeup_after_submit(),
+        "the flag stays until the consumer clears it"
+    );
+    rx.set_needs_wakeup(false);
+    assert!(!tx.needs_wakeup_after_submit());
+}
