@@ -4,6 +4,7 @@
 mod batch;
 mod error;
 pub mod packet;
+pub mod pipe;
 mod sock_filter;
 mod spec;
 mod stats;
@@ -172,5 +173,6 @@ pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortEr
         Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
         Backend::Tap => Ok(Box::new(tap::TapPort::open(spec, opts)?)),
+        Backend::Pipe => Ok(Box::new(pipe::PipePort::open(spec, opts)?)),
     }
 }

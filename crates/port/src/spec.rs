@@ -1,4 +1,5 @@
-//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`, `tap:ws0`.
+//! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`, `tap:ws0`,
+//! `pipe:p0`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,6 +13,8 @@ pub enum Backend {
     Packet,
     /// A tap device: the host's own stack.
     Tap,
+    /// A shared-memory pipe to another process.
+    Pipe,
 }
 
 impl Backend {
@@ -20,6 +23,7 @@ impl Backend {
             Backend::Xdp => "xdp",
             Backend::Packet => "packet",
             Backend::Tap => "tap",
+            Backend::Pipe => "pipe",
         }
     }
 }
@@ -58,10 +62,14 @@ pub enum SpecError {
         "port spec '{0}': expected BACKEND:IFACE[@QUEUE], e.g. xdp:veth0, packet:eth1 or tap:ws0"
     )]
     NoBackend(String),
-    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet, tap)")]
+    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet, tap, pipe)")]
     UnknownBackend { spec: String, backend: String },
     #[error("port spec '{0}': interface name is empty or longer than 15 bytes")]
     BadInterface(String),
+    #[error(
+        "port spec '{0}': a pipe's name is 1 to 32 letters, digits, '-', '_' or '.' (not . or ..)"
+    )]
+    BadPipeName(String),
     #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
     BadQueue { spec: String, queue: String },
     #[error(
@@ -81,6 +89,7 @@ impl FromStr for PortSpec {
             "xdp" => Backend::Xdp,
             "packet" => Backend::Packet,
             "tap" => Backend::Tap,
+            "pipe" => Backend::Pipe,
             other => {
                 return Err(SpecError::UnknownBackend {
                     spec: spec.to_string(),
@@ -108,12 +117,24 @@ impl FromStr for PortSpec {
             }
             None => (place, 0, false),
         };
+        // A pipe's name becomes part of a file name under /dev/shm.
+        let pipe_name_ok = |n: &str| {
+            (1..=32).contains(&n.len())
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                && n != "."
+                && n != ".."
+        };
+        if backend == Backend::Pipe && !pipe_name_ok(iface) {
+            return Err(SpecError::BadPipeName(spec.to_string()));
+        }
         // IFNAMSIZ is 16 with the terminating NUL; '/' and whitespace never appear in names.
-        if iface.is_empty()
-            || iface.len() > 15
-            || iface.contains(['/', ' ', ':', '@'])
-            || iface == "."
-            || iface == ".."
+        if backend != Backend::Pipe
+            && (iface.is_empty()
+                || iface.len() > 15
+                || iface.contains(['/', ' ', ':', '@'])
+                || iface == "."
+                || iface == "..")
         {
             return Err(SpecError::BadInterface(spec.to_string()));
         }
@@ -155,6 +176,15 @@ mod tests {
         let s: PortSpec = "tap:ws0".parse().unwrap();
         assert_eq!((s.backend, s.iface.as_str()), (Backend::Tap, "ws0"));
         assert_eq!(s.to_string(), "tap:ws0");
+        let s: PortSpec = "pipe:gen-to-switch.0".parse().unwrap();
+        assert_eq!(
+            (s.backend, s.iface.as_str(), s.to_string()),
+            (
+                Backend::Pipe,
+                "gen-to-switch.0",
+                "pipe:gen-to-switch.0".into()
+            )
+        );
         let s: PortSpec = "xdp:eth1@all".parse().unwrap();
         assert!(s.all_queues);
         assert_eq!(s.to_string(), "xdp:eth1@all");
@@ -202,6 +232,22 @@ mod tests {
             e.to_string(),
             "port spec 'tap:ws0@1': the tap backend takes no queue (it sees the whole interface)"
         );
+        for bad in [
+            "pipe:",
+            "pipe:a/b",
+            "pipe:..",
+            "pipe:a b",
+            &format!("pipe:{}", "p".repeat(33)),
+        ] {
+            assert!(
+                matches!(bad.parse::<PortSpec>(), Err(SpecError::BadPipeName(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            "pipe:p0@1".parse::<PortSpec>(),
+            Err(SpecError::QueueNotSupported { .. })
+        ));
         assert!(matches!(
             "xdp:veth0@All".parse::<PortSpec>(),
             Err(SpecError::BadQueue { .. })

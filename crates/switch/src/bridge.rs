@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
+use wirespeed_port::pipe::PipePort;
 use wirespeed_port::tap::{TapDevice, TapPort};
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
 use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
@@ -89,6 +90,14 @@ impl Bridge {
         offload: bool,
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);
+        if let Some((n, spec)) = ports.iter().find(|(_, s)| s.backend == Backend::Pipe)
+            && threads > 1
+        {
+            // An end of a pipe has one ring each way, for one thread; every thread sends.
+            return Err(PortError::Unsupported(format!(
+                "port {n} ({spec}): a pipe port works with one poll-mode thread                  (--pmd-cpus with one CPU)"
+            )));
+        }
         let xdp: Vec<PortSpec> = ports
             .iter()
             .filter(|(_, s)| s.backend == Backend::Xdp)
@@ -475,6 +484,7 @@ fn open_other(
             };
             Ok(Box::new(TapPort::on(device, opts)?))
         }
+        Backend::Pipe => Ok(Box::new(PipePort::open(spec, opts)?)),
         Backend::Xdp => unreachable!("AF_XDP ports go in the group"),
     }
 }

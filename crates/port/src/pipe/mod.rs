@@ -1,0 +1,464 @@
+//! The pipe backend (`pipe:NAME`): a port to another process through shared memory, as
+//! netmap's pipes give one. The first process to open `pipe:NAME` makes it, the second is
+//! its other end; what one sends, the other receives, with no system call and no copy.
+//!
+//! The two ends share one area of frames, half owned by each. A packet goes across as a
+//! descriptor on the sender's ring of packets; the receiver hands the frame back on its
+//! owner's ring of frames going home when it is done with it, or sends it on across the
+//! pipe again (l2fwd on a pipe moves descriptors too). Everything the other process puts in
+//! a ring is checked before use (DESIGN rule 6): a frame must be one that side may hand us,
+//! at that moment. A process may leave and another take its place: the end that stayed
+//! empties the rings and takes its frames back when the newcomer asks.
+
+mod shm;
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use wirespeed_ring::{Consumer, Producer};
+use wirespeed_umem::FramePool;
+
+use crate::{
+    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+};
+use shm::{Config, PipeDesc, Shared};
+
+/// Empty receive polls before asking the sender for a wakeup: a receiver that keeps up
+/// with a fast sender finds the ring empty now and then, and should not cost the sender a
+/// system call each time.
+const EMPTY_POLLS_BEFORE_WAKEUP: u32 = 16;
+
+/// Where one of our own frames is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    Pool,
+    /// Received or allocated: the application has it.
+    App,
+    /// With the other end: on its way, in its hands, or on its way home.
+    Away,
+}
+
+/// Whether we hold one of the other end's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    No,
+    Yes,
+    /// Received from a process that has left: never to be handed back.
+    Orphan,
+}
+
+/// A frame address, classified.
+enum Frame {
+    Own(usize),
+    Peer(usize),
+}
+
+/// One end of a pipe.
+pub struct PipePort {
+    info: PortInfo,
+    // The ring ends come before `shm`: they unmap after it detaches.
+    /// Packets we send.
+    tx: Producer<PipeDesc>,
+    /// Packets the other end sends.
+    rx: Consumer<PipeDesc>,
+    /// The other end's frames, going back to it.
+    give: Producer<u64>,
+    /// Our frames, coming back.
+    back: Consumer<u64>,
+    shm: Shared,
+    frame_size: u32,
+    headroom: u32,
+    /// Index of our first frame, and of the other end's.
+    own_first: usize,
+    peer_first: usize,
+    /// Frames each end owns.
+    half: usize,
+    pool: FramePool,
+    own: Vec<Own>,
+    held: Vec<Held>,
+    /// Our frames the application has, and those with the other end.
+    app_held: u64,
+    away: u64,
+    /// Frames to hand back, gathered over a burst.
+    going_home: Vec<u64>,
+    stats: PortStats,
+    empty_polls: u32,
+    asked_wakeup: bool,
+}
+
+impl PipePort {
+    pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<PipePort, PortError> {
+        let name = spec.iface.as_str();
+        if opts.headroom >= opts.frame_size / 2 {
+            return Err(PortError::Unsupported(format!(
+                "pipe:{name}: headroom {} leaves too little of a {}-byte frame",
+                opts.headroom, opts.frame_size
+            )));
+        }
+        let wanted = Config {
+            frame_size: opts.frame_size,
+            frame_count: opts.frame_count,
+            data_ring: opts.ring_size,
+        };
+        let shm = Shared::open(name, wanted)?;
+        let config = shm.config();
+        let mut notes = option_notes(opts);
+        if config != wanted {
+            notes.push(format!(
+                "pipe:{name}: the process at its other end (pid {}) made it with {} frames of \
+                 {} bytes and {}-entry rings, which this end takes",
+                shm.peer_pid(),
+                config.frame_count,
+                config.frame_size,
+                config.data_ring
+            ));
+        }
+        let end = shm.end();
+        let half = config.frame_count as usize / 2;
+        let own_first = end * half;
+        let size = u64::from(config.frame_size);
+        Ok(PipePort {
+            info: PortInfo {
+                spec: spec.to_string(),
+                backend: Backend::Pipe,
+                mode: "shm".to_string(),
+                notes,
+                busy_poll: false,
+            },
+            tx: Producer::new(shm.data_ring(end)),
+            rx: Consumer::new(shm.data_ring(1 - end)),
+            give: Producer::new(shm.home_ring(1 - end)),
+            back: Consumer::new(shm.home_ring(end)),
+            frame_size: config.frame_size,
+            headroom: opts.headroom,
+            own_first,
+            peer_first: (1 - end) * half,
+            half,
+            pool: FramePool::new((own_first..own_first + half).rev().map(|i| i as u64 * size)),
+            own: vec![Own::Pool; half],
+            held: vec![Held::No; half],
+            app_held: 0,
+            away: 0,
+            going_home: Vec::with_capacity(256),
+            stats: PortStats::default(),
+            empty_polls: 0,
+            asked_wakeup: false,
+            shm,
+        })
+    }
+
+    /// Which end of the pipe this is (0: the one that made it, unless it has left).
+    pub fn end(&self) -> usize {
+        self.shm.end()
+    }
+
+    /// A packet of `len` bytes at `addr` that fits in one frame, and whose frame that is.
+    #[inline]
+    fn classify(&self, addr: u64, len: u32) -> Option<Frame> {
+        let size = u64::from(self.frame_size);
+        let index = (addr / size) as usize;
+        if len == 0 || addr % size + u64::from(len) > size {
+            return None;
+        }
+        if (self.own_first..self.own_first + self.half).contains(&index) {
+            Some(Frame::Own(index - self.own_first))
+        } else if (self.peer_first..self.peer_first + self.half).contains(&index) {
+            Some(Frame::Peer(index - self.peer_first))
+        } else {
+            None
+        }
+    }
+
+    fn frame_addr(&self, first: usize, i: usize) -> u64 {
+        (first + i) as u64 * u64::from(self.frame_size)
+    }
+
+    /// One of our frames back in the pool.
+    fn pool_frame(&mut self, i: usize) {
+        self.own[i] = Own::Pool;
+        self.pool.free(self.frame_addr(self.own_first, i));
+    }
+
+    /// Takes back our frames the other end is done with.
+    fn take_back(&mut self) {
+        let n = self.back.peek(self.back.size());
+        for k in 0..n {
+            let addr = self.back.read(k);
+            match self.classify(addr, 1) {
+                Some(Frame::Own(i)) if self.own[i] == Own::Away => {
+                    self.away -= 1;
+                    self.pool_frame(i);
+                }
+                _ => self.stats.drops.rx_invalid_desc += 1,
+            }
+        }
+        if n > 0 {
+            self.back.release(n);
+        }
+    }
+
+    /// Hands back the other end's frames gathered in `going_home`.
+    fn send_home(&mut self) {
+        if self.going_home.is_empty() {
+            return;
+        }
+        // The ring holds every frame the other end owns, so it has room unless that end
+        // broke the protocol; what does not fit is its loss.
+        let n = self.give.reserve(self.going_home.len() as u32);
+        for (k, addr) in self.going_home.iter().take(n as usize).enumerate() {
+            self.give.write(k as u32, *addr);
+        }
+        self.give.submit(n);
+        self.going_home.clear();
+    }
+
+    /// A new process at the other end waits: empty the rings, take our frames back, and
+    /// forget the ones the last process left with us.
+    fn take_new_peer(&mut self) {
+        if !self.shm.join_requested() {
+            return;
+        }
+        self.shm.reset_rings();
+        let end = self.shm.end();
+        self.tx = Producer::new(self.shm.data_ring(end));
+        self.rx = Consumer::new(self.shm.data_ring(1 - end));
+        self.give = Producer::new(self.shm.home_ring(1 - end));
+        self.back = Consumer::new(self.shm.home_ring(end));
+        for i in 0..self.half {
+            if self.own[i] == Own::Away {
+                self.pool_frame(i);
+            }
+            if self.held[i] == Held::Yes {
+                self.held[i] = Held::Orphan;
+            }
+        }
+        self.away = 0;
+        self.going_home.clear();
+        self.asked_wakeup = false;
+        self.empty_polls = 0;
+        self.shm.answer_join();
+    }
+
+    fn ask_wakeup(&mut self) {
+        if !self.asked_wakeup {
+            self.rx.set_needs_wakeup(true);
+            self.asked_wakeup = true;
+        }
+    }
+}
+
+impl Port for PipePort {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let n = self.rx.peek(batch.room() as u32);
+        if n == 0 {
+            self.empty_polls += 1;
+            if self.empty_polls >= EMPTY_POLLS_BEFORE_WAKEUP {
+                self.ask_wakeup();
+            }
+            self.take_new_peer();
+            return Ok(0);
+        }
+        self.empty_polls = 0;
+        if self.asked_wakeup {
+            self.rx.set_needs_wakeup(false);
+            self.asked_wakeup = false;
+        }
+        let mut count = 0;
+        for k in 0..n {
+            let d = self.rx.read(k);
+            let ok = match self.classify(d.addr, d.len) {
+                Some(Frame::Peer(i)) if self.held[i] == Held::No => {
+                    self.held[i] = Held::Yes;
+                    true
+                }
+                // One of ours, sent back across.
+                Some(Frame::Own(i)) if self.own[i] == Own::Away => {
+                    self.own[i] = Own::App;
+                    self.away -= 1;
+                    self.app_held += 1;
+                    true
+                }
+                _ => false,
+            };
+            if ok {
+                batch.push(d.addr, d.len);
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += u64::from(d.len);
+                count += 1;
+            } else {
+                self.stats.drops.rx_invalid_desc += 1;
+            }
+        }
+        self.rx.release(n);
+        Ok(count)
+    }
+
+    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let room = self.tx.reserve(batch.len() as u32);
+        let mut put = 0;
+        for (addr, len) in batch.iter() {
+            let fits = put < room;
+            match self.classify(addr, len) {
+                Some(Frame::Own(i)) if self.own[i] == Own::App => {
+                    self.app_held -= 1;
+                    if fits {
+                        self.own[i] = Own::Away;
+                        self.away += 1;
+                    } else {
+                        self.pool_frame(i);
+                    }
+                }
+                Some(Frame::Peer(i)) if self.held[i] == Held::Yes => {
+                    self.held[i] = Held::No;
+                    if !fits {
+                        self.going_home.push(self.frame_addr(self.peer_first, i));
+                    }
+                }
+                Some(Frame::Peer(i)) if self.held[i] == Held::Orphan => {
+                    self.held[i] = Held::No;
+                    self.stats.drops.tx_error += 1;
+                    continue;
+                }
+                _ => {
+                    self.stats.drops.tx_invalid_desc += 1;
+                    continue;
+                }
+            }
+            if !fits {
+                self.stats.drops.tx_ring_full += 1;
+                continue;
+            }
+            self.tx.write(put, PipeDesc { addr, len, pad: 0 });
+            put += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += u64::from(len);
+        }
+        batch.clear();
+        self.send_home();
+        if put > 0 {
+            self.tx.submit(put);
+            if self.tx.needs_wakeup_after_submit() {
+                self.shm.ring_peer();
+            }
+        }
+        Ok(put as usize)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        for (addr, len) in batch.iter() {
+            match self.classify(addr, len.max(1)) {
+                Some(Frame::Own(i)) if self.own[i] == Own::App => {
+                    self.app_held -= 1;
+                    self.pool_frame(i);
+                }
+                Some(Frame::Peer(i)) if self.held[i] == Held::Yes => {
+                    self.held[i] = Held::No;
+                    self.going_home.push(self.frame_addr(self.peer_first, i));
+                }
+                Some(Frame::Peer(i)) if self.held[i] == Held::Orphan => self.held[i] = Held::No,
+                _ => {}
+            }
+        }
+        batch.clear();
+        self.send_home();
+    }
+
+    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        if len == 0 || len > self.max_packet_len() {
+            return 0;
+        }
+        // No more than the ring has room for now (the other end is behind otherwise).
+        let n = n.min(self.tx.free(n as u32) as usize);
+        if self.pool.len() < n {
+            self.take_back();
+        }
+        let mut count = 0;
+        while count < n && batch.room() > 0 {
+            let Some(addr) = self.pool.alloc() else { break };
+            let i = (addr / u64::from(self.frame_size)) as usize - self.own_first;
+            self.own[i] = Own::App;
+            self.app_held += 1;
+            batch.push(addr + u64::from(self.headroom), len);
+            count += 1;
+        }
+        count
+    }
+
+    fn packet(&self, addr: u64, len: u32) -> &[u8] {
+        match self.classify(addr, len.max(1)) {
+            Some(_) => self.shm.bytes(addr, len),
+            None => &[],
+        }
+    }
+
+    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        match self.classify(addr, len.max(1)) {
+            Some(_) => self.shm.bytes_mut(addr, len),
+            None => &mut [],
+        }
+    }
+
+    fn max_packet_len(&self) -> u32 {
+        self.frame_size - self.headroom
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.take_new_peer();
+        self.take_back();
+        Ok(())
+    }
+
+    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
+        self.take_new_peer();
+        self.ask_wakeup();
+        if self.rx.peek(1) > 0 {
+            return Ok(());
+        }
+        let woken = crate::poll_any(&[self.shm.bell_fd()], timeout);
+        self.shm.drain_bell();
+        woken.map(|_| ()).map_err(|source| PortError::Io {
+            iface: self.info.spec.clone(),
+            what: "poll",
+            source,
+        })
+    }
+
+    fn poll_fds(&self) -> Vec<RawFd> {
+        vec![self.shm.bell_fd()]
+    }
+
+    fn tx_pending(&self) -> bool {
+        self.tx.pending() > 0
+    }
+
+    fn stats(&mut self) -> PortStats {
+        self.stats
+    }
+
+    fn audit(&self) -> Option<FrameAudit> {
+        Some(FrameAudit {
+            total: self.half as u64,
+            pool: self.pool.len() as u64,
+            application: self.app_held,
+            // With the other end: in its ring, in its hands, or on the way home.
+            tx: self.away,
+            ..FrameAudit::default()
+        })
+    }
+}
+
+/// Options that mean nothing to this backend, said once rather than ignored silently.
+fn option_notes(opts: &PortOptions) -> Vec<String> {
+    let mut notes = Vec::new();
+    if opts.hugepages {
+        notes.push("hugepages: not used by the pipe backend (its frames are in /dev/shm)".into());
+    }
+    if opts.busy_poll {
+        notes.push("busy poll: a pipe has no kernel side to busy-poll".to_string());
+    }
+    notes
+}
