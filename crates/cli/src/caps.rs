@@ -1,5 +1,7 @@
 //! Which capabilities the process has, so a missing one is named before anything is set up.
 
+use wirespeed_port::Backend;
+
 /// Linux capability numbers (linux/capability.h).
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_NET_RAW: u32 = 13;
@@ -13,6 +15,15 @@ fn effective() -> u64 {
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .unwrap_or(0)
+}
+
+/// What `what` on ports of these backends needs: AF_XDP loads a BPF program; AF_PACKET and
+/// tap need a raw socket or a device; a pipe is a file of our own and needs nothing.
+pub fn require_for(what: &str, backends: &[Backend]) -> anyhow::Result<()> {
+    if backends.iter().all(|b| *b == Backend::Pipe) {
+        return Ok(());
+    }
+    require(what, backends.contains(&Backend::Xdp))
 }
 
 /// The capabilities `what` needs that this process lacks, as an error naming them.

@@ -18,8 +18,8 @@ use clap::{Args, ValueEnum};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
-use crate::r#gen::interface_mac;
 use crate::r#gen::port_flags::PortFlags;
+use crate::r#gen::port_mac;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -55,8 +55,8 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub mode: Mode,
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3) or tap:NAME (a tap device: the
-    /// host's own stack).
+    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
+    /// host's own stack) or pipe:NAME (shared memory with the process at its other end).
     #[arg(long)]
     pub port: String,
     /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two
@@ -127,10 +127,10 @@ impl BenchArgs {
     }
 
     /// The frame txpush sends and rxdrop --verify expects.
-    fn template(&self, iface: &str) -> anyhow::Result<UdpTemplate> {
+    fn template(&self, spec: &PortSpec) -> anyhow::Result<UdpTemplate> {
         let src_mac = match self.src_mac {
             Some(m) => m,
-            None => interface_mac(iface)?,
+            None => port_mac(spec)?,
         };
         Ok(UdpTemplate {
             src_mac,
@@ -206,8 +206,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     args.validate()?;
     let spec = args.spec()?;
     let what = format!("bench {} on {}", mode_name(args.mode), spec);
-    let needs_bpf = spec.backend == Backend::Xdp;
-    crate::caps::require(&what, needs_bpf)?;
+    crate::caps::require_for(&what, &[spec.backend])?;
     if args.mode == Mode::Xdpdrop && spec.backend != Backend::Xdp {
         bail!("bench xdpdrop runs an XDP program: use an xdp: port, not {spec}");
     }

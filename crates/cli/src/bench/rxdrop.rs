@@ -18,7 +18,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], true, false))
         .with_context(|| format!("open {spec}"))?;
     let mut verifier = match args.verify {
-        true => Some(Verifier::new(args.template(&spec.iface)?)),
+        true => Some(Verifier::new(args.template(spec)?)),
         false => None,
     };
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);

@@ -29,7 +29,7 @@ fn now_ns() -> u64 {
 }
 
 fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    let template = args.template(&spec.iface)?;
+    let template = args.template(spec)?;
     let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], false, true))
         .with_context(|| format!("open {spec}"))?;
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
@@ -74,7 +74,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
 }
 
 fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    let template = args.template(&spec.iface)?;
+    let template = args.template(spec)?;
     let cpus = args.live.cpus(true)?;
     let mut frame = vec![0u8; template.frame_len];
     template

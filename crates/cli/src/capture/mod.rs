@@ -52,6 +52,7 @@ pub struct CaptureArgs {
     /// (that queue only: the others' packets go on to the kernel's stack uncaptured), or
     /// packet:IFACE (AF_PACKET TPACKET_V3). Both capture the packets the interface receives,
     /// not those it sends (XDP runs on receive only; tcpdump -Q in), unless -Q inout.
+    /// pipe:NAME captures what the process at the pipe's other end sends.
     #[arg(
         long,
         short = 'i',
@@ -334,7 +335,7 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
                 }
                 take::check(&spec.iface, args.take)?;
             }
-            crate::caps::require(&format!("capture on {spec}"), needs_bpf)?;
+            crate::caps::require_for(&format!("capture on {spec}"), &[spec.backend])?;
             live::run(&args, &spec, filter, rotation, &stop)?
         }
     };

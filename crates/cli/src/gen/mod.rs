@@ -64,8 +64,9 @@ wirespeed gen --port xdp:veth0 --engine kernel --size 64 --duration 10\n  \
 wirespeed gen --port xdp:veth0 --pcap trace.pcapng --loop 3"
 )]
 pub struct GenArgs {
-    /// The port: xdp:IFACE[@QUEUE] (AF_XDP), packet:IFACE (AF_PACKET TPACKET_V3) or
-    /// tap:NAME (into the host's own stack through an existing tap device).
+    /// The port: xdp:IFACE[@QUEUE] (AF_XDP), packet:IFACE (AF_PACKET TPACKET_V3),
+    /// tap:NAME (into the host's own stack through an existing tap device) or pipe:NAME (to
+    /// the process at the pipe's other end; the source MAC is then 02:77:73:.. from NAME).
     #[arg(long)]
     pub port: String,
     /// Transmit engine (kernel: xdp ports, see below).
@@ -186,10 +187,10 @@ impl GenArgs {
         }
     }
 
-    fn base_frame(&self, iface: &str) -> anyhow::Result<FrameSpec> {
+    fn base_frame(&self, spec: &PortSpec) -> anyhow::Result<FrameSpec> {
         let src_mac = match self.src_mac {
             Some(m) => m,
-            None => interface_mac(iface)?,
+            None => port_mac(spec)?,
         };
         Ok(FrameSpec {
             src_mac,
@@ -280,7 +281,7 @@ impl GenArgs {
         if self.engine == Engine::Kernel && spec.backend != Backend::Xdp {
             bail!("--engine kernel sends through XDP: use an xdp: port, not {spec}");
         }
-        let base = self.base_frame(&spec.iface)?;
+        let base = self.base_frame(&spec)?;
         let mut notes = Vec::new();
         let sizes = self.sizes(&base, &mut notes)?;
         let flows = FlowPlan::new(base, self.flows);
@@ -318,6 +319,21 @@ fn frame_kind(f: &FrameSpec) -> String {
 }
 
 /// The MAC address of an interface, from sysfs.
+/// The source MAC address of frames sent on `spec`: its interface's, or for a pipe, which
+/// has no interface, a locally administered one made from the pipe's name (02:77:73 and
+/// three bytes of its hash), the same every run.
+pub fn port_mac(spec: &PortSpec) -> anyhow::Result<MacAddr> {
+    if spec.backend != Backend::Pipe {
+        return interface_mac(&spec.iface);
+    }
+    // FNV-1a: stable across runs and builds, unlike std's hasher.
+    let hash = spec.iface.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let [_, x, y, z] = hash.to_be_bytes();
+    Ok(MacAddr([0x02, 0x77, 0x73, x, y, z]))
+}
+
 pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
     let path = format!("/sys/class/net/{iface}/address");
     let text =
@@ -334,7 +350,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     } else {
         let plan = args.plan()?;
         let what = format!("gen on {}", plan.spec);
-        crate::caps::require(&what, plan.spec.backend == Backend::Xdp)?;
+        crate::caps::require_for(&what, &[plan.spec.backend])?;
         for n in &plan.notes {
             eprintln!("wirespeed: note: {n}");
         }

@@ -124,10 +124,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     if args.engine == Engine::Kernel {
         return replay_kernel(args, path, &spec, &trace);
     }
-    crate::caps::require(
-        &format!("gen --pcap on {spec}"),
-        spec.backend == Backend::Xdp,
-    )?;
+    crate::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
     let stop = crate::bench::stop_flag()?;
     let mut port =
         wirespeed_port::open(&spec, &args.port_flags.options(&[&spec.iface], false, true))

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wirespeed_port::{Backend, Batch, Port, PortInfo, PortSpec};
+use wirespeed_port::{Batch, Port, PortInfo, PortSpec};
 
 use crate::r#gen::port_flags::PortFlags;
 use crate::r#gen::report::frames_json;
@@ -40,8 +40,8 @@ wirespeed recv --port packet:veth1 --expect 1000000 --json"
 )]
 pub struct RecvArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3) or tap:NAME (a tap device: the
-    /// host's own stack).
+    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
+    /// host's own stack) or pipe:NAME (shared memory with the process at its other end).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C).
@@ -80,7 +80,7 @@ fn validate(args: &RecvArgs) -> anyhow::Result<()> {
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     validate(&args)?;
     let spec: PortSpec = args.port.parse()?;
-    crate::caps::require(&format!("recv on {spec}"), spec.backend == Backend::Xdp)?;
+    crate::caps::require_for(&format!("recv on {spec}"), &[spec.backend])?;
     let stop = crate::bench::stop_flag()?;
     let summary = receive(&args, &spec, &stop)?;
     print(&summary, args.json);

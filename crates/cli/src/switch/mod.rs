@@ -20,7 +20,8 @@ use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot};
     after_help = "Example:\n  wirespeed switch --port 1=xdp:veth1 --port 2=xdp:veth2\n  \
 wirespeed ctl add-flow 'priority=100,in_port=1,actions=output:2'\n\n\
 AF_XDP ports of one poll-mode thread share a UMEM, so forwarding between them moves \
-descriptors; packet: and tap: ports are copied to and from (dump-ports counts the copies). With \
+descriptors; packet:, tap: and pipe: ports are copied to and from (dump-ports counts the \
+copies); a pipe: port takes one poll-mode thread. With \
 --pmd-cpus listing N CPUs there are N poll-mode threads and thread i serves receive queue i of \
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
 With no flows the bridge is a learning switch (priority=0,actions=normal). TCP and UDP \
@@ -42,8 +43,9 @@ blocked), its flows go through user space, a line on stderr says why, and the ke
 the port again after 1 s, then less and less often (at most every 64 s)."
 )]
 pub struct SwitchArgs {
-    /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0 or 4=tap:ws0 (the host's own
-    /// stack through tap device ws0, made if missing) (numbers default to 1, 2, ... in order).
+    /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
+    /// stack through tap device ws0, made if missing) or 5=pipe:gen0 (another process, at the
+    /// other end of pipe gen0) (numbers default to 1, 2, ... in order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
     /// Flows to install at start, one a line, in ovs-ofctl's syntax (add-flows).
@@ -134,7 +136,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             cpus.len()
         );
     }
-    crate::caps::require("switch", true)?;
+    let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
+    crate::caps::require_for("switch", &backends)?;
     let stop = crate::bench::stop_flag()?;
     let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
         Some(path) => Box::new(

@@ -273,9 +273,20 @@ impl Drop for Running {
 
 /// Starts `wirespeed ARGS` inside `ns`.
 pub fn spawn_in(ns: &str, args: &[&str]) -> Running {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, wirespeed()])
-        .args(args)
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, wirespeed()]).args(args);
+    spawn_command(cmd)
+}
+
+/// Starts `wirespeed ARGS` in the test's own namespace (for ports that need no interface).
+pub fn spawn(args: &[&str]) -> Running {
+    let mut cmd = Command::new(wirespeed());
+    cmd.args(args);
+    spawn_command(cmd)
+}
+
+fn spawn_command(mut cmd: Command) -> Running {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
