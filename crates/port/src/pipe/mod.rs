@@ -89,12 +89,6 @@ pub struct PipePort {
 impl PipePort {
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<PipePort, PortError> {
         let name = spec.iface.as_str();
-        if opts.headroom >= opts.frame_size / 2 {
-            return Err(PortError::Unsupported(format!(
-                "pipe:{name}: headroom {} leaves too little of a {}-byte frame",
-                opts.headroom, opts.frame_size
-            )));
-        }
         let wanted = Config {
             frame_size: opts.frame_size,
             frame_count: opts.frame_count,
@@ -102,6 +96,13 @@ impl PipePort {
         };
         let shm = Shared::open(name, wanted)?;
         let config = shm.config();
+        // The frame size may be the other end's choice.
+        if opts.headroom >= config.frame_size / 2 {
+            return Err(PortError::Unsupported(format!(
+                "pipe:{name}: headroom {} leaves too little of a {}-byte frame",
+                opts.headroom, config.frame_size
+            )));
+        }
         let mut notes = option_notes(opts);
         if config != wanted {
             notes.push(format!(
