@@ -117,7 +117,12 @@ fn tap_on_the_bridge(tag: &str, setup: Setup<'_>, extra: &[&str]) {
     assert_eq!(s.ping(&host, "10.9.0.2", 3), 3);
     tcp_transfer_is_intact(&s.c.ns_a, &host, "10.9.0.3", 2 * 1024 * 1024);
 
-    let (j, _) = s.stop();
+    let (j, log) = s.stop();
+    // The switch made the device, down: it said so at start.
+    assert!(
+        log.contains(&format!("note: port 3 (tap:{tap}): {tap} is down")),
+        "{log}"
+    );
     let tap_port = &j["ports"][2];
     assert_eq!(tap_port["spec"], format!("tap:{tap}"), "{j}");
     assert_eq!(tap_port["mode"], "tap", "{j}");

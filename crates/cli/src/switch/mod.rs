@@ -104,6 +104,24 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
     Ok((number, spec))
 }
 
+/// What the ports said when they opened (fallbacks taken, options they do not use, a tap
+/// device that is down), once a port.
+fn port_notes(bridge: &mut Bridge) -> Vec<String> {
+    let numbers = bridge.numbers().to_vec();
+    let mut notes: Vec<String> = Vec::new();
+    for snapshot in bridge.snapshots() {
+        for (n, (info, _, _)) in numbers.iter().zip(&snapshot.ports) {
+            for note in &info.notes {
+                let line = format!("port {n} ({}): {note}", info.spec);
+                if !notes.contains(&line) {
+                    notes.push(line);
+                }
+            }
+        }
+    }
+    notes
+}
+
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
     let mut ports = Vec::new();
@@ -183,6 +201,9 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
     for line in bridge.handle(&show_request()).output.lines().skip(1) {
         eprintln!("wirespeed switch:{line}");
+    }
+    for note in port_notes(&mut bridge) {
+        eprintln!("wirespeed switch: note: {note}");
     }
     for note in unserved_queues(&ports, cpus.len().max(1)) {
         eprintln!("wirespeed switch: note: {note}");
