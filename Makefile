@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture fuzz clean
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
+	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60); needs a nightly toolchain"
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
@@ -65,6 +66,17 @@ bench-switch: deps
 	$(CARGO) build --release
 	$(CARGO) build --release -p wirespeed-switch --example stages
 	/usr/bin/python3 bench/switch_peers.py
+
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite
+
+fuzz: deps
+	@rustup toolchain list | grep -q '^nightly' || { \
+	  echo "make fuzz: libFuzzer needs a nightly compiler: rustup toolchain install nightly" >&2; exit 1; }
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	for t in $(FUZZ_TARGETS); do \
+	  $(CARGO) +nightly fuzz run -O "$$t" -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048; \
+	done
 
 clean:
 	$(CARGO) clean
