@@ -9,6 +9,11 @@
 //! a ring is checked before use (DESIGN rule 6): a frame must be one that side may hand us,
 //! at that moment. A process may leave and another take its place: the end that stayed
 //! empties the rings and takes its frames back when the newcomer asks.
+//!
+//! The trust is not the kernel's: the other process can write the frames it handed over
+//! while we read them, and one that shrinks the file under /dev/shm kills us with SIGBUS
+//! (the file is 0600, so only its owner, or root, can): a pipe joins two processes that
+//! already trust each other that far.
 
 mod shm;
 
