@@ -261,7 +261,7 @@ impl Port for PipePort {
     fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
         let n = self.rx.peek(batch.room() as u32);
         if n == 0 {
-            self.empty_polls += 1;
+            self.empty_polls = self.empty_polls.saturating_add(1);
             if self.empty_polls >= EMPTY_POLLS_BEFORE_WAKEUP {
                 self.ask_wakeup();
             }

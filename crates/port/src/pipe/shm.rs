@@ -142,7 +142,7 @@ pub struct Shared {
 
 impl Shared {
     /// Takes a free end of pipe `name`, making the pipe (with `wanted`) when no other process
-    /// is at its other end. Returns the end and whether `wanted` was overridden.
+    /// is at its other end; otherwise the pipe keeps the sizes it was made with (`config`).
     pub fn open(name: &str, wanted: Config) -> Result<Shared, PortError> {
         if !wanted.valid() {
             return Err(PortError::Unsupported(format!(
