@@ -37,21 +37,6 @@ fn file_of(port: &str) -> String {
     format!("/dev/shm/wirespeed-{}", port.replace(':', "-"))
 }
 
-/// Runs `wirespeed ARGS` here to the end; its JSON summary.
-fn run_here(args: &[&str]) -> serde_json::Value {
-    let out = std::process::Command::new(wirespeed())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "wirespeed {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 #[test]
 fn txpush_into_rxdrop_across_processes_loses_nothing() {
     let port = pipe("push");
@@ -68,7 +53,7 @@ fn txpush_into_rxdrop_across_processes_loses_nothing() {
         "--json",
     ]);
     rx.wait_ready();
-    let tx = run_here(&[
+    let tx = run_json_here(&[
         "bench", "txpush", "--port", &port, "--count", "300000", "--json", "-q",
     ]);
     assert_eq!(tx["backend"], "pipe", "{tx}");
@@ -101,7 +86,7 @@ fn a_second_sender_takes_the_place_of_the_first() {
     ]);
     rx.wait_ready();
     for _ in 0..2 {
-        let tx = run_here(&[
+        let tx = run_json_here(&[
             "bench", "txpush", "--port", &port, "--count", "50000", "--json", "-q",
         ]);
         assert_eq!(tx["packets"].as_u64(), Some(50_000), "{tx}");
@@ -123,7 +108,7 @@ fn gen_into_capture_over_a_pipe_makes_a_file_the_tools_count_exactly() {
         "capture", "--port", &port, "-c", "2000", "-w", &file, "--format", "pcap", "--json",
     ]);
     cap.wait_ready();
-    let g = run_here(&[
+    let g = run_json_here(&[
         "gen", "--port", &port, "--count", "2000", "--size", "100", "--json", "-q",
     ]);
     assert_eq!(g["packets"].as_u64(), Some(2000), "{g}");
@@ -157,7 +142,7 @@ fn the_switch_forwards_from_one_pipe_to_another() {
         "capture", "--port", &p2, "-c", "1000", "-w", &file, "--format", "pcap", "--json",
     ]);
     cap.wait_ready();
-    let g = run_here(&["gen", "--port", &p1, "--count", "1000", "--json", "-q"]);
+    let g = run_json_here(&["gen", "--port", &p1, "--count", "1000", "--json", "-q"]);
     assert_eq!(g["packets"].as_u64(), Some(1000), "{g}");
     let (j, log) = cap.finish();
     assert_eq!(j["written"].as_u64(), Some(1000), "{j} {log}");

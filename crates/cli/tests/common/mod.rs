@@ -318,7 +318,16 @@ pub fn run_in(ns: &str, args: &[&str]) -> Output {
 
 /// Runs wirespeed to the end and returns its JSON summary, asserting success.
 pub fn run_json(ns: &str, args: &[&str]) -> serde_json::Value {
-    let out = run_in(ns, args);
+    summary_of(args, run_in(ns, args))
+}
+
+/// Runs wirespeed here (no namespace: for ports that need no interface) to the end and
+/// returns its JSON summary, asserting success.
+pub fn run_json_here(args: &[&str]) -> serde_json::Value {
+    summary_of(args, Command::new(wirespeed()).args(args).output().unwrap())
+}
+
+fn summary_of(args: &[&str], out: Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "wirespeed {args:?} failed: {}",
