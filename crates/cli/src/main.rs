@@ -12,6 +12,7 @@ mod meter;
 mod recv;
 mod switch;
 mod verify;
+mod zcopy;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,8 @@ enum Command {
     Switch(switch::SwitchArgs),
     /// Talk to a running switch: add-flow, del-flows, dump-flows, dump-ports...
     Ctl(ctl::CtlArgs),
+    /// The kernel's zero-copy TCP features: MSG_ZEROCOPY send, TCP zero-copy receive.
+    Zcopy(zcopy::ZcopyArgs),
 }
 
 fn main() {
@@ -48,6 +51,7 @@ fn main() {
         Command::Recv(args) => recv::run(args),
         Command::Switch(args) => switch::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Zcopy(args) => zcopy::run(args),
     };
     if let Err(e) = result {
         eprintln!("wirespeed: error: {e:#}");

@@ -1,0 +1,252 @@
+//! `wirespeed zcopy recv`.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::TcpListener;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, ZcopyError};
+
+use super::live::{Live, cpu_ms_per_gb, gbps};
+use crate::meter::CpuTime;
+
+/// Options of `wirespeed zcopy recv`.
+#[derive(Debug, Args)]
+pub struct RecvArgs {
+    /// Where to listen: PORT (every IPv4 address), HOST:PORT or [IPV6]:PORT.
+    #[arg(long, value_name = "[HOST:]PORT")]
+    pub listen: String,
+    /// Ordinary copying reads instead of TCP zero-copy receive (the baseline).
+    #[arg(long)]
+    pub copy: bool,
+    /// The zero-copy window: how much one call may map (K, M suffixes; whole pages).
+    #[arg(long, default_value = "2M", value_parser = super::parse_bytes)]
+    pub window: u64,
+    /// The segment size to ask the peer for (TCP_MAXSEG on the listener); 0 leaves the
+    /// kernel's. Default: 4108 (one page a segment) with zero-copy receive, else 0.
+    #[arg(long)]
+    pub mss: Option<u32>,
+    /// Write what arrives to this file (made or truncated; removed if the transfer fails).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<String>,
+    /// Give up if no connection comes within this many seconds (default: wait until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub accept_timeout: Option<f64>,
+    /// Print one JSON object with the results on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// No live line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct RecvSummary {
+    mode: &'static str,
+    zerocopy: bool,
+    listen: String,
+    peer: String,
+    /// TCP_MAXSEG of the connection: payload bytes a segment carries (what the listener
+    /// asked its peer for, less the timestamp option, when the path allows it).
+    mss: u32,
+    bytes: u64,
+    seconds: f64,
+    gbps: f64,
+    /// Bytes that came as mapped pages, and bytes copied.
+    mapped_bytes: u64,
+    copied_bytes: u64,
+    mapped_share: f64,
+    zc_calls: u64,
+    recv_calls: u64,
+    cpu_user_s: f64,
+    cpu_system_s: f64,
+    cpu_ms_per_gb: f64,
+    interrupted: bool,
+}
+
+/// Removes the output file unless the transfer got to its end.
+struct Output {
+    file: File,
+    path: String,
+    keep: bool,
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+pub fn run(args: RecvArgs) -> anyhow::Result<()> {
+    let zerocopy = !args.copy;
+    if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
+        bail!("--window {}: must be 4K to 1G", args.window);
+    }
+    if let Some(t) = args.accept_timeout
+        && !(t > 0.0 && t <= 86400.0 * 365.0)
+    {
+        bail!("--accept-timeout {t}: must be more than 0 seconds and at most a year");
+    }
+    let addr = super::resolve("--listen", &args.listen, true)?;
+    let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
+    if mss != 0 && !(88..=32767).contains(&mss) {
+        bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
+    }
+    let stop = crate::bench::stop_flag()?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("listen on {addr}"))?;
+    if mss != 0 {
+        wirespeed_zcopy::set_mss(&listener, mss).context("set the listener's segment size")?;
+    }
+    let mut output = match &args.output {
+        Some(path) => Some(Output {
+            file: File::create(path).with_context(|| format!("-o {path}"))?,
+            path: path.clone(),
+            keep: false,
+        }),
+        None => None,
+    };
+    listener.set_nonblocking(true).context("listener")?;
+    let bound = listener.local_addr().context("listener address")?;
+    eprintln!(
+        "zcopy recv ready on {bound} ({}{})",
+        if zerocopy {
+            "TCP zero-copy receive"
+        } else {
+            "copying reads"
+        },
+        if mss != 0 {
+            format!(", asks for mss {mss}")
+        } else {
+            String::new()
+        }
+    );
+    let waited = Instant::now();
+    let (stream, peer) = loop {
+        match listener.accept() {
+            Ok(conn) => break conn,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e).context("accept"),
+        }
+        if stop.load(Ordering::Relaxed) {
+            bail!("stopped before a connection came");
+        }
+        if args
+            .accept_timeout
+            .is_some_and(|t| waited.elapsed() > Duration::from_secs_f64(t))
+        {
+            bail!(
+                "no connection on {bound} within {} s",
+                args.accept_timeout.unwrap_or_default()
+            );
+        }
+        wait_readable(&listener);
+    };
+    stream.set_nonblocking(false).context("connection")?;
+    let peer_mss = wirespeed_zcopy::mss(&stream)?;
+    let window = zerocopy.then_some(args.window as usize);
+    let mut rx = Receiver::new(stream, window, 256 << 10, stop).context("set up the receiver")?;
+    let cpu_start = CpuTime::now();
+    let mut live = Live::new("recv", args.quiet);
+    let mut interrupted = false;
+    loop {
+        match rx.next_chunk() {
+            Ok(None) => break,
+            Ok(Some(Chunk::Idle)) => {}
+            Ok(Some(Chunk::Mapped(bytes) | Chunk::Copied(bytes))) => {
+                if let Some(out) = output.as_mut() {
+                    out.file
+                        .write_all(bytes)
+                        .with_context(|| format!("write {}", out.path))?;
+                }
+            }
+            Err(ZcopyError::Stopped) => {
+                interrupted = true;
+                break;
+            }
+            Err(e) => return Err(e).with_context(|| format!("receive from {peer}")),
+        }
+        let st = rx.stats();
+        live.tick(st.bytes, || {
+            if zerocopy {
+                format!("mapped {:.1}%", share(st.mapped, st.bytes) * 100.0)
+            } else {
+                String::new()
+            }
+        });
+    }
+    if let Some(out) = output.as_mut() {
+        out.file
+            .flush()
+            .with_context(|| format!("write {}", out.path))?;
+        // An interrupted transfer is not the whole stream: the file goes with it.
+        out.keep = !interrupted;
+    }
+    let seconds = live.elapsed().as_secs_f64();
+    let cpu = CpuTime::now();
+    let (user, system) = (
+        cpu.user.saturating_sub(cpu_start.user).as_secs_f64(),
+        cpu.system.saturating_sub(cpu_start.system).as_secs_f64(),
+    );
+    let st = rx.stats();
+    let s = RecvSummary {
+        mode: "recv",
+        zerocopy,
+        listen: bound.to_string(),
+        peer: peer.to_string(),
+        mss: peer_mss,
+        bytes: st.bytes,
+        seconds,
+        gbps: gbps(st.bytes, seconds),
+        mapped_bytes: st.mapped,
+        copied_bytes: st.copied,
+        mapped_share: share(st.mapped, st.bytes),
+        zc_calls: st.zc_calls,
+        recv_calls: st.recv_calls,
+        cpu_user_s: user,
+        cpu_system_s: system,
+        cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
+        interrupted,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        println!(
+            "zcopy recv from {}: {} bytes in {:.2}s = {:.2} Gbit/s; {} mapped ({:.1}%), {} copied; CPU {:.2}s user {:.2}s system = {:.0} ms/GB",
+            s.peer,
+            s.bytes,
+            s.seconds,
+            s.gbps,
+            s.mapped_bytes,
+            s.mapped_share * 100.0,
+            s.copied_bytes,
+            user,
+            system,
+            s.cpu_ms_per_gb
+        );
+    }
+    Ok(())
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        part as f64 / whole as f64
+    } else {
+        0.0
+    }
+}
+
+/// Waits up to 100 ms for a connection (so a stop request is seen soon).
+fn wait_readable(listener: &TcpListener) {
+    use std::os::fd::AsFd;
+    let mut fds = [nix::poll::PollFd::new(
+        listener.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(100u16));
+}

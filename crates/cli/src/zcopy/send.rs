@@ -1,0 +1,224 @@
+//! `wirespeed zcopy send`.
+
+use std::fs::File;
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+use wirespeed_zcopy::{Sender, ZcopyError};
+
+use super::live::{Live, cpu_ms_per_gb, gbps};
+use crate::meter::CpuTime;
+
+/// Options of `wirespeed zcopy send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Where to send: HOST:PORT or [IPV6]:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: String,
+    /// Ordinary copying sends instead of MSG_ZEROCOPY (the baseline).
+    #[arg(long)]
+    pub copy: bool,
+    /// Bytes per send() call (K, M suffixes).
+    #[arg(long, default_value = "64K", value_parser = super::parse_bytes)]
+    pub size: u64,
+    /// Buffers the sender cycles through: with MSG_ZEROCOPY a buffer is written again only
+    /// after the kernel has completed every send of it.
+    #[arg(long, default_value_t = 16)]
+    pub buffers: usize,
+    /// Send the contents of this file once, then end.
+    #[arg(long, conflicts_with_all = ["bytes", "duration"])]
+    pub file: Option<String>,
+    /// Send this many bytes of a generated pattern, then end (K, M, G suffixes).
+    #[arg(long, value_parser = super::parse_bytes, conflicts_with = "duration")]
+    pub bytes: Option<u64>,
+    /// Send for this many seconds (the default, 10, when neither --bytes nor --file is given).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print one JSON object with the results on stdout at the end.
+    #[arg(long)]
+    pub json: bool,
+    /// No live line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct SendSummary {
+    mode: &'static str,
+    zerocopy: bool,
+    connect: String,
+    mss: u32,
+    size: u64,
+    buffers: usize,
+    bytes: u64,
+    seconds: f64,
+    gbps: f64,
+    calls: u64,
+    /// Zero-copy sends the kernel completed without copying, and ones it copied after all.
+    completed_zerocopy: u64,
+    completed_copied: u64,
+    notices: u64,
+    buffer_waits: u64,
+    enobufs: u64,
+    cpu_user_s: f64,
+    cpu_system_s: f64,
+    cpu_ms_per_gb: f64,
+    interrupted: bool,
+}
+
+pub fn run(args: SendArgs) -> anyhow::Result<()> {
+    if args.size == 0 || args.size > 16 << 20 {
+        bail!("--size {}: must be 1 byte to 16M", args.size);
+    }
+    if !(1..=1024).contains(&args.buffers) {
+        bail!("--buffers {}: must be 1 to 1024", args.buffers);
+    }
+    if args.bytes == Some(0) {
+        bail!("--bytes 0: must be at least 1");
+    }
+    super::check_duration(args.duration)?;
+    let addr = super::resolve("--connect", &args.connect, false)?;
+    let mut file = match &args.file {
+        Some(path) => Some(File::open(path).with_context(|| format!("--file {path}"))?),
+        None => None,
+    };
+    let limit = match (&file, args.bytes) {
+        (Some(f), _) => f.metadata().map(|m| m.len()).unwrap_or(u64::MAX),
+        (None, Some(b)) => b,
+        (None, None) => u64::MAX,
+    };
+    let duration = match (&file, args.bytes, args.duration) {
+        (_, _, Some(d)) => Some(Duration::from_secs_f64(d)),
+        (None, None, None) => Some(Duration::from_secs(10)),
+        _ => None,
+    };
+    let stop = crate::bench::stop_flag()?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connect to {addr}"))?;
+    let mss = wirespeed_zcopy::mss(&stream)?;
+    let zerocopy = !args.copy;
+    let size = args.size as usize;
+    let mut tx = Sender::new(stream, zerocopy, args.buffers, size, stop.clone())
+        .context("set up the sender")?;
+    eprintln!(
+        "zcopy send ready to {addr} ({}, {size}-byte sends, {} buffers, mss {mss})",
+        if zerocopy { "MSG_ZEROCOPY" } else { "copying" },
+        args.buffers
+    );
+    let cpu_start = CpuTime::now();
+    let mut live = Live::new("send", args.quiet);
+    let (mut sent, mut filled) = (0u64, 0usize);
+    let mut interrupted = false;
+    let outcome: Result<(), anyhow::Error> = (|| {
+        while sent < limit && duration.is_none_or(|d| live.elapsed() < d) {
+            let want = (limit - sent).min(size as u64) as usize;
+            let buf = tx.buffer()?;
+            let len = match file.as_mut() {
+                Some(f) => read_full(f, &mut buf[..want]).context("read --file")?,
+                None => {
+                    // The pattern is written once per buffer: later sends reuse it as it is.
+                    if filled < args.buffers {
+                        fill_pattern(buf);
+                        filled += 1;
+                    }
+                    want
+                }
+            };
+            if len == 0 {
+                break;
+            }
+            tx.send(len)?;
+            sent += len as u64;
+            live.tick(sent, || status(&tx));
+        }
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => {}
+        Err(e) if matches!(e.downcast_ref::<ZcopyError>(), Some(ZcopyError::Stopped)) => {
+            interrupted = true;
+        }
+        Err(e) => return Err(e.context(format!("send to {addr}"))),
+    }
+    tx.finish()
+        .with_context(|| format!("end the stream to {addr}"))?;
+    let seconds = live.elapsed().as_secs_f64();
+    let cpu = CpuTime::now();
+    let (user, system) = (
+        cpu.user.saturating_sub(cpu_start.user).as_secs_f64(),
+        cpu.system.saturating_sub(cpu_start.system).as_secs_f64(),
+    );
+    let st = tx.stats();
+    let s = SendSummary {
+        mode: "send",
+        zerocopy,
+        connect: addr.to_string(),
+        mss,
+        size: args.size,
+        buffers: args.buffers,
+        bytes: st.bytes,
+        seconds,
+        gbps: gbps(st.bytes, seconds),
+        calls: st.calls,
+        completed_zerocopy: st.zerocopied,
+        completed_copied: st.copied,
+        notices: st.notices,
+        buffer_waits: st.buffer_waits,
+        enobufs: st.enobufs,
+        cpu_user_s: user,
+        cpu_system_s: system,
+        cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
+        interrupted,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        println!(
+            "zcopy send to {}: {} bytes in {:.2}s = {:.2} Gbit/s, {} sends; CPU {:.2}s user {:.2}s system = {:.0} ms/GB",
+            s.connect, s.bytes, s.seconds, s.gbps, s.calls, user, system, s.cpu_ms_per_gb
+        );
+        if zerocopy {
+            println!(
+                "completions: {} zero-copy, {} copied by the kernel ({} notices); waited for a buffer {} times, ENOBUFS {} times",
+                s.completed_zerocopy, s.completed_copied, s.notices, s.buffer_waits, s.enobufs
+            );
+        }
+    }
+    Ok(())
+}
+
+fn status(tx: &Sender) -> String {
+    let st = tx.stats();
+    if st.notices == 0 {
+        return String::new();
+    }
+    format!(
+        "completed: {} zero-copy, {} copied",
+        st.zerocopied, st.copied
+    )
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Bytes that are not all alike (a receiver could check them), cheap to make.
+fn fill_pattern(buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0];
+    }
+}

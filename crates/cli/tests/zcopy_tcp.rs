@@ -1,0 +1,310 @@
+//! `wirespeed zcopy` between two namespaces over a veth pair: TCP with MSG_ZEROCOPY and
+//! zero-copy receive moves files intact (SHA-256 compared), against a peer that is not ours
+//! (Python's sockets, the kernel's ordinary TCP) in each direction; the counts add up; bad
+//! input fails before anything connects.
+
+mod common;
+use common::pcaps::TempDir;
+use common::*;
+
+const PORT: &str = "5301";
+
+/// A veth pair with addresses 10.77.0.1 (a) and 10.77.0.2 (b), and an MTU that lets a
+/// segment carry a whole page (4096 + 52 bytes of IPv4, TCP and timestamp headers).
+fn link(tag: &str) -> NetPair {
+    let p = NetPair::new(tag);
+    for (ns, dev, ip) in [
+        (&p.ns_a, &p.a, "10.77.0.1/24"),
+        (&p.ns_b, &p.b, "10.77.0.2/24"),
+    ] {
+        must(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000"]);
+        must(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
+    }
+    p
+}
+
+/// A file of `len` pseudo-random bytes, and its SHA-256.
+fn random_file(dir: &TempDir, name: &str, len: usize) -> (String, String) {
+    let path = dir.path(name);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&path, data).unwrap();
+    (path.clone(), sha256(&path))
+}
+
+fn sha256(path: &str) -> String {
+    must(&["sha256sum", path])
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Runs a Python program in `ns` and returns its stdout, asserting success.
+fn python_in(ns: &str, program: &str) -> String {
+    must(&[
+        "ip", "netns", "exec", ns, "timeout", "60", "python3", "-c", program,
+    ])
+}
+
+#[test]
+fn zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
+    let p = link("zcz");
+    let dir = TempDir::new("zcz");
+    let (file, sum) = random_file(&dir, "in.bin", 24 << 20);
+    let out = dir.path("out.bin");
+    let listen = format!("10.77.0.2:{PORT}");
+    let mut rx = spawn_in(
+        &p.ns_b,
+        &[
+            "zcopy",
+            "recv",
+            "--listen",
+            &listen,
+            "-o",
+            &out,
+            "--accept-timeout",
+            "20",
+            "--json",
+        ],
+    );
+    rx.wait_ready();
+    let tx = run_json(
+        &p.ns_a,
+        &[
+            "zcopy",
+            "send",
+            "--connect",
+            &listen,
+            "--file",
+            &file,
+            "--json",
+        ],
+    );
+    let (r, _) = rx.finish();
+    let size = 24u64 << 20;
+    assert_eq!(sha256(&out), sum, "the file arrived changed");
+    assert_eq!(
+        (tx["bytes"].as_u64(), r["bytes"].as_u64()),
+        (Some(size), Some(size)),
+        "{tx}\n{r}"
+    );
+    assert_eq!(tx["zerocopy"], true);
+    let calls = tx["calls"].as_u64().unwrap();
+    let completed =
+        tx["completed_zerocopy"].as_u64().unwrap() + tx["completed_copied"].as_u64().unwrap();
+    assert_eq!(completed, calls, "a completion for every send: {tx}");
+    assert_eq!(
+        r["mss"].as_u64(),
+        Some(4096),
+        "the receiver asked for one page a segment: {r}"
+    );
+    let (mapped, copied) = (
+        r["mapped_bytes"].as_u64().unwrap(),
+        r["copied_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(mapped + copied, size, "{r}");
+    assert!(mapped > 0 && mapped % 4096 == 0, "whole pages mapped: {r}");
+}
+
+#[test]
+fn an_ordinary_tcp_sender_into_zero_copy_receive_is_intact() {
+    let p = link("zcp");
+    let dir = TempDir::new("zcp");
+    let (file, sum) = random_file(&dir, "in.bin", 5_000_003);
+    let out = dir.path("out.bin");
+    let listen = format!("10.77.0.2:{PORT}");
+    let mut rx = spawn_in(
+        &p.ns_b,
+        &[
+            "zcopy",
+            "recv",
+            "--listen",
+            &listen,
+            "-o",
+            &out,
+            "--accept-timeout",
+            "20",
+            "--json",
+        ],
+    );
+    rx.wait_ready();
+    python_in(
+        &p.ns_a,
+        &format!(
+            "import socket\nc=socket.create_connection(('10.77.0.2', {PORT}), timeout=20)\n\
+             c.sendall(open('{file}','rb').read()); c.close()"
+        ),
+    );
+    let (r, _) = rx.finish();
+    assert_eq!(sha256(&out), sum, "the file arrived changed");
+    assert_eq!(r["bytes"].as_u64(), Some(5_000_003), "{r}");
+    assert_eq!(
+        r["mapped_bytes"].as_u64().unwrap() + r["copied_bytes"].as_u64().unwrap(),
+        5_000_003,
+        "{r}"
+    );
+}
+
+#[test]
+fn zero_copy_send_into_an_ordinary_tcp_receiver_is_intact() {
+    let p = link("zcs");
+    let dir = TempDir::new("zcs");
+    let (file, sum) = random_file(&dir, "in.bin", 7_340_033);
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.ns_b, "timeout", "60", "python3", "-c"])
+        .arg(format!(
+            "import socket,hashlib\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
+             print('listening', flush=True)\nc,_=l.accept(); h=hashlib.sha256(); n=0\n\
+             while True:\n  b=c.recv(1<<20)\n  if not b: break\n  h.update(b); n+=len(b)\n\
+             print(n, h.hexdigest(), flush=True)"
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "listening");
+    let tx = run_json(
+        &p.ns_a,
+        &[
+            "zcopy",
+            "send",
+            "--connect",
+            &format!("10.77.0.2:{PORT}"),
+            "--file",
+            &file,
+            "--size",
+            "1M",
+            "--json",
+        ],
+    );
+    let got = lines.next().unwrap().unwrap();
+    assert!(server.wait().unwrap().success());
+    assert_eq!(
+        got,
+        format!("7340033 {sum}"),
+        "bytes and SHA-256 at the receiver"
+    );
+    assert_eq!(tx["bytes"].as_u64(), Some(7_340_033), "{tx}");
+    assert_eq!(tx["size"].as_u64(), Some(1 << 20), "{tx}");
+}
+
+#[test]
+fn copy_mode_both_ends_counts_no_zero_copy() {
+    let p = link("zcc");
+    let listen = format!("10.77.0.2:{PORT}");
+    let mut rx = spawn_in(
+        &p.ns_b,
+        &[
+            "zcopy",
+            "recv",
+            "--listen",
+            &listen,
+            "--copy",
+            "--accept-timeout",
+            "20",
+            "--json",
+        ],
+    );
+    rx.wait_ready();
+    let tx = run_json(
+        &p.ns_a,
+        &[
+            "zcopy",
+            "send",
+            "--connect",
+            &listen,
+            "--copy",
+            "--bytes",
+            "3M",
+            "--json",
+            "-q",
+        ],
+    );
+    let (r, _) = rx.finish();
+    assert_eq!(
+        (tx["bytes"].as_u64(), tx["notices"].as_u64()),
+        (Some(3 << 20), Some(0)),
+        "{tx}"
+    );
+    assert_eq!(
+        (
+            r["bytes"].as_u64(),
+            r["mapped_bytes"].as_u64(),
+            r["zc_calls"].as_u64()
+        ),
+        (Some(3 << 20), Some(0), Some(0)),
+        "{r}"
+    );
+}
+
+#[test]
+fn bad_input_fails_before_connecting() {
+    let dir = TempDir::new("zcb");
+    for (args, says) in [
+        (
+            vec!["send", "--connect", "127.0.0.1:9", "--size", "0"],
+            "--size 0",
+        ),
+        (
+            vec!["send", "--connect", "127.0.0.1:9", "--size", "64Q"],
+            "not a byte count",
+        ),
+        (
+            vec!["send", "--connect", "nowhere", "--bytes", "1K"],
+            "--connect nowhere",
+        ),
+        (
+            vec![
+                "send",
+                "--connect",
+                "127.0.0.1:9",
+                "--file",
+                "/nonexistent/x",
+            ],
+            "--file /nonexistent/x",
+        ),
+        (
+            vec!["send", "--connect", "127.0.0.1:9", "--buffers", "0"],
+            "--buffers 0",
+        ),
+        (
+            vec!["recv", "--listen", "9", "--window", "1K"],
+            "--window 1024",
+        ),
+        (vec!["recv", "--listen", "9", "--mss", "5"], "--mss 5"),
+    ] {
+        let mut full = vec!["zcopy"];
+        full.extend(&args);
+        let out = std::process::Command::new(wirespeed())
+            .args(&full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{full:?} succeeded");
+        assert!(err.contains(says), "{full:?}: {err}");
+    }
+    // Nothing listens there: the error names the address.
+    let out = std::process::Command::new(wirespeed())
+        .args(["zcopy", "send", "--connect", "127.0.0.1:1", "--bytes", "1K"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connect to 127.0.0.1:1"));
+    // A receiver stopped before any connection leaves no output file behind.
+    let out_file = dir.path("never.bin");
+    let mut rx = spawn(&["zcopy", "recv", "--listen", "127.0.0.1:0", "-o", &out_file]);
+    rx.wait_ready();
+    must(&["kill", "-INT", &rx.pid().to_string()]);
+    let (code, _, log) = rx.exit();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("stopped before a connection came"), "{log}");
+    assert!(!exists(&out_file), "output file left behind");
+}
