@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the peers the side-by-side benchmark measures wirespeed against, only if missing:
 # DPDK's testpmd with its af_xdp and af_packet drivers, netsniff-ng (trafgen), Open vSwitch
-# (its userspace datapath with afxdp ports), and matplotlib for the chart.
+# (its userspace datapath with afxdp ports), socat (plain TCP reads and writes, the peer of
+# `zcopy`), and matplotlib for the chart.
 set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 need=()
@@ -11,6 +12,7 @@ ls /usr/lib/*/dpdk/pmds-*/librte_net_af_packet.so >/dev/null 2>&1 || need+=(libr
 command -v trafgen >/dev/null 2>&1 || need+=(netsniff-ng)
 command -v ovs-vswitchd >/dev/null 2>&1 || need+=(openvswitch-switch)
 command -v stdbuf >/dev/null 2>&1 || need+=(coreutils)
+command -v socat >/dev/null 2>&1 || need+=(socat)
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
