@@ -164,7 +164,7 @@ impl CpuTime {
         })
     }
 
-    fn minus(&self, earlier: &CpuTime) -> CpuTime {
+    pub fn minus(&self, earlier: &CpuTime) -> CpuTime {
         CpuTime {
             user: self.user.saturating_sub(earlier.user),
             system: self.system.saturating_sub(earlier.system),

@@ -54,6 +54,25 @@ fn python_in(ns: &str, program: &str) -> String {
     ])
 }
 
+/// `zcopy recv` (zero-copy) in namespace b on PORT writing to `out`, ready.
+fn receiver_into(p: &NetPair, out: &str) -> Running {
+    let listen = format!("10.77.0.2:{PORT}");
+    let args = [
+        "zcopy",
+        "recv",
+        "--listen",
+        &listen,
+        "-o",
+        out,
+        "--accept-timeout",
+        "20",
+        "--json",
+    ];
+    let mut rx = spawn_in(&p.ns_b, &args);
+    rx.wait_ready();
+    rx
+}
+
 #[test]
 fn zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
     let p = link("zcz");
@@ -61,21 +80,7 @@ fn zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
     let (file, sum) = random_file(&dir, "in.bin", 24 << 20);
     let out = dir.path("out.bin");
     let listen = format!("10.77.0.2:{PORT}");
-    let mut rx = spawn_in(
-        &p.ns_b,
-        &[
-            "zcopy",
-            "recv",
-            "--listen",
-            &listen,
-            "-o",
-            &out,
-            "--accept-timeout",
-            "20",
-            "--json",
-        ],
-    );
-    rx.wait_ready();
+    let rx = receiver_into(&p, &out);
     let tx = run_json(
         &p.ns_a,
         &[
@@ -120,22 +125,7 @@ fn an_ordinary_tcp_sender_into_zero_copy_receive_is_intact() {
     let dir = TempDir::new("zcp");
     let (file, sum) = random_file(&dir, "in.bin", 5_000_003);
     let out = dir.path("out.bin");
-    let listen = format!("10.77.0.2:{PORT}");
-    let mut rx = spawn_in(
-        &p.ns_b,
-        &[
-            "zcopy",
-            "recv",
-            "--listen",
-            &listen,
-            "-o",
-            &out,
-            "--accept-timeout",
-            "20",
-            "--json",
-        ],
-    );
-    rx.wait_ready();
+    let rx = receiver_into(&p, &out);
     python_in(
         &p.ns_a,
         &format!(

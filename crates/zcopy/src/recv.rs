@@ -17,7 +17,7 @@ use crate::{ZcopyError, io_err};
 /// The copy buffer offered to TCP_ZEROCOPY_RECEIVE: under a page.
 const SMALL_COPY: usize = 4095;
 /// One wait's poll timeout: how often a stop request is noticed.
-const POLL_MS: i32 = 100;
+const POLL_MS: u16 = 100;
 
 /// What a receiver did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ impl Receiver {
             return Err(ZcopyError::BufferSize(copy));
         }
         stream
-            .set_read_timeout(Some(std::time::Duration::from_millis(POLL_MS as u64)))
+            .set_read_timeout(Some(std::time::Duration::from_millis(u64::from(POLL_MS))))
             .map_err(io_err("set the receive timeout"))?;
         let window = match window {
             Some(len) => {
@@ -170,8 +170,7 @@ impl Receiver {
         if self.stop.load(Ordering::Relaxed) {
             return Err(ZcopyError::Stopped);
         }
-        let ev = sys::poll_one(self.stream.as_raw_fd(), libc::POLLIN, POLL_MS)
-            .map_err(io_err("poll"))?;
+        let ev = sys::poll_one(&self.stream, libc::POLLIN, POLL_MS).map_err(io_err("poll"))?;
         Ok(ev != 0)
     }
 

@@ -18,7 +18,7 @@ use crate::{ZcopyError, io_err};
 /// How long the sender waits for the kernel (room to send, a completion) without progress.
 const STALL: Duration = Duration::from_secs(10);
 /// One wait's poll timeout: how often a stop request is noticed.
-const POLL_MS: i32 = 100;
+const POLL_MS: u16 = 100;
 
 /// What a sender did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +223,7 @@ impl Sender {
                 seconds: STALL.as_secs(),
             });
         }
-        sys::poll_one(self.stream.as_raw_fd(), events, POLL_MS).map_err(io_err("poll"))?;
+        sys::poll_one(&self.stream, events, POLL_MS).map_err(io_err("poll"))?;
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! the kernel fills with received pages. All of this crate's unsafe code is here.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 
 /// `SO_ZEROCOPY` (asm-generic/socket.h); libc has it only for some architectures.
 const SO_ZEROCOPY: libc::c_int = 60;
@@ -82,24 +82,16 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// `poll(2)` on one descriptor; returns the events that happened (0 on timeout).
-pub(crate) fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> io::Result<i16> {
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    // SAFETY: p is one valid pollfd that lives across the call.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(0)
-        } else {
-            Err(e)
-        };
+/// `poll(2)` on one descriptor (nix's safe form); returns the events that happened, 0 on
+/// timeout or a signal.
+pub(crate) fn poll_one(fd: &impl AsFd, events: i16, timeout_ms: u16) -> io::Result<i16> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::from_bits_retain(events))];
+    match poll(&mut fds, PollTimeout::from(timeout_ms)) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => Ok(0),
+        Ok(_) => Ok(fds[0].revents().map_or(0, |r| r.bits())),
+        Err(e) => Err(io::Error::from(e)),
     }
-    Ok(if r == 0 { 0 } else { p.revents })
 }
 
 /// What one message of the error queue said.

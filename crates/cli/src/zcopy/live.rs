@@ -3,8 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::meter::CpuTime;
+
 pub struct Live {
     start: Instant,
+    cpu_start: CpuTime,
     last: Instant,
     last_bytes: u64,
     quiet: bool,
@@ -16,6 +19,7 @@ impl Live {
         let now = Instant::now();
         Live {
             start: now,
+            cpu_start: CpuTime::now(),
             last: now,
             last_bytes: 0,
             quiet,
@@ -25,6 +29,12 @@ impl Live {
 
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// CPU seconds this process used since the start, in user space and in the kernel.
+    pub fn cpu_seconds(&self) -> (f64, f64) {
+        let used = CpuTime::now().minus(&self.cpu_start);
+        (used.user.as_secs_f64(), used.system.as_secs_f64())
     }
 
     /// Prints a line when a second has passed since the last one.

@@ -12,7 +12,6 @@ use serde::Serialize;
 use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, ZcopyError};
 
 use super::live::{Live, cpu_ms_per_gb, gbps};
-use crate::meter::CpuTime;
 
 /// Options of `wirespeed zcopy recv`.
 #[derive(Debug, Args)]
@@ -151,7 +150,6 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let peer_mss = wirespeed_zcopy::mss(&stream)?;
     let window = zerocopy.then_some(args.window as usize);
     let mut rx = Receiver::new(stream, window, 256 << 10, stop).context("set up the receiver")?;
-    let cpu_start = CpuTime::now();
     let mut live = Live::new("recv", args.quiet);
     let mut interrupted = false;
     loop {
@@ -188,11 +186,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         out.keep = !interrupted;
     }
     let seconds = live.elapsed().as_secs_f64();
-    let cpu = CpuTime::now();
-    let (user, system) = (
-        cpu.user.saturating_sub(cpu_start.user).as_secs_f64(),
-        cpu.system.saturating_sub(cpu_start.system).as_secs_f64(),
-    );
+    let (user, system) = live.cpu_seconds();
     let st = rx.stats();
     let s = RecvSummary {
         mode: "recv",

@@ -11,7 +11,6 @@ use serde::Serialize;
 use wirespeed_zcopy::{Sender, ZcopyError};
 
 use super::live::{Live, cpu_ms_per_gb, gbps};
-use crate::meter::CpuTime;
 
 /// Options of `wirespeed zcopy send`.
 #[derive(Debug, Args)]
@@ -109,7 +108,6 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         if zerocopy { "MSG_ZEROCOPY" } else { "copying" },
         args.buffers
     );
-    let cpu_start = CpuTime::now();
     let mut live = Live::new("send", args.quiet);
     let (mut sent, mut filled) = (0u64, 0usize);
     let mut interrupted = false;
@@ -147,11 +145,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     tx.finish()
         .with_context(|| format!("end the stream to {addr}"))?;
     let seconds = live.elapsed().as_secs_f64();
-    let cpu = CpuTime::now();
-    let (user, system) = (
-        cpu.user.saturating_sub(cpu_start.user).as_secs_f64(),
-        cpu.system.saturating_sub(cpu_start.system).as_secs_f64(),
-    );
+    let (user, system) = live.cpu_seconds();
     let st = tx.stats();
     let s = SendSummary {
         mode: "send",
