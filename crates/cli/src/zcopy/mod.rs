@@ -17,7 +17,10 @@ use clap::{Args, Subcommand};
 #[command(after_help = "\
 Zero-copy receive maps whole 4096-byte pages of payload, so `recv` asks its peer for segments \
 of exactly one page (TCP_MAXSEG 4108: 4096 plus the 12-byte timestamp option) unless --copy \
-or --mss says otherwise; payload in any other shape is copied, and counted as copied.\n\n\
+or --mss says otherwise (the path's MTU must allow it: 4148 or more). The pages must also \
+arrive whole: `wirespeed zcopy send` lends the kernel page-aligned buffers, which do; most \
+programs' data is copied into the kernel's larger pages, which cannot be mapped. Payload in \
+any other shape is copied, and counted as copied.\n\n\
 MSG_ZEROCOPY saves the sender's copy only when the data leaves through a device that takes \
 the pages as they are (a NIC). Delivered to a socket on this host (loopback, veth between \
 namespaces) the kernel copies it anyway, and the completion notices say so: `send` counts \

@@ -29,7 +29,8 @@ pub struct RecvArgs {
     /// kernel's. Default: 4108 (one page a segment) with zero-copy receive, else 0.
     #[arg(long)]
     pub mss: Option<u32>,
-    /// Write what arrives to this file (made or truncated; removed if the transfer fails).
+    /// Write what arrives to this file (made or truncated; removed if the transfer fails or is
+    /// interrupted).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<String>,
     /// Give up if no connection comes within this many seconds (default: wait until Ctrl-C).
