@@ -3,6 +3,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// A time option (`--duration`, `--accept-timeout`...) checked the same way everywhere:
+/// more than 0 seconds and at most a year.
+pub fn check_seconds(flag: &str, value: Option<f64>) -> anyhow::Result<()> {
+    if let Some(v) = value
+        && !(v > 0.0 && v <= 86400.0 * 365.0)
+    {
+        anyhow::bail!("{flag} {v}: must be more than 0 seconds and at most a year");
+    }
+    Ok(())
+}
+
 /// When a run ends: a deadline, a packet count, or a signal. Hot loops ask every burst, so
 /// the clock is read only every `every` calls (a clock read costs as much as a burst of
 /// bookkeeping; at 128 bursts of 64 the deadline is still met within a millisecond).

@@ -266,6 +266,14 @@ fn bad_input_fails_before_connecting() {
             "--buffers 0",
         ),
         (
+            vec!["send", "--connect", "127.0.0.1:9", "--duration", "0"],
+            "--duration 0: must be more than 0 seconds",
+        ),
+        (
+            vec!["recv", "--listen", "9", "--accept-timeout", "0"],
+            "--accept-timeout 0: must be more than 0 seconds",
+        ),
+        (
             vec!["recv", "--listen", "9", "--window", "1K"],
             "--window 1024",
         ),

@@ -211,11 +211,7 @@ impl GenArgs {
     /// The checks generation and replay share: port flags, duration, count.
     pub fn check_run(&self) -> anyhow::Result<()> {
         self.port_flags.validate()?;
-        if let Some(d) = self.duration
-            && !(d > 0.0 && d <= 86400.0 * 365.0)
-        {
-            bail!("--duration {d}: must be more than 0 seconds and at most a year");
-        }
+        crate::meter::check_seconds("--duration", self.duration)?;
         if self.count == Some(0) {
             bail!("--count 0: must be at least 1");
         }

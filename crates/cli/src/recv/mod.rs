@@ -66,11 +66,7 @@ pub struct RecvArgs {
 
 fn validate(args: &RecvArgs) -> anyhow::Result<()> {
     args.port_flags.validate()?;
-    if let Some(d) = args.duration
-        && !(d > 0.0 && d <= 86400.0 * 365.0)
-    {
-        bail!("--duration {d}: must be more than 0 seconds and at most a year");
-    }
+    crate::meter::check_seconds("--duration", args.duration)?;
     if args.count == Some(0) {
         bail!("--count 0: must be at least 1");
     }

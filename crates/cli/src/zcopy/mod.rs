@@ -87,16 +87,6 @@ fn resolve(flag: &str, text: &str, port_alone: bool) -> anyhow::Result<SocketAdd
     }
 }
 
-/// `--duration` checked like everywhere else.
-fn check_duration(d: Option<f64>) -> anyhow::Result<()> {
-    if let Some(d) = d
-        && !(d > 0.0 && d <= 86400.0 * 365.0)
-    {
-        bail!("--duration {d}: must be more than 0 seconds and at most a year");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,11 +88,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
         bail!("--window {}: must be 4K to 1G", args.window);
     }
-    if let Some(t) = args.accept_timeout
-        && !(t > 0.0 && t <= 86400.0 * 365.0)
-    {
-        bail!("--accept-timeout {t}: must be more than 0 seconds and at most a year");
-    }
+    crate::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
     let addr = super::resolve("--listen", &args.listen, true)?;
     let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
     if mss != 0 && !(88..=32767).contains(&mss) {

@@ -79,7 +79,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     if args.bytes == Some(0) {
         bail!("--bytes 0: must be at least 1");
     }
-    super::check_duration(args.duration)?;
+    crate::meter::check_seconds("--duration", args.duration)?;
     let addr = super::resolve("--connect", &args.connect, false)?;
     let mut file = match &args.file {
         Some(path) => Some(File::open(path).with_context(|| format!("--file {path}"))?),
