@@ -3,6 +3,7 @@
 
 mod batch;
 mod error;
+mod heap_frames;
 pub mod packet;
 pub mod pipe;
 mod sock_filter;

@@ -15,6 +15,7 @@ use std::io::{ErrorKind, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
+use crate::heap_frames::{HeapFrames, unused_option_notes};
 use crate::{
     Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
 };
@@ -48,13 +49,7 @@ pub struct TapPort {
     /// The device's name.
     name: String,
     file: File,
-    /// `frame_count` frames of `frame_size` bytes; a frame's address is its offset here.
-    frames: Vec<u8>,
-    frame_size: u32,
-    /// Free frames, by index, the last freed on top (still in the caches).
-    free: Vec<u32>,
-    /// Frames handed to the application (received or allocated, not yet sent or released).
-    app_held: u64,
+    frames: HeapFrames,
     receives: bool,
     sends: bool,
     stats: PortStats,
@@ -86,14 +81,13 @@ impl TapPort {
             what: "share the tap device's descriptor",
             source,
         })?;
-        let mut notes = option_notes(opts);
+        let mut notes = unused_option_notes(opts, "tap");
         if !is_up(name) {
             notes.push(format!(
                 "{name} is down: the host neither sends on it nor takes what is sent to it \
                  (ip link set {name} up)"
             ));
         }
-        let frame_count = opts.frame_count;
         Ok(TapPort {
             info: PortInfo {
                 spec,
@@ -104,31 +98,13 @@ impl TapPort {
             },
             name: name.to_string(),
             file,
-            frames: vec![0; frame_count as usize * opts.frame_size as usize],
-            frame_size: opts.frame_size,
-            free: (0..frame_count).rev().collect(),
-            app_held: 0,
+            frames: HeapFrames::new(opts.frame_count, opts.frame_size),
             receives: opts.rx,
             sends: opts.tx,
             stats: PortStats::default(),
             kernel_drops_at_open: device_counter(name, "tx_dropped"),
             empty_until: None,
         })
-    }
-
-    /// The frame at `addr` holding `len` bytes, if `addr` names one of ours.
-    fn frame(&self, addr: u64, len: u32) -> Option<std::ops::Range<usize>> {
-        let size = u64::from(self.frame_size);
-        let ours =
-            addr.is_multiple_of(size) && addr < self.frames.len() as u64 && len <= self.frame_size;
-        ours.then(|| addr as usize..addr as usize + len as usize)
-    }
-
-    fn give_back(&mut self, addr: u64) {
-        if self.frame(addr, 0).is_some() {
-            self.free.push((addr / u64::from(self.frame_size)) as u32);
-            self.app_held -= 1;
-        }
     }
 
     fn io_error(&self, what: &'static str, source: std::io::Error) -> PortError {
@@ -155,32 +131,32 @@ impl Port for TapPort {
             }
             self.empty_until = None;
         }
-        let size = self.frame_size as usize;
+        let size = self.frames.frame_size();
         let mut count = 0;
         while batch.room() > 0 {
-            let Some(index) = self.free.pop() else { break };
-            let start = index as usize * size;
+            let Some(addr) = self.frames.take() else {
+                break;
+            };
             // One byte past the frame: the kernel cuts a longer packet to fit what it is
             // given and says nothing, so a packet that reaches that byte is too long.
             let mut past = [0u8; 1];
             let mut bufs = [
-                IoSliceMut::new(&mut self.frames[start..start + size]),
+                IoSliceMut::new(self.frames.packet_mut(addr, size)),
                 IoSliceMut::new(&mut past),
             ];
             match self.file.read_vectored(&mut bufs) {
-                Ok(n) if n > size => {
-                    self.free.push(index);
+                Ok(n) if n > size as usize => {
+                    self.frames.give_back(addr);
                     self.stats.drops.rx_invalid_desc += 1;
                 }
                 Ok(n) => {
-                    batch.push(start as u64, n as u32);
+                    batch.push(addr, n as u32);
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += n as u64;
-                    self.app_held += 1;
                     count += 1;
                 }
                 Err(e) => {
-                    self.free.push(index);
+                    self.frames.give_back(addr);
                     match e.kind() {
                         ErrorKind::WouldBlock => {
                             self.empty_until = Some(Instant::now() + EMPTY_BACKOFF);
@@ -200,21 +176,21 @@ impl Port for TapPort {
         // may fail a queued AF_XDP frame), counted then as tx_error.
         let mut queued = 0;
         for (addr, len) in batch.iter() {
-            let Some(range) = self.frame(addr, len) else {
+            if self.frames.range(addr, len).is_none() {
                 // Not a frame of ours: the caller broke the contract; count it, send nothing.
                 self.stats.drops.tx_invalid_desc += 1;
                 continue;
-            };
+            }
             queued += 1;
             // A tap takes every write at once or refuses it (down, say): nothing waits.
-            match self.file.write(&self.frames[range]) {
+            match self.file.write(self.frames.packet(addr, len)) {
                 Ok(_) => {
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += u64::from(len);
                 }
                 Err(_) => self.stats.drops.tx_error += 1,
             }
-            self.give_back(addr);
+            self.frames.give_back(addr);
         }
         batch.clear();
         Ok(queued)
@@ -222,38 +198,36 @@ impl Port for TapPort {
 
     fn release(&mut self, batch: &mut Batch) {
         for (addr, _) in batch.iter() {
-            self.give_back(addr);
+            self.frames.give_back(addr);
         }
         batch.clear();
     }
 
     fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
-        if !self.sends || len > self.frame_size {
+        if !self.sends || len > self.frames.frame_size() {
             return 0;
         }
         let mut count = 0;
         while count < n && batch.room() > 0 {
-            let Some(index) = self.free.pop() else { break };
-            batch.push(u64::from(index) * u64::from(self.frame_size), len);
-            self.app_held += 1;
+            let Some(addr) = self.frames.take() else {
+                break;
+            };
+            batch.push(addr, len);
             count += 1;
         }
         count
     }
 
     fn packet(&self, addr: u64, len: u32) -> &[u8] {
-        self.frame(addr, len).map_or(&[], |r| &self.frames[r])
+        self.frames.packet(addr, len)
     }
 
     fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
-        match self.frame(addr, len) {
-            Some(r) => &mut self.frames[r],
-            None => &mut [],
-        }
+        self.frames.packet_mut(addr, len)
     }
 
     fn max_packet_len(&self) -> u32 {
-        self.frame_size
+        self.frames.frame_size()
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
@@ -289,12 +263,7 @@ impl Port for TapPort {
     }
 
     fn audit(&self) -> Option<FrameAudit> {
-        Some(FrameAudit {
-            total: self.frames.len() as u64 / u64::from(self.frame_size),
-            pool: self.free.len() as u64,
-            application: self.app_held,
-            ..FrameAudit::default()
-        })
+        Some(self.frames.audit())
     }
 }
 
@@ -331,19 +300,4 @@ fn is_up(name: &str) -> bool {
         .ok()
         .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
         .is_some_and(|flags| flags & libc::IFF_UP as u32 != 0)
-}
-
-/// Options that mean nothing to this backend, said once rather than ignored silently.
-fn option_notes(opts: &PortOptions) -> Vec<String> {
-    let mut notes = Vec::new();
-    if opts.hugepages {
-        notes.push("hugepages: not used by the tap backend".to_string());
-    }
-    if opts.headroom != 0 {
-        notes.push("headroom: not used by the tap backend".to_string());
-    }
-    if opts.busy_poll {
-        notes.push("busy poll: a tap device has nothing to busy-poll".to_string());
-    }
-    notes
 }
