@@ -25,6 +25,9 @@ pub enum PortError {
     Xsk(#[from] wirespeed_xsk::XskError),
     #[error(transparent)]
     Xdp(#[from] wirespeed_xdp::XdpError),
+    /// A capture file a pcap port replays cannot be read.
+    #[error(transparent)]
+    Capture(#[from] wirespeed_capture::CaptureError),
     /// A set-up the port layer cannot provide, with why.
     #[error("{0}")]
     Unsupported(String),

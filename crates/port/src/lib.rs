@@ -5,6 +5,7 @@ mod batch;
 mod error;
 mod heap_frames;
 pub mod packet;
+pub mod pcap;
 pub mod pipe;
 mod sock_filter;
 mod spec;
@@ -147,6 +148,12 @@ pub trait Port {
     fn attach_filter(&mut self, _program: &[SockFilter]) -> Result<bool, PortError> {
         Ok(false)
     }
+
+    /// True once the port will never receive another packet: the file it replays has
+    /// ended (pcap). Ports on interfaces never end.
+    fn rx_ended(&self) -> bool {
+        false
+    }
 }
 
 /// Sleeps until any of `fds` (from `Port::poll_fds`, `XdpGroup::poll_fds`) is readable, or
@@ -175,5 +182,6 @@ pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortEr
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),
         Backend::Tap => Ok(Box::new(tap::TapPort::open(spec, opts)?)),
         Backend::Pipe => Ok(Box::new(pipe::PipePort::open(spec, opts)?)),
+        Backend::Pcap => Ok(Box::new(pcap::PcapPort::open(spec, opts)?)),
     }
 }

@@ -1,8 +1,10 @@
 //! Port spec strings: `xdp:veth0`, `xdp:veth0@3`, `xdp:veth0@all`, `packet:veth0`, `tap:ws0`,
-//! `pipe:p0`.
+//! `pipe:p0`, `pcap:in.pcap`, `pcap:rx=in.pcap,tx=out.pcapng`.
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::pcap::PcapFiles;
 
 /// Which backend a port uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +17,8 @@ pub enum Backend {
     Tap,
     /// A shared-memory pipe to another process.
     Pipe,
+    /// Capture files: packets replayed from one, sent packets recorded in another.
+    Pcap,
 }
 
 impl Backend {
@@ -24,7 +28,13 @@ impl Backend {
             Backend::Packet => "packet",
             Backend::Tap => "tap",
             Backend::Pipe => "pipe",
+            Backend::Pcap => "pcap",
         }
+    }
+
+    /// True when the spec's place is a network interface (false: a pipe's name, files).
+    pub fn has_interface(self) -> bool {
+        matches!(self, Backend::Xdp | Backend::Packet | Backend::Tap)
     }
 }
 
@@ -32,6 +42,7 @@ impl Backend {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortSpec {
     pub backend: Backend,
+    /// The interface; for a pipe its name, for pcap the files as written (`PcapFiles`).
     pub iface: String,
     /// The queue (xdp); 0 when the spec names none or names them all.
     pub queue: u32,
@@ -62,7 +73,9 @@ pub enum SpecError {
         "port spec '{0}': expected BACKEND:IFACE[@QUEUE], e.g. xdp:veth0, packet:eth1 or tap:ws0"
     )]
     NoBackend(String),
-    #[error("port spec '{spec}': unknown backend '{backend}' (known: xdp, packet, tap, pipe)")]
+    #[error(
+        "port spec '{spec}': unknown backend '{backend}' (known: xdp, packet, tap, pipe, pcap)"
+    )]
     UnknownBackend { spec: String, backend: String },
     #[error("port spec '{0}': interface name is empty or longer than 15 bytes")]
     BadInterface(String),
@@ -70,6 +83,8 @@ pub enum SpecError {
         "port spec '{0}': a pipe's name is 1 to 32 letters, digits, '-', '_' or '.' (not . or ..)"
     )]
     BadPipeName(String),
+    #[error("port spec '{0}': expected pcap:FILE, pcap:rx=FILE, pcap:tx=FILE or pcap:rx=IN,tx=OUT")]
+    BadPcapFiles(String),
     #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
     BadQueue { spec: String, queue: String },
     #[error(
@@ -90,6 +105,7 @@ impl FromStr for PortSpec {
             "packet" => Backend::Packet,
             "tap" => Backend::Tap,
             "pipe" => Backend::Pipe,
+            "pcap" => Backend::Pcap,
             other => {
                 return Err(SpecError::UnknownBackend {
                     spec: spec.to_string(),
@@ -97,6 +113,18 @@ impl FromStr for PortSpec {
                 });
             }
         };
+        if backend == Backend::Pcap {
+            // File names may hold ':' and '@': the place is taken whole.
+            if PcapFiles::parse(place).is_none() {
+                return Err(SpecError::BadPcapFiles(spec.to_string()));
+            }
+            return Ok(PortSpec {
+                backend,
+                iface: place.to_string(),
+                queue: 0,
+                all_queues: false,
+            });
+        }
         let (iface, queue, all_queues) = match place.split_once('@') {
             Some((iface, queue)) => {
                 if backend != Backend::Xdp {

@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirespeed_port::packet::PacketPort;
+use wirespeed_port::pcap::PcapPort;
 use wirespeed_port::pipe::PipePort;
 use wirespeed_port::tap::{TapDevice, TapPort};
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
@@ -90,12 +91,16 @@ impl Bridge {
         offload: bool,
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);
-        if let Some((n, spec)) = ports.iter().find(|(_, s)| s.backend == Backend::Pipe)
+        let one_thread_only = |b: Backend| matches!(b, Backend::Pipe | Backend::Pcap);
+        if let Some((n, spec)) = ports.iter().find(|(_, s)| one_thread_only(s.backend))
             && threads > 1
         {
-            // An end of a pipe has one ring each way, for one thread; every thread sends.
+            // An end of a pipe has one ring each way, for one thread; a recording is one
+            // file, for one writer. Every thread sends.
             return Err(PortError::Unsupported(format!(
-                "port {n} ({spec}): a pipe port works with one poll-mode thread                  (--pmd-cpus with one CPU)"
+                "port {n} ({spec}): a {} port works with one poll-mode thread \
+                 (--pmd-cpus with one CPU)",
+                spec.backend.name()
             )));
         }
         let xdp: Vec<PortSpec> = ports
@@ -485,6 +490,7 @@ fn open_other(
             Ok(Box::new(TapPort::on(device, opts)?))
         }
         Backend::Pipe => Ok(Box::new(PipePort::open(spec, opts)?)),
+        Backend::Pcap => Ok(Box::new(PcapPort::open(spec, opts)?)),
         Backend::Xdp => unreachable!("AF_XDP ports go in the group"),
     }
 }

@@ -1,0 +1,311 @@
+//! The pcap backend (`pcap:FILE`, `pcap:rx=IN,tx=OUT`): a port onto capture files, as DPDK's
+//! pcap driver gives one. Receiving replays a pcap or pcapng file as fast as the application
+//! takes it, each packet with its recorded time (`RxMeta`); sending records each packet in a
+//! file, pcap if its name ends in `.pcap`, else pcapng. Any tool then runs offline: `gen` into
+//! a file, `bench l2fwd` or the switch from one file to another, `capture` from a file.
+//!
+//! Packets are copied between the files and frames of a buffer of our own. Replay reads the
+//! file once; `Port::rx_ended` says when it is done.
+
+mod files;
+mod recording;
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use wirespeed_capture::{CaptureError, CaptureReader, LINKTYPE_ETHERNET};
+
+pub use files::PcapFiles;
+use recording::{Lost, Recording};
+
+use crate::heap_frames::{HeapFrames, unused_option_notes};
+use crate::{
+    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats, RxMeta,
+};
+
+/// A port on capture files: one replayed, one recorded, or both.
+pub struct PcapPort {
+    info: PortInfo,
+    frames: HeapFrames,
+    replay: Option<CaptureReader>,
+    /// The replayed file has ended, or failed (`failed`).
+    ended: bool,
+    failed: bool,
+    /// A read error, held until the packets read before it are delivered.
+    read_error: Option<CaptureError>,
+    recording: Option<Recording>,
+    stats: PortStats,
+}
+
+impl PcapPort {
+    pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<PcapPort, PortError> {
+        let name = spec.to_string();
+        if opts.frame_size != 2048 && opts.frame_size != 4096 {
+            return Err(PortError::FrameSize(opts.frame_size));
+        }
+        if opts.frame_count == 0 {
+            return Err(PortError::Unsupported(format!("{name}: no frames")));
+        }
+        let files = PcapFiles::parse(&spec.iface)
+            .ok_or_else(|| PortError::Unsupported(format!("{name}: malformed port spec")))?;
+        let (rx, tx) = files
+            .resolve(opts.rx, opts.tx)
+            .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
+        if let (Some(rx), Some(tx)) = (rx, tx)
+            && same_file(rx, tx)
+        {
+            return Err(PortError::Unsupported(format!(
+                "{name}: rx and tx name the same file; recording would overwrite what is replayed"
+            )));
+        }
+        let mut notes = unused_option_notes(opts, "pcap");
+        if opts.tx && tx.is_none() {
+            notes.push(format!(
+                "{name} records nothing: packets sent to it are counted as tx_error"
+            ));
+        }
+        // The replayed file first: a failure there leaves no recording file behind.
+        let replay = rx.map(open_replay).transpose()?;
+        let recording = tx
+            .map(|path| Recording::create(path, opts.frame_size))
+            .transpose()?;
+        let mode = match (&replay, &recording) {
+            (Some(_), Some(_)) => "replay+record",
+            (Some(_), None) => "replay",
+            (None, Some(_)) => "record",
+            (None, None) => "none",
+        };
+        Ok(PcapPort {
+            info: PortInfo {
+                spec: name,
+                backend: Backend::Pcap,
+                mode: mode.to_string(),
+                notes,
+                busy_poll: false,
+            },
+            frames: HeapFrames::new(opts.frame_count, opts.frame_size),
+            ended: replay.is_none(),
+            replay,
+            failed: false,
+            read_error: None,
+            recording,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Counts what a failed write lost (as sent, they now count as not sent) and returns
+    /// the error.
+    fn lost(&mut self, lost: Lost) -> PortError {
+        self.stats.tx_packets -= lost.packets;
+        self.stats.tx_bytes -= lost.bytes;
+        self.stats.drops.tx_error += lost.packets;
+        lost.error
+    }
+}
+
+fn open_replay(path: &Path) -> Result<CaptureReader, PortError> {
+    let reader = CaptureReader::open(path)?;
+    if reader.link_type() != LINKTYPE_ETHERNET {
+        return Err(CaptureError::unsupported_link_type(path, reader.link_type()).into());
+    }
+    Ok(reader)
+}
+
+/// True when `a` and `b` are one file (the same path, or links to one inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => a == b,
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Port for PcapPort {
+    fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        if self.ended {
+            return match self.read_error.take() {
+                Some(e) => Err(e.into()),
+                None => Ok(0),
+            };
+        }
+        let Some(reader) = self.replay.as_mut() else {
+            return Ok(0);
+        };
+        let size = self.frames.frame_size();
+        let mut count = 0;
+        while batch.room() > 0 {
+            // A frame first: the reader cannot step back over a record it has read.
+            let Some(addr) = self.frames.take() else {
+                break;
+            };
+            let record = match reader.next_record() {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    self.frames.give_back(addr);
+                    self.ended = true;
+                    break;
+                }
+                Err(e) => {
+                    // What came before it is delivered first; the error comes next call.
+                    self.frames.give_back(addr);
+                    (self.ended, self.failed) = (true, true);
+                    self.read_error = Some(e);
+                    break;
+                }
+            };
+            let len = record.data.len() as u32;
+            if len > size {
+                // A frame cannot hold it, and a cut packet must not be forwarded as whole.
+                self.frames.give_back(addr);
+                self.stats.drops.rx_invalid_desc += 1;
+                continue;
+            }
+            self.frames
+                .packet_mut(addr, len)
+                .copy_from_slice(record.data);
+            let wire_len = if record.orig_len > len {
+                record.orig_len
+            } else {
+                0
+            };
+            batch.push_with_meta(
+                addr,
+                len,
+                RxMeta {
+                    ts_ns: record.ts_ns,
+                    wire_len,
+                },
+            );
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += u64::from(len);
+            count += 1;
+        }
+        if count == 0
+            && let Some(e) = self.read_error.take()
+        {
+            return Err(e.into());
+        }
+        Ok(count)
+    }
+
+    fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        let ts_ns = now_ns();
+        let mut queued = 0;
+        for (addr, len) in batch.iter() {
+            if self.frames.range(addr, len).is_none() {
+                // Not a frame of ours: the caller broke the contract; count it, send nothing.
+                self.stats.drops.tx_invalid_desc += 1;
+                continue;
+            }
+            queued += 1;
+            let packet = self.frames.packet(addr, len);
+            let recorded = self
+                .recording
+                .as_mut()
+                .is_some_and(|r| r.add(ts_ns, packet));
+            if recorded {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += u64::from(len);
+            } else {
+                self.stats.drops.tx_error += 1;
+            }
+            self.frames.give_back(addr);
+        }
+        batch.clear();
+        if let Some(r) = self.recording.as_mut()
+            && r.full()
+            && let Err(lost) = r.write_out()
+        {
+            return Err(self.lost(lost));
+        }
+        Ok(queued)
+    }
+
+    fn release(&mut self, batch: &mut Batch) {
+        for (addr, _) in batch.iter() {
+            self.frames.give_back(addr);
+        }
+        batch.clear();
+    }
+
+    fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        if len > self.frames.frame_size() {
+            return 0;
+        }
+        let mut count = 0;
+        while count < n && batch.room() > 0 {
+            let Some(addr) = self.frames.take() else {
+                break;
+            };
+            batch.push(addr, len);
+            count += 1;
+        }
+        count
+    }
+
+    fn packet(&self, addr: u64, len: u32) -> &[u8] {
+        self.frames.packet(addr, len)
+    }
+
+    fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
+        self.frames.packet_mut(addr, len)
+    }
+
+    fn max_packet_len(&self) -> u32 {
+        self.frames.frame_size()
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        match self.recording.as_mut().map(Recording::write_out) {
+            Some(Err(lost)) => Err(self.lost(lost)),
+            _ => Ok(()),
+        }
+    }
+
+    fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
+        // A file is always ready until it ends; after that nothing will come.
+        if self.ended {
+            std::thread::sleep(timeout);
+        }
+        Ok(())
+    }
+
+    fn poll_fds(&self) -> Vec<std::os::fd::RawFd> {
+        Vec::new()
+    }
+
+    fn tx_pending(&self) -> bool {
+        self.recording.as_ref().is_some_and(Recording::pending)
+    }
+
+    fn stats(&mut self) -> PortStats {
+        self.stats
+    }
+
+    fn audit(&self) -> Option<FrameAudit> {
+        Some(self.frames.audit())
+    }
+
+    fn rx_ended(&self) -> bool {
+        self.replay.is_some() && self.ended && !self.failed
+    }
+}
+
+impl Drop for PcapPort {
+    fn drop(&mut self) {
+        // What the application did not flush: written now, or cut off whole if that fails.
+        if let Some(r) = self.recording.as_mut() {
+            let _ = r.write_out();
+        }
+    }
+}

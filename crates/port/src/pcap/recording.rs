@@ -1,0 +1,132 @@
+//! The sending side of a pcap port: every packet sent becomes a record of a capture file.
+//! Records gather in a buffer that goes to the file in large writes; after a failed write the
+//! file is cut back to its last whole record, so it stays readable.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use wirespeed_capture::LINKTYPE_ETHERNET;
+use wirespeed_capture::write::{Format, Interface};
+
+use crate::PortError;
+
+/// Buffered records go to the file once they reach this much, or at `flush`.
+const WRITE_AT: usize = 1 << 20;
+
+pub(crate) struct Recording {
+    path: PathBuf,
+    format: Format,
+    file: Option<File>,
+    buf: Vec<u8>,
+    /// Packets and bytes in `buf`, not yet in the file.
+    buffered: (u64, u64),
+    /// Bytes of the file that are its header or whole records.
+    valid_len: u64,
+}
+
+/// What a failed write lost: the packets that were in the buffer, and why.
+pub(crate) struct Lost {
+    pub packets: u64,
+    pub bytes: u64,
+    pub error: PortError,
+}
+
+impl Recording {
+    /// Creates (or empties) the file at `path` and writes its header: pcap for a name ending
+    /// in `.pcap`, pcapng otherwise, snap length `snaplen`.
+    pub fn create(path: &Path, snaplen: u32) -> Result<Recording, PortError> {
+        let format = match path.extension().is_some_and(|e| e == "pcap") {
+            true => Format::Pcap,
+            false => Format::Pcapng,
+        };
+        let mut buf = Vec::with_capacity(WRITE_AT + 64 * 1024);
+        let iface = Interface {
+            link_type: LINKTYPE_ETHERNET,
+            snaplen,
+            name: None,
+        };
+        format.file_header(&iface, &mut buf);
+        let io_error = |what, source| PortError::Io {
+            iface: path.display().to_string(),
+            what,
+            source,
+        };
+        let mut file = File::create(path).map_err(|e| io_error("create the capture file", e))?;
+        if let Err(e) = file.write_all(&buf) {
+            // Not even a header: a file we made goes again (a device such as /dev/full stays).
+            if file.metadata().is_ok_and(|m| m.is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(io_error("write the capture file's header", e));
+        }
+        let valid_len = buf.len() as u64;
+        buf.clear();
+        Ok(Recording {
+            path: path.to_path_buf(),
+            format,
+            file: Some(file),
+            buf,
+            buffered: (0, 0),
+            valid_len,
+        })
+    }
+
+    /// Adds a packet sent at `ts_ns`. False once a write has failed: nothing more is
+    /// recorded.
+    #[inline]
+    pub fn add(&mut self, ts_ns: u64, packet: &[u8]) -> bool {
+        if self.file.is_none() {
+            return false;
+        }
+        self.format
+            .record(&mut self.buf, ts_ns, packet, packet.len() as u32);
+        self.buffered.0 += 1;
+        self.buffered.1 += packet.len() as u64;
+        true
+    }
+
+    /// True when enough is buffered to be worth a write.
+    pub fn full(&self) -> bool {
+        self.buf.len() >= WRITE_AT
+    }
+
+    /// True when records wait in the buffer.
+    pub fn pending(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Writes what is buffered to the file.
+    pub fn write_out(&mut self) -> Result<(), Lost> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let (packets, bytes) = std::mem::take(&mut self.buffered);
+        match file.write_all(&self.buf) {
+            Ok(()) => {
+                self.valid_len += self.buf.len() as u64;
+                self.buf.clear();
+                Ok(())
+            }
+            Err(source) => {
+                // Part of the buffer may be in the file: cut back to the last whole record
+                // before it, and record nothing more.
+                let _ = file.set_len(self.valid_len);
+                self.file = None;
+                self.buf.clear();
+                Err(Lost {
+                    packets,
+                    bytes,
+                    error: PortError::Io {
+                        iface: self.path.display().to_string(),
+                        what: "write the capture file",
+                        source,
+                    },
+                })
+            }
+        }
+    }
+}
