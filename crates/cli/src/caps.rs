@@ -18,9 +18,9 @@ fn effective() -> u64 {
 }
 
 /// What `what` on ports of these backends needs: AF_XDP loads a BPF program; AF_PACKET and
-/// tap need a raw socket or a device; a pipe is a file of our own and needs nothing.
+/// tap need a raw socket or a device; pipes and capture files are files and need nothing.
 pub fn require_for(what: &str, backends: &[Backend]) -> anyhow::Result<()> {
-    if backends.iter().all(|b| *b == Backend::Pipe) {
+    if !backends.iter().any(|b| b.has_interface()) {
         return Ok(());
     }
     require(what, backends.contains(&Backend::Xdp))

@@ -133,6 +133,9 @@ fn run_copying(
         }
         forwarded += moved as u64;
         if moved == 0 {
+            if ports.iter().all(|p| p.rx_ended()) {
+                break;
+            }
             if idle.should_sleep() && !(ports[0].info().busy_poll && ports[1].info().busy_poll) {
                 ports[0].wait_rx(IDLE_SLEEP / 10)?;
                 ports[1].wait_rx(IDLE_SLEEP / 10)?;
@@ -144,6 +147,9 @@ fn run_copying(
         meter.tick(forwarded, bytes, String::new);
     }
     let seconds = meter.elapsed().as_secs_f64();
+    for port in &mut ports {
+        super::l2fwd::drain(&mut **port);
+    }
     let mut stats = sum(ports[0].stats(), ports[1].stats());
     stats.copies += copies;
     stats.drops.tx_ring_full += no_room;

@@ -31,6 +31,9 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         if n == 0 {
             // Nothing new: push out what is queued and reclaim completions, then idle.
             port.flush()?;
+            if port.rx_ended() {
+                break;
+            }
             if idle.should_sleep() && !port.info().busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();

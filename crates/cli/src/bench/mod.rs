@@ -56,7 +56,8 @@ pub struct BenchArgs {
     pub mode: Mode,
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
     /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
-    /// host's own stack) or pipe:NAME (shared memory with the process at its other end).
+    /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
+    /// pcap:FILE (a capture file, replayed to its end; l2fwd: pcap:rx=IN,tx=OUT).
     #[arg(long)]
     pub port: String,
     /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two

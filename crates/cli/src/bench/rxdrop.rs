@@ -37,6 +37,9 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
+            if port.rx_ended() {
+                break;
+            }
             if idle.should_sleep() && !port.info().busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();

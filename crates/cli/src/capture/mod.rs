@@ -227,6 +227,10 @@ impl CaptureArgs {
             format!("xdp:{text}").parse()?
         };
         spec.all_queues |= spec.backend == Backend::Xdp && !PortSpec::names_queue(text);
+        if spec.backend == Backend::Pcap {
+            // A port drops what the writer cannot keep up with; -r waits for it instead.
+            bail!("--port {text}: to capture from a file, use -r FILE (it never drops)");
+        }
         Ok(spec)
     }
 

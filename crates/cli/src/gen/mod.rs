@@ -65,8 +65,10 @@ wirespeed gen --port xdp:veth0 --pcap trace.pcapng --loop 3"
 )]
 pub struct GenArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP), packet:IFACE (AF_PACKET TPACKET_V3),
-    /// tap:NAME (into the host's own stack through an existing tap device) or pipe:NAME (to
-    /// the process at the pipe's other end; the source MAC is then 02:77:73:.. from NAME).
+    /// tap:NAME (into the host's own stack through an existing tap device), pipe:NAME (to
+    /// the process at the pipe's other end) or pcap:FILE (into a capture file: pcap when
+    /// FILE ends in .pcap, else pcapng). Without an interface, the source MAC is
+    /// 02:77:73:.. from NAME or FILE.
     #[arg(long)]
     pub port: String,
     /// Transmit engine (kernel: xdp ports, see below).
@@ -314,12 +316,11 @@ fn frame_kind(f: &FrameSpec) -> String {
     format!("{vlan}{ip}/{l4}")
 }
 
-/// The MAC address of an interface, from sysfs.
-/// The source MAC address of frames sent on `spec`: its interface's, or for a pipe, which
-/// has no interface, a locally administered one made from the pipe's name (02:77:73 and
-/// three bytes of its hash), the same every run.
+/// The source MAC address of frames sent on `spec`: its interface's, or for a port with no
+/// interface (a pipe, capture files), a locally administered one made from the spec's place
+/// (02:77:73 and three bytes of its hash), the same every run.
 pub fn port_mac(spec: &PortSpec) -> anyhow::Result<MacAddr> {
-    if spec.backend != Backend::Pipe {
+    if spec.backend.has_interface() {
         return interface_mac(&spec.iface);
     }
     // FNV-1a: stable across runs and builds, unlike std's hasher.
@@ -330,6 +331,7 @@ pub fn port_mac(spec: &PortSpec) -> anyhow::Result<MacAddr> {
     Ok(MacAddr([0x02, 0x77, 0x73, x, y, z]))
 }
 
+/// The MAC address of an interface, from sysfs.
 pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
     let path = format!("/sys/class/net/{iface}/address");
     let text =

@@ -41,7 +41,8 @@ wirespeed recv --port packet:veth1 --expect 1000000 --json"
 pub struct RecvArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
     /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
-    /// host's own stack) or pipe:NAME (shared memory with the process at its other end).
+    /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
+    /// pcap:FILE (a capture file, replayed to its end; l2fwd: pcap:rx=IN,tx=OUT).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C).
@@ -107,15 +108,21 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     while run.running(packets) {
         let n = port.rx_burst(&mut batch)?;
         if n > 0 {
-            // One clock read a burst: the latency of a burst's packets differs by less.
+            // One clock read a burst: the latency of a burst's packets differs by less. A
+            // port's own receive time wins (AF_PACKET's kernel stamp; a replayed file's
+            // recorded time, where the clock now would measure the file's age).
             let now = crate::r#gen::socket::now_ns();
-            for (addr, len) in batch.iter() {
+            for i in 0..n {
+                let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
                 bytes += len as u64;
-                receiver.check(port.packet(addr, len), now);
+                let at = if meta.ts_ns != 0 { meta.ts_ns } else { now };
+                receiver.check(port.packet(addr, len), at);
             }
             packets += n as u64;
             port.release(&mut batch);
             idle.busy();
+        } else if port.rx_ended() {
+            break;
         } else if idle.should_sleep() && !port.info().busy_poll {
             port.wait_rx(IDLE_SLEEP)?;
             run.check_soon();

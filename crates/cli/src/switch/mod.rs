@@ -20,8 +20,8 @@ use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot};
     after_help = "Example:\n  wirespeed switch --port 1=xdp:veth1 --port 2=xdp:veth2\n  \
 wirespeed ctl add-flow 'priority=100,in_port=1,actions=output:2'\n\n\
 AF_XDP ports of one poll-mode thread share a UMEM, so forwarding between them moves \
-descriptors; packet:, tap: and pipe: ports are copied to and from (dump-ports counts the \
-copies); a pipe: port takes one poll-mode thread. With \
+descriptors; packet:, tap:, pipe: and pcap: ports are copied to and from (dump-ports counts \
+the copies); a pipe: or pcap: port takes one poll-mode thread. With \
 --pmd-cpus listing N CPUs there are N poll-mode threads and thread i serves receive queue i of \
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
 With no flows the bridge is a learning switch (priority=0,actions=normal). TCP and UDP \
@@ -44,8 +44,10 @@ the port again after 1 s, then less and less often (at most every 64 s)."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
-    /// stack through tap device ws0, made if missing) or 5=pipe:gen0 (another process, at the
-    /// other end of pipe gen0) (numbers default to 1, 2, ... in order).
+    /// stack through tap device ws0, made if missing), 5=pipe:gen0 (another process, at the
+    /// other end of pipe gen0) or 6=pcap:rx=in.pcap,tx=out.pcapng (in.pcap replayed into
+    /// the bridge once, what the port sends recorded in out.pcapng) (numbers default to
+    /// 1, 2, ... in order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
     /// Flows to install at start, one a line, in ovs-ofctl's syntax (add-flows).
@@ -77,9 +79,11 @@ pub struct SwitchArgs {
     pub json: bool,
 }
 
-/// `N=SPEC` or `SPEC`, numbered from `default`.
+/// `N=SPEC` or `SPEC`, numbered from `default`. A spec holds '=' only after its ':'
+/// (`pcap:rx=IN`), so an '=' before the first ':' ends a number.
 fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
-    let (number, spec) = match text.split_once('=') {
+    let numbered = text.split_once('=').filter(|(n, _)| !n.contains(':'));
+    let (number, spec) = match numbered {
         Some((n, spec)) => {
             let n: u32 = n
                 .parse()
@@ -346,6 +350,9 @@ mod tests {
         let (n, spec) = parse_port("7=xdp:eth0@2", 1).unwrap();
         assert_eq!((n, spec.queue), (7, 2));
         assert_eq!(parse_port("xdp:eth0", 3).unwrap().0, 3);
+        let (n, spec) = parse_port("pcap:rx=a.pcap,tx=b.pcap", 2).unwrap();
+        assert_eq!((n, spec.iface.as_str()), (2, "rx=a.pcap,tx=b.pcap"));
+        assert_eq!(parse_port("4=pcap:tx=b.pcap", 1).unwrap().0, 4);
         let e = format!("{:#}", parse_port("1=xdp:eth0@all", 1).unwrap_err());
         assert!(
             e.contains("--port 1=xdp:eth0@all: the switch serves queues"),

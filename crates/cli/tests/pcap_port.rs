@@ -1,0 +1,175 @@
+//! The pcap backend in the tools: `gen` writes a file tshark finds clean and `recv` counts
+//! whole; `bench l2fwd` forwards one file into another; a switch replays a file onto a veth
+//! (tcpdump on the far side sees every frame) and records in a file what arrives from it.
+
+mod common;
+use common::pcaps::{self, MAC_A, MAC_B, Rec, TempDir};
+use common::tshark::{tshark_fields, tshark_problems};
+use common::*;
+use wirespeed_capture::write::Format;
+
+#[test]
+fn gen_writes_a_clean_file_and_recv_counts_it_whole() {
+    let dir = TempDir::new("pgen");
+    let file = dir.path("gen.pcapng");
+    let port = format!("pcap:{file}");
+    let j = run_json_here(&[
+        "gen", "--port", &port, "--count", "3000", "--flows", "8", "--size", "64-1500", "--json",
+        "-q",
+    ]);
+    assert_eq!(j["packets"].as_u64(), Some(3000), "{j}");
+    let bytes = j["bytes"].as_u64().unwrap();
+    assert_eq!(pcaps::judge(&file), (3000, bytes));
+    assert_eq!(
+        tshark_problems(&file),
+        "",
+        "tshark found problems in {file}"
+    );
+    let ports = tshark_fields(&file, &["udp.srcport"]);
+    let mut flows: Vec<&str> = ports.iter().map(|f| f[0].as_str()).collect();
+    flows.sort();
+    flows.dedup();
+    assert_eq!(flows.len(), 8, "{flows:?}");
+
+    let r = run_json_here(&["recv", "--port", &port, "--json", "-q"]);
+    let g = &r["generators"][0];
+    assert_eq!(g["received"].as_u64(), Some(3000), "{r}");
+    assert_eq!(
+        (
+            g["lost"].as_u64(),
+            g["duplicated"].as_u64(),
+            g["reordered"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["not_test_frames"].as_u64(), Some(0), "{r}");
+
+    // The kernel engine sends from an interface: refused, and no file is made.
+    let none = dir.path("none.pcap");
+    let out = std::process::Command::new(wirespeed())
+        .args(["gen", "--engine", "kernel", "--count", "5", "--port"])
+        .arg(format!("pcap:{none}"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("kernel"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!exists(&none));
+}
+
+/// Frames of several kinds from MAC_A to MAC_B (and one the other way), different lengths.
+fn mixed_frames() -> Vec<Rec> {
+    let mut recs = Vec::new();
+    for i in 0..300u32 {
+        let payload = vec![i as u8; (i % 50) as usize * 20];
+        let (src, dst) = if i % 7 == 0 {
+            (MAC_B, MAC_A)
+        } else {
+            (MAC_A, MAC_B)
+        };
+        let l4 = pcaps::udp(1000 + i as u16, 53, &payload);
+        let ip = pcaps::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 0, 0, &l4);
+        let frame = pcaps::eth(dst, src, &[], 0x0800, &ip);
+        recs.push((
+            1_700_000_000_000_000_000 + u64::from(i) * 1000,
+            frame.clone(),
+            frame.len() as u32,
+        ));
+    }
+    recs
+}
+
+#[test]
+fn l2fwd_forwards_one_file_into_another() {
+    let dir = TempDir::new("pfwd");
+    let (inp, out) = (dir.path("in.pcap"), dir.path("out.pcap"));
+    let sent = mixed_frames();
+    pcaps::write_capture(&inp, Format::Pcap, &sent);
+    let port = format!("pcap:rx={inp},tx={out}");
+    let j = run_json_here(&["bench", "l2fwd", "--port", &port, "--json", "-q"]);
+    assert_eq!(j["packets"].as_u64(), Some(300), "{j}");
+    assert_eq!(j["drops_total"].as_u64(), Some(0), "{j}");
+    let total: usize = sent.iter().map(|r| r.1.len()).sum();
+    assert_eq!(pcaps::judge(&out), (300, total as u64));
+    let got = pcaps::read_records(&out);
+    for (i, ((_, want, _), (_, have, _))) in sent.iter().zip(&got).enumerate() {
+        let mut swapped = want.clone();
+        swapped[..6].copy_from_slice(&want[6..12]);
+        swapped[6..12].copy_from_slice(&want[..6]);
+        assert_eq!(have, &swapped, "frame {i}");
+    }
+
+    // A tool that both receives and sends needs both files named.
+    let bare = format!("pcap:{inp}");
+    let o = std::process::Command::new(wirespeed())
+        .args(["bench", "l2fwd", "--port", &bare])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("pcap:rx=IN,tx=OUT"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_switch_replays_a_file_onto_a_veth_and_records_what_comes_back() {
+    let net = NetPair::new("psw");
+    let dir = TempDir::new("psw");
+    let (inp, out) = (dir.path("in.pcap"), dir.path("out.pcapng"));
+    let sent = mixed_frames();
+    pcaps::write_capture(&inp, Format::Pcap, &sent);
+    let flows = dir.path("flows");
+    std::fs::write(
+        &flows,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+    )
+    .unwrap();
+    let id = std::process::id();
+    let at_a =
+        Capture::tcpdump_inbound(&net.ns_a, &net.a, &format!("/tmp/wirespeed-psw-{id}.pcap"));
+    let p1 = format!("1=pcap:rx={inp},tx={out}");
+    let p2 = format!("2=xdp:{}", net.b);
+    let ctl = dir.path("ctl.sock");
+    let mut switch = spawn_in(
+        &net.ns_b,
+        &[
+            "switch", "--port", &p1, "--port", &p2, "--flows", &flows, "--ctl", &ctl, "--json",
+        ],
+    );
+    switch.wait_ready();
+    let seen = at_a.stop(false);
+    assert_eq!(seen.dropped_by_tcpdump, 0);
+    let want: Vec<&Vec<u8>> = sent.iter().map(|r| &r.1).collect();
+    let have: Vec<&Vec<u8>> = seen.frames.iter().collect();
+    assert_eq!(
+        have, want,
+        "tcpdump on the far side sees the file, frame for frame"
+    );
+
+    // From the veth into the recording: numbered frames from A.
+    let a_port = format!("packet:{}", net.a);
+    let g = run_json(
+        &net.ns_a,
+        &[
+            "gen", "--port", &a_port, "--count", "500", "--rate", "50000", "--json", "-q",
+        ],
+    );
+    assert_eq!(g["packets"].as_u64(), Some(500), "{g}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (j, _) = switch.terminate();
+    let ports = &j["ports"];
+    assert_eq!(ports[0]["rx_packets"].as_u64(), Some(300), "{j}");
+    assert_eq!(ports[0]["tx_packets"].as_u64(), Some(500), "{j}");
+    let recorded = pcaps::read_records(&out);
+    let numbered = recorded
+        .iter()
+        .filter(|r| wirespeed_packet::read_test_payload(&r.1).is_some())
+        .count();
+    assert_eq!((recorded.len(), numbered), (500, 500));
+    assert_eq!(pcaps::judge(&out).0, 500);
+}
