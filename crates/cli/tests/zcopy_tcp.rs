@@ -75,24 +75,33 @@ fn receiver_into(p: &NetPair, out: &str) -> Running {
 
 #[test]
 fn zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
-    let p = link("zcz");
-    let dir = TempDir::new("zcz");
+    zero_copy_both_ends("zcz", &[]);
+}
+
+#[test]
+fn io_uring_zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
+    zero_copy_both_ends("zcu", &["--io-uring"]);
+}
+
+/// A file from a zero-copy `send` (with `extra` options) into a zero-copy `recv`.
+fn zero_copy_both_ends(tag: &str, extra: &[&str]) {
+    let p = link(tag);
+    let dir = TempDir::new(tag);
     let (file, sum) = random_file(&dir, "in.bin", 24 << 20);
     let out = dir.path("out.bin");
     let listen = format!("10.77.0.2:{PORT}");
     let rx = receiver_into(&p, &out);
-    let tx = run_json(
-        &p.ns_a,
-        &[
-            "zcopy",
-            "send",
-            "--connect",
-            &listen,
-            "--file",
-            &file,
-            "--json",
-        ],
-    );
+    let mut args = vec![
+        "zcopy",
+        "send",
+        "--connect",
+        &listen,
+        "--file",
+        &file,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let tx = run_json(&p.ns_a, &args);
     let (r, _) = rx.finish();
     let size = 24u64 << 20;
     assert_eq!(sha256(&out), sum, "the file arrived changed");
@@ -102,6 +111,12 @@ fn zero_copy_send_into_zero_copy_receive_is_intact_and_maps_pages() {
         "{tx}\n{r}"
     );
     assert_eq!(tx["zerocopy"], true);
+    let api = if extra.contains(&"--io-uring") {
+        "io_uring"
+    } else {
+        "syscalls"
+    };
+    assert_eq!(tx["api"], api, "{tx}");
     let calls = tx["calls"].as_u64().unwrap();
     let completed =
         tx["completed_zerocopy"].as_u64().unwrap() + tx["completed_copied"].as_u64().unwrap();
@@ -148,6 +163,14 @@ fn zero_copy_send_into_an_ordinary_tcp_receiver_is_intact() {
     let p = link("zcs");
     let dir = TempDir::new("zcs");
     let (file, sum) = random_file(&dir, "in.bin", 7_340_033);
+    for extra in [&[][..], &["--io-uring"], &["--io-uring", "--copy"]] {
+        send_to_python(&p, &file, &sum, extra);
+    }
+}
+
+/// `file` (SHA-256 `sum`) sent by `zcopy send` with `extra` options, 1 MiB a send, to a
+/// Python receiver that counts and hashes what it gets.
+fn send_to_python(p: &NetPair, file: &str, sum: &str, extra: &[&str]) {
     let mut server = std::process::Command::new("ip")
         .args(["netns", "exec", &p.ns_b, "timeout", "60", "python3", "-c"])
         .arg(format!(
@@ -161,26 +184,26 @@ fn zero_copy_send_into_an_ordinary_tcp_receiver_is_intact() {
         .unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
     assert_eq!(lines.next().unwrap().unwrap(), "listening");
-    let tx = run_json(
-        &p.ns_a,
-        &[
-            "zcopy",
-            "send",
-            "--connect",
-            &format!("10.77.0.2:{PORT}"),
-            "--file",
-            &file,
-            "--size",
-            "1M",
-            "--json",
-        ],
-    );
+    let connect = format!("10.77.0.2:{PORT}");
+    let mut args = vec![
+        "zcopy",
+        "send",
+        "--connect",
+        &connect,
+        "--file",
+        file,
+        "--size",
+        "1M",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let tx = run_json(&p.ns_a, &args);
     let got = lines.next().unwrap().unwrap();
     assert!(server.wait().unwrap().success());
     assert_eq!(
         got,
         format!("7340033 {sum}"),
-        "bytes and SHA-256 at the receiver"
+        "bytes and SHA-256 at the receiver, {extra:?}"
     );
     assert_eq!(tx["bytes"].as_u64(), Some(7_340_033), "{tx}");
     assert_eq!(tx["size"].as_u64(), Some(1 << 20), "{tx}");

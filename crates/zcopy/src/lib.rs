@@ -3,21 +3,25 @@
 //! - **MSG_ZEROCOPY send** (`send.rs`): the kernel pins the sender's buffer instead of copying
 //!   it, and says on the socket's error queue when each send's pages are free again, and
 //!   whether it had to copy after all. `completions.rs` keeps that account.
+//! - **io_uring zero-copy send** (`uring.rs`): the same through `IORING_OP_SEND_ZC`, from
+//!   buffers registered with the ring once, with notices on its completion queue.
 //! - **TCP zero-copy receive** (`recv.rs`): the kernel maps the pages that hold received
 //!   payload into a window `mmap`'d on the socket (`TCP_ZEROCOPY_RECEIVE`); what does not
 //!   fill whole pages is copied as usual.
 //!
-//! The raw system calls, and all of this crate's unsafe code, are in `sys.rs`: the receive
-//! window is memory the kernel maps from a socket, like a UMEM.
+//! The raw system calls, and all of this crate's unsafe code, are in `sys.rs` and, for the
+//! ring's registered buffers and submissions, `uring.rs`: the receive window is memory the
+//! kernel maps from a socket, like a UMEM, and the send buffers are memory it reads later.
 
 mod completions;
 mod recv;
 mod send;
 mod sys;
+mod uring;
 
 pub use completions::{BadCompletion, Completions};
 pub use recv::{Chunk, Receiver, RecvStats};
-pub use send::{SendStats, Sender};
+pub use send::{SendApi, SendStats, Sender};
 
 use std::io;
 use std::os::fd::AsRawFd;

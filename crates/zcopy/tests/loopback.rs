@@ -1,11 +1,12 @@
 //! Zero-copy send and receive over loopback: every byte arrives in order, the receiver maps
-//! pages, and the sender's completions account for every send.
+//! pages, and the sender's completions account for every send, by system calls and through
+//! io_uring.
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, Sender};
+use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, SendApi, Sender};
 
 const TOTAL: usize = 16 << 20;
 const SIZE: usize = 64 << 10;
@@ -16,6 +17,7 @@ fn pattern(offset: usize) -> u8 {
 
 fn transfer(
     send_zc: bool,
+    api: SendApi,
     recv_zc: bool,
 ) -> (wirespeed_zcopy::SendStats, wirespeed_zcopy::RecvStats) {
     let stop = Arc::new(AtomicBool::new(false));
@@ -26,7 +28,7 @@ fn transfer(
     let stop2 = stop.clone();
     let sender = std::thread::spawn(move || {
         let stream = TcpStream::connect(addr).unwrap();
-        let mut tx = Sender::new(stream, send_zc, 16, SIZE, stop2).unwrap();
+        let mut tx = Sender::new(stream, send_zc, api, 16, SIZE, stop2).unwrap();
         let mut at = 0;
         while at < TOTAL {
             let buf = tx.buffer().unwrap();
@@ -58,8 +60,14 @@ fn transfer(
 
 #[test]
 fn zerocopy_both_ways_moves_every_byte() {
-    let (tx, rx) = transfer(true, true);
-    eprintln!("{tx:?}\n{rx:?}");
+    for api in [SendApi::Syscalls, SendApi::IoUring] {
+        zerocopy_both_ways(api);
+    }
+}
+
+fn zerocopy_both_ways(api: SendApi) {
+    let (tx, rx) = transfer(true, api, true);
+    eprintln!("{api:?}\n{tx:?}\n{rx:?}");
     assert_eq!(tx.bytes, TOTAL as u64);
     assert_eq!(
         tx.zerocopied + tx.copied,
@@ -73,7 +81,13 @@ fn zerocopy_both_ways_moves_every_byte() {
 
 #[test]
 fn copy_both_ways_moves_every_byte() {
-    let (tx, rx) = transfer(false, false);
+    for api in [SendApi::Syscalls, SendApi::IoUring] {
+        copy_both_ways(api);
+    }
+}
+
+fn copy_both_ways(api: SendApi) {
+    let (tx, rx) = transfer(false, api, false);
     assert_eq!(
         (tx.bytes, tx.notices, tx.zerocopied + tx.copied),
         (TOTAL as u64, 0, 0)

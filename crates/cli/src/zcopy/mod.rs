@@ -25,8 +25,12 @@ MSG_ZEROCOPY saves the sender's copy only when the data leaves through a device 
 the pages as they are (a NIC). Delivered to a socket on this host (loopback, veth between \
 namespaces) the kernel copies it anyway, and the completion notices say so: `send` counts \
 sends completed as zero-copy and as copied.\n\n\
+`send --io-uring` makes the same sends through io_uring (IORING_OP_SEND_ZC): its buffers are \
+registered with the ring once instead of pinned at every send, and the notices come on the \
+ring's completion queue instead of the socket's error queue.\n\n\
 Examples:\n  wirespeed zcopy recv --listen 5201\n  \
 wirespeed zcopy send --connect 10.0.0.2:5201 --duration 10\n  \
+wirespeed zcopy send --connect 10.0.0.2:5201 --duration 10 --io-uring\n  \
 wirespeed zcopy send --connect 10.0.0.2:5201 --file big.iso --copy --json")]
 pub struct ZcopyArgs {
     #[command(subcommand)]

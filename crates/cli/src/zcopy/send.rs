@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
-use wirespeed_zcopy::{Sender, ZcopyError};
+use wirespeed_zcopy::{SendApi, Sender, ZcopyError};
 
 use super::live::{Live, cpu_ms_per_gb, gbps};
 
@@ -18,9 +18,13 @@ pub struct SendArgs {
     /// Where to send: HOST:PORT or [IPV6]:PORT.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: String,
-    /// Ordinary copying sends instead of MSG_ZEROCOPY (the baseline).
+    /// Ordinary copying sends instead of zero-copy ones (the baseline).
     #[arg(long)]
     pub copy: bool,
+    /// Send through io_uring: IORING_OP_SEND_ZC from buffers registered with the ring once
+    /// (IORING_OP_SEND with --copy), instead of send() with MSG_ZEROCOPY.
+    #[arg(long)]
+    pub io_uring: bool,
     /// Bytes per send() call (K, M suffixes).
     #[arg(long, default_value = "64K", value_parser = super::parse_bytes)]
     pub size: u64,
@@ -49,6 +53,8 @@ pub struct SendArgs {
 struct SendSummary {
     mode: &'static str,
     zerocopy: bool,
+    /// How sends reach the kernel: "syscalls" or "io_uring".
+    api: &'static str,
     connect: String,
     mss: u32,
     size: u64,
@@ -101,11 +107,20 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let mss = wirespeed_zcopy::mss(&stream)?;
     let zerocopy = !args.copy;
     let size = args.size as usize;
-    let mut tx = Sender::new(stream, zerocopy, args.buffers, size, stop.clone())
+    let api = match args.io_uring {
+        true => SendApi::IoUring,
+        false => SendApi::Syscalls,
+    };
+    let mut tx = Sender::new(stream, zerocopy, api, args.buffers, size, stop.clone())
         .context("set up the sender")?;
+    let how = match (api, zerocopy) {
+        (SendApi::Syscalls, true) => "MSG_ZEROCOPY",
+        (SendApi::Syscalls, false) => "copying",
+        (SendApi::IoUring, true) => "io_uring SEND_ZC, registered buffers",
+        (SendApi::IoUring, false) => "io_uring SEND, copying",
+    };
     eprintln!(
-        "zcopy send ready to {addr} ({}, {size}-byte sends, {} buffers, mss {mss})",
-        if zerocopy { "MSG_ZEROCOPY" } else { "copying" },
+        "zcopy send ready to {addr} ({how}, {size}-byte sends, {} buffers, mss {mss})",
         args.buffers
     );
     let mut live = Live::new("send", args.quiet);
@@ -150,6 +165,10 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let s = SendSummary {
         mode: "send",
         zerocopy,
+        api: match api {
+            SendApi::Syscalls => "syscalls",
+            SendApi::IoUring => "io_uring",
+        },
         connect: addr.to_string(),
         mss,
         size: args.size,
