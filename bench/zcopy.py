@@ -11,7 +11,8 @@ Receivers, each fed by the same sender (wirespeed zcopy send, MSG_ZEROCOPY, page
 (ordinary reads), wirespeed zcopy recv (TCP zero-copy receive; asks for one page a segment).
 Senders, each into the same receiver (wirespeed zcopy recv --copy): socat (the peer: 64 KiB
 reads of /dev/zero, written to the socket), wirespeed zcopy send --copy, wirespeed zcopy send
-(MSG_ZEROCOPY). A sender's CPU time includes the receive side's kernel work (see above).
+(MSG_ZEROCOPY), and the same two through io_uring (IORING_OP_SEND, IORING_OP_SEND_ZC from
+registered buffers). A sender's CPU time includes the receive side's kernel work (see above).
 
 CPU time is each measured process's own, user and system, from wait4() (the same rule for
 every tool); throughput is bytes moved over the sender's seconds. Runs are interleaved
@@ -104,6 +105,12 @@ SENDERS = {
                               "--duration", str(DURATION), "--json", "-q"],
     "wirespeed send (MSG_ZEROCOPY)": [WS, "zcopy", "send", "--connect", f"{IP_B}:{PORT}",
                                       "--duration", str(DURATION), "--json", "-q"],
+    "wirespeed send --io-uring --copy": [WS, "zcopy", "send", "--connect", f"{IP_B}:{PORT}",
+                                         "--io-uring", "--copy", "--duration", str(DURATION),
+                                         "--json", "-q"],
+    "wirespeed send --io-uring (SEND_ZC)": [WS, "zcopy", "send", "--connect", f"{IP_B}:{PORT}",
+                                            "--io-uring", "--duration", str(DURATION), "--json",
+                                            "-q"],
 }
 COMMON_SENDER = SENDERS["wirespeed send (MSG_ZEROCOPY)"]
 COMMON_RECEIVER = RECEIVERS["wirespeed recv --copy"]
@@ -141,7 +148,8 @@ def measure(receiver, sender, tmp):
     if rj:
         details.update(mapped_share=rj["mapped_share"], mss=rj["mss"])
     if sj:
-        details.update(completed_zerocopy=sj["completed_zerocopy"], completed_copied=sj["completed_copied"])
+        details.update(zerocopy=sj["zerocopy"], completed_zerocopy=sj["completed_zerocopy"],
+                       completed_copied=sj["completed_copied"])
     return nbytes * 8 / seconds / 1e9, r_cpu, s_cpu, nbytes, details
 
 
@@ -207,7 +215,9 @@ def write(results):
         "/dev/null); socat's sender reads /dev/zero, a copy that wirespeed's sender (which "
         "sends its buffers as they are) does not make. MSG_ZEROCOPY cannot save the sender's "
         "copy here: to a socket on the same host the kernel copies anyway (the completions "
-        "say so); toward a NIC it would.",
+        "say so); toward a NIC it would. The --io-uring rows make the same sends through "
+        "io_uring: plain IORING_OP_SEND, and IORING_OP_SEND_ZC from buffers registered with "
+        "the ring once, its notices on the completion queue.",
         "",
         "| side | program | Gbit/s | CPU ms/GB | throughput ratio | CPU ratio | notes |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -226,7 +236,7 @@ def write(results):
         det = d["details"][-1] if d["details"] else {}
         if "mapped_share" in det and d["side"] == "receive":
             notes.append(f"mapped {statistics.median(x['mapped_share'] for x in d['details']) * 100:.1f}%, mss {det['mss']}")
-        if "completed_zerocopy" in det and d["side"] == "send" and "MSG_ZEROCOPY" in name:
+        if "completed_zerocopy" in det and d["side"] == "send" and det.get("zerocopy"):
             notes.append(f"completions: {det['completed_zerocopy']} zero-copy, {det['completed_copied']} copied")
         lines.append(
             f"| {d['side']} | {name} | {g:.2f} ({min(d['gbps']):.2f}-{max(d['gbps']):.2f}) | "
