@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use crate::{FrameAudit, PortOptions};
+use crate::{Batch, FrameAudit, PortOptions};
 
 pub(crate) struct HeapFrames {
     bytes: Vec<u8>,
@@ -46,6 +46,29 @@ impl HeapFrames {
         self.free.push((addr / u64::from(self.frame_size)) as u32);
         self.held -= 1;
         true
+    }
+
+    /// Appends up to `n` free frames of `len` bytes to `batch` (none if `len` does not fit
+    /// a frame); returns how many.
+    pub fn alloc(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        if len > self.frame_size {
+            return 0;
+        }
+        let mut count = 0;
+        while count < n && batch.room() > 0 {
+            let Some(addr) = self.take() else { break };
+            batch.push(addr, len);
+            count += 1;
+        }
+        count
+    }
+
+    /// Gives back every frame of `batch` and empties it.
+    pub fn release(&mut self, batch: &mut Batch) {
+        for (addr, _) in batch.iter() {
+            self.give_back(addr);
+        }
+        batch.clear();
     }
 
     /// Where the `len` bytes of the frame at `addr` are, if `addr` names a frame of ours and

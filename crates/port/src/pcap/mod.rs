@@ -232,25 +232,11 @@ impl Port for PcapPort {
     }
 
     fn release(&mut self, batch: &mut Batch) {
-        for (addr, _) in batch.iter() {
-            self.frames.give_back(addr);
-        }
-        batch.clear();
+        self.frames.release(batch);
     }
 
     fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
-        if len > self.frames.frame_size() {
-            return 0;
-        }
-        let mut count = 0;
-        while count < n && batch.room() > 0 {
-            let Some(addr) = self.frames.take() else {
-                break;
-            };
-            batch.push(addr, len);
-            count += 1;
-        }
-        count
+        self.frames.alloc(batch, n, len)
     }
 
     fn packet(&self, addr: u64, len: u32) -> &[u8] {

@@ -197,25 +197,14 @@ impl Port for TapPort {
     }
 
     fn release(&mut self, batch: &mut Batch) {
-        for (addr, _) in batch.iter() {
-            self.frames.give_back(addr);
-        }
-        batch.clear();
+        self.frames.release(batch);
     }
 
     fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
-        if !self.sends || len > self.frames.frame_size() {
-            return 0;
+        match self.sends {
+            true => self.frames.alloc(batch, n, len),
+            false => 0,
         }
-        let mut count = 0;
-        while count < n && batch.room() > 0 {
-            let Some(addr) = self.frames.take() else {
-                break;
-            };
-            batch.push(addr, len);
-            count += 1;
-        }
-        count
     }
 
     fn packet(&self, addr: u64, len: u32) -> &[u8] {
