@@ -236,6 +236,12 @@ fn refuses_what_it_cannot_do_and_leaves_no_file() {
     assert!(e.contains("the same file"), "{e}");
     let e = err(&format!("pcap:{}", inp.display()), true, true);
     assert!(e.contains("pcap:rx=IN,tx=OUT"), "{e}");
+    let e = err(&format!("pcap:tx={}", out.display()), true, false);
+    assert!(
+        e.contains("this tool receives on the port and the spec names no file"),
+        "{e}"
+    );
+    assert!(!out.exists());
     assert_eq!(
         CaptureReader::open(&inp)
             .unwrap()

@@ -51,6 +51,12 @@ impl PcapPort {
         let (rx, tx) = files
             .resolve(opts.rx, opts.tx)
             .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
+        if rx.is_none() && tx.is_none() {
+            let does = if opts.rx { "receives" } else { "sends" };
+            return Err(PortError::Unsupported(format!(
+                "{name}: this tool {does} on the port and the spec names no file for that"
+            )));
+        }
         if let (Some(rx), Some(tx)) = (rx, tx)
             && same_file(rx, tx)
         {
@@ -72,8 +78,7 @@ impl PcapPort {
         let mode = match (&replay, &recording) {
             (Some(_), Some(_)) => "replay+record",
             (Some(_), None) => "replay",
-            (None, Some(_)) => "record",
-            (None, None) => "none",
+            _ => "record",
         };
         Ok(PcapPort {
             info: PortInfo {
