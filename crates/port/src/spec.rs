@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::pcap::PcapFiles;
+use crate::pcap::{PcapPlace, is_std_stream};
 
 /// Which backend a port uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl Backend {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortSpec {
     pub backend: Backend,
-    /// The interface; for a pipe its name, for pcap the files as written (`PcapFiles`).
+    /// The interface; for a pipe its name, for pcap the files as written (`PcapPlace`).
     pub iface: String,
     /// The queue (xdp); 0 when the spec names none or names them all.
     pub queue: u32,
@@ -54,6 +54,23 @@ impl PortSpec {
     /// True when the spec names a queue (`@N` or `@all`), false for `xdp:IFACE`.
     pub fn names_queue(spec: &str) -> bool {
         spec.contains('@')
+    }
+
+    /// Whether a port of this spec reads standard input and whether it writes standard
+    /// output (`pcap:-`, `pcap:rx=-`, `pcap:tx=-`), in a tool that receives (`rx`) and sends
+    /// (`tx`) on it. A tool's own report must then stay off standard output.
+    pub fn std_streams(&self, rx: bool, tx: bool) -> (bool, bool) {
+        if self.backend != Backend::Pcap {
+            return (false, false);
+        }
+        let files = PcapPlace::parse(&self.iface).map(|p| p.files);
+        match files.as_ref().map(|f| f.resolve(rx, tx)) {
+            Ok(Ok((input, output))) => (
+                input.is_some_and(is_std_stream),
+                output.is_some_and(is_std_stream),
+            ),
+            _ => (false, false),
+        }
     }
 
     /// The spec with its queue always written out (`xdp:eth0@0`), for a tool in which
@@ -83,8 +100,11 @@ pub enum SpecError {
         "port spec '{0}': a pipe's name is 1 to 32 letters, digits, '-', '_' or '.' (not . or ..)"
     )]
     BadPipeName(String),
-    #[error("port spec '{0}': expected pcap:FILE, pcap:rx=FILE, pcap:tx=FILE or pcap:rx=IN,tx=OUT")]
-    BadPcapFiles(String),
+    #[error(
+        "port spec '{spec}': {why}; expected pcap:FILE or pcap:rx=IN,tx=OUT (either alone too), \
+         FILE '-' for standard input or output, and ',pace=SPEED' to replay at the recorded pace"
+    )]
+    BadPcap { spec: String, why: String },
     #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
     BadQueue { spec: String, queue: String },
     #[error(
@@ -115,8 +135,11 @@ impl FromStr for PortSpec {
         };
         if backend == Backend::Pcap {
             // File names may hold ':' and '@': the place is taken whole.
-            if PcapFiles::parse(place).is_none() {
-                return Err(SpecError::BadPcapFiles(spec.to_string()));
+            if let Err(why) = PcapPlace::parse(place) {
+                return Err(SpecError::BadPcap {
+                    spec: spec.to_string(),
+                    why,
+                });
             }
             return Ok(PortSpec {
                 backend,
@@ -280,5 +303,25 @@ mod tests {
             "xdp:veth0@All".parse::<PortSpec>(),
             Err(SpecError::BadQueue { .. })
         ));
+    }
+
+    #[test]
+    fn knows_which_pcap_specs_use_stdin_and_stdout() {
+        let streams = |s: &str, rx, tx| s.parse::<PortSpec>().unwrap().std_streams(rx, tx);
+        assert_eq!(streams("pcap:-", false, true), (false, true));
+        assert_eq!(streams("pcap:-", true, false), (true, false));
+        assert_eq!(streams("pcap:-", true, true), (false, false), "refused");
+        assert_eq!(streams("pcap:rx=in.pcap,tx=-", true, true), (false, true));
+        assert_eq!(streams("pcap:rx=-,tx=out.pcap", true, true), (true, false));
+        assert_eq!(streams("pcap:rx=-,tx=-", true, false), (true, false));
+        assert_eq!(streams("pcap:out.pcap", false, true), (false, false));
+        assert_eq!(streams("pipe:p0", true, true), (false, false));
+        let e = "pcap:in.pcap,pace=0".parse::<PortSpec>().unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "port spec 'pcap:in.pcap,pace=0': pace=0: a speed above 0 and at most 1000000"
+            ),
+            "{e}"
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! The pcap backend: a file replayed with every byte, timestamp and wire length; packets sent
 //! recorded in pcap and pcapng files the reader takes back whole; bad specs and files refused
-//! with the file named, and no recording left behind by a port that failed to open.
+//! with the file named, and no recording left behind by a port that failed to open; a paced
+//! replay keeps the recorded distances between packets.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use wirespeed_capture::CaptureReader;
 use wirespeed_capture::write::{Format, Interface};
@@ -260,8 +262,13 @@ fn refuses_what_it_cannot_do_and_leaves_no_file() {
     );
     assert!(Path::new("/dev/full").exists());
 
+    // A pace for a port that replays nothing.
+    let e = err(&format!("pcap:tx={},pace=2", out.display()), false, true);
+    assert!(e.contains("this port replays no file"), "{e}");
+    assert!(!out.exists());
+
     // Malformed specs never reach the backend.
-    for bad in ["pcap:", "pcap:rx=", "pcap:rx=a,rx=b"] {
+    for bad in ["pcap:", "pcap:rx=", "pcap:rx=a,rx=b", "pcap:in.pcap,pace=0"] {
         let e = bad.parse::<PortSpec>().unwrap_err().to_string();
         assert!(e.contains("expected pcap:FILE"), "{bad}: {e}");
     }
@@ -296,4 +303,55 @@ fn sends_to_a_port_without_a_recording_are_counted() {
     let stats = port.stats();
     assert_eq!((stats.tx_packets, stats.drops.tx_error), (0, 4));
     assert!(port.audit().unwrap().balanced());
+}
+
+#[test]
+fn a_paced_replay_keeps_the_recorded_distances() {
+    // Five packets 40 ms apart, replayed at twice the pace: 20 ms apart, none sooner.
+    let dir = TempDir::new("pace");
+    let path = dir.path("paced.pcap");
+    let mut out = Vec::new();
+    let iface = Interface {
+        link_type: 1,
+        snaplen: 65535,
+        name: None,
+    };
+    Format::Pcap.file_header(&iface, &mut out);
+    let ts = |i: u64| 1_000_000_000 + i * 40_000_000;
+    for i in 0..5 {
+        Format::Pcap.record(&mut out, ts(i), &packet(i as usize), 60);
+    }
+    std::fs::write(&path, out).unwrap();
+
+    let mut port = open(&format!("pcap:{},pace=2", path.display()), true, false).unwrap();
+    let mut batch = Batch::with_capacity(16);
+    let start = Instant::now();
+    let mut arrivals = Vec::new();
+    while !port.rx_ended() {
+        let n = port.rx_burst(&mut batch).unwrap();
+        let at = start.elapsed();
+        for i in 0..n {
+            arrivals.push((at, batch.meta(i).ts_ns));
+        }
+        port.release(&mut batch);
+        let audit = port.audit().unwrap();
+        assert!(audit.balanced(), "{audit:?}");
+        if n > 0 && arrivals.len() < 5 {
+            // The next packet is read and waits for its time in a frame of its own.
+            assert_eq!((audit.rx, audit.application), (1, 0), "{audit:?}");
+        }
+        if n == 0 {
+            port.wait_rx(Duration::from_millis(100)).unwrap();
+        }
+    }
+    assert_eq!(arrivals.len(), 5);
+    for (i, (at, got_ts)) in arrivals.iter().enumerate() {
+        assert_eq!(*got_ts, ts(i as u64), "packet {i} keeps its recorded time");
+        assert!(
+            *at >= Duration::from_millis(20 * i as u64),
+            "packet {i} came {at:?} after the first"
+        );
+    }
+    assert!(arrivals[4].0 < Duration::from_secs(2), "{arrivals:?}");
+    assert_eq!(port.stats().rx_packets, 5);
 }

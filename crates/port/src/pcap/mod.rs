@@ -5,18 +5,24 @@
 //! a file, `bench l2fwd` or the switch from one file to another, `capture` from a file.
 //!
 //! Packets are copied between the files and frames of a buffer of our own. Replay reads the
-//! file once; `Port::rx_ended` says when it is done.
+//! file once; `Port::rx_ended` says when it is done. `,pace=SPEED` replays at the recorded
+//! pace instead; `-` is standard input or output.
 
 mod files;
+mod pace;
 mod recording;
+mod std_streams;
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wirespeed_capture::{CaptureError, CaptureReader, LINKTYPE_ETHERNET};
 
-pub use files::PcapFiles;
+pub(crate) use files::is_std_stream;
+pub use files::{PcapFiles, PcapPlace};
+use pace::{Held, Pace};
 use recording::{Lost, Recording};
+use std_streams::StreamClaim;
 
 use crate::heap_frames::{HeapFrames, unused_option_notes};
 use crate::{
@@ -28,6 +34,8 @@ pub struct PcapPort {
     info: PortInfo,
     frames: HeapFrames,
     replay: Option<CaptureReader>,
+    /// Replay at the recorded pace; None: as fast as the application takes the packets.
+    pace: Option<Pace>,
     /// The replayed file has ended, or failed (`failed`).
     ended: bool,
     failed: bool,
@@ -35,6 +43,8 @@ pub struct PcapPort {
     read_error: Option<CaptureError>,
     recording: Option<Recording>,
     stats: PortStats,
+    /// Standard input or output, while this port reads or writes it.
+    _streams: Vec<StreamClaim>,
 }
 
 impl PcapPort {
@@ -46,9 +56,10 @@ impl PcapPort {
         if opts.frame_count == 0 {
             return Err(PortError::Unsupported(format!("{name}: no frames")));
         }
-        let files = PcapFiles::parse(&spec.iface)
-            .ok_or_else(|| PortError::Unsupported(format!("{name}: malformed port spec")))?;
-        let (rx, tx) = files
+        let place = PcapPlace::parse(&spec.iface)
+            .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
+        let (rx, tx) = place
+            .files
             .resolve(opts.rx, opts.tx)
             .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
         if rx.is_none() && tx.is_none() {
@@ -63,6 +74,21 @@ impl PcapPort {
             return Err(PortError::Unsupported(format!(
                 "{name}: rx and tx name the same file; recording would overwrite what is replayed"
             )));
+        }
+        if place.pace.is_some() && rx.is_none() {
+            return Err(PortError::Unsupported(format!(
+                "{name}: pace= sets the pace of a replay, and this port replays no file"
+            )));
+        }
+        let mut streams = Vec::new();
+        for (path, claim) in [
+            (rx, StreamClaim::stdin as fn() -> _),
+            (tx, StreamClaim::stdout),
+        ] {
+            if path.is_some_and(is_std_stream) {
+                streams
+                    .push(claim().map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?);
+            }
         }
         let mut notes = unused_option_notes(opts, "pcap");
         if opts.tx && tx.is_none() {
@@ -91,10 +117,12 @@ impl PcapPort {
             frames: HeapFrames::new(opts.frame_count, opts.frame_size),
             ended: replay.is_none(),
             replay,
+            pace: place.pace.map(Pace::new),
             failed: false,
             read_error: None,
             recording,
             stats: PortStats::default(),
+            _streams: streams,
         })
     }
 
@@ -116,9 +144,13 @@ fn open_replay(path: &Path) -> Result<CaptureReader, PortError> {
     Ok(reader)
 }
 
-/// True when `a` and `b` are one file (the same path, or links to one inode).
+/// True when `a` and `b` are one file (the same path, or links to one inode). `-` is never
+/// the same file twice: standard input as a replay, standard output as a recording.
 fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
+    if is_std_stream(a) || is_std_stream(b) {
+        return false;
+    }
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => a == b,
@@ -147,8 +179,22 @@ impl Port for PcapPort {
             return Ok(0);
         };
         let size = self.frames.frame_size();
+        // Paced: one clock reading a burst decides what is due.
+        let now = self.pace.as_ref().map(|_| Instant::now());
         let mut count = 0;
         while batch.room() > 0 {
+            if let (Some(pace), Some(now)) = (self.pace.as_mut(), now)
+                && pace.held().is_some()
+            {
+                let Some(held) = pace.take_due(now) else {
+                    break;
+                };
+                batch.push_with_meta(held.addr, held.len, held.meta);
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += u64::from(held.len);
+                count += 1;
+                continue;
+            }
             // A frame first: the reader cannot step back over a record it has read.
             let Some(addr) = self.frames.take() else {
                 break;
@@ -183,14 +229,23 @@ impl Port for PcapPort {
             } else {
                 0
             };
-            batch.push_with_meta(
-                addr,
-                len,
-                RxMeta {
-                    ts_ns: record.ts_ns,
-                    wire_len,
-                },
-            );
+            let meta = RxMeta {
+                ts_ns: record.ts_ns,
+                wire_len,
+            };
+            if let (Some(pace), Some(now)) = (self.pace.as_mut(), now) {
+                let due = pace.due(record.ts_ns, now);
+                if due > now {
+                    pace.hold(Held {
+                        addr,
+                        len,
+                        meta,
+                        due,
+                    });
+                    break;
+                }
+            }
+            batch.push_with_meta(addr, len, meta);
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += u64::from(len);
             count += 1;
@@ -264,8 +319,12 @@ impl Port for PcapPort {
     }
 
     fn wait_rx(&mut self, timeout: Duration) -> Result<(), PortError> {
-        // A file is always ready until it ends; after that nothing will come.
-        if self.ended {
+        // A file is always ready until it ends, but for a paced packet's time; after its end
+        // nothing will come.
+        if let Some(held) = self.pace.as_ref().and_then(Pace::held) {
+            let wait = held.due.saturating_duration_since(Instant::now());
+            std::thread::sleep(wait.min(timeout));
+        } else if self.ended {
             std::thread::sleep(timeout);
         }
         Ok(())
@@ -284,7 +343,13 @@ impl Port for PcapPort {
     }
 
     fn audit(&self) -> Option<FrameAudit> {
-        Some(self.frames.audit())
+        let mut audit = self.frames.audit();
+        // A paced packet waiting for its time is received, not yet the application's.
+        if self.pace.as_ref().and_then(Pace::held).is_some() {
+            audit.application -= 1;
+            audit.rx += 1;
+        }
+        Some(audit)
     }
 
     fn rx_ended(&self) -> bool {

@@ -1,23 +1,29 @@
 //! The sending side of a pcap port: every packet sent becomes a record of a capture file.
 //! Records gather in a buffer that goes to the file in large writes; after a failed write the
-//! file is cut back to its last whole record, so it stays readable.
+//! file is cut back to its last whole record, so it stays readable. `-` records on standard
+//! output (pcapng), which a failed write leaves as it is.
 
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::os::fd::AsFd;
+use std::path::Path;
 
 use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_capture::write::{Format, Interface};
 
+use super::files::is_std_stream;
 use crate::PortError;
 
 /// Buffered records go to the file once they reach this much, or at `flush`.
 const WRITE_AT: usize = 1 << 20;
 
 pub(crate) struct Recording {
-    path: PathBuf,
+    /// What errors call the file: its path, or "standard output".
+    name: String,
     format: Format,
     file: Option<File>,
+    /// The file is standard output: not ours to cut back or remove.
+    stdout: bool,
     buf: Vec<u8>,
     /// Packets and bytes in `buf`, not yet in the file.
     buffered: (u64, u64),
@@ -34,7 +40,7 @@ pub(crate) struct Lost {
 
 impl Recording {
     /// Creates (or empties) the file at `path` and writes its header: pcap for a name ending
-    /// in `.pcap`, pcapng otherwise, snap length `snaplen`.
+    /// in `.pcap`, pcapng otherwise, snap length `snaplen`. `-`: standard output.
     pub fn create(path: &Path, snaplen: u32) -> Result<Recording, PortError> {
         let format = match path.extension().is_some_and(|e| e == "pcap") {
             true => Format::Pcap,
@@ -47,15 +53,28 @@ impl Recording {
             name: None,
         };
         format.file_header(&iface, &mut buf);
+        let stdout = is_std_stream(path);
+        let name = match stdout {
+            true => "standard output".to_string(),
+            false => path.display().to_string(),
+        };
         let io_error = |what, source| PortError::Io {
-            iface: path.display().to_string(),
+            iface: name.clone(),
             what,
             source,
         };
-        let mut file = File::create(path).map_err(|e| io_error("create the capture file", e))?;
+        let mut file = match stdout {
+            // A descriptor of its own, so writes bypass the line buffer of Rust's stdout.
+            true => std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map(File::from)
+                .map_err(|e| io_error("take standard output", e))?,
+            false => File::create(path).map_err(|e| io_error("create the capture file", e))?,
+        };
         if let Err(e) = file.write_all(&buf) {
             // Not even a header: a file we made goes again (a device such as /dev/full stays).
-            if file.metadata().is_ok_and(|m| m.is_file()) {
+            if !stdout && file.metadata().is_ok_and(|m| m.is_file()) {
                 let _ = std::fs::remove_file(path);
             }
             return Err(io_error("write the capture file's header", e));
@@ -63,9 +82,10 @@ impl Recording {
         let valid_len = buf.len() as u64;
         buf.clear();
         Ok(Recording {
-            path: path.to_path_buf(),
+            name,
             format,
             file: Some(file),
+            stdout,
             buf,
             buffered: (0, 0),
             valid_len,
@@ -114,14 +134,16 @@ impl Recording {
             Err(source) => {
                 // Part of the buffer may be in the file: cut back to the last whole record
                 // before it, and record nothing more.
-                let _ = file.set_len(self.valid_len);
+                if !self.stdout {
+                    let _ = file.set_len(self.valid_len);
+                }
                 self.file = None;
                 self.buf.clear();
                 Err(Lost {
                     packets,
                     bytes,
                     error: PortError::Io {
-                        iface: self.path.display().to_string(),
+                        iface: self.name.clone(),
                         what: "write the capture file",
                         source,
                     },
