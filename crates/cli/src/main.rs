@@ -10,6 +10,7 @@ mod idle;
 mod live;
 mod meter;
 mod recv;
+mod report_to;
 mod switch;
 mod verify;
 mod zcopy;

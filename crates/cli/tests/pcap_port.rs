@@ -1,6 +1,7 @@
 //! The pcap backend in the tools: `gen` writes a file tshark finds clean and `recv` counts
 //! whole; `bench l2fwd` forwards one file into another; a switch replays a file onto a veth
-//! (tcpdump on the far side sees every frame) and records in a file what arrives from it.
+//! (tcpdump on the far side sees every frame) and records in a file what arrives from it;
+//! `pcap:-` reads standard input and writes standard output, the tools' reports kept off it.
 
 mod common;
 use common::pcaps::{self, MAC_A, MAC_B, Rec, TempDir};
@@ -114,6 +115,80 @@ fn l2fwd_forwards_one_file_into_another() {
         !o.status.success() && err.contains("pcap:rx=IN,tx=OUT"),
         "{err}"
     );
+}
+
+/// Runs wirespeed in `dir` with `stdin` as its standard input (none: empty); returns its
+/// standard output and the JSON summary from the last line of its standard error.
+fn run_piped(dir: &TempDir, stdin: Option<&str>, args: &[&str]) -> (Vec<u8>, serde_json::Value) {
+    let input = match stdin {
+        Some(path) => std::process::Stdio::from(std::fs::File::open(path).unwrap()),
+        None => std::process::Stdio::null(),
+    };
+    let out = std::process::Command::new(wirespeed())
+        .current_dir(&dir.0)
+        .args(args)
+        .stdin(input)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "wirespeed {args:?}: {err}");
+    let last = err.lines().last().unwrap_or_default();
+    let json = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {err}"));
+    (out.stdout, json)
+}
+
+#[test]
+fn standard_input_and_output_carry_capture_files() {
+    let dir = TempDir::new("pstd");
+
+    // gen into standard output: the capture there, the summary on standard error.
+    let gen_args = [
+        "gen", "--port", "pcap:-", "--count", "300", "--flows", "3", "--json", "-q",
+    ];
+    let (stdout, j) = run_piped(&dir, None, &gen_args);
+    assert_eq!(j["packets"].as_u64(), Some(300), "{j}");
+    let generated = dir.path("gen.pcapng");
+    std::fs::write(&generated, stdout).unwrap();
+    assert_eq!(
+        pcaps::judge(&generated),
+        (300, j["bytes"].as_u64().unwrap())
+    );
+    assert!(!exists(&dir.path("-")), "no file named '-'");
+
+    // l2fwd as a filter: a capture in on standard input, out on standard output.
+    let inp = dir.path("in.pcap");
+    let sent = mixed_frames();
+    pcaps::write_capture(&inp, Format::Pcap, &sent);
+    let fwd_args = ["bench", "l2fwd", "--port", "pcap:rx=-,tx=-", "--json", "-q"];
+    let (stdout, j) = run_piped(&dir, Some(&inp), &fwd_args);
+    assert_eq!(j["packets"].as_u64(), Some(300), "{j}");
+    let forwarded = dir.path("fwd.pcapng");
+    std::fs::write(&forwarded, stdout).unwrap();
+    let total: usize = sent.iter().map(|r| r.1.len()).sum();
+    assert_eq!(pcaps::judge(&forwarded), (300, total as u64));
+    let got = pcaps::read_records(&forwarded);
+    for (i, ((_, want, _), (_, have, _))) in sent.iter().zip(&got).enumerate() {
+        assert_eq!(
+            (&have[..6], &have[6..12]),
+            (&want[6..12], &want[..6]),
+            "frame {i}"
+        );
+        assert_eq!(have[12..], want[12..], "frame {i}");
+    }
+
+    // Two ports cannot share standard output: refused before either writes a byte.
+    let rx_tx = format!("pcap:rx={inp},tx=-");
+    let o = std::process::Command::new(wirespeed())
+        .current_dir(&dir.0)
+        .args(["bench", "l2fwd", "--port", &rx_tx, "--peer-port", &rx_tx])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("2 ports write standard output ('-')"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{err}");
 }
 
 #[test]

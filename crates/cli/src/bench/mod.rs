@@ -57,7 +57,9 @@ pub struct BenchArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
     /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
     /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
-    /// pcap:FILE (a capture file, replayed to its end; l2fwd: pcap:rx=IN,tx=OUT).
+    /// pcap:FILE (a capture file, replayed to its end as fast as taken, or at its recorded
+    /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input or output;
+    /// l2fwd: pcap:rx=IN,tx=OUT).
     #[arg(long)]
     pub port: String,
     /// l2fwd: forward between --port and this port, both ways, frames unchanged (on two
@@ -215,6 +217,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     {
         bail!("--engine kernel is for txpush on an xdp: port");
     }
+    let (receives, sends) = match args.mode {
+        Mode::Rxdrop => (true, false),
+        Mode::Txpush => (false, true),
+        Mode::L2fwd => (true, true),
+        Mode::Xdpdrop => (false, false),
+    };
+    // A malformed peer spec is reported when l2fwd opens it.
+    let peer = args.peer_port.as_deref().and_then(|p| p.parse().ok());
+    let specs: Vec<&PortSpec> = std::iter::once(&spec).chain(peer.as_ref()).collect();
+    let to_stderr = crate::report_to::check_std_streams(&specs, receives, sends)?;
     let stop = stop_flag()?;
     let summary = match args.mode {
         Mode::Rxdrop => rxdrop::run(&args, &spec, &stop)?,
@@ -222,7 +234,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::L2fwd => l2fwd::run(&args, &spec, &stop)?,
         Mode::Xdpdrop => xdpdrop::run(&args, &spec, &stop)?,
     };
-    summary.print(args.json, args.quiet);
+    summary.print(args.json, args.quiet, to_stderr);
     if let Some(audit) = summary.frames
         && !audit.balanced()
     {

@@ -1,6 +1,7 @@
 //! The end-of-run summary: a few lines for people, one JSON object for scripts.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortStats};
@@ -115,16 +116,20 @@ impl Summary {
         self.drops_total = s.drops.total();
     }
 
-    pub fn print(&self, json: bool, quiet: bool) {
+    /// Prints the summary; on standard error when a port records on standard output.
+    pub fn print(&self, json: bool, quiet: bool, to_stderr: bool) {
+        let mut text = String::new();
         if json {
-            println!(
+            let _ = writeln!(
+                text,
                 "{}",
                 serde_json::to_string(self).expect("summary serialises")
             );
-            return;
+            return crate::report_to::report(&text, to_stderr);
         }
         let _ = quiet;
-        println!(
+        let _ = writeln!(
+            text,
             "{} on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s",
             self.mode,
             self.port,
@@ -141,7 +146,8 @@ impl Summary {
             .filter(|(_, v)| **v > 0)
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        println!(
+        let _ = writeln!(
+            text,
             "drops: {}",
             if nonzero.is_empty() {
                 "none".to_string()
@@ -154,13 +160,15 @@ impl Summary {
                 (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
                 _ => String::new(),
             };
-            println!(
+            let _ = writeln!(
+                text,
                 "cpu: user {:.1} ns/packet{cycles}, system {:.1} ns/packet",
                 c.user_ns_per_packet, c.system_ns_per_packet
             );
         }
         if let Some(v) = &self.verify {
-            println!(
+            let _ = writeln!(
+                text,
                 "verify: {} unique, {} duplicate, {} corrupt, {} missing",
                 v.unique,
                 v.duplicates,
@@ -169,7 +177,8 @@ impl Summary {
             );
         }
         if let Some(a) = &self.frames_json {
-            println!(
+            let _ = writeln!(
+                text,
                 "frames: {} total = pool {} + fill {} + kernel {} + rx {} + app {} + tx {} + completion {} ({})",
                 a.total,
                 a.pool,
@@ -186,6 +195,7 @@ impl Summary {
                 }
             );
         }
+        crate::report_to::report(&text, to_stderr);
     }
 }
 

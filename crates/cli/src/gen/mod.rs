@@ -67,7 +67,8 @@ pub struct GenArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP), packet:IFACE (AF_PACKET TPACKET_V3),
     /// tap:NAME (into the host's own stack through an existing tap device), pipe:NAME (to
     /// the process at the pipe's other end) or pcap:FILE (into a capture file: pcap when
-    /// FILE ends in .pcap, else pcapng). Without an interface, the source MAC is
+    /// FILE ends in .pcap, else pcapng; pcap:- is pcapng on standard output, and the
+    /// summary goes to standard error). Without an interface, the source MAC is
     /// 02:77:73:.. from NAME or FILE.
     #[arg(long)]
     pub port: String,
@@ -343,6 +344,11 @@ pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
 
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
     args.live.cpus(args.engine == Engine::Kernel)?;
+    // A malformed spec is reported by the plan, with the rest of what is wrong.
+    let to_stderr = match args.port.parse::<PortSpec>() {
+        Ok(spec) => crate::report_to::check_std_streams(&[&spec], false, true)?,
+        Err(_) => false,
+    };
     let summary = if let Some(path) = &args.pcap {
         replay::run(&args, path)?
     } else {
@@ -361,7 +367,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         summary.size = Some(size);
         summary
     };
-    summary.print(args.json);
+    summary.print(args.json, to_stderr);
     if let Some(audit) = summary.frames
         && !audit.balanced()
     {

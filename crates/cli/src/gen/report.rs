@@ -2,6 +2,7 @@
 //! (the same fields as `bench`'s where they mean the same).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
@@ -110,15 +111,19 @@ impl GenSummary {
         self
     }
 
-    pub fn print(&self, json: bool) {
+    /// Prints the summary; on standard error when a port records on standard output.
+    pub fn print(&self, json: bool, to_stderr: bool) {
+        let mut text = String::new();
         if json {
-            println!(
+            let _ = writeln!(
+                text,
                 "{}",
                 serde_json::to_string(self).expect("summary serialises")
             );
-            return;
+            return crate::report_to::report(&text, to_stderr);
         }
-        println!(
+        let _ = writeln!(
+            text,
             "gen on {} ({} {}, {} engine): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s on the wire",
             self.port,
             self.backend,
@@ -130,7 +135,8 @@ impl GenSummary {
             self.wire_mbps
         );
         if self.skipped > 0 {
-            println!(
+            let _ = writeln!(
+                text,
                 "sequence numbers 0..{} used, {} left out on purpose (--skip-every)",
                 self.sequence_end, self.skipped
             );
@@ -142,8 +148,9 @@ impl GenSummary {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         if !nonzero.is_empty() {
-            println!("drops: {}", nonzero.join(", "));
+            let _ = writeln!(text, "drops: {}", nonzero.join(", "));
         }
+        crate::report_to::report(&text, to_stderr);
     }
 }
 

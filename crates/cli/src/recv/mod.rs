@@ -42,7 +42,9 @@ pub struct RecvArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
     /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
     /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
-    /// pcap:FILE (a capture file, replayed to its end; l2fwd: pcap:rx=IN,tx=OUT).
+    /// pcap:FILE (a capture file, replayed to its end as fast as taken, or at its recorded
+    /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input or output;
+    /// l2fwd: pcap:rx=IN,tx=OUT).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C).

@@ -46,8 +46,9 @@ pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
     /// stack through tap device ws0, made if missing), 5=pipe:gen0 (another process, at the
     /// other end of pipe gen0) or 6=pcap:rx=in.pcap,tx=out.pcapng (in.pcap replayed into
-    /// the bridge once, what the port sends recorded in out.pcapng) (numbers default to
-    /// 1, 2, ... in order).
+    /// the bridge once, what the port sends recorded in out.pcapng; ,pace=1 replays at the
+    /// recorded pace; - is standard input or output) (numbers default to 1, 2, ... in
+    /// order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
     /// Flows to install at start, one a line, in ovs-ofctl's syntax (add-flows).
@@ -158,6 +159,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             cpus.len()
         );
     }
+    let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
+    let to_stderr = crate::report_to::check_std_streams(&specs, true, true)?;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
     crate::caps::require_for("switch", &backends)?;
     let stop = crate::bench::stop_flag()?;
@@ -227,7 +230,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let summary = closed.map_err(anyhow::Error::msg)?;
     let snapshots = bridge.snapshots();
     if args.json {
-        println!("{}", summary_json(&mut bridge, &snapshots));
+        let json = summary_json(&mut bridge, &snapshots);
+        crate::report_to::report(&format!("{json}\n"), to_stderr);
     } else {
         let answer = bridge.handle(&wirespeed_switch::Request {
             command: "dump-ports".to_string(),
