@@ -9,6 +9,7 @@ mod r#gen;
 mod idle;
 mod live;
 mod meter;
+mod open_port;
 mod recv;
 mod report_to;
 mod switch;

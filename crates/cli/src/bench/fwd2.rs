@@ -97,8 +97,8 @@ fn run_copying(
 ) -> anyhow::Result<Summary> {
     let opts = args.port_options(&[&a.iface, &b.iface], true, true);
     let mut ports: [Box<dyn Port>; 2] = [
-        wirespeed_port::open(a, &opts).with_context(|| format!("open {a}"))?,
-        wirespeed_port::open(b, &opts).with_context(|| format!("open {b}"))?,
+        crate::open_port::open_port(a, &opts)?,
+        crate::open_port::open_port(b, &opts)?,
     ];
     let mut rx = Batch::with_capacity(args.port_flags.batch as usize);
     let mut tx = Batch::with_capacity(args.port_flags.batch as usize);

@@ -4,7 +4,6 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use anyhow::Context;
 use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, PortSpec};
 
@@ -19,8 +18,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         let peer: PortSpec = peer.parse()?;
         return super::fwd2::run(args, spec, &peer, stop);
     }
-    let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], true, true))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, true))?;
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::L2fwd, port.info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);

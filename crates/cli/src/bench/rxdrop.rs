@@ -2,7 +2,6 @@
 
 use std::sync::atomic::AtomicBool;
 
-use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, summary_for};
@@ -15,8 +14,8 @@ use crate::verify::Verifier;
 pub const HOT_LOOP_CHECK: u32 = 128;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
-    let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], true, false))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, false))?;
     let mut verifier = match args.verify {
         true => Some(Verifier::new(args.template(spec)?)),
         false => None,

@@ -30,8 +30,8 @@ fn now_ns() -> u64 {
 
 fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let template = args.template(spec)?;
-    let mut port = wirespeed_port::open(spec, &args.port_options(&[&spec.iface], false, true))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port =
+        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], false, true))?;
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let frame_len = template.frame_len as u32;
     announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);

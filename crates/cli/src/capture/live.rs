@@ -35,8 +35,7 @@ pub fn run(
     stop: &AtomicBool,
 ) -> anyhow::Result<Counts> {
     let expression = args.expression();
-    let mut port = wirespeed_port::open(spec, &args.port_options(spec))
-        .with_context(|| format!("open {spec}"))?;
+    let mut port = crate::open_port::open_port(spec, &args.port_options(spec))?;
     let mut counts = Counts::for_port(port.info());
     // Here xdp:IFACE means every queue: name the one queue of a one-queue capture.
     counts.source = spec.with_queue();

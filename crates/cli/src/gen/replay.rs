@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use wirespeed_capture::CaptureReader;
 use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
@@ -127,8 +127,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     crate::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
     let stop = crate::bench::stop_flag()?;
     let mut port =
-        wirespeed_port::open(&spec, &args.port_flags.options(&[&spec.iface], false, true))
-            .with_context(|| format!("open {spec}"))?;
+        crate::open_port::open_port(&spec, &args.port_flags.options(&[&spec.iface], false, true))?;
     if trace.longest() > port.max_packet_len() {
         bail!(
             "{}: a frame of {} bytes is longer than {spec} can send ({} bytes)",

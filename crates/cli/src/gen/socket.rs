@@ -41,8 +41,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         spec, flows, sizes, ..
     } = plan;
     let mut port =
-        wirespeed_port::open(&spec, &args.port_flags.options(&[&spec.iface], false, true))
-            .with_context(|| format!("open {spec}"))?;
+        crate::open_port::open_port(&spec, &args.port_flags.options(&[&spec.iface], false, true))?;
     let max_len = sizes.max() - 4;
     if max_len > port.max_packet_len() {
         bail!(

@@ -11,7 +11,7 @@ mod tracker;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use wirespeed_port::{Batch, Port, PortInfo, PortSpec};
 
@@ -88,8 +88,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
 
 fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<RecvSummary> {
     let mut port =
-        wirespeed_port::open(spec, &args.port_flags.options(&[&spec.iface], true, false))
-            .with_context(|| format!("open {spec}"))?;
+        crate::open_port::open_port(spec, &args.port_flags.options(&[&spec.iface], true, false))?;
     let mut receiver = Receiver::new();
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let info = port.info().clone();
