@@ -104,6 +104,17 @@ fn l2fwd_forwards_one_file_into_another() {
         assert_eq!(have, &swapped, "frame {i}");
     }
 
+    // An empty file: nothing forwarded, an empty capture out, no per-packet CPU figures.
+    let empty = dir.path("empty.pcap");
+    pcaps::write_capture(&empty, Format::Pcap, &[]);
+    let port = format!("pcap:rx={empty},tx={out}");
+    let j = run_json_here(&["bench", "l2fwd", "--port", &port, "--json", "-q"]);
+    assert_eq!(j["packets"].as_u64(), Some(0), "{j}");
+    assert!(j["cpu"]["user_ns_per_packet"].is_null(), "{j}");
+    assert!(j["cpu"]["user_cycles_per_packet"].is_null(), "{j}");
+    assert!(j["cpu"]["user_seconds"].as_f64().is_some(), "{j}");
+    assert_eq!(pcaps::judge(&out), (0, 0));
+
     // A tool that both receives and sends needs both files named.
     let bare = format!("pcap:{inp}");
     let o = std::process::Command::new(wirespeed())

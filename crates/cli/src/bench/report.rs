@@ -23,12 +23,13 @@ pub struct FramesJson {
 
 /// Where this process's CPU time went, per packet: user space is ours (the loop, the rings,
 /// the packet work); system is the kernel on our behalf (wake-ups, transmit kicks, poll).
+/// The per-packet figures are none when no packet was counted.
 #[derive(Debug, Serialize)]
 pub struct CpuJson {
     pub user_seconds: f64,
     pub system_seconds: f64,
-    pub user_ns_per_packet: f64,
-    pub system_ns_per_packet: f64,
+    pub user_ns_per_packet: Option<f64>,
+    pub system_ns_per_packet: Option<f64>,
     /// The clock the cycles are counted at (/proc/cpuinfo).
     pub mhz: Option<f64>,
     pub user_cycles_per_packet: Option<f64>,
@@ -81,17 +82,17 @@ impl Summary {
         self.mpps = self.packets as f64 / s / 1e6;
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.peak_rss_bytes = crate::meter::peak_rss_bytes();
-        let per_packet = 1e9 / self.packets.max(1) as f64;
+        let per_packet = (self.packets > 0).then(|| 1e9 / self.packets as f64);
         self.cpu = self.cpu_time.map(|t| {
             let mhz = crate::meter::cpu_mhz();
-            let user_ns = t.user.as_secs_f64() * per_packet;
+            let user_ns = per_packet.map(|p| t.user.as_secs_f64() * p);
             CpuJson {
                 user_seconds: t.user.as_secs_f64(),
                 system_seconds: t.system.as_secs_f64(),
                 user_ns_per_packet: user_ns,
-                system_ns_per_packet: t.system.as_secs_f64() * per_packet,
+                system_ns_per_packet: per_packet.map(|p| t.system.as_secs_f64() * p),
                 mhz,
-                user_cycles_per_packet: mhz.map(|m| user_ns * m / 1e3),
+                user_cycles_per_packet: user_ns.zip(mhz).map(|(ns, m)| ns * m / 1e3),
             }
         });
         self.frames_json = self.frames.map(|a| FramesJson {
@@ -160,11 +161,17 @@ impl Summary {
                 (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
                 _ => String::new(),
             };
-            let _ = writeln!(
-                text,
-                "cpu: user {:.1} ns/packet{cycles}, system {:.1} ns/packet",
-                c.user_ns_per_packet, c.system_ns_per_packet
-            );
+            let _ = match (c.user_ns_per_packet, c.system_ns_per_packet) {
+                (Some(user), Some(system)) => writeln!(
+                    text,
+                    "cpu: user {user:.1} ns/packet{cycles}, system {system:.1} ns/packet"
+                ),
+                _ => writeln!(
+                    text,
+                    "cpu: user {:.3} s, system {:.3} s (no packets)",
+                    c.user_seconds, c.system_seconds
+                ),
+            };
         }
         if let Some(v) = &self.verify {
             let _ = writeln!(
