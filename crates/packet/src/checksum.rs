@@ -15,31 +15,34 @@ fn fold(acc: u64) -> u16 {
     sum as u16
 }
 
-/// Adds with end-around carry, the ones' complement addition on 64-bit lanes.
-fn add_carry(acc: u64, word: u64) -> u64 {
-    let (sum, carry) = acc.overflowing_add(word);
-    sum + u64::from(carry)
-}
-
 /// Ones' complement sum of `bytes` as big-endian 16-bit words; an odd last byte is padded with 0.
 pub fn data(bytes: &[u8]) -> u16 {
-    // RFC 1071 §2(B): summing 64-bit words then folding gives the same result, 4x fewer adds.
-    let mut acc = 0u64;
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let mut be = [0u8; 8];
-        be.copy_from_slice(word);
-        acc = add_carry(acc, u64::from_be_bytes(be));
+    // RFC 1071 §2(B): the sum does not depend on byte order, so 32-bit words are read in the
+    // machine's order and swapped once at the end; 2^16 ≡ 1 (mod 0xffff), so they add up in
+    // 64-bit lanes with no carry to fold back until the end (no slice is 2^34 bytes long).
+    // Four independent lanes, so the compiler can run them side by side (SIMD).
+    let mut lanes = [0u64; 4];
+    let mut chunks = bytes.chunks_exact(16);
+    for chunk in &mut chunks {
+        for (lane, word) in lanes.iter_mut().zip(chunk.chunks_exact(4)) {
+            *lane += u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]]));
+        }
     }
-    let rest = words.remainder();
+    let mut acc: u64 = lanes.iter().sum();
+    let rest = chunks.remainder();
     let mut pairs = rest.chunks_exact(2);
     for pair in &mut pairs {
-        acc = add_carry(acc, u64::from(u16::from_be_bytes([pair[0], pair[1]])));
+        acc += u64::from(u16::from_ne_bytes([pair[0], pair[1]]));
     }
     if let [last] = pairs.remainder() {
-        acc = add_carry(acc, u64::from(*last) << 8);
+        // The word [last, 0], in the machine's order.
+        acc += u64::from(u16::from_ne_bytes([*last, 0]));
     }
-    fold(acc)
+    let sum = fold(acc);
+    match cfg!(target_endian = "little") {
+        true => sum.swap_bytes(),
+        false => sum,
+    }
 }
 
 /// Ones' complement sum of several partial sums.
