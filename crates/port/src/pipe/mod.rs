@@ -72,6 +72,9 @@ pub struct PipePort {
     back: Consumer<u64>,
     shm: Shared,
     frame_size: u32,
+    /// log2 of the frame size (a power of two): frame numbers by shift, not division, which
+    /// costs tens of cycles a packet.
+    frame_shift: u32,
     headroom: u32,
     /// Index of our first frame, and of the other end's.
     own_first: usize,
@@ -123,6 +126,7 @@ impl PipePort {
         let half = config.frame_count as usize / 2;
         let own_first = end * half;
         let size = u64::from(config.frame_size);
+        debug_assert!(config.frame_size.is_power_of_two());
         Ok(PipePort {
             info: PortInfo {
                 spec: spec.to_string(),
@@ -136,6 +140,7 @@ impl PipePort {
             give: Producer::new(shm.home_ring(1 - end)),
             back: Consumer::new(shm.home_ring(end)),
             frame_size: config.frame_size,
+            frame_shift: config.frame_size.trailing_zeros(),
             headroom: opts.headroom,
             own_first,
             peer_first: (1 - end) * half,
@@ -162,8 +167,8 @@ impl PipePort {
     #[inline]
     fn classify(&self, addr: u64, len: u32) -> Option<Frame> {
         let size = u64::from(self.frame_size);
-        let index = (addr / size) as usize;
-        if len == 0 || addr % size + u64::from(len) > size {
+        let index = (addr >> self.frame_shift) as usize;
+        if len == 0 || (addr & (size - 1)) + u64::from(len) > size {
             return None;
         }
         if (self.own_first..self.own_first + self.half).contains(&index) {
@@ -176,7 +181,7 @@ impl PipePort {
     }
 
     fn frame_addr(&self, first: usize, i: usize) -> u64 {
-        (first + i) as u64 * u64::from(self.frame_size)
+        ((first + i) as u64) << self.frame_shift
     }
 
     /// One of our frames back in the pool.
@@ -385,7 +390,7 @@ impl Port for PipePort {
         let mut count = 0;
         while count < n && batch.room() > 0 {
             let Some(addr) = self.pool.alloc() else { break };
-            let i = (addr / u64::from(self.frame_size)) as usize - self.own_first;
+            let i = (addr >> self.frame_shift) as usize - self.own_first;
             self.own[i] = Own::App;
             self.app_held += 1;
             batch.push(addr + u64::from(self.headroom), len);
