@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::checksum;
 use crate::error::BuildError;
 use crate::ethernet::{EtherType, EthernetFrame, MacAddr};
+use crate::filler;
 use crate::icmp::Icmpv4Packet;
 use crate::ipv4::{IpProtocol, Ipv4Packet};
 use crate::ipv6::Ipv6Packet;
@@ -132,9 +133,7 @@ impl FrameSpec {
         };
         let payload = &mut frame[l4_start + self.l4.header_len()..];
         test_payload.emit(payload)?;
-        for (i, byte) in payload[PAYLOAD_HEADER_LEN..].iter_mut().enumerate() {
-            *byte = (seq as u8).wrapping_add(i as u8);
-        }
+        filler::write(&mut payload[PAYLOAD_HEADER_LEN..], seq);
         // Fits in u16: frame_len <= 9000.
         let l4_len = (frame_len - l4_start) as u16;
         self.write_l3(&mut frame[l3_start..], l4_len, seq);
@@ -216,10 +215,19 @@ impl FrameSpec {
                 udp.set_src_port(self.src_port);
                 udp.set_dst_port(self.dst_port);
                 udp.set_len(udp_len);
-                match self.ip {
-                    IpPair::V4(src, dst) => udp.fill_checksum_v4(src, dst),
-                    IpPair::V6(src, dst) => udp.fill_checksum_v6(&src, &dst),
-                }
+                let pseudo = match self.ip {
+                    IpPair::V4(src, dst) => {
+                        checksum::pseudo_header_v4(src, dst, IpProtocol::UDP.0, udp_len)
+                    }
+                    IpPair::V6(src, dst) => checksum::pseudo_header_v6(
+                        &src,
+                        &dst,
+                        IpProtocol::UDP.0,
+                        u32::from(udp_len),
+                    ),
+                };
+                let sum = filler::udp_checksum(l4, pseudo, seq);
+                UdpPacket::new_unchecked(&mut *l4).set_checksum(sum);
             }
             L4Kind::TcpSyn => {
                 let mut tcp = TcpPacket::new_unchecked(&mut *l4);

@@ -9,6 +9,7 @@ pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+pub mod filler;
 pub mod flow_key;
 pub mod frame_builder;
 pub mod frame_reader;
