@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture bench-zcopy fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture bench-zcopy bench-pipe fuzz clean
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
+	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
 	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60); needs a nightly toolchain"
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
@@ -39,7 +40,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -72,6 +73,11 @@ bench-zcopy: deps
 	@scripts/install-peers.sh
 	$(CARGO) build --release
 	/usr/bin/python3 bench/zcopy.py
+
+bench-pipe: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	/usr/bin/python3 bench/pipe.py
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite

@@ -35,9 +35,15 @@ def returns_sink(ns, dev):
 
 def spawn(ns, cpu, argv, out):
     """Starts argv in namespace ns pinned to cpu, output to the file out."""
-    p = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", cpu, *argv],
-                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    return spawn_here(cpu, ["ip", "netns", "exec", ns, *argv], out)
+
+
+def spawn_here(cpu, argv, out):
+    """Starts argv in this namespace, pinned to cpu (None: it pins itself), output to the file
+    out."""
+    pin = ["taskset", "-c", cpu] if cpu is not None else []
+    p = subprocess.Popen([*pin, *argv], stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.PIPE, text=True, start_new_session=True)
     # stdin stays open: testpmd without -i exits when it reads end of file.
     PROCS.append(p)
     return p
@@ -92,6 +98,12 @@ def steady(mpps, who):
     if not mpps:
         raise RuntimeError(f"{who} reported no per-second rate")
     return statistics.median(mpps)
+
+
+def testpmd_pps(text, key):
+    """testpmd's steady rate from its per-second statistics (`key`: Rx-pps or Tx-pps)."""
+    samples = [int(v) / 1e6 for v in re.findall(rf"{key}:\s+(\d+)", text)]
+    return steady(samples, f"testpmd ({key}: {text.strip()[-300:]})")
 
 
 def cpu_mhz():

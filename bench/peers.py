@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import interleaved, returns_sink, sh, spawn, steady, stop, stop_all, wait_for, ws_json
+from benchlib import interleaved, returns_sink, sh, spawn, steady, stop, stop_all, testpmd_pps, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -95,11 +95,6 @@ def testpmd_argv(driver, iface, mode, size, busy_budget=None):
     if mode == "txonly":
         argv.append(f"--txpkts={size - 4}")
     return argv
-
-
-def testpmd_pps(text, key):
-    samples = [int(v) / 1e6 for v in re.findall(rf"{key}:\s+(\d+)", text)]
-    return steady(samples, f"testpmd ({key}: {text.strip()[-300:]})")
 
 
 def kernel_load(size, seconds, out):

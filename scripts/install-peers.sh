@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the peers the side-by-side benchmark measures wirespeed against, only if missing:
-# DPDK's testpmd with its af_xdp and af_packet drivers, netsniff-ng (trafgen), Open vSwitch
+# DPDK's testpmd with its af_xdp, af_packet and memif drivers, netsniff-ng (trafgen), Open vSwitch
 # (its userspace datapath with afxdp ports), socat (plain TCP reads and writes, the peer of
 # `zcopy`), and matplotlib for the chart.
 set -euo pipefail
@@ -9,6 +9,7 @@ need=()
 command -v dpdk-testpmd >/dev/null 2>&1 || need+=(dpdk-dev)
 ls /usr/lib/*/dpdk/pmds-*/librte_net_af_xdp.so >/dev/null 2>&1 || need+=(librte-net-af-xdp23)
 ls /usr/lib/*/dpdk/pmds-*/librte_net_af_packet.so >/dev/null 2>&1 || need+=(librte-net-af-packet23)
+ls /usr/lib/*/dpdk/pmds-*/librte_net_memif.so >/dev/null 2>&1 || need+=(librte-net-memif23)
 command -v trafgen >/dev/null 2>&1 || need+=(netsniff-ng)
 command -v ovs-vswitchd >/dev/null 2>&1 || need+=(openvswitch-switch)
 command -v stdbuf >/dev/null 2>&1 || need+=(coreutils)
