@@ -106,6 +106,22 @@ def testpmd_pps(text, key):
     return steady(samples, f"testpmd ({key}: {text.strip()[-300:]})")
 
 
+def machine(**cpus):
+    """The machine a run was measured on, with which CPU ran what (`cpus`)."""
+    model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    return {"kernel": os.uname().release, "cpus": os.cpu_count(), "cpu": model, **cpus}
+
+
+def table_cells(row, best_peer):
+    """A result row's Mpps (median and min-max, or why it failed), its ratio to the best peer
+    (wirespeed's rows only) and its user cycles per packet, as Markdown table cells."""
+    measured = row.get("median") is not None
+    fig = f"{row['median']:.3f} ({row['min']:.3f}-{row['max']:.3f})" if measured else f"failed: {row['error']}"
+    ratio = f"{row['median'] / best_peer:.2f}x" if best_peer and measured and row["tool"].startswith("wirespeed") else ""
+    cyc = f"{row['user_cycles_per_packet']:.0f}" if row.get("user_cycles_per_packet") is not None else ""
+    return fig, ratio, cyc
+
+
 def cpu_mhz():
     """The clock /proc/cpuinfo reports (what CPU time is turned into cycles at)."""
     for line in open("/proc/cpuinfo"):

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 
+import benchlib
 from benchlib import interleaved, returns_sink, sh, spawn, steady, stop, stop_all, testpmd_pps, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -260,9 +261,7 @@ def write(results):
         order = {(w, t): i for i, (w, t, _) in enumerate(rows(0, "/"))}
         results = sorted(kept + results, key=lambda r: (r["size"], order.get((r["workload"], r["tool"]), 99)))
     sizes = sorted({r["size"] for r in results})
-    machine = {"kernel": os.uname().release, "cpus": os.cpu_count(),
-               "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
-               "load_cpu": LOAD_CPU, "measured_cpu": MEAS_CPU}
+    machine = benchlib.machine(load_cpu=LOAD_CPU, measured_cpu=MEAS_CPU)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", f"{date}-peers.json"), "w") as f:
         json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
@@ -283,10 +282,7 @@ def write(results):
             peers = [r["median"] for r in rs if r.get("median") is not None and not r["tool"].startswith("wirespeed")]
             best_peer = max(peers) if peers else None
             for r in rs:
-                fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
-                ratio = (f"{r['median'] / best_peer:.2f}x" if best_peer and r.get("median") is not None
-                         and r["tool"].startswith("wirespeed") else "")
-                cyc = f"{r['user_cycles_per_packet']:.0f}" if r.get("user_cycles_per_packet") is not None else ""
+                fig, ratio, cyc = benchlib.table_cells(r, best_peer)
                 lines.append(f"| {workload} | {r['tool']} | {fig} | {ratio} | {cyc} |")
         lines.append("")
     lines += ["![bar chart](peers.png)", ""]

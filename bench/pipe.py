@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 
+import benchlib
 from benchlib import interleaved, spawn_here, steady, stop, stop_all, testpmd_pps, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,9 +144,7 @@ def main():
 
 def write(results):
     date = datetime.date.today().isoformat()
-    machine = {"kernel": os.uname().release, "cpus": os.cpu_count(),
-               "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
-               "sender_cpu": SEND_CPU, "receiver_cpu": RECV_CPU}
+    machine = benchlib.machine(sender_cpu=SEND_CPU, receiver_cpu=RECV_CPU)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", f"{date}-pipe.json"), "w") as f:
         json.dump({"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION, "results": results}, f, indent=1)
@@ -164,10 +163,7 @@ def write(results):
         lines += [f"## {size}-byte frames", "", "| tool | Mpps | ratio to best peer | user cycles/packet |",
                   "| --- | --- | --- | --- |"]
         for r in rs:
-            fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else f"failed: {r['error']}"
-            ratio = (f"{r['median'] / best:.2f}x" if best and r.get("median") is not None
-                     and r["tool"].startswith("wirespeed") else "")
-            cyc = f"{r['user_cycles_per_packet']:.0f}" if r.get("user_cycles_per_packet") is not None else ""
+            fig, ratio, cyc = benchlib.table_cells(r, best)
             lines.append(f"| {r['tool']} | {fig} | {ratio} | {cyc} |")
         lines.append("")
     with open(os.path.join(ROOT, "bench", "PIPE.md"), "w") as f:

@@ -6,8 +6,9 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// Folds a 64-bit ones' complement accumulator to 16 bits (2^16 ≡ 1 mod 0xffff, so this is exact).
-fn fold(acc: u64) -> u16 {
+/// Folds a 64-bit ones' complement accumulator to 16 bits (2^16 ≡ 1 mod 0xffff, so this is exact):
+/// also for sums worked out without reading the bytes (the generator's filler).
+pub fn fold(acc: u64) -> u16 {
     let mut sum = (acc >> 32) + (acc & 0xffff_ffff);
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
@@ -43,12 +44,6 @@ pub fn data(bytes: &[u8]) -> u16 {
         true => sum.swap_bytes(),
         false => sum,
     }
-}
-
-/// A sum of big-endian 16-bit words, however large, folded as [`data`] folds its own: for
-/// sums worked out without reading the bytes (the generator's filler).
-pub fn fold_sum(acc: u64) -> u16 {
-    fold(acc)
 }
 
 /// Ones' complement sum of several partial sums.

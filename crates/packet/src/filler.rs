@@ -51,7 +51,7 @@ pub fn sum(seq: u64, len: usize) -> u16 {
     if len % 2 == 1 {
         acc += u64::from((seq as u8).wrapping_add((len - 1) as u8)) << 8;
     }
-    checksum::fold_sum(acc)
+    checksum::fold(acc)
 }
 
 /// The UDP checksum of a generated datagram (ports, length, test payload and filler written)

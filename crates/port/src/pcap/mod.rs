@@ -126,6 +126,51 @@ impl PcapPort {
         })
     }
 
+    /// The next record of the replay that fits a frame, copied into one: its frame, length
+    /// and metadata. None at the end of the file, on a read error (held until what came
+    /// before is delivered) or when every frame is out.
+    fn read_next(&mut self, size: u32) -> Option<(u64, u32, RxMeta)> {
+        let reader = self.replay.as_mut()?;
+        loop {
+            // A frame first: the reader cannot step back over a record it has read.
+            let addr = self.frames.take()?;
+            let record = match reader.next_record() {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    self.frames.give_back(addr);
+                    self.ended = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.frames.give_back(addr);
+                    (self.ended, self.failed) = (true, true);
+                    self.read_error = Some(e);
+                    return None;
+                }
+            };
+            let len = record.data.len() as u32;
+            if len > size {
+                // A frame cannot hold it, and a cut packet must not be forwarded as whole.
+                self.frames.give_back(addr);
+                self.stats.drops.rx_invalid_desc += 1;
+                continue;
+            }
+            self.frames
+                .packet_mut(addr, len)
+                .copy_from_slice(record.data);
+            let wire_len = if record.orig_len > len {
+                record.orig_len
+            } else {
+                0
+            };
+            let meta = RxMeta {
+                ts_ns: record.ts_ns,
+                wire_len,
+            };
+            return Some((addr, len, meta));
+        }
+    }
+
     /// Counts what a failed write lost (as sent, they now count as not sent) and returns
     /// the error.
     fn lost(&mut self, lost: Lost) -> PortError {
@@ -175,66 +220,32 @@ impl Port for PcapPort {
                 None => Ok(0),
             };
         }
-        let Some(reader) = self.replay.as_mut() else {
+        if self.replay.is_none() {
             return Ok(0);
-        };
+        }
         let size = self.frames.frame_size();
         // Paced: one clock reading a burst decides what is due.
         let now = self.pace.as_ref().map(|_| Instant::now());
         let mut count = 0;
         while batch.room() > 0 {
+            let held = self.pace.as_ref().and_then(Pace::held);
+            let (addr, len, meta) = match (held, self.pace.as_mut(), now) {
+                // A paced packet read earlier goes first, once it is due.
+                (Some(_), Some(pace), Some(now)) => match pace.take_due(now) {
+                    Some(h) => (h.addr, h.len, h.meta),
+                    None => break,
+                },
+                _ => {
+                    let Some(next) = self.read_next(size) else {
+                        break;
+                    };
+                    next
+                }
+            };
             if let (Some(pace), Some(now)) = (self.pace.as_mut(), now)
-                && pace.held().is_some()
+                && held.is_none()
             {
-                let Some(held) = pace.take_due(now) else {
-                    break;
-                };
-                batch.push_with_meta(held.addr, held.len, held.meta);
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += u64::from(held.len);
-                count += 1;
-                continue;
-            }
-            // A frame first: the reader cannot step back over a record it has read.
-            let Some(addr) = self.frames.take() else {
-                break;
-            };
-            let record = match reader.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => {
-                    self.frames.give_back(addr);
-                    self.ended = true;
-                    break;
-                }
-                Err(e) => {
-                    // What came before it is delivered first; the error comes next call.
-                    self.frames.give_back(addr);
-                    (self.ended, self.failed) = (true, true);
-                    self.read_error = Some(e);
-                    break;
-                }
-            };
-            let len = record.data.len() as u32;
-            if len > size {
-                // A frame cannot hold it, and a cut packet must not be forwarded as whole.
-                self.frames.give_back(addr);
-                self.stats.drops.rx_invalid_desc += 1;
-                continue;
-            }
-            self.frames
-                .packet_mut(addr, len)
-                .copy_from_slice(record.data);
-            let wire_len = if record.orig_len > len {
-                record.orig_len
-            } else {
-                0
-            };
-            let meta = RxMeta {
-                ts_ns: record.ts_ns,
-                wire_len,
-            };
-            if let (Some(pace), Some(now)) = (self.pace.as_mut(), now) {
-                let due = pace.due(record.ts_ns, now);
+                let due = pace.due(meta.ts_ns, now);
                 if due > now {
                     pace.hold(Held {
                         addr,
