@@ -128,26 +128,6 @@ fn l2fwd_forwards_one_file_into_another() {
     );
 }
 
-/// Runs wirespeed in `dir` with `stdin` as its standard input (none: empty); returns its
-/// standard output and the JSON summary from the last line of its standard error.
-fn run_piped(dir: &TempDir, stdin: Option<&str>, args: &[&str]) -> (Vec<u8>, serde_json::Value) {
-    let input = match stdin {
-        Some(path) => std::process::Stdio::from(std::fs::File::open(path).unwrap()),
-        None => std::process::Stdio::null(),
-    };
-    let out = std::process::Command::new(wirespeed())
-        .current_dir(&dir.0)
-        .args(args)
-        .stdin(input)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "wirespeed {args:?}: {err}");
-    let last = err.lines().last().unwrap_or_default();
-    let json = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {err}"));
-    (out.stdout, json)
-}
-
 #[test]
 fn standard_input_and_output_carry_capture_files() {
     let dir = TempDir::new("pstd");
@@ -156,7 +136,7 @@ fn standard_input_and_output_carry_capture_files() {
     let gen_args = [
         "gen", "--port", "pcap:-", "--count", "300", "--flows", "3", "--json", "-q",
     ];
-    let (stdout, j) = run_piped(&dir, None, &gen_args);
+    let (stdout, j) = pcaps::run_piped(&dir, None, &gen_args);
     assert_eq!(j["packets"].as_u64(), Some(300), "{j}");
     let generated = dir.path("gen.pcapng");
     std::fs::write(&generated, stdout).unwrap();
@@ -171,7 +151,7 @@ fn standard_input_and_output_carry_capture_files() {
     let sent = mixed_frames();
     pcaps::write_capture(&inp, Format::Pcap, &sent);
     let fwd_args = ["bench", "l2fwd", "--port", "pcap:rx=-,tx=-", "--json", "-q"];
-    let (stdout, j) = run_piped(&dir, Some(&inp), &fwd_args);
+    let (stdout, j) = pcaps::run_piped(&dir, Some(&inp), &fwd_args);
     assert_eq!(j["packets"].as_u64(), Some(300), "{j}");
     let forwarded = dir.path("fwd.pcapng");
     std::fs::write(&forwarded, stdout).unwrap();

@@ -1,9 +1,10 @@
 //! `actions=controller` with `--controller-pcap FILE`: the packets the rule sends to the
 //! controller land in a pcap file that tcpdump, tshark and capinfos read, byte for byte as
-//! sent; nothing else is written and nothing of them goes on to the far host.
+//! sent; nothing else is written and nothing of them goes on to the far host. `-` is standard
+//! output, as for the pcap ports.
 
 mod common;
-use common::pcaps::judge;
+use common::pcaps::{self, MAC_A, MAC_B, TempDir, judge};
 use common::switched::Switched;
 use common::*;
 
@@ -82,4 +83,86 @@ fn an_unwritable_controller_file_is_refused_before_start() {
     );
     assert!(!exists(&ctl));
     c.assert_no_xdp_left();
+}
+
+#[test]
+fn controller_packets_go_to_standard_output() {
+    let dir = TempDir::new("sco");
+    // 40 UDP frames for the controller, 10 ARP frames the rule leaves alone.
+    let mut sent = Vec::new();
+    for i in 0..50u32 {
+        let frame = match i % 5 {
+            4 => pcaps::arp(1, MAC_A, [10, 0, 0, 1], [10, 0, 0, i as u8]),
+            _ => {
+                let l4 = pcaps::udp(2000 + i as u16, 53, &vec![i as u8; i as usize * 3]);
+                let ip = pcaps::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 0, 0, &l4);
+                pcaps::eth(MAC_B, MAC_A, &[], 0x0800, &ip)
+            }
+        };
+        let len = frame.len() as u32;
+        sent.push((1_700_000_000_000_000_000 + u64::from(i) * 1000, frame, len));
+    }
+    let inp = dir.path("in.pcap");
+    pcaps::write_capture(&inp, wirespeed_capture::write::Format::Pcap, &sent);
+    let flows = dir.path("flows");
+    std::fs::write(&flows, "priority=100,udp,actions=controller\n").unwrap();
+    let (p1, ctl) = (format!("1=pcap:rx={inp}"), dir.path("ctl.sock"));
+    let args = [
+        "switch",
+        "--port",
+        &p1,
+        "--flows",
+        &flows,
+        "--ctl",
+        &ctl,
+        "--controller-pcap",
+        "-",
+        "--duration",
+        "1.5",
+        "--json",
+    ];
+    let (stdout, j) = pcaps::run_piped(&dir, None, &args);
+    assert_eq!(j["to_controller"], 40, "{j}");
+    let file = dir.path("controller.pcap");
+    std::fs::write(&file, stdout).unwrap();
+    let udp: Vec<&Vec<u8>> = sent
+        .iter()
+        .filter(|r| r.1[12] == 0x08 && r.1[13] == 0)
+        .map(|r| &r.1)
+        .collect();
+    let bytes: usize = udp.iter().map(|f| f.len()).sum();
+    assert_eq!(judge(&file), (40, bytes as u64));
+    let got: Vec<Vec<u8>> = pcaps::read_records(&file)
+        .into_iter()
+        .map(|r| r.1)
+        .collect();
+    assert_eq!(
+        got,
+        udp.into_iter().cloned().collect::<Vec<_>>(),
+        "the UDP frames, in order"
+    );
+    assert!(!exists(&dir.path("-")), "no file named '-'");
+
+    // A port recording to standard output as well: refused before anything is written.
+    let p1 = format!("1=pcap:rx={inp},tx=-");
+    let o = std::process::Command::new(wirespeed())
+        .current_dir(&dir.0)
+        .args([
+            "switch",
+            "--port",
+            &p1,
+            "--ctl",
+            &ctl,
+            "--controller-pcap",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a port and --controller-pcap both write standard output ('-')"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "{err}");
 }

@@ -1,11 +1,12 @@
 //! `--controller-pcap FILE`: packets the rules send to the controller are written to a pcap
-//! file (nanosecond timestamps) by the capture tool's writer thread, so a poll-mode thread
-//! never waits on the disk.
+//! file (nanosecond timestamps; `-` is standard output) by the capture tool's writer thread,
+//! so a poll-mode thread never waits on the disk.
 
 use wirespeed_capture::LINKTYPE_ETHERNET;
-use wirespeed_capture::output::FileOutput;
+use wirespeed_capture::output::{FileOutput, StdoutOutput};
 use wirespeed_capture::recorder::{CHUNK_SIZE, Outcome, Recorder, RecorderConfig};
 use wirespeed_capture::rotate::Rotation;
+use wirespeed_capture::spool::Output;
 use wirespeed_capture::write::{Format, Interface};
 use wirespeed_switch::Controller;
 
@@ -20,6 +21,10 @@ pub struct PcapController {
 impl PcapController {
     /// Creates the file now, so a bad path fails before the switch starts.
     pub fn create(path: &str) -> std::io::Result<PcapController> {
+        let output: Box<dyn Output> = match path {
+            "-" => Box::new(StdoutOutput::new()),
+            _ => Box::new(FileOutput::new()),
+        };
         let config = RecorderConfig {
             format: Format::Pcap,
             interface: Interface {
@@ -33,11 +38,7 @@ impl PcapController {
             chunk_size: CHUNK_SIZE,
             wait_for_writer: false,
         };
-        let recorder = Recorder::start(
-            config,
-            Box::new(FileOutput::new()),
-            crate::capture::now_ns(),
-        )?;
+        let recorder = Recorder::start(config, output, crate::capture::now_ns())?;
         Ok(PcapController {
             path: path.to_string(),
             recorder: Some(recorder),
@@ -64,7 +65,12 @@ impl Controller for PcapController {
             Some(e) => Err(format!("--controller-pcap {}: {e}", self.path)),
             None => Ok(format!(
                 "controller: {} packets written to {}, {} dropped by the writer",
-                report.written, self.path, self.dropped
+                report.written,
+                match self.path.as_str() {
+                    "-" => "standard output",
+                    path => path,
+                },
+                self.dropped
             )),
         }
     }

@@ -2,7 +2,7 @@
 
 mod controller;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -61,8 +61,8 @@ pub struct SwitchArgs {
     /// (default: one thread, not pinned). Thread i receives on queue i of every AF_XDP port.
     #[arg(long)]
     pub pmd_cpus: Option<String>,
-    /// Write packets sent to the controller (actions=controller) to this pcap file
-    /// (default: one line each on stderr).
+    /// Write packets sent to the controller (actions=controller) to this pcap file, `-` for
+    /// standard output (default: one line each on stderr).
     #[arg(long, value_name = "FILE")]
     pub controller_pcap: Option<PathBuf>,
     /// Stop after this many seconds (default: until SIGINT or SIGTERM).
@@ -160,7 +160,12 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         );
     }
     let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
-    let to_stderr = crate::report_to::check_std_streams(&specs, true, true)?;
+    let controller_to_stdout = args.controller_pcap.as_deref() == Some(Path::new("-"));
+    let port_to_stdout = crate::report_to::check_std_streams(&specs, true, true)?;
+    if port_to_stdout && controller_to_stdout {
+        bail!("a port and --controller-pcap both write standard output ('-'); one at most can");
+    }
+    let to_stderr = port_to_stdout || controller_to_stdout;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
     crate::caps::require_for("switch", &backends)?;
     let stop = crate::bench::stop_flag()?;

@@ -411,6 +411,34 @@ pub fn mixed_records(count: usize) -> Vec<Rec> {
         .collect()
 }
 
+/// Runs `wirespeed ARGS` in `dir` with `stdin` (a file; none: empty) as its standard input;
+/// it must succeed. Its standard output as bytes, and the JSON summary: the last line of its
+/// standard error that starts with `{`.
+pub fn run_piped(
+    dir: &TempDir,
+    stdin: Option<&str>,
+    args: &[&str],
+) -> (Vec<u8>, serde_json::Value) {
+    let input = match stdin {
+        Some(path) => std::process::Stdio::from(std::fs::File::open(path).unwrap()),
+        None => std::process::Stdio::null(),
+    };
+    let out = std::process::Command::new(super::wirespeed())
+        .current_dir(&dir.0)
+        .args(args)
+        .stdin(input)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "wirespeed {args:?}: {err}");
+    let last = err
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    let json = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {err}"));
+    (out.stdout, json)
+}
+
 /// Runs `wirespeed ARGS` (no namespace) and returns status, stdout, stderr.
 pub fn wirespeed_out(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(super::wirespeed())
