@@ -33,6 +33,17 @@ pub enum ErrorKind {
     Malformed { offset: u64, reason: String },
     #[error("the capture file has no interface description block")]
     NoInterface,
+    /// Every record is read as the first interface's link type, so a file that mixes link
+    /// types is refused, as libpcap does.
+    #[error(
+        "interface description block at byte {offset} has link type {link_type}, the first \
+         interface {first}: files that mix link types are not supported"
+    )]
+    MixedLinkTypes {
+        offset: u64,
+        link_type: u16,
+        first: u16,
+    },
     #[error("link type {0} is not supported (wirespeed handles Ethernet, link type 1)")]
     UnsupportedLinkType(u16),
 }

@@ -58,17 +58,18 @@ struct Interface {
 pub(crate) struct Section {
     big_endian: bool,
     interfaces: Vec<Interface>,
-    /// Link type and snap length of the file's first interface (what `link_type()` reports).
-    first: (u16, u32),
+    /// Link type and snap length of the file's first interface (what `link_type()` reports);
+    /// every later interface must have the same link type.
+    first: Option<(u16, u32)>,
 }
 
 impl Section {
     pub(crate) fn first_link_type(&self) -> u16 {
-        self.first.0
+        self.first.map_or(0, |f| f.0)
     }
 
     pub(crate) fn first_snaplen(&self) -> u32 {
-        self.first.1
+        self.first.map_or(0, |f| f.1)
     }
 }
 
@@ -121,7 +122,7 @@ pub(crate) fn read_first_section(
     let mut section = Section {
         big_endian: false,
         interfaces: Vec::new(),
-        first: (0, 0),
+        first: None,
     };
     read_section_header(input, &mut section, buf)?;
     loop {
@@ -130,11 +131,7 @@ pub(crate) fn read_first_section(
             return Err(ErrorKind::NoInterface);
         };
         match block_type {
-            IDB_TYPE => {
-                let idb = section.interfaces[0].clone();
-                section.first = (idb.link_type, idb.snaplen);
-                return Ok(section);
-            }
+            IDB_TYPE => return Ok(section),
             EPB_TYPE | SPB_TYPE | OPB_TYPE => {
                 return Err(malformed(
                     at,
@@ -209,6 +206,17 @@ fn read_block(
             },
             at,
         )?;
+        match s.first {
+            None => s.first = Some((idb.link_type, idb.snaplen)),
+            Some((first, _)) if first != idb.link_type => {
+                return Err(ErrorKind::MixedLinkTypes {
+                    offset: at,
+                    link_type: idb.link_type,
+                    first,
+                });
+            }
+            Some(_) => {}
+        }
         s.interfaces.push(idb);
     }
     Ok(Some(block_type))

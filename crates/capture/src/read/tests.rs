@@ -161,8 +161,42 @@ fn pcapng_big_endian_default_microseconds() {
 fn pcapng_second_section_switches_byte_order() {
     let mut bytes = PCAPNG_LE.to_vec();
     bytes.extend_from_slice(PCAPNG_BE_MICRO);
+    // The second section's interface as Ethernet too (its link type's low byte).
+    bytes[PCAPNG_LE.len() + 37] = 1;
     let mut r = reader(&bytes).unwrap();
     assert_eq!(all(&mut r).len(), 3);
+}
+
+#[test]
+fn pcapng_mixing_link_types_is_refused_at_the_second_interface() {
+    // The same, with the second section's raw-IPv4 interface: records are read as the
+    // first interface's link type, so this file is refused (libpcap refuses it as well).
+    let mut bytes = PCAPNG_LE.to_vec();
+    bytes.extend_from_slice(PCAPNG_BE_MICRO);
+    let mut r = reader(&bytes).unwrap();
+    assert_eq!(r.link_type(), 1);
+    let mut got = 0;
+    let e = loop {
+        match r.next_record() {
+            Ok(Some(_)) => got += 1,
+            Ok(None) => panic!("read to the end"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(got, 2, "the first interface's packets");
+    let offset = PCAPNG_LE.len() as u64 + 28;
+    assert!(
+        matches!(
+            e.kind,
+            ErrorKind::MixedLinkTypes { offset: o, link_type: 228, first: 1 } if o == offset
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("link type 228, the first interface 1"),
+        "{e}"
+    );
 }
 
 #[test]
