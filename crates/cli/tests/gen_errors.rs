@@ -4,16 +4,51 @@
 mod common;
 use common::*;
 
-/// A classic pcap file with one 60-byte record and the given link type.
-fn write_pcap(path: &str, link_type: u32) {
+/// A classic pcap file with one record of `len` bytes and the given link type.
+fn write_pcap(path: &str, link_type: u32, len: u32) {
     let mut f = Vec::new();
     f.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
     f.extend_from_slice(&2u16.to_le_bytes());
     f.extend_from_slice(&4u16.to_le_bytes());
-    for v in [0u32, 0, 65535, link_type, 0, 0, 60, 60] {
+    for v in [0u32, 0, 65535, link_type, 0, 0, len, len] {
         f.extend_from_slice(&v.to_le_bytes());
     }
-    f.extend_from_slice(&[0x45u8; 60]);
+    f.extend(std::iter::repeat_n(0x45u8, len as usize));
+    std::fs::write(path, f).unwrap();
+}
+
+/// A pcapng file: an Ethernet interface and a 60-byte packet on it, then a raw-IP interface
+/// (link type 101) and a packet on that.
+fn write_mixed_pcapng(path: &str) {
+    let block = |kind: u32, body: &[u8]| {
+        let len = (12 + body.len()) as u32;
+        let mut b = kind.to_le_bytes().to_vec();
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(body);
+        b.extend_from_slice(&len.to_le_bytes());
+        b
+    };
+    let idb = |link_type: u16| {
+        let mut b = link_type.to_le_bytes().to_vec();
+        b.extend_from_slice(&[0, 0, 0xff, 0xff, 0, 0]);
+        b
+    };
+    let epb = |interface: u32| {
+        let mut b = Vec::new();
+        for v in [interface, 0, 0, 60, 60] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&[0x45u8; 60]);
+        b
+    };
+    let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+    shb.extend_from_slice(&[1, 0, 0, 0]);
+    shb.extend_from_slice(&[0xff; 8]);
+    let mut f = block(0x0a0d_0d0a, &shb);
+    f.extend(block(1, &idb(1)));
+    f.extend(block(6, &epb(0)));
+    f.extend(block(1, &idb(101)));
+    f.extend(block(6, &epb(1)));
     std::fs::write(path, f).unwrap();
 }
 
@@ -22,11 +57,17 @@ fn bad_input_is_refused_before_anything_is_sent() {
     let net = NetPair::new("ge");
     let port = format!("xdp:{}", net.a);
     let dir = std::env::temp_dir();
-    let raw_ip = dir.join(format!("wirespeed-gen-rawip-{}.pcap", std::process::id()));
-    let garbage = dir.join(format!("wirespeed-gen-garbage-{}.pcap", std::process::id()));
-    let (raw_ip, garbage) = (raw_ip.to_str().unwrap(), garbage.to_str().unwrap());
+    let file = |name: &str| {
+        let path = dir.join(format!("wirespeed-gen-{name}-{}", std::process::id()));
+        path.to_str().unwrap().to_string()
+    };
+    let (raw_ip, garbage) = (file("rawip.pcap"), file("garbage.pcap"));
+    let (mixed, jumbo) = (file("mixed.pcapng"), file("jumbo.pcap"));
+    let (raw_ip, garbage, mixed, jumbo) = (&*raw_ip, &*garbage, &*mixed, &*jumbo);
     let all_queues = format!("xdp:{}@all", net.a);
-    write_pcap(raw_ip, 101);
+    write_pcap(raw_ip, 101, 60);
+    write_pcap(jumbo, 1, 9000);
+    write_mixed_pcapng(mixed);
     std::fs::write(garbage, b"this is not a capture file at all").unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["--rate", "0"], "--rate 0: out of range"),
@@ -74,6 +115,14 @@ fn bad_input_is_refused_before_anything_is_sent() {
         (&["--pcap", raw_ip], "link type 101 is not supported"),
         (&["--pcap", raw_ip, "--flows", "3"], "cannot be used with"),
         (
+            &["--pcap", mixed],
+            "has link type 101, the first interface 1: files that mix link types",
+        ),
+        (
+            &["--pcap", jumbo],
+            "a frame of 9000 bytes is longer than xdp:",
+        ),
+        (
             &["--port", &all_queues],
             "'@all' receives on every queue; a port that only sends uses one",
         ),
@@ -102,8 +151,20 @@ fn bad_input_is_refused_before_anything_is_sent() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--count 0"));
-    let _ = std::fs::remove_file(raw_ip);
-    let _ = std::fs::remove_file(garbage);
+    // A recording port is not touched when the replay is refused.
+    let keep = file("keep.pcap");
+    std::fs::write(&keep, b"not to be cut").unwrap();
+    let to_keep = format!("pcap:{keep}");
+    let out = run_in(&net.ns_a, &["gen", "--port", &to_keep, "--pcap", jumbo]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("longer than"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&keep).unwrap(), b"not to be cut");
+    for f in [raw_ip, garbage, mixed, jumbo, &keep] {
+        let _ = std::fs::remove_file(f);
+    }
     assert_eq!(
         link_stat(&net.ns_a, &net.a, "tx", "packets"),
         0,

@@ -126,16 +126,12 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     }
     crate::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
     let stop = crate::bench::stop_flag()?;
-    let mut port =
-        crate::open_port::open_port(&spec, &args.port_flags.options(&[&spec.iface], false, true))?;
-    if trace.longest() > port.max_packet_len() {
-        bail!(
-            "{}: a frame of {} bytes is longer than {spec} can send ({} bytes)",
-            path.display(),
-            trace.longest(),
-            port.max_packet_len()
-        );
-    }
+    let opts = args.port_flags.options(&[&spec.iface], false, true);
+    // No port sends more than a frame: refused before a port opens (a recording would be
+    // cut to its header), and again once open, against what the port can send.
+    too_long(path, &spec, &trace, opts.frame_size)?;
+    let mut port = crate::open_port::open_port(&spec, &opts)?;
+    too_long(path, &spec, &trace, port.max_packet_len())?;
     let notes = trace.notes();
     for n in &notes {
         eprintln!("wirespeed: note: {n}");
@@ -160,6 +156,18 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     s.frames = port.audit();
     s.notes.extend(notes);
     Ok(s.finish())
+}
+
+/// Refuses a trace with a frame longer than `max` bytes, what `spec` can send.
+fn too_long(path: &Path, spec: &PortSpec, trace: &Trace, max: u32) -> anyhow::Result<()> {
+    if trace.longest() > max {
+        bail!(
+            "{}: a frame of {} bytes is longer than {spec} can send ({max} bytes)",
+            path.display(),
+            trace.longest(),
+        );
+    }
+    Ok(())
 }
 
 /// What a replay sent.
