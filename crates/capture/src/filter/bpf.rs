@@ -2,9 +2,15 @@
 //!
 //! A program is checked once when it is built, like the kernel's `bpf_check_classic` and
 //! libpcap's `bpf_validate`: known opcodes only, jumps inside the program, scratch memory
-//! indexes below 16, no division by a constant zero, a return at the end. Jumps only go forward,
-//! so every run ends. At run time a load past the captured bytes, or a division by X = 0,
-//! rejects the packet (returns 0), as both the kernel and libpcap do: never a panic.
+//! indexes below 16, no division by a constant zero, a return at the end. Jumps go forward,
+//! except `ja` with a negative offset, which libpcap's own interpreter allows and its
+//! `protochain` loops use; a run takes at most `MAX_BACK_JUMPS` of those, so every run ends.
+//! At run time a load past the captured bytes, or a division by X = 0, rejects the packet
+//! (returns 0), as both the kernel and libpcap do: never a panic.
+//!
+//! Loads at the kernel's ancillary offsets (`SKF_AD_OFF`) read packet metadata instead of
+//! bytes: libpcap emits them for `inbound`, `outbound` and `ifindex`. The packet type and
+//! interface come with each run (`Metadata`); without them such a load rejects the packet.
 
 use std::fmt;
 
@@ -27,6 +33,36 @@ impl Insn {
 pub const MAX_INSNS: usize = 4096;
 /// Scratch memory words (BPF_MEMWORDS).
 const MEM_WORDS: usize = 16;
+
+/// Backward jumps a run may take before the packet is rejected: a `protochain` loop takes one
+/// per header it skips, and a header is at least 8 bytes.
+const MAX_BACK_JUMPS: u32 = 65_536;
+
+/// The kernel's ancillary data area (`SKF_AD_OFF`, linux/filter.h) and the fields libpcap
+/// reads there.
+const SKF_AD_OFF: u32 = 0xffff_f000;
+const SKF_AD_PKTTYPE: u32 = 4;
+const SKF_AD_IFINDEX: u32 = 8;
+
+/// What a socket filter can read about a packet besides its bytes: its type (`PACKET_HOST`
+/// 0 ... `PACKET_OUTGOING` 4, linux/if_packet.h) and the index of the interface it came
+/// through. A capture file keeps neither.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pub pkttype: u32,
+    pub ifindex: u32,
+}
+
+/// `Metadata::pkttype` of a packet the interface sent (libpcap's `outbound`).
+pub const PACKET_OUTGOING: u32 = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaField {
+    PktType,
+    IfIndex,
+    /// Another ancillary field (none libpcap emits for a capture file's link type).
+    Other,
+}
 
 /// Why a program was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +135,8 @@ enum Op {
     Alu(AluOp, Src),
     Neg,
     Ja(usize),
+    JaBack(usize),
+    LdMeta(MetaField),
     Jump(Cond, Src, usize, usize),
     RetK(u32),
     RetA,
@@ -112,6 +150,7 @@ enum Op {
 pub struct Program {
     ops: Box<[Op]>,
     insns: Box<[Insn]>,
+    reads_metadata: bool,
 }
 
 impl Program {
@@ -134,10 +173,17 @@ impl Program {
                 reason: "the last instruction must return",
             });
         }
+        let reads_metadata = ops.iter().any(|op| matches!(op, Op::LdMeta(_)));
         Ok(Program {
             ops,
             insns: insns.into(),
+            reads_metadata,
         })
+    }
+
+    /// True when the program reads packet metadata (`Metadata`), not only bytes.
+    pub fn reads_metadata(&self) -> bool {
+        self.reads_metadata
     }
 
     /// The instructions as given (for attaching the same program to a socket).
@@ -148,9 +194,15 @@ impl Program {
     /// Runs the program over the captured bytes of a packet `wire_len` bytes long on the wire;
     /// returns how many bytes to keep, 0 to reject.
     pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
+        self.run_with(packet, wire_len, None)
+    }
+
+    /// `run`, with the packet's metadata when it is known.
+    pub fn run_with(&self, packet: &[u8], wire_len: u32, meta: Option<Metadata>) -> u32 {
         let (mut a, mut x) = (0u32, 0u32);
         let mut mem = [0u32; MEM_WORDS];
         let mut pc = 0;
+        let mut back_jumps = 0u32;
         loop {
             // The checks in `new` keep pc inside the program; `get` keeps that a rejection.
             let Some(&op) = self.ops.get(pc) else {
@@ -190,6 +242,18 @@ impl Program {
                 }
                 Op::Neg => a = a.wrapping_neg(),
                 Op::Ja(off) => pc += off,
+                Op::JaBack(back) => {
+                    back_jumps += 1;
+                    if back_jumps > MAX_BACK_JUMPS {
+                        return 0;
+                    }
+                    pc -= back;
+                }
+                Op::LdMeta(field) => match (meta, field) {
+                    (Some(m), MetaField::PktType) => a = m.pkttype,
+                    (Some(m), MetaField::IfIndex) => a = m.ifindex,
+                    _ => return 0,
+                },
                 Op::Jump(cond, src, jt, jf) => {
                     let v = match src {
                         Src::K(k) => k,
@@ -290,6 +354,11 @@ fn decode(pc: usize, insn: &Insn, len: usize) -> Result<Op, BpfError> {
     let op = match code & 0x07 {
         LD => match (code & 0xe0, size) {
             (0x00, Some(Size::Word)) => Op::LdImm(k),
+            (0x20, Some(_)) if k >= SKF_AD_OFF => Op::LdMeta(match k - SKF_AD_OFF {
+                SKF_AD_PKTTYPE => MetaField::PktType,
+                SKF_AD_IFINDEX => MetaField::IfIndex,
+                _ => MetaField::Other,
+            }),
             (0x20, Some(s)) => Op::LdAbs(s, k),
             (0x40, Some(s)) => Op::LdInd(s, k),
             (0x60, Some(Size::Word)) => Op::LdMem(mem(k)?),
@@ -336,6 +405,14 @@ fn decode(pc: usize, insn: &Insn, len: usize) -> Result<Op, BpfError> {
                 return Err(bad("unknown jump"));
             }
             let cond = match code & 0xf0 {
+                // libpcap's interpreter reads `ja`'s offset as signed (protochain).
+                0x00 if code == JMP && (k as i32) < 0 => {
+                    let back = (k as i32).unsigned_abs() as usize;
+                    return match back <= pc + 1 {
+                        true => Ok(Op::JaBack(back)),
+                        false => Err(bad("jump out of the program")),
+                    };
+                }
                 0x00 if code == JMP => return Ok(Op::Ja(target(k)?)),
                 0x10 => Cond::Eq,
                 0x20 => Cond::Gt,

@@ -5,7 +5,7 @@ pub mod bpf;
 
 use std::fmt;
 
-pub use bpf::{BpfError, Insn, Program};
+pub use bpf::{BpfError, Insn, Metadata, PACKET_OUTGOING, Program};
 
 /// The snap length programs are compiled with: the value a matching program returns.
 /// libpcap's largest (MAXIMUM_SNAPLEN); we cut packets at `-s` ourselves, never by the filter,
@@ -101,6 +101,18 @@ impl Filter {
     #[inline]
     pub fn matches(&self, packet: &[u8], wire_len: u32) -> bool {
         self.program.run(packet, wire_len) != 0
+    }
+
+    /// `matches`, for a packet whose metadata is known (a live capture).
+    #[inline]
+    pub fn matches_with(&self, packet: &[u8], wire_len: u32, meta: Metadata) -> bool {
+        self.program.run_with(packet, wire_len, Some(meta)) != 0
+    }
+
+    /// True when the expression tests packet metadata (`inbound`, `outbound`, `ifindex`),
+    /// which capture files do not keep.
+    pub fn reads_metadata(&self) -> bool {
+        self.program.reads_metadata()
     }
 }
 

@@ -38,6 +38,8 @@ const EXPRESSIONS: &[&str] = &[
     "ip broadcast or ip multicast",
     "ip proto 47",
     "udp and not port 53",
+    "ip6 protochain 6",
+    "ip protochain 17",
 ];
 
 /// A frame with plausible headers at the usual offsets, then random bytes.
@@ -90,7 +92,8 @@ proptest! {
     #[test]
     fn same_answer_as_libpcap(
         kind in 0usize..4,
-        proto in prop::sample::select(vec![1u8, 6, 17, 47, 58]),
+        // 0, 43, 60: IPv6 extension headers, which protochain walks.
+        proto in prop::sample::select(vec![1u8, 6, 17, 47, 58, 0, 43, 60]),
         vlan in any::<bool>(),
         tail in proptest::collection::vec(any::<u8>(), 0..200),
         len in 0usize..260,

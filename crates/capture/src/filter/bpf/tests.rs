@@ -154,6 +154,14 @@ fn malformed_programs_are_refused() {
         reason(&[Insn::new(0x05, 0, 0, 1), Insn::new(0x06, 0, 0, 0)]),
         "jump out of the program"
     );
+    // Backward, before the first instruction.
+    assert_eq!(
+        reason(&[
+            Insn::new(0x05, 0, 0, -2i32 as u32),
+            Insn::new(0x06, 0, 0, 0)
+        ]),
+        "jump out of the program"
+    );
     assert_eq!(
         reason(&[Insn::new(0x34, 0, 0, 0), Insn::new(0x06, 0, 0, 0)]),
         "division by zero"
@@ -191,4 +199,51 @@ proptest! {
             let _ = prog.run(&packet, wire_len);
         }
     }
+}
+
+#[test]
+fn backward_jumps_loop_and_every_run_ends() {
+    // X = 0; loop: X += 1 (via A); if X == 5 return X; ja loop.
+    let prog = Program::new(&[
+        Insn::new(0x01, 0, 0, 0),            // X = 0
+        Insn::new(0x87, 0, 0, 0),            // A = X
+        Insn::new(0x04, 0, 0, 1),            // A += 1
+        Insn::new(0x07, 0, 0, 0),            // X = A
+        Insn::new(0x15, 1, 0, 5),            // if A == 5 skip the jump
+        Insn::new(0x05, 0, 0, -5i32 as u32), // ja back to A = X
+        Insn::new(0x0e, 0, 0, 0),            // ret X
+    ])
+    .unwrap();
+    assert_eq!(prog.run(&[], 0), 5);
+    // A loop that never ends is cut off: the packet is rejected.
+    let forever = Program::new(&[
+        Insn::new(0x00, 0, 0, 1),
+        Insn::new(0x05, 0, 0, -1i32 as u32),
+        Insn::new(0x06, 0, 0, 1),
+    ])
+    .unwrap();
+    assert_eq!(forever.run(&[], 0), 0);
+}
+
+#[test]
+fn metadata_loads_read_the_packet_type_and_interface() {
+    // outbound (libpcap: ldh [SKF_AD_OFF + 4]; jeq #4), then ifindex 7.
+    let prog = Program::new(&[
+        Insn::new(0x28, 0, 0, 0xffff_f004),
+        Insn::new(0x15, 0, 3, 4),
+        Insn::new(0x20, 0, 0, 0xffff_f008),
+        Insn::new(0x15, 0, 1, 7),
+        Insn::new(0x06, 0, 0, RET_MATCH),
+        Insn::new(0x06, 0, 0, 0),
+    ])
+    .unwrap();
+    assert!(prog.reads_metadata());
+    let meta = |pkttype, ifindex| Some(Metadata { pkttype, ifindex });
+    assert_eq!(prog.run_with(&[0; 60], 60, meta(4, 7)), RET_MATCH);
+    assert_eq!(prog.run_with(&[0; 60], 60, meta(0, 7)), 0);
+    assert_eq!(prog.run_with(&[0; 60], 60, meta(4, 8)), 0);
+    // Unknown metadata: rejected, as before.
+    assert_eq!(prog.run(&[0; 60], 60), 0);
+    let bytes_only = Program::new(&[Insn::new(0x06, 0, 0, 1)]).unwrap();
+    assert!(!bytes_only.reads_metadata());
 }
