@@ -12,6 +12,9 @@ pub struct RxMeta {
     pub ts_ns: u64,
     /// The packet's length on the wire, when the backend delivered fewer bytes than that.
     pub wire_len: u32,
+    /// The interface sent this packet rather than received it (AF_PACKET capturing both
+    /// directions: PACKET_OUTGOING).
+    pub outgoing: bool,
 }
 
 /// A fixed-capacity burst of packets. Allocated once; the hot path only pushes and clears.
@@ -144,6 +147,7 @@ mod tests {
         let meta = RxMeta {
             ts_ns: 5,
             wire_len: 1500,
+            outgoing: true,
         };
         assert!(b.push_with_meta(10, 100, meta));
         assert!(b.push(20, 2));

@@ -45,6 +45,8 @@ const FRAME_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
 const FRAME_HV1: usize = offset_of!(libc::tpacket3_hdr, hv1);
 const FRAME_VLAN_TCI: usize = FRAME_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
 const FRAME_VLAN_TPID: usize = FRAME_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
+/// The `sockaddr_ll` follows the header at TPACKET_ALIGN(sizeof(tpacket3_hdr)) (48).
+const FRAME_PKTTYPE: usize = FRAME_HDR_LEN + offset_of!(libc::sockaddr_ll, sll_pkttype);
 
 // The UAPI layout this file is written against (linux/if_packet.h).
 const _: () = assert!(BLOCK_DESC_LEN == 48 && FRAME_HDR_LEN == 48 && TX_DATA_OFFSET == 48);
@@ -189,6 +191,16 @@ impl RingMap {
             vlan_tci: self.load(frame + FRAME_VLAN_TCI, relaxed)?,
             vlan_tpid: self.atomic_u16(frame + FRAME_VLAN_TPID)?.load(relaxed),
         })
+    }
+
+    /// True when the received packet at `frame` is one the interface sent (the packet type
+    /// in the `sockaddr_ll` after the header is PACKET_OUTGOING).
+    pub(crate) fn rx_outgoing(&self, frame: usize) -> Option<bool> {
+        // sll_pkttype and sll_halen share a 2-aligned u16; the type is the first byte.
+        let both = self
+            .atomic_u16(frame + FRAME_PKTTYPE)?
+            .load(Ordering::Relaxed);
+        Some(both.to_ne_bytes()[0] == libc::PACKET_OUTGOING)
     }
 
     /// The status of the transmit frame at `frame`; acquire, so a frame seen available again

@@ -108,11 +108,14 @@ impl RxRing {
                 drops.rx_invalid_desc += 1;
                 continue;
             }
+            // Read before a restored tag moves the MAC header towards the sockaddr_ll.
+            let outgoing = map.rx_outgoing(block + at).unwrap_or(false);
             let (data, len) = restore_vlan_tag(map, block + at, &header);
             let meta = RxMeta {
                 ts_ns: u64::from(header.sec) * 1_000_000_000 + u64::from(header.nsec),
                 // A restored tag lengthens the packet on the wire too (libpcap does the same).
                 wire_len: header.len.max(header.snaplen) + (len - header.snaplen),
+                outgoing,
             };
             self.blocks[self.current].outstanding += 1;
             if self.walk.is_some_and(|w| w.remaining == 0) {

@@ -166,6 +166,7 @@ impl PcapPort {
             let meta = RxMeta {
                 ts_ns: record.ts_ns,
                 wire_len,
+                outgoing: false,
             };
             return Some((addr, len, meta));
         }
