@@ -48,6 +48,8 @@ const EXPRESSIONS: &[&str] = &[
     "ether proto 0x88cc",
     "ip broadcast or ip multicast",
     "udp and not port 53",
+    "ip6 protochain 6",
+    "ip protochain 17",
     "(tcp or udp) and not (port 22 or port 443)",
 ];
 
@@ -171,6 +173,9 @@ fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
         ("tcp port", "syntax error"),
         ("port 99999", "99999"),
         ("ip6 host 10.0.0.1", "modifier applied to ip host"),
+        // What only a live capture knows (tcpdump: "not supported ... reading savefiles").
+        ("inbound", "capture files do not record"),
+        ("tcp and ifindex 2", "capture files do not record"),
     ] {
         let out = dir.path("never.pcap");
         let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, expr]);

@@ -234,13 +234,43 @@ fn xdp_takes_what_it_captures_and_asks_first_packet_only_watches() {
     assert!(!exists(&file), "no file is created");
     net.assert_no_xdp();
     // packet: watches: ping is answered, and the capture has the three requests (with -Q
-    // inout the three replies too). xdp: with --take takes them: the capture has them,
-    // B's stack never answers.
+    // inout the three replies too; `outbound` only those, `inbound` only the requests).
+    // xdp: with --take takes them: the capture has them, B's stack never answers.
     let watch = format!("packet:{}", net.b);
-    for (i, (how, replies, written)) in [
-        (vec!["--port", &watch, "-n"], 3, 3),
-        (vec!["--port", &watch, "-Q", "inout"], 3, 6),
-        (vec!["-i", &net.b, "--take"], 0, 3),
+    let index = must(&[
+        "ip",
+        "netns",
+        "exec",
+        &net.ns_b,
+        "cat",
+        &format!("/sys/class/net/{}/ifindex", net.b),
+    ]);
+    let (this_if, other_if) = (
+        format!("icmp and ifindex {}", index.trim()),
+        format!(
+            "icmp and ifindex {}",
+            index.trim().parse::<u32>().unwrap() + 1
+        ),
+    );
+    for (i, (how, expr, replies, written)) in [
+        (vec!["--port", &watch, "-n"], "icmp", 3, 3),
+        (vec!["--port", &watch, "-Q", "inout"], "icmp", 3, 6),
+        (
+            vec!["--port", &watch, "-Q", "inout"],
+            "icmp and outbound",
+            3,
+            3,
+        ),
+        (
+            vec!["--port", &watch, "-Q", "inout"],
+            "icmp and inbound",
+            3,
+            3,
+        ),
+        (vec!["-i", &net.b, "--take"], "icmp", 0, 3),
+        (vec!["-i", &net.b, "--take"], "icmp and inbound", 0, 3),
+        (vec!["-i", &net.b, "--take"], &this_if, 0, 3),
+        (vec!["-i", &net.b, "--take"], &other_if, 0, 0),
     ]
     .into_iter()
     .enumerate()
@@ -248,7 +278,7 @@ fn xdp_takes_what_it_captures_and_asks_first_packet_only_watches() {
         let file = dir.path(&format!("case-{i}.pcap"));
         let mut argv = vec!["capture"];
         argv.extend(how);
-        argv.extend(["-w", &file, "--json", "icmp"]);
+        argv.extend(["-w", &file, "--json", expr]);
         let mut cap = spawn_in(&net.ns_b, &argv);
         cap.wait_ready();
         assert_eq!(ping(&net.ns_a, "10.7.0.2", 3), replies, "{argv:?}");

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use wirespeed_capture::LINKTYPE_ETHERNET;
-use wirespeed_capture::filter::Filter;
+use wirespeed_capture::filter::{Filter, Metadata, PACKET_OUTGOING};
 use wirespeed_capture::recorder::{Outcome, Recorder};
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::write::Interface;
@@ -76,6 +76,7 @@ pub fn run(
     receive_loop(
         args,
         &mut *port,
+        wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
         filter.as_ref(),
         &mut recorder,
         &mut counts,
@@ -113,9 +114,11 @@ fn attach_in_kernel(port: &mut dyn Port, expression: &str, iface: &str) -> anyho
     Ok(port.attach_filter(&program)?)
 }
 
+/// `ifindex`: the interface every packet came through (for the filter's `ifindex`).
 fn receive_loop(
     args: &CaptureArgs,
     port: &mut dyn Port,
+    ifindex: u32,
     filter: Option<&Filter>,
     recorder: &mut Recorder,
     counts: &mut Counts,
@@ -178,8 +181,14 @@ fn receive_loop(
             let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
             let data = port.packet(addr, len);
             let wire_len = meta.wire_len.max(len);
+            // For `inbound` and `outbound`: a packet the port does not mark as sent was
+            // received (PACKET_HOST, 0: libpcap compares with PACKET_OUTGOING only).
+            let known = Metadata {
+                pkttype: if meta.outgoing { PACKET_OUTGOING } else { 0 },
+                ifindex,
+            };
             if let Some(f) = filter
-                && !f.matches(data, wire_len)
+                && !f.matches_with(data, wire_len, known)
             {
                 counts.filtered_out += 1;
                 continue;

@@ -307,10 +307,18 @@ pub struct Sink {
 }
 
 /// Compiles the filter; an invalid expression ends the program with libpcap's message and
-/// exit status 2, before any file is created.
-fn compile_or_exit(expression: Option<&str>, link_type: u16) -> Option<Filter> {
+/// exit status 2, before any file is created. So does one that tests what only a live capture
+/// knows (`inbound`, `outbound`, `ifindex`) when reading a file, as in tcpdump.
+fn compile_or_exit(expression: Option<&str>, link_type: u16, live: bool) -> Option<Filter> {
     let expression = expression?;
     match Filter::compile(expression, link_type) {
+        Ok(f) if f.reads_metadata() && !live => {
+            eprintln!(
+                "wirespeed capture: {expression}: inbound, outbound and ifindex test a packet's \
+                 direction and interface, which capture files do not record"
+            );
+            std::process::exit(EXIT_BAD_FILTER);
+        }
         Ok(f) => Some(f),
         Err(e) => {
             eprintln!("wirespeed capture: {e}");
@@ -327,7 +335,7 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
         None => {
             let spec = args.port_spec()?;
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
-            let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET);
+            let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET, true);
             let needs_bpf = spec.backend == Backend::Xdp;
             if needs_bpf {
                 if args.direction == "inout" {

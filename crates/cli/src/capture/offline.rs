@@ -25,7 +25,7 @@ pub fn run(
 ) -> anyhow::Result<Counts> {
     let mut reader = CaptureReader::open(path)?;
     let expression = args.expression();
-    let filter = compile_or_exit(expression.as_deref(), reader.link_type());
+    let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false);
     let mut counts = Counts {
         source: path.display().to_string(),
         filter: expression,
