@@ -147,7 +147,13 @@ impl Recorder {
         } else {
             self.interval_files
         };
-        let path = self.namer.name(ts_ns, index);
+        // A size-rotated file keeps its interval's time in its name, as tcpdump's does.
+        let named_for = if interval_over {
+            ts_ns
+        } else {
+            self.file_start_ns
+        };
+        let path = self.namer.name(named_for, index);
         match self.next_file(path, ts_ns) {
             true => {
                 if interval_over {

@@ -79,6 +79,16 @@ fn recorder(format: Format, rotation: Rotation, budget: usize) -> (Recorder, Fil
 }
 
 fn start(format: Format, rotation: Rotation, output: Box<dyn Output>, wait: bool) -> Recorder {
+    start_named(format, rotation, output, wait, "cap")
+}
+
+fn start_named(
+    format: Format,
+    rotation: Rotation,
+    output: Box<dyn Output>,
+    wait: bool,
+    pattern: &str,
+) -> Recorder {
     let config = RecorderConfig {
         format,
         interface: Interface {
@@ -87,7 +97,7 @@ fn start(format: Format, rotation: Rotation, output: Box<dyn Output>, wait: bool
             name: Some("veth0".to_string()),
         },
         rotation,
-        pattern: "cap".to_string(),
+        pattern: pattern.to_string(),
         buffer_bytes: 0,
         chunk_size: 0,
         wait_for_writer: wait,
@@ -192,6 +202,34 @@ fn time_rotation_follows_packet_timestamps_and_stops_after_w_files() {
         1,
         "the pattern has no %: one name"
     );
+}
+
+#[test]
+fn size_rotated_files_keep_their_intervals_time_in_the_name() {
+    // -G 10 -C 500 -W 2: names from the interval's start, the index a ring of two.
+    let rotation = Rotation {
+        seconds: Some(10),
+        bytes: Some(500),
+        files: Some(2),
+    };
+    let files = Files::default();
+    let output = MemOutput {
+        files: files.clone(),
+        current: None,
+        budget: usize::MAX,
+        delay: None,
+    };
+    let mut rec = start_named(Format::Pcap, rotation, Box::new(output), true, "gc-%s-");
+    // A 60-byte packet every 0.2 s for 30 s: 50 an interval, 5 a file (24 + 5 x 76 bytes).
+    for i in 0..150u64 {
+        assert_eq!(rec.record(i * 200_000_000, &[0u8; 60], 60), Outcome::Queued);
+    }
+    rec.finish();
+    let names: Vec<_> = files.lock().unwrap().keys().cloned().collect();
+    let want = [
+        "gc-0-0", "gc-0-1", "gc-10-0", "gc-10-1", "gc-20-0", "gc-20-1",
+    ];
+    assert_eq!(names, want.map(PathBuf::from));
 }
 
 #[test]
