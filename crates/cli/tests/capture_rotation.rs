@@ -66,6 +66,15 @@ fn size_rotation_names_files_like_tcpdump_and_keeps_each_within_its_size() {
         assert!(files.len() >= 10, "{format}: {} files", files.len());
         assert_eq!(judged_records(&files, Some(200_000)), records, "{format}");
         assert_eq!(j["written"].as_u64(), Some(10_000));
+        if format == "pcapng" {
+            // Each file's statistics count the packets read up to its end.
+            let mut read = 0;
+            for f in &files {
+                read += read_records(f).len() as u64;
+                let bytes = std::fs::read(f).unwrap();
+                assert_eq!(isb_counts(&bytes), (read, 0), "{f}");
+            }
+        }
     }
 }
 

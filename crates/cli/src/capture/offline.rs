@@ -68,6 +68,8 @@ pub fn run(
             );
         }
         let Some(rec) = recorder.as_mut() else { break };
+        // What the statistics at the end of a file count, should this packet start the next.
+        rec.stats.received = counts.received - 1;
         match rec.record(record.ts_ns, record.data, record.orig_len) {
             Outcome::Queued => {
                 counts.matched += 1;
