@@ -104,43 +104,46 @@ fn controller_packets_go_to_standard_output() {
     }
     let inp = dir.path("in.pcap");
     pcaps::write_capture(&inp, wirespeed_capture::write::Format::Pcap, &sent);
-    let flows = dir.path("flows");
-    std::fs::write(&flows, "priority=100,udp,actions=controller\n").unwrap();
-    let (p1, ctl) = (format!("1=pcap:rx={inp}"), dir.path("ctl.sock"));
-    let args = [
-        "switch",
-        "--port",
-        &p1,
-        "--flows",
-        &flows,
-        "--ctl",
-        &ctl,
-        "--controller-pcap",
-        "-",
-        "--duration",
-        "1.5",
-        "--json",
-    ];
-    let (stdout, j) = pcaps::run_piped(&dir, None, &args);
-    assert_eq!(j["to_controller"], 40, "{j}");
-    let file = dir.path("controller.pcap");
-    std::fs::write(&file, stdout).unwrap();
     let udp: Vec<&Vec<u8>> = sent
         .iter()
         .filter(|r| r.1[12] == 0x08 && r.1[13] == 0)
         .map(|r| &r.1)
         .collect();
-    let bytes: usize = udp.iter().map(|f| f.len()).sum();
-    assert_eq!(judge(&file), (40, bytes as u64));
-    let got: Vec<Vec<u8>> = pcaps::read_records(&file)
-        .into_iter()
-        .map(|r| r.1)
-        .collect();
-    assert_eq!(
-        got,
-        udp.into_iter().cloned().collect::<Vec<_>>(),
-        "the UDP frames, in order"
-    );
+    let (p1, ctl) = (format!("1=pcap:rx={inp}"), dir.path("ctl.sock"));
+    // All of each packet, then at most 60 bytes of it (controller:MAX_LEN), its length kept.
+    for (action, max_len) in [("controller", 65535), ("controller:60", 60)] {
+        let flows = dir.path("flows");
+        std::fs::write(&flows, format!("priority=100,udp,actions={action}\n")).unwrap();
+        let args = [
+            "switch",
+            "--port",
+            &p1,
+            "--flows",
+            &flows,
+            "--ctl",
+            &ctl,
+            "--controller-pcap",
+            "-",
+            "--duration",
+            "1.5",
+            "--json",
+        ];
+        let (stdout, j) = pcaps::run_piped(&dir, None, &args);
+        assert_eq!(j["to_controller"], 40, "{action}: {j}");
+        let file = dir.path("controller.pcap");
+        std::fs::write(&file, stdout).unwrap();
+        let want: Vec<(Vec<u8>, u32)> = udp
+            .iter()
+            .map(|f| (f[..f.len().min(max_len)].to_vec(), f.len() as u32))
+            .collect();
+        let bytes: usize = want.iter().map(|w| w.0.len()).sum();
+        assert_eq!(judge(&file), (40, bytes as u64), "{action}");
+        let got: Vec<(Vec<u8>, u32)> = pcaps::read_records(&file)
+            .into_iter()
+            .map(|r| (r.1, r.2))
+            .collect();
+        assert_eq!(got, want, "{action}: the UDP frames, in order");
+    }
     assert!(!exists(&dir.path("-")), "no file named '-'");
 
     // A port recording to standard output as well: refused before anything is written.

@@ -34,7 +34,9 @@ pub enum Action {
     All,
     /// Back out of the port the packet came in on.
     InPort,
-    Controller,
+    /// To the controller, at most this many bytes of the packet (`controller:MAX_LEN`,
+    /// 65535 when not given: all of it).
+    Controller(u16),
     /// Sets the VLAN id, pushing a tag (priority 0) if the frame is untagged.
     ModVlanVid(u16),
     /// Sets the VLAN priority, pushing a tag (id 0) if the frame is untagged.
@@ -126,7 +128,7 @@ impl fmt::Display for Action {
             Action::Flood => f.write_str("FLOOD"),
             Action::All => f.write_str("ALL"),
             Action::InPort => f.write_str("IN_PORT"),
-            Action::Controller => f.write_str("CONTROLLER:65535"),
+            Action::Controller(max_len) => write!(f, "CONTROLLER:{max_len}"),
             Action::ModVlanVid(vid) => write!(f, "mod_vlan_vid:{vid}"),
             Action::ModVlanPcp(pcp) => write!(f, "mod_vlan_pcp:{pcp}"),
             Action::StripVlan => f.write_str("strip_vlan"),

@@ -77,9 +77,7 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         action_number(token, value, max)
     };
     let no_argument = |action: Action| match argument {
-        Some(_) if name != "controller" => {
-            Err(error(format!("{token}: '{name}' takes no argument")))
-        }
+        Some(_) => Err(error(format!("{token}: '{name}' takes no argument"))),
         _ => Ok(action),
     };
     match name.as_str() {
@@ -88,7 +86,10 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "flood" => no_argument(Action::Flood),
         "all" => no_argument(Action::All),
         "in_port" => no_argument(Action::InPort),
-        "controller" => no_argument(Action::Controller),
+        "controller" => match argument {
+            None => Ok(Action::Controller(u16::MAX)),
+            Some(_) => Ok(Action::Controller(uint("MAX_LEN", 65535)? as u16)),
+        },
         "strip_vlan" => no_argument(Action::StripVlan),
         "dec_ttl" => no_argument(Action::DecTtl),
         "drop" => Err(error("drop must be the only action")),
@@ -209,5 +210,26 @@ mod tests {
             ]
         );
         assert!(parse_rule("actions=").unwrap().actions.is_empty());
+    }
+
+    #[test]
+    fn controller_takes_a_max_len_and_nothing_else() {
+        let actions = |text: &str| parse_rule(text).map(|rule| rule.actions);
+        assert_eq!(
+            actions("actions=controller,controller:100"),
+            Ok(vec![Action::Controller(65535), Action::Controller(100)])
+        );
+        assert_eq!(
+            actions("actions=controller:abc").unwrap_err().to_string(),
+            "controller:abc: 'abc' is not a number"
+        );
+        assert_eq!(
+            actions("actions=controller:65536").unwrap_err().to_string(),
+            "controller:65536: value out of range (at most 65535)"
+        );
+        assert_eq!(
+            actions("actions=flood:1").unwrap_err().to_string(),
+            "flood:1: 'flood' takes no argument"
+        );
     }
 }

@@ -135,8 +135,9 @@ impl DropCounters {
 pub struct Verdict {
     /// The ports that get the frame in its final form.
     pub outputs: Outputs,
-    /// A `controller` action ran (the caller hands the packet to the configured pcap or log).
-    pub to_controller: bool,
+    /// A `controller` action ran: the caller hands at most this many bytes of the packet to
+    /// the configured pcap or log (the most any of the actions asked for).
+    pub to_controller: Option<u16>,
     pub dropped: Option<DropReason>,
 }
 
@@ -145,7 +146,7 @@ impl Verdict {
     pub fn reset(&mut self) {
         self.outputs.clear();
         self.outputs.overflowed = 0;
-        self.to_controller = false;
+        self.to_controller = None;
         self.dropped = None;
     }
 
@@ -229,7 +230,9 @@ pub fn execute(
             Action::InPort => verdict.outputs.push(in_port),
             Action::Flood | Action::All => flood(bridge.ports, in_port, &mut verdict.outputs),
             Action::Normal => normal(&packet.flow, in_port, bridge, &mut verdict.outputs),
-            Action::Controller => verdict.to_controller = true,
+            Action::Controller(max_len) => {
+                verdict.to_controller = verdict.to_controller.max(Some(max_len));
+            }
             Action::ModVlanVid(vid) => {
                 if !rewrite::set_vlan(packet.frame, &mut packet.headers, Some(vid), None) {
                     return verdict.drop_for(DropReason::NoRoom);
@@ -253,7 +256,7 @@ pub fn execute(
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }
-    if verdict.outputs.is_empty() && !verdict.to_controller {
+    if verdict.outputs.is_empty() && verdict.to_controller.is_none() {
         verdict.dropped = Some(DropReason::NoOutput);
     }
 }
@@ -356,8 +359,12 @@ mod tests {
         assert_eq!(run.verdict.dropped, None);
         let run = self::run(&[], &FRAME, 1, &mut macs);
         assert_eq!(run.verdict.dropped, Some(DropReason::NoOutput));
-        let run = self::run(&[Action::Controller], &FRAME, 1, &mut macs);
-        assert!(run.verdict.to_controller && run.verdict.dropped.is_none());
+        let run = self::run(&[Action::Controller(64)], &FRAME, 1, &mut macs);
+        assert_eq!(run.verdict.to_controller, Some(64));
+        assert!(run.verdict.dropped.is_none());
+        let both = [Action::Controller(64), Action::Controller(u16::MAX)];
+        let run = self::run(&both, &FRAME, 1, &mut macs);
+        assert_eq!(run.verdict.to_controller, Some(u16::MAX));
     }
 
     #[test]

@@ -31,8 +31,9 @@ const COPY_MAX: usize = 9216;
 
 /// Where packets sent to the controller go (`actions=controller`).
 pub trait Controller: Send {
-    /// A packet as it was when the action list ended, and the port it came in on.
-    fn packet_in(&mut self, in_port: u32, data: &[u8]);
+    /// A packet as it was when the action list ended (`data`: at most the bytes the action
+    /// asked for, of `len`), and the port it came in on.
+    fn packet_in(&mut self, in_port: u32, data: &[u8], len: usize);
 
     /// Finishes (flushes a file); the line says what was done, or what went wrong.
     fn close(&mut self) -> Result<String, String> {
@@ -44,11 +45,8 @@ pub trait Controller: Send {
 pub struct LogController;
 
 impl Controller for LogController {
-    fn packet_in(&mut self, in_port: u32, data: &[u8]) {
-        eprintln!(
-            "wirespeed switch: controller: in_port={in_port} len={}",
-            data.len()
-        );
+    fn packet_in(&mut self, in_port: u32, _data: &[u8], len: usize) {
+        eprintln!("wirespeed switch: controller: in_port={in_port} len={len}");
     }
 }
 
@@ -376,17 +374,18 @@ impl Pmd {
                 }
             }
         }
-        if self.verdict.to_controller {
+        if let Some(max_len) = self.verdict.to_controller {
             self.counters.to_controller += 1;
             let bytes = match packet {
                 Packet::Umem(addr, len) => self.ports.umem_packet(addr, len),
                 Packet::Bytes(bytes) => bytes,
             };
-            lock(round.controller).packet_in(in_port, bytes);
+            let kept = &bytes[..bytes.len().min(usize::from(max_len))];
+            lock(round.controller).packet_in(in_port, kept, bytes.len());
         }
         if let Some(reason) = self.verdict.dropped {
             self.counters.drops.count(reason);
-        } else if self.verdict.outputs.is_empty() && !self.verdict.to_controller {
+        } else if self.verdict.outputs.is_empty() && self.verdict.to_controller.is_none() {
             self.counters.drops.count(DropReason::NoOutput);
         }
         Ok(())

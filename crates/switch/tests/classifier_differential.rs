@@ -234,7 +234,7 @@ fn random_actions(rng: &mut Rng, family: Family, table: u8) -> Vec<Action> {
         0 => {}
         1 => actions.push(Action::Normal),
         2 => actions.push(Action::Flood),
-        3 => actions.push(Action::Controller),
+        3 => actions.push(Action::Controller(u16::MAX)),
         _ => actions.push(Action::Output(rng.below(8) as u32 + 1)),
     }
     if table + 1 < TABLES && rng.chance(35) {

@@ -108,7 +108,7 @@ fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
             2 => Action::Flood,
             3 => Action::All,
             4 => Action::InPort,
-            5 => Action::Controller,
+            5 => Action::Controller(rng.below(65536) as u16),
             6 => Action::ModVlanVid(rng.below(4096) as u16),
             7 => Action::ModVlanPcp(rng.below(8) as u8),
             8 => Action::StripVlan,

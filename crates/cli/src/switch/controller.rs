@@ -48,9 +48,9 @@ impl PcapController {
 }
 
 impl Controller for PcapController {
-    fn packet_in(&mut self, _in_port: u32, data: &[u8]) {
+    fn packet_in(&mut self, _in_port: u32, data: &[u8], len: usize) {
         if let Some(r) = self.recorder.as_mut()
-            && r.record(crate::capture::now_ns(), data, data.len() as u32) != Outcome::Queued
+            && r.record(crate::capture::now_ns(), data, len as u32) != Outcome::Queued
         {
             self.dropped += 1;
         }
