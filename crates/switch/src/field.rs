@@ -221,7 +221,21 @@ impl Field {
         }
     }
 
+    /// The field named `name`: ours (ovs-ofctl's OpenFlow 1.0 names), or the OXM name
+    /// ovs-ofctl also takes for it (`eth_src`, `ip_dst`, `ipv4_src`, `ip_proto`...).
     pub fn from_name(name: &str) -> Option<Field> {
+        let name = match name {
+            "eth_src" => "dl_src",
+            "eth_dst" => "dl_dst",
+            "eth_type" => "dl_type",
+            "ip_src" | "ipv4_src" => "nw_src",
+            "ip_dst" | "ipv4_dst" => "nw_dst",
+            "ip_proto" => "nw_proto",
+            "ip_ttl" => "nw_ttl",
+            "icmpv4_type" => "icmp_type",
+            "icmpv4_code" => "icmp_code",
+            name => name,
+        };
         Field::ALL.into_iter().find(|field| field.name() == name)
     }
 

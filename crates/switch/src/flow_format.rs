@@ -115,7 +115,8 @@ fn write_vlan(parts: &mut Parts<'_, '_>, flow_match: &Match) -> fmt::Result {
     let tagged = value & VLAN_PRESENT != 0;
     match mask {
         0 => Ok(()),
-        0xffff if value == 0 => parts.push(format_args!("dl_vlan=0xffff")),
+        // Untagged: ovs-ofctl prints `dl_vlan=0xffff` so.
+        0xffff if value == 0 => parts.push(format_args!("vlan_tci=0x0000")),
         0x1fff if tagged => parts.push(format_args!("dl_vlan={}", value & VLAN_VID_MASK)),
         0xf000 if tagged => parts.push(format_args!("dl_vlan_pcp={}", value >> 13)),
         0xffff if tagged => {
@@ -178,11 +179,19 @@ impl fmt::Display for DumpLine<'_> {
         if rule.hard_timeout != 0 {
             write!(f, "hard_timeout={}, ", rule.hard_timeout)?;
         }
-        write!(f, "priority={}", rule.priority)?;
-        if rule.flow_match != Match::ANY {
-            write!(f, ",{}", MatchDisplay(&rule.flow_match))?;
+        // ovs-ofctl leaves the default priority out.
+        let priority = rule.priority != Rule::DEFAULT_PRIORITY;
+        if priority {
+            write!(f, "priority={}", rule.priority)?;
         }
-        write!(f, " actions={}", ActionList(&rule.actions))
+        let matches = rule.flow_match != Match::ANY;
+        if matches {
+            let comma = if priority { "," } else { "" };
+            write!(f, "{comma}{}", MatchDisplay(&rule.flow_match))?;
+        }
+        // One space before the actions, whatever came before them.
+        let space = if priority || matches { " " } else { "" };
+        write!(f, "{space}actions={}", ActionList(&rule.actions))
     }
 }
 
@@ -247,7 +256,16 @@ mod tests {
             dump(
                 "table=1,cookie=0x1f,idle_timeout=5,tcp6,tp_dst=0x50/0xfff0,ipv6_src=2001:db8::/32,dl_vlan=3,actions=drop"
             ),
-            "cookie=0x1f, duration=1.234s, table=1, n_packets=3, n_bytes=180, idle_timeout=5, priority=32768,tcp6,dl_vlan=3,ipv6_src=2001:db8::/32,tp_dst=0x50/0xfff0 actions=drop"
+            "cookie=0x1f, duration=1.234s, table=1, n_packets=3, n_bytes=180, idle_timeout=5, tcp6,dl_vlan=3,ipv6_src=2001:db8::/32,tp_dst=0x50/0xfff0 actions=drop"
+        );
+        // The default priority and no match: ovs-ofctl prints neither.
+        assert_eq!(
+            dump("actions=controller:100"),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, actions=CONTROLLER:100"
+        );
+        assert_eq!(
+            dump("dl_vlan=0xffff,actions=controller"),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, vlan_tci=0x0000 actions=CONTROLLER:65535"
         );
     }
 
@@ -257,7 +275,7 @@ mod tests {
             dump(
                 "ip,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_proto=47,actions=drop"
             ),
-            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, priority=32768,ip,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,nw_proto=47 actions=drop"
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, ip,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,nw_src=10.0.0.0/255.0.255.0,nw_dst=192.168.0.0/16,nw_proto=47 actions=drop"
         );
     }
 

@@ -286,7 +286,10 @@ fn parse_field(token: &str, key: &str, value: &str, spec: &mut MatchSpec) -> Res
             )
         }
         _ => {
-            let field = Field::from_name(key).expect("the caller checked the name");
+            let field = arp_alias(
+                Field::from_name(key).expect("the caller checked the name"),
+                spec,
+            );
             let (value, mask) = parse_masked(field, value)
                 .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
             // ovs-ofctl: "the two lower reserved bits are ignored" in nw_tos.
@@ -297,6 +300,20 @@ fn parse_field(token: &str, key: &str, value: &str, spec: &mut MatchSpec) -> Res
             };
             add(spec, token, field, value, mask)
         }
+    }
+}
+
+/// After `arp`, ovs-ofctl reads `nw_src`, `nw_dst` and `nw_proto` as `arp_spa`, `arp_tpa` and
+/// `arp_op` (OpenFlow 1.0 kept the ARP fields there).
+fn arp_alias(field: Field, spec: &MatchSpec) -> Field {
+    if spec.flow_match.field(Field::DlType) != (0x0806, u128::from(u16::MAX)) {
+        return field;
+    }
+    match field {
+        Field::NwSrc => Field::ArpSpa,
+        Field::NwDst => Field::ArpTpa,
+        Field::NwProto => Field::ArpOp,
+        other => other,
     }
 }
 
@@ -381,6 +398,27 @@ fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ovs-ofctl's other names for fields parse to the same rule as ours.
+    #[test]
+    fn oxm_names_and_arp_fields_under_their_openflow_1_0_names() {
+        let same = |theirs: &str, ours: &str| {
+            assert_eq!(parse_rule(theirs), parse_rule(ours), "{theirs}");
+            assert!(parse_rule(ours).is_ok(), "{ours}");
+        };
+        same(
+            "eth_type=0x800,ip_src=1.2.3.4,ipv4_dst=5.6.7.8,ip_proto=17,actions=set_field:02:00:00:00:00:01->eth_src",
+            "ip,nw_src=1.2.3.4,nw_dst=5.6.7.8,nw_proto=17,actions=mod_dl_src:02:00:00:00:00:01",
+        );
+        same(
+            "eth_src=02:00:00:00:00:01,eth_dst=02:00:00:00:00:02,icmp,icmpv4_type=8,icmpv4_code=0,actions=drop",
+            "dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,icmp,icmp_type=8,icmp_code=0,actions=drop",
+        );
+        same(
+            "arp,nw_src=10.0.0.1,nw_dst=10.0.0.0/24,nw_proto=2,actions=drop",
+            "arp,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24,arp_op=2,actions=drop",
+        );
+    }
 
     #[test]
     fn the_design_example() {
