@@ -123,6 +123,7 @@ fn write_vlan(parts: &mut Parts<'_, '_>, flow_match: &Match) -> fmt::Result {
             parts.push(format_args!("dl_vlan={}", value & VLAN_VID_MASK))?;
             parts.push(format_args!("dl_vlan_pcp={}", value >> 13))
         }
+        0xffff => parts.push(format_args!("vlan_tci=0x{value:04x}")),
         _ => parts.push(format_args!("vlan_tci=0x{value:04x}/0x{mask:04x}")),
     }
 }
@@ -266,6 +267,11 @@ mod tests {
         assert_eq!(
             dump("dl_vlan=0xffff,actions=controller"),
             "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, vlan_tci=0x0000 actions=CONTROLLER:65535"
+        );
+        // An exact TCI no dl_vlan form says: no mask, as ovs-ofctl prints it.
+        assert_eq!(
+            dump("vlan_tci=0x28a6/0xffff,actions=drop"),
+            "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, vlan_tci=0x28a6 actions=drop"
         );
     }
 

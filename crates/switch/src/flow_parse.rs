@@ -58,10 +58,15 @@ pub struct FlowMod {
 }
 
 /// The shorthands: (name, dl_type, nw_proto).
-pub const SHORTHANDS: [(&str, u128, Option<u128>); 9] = [
+pub const SHORTHANDS: [(&str, u128, Option<u128>); 14] = [
     ("ip", DL_TYPE_IPV4, None),
     ("ipv6", DL_TYPE_IPV6, None),
     ("arp", DL_TYPE_ARP, None),
+    ("rarp", 0x8035, None),
+    ("mpls", 0x8847, None),
+    ("mplsm", 0x8848, None),
+    ("sctp", DL_TYPE_IPV4, Some(132)),
+    ("sctp6", DL_TYPE_IPV6, Some(132)),
     ("tcp", DL_TYPE_IPV4, Some(NW_PROTO_TCP)),
     ("udp", DL_TYPE_IPV4, Some(NW_PROTO_UDP)),
     ("icmp", DL_TYPE_IPV4, Some(NW_PROTO_ICMP)),
@@ -398,6 +403,27 @@ fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sctp_rarp_and_mpls_shorthands() {
+        for (text, dl_type, nw_proto) in [
+            ("sctp", 0x0800, Some(132)),
+            ("sctp6", 0x86dd, Some(132)),
+            ("rarp", 0x8035, None),
+            ("mpls", 0x8847, None),
+            ("mplsm", 0x8848, None),
+        ] {
+            let rule = parse_rule(&format!("{text},actions=drop")).unwrap();
+            assert_eq!(
+                rule.flow_match.exact(Field::DlType),
+                Some(dl_type),
+                "{text}"
+            );
+            assert_eq!(rule.flow_match.exact(Field::NwProto), nw_proto, "{text}");
+            let printed = crate::RuleDisplay(&rule).to_string();
+            assert!(printed.contains(&format!(",{text},")), "{printed}");
+        }
+    }
 
     /// ovs-ofctl's other names for fields parse to the same rule as ours.
     #[test]
