@@ -28,6 +28,8 @@ have nft || need_pkgs+=(nftables)
 have capinfos || need_pkgs+=(wireshark-common)
 have netsniff-ng || need_pkgs+=(netsniff-ng)
 have ping || need_pkgs+=(iputils-ping)
+# ovs-ofctl (openvswitch-common, no daemon) judges the switch's flow syntax.
+have ovs-ofctl || need_pkgs+=(openvswitch-common)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)
 have timeout || need_pkgs+=(coreutils)
