@@ -5,6 +5,7 @@ mod caps;
 mod capture;
 mod cpus;
 mod ctl;
+mod error_text;
 mod r#gen;
 mod idle;
 mod live;
@@ -56,7 +57,7 @@ fn main() {
         Command::Zcopy(args) => zcopy::run(args),
     };
     if let Err(e) = result {
-        eprintln!("wirespeed: error: {e:#}");
+        eprintln!("wirespeed: error: {}", error_text::error_text(&e));
         std::process::exit(1);
     }
 }

@@ -48,7 +48,10 @@ pub fn run(
         match attach_in_kernel(&mut *port, expr, &spec.iface) {
             Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
             Ok(false) => {}
-            Err(e) => eprintln!("wirespeed capture: note: filtering in user space only: {e:#}"),
+            Err(e) => eprintln!(
+                "wirespeed capture: note: filtering in user space only: {}",
+                crate::error_text::error_text(&e)
+            ),
         }
     }
     let interface = Interface {
