@@ -10,9 +10,9 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 /// Options of `wirespeed ctl`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Commands: add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show (the learning table, as ovs-appctl \
-fdb/show prints it)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+    after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), mod-flows FLOW, \
+del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
+learning table, as ovs-appctl fdb/show prints it)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
 priority, 32768 if not given; ovs-ofctl's dump-flows has no strict form), in every table unless \
 table= is given; cookie=VALUE/MASK selects by cookie (/-1: all bits), and mod-flows' \
@@ -42,6 +42,8 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             args.command
         ),
         ("add-flows", None) => bail!("add-flows needs a file of flows, one a line"),
+        ("add-flows", Some(path)) if path == "-" => std::io::read_to_string(std::io::stdin())
+            .context("add-flows: cannot read standard input")?,
         ("add-flows", Some(path)) => std::fs::read_to_string(&path)
             .with_context(|| format!("add-flows: cannot read {path}"))?,
         (_, arg) => arg.unwrap_or_default(),

@@ -55,6 +55,37 @@ fn ping_both_ways_and_a_drop_rule_stops_it() {
         ports.contains("port  1: rx pkts=") && ports.contains("port  2: rx pkts="),
         "{ports}"
     );
+    // dump-ports PORT: that port only, as in ovs-ofctl.
+    let port2 = s.ctl_ok(&["dump-ports", "2"]);
+    assert!(
+        port2.starts_with("OFPST_PORT reply: 1 ports\n  port  2: rx pkts=")
+            && !port2.contains("port  1:")
+            && !port2.contains("bridge:"),
+        "{port2}"
+    );
+    // add-flows - reads the flows from standard input.
+    let mut ctl = std::process::Command::new(wirespeed())
+        .args(["ctl", "--ctl", &s.ctl, "add-flows", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let flows = b"priority=7,arp,actions=normal\npriority=8,icmp,actions=normal\n";
+    std::io::Write::write_all(&mut ctl.stdin.take().unwrap(), flows).unwrap();
+    let done = ctl.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        flows.contains("priority=7,arp actions=NORMAL")
+            && flows.contains("priority=8,icmp actions=NORMAL"),
+        "{flows}"
+    );
+    s.ctl_ok(&["del-flows", "arp"]);
+    s.ctl_ok(&["del-flows", "icmp"]);
     let cache = s.ctl_ok(&["dump-cache"]);
     assert!(cache.starts_with("emc_hits="), "{cache}");
 }
@@ -170,6 +201,11 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
             &["dump-flows", "ip,actions=drop"],
             "dump-flows takes a match without actions=",
         ),
+        (
+            &["dump-ports", "9"],
+            "dump-ports 9: no such port (the bridge has ports 1, 2)",
+        ),
+        (&["show", "x"], "show takes no argument (got 'x')"),
     ] {
         let out = s.ctl(args);
         let err = String::from_utf8_lossy(&out.stderr);

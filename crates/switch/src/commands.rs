@@ -42,7 +42,15 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
         ));
     }
     let edit = match command {
-        "dump-ports" => return Response::ok(dump_ports(bridge)),
+        "show" | "dump-cache" | "fdb-show" if !arg.is_empty() => {
+            return Response::error(format!("{command} takes no argument (got '{arg}')"));
+        }
+        "dump-ports" => {
+            return match port_selector(bridge, arg) {
+                Ok(only) => Response::ok(dump_ports(bridge, only)),
+                Err(e) => Response::error(e),
+            };
+        }
         "show" => return Response::ok(show(bridge)),
         "dump-cache" => return Response::ok(dump_cache(bridge)),
         "fdb-show" => return Response::ok(fdb_show(bridge)),
@@ -159,7 +167,27 @@ pub fn port_totals(snapshots: &[PmdSnapshot]) -> (Vec<PortStats>, BridgeCounters
 }
 
 /// ovs-ofctl dump-ports' shape, with wirespeed's drop reasons after it.
-fn dump_ports(bridge: &mut Bridge) -> String {
+/// `dump-ports [PORT]`: every port, or the one named.
+fn port_selector(bridge: &Bridge, arg: &str) -> Result<Option<u32>, String> {
+    if arg.is_empty() {
+        return Ok(None);
+    }
+    let numbers = bridge.numbers();
+    match arg.parse::<u32>() {
+        Ok(n) if numbers.contains(&n) => Ok(Some(n)),
+        _ => {
+            let known: Vec<String> = numbers.iter().map(u32::to_string).collect();
+            Err(format!(
+                "dump-ports {arg}: no such port (the bridge has ports {})",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
+/// Port counters as `ovs-ofctl dump-ports` shows them, and the bridge's own counts when every
+/// port is shown.
+fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
     let numbers = bridge.numbers().to_vec();
     let (totals, c) = port_totals(&bridge.snapshots());
     let fast = {
@@ -174,8 +202,12 @@ fn dump_ports(bridge: &mut Bridge) -> String {
                 .collect::<Vec<FastPortCounts>>()
         })
     };
-    let mut out = format!("OFPST_PORT reply: {} ports\n", numbers.len());
+    let shown = if only.is_some() { 1 } else { numbers.len() };
+    let mut out = format!("OFPST_PORT reply: {shown} ports\n");
     for (i, (n, s)) in numbers.iter().zip(&totals).enumerate() {
+        if only.is_some_and(|only| only != *n) {
+            continue;
+        }
         let rx_drop = s.drops.fill_ring_empty + s.drops.rx_ring_full + s.drops.kernel_dropped;
         let tx_drop = s.drops.tx_ring_full + s.drops.tx_error;
         let _ = writeln!(
@@ -215,6 +247,9 @@ fn dump_ports(bridge: &mut Bridge) -> String {
                 }
             );
         }
+    }
+    if only.is_some() {
+        return out.trim_end().to_string();
     }
     let reasons: Vec<String> = DropReason::ALL
         .iter()
