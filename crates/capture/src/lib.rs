@@ -5,6 +5,7 @@
 
 mod error;
 pub mod filter;
+pub mod localtime;
 pub mod output;
 pub mod read;
 pub mod recorder;

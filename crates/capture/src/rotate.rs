@@ -83,7 +83,7 @@ impl Namer {
     /// The name of the `index`-th size-rotated file of the interval that started at `ts_ns`.
     pub fn name(&self, ts_ns: u64, index: u64) -> PathBuf {
         let mut name = match self.rotation.seconds {
-            Some(_) => strftime_utc(&self.pattern, ts_ns / 1_000_000_000),
+            Some(_) => strftime_local(&self.pattern, ts_ns / 1_000_000_000),
             None => self.pattern.clone(),
         };
         let digits = self.suffix_digits_for(index);
@@ -108,10 +108,23 @@ impl Namer {
     }
 }
 
-/// Formats `%Y %m %d %H %M %S %j %s %F %T %%` of a Unix time in UTC; other text stays as is.
+/// Formats `%Y %m %d %H %M %S %j %s %F %T %%` of a Unix time in local time, as tcpdump names
+/// its `-G` files; other text stays as is.
+pub fn strftime_local(pattern: &str, unix_s: u64) -> String {
+    let offset = crate::localtime::utc_offset_s(unix_s as i64);
+    strftime_at(pattern, unix_s, offset)
+}
+
+/// `strftime_local` in UTC.
 pub fn strftime_utc(pattern: &str, unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
+    strftime_at(pattern, unix_s, 0)
+}
+
+/// The fields of `unix_s` (`%s` itself) in a zone `offset_s` seconds east of UTC.
+fn strftime_at(pattern: &str, unix_s: u64, offset_s: i64) -> String {
+    let local = (unix_s as i64).saturating_add(offset_s);
+    let days = local.div_euclid(86_400);
+    let secs = local.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
     let yday = days - days_from_civil(y, 1, 1) + 1;
     let (hh, mm, ss) = (secs / 3600, secs / 60 % 60, secs % 60);

@@ -337,17 +337,26 @@ fn lines_print_like_tcpdump_n_and_n_e() {
     let input = dir.path("plain.pcap");
     let frames = plain_frames();
     write_capture(&input, Format::Pcap, &frames);
-    for link in [&[][..], &["-e"]] {
+    // Local time, as tcpdump prints it: UTC, then zones 5:30 east and 3 hours west (POSIX TZ
+    // strings, so no time zone database is needed).
+    let cases = [
+        (&[][..], "UTC"),
+        (&["-e"][..], "UTC"),
+        (&[][..], "XYZ-5:30"),
+        (&["-e"][..], "ABC+3"),
+    ];
+    for (link, tz) in cases {
         let ours = Command::new(common::wirespeed())
             .args(["capture", "-r", &input])
             .args(link)
+            .env("TZ", tz)
             .stderr(Stdio::null())
             .output()
             .unwrap();
         let theirs = Command::new("tcpdump")
             .args(["-n", "-r", &input])
             .args(link)
-            .env("TZ", "UTC")
+            .env("TZ", tz)
             .stderr(Stdio::null())
             .output()
             .unwrap();
@@ -356,7 +365,7 @@ fn lines_print_like_tcpdump_n_and_n_e() {
         assert_eq!(ours.lines().count(), frames.len(), "{link:?}: {ours}");
         assert_eq!(theirs.lines().count(), frames.len(), "{link:?}: {theirs}");
         for (a, b) in ours.lines().zip(theirs.lines()) {
-            assert_eq!(a, b, "{link:?}");
+            assert_eq!(a, b, "{link:?} TZ={tz}");
         }
     }
 }

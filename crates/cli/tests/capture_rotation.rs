@@ -111,13 +111,26 @@ fn time_rotation_names_files_by_strftime_and_splits_by_packet_time() {
     let records = mixed_records(10_000);
     write_capture(&input, Format::Pcap, &records);
     let pattern = dir.path("t-%Y%m%d-%H%M%S.pcap");
-    let j = rotate(&input, &["-w", &pattern, "--format", "pcap", "-G", "2"]);
+    // Named in local time, as tcpdump names them: here a zone 5:30 east of UTC.
+    let out = std::process::Command::new(wirespeed())
+        .args(["capture", "-r", &input, "-w", &pattern])
+        .args(["--format", "pcap", "-G", "2", "--json"])
+        .env("TZ", "XYZ-5:30")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let files = files_of(&j);
     let first_s = records[0].0 / 1_000_000_000;
+    let local_s = first_s + 5 * 3600 + 30 * 60;
     let expected: Vec<String> = (0..5)
         .map(|i| {
             let t =
-                wirespeed_capture::rotate::strftime_utc("t-%Y%m%d-%H%M%S.pcap", first_s + 2 * i);
+                wirespeed_capture::rotate::strftime_utc("t-%Y%m%d-%H%M%S.pcap", local_s + 2 * i);
             dir.path(&t)
         })
         .collect();

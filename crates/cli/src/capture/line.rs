@@ -1,4 +1,4 @@
-//! One line a packet, like `tcpdump -n` (or `-n -e`): time (UTC, microseconds), protocol,
+//! One line a packet, like `tcpdump -n` (or `-n -e`): time (local, microseconds), protocol,
 //! addresses and ports, length. Runs on the writer thread, so printing never slows the
 //! receive loop.
 
@@ -7,6 +7,7 @@ use std::io::{self, BufWriter, Stdout, Write};
 use std::net::IpAddr;
 use std::path::Path;
 
+use wirespeed_capture::localtime::LocalOffset;
 use wirespeed_capture::spool::{Chunk, Output, WriteError};
 use wirespeed_packet::{
     ArpPacket, EtherType, EthernetFrame, Icmpv4Packet, IpProtocol, Ipv4Packet, Ipv6Packet,
@@ -19,6 +20,8 @@ pub struct LineOutput {
     line: String,
     /// tcpdump's -e: the link-level header on each line.
     link: bool,
+    /// The local zone's offset, for the time of day.
+    zone: LocalOffset,
 }
 
 impl LineOutput {
@@ -27,6 +30,7 @@ impl LineOutput {
             out: BufWriter::with_capacity(1 << 16, io::stdout()),
             line: String::with_capacity(256),
             link,
+            zone: LocalOffset::default(),
         }
     }
 }
@@ -42,7 +46,7 @@ impl Output for LineOutput {
             let record = &chunk.bytes[start..end];
             start = end;
             self.line.clear();
-            format_record(record, self.link, &mut self.line);
+            format_record(record, self.link, &mut self.zone, &mut self.line);
             if let Err(error) = writeln!(self.out, "{}", self.line) {
                 return Err(WriteError {
                     written_packets: i as u64,
@@ -63,7 +67,7 @@ impl Output for LineOutput {
 }
 
 /// A classic pcap record (nanosecond header, then the bytes) as a line.
-fn format_record(record: &[u8], link: bool, line: &mut String) {
+fn format_record(record: &[u8], link: bool, zone: &mut LocalOffset, line: &mut String) {
     let word = |i: usize| {
         record
             .get(i..i + 4)
@@ -71,7 +75,8 @@ fn format_record(record: &[u8], link: bool, line: &mut String) {
     };
     let (sec, nsec, orig_len) = (word(0), word(4), word(12));
     let data = record.get(16..).unwrap_or(&[]);
-    let day = sec % 86_400;
+    let local = i64::from(sec) + zone.at(i64::from(sec));
+    let day = local.rem_euclid(86_400);
     let _ = write!(
         line,
         "{:02}:{:02}:{:02}.{:06} ",

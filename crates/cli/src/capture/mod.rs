@@ -92,7 +92,7 @@ pub struct CaptureArgs {
     /// File format.
     #[arg(long, default_value = "pcapng", value_parser = parse_format)]
     pub format: Format,
-    /// Start a new file every SECONDS; the -w name is a strftime pattern (UTC).
+    /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ).
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
     /// Start a new file before one grows past SIZE millions of bytes (k, m, g: KiB, MiB, GiB).
