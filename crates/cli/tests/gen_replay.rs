@@ -55,21 +55,28 @@ fn write_pcap(path: &str, frames: &[Vec<u8>]) {
     std::fs::write(path, out).unwrap();
 }
 
+/// What a replay sent (gen's JSON), and what tcpdump saw arrive: the frames, and when (ns).
 fn replay(
     net: &NetPair,
     tag: &str,
     file: &str,
     extra: &[&str],
-) -> (serde_json::Value, Vec<Vec<u8>>) {
+) -> (serde_json::Value, Vec<Vec<u8>>, Vec<u64>) {
     let cap_file = format!("/tmp/wirespeed-replay-{}-{tag}.pcap", std::process::id());
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &cap_file);
     let port = format!("xdp:{}", net.a);
     let mut args = vec!["gen", "--port", &port, "--pcap", file, "--json", "-q"];
     args.extend_from_slice(extra);
     let tx = run_json(&net.ns_a, &args);
-    let seen = cap.stop(false);
+    let seen = cap.stop(true);
     assert_eq!(seen.dropped_by_tcpdump, 0);
-    (tx, seen.frames)
+    let mut times = Vec::new();
+    let mut reader = wirespeed_capture::CaptureReader::open(&cap_file).unwrap();
+    while let Some(r) = reader.next_record().unwrap() {
+        times.push(r.ts_ns);
+    }
+    std::fs::remove_file(&cap_file).unwrap();
+    (tx, seen.frames, times)
 }
 
 #[test]
@@ -82,20 +89,33 @@ fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     must(&["editcap", "-F", "pcapng", &pcap, &pcapng]);
 
     // Recorded timing, twice: the file spans 0.49 s, so two loops take about a second.
-    let (tx, got) = replay(&net, "timed", &pcap, &["--loop", "2"]);
+    let (tx, got, times) = replay(&net, "timed", &pcap, &["--loop", "2"]);
     assert_eq!(tx["packets"].as_u64(), Some(2 * FRAMES as u64), "{tx}");
     assert_eq!(tx["loops_done"].as_u64(), Some(2), "{tx}");
     let seconds = tx["seconds"].as_f64().unwrap();
     assert!(
-        (0.95..3.0).contains(&seconds),
+        (0.95..1.5).contains(&seconds),
         "two loops of a 0.49 s file took {seconds} s"
     );
+    // Each frame arrives at its place in the schedule (one gap apart, the second loop one
+    // gap after the first ends): never early, and no more than 50 ms late.
+    let gap = u64::from(GAP_US) * 1000;
+    for (i, &t) in times.iter().enumerate() {
+        let due = i as u64 * gap;
+        let at = t - times[0];
+        assert!(
+            at + 500_000 >= due && at <= due + 50_000_000,
+            "frame {i} arrived {} ms in, due at {} ms",
+            at / 1_000_000,
+            due / 1_000_000
+        );
+    }
     let twice: Vec<Vec<u8>> = sent.iter().chain(sent.iter()).cloned().collect();
     assert_eq!(got.len(), twice.len());
     assert!(got == twice, "the frames came out changed or out of order");
 
     // pcapng, as fast as possible, three times.
-    let (tx, got) = replay(&net, "fast", &pcapng, &["--fast", "--loop", "3"]);
+    let (tx, got, _) = replay(&net, "fast", &pcapng, &["--fast", "--loop", "3"]);
     assert_eq!(tx["packets"].as_u64(), Some(3 * FRAMES as u64), "{tx}");
     let seconds = tx["seconds"].as_f64().unwrap();
     assert!(
@@ -106,7 +126,7 @@ fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     assert!(got == thrice, "the frames came out changed or out of order");
 
     // --count stops in the middle of a loop.
-    let (tx, got) = replay(
+    let (tx, got, _) = replay(
         &net,
         "count",
         &pcapng,
@@ -121,7 +141,7 @@ fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     must(&[
         "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
     ]);
-    let (tx, got) = replay(
+    let (tx, got, _) = replay(
         &net,
         "kernel",
         &pcap,

@@ -213,7 +213,13 @@ fn send_trace(
             .remaining(sent)
             .min((n_records - next).min(batch_size) as u64) as usize;
         if !args.fast {
-            match frames_due(trace, next, want, loop_start.elapsed()) {
+            // The next loop's start lies ahead of now until its first frame is due (elapsed()
+            // would say zero and send it at once).
+            let due = match Instant::now().checked_duration_since(loop_start) {
+                Some(now) => frames_due(trace, next, want, now),
+                None => Err(loop_start - Instant::now()),
+            };
+            match due {
                 Ok(n) => want = n,
                 Err(until) => {
                     port.flush()?;
