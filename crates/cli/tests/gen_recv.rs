@@ -1,5 +1,6 @@
 //! gen and recv together: the losses the receiver reports are exactly the sequence numbers
-//! the generator left out, or a drop rule on the way took.
+//! the generator left out, or a drop rule on the way took; duplicates and reordering, exactly
+//! those of a replayed file.
 
 mod common;
 use common::traffic::{gen_in_a, recv_in_b};
@@ -243,5 +244,70 @@ fn every_kind_of_frame_is_verified_by_the_receiver() {
             assert_eq!(g[field].as_u64(), Some(want), "{:?} {field}: {g}", kinds[i]);
         }
     }
+    net.assert_no_xdp();
+}
+
+/// Frames replayed in another order: the receiver names exactly the duplicate, the two
+/// reordered frames and the lost one.
+#[test]
+fn duplicated_reordered_and_lost_frames_are_reported_exactly() {
+    use common::pcaps::{TempDir, read_records, write_capture};
+    let dir = TempDir::new("gdup");
+    let made = dir.path("made.pcap");
+    let to_file = format!("pcap:{made}");
+    let g = run_json_here(&[
+        "gen",
+        "--port",
+        &to_file,
+        "--count",
+        "100",
+        "--generator-id",
+        "5",
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(g["packets"].as_u64(), Some(100), "{g}");
+    let records = read_records(&made);
+    let seq = |i: usize| records[i].clone();
+    // 10 twice; 21 before 20; 30 never; 40 after 45.
+    let mut order = Vec::new();
+    for i in 0..100 {
+        match i {
+            10 => order.extend([seq(10), seq(10)]),
+            20 => order.extend([seq(21), seq(20)]),
+            21 | 30 | 40 => {}
+            45 => order.extend([seq(45), seq(40)]),
+            _ => order.push(seq(i)),
+        }
+    }
+    let replayed = dir.path("replayed.pcap");
+    write_capture(&replayed, wirespeed_capture::write::Format::Pcap, &order);
+    let net = NetPair::new("gd");
+    let rx = recv_in_b(&net, &["--expect", "100"]);
+    let port = format!("xdp:{}", net.a);
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen", "--port", &port, "--pcap", &replayed, "--fast", "--rate", "20000", "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(order.len() as u64), "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let gens = rj["generators"].as_array().unwrap();
+    assert_eq!(gens.len(), 1, "{rj}");
+    let g5 = &gens[0];
+    assert_eq!(g5["generator"].as_u64(), Some(5), "{rj}");
+    assert_eq!(g5["received"].as_u64(), Some(100), "{rj}");
+    assert_eq!(g5["unique"].as_u64(), Some(99), "{rj}");
+    assert_eq!(g5["duplicated"].as_u64(), Some(1), "{rj}");
+    assert_eq!(g5["reordered"].as_u64(), Some(2), "{rj}");
+    assert_eq!(g5["lost"].as_u64(), Some(1), "{rj}");
+    assert_eq!(
+        g5["lost_ranges"].as_array().unwrap(),
+        &vec![serde_json::json!([30, 30])],
+        "{rj}"
+    );
     net.assert_no_xdp();
 }
