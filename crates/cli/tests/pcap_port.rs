@@ -2,6 +2,7 @@
 //! whole; `bench l2fwd` forwards one file into another; a switch replays a file onto a veth
 //! (tcpdump on the far side sees every frame) and records in a file what arrives from it;
 //! `pcap:-` reads standard input and writes standard output, the tools' reports kept off it.
+//! And, a port needing no network, gen's live lines and JSON summary.
 
 mod common;
 use common::pcaps::{self, MAC_A, MAC_B, Rec, TempDir};
@@ -238,4 +239,45 @@ fn a_switch_replays_a_file_onto_a_veth_and_records_what_comes_back() {
         .count();
     assert_eq!((recorded.len(), numbered), (500, 500));
     assert_eq!(pcaps::judge(&out).0, 500);
+}
+
+/// gen's progress: a live line each second on stderr (rate, total, drops), and at the end
+/// one JSON object on stdout with the fields `bench` gives.
+#[test]
+fn gen_prints_a_line_a_second_and_one_json_summary() {
+    let dir = TempDir::new("pgenlive");
+    let port = format!("pcap:{}", dir.path("out.pcapng"));
+    let out = std::process::Command::new(wirespeed())
+        .args([
+            "gen", "--port", &port, "--count", "2500", "--rate", "1000", "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" tx ")).collect();
+    assert!(lines.len() >= 2, "{err}");
+    let mut last_total = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[0], format!("{}.0s", i + 1), "{line}");
+        assert_eq!(
+            (words[1], words[3], words[6], words[8]),
+            ("tx", "Mpps", "total", "drops")
+        );
+        let total: u64 = words[7].parse().unwrap();
+        assert!(total >= last_total && total <= 2500, "{err}");
+        assert_eq!(words[9], "0", "{line}");
+        last_total = total;
+    }
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "mode", "port", "backend", "xdp_mode", "batch", "size", "seconds", "packets", "bytes",
+        "mpps", "drops",
+    ] {
+        assert!(!j[key].is_null(), "{key} missing: {j}");
+    }
+    assert_eq!(j["packets"].as_u64(), Some(2500), "{j}");
+    assert_eq!(j["port"].as_str(), Some(port.as_str()), "{j}");
+    assert!(j["drops"].is_object(), "{j}");
 }
