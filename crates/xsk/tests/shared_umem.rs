@@ -59,6 +59,13 @@ fn two_sockets_share_one_umem_and_forward_by_descriptor() {
 
 fn run_shared_umem() {
     const COUNT: u64 = 1000;
+    // No IPv6 in this namespace: a veth coming up would send router solicitations and MLD
+    // reports, which the XDP program hands to the socket among the test frames. (This
+    // thread's namespace is the one /proc/sys/net shows it.)
+    for conf in ["all", "default"] {
+        let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+        std::fs::write(&path, "1").unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
     ip(&[
         "link", "add", "wsua", "type", "veth", "peer", "name", "wsub",
     ]);
