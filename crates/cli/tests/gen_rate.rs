@@ -67,5 +67,35 @@ fn rate_in_packets_and_in_bits_within_2_percent_at_the_receiver() {
         (wire_bits - 120e6).abs() <= 2.4e6,
         "received {wire_bits} bits in 3 s at 40 Mbit/s: {rj}"
     );
+
+    // The same pacing over AF_PACKET: 50,000 packets a second for 5 s.
+    let rx = recv_in_b(&net, &[]);
+    let port = format!("packet:{}", net.a);
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &port,
+            "--rate",
+            "50000",
+            "--duration",
+            "5",
+            "--generator-id",
+            "3",
+            "--json",
+            "-q",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let g = &rj["generators"][0];
+    let received = g["received"].as_u64().unwrap();
+    assert!(
+        (received as f64 - 250_000.0).abs() <= 5_000.0,
+        "received {received} in 5 s at 50000 pps over packet: {rj}"
+    );
+    assert_eq!(received, tx["packets"].as_u64().unwrap(), "{tx} {rj}");
+    assert_eq!(g["lost"].as_u64(), Some(0), "{rj}");
     net.assert_no_xdp();
 }
