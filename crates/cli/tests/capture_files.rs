@@ -369,3 +369,52 @@ fn lines_print_like_tcpdump_n_and_n_e() {
         }
     }
 }
+
+/// `-r -` from a pipe that stays open but idle: SIGINT ends the capture at once, with every
+/// whole record that came written (as the end of the input would), the part of the next
+/// one that came dropped, exit 0.
+#[test]
+fn sigint_ends_a_read_of_an_idle_pipe_with_what_came() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+
+    let dir = TempDir::new("stdin-stop");
+    let records = mixed_records(10);
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &records);
+    let bytes = std::fs::read(&input).unwrap();
+    let out = dir.path("out.pcap");
+    let mut child = Command::new(common::wirespeed())
+        .args([
+            "capture", "-r", "-", "-w", &out, "--format", "pcap", "--json",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(&bytes).unwrap();
+    // Half of an eleventh record: its 16-byte header and 10 bytes of data.
+    pipe.write_all(&bytes[24..24 + 26]).unwrap();
+    pipe.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    common::must(&["kill", "-INT", &child.id().to_string()]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("capture -r - still waits on the idle pipe 10 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(pipe);
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    let counts: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(counts["received"], 10, "{counts}");
+    assert_eq!(counts["written"], 10, "{counts}");
+    assert_eq!(judge(&out), (10, total_bytes(&records)));
+    assert_eq!(read_records(&out), records);
+}

@@ -1,15 +1,21 @@
 //! `-r FILE`: filter and rewrite (or print) a capture file. There is no wire to keep up with,
 //! so here the loop waits for the writer instead of dropping.
 
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
-use wirespeed_capture::CaptureReader;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use wirespeed_capture::recorder::{Outcome, Recorder};
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::write::Interface;
+use wirespeed_capture::{CaptureError, CaptureReader, ErrorKind};
 
 use super::counts::Counts;
 use super::{CaptureArgs, compile_or_exit, now_ns};
@@ -17,13 +23,67 @@ use super::{CaptureArgs, compile_or_exit, now_ns};
 /// Records between looks at the stop flag.
 const STOP_CHECK: u64 = 1024;
 
+/// Standard input for `-r -`, read so that SIGINT and SIGTERM end the capture even while the
+/// pipe is idle (the signals only set the stop flag; the read itself would wait on): it waits
+/// in poll() and looks at the flag every 100 ms, and once the flag is set the input ends.
+struct StoppableStdin {
+    file: File,
+    stop: Arc<AtomicBool>,
+}
+
+impl StoppableStdin {
+    fn new(stop: &Arc<AtomicBool>) -> io::Result<StoppableStdin> {
+        // A duplicate of descriptor 0, read directly: std's Stdin buffers behind poll()'s back.
+        let fd = io::stdin().as_fd().try_clone_to_owned()?;
+        Ok(StoppableStdin {
+            file: File::from(fd),
+            stop: stop.clone(),
+        })
+    }
+}
+
+impl Read for StoppableStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            let mut fds = [PollFd::new(self.file.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(100u8)) {
+                Ok(0) | Err(Errno::EINTR) => continue,
+                Ok(_) => return self.file.read(buf),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+fn open(path: &Path, stop: &Arc<AtomicBool>) -> anyhow::Result<CaptureReader> {
+    if path != Path::new("-") {
+        return Ok(CaptureReader::open(path)?);
+    }
+    let stdin = StoppableStdin::new(stop).context("read standard input")?;
+    match CaptureReader::from_reader(path, Box::new(stdin)) {
+        Err(e) if stop.load(Ordering::Relaxed) => {
+            anyhow::bail!("stopped before standard input gave a whole capture file header ({e})")
+        }
+        r => Ok(r?),
+    }
+}
+
+/// A record cut short by the stop flag ends the input like the end of a file: what came
+/// before it is written, and the capture was not truncated but stopped.
+fn cut_by_stop(e: &CaptureError, stop: &AtomicBool) -> bool {
+    matches!(e.kind, ErrorKind::Truncated { .. }) && stop.load(Ordering::Relaxed)
+}
+
 pub fn run(
     args: &CaptureArgs,
     path: &Path,
     rotation: Rotation,
-    stop: &AtomicBool,
+    stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Counts> {
-    let mut reader = CaptureReader::open(path)?;
+    let mut reader = open(path, stop)?;
     let expression = args.expression();
     let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false);
     let mut counts = Counts {
@@ -47,6 +107,7 @@ pub fn run(
         let record = match reader.next_record() {
             Ok(Some(r)) => r,
             Ok(None) => break,
+            Err(e) if cut_by_stop(&e, stop) => break,
             Err(e) => {
                 read_error = Some(e);
                 break;
