@@ -77,6 +77,10 @@ pub struct CaptureArgs {
     /// tcpdump -e does.
     #[arg(short = 'e')]
     pub link_header: bool,
+    /// Print TCP sequence and acknowledgement numbers as they are, as tcpdump -S does;
+    /// by default they count from the first ones seen in each connection.
+    #[arg(short = 'S')]
+    pub absolute_seq: bool,
     /// Read packets from a pcap or pcapng file instead of a port (`-` for standard input).
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<PathBuf>,
@@ -282,7 +286,7 @@ impl CaptureArgs {
                 None => (
                     Format::Pcap,
                     "-".to_string(),
-                    Box::new(line::LineOutput::new(self.link_header)),
+                    Box::new(line::LineOutput::new(self.link_header, self.absolute_seq)),
                 ),
                 Some("-") => (self.format, "-".to_string(), Box::new(StdoutOutput::new())),
                 Some(path) => (self.format, path.to_string(), Box::new(FileOutput::new())),

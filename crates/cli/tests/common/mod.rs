@@ -423,10 +423,16 @@ pub struct Captured {
 impl Capture {
     /// tcpdump on `dev` in `ns`, inbound packets only, written to `file`.
     pub fn tcpdump_inbound(ns: &str, dev: &str, file: &str) -> Capture {
+        Capture::tcpdump(ns, dev, "in", file)
+    }
+
+    /// tcpdump on `dev` in `ns`, packets of `direction` (its -Q: in, out, inout), written
+    /// to `file`.
+    pub fn tcpdump(ns: &str, dev: &str, direction: &str, file: &str) -> Capture {
         let mut child = Command::new("ip")
             .args([
-                "netns", "exec", ns, "tcpdump", "-n", "-i", dev, "-Q", "in", "-U", "-B", "65536",
-                "-s", "0", "-w", file,
+                "netns", "exec", ns, "tcpdump", "-n", "-i", dev, "-Q", direction, "-U", "-B",
+                "65536", "-s", "0", "-w", file,
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

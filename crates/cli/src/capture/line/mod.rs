@@ -2,6 +2,8 @@
 //! addresses and ports, length. Runs on the writer thread, so printing never slows the
 //! receive loop.
 
+mod tcp;
+
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Stdout, Write};
 use std::net::IpAddr;
@@ -11,8 +13,10 @@ use wirespeed_capture::localtime::LocalOffset;
 use wirespeed_capture::spool::{Chunk, Output, WriteError};
 use wirespeed_packet::{
     ArpPacket, EtherType, EthernetFrame, Icmpv4Packet, IpProtocol, Ipv4Packet, Ipv6Packet,
-    TcpPacket, UdpPacket, VlanTag,
+    UdpPacket, VlanTag,
 };
+
+use tcp::TcpLines;
 
 /// Prints the records of each chunk (classic pcap records) as lines on standard output.
 pub struct LineOutput {
@@ -22,15 +26,18 @@ pub struct LineOutput {
     link: bool,
     /// The local zone's offset, for the time of day.
     zone: LocalOffset,
+    tcp: TcpLines,
 }
 
 impl LineOutput {
-    pub fn new(link: bool) -> LineOutput {
+    /// `absolute_seq`: TCP sequence numbers as they are, as tcpdump -S prints them.
+    pub fn new(link: bool, absolute_seq: bool) -> LineOutput {
         LineOutput {
             out: BufWriter::with_capacity(1 << 16, io::stdout()),
             line: String::with_capacity(256),
             link,
             zone: LocalOffset::default(),
+            tcp: TcpLines::new(absolute_seq),
         }
     }
 }
@@ -46,7 +53,13 @@ impl Output for LineOutput {
             let record = &chunk.bytes[start..end];
             start = end;
             self.line.clear();
-            format_record(record, self.link, &mut self.zone, &mut self.line);
+            format_record(
+                record,
+                self.link,
+                &mut self.zone,
+                &mut self.tcp,
+                &mut self.line,
+            );
             if let Err(error) = writeln!(self.out, "{}", self.line) {
                 return Err(WriteError {
                     written_packets: i as u64,
@@ -67,7 +80,13 @@ impl Output for LineOutput {
 }
 
 /// A classic pcap record (nanosecond header, then the bytes) as a line.
-fn format_record(record: &[u8], link: bool, zone: &mut LocalOffset, line: &mut String) {
+fn format_record(
+    record: &[u8],
+    link: bool,
+    zone: &mut LocalOffset,
+    tcp: &mut TcpLines,
+    line: &mut String,
+) {
     let word = |i: usize| {
         record
             .get(i..i + 4)
@@ -85,7 +104,7 @@ fn format_record(record: &[u8], link: bool, zone: &mut LocalOffset, line: &mut S
         day % 60,
         nsec / 1000
     );
-    format_ethernet(data, orig_len, link, line);
+    format_ethernet(data, orig_len, link, tcp, line);
 }
 
 /// tcpdump's name for an EtherType (its -e output), for the ones it names.
@@ -124,7 +143,7 @@ fn is_tag(ethertype: EtherType) -> bool {
 /// An Ethernet frame as tcpdump -n prints it; with `link`, as tcpdump -n -e does: the
 /// addresses, the EtherType and each VLAN tag first, and no protocol word after them. A
 /// truncated header is ` [|proto]`, tcpdump's mark, which it prints without the word.
-pub fn format_ethernet(data: &[u8], orig_len: u32, link: bool, line: &mut String) {
+fn format_ethernet(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
     let Ok(eth) = EthernetFrame::new_checked(data) else {
         let _ = write!(line, "[|ether], length {orig_len}");
         return;
@@ -166,18 +185,17 @@ pub fn format_ethernet(data: &[u8], orig_len: u32, link: bool, line: &mut String
         EtherType::IPV4 => {
             // tcpdump keeps the word for a truncated IPv4 header (and only for that one).
             word(line, "IP ");
-            match Ipv4Packet::new_checked(payload) {
-                Ok(ip) => format_ipv4(&ip, line),
-                Err(_) => line.push_str(" [|ip]"),
+            if ipv4_header_captured(payload) {
+                format_ipv4(payload, tcp, line);
+            } else {
+                line.push_str(" [|ip]");
             }
         }
-        EtherType::IPV6 => match Ipv6Packet::new_checked(payload) {
-            Ok(ip) => {
-                word(line, "IP6 ");
-                format_ipv6(&ip, line)
-            }
-            Err(_) => line.push_str(" [|ip6]"),
-        },
+        EtherType::IPV6 if payload.len() >= IPV6_HEADER => {
+            word(line, "IP6 ");
+            format_ipv6(payload, tcp, line)
+        }
+        EtherType::IPV6 => line.push_str(" [|ip6]"),
         EtherType::ARP => match ArpPacket::new_checked(payload) {
             Ok(arp) => {
                 word(line, "ARP, ");
@@ -198,7 +216,29 @@ pub fn format_ethernet(data: &[u8], orig_len: u32, link: bool, line: &mut String
     }
 }
 
-fn format_ipv4(ip: &Ipv4Packet<&[u8]>, line: &mut String) {
+const IPV4_HEADER: usize = 20;
+const IPV6_HEADER: usize = 40;
+
+/// Whether an IPv4 header was captured whole. The rest of the packet may be cut short by a
+/// snap length: lines show what the headers say, as tcpdump's do.
+fn ipv4_header_captured(payload: &[u8]) -> bool {
+    if payload.len() < IPV4_HEADER {
+        return false;
+    }
+    let ip = Ipv4Packet::new_unchecked(payload);
+    ip.version() == 4 && (IPV4_HEADER..=payload.len()).contains(&ip.header_len())
+}
+
+/// The transport bytes captured of an IP `packet` whose header is `header_len` bytes and
+/// whose payload the header says is `length` bytes (Ethernet padding left out), and that
+/// length.
+fn transport(packet: &[u8], header_len: usize, length: usize) -> (&[u8], usize) {
+    let end = (header_len + length).min(packet.len());
+    (&packet[header_len.min(end)..end], length)
+}
+
+fn format_ipv4(packet: &[u8], tcp: &mut TcpLines, line: &mut String) {
+    let ip = Ipv4Packet::new_unchecked(packet);
     let (src, dst) = (IpAddr::V4(ip.src_addr()), IpAddr::V4(ip.dst_addr()));
     if ip.frag_offset() != 0 {
         let _ = write!(
@@ -208,18 +248,33 @@ fn format_ipv4(ip: &Ipv4Packet<&[u8]>, line: &mut String) {
         );
         return;
     }
-    format_transport(ip.protocol(), src, dst, ip.payload(), line);
+    let header_len = ip.header_len();
+    let length = usize::from(ip.total_len()).saturating_sub(header_len);
+    let l4 = transport(packet, header_len, length);
+    format_transport(ip.protocol(), src, dst, l4, tcp, line);
 }
 
-fn format_ipv6(ip: &Ipv6Packet<&[u8]>, line: &mut String) {
+fn format_ipv6(packet: &[u8], tcp: &mut TcpLines, line: &mut String) {
+    let ip = Ipv6Packet::new_unchecked(packet);
     let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
-    format_transport(ip.next_header(), src, dst, ip.payload(), line);
+    let l4 = transport(packet, IPV6_HEADER, usize::from(ip.payload_len()));
+    format_transport(ip.next_header(), src, dst, l4, tcp, line);
 }
 
-fn format_transport(proto: IpProtocol, src: IpAddr, dst: IpAddr, l4: &[u8], line: &mut String) {
+/// `l4`: the transport bytes captured, and the transport length the IP header gives.
+fn format_transport(
+    proto: IpProtocol,
+    src: IpAddr,
+    dst: IpAddr,
+    (l4, length): (&[u8], usize),
+    tcp: &mut TcpLines,
+    line: &mut String,
+) {
     match proto {
-        IpProtocol::UDP => match UdpPacket::new_checked(l4) {
-            Ok(udp) => {
+        IpProtocol::UDP => match (l4.len() >= UdpPacket::<&[u8]>::HEADER_LEN)
+            .then(|| UdpPacket::new_unchecked(l4))
+        {
+            Some(udp) => {
                 let _ = write!(
                     line,
                     "{src}.{} > {dst}.{}: UDP, length {}",
@@ -228,68 +283,21 @@ fn format_transport(proto: IpProtocol, src: IpAddr, dst: IpAddr, l4: &[u8], line
                     udp.len().saturating_sub(8)
                 );
             }
-            Err(_) => {
+            None => {
                 let _ = write!(line, "{src} > {dst}: [|udp]");
             }
         },
-        IpProtocol::TCP => match TcpPacket::new_checked(l4) {
-            Ok(tcp) => format_tcp(&tcp, src, dst, line),
-            Err(_) => {
-                let _ = write!(line, "{src} > {dst}: [|tcp]");
-            }
-        },
+        IpProtocol::TCP => tcp.format(l4, length, src, dst, line),
         IpProtocol::ICMP => match Icmpv4Packet::new_checked(l4) {
-            Ok(icmp) => format_icmp(&icmp, src, dst, l4.len(), line),
+            Ok(icmp) => format_icmp(&icmp, src, dst, length, line),
             Err(_) => {
                 let _ = write!(line, "{src} > {dst}: [|icmp]");
             }
         },
         IpProtocol(p) => {
-            let _ = write!(line, "{src} > {dst}: ip-proto-{p} {}", l4.len());
+            let _ = write!(line, "{src} > {dst}: ip-proto-{p} {length}");
         }
     }
-}
-
-fn format_tcp(tcp: &TcpPacket<&[u8]>, src: IpAddr, dst: IpAddr, line: &mut String) {
-    let _ = write!(
-        line,
-        "{src}.{} > {dst}.{}: Flags [",
-        tcp.src_port(),
-        tcp.dst_port()
-    );
-    // tcpdump's order: F S R P . U E W
-    let flags = tcp.flags();
-    for (bit, c) in [
-        (0x01, 'F'),
-        (0x02, 'S'),
-        (0x04, 'R'),
-        (0x08, 'P'),
-        (0x10, '.'),
-        (0x20, 'U'),
-        (0x40, 'E'),
-        (0x80, 'W'),
-    ] {
-        if flags & bit != 0 {
-            line.push(c);
-        }
-    }
-    if flags & 0xff == 0 {
-        line.push_str("none");
-    }
-    let (seq, data_len) = (tcp.seq_number(), tcp.payload().len() as u32);
-    let _ = match data_len {
-        0 => write!(line, "], seq {seq}"),
-        n => write!(line, "], seq {seq}:{}", seq.wrapping_add(n)),
-    };
-    if tcp.ack() {
-        let _ = write!(line, ", ack {}", tcp.ack_number());
-    }
-    let _ = write!(
-        line,
-        ", win {}, length {}",
-        tcp.window_len(),
-        tcp.payload().len()
-    );
 }
 
 fn format_icmp(

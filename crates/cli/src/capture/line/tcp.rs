@@ -1,0 +1,319 @@
+//! A TCP segment as tcpdump -n prints it: flags, sequence and acknowledgement numbers
+//! relative to the first ones seen in the conversation (unless -S), window, urgent pointer,
+//! options, and the payload's length.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+/// Conversations remembered at most; past this the table starts over, so a long capture of
+/// many short connections does not grow without end (tcpdump's table never shrinks).
+const MAX_CONVERSATIONS: usize = 1 << 20;
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const ACK: u8 = 0x10;
+const URG: u8 = 0x20;
+
+/// One end of a conversation.
+type End = (IpAddr, u16);
+
+/// The sequence numbers each end started from, keyed by the two ends, lower one first.
+#[derive(Default)]
+pub struct TcpLines {
+    absolute: bool,
+    starts: HashMap<(End, End), (u32, u32)>,
+}
+
+/// Where a TCP header ended early in the capture: tcpdump's ` [|tcp]`.
+struct Truncated;
+
+impl TcpLines {
+    /// `absolute`: print the numbers as they are, as tcpdump -S does.
+    pub fn new(absolute: bool) -> TcpLines {
+        TcpLines {
+            absolute,
+            starts: HashMap::new(),
+        }
+    }
+
+    /// `segment`: the captured bytes from the TCP header on; `length`: the header and
+    /// payload as the IP header gives them (more than captured under a snap length).
+    pub fn format(
+        &mut self,
+        segment: &[u8],
+        length: usize,
+        src: IpAddr,
+        dst: IpAddr,
+        line: &mut String,
+    ) {
+        if segment.len() < 4 {
+            let _ = write!(line, "{src} > {dst}: [|tcp]");
+            return;
+        }
+        let (sport, dport) = (be16(segment, 0), be16(segment, 2));
+        let _ = write!(line, "{src}.{sport} > {dst}.{dport}: ");
+        if self
+            .format_header(segment, length, (src, sport), (dst, dport), line)
+            .is_err()
+        {
+            line.push_str(" [|tcp]");
+        }
+    }
+
+    fn format_header(
+        &mut self,
+        segment: &[u8],
+        length: usize,
+        from: End,
+        to: End,
+        line: &mut String,
+    ) -> Result<(), Truncated> {
+        if segment.len() < 20 {
+            return Err(Truncated);
+        }
+        let header_len = usize::from(segment[12] >> 4) * 4;
+        if header_len < 20 {
+            let _ = write!(
+                line,
+                " tcp {} [bad hdr length {header_len} - too short, < 20]",
+                length.wrapping_sub(header_len) as u32
+            );
+            return Ok(());
+        }
+        let (mut seq, mut ack) = (be32(segment, 4), be32(segment, 8));
+        let (flags, window, urgent) = (segment[13], be16(segment, 14), be16(segment, 18));
+        line.push_str("Flags [");
+        // tcpdump's order: F S R P . U E W
+        for (bit, c) in [
+            (FIN, 'F'),
+            (SYN, 'S'),
+            (RST, 'R'),
+            (0x08, 'P'),
+            (ACK, '.'),
+            (URG, 'U'),
+            (0x40, 'E'),
+            (0x80, 'W'),
+        ] {
+            if flags & bit != 0 {
+                line.push(c);
+            }
+        }
+        if flags == 0 {
+            line.push_str("none");
+        }
+        line.push(']');
+        // The start of the peer's sequence space, for the SACK blocks.
+        let mut peer_start = 0;
+        if !self.absolute && flags & ACK != 0 {
+            let (key, from_low) = if from <= to {
+                ((from, to), true)
+            } else {
+                ((to, from), false)
+            };
+            let known = self.starts.get(&key).copied();
+            let (own, peer) = match known {
+                Some((low, high)) if flags & SYN == 0 => {
+                    let (own, peer) = if from_low { (low, high) } else { (high, low) };
+                    seq = seq.wrapping_sub(own);
+                    ack = ack.wrapping_sub(peer);
+                    (own, peer)
+                }
+                // The first segment with an ACK, or a new handshake: the numbers as they are.
+                _ => (seq, ack.wrapping_sub(1)),
+            };
+            if known.is_none() && self.starts.len() >= MAX_CONVERSATIONS {
+                self.starts.clear();
+            }
+            let starts = if from_low { (own, peer) } else { (peer, own) };
+            self.starts.insert(key, starts);
+            peer_start = peer;
+        }
+        if header_len > length {
+            let _ = write!(
+                line,
+                " [bad hdr length {header_len} - too long, > {length}]"
+            );
+            return Ok(());
+        }
+        let payload = (length - header_len) as u32;
+        if payload > 0 || flags & (SYN | FIN | RST) != 0 {
+            let _ = write!(line, ", seq {seq}");
+            if payload > 0 {
+                let _ = write!(line, ":{}", seq.wrapping_add(payload));
+            }
+        }
+        if flags & ACK != 0 {
+            let _ = write!(line, ", ack {ack}");
+        }
+        let _ = write!(line, ", win {window}");
+        if flags & URG != 0 {
+            let _ = write!(line, ", urg {urgent}");
+        }
+        if header_len > 20 {
+            line.push_str(", options [");
+            let options = &segment[20..header_len.min(segment.len())];
+            match format_options(options, header_len - 20, peer_start, line) {
+                Options::Done => line.push(']'),
+                Options::Bad { any } => {
+                    line.push_str("[bad opt]");
+                    if any {
+                        line.push(']');
+                    }
+                    return Ok(());
+                }
+                Options::Truncated { mark } => {
+                    line.push_str(" [|tcp]");
+                    if mark {
+                        line.push('>');
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        let _ = write!(line, ", length {payload}");
+        Ok(())
+    }
+}
+
+enum Options {
+    Done,
+    /// An option whose length does not fit; `any`: one was printed before it.
+    Bad {
+        any: bool,
+    },
+    /// The capture ended inside the options; `mark`: tcpdump's `>` after its ` [|tcp]`,
+    /// which it prints when a value (not a kind or length byte) was cut after an option.
+    Truncated {
+        mark: bool,
+    },
+}
+
+/// The options as tcpdump prints them. `captured` may be shorter than `len`, the options'
+/// length by the header. SACK blocks are shown relative to `peer_start`.
+fn format_options(captured: &[u8], len: usize, peer_start: u32, line: &mut String) -> Options {
+    let (mut at, mut left, mut any) = (0, len, false);
+    while left > 0 {
+        if any {
+            line.push(',');
+        }
+        let Some(&kind) = captured.get(at) else {
+            return Options::Truncated { mark: false };
+        };
+        at += 1;
+        // EOL and NOP are one byte; every other option has a length byte (kind and length
+        // included in it).
+        let declared = if kind <= 1 {
+            1
+        } else {
+            let Some(&l) = captured.get(at) else {
+                return Options::Truncated { mark: false };
+            };
+            at += 1;
+            if l < 2 || usize::from(l) > left {
+                return Options::Bad { any };
+            }
+            left -= 1;
+            usize::from(l)
+        };
+        left -= 1;
+        let name = option_name(kind);
+        match name {
+            Some(n) => line.push_str(n),
+            None => {
+                let _ = write!(line, "unknown-{kind}");
+            }
+        }
+        // The bytes this option's value takes, which tcpdump then skips (whatever the
+        // length byte said).
+        let value_len = match kind {
+            0 | 1 | 4 => 0,
+            2 => 2,
+            3 => 1,
+            6 | 7 | 11..=13 => 4,
+            8 => 8,
+            _ => declared - 2,
+        };
+        if value_len > left {
+            return Options::Bad { any };
+        }
+        let Some(value) = captured.get(at..at + value_len) else {
+            return Options::Truncated { mark: any };
+        };
+        match kind {
+            2 => {
+                let _ = write!(line, " {}", be16(value, 0));
+            }
+            3 => {
+                let _ = write!(line, " {}", value[0]);
+            }
+            5 if value_len % 8 != 0 => line.push_str(" invalid sack"),
+            5 => {
+                let _ = write!(line, " {} ", value_len / 8);
+                for block in value.chunks_exact(8) {
+                    let (s, e) = (be32(block, 0), be32(block, 4));
+                    let _ = write!(
+                        line,
+                        "{{{}:{}}}",
+                        s.wrapping_sub(peer_start),
+                        e.wrapping_sub(peer_start)
+                    );
+                }
+            }
+            6 | 7 | 11..=13 => {
+                let _ = write!(line, " {}", be32(value, 0));
+            }
+            8 => {
+                let _ = write!(line, " val {} ecr {}", be32(value, 0), be32(value, 4));
+            }
+            0 | 1 | 4 => {}
+            _ if value_len > 0 => {
+                line.push_str(" 0x");
+                for b in value {
+                    let _ = write!(line, "{b:02x}");
+                }
+            }
+            _ => {}
+        }
+        at += value_len;
+        left -= value_len;
+        let printed = value_len + if kind <= 1 { 1 } else { 2 };
+        if printed != declared {
+            let _ = write!(line, "[len {declared}]");
+        }
+        any = true;
+        if kind == 0 {
+            break;
+        }
+    }
+    Options::Done
+}
+
+/// tcpdump's names for the options it prints as above; the others are `unknown-KIND` with
+/// their value in hex.
+fn option_name(kind: u8) -> Option<&'static str> {
+    Some(match kind {
+        0 => "eol",
+        1 => "nop",
+        2 => "mss",
+        3 => "wscale",
+        4 => "sackOK",
+        5 => "sack",
+        6 => "echo",
+        7 => "echoreply",
+        8 => "TS",
+        11 => "cc",
+        12 => "ccnew",
+        13 => "",
+        _ => return None,
+    })
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}

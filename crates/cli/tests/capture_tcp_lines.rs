@@ -1,0 +1,332 @@
+//! TCP lines as tcpdump -n prints them, judged by tcpdump itself: sequence numbers relative
+//! to each connection's first ones (and absolute with -S), options, SACK blocks, malformed
+//! and truncated headers, in crafted frames and in a real connection between namespaces.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::pcaps::*;
+use common::*;
+use wirespeed_capture::write::Format;
+
+const A: [u8; 4] = [10, 0, 0, 1];
+const B: [u8; 4] = [10, 0, 0, 2];
+const A6: [u16; 8] = [0xfd00, 0, 0, 0, 0, 0, 0, 1];
+const B6: [u16; 8] = [0xfd00, 0, 0, 0, 0, 0, 0, 2];
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const PSH: u8 = 0x08;
+const ACK: u8 = 0x10;
+const URG: u8 = 0x20;
+
+/// A TCP header with every field chosen; `options` are padded to whole words by the caller.
+struct Seg<'a> {
+    ports: (u16, u16),
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    win: u16,
+    urg: u16,
+    options: &'a [u8],
+    /// The data offset, when it is to lie; else the header's true length.
+    offset: Option<u8>,
+    payload: &'a [u8],
+}
+
+impl Seg<'_> {
+    fn bytes(&self) -> Vec<u8> {
+        assert_eq!(self.options.len() % 4, 0);
+        let offset = self.offset.unwrap_or(5 + self.options.len() as u8 / 4);
+        let mut h = Vec::new();
+        h.extend_from_slice(&self.ports.0.to_be_bytes());
+        h.extend_from_slice(&self.ports.1.to_be_bytes());
+        h.extend_from_slice(&self.seq.to_be_bytes());
+        h.extend_from_slice(&self.ack.to_be_bytes());
+        h.extend_from_slice(&[offset << 4, self.flags]);
+        h.extend_from_slice(&self.win.to_be_bytes());
+        h.extend_from_slice(&[0, 0]);
+        h.extend_from_slice(&self.urg.to_be_bytes());
+        h.extend_from_slice(self.options);
+        h.extend_from_slice(self.payload);
+        h
+    }
+}
+
+fn seg(ports: (u16, u16), seq: u32, ack: u32, flags: u8, options: &[u8]) -> Seg<'_> {
+    Seg {
+        ports,
+        seq,
+        ack,
+        flags,
+        win: 502,
+        urg: 0,
+        options,
+        offset: None,
+        payload: &[],
+    }
+}
+
+fn v4(src: [u8; 4], dst: [u8; 4], s: &Seg) -> Vec<u8> {
+    eth(
+        MAC_B,
+        MAC_A,
+        &[],
+        0x0800,
+        &ipv4(src, dst, 6, 0x4000, 0, &s.bytes()),
+    )
+}
+
+fn v6(src: [u16; 8], dst: [u16; 8], s: &Seg) -> Vec<u8> {
+    eth(MAC_B, MAC_A, &[], 0x86dd, &ipv6(src, dst, 6, &s.bytes()))
+}
+
+/// mss 1460, sackOK, TS val 1 ecr 0, nop, wscale 7: what Linux puts in a SYN.
+const SYN_OPTIONS: [u8; 20] = [
+    2, 4, 5, 180, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+];
+/// nop, nop, TS val 2 ecr 1.
+const TS_OPTIONS: [u8; 12] = [1, 1, 8, 10, 0, 0, 0, 2, 0, 0, 0, 1];
+
+/// A conversation and its oddities, each frame whole unless a capture length is given.
+fn crafted() -> Vec<(Vec<u8>, Option<usize>)> {
+    let (c, s) = ((40002, 5001), (5001, 40002));
+    let (isn_c, isn_s) = (100_000u32, 4_294_967_000u32); // the server's wraps around
+    // nop, nop, SACK of two blocks of the client's data.
+    let mut sack = vec![1, 1, 5, 18];
+    for n in [isn_c + 101, isn_c + 201, isn_c + 301, isn_c + 401] {
+        sack.extend_from_slice(&n.to_be_bytes());
+    }
+    let data = [7u8; 100];
+    let frames = vec![
+        v4(A, B, &seg(c, isn_c, 0, SYN, &SYN_OPTIONS)),
+        v4(B, A, &seg(s, isn_s, isn_c + 1, SYN | ACK, &SYN_OPTIONS)),
+        v4(
+            A,
+            B,
+            &seg(c, isn_c + 1, isn_s.wrapping_add(1), ACK, &TS_OPTIONS),
+        ),
+        v4(
+            A,
+            B,
+            &Seg {
+                payload: &data,
+                ..seg(c, isn_c + 1, isn_s.wrapping_add(1), PSH | ACK, &TS_OPTIONS)
+            },
+        ),
+        v4(
+            B,
+            A,
+            &seg(s, isn_s.wrapping_add(1), isn_c + 101, ACK, &sack),
+        ),
+        v4(
+            A,
+            B,
+            &Seg {
+                urg: 5,
+                win: 65535,
+                payload: &data[..10],
+                ..seg(c, isn_c + 101, isn_s.wrapping_add(1), URG | ACK, &[])
+            },
+        ),
+        // An option tcpdump does not know; nop then eol, and what follows eol is not read;
+        // a length past the header; mss with a length of 6.
+        v4(
+            A,
+            B,
+            &seg(
+                c,
+                isn_c + 111,
+                isn_s.wrapping_add(1),
+                ACK,
+                &[99, 4, 0xab, 0xcd],
+            ),
+        ),
+        v4(
+            A,
+            B,
+            &seg(c, isn_c + 111, isn_s.wrapping_add(1), ACK, &[1, 0, 5, 5]),
+        ),
+        v4(
+            A,
+            B,
+            &seg(c, isn_c + 111, isn_s.wrapping_add(1), ACK, &[1, 2, 9, 0]),
+        ),
+        v4(
+            A,
+            B,
+            &seg(
+                c,
+                isn_c + 111,
+                isn_s.wrapping_add(1),
+                ACK,
+                &[2, 6, 5, 180, 0, 0, 0, 0],
+            ),
+        ),
+        v4(
+            B,
+            A,
+            &seg(s, isn_s.wrapping_add(1), isn_c + 111, FIN | ACK, &[]),
+        ),
+        v4(A, B, &seg(c, isn_c + 111, 0, RST, &[])),
+        v4(A, B, &seg(c, 7, 0, 0, &[])),
+        v4(A, B, &seg(c, 7, 0, 0xc0 | ACK, &[])),
+        // Another conversation whose first segment seen carries an ACK: absolute numbers,
+        // then relative ones.
+        v4(B, A, &seg((80, 33000), 5000, 6000, ACK, &[])),
+        v4(A, B, &seg((33000, 80), 6000, 5010, ACK, &[])),
+        // The data offset says 16 bytes; then 60, in a 20-byte segment.
+        v4(
+            A,
+            B,
+            &Seg {
+                offset: Some(4),
+                ..seg(c, 1, 1, ACK, &[])
+            },
+        ),
+        v4(
+            A,
+            B,
+            &Seg {
+                offset: Some(15),
+                ..seg(c, 1, 1, ACK, &[])
+            },
+        ),
+        // IPv6.
+        v6(A6, B6, &seg(c, 10, 0, SYN, &SYN_OPTIONS)),
+        v6(B6, A6, &seg(s, 20, 11, SYN | ACK, &SYN_OPTIONS)),
+        v6(
+            A6,
+            B6,
+            &Seg {
+                payload: &data,
+                ..seg(c, 11, 21, PSH | ACK, &TS_OPTIONS)
+            },
+        ),
+    ];
+    let mut out: Vec<_> = frames.into_iter().map(|f| (f, None)).collect();
+    // Cut short by a snap length: inside TS's value, at an option's length byte, inside
+    // the fixed header, inside the ports, inside the payload; UDP and ICMP after their
+    // headers.
+    let syn = v4(A, B, &seg(c, isn_c, 0, SYN, &SYN_OPTIONS));
+    for cut in [
+        14 + 20 + 20 + 10,
+        14 + 20 + 20 + 5,
+        14 + 20 + 10,
+        14 + 20 + 2,
+    ] {
+        out.push((syn.clone(), Some(cut)));
+    }
+    let with_data = v4(
+        A,
+        B,
+        &Seg {
+            payload: &data,
+            ..seg(c, isn_c + 1, isn_s.wrapping_add(1), PSH | ACK, &TS_OPTIONS)
+        },
+    );
+    out.push((with_data, Some(14 + 20 + 32 + 4)));
+    let udp_v4 = eth(
+        MAC_B,
+        MAC_A,
+        &[],
+        0x0800,
+        &ipv4(A, B, 17, 0, 0, &udp(1024, 9, &[0; 40])),
+    );
+    out.push((udp_v4, Some(14 + 20 + 8)));
+    let icmp_v4 = eth(
+        MAC_B,
+        MAC_A,
+        &[],
+        0x0800,
+        &ipv4(A, B, 1, 0, 0, &icmp(8, 0, &[0; 56])),
+    );
+    out.push((icmp_v4, Some(14 + 20 + 8)));
+    out
+}
+
+fn records(frames: Vec<(Vec<u8>, Option<usize>)>) -> Vec<Rec> {
+    frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, (mut f, cut))| {
+            let len = f.len() as u32;
+            if let Some(cut) = cut {
+                f.truncate(cut);
+            }
+            (1_700_000_000_000_000_000 + i as u64 * 1_000_000, f, len)
+        })
+        .collect()
+}
+
+/// `wirespeed capture -r FILE FLAGS` prints, line for line, what `tcpdump -n -r FILE FLAGS`
+/// does.
+fn assert_lines_like_tcpdump(file: &str, count: usize, flags: &[&str]) {
+    let run = |program: &str, args: &[&str]| {
+        let out = Command::new(program)
+            .args(args)
+            .args(["-r", file])
+            .args(flags)
+            .env("TZ", "UTC")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ours = run(wirespeed(), &["capture"]);
+    let theirs = run("tcpdump", &["-n"]);
+    assert_eq!(theirs.lines().count(), count, "{theirs}");
+    assert_eq!(ours.lines().count(), count, "{ours}");
+    for (a, b) in ours.lines().zip(theirs.lines()) {
+        assert_eq!(a, b, "{flags:?}");
+    }
+}
+
+#[test]
+fn crafted_tcp_lines_print_like_tcpdump() {
+    let dir = TempDir::new("tcp-lines");
+    let file = dir.path("tcp.pcap");
+    let recs = records(crafted());
+    write_capture(&file, Format::Pcap, &recs);
+    assert_lines_like_tcpdump(&file, recs.len(), &[]);
+    assert_lines_like_tcpdump(&file, recs.len(), &["-S"]);
+}
+
+/// A real connection (handshake, 300 kB, close) captured by tcpdump in both directions.
+#[test]
+fn a_real_connection_prints_like_tcpdump() {
+    let net = NetPair::new("tl");
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_a,
+        "addr",
+        "add",
+        "10.31.0.1/24",
+        "dev",
+        &net.a,
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_b,
+        "addr",
+        "add",
+        "10.31.0.2/24",
+        "dev",
+        &net.b,
+    ]);
+    let dir = TempDir::new("tcp-live");
+    let file = dir.path("live.pcap");
+    let capture = Capture::tcpdump(&net.ns_b, &net.b, "inout", &file);
+    common::switched::tcp_transfer_is_intact(&net.ns_a, &net.ns_b, "10.31.0.2", 300_000);
+    let captured = capture.stop(true);
+    assert_eq!(captured.dropped_by_tcpdump, 0);
+    let count = captured.frames.len();
+    // ARP both ways, the handshake, the data and its ACKs, and the close.
+    assert!(count >= 10, "{count} frames");
+    assert_lines_like_tcpdump(&file, count, &[]);
+    assert_lines_like_tcpdump(&file, count, &["-S"]);
+}
