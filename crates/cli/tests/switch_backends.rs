@@ -52,6 +52,36 @@ fn xdp_and_packet_ports_on_one_bridge() {
         shown.contains("(xdp:") && shown.contains("(packet:") && shown.contains("tpacket_v3"),
         "{shown}"
     );
+    // First as ovs-ofctl show prints a bridge: the datapath id (from the first port's
+    // address), then each port by its interface, with its address, state and speed.
+    let (ma, mb) = (mac_of(&s.c.ns_m, &s.c.ma), mac_of(&s.c.ns_m, &s.c.mb));
+    let port = |n: u32, name: &str, mac: &str, state: &str, speed: u32| {
+        format!(
+            "\n {n}({name}): addr:{mac}\n     config:     0\n     state:      {state}\n     \
+             speed: {speed} Mbps now, 0 Mbps max\n"
+        )
+    };
+    let features = format!(
+        "OFPT_FEATURES_REPLY (xid=0x2): dpid:0000{}\nn_tables:255, n_buffers:0\n",
+        ma.replace(':', "")
+    );
+    assert!(shown.starts_with(&features), "{shown}");
+    assert!(
+        shown.contains(&port(1, &s.c.ma, &ma, "0", 10000)),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&port(2, &s.c.mb, &mb, "0", 10000)),
+        "{shown}"
+    );
+    // A's end down: port 1 has no carrier.
+    must(&["ip", "-n", &s.c.ns_a, "link", "set", &s.c.a, "down"]);
+    let shown = s.ctl_ok(&["show"]);
+    assert!(
+        shown.contains(&port(1, &s.c.ma, &ma, "LINK_DOWN", 10000)),
+        "{shown}"
+    );
+    must(&["ip", "-n", &s.c.ns_a, "link", "set", &s.c.a, "up"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 3), 3);
 

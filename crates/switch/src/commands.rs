@@ -5,7 +5,8 @@ use std::fmt::Write;
 
 use std::time::Duration;
 
-use wirespeed_port::PortStats;
+use wirespeed_packet::MacAddr;
+use wirespeed_port::{Backend, PortSpec, PortStats};
 
 use crate::bridge::Bridge;
 use crate::control::{Request, Response};
@@ -14,6 +15,7 @@ use crate::execute::DropReason;
 use crate::flow_cache::CacheStats;
 use crate::flow_format::MegaflowLine;
 use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector};
+use crate::link::LinkState;
 use crate::offload::FastPortCounts;
 use crate::pmd::{BridgeCounters, PmdSnapshot};
 use crate::rule::Rule;
@@ -286,12 +288,52 @@ fn fdb_show(bridge: &Bridge) -> String {
     out
 }
 
-/// The ports, and each poll-mode thread with what it receives on and its frames.
+/// The actions `show` lists: OpenFlow 1.0's that the switch carries out.
+const SHOWN_ACTIONS: &str = "output set_vlan_vid set_vlan_pcp strip_vlan mod_dl_src mod_dl_dst \
+                             mod_nw_src mod_nw_dst mod_nw_tos mod_tp_src mod_tp_dst";
+
+/// The bridge as `ovs-ofctl show` prints one: its features, then each port with its
+/// interface's address, state and speed. Then what is ours: each poll-mode thread with what
+/// it receives on, in which mode, and its frames.
 fn show(bridge: &mut Bridge) -> String {
     let numbers = bridge.numbers().to_vec();
     let snapshots = bridge.snapshots();
+    let ports: Vec<(u32, String, LinkState)> = match snapshots.first() {
+        Some(s) => numbers
+            .iter()
+            .zip(&s.ports)
+            .map(|(&n, (info, _, _))| {
+                let (name, link) = interface_of(&info.spec);
+                (n, name, link)
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    // ovs-vswitchd takes the datapath id from the bridge's address; ours from the first
+    // port's.
+    let dpid = ports.iter().find_map(|(_, _, l)| l.mac).map_or(0, |m| {
+        m.0.iter().fold(0u64, |id, &b| id << 8 | u64::from(b))
+    });
     let mut out = format!(
-        "wirespeed switch: {} ports, {} poll-mode threads",
+        "OFPT_FEATURES_REPLY (xid=0x2): dpid:{dpid:016x}\n\
+         n_tables:255, n_buffers:0\n\
+         capabilities: FLOW_STATS PORT_STATS ARP_MATCH_IP\n\
+         actions: {SHOWN_ACTIONS}"
+    );
+    for (n, name, link) in &ports {
+        let mac = link.mac.unwrap_or(MacAddr([0; 6]));
+        let config = if link.admin_up { "0" } else { "PORT_DOWN" };
+        let state = if link.carrier { "0" } else { "LINK_DOWN" };
+        let speed = link.speed_mbps.unwrap_or(0);
+        let _ = write!(
+            out,
+            "\n {n}({name}): addr:{mac}\n     config:     {config}\n     state:      {state}\n     \
+             speed: {speed} Mbps now, 0 Mbps max"
+        );
+    }
+    let _ = write!(
+        out,
+        "\nwirespeed switch: {} ports, {} poll-mode threads",
         numbers.len(),
         snapshots.len()
     );
@@ -315,6 +357,18 @@ fn show(bridge: &mut Bridge) -> String {
         }
     }
     out
+}
+
+/// The name `show` gives a port (its interface's, as ovs-ofctl does; the spec for a port on
+/// none) and that interface's state.
+fn interface_of(spec: &str) -> (String, LinkState) {
+    match spec.parse::<PortSpec>() {
+        Ok(s) if matches!(s.backend, Backend::Xdp | Backend::Packet | Backend::Tap) => {
+            let link = LinkState::of(&s.iface);
+            (s.iface, link)
+        }
+        _ => (spec.to_string(), LinkState::default()),
+    }
 }
 
 fn dump_cache(bridge: &Bridge) -> String {

@@ -43,6 +43,7 @@ pub mod flow_format;
 pub mod flow_match;
 pub mod flow_parse;
 pub mod frame;
+pub mod link;
 pub mod mac_learning;
 pub mod mac_view;
 pub mod megaflow;
