@@ -253,3 +253,51 @@ fn an_all_queues_port_takes_every_queue_and_keeps_its_frames() {
     assert_frames_balanced(&j);
     net.assert_no_xdp();
 }
+
+/// `--xdp-mode auto` (the default) tries zero-copy, copy, then skb, and says what it got:
+/// copy on a veth (native XDP, no zero-copy), skb on a bridge device (no native XDP), each
+/// with a note naming what did not work, once.
+#[test]
+fn auto_reports_the_mode_each_interface_allows() {
+    let net = NetPair::new("am");
+    let rxdrop = |port: &str| {
+        run_json(
+            &net.ns_b,
+            &[
+                "bench",
+                "rxdrop",
+                "--port",
+                port,
+                "--duration",
+                "0.5",
+                "--json",
+                "-q",
+            ],
+        )
+    };
+    let j = rxdrop(&format!("xdp:{}", net.b));
+    assert_eq!(j["xdp_mode"], "copy", "{j}");
+    let zc_refused = format!(
+        "fell back after: zero-copy bind: {} queue 0: bind in zero-copy mode: Operation not \
+         supported (os error 95)",
+        net.b
+    );
+    assert_eq!(j["notes"], serde_json::json!([zc_refused]), "{j}");
+    let bridge = format!("{}br", &net.b[..net.b.len().min(13)]);
+    must(&[
+        "ip", "-n", &net.ns_b, "link", "add", &bridge, "type", "bridge",
+    ]);
+    must(&["ip", "-n", &net.ns_b, "link", "set", &bridge, "up"]);
+    let j = rxdrop(&format!("xdp:{bridge}"));
+    assert_eq!(j["xdp_mode"], "skb", "{j}");
+    let notes = j["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{j}");
+    let note = notes[0].as_str().unwrap();
+    assert!(
+        note.starts_with("fell back after: native XDP: ")
+            && note.contains("not supported")
+            && note.matches("native XDP").count() == 1,
+        "{note}"
+    );
+    net.assert_no_xdp();
+}

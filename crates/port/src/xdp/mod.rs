@@ -176,7 +176,11 @@ fn bind_member(
                     | wirespeed_xdp::XdpError::NoInterface(_)),
                 ) => return Err(e.into()),
                 Err(e) => {
-                    tried.push(format!("{} XDP: {e}", attach.name()));
+                    // zc and copy both attach in native mode: say a failure once.
+                    let failure = format!("{} XDP: {e}", attach.name());
+                    if !tried.contains(&failure) {
+                        tried.push(failure);
+                    }
                     last_err = Some(PortError::from(e));
                     continue;
                 }
