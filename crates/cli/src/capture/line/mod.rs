@@ -2,6 +2,7 @@
 //! addresses and ports, length. Runs on the writer thread, so printing never slows the
 //! receive loop.
 
+mod icmp;
 mod tcp;
 
 use std::fmt::Write as _;
@@ -12,8 +13,7 @@ use std::path::Path;
 use wirespeed_capture::localtime::LocalOffset;
 use wirespeed_capture::spool::{Chunk, Output, WriteError};
 use wirespeed_packet::{
-    ArpPacket, EtherType, EthernetFrame, Icmpv4Packet, IpProtocol, Ipv4Packet, Ipv6Packet,
-    UdpPacket, VlanTag,
+    ArpPacket, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket, VlanTag,
 };
 
 use tcp::TcpLines;
@@ -251,21 +251,76 @@ fn format_ipv4(packet: &[u8], tcp: &mut TcpLines, line: &mut String) {
     let header_len = ip.header_len();
     let length = usize::from(ip.total_len()).saturating_sub(header_len);
     let l4 = transport(packet, header_len, length);
-    format_transport(ip.protocol(), src, dst, l4, tcp, line);
+    format_transport(ip.protocol(), Addresses::Shown(src, dst), l4, tcp, line);
 }
 
 fn format_ipv6(packet: &[u8], tcp: &mut TcpLines, line: &mut String) {
     let ip = Ipv6Packet::new_unchecked(packet);
     let (src, dst) = (IpAddr::V6(ip.src_addr()), IpAddr::V6(ip.dst_addr()));
-    let l4 = transport(packet, IPV6_HEADER, usize::from(ip.payload_len()));
-    format_transport(ip.next_header(), src, dst, l4, tcp, line);
+    let (mut l4, mut length) = transport(packet, IPV6_HEADER, usize::from(ip.payload_len()));
+    let mut next = ip.next_header();
+    // Hop-by-hop and destination options (an MLD report's router alert): a word each,
+    // then the transport, whose line then starts with its ports alone, as tcpdump's does.
+    let mut words = String::new();
+    while let Some((word, cut)) = match next.0 {
+        0 => Some(("HBH ", "hbhopt")),
+        60 => Some(("DSTOPT ", "dstopt")),
+        _ => None,
+    } {
+        let header_len = l4.get(1).map(|&n| (usize::from(n) + 1) * 8);
+        let Some(header_len) = header_len.filter(|&n| n <= l4.len()) else {
+            let _ = write!(line, "{src} > {dst}: {words} [|{cut}]");
+            return;
+        };
+        words.push_str(word);
+        next = IpProtocol(l4[0]);
+        l4 = &l4[header_len..];
+        length = length.saturating_sub(header_len);
+    }
+    let addresses = if words.is_empty() {
+        Addresses::Shown(src, dst)
+    } else {
+        let _ = write!(line, "{src} > {dst}: {words}");
+        Addresses::Printed(src, dst)
+    };
+    format_transport(next, addresses, (l4, length), tcp, line);
+}
+
+/// The packet's addresses: for the transport to show with its ports, or already on the line
+/// (after IPv6 extension headers), so that its ports stand alone.
+#[derive(Clone, Copy)]
+pub enum Addresses {
+    Shown(IpAddr, IpAddr),
+    Printed(IpAddr, IpAddr),
+}
+
+impl Addresses {
+    pub fn pair(self) -> (IpAddr, IpAddr) {
+        match self {
+            Addresses::Shown(s, d) | Addresses::Printed(s, d) => (s, d),
+        }
+    }
+
+    /// `src.sport > dst.dport: `, or the ports alone.
+    pub fn write_ports(self, sport: u16, dport: u16, line: &mut String) {
+        let _ = match self {
+            Addresses::Shown(s, d) => write!(line, "{s}.{sport} > {d}.{dport}: "),
+            Addresses::Printed(..) => write!(line, "{sport} > {dport}: "),
+        };
+    }
+
+    /// `src > dst: `, unless already printed.
+    pub fn write_hosts(self, line: &mut String) {
+        if let Addresses::Shown(s, d) = self {
+            let _ = write!(line, "{s} > {d}: ");
+        }
+    }
 }
 
 /// `l4`: the transport bytes captured, and the transport length the IP header gives.
 fn format_transport(
     proto: IpProtocol,
-    src: IpAddr,
-    dst: IpAddr,
+    addresses: Addresses,
     (l4, length): (&[u8], usize),
     tcp: &mut TcpLines,
     line: &mut String,
@@ -275,63 +330,28 @@ fn format_transport(
             .then(|| UdpPacket::new_unchecked(l4))
         {
             Some(udp) => {
-                let _ = write!(
-                    line,
-                    "{src}.{} > {dst}.{}: UDP, length {}",
-                    udp.src_port(),
-                    udp.dst_port(),
-                    udp.len().saturating_sub(8)
-                );
+                addresses.write_ports(udp.src_port(), udp.dst_port(), line);
+                let _ = write!(line, "UDP, length {}", udp.len().saturating_sub(8));
             }
             None => {
-                let _ = write!(line, "{src} > {dst}: [|udp]");
+                addresses.write_hosts(line);
+                line.push_str("[|udp]");
             }
         },
-        IpProtocol::TCP => tcp.format(l4, length, src, dst, line),
-        IpProtocol::ICMP => match Icmpv4Packet::new_checked(l4) {
-            Ok(icmp) => format_icmp(&icmp, src, dst, length, line),
-            Err(_) => {
-                let _ = write!(line, "{src} > {dst}: [|icmp]");
-            }
-        },
+        IpProtocol::TCP => tcp.format(l4, length, addresses, line),
+        IpProtocol::ICMP => {
+            addresses.write_hosts(line);
+            icmp::format_v4(l4, length, line);
+        }
+        IpProtocol::ICMPV6 => {
+            addresses.write_hosts(line);
+            icmp::format_v6(l4, length, line);
+        }
         IpProtocol(p) => {
-            let _ = write!(line, "{src} > {dst}: ip-proto-{p} {length}");
+            addresses.write_hosts(line);
+            let _ = write!(line, "ip-proto-{p} {length}");
         }
     }
-}
-
-fn format_icmp(
-    icmp: &Icmpv4Packet<&[u8]>,
-    src: IpAddr,
-    dst: IpAddr,
-    len: usize,
-    line: &mut String,
-) {
-    let _ = write!(line, "{src} > {dst}: ICMP ");
-    match icmp.msg_type() {
-        8 => {
-            let _ = write!(
-                line,
-                "echo request, id {}, seq {}",
-                icmp.echo_ident(),
-                icmp.echo_seq_no()
-            );
-        }
-        0 => {
-            let _ = write!(
-                line,
-                "echo reply, id {}, seq {}",
-                icmp.echo_ident(),
-                icmp.echo_seq_no()
-            );
-        }
-        3 => line.push_str("unreachable"),
-        11 => line.push_str("time exceeded in-transit"),
-        t => {
-            let _ = write!(line, "type-#{t}");
-        }
-    }
-    let _ = write!(line, ", length {len}");
 }
 
 fn format_arp(arp: &ArpPacket<&[u8]>, line: &mut String) {

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
+use super::Addresses;
+
 /// Conversations remembered at most; past this the table starts over, so a long capture of
 /// many short connections does not grow without end (tcpdump's table never shrinks).
 const MAX_CONVERSATIONS: usize = 1 << 20;
@@ -44,16 +46,17 @@ impl TcpLines {
         &mut self,
         segment: &[u8],
         length: usize,
-        src: IpAddr,
-        dst: IpAddr,
+        addresses: Addresses,
         line: &mut String,
     ) {
         if segment.len() < 4 {
-            let _ = write!(line, "{src} > {dst}: [|tcp]");
+            addresses.write_hosts(line);
+            line.push_str("[|tcp]");
             return;
         }
         let (sport, dport) = (be16(segment, 0), be16(segment, 2));
-        let _ = write!(line, "{src}.{sport} > {dst}.{dport}: ");
+        addresses.write_ports(sport, dport, line);
+        let (src, dst) = addresses.pair();
         if self
             .format_header(segment, length, (src, sport), (dst, dport), line)
             .is_err()

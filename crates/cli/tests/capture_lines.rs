@@ -1,6 +1,7 @@
-//! TCP lines as tcpdump -n prints them, judged by tcpdump itself: sequence numbers relative
+//! Lines as tcpdump -n prints them, judged by tcpdump itself. TCP: sequence numbers relative
 //! to each connection's first ones (and absolute with -S), options, SACK blocks, malformed
 //! and truncated headers, in crafted frames and in a real connection between namespaces.
+//! ICMP and ICMPv6: each message with what it is about, and messages cut short.
 
 mod common;
 
@@ -294,39 +295,205 @@ fn crafted_tcp_lines_print_like_tcpdump() {
     assert_lines_like_tcpdump(&file, recs.len(), &["-S"]);
 }
 
-/// A real connection (handshake, 300 kB, close) captured by tcpdump in both directions.
+/// Real traffic captured by tcpdump in both directions: a TCP connection (handshake,
+/// 300 kB, close), pings, a UDP datagram to a closed port and its ICMP port unreachable,
+/// and over IPv6 (on for this test) neighbour discovery, multicast listener reports and
+/// pings.
 #[test]
-fn a_real_connection_prints_like_tcpdump() {
+fn real_traffic_prints_like_tcpdump() {
     let net = NetPair::new("tl");
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_a,
-        "addr",
-        "add",
-        "10.31.0.1/24",
-        "dev",
-        &net.a,
-    ]);
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_b,
-        "addr",
-        "add",
-        "10.31.0.2/24",
-        "dev",
-        &net.b,
-    ]);
-    let dir = TempDir::new("tcp-live");
+    for (ns, dev, v4, v6) in [
+        (&net.ns_a, &net.a, "10.31.0.1/24", "fd31::1/64"),
+        (&net.ns_b, &net.b, "10.31.0.2/24", "fd31::2/64"),
+    ] {
+        let knob = format!("net.ipv6.conf.{dev}.disable_ipv6=0");
+        for knob in ["net.ipv6.conf.all.disable_ipv6=0", &knob] {
+            must(&["ip", "netns", "exec", ns, "sysctl", "-qw", knob]);
+        }
+        must(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
+        must(&["ip", "-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
+    }
+    let dir = TempDir::new("lines-live");
     let file = dir.path("live.pcap");
     let capture = Capture::tcpdump(&net.ns_b, &net.b, "inout", &file);
     common::switched::tcp_transfer_is_intact(&net.ns_a, &net.ns_b, "10.31.0.2", 300_000);
+    assert_eq!(ping(&net.ns_a, "10.31.0.2", 2), 2);
+    assert_eq!(ping(&net.ns_a, "fd31::2", 2), 2);
+    let closed = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\
+                  .sendto(b'x', ('10.31.0.2', 9))";
+    must(&["ip", "netns", "exec", &net.ns_a, "python3", "-c", closed]);
     let captured = capture.stop(true);
     assert_eq!(captured.dropped_by_tcpdump, 0);
     let count = captured.frames.len();
-    // ARP both ways, the handshake, the data and its ACKs, and the close.
-    assert!(count >= 10, "{count} frames");
+    // ARP, the handshake, the data and its ACKs, the close, 4 pings and 4 replies, the
+    // datagram and its unreachable, neighbour discovery.
+    assert!(count >= 20, "{count} frames");
     assert_lines_like_tcpdump(&file, count, &[]);
     assert_lines_like_tcpdump(&file, count, &["-S"]);
+}
+
+/// An ICMP message: type, code, the 4 bytes after the checksum, the rest.
+fn icmp_msg(kind: u8, code: u8, word: [u8; 4], rest: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind, code, 0, 0];
+    m.extend_from_slice(&word);
+    m.extend_from_slice(rest);
+    m
+}
+
+fn icmp_v4(m: &[u8]) -> Vec<u8> {
+    eth(MAC_B, MAC_A, &[], 0x0800, &ipv4(B, A, 1, 0, 0, m))
+}
+
+fn icmp_v6(src: [u16; 8], dst: [u16; 8], m: &[u8]) -> Vec<u8> {
+    eth(MAC_B, MAC_A, &[], 0x86dd, &ipv6(src, dst, 58, m))
+}
+
+fn crafted_icmp() -> Vec<(Vec<u8>, Option<usize>)> {
+    let quoted_udp = ipv4(A, B, 17, 0, 0, &udp(1024, 9, b"abcd"));
+    let quoted_tcp = ipv4(A, B, 6, 0, 0, &tcp(1024, 80, 0x02, &[]));
+    let quoted_gre = ipv4(A, B, 47, 0, 0, &[0, 0, 8, 0, 0, 0, 0, 0]);
+    let mut frames = Vec::new();
+    // Every unreachable code (4: with and without a next-hop MTU), by protocol.
+    for code in 0..=16u8 {
+        let mtu: u16 = if code == 4 { 1400 } else { 0 };
+        let [h, l] = mtu.to_be_bytes();
+        frames.push(icmp_v4(&icmp_msg(3, code, [0, 0, h, l], &quoted_udp)));
+    }
+    frames.push(icmp_v4(&icmp_msg(3, 4, [0; 4], &quoted_udp)));
+    frames.push(icmp_v4(&icmp_msg(3, 3, [0; 4], &quoted_tcp)));
+    frames.push(icmp_v4(&icmp_msg(3, 3, [0; 4], &quoted_gre)));
+    for code in 0..=4 {
+        frames.push(icmp_v4(&icmp_msg(5, code, [10, 0, 0, 254], &quoted_udp)));
+    }
+    for kind in [4, 10, 13, 15, 16, 17, 19, 40] {
+        frames.push(icmp_v4(&icmp_msg(kind, 0, [0, 3, 0, 4], &[])));
+    }
+    for code in 0..=2 {
+        frames.push(icmp_v4(&icmp_msg(11, code, [0; 4], &quoted_udp)));
+        frames.push(icmp_v4(&icmp_msg(12, code, [20, 0, 0, 0], &quoted_udp)));
+    }
+    frames.push(icmp_v4(&icmp_msg(18, 0, [0, 3, 0, 4], &[255, 255, 255, 0])));
+    let mut stamps = Vec::new();
+    for ms in [1000u32, 3_600_000 * 30 + 61_001, 3000] {
+        stamps.extend_from_slice(&ms.to_be_bytes());
+    }
+    frames.push(icmp_v4(&icmp_msg(14, 0, [0, 3, 0, 4], &stamps)));
+    for (count, size, lifetime) in [(1u8, 2u8, 30u16), (2, 2, 1800), (1, 2, 7300), (0, 0, 0)] {
+        let [h, l] = lifetime.to_be_bytes();
+        let mut entries = Vec::new();
+        for i in 0..count {
+            entries.extend_from_slice(&[10, 0, 0, i + 1, 0, 0, 0, 5 + i]);
+        }
+        frames.push(icmp_v4(&icmp_msg(9, 0, [count, size, h, l], &entries)));
+    }
+    frames.push(icmp_v4(&icmp_msg(8, 0, [0, 3, 0, 4], &[])));
+    let mut out: Vec<_> = frames.into_iter().map(|f| (f, None)).collect();
+    // Cut short: the quoted header without its port, no quoted header, an echo's id.
+    let unreachable = icmp_v4(&icmp_msg(3, 3, [0; 4], &quoted_udp));
+    for cut in [14 + 20 + 8 + 20, 14 + 20 + 8, 14 + 20 + 5] {
+        out.push((unreachable.clone(), Some(cut)));
+    }
+    out.push((
+        icmp_v4(&icmp_msg(8, 0, [0, 3, 0, 4], &[])),
+        Some(14 + 20 + 5),
+    ));
+
+    let group = [0xff02, 0, 0, 0, 0, 1, 0xff00, 2];
+    let link_local = [0xfe80, 0, 0, 0, 0, 0, 0, 1];
+    let words = |w: [u16; 8]| w.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+    let quoted6 = ipv6(B6, A6, 17, &udp(1024, 9, &[]));
+    let quoted6_tcp = ipv6(B6, A6, 6, &tcp(1024, 80, 0x02, &[]));
+    let mut v6 = Vec::new();
+    for code in 0..=4 {
+        v6.push(icmp_v6(A6, B6, &icmp_msg(1, code, [0; 4], &quoted6)));
+    }
+    v6.push(icmp_v6(A6, B6, &icmp_msg(1, 4, [0; 4], &quoted6_tcp)));
+    v6.push(icmp_v6(A6, B6, &icmp_msg(2, 0, [0, 0, 5, 0], &quoted6)));
+    for code in 0..=2 {
+        v6.push(icmp_v6(A6, B6, &icmp_msg(3, code, [0; 4], &quoted6)));
+    }
+    for code in 0..=3 {
+        v6.push(icmp_v6(A6, B6, &icmp_msg(4, code, [0, 0, 0, 40], &quoted6)));
+    }
+    v6.push(icmp_v6(A6, B6, &icmp_msg(128, 0, [0, 7, 0, 1], &[b'x'; 8])));
+    v6.push(icmp_v6(B6, A6, &icmp_msg(129, 0, [0, 7, 0, 1], &[b'x'; 8])));
+    for kind in 130..=132 {
+        v6.push(icmp_v6(
+            link_local,
+            group,
+            &icmp_msg(kind, 0, [3, 232, 0, 0], &words(group)),
+        ));
+    }
+    let mut query2 = words(group);
+    query2.extend_from_slice(&[2, 125, 0, 0]);
+    v6.push(icmp_v6(
+        link_local,
+        group,
+        &icmp_msg(130, 0, [3, 232, 0, 0], &query2),
+    ));
+    v6.push(icmp_v6(link_local, group, &icmp_msg(133, 0, [0; 4], &[])));
+    v6.push(icmp_v6(
+        link_local,
+        group,
+        &icmp_msg(134, 0, [64, 0, 7, 8], &[0; 8]),
+    ));
+    v6.push(icmp_v6(A6, group, &icmp_msg(135, 0, [0; 4], &words(B6))));
+    v6.push(icmp_v6(
+        B6,
+        A6,
+        &icmp_msg(136, 0, [0xe0, 0, 0, 0], &words(B6)),
+    ));
+    let mut redirect = words(B6);
+    redirect.extend_from_slice(&words(A6));
+    v6.push(icmp_v6(
+        link_local,
+        A6,
+        &icmp_msg(137, 0, [0; 4], &redirect),
+    ));
+    let mut records = vec![4, 0, 0, 0];
+    records.extend_from_slice(&words(group));
+    v6.push(icmp_v6(
+        link_local,
+        group,
+        &icmp_msg(143, 0, [0, 0, 0, 1], &records),
+    ));
+    out.extend(v6.into_iter().map(|f| (f, None)));
+    out.push((
+        icmp_v6(A6, B6, &icmp_msg(128, 0, [0, 7, 0, 1], &[])),
+        Some(14 + 40 + 4),
+    ));
+    // IPv6 options headers (hop-by-hop, as MLD's router alert; destination): a word each,
+    // and the transport's ports without the addresses; one cut short.
+    let hbh = |next: u8| vec![next, 0, 5, 2, 0, 0, 1, 0];
+    let dstopt = |next: u8| vec![next, 0, 1, 4, 0, 0, 0, 0];
+    let chained = [
+        (0, [hbh(17), udp(1024, 9, b"abcd")].concat()),
+        (60, [dstopt(6), tcp(1024, 5001, 0x02, &[])].concat()),
+        (
+            0,
+            [hbh(60), dstopt(58), icmp_msg(128, 0, [0, 1, 0, 2], &[])].concat(),
+        ),
+    ];
+    for (next, payload) in chained {
+        let f = eth(MAC_B, MAC_A, &[], 0x86dd, &ipv6(A6, B6, next, &payload));
+        out.push((f, None));
+    }
+    let f = eth(
+        MAC_B,
+        MAC_A,
+        &[],
+        0x86dd,
+        &ipv6(A6, B6, 0, &[hbh(17), udp(1, 2, &[])].concat()),
+    );
+    out.push((f, Some(14 + 40 + 4)));
+    out
+}
+
+#[test]
+fn crafted_icmp_and_ipv6_option_lines_print_like_tcpdump() {
+    let dir = TempDir::new("icmp-lines");
+    let file = dir.path("icmp.pcap");
+    let recs = records(crafted_icmp());
+    write_capture(&file, Format::Pcap, &recs);
+    assert_lines_like_tcpdump(&file, recs.len(), &[]);
 }
