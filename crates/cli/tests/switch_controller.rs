@@ -169,3 +169,37 @@ fn controller_packets_go_to_standard_output() {
     );
     assert!(o.stdout.is_empty(), "{err}");
 }
+
+/// Without `--controller-pcap` each packet-in is a line on standard error, at most 20 a
+/// second, and each second with more says how many it did not show: 5000 packet-ins in a
+/// tenth of a second are all counted, 20 (or, across a second's end, up to 40) lines and
+/// the rest in the summaries.
+#[test]
+fn the_controller_log_shows_at_most_20_lines_a_second_and_counts_the_rest() {
+    let mut s = Switched::new("sl", &[]);
+    s.ctl_ok(&["add-flow", "priority=100,udp,actions=controller"]);
+    let port = format!("xdp:{}", s.c.a);
+    run_json(
+        &s.c.ns_a,
+        &[
+            "gen", "--port", &port, "--count", "5000", "--rate", "50000", "--json", "-q",
+        ],
+    );
+    let (j, log) = s.stop();
+    assert_eq!(j["to_controller"], 5000, "{j}");
+    let shown = log
+        .lines()
+        .filter(|l| l.starts_with("wirespeed switch: controller: in_port=1 len="))
+        .count() as u64;
+    let unshown: u64 = log
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("wirespeed switch: controller: ")?
+                .strip_suffix(" more packet-ins not shown (at most 20 lines a second)")?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!((20..=40).contains(&shown), "{shown} lines: {log}");
+    assert_eq!(shown + unshown, 5000, "{log}");
+}

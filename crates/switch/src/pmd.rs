@@ -41,12 +41,55 @@ pub trait Controller: Send {
     }
 }
 
-/// The default controller: one line on stderr a packet.
-pub struct LogController;
+/// Lines a second the log controller writes at most.
+pub const LOG_LINES_PER_SECOND: u32 = 20;
+
+/// The default controller: a line on stderr a packet, at most [`LOG_LINES_PER_SECOND`] a
+/// second, so a flood sent to the controller does not hold a poll-mode thread on the
+/// terminal. Each second with more ends with how many were not shown, and so does the log.
+#[derive(Default)]
+pub struct LogController {
+    /// When the current second began, and how many lines it has shown.
+    second: Option<(Instant, u32)>,
+    /// Packet-ins of the current second not shown.
+    unshown: u64,
+}
+
+impl LogController {
+    fn report_unshown(&mut self) {
+        if self.unshown > 0 {
+            eprintln!(
+                "wirespeed switch: controller: {} more packet-ins not shown (at most {} lines \
+                 a second)",
+                self.unshown, LOG_LINES_PER_SECOND
+            );
+            self.unshown = 0;
+        }
+    }
+}
 
 impl Controller for LogController {
     fn packet_in(&mut self, in_port: u32, _data: &[u8], len: usize) {
-        eprintln!("wirespeed switch: controller: in_port={in_port} len={len}");
+        let now = Instant::now();
+        let shown = match self.second {
+            Some((start, shown)) if now.duration_since(start) < Duration::from_secs(1) => shown,
+            _ => {
+                self.report_unshown();
+                self.second = Some((now, 0));
+                0
+            }
+        };
+        if shown < LOG_LINES_PER_SECOND {
+            eprintln!("wirespeed switch: controller: in_port={in_port} len={len}");
+            self.second = self.second.map(|(start, n)| (start, n + 1));
+        } else {
+            self.unshown += 1;
+        }
+    }
+
+    fn close(&mut self) -> Result<String, String> {
+        self.report_unshown();
+        Ok(String::new())
     }
 }
 

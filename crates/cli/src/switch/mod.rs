@@ -174,7 +174,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             controller::PcapController::create(&path.to_string_lossy())
                 .with_context(|| format!("--controller-pcap {}", path.display()))?,
         ),
-        None => Box::new(wirespeed_switch::LogController),
+        None => Box::new(wirespeed_switch::LogController::default()),
     };
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
