@@ -14,6 +14,25 @@ fn total_bytes(recs: &[Rec]) -> u64 {
     recs.iter().map(|r| r.1.len() as u64).sum()
 }
 
+/// The interface name tshark reads for a file's first packet (empty when none).
+fn interface_name(path: &str) -> String {
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            path,
+            "-c",
+            "1",
+            "-T",
+            "fields",
+            "-e",
+            "frame.interface_name",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tshark -r {path}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
 fn rewritten_files_are_read_by_tcpdump_tshark_and_capinfos() {
     let dir = TempDir::new("files");
@@ -28,6 +47,15 @@ fn rewritten_files_are_read_by_tcpdump_tshark_and_capinfos() {
                 wirespeed_out(&["capture", "-r", &input, "-w", &out, "--format", out_format]);
             assert_eq!(code, Some(0), "{err}");
             assert_eq!(judge(&out), (3000, total_bytes(&records)), "{out_format}");
+            // A pcapng file's interface name carries over into pcapng (tshark reads it; a
+            // pcap file names none).
+            if out_format == "pcapng" {
+                let name = match in_format {
+                    Format::Pcapng => "test0",
+                    Format::Pcap => "unknown",
+                };
+                assert_eq!(interface_name(&out), name, "from {in_format:?}");
+            }
             assert_eq!(
                 read_records(&out),
                 records,

@@ -28,6 +28,9 @@ pub struct Record<'a> {
     pub data: &'a [u8],
     /// The length of the packet on the wire.
     pub orig_len: u32,
+    /// The name of the interface it was captured on, when the file names one interface
+    /// (pcapng's if_name, with one interface described so far); pcap files name none.
+    pub interface_name: Option<&'a str>,
 }
 
 /// Which kind of file the reader found.
@@ -116,11 +119,16 @@ impl CaptureReader {
             State::Pcap(h) => pcap::next_record(&mut self.input, h, &mut self.buf),
             State::Pcapng(s) => pcapng::next_record(&mut self.input, s, &mut self.buf),
         };
+        let interface_name = match &self.state {
+            State::Pcap(_) => None,
+            State::Pcapng(s) => s.sole_interface_name(),
+        };
         match found {
             Ok(Some(r)) => Ok(Some(Record {
                 ts_ns: r.ts_ns,
                 data: &self.buf[r.start..r.start + r.caplen],
                 orig_len: r.orig_len,
+                interface_name,
             })),
             Ok(None) => Ok(None),
             Err(kind) => Err(CaptureError::new(&self.path, kind)),

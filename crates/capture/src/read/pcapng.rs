@@ -15,6 +15,7 @@ pub const EPB_TYPE: u32 = 0x0000_0006;
 pub const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
 
 const OPT_END: u16 = 0;
+const IF_NAME: u16 = 2;
 const IF_TSRESOL: u16 = 9;
 const IF_TSOFFSET: u16 = 14;
 
@@ -52,6 +53,8 @@ struct Interface {
     snaplen: u32,
     tsresol: TsResol,
     tsoffset_s: i64,
+    /// if_name, when it is UTF-8.
+    name: Option<String>,
 }
 
 /// The state of the current section: its byte order and the interfaces it described so far.
@@ -66,6 +69,15 @@ pub(crate) struct Section {
 impl Section {
     pub(crate) fn first_link_type(&self) -> u16 {
         self.first.map_or(0, |f| f.0)
+    }
+
+    /// The interface name, when the section has described one interface and named it (with
+    /// several, a name would mislabel the others' packets).
+    pub(crate) fn sole_interface_name(&self) -> Option<&str> {
+        match self.interfaces.as_slice() {
+            [only] => only.name.as_deref(),
+            _ => None,
+        }
     }
 
     pub(crate) fn first_snaplen(&self) -> u32 {
@@ -306,6 +318,7 @@ fn parse_interface(f: Fields<'_>, at: u64) -> Result<Interface, ErrorKind> {
         snaplen,
         tsresol: TsResol::Pow10(6),
         tsoffset_s: 0,
+        name: None,
     };
     let mut pos = 8;
     while let (Some(code), Some(len)) = (f.u16(pos), f.u16(pos + 2)) {
@@ -316,6 +329,13 @@ fn parse_interface(f: Fields<'_>, at: u64) -> Result<Interface, ErrorKind> {
                 idb.tsresol = TsResol::from_option(f.b.get(value).copied().unwrap_or(6));
             }
             IF_TSOFFSET if len == 8 => idb.tsoffset_s = f.u64(value).unwrap_or(0) as i64,
+            IF_NAME => {
+                let bytes = f.b.get(value..value + len as usize).unwrap_or_default();
+                let name = std::str::from_utf8(bytes)
+                    .ok()
+                    .map(|n| n.trim_end_matches('\0'));
+                idb.name = name.filter(|n| !n.is_empty()).map(str::to_string);
+            }
             _ => {}
         }
         pos = value + (len as usize).div_ceil(4) * 4;

@@ -347,3 +347,34 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn pcapng_names_its_one_interface_and_not_one_of_several() {
+    use crate::write::{Format, Interface};
+    let iface = Interface {
+        link_type: 1,
+        snaplen: 100,
+        name: Some("eth7".to_string()),
+    };
+    let mut one = Vec::new();
+    Format::Pcapng.file_header(&iface, &mut one);
+    let header_len = one.len();
+    Format::Pcapng.record(&mut one, 5, &[1, 2, 3], 3);
+    let mut r = reader(&one).unwrap();
+    assert_eq!(
+        r.next_record().unwrap().unwrap().interface_name,
+        Some("eth7")
+    );
+    // The interface block twice: two interfaces, so no name.
+    let shb_len = u32::from_le_bytes(one[4..8].try_into().unwrap()) as usize;
+    let mut two = one[..header_len].to_vec();
+    two.extend_from_slice(&one[shb_len..header_len]);
+    two.extend_from_slice(&one[header_len..]);
+    let mut r = reader(&two).unwrap();
+    assert_eq!(r.next_record().unwrap().unwrap().interface_name, None);
+    let mut pcap = Vec::new();
+    Format::Pcap.file_header(&iface, &mut pcap);
+    Format::Pcap.record(&mut pcap, 5, &[1, 2, 3], 3);
+    let mut r = reader(&pcap).unwrap();
+    assert_eq!(r.next_record().unwrap().unwrap().interface_name, None);
+}

@@ -123,7 +123,9 @@ pub fn run(
         // The first file is named for the first packet's time (-G names), so a file read
         // twice is rotated the same way twice.
         if recorder.is_none() {
-            let s = sink.take().context("output already started")?;
+            let mut s = sink.take().context("output already started")?;
+            // A pcapng file's one interface keeps its name.
+            s.config.interface.name = record.interface_name.map(str::to_string);
             recorder = Some(
                 Recorder::start(s.config, s.output, record.ts_ns).context("create the output")?,
             );
