@@ -175,7 +175,7 @@ fn inner_dst_v4(m: &[u8]) -> Result<Ipv4Addr, Cut> {
 pub fn format_v6(icmp: &[u8], length: usize, line: &mut String) {
     let start = line.len();
     line.push_str("ICMP6, ");
-    match describe_v6(icmp, line) {
+    match describe_v6(icmp, length, line) {
         Ok(()) => {
             let _ = write!(line, ", length {length}");
         }
@@ -188,7 +188,7 @@ pub fn format_v6(icmp: &[u8], length: usize, line: &mut String) {
     }
 }
 
-fn describe_v6(m: &[u8], line: &mut String) -> Result<(), Cut> {
+fn describe_v6(m: &[u8], length: usize, line: &mut String) -> Result<(), Cut> {
     let (kind, code) = (byte(m, 0)?, byte(m, 1)?);
     match kind {
         1 => {
@@ -225,14 +225,17 @@ fn describe_v6(m: &[u8], line: &mut String) -> Result<(), Cut> {
             };
         }
         4 => {
-            let what = match code {
-                0 => "erroneous",
-                1 => "next header",
-                2 => "option",
-                3 => "incomplete header chain",
-                _ => "code-#",
+            let pointer = be32(m, 4)?;
+            let _ = match code {
+                0 => write!(line, "parameter problem, erroneous - octet {pointer}"),
+                1 => write!(line, "parameter problem, next header - octet {pointer}"),
+                2 => write!(line, "parameter problem, option - octet {pointer}"),
+                3 => write!(
+                    line,
+                    "parameter problem, incomplete header chain - octet {pointer}"
+                ),
+                c => write!(line, "parameter problem, code {c} - octet {pointer}"),
             };
-            let _ = write!(line, "parameter problem, {what} - octet {}", be32(m, 4)?);
         }
         128 | 129 => {
             let what = if kind == 128 { "request" } else { "reply" };
@@ -243,7 +246,8 @@ fn describe_v6(m: &[u8], line: &mut String) -> Result<(), Cut> {
         130..=132 => {
             let what = ["query", "report", "done"][usize::from(kind - 130)];
             let _ = write!(line, "multicast listener {what}");
-            if kind == 130 && m.len() >= 28 {
+            // A query of 28 bytes or more is MLDv2's.
+            if kind == 130 && length >= 28 {
                 let _ = write!(line, " v2 [gaddr {}]", v6_at(m, 8)?);
             } else {
                 let (delay, group) = (be16(m, 4)?, v6_at(m, 8)?);
