@@ -116,22 +116,25 @@ impl TcpLines {
                 ((to, from), false)
             };
             let known = self.starts.get(&key).copied();
-            let (own, peer) = match known {
+            peer_start = match known {
                 Some((low, high)) if flags & SYN == 0 => {
                     let (own, peer) = if from_low { (low, high) } else { (high, low) };
                     seq = seq.wrapping_sub(own);
                     ack = ack.wrapping_sub(peer);
-                    (own, peer)
+                    peer
                 }
-                // The first segment with an ACK, or a new handshake: the numbers as they are.
-                _ => (seq, ack.wrapping_sub(1)),
+                // The first segment with an ACK, or a new handshake: the numbers as they
+                // are, and the conversation's starts from them.
+                _ => {
+                    if known.is_none() && self.starts.len() >= MAX_CONVERSATIONS {
+                        self.starts.clear();
+                    }
+                    let (own, peer) = (seq, ack.wrapping_sub(1));
+                    let starts = if from_low { (own, peer) } else { (peer, own) };
+                    self.starts.insert(key, starts);
+                    peer
+                }
             };
-            if known.is_none() && self.starts.len() >= MAX_CONVERSATIONS {
-                self.starts.clear();
-            }
-            let starts = if from_low { (own, peer) } else { (peer, own) };
-            self.starts.insert(key, starts);
-            peer_start = peer;
         }
         if header_len > length {
             let _ = write!(
