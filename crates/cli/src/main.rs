@@ -13,6 +13,7 @@ mod meter;
 mod open_port;
 mod recv;
 mod report_to;
+mod signals;
 mod switch;
 mod verify;
 mod zcopy;

@@ -9,11 +9,9 @@ mod txpush;
 mod xdpdrop;
 
 use std::net::Ipv4Addr;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_port::{Backend, PortOptions, PortSpec};
@@ -178,33 +176,6 @@ impl BenchArgs {
     }
 }
 
-/// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
-///
-/// The signals are taken by a thread of their own and blocked in the thread that runs the
-/// benchmark, so a long system call there (a BPF_PROG_RUN of a million frames) is never cut
-/// short with EINTR: it finishes its chunk, and every frame sent is counted.
-pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
-    }
-    // Spawned before the mask changes, so it keeps the signals unblocked; it only waits.
-    std::thread::Builder::new()
-        .name("signals".to_string())
-        .spawn(|| {
-            loop {
-                std::thread::park();
-            }
-        })
-        .context("start the signal thread")?;
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).context("block signals")?;
-    Ok(stop)
-}
-
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     args.validate()?;
     let spec = args.spec()?;
@@ -227,7 +198,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let peer = args.peer_port.as_deref().and_then(|p| p.parse().ok());
     let specs: Vec<&PortSpec> = std::iter::once(&spec).chain(peer.as_ref()).collect();
     let to_stderr = crate::report_to::check_std_streams(&specs, receives, sends)?;
-    let stop = stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let summary = match args.mode {
         Mode::Rxdrop => rxdrop::run(&args, &spec, &stop)?,
         Mode::Txpush => txpush::run(&args, &spec, &stop)?,

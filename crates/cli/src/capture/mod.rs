@@ -333,7 +333,7 @@ fn compile_or_exit(expression: Option<&str>, link_type: u16, live: bool) -> Opti
 
 pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let rotation = args.validate()?;
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let counts = match &args.read {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {

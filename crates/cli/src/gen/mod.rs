@@ -358,7 +358,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         for n in &plan.notes {
             eprintln!("wirespeed: note: {n}");
         }
-        let stop = crate::bench::stop_flag()?;
+        let stop = crate::signals::stop_flag()?;
         let size = plan.sizes.label();
         let mut summary = match args.engine {
             Engine::Socket => socket::run(&args, plan, &stop)?,

@@ -125,7 +125,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         return replay_kernel(args, path, &spec, &trace);
     }
     crate::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let opts = args.port_flags.options(&[&spec.iface], false, true);
     // No port sends more than a frame: refused before a port opens (a recording would be
     // cut to its header), and again once open, against what the port can send.
@@ -298,7 +298,7 @@ fn replay_kernel(
         );
     }
     crate::caps::require(&format!("gen --pcap on {spec}"), true)?;
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let frames: Vec<Prebuilt> = (0..n)
         .map(|i| Prebuilt {
             frame: trace.frame(i).to_vec(),

@@ -80,7 +80,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     validate(&args)?;
     let spec: PortSpec = args.port.parse()?;
     crate::caps::require_for(&format!("recv on {spec}"), &[spec.backend])?;
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let summary = receive(&args, &spec, &stop)?;
     print(&summary, args.json);
     Ok(())

@@ -168,7 +168,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let to_stderr = port_to_stdout || controller_to_stdout;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
     crate::caps::require_for("switch", &backends)?;
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
         Some(path) => Box::new(
             controller::PcapController::create(&path.to_string_lossy())

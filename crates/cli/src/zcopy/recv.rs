@@ -94,7 +94,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     if mss != 0 && !(88..=32767).contains(&mss) {
         bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
     }
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listen on {addr}"))?;
     if mss != 0 {
         wirespeed_zcopy::set_mss(&listener, mss).context("set the listener's segment size")?;

@@ -101,7 +101,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         (None, None, None) => Some(Duration::from_secs(10)),
         _ => None,
     };
-    let stop = crate::bench::stop_flag()?;
+    let stop = crate::signals::stop_flag()?;
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;

@@ -1,0 +1,52 @@
+//! SIGINT and SIGTERM: the first asks the tool to stop, a later one ends the process.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use signal_hook::consts::{SIGINT, SIGTERM};
+
+/// A signal this long after the first ends the process; closer ones are the same request
+/// twice (GNU timeout signals its child and then the child's process group).
+const FORCE_AFTER: Duration = Duration::from_millis(500);
+
+/// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
+///
+/// The signals are taken by a thread of their own and blocked in the thread that runs the
+/// tool, so a long system call there (a BPF_PROG_RUN of a million frames) is never cut
+/// short with EINTR: it finishes its chunk, and every frame sent is counted.
+///
+/// A second signal, half a second or more after the first, ends the process at once with
+/// the shell's status for it (130 or 143): the way out of a read that waits on an idle pipe
+/// (`pcap:-`). Our XDP programs go with the process (they are attached by BPF links); a
+/// file being written lacks its last blocks.
+pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Set by the handler itself, so the flag never waits for the thread below.
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+    }
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("install signal handler")?;
+    // Spawned before the mask changes, so the signals stay unblocked in it alone.
+    std::thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || {
+            let mut first: Option<Instant> = None;
+            for sig in signals.forever() {
+                match first {
+                    None => first = Some(Instant::now()),
+                    Some(at) if at.elapsed() >= FORCE_AFTER => std::process::exit(128 + sig),
+                    Some(_) => {}
+                }
+            }
+        })
+        .context("start the signal thread")?;
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None).context("block signals")?;
+    Ok(stop)
+}
