@@ -538,7 +538,7 @@ fn offload_refuses_ports_it_cannot_serve() {
     refused(
         &c,
         [format!("1=xdp:{}", c.ma), format!("2=xdp:{}@0", c.ma)],
-        &format!("--offload: {} is named by two ports", c.ma),
+        &format!("{} is already port 1", c.ma),
     );
     c.assert_no_xdp_left();
 }

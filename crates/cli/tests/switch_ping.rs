@@ -225,3 +225,36 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no switch is listening there"));
 }
+
+#[test]
+fn an_interface_is_refused_as_a_second_port() {
+    for (ports, needle) in [
+        (
+            ["1=xdp:wsdup0", "2=xdp:wsdup0@1"],
+            "--port 2=xdp:wsdup0@1: wsdup0 is already port 1 (xdp:wsdup0)",
+        ),
+        (
+            ["1=packet:wsdup0", "7=xdp:wsdup0"],
+            "--port 7=xdp:wsdup0: wsdup0 is already port 1 (packet:wsdup0)",
+        ),
+        (
+            ["1=pipe:wsdup0", "2=pipe:wsdup0"],
+            "--port 2=pipe:wsdup0: wsdup0 is already port 1 (pipe:wsdup0)",
+        ),
+    ] {
+        let (code, _, err) = common::pcaps::wirespeed_out(&[
+            "switch",
+            "--port",
+            ports[0],
+            "--port",
+            ports[1],
+            "--ctl",
+            "/tmp/wsdup.sock",
+        ]);
+        assert_eq!(code, Some(1), "{ports:?} was accepted: {err}");
+        assert!(
+            err.contains(needle),
+            "{ports:?}: expected '{needle}' in {err}"
+        );
+    }
+}

@@ -367,7 +367,15 @@ fn interface_of(spec: &str) -> (String, LinkState) {
             let link = LinkState::of(&s.iface);
             (s.iface, link)
         }
-        _ => (spec.to_string(), LinkState::default()),
+        // A pipe or capture file is up for as long as the port is open.
+        _ => (
+            spec.to_string(),
+            LinkState {
+                admin_up: true,
+                carrier: true,
+                ..LinkState::default()
+            },
+        ),
     }
 }
 

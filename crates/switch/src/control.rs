@@ -66,6 +66,8 @@ pub enum ControlError {
     NotOurs(PathBuf, String),
     #[error("{0}: exists and is not a socket; refusing to replace it (pass --ctl PATH)")]
     NotASocket(PathBuf),
+    #[error("{0}: no such directory for the control socket (make it first)")]
+    NoDirectory(PathBuf),
 }
 
 /// The listening socket; removed when dropped.
@@ -92,8 +94,14 @@ pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlEr
             source,
         }
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io("create directory"))?;
+    // The default's directory is ours to make (/run is emptied at boot); any other must
+    // exist, so a mistyped path does not leave directories behind.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if Path::new(DEFAULT_CTL).parent() == Some(dir) {
+            std::fs::create_dir_all(dir).map_err(io("create directory"))?;
+        } else if !dir.is_dir() {
+            return Err(ControlError::NoDirectory(dir.to_path_buf()));
+        }
     }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if !meta.file_type().is_socket() {
@@ -278,5 +286,23 @@ mod tests {
         assert!(matches!(err, ControlError::InUse(_)), "{err}");
         drop(server);
         assert!(entries(&dir.0).is_empty(), "the socket is removed at exit");
+    }
+
+    #[test]
+    fn a_missing_directory_is_refused_not_made() {
+        let dir = Dir::new("nodir");
+        let missing = dir.0.join("typo");
+        let (jobs, _keep) = mpsc::channel();
+        let err = listen(&missing.join("switch.sock"), jobs)
+            .err()
+            .expect("listened in a directory that does not exist");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: no such directory for the control socket (make it first)",
+                missing.display()
+            )
+        );
+        assert!(!missing.exists(), "the directory was made");
     }
 }

@@ -4,8 +4,7 @@
 
 use wirespeed_packet::MacAddr;
 
-/// An interface's state. Ports on no interface (pipes, capture files), or an interface
-/// that is gone, have no address and are down.
+/// An interface's state. An interface that is gone has no address and is down.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkState {
     pub mac: Option<MacAddr>,

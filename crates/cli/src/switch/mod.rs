@@ -51,7 +51,8 @@ pub struct SwitchArgs {
     /// order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
-    /// Flows to install at start, one a line, in ovs-ofctl's syntax (add-flows).
+    /// A file of flows to install at start, one a line, in ovs-ofctl's syntax (as
+    /// `ctl add-flows FILE` takes them).
     #[arg(long)]
     pub flows: Option<PathBuf>,
     /// The control socket `wirespeed ctl` talks to.
@@ -109,6 +110,16 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
     Ok((number, spec))
 }
 
+/// True when two ports would be one interface (or both ends of one pipe). Capture files
+/// are checked where they are opened.
+fn same_place(a: &PortSpec, b: &PortSpec) -> bool {
+    use wirespeed_port::Backend::{Packet, Pcap, Tap, Xdp};
+    let interface = |s: &PortSpec| matches!(s.backend, Xdp | Packet | Tap);
+    a.iface == b.iface
+        && a.backend != Pcap
+        && (a.backend == b.backend || (interface(a) && interface(b)))
+}
+
 /// What the ports said when they opened (fallbacks taken, options they do not use, a tap
 /// device that is down), once a port.
 fn port_notes(bridge: &mut Bridge) -> Vec<String> {
@@ -134,6 +145,13 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         let port = parse_port(text, i as u32 + 1)?;
         if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
             bail!("--port {text}: port number {} is used twice", port.0);
+        }
+        if let Some((n, spec)) = ports.iter().find(|(_, s)| same_place(s, &port.1)) {
+            bail!(
+                "--port {text}: {} is already port {n} ({spec}); a bridge takes each interface \
+                 once (its floods would come back to the hosts that sent them)",
+                port.1.iface
+            );
         }
         ports.push(port);
     }
@@ -211,8 +229,12 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     }
     let (jobs_tx, jobs) = mpsc::channel();
     let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
-    for line in bridge.handle(&show_request()).output.lines().skip(1) {
-        eprintln!("wirespeed switch:{line}");
+    for line in bridge.handle(&show_request()).output.lines() {
+        match line.strip_prefix("wirespeed switch: ") {
+            Some(ours) => eprintln!("wirespeed switch: {ours}"),
+            None if line.starts_with(' ') => eprintln!("wirespeed switch:{line}"),
+            None => eprintln!("wirespeed switch: {line}"),
+        }
     }
     for note in port_notes(&mut bridge) {
         eprintln!("wirespeed switch: note: {note}");
