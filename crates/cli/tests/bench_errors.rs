@@ -223,10 +223,16 @@ fn program_held_by_another_process_cannot_be_forced_out() {
         ],
     );
     sink.wait_ready();
+    // Named, and no --force offered: nothing can take a program from its link.
+    let held = format!(
+        "{}: process {} (wirespeed) holds an XDP program there",
+        net.b,
+        sink.pid()
+    );
     fails_with(
         &net.ns_b,
         &["bench", "rxdrop", "--port", &port, "--duration", "1"],
-        "another XDP program is attached",
+        &held,
     );
     fails_with(
         &net.ns_b,
@@ -239,7 +245,7 @@ fn program_held_by_another_process_cannot_be_forced_out() {
             "1",
             "--force",
         ],
-        "held by a BPF link of another process",
+        &held,
     );
     let (j, _) = sink.interrupt();
     assert_eq!(j["mode"], "xdpdrop");

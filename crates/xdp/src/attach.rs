@@ -56,6 +56,65 @@ pub fn attached_program(iface: &str) -> Option<String> {
     Some(format!("{mode} {id}{name}").trim().to_string())
 }
 
+/// A process holding an XDP program on an interface by a BPF link: its pid and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    pub name: String,
+}
+
+/// Who holds the program `existing` (as `attached_program` gives it) by a BPF link, found
+/// by the link's fdinfo in /proc (a program id is the same in every namespace). None for
+/// a program attached by netlink, which `--force` can replace.
+pub(crate) fn link_holder(existing: &str) -> Option<Holder> {
+    let mut words = existing.split_whitespace();
+    words.find(|w| *w == "id")?;
+    let id = words.next()?;
+    let wanted = format!("prog_id:\t{id}\n");
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let is_link =
+                std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == "anon_inode:bpf_link");
+            if !is_link {
+                continue;
+            }
+            let info = entry.path().join("fdinfo").join(fd.file_name());
+            let text = std::fs::read_to_string(info).unwrap_or_default();
+            if text.contains("link_type:\txdp\n") && text.contains(&wanted) {
+                let name = std::fs::read_to_string(entry.path().join("comm"))
+                    .map_or_else(|_| "?".to_string(), |c| c.trim().to_string());
+                return Some(Holder { pid, name });
+            }
+        }
+    }
+    None
+}
+
+/// What `XdpError::ForeignProgram` says: the way out depends on who holds the program.
+pub(crate) fn foreign_text(iface: &str, existing: &str, holder: &Option<Holder>) -> String {
+    match holder {
+        Some(h) => format!(
+            "{iface}: process {} ({}) holds an XDP program there ({existing}) by a BPF \
+             link, which nothing else can replace; it goes when that process ends",
+            h.pid, h.name
+        ),
+        None => format!(
+            "{iface}: another XDP program is attached ({existing}); wirespeed will not replace \
+             it (detach it, or pass --force)"
+        ),
+    }
+}
+
 /// Attaches `prog` to `iface`. When another program is there: with `force`, remove it first
 /// (netlink-attached programs only; a BPF link someone holds cannot be taken away); without,
 /// fail with `ForeignProgram`.
@@ -68,10 +127,12 @@ pub(crate) fn attach(
 ) -> Result<XdpLinkId, XdpError> {
     let existing = attached_program(iface);
     if let Some(existing) = existing {
-        if !force {
+        let holder = link_holder(&existing);
+        if !force || holder.is_some() {
             return Err(XdpError::ForeignProgram {
                 iface: iface.to_string(),
                 existing,
+                holder,
             });
         }
         remove_foreign(iface, &existing)?;
@@ -79,9 +140,11 @@ pub(crate) fn attach(
     prog.attach(iface, mode.aya()).map_err(|e| match &e {
         ProgramError::UnknownInterface { .. } => XdpError::NoInterface(iface.to_string()),
         ProgramError::SyscallError(s) if s.io_error.raw_os_error() == Some(libc::EBUSY) => {
+            let existing = attached_program(iface).unwrap_or_else(|| "unknown".to_string());
             XdpError::ForeignProgram {
                 iface: iface.to_string(),
-                existing: attached_program(iface).unwrap_or_else(|| "unknown".to_string()),
+                holder: link_holder(&existing),
+                existing,
             }
         }
         _ => XdpError::Attach {

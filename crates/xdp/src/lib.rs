@@ -12,7 +12,7 @@ pub mod fast_path;
 mod live_frames;
 mod xsk_program;
 
-pub use attach::{AttachMode, attached_program};
+pub use attach::{AttachMode, Holder, attached_program};
 pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
 pub use live_frames::{LiveFrames, Stamp, Variation};
@@ -23,11 +23,12 @@ pub use xsk_program::{SpillRecord, SpillRing, XskProgram};
 pub enum XdpError {
     #[error("{0}: no such interface")]
     NoInterface(String),
-    #[error(
-        "{iface}: another XDP program is attached ({existing}); wirespeed will not replace it \
-         (detach it, or pass --force)"
-    )]
-    ForeignProgram { iface: String, existing: String },
+    #[error("{}", attach::foreign_text(.iface, .existing, .holder))]
+    ForeignProgram {
+        iface: String,
+        existing: String,
+        holder: Option<attach::Holder>,
+    },
     #[error("{iface}: cannot remove the XDP program attached there ({existing}): {reason}")]
     ForceFailed {
         iface: String,
