@@ -102,6 +102,9 @@ pub struct WriterReport {
     pub files: Vec<PathBuf>,
     /// The first error, with the file it happened on.
     pub error: Option<String>,
+    /// That error was the reader closing the pipe (`capture ... | head`): where tcpdump
+    /// ends on SIGPIPE, this ends the capture, and it is no failure.
+    pub reader_gone: bool,
 }
 
 /// The receive loop's side: the chunk being filled and the pool.
@@ -312,6 +315,7 @@ fn write_chunk(
         Err(e) => {
             report.written += e.written_packets;
             report.lost += chunk.packets() - e.written_packets;
+            report.reader_gone = e.error.kind() == std::io::ErrorKind::BrokenPipe;
             report.error = Some(format!("{}: {}", current.display(), e.error));
         }
     }

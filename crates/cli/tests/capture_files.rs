@@ -446,3 +446,43 @@ fn sigint_ends_a_read_of_an_idle_pipe_with_what_came() {
     assert_eq!(judge(&out), (10, total_bytes(&records)));
     assert_eq!(read_records(&out), records);
 }
+
+/// `capture ... | head`: the reader closing the pipe ends the capture quietly, as it ends
+/// tcpdump, whether packets go out as a file (`-w -`) or as lines; the counts say so.
+#[test]
+fn a_reader_closing_the_pipe_ends_the_capture_quietly() {
+    use std::io::Read;
+    let dir = TempDir::new("epipe");
+    let input = dir.path("in.pcap");
+    let records = mixed_records(20_000);
+    write_capture(&input, Format::Pcap, &records);
+    for write in [&["-w", "-"][..], &[][..]] {
+        let mut child = Command::new(common::wirespeed())
+            .args(["capture", "-r", &input, "--json"])
+            .args(write)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 100];
+        child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+        let done = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(0), "{write:?}: {err}");
+        assert!(!err.contains("wirespeed: error"), "{write:?}: {err}");
+        let json = err
+            .lines()
+            .rfind(|l| l.starts_with('{'))
+            .unwrap_or_default();
+        let counts: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(counts["output_closed"], true, "{counts}");
+        assert_eq!(counts["error"], serde_json::Value::Null, "{counts}");
+        let written = counts["written"].as_u64().unwrap();
+        assert!(written < 20_000, "{counts}");
+        assert_eq!(
+            counts["matched"].as_u64(),
+            Some(written + counts["dropped_by_writer"].as_u64().unwrap()),
+            "{counts}"
+        );
+    }
+}

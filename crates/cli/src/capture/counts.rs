@@ -38,6 +38,8 @@ pub struct Counts {
     pub drops: serde_json::Map<String, serde_json::Value>,
     pub files: Vec<PathBuf>,
     pub error: Option<String>,
+    /// The output's reader closed the pipe, which ended the capture.
+    pub output_closed: bool,
 }
 
 impl Counts {
@@ -67,6 +69,10 @@ impl Counts {
         self.dropped_by_writer = behind + report.lost;
         self.files = report.files;
         dedup_keep_order(&mut self.files);
+        self.output_closed = report.reader_gone;
+        if report.reader_gone {
+            return;
+        }
         self.error = report.error.map(|e| {
             format!(
                 "write {e}; the output holds the first {} packets, each whole",
@@ -104,6 +110,9 @@ impl Counts {
         }
         if self.after_stop > 0 {
             eprintln!("{} packets after the stop, not examined", self.after_stop);
+        }
+        if self.output_closed {
+            eprintln!("the output's reader closed the pipe: capture stopped");
         }
     }
 }
