@@ -10,16 +10,11 @@ use common::*;
 
 #[test]
 fn controller_packets_go_to_a_pcap_file() {
-    let id = std::process::id();
-    let file = format!("/tmp/wirespeed-controller-{id}.pcap");
-    let _ = std::fs::remove_file(&file);
+    let dir = TempDir::new("sctl");
+    let file = dir.path("controller.pcap");
     let mut s = Switched::new("sc", &["--controller-pcap", &file]);
     s.ctl_ok(&["add-flow", "priority=100,udp,actions=controller"]);
-    let at_b = Capture::tcpdump_inbound(
-        &s.c.ns_b,
-        &s.c.b,
-        &format!("/tmp/wirespeed-controller-{id}-b.pcap"),
-    );
+    let at_b = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &dir.path("b.pcap"));
     let port = format!("xdp:{}", s.c.a);
     run_json(
         &s.c.ns_a,
@@ -28,6 +23,8 @@ fn controller_packets_go_to_a_pcap_file() {
         ],
     );
     let reached_b = at_b.stop(false).frames;
+    // In the file while the switch runs (tcpdump took 1.3 s to stop), not only at its exit.
+    assert_eq!(judge(&file), (100, 100 * 124), "written while running");
     let (j, log) = s.stop();
     assert_eq!(j["to_controller"], 100, "{j}");
     assert!(
@@ -55,7 +52,6 @@ fn controller_packets_go_to_a_pcap_file() {
             .all(|f| f.len() == 124 && wirespeed_packet::ipv4_udp_checksums_ok(f)),
         "frames as sent"
     );
-    std::fs::remove_file(&file).unwrap();
 }
 
 #[test]

@@ -35,6 +35,10 @@ pub trait Controller: Send {
     /// asked for, of `len`), and the port it came in on.
     fn packet_in(&mut self, in_port: u32, data: &[u8], len: usize);
 
+    /// Called by the control side every 50 ms or so: a controller writing a file hands it
+    /// what it holds, so packet-ins show up while the switch runs.
+    fn tick(&mut self) {}
+
     /// Finishes (flushes a file); the line says what was done, or what went wrong.
     fn close(&mut self) -> Result<String, String> {
         Ok(String::new())
@@ -84,6 +88,16 @@ impl Controller for LogController {
             self.second = self.second.map(|(start, n)| (start, n + 1));
         } else {
             self.unshown += 1;
+        }
+    }
+
+    /// A second that ended with packet-ins not shown says so now, not at the next one.
+    fn tick(&mut self) {
+        if self
+            .second
+            .is_some_and(|(start, _)| start.elapsed() >= Duration::from_secs(1))
+        {
+            self.report_unshown();
         }
     }
 

@@ -1,6 +1,7 @@
 //! `--controller-pcap FILE`: packets the rules send to the controller are written to a pcap
 //! file (nanosecond timestamps; `-` is standard output) by the capture tool's writer thread,
-//! so a poll-mode thread never waits on the disk.
+//! so a poll-mode thread never waits on the disk. What came is handed to the writer every
+//! control tick (`tick`), so the file grows while the switch runs.
 
 use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_capture::output::{FileOutput, StdoutOutput};
@@ -53,6 +54,12 @@ impl Controller for PcapController {
             && r.record(crate::capture::now_ns(), data, len as u32) != Outcome::Queued
         {
             self.dropped += 1;
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.flush();
         }
     }
 
