@@ -236,7 +236,8 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
         if let Some(f) = fast.as_ref().map(|f| f[i]) {
             let _ = writeln!(
                 out,
-                "           fast path: rx pkts={}, bytes={}, tx pkts={}, bytes={}, failed={}{}",
+                "           fast path: rx pkts={}, bytes={}, redirected pkts={}, bytes={}, of which \
+                 failed={}{}",
                 f.rx_packets,
                 f.rx_bytes,
                 f.tx_packets,
