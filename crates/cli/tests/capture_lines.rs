@@ -497,3 +497,149 @@ fn crafted_icmp_and_ipv6_option_lines_print_like_tcpdump() {
     write_capture(&file, Format::Pcap, &recs);
     assert_lines_like_tcpdump(&file, recs.len(), &[]);
 }
+
+/// Network-layer packets for the link-type tests: UDP, TCP, ICMPv6, an IPv4 header cut.
+fn network_packets() -> Vec<(u16, Vec<u8>)> {
+    let udp4 = ipv4(A, B, 17, 0, 0, &udp(1234, 9999, b"hello"));
+    let syn = ipv4(A, B, 6, 0x4000, 0, &tcp(40000, 80, SYN, &[]));
+    let echo6 = icmp_v6(A6, B6, &icmp_msg(128, 0, [0, 7, 0, 1], &[0; 8]))[14..].to_vec();
+    vec![
+        (0x0800, udp4.clone()),
+        (0x0800, syn),
+        (0x86dd, echo6),
+        (0x0800, udp4[..10].to_vec()),
+    ]
+}
+
+/// A LINUX_SLL header: packet type, ARPHRD_ETHER, the address, the protocol.
+fn sll(kind: u16, address: &[u8], protocol: u16, packet: &[u8]) -> Vec<u8> {
+    let mut h = Vec::new();
+    for w in [kind, 1, address.len() as u16] {
+        h.extend_from_slice(&w.to_be_bytes());
+    }
+    let mut field = [0u8; 8];
+    field[..address.len()].copy_from_slice(address);
+    h.extend_from_slice(&field);
+    h.extend_from_slice(&protocol.to_be_bytes());
+    h.extend_from_slice(packet);
+    h
+}
+
+/// A LINUX_SLL2 header: the protocol, the interface index, ARPHRD_ETHER, the packet type,
+/// the address.
+fn sll2(protocol: u16, index: u32, kind: u8, address: &[u8], packet: &[u8]) -> Vec<u8> {
+    let mut h = protocol.to_be_bytes().to_vec();
+    h.extend_from_slice(&[0, 0]);
+    h.extend_from_slice(&index.to_be_bytes());
+    h.extend_from_slice(&[0, 1, kind, address.len() as u8]);
+    let mut field = [0u8; 8];
+    field[..address.len()].copy_from_slice(address);
+    h.extend_from_slice(&field);
+    h.extend_from_slice(packet);
+    h
+}
+
+/// Captures of `tcpdump -i any` (Linux cooked, SLL and SLL2) and of raw IP print as
+/// tcpdump prints them, with and without -e: every packet type, an address of no bytes, an
+/// interface this machine does not have, headers cut short.
+#[test]
+fn cooked_and_raw_ip_lines_print_like_tcpdump() {
+    let dir = TempDir::new("link-lines");
+    let arp_request = arp(1, MAC_A, A, B);
+    let mut cooked = Vec::new();
+    let mut cooked2 = Vec::new();
+    for (i, (protocol, packet)) in network_packets().into_iter().enumerate() {
+        for kind in [0u8, 1, 2, 3, 4, 7] {
+            cooked.push(sll(u16::from(kind), &MAC_A, protocol, &packet));
+            cooked2.push(sll2(protocol, 1, kind, &MAC_A, &packet));
+        }
+        cooked.push(sll(0, &[], protocol, &packet));
+        // Index 1 is lo everywhere; this one is nowhere.
+        let index = if i == 0 { 4_000_000 } else { 1 };
+        cooked2.push(sll2(protocol, index, 4, &[], &packet));
+    }
+    cooked.push(sll(4, &MAC_B, 0x0806, &arp_request));
+    cooked2.push(sll2(0x0806, 1, 4, &MAC_B, &arp_request));
+    cooked.push(sll(0, &MAC_A, 0x0800, &[])[..10].to_vec());
+    cooked2.push(sll2(0x0800, 1, 0, &MAC_A, &[])[..12].to_vec());
+    let raw: Vec<Vec<u8>> = network_packets().into_iter().map(|(_, p)| p).collect();
+    for (name, link_type, frames) in [
+        ("sll.pcap", 113, cooked),
+        ("sll2.pcap", 276, cooked2),
+        ("raw.pcap", 101, raw),
+    ] {
+        let file = dir.path(name);
+        let recs = records(frames.into_iter().map(|f| (f, None)).collect());
+        write_capture_of(&file, Format::Pcap, link_type, &recs);
+        assert_lines_like_tcpdump(&file, recs.len(), &[]);
+        assert_lines_like_tcpdump(&file, recs.len(), &["-e"]);
+    }
+}
+
+/// What tcpdump -i any writes in a namespace (SLL2: pings and their ARP) prints as
+/// tcpdump prints it.
+#[test]
+fn a_capture_on_any_interface_prints_like_tcpdump() {
+    let net = NetPair::new("ta");
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_a,
+        "addr",
+        "add",
+        "10.32.0.1/24",
+        "dev",
+        &net.a,
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &net.ns_b,
+        "addr",
+        "add",
+        "10.32.0.2/24",
+        "dev",
+        &net.b,
+    ]);
+    let dir = TempDir::new("lines-any");
+    let file = dir.path("any.pcap");
+    let capture = Capture::tcpdump(&net.ns_b, "any", "inout", &file);
+    assert_eq!(ping(&net.ns_a, "10.32.0.2", 2), 2);
+    let captured = capture.stop(true);
+    // ARP both ways, two requests and two replies.
+    assert!(
+        captured.frames.len() >= 6,
+        "{} frames",
+        captured.frames.len()
+    );
+    let link_type = must(&["capinfos", "-E", "-T", "-r", &file]);
+    assert!(link_type.contains("linux-sll2"), "{link_type}");
+    assert_lines_like_tcpdump(&file, captured.frames.len(), &[]);
+    assert_lines_like_tcpdump(&file, captured.frames.len(), &["-e"]);
+}
+
+/// A link type lines cannot show is refused before anything is printed; -w takes it.
+#[test]
+fn lines_of_an_undecoded_link_type_are_refused() {
+    let dir = TempDir::new("link-other");
+    let file = dir.path("wifi.pcap");
+    write_capture_of(
+        &file,
+        Format::Pcap,
+        105,
+        &records(vec![(vec![0; 30], None)]),
+    );
+    let (code, out, err) = wirespeed_out(&["capture", "-r", &file]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.contains(&format!(
+            "{file}: link type 105: lines show Ethernet, Linux cooked (SLL, SLL2) and raw IP"
+        )),
+        "{err}"
+    );
+    let copy = dir.path("copy.pcap");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &file, "-w", &copy]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(judge(&copy), (1, 30));
+}

@@ -286,7 +286,11 @@ impl CaptureArgs {
                 None => (
                     Format::Pcap,
                     "-".to_string(),
-                    Box::new(line::LineOutput::new(self.link_header, self.absolute_seq)),
+                    Box::new(line::LineOutput::new(
+                        interface.link_type,
+                        self.link_header,
+                        self.absolute_seq,
+                    )),
                 ),
                 Some("-") => (self.format, "-".to_string(), Box::new(StdoutOutput::new())),
                 Some(path) => (self.format, path.to_string(), Box::new(FileOutput::new())),

@@ -84,6 +84,14 @@ pub fn run(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Counts> {
     let mut reader = open(path, stop)?;
+    if args.write.is_none() && !super::line::lines_decode(reader.link_type()) {
+        anyhow::bail!(
+            "{}: link type {}: lines show Ethernet, Linux cooked (SLL, SLL2) and raw IP \
+             packets; write these to a file with -w (filters take any link type)",
+            path.display(),
+            reader.link_type()
+        );
+    }
     let expression = args.expression();
     let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false);
     let mut counts = Counts {

@@ -439,12 +439,15 @@ impl Capture {
             .spawn()
             .expect("tcpdump (install it: make deps)");
         let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        assert!(
-            line.contains("listening on"),
-            "tcpdump did not start: {line}"
-        );
+        // `-i any` says its link type first.
+        let mut said = String::new();
+        while !said.contains("listening on") {
+            let mut line = String::new();
+            if err.read_line(&mut line).unwrap() == 0 || said.lines().count() > 3 {
+                panic!("tcpdump did not start: {said}{line}");
+            }
+            said.push_str(&line);
+        }
         let stderr = std::thread::spawn(move || {
             let mut rest = String::new();
             let _ = std::io::Read::read_to_string(&mut err, &mut rest);

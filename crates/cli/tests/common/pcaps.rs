@@ -37,8 +37,13 @@ impl Drop for TempDir {
 
 /// Writes `records` as a capture file with our writer.
 pub fn write_capture(path: &str, format: Format, records: &[Rec]) {
+    write_capture_of(path, format, 1, records);
+}
+
+/// Writes `records` of link type `link_type` as a capture file with our writer.
+pub fn write_capture_of(path: &str, format: Format, link_type: u16, records: &[Rec]) {
     let iface = Interface {
-        link_type: 1,
+        link_type,
         snaplen: 262_144,
         name: Some("test0".to_string()),
     };

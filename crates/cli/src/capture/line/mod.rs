@@ -3,6 +3,7 @@
 //! receive loop.
 
 mod icmp;
+mod link;
 mod tcp;
 
 use std::fmt::Write as _;
@@ -16,28 +17,66 @@ use wirespeed_packet::{
     ArpPacket, EtherType, EthernetFrame, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket, VlanTag,
 };
 
+pub use link::lines_decode;
+use link::{InterfaceNames, format_raw, format_sll, format_sll2};
 use tcp::TcpLines;
 
 /// Prints the records of each chunk (classic pcap records) as lines on standard output.
 pub struct LineOutput {
     out: BufWriter<Stdout>,
     line: String,
+    /// The records' link type (see [`lines_decode`]).
+    link_type: u16,
     /// tcpdump's -e: the link-level header on each line.
     link: bool,
     /// The local zone's offset, for the time of day.
     zone: LocalOffset,
     tcp: TcpLines,
+    names: InterfaceNames,
 }
 
 impl LineOutput {
     /// `absolute_seq`: TCP sequence numbers as they are, as tcpdump -S prints them.
-    pub fn new(link: bool, absolute_seq: bool) -> LineOutput {
+    pub fn new(link_type: u16, link: bool, absolute_seq: bool) -> LineOutput {
         LineOutput {
             out: BufWriter::with_capacity(1 << 16, io::stdout()),
             line: String::with_capacity(256),
+            link_type,
             link,
             zone: LocalOffset::default(),
             tcp: TcpLines::new(absolute_seq),
+            names: InterfaceNames::default(),
+        }
+    }
+
+    /// A classic pcap record (nanosecond header, then the bytes) as a line.
+    fn format_record(&mut self, record: &[u8]) {
+        let word = |i: usize| {
+            record
+                .get(i..i + 4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let (sec, nsec, orig_len) = (word(0), word(4), word(12));
+        let data = record.get(16..).unwrap_or(&[]);
+        let local = i64::from(sec) + self.zone.at(i64::from(sec));
+        let day = local.rem_euclid(86_400);
+        let line = &mut self.line;
+        let _ = write!(
+            line,
+            "{:02}:{:02}:{:02}.{:06} ",
+            day / 3600,
+            day / 60 % 60,
+            day % 60,
+            nsec / 1000
+        );
+        let (link, tcp) = (self.link, &mut self.tcp);
+        match self.link_type {
+            link::LINKTYPE_RAW => format_raw(data, link, tcp, line),
+            link::LINKTYPE_LINUX_SLL => format_sll(data, orig_len, link, tcp, line),
+            link::LINKTYPE_LINUX_SLL2 => {
+                format_sll2(data, orig_len, link, &mut self.names, tcp, line)
+            }
+            _ => format_ethernet(data, orig_len, link, tcp, line),
         }
     }
 }
@@ -53,13 +92,7 @@ impl Output for LineOutput {
             let record = &chunk.bytes[start..end];
             start = end;
             self.line.clear();
-            format_record(
-                record,
-                self.link,
-                &mut self.zone,
-                &mut self.tcp,
-                &mut self.line,
-            );
+            self.format_record(record);
             if let Err(error) = writeln!(self.out, "{}", self.line) {
                 return Err(WriteError {
                     written_packets: i as u64,
@@ -77,34 +110,6 @@ impl Output for LineOutput {
     fn close(&mut self, _trailer: &[u8]) -> io::Result<()> {
         self.out.flush()
     }
-}
-
-/// A classic pcap record (nanosecond header, then the bytes) as a line.
-fn format_record(
-    record: &[u8],
-    link: bool,
-    zone: &mut LocalOffset,
-    tcp: &mut TcpLines,
-    line: &mut String,
-) {
-    let word = |i: usize| {
-        record
-            .get(i..i + 4)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let (sec, nsec, orig_len) = (word(0), word(4), word(12));
-    let data = record.get(16..).unwrap_or(&[]);
-    let local = i64::from(sec) + zone.at(i64::from(sec));
-    let day = local.rem_euclid(86_400);
-    let _ = write!(
-        line,
-        "{:02}:{:02}:{:02}.{:06} ",
-        day / 3600,
-        day / 60 % 60,
-        day % 60,
-        nsec / 1000
-    );
-    format_ethernet(data, orig_len, link, tcp, line);
 }
 
 /// tcpdump's name for an EtherType (its -e output), for the ones it names.
@@ -148,7 +153,7 @@ fn format_ethernet(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, l
         let _ = write!(line, "[|ether], length {orig_len}");
         return;
     };
-    let (mut ethertype, mut payload) = (eth.ethertype(), eth.payload());
+    let (ethertype, payload) = (eth.ethertype(), eth.payload());
     if link {
         let _ = write!(line, "{} > {}, ", eth.src_addr(), eth.dst_addr());
     }
@@ -160,10 +165,30 @@ fn format_ethernet(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, l
         write_ethertype(line, ethertype);
         let _ = write!(line, ", length {orig_len}: ");
     }
+    if let Some(other) = format_protocol(ethertype, payload, link, tcp, line) {
+        let _ = write!(
+            line,
+            "{} > {}, ethertype Unknown ({other}), length {orig_len}",
+            eth.src_addr(),
+            eth.dst_addr()
+        );
+    }
+}
+
+/// The packet a link header carries, by its EtherType (VLAN tags first, shown with -e).
+/// Returns the EtherType when it is not one decoded and the link header was not shown, for
+/// the caller to say so.
+fn format_protocol(
+    mut ethertype: EtherType,
+    mut payload: &[u8],
+    link: bool,
+    tcp: &mut TcpLines,
+    line: &mut String,
+) -> Option<EtherType> {
     while is_tag(ethertype) {
         let Ok(tag) = VlanTag::new_checked(payload) else {
             line.push_str(" [|vlan]");
-            return;
+            return None;
         };
         // Without -e the tag is not shown, as in tcpdump: the packet inside it is.
         if link {
@@ -205,15 +230,9 @@ fn format_ethernet(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, l
         },
         // With -e the header is all we show of a protocol we do not decode.
         _ if link => {}
-        other => {
-            let _ = write!(
-                line,
-                "{} > {}, ethertype Unknown ({other}), length {orig_len}",
-                eth.src_addr(),
-                eth.dst_addr()
-            );
-        }
+        other => return Some(other),
     }
+    None
 }
 
 const IPV4_HEADER: usize = 20;

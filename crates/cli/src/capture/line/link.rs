@@ -1,0 +1,166 @@
+//! Link headers other than Ethernet, as tcpdump -n prints them: Linux cooked captures (what
+//! `tcpdump -i any` writes: SLL, and SLL2 with the interface) and raw IP. Without -e a
+//! cooked line starts with what tcpdump shows of the header anyway (SLL2: the interface
+//! and the direction); with -e, the whole header.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use wirespeed_capture::LINKTYPE_ETHERNET;
+use wirespeed_packet::EtherType;
+
+use super::tcp::TcpLines;
+use super::{
+    IPV6_HEADER, format_ipv4, format_ipv6, format_protocol, ipv4_header_captured, write_ethertype,
+};
+
+pub const LINKTYPE_RAW: u16 = 101;
+pub const LINKTYPE_LINUX_SLL: u16 = 113;
+pub const LINKTYPE_LINUX_SLL2: u16 = 276;
+
+const SLL_HEADER: usize = 16;
+const SLL2_HEADER: usize = 20;
+/// The address field of both cooked headers.
+const ADDRESS_MAX: usize = 8;
+
+/// True when lines can show packets of `link_type` (filters and files take any).
+pub fn lines_decode(link_type: u16) -> bool {
+    matches!(
+        link_type,
+        LINKTYPE_ETHERNET | LINKTYPE_RAW | LINKTYPE_LINUX_SLL | LINKTYPE_LINUX_SLL2
+    )
+}
+
+/// Interface names by index, looked up on this machine as tcpdump does (so a file from
+/// another machine or namespace can show other names), each once.
+#[derive(Default)]
+pub struct InterfaceNames(HashMap<u32, String>);
+
+impl InterfaceNames {
+    fn get(&mut self, index: u32) -> &str {
+        self.0.entry(index).or_insert_with(|| {
+            nix::net::if_::if_indextoname(index)
+                .ok()
+                .and_then(|n| n.into_string().ok())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "?".to_string())
+        })
+    }
+}
+
+/// A cooked header's packet type, as tcpdump names it.
+fn packet_type(t: u16) -> &'static str {
+    match t {
+        0 => "In",
+        1 => "B",
+        2 => "M",
+        3 => "P",
+        4 => "Out",
+        _ => "?",
+    }
+}
+
+/// A link address, its bytes in hex separated by colons, and a space; nothing when empty.
+fn write_address(line: &mut String, address: &[u8]) {
+    for (i, b) in address.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ":" };
+        let _ = write!(line, "{sep}{b:02x}");
+    }
+    if !address.is_empty() {
+        line.push(' ');
+    }
+}
+
+fn be16(data: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([data[at], data[at + 1]])
+}
+
+/// LINUX_SLL: packet type, link address and protocol, 16 bytes.
+pub fn format_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
+    if data.len() < SLL_HEADER {
+        line.push_str(" [|sll]");
+        return;
+    }
+    let protocol = EtherType(be16(data, 14));
+    let address = &data[6..6 + usize::from(be16(data, 4)).min(ADDRESS_MAX)];
+    let header = |line: &mut String| {
+        let _ = write!(line, "{:>3} ", packet_type(be16(data, 0)));
+        write_address(line, address);
+        write_ethertype(line, protocol);
+        let _ = write!(line, ", length {orig_len}: ");
+    };
+    if link {
+        header(line);
+    }
+    // A protocol not decoded: its header says what it is, as with -e.
+    if format_protocol(protocol, &data[SLL_HEADER..], link, tcp, line).is_some() {
+        header(line);
+    }
+}
+
+/// LINUX_SLL2: protocol, interface index, packet type and link address, 20 bytes.
+pub fn format_sll2(
+    data: &[u8],
+    orig_len: u32,
+    link: bool,
+    names: &mut InterfaceNames,
+    tcp: &mut TcpLines,
+    line: &mut String,
+) {
+    if data.len() < SLL2_HEADER {
+        line.push_str(" [|sll2]");
+        return;
+    }
+    let protocol = EtherType(be16(data, 0));
+    let index = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+    let address = &data[12..12 + usize::from(data[11]).min(ADDRESS_MAX)];
+    let _ = write!(
+        line,
+        "{:<5} {:<3} ",
+        names.get(index),
+        packet_type(u16::from(data[10]))
+    );
+    let header = |line: &mut String| {
+        let _ = write!(line, "ifindex {index} ");
+        write_address(line, address);
+        write_ethertype(line, protocol);
+        let _ = write!(line, ", length {orig_len}: ");
+    };
+    if link {
+        header(line);
+    }
+    if format_protocol(protocol, &data[SLL2_HEADER..], link, tcp, line).is_some() {
+        header(line);
+    }
+}
+
+/// Raw IP: the version says IPv4 or IPv6; -e shows only `ip: `.
+pub fn format_raw(data: &[u8], link: bool, tcp: &mut TcpLines, line: &mut String) {
+    if link {
+        line.push_str("ip: ");
+    }
+    let word = |line: &mut String, w: &str| {
+        if !link {
+            line.push_str(w);
+        }
+    };
+    match data.first().map(|b| b >> 4) {
+        Some(4) => {
+            word(line, "IP ");
+            if ipv4_header_captured(data) {
+                format_ipv4(data, tcp, line);
+            } else {
+                line.push_str(" [|ip]");
+            }
+        }
+        Some(6) if data.len() >= IPV6_HEADER => {
+            word(line, "IP6 ");
+            format_ipv6(data, tcp, line);
+        }
+        Some(6) => line.push_str(" [|ip6]"),
+        Some(version) => {
+            let _ = write!(line, "unknown ip {version}");
+        }
+        None => line.push_str(" [|ip]"),
+    }
+}
