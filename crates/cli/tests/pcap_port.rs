@@ -364,3 +364,51 @@ fn two_sigterms_at_once_stop_a_tool_cleanly() {
         assert_eq!(j["mode"].as_str(), Some("gen"), "{j}");
     }
 }
+
+/// A recording that fills its disk keeps every record the failed write got out whole, and
+/// a closed pipe at the last write is an error naming standard output, not a quiet exit 0.
+#[test]
+fn a_failed_recording_keeps_its_whole_records_and_says_so() {
+    let dir = TempDir::new("pfull");
+    let mnt = dir.path("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    must(&["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", &mnt]);
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = sh(&["umount", &self.0]);
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let file = format!("{mnt}/gen.pcap");
+    let port = format!("pcap:{file}");
+    let (code, _, err) = pcaps::wirespeed_out(&[
+        "gen", "--port", &port, "--count", "5000", "--size", "1500", "-q",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{file}: write the capture file: No space left on device"
+        )),
+        "{err}"
+    );
+    // The 24-byte header, then as many 16-byte record headers and 1496-byte frames as fit.
+    let whole = (512 * 1024 - 24) / (16 + 1496);
+    assert_eq!(pcaps::judge(&file), (whole, whole * 1496));
+
+    let piped = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{} gen --port pcap:- --count 5000 -q | head -c 100 >/dev/null",
+                wirespeed()
+            ),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        err.contains("standard output: write the capture file: Broken pipe"),
+        "{err}"
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use wirespeed_capture::CaptureReader;
 use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
@@ -142,7 +142,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         &format!("replaying {} frames", trace.records.len()),
     );
     let done = send_trace(args, &mut *port, &trace, &stop)?;
-    drain(&mut *port);
+    drain(&mut *port).context("send the last packets")?;
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;

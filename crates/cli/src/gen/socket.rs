@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use wirespeed_port::{Batch, Port};
+use wirespeed_port::{Batch, Port, PortError};
 
 use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
@@ -53,7 +53,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
     announce_ready(&*port, args.port_flags.batch, "socket engine");
     let (sent, bytes, seconds) = generate(args, &mut *port, &mut packets, stop)?;
-    drain(&mut *port);
+    drain(&mut *port).context("send the last packets")?;
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;
@@ -131,13 +131,14 @@ fn generate(
     Ok((sent, bytes, meter.elapsed().as_secs_f64()))
 }
 
-/// Waits (at most a second) until every frame handed to the kernel for sending is back.
-pub fn drain(port: &mut dyn Port) {
+/// Waits (at most a second) until every frame handed to the kernel for sending is back. A
+/// failed flush is the run's error: the last packets did not go out (a pcap port's last
+/// write to its file or pipe).
+pub fn drain(port: &mut dyn Port) -> Result<(), PortError> {
     let until = Instant::now() + Duration::from_secs(1);
     while port.tx_pending() && Instant::now() < until {
-        if port.flush().is_err() {
-            break;
-        }
+        port.flush()?;
         std::thread::sleep(Duration::from_micros(100));
     }
+    Ok(())
 }

@@ -1,7 +1,8 @@
 //! The sending side of a pcap port: every packet sent becomes a record of a capture file.
 //! Records gather in a buffer that goes to the file in large writes; after a failed write the
-//! file is cut back to its last whole record, so it stays readable. `-` records on standard
-//! output (pcapng), which a failed write leaves as it is.
+//! file is cut back to its last whole record, so it stays readable and keeps every record
+//! the write got out whole. `-` records on standard output (pcapng), which a failed write
+//! leaves as it is.
 
 use std::fs::File;
 use std::io::Write;
@@ -27,6 +28,9 @@ pub(crate) struct Recording {
     buf: Vec<u8>,
     /// Packets and bytes in `buf`, not yet in the file.
     buffered: (u64, u64),
+    /// Where each record in `buf` ends, and the packet bytes up to it: what a failed write
+    /// that got part of `buf` out still keeps whole.
+    ends: Vec<(usize, u64)>,
     /// Bytes of the file that are its header or whole records.
     valid_len: u64,
 }
@@ -88,6 +92,7 @@ impl Recording {
             stdout,
             buf,
             buffered: (0, 0),
+            ends: Vec::new(),
             valid_len,
         })
     }
@@ -103,6 +108,7 @@ impl Recording {
             .record(&mut self.buf, ts_ns, packet, packet.len() as u32);
         self.buffered.0 += 1;
         self.buffered.1 += packet.len() as u64;
+        self.ends.push((self.buf.len(), self.buffered.1));
         true
     }
 
@@ -125,23 +131,30 @@ impl Recording {
             return Ok(());
         }
         let (packets, bytes) = std::mem::take(&mut self.buffered);
-        match file.write_all(&self.buf) {
+        let result = write_all_counted(file, &self.buf);
+        let ends = &self.ends;
+        match result {
             Ok(()) => {
                 self.valid_len += self.buf.len() as u64;
                 self.buf.clear();
+                self.ends.clear();
                 Ok(())
             }
-            Err(source) => {
-                // Part of the buffer may be in the file: cut back to the last whole record
-                // before it, and record nothing more.
+            Err((done, source)) => {
+                // The records wholly written stay; a part of the next is cut off (a file we
+                // cannot cut, standard output, keeps it), and nothing more is recorded.
+                let whole = ends.partition_point(|&(end, _)| end <= done);
+                let (kept_len, kept_bytes) = whole.checked_sub(1).map_or((0, 0), |i| ends[i]);
+                self.ends.clear();
+                self.valid_len += kept_len as u64;
                 if !self.stdout {
                     let _ = file.set_len(self.valid_len);
                 }
                 self.file = None;
                 self.buf.clear();
                 Err(Lost {
-                    packets,
-                    bytes,
+                    packets: packets - whole as u64,
+                    bytes: bytes - kept_bytes,
                     error: PortError::Io {
                         iface: self.name.clone(),
                         what: "write the capture file",
@@ -151,4 +164,21 @@ impl Recording {
             }
         }
     }
+}
+
+/// `write_all`, saying on failure how many bytes went out before it.
+fn write_all_counted(file: &mut File, mut bytes: &[u8]) -> Result<(), (usize, std::io::Error)> {
+    let mut done = 0;
+    while !bytes.is_empty() {
+        match file.write(bytes) {
+            Ok(0) => return Err((done, std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                done += n;
+                bytes = &bytes[n..];
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(())
 }
