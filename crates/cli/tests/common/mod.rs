@@ -444,6 +444,9 @@ impl Capture {
         while !said.contains("listening on") {
             let mut line = String::new();
             if err.read_line(&mut line).unwrap() == 0 || said.lines().count() > 3 {
+                // Not left running (with its namespace gone) by the panic.
+                let _ = child.kill();
+                let _ = child.wait();
                 panic!("tcpdump did not start: {said}{line}");
             }
             said.push_str(&line);
