@@ -144,15 +144,7 @@ fn a_full_disk_leaves_a_valid_file_and_a_clear_error() {
     let records = mixed_records(3000);
     write_capture(&input, Format::Pcap, &records);
     let mnt = dir.path("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    common::must(&["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", &mnt]);
-    struct Unmount(String);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = common::sh(&["umount", &self.0]);
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let _disk = common::SmallDisk::mount(&mnt, "256k");
     for format in ["pcap", "pcapng"] {
         let out = format!("{mnt}/out.{format}");
         let (code, stdout, err) = wirespeed_out(&[

@@ -581,26 +581,7 @@ fn cooked_and_raw_ip_lines_print_like_tcpdump() {
 #[test]
 fn a_capture_on_any_interface_prints_like_tcpdump() {
     let net = NetPair::new("ta");
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_a,
-        "addr",
-        "add",
-        "10.32.0.1/24",
-        "dev",
-        &net.a,
-    ]);
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_b,
-        "addr",
-        "add",
-        "10.32.0.2/24",
-        "dev",
-        &net.b,
-    ]);
+    net.address("10.32.0.1/24", "10.32.0.2/24");
     let dir = TempDir::new("lines-any");
     let file = dir.path("any.pcap");
     let capture = Capture::tcpdump(&net.ns_b, "any", "inout", &file);

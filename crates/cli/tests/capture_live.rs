@@ -45,13 +45,6 @@ fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
     assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
 }
 
-/// Gives end a address `a` and end b address `b` (CIDR).
-fn address(net: &NetPair, a: &str, b: &str) {
-    for (ns, dev, ip) in [(&net.ns_a, &net.a, a), (&net.ns_b, &net.b, b)] {
-        must(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
-    }
-}
-
 fn n(j: &serde_json::Value, k: &str) -> u64 {
     j[k].as_u64().unwrap_or_else(|| panic!("no {k} in {j}"))
 }
@@ -144,7 +137,7 @@ fn packet_captures_100k_to_pcap() {
 fn a_capture_interrupted_at_once_keeps_what_arrived_before() {
     let _one = serial();
     let net = NetPair::new("ci");
-    address(&net, "10.7.1.1/24", "10.7.1.2/24");
+    net.address("10.7.1.1/24", "10.7.1.2/24");
     let dir = TempDir::new("interrupted");
     let port = format!("packet:{}", net.b);
     for round in 0..6 {
@@ -223,7 +216,7 @@ fn xdp_captures_every_queue_unless_the_spec_names_one() {
 fn xdp_takes_what_it_captures_and_asks_first_packet_only_watches() {
     let _one = serial();
     let net = NetPair::new("ct");
-    address(&net, "10.7.0.1/24", "10.7.0.2/24");
+    net.address("10.7.0.1/24", "10.7.0.2/24");
     let dir = TempDir::new("take");
     let file = dir.path("refused.pcap");
     let out = run_in(&net.ns_b, &["capture", "-i", &net.b, "-w", &file]);
@@ -444,15 +437,7 @@ fn a_full_disk_stops_a_live_capture_with_a_valid_file() {
     let net = NetPair::new("cf");
     let dir = TempDir::new("live-full");
     let mnt = dir.path("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    must(&["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", &mnt]);
-    struct Unmount(String);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = sh(&["umount", &self.0]);
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let _disk = SmallDisk::mount(&mnt, "256k");
     let file = format!("{mnt}/live.pcapng");
     let port = format!("xdp:{}", net.b);
     let mut cap = spawn_in(

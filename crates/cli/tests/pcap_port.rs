@@ -371,15 +371,7 @@ fn two_sigterms_at_once_stop_a_tool_cleanly() {
 fn a_failed_recording_keeps_its_whole_records_and_says_so() {
     let dir = TempDir::new("pfull");
     let mnt = dir.path("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    must(&["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", &mnt]);
-    struct Unmount(String);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = sh(&["umount", &self.0]);
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let _disk = SmallDisk::mount(&mnt, "512k");
     let file = format!("{mnt}/gen.pcap");
     let port = format!("pcap:{file}");
     let (code, _, err) = pcaps::wirespeed_out(&[

@@ -185,26 +185,7 @@ fn an_empty_fill_ring_counts_every_packet_it_had_no_frame_for() {
 fn a_queue_without_a_socket_passes_its_packets_to_the_stack() {
     // A sends on its one queue, so everything arrives on B's queue 0.
     let net = NetPair::with_queue_counts("xq", 1, 2);
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_a,
-        "addr",
-        "add",
-        "10.8.0.1/24",
-        "dev",
-        &net.a,
-    ]);
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_b,
-        "addr",
-        "add",
-        "10.8.0.2/24",
-        "dev",
-        &net.b,
-    ]);
+    net.address("10.8.0.1/24", "10.8.0.2/24");
     let ping_b = || ping(&net.ns_a, "10.8.0.2", 3);
     for (queue, replies) in [(1, 3), (0, 0)] {
         let port = format!("xdp:{}@{queue}", net.b);

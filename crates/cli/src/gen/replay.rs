@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use wirespeed_capture::CaptureReader;
+use wirespeed_capture::{CaptureReader, LINKTYPE_ETHERNET};
 use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
 use super::GenArgs;
@@ -21,7 +21,6 @@ use crate::live::Prebuilt;
 use crate::meter::{Meter, RunLimit, port_status};
 
 /// Ethernet, the only link type a port sends.
-const LINKTYPE_ETHERNET: u16 = 1;
 /// Most bytes of frames held in memory.
 const MAX_FILE_BYTES: usize = 1 << 30;
 /// Shortest frame sent: an Ethernet header.

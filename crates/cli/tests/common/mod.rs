@@ -93,6 +93,13 @@ impl NetPair {
         NetPair::with_queues(tag, 1)
     }
 
+    /// Gives end a address `a` and end b address `b` (CIDR).
+    pub fn address(&self, a: &str, b: &str) {
+        for (ns, dev, ip) in [(&self.ns_a, &self.a, a), (&self.ns_b, &self.b, b)] {
+            must(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
+        }
+    }
+
     /// A pair whose ends have `queues` receive and transmit queues each.
     pub fn with_queues(tag: &str, queues: u32) -> NetPair {
         NetPair::with_queue_counts(tag, queues, queues)
@@ -634,6 +641,32 @@ impl Drop for NetChain {
         for ns in [&self.ns_a, &self.ns_m, &self.ns_b] {
             let _ = sh(&["ip", "netns", "del", ns]);
         }
+    }
+}
+
+/// A tmpfs of `size` (as mount takes it: 256k) mounted at a new directory `path`, unmounted
+/// when dropped: a disk that fills up.
+pub struct SmallDisk(pub String);
+
+impl SmallDisk {
+    pub fn mount(path: &str, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(path).unwrap();
+        must(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "tmpfs",
+            path,
+        ]);
+        SmallDisk(path.to_string())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = sh(&["umount", &self.0]);
     }
 }
 

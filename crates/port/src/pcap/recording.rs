@@ -131,9 +131,7 @@ impl Recording {
             return Ok(());
         }
         let (packets, bytes) = std::mem::take(&mut self.buffered);
-        let result = write_all_counted(file, &self.buf);
-        let ends = &self.ends;
-        match result {
+        match write_all_counted(file, &self.buf) {
             Ok(()) => {
                 self.valid_len += self.buf.len() as u64;
                 self.buf.clear();
@@ -143,8 +141,8 @@ impl Recording {
             Err((done, source)) => {
                 // The records wholly written stay; a part of the next is cut off (a file we
                 // cannot cut, standard output, keeps it), and nothing more is recorded.
-                let whole = ends.partition_point(|&(end, _)| end <= done);
-                let (kept_len, kept_bytes) = whole.checked_sub(1).map_or((0, 0), |i| ends[i]);
+                let whole = self.ends.partition_point(|&(end, _)| end <= done);
+                let (kept_len, kept_bytes) = whole.checked_sub(1).map_or((0, 0), |i| self.ends[i]);
                 self.ends.clear();
                 self.valid_len += kept_len as u64;
                 if !self.stdout {
