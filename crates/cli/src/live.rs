@@ -13,7 +13,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use wirespeed_xdp::{LiveFrames, Variation};
 
-use crate::meter::{CpuTime, Meter};
+use crate::meter::{Measured, Meter};
 
 /// The kernel engine's option of `bench` and `gen`.
 #[derive(Debug, Args, Clone, Default)]
@@ -88,8 +88,7 @@ pub struct LiveTotals {
     /// Packets each engine sent (with stamps: each series), in CPU order.
     pub per_engine: Vec<u64>,
     pub bytes: u64,
-    pub seconds: f64,
-    pub cpu: CpuTime,
+    pub measured: Measured,
 }
 
 /// Each call sets up a page pool (milliseconds): one frame gets calls this long...
@@ -216,8 +215,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
         packets: progress.packets.load(Ordering::Relaxed),
         per_engine,
         bytes: progress.bytes.load(Ordering::Relaxed),
-        seconds: meter.elapsed().as_secs_f64(),
-        cpu: meter.cpu_used(),
+        measured: meter.measured(),
     };
     Ok(totals)
 }

@@ -120,6 +120,15 @@ impl Meter {
         CpuTime::now().minus(&self.cpu_start)
     }
 
+    /// The run so far, for a summary.
+    pub fn measured(&self) -> Measured {
+        Measured {
+            seconds: self.elapsed().as_secs_f64(),
+            per_second_mpps: self.per_second_mpps(),
+            cpu: self.cpu_used(),
+        }
+    }
+
     /// Prints the live line when a second has passed since the last one.
     #[inline]
     pub fn tick(&mut self, packets: u64, bytes: u64, status: impl FnOnce() -> String) {
@@ -154,6 +163,14 @@ impl Meter {
     }
 }
 
+/// What a meter saw over a run: how long, each whole second's rate, and the CPU time.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub seconds: f64,
+    pub per_second_mpps: Vec<f64>,
+    pub cpu: CpuTime,
+}
+
 /// CPU time of this process (all threads), in user space and in the kernel on its behalf.
 /// The kernel accounts it per tick, so a run of a few seconds is good to a few percent.
 #[derive(Debug, Clone, Copy, Default)]
@@ -179,6 +196,37 @@ impl CpuTime {
         CpuTime {
             user: self.user.saturating_sub(earlier.user),
             system: self.system.saturating_sub(earlier.system),
+        }
+    }
+}
+
+/// Where this process's CPU time went, per packet, for a summary's `cpu`: user space is
+/// ours (the loop, the rings, the packet work); system is the kernel on our behalf
+/// (wake-ups, transmit kicks, poll, the kernel engine's sending). The per-packet figures are
+/// none when no packet was counted.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CpuReport {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    pub user_ns_per_packet: Option<f64>,
+    pub system_ns_per_packet: Option<f64>,
+    /// The clock the cycles are counted at (/proc/cpuinfo).
+    pub mhz: Option<f64>,
+    pub user_cycles_per_packet: Option<f64>,
+}
+
+impl CpuReport {
+    pub fn new(t: CpuTime, packets: u64) -> CpuReport {
+        let per_packet = (packets > 0).then(|| 1e9 / packets as f64);
+        let mhz = cpu_mhz();
+        let user_ns = per_packet.map(|p| t.user.as_secs_f64() * p);
+        CpuReport {
+            user_seconds: t.user.as_secs_f64(),
+            system_seconds: t.system.as_secs_f64(),
+            user_ns_per_packet: user_ns,
+            system_ns_per_packet: per_packet.map(|p| t.system.as_secs_f64() * p),
+            mhz,
+            user_cycles_per_packet: user_ns.zip(mhz).map(|(ns, m)| ns * m / 1e3),
         }
     }
 }

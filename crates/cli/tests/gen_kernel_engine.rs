@@ -130,6 +130,10 @@ fn rate_is_kept(tag: &str, extra: &[&str]) {
         (245_000..=255_000).contains(&sent),
         "50000 pps for 5 s sent {sent}: {tx}"
     );
+    // The engine paces by calls, each a quarter of a second's packets sent at full speed
+    // (12,500 a thread here), so a second holds whole calls: 37,500 to 62,500 packets.
+    assert_seconds_at(&tx, 0.05, 0.25, 4);
+    assert_cpu_reported(&tx);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (rx, _) = sink.interrupt();
     assert_eq!(

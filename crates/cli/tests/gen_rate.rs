@@ -42,6 +42,11 @@ fn rate_in_packets_and_in_bits_within_2_percent_at_the_receiver() {
     );
     assert_frames_balanced(&tx);
     assert_frames_balanced(&rj);
+    // Scripts take steady rates and costs from the summaries, as from bench's.
+    assert_seconds_at(&tx, 0.1, 0.05, 4);
+    assert_seconds_at(&rj, 0.1, 0.05, 4);
+    assert_cpu_reported(&tx);
+    assert_cpu_reported(&rj);
 
     // 40 Mbit/s of IMIX (mean 353.3 bytes on the wire) for 3 s: 120 Mbit, FCS counted.
     let rx = recv_in_b(&net, &[]);

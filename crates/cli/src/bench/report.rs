@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortStats};
 
+use crate::meter::CpuReport;
 use crate::verify::VerifyReport;
 
 #[derive(Debug, Serialize)]
@@ -19,20 +20,6 @@ pub struct FramesJson {
     pub tx: u64,
     pub completion: u64,
     pub balanced: bool,
-}
-
-/// Where this process's CPU time went, per packet: user space is ours (the loop, the rings,
-/// the packet work); system is the kernel on our behalf (wake-ups, transmit kicks, poll).
-/// The per-packet figures are none when no packet was counted.
-#[derive(Debug, Serialize)]
-pub struct CpuJson {
-    pub user_seconds: f64,
-    pub system_seconds: f64,
-    pub user_ns_per_packet: Option<f64>,
-    pub system_ns_per_packet: Option<f64>,
-    /// The clock the cycles are counted at (/proc/cpuinfo).
-    pub mhz: Option<f64>,
-    pub user_cycles_per_packet: Option<f64>,
 }
 
 /// Everything one run measured.
@@ -64,7 +51,7 @@ pub struct Summary {
     /// CPU time over the measured window, and per packet.
     #[serde(skip)]
     pub cpu_time: Option<crate::meter::CpuTime>,
-    pub cpu: Option<CpuJson>,
+    pub cpu: Option<CpuReport>,
     #[serde(skip)]
     pub frames: Option<FrameAudit>,
     #[serde(rename = "frames")]
@@ -82,19 +69,7 @@ impl Summary {
         self.mpps = self.packets as f64 / s / 1e6;
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.peak_rss_bytes = crate::meter::peak_rss_bytes();
-        let per_packet = (self.packets > 0).then(|| 1e9 / self.packets as f64);
-        self.cpu = self.cpu_time.map(|t| {
-            let mhz = crate::meter::cpu_mhz();
-            let user_ns = per_packet.map(|p| t.user.as_secs_f64() * p);
-            CpuJson {
-                user_seconds: t.user.as_secs_f64(),
-                system_seconds: t.system.as_secs_f64(),
-                user_ns_per_packet: user_ns,
-                system_ns_per_packet: per_packet.map(|p| t.system.as_secs_f64() * p),
-                mhz,
-                user_cycles_per_packet: user_ns.zip(mhz).map(|(ns, m)| ns * m / 1e3),
-            }
-        });
+        self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
         self.frames_json = self.frames.map(|a| FramesJson {
             total: a.total,
             pool: a.pool,

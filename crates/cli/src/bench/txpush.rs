@@ -104,8 +104,9 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.engine = Some("kernel");
     s.engine_cpus = Some(cpus);
     s.xdp_mode = "live-frames".to_string();
-    s.seconds = totals.seconds;
-    s.cpu_time = Some(totals.cpu);
+    s.seconds = totals.measured.seconds;
+    s.cpu_time = Some(totals.measured.cpu);
+    s.per_second_mpps = totals.measured.per_second_mpps;
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;

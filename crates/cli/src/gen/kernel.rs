@@ -166,7 +166,7 @@ pub fn send(
     let mut s = GenSummary::new("kernel", spec, None);
     s.batch = args.port_flags.batch;
     s.engine_cpus = Some(cpus);
-    s.seconds = totals.seconds;
+    s.set_measured(totals.measured);
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;

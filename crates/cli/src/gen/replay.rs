@@ -18,7 +18,7 @@ use super::report::GenSummary;
 use super::socket::{announce_ready, drain};
 use crate::bench::Engine;
 use crate::live::Prebuilt;
-use crate::meter::{Meter, RunLimit, port_status};
+use crate::meter::{Measured, Meter, RunLimit, port_status};
 
 /// Ethernet, the only link type a port sends.
 /// Most bytes of frames held in memory.
@@ -145,7 +145,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;
-    s.seconds = done.seconds;
+    s.set_measured(done.measured);
     s.packets = done.sent;
     s.bytes = done.bytes;
     s.rate = args.rate.map(|r| r.to_string());
@@ -174,7 +174,7 @@ struct Sent {
     sent: u64,
     bytes: u64,
     loops: u64,
-    seconds: f64,
+    measured: Measured,
 }
 
 /// How many of the `want` frames from `next` on are due `now` into the loop; or, if none
@@ -270,7 +270,7 @@ fn send_trace(
         sent,
         bytes,
         loops,
-        seconds: meter.elapsed().as_secs_f64(),
+        measured: meter.measured(),
     })
 }
 

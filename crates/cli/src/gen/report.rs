@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
 
+use crate::meter::{CpuReport, CpuTime, Measured};
+
 #[derive(Debug, Serialize)]
 pub struct GenSummary {
     pub mode: &'static str,
@@ -18,6 +20,8 @@ pub struct GenSummary {
     /// The frame sizes asked for: `64`, `64-1500` or `imix` (none when replaying a file).
     pub size: Option<String>,
     pub seconds: f64,
+    /// Each whole second's rate, as the live line showed it.
+    pub per_second_mpps: Vec<f64>,
     /// Frames sent.
     pub packets: u64,
     /// Bytes sent, without FCS (as `bench` counts them).
@@ -50,6 +54,10 @@ pub struct GenSummary {
     pub engine_cpus: Option<Vec<usize>>,
     /// Peak resident memory of the process, as `bench` reports it.
     pub peak_rss_bytes: u64,
+    #[serde(skip)]
+    pub cpu_time: Option<CpuTime>,
+    /// CPU time over the run, and per packet sent, as `bench` reports it.
+    pub cpu: Option<CpuReport>,
     pub notes: Vec<String>,
 }
 
@@ -70,6 +78,7 @@ impl GenSummary {
             batch: 0,
             size: None,
             seconds: 0.0,
+            per_second_mpps: Vec::new(),
             packets: 0,
             bytes: 0,
             mpps: 0.0,
@@ -90,6 +99,8 @@ impl GenSummary {
             frames_json: None,
             engine_cpus: None,
             peak_rss_bytes: 0,
+            cpu_time: None,
+            cpu: None,
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
         }
     }
@@ -100,6 +111,13 @@ impl GenSummary {
         self.drops_total = s.drops.total();
     }
 
+    /// Takes the run's length, per-second rates and CPU time from its meter.
+    pub fn set_measured(&mut self, m: Measured) {
+        self.seconds = m.seconds;
+        self.per_second_mpps = m.per_second_mpps;
+        self.cpu_time = Some(m.cpu);
+    }
+
     /// Fills the rates from packets, bytes and seconds.
     pub fn finish(mut self) -> GenSummary {
         let s = self.seconds.max(1e-9);
@@ -108,6 +126,7 @@ impl GenSummary {
         self.wire_mbps = (self.bytes + 4 * self.packets) as f64 * 8.0 / s / 1e6;
         self.frames_json = self.frames.map(|a| frames_json(&a));
         self.peak_rss_bytes = crate::meter::peak_rss_bytes();
+        self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
         self
     }
 

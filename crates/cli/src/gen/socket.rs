@@ -11,7 +11,7 @@ use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
-use crate::meter::{Meter, RunLimit, port_status};
+use crate::meter::{Measured, Meter, RunLimit, port_status};
 
 /// Loop turns between looks at the clock when nothing paces the loop.
 const HOT_LOOP_CHECK: u32 = 128;
@@ -52,12 +52,12 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     }
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
     announce_ready(&*port, args.port_flags.batch, "socket engine");
-    let (sent, bytes, seconds) = generate(args, &mut *port, &mut packets, stop)?;
+    let (sent, bytes, measured) = generate(args, &mut *port, &mut packets, stop)?;
     drain(&mut *port).context("send the last packets")?;
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;
-    s.seconds = seconds;
+    s.set_measured(measured);
     s.packets = sent;
     s.bytes = bytes;
     s.rate = args.rate.map(|r| r.to_string());
@@ -71,13 +71,13 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
 }
 
 /// The send loop: builds bursts of frames in place and sends them, paced when asked.
-/// Returns the packets and bytes sent and the seconds it took.
+/// Returns the packets and bytes sent and what the meter saw.
 fn generate(
     args: &GenArgs,
     port: &mut dyn Port,
     packets: &mut PacketPlan,
     stop: &AtomicBool,
-) -> anyhow::Result<(u64, u64, f64)> {
+) -> anyhow::Result<(u64, u64, Measured)> {
     let batch_size = args.port_flags.batch as usize;
     let mut pacer = args
         .rate
@@ -128,7 +128,7 @@ fn generate(
         }
         meter.tick(sent, bytes, || port_status(port));
     }
-    Ok((sent, bytes, meter.elapsed().as_secs_f64()))
+    Ok((sent, bytes, meter.measured()))
 }
 
 /// Waits (at most a second) until every frame handed to the kernel for sending is back. A

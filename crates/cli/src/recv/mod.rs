@@ -18,7 +18,7 @@ use wirespeed_port::{Batch, Port, PortInfo, PortSpec};
 use crate::r#gen::port_flags::PortFlags;
 use crate::r#gen::report::frames_json;
 use crate::idle::{IDLE_SLEEP, Idle};
-use crate::meter::{Meter, RunLimit, peak_rss_bytes, port_status};
+use crate::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
 use receiver::Receiver;
 use report::{RecvSummary, print};
 
@@ -136,11 +136,10 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
             )
         });
     }
-    let seconds = meter.elapsed().as_secs_f64();
     let totals = Totals {
         packets,
         bytes,
-        seconds,
+        measured: meter.measured(),
     };
     Ok(summary(args, spec, &info, &mut *port, receiver, totals))
 }
@@ -148,7 +147,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
 struct Totals {
     packets: u64,
     bytes: u64,
-    seconds: f64,
+    measured: Measured,
 }
 
 fn summary(
@@ -161,14 +160,15 @@ fn summary(
 ) -> RecvSummary {
     let stats = port.stats();
     let (generators, not_test_frames, other_generators) = receiver.finish(args.expect);
-    let s = t.seconds.max(1e-9);
+    let s = t.measured.seconds.max(1e-9);
     RecvSummary {
         mode: "recv",
         port: spec.to_string(),
         backend: spec.backend.name(),
         xdp_mode: info.mode.clone(),
         batch: args.port_flags.batch,
-        seconds: t.seconds,
+        seconds: t.measured.seconds,
+        per_second_mpps: t.measured.per_second_mpps,
         packets: t.packets,
         bytes: t.bytes,
         mpps: t.packets as f64 / s / 1e6,
@@ -181,6 +181,7 @@ fn summary(
         generators,
         frames: port.audit().map(|a| frames_json(&a)),
         peak_rss_bytes: peak_rss_bytes(),
+        cpu: CpuReport::new(t.measured.cpu, t.packets),
         notes: info.notes.clone(),
     }
 }

@@ -12,6 +12,8 @@ pub struct RecvSummary {
     pub xdp_mode: String,
     pub batch: u32,
     pub seconds: f64,
+    /// Each whole second's rate, as the live line showed it.
+    pub per_second_mpps: Vec<f64>,
     pub packets: u64,
     pub bytes: u64,
     pub mpps: f64,
@@ -25,6 +27,8 @@ pub struct RecvSummary {
     pub generators: Vec<GeneratorReport>,
     pub frames: Option<serde_json::Value>,
     pub peak_rss_bytes: u64,
+    /// CPU time over the run, and per packet received, as `bench` reports it.
+    pub cpu: crate::meter::CpuReport,
     pub notes: Vec<String>,
 }
 

@@ -384,6 +384,44 @@ pub fn assert_frames_balanced(j: &serde_json::Value) {
     assert_eq!(sum, total, "frames: {f}");
 }
 
+/// Asserts a summary's `per_second_mpps` holds at least `seconds` whole seconds at `mpps`,
+/// each within `within` (a fraction), and none above that (a receiver's idle seconds are 0).
+pub fn assert_seconds_at(j: &serde_json::Value, mpps: f64, within: f64, seconds: usize) {
+    let rates: Vec<f64> = j["per_second_mpps"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no per_second_mpps: {j}"))
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect();
+    let at_rate = rates
+        .iter()
+        .filter(|r| (**r - mpps).abs() <= mpps * within)
+        .count();
+    assert!(
+        at_rate >= seconds,
+        "{at_rate} of the seconds {rates:?} at {mpps} Mpps, want {seconds}"
+    );
+    assert!(
+        rates.iter().all(|r| *r <= mpps * (1.0 + within)),
+        "a second above {mpps} Mpps: {rates:?}"
+    );
+}
+
+/// Asserts a summary's `cpu` object: user and system seconds, and per-packet figures when
+/// packets were counted.
+pub fn assert_cpu_reported(j: &serde_json::Value) {
+    let c = &j["cpu"];
+    let user = c["user_seconds"].as_f64().unwrap_or(-1.0);
+    let system = c["system_seconds"].as_f64().unwrap_or(-1.0);
+    assert!(user >= 0.0 && system >= 0.0, "cpu: {j}");
+    assert!(user + system > 0.0, "no CPU time at all: {c}");
+    if j["packets"].as_u64().unwrap_or(0) > 0 {
+        let per =
+            c["user_ns_per_packet"].as_f64().unwrap() + c["system_ns_per_packet"].as_f64().unwrap();
+        assert!(per > 0.0, "cpu per packet: {c}");
+    }
+}
+
 /// The frames of a classic pcap file (either byte order, micro- or nanosecond magic).
 pub fn read_pcap(path: &str) -> Vec<Vec<u8>> {
     let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {path}: {e}"));
