@@ -25,6 +25,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,9 +51,13 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+MADE = []  # the namespaces this run created: teardown deletes these and no others
+
+
 def setup():
     for ns in NS.values():
         sh("ip", "netns", "add", ns)
+        MADE.append(ns)
     sh("ip", "link", "add", IF["a"], "netns", NS["a"], "type", "veth",
        "peer", "name", IF["b"], "netns", NS["b"])
     for side, ip in (("a", "10.78.0.1/24"), ("b", IP_B + "/24")):
@@ -63,8 +68,8 @@ def setup():
 
 def teardown():
     stop_all()
-    for ns in NS.values():
-        sh("ip", "netns", "del", ns, check=False)
+    while MADE:
+        sh("ip", "netns", "del", MADE.pop(), check=False)
 
 
 def start(ns, cpu, argv, out):
@@ -164,8 +169,8 @@ def main():
     rows = [r for r in rows if ONLY.search(r[1])]
     results = {r[1]: {"side": r[0], "gbps": [], "cpu_ms_per_gb": [], "error": None, "details": []} for r in rows}
     tmp = tempfile.mkdtemp(prefix="wszc")
-    setup()
     try:
+        setup()
         for run in range(RUNS):
             for side, name, receiver, sender in rows:
                 d = results[name]
@@ -185,6 +190,7 @@ def main():
                     stop_all()
     finally:
         teardown()
+        shutil.rmtree(tmp, ignore_errors=True)
     write(results)
 
 
