@@ -108,6 +108,40 @@ fn pcap_has_the_nanosecond_magic() {
 }
 
 #[test]
+fn without_format_a_pcap_name_gets_pcap_and_any_other_pcapng() {
+    let dir = TempDir::new("files-ext");
+    let input = dir.path("in.pcapng");
+    write_capture(&input, Format::Pcapng, &mixed_records(5));
+    const PCAP_NS: u32 = 0xa1b2_3c4d;
+    const PCAPNG: u32 = 0x0a0d_0d0a;
+    for (name, format, magic) in [
+        ("a.pcap", None, PCAP_NS),
+        ("b.PCAP", None, PCAP_NS),
+        ("c.pcapng", None, PCAPNG),
+        ("d.cap", None, PCAPNG),
+        ("e", None, PCAPNG),
+        // --format wins over the name.
+        ("f.pcap", Some("pcapng"), PCAPNG),
+        ("g.pcapng", Some("pcap"), PCAP_NS),
+    ] {
+        let out = dir.path(name);
+        let mut args = vec!["capture", "-r", &input, "-w", &out];
+        if let Some(f) = format {
+            args.extend(["--format", f]);
+        }
+        let (code, _, err) = wirespeed_out(&args);
+        assert_eq!(code, Some(0), "{name}: {err}");
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(bytes[..4].try_into().unwrap()),
+            magic,
+            "{name} with --format {format:?}"
+        );
+        assert_eq!(judge(&out).0, 5, "{name}");
+    }
+}
+
+#[test]
 fn standard_output_is_a_valid_stream() {
     let dir = TempDir::new("files-stdout");
     let input = dir.path("in.pcap");

@@ -44,6 +44,15 @@ pub struct IfStats {
 }
 
 impl Format {
+    /// The format a file name asks for: pcap for a name ending in `.pcap` (any case), pcapng
+    /// otherwise (the default of tshark and dumpcap, and ours).
+    pub fn for_path(path: &std::path::Path) -> Format {
+        match path.extension() {
+            Some(e) if e.eq_ignore_ascii_case("pcap") => Format::Pcap,
+            _ => Format::Pcapng,
+        }
+    }
+
     /// Appends the blocks that start a file.
     pub fn file_header(self, iface: &Interface, out: &mut Vec<u8>) {
         match self {

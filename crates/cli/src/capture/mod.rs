@@ -43,9 +43,9 @@ const SPILLING_RING: u32 = 16384;
 #[command(
     after_help = "Examples:\n  wirespeed capture -i veth1 -w out.pcapng\n  \
 wirespeed capture --port packet:veth1 -c 10 'udp port 53'\n  \
-wirespeed capture --port xdp:veth1 -w 'cap-%Y%m%d-%H%M%S.pcap' --format pcap -G 60 -W 10\n  \
+wirespeed capture --port xdp:veth1 -w 'cap-%Y%m%d-%H%M%S.pcap' -G 60 -W 10\n  \
 wirespeed capture --port xdp:veth1 -w ring.pcap -C 100 -W 5\n  \
-wirespeed capture -r in.pcapng -w out.pcap --format pcap 'tcp and not port 22'"
+wirespeed capture -r in.pcapng -w out.pcap 'tcp and not port 22'"
 )]
 pub struct CaptureArgs {
     /// The port: xdp:IFACE or just IFACE (AF_XDP, every receive queue), xdp:IFACE@QUEUE
@@ -93,9 +93,10 @@ pub struct CaptureArgs {
     /// Keep at most SNAPLEN bytes of each packet (0: 262144, the default).
     #[arg(short = 's', value_name = "SNAPLEN", default_value_t = FILTER_SNAPLEN)]
     pub snaplen: u32,
-    /// File format.
-    #[arg(long, default_value = "pcapng", value_parser = parse_format)]
-    pub format: Format,
+    /// File format: pcap or pcapng. Without it, a -w name ending in .pcap gets pcap, and
+    /// any other name (or standard output) pcapng.
+    #[arg(long, value_parser = parse_format)]
+    pub format: Option<Format>,
     /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ).
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
@@ -292,8 +293,17 @@ impl CaptureArgs {
                         self.absolute_seq,
                     )),
                 ),
-                Some("-") => (self.format, "-".to_string(), Box::new(StdoutOutput::new())),
-                Some(path) => (self.format, path.to_string(), Box::new(FileOutput::new())),
+                Some("-") => (
+                    self.format.unwrap_or(Format::Pcapng),
+                    "-".to_string(),
+                    Box::new(StdoutOutput::new()),
+                ),
+                Some(path) => (
+                    self.format
+                        .unwrap_or_else(|| Format::for_path(std::path::Path::new(path))),
+                    path.to_string(),
+                    Box::new(FileOutput::new()),
+                ),
             };
         let config = RecorderConfig {
             format,

@@ -44,12 +44,9 @@ pub(crate) struct Lost {
 
 impl Recording {
     /// Creates (or empties) the file at `path` and writes its header: pcap for a name ending
-    /// in `.pcap`, pcapng otherwise, snap length `snaplen`. `-`: standard output.
+    /// in `.pcap`, pcapng otherwise (`Format::for_path`), snap length `snaplen`. `-`: standard output.
     pub fn create(path: &Path, snaplen: u32) -> Result<Recording, PortError> {
-        let format = match path.extension().is_some_and(|e| e == "pcap") {
-            true => Format::Pcap,
-            false => Format::Pcapng,
-        };
+        let format = Format::for_path(path);
         let mut buf = Vec::with_capacity(WRITE_AT + 64 * 1024);
         let iface = Interface {
             link_type: LINKTYPE_ETHERNET,
