@@ -7,8 +7,8 @@ use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Captures what `gen ARGS` sends from A into B; returns the capture file.
-fn capture_gen(net: &NetPair, tag: &str, backend: &str, count: u64, args: &[&str]) -> String {
-    let file = format!("/tmp/wirespeed-gen-{}-{tag}.pcap", std::process::id());
+fn capture_gen(net: &NetPair, tag: &str, backend: &str, count: u64, args: &[&str]) -> ScratchFile {
+    let file = ScratchFile::new(&format!("gen-{tag}.pcap"));
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
     let port = format!("{backend}:{}", net.a);
     let n = count.to_string();
@@ -80,7 +80,6 @@ fn ipv4_udp_imix_vlan_flows_over_xdp() {
             "udp.checksum.status",
         ],
     );
-    let _ = std::fs::remove_file(&file);
     assert_eq!(rows.len(), 120);
     // IMIX 7:4:1 of 64/576/1500 on the wire (frame.len has no FCS); with the VLAN tag the
     // smallest frame that holds the test payload is 68 bytes, so 64 is raised to it.
@@ -149,7 +148,6 @@ fn ipv6_tcp_syn_size_range_over_packet() {
             "tcp.len",
         ],
     );
-    let _ = std::fs::remove_file(&file);
     assert_eq!(rows.len(), 100);
     let mut sizes = BTreeSet::new();
     for r in &rows {
@@ -192,7 +190,6 @@ fn icmp_echo_v4_and_v6() {
             "ip.checksum.status",
         ],
     );
-    let _ = std::fs::remove_file(&file);
     assert_eq!(rows.len(), 50);
     for r in &rows {
         assert_eq!(&r[0..3], ["124", "8", "0"], "{r:?}");
@@ -221,7 +218,6 @@ fn icmp_echo_v4_and_v6() {
             "ipv6.src",
         ],
     );
-    let _ = std::fs::remove_file(&file);
     assert_eq!(rows.len(), 50);
     for r in &rows {
         assert_eq!(r, &["80", "128", "1", "fd00::1"], "{r:?}");

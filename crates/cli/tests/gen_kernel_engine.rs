@@ -151,7 +151,7 @@ fn kernel_engine_sends_every_flow_and_size_in_proportion() {
     must(&[
         "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
     ]);
-    let file = format!("/tmp/wirespeed-gen-kernel-{}.pcap", std::process::id());
+    let file = ScratchFile::new("gen-kernel.pcap");
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
     // One cycle: 4 flows x IMIX weights 7 + 4 + 1 = 48 units of 10 frames.
     let tx = run_json(
@@ -197,10 +197,7 @@ fn kernel_engine_varies_flows_in_the_kernel_with_correct_checksums() {
         must(&[
             "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
         ]);
-        let file = format!(
-            "/tmp/wirespeed-gen-flows-{}-{proto}.pcap",
-            std::process::id()
-        );
+        let file = ScratchFile::new(&format!("gen-flows-{proto}.pcap"));
         let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
         // 536 source ports (65000-65535) a source address: 1500 flows cover three addresses.
         let tx = run_json(
@@ -249,7 +246,6 @@ fn kernel_engine_varies_flows_in_the_kernel_with_correct_checksums() {
                 .entry((r[0].clone(), r[1].clone(), r[2].clone()))
                 .or_insert(0) += 1;
         }
-        let _ = std::fs::remove_file(&file);
         // Each CPU's frames cycle through the flows on their own; one engine CPU here.
         assert_eq!(flows.len(), 1500, "{proto}");
         assert!(flows.values().all(|&n| n == 2), "{proto}: {flows:?}");
@@ -394,10 +390,7 @@ fn kernel_engine_stamps_every_kind_of_frame_with_correct_checksums() {
         must(&[
             "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
         ]);
-        let file = format!(
-            "/tmp/wirespeed-gen-stamps-{}-{tag}.pcap",
-            std::process::id()
-        );
+        let file = ScratchFile::new(&format!("gen-stamps-{tag}.pcap"));
         let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
         let port = format!("xdp:{}", net.a);
         let mut args = vec![
@@ -431,7 +424,6 @@ fn kernel_engine_stamps_every_kind_of_frame_with_correct_checksums() {
                 tshark_fields(&file, &fields).into_iter().collect();
             assert_eq!(seen.len(), count, "{tag}: flows {seen:?}");
         }
-        let _ = std::fs::remove_file(&file);
         let after = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

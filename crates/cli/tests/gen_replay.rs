@@ -62,7 +62,7 @@ fn replay(
     file: &str,
     extra: &[&str],
 ) -> (serde_json::Value, Vec<Vec<u8>>, Vec<u64>) {
-    let cap_file = format!("/tmp/wirespeed-replay-{}-{tag}.pcap", std::process::id());
+    let cap_file = ScratchFile::new(&format!("replay-{tag}.pcap"));
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &cap_file);
     let port = format!("xdp:{}", net.a);
     let mut args = vec!["gen", "--port", &port, "--pcap", file, "--json", "-q"];
@@ -71,11 +71,10 @@ fn replay(
     let seen = cap.stop(true);
     assert_eq!(seen.dropped_by_tcpdump, 0);
     let mut times = Vec::new();
-    let mut reader = wirespeed_capture::CaptureReader::open(&cap_file).unwrap();
+    let mut reader = wirespeed_capture::CaptureReader::open(&*cap_file).unwrap();
     while let Some(r) = reader.next_record().unwrap() {
         times.push(r.ts_ns);
     }
-    std::fs::remove_file(&cap_file).unwrap();
     (tx, seen.frames, times)
 }
 
@@ -83,8 +82,8 @@ fn replay(
 fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     let net = NetPair::new("gp");
     let sent = frames();
-    let pcap = format!("/tmp/wirespeed-replay-in-{}.pcap", std::process::id());
-    let pcapng = format!("/tmp/wirespeed-replay-in-{}.pcapng", std::process::id());
+    let pcap = ScratchFile::new("replay-in.pcap");
+    let pcapng = ScratchFile::new("replay-in.pcapng");
     write_pcap(&pcap, &sent);
     must(&["editcap", "-F", "pcapng", &pcap, &pcapng]);
 
@@ -173,7 +172,5 @@ fn replay_pcap_at_recorded_timing_and_pcapng_as_fast_as_possible() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("add --fast"));
 
-    let _ = std::fs::remove_file(&pcap);
-    let _ = std::fs::remove_file(&pcapng);
     net.assert_no_xdp();
 }

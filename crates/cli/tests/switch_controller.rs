@@ -58,7 +58,7 @@ fn controller_packets_go_to_a_pcap_file() {
 fn an_unwritable_controller_file_is_refused_before_start() {
     let c = NetChain::new("sd");
     let p1 = format!("1=xdp:{}", c.ma);
-    let ctl = format!("/tmp/wirespeed-sd-{}.sock", std::process::id());
+    let ctl = ScratchFile::new("sd.sock");
     let (code, _, err) = spawn_in(
         &c.ns_m,
         &[

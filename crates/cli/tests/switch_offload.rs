@@ -473,7 +473,7 @@ fn decisions_that_stay_in_user_space_lock_nothing_shared() {
 /// Runs the switch with --offload on `ports` in the middle namespace of `c`: it must exit 1
 /// with `want` in its message and leave no control socket behind.
 fn refused(c: &NetChain, ports: [String; 2], want: &str) {
-    let ctl = format!("/tmp/wirespeed-test-{}-{}.sock", std::process::id(), c.ma);
+    let ctl = ScratchFile::new(&format!("{}.sock", c.ma));
     let out = run_in(
         &c.ns_m,
         &[
@@ -493,7 +493,7 @@ fn refused(c: &NetChain, ports: [String; 2], want: &str) {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(want), "{err}");
     assert!(
-        !std::path::Path::new(&ctl).exists(),
+        !std::path::Path::new(&*ctl).exists(),
         "no control socket left"
     );
 }

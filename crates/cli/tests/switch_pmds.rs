@@ -180,7 +180,7 @@ fn thread_and_queue_options_are_checked() {
     let p1 = format!("1=xdp:{}", c.ma);
     let p2 = format!("2=xdp:{}", c.mb);
     let queued = format!("1=xdp:{}@1", c.ma);
-    let ctl = format!("/tmp/wirespeed-pe-{}.sock", std::process::id());
+    let ctl = ScratchFile::new("pe.sock");
     let cases: [(&[&str], &str); 5] = [
         (
             &["--port", &p1, "--port", &p2, "--pmd-cpus", "0,1"],

@@ -3,11 +3,12 @@
 //! AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
+use common::ScratchFile;
 use common::switched::Switched;
 
-fn write_flows(tag: &str, text: &str) -> String {
-    let path = format!("/tmp/wirespeed-test-{}-{tag}.flows", std::process::id());
-    std::fs::write(&path, text).unwrap();
+fn write_flows(tag: &str, text: &str) -> ScratchFile {
+    let path = ScratchFile::new(&format!("{tag}.flows"));
+    std::fs::write(&*path, text).unwrap();
     path
 }
 
@@ -80,9 +81,6 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
         "{}",
         String::from_utf8_lossy(&missing.stderr)
     );
-    for path in [start, bad, unknown_port, good] {
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 #[test]
@@ -164,9 +162,9 @@ fn the_control_socket_is_the_switch_users_alone() {
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     // Another user (nobody) is refused by the kernel; ctl says what that means. The binary
     // is copied where nobody can run it (the checkout may be in root's home).
-    let binary = format!("/tmp/wirespeed-test-{}-nobody", std::process::id());
-    std::fs::copy(common::wirespeed(), &binary).unwrap();
-    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let binary = ScratchFile::new("nobody");
+    std::fs::copy(common::wirespeed(), &*binary).unwrap();
+    std::fs::set_permissions(&*binary, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = common::sh(&[
         "setpriv",
         "--reuid=65534",
@@ -178,7 +176,6 @@ fn the_control_socket_is_the_switch_users_alone() {
         &s.ctl,
         "dump-flows",
     ]);
-    let _ = std::fs::remove_file(&binary);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "nobody read the flows: {err}");
     assert!(

@@ -6,7 +6,7 @@ use common::*;
 
 fn frames_judged_by_tcpdump(tag: &str, backend: &str, size: u32) {
     let net = NetPair::new(tag);
-    let file = format!("/tmp/wirespeed-frames-{}-{tag}.pcap", std::process::id());
+    let file = ScratchFile::new(&format!("frames-{tag}.pcap"));
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
     let size_s = size.to_string();
     let tx = run_json(
@@ -45,7 +45,6 @@ fn frames_judged_by_tcpdump(tag: &str, backend: &str, size: u32) {
         seen.frames.len()
     );
     let out = must(&["tcpdump", "-r", &file, "-n", "-e", "-vv"]);
-    let _ = std::fs::remove_file(&file);
     let lines: Vec<&str> = out.lines().collect();
     // -vv prints two lines a packet: link + IPv4 header, then UDP.
     assert_eq!(lines.len(), 200, "{out}");

@@ -361,6 +361,46 @@ pub fn exists(p: &str) -> bool {
     Path::new(p).exists()
 }
 
+/// A file name of this test process's own in the temporary directory, removed when dropped,
+/// so a failing test leaves nothing behind. Derefs to the path.
+pub struct ScratchFile(String);
+
+impl ScratchFile {
+    pub fn new(name: &str) -> ScratchFile {
+        // Tests of one binary run at once: a number of its own for each file.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("wirespeed-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        ScratchFile(p.to_string_lossy().into_owned())
+    }
+}
+
+impl std::ops::Deref for ScratchFile {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for ScratchFile {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl std::fmt::Display for ScratchFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Asserts the frame audit in a summary balanced.
 pub fn assert_frames_balanced(j: &serde_json::Value) {
     let f = &j["frames"];
@@ -709,9 +749,9 @@ impl Drop for SmallDisk {
 }
 
 /// Builds one of our XDP objects for iproute2 to attach as "someone else's" program.
-pub fn foreign_object() -> String {
+pub fn foreign_object() -> ScratchFile {
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf/xdp_drop.c");
-    let obj = format!("/tmp/wirespeed-foreign-{}.o", std::process::id());
+    let obj = ScratchFile::new("foreign.o");
     must(&[
         "clang",
         "-target",

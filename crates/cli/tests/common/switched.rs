@@ -6,7 +6,7 @@ use super::*;
 /// namespace (port 1 towards A, port 2 towards B), with a control socket of its own.
 pub struct Switched {
     pub c: NetChain,
-    pub ctl: String,
+    pub ctl: ScratchFile,
     switch: Option<Running>,
 }
 
@@ -54,7 +54,7 @@ impl Switched {
             "dev",
             &c.b,
         ]);
-        let ctl = format!("/tmp/wirespeed-test-{}-{tag}.sock", std::process::id());
+        let ctl = ScratchFile::new(&format!("{tag}.sock"));
         let [b1, b2] = setup.backends;
         let (p1, p2) = (format!("1={b1}:{}", c.ma), format!("2={b2}:{}", c.mb));
         let mut args = vec![
@@ -169,7 +169,6 @@ impl Drop for Switched {
         if self.switch.is_some() && !std::thread::panicking() {
             self.stop();
         }
-        let _ = std::fs::remove_file(&self.ctl);
     }
 }
 
