@@ -1,4 +1,7 @@
-//! Opening a tool's port, with an error that names the spec once.
+//! A tool's port: opened with an error that names the spec once, and drained of its last
+//! sends at the end.
+
+use std::time::{Duration, Instant};
 
 use wirespeed_port::{Port, PortError, PortOptions, PortSpec};
 
@@ -6,6 +9,18 @@ use wirespeed_port::{Port, PortError, PortOptions, PortSpec};
 /// already starts with the spec (the pcap and tap backends name it themselves).
 pub fn open_port(spec: &PortSpec, opts: &PortOptions) -> anyhow::Result<Box<dyn Port>> {
     wirespeed_port::open(spec, opts).map_err(|e| name_spec(e, spec))
+}
+
+/// Waits (at most a second) until every frame handed to the kernel for sending is back. A
+/// failed flush is the run's error: the last packets did not go out (a pcap port's last
+/// write to its file or pipe).
+pub fn drain(port: &mut dyn Port) -> Result<(), PortError> {
+    let until = Instant::now() + Duration::from_secs(1);
+    while port.tx_pending() && Instant::now() < until {
+        port.flush()?;
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
 }
 
 fn name_spec(e: PortError, spec: &PortSpec) -> anyhow::Error {

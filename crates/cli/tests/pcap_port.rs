@@ -388,6 +388,40 @@ fn a_failed_recording_keeps_its_whole_records_and_says_so() {
     let whole = (512 * 1024 - 24) / (16 + 1496);
     assert_eq!(pcaps::judge(&file), (whole, whole * 1496));
 
+    // bench's tools too, where the one write is the last flush (less than 1 MiB in all).
+    let input = dir.path("in.pcap");
+    let (code, _, err) = pcaps::wirespeed_out(&[
+        "gen",
+        "--port",
+        &format!("pcap:{input}"),
+        "--count",
+        "500",
+        "--size",
+        "1500",
+        "-q",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    for (tool, out) in [("l2fwd", "l2fwd.pcap"), ("txpush", "txpush.pcap")] {
+        let file = format!("{mnt}/{out}");
+        let _ = std::fs::remove_file(format!("{mnt}/gen.pcap"));
+        let port = match tool {
+            "l2fwd" => format!("pcap:rx={input},tx={file}"),
+            _ => format!("pcap:{file}"),
+        };
+        let (code, _, err) = pcaps::wirespeed_out(&[
+            "bench", tool, "--port", &port, "--count", "500", "--size", "1500", "-q",
+        ]);
+        assert_eq!(code, Some(1), "{tool}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{file}: write the capture file: No space left on device"
+            )),
+            "{tool}: {err}"
+        );
+        assert_eq!(pcaps::judge(&file), (whole, whole * 1496), "{tool}");
+        std::fs::remove_file(&file).unwrap();
+    }
+
     let piped = std::process::Command::new("sh")
         .args([
             "-c",

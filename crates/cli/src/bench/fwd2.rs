@@ -13,6 +13,7 @@ use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Mode, announce_ready};
 use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::{Meter, RunLimit};
+use crate::open_port::drain;
 
 pub fn run(
     args: &BenchArgs,
@@ -148,7 +149,7 @@ fn run_copying(
     }
     let seconds = meter.elapsed().as_secs_f64();
     for port in &mut ports {
-        super::l2fwd::drain(&mut **port);
+        drain(&mut **port).context("send the last packets")?;
     }
     let mut stats = sum(ports[0].stats(), ports[1].stats());
     stats.copies += copies;

@@ -2,8 +2,8 @@
 //! moving its descriptor from the RX ring to the TX ring (no copy on AF_XDP).
 
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
+use anyhow::Context;
 use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, PortSpec};
 
@@ -12,6 +12,7 @@ use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Mode, announce_ready};
 use crate::idle::{IDLE_SLEEP, Idle};
 use crate::meter::{Meter, RunLimit, port_status};
+use crate::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     if let Some(peer) = &args.peer_port {
@@ -50,7 +51,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         meter.tick(forwarded, bytes, || port_status(&mut *port));
     }
     let seconds = meter.elapsed().as_secs_f64();
-    drain(&mut *port);
+    drain(&mut *port).context("send the last packets")?;
     let stats = port.stats();
     let mut s = summary_for(Mode::L2fwd, args, Some(port.info()), spec);
     s.seconds = seconds;
@@ -61,15 +62,4 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     s.set_stats(&stats);
     s.frames = port.audit();
     Ok(s.finish())
-}
-
-/// Waits (at most a second) until every frame handed to the kernel for sending is back.
-pub fn drain(port: &mut dyn wirespeed_port::Port) {
-    let until = Instant::now() + std::time::Duration::from_secs(1);
-    while port.tx_pending() && Instant::now() < until {
-        if port.flush().is_err() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
 }

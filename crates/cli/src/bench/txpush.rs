@@ -8,12 +8,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use wirespeed_port::{Batch, PortSpec};
 
-use super::l2fwd::drain;
 use super::report::{Summary, summary_for};
 use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Engine, Mode, announce_ready};
 use crate::live::{self, LiveLoad, Prebuilt};
 use crate::meter::{Meter, RunLimit, port_status};
+use crate::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     match args.engine {
@@ -58,7 +58,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
         sent += port.tx_burst(&mut batch)? as u64;
         meter.tick(sent, sent * frame_len as u64, || port_status(&mut *port));
     }
-    drain(&mut *port);
+    drain(&mut *port).context("send the last packets")?;
     let seconds = meter.elapsed().as_secs_f64();
     let stats = port.stats();
     let mut s = summary_for(Mode::Txpush, args, Some(port.info()), spec);

@@ -15,10 +15,11 @@ use super::GenArgs;
 use super::kernel;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
-use super::socket::{announce_ready, drain};
+use super::socket::announce_ready;
 use crate::bench::Engine;
 use crate::live::Prebuilt;
 use crate::meter::{Measured, Meter, RunLimit, port_status};
+use crate::open_port::drain;
 
 /// Ethernet, the only link type a port sends.
 /// Most bytes of frames held in memory.

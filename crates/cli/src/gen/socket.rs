@@ -2,16 +2,17 @@
 //! sequence number and send time, sent in bursts, paced by the token bucket when asked.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
-use wirespeed_port::{Batch, Port, PortError};
+use wirespeed_port::{Batch, Port};
 
 use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
 use crate::meter::{Measured, Meter, RunLimit, port_status};
+use crate::open_port::drain;
 
 /// Loop turns between looks at the clock when nothing paces the loop.
 const HOT_LOOP_CHECK: u32 = 128;
@@ -129,16 +130,4 @@ fn generate(
         meter.tick(sent, bytes, || port_status(port));
     }
     Ok((sent, bytes, meter.measured()))
-}
-
-/// Waits (at most a second) until every frame handed to the kernel for sending is back. A
-/// failed flush is the run's error: the last packets did not go out (a pcap port's last
-/// write to its file or pipe).
-pub fn drain(port: &mut dyn Port) -> Result<(), PortError> {
-    let until = Instant::now() + Duration::from_secs(1);
-    while port.tx_pending() && Instant::now() < until {
-        port.flush()?;
-        std::thread::sleep(Duration::from_micros(100));
-    }
-    Ok(())
 }
