@@ -81,6 +81,81 @@ fn an_unwritable_controller_file_is_refused_before_start() {
     c.assert_no_xdp_left();
 }
 
+/// A start that is refused touches no file: not a capture file a running switch still
+/// writes, not one a bad flow file would have replaced.
+#[test]
+fn a_refused_start_leaves_every_file_as_it_was() {
+    let dir = TempDir::new("srefuse");
+    let (ctl, kept, controller) = (
+        dir.path("sw.sock"),
+        dir.path("kept.pcap"),
+        dir.path("controller.pcap"),
+    );
+    let before = b"not to be touched".to_vec();
+    let (first_tx, flows) = (dir.path("first.pcap"), dir.path("bad.flows"));
+    std::fs::write(&flows, "priority=10,foo=1,actions=drop\n").unwrap();
+    let mut running = spawn(&[
+        "switch",
+        "--port",
+        &format!("1=pcap:tx={first_tx}"),
+        "--ctl",
+        &ctl,
+        "--duration",
+        "60",
+        "--json",
+    ]);
+    running.wait_ready();
+    let (b_sock, c_sock, port_flows) = (
+        dir.path("b.sock"),
+        dir.path("c.sock"),
+        dir.path("port.flows"),
+    );
+    let cases: [(&[&str], &str); 3] = [
+        // The control socket is the running switch's.
+        (
+            &["--ctl", &ctl],
+            "another wirespeed switch is listening there",
+        ),
+        // A flow that does not parse.
+        (
+            &["--ctl", &b_sock, "--flows", &flows],
+            "unknown field 'foo'",
+        ),
+        // A flow that names a port the bridge does not have.
+        (
+            &["--ctl", &c_sock, "--flows", &port_flows],
+            "output:7: no such port",
+        ),
+    ];
+    std::fs::write(&port_flows, "actions=output:7\n").unwrap();
+    for (extra, want) in cases {
+        std::fs::write(&kept, &before).unwrap();
+        std::fs::write(&controller, &before).unwrap();
+        let port = format!("1=pcap:tx={kept}");
+        let mut args = vec!["switch", "--port", &port, "--controller-pcap", &controller];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(wirespeed())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert_eq!(
+            std::fs::read(&kept).unwrap(),
+            before,
+            "{extra:?}: port file"
+        );
+        assert_eq!(
+            std::fs::read(&controller).unwrap(),
+            before,
+            "{extra:?}: controller file"
+        );
+    }
+    assert!(exists(&ctl), "the running switch keeps its socket");
+    running.interrupt();
+}
+
 #[test]
 fn controller_packets_go_to_standard_output() {
     let dir = TempDir::new("sco");

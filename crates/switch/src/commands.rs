@@ -10,7 +10,7 @@ use wirespeed_port::{Backend, PortSpec, PortStats};
 
 use crate::bridge::Bridge;
 use crate::control::{Request, Response};
-use crate::datapath::Datapath;
+use crate::datapath::{Datapath, check_output_ports};
 use crate::execute::DropReason;
 use crate::flow_cache::CacheStats;
 use crate::flow_format::MegaflowLine;
@@ -85,6 +85,20 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
     // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
     let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
     bridge.edit(|datapath| apply(datapath, edit, flow, now))
+}
+
+/// Checks a flow file as `add-flows` would take it on a bridge with `ports`, before there
+/// is one: the switch refuses a bad `--flows` file before it opens a port or a file.
+pub fn check_flows(text: &str, ports: &[u32]) -> Result<(), String> {
+    let rules = parse_flow_lines(text).map_err(|e| e.to_string())?;
+    match rules.iter().find_map(|(line, r)| {
+        check_output_ports(ports, &r.actions)
+            .err()
+            .map(|e| (line, e))
+    }) {
+        Some((line, e)) => Err(format!("line {line}: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// A parsed request that reads or changes the rule tables.

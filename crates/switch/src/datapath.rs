@@ -92,22 +92,7 @@ impl Datapath {
     /// An error naming the first `output:N` whose port the bridge does not have (for `add-flow`
     /// and `mod-flows`).
     pub fn check_output_ports(&self, actions: &[Action]) -> Result<(), FlowError> {
-        let missing = actions.iter().find_map(|action| match action {
-            Action::Output(port) if !self.ports.contains(port) => Some(*port),
-            _ => None,
-        });
-        let Some(port) = missing else {
-            return Ok(());
-        };
-        let known = if self.ports.is_empty() {
-            "no ports".to_string()
-        } else {
-            let ports: Vec<String> = self.ports.iter().map(u32::to_string).collect();
-            format!("ports {}", ports.join(", "))
-        };
-        Err(FlowError(format!(
-            "output:{port}: no such port (the bridge has {known})"
-        )))
+        check_output_ports(&self.ports, actions)
     }
 
     /// Credits what the kernel's fast path forwarded since the last call to the rules and
@@ -339,6 +324,26 @@ pub fn edit<R>(
         cache.revalidate(generation);
     }
     result
+}
+
+/// An error naming the first `output:N` of `actions` whose port is not one of `ports`.
+pub fn check_output_ports(ports: &[u32], actions: &[Action]) -> Result<(), FlowError> {
+    let missing = actions.iter().find_map(|action| match action {
+        Action::Output(port) if !ports.contains(port) => Some(*port),
+        _ => None,
+    });
+    let Some(port) = missing else {
+        return Ok(());
+    };
+    let known = if ports.is_empty() {
+        "no ports".to_string()
+    } else {
+        let ports: Vec<String> = ports.iter().map(u32::to_string).collect();
+        format!("ports {}", ports.join(", "))
+    };
+    Err(FlowError(format!(
+        "output:{port}: no such port (the bridge has {known})"
+    )))
 }
 
 #[cfg(test)]

@@ -187,6 +187,15 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
     crate::caps::require_for("switch", &backends)?;
     let stop = crate::signals::stop_flag()?;
+    // Everything that can refuse the start comes before a port or a file is opened: a
+    // refused start must not empty a capture file (perhaps one a running switch writes).
+    if let (Some(text), Some(path)) = (&flows, &args.flows) {
+        let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+        wirespeed_switch::commands::check_flows(text, &numbers)
+            .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
+    }
+    let (jobs_tx, jobs) = mpsc::channel();
+    let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
     let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
         Some(path) => Box::new(
             controller::PcapController::create(&path.to_string_lossy())
@@ -227,8 +236,6 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let (jobs_tx, jobs) = mpsc::channel();
-    let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
     for line in bridge.handle(&show_request()).output.lines() {
         match line.strip_prefix("wirespeed switch: ") {
             Some(ours) => eprintln!("wirespeed switch: {ours}"),
