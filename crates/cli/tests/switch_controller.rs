@@ -156,6 +156,81 @@ fn a_refused_start_leaves_every_file_as_it_was() {
     running.interrupt();
 }
 
+/// OpenFlow's packet-in: the packet as it is when `controller` runs, one for each such
+/// action, and a later drop does not take it back.
+#[test]
+fn the_controller_gets_the_packet_as_it_is_at_its_action() {
+    let dir = TempDir::new("sctlat");
+    let (inp, out, file) = (
+        dir.path("in.pcap"),
+        dir.path("out.pcap"),
+        dir.path("c.pcap"),
+    );
+    let mut sent = Vec::new();
+    for i in 0..20u16 {
+        let dport = if i % 2 == 0 { 53 } else { 54 };
+        let ip = pcaps::ipv4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            17,
+            0,
+            0,
+            &pcaps::udp(1000 + i, dport, &[i as u8; 30]),
+        );
+        let mut frame = pcaps::eth(MAC_B, MAC_A, &[], 0x0800, &ip);
+        if dport == 53 {
+            frame[22] = 1; // ttl 1: dec_ttl drops it
+        }
+        let len = frame.len() as u32;
+        sent.push((1_700_000_000_000_000_000 + u64::from(i) * 1000, frame, len));
+    }
+    pcaps::write_capture(&inp, wirespeed_capture::write::Format::Pcap, &sent);
+    let flows = dir.path("flows");
+    std::fs::write(
+        &flows,
+        "priority=100,udp,tp_dst=53,actions=controller,dec_ttl,output:2\n\
+         priority=100,udp,tp_dst=54,actions=controller:20,mod_nw_dst:10.9.9.9,controller,output:2\n",
+    )
+    .unwrap();
+    let (p1, p2) = (format!("1=pcap:rx={inp}"), format!("2=pcap:tx={out}"));
+    let args = [
+        "switch",
+        "--port",
+        &p1,
+        "--port",
+        &p2,
+        "--flows",
+        &flows,
+        "--ctl",
+        &dir.path("ctl.sock"),
+        "--controller-pcap",
+        &file,
+        "--duration",
+        "1.5",
+        "--json",
+    ];
+    let j = run_json_here(&args);
+    assert_eq!(j["to_controller"], 30, "{j}");
+    let got: Vec<(Vec<u8>, u32)> = pcaps::read_records(&file)
+        .into_iter()
+        .map(|r| (r.1, r.2))
+        .collect();
+    let forwarded = read_pcap(&out);
+    assert_eq!(forwarded.len(), 10, "the ttl-1 packets are dropped");
+    let mut want = Vec::new();
+    for (i, (_, frame, len)) in sent.iter().enumerate() {
+        if i % 2 == 0 {
+            want.push((frame.clone(), *len));
+        } else {
+            want.push((frame[..20].to_vec(), *len));
+            let rewritten = &forwarded[i / 2];
+            assert_eq!(rewritten[30..34], [10, 9, 9, 9], "packet {i}");
+            want.push((rewritten.clone(), *len));
+        }
+    }
+    assert_eq!(got, want, "each packet-in as the packet was at its action");
+}
+
 #[test]
 fn controller_packets_go_to_standard_output() {
     let dir = TempDir::new("sco");

@@ -22,6 +22,18 @@ use crate::rewrite::{self, PacketHeaders};
 /// Most ports one packet can leave by; a flood to a bridge with more ports is cut short.
 pub const MAX_OUTPUTS: usize = 64;
 
+/// Outputs with this bit are packet-ins, not ports (port numbers end at 65279): `controller`
+/// is an output like the others, so the controller gets the packet as it is when the action
+/// runs, once per action, and a later drop (`dec_ttl` at 1) does not take it back, as in
+/// OpenFlow. The low 16 bits are the action's byte limit.
+pub const TO_CONTROLLER: u32 = 1 << 31;
+
+/// The byte limit of a packet-in output, or none for a port.
+#[inline]
+pub fn controller_limit(output: u32) -> Option<u16> {
+    (output & TO_CONTROLLER != 0).then_some(output as u16)
+}
+
 /// The ports a frame leaves by, in action order (duplicates kept, as OpenFlow does).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Outputs {
@@ -133,11 +145,9 @@ impl DropCounters {
 /// What became of the packet.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Verdict {
-    /// The ports that get the frame in its final form.
+    /// The ports that get the frame in its final form, and its packet-ins
+    /// ([`TO_CONTROLLER`]).
     pub outputs: Outputs,
-    /// A `controller` action ran: the caller hands at most this many bytes of the packet to
-    /// the configured pcap or log (the most any of the actions asked for).
-    pub to_controller: Option<u16>,
     pub dropped: Option<DropReason>,
 }
 
@@ -146,7 +156,6 @@ impl Verdict {
     pub fn reset(&mut self) {
         self.outputs.clear();
         self.outputs.overflowed = 0;
-        self.to_controller = None;
         self.dropped = None;
     }
 
@@ -230,9 +239,7 @@ pub fn execute(
             Action::InPort => verdict.outputs.push(in_port),
             Action::Flood | Action::All => flood(bridge.ports, in_port, &mut verdict.outputs),
             Action::Normal => normal(&packet.flow, in_port, bridge, &mut verdict.outputs),
-            Action::Controller(max_len) => {
-                verdict.to_controller = verdict.to_controller.max(Some(max_len));
-            }
+            Action::Controller(max_len) => verdict.outputs.push(TO_CONTROLLER | u32::from(max_len)),
             Action::ModVlanVid(vid) => {
                 if !rewrite::set_vlan(packet.frame, &mut packet.headers, Some(vid), None) {
                     return verdict.drop_for(DropReason::NoRoom);
@@ -256,7 +263,7 @@ pub fn execute(
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }
-    if verdict.outputs.is_empty() && verdict.to_controller.is_none() {
+    if verdict.outputs.is_empty() {
         verdict.dropped = Some(DropReason::NoOutput);
     }
 }
@@ -360,11 +367,62 @@ mod tests {
         let run = self::run(&[], &FRAME, 1, &mut macs);
         assert_eq!(run.verdict.dropped, Some(DropReason::NoOutput));
         let run = self::run(&[Action::Controller(64)], &FRAME, 1, &mut macs);
-        assert_eq!(run.verdict.to_controller, Some(64));
+        let limits: Vec<_> = run
+            .verdict
+            .outputs
+            .as_slice()
+            .iter()
+            .map(|&o| controller_limit(o))
+            .collect();
+        assert_eq!(limits, [Some(64)]);
         assert!(run.verdict.dropped.is_none());
+        // One packet-in per action, each with its own limit.
         let both = [Action::Controller(64), Action::Controller(u16::MAX)];
         let run = self::run(&both, &FRAME, 1, &mut macs);
-        assert_eq!(run.verdict.to_controller, Some(u16::MAX));
+        let limits: Vec<_> = run
+            .verdict
+            .outputs
+            .as_slice()
+            .iter()
+            .map(|&o| controller_limit(o))
+            .collect();
+        assert_eq!(limits, [Some(64), Some(u16::MAX)]);
+        assert_eq!(controller_limit(2), None);
+    }
+
+    #[test]
+    fn the_controller_gets_the_packet_as_it_is_when_the_action_runs() {
+        let mut macs = MacTable::default();
+        let run = run(
+            &[
+                Action::Controller(u16::MAX),
+                Action::ModVlanVid(5),
+                Action::Output(3),
+            ],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        assert_eq!(run.emitted.len(), 1);
+        assert_eq!(run.emitted[0].0, FRAME.to_vec(), "before the rewrite");
+        assert_eq!(run.emitted[0].1, vec![TO_CONTROLLER | 0xffff]);
+        assert_eq!(run.verdict.outputs.as_slice(), &[3]);
+        // A drop later (ttl 2 -> 1, then expired) does not take the packet-in back.
+        let run = self::run(
+            &[
+                Action::DecTtl,
+                Action::Controller(64),
+                Action::DecTtl,
+                Action::Output(3),
+            ],
+            &FRAME,
+            1,
+            &mut macs,
+        );
+        assert_eq!(run.emitted.len(), 1);
+        assert_eq!(run.emitted[0].0[22], 1, "the packet-in has ttl 1");
+        assert_eq!(run.emitted[0].1, vec![TO_CONTROLLER | 64]);
+        assert_eq!(run.verdict.dropped, Some(DropReason::TtlExpired));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
 use crate::datapath::{Datapath, SlowPath, process};
-use crate::execute::{DropCounters, DropReason, Verdict};
+use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
 use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
 use crate::mac_view::MacView;
@@ -340,6 +340,9 @@ impl Pmd {
                 .is_some_and(|m| self.ports.is_group_member(m))
         });
         for (i, &port) in ports.iter().enumerate() {
+            if controller_limit(port).is_some() {
+                continue; // handed to the controller in after_process
+            }
             let Some(member) = self.ports.member_of(port) else {
                 self.counters.unknown_port += 1;
                 continue;
@@ -396,6 +399,9 @@ impl Pmd {
             .and_then(|()| {
                 let outputs = self.verdict.outputs;
                 for &port in outputs.as_slice() {
+                    if controller_limit(port).is_some() {
+                        continue; // handed to the controller in after_process
+                    }
                     match self.ports.member_of(port) {
                         None => self.counters.unknown_port += 1,
                         Some(out) => {
@@ -421,6 +427,12 @@ impl Pmd {
     ) -> Result<(), PortError> {
         for (bytes, ports) in std::mem::take(&mut self.emitted) {
             for port in ports {
+                if let Some(limit) = controller_limit(port) {
+                    self.counters.to_controller += 1;
+                    let kept = &bytes[..bytes.len().min(usize::from(limit))];
+                    lock(round.controller).packet_in(in_port, kept, bytes.len());
+                    continue;
+                }
                 match self.ports.member_of(port) {
                     None => self.counters.unknown_port += 1,
                     Some(member) => {
@@ -431,18 +443,23 @@ impl Pmd {
                 }
             }
         }
-        if let Some(max_len) = self.verdict.to_controller {
+        let outputs = self.verdict.outputs;
+        for limit in outputs
+            .as_slice()
+            .iter()
+            .filter_map(|&o| controller_limit(o))
+        {
             self.counters.to_controller += 1;
             let bytes = match packet {
                 Packet::Umem(addr, len) => self.ports.umem_packet(addr, len),
                 Packet::Bytes(bytes) => bytes,
             };
-            let kept = &bytes[..bytes.len().min(usize::from(max_len))];
+            let kept = &bytes[..bytes.len().min(usize::from(limit))];
             lock(round.controller).packet_in(in_port, kept, bytes.len());
         }
         if let Some(reason) = self.verdict.dropped {
             self.counters.drops.count(reason);
-        } else if self.verdict.outputs.is_empty() && self.verdict.to_controller.is_none() {
+        } else if self.verdict.outputs.is_empty() {
             self.counters.drops.count(DropReason::NoOutput);
         }
         Ok(())
