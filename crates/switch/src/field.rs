@@ -251,6 +251,25 @@ impl Field {
         }
     }
 
+    /// Whether flow syntax takes `value/mask` for the field (ovs-ofctl refuses a mask on
+    /// the others: `dl_type=0x800/0xff00` would also match ARP).
+    pub fn maskable(self) -> bool {
+        matches!(
+            self,
+            Field::DlSrc
+                | Field::DlDst
+                | Field::VlanTci
+                | Field::NwSrc
+                | Field::NwDst
+                | Field::Ipv6Src
+                | Field::Ipv6Dst
+                | Field::TpSrc
+                | Field::TpDst
+                | Field::ArpSpa
+                | Field::ArpTpa
+        )
+    }
+
     pub fn value_format(self) -> ValueFormat {
         match self {
             Field::DlSrc | Field::DlDst => ValueFormat::Mac,

@@ -356,6 +356,12 @@ fn number(key: &str, text: &str, max: u128) -> Result<u128, FlowError> {
 }
 
 pub(crate) fn value_help(field: Field) -> String {
+    if !field.maskable() {
+        return format!(
+            "'{field}' takes a number up to {} (and no mask)",
+            field.full_mask()
+        );
+    }
     match field.value_format() {
         ValueFormat::Mac => format!("'{field}' takes a MAC address like aa:bb:cc:dd:ee:ff[/mask]"),
         ValueFormat::Ipv4 => {
@@ -374,6 +380,7 @@ pub(crate) fn value_help(field: Field) -> String {
 /// `value` or `value/mask`; IP addresses also take `/prefix-length`.
 fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
     let (value, mask) = match text.split_once('/') {
+        Some(_) if !field.maskable() => return None,
         Some((value, mask)) => (value, Some(mask)),
         None => (text, None),
     };
@@ -403,6 +410,38 @@ fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masks_only_where_ovs_ofctl_takes_them() {
+        for text in [
+            "in_port=1/0xff",
+            "dl_type=0x0800/0xff00",
+            "ip,nw_proto=6/0xf",
+            "icmp,icmp_type=8/0xf0",
+            "arp,arp_op=1/1",
+            "ip,nw_ttl=64/0xf0",
+        ] {
+            let e = parse_rule(&format!("{text},actions=drop"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("(and no mask)"), "{text}: {e}");
+            let token = text.rsplit(',').next().unwrap();
+            assert!(e.starts_with(token), "{text}: {e}");
+        }
+        for text in [
+            "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+            "ip,nw_src=10.0.0.0/8",
+            "tcp,tp_dst=0x50/0xfff0",
+            "ipv6,ipv6_src=2001:db8::/32",
+            "arp,arp_tpa=10.0.0.0/255.0.0.0",
+            "vlan_tci=0x1000/0x1000",
+        ] {
+            assert!(
+                parse_rule(&format!("{text},actions=drop")).is_ok(),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn sctp_rarp_and_mpls_shorthands() {

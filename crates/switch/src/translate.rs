@@ -174,7 +174,7 @@ mod tests {
         let tables = tables(&[
             "priority=10,in_port=1,ip,actions=dec_ttl,goto_table:1",
             "priority=10,in_port=2,ip,actions=dec_ttl,goto_table:2",
-            "table=1,priority=10,ip,nw_ttl=0x40/0xc0,actions=output:3",
+            "table=1,priority=10,ip,nw_ttl=64,actions=output:3",
             "table=2,priority=10,ip,nw_src=10.0.0.0/8,actions=output:4",
         ]);
         let packet = |in_port| {
