@@ -93,8 +93,9 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "strip_vlan" => no_argument(Action::StripVlan),
         "dec_ttl" => no_argument(Action::DecTtl),
         "drop" => Err(error("drop must be the only action")),
-        "mod_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
-        "mod_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
+        // set_vlan_*: OpenFlow 1.1's names, as `show` lists them and ovs-ofctl reads them.
+        "mod_vlan_vid" | "set_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
+        "mod_vlan_pcp" | "set_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
         "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
         "mod_nw_tos" => {
             let tos = uint("TOS", 255)?;
@@ -210,6 +211,12 @@ mod tests {
             ]
         );
         assert!(parse_rule("actions=").unwrap().actions.is_empty());
+        // OpenFlow 1.1's names for the VLAN rewrites, which `show` lists.
+        let rule = parse_rule("actions=set_vlan_vid:5,set_vlan_pcp:3").unwrap();
+        assert_eq!(
+            rule.actions,
+            vec![Action::ModVlanVid(5), Action::ModVlanPcp(3)]
+        );
     }
 
     #[test]

@@ -24,7 +24,10 @@ descriptors; packet:, tap:, pipe: and pcap: ports are copied to and from (dump-p
 the copies); a pipe: or pcap: port takes one poll-mode thread. With \
 --pmd-cpus listing N CPUs there are N poll-mode threads and thread i serves receive queue i of \
 every AF_XDP port, so those interfaces need N queues (veth: numrxqueues N numtxqueues N).\n\n\
-With no flows the bridge is a learning switch (priority=0,actions=normal). TCP and UDP \
+The bridge starts as a learning switch: one rule, priority=0,actions=normal. --flows and \
+add-flow add to it, as ovs-ofctl add-flows does, so what no rule of theirs takes is still \
+switched; a rule of the same match and priority replaces it (priority=0,actions=drop: drop \
+what no other rule takes). TCP and UDP \
 checksums a host left partial (transmit checksum offload, veth's default) are completed \
 before the packet goes on, so hosts need no ethtool setting.\n\n\
 --offload forwards in the kernel: the first packet of a flow comes to the switch, and when \
