@@ -132,12 +132,7 @@ fn rate_is_kept(tag: &str, extra: &[&str]) {
     );
     // The engine paces by calls, each a quarter of a second's packets sent at full speed,
     // so one second holds a call more or less than the next: only their mean is the rate.
-    let rates: Vec<f64> = tx["per_second_mpps"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no per_second_mpps: {tx}"))
-        .iter()
-        .map(|r| r.as_f64().unwrap())
-        .collect();
+    let rates = per_second_rates(&tx);
     let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
     assert!(
         rates.len() >= 4 && rates.iter().all(|r| *r > 0.0) && (mean - 0.05).abs() <= 0.01,

@@ -424,15 +424,20 @@ pub fn assert_frames_balanced(j: &serde_json::Value) {
     assert_eq!(sum, total, "frames: {f}");
 }
 
-/// Asserts a summary's `per_second_mpps` holds at least `seconds` whole seconds at `mpps`,
-/// each within `within` (a fraction), and none above that (a receiver's idle seconds are 0).
-pub fn assert_seconds_at(j: &serde_json::Value, mpps: f64, within: f64, seconds: usize) {
-    let rates: Vec<f64> = j["per_second_mpps"]
+/// A summary's `per_second_mpps`.
+pub fn per_second_rates(j: &serde_json::Value) -> Vec<f64> {
+    j["per_second_mpps"]
         .as_array()
         .unwrap_or_else(|| panic!("no per_second_mpps: {j}"))
         .iter()
         .map(|r| r.as_f64().unwrap())
-        .collect();
+        .collect()
+}
+
+/// Asserts a summary's `per_second_mpps` holds at least `seconds` whole seconds at `mpps`,
+/// each within `within` (a fraction), and none above that (a receiver's idle seconds are 0).
+pub fn assert_seconds_at(j: &serde_json::Value, mpps: f64, within: f64, seconds: usize) {
+    let rates = per_second_rates(j);
     let at_rate = rates
         .iter()
         .filter(|r| (**r - mpps).abs() <= mpps * within)
