@@ -1,6 +1,6 @@
 //! A buffered byte stream that knows its offset, for error messages that say where.
 
-use std::io::{BufReader, ErrorKind as IoKind, Read};
+use std::io::{BufRead, BufReader, ErrorKind as IoKind, Read};
 
 use crate::error::ErrorKind;
 
@@ -12,7 +12,9 @@ pub(crate) struct Input {
 impl Input {
     pub(crate) fn new(source: Box<dyn Read + Send>) -> Input {
         Input {
-            inner: BufReader::with_capacity(1 << 20, source),
+            // A pipe's worth: larger reads gain nothing from the page cache, and a buffer of
+            // 1 MiB cost more to set up than a small file takes to read (a fuzzer's input).
+            inner: BufReader::with_capacity(64 << 10, source),
             offset: 0,
         }
     }
@@ -52,6 +54,44 @@ impl Input {
                 need: buf.len() as u64,
                 have: got as u64,
             });
+        }
+        Ok(())
+    }
+
+    /// Reads exactly `len` bytes of `what` into `buf` (replacing what it held), growing it
+    /// only as the bytes arrive: a record header claiming megabytes in a short file costs
+    /// what the file has, not what it claims.
+    pub(crate) fn need_vec(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        what: &'static str,
+    ) -> Result<(), ErrorKind> {
+        let at = self.offset;
+        buf.clear();
+        while buf.len() < len {
+            let available = match self.inner.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == IoKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ErrorKind::Read {
+                        offset: self.offset,
+                        source,
+                    });
+                }
+            };
+            if available.is_empty() {
+                return Err(ErrorKind::Truncated {
+                    offset: at,
+                    what,
+                    need: len as u64,
+                    have: buf.len() as u64,
+                });
+            }
+            let take = available.len().min(len - buf.len());
+            buf.extend_from_slice(&available[..take]);
+            self.inner.consume(take);
+            self.offset += take as u64;
         }
         Ok(())
     }

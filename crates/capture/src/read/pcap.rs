@@ -93,8 +93,7 @@ pub(crate) fn next_record(
             ),
         });
     }
-    buf.resize(caplen as usize, 0);
-    input.need(buf, "a packet's data")?;
+    input.need_vec(buf, caplen as usize, "a packet's data")?;
     let frac_ns = match h.nanosecond {
         true => frac as u64,
         false => frac as u64 * 1_000,

@@ -292,8 +292,7 @@ fn read_body(
             ),
         ));
     }
-    buf.resize((total - consumed) as usize, 0);
-    input.need(buf, "a block")?;
+    input.need_vec(buf, (total - consumed) as usize, "a block")?;
     let end = buf.len() - 4;
     let trailer = Fields { b: buf, big_endian }.u32(end).unwrap_or(0);
     if trailer != total {
