@@ -122,6 +122,18 @@ fn bad_ports_and_options_are_refused() {
         ],
         "--cpus 0-x: expected a CPU list",
     );
+    // One interface cannot be both ends of a two-port l2fwd, whatever the queues or backends.
+    for peer in [
+        port.clone(),
+        format!("{port}@1"),
+        format!("packet:{}", net.b),
+    ] {
+        fails_with(
+            ns,
+            &["bench", "l2fwd", "--port", &port, "--peer-port", &peer],
+            &format!("--peer-port {peer}: {} is --port's interface too", net.b),
+        );
+    }
     net.assert_no_xdp();
 }
 

@@ -73,6 +73,16 @@ impl PortSpec {
         }
     }
 
+    /// True when a port of this spec and one of `other` would be one interface (any queues,
+    /// any of the interface backends) or one pipe. Capture files are checked where they
+    /// are opened.
+    pub fn same_place(&self, other: &PortSpec) -> bool {
+        self.iface == other.iface
+            && self.backend != Backend::Pcap
+            && (self.backend == other.backend
+                || (self.backend.has_interface() && other.backend.has_interface()))
+    }
+
     /// The spec with its queue always written out (`xdp:eth0@0`), for a tool in which
     /// `xdp:IFACE` means more than queue 0 (capture: every queue).
     pub fn with_queue(&self) -> String {
@@ -246,6 +256,27 @@ mod tests {
             (s.to_string(), s.with_queue()),
             ("xdp:eth1".into(), "xdp:eth1@0".into())
         );
+    }
+
+    #[test]
+    fn one_interface_or_pipe_is_one_place() {
+        let spec = |s: &str| s.parse::<PortSpec>().unwrap();
+        for (a, b) in [
+            ("xdp:v0", "xdp:v0"),
+            ("xdp:v0", "xdp:v0@1"),
+            ("packet:v0", "xdp:v0"),
+            ("tap:v0", "packet:v0"),
+            ("pipe:p", "pipe:p"),
+        ] {
+            assert!(spec(a).same_place(&spec(b)), "{a} {b}");
+        }
+        for (a, b) in [
+            ("xdp:v0", "xdp:v1"),
+            ("pipe:v0", "xdp:v0"),
+            ("pcap:f.pcap", "pcap:f.pcap"),
+        ] {
+            assert!(!spec(a).same_place(&spec(b)), "{a} {b}");
+        }
     }
 
     #[test]

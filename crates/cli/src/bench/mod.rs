@@ -195,7 +195,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Xdpdrop => (false, false),
     };
     // A malformed peer spec is reported when l2fwd opens it.
-    let peer = args.peer_port.as_deref().and_then(|p| p.parse().ok());
+    let peer: Option<PortSpec> = args.peer_port.as_deref().and_then(|p| p.parse().ok());
+    if let Some(peer) = peer.as_ref().filter(|p| p.same_place(&spec)) {
+        bail!(
+            "--peer-port {peer}: {} is --port's interface too ({spec}); l2fwd between two \
+             ports needs two (without --peer-port, l2fwd sends each packet back out the port \
+             it came in on)",
+            peer.iface
+        );
+    }
     let specs: Vec<&PortSpec> = std::iter::once(&spec).chain(peer.as_ref()).collect();
     let to_stderr = crate::report_to::check_std_streams(&specs, receives, sends)?;
     let stop = crate::signals::stop_flag()?;

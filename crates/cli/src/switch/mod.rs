@@ -113,16 +113,6 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
     Ok((number, spec))
 }
 
-/// True when two ports would be one interface (or both ends of one pipe). Capture files
-/// are checked where they are opened.
-fn same_place(a: &PortSpec, b: &PortSpec) -> bool {
-    use wirespeed_port::Backend::{Packet, Pcap, Tap, Xdp};
-    let interface = |s: &PortSpec| matches!(s.backend, Xdp | Packet | Tap);
-    a.iface == b.iface
-        && a.backend != Pcap
-        && (a.backend == b.backend || (interface(a) && interface(b)))
-}
-
 /// What the ports said when they opened (fallbacks taken, options they do not use, a tap
 /// device that is down), once a port.
 fn port_notes(bridge: &mut Bridge) -> Vec<String> {
@@ -149,7 +139,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
             bail!("--port {text}: port number {} is used twice", port.0);
         }
-        if let Some((n, spec)) = ports.iter().find(|(_, s)| same_place(s, &port.1)) {
+        if let Some((n, spec)) = ports.iter().find(|(_, s)| s.same_place(&port.1)) {
             bail!(
                 "--port {text}: {} is already port {n} ({spec}); a bridge takes each interface \
                  once (its floods would come back to the hosts that sent them)",
