@@ -29,7 +29,7 @@ use wirespeed_xdp::AttachMode;
 use wirespeed_xdp::ProgramBarrier;
 use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
-use crate::control::{Request, Response};
+use crate::control::{Job, Request, Response};
 use crate::datapath::Datapath;
 use crate::flow_cache::FlowCache;
 use crate::mac_view::MacView;
@@ -44,12 +44,6 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 const CONTROL_TICK: Duration = Duration::from_millis(50);
 /// How long a snapshot may take a running thread (it answers between bursts).
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A control request and where its answer goes.
-pub struct Job {
-    pub request: Request,
-    pub reply: Sender<Response>,
-}
 
 /// A thread at work, and how to reach it.
 struct Running {
@@ -240,10 +234,12 @@ impl Bridge {
         let mut last_housekeeping = Instant::now();
         while keep_going() && !self.a_thread_ended() {
             match jobs.recv_timeout(CONTROL_TICK) {
-                Ok(job) => {
+                // A job its client's side withdrew is not done: the client was told so.
+                Ok(job) if job.take() => {
                     let response = self.handle(&job.request);
                     let _ = job.reply.send(response);
                 }
+                Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }

@@ -33,7 +33,40 @@ pub const STRICT_COMMANDS: [&str; 3] = ["mod-flows", "del-flows", "dump-flows"];
 /// The request argument that asks for strict selection.
 pub const STRICT: &str = "--strict";
 
+/// Runs `request`; an error quotes at most the first bytes of a long flow or token.
 pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
+    let mut response = run(bridge, request);
+    if !response.ok {
+        response.output = clip_long_words(&response.output);
+    }
+    response
+}
+
+/// Longest word an error message quotes whole.
+const LONGEST_QUOTED: usize = 200;
+
+/// `text` with each word (a run without spaces) longer than LONGEST_QUOTED cut to its start
+/// and how long it was: a megabyte of bad action is named, not echoed.
+fn clip_long_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if word.len() <= LONGEST_QUOTED {
+            out.push_str(word);
+            continue;
+        }
+        let mut cut = 60;
+        while !word.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let _ = write!(out, "{}...({} bytes)", &word[..cut], word.len());
+    }
+    out
+}
+
+fn run(bridge: &mut Bridge, request: &Request) -> Response {
     let arg = request.args.first().map(String::as_str).unwrap_or("");
     let strict = request.args.get(1).is_some_and(|a| a == STRICT);
     let command = request.command.as_str();
@@ -446,4 +479,27 @@ fn cache_stats_line(s: &CacheStats) -> String {
         "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
         s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_words_are_named_not_echoed() {
+        let action = format!("actions=output:{}", "9".repeat(1 << 20));
+        let clipped = clip_long_words(&format!("{action}: invalid port number"));
+        assert_eq!(
+            clipped,
+            format!(
+                "{}...({} bytes) invalid port number",
+                &action[..60],
+                action.len() + 1
+            )
+        );
+        assert_eq!(clip_long_words("short words stay"), "short words stay");
+        // Cut on a character boundary.
+        let wide = "é".repeat(150);
+        assert!(clip_long_words(&wide).starts_with(&"é".repeat(30)));
+    }
 }

@@ -1,23 +1,75 @@
 //! The control socket: a Unix stream socket (mode 0600) on which `wirespeed ctl` sends one
-//! request a connection, as a JSON line, and reads one JSON line back. The server thread
-//! hands each request to the bridge's control side ([`crate::Bridge::run`]), which applies it
+//! request a connection, as a JSON line, and reads one JSON line back. Each connection has a
+//! thread of its own, so a silent or slow client delays nobody but itself: it has
+//! [`REQUEST_DEADLINE`] to send a request of at most [`MAX_REQUEST`] bytes. The request
+//! goes to the bridge's control side ([`crate::Bridge::run`]) as a [`Job`], which applies it
 //! under the lock the poll-mode threads take once a burst, and answers.
+//!
+//! An answer is the truth: a job the bridge has not taken within [`ANSWER_TIMEOUT`] is
+//! withdrawn (the bridge then skips it) and the client told that nothing was done; a job
+//! the bridge took is answered with what it did, however long that takes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Sender};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bridge::Job;
-
 /// Where `wirespeed switch` listens unless told otherwise.
 pub const DEFAULT_CTL: &str = "/run/wirespeed/switch.sock";
-/// How long a request may wait for the bridge's answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the bridge may take to pick a request up before it is withdrawn.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client has to send its whole request, from when it connects.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// The largest request (an `add-flows` file of some 100,000 rules).
+pub const MAX_REQUEST: usize = 16 << 20;
+/// Connections served at once; one more is answered "busy" at once.
+pub const MAX_CLIENTS: usize = 64;
+/// How long `request` waits for an answer: the switch answers within ANSWER_TIMEOUT unless
+/// it took the request, and then as soon as it has done it.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A control request and where its answer goes. The bridge runs it only if [`Job::take`]
+/// says so: the client's side may have withdrawn it, and then told the client so.
+pub struct Job {
+    pub request: Request,
+    pub reply: Sender<Response>,
+    claim: Arc<AtomicU8>,
+}
+
+const PENDING: u8 = 0;
+const TAKEN: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl Job {
+    pub fn new(request: Request, reply: Sender<Response>) -> Job {
+        Job {
+            request,
+            reply,
+            claim: Arc::new(AtomicU8::new(PENDING)),
+        }
+    }
+
+    /// True when the bridge may run the job (and must answer it): false when it was
+    /// withdrawn, its client told that nothing was done.
+    pub fn take(&self) -> bool {
+        self.claim
+            .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Withdraws a job the bridge has not taken; false when it already has.
+    fn withdraw(claim: &AtomicU8) -> bool {
+        claim
+            .compare_exchange(PENDING, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Request {
@@ -68,6 +120,11 @@ pub enum ControlError {
     NotASocket(PathBuf),
     #[error("{0}: no such directory for the control socket (make it first)")]
     NoDirectory(PathBuf),
+    #[error(
+        "{0}: the switch took the request but did not answer within {1} s; it may still take \
+         effect (look with dump-flows)"
+    )]
+    NoAnswer(PathBuf, u64),
 }
 
 /// The listening socket; removed when dropped.
@@ -140,40 +197,147 @@ pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlEr
     let listener = placed?;
     std::thread::Builder::new()
         .name("control".to_string())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                serve(stream, &jobs);
-            }
-        })
+        .spawn(move || accept(&listener, &jobs))
         .map_err(io("start the control thread"))?;
     Ok(ControlServer {
         path: path.to_path_buf(),
     })
 }
 
-fn serve(stream: UnixStream, jobs: &Sender<Job>) {
-    let _ = stream.set_read_timeout(Some(ANSWER_TIMEOUT));
-    let mut line = String::new();
-    let mut reader = BufReader::new(&stream);
-    if reader.read_line(&mut line).is_err() {
-        return;
+/// Serves each connection on a thread of its own, up to MAX_CLIENTS at once.
+fn accept(listener: &UnixListener, jobs: &Sender<Job>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming().flatten() {
+        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+            open.fetch_sub(1, Ordering::AcqRel);
+            answer(
+                &stream,
+                &Response::error(format!(
+                    "busy: {MAX_CLIENTS} control connections are open; try again"
+                )),
+            );
+            continue;
+        }
+        let (jobs, open_here) = (jobs.clone(), open.clone());
+        let spawned = std::thread::Builder::new()
+            .name("control-client".to_string())
+            .spawn(move || {
+                serve(&stream, &jobs);
+                open_here.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::AcqRel);
+        }
     }
+}
+
+/// Why a request could not be read.
+#[derive(Debug, PartialEq, Eq)]
+enum ReadError {
+    TooLarge,
+    Late,
+    Closed,
+}
+
+/// Reads one request line, all of it within `deadline` and at most `limit` bytes.
+fn read_request(stream: &UnixStream, deadline: Instant, limit: usize) -> Result<String, ReadError> {
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ReadError::Late);
+        }
+        let _ = stream.set_read_timeout(Some(left));
+        let n = match (&*stream).read(&mut chunk) {
+            Ok(0) => return Err(ReadError::Closed),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(ReadError::Late);
+            }
+            Err(_) => return Err(ReadError::Closed),
+        };
+        let end = chunk[..n].iter().position(|&b| b == b'\n');
+        line.extend_from_slice(&chunk[..end.unwrap_or(n)]);
+        if line.len() > limit {
+            return Err(ReadError::TooLarge);
+        }
+        if end.is_some() {
+            return Ok(String::from_utf8_lossy(&line).into_owned());
+        }
+    }
+}
+
+fn serve(stream: &UnixStream, jobs: &Sender<Job>) {
+    serve_with(stream, jobs, REQUEST_DEADLINE, ANSWER_TIMEOUT, MAX_REQUEST);
+}
+
+fn serve_with(
+    stream: &UnixStream,
+    jobs: &Sender<Job>,
+    deadline: Duration,
+    answer_timeout: Duration,
+    limit: usize,
+) {
+    let line = match read_request(stream, Instant::now() + deadline, limit) {
+        Ok(line) => line,
+        Err(ReadError::Closed) => return,
+        Err(ReadError::TooLarge) => {
+            return answer(
+                stream,
+                &Response::error(format!(
+                    "request larger than {limit} bytes: nothing was done"
+                )),
+            );
+        }
+        Err(ReadError::Late) => {
+            return answer(
+                stream,
+                &Response::error(format!(
+                    "request not complete within {} s: nothing was done",
+                    deadline.as_secs_f64()
+                )),
+            );
+        }
+    };
     let response = match serde_json::from_str::<Request>(&line) {
         Err(e) => Response::error(format!("malformed request: {e}")),
         Ok(request) => {
-            let (reply, answer) = mpsc::channel();
-            if jobs.send(Job { request, reply }).is_err() {
-                Response::error("the switch is stopping")
+            let (reply, answered) = mpsc::channel();
+            let job = Job::new(request, reply);
+            let claim = job.claim.clone();
+            if jobs.send(job).is_err() {
+                Response::error("the switch is stopping: nothing was done")
             } else {
-                answer
-                    .recv_timeout(ANSWER_TIMEOUT)
-                    .unwrap_or_else(|_| Response::error("the switch did not answer in time"))
+                match answered.recv_timeout(answer_timeout) {
+                    Ok(response) => response,
+                    Err(RecvTimeoutError::Timeout) if Job::withdraw(&claim) => {
+                        Response::error(format!(
+                            "the switch did not take the request within {} s: nothing was done",
+                            answer_timeout.as_secs_f64()
+                        ))
+                    }
+                    // Taken: it is being done, and the answer says what was.
+                    Err(RecvTimeoutError::Timeout) => answered.recv().unwrap_or_else(|_| {
+                        Response::error("the switch stopped before it answered")
+                    }),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        Response::error("the switch stopped before it answered")
+                    }
+                }
             }
         }
     };
-    let mut out = serde_json::to_string(&response).unwrap_or_default();
+    answer(stream, &response);
+}
+
+/// Writes `response` as one line; a client that does not read it within a second is left.
+fn answer(stream: &UnixStream, response: &Response) {
+    let mut out = serde_json::to_string(response).unwrap_or_default();
     out.push('\n');
-    let _ = (&stream).write_all(out.as_bytes());
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = (&*stream).write_all(out.as_bytes());
 }
 
 /// Sends one request to the switch listening on `path` and returns its answer.
@@ -198,14 +362,24 @@ pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError>
             source,
         }
     };
-    let _ = stream.set_read_timeout(Some(ANSWER_TIMEOUT + Duration::from_secs(2)));
+    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
     let mut line = serde_json::to_string(request).unwrap_or_default();
     line.push('\n');
-    (&stream).write_all(line.as_bytes()).map_err(io("send"))?;
+    // A switch that refuses a request (too large) answers before it has read it all, and
+    // closes: its answer is still there to read.
+    let sent = (&stream).write_all(line.as_bytes());
     let mut answer = String::new();
     BufReader::new(&stream)
         .read_line(&mut answer)
-        .map_err(io("receive"))?;
+        .map_err(|e| match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                ControlError::NoAnswer(path.to_path_buf(), CLIENT_TIMEOUT.as_secs())
+            }
+            _ => io("receive")(e),
+        })?;
+    if answer.is_empty() {
+        sent.map_err(io("send"))?;
+    }
     serde_json::from_str(&answer)
         .map_err(|e| ControlError::NotOurs(path.to_path_buf(), format!("answered {e}")))
 }
@@ -286,6 +460,130 @@ mod tests {
         assert!(matches!(err, ControlError::InUse(_)), "{err}");
         drop(server);
         assert!(entries(&dir.0).is_empty(), "the socket is removed at exit");
+    }
+
+    fn show() -> Request {
+        Request {
+            command: "show".to_string(),
+            args: vec![],
+        }
+    }
+
+    /// A server thread for one connection with the given limits, and the client's end.
+    fn one_connection(
+        deadline: Duration,
+        answer_timeout: Duration,
+        limit: usize,
+    ) -> (UnixStream, mpsc::Receiver<Job>, std::thread::JoinHandle<()>) {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (jobs, inbox) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            serve_with(&server, &jobs, deadline, answer_timeout, limit);
+        });
+        (client, inbox, thread)
+    }
+
+    fn answer_of(client: &UnixStream) -> Response {
+        let mut line = String::new();
+        BufReader::new(client).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn send(client: &UnixStream, request: &Request) {
+        let line = serde_json::to_string(request).unwrap() + "\n";
+        (&*client).write_all(line.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_job_the_bridge_did_not_take_in_time_is_withdrawn_and_said_undone() {
+        let (client, inbox, thread) =
+            one_connection(Duration::from_secs(5), Duration::from_millis(200), 1 << 20);
+        send(&client, &show());
+        let answer = answer_of(&client);
+        assert_eq!(
+            answer,
+            Response::error("the switch did not take the request within 0.2 s: nothing was done")
+        );
+        thread.join().unwrap();
+        let job = inbox.try_recv().expect("the job was queued");
+        assert!(!job.take(), "a withdrawn job was run");
+    }
+
+    #[test]
+    fn a_job_taken_late_is_answered_with_what_it_did() {
+        let (client, inbox, thread) =
+            one_connection(Duration::from_secs(5), Duration::from_millis(200), 1 << 20);
+        send(&client, &show());
+        let job = inbox.recv().unwrap();
+        assert!(job.take());
+        // Longer than the answer timeout: the client still gets the real answer.
+        std::thread::sleep(Duration::from_millis(400));
+        job.reply.send(Response::ok("done")).unwrap();
+        assert_eq!(answer_of(&client), Response::ok("done"));
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_client_that_dribbles_is_cut_off_at_the_deadline() {
+        let (client, inbox, thread) =
+            one_connection(Duration::from_millis(300), Duration::from_secs(1), 1 << 20);
+        let started = Instant::now();
+        for byte in b"{\"comm" {
+            (&client).write_all(&[*byte]).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            answer_of(&client),
+            Response::error("request not complete within 0.3 s: nothing was done")
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        thread.join().unwrap();
+        assert!(inbox.try_recv().is_err(), "a partial request became a job");
+    }
+
+    #[test]
+    fn a_request_over_the_limit_is_refused_unread() {
+        let (client, inbox, thread) =
+            one_connection(Duration::from_secs(5), Duration::from_secs(1), 1024);
+        let big = Request {
+            command: "add-flow".to_string(),
+            args: vec!["x".repeat(4096)],
+        };
+        let line = serde_json::to_string(&big).unwrap() + "\n";
+        let _ = (&client).write_all(line.as_bytes());
+        assert_eq!(
+            answer_of(&client),
+            Response::error("request larger than 1024 bytes: nothing was done")
+        );
+        thread.join().unwrap();
+        assert!(inbox.try_recv().is_err());
+    }
+
+    #[test]
+    fn silent_clients_do_not_delay_another() {
+        let dir = Dir::new("silent");
+        let path = dir.0.join("switch.sock");
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let _server = listen(&path, jobs).unwrap();
+        std::thread::spawn(move || {
+            for job in inbox {
+                if job.take() {
+                    let _ = job.reply.send(Response::ok("answered"));
+                }
+            }
+        });
+        let silent: Vec<UnixStream> = (0..5)
+            .map(|_| UnixStream::connect(&path).unwrap())
+            .collect();
+        let started = Instant::now();
+        let answer = request(&path, &show()).unwrap();
+        assert_eq!(answer, Response::ok("answered"));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(silent);
     }
 
     #[test]

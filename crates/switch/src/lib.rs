@@ -60,10 +60,10 @@ pub mod transmit_watch;
 
 pub use action::Action;
 pub use action_parse::parse_actions;
-pub use bridge::{Bridge, Job};
+pub use bridge::Bridge;
 pub use classifier::RuleId;
 pub use commands::{STRICT, STRICT_COMMANDS};
-pub use control::{ControlError, ControlServer, DEFAULT_CTL, Request, Response};
+pub use control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request, Response};
 pub use datapath::Datapath;
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};

@@ -1,0 +1,59 @@
+//! The control socket under clients that do not behave: silent ones, one that sends half a
+//! request, and one whose request is a megabyte of nonsense. Each delays only itself, and
+//! what a client is told is what happened.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use common::switched::Switched;
+
+/// dump-flows' lines that mention `text`.
+fn flows_with(s: &Switched, text: &str) -> usize {
+    s.ctl_ok(&["dump-flows"])
+        .lines()
+        .filter(|l| l.contains(text))
+        .count()
+}
+
+#[test]
+fn silent_clients_delay_nobody_and_failed_means_not_done() {
+    let s = Switched::new("scc", &[]);
+    let connect = || UnixStream::connect(&*s.ctl).expect("connect to the control socket");
+    let silent: Vec<UnixStream> = (0..5).map(|_| connect()).collect();
+    let started = Instant::now();
+    s.ctl_ok(&["dump-flows"]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "dump-flows took {took:?}");
+
+    // With idle clients around, what ctl is told succeeded did.
+    s.ctl_ok(&["add-flow", "priority=555,udp,actions=drop"]);
+    assert_eq!(flows_with(&s, "priority=555"), 1);
+
+    // Half a request, then nothing: the client is told nothing was done, and nothing was.
+    let half = connect();
+    (&half)
+        .write_all(br#"{"command":"add-flow","args":["priority=556,udp,actions=drop""#)
+        .unwrap();
+    let mut answer = String::new();
+    BufReader::new(&half).read_line(&mut answer).unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(
+        answer["output"],
+        "request not complete within 5 s: nothing was done"
+    );
+    drop(half);
+    drop(silent);
+    assert_eq!(flows_with(&s, "priority=556"), 0);
+
+    // A hundred kilobytes of bad action: named by its start and length, not echoed.
+    let flow = format!("actions=output:{}", "9".repeat(100_000));
+    let out = s.ctl(&["add-flow", &flow]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.len() < 500, "{} bytes of error", err.len());
+    assert!(err.contains(&format!("{}...(", &flow[..60])), "{err}");
+}
