@@ -8,6 +8,7 @@ mod ctl;
 mod error_text;
 mod r#gen;
 mod idle;
+mod link_watch;
 mod live;
 mod meter;
 mod open_port;

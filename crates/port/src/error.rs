@@ -31,6 +31,12 @@ pub enum PortError {
     /// A set-up the port layer cannot provide, with why.
     #[error("{0}")]
     Unsupported(String),
+    /// The port's interface was deleted (or moved to another namespace) while it ran.
+    #[error("{0}: the interface went away (deleted)")]
+    InterfaceGone(String),
+    /// The port's interface is down: sending fails until it is up again.
+    #[error("{0}: the interface is down")]
+    InterfaceDown(String),
     #[error("{iface}: {what}: {source}")]
     Io {
         iface: String,

@@ -20,6 +20,7 @@ pub use error::PortError;
 pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};
 pub use stats::{DropCounters, FrameAudit, PortStats};
+pub use wirespeed_xsk::LinkState;
 
 /// Options shared by the backends; each has an automatic default.
 #[derive(Debug, Clone)]
@@ -153,6 +154,13 @@ pub trait Port {
     /// ended (pcap). Ports on interfaces never end.
     fn rx_ended(&self) -> bool {
         false
+    }
+
+    /// The state of the port's interface now: up, down (no packets until it is up again) or
+    /// gone (deleted: none ever again). System calls: ask at most a few times a second.
+    /// Ports without an interface (pipes, files) are always up.
+    fn link(&self) -> LinkState {
+        LinkState::Up
     }
 }
 

@@ -11,7 +11,9 @@ mod sys;
 pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
 pub use spill_levels::{SpillCounts, SpillLevels};
-pub use sys::{if_index, netns_cookie, poll_rx_many, queue_count, rx_queue_count};
+pub use sys::{
+    LinkState, if_index, link_state, netns_cookie, poll_rx_many, queue_count, rx_queue_count,
+};
 
 /// A descriptor of the RX and TX rings: a packet at `addr` (UMEM offset) of `len` bytes.
 pub type Desc = libc::xdp_desc;

@@ -14,6 +14,57 @@ pub fn if_index(name: &str) -> Option<u32> {
     (idx != 0).then_some(idx)
 }
 
+/// What the kernel says of an interface now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Administratively up, with a carrier (IFF_UP and IFF_RUNNING).
+    Up,
+    /// There, but down or without a carrier (a veth whose peer is down).
+    Down,
+    /// No interface has this index any more: it was deleted (or moved to another
+    /// namespace).
+    Gone,
+}
+
+/// The state of the interface with index `ifindex` (two system calls: a few times a second
+/// at most). Found by index, so a renamed interface is still itself and a new one of the
+/// same name is not.
+pub fn link_state(ifindex: u32) -> LinkState {
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
+    let found = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+    if found.is_null() {
+        return LinkState::Gone;
+    }
+    // SAFETY: plain system call; the descriptor is owned from here on.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return LinkState::Up; // cannot ask: assume nothing changed
+    }
+    // SAFETY: fd is a fresh descriptor that nothing else owns.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid; the name is copied in below, NUL-terminated.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    req.ifr_name.copy_from_slice(&name[..libc::IFNAMSIZ]);
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of req, which lives through
+    // the call.
+    let r = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    if r < 0 {
+        // Deleted between the two calls.
+        return match io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENODEV) => LinkState::Gone,
+            _ => LinkState::Up,
+        };
+    }
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
+    let up = libc::IFF_UP | libc::IFF_RUNNING;
+    match flags & up == up {
+        true => LinkState::Up,
+        false => LinkState::Down,
+    }
+}
+
 /// How many queues an interface has (the larger of its RX and TX queue counts), read from
 /// sysfs; 1 when sysfs does not say.
 pub fn queue_count(name: &str) -> u32 {
@@ -240,4 +291,16 @@ pub fn poll_rx_many(fds: &[RawFd], timeout_ms: i32) -> io::Result<usize> {
         return Err(e);
     }
     Ok(r as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_up_and_an_unused_index_is_gone() {
+        let lo = if_index("lo").expect("lo");
+        assert_eq!(link_state(lo), LinkState::Up);
+        assert_eq!(link_state(u32::MAX - 7), LinkState::Gone);
+    }
 }

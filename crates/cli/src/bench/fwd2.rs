@@ -6,12 +6,13 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use wirespeed_port::xdp::XdpGroup;
-use wirespeed_port::{Backend, Batch, Port, PortSpec, PortStats};
+use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, PortStats};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::HOT_LOOP_CHECK;
+use super::rxdrop::{HOT_LOOP_CHECK, Tally};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::idle::{IDLE_SLEEP, Idle};
+use crate::link_watch::LinkWatch;
 use crate::meter::{Meter, RunLimit};
 use crate::open_port::drain;
 
@@ -39,42 +40,18 @@ fn run_shared(
         &args.port_options(&[&a.iface, &b.iface], true, true),
     )
     .with_context(|| format!("open {a} and {b} on one UMEM"))?;
-    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::L2fwd, group.info(0), args.port_flags.batch);
     announce_ready(Mode::L2fwd, group.info(1), args.port_flags.batch);
-    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
-    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
-    while run.running(forwarded) {
-        let mut moved = 0;
-        for (from, to) in [(0, 1), (1, 0)] {
-            if group.rx_burst(from, &mut batch)? == 0 {
-                group.flush(to)?;
-                continue;
-            }
-            bytes += batch.iter().map(|(_, len)| len as u64).sum::<u64>();
-            moved += group.tx_burst(to, &mut batch)?;
-        }
-        forwarded += moved as u64;
-        if moved == 0 {
-            if idle.should_sleep() && !(group.info(0).busy_poll && group.info(1).busy_poll) {
-                group.wait_rx(0, IDLE_SLEEP / 10)?;
-                group.wait_rx(1, IDLE_SLEEP / 10)?;
-                run.check_soon();
-            }
-        } else {
-            idle.busy();
-        }
-        meter.tick(forwarded, bytes, || {
-            let a = group.audit();
-            format!("frames {}", if a.balanced() { "ok" } else { "UNACCOUNTED" })
-        });
-    }
+    let mut tally = Tally::default();
+    let mut ended = forward_shared(args, &mut group, stop, &mut meter, &mut tally);
     let seconds = meter.elapsed().as_secs_f64();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    while (group.tx_pending(0) || group.tx_pending(1)) && std::time::Instant::now() < until {
-        group.flush(0)?;
-        group.flush(1)?;
+    while ended.is_ok()
+        && (group.tx_pending(0) || group.tx_pending(1))
+        && std::time::Instant::now() < until
+    {
+        ended = group.flush(0).and_then(|()| group.flush(1));
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
     let stats = sum(group.stats(0), group.stats(1));
@@ -83,11 +60,55 @@ fn run_shared(
     s.seconds = seconds;
     s.cpu_time = Some(meter.cpu_used());
     s.per_second_mpps = meter.per_second_mpps();
-    s.packets = forwarded;
-    s.bytes = bytes;
+    s.packets = tally.packets;
+    s.bytes = tally.bytes;
     s.set_stats(&stats);
     s.frames = Some(group.audit());
+    s.set_error(ended);
     Ok(s.finish())
+}
+
+/// Moves descriptors both ways until the run ends or a port fails.
+fn forward_shared(
+    args: &BenchArgs,
+    group: &mut XdpGroup,
+    stop: &AtomicBool,
+    meter: &mut Meter,
+    tally: &mut Tally,
+) -> Result<(), PortError> {
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut idle = Idle::default();
+    let mut watch = [LinkWatch::default(), LinkWatch::default()];
+    while run.running(tally.packets) {
+        let mut moved = 0;
+        for (from, to) in [(0, 1), (1, 0)] {
+            if group.rx_burst(from, &mut batch)? == 0 {
+                group.flush(to)?;
+                continue;
+            }
+            tally.bytes += batch.iter().map(|(_, len)| len as u64).sum::<u64>();
+            moved += group.tx_burst(to, &mut batch)?;
+        }
+        tally.packets += moved as u64;
+        if moved == 0 {
+            for (port, watch) in watch.iter_mut().enumerate() {
+                watch.quiet_by(|| group.link(port), || group.info(port).spec.clone())?;
+            }
+            if idle.should_sleep() && !(group.info(0).busy_poll && group.info(1).busy_poll) {
+                group.wait_rx(0, IDLE_SLEEP / 10)?;
+                group.wait_rx(1, IDLE_SLEEP / 10)?;
+                run.check_soon();
+            }
+        } else {
+            idle.busy();
+        }
+        meter.tick(tally.packets, tally.bytes, || {
+            let a = group.audit();
+            format!("frames {}", if a.balanced() { "ok" } else { "UNACCOUNTED" })
+        });
+    }
+    Ok(())
 }
 
 fn run_copying(
@@ -101,18 +122,58 @@ fn run_copying(
         crate::open_port::open_port(a, &opts)?,
         crate::open_port::open_port(b, &opts)?,
     ];
-    let mut rx = Batch::with_capacity(args.port_flags.batch as usize);
-    let mut tx = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::L2fwd, ports[0].info(), args.port_flags.batch);
     announce_ready(Mode::L2fwd, ports[1].info(), args.port_flags.batch);
-    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
-    let (mut forwarded, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
-    let (mut copies, mut no_room) = (0u64, 0u64);
-    while run.running(forwarded) {
+    let mut tally = CopyTally::default();
+    let mut ended = forward_copying(args, &mut ports, stop, &mut meter, &mut tally);
+    let seconds = meter.elapsed().as_secs_f64();
+    for port in &mut ports {
+        if ended.is_ok() {
+            ended = drain(&mut **port).context("send the last packets");
+        }
+    }
+    let mut stats = sum(ports[0].stats(), ports[1].stats());
+    stats.copies += tally.copies;
+    stats.drops.tx_ring_full += tally.no_room;
+    let mut s = summary_for(Mode::L2fwd, args, Some(ports[0].info()), a);
+    s.port = format!("{a}<->{b}");
+    s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
+    s.packets = tally.moved.packets;
+    s.bytes = tally.moved.bytes;
+    s.set_stats(&stats);
+    s.set_error(ended);
+    Ok(s.finish())
+}
+
+/// What copying between two buffer areas counted.
+#[derive(Default)]
+struct CopyTally {
+    moved: Tally,
+    copies: u64,
+    /// Received, but the other port had no frame to copy it into.
+    no_room: u64,
+}
+
+/// Copies both ways until the run ends or a port fails.
+fn forward_copying(
+    args: &BenchArgs,
+    ports: &mut [Box<dyn Port>; 2],
+    stop: &AtomicBool,
+    meter: &mut Meter,
+    tally: &mut CopyTally,
+) -> anyhow::Result<()> {
+    let mut rx = Batch::with_capacity(args.port_flags.batch as usize);
+    let mut tx = Batch::with_capacity(args.port_flags.batch as usize);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let mut idle = Idle::default();
+    let mut watch = [LinkWatch::default(), LinkWatch::default()];
+    while run.running(tally.moved.packets) {
         let mut moved = 0;
         for from in [0, 1] {
-            let [p0, p1] = &mut ports;
+            let [p0, p1] = &mut *ports;
             let (src, dst) = if from == 0 { (p0, p1) } else { (p1, p0) };
             if src.rx_burst(&mut rx)? == 0 {
                 dst.flush()?;
@@ -125,17 +186,20 @@ fn run_copying(
                 tx.set_len(i, len);
                 dst.packet_mut(tx.addr(i), len)
                     .copy_from_slice(src.packet(addr, len));
-                bytes += len as u64;
+                tally.moved.bytes += len as u64;
             }
-            copies += n as u64;
-            no_room += (rx.len() - n) as u64;
+            tally.copies += n as u64;
+            tally.no_room += (rx.len() - n) as u64;
             moved += dst.tx_burst(&mut tx)?;
             src.release(&mut rx);
         }
-        forwarded += moved as u64;
+        tally.moved.packets += moved as u64;
         if moved == 0 {
             if ports.iter().all(|p| p.rx_ended()) {
                 break;
+            }
+            for (port, watch) in ports.iter().zip(&mut watch) {
+                watch.quiet(&**port)?;
             }
             if idle.should_sleep() && !(ports[0].info().busy_poll && ports[1].info().busy_poll) {
                 ports[0].wait_rx(IDLE_SLEEP / 10)?;
@@ -145,24 +209,9 @@ fn run_copying(
         } else {
             idle.busy();
         }
-        meter.tick(forwarded, bytes, String::new);
+        meter.tick(tally.moved.packets, tally.moved.bytes, String::new);
     }
-    let seconds = meter.elapsed().as_secs_f64();
-    for port in &mut ports {
-        drain(&mut **port).context("send the last packets")?;
-    }
-    let mut stats = sum(ports[0].stats(), ports[1].stats());
-    stats.copies += copies;
-    stats.drops.tx_ring_full += no_room;
-    let mut s = summary_for(Mode::L2fwd, args, Some(ports[0].info()), a);
-    s.port = format!("{a}<->{b}");
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = forwarded;
-    s.bytes = bytes;
-    s.set_stats(&stats);
-    Ok(s.finish())
+    Ok(())
 }
 
 /// The counters of two ports added up.

@@ -214,6 +214,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Mode::Xdpdrop => xdpdrop::run(&args, &spec, &stop)?,
     };
     summary.print(args.json, args.quiet, to_stderr);
+    if let Some(e) = &summary.error {
+        bail!("{e}");
+    }
     if let Some(audit) = summary.frames
         && !audit.balanced()
     {

@@ -60,6 +60,9 @@ pub struct Summary {
     /// The CPUs the kernel engine was pinned to (empty: not pinned).
     pub engine_cpus: Option<Vec<usize>>,
     pub notes: Vec<String>,
+    /// What ended the run early (the port failed: its interface went away...); the
+    /// counts are what was done until then.
+    pub error: Option<String>,
 }
 
 impl Summary {
@@ -82,6 +85,13 @@ impl Summary {
             balanced: a.balanced(),
         });
         self
+    }
+
+    /// Records how the loop ended: an error is reported after the summary.
+    pub fn set_error(&mut self, ended: Result<(), impl Into<anyhow::Error>>) {
+        self.error = ended
+            .err()
+            .map(|e| crate::error_text::error_text(&e.into()));
     }
 
     pub fn set_stats(&mut self, s: &PortStats) {
@@ -215,5 +225,6 @@ pub fn summary_for(
         verify: None,
         engine_cpus: None,
         notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
+        error: None,
     }
 }

@@ -2,16 +2,24 @@
 
 use std::sync::atomic::AtomicBool;
 
-use wirespeed_port::{Batch, PortSpec};
+use wirespeed_port::{Batch, Port, PortError, PortSpec};
 
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::idle::{IDLE_SLEEP, Idle};
+use crate::link_watch::LinkWatch;
 use crate::meter::{Meter, RunLimit, port_status};
 use crate::verify::Verifier;
 
 /// Loop turns between looks at the clock and the stop flag.
 pub const HOT_LOOP_CHECK: u32 = 128;
+
+/// What the loop has counted so far: all of it is reported, however the loop ends.
+#[derive(Default)]
+pub struct Tally {
+    pub packets: u64,
+    pub bytes: u64,
+}
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port =
@@ -20,25 +28,58 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         true => Some(Verifier::new(args.template(spec)?)),
         false => None,
     };
-    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     announce_ready(Mode::Rxdrop, port.info(), args.port_flags.batch);
-    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
-    let (mut packets, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
-    while run.running(packets) {
+    let mut tally = Tally::default();
+    let ended = receive(
+        args,
+        &mut *port,
+        verifier.as_mut(),
+        stop,
+        &mut meter,
+        &mut tally,
+    );
+    let stats = port.stats();
+    let mut s = summary_for(Mode::Rxdrop, args, Some(port.info()), spec);
+    s.seconds = meter.elapsed().as_secs_f64();
+    s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
+    s.packets = tally.packets;
+    s.bytes = tally.bytes;
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    s.verify = verifier.map(|v| v.finish(args.expect));
+    s.set_error(ended);
+    Ok(s.finish())
+}
+
+/// Receives until the run ends, or the port fails (its interface gone).
+fn receive(
+    args: &BenchArgs,
+    port: &mut dyn Port,
+    mut verifier: Option<&mut Verifier>,
+    stop: &AtomicBool,
+    meter: &mut Meter,
+    tally: &mut Tally,
+) -> Result<(), PortError> {
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
+    let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
+    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    while run.running(tally.packets) {
         let n = port.rx_burst(&mut batch)?;
         for (addr, len) in batch.iter() {
-            bytes += len as u64;
-            if let Some(v) = verifier.as_mut() {
+            tally.bytes += len as u64;
+            if let Some(v) = verifier.as_deref_mut() {
                 v.check(port.packet(addr, len));
             }
         }
-        packets += n as u64;
+        tally.packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
             if port.rx_ended() {
                 break;
             }
+            watch.quiet(port)?;
             if idle.should_sleep() && !port.info().busy_poll {
                 port.wait_rx(IDLE_SLEEP)?;
                 run.check_soon();
@@ -46,18 +87,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
         } else {
             idle.busy();
         }
-        meter.tick(packets, bytes, || port_status(&mut *port));
+        meter.tick(tally.packets, tally.bytes, || port_status(port));
     }
-    let seconds = meter.elapsed().as_secs_f64();
-    let stats = port.stats();
-    let mut s = summary_for(Mode::Rxdrop, args, Some(port.info()), spec);
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = packets;
-    s.bytes = bytes;
-    s.set_stats(&stats);
-    s.frames = port.audit();
-    s.verify = verifier.map(|v| v.finish(args.expect));
-    Ok(s.finish())
+    Ok(())
 }

@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use wirespeed_port::{Batch, PortSpec};
+use wirespeed_packet::UdpTemplate;
+use wirespeed_port::{Batch, Port, PortSpec};
 
 use super::report::{Summary, summary_for};
 use super::rxdrop::HOT_LOOP_CHECK;
@@ -32,19 +33,49 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let template = args.template(spec)?;
     let mut port =
         crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], false, true))?;
+    announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);
+    let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
+    let mut sent = 0u64;
+    let mut ended = push(args, &template, &mut *port, stop, &mut meter, &mut sent);
+    if ended.is_ok() {
+        ended = drain(&mut *port).context("send the last packets");
+    }
+    let seconds = meter.elapsed().as_secs_f64();
+    let frame_len = template.frame_len as u64;
+    let stats = port.stats();
+    let mut s = summary_for(Mode::Txpush, args, Some(port.info()), spec);
+    s.engine = Some("socket");
+    s.seconds = seconds;
+    s.cpu_time = Some(meter.cpu_used());
+    s.per_second_mpps = meter.per_second_mpps();
+    s.packets = sent;
+    s.bytes = sent * frame_len;
+    s.set_stats(&stats);
+    s.frames = port.audit();
+    s.set_error(ended);
+    Ok(s.finish())
+}
+
+/// Sends until the run ends or the port fails; `sent` counts what was queued.
+fn push(
+    args: &BenchArgs,
+    template: &UdpTemplate,
+    port: &mut dyn Port,
+    stop: &AtomicBool,
+    meter: &mut Meter,
+    sent: &mut u64,
+) -> anyhow::Result<()> {
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let frame_len = template.frame_len as u32;
-    announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
-    let (mut sent, mut seq) = (0u64, 0u64);
-    while run.running(sent) {
-        let want = run.remaining(sent).min(args.port_flags.batch as u64) as usize;
+    let mut seq = 0u64;
+    while run.running(*sent) {
+        let want = run.remaining(*sent).min(args.port_flags.batch as u64) as usize;
         let n = port.alloc_tx(&mut batch, want, frame_len);
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(sent, sent * frame_len as u64, || port_status(&mut *port));
+            meter.tick(*sent, *sent * frame_len as u64, || port_status(port));
             continue;
         }
         let ts = now_ns();
@@ -55,22 +86,10 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
                 .context("build frame")?;
             seq += 1;
         }
-        sent += port.tx_burst(&mut batch)? as u64;
-        meter.tick(sent, sent * frame_len as u64, || port_status(&mut *port));
+        *sent += port.tx_burst(&mut batch)? as u64;
+        meter.tick(*sent, *sent * frame_len as u64, || port_status(port));
     }
-    drain(&mut *port).context("send the last packets")?;
-    let seconds = meter.elapsed().as_secs_f64();
-    let stats = port.stats();
-    let mut s = summary_for(Mode::Txpush, args, Some(port.info()), spec);
-    s.engine = Some("socket");
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = sent;
-    s.bytes = sent * frame_len as u64;
-    s.set_stats(&stats);
-    s.frames = port.audit();
-    Ok(s.finish())
+    Ok(())
 }
 
 fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {

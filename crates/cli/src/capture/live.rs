@@ -11,11 +11,12 @@ use wirespeed_capture::filter::{Filter, Metadata, PACKET_OUTGOING};
 use wirespeed_capture::recorder::{Outcome, Recorder};
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::write::Interface;
-use wirespeed_port::{Backend, Batch, Port, PortSpec, SockFilter};
+use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, SockFilter};
 
 use super::counts::{Counts, receive_drops};
 use super::{CaptureArgs, FLUSH_EVERY, describe_output, now_ns};
 use crate::idle::{IDLE_SLEEP, Idle};
+use crate::link_watch::LinkWatch;
 use crate::meter::RunLimit;
 
 /// Loop turns between looks at the clock and the stop flag.
@@ -76,7 +77,9 @@ pub fn run(
         eprintln!("wirespeed: note: {n}");
     }
     let started = Instant::now();
-    receive_loop(
+    // A port that fails (its interface deleted) ends the capture like a stop: what was
+    // received is written, counted and reported, and the error comes after.
+    let ended = receive_loop(
         args,
         &mut *port,
         wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
@@ -84,7 +87,7 @@ pub fn run(
         &mut recorder,
         &mut counts,
         stop,
-    )?;
+    );
     counts.seconds = started.elapsed().as_secs_f64();
     let stats = port.stats();
     counts.set_port_drops(&stats.drops);
@@ -96,6 +99,13 @@ pub fn run(
     counts.set_writer(recorder.finish(), behind);
     if args.write.is_none() {
         counts.files.clear();
+    }
+    if let Err(e) = ended {
+        let port = crate::error_text::error_text(&e.into());
+        counts.error = Some(match counts.error.take() {
+            Some(writer) => format!("{port}; and {writer}"),
+            None => port,
+        });
     }
     Ok(counts)
 }
@@ -126,12 +136,12 @@ fn receive_loop(
     recorder: &mut Recorder,
     counts: &mut Counts,
     stop: &AtomicBool,
-) -> anyhow::Result<()> {
+) -> Result<(), PortError> {
     let duration = args.duration.map(std::time::Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, None, stop, HOT_LOOP_CHECK);
     let limit = args.count.unwrap_or(u64::MAX);
     let mut batch = Batch::with_capacity(args.batch as usize);
-    let mut idle = Idle::default();
+    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
     let (mut queued, mut stopping) = (0u64, false);
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
@@ -161,6 +171,7 @@ fn receive_loop(
                 // Nothing to receive: the writer may be waiting for this CPU.
                 std::thread::yield_now();
             }
+            watch.quiet(port)?;
             if idle.should_sleep() && !port.info().busy_poll {
                 recorder.flush();
                 if recorder.failed() {

@@ -368,6 +368,9 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         summary
     };
     summary.print(args.json, to_stderr);
+    if let Some(e) = &summary.error {
+        bail!("{e}");
+    }
     if let Some(audit) = summary.frames
         && !audit.balanced()
     {

@@ -18,7 +18,7 @@ use super::report::GenSummary;
 use super::socket::announce_ready;
 use crate::bench::Engine;
 use crate::live::Prebuilt;
-use crate::meter::{Measured, Meter, RunLimit, port_status};
+use crate::meter::{Meter, RunLimit, port_status};
 use crate::open_port::drain;
 
 /// Ethernet, the only link type a port sends.
@@ -141,12 +141,16 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         args.port_flags.batch,
         &format!("replaying {} frames", trace.records.len()),
     );
-    let done = send_trace(args, &mut *port, &trace, &stop)?;
-    drain(&mut *port).context("send the last packets")?;
+    let mut meter = Meter::new("tx", args.quiet, 1);
+    let mut done = Sent::default();
+    let mut ended = send_trace(args, &mut *port, &trace, &stop, &mut meter, &mut done);
+    if ended.is_ok() {
+        ended = drain(&mut *port).context("send the last packets");
+    }
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;
-    s.set_measured(done.measured);
+    s.set_measured(meter.measured());
     s.packets = done.sent;
     s.bytes = done.bytes;
     s.rate = args.rate.map(|r| r.to_string());
@@ -155,6 +159,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     s.set_stats(&stats);
     s.frames = port.audit();
     s.notes.extend(notes);
+    s.set_error(ended);
     Ok(s.finish())
 }
 
@@ -170,12 +175,12 @@ fn too_long(path: &Path, spec: &PortSpec, trace: &Trace, max: u32) -> anyhow::Re
     Ok(())
 }
 
-/// What a replay sent.
+/// What a replay sent: reported however the loop ends.
+#[derive(Default)]
 struct Sent {
     sent: u64,
     bytes: u64,
     loops: u64,
-    measured: Measured,
 }
 
 /// How many of the `want` frames from `next` on are due `now` into the loop; or, if none
@@ -192,25 +197,27 @@ fn frames_due(trace: &Trace, next: usize, want: usize, now: Duration) -> Result<
 }
 
 /// The send loop: bursts of the file's frames, copied into the port's frames, at the
-/// recorded timing, at --rate, or as fast as the port takes them.
+/// recorded timing, at --rate, or as fast as the port takes them, until the run ends or the
+/// port fails. `done` counts what was sent.
 fn send_trace(
     args: &GenArgs,
     port: &mut dyn Port,
     trace: &Trace,
     stop: &AtomicBool,
-) -> anyhow::Result<Sent> {
+    meter: &mut Meter,
+    done: &mut Sent,
+) -> anyhow::Result<()> {
     let batch_size = args.port_flags.batch as usize;
     let (n_records, longest) = (trace.records.len(), trace.longest());
     let mean = trace.data.len() as f64 / n_records as f64 + 4.0;
     let mut pacer = args.rate.map(|r| Pacer::new(r, mean, batch_size));
     let mut batch = Batch::with_capacity(batch_size);
     let mut run = RunLimit::new(args.duration(), args.count, stop, 1);
-    let mut meter = Meter::new("tx", args.quiet, 1);
-    let (mut sent, mut bytes, mut next, mut loops) = (0u64, 0u64, 0usize, 0u64);
+    let mut next = 0usize;
     let mut loop_start = Instant::now();
-    while run.running(sent) && (args.loops == 0 || loops < args.loops) {
+    while run.running(done.sent) && (args.loops == 0 || done.loops < args.loops) {
         let mut want = run
-            .remaining(sent)
+            .remaining(done.sent)
             .min((n_records - next).min(batch_size) as u64) as usize;
         if !args.fast {
             // The next loop's start lies ahead of now until its first frame is due (elapsed()
@@ -224,7 +231,7 @@ fn send_trace(
                 Err(until) => {
                     port.flush()?;
                     wait(until);
-                    meter.tick(sent, bytes, || port_status(port));
+                    meter.tick(done.sent, done.bytes, || port_status(port));
                     continue;
                 }
             }
@@ -242,7 +249,7 @@ fn send_trace(
         let n = port.alloc_tx(&mut batch, want, longest);
         if n == 0 {
             port.flush()?;
-            meter.tick(sent, bytes, || port_status(port));
+            meter.tick(done.sent, done.bytes, || port_status(port));
             continue;
         }
         let mut burst_bytes = 0u64;
@@ -253,26 +260,21 @@ fn send_trace(
                 .copy_from_slice(frame);
             burst_bytes += frame.len() as u64;
         }
-        sent += port.tx_burst(&mut batch)? as u64;
-        bytes += burst_bytes;
+        done.sent += port.tx_burst(&mut batch)? as u64;
+        done.bytes += burst_bytes;
         if let Some(p) = pacer.as_mut() {
             p.charge(n as u64, burst_bytes + 4 * n as u64);
         }
         next += n;
         if next == n_records {
             next = 0;
-            loops += 1;
+            done.loops += 1;
             // The next loop starts one average gap after the last frame of this one.
             loop_start += trace.span() + trace.span() / n_records as u32;
         }
-        meter.tick(sent, bytes, || port_status(port));
+        meter.tick(done.sent, done.bytes, || port_status(port));
     }
-    Ok(Sent {
-        sent,
-        bytes,
-        loops,
-        measured: meter.measured(),
-    })
+    Ok(())
 }
 
 /// The kernel engine repeats frames: each frame of the file is sent `--loop` times in a

@@ -59,6 +59,9 @@ pub struct GenSummary {
     /// CPU time over the run, and per packet sent, as `bench` reports it.
     pub cpu: Option<CpuReport>,
     pub notes: Vec<String>,
+    /// What ended the run early (the port failed: its interface went away...); the
+    /// counts are what was sent until then.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,7 +105,15 @@ impl GenSummary {
             cpu_time: None,
             cpu: None,
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
+            error: None,
         }
+    }
+
+    /// Records how the loop ended: an error is reported after the summary.
+    pub fn set_error(&mut self, ended: Result<(), impl Into<anyhow::Error>>) {
+        self.error = ended
+            .err()
+            .map(|e| crate::error_text::error_text(&e.into()));
     }
 
     pub fn set_stats(&mut self, s: &PortStats) {

@@ -11,7 +11,7 @@ use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
-use crate::meter::{Measured, Meter, RunLimit, port_status};
+use crate::meter::{Meter, RunLimit, port_status};
 use crate::open_port::drain;
 
 /// Loop turns between looks at the clock when nothing paces the loop.
@@ -53,14 +53,23 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     }
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
     announce_ready(&*port, args.port_flags.batch, "socket engine");
-    let (sent, bytes, measured) = generate(args, &mut *port, &mut packets, stop)?;
-    drain(&mut *port).context("send the last packets")?;
+    let every = if args.rate.is_some() {
+        1
+    } else {
+        HOT_LOOP_CHECK
+    };
+    let mut meter = Meter::new("tx", args.quiet, every);
+    let mut tally = Tally::default();
+    let mut ended = generate(args, &mut *port, &mut packets, stop, &mut meter, &mut tally);
+    if ended.is_ok() {
+        ended = drain(&mut *port).context("send the last packets");
+    }
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;
-    s.set_measured(measured);
-    s.packets = sent;
-    s.bytes = bytes;
+    s.set_measured(meter.measured());
+    s.packets = tally.packets;
+    s.bytes = tally.bytes;
     s.rate = args.rate.map(|r| r.to_string());
     s.generator = args.generator_id;
     s.flows = args.flows;
@@ -68,17 +77,20 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     s.skipped = packets.skipped;
     s.set_stats(&stats);
     s.frames = port.audit();
+    s.set_error(ended);
     Ok(s.finish())
 }
 
-/// The send loop: builds bursts of frames in place and sends them, paced when asked.
-/// Returns the packets and bytes sent and what the meter saw.
+/// The send loop: builds bursts of frames in place and sends them, paced when asked, until
+/// the run ends or the port fails. `tally` counts what was sent.
 fn generate(
     args: &GenArgs,
     port: &mut dyn Port,
     packets: &mut PacketPlan,
     stop: &AtomicBool,
-) -> anyhow::Result<(u64, u64, Measured)> {
+    meter: &mut Meter,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
     let batch_size = args.port_flags.batch as usize;
     let mut pacer = args
         .rate
@@ -87,10 +99,8 @@ fn generate(
     let mut batch = Batch::with_capacity(batch_size);
     let every = if pacer.is_some() { 1 } else { HOT_LOOP_CHECK };
     let mut run = RunLimit::new(args.duration(), args.count, stop, every);
-    let mut meter = Meter::new("tx", args.quiet, every);
-    let (mut sent, mut bytes) = (0u64, 0u64);
-    while run.running(sent) {
-        let mut want = run.remaining(sent).min(batch_size as u64) as usize;
+    while run.running(tally.packets) {
+        let mut want = run.remaining(tally.packets).min(batch_size as u64) as usize;
         if let Some(p) = pacer.as_mut() {
             match p.grant(want) {
                 Grant::Send(n) => want = n,
@@ -98,7 +108,7 @@ fn generate(
                     // Idle until the next burst: push out what is queued first.
                     port.flush()?;
                     wait(d);
-                    meter.tick(sent, bytes, || port_status(port));
+                    meter.tick(tally.packets, tally.bytes, || port_status(port));
                     continue;
                 }
             }
@@ -107,7 +117,7 @@ fn generate(
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(sent, bytes, || port_status(port));
+            meter.tick(tally.packets, tally.bytes, || port_status(port));
             continue;
         }
         let ts = now_ns();
@@ -122,12 +132,19 @@ fn generate(
             burst_bytes += len as u64;
         }
         let queued = port.tx_burst(&mut batch)? as u64;
-        sent += queued;
-        bytes += burst_bytes;
+        tally.packets += queued;
+        tally.bytes += burst_bytes;
         if let Some(p) = pacer.as_mut() {
             p.charge(n as u64, burst_bytes + 4 * n as u64);
         }
-        meter.tick(sent, bytes, || port_status(port));
+        meter.tick(tally.packets, tally.bytes, || port_status(port));
     }
-    Ok((sent, bytes, meter.measured()))
+    Ok(())
+}
+
+/// What the send loop counted: reported however the loop ends.
+#[derive(Default)]
+pub struct Tally {
+    pub packets: u64,
+    pub bytes: u64,
 }

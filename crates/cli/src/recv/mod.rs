@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
-use wirespeed_port::{Batch, Port, PortInfo, PortSpec};
+use wirespeed_port::{Batch, Port, PortError, PortInfo, PortSpec};
 
 use crate::r#gen::port_flags::PortFlags;
 use crate::r#gen::report::frames_json;
 use crate::idle::{IDLE_SLEEP, Idle};
+use crate::link_watch::LinkWatch;
 use crate::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
 use receiver::Receiver;
 use report::{RecvSummary, print};
@@ -83,6 +84,9 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let stop = crate::signals::stop_flag()?;
     let summary = receive(&args, &spec, &stop)?;
     print(&summary, args.json);
+    if let Some(e) = &summary.error {
+        bail!("{e}");
+    }
     Ok(())
 }
 
@@ -90,7 +94,6 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     let mut port =
         crate::open_port::open_port(spec, &args.port_flags.options(&[&spec.iface], true, false))?;
     let mut receiver = Receiver::new();
-    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let info = port.info().clone();
     eprintln!(
         "wirespeed recv: {} ready ({} backend, {} mode, batch {})",
@@ -102,11 +105,49 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     for n in &info.notes {
         eprintln!("wirespeed: note: {n}");
     }
+    let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
+    let mut tally = Tally::default();
+    let ended = receive_loop(
+        args,
+        &mut *port,
+        &mut receiver,
+        stop,
+        &mut meter,
+        &mut tally,
+    );
+    let totals = Totals {
+        packets: tally.packets,
+        bytes: tally.bytes,
+        measured: meter.measured(),
+    };
+    let mut s = summary(args, spec, &info, &mut *port, receiver, totals);
+    s.error = ended
+        .err()
+        .map(|e| crate::error_text::error_text(&e.into()));
+    Ok(s)
+}
+
+/// What the loop counted: reported however it ends.
+#[derive(Default)]
+struct Tally {
+    packets: u64,
+    bytes: u64,
+}
+
+/// Receives until the run ends, or the port fails (its interface gone, its file cut short).
+fn receive_loop(
+    args: &RecvArgs,
+    port: &mut dyn Port,
+    receiver: &mut Receiver,
+    stop: &AtomicBool,
+    meter: &mut Meter,
+    tally: &mut Tally,
+) -> Result<(), PortError> {
+    let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, args.count, stop, HOT_LOOP_CHECK);
-    let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
-    let (mut packets, mut bytes, mut idle) = (0u64, 0u64, Idle::default());
-    while run.running(packets) {
+    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    while run.running(tally.packets) {
         let n = port.rx_burst(&mut batch)?;
         if n > 0 {
             // One clock read a burst: the latency of a burst's packets differs by less. A
@@ -115,33 +156,27 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
             let now = crate::r#gen::socket::now_ns();
             for i in 0..n {
                 let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
-                bytes += len as u64;
+                tally.bytes += len as u64;
                 let at = if meta.ts_ns != 0 { meta.ts_ns } else { now };
                 receiver.check(port.packet(addr, len), at);
             }
-            packets += n as u64;
+            tally.packets += n as u64;
             port.release(&mut batch);
             idle.busy();
         } else if port.rx_ended() {
             break;
-        } else if idle.should_sleep() && !port.info().busy_poll {
-            port.wait_rx(IDLE_SLEEP)?;
-            run.check_soon();
+        } else {
+            watch.quiet(port)?;
+            if idle.should_sleep() && !port.info().busy_poll {
+                port.wait_rx(IDLE_SLEEP)?;
+                run.check_soon();
+            }
         }
-        meter.tick(packets, bytes, || {
-            format!(
-                "lost {}  {}",
-                receiver.lost_so_far(),
-                port_status(&mut *port)
-            )
+        meter.tick(tally.packets, tally.bytes, || {
+            format!("lost {}  {}", receiver.lost_so_far(), port_status(port))
         });
     }
-    let totals = Totals {
-        packets,
-        bytes,
-        measured: meter.measured(),
-    };
-    Ok(summary(args, spec, &info, &mut *port, receiver, totals))
+    Ok(())
 }
 
 struct Totals {
@@ -183,5 +218,6 @@ fn summary(
         peak_rss_bytes: peak_rss_bytes(),
         cpu: CpuReport::new(t.measured.cpu, t.packets),
         notes: info.notes.clone(),
+        error: None,
     }
 }

@@ -30,6 +30,9 @@ pub struct RecvSummary {
     /// CPU time over the run, and per packet received, as `bench` reports it.
     pub cpu: crate::meter::CpuReport,
     pub notes: Vec<String>,
+    /// What ended the run early (the port failed: its interface went away, a replayed file
+    /// was cut short...); the counts are what was received until then.
+    pub error: Option<String>,
 }
 
 pub fn print(s: &RecvSummary, json: bool) {

@@ -29,7 +29,8 @@ use self::mmap::{RingMap, TX_DATA_OFFSET};
 use self::rx_ring::RxRing;
 use self::tx_ring::TxRing;
 use crate::{
-    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+    Backend, Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortOptions, PortSpec,
+    PortStats,
 };
 
 /// Largest receive block. A 1 MiB block holds thousands of small packets, so each block the
@@ -53,6 +54,8 @@ const KICK_ROUNDS: usize = 8;
 pub struct PacketPort {
     info: PortInfo,
     iface: String,
+    /// The interface's index when bound: what `link` asks about.
+    ifindex: u32,
     // Fields drop in order: unmap the rings, then close the socket.
     map: RingMap,
     socket: OwnedFd,
@@ -148,6 +151,7 @@ impl PacketPort {
                 busy_poll: false,
             },
             iface: iface.to_string(),
+            ifindex,
             map,
             socket,
             rx,
@@ -441,6 +445,10 @@ impl Port for PacketPort {
 
     fn audit(&self) -> Option<FrameAudit> {
         None
+    }
+
+    fn link(&self) -> LinkState {
+        wirespeed_xsk::link_state(self.ifindex)
     }
 }
 

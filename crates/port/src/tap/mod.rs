@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use crate::heap_frames::{HeapFrames, unused_option_notes};
 use crate::{
-    Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+    Backend, Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortOptions, PortSpec,
+    PortStats,
 };
 
 /// How long an empty device is left alone before the next read: a read is a system call,
@@ -48,6 +49,8 @@ pub struct TapPort {
     info: PortInfo,
     /// The device's name.
     name: String,
+    /// Its index when the port opened: what `link` asks about.
+    ifindex: u32,
     file: File,
     frames: HeapFrames,
     receives: bool,
@@ -97,6 +100,7 @@ impl TapPort {
                 busy_poll: false,
             },
             name: name.to_string(),
+            ifindex: wirespeed_xsk::if_index(name).unwrap_or(0),
             file,
             frames: HeapFrames::new(opts.frame_count, opts.frame_size),
             receives: opts.rx,
@@ -253,6 +257,10 @@ impl Port for TapPort {
 
     fn audit(&self) -> Option<FrameAudit> {
         Some(self.frames.audit())
+    }
+
+    fn link(&self) -> LinkState {
+        wirespeed_xsk::link_state(self.ifindex)
     }
 }
 

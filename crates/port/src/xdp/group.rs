@@ -12,7 +12,9 @@ use super::spill::Spill;
 use super::{
     MAX_QUEUES, Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name, socket_config,
 };
-use crate::{Backend, Batch, FrameAudit, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+use crate::{
+    Backend, Batch, FrameAudit, LinkState, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+};
 
 /// Whose redirect program serves a member: its own, an earlier member's on the same
 /// interface, or another group's (or the caller's).
@@ -60,6 +62,27 @@ struct Member {
     stats: PortStats,
     /// Frames queued for sending and not yet reclaimed from the completion ring.
     tx_in_flight: u64,
+    /// The interface's index when the socket was bound: what `link` asks about.
+    ifindex: u32,
+}
+
+impl Member {
+    /// The error for a failed system call on this member's socket: its interface gone or
+    /// down when that is why (the kernel says ENXIO or ENETDOWN), else the call's own.
+    #[cold]
+    fn failed(&self, what: &'static str, source: std::io::Error) -> PortError {
+        match wirespeed_xsk::link_state(self.ifindex) {
+            LinkState::Gone => PortError::InterfaceGone(self.info.spec.clone()),
+            LinkState::Down if source.raw_os_error() == Some(libc::ENETDOWN) => {
+                PortError::InterfaceDown(self.info.spec.clone())
+            }
+            _ => PortError::Io {
+                iface: self.info.spec.clone(),
+                what,
+                source,
+            },
+        }
+    }
 }
 
 /// AF_XDP ports on one UMEM. Members are numbered in the order of `open`'s specs.
@@ -187,6 +210,7 @@ impl XdpGroup {
                 socket,
                 stats: PortStats::default(),
                 tx_in_flight: 0,
+                ifindex: wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
             });
         }
         let spill = match opts.spill_bytes > 0 && opts.rx {
@@ -289,11 +313,9 @@ impl XdpGroup {
             // Pending spilled packets were counted held when drained.
             self.app_held += out.received as u64;
             if out.received + out.invalid == 0 {
-                m.socket.wake_rx().map_err(|source| PortError::Io {
-                    iface: m.info.spec.clone(),
-                    what: "wake receive",
-                    source,
-                })?;
+                m.socket
+                    .wake_rx()
+                    .map_err(|source| m.failed("wake receive", source))?;
             }
             return Ok(got as usize);
         }
@@ -309,11 +331,9 @@ impl XdpGroup {
         m.stats.drops.rx_invalid_desc += out.invalid as u64;
         self.app_held += out.received as u64;
         if out.received == 0 {
-            m.socket.wake_rx().map_err(|source| PortError::Io {
-                iface: m.info.spec.clone(),
-                what: "wake receive",
-                source,
-            })?;
+            m.socket
+                .wake_rx()
+                .map_err(|source| m.failed("wake receive", source))?;
         }
         Ok(out.received as usize)
     }
@@ -344,11 +364,9 @@ impl XdpGroup {
         m.tx_in_flight += sent as u64;
         self.app_held -= batch.len() as u64;
         batch.clear();
-        m.socket.kick_tx().map_err(|source| PortError::Io {
-            iface: m.info.spec.clone(),
-            what: "kick transmit",
-            source,
-        })?;
+        m.socket
+            .kick_tx()
+            .map_err(|source| m.failed("kick transmit", source))?;
         Ok(sent)
     }
 
@@ -458,11 +476,9 @@ impl XdpGroup {
         self.reclaim(port);
         let m = &mut self.members[port];
         if m.socket.tx_queued() {
-            m.socket.kick_tx().map_err(|source| PortError::Io {
-                iface: m.info.spec.clone(),
-                what: "kick transmit",
-                source,
-            })?;
+            m.socket
+                .kick_tx()
+                .map_err(|source| m.failed("kick transmit", source))?;
         }
         Ok(())
     }
@@ -472,12 +488,13 @@ impl XdpGroup {
         let m = &self.members[port];
         m.socket
             .poll_rx(timeout.as_millis().min(i32::MAX as u128) as i32)
-            .map_err(|source| PortError::Io {
-                iface: m.info.spec.clone(),
-                what: "poll",
-                source,
-            })?;
+            .map_err(|source| m.failed("poll", source))?;
         Ok(())
+    }
+
+    /// The state of `port`'s interface now (system calls: a few times a second at most).
+    pub fn link(&self, port: usize) -> LinkState {
+        wirespeed_xsk::link_state(self.members[port].ifindex)
     }
 
     pub fn tx_pending(&self, port: usize) -> bool {

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use super::{MAX_QUEUES, XdpGroup};
-use crate::{Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+use crate::{
+    Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
+};
 
 /// AF_XDP sockets on one or every receive queue of an interface, on a UMEM and frame pool of
 /// their own. Receives from the queues in turn; sends on the first.
@@ -185,5 +187,10 @@ impl Port for XdpPort {
 
     fn audit(&self) -> Option<FrameAudit> {
         Some(self.group.audit())
+    }
+
+    /// Every member is on the one interface.
+    fn link(&self) -> LinkState {
+        self.group.link(0)
     }
 }
