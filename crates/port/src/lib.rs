@@ -4,6 +4,7 @@
 mod batch;
 mod error;
 mod heap_frames;
+mod link_events;
 pub mod packet;
 pub mod pcap;
 pub mod pipe;
@@ -17,10 +18,11 @@ use std::time::Duration;
 
 pub use batch::{Batch, DEFAULT_BURST, RxMeta};
 pub use error::PortError;
+pub use link_events::LinkEvents;
 pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};
 pub use stats::{DropCounters, FrameAudit, PortStats};
-pub use wirespeed_xsk::LinkState;
+pub use wirespeed_xsk::{LinkState, link_state};
 
 /// Options shared by the backends; each has an automatic default.
 #[derive(Debug, Clone)]

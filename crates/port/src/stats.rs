@@ -22,11 +22,14 @@ pub struct DropCounters {
     /// Our program had to set a packet aside while we were behind, and its spill ring was
     /// full (AF_XDP with a spill ring).
     pub spill_full: u64,
+    /// Meant for the port while its interface was down or gone (a switch's output), or
+    /// handed to the kernel before it went away and never sent.
+    pub link_down: u64,
 }
 
 impl DropCounters {
     /// Each reason with its name, in a fixed order (for `--json` and the live line).
-    pub fn by_reason(&self) -> [(&'static str, u64); 8] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 9] {
         [
             ("fill_ring_empty", self.fill_ring_empty),
             ("rx_ring_full", self.rx_ring_full),
@@ -36,6 +39,7 @@ impl DropCounters {
             ("tx_invalid_desc", self.tx_invalid_desc),
             ("tx_error", self.tx_error),
             ("spill_full", self.spill_full),
+            ("link_down", self.link_down),
         ]
     }
 
@@ -53,6 +57,7 @@ impl DropCounters {
         self.tx_invalid_desc += o.tx_invalid_desc;
         self.tx_error += o.tx_error;
         self.spill_full += o.spill_full;
+        self.link_down += o.link_down;
     }
 }
 

@@ -24,7 +24,7 @@ use wirespeed_port::pcap::PcapPort;
 use wirespeed_port::pipe::PipePort;
 use wirespeed_port::tap::{TapDevice, TapPort};
 use wirespeed_port::xdp::{XdpGroup, XdpMode, if_index, netns_cookie};
-use wirespeed_port::{Backend, Port, PortError, PortOptions, PortSpec};
+use wirespeed_port::{Backend, LinkState, Port, PortError, PortOptions, PortSpec};
 use wirespeed_xdp::AttachMode;
 use wirespeed_xdp::ProgramBarrier;
 use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
@@ -35,6 +35,7 @@ use crate::flow_cache::FlowCache;
 use crate::mac_view::MacView;
 use crate::offload::Offload;
 use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
+use crate::port_links::PortLinks;
 use crate::port_set::{OtherPort, PortSet};
 use crate::thread_cache::{ControlGuard, ThreadCache};
 
@@ -67,6 +68,13 @@ pub struct Bridge {
     /// Waits for the fast path's program outside the lock (see [`Bridge::settle_offload`]).
     barrier: Option<ProgramBarrier>,
     numbers: Vec<u32>,
+    /// Each port's spec, for messages.
+    specs: Vec<String>,
+    /// Whether each port's interface is up.
+    links: Arc<PortLinks>,
+    /// A thread keeps `links` fresh from the kernel's link messages; without it the
+    /// control side asks every tick.
+    links_watched: bool,
     clock: Instant,
     threads: Threads,
     stop: Arc<AtomicBool>,
@@ -137,7 +145,24 @@ impl Bridge {
         let clock = Instant::now();
         let burst = opts.batch.max(1) as usize;
         let mut pmds = Vec::with_capacity(threads);
+        // Tap devices first (one made now if there is none): their index is theirs from here.
         let mut taps = HashMap::new();
+        for (_, spec) in ports.iter().filter(|(_, s)| s.backend == Backend::Tap) {
+            if let Entry::Vacant(e) = taps.entry(spec.iface.clone()) {
+                e.insert(TapDevice::open(spec)?);
+            }
+        }
+        let links = Arc::new(PortLinks::new(
+            ports
+                .iter()
+                .map(|(_, s)| {
+                    s.backend
+                        .has_interface()
+                        .then(|| if_index(&s.iface))
+                        .flatten()
+                })
+                .collect(),
+        ));
         for (i, group) in groups.into_iter().enumerate() {
             let mut others = Vec::new();
             let other_specs = ports.iter().filter(|(_, s)| s.backend != Backend::Xdp);
@@ -150,7 +175,7 @@ impl Bridge {
                 let port = open_other(spec, &port_opts, &mut taps)?;
                 others.push(OtherPort::new(port, receives));
             }
-            let set = PortSet::new(&numbered, group, others, burst);
+            let set = PortSet::new(&numbered, group, others, burst, links.clone());
             pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
         }
         let mut datapath = Datapath::new();
@@ -177,22 +202,34 @@ impl Bridge {
                 Arc::new(cache)
             })
             .collect();
-        Ok(Bridge {
+        let mut bridge = Bridge {
             datapath: Arc::new(Mutex::new(datapath)),
             controller: Arc::new(Mutex::new(controller)),
             caches,
             offload,
             barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
+            specs: ports.iter().map(|(_, s)| s.to_string()).collect(),
+            links_watched: crate::port_links::watch(&links).is_ok(),
+            links,
             clock,
             threads: Threads::Parked(pmds),
             stop: Arc::new(AtomicBool::new(false)),
-        })
+        };
+        // A port already down (a tap device made just now) is known so from the start.
+        bridge.links.read();
+        bridge.announce_links(Duration::ZERO);
+        Ok(bridge)
     }
 
     /// Port numbers in the bridge's order.
     pub fn numbers(&self) -> &[u32] {
         &self.numbers
+    }
+
+    /// The state of the interface of port `i` (in the bridge's order), as last found.
+    pub fn link(&self, i: usize) -> LinkState {
+        self.links.get(i)
     }
 
     /// The bridge's clock: time since it opened (what rules and MAC entries age by).
@@ -244,8 +281,14 @@ impl Bridge {
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }
             lock(&self.controller).tick();
+            if !self.links_watched {
+                self.links.read();
+            }
+            self.announce_links(self.now());
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
+                // Besides the kernel's word, in case some was lost.
+                self.links.read();
                 self.housekeeping();
             }
         }
@@ -366,6 +409,43 @@ impl Bridge {
         drop(datapath);
         self.each_cache(FlowCache::optimize);
         self.settle_offload();
+    }
+
+    /// Acts on the ports whose link changed: one no longer up forgets the addresses learned
+    /// on it (as Open vSwitch does: its hosts may turn up elsewhere) and leaves the fast
+    /// path; one back up may be used there again. Each change is said on stderr.
+    fn announce_links(&mut self, now: Duration) {
+        let changes = self.links.changes();
+        if changes.is_empty() {
+            return;
+        }
+        let mut datapath = self.datapath();
+        for change in changes {
+            let (n, spec) = (self.numbers[change.port], &self.specs[change.port]);
+            let what = match change.now {
+                LinkState::Up => "link up: forwarding again",
+                LinkState::Down => {
+                    "link down: what is meant for it is dropped (link_down) until it is up"
+                }
+                LinkState::Gone => {
+                    "interface gone: the port is left out from now on (what is meant for it \
+                     is dropped, link_down)"
+                }
+            };
+            eprintln!("wirespeed switch: port {n} ({spec}): {what}");
+            let up = change.now == LinkState::Up;
+            if !up {
+                datapath.mac_table.flush_port(n);
+            }
+            let dp = &mut *datapath;
+            if let Some(offload) = &mut dp.offload
+                && offload
+                    .port_link(n, up, &mut dp.tables, &mut dp.mac_table, now)
+                    .is_err()
+            {
+                offload.count_error();
+            }
+        }
     }
 
     /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came,

@@ -18,8 +18,10 @@ use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, p
 use crate::link::LinkState;
 use crate::offload::FastPortCounts;
 use crate::pmd::{BridgeCounters, PmdSnapshot};
+use crate::port_links::link_name;
 use crate::rule::Rule;
 use crate::rule_table::RuleSelector;
+use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
@@ -258,7 +260,7 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             continue;
         }
         let rx_drop = s.drops.fill_ring_empty + s.drops.rx_ring_full + s.drops.kernel_dropped;
-        let tx_drop = s.drops.tx_ring_full + s.drops.tx_error;
+        let tx_drop = s.drops.tx_ring_full + s.drops.tx_error + s.drops.link_down;
         let _ = writeln!(
             out,
             "  port {n:>2}: rx pkts={}, bytes={}, drop={}, errs={}, frame=0, over=0, crc=0",
@@ -269,6 +271,10 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             "           tx pkts={}, bytes={}, drop={}, errs={}, coll=0",
             s.tx_packets, s.tx_bytes, tx_drop, s.drops.tx_invalid_desc
         );
+        let link = bridge.link(i);
+        if link != Link::Up {
+            let _ = writeln!(out, "           link: {}", link_name(link));
+        }
         let reasons: Vec<String> = s
             .drops
             .by_reason()
@@ -350,8 +356,13 @@ fn show(bridge: &mut Bridge) -> String {
         Some(s) => numbers
             .iter()
             .zip(&s.ports)
-            .map(|(&n, (info, _, _))| {
-                let (name, link) = interface_of(&info.spec);
+            .enumerate()
+            .map(|(i, (&n, (info, _, _)))| {
+                let (name, mut link) = interface_of(&info.spec);
+                // Another interface may have its name now: this one is down, for good.
+                if bridge.link(i) == Link::Gone {
+                    link = LinkState::default();
+                }
                 (n, name, link)
             })
             .collect(),
@@ -385,6 +396,16 @@ fn show(bridge: &mut Bridge) -> String {
         numbers.len(),
         snapshots.len()
     );
+    for (i, n) in numbers.iter().enumerate() {
+        let link = bridge.link(i);
+        if link != Link::Up {
+            let _ = write!(
+                out,
+                "\n port {n}: link {} (what is meant for it is dropped: link_down)",
+                link_name(link)
+            );
+        }
+    }
     for (t, snapshot) in snapshots.iter().enumerate() {
         let cpu = snapshot
             .cpu

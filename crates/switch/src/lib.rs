@@ -49,6 +49,7 @@ pub mod mac_view;
 pub mod megaflow;
 pub mod offload;
 pub mod pmd;
+pub mod port_links;
 pub mod port_set;
 pub mod prefix_trie;
 pub mod rewrite;

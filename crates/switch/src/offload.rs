@@ -41,7 +41,7 @@
 //!   a whole batch is blocked at once: its flows go through user space
 //!   ([`crate::transmit_watch`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use wirespeed_packet::MacAddr;
@@ -133,6 +133,8 @@ pub struct Offload {
     settled: u64,
     /// The last flush failed: housekeeping retries it, not every packet.
     flush_failed: bool,
+    /// Ports whose interface is down or gone: no entry goes to or comes from them.
+    down: HashSet<u32>,
 }
 
 impl Offload {
@@ -156,6 +158,30 @@ impl Offload {
             removals: 0,
             settled: 0,
             flush_failed: false,
+            down: HashSet::new(),
+        }
+    }
+
+    /// Port `port`'s interface went down or away (`up` false), or came back: while it is
+    /// not up no entry is installed to or from it, and those there are flushed (their
+    /// counts credited), so its flows go through user space, which counts them.
+    pub fn port_link(
+        &mut self,
+        port: u32,
+        up: bool,
+        tables: &mut RuleTables,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        if up {
+            self.down.remove(&port);
+            return Ok(());
+        }
+        self.down.insert(port);
+        let uses = |e: &Entry| e.in_port == port || e.out_port == port;
+        match self.entries.values().any(uses) {
+            true => self.flush(tables, macs, now),
+            false => Ok(()),
         }
     }
 
@@ -183,6 +209,9 @@ impl Offload {
             return;
         }
         if decision.too_deep || out_port == in_port {
+            return;
+        }
+        if self.down.contains(&in_port) || self.down.contains(&out_port) {
             return;
         }
         let (Some(&(in_if, _)), Some(&(_, out_slot))) =

@@ -230,6 +230,8 @@ impl Pmd {
         let mut turns = 0u32;
         let mut idle_since: Option<Instant> = None;
         loop {
+            // A few atomic loads a round: a port that came up is used from its next packet.
+            self.ports.sync_links();
             let moved = self.poll_once(shared)?;
             turns += 1;
             if moved == 0 || turns >= CONTROL_EVERY {

@@ -1,12 +1,20 @@
 //! The ports one poll-mode thread serves: its AF_XDP ports on one UMEM (an [`XdpGroup`], so
 //! forwarding between them moves descriptors) and ports of other backends, each with buffers
 //! of its own (forwarding to or from them copies, and the copies are counted).
+//!
+//! A port whose interface is down or gone is not used: nothing is received from it, and what
+//! is meant for it (queued, or output later) is counted as `link_down`, so the other ports
+//! go on forwarding ([`crate::port_links`]). A send or receive that fails because the
+//! interface went down or away marks the port so at once, and tells the bridge.
 
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use wirespeed_port::xdp::XdpGroup;
-use wirespeed_port::{Batch, FrameAudit, Port, PortError, PortInfo, PortStats};
+use wirespeed_port::{Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortStats};
+
+use crate::port_links::PortLinks;
 
 /// A port of another backend than AF_XDP, and what the thread keeps for it.
 pub struct OtherPort {
@@ -52,6 +60,11 @@ pub struct PortSet {
     tx: Vec<Batch>,
     /// Group frames to give back to the pool.
     free: Batch,
+    /// The bridge's view of each member's link, and this thread's (read between rounds).
+    links: Arc<PortLinks>,
+    link: Vec<LinkState>,
+    /// Per member: packets meant for it while its link was not up.
+    link_down: Vec<u64>,
 }
 
 impl PortSet {
@@ -62,6 +75,7 @@ impl PortSet {
         group: Option<XdpGroup>,
         others: Vec<OtherPort>,
         burst: usize,
+        links: Arc<PortLinks>,
     ) -> PortSet {
         let (mut g, mut o) = (0, 0);
         let members = numbered
@@ -85,8 +99,93 @@ impl PortSet {
             free: Batch::with_capacity(burst),
             group,
             others,
+            link: vec![LinkState::Up; numbered.len()],
+            link_down: vec![0; numbered.len()],
+            links,
             members,
         }
+    }
+
+    /// True while `member`'s interface is up (as this thread last read it).
+    #[inline]
+    pub fn is_up(&self, member: usize) -> bool {
+        self.link[member] == LinkState::Up
+    }
+
+    /// Takes the bridge's view of every member's link (between rounds).
+    pub fn sync_links(&mut self) {
+        for member in 0..self.members.len() {
+            let state = self.links.get(member);
+            if state != self.link[member] {
+                self.set_link(member, state);
+            }
+        }
+    }
+
+    /// `member`'s link is now `state`. A port that stops being up has what was queued for it
+    /// counted as `link_down`; one that went away, what its kernel ring held too.
+    fn set_link(&mut self, member: usize, state: LinkState) {
+        let was = std::mem::replace(&mut self.link[member], state);
+        if state == LinkState::Up {
+            return;
+        }
+        self.discard_queued(member);
+        if state == LinkState::Gone
+            && was != LinkState::Gone
+            && let Place::Group(g) = self.members[member].1
+        {
+            self.group_mut().strand(g);
+        }
+    }
+
+    /// Gives back the frames queued for `member` unsent, counted as `link_down`.
+    fn discard_queued(&mut self, member: usize) {
+        let queued = self.tx[member].len() as u64;
+        if queued == 0 {
+            return;
+        }
+        match self.members[member].1 {
+            Place::Group(_) => {
+                let group = self.group.as_mut().expect("group member");
+                group.release(&mut self.tx[member]);
+            }
+            Place::Other(o) => self.others[o].port.release(&mut self.tx[member]),
+        }
+        self.link_down[member] += queued;
+    }
+
+    /// A copy queued on another backend (`queued`), or counted as `link_down` when that
+    /// failed because its interface went down or away.
+    fn queued_or_down(
+        &mut self,
+        member: usize,
+        queued: Result<bool, PortError>,
+    ) -> Result<bool, PortError> {
+        if let Some(queued) = self.absorb(member, queued)? {
+            return Ok(queued);
+        }
+        self.link_down[member] += 1;
+        Ok(true)
+    }
+
+    /// What a member's send or receive came to: an interface down or gone marks the member
+    /// so (and tells the bridge) and is no error of the thread's; any other error is.
+    fn absorb<T>(
+        &mut self,
+        member: usize,
+        result: Result<T, PortError>,
+    ) -> Result<Option<T>, PortError> {
+        let state = match result {
+            Ok(value) => return Ok(Some(value)),
+            Err(PortError::InterfaceGone(_)) => LinkState::Gone,
+            Err(PortError::InterfaceDown(_)) => LinkState::Down,
+            Err(e) => return Err(e),
+        };
+        self.links.report(member, state);
+        if self.link[member] != LinkState::Gone {
+            self.set_link(member, state);
+        }
+        Ok(None)
     }
 
     pub fn len(&self) -> usize {
@@ -142,10 +241,14 @@ impl PortSet {
     /// Receives a burst on `member` into `batch`.
     #[inline]
     pub fn rx_burst(&mut self, member: usize, batch: &mut Batch) -> Result<usize, PortError> {
-        match self.members[member].1 {
+        if !self.is_up(member) {
+            return Ok(0);
+        }
+        let got = match self.members[member].1 {
             Place::Group(g) => self.group_mut().rx_burst(g, batch),
             Place::Other(o) => self.others[o].port.rx_burst(batch),
-        }
+        };
+        Ok(self.absorb(member, got)?.unwrap_or(0))
     }
 
     /// Gives back the received frames of `member` in `batch` that were not queued.
@@ -188,11 +291,17 @@ impl PortSet {
         let Place::Group(g) = self.members[member].1 else {
             return Ok(false);
         };
+        if !self.is_up(member) {
+            self.link_down[member] += 1;
+            self.free_umem(addr, len);
+            return Ok(true);
+        }
         if !self.tx[member].push(addr, len) {
-            // The batch is full: send it now and start another.
+            // The batch is full: send it now (it empties) and start another.
             let group = self.group.as_mut().expect("group member");
-            group.tx_burst(g, &mut self.tx[member])?;
-            self.tx[member].push(addr, len);
+            let sent = group.tx_burst(g, &mut self.tx[member]);
+            self.absorb(member, sent)?;
+            return self.queue_move(member, addr, len);
         }
         Ok(true)
     }
@@ -205,6 +314,10 @@ impl PortSet {
         addr: u64,
         len: u32,
     ) -> Result<bool, PortError> {
+        if !self.is_up(member) {
+            self.link_down[member] += 1;
+            return Ok(true);
+        }
         match self.members[member].1 {
             Place::Group(g) => match self.group_mut().duplicate(g, addr, len) {
                 Some(copy) => self.queue_move(member, copy, len),
@@ -213,19 +326,27 @@ impl PortSet {
             Place::Other(o) => {
                 let group = self.group.as_ref().expect("a UMEM frame implies a group");
                 let bytes = group.packet(addr, len);
-                queue_other(&mut self.others[o], &mut self.tx[member], bytes)
+                let queued = queue_other(&mut self.others[o], &mut self.tx[member], bytes);
+                self.queued_or_down(member, queued)
             }
         }
     }
 
     /// Queues a copy of `bytes` on `member`. False when there was no room.
     pub fn queue_copy(&mut self, member: usize, bytes: &[u8]) -> Result<bool, PortError> {
+        if !self.is_up(member) {
+            self.link_down[member] += 1;
+            return Ok(true);
+        }
         match self.members[member].1 {
             Place::Group(g) => match self.group_mut().alloc_copy(g, bytes) {
                 Some(copy) => self.queue_move(member, copy, bytes.len() as u32),
                 None => Ok(false),
             },
-            Place::Other(o) => queue_other(&mut self.others[o], &mut self.tx[member], bytes),
+            Place::Other(o) => {
+                let queued = queue_other(&mut self.others[o], &mut self.tx[member], bytes);
+                self.queued_or_down(member, queued)
+            }
         }
     }
 
@@ -245,15 +366,14 @@ impl PortSet {
             if self.tx[member].is_empty() {
                 continue;
             }
-            match self.members[member].1 {
+            let sent = match self.members[member].1 {
                 Place::Group(g) => {
                     let group = self.group.as_mut().expect("group member");
-                    group.tx_burst(g, &mut self.tx[member])?;
+                    group.tx_burst(g, &mut self.tx[member])
                 }
-                Place::Other(o) => {
-                    self.others[o].port.tx_burst(&mut self.tx[member])?;
-                }
-            }
+                Place::Other(o) => self.others[o].port.tx_burst(&mut self.tx[member]),
+            };
+            self.absorb(member, sent)?;
         }
         if !self.free.is_empty() {
             let group = self.group.as_mut().expect("UMEM frames imply a group");
@@ -264,21 +384,34 @@ impl PortSet {
 
     /// Pushes `member`'s queued transmissions and reclaims its completed ones.
     pub fn flush(&mut self, member: usize) -> Result<(), PortError> {
-        match self.members[member].1 {
+        if !self.is_up(member) {
+            return Ok(());
+        }
+        let flushed = match self.members[member].1 {
             Place::Group(g) => self.group_mut().flush(g),
             Place::Other(o) => self.others[o].port.flush(),
-        }
+        };
+        self.absorb(member, flushed)?;
+        Ok(())
     }
 
     /// Sleeps until a port this thread receives on may have packets, or `timeout` passes.
+    /// Ports that are not up are left out: a socket whose interface went away may poll as
+    /// ready for ever.
     pub fn wait_rx_any(&mut self, timeout: Duration) -> Result<(), PortError> {
-        let mut fds: Vec<RawFd> = self.group.as_ref().map_or(Vec::new(), |g| g.poll_fds());
-        fds.extend(
-            self.others
-                .iter()
-                .filter(|o| o.receives)
-                .flat_map(|o| o.port.poll_fds()),
-        );
+        let mut fds: Vec<RawFd> = Vec::new();
+        for (member, &(_, place)) in self.members.iter().enumerate() {
+            if !self.is_up(member) {
+                continue;
+            }
+            match place {
+                Place::Group(g) => fds.push(self.group().socket_fd(g)),
+                Place::Other(o) if self.others[o].receives => {
+                    fds.extend(self.others[o].port.poll_fds());
+                }
+                Place::Other(_) => {}
+            }
+        }
         if fds.is_empty() {
             std::thread::sleep(timeout);
             return Ok(());
@@ -294,11 +427,16 @@ impl PortSet {
     /// Counters of `member` (a system call); copies into another backend's buffers included.
     pub fn stats(&mut self, member: usize) -> PortStats {
         match self.members[member].1 {
-            Place::Group(g) => self.group_mut().stats(g),
+            Place::Group(g) => {
+                let mut s = self.group_mut().stats(g);
+                s.drops.link_down += self.link_down[member];
+                s
+            }
             Place::Other(o) => {
                 let other = &mut self.others[o];
                 let mut s = other.port.stats();
                 s.copies += other.copies;
+                s.drops.link_down += self.link_down[member];
                 s
             }
         }

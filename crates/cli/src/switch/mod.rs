@@ -333,9 +333,12 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
         .iter()
         .zip(&totals)
         .zip(&infos)
-        .map(|((n, s), (info, _, _))| {
+        .enumerate()
+        .map(|(i, ((n, s), (info, _, _)))| {
             serde_json::json!({
-                "port": n, "spec": info.spec, "mode": info.mode, "rx_packets": s.rx_packets,
+                "port": n, "spec": info.spec, "mode": info.mode,
+                "link": wirespeed_switch::port_links::link_name(bridge.link(i)),
+                "rx_packets": s.rx_packets,
                 "tx_packets": s.tx_packets, "copies": s.copies,
                 "fast_path": fast_ports.as_ref().and_then(|f| f.get(n)).map(|f| serde_json::json!({
                     "rx_packets": f.rx_packets, "rx_bytes": f.rx_bytes,

@@ -5,6 +5,7 @@
 
 pub mod pcaps;
 pub mod scenarios;
+pub mod star;
 pub mod switched;
 pub mod traffic;
 pub mod tshark;

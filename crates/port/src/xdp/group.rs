@@ -492,6 +492,19 @@ impl XdpGroup {
         Ok(())
     }
 
+    /// `port`'s interface went away: the frames handed to the kernel for sending and not
+    /// completed will never be sent. They are counted as `link_down` instead of sent (any
+    /// the kernel still completes go back to the pool); returns how many.
+    pub fn strand(&mut self, port: usize) -> u64 {
+        self.reclaim(port);
+        let m = &mut self.members[port];
+        let stranded = m.tx_in_flight;
+        m.stats.tx_packets -= stranded;
+        m.stats.drops.link_down += stranded;
+        m.tx_in_flight = 0;
+        stranded
+    }
+
     /// The state of `port`'s interface now (system calls: a few times a second at most).
     pub fn link(&self, port: usize) -> LinkState {
         wirespeed_xsk::link_state(self.members[port].ifindex)
@@ -547,7 +560,8 @@ impl XdpGroup {
     fn reclaim(&mut self, port: usize) {
         let m = &mut self.members[port];
         let (done, invalid) = m.socket.complete(&self.umem, &mut self.pool, u32::MAX);
-        m.tx_in_flight -= (done + invalid) as u64;
+        // Saturating: a stranded member's late completions were already counted.
+        m.tx_in_flight = m.tx_in_flight.saturating_sub((done + invalid) as u64);
         m.stats.drops.tx_invalid_desc += invalid as u64;
     }
 }

@@ -1,0 +1,199 @@
+//! A port whose interface goes down or away under a running switch: the switch marks it
+//! (show, dump-ports, --json), counts what was meant for it as `link_down`, and every other
+//! port goes on forwarding; a port back up forwards again, and one deleted for good is left
+//! until the switch exits, cleanly. (Before: the whole switch exited, status 1, on the first
+//! failed send to the port.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::star::NetStar;
+use common::switched::field;
+use common::*;
+
+fn ctl(ctl: &str, args: &[&str]) -> String {
+    let mut argv = vec![wirespeed(), "ctl", "--ctl", ctl];
+    argv.extend_from_slice(args);
+    must(&argv)
+}
+
+/// Port `port`'s lines in dump-ports.
+fn port_block(ports: &str, port: u32) -> String {
+    let lines: Vec<&str> = ports
+        .lines()
+        .skip_while(|l| !l.contains(&format!("port {port:>2}: rx")))
+        .take_while(|l| !l.contains(&format!("port {:>2}: rx", port + 1)) && !l.contains("bridge:"))
+        .collect();
+    lines.join("\n")
+}
+
+/// The number after `name=` in port `port`'s block of dump-ports, 0 when it is not there.
+fn port_count(ports: &str, port: u32, within: &str, name: &str) -> u64 {
+    let block = port_block(ports, port);
+    match block
+        .lines()
+        .any(|l| l.contains(within) && l.contains(&format!("{name}=")))
+    {
+        true => field(&block, within, name),
+        false => 0,
+    }
+}
+
+/// What port 2 was sent, or was meant to be: sent, link_down, tx_ring_full.
+fn meant_for(ports: &str, port: u32) -> u64 {
+    port_count(ports, port, "tx pkts", "pkts")
+        + port_count(ports, port, "drops:", "link_down")
+        + port_count(ports, port, "drops:", "tx_ring_full")
+}
+
+/// Host 0 sends `count` UDP frames to host 1 (at `dst_mac`, asked before it may be gone),
+/// 20,000 a second.
+fn send_to_host1(star: &NetStar, dst_mac: &str, count: u32) -> std::process::Child {
+    let port = format!("packet:{}", star.hosts[0]);
+    std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &star.hosts[0],
+            wirespeed(),
+            "gen",
+            "--port",
+            &port,
+        ])
+        .args([
+            "--count",
+            &count.to_string(),
+            "--rate",
+            "20000",
+            "--json",
+            "-q",
+        ])
+        .args(["--dst-mac", dst_mac, "--dst-ip", &star.ip(1)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_port_deleted_under_traffic_leaves_the_others_forwarding() {
+    let star = NetStar::new("pfd", 3);
+    let sock = ScratchFile::new("pfd.sock");
+    let switch = star.switch(&sock, &[]);
+    // Everyone learned.
+    for to in [1, 2] {
+        assert_eq!(ping(&star.hosts[0], &star.ip(to), 2), 2);
+    }
+    let before = ctl(&sock, &["dump-ports"]);
+    let host1 = mac_of(&star.hosts[1], &star.hosts[1]);
+    let sender = send_to_host1(&star, &host1, 40_000);
+    std::thread::sleep(Duration::from_millis(700));
+    must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[1]]);
+    let sent = sender.wait_with_output().unwrap();
+    assert!(sent.status.success());
+    let sent: serde_json::Value = serde_json::from_slice(&sent.stdout).unwrap();
+    assert_eq!(sent["packets"].as_u64(), Some(40_000), "{sent}");
+    std::thread::sleep(Duration::from_millis(300));
+    let after = ctl(&sock, &["dump-ports"]);
+
+    // Every frame host 0 sent reached the switch, and each was meant for port 2 once (sent
+    // before the delete; after it counted as link_down, its address forgotten and flooded).
+    let rx = port_count(&after, 1, "rx pkts", "pkts") - port_count(&before, 1, "rx pkts", "pkts");
+    assert_eq!(rx, 40_000, "{before}\n{after}");
+    assert_eq!(
+        meant_for(&after, 2) - meant_for(&before, 2),
+        40_000,
+        "{after}"
+    );
+    assert!(port_count(&after, 2, "drops:", "link_down") > 0, "{after}");
+    assert!(port_block(&after, 2).contains("link: gone"), "{after}");
+    let shown = ctl(&sock, &["show"]);
+    assert!(shown.contains(" port 2: link gone"), "{shown}");
+
+    // Hosts 0 and 2 still talk, both ways, ping and TCP.
+    assert_eq!(ping(&star.hosts[0], &star.ip(2), 3), 3);
+    assert_eq!(ping(&star.hosts[2], &star.ip(0), 3), 3);
+    common::switched::tcp_transfer_is_intact(&star.hosts[0], &star.hosts[2], &star.ip(2), 1 << 20);
+
+    // It exits cleanly later, with the port marked and every frame accounted for.
+    let (j, log) = switch.interrupt();
+    assert!(
+        log.contains(&format!("port 2 (xdp:{}): interface gone", star.ports[1])),
+        "{log}"
+    );
+    assert_eq!(j["ports"][1]["link"], "gone", "{j}");
+    assert_eq!(j["ports"][0]["link"], "up", "{j}");
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}
+
+#[test]
+fn a_port_down_is_skipped_and_forwards_again_when_up() {
+    let star = NetStar::new("pfu", 3);
+    let sock = ScratchFile::new("pfu.sock");
+    let switch = star.switch(&sock, &[]);
+    assert_eq!(ping(&star.hosts[0], &star.ip(2), 2), 2);
+    must(&[
+        "ip",
+        "-n",
+        &star.ns_m,
+        "link",
+        "set",
+        &star.ports[2],
+        "down",
+    ]);
+    std::thread::sleep(Duration::from_millis(200));
+    let shown = ctl(&sock, &["show"]);
+    assert!(shown.contains(" port 3: link down"), "{shown}");
+    // Port 3's host is cut off; the others are not.
+    assert_eq!(ping(&star.hosts[0], &star.ip(2), 2), 0);
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
+    let ports = ctl(&sock, &["dump-ports", "3"]);
+    assert!(port_count(&ports, 3, "drops:", "link_down") > 0, "{ports}");
+    assert!(ports.contains("link: down"), "{ports}");
+    must(&["ip", "-n", &star.ns_m, "link", "set", &star.ports[2], "up"]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ping(&star.hosts[0], &star.ip(2), 3), 3);
+    assert_eq!(ping(&star.hosts[2], &star.ip(1), 3), 3);
+    let (j, log) = switch.interrupt();
+    assert!(log.contains("port 3 ("), "{log}");
+    assert!(log.contains("): link up: forwarding again"), "{log}");
+    assert_eq!(j["ports"][2]["link"], "up", "{j}");
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}
+
+#[test]
+fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
+    let star = NetStar::new("pfo", 3);
+    // The hosts take the kernel's XDP redirects only with NAPI on.
+    for host in &star.hosts {
+        must(&[
+            "ip", "netns", "exec", host, "ethtool", "-K", host, "gro", "on",
+        ]);
+    }
+    let sock = ScratchFile::new("pfo.sock");
+    let switch = star.switch(&sock, &["--offload"]);
+    for to in [1, 2] {
+        assert_eq!(ping(&star.hosts[0], &star.ip(to), 3), 3);
+    }
+    let host1 = mac_of(&star.hosts[1], &star.hosts[1]);
+    let sender = send_to_host1(&star, &host1, 20_000);
+    assert!(sender.wait_with_output().unwrap().status.success());
+    let cache = ctl(&sock, &["dump-cache"]);
+    assert!(field(&cache, "fast_path:", "kernel_hits") > 0, "{cache}");
+    must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[1]]);
+    std::thread::sleep(Duration::from_millis(300));
+    // The kernel has no entry left towards the port, and host 0 still reaches host 2.
+    let sender = send_to_host1(&star, &host1, 2_000);
+    assert!(sender.wait_with_output().unwrap().status.success());
+    assert_eq!(ping(&star.hosts[0], &star.ip(2), 3), 3);
+    assert_eq!(ping(&star.hosts[2], &star.ip(0), 3), 3);
+    let ports = ctl(&sock, &["dump-ports", "2"]);
+    assert!(
+        port_count(&ports, 2, "drops:", "link_down") >= 2_000,
+        "{ports}"
+    );
+    let (j, _) = switch.interrupt();
+    assert_eq!(j["ports"][1]["link"], "gone", "{j}");
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}

@@ -1,0 +1,182 @@
+//! Whether each port's interface is up. A thread of its own ([`watch`]) asks the kernel
+//! about the ports' interfaces whenever the kernel says a link changed (rtnetlink), and the
+//! control side asks once a second besides ([`PortLinks::read`]); a poll-mode thread whose
+//! send or receive fails because the interface is down or gone says so at once
+//! ([`PortLinks::report`]). Each poll-mode thread reads the states every round and stops
+//! using a port that is not up: what is meant for it is counted as `link_down`, and it
+//! forwards again when it is back up. The control side reports each change once
+//! ([`PortLinks::changes`]). Ports without an interface (pipes, capture files) are always
+//! up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use wirespeed_port::{LinkEvents, LinkState};
+
+const UP: u8 = 0;
+const DOWN: u8 = 1;
+const GONE: u8 = 2;
+
+fn encode(state: LinkState) -> u8 {
+    match state {
+        LinkState::Up => UP,
+        LinkState::Down => DOWN,
+        LinkState::Gone => GONE,
+    }
+}
+
+fn decode(value: u8) -> LinkState {
+    match value {
+        UP => LinkState::Up,
+        DOWN => LinkState::Down,
+        _ => LinkState::Gone,
+    }
+}
+
+/// The bridge's ports' link states, in the bridge's port order.
+pub struct PortLinks {
+    /// Each port's interface index when it opened (None: no interface).
+    ifindex: Vec<Option<u32>>,
+    state: Vec<AtomicU8>,
+    /// The state `refresh` last reported for each port (it reports each change once,
+    /// whoever found it).
+    announced: Vec<AtomicU8>,
+}
+
+/// A port whose state changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkChange {
+    /// Index in the bridge's port order.
+    pub port: usize,
+    pub was: LinkState,
+    pub now: LinkState,
+}
+
+impl PortLinks {
+    /// Every port up; `refresh` finds out otherwise.
+    pub fn new(ifindex: Vec<Option<u32>>) -> PortLinks {
+        let up = || ifindex.iter().map(|_| AtomicU8::new(UP)).collect();
+        PortLinks {
+            state: up(),
+            announced: up(),
+            ifindex,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.state.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state.is_empty()
+    }
+
+    #[inline]
+    pub fn get(&self, port: usize) -> LinkState {
+        decode(self.state[port].load(Ordering::Relaxed))
+    }
+
+    /// A thread found `port` down or gone (a send failed): the others stop using it now,
+    /// not at the next refresh. A port gone stays gone.
+    pub fn report(&self, port: usize, state: LinkState) {
+        let _ = self.state[port].fetch_max(encode(state), Ordering::Relaxed);
+    }
+
+    /// Asks the kernel about every interface (two system calls each). A port gone stays
+    /// gone: its interface's index is never its again, whatever is made under its name.
+    pub fn read(&self) {
+        for (port, ifindex) in self.ifindex.iter().enumerate() {
+            let Some(ifindex) = *ifindex else { continue };
+            if self.get(port) != LinkState::Gone {
+                let now = wirespeed_port::link_state(ifindex);
+                self.state[port].store(encode(now), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The ports whose state changed since the last call (each change said once, whoever
+    /// found it).
+    pub fn changes(&self) -> Vec<LinkChange> {
+        let mut changes = Vec::new();
+        for port in 0..self.state.len() {
+            let now = self.get(port);
+            let was = decode(self.announced[port].swap(encode(now), Ordering::Relaxed));
+            if now != was {
+                changes.push(LinkChange { port, was, now });
+            }
+        }
+        changes
+    }
+
+    /// `read`, then `changes`.
+    pub fn refresh(&self) -> Vec<LinkChange> {
+        self.read();
+        self.changes()
+    }
+
+    /// Sets every port's state (for tests).
+    pub fn set(&self, port: usize, state: LinkState) {
+        self.state[port].store(encode(state), Ordering::Relaxed);
+    }
+}
+
+/// Keeps `links` fresh from the kernel's word of link changes, on a thread of its own that
+/// ends when `links` is dropped elsewhere (within a second). An error: rtnetlink cannot be
+/// listened to here (the caller then reads the states more often itself).
+pub fn watch(links: &Arc<PortLinks>) -> std::io::Result<()> {
+    let mut events = LinkEvents::open(Duration::from_secs(1))?;
+    let links = Arc::downgrade(links);
+    std::thread::Builder::new()
+        .name("link-watch".to_string())
+        .spawn(move || {
+            loop {
+                let changed = events.wait();
+                let Some(links) = links.upgrade() else { return };
+                match changed {
+                    Ok(true) => links.read(),
+                    Ok(false) => {}
+                    Err(_) => return,
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// How a state is written in `show`, `dump-ports`, `--json` and the log.
+pub fn link_name(state: LinkState) -> &'static str {
+    match state {
+        LinkState::Up => "up",
+        LinkState::Down => "down",
+        LinkState::Gone => "gone",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_makes_a_port_worse_never_better_and_gone_sticks() {
+        let links = PortLinks::new(vec![None, Some(u32::MAX - 3)]);
+        assert_eq!(links.get(1), LinkState::Up);
+        links.report(1, LinkState::Down);
+        assert_eq!(links.get(1), LinkState::Down);
+        links.report(1, LinkState::Up);
+        assert_eq!(links.get(1), LinkState::Down);
+        // No interface has that index: gone (reported as a change from what was last
+        // reported, up), and a port without one is left alone.
+        let changes = links.refresh();
+        assert_eq!(
+            changes,
+            [LinkChange {
+                port: 1,
+                was: LinkState::Up,
+                now: LinkState::Gone
+            }]
+        );
+        assert_eq!(links.get(0), LinkState::Up);
+        assert!(links.refresh().is_empty());
+        assert_eq!(links.get(1), LinkState::Gone);
+    }
+}
