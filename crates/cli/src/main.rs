@@ -45,6 +45,9 @@ enum Command {
     Ctl(ctl::CtlArgs),
     /// The kernel's zero-copy TCP features: MSG_ZEROCOPY send, TCP zero-copy receive.
     Zcopy(zcopy::ZcopyArgs),
+    /// (Internal) compiles a capture filter in a child process, for `capture`.
+    #[command(name = "compile-filter", hide = true)]
+    CompileFilter(capture::filter_child::ChildArgs),
 }
 
 fn main() {
@@ -57,9 +60,12 @@ fn main() {
         Command::Switch(args) => switch::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::Zcopy(args) => zcopy::run(args),
+        Command::CompileFilter(args) => capture::filter_child::child_main(args),
     };
     if let Err(e) = result {
         eprintln!("wirespeed: error: {}", error_text::error_text(&e));
-        std::process::exit(1);
+        // A run a signal cut short (in its set-up: the loops finish normally) ends as the
+        // signal would have ended it.
+        std::process::exit(signals::exit_status().unwrap_or(1));
     }
 }

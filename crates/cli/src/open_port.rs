@@ -6,9 +6,19 @@ use std::time::{Duration, Instant};
 use wirespeed_port::{Port, PortError, PortOptions, PortSpec};
 
 /// Opens the port of `spec`. A failure reads "open SPEC: why", unless the backend's message
-/// already starts with the spec (the pcap and tap backends name it themselves).
+/// already starts with the spec (the pcap and tap backends name it themselves). A signal
+/// while it opens gives up (a large buffer area takes seconds to set up).
 pub fn open_port(spec: &PortSpec, opts: &PortOptions) -> anyhow::Result<Box<dyn Port>> {
-    wirespeed_port::open(spec, opts).map_err(|e| name_spec(e, spec))
+    let opts = cancellable(opts);
+    wirespeed_port::open(spec, &opts).map_err(|e| name_spec(e, spec))
+}
+
+/// `opts`, given up on when a signal asks the tool to stop.
+pub fn cancellable(opts: &PortOptions) -> PortOptions {
+    PortOptions {
+        cancel: crate::signals::flag(),
+        ..opts.clone()
+    }
 }
 
 /// Waits (at most a second) until every frame handed to the kernel for sending is back. A

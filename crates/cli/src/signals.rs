@@ -1,7 +1,7 @@
 //! SIGINT and SIGTERM: the first asks the tool to stop, a later one ends the process.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -11,6 +11,32 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 /// A signal this long after the first ends the process; closer ones are the same request
 /// twice (GNU timeout signals its child and then the child's process group).
 const FORCE_AFTER: Duration = Duration::from_millis(500);
+
+/// The first SIGINT or SIGTERM's number, 0 before one came.
+static FIRST: AtomicI32 = AtomicI32::new(0);
+
+/// The flag `stop_flag` made, for set-up steps that take long (a port's buffer area) to
+/// give up on.
+static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// The stop flag, once `stop_flag` made it.
+pub fn flag() -> Option<Arc<AtomicBool>> {
+    FLAG.get().cloned()
+}
+
+/// The signal that asked the tool to stop, if one did.
+pub fn received() -> Option<i32> {
+    match FIRST.load(Ordering::Relaxed) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
+/// The exit status of a run that a signal ended before it could finish its set-up (a
+/// filter compiling, a port opening): the shell's for the signal, 130 or 143.
+pub fn exit_status() -> Option<i32> {
+    received().map(|sig| 128 + sig)
+}
 
 /// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
 ///
@@ -23,7 +49,11 @@ const FORCE_AFTER: Duration = Duration::from_millis(500);
 /// (`pcap:-`). Our XDP programs go with the process (they are attached by BPF links); a
 /// file being written lacks its last blocks.
 pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    if let Some(stop) = flag() {
+        return Ok(stop);
+    }
     let stop = Arc::new(AtomicBool::new(false));
+    let _ = FLAG.set(stop.clone());
     // Set by the handler itself, so the flag never waits for the thread below.
     for sig in [SIGINT, SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
@@ -37,7 +67,10 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
             let mut first: Option<Instant> = None;
             for sig in signals.forever() {
                 match first {
-                    None => first = Some(Instant::now()),
+                    None => {
+                        FIRST.store(sig, Ordering::Relaxed);
+                        first = Some(Instant::now());
+                    }
                     Some(at) if at.elapsed() >= FORCE_AFTER => std::process::exit(128 + sig),
                     Some(_) => {}
                 }

@@ -31,6 +31,9 @@ pub enum PortError {
     /// A set-up the port layer cannot provide, with why.
     #[error("{0}")]
     Unsupported(String),
+    /// The caller asked to give up while the port was opening (`PortOptions::cancel`).
+    #[error("{0}: stopped while it was being set up")]
+    Cancelled(String),
     /// The port's interface was deleted (or moved to another namespace) while it ran.
     #[error("{0}: the interface went away (deleted)")]
     InterfaceGone(String),

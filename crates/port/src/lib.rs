@@ -59,6 +59,19 @@ pub struct PortOptions {
     /// none). While the receiver falls behind, our program puts packets there instead of
     /// dropping them, and the port hands them back in order (bpf/xsk_spill.c).
     pub spill_bytes: u32,
+    /// Set by the caller to give up opening (a signal asked the tool to stop): opening a
+    /// port with a large buffer area takes seconds, and then ends with
+    /// [`PortError::Cancelled`] soon after this is set.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl PortOptions {
+    /// True once the caller asked to give up opening.
+    pub fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Default for PortOptions {
@@ -78,6 +91,7 @@ impl Default for PortOptions {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            cancel: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::any::Any;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{FramePool, UmemError};
 
@@ -56,8 +57,22 @@ pub struct Umem {
     note: Option<String>,
 }
 
+/// How much of the area is filled in between looks at the cancel flag: about 30 ms of the
+/// kernel zeroing pages here.
+const POPULATE_CHUNK: usize = 64 << 20;
+
 impl Umem {
     pub fn new(config: UmemConfig) -> Result<Umem, UmemError> {
+        Umem::new_cancellable(config, None)
+    }
+
+    /// `new`, giving up with [`UmemError::Cancelled`] soon after `cancel` is set: filling in
+    /// the pages of a large area takes seconds (4 GiB: about 4 s), and a tool asked to stop
+    /// must stop.
+    pub fn new_cancellable(
+        config: UmemConfig,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Umem, UmemError> {
         if config.frame_size != 2048 && config.frame_size != 4096 {
             return Err(UmemError::FrameSize(config.frame_size));
         }
@@ -77,14 +92,12 @@ impl Umem {
             let huge_len = len.next_multiple_of(2 << 20);
             match map_anonymous(huge_len, libc::MAP_HUGETLB) {
                 Ok(p) => {
-                    return Ok(Umem {
-                        map: Arc::new(Mapping {
-                            ptr: p,
-                            len: huge_len,
-                        }),
-                        config,
-                        note,
+                    let map = Arc::new(Mapping {
+                        ptr: p,
+                        len: huge_len,
                     });
+                    populate(&map, cancel)?;
+                    return Ok(Umem { map, config, note });
                 }
                 Err(e) => {
                     note = Some(format!(
@@ -97,11 +110,9 @@ impl Umem {
         } else {
             map_anonymous(len, 0).map_err(|source| UmemError::Map { bytes: len, source })?
         };
-        Ok(Umem {
-            map: Arc::new(Mapping { ptr, len }),
-            config,
-            note,
-        })
+        let map = Arc::new(Mapping { ptr, len });
+        populate(&map, cancel)?;
+        Ok(Umem { map, config, note })
     }
 
     pub fn config(&self) -> &UmemConfig {
@@ -200,6 +211,42 @@ impl Umem {
     }
 }
 
+/// Fills in every page of `map` now (as MAP_POPULATE would), a chunk at a time, looking at
+/// `cancel` between chunks: the packet path never takes a page fault, and a stop is not kept
+/// waiting. On an error the mapping is dropped (unmapped) by the caller.
+fn populate(map: &Mapping, cancel: Option<&AtomicBool>) -> Result<(), UmemError> {
+    let mut done = 0;
+    while done < map.len {
+        if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(UmemError::Cancelled);
+        }
+        let chunk = POPULATE_CHUNK.min(map.len - done);
+        // SAFETY: [done, done + chunk) lies inside the mapping, which is ours alone here.
+        let start = unsafe { map.ptr.add(done) };
+        // SAFETY: MADV_POPULATE_WRITE only faults in pages of our own writable mapping.
+        let r = unsafe { libc::madvise(start.cast(), chunk, libc::MADV_POPULATE_WRITE) };
+        if r != 0 {
+            // Before Linux 5.14: write a byte of each page instead.
+            let page = page_size();
+            let mut at = 0;
+            while at < chunk {
+                // SAFETY: start + at is inside the mapping (at < chunk), writable, and no one
+                // else has it yet.
+                unsafe { start.add(at).write_volatile(0) };
+                at += page;
+            }
+        }
+        done += chunk;
+    }
+    Ok(())
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096).max(1)
+}
+
 fn map_anonymous(len: usize, extra_flags: i32) -> io::Result<*mut u8> {
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
     // existing memory.
@@ -208,7 +255,7 @@ fn map_anonymous(len: usize, extra_flags: i32) -> io::Result<*mut u8> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | extra_flags,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra_flags,
             -1,
             0,
         )

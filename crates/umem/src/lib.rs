@@ -21,4 +21,7 @@ pub enum UmemError {
     FrameCount(u32),
     #[error("mmap of {bytes} bytes failed: {source}")]
     Map { bytes: usize, source: io::Error },
+    /// The caller's cancel flag was set while the area was being filled in.
+    #[error("stopped while its memory was being set up")]
+    Cancelled,
 }

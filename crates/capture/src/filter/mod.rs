@@ -81,6 +81,33 @@ impl Filter {
         })
     }
 
+    /// The program as text, an instruction a line (`code jt jf k`, as `tcpdump -ddd` prints
+    /// them after its count): what [`Filter::from_text`] reads back.
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        for i in self.insns() {
+            text.push_str(&format!("{} {} {} {}\n", i.code, i.jt, i.jf, i.k));
+        }
+        text
+    }
+
+    /// A filter for `expression` from the text of its program (made by [`Filter::to_text`],
+    /// perhaps in another process).
+    pub fn from_text(expression: &str, text: &str) -> Result<Filter, FilterError> {
+        let refused = |message: String| FilterError {
+            expression: expression.to_string(),
+            message,
+        };
+        let insns: Option<Vec<Insn>> = text.lines().map(parse_insn).collect();
+        let insns =
+            insns.ok_or_else(|| refused("a line of the program is not code jt jf k".into()))?;
+        let program = Program::new(&insns).map_err(|e| refused(e.to_string()))?;
+        Ok(Filter {
+            expression: expression.to_string(),
+            program,
+        })
+    }
+
     /// A filter from instructions given directly (tests, or a program from elsewhere).
     pub fn from_insns(expression: &str, insns: &[Insn]) -> Result<Filter, BpfError> {
         Ok(Filter {

@@ -80,6 +80,17 @@ fn invalid_expression_gives_libpcap_message() {
 }
 
 #[test]
+fn a_program_comes_back_whole_from_its_text() {
+    for expr in EXPRESSIONS {
+        let f = Filter::compile(expr, 1).unwrap();
+        let back = Filter::from_text(expr, &f.to_text()).unwrap();
+        assert_eq!(back.insns(), f.insns(), "{expr}");
+    }
+    let e = Filter::from_text("x", "6 0 0\n").unwrap_err();
+    assert_eq!(e.message, "a line of the program is not code jt jf k");
+}
+
+#[test]
 fn all_expressions_compile_and_validate() {
     for expr in EXPRESSIONS {
         let f = Filter::compile(expr, 1).unwrap_or_else(|e| panic!("{expr}: {e}"));

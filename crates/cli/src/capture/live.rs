@@ -14,6 +14,7 @@ use wirespeed_capture::write::Interface;
 use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, SockFilter};
 
 use super::counts::{Counts, receive_drops};
+use super::filter_child::Target;
 use super::{CaptureArgs, FLUSH_EVERY, describe_output, now_ns};
 use crate::idle::{IDLE_SLEEP, Idle};
 use crate::link_watch::LinkWatch;
@@ -46,9 +47,10 @@ pub fn run(
         && spec.backend == Backend::Packet
         && !args.no_kernel_filter
     {
-        match attach_in_kernel(&mut *port, expr, &spec.iface) {
+        match attach_in_kernel(&mut *port, expr, &spec.iface, stop) {
             Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
             Ok(false) => {}
+            Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e),
             Err(e) => eprintln!(
                 "wirespeed capture: note: filtering in user space only: {}",
                 crate::error_text::error_text(&e)
@@ -112,8 +114,13 @@ pub fn run(
 
 /// Compiles the expression as libpcap does for a live capture on `iface` (VLAN tags read from
 /// the kernel's metadata) and attaches it to the port's socket.
-fn attach_in_kernel(port: &mut dyn Port, expression: &str, iface: &str) -> anyhow::Result<bool> {
-    let kernel = Filter::compile_for_kernel(expression, iface)?;
+fn attach_in_kernel(
+    port: &mut dyn Port,
+    expression: &str,
+    iface: &str,
+    stop: &AtomicBool,
+) -> anyhow::Result<bool> {
+    let kernel = super::filter_child::compile(expression, &Target::Kernel { iface }, stop)?;
     let program: Vec<SockFilter> = kernel
         .insns()
         .iter()

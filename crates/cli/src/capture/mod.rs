@@ -3,12 +3,14 @@
 //! through the writer thread, or are printed one line each like `tcpdump -n`.
 
 mod counts;
+pub mod filter_child;
 mod line;
 mod live;
 mod offline;
 mod take;
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -24,6 +26,7 @@ use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
 use crate::r#gen::port_flags::frame_size_for;
+use filter_child::{CompileError, Target};
 
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
@@ -324,12 +327,21 @@ pub struct Sink {
     output: Box<dyn Output>,
 }
 
-/// Compiles the filter; an invalid expression ends the program with libpcap's message and
-/// exit status 2, before any file is created. So does one that tests what only a live capture
-/// knows (`inbound`, `outbound`, `ifindex`) when reading a file, as in tcpdump.
-fn compile_or_exit(expression: Option<&str>, link_type: u16, live: bool) -> Option<Filter> {
-    let expression = expression?;
-    match Filter::compile(expression, link_type) {
+/// Compiles the filter (in a child process: see `filter_child`); an invalid expression ends
+/// the program with libpcap's message and exit status 2, before any file is created. So does
+/// one libpcap cannot compile within its time, and one that tests what only a live capture
+/// knows (`inbound`, `outbound`, `ifindex`) when reading a file, as in tcpdump. A signal
+/// while it compiles is an error.
+fn compile_or_exit(
+    expression: Option<&str>,
+    link_type: u16,
+    live: bool,
+    stop: &AtomicBool,
+) -> anyhow::Result<Option<Filter>> {
+    let Some(expression) = expression else {
+        return Ok(None);
+    };
+    match filter_child::compile(expression, &Target::File { link_type }, stop) {
         Ok(f) if f.reads_metadata() && !live => {
             eprintln!(
                 "wirespeed capture: {expression}: inbound, outbound and ifindex test a packet's \
@@ -337,7 +349,8 @@ fn compile_or_exit(expression: Option<&str>, link_type: u16, live: bool) -> Opti
             );
             std::process::exit(EXIT_BAD_FILTER);
         }
-        Ok(f) => Some(f),
+        Ok(f) => Ok(Some(f)),
+        Err(e @ CompileError::Stopped) => Err(e.into()),
         Err(e) => {
             eprintln!("wirespeed capture: {e}");
             std::process::exit(EXIT_BAD_FILTER);
@@ -353,7 +366,8 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
         None => {
             let spec = args.port_spec()?;
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
-            let filter = compile_or_exit(args.expression().as_deref(), LINKTYPE_ETHERNET, true);
+            let expression = args.expression();
+            let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET, true, &stop)?;
             let needs_bpf = spec.backend == Backend::Xdp;
             if needs_bpf {
                 if args.direction == "inout" {

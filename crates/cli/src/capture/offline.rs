@@ -93,7 +93,7 @@ pub fn run(
         );
     }
     let expression = args.expression();
-    let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false);
+    let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false, stop)?;
     let mut counts = Counts {
         source: path.display().to_string(),
         filter: expression,

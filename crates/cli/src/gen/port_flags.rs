@@ -90,6 +90,8 @@ impl PortFlags {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            // A signal gives up opening (a large buffer area takes seconds to set up).
+            cancel: crate::signals::flag(),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use wirespeed_umem::{FramePool, Umem, UmemConfig};
+use wirespeed_umem::{FramePool, Umem, UmemConfig, UmemError};
 use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::{Socket, SpillLevels};
 
@@ -154,22 +154,31 @@ impl XdpGroup {
             check_place(spec)?;
         }
         let first = specs.first().map_or("", |s| s.iface.as_str());
-        let umem = Umem::new(UmemConfig {
+        let config = UmemConfig {
             frame_count: opts.frame_count * specs.len().max(1) as u32,
             frame_size: opts.frame_size,
             headroom: opts.headroom,
             hugepages: opts.hugepages,
-        })
-        .map_err(|source| PortError::Umem {
-            what: format!("{first}: UMEM"),
-            source,
-        })?;
+        };
+        let umem =
+            Umem::new_cancellable(config, opts.cancel.as_deref()).map_err(
+                |source| match source {
+                    UmemError::Cancelled => PortError::Cancelled(first.to_string()),
+                    source => PortError::Umem {
+                        what: format!("{first}: UMEM"),
+                        source,
+                    },
+                },
+            )?;
         let note = umem.note().map(str::to_string);
         let mut members: Vec<Member> = Vec::with_capacity(specs.len());
         // Whose program sends each member its packets.
         let mut serving: Vec<Server> = Vec::with_capacity(specs.len());
         let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
         for spec in specs {
+            if opts.cancelled() {
+                return Err(PortError::Cancelled(spec.to_string()));
+            }
             let mut notes: Vec<String> = note.iter().cloned().collect();
             // Another queue of an interface an earlier member attached to: its program serves
             // this queue too (one program per interface).
