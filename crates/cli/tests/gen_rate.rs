@@ -24,6 +24,7 @@ fn rate_in_packets_and_in_bits_within_2_percent_at_the_receiver() {
         "every packet arrives at this rate: {tx} {rj}"
     );
     assert_eq!(g["lost"].as_u64(), Some(0), "{rj}");
+    assert_eq!(tx["rate_reached"], true, "{tx}");
     assert_eq!(g["duplicated"].as_u64(), Some(0), "{rj}");
     assert_eq!(g["reordered"].as_u64(), Some(0), "{rj}");
     assert_eq!(g["corrupt"].as_u64(), Some(0), "{rj}");

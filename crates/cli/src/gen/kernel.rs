@@ -184,7 +184,7 @@ pub fn send(
                 .collect(),
         );
     }
-    s.rate = args.rate.map(|r| r.to_string());
+    s.set_rate(args.rate);
     s.generator = args.generator_id;
     Ok(s.finish())
 }

@@ -153,7 +153,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     s.set_measured(meter.measured());
     s.packets = done.sent;
     s.bytes = done.bytes;
-    s.rate = args.rate.map(|r| r.to_string());
+    s.set_rate(args.rate);
     s.replay_frames = Some(trace.records.len() as u64);
     s.loops_done = Some(done.loops);
     s.set_stats(&stats);

@@ -7,7 +7,11 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
 
+use super::rate::Rate;
 use crate::meter::{CpuReport, CpuTime, Measured};
+
+/// Share of the asked rate a run must send to have reached it.
+const RATE_REACHED: f64 = 0.95;
 
 #[derive(Debug, Serialize)]
 pub struct GenSummary {
@@ -32,6 +36,12 @@ pub struct GenSummary {
     pub wire_mbps: f64,
     /// The asked rate, as given; none when unlimited.
     pub rate: Option<String>,
+    #[serde(skip)]
+    pub asked: Option<Rate>,
+    /// With a rate and a run of a second or more: whether what was sent came within 5 % of
+    /// it, and what share of it was sent (a port or CPU that cannot go as fast falls short).
+    pub rate_reached: Option<bool>,
+    pub rate_share: Option<f64>,
     pub generator: u16,
     pub flows: u32,
     /// Sequence numbers used: 0 up to this, minus the `skipped` ones.
@@ -88,6 +98,9 @@ impl GenSummary {
             mbps: 0.0,
             wire_mbps: 0.0,
             rate: None,
+            asked: None,
+            rate_reached: None,
+            rate_share: None,
             generator: 0,
             flows: 0,
             sequence_end: 0,
@@ -107,6 +120,12 @@ impl GenSummary {
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
             error: None,
         }
+    }
+
+    /// The asked rate (--rate), judged against what was sent when the summary is finished.
+    pub fn set_rate(&mut self, rate: Option<Rate>) {
+        self.rate = rate.map(|r| r.to_string());
+        self.asked = rate;
     }
 
     /// Records how the loop ended: an error is reported after the summary.
@@ -138,12 +157,40 @@ impl GenSummary {
         self.frames_json = self.frames.map(|a| frames_json(&a));
         self.peak_rss_bytes = crate::meter::peak_rss_bytes();
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
+        // A run shorter than a second says too little about a rate.
+        if let Some(asked) = self.asked.filter(|_| self.seconds >= 1.0) {
+            let share = match asked {
+                Rate::PacketsPerSec(pps) => self.mpps * 1e6 / pps,
+                Rate::BitsPerSec(bps) => self.wire_mbps * 1e6 / bps,
+            };
+            self.rate_share = Some(share);
+            self.rate_reached = Some(share >= RATE_REACHED);
+        }
         self
+    }
+
+    /// The line that says the asked rate was not reached, if it was not.
+    pub fn shortfall(&self) -> Option<String> {
+        let (Some(false), Some(share), Some(rate)) =
+            (self.rate_reached, self.rate_share, &self.rate)
+        else {
+            return None;
+        };
+        Some(format!(
+            "the asked rate was not reached: {rate} asked, {:.3} Mpps ({:.1} Mbit/s on the \
+             wire) sent, {:.0} % of it: the port or this CPU cannot go faster",
+            self.mpps,
+            self.wire_mbps,
+            share * 100.0
+        ))
     }
 
     /// Prints the summary; on standard error when a port records on standard output.
     pub fn print(&self, json: bool, to_stderr: bool) {
         let mut text = String::new();
+        if let Some(line) = self.shortfall().filter(|_| json) {
+            eprintln!("wirespeed gen: note: {line}");
+        }
         if json {
             let _ = writeln!(
                 text,
@@ -179,6 +226,9 @@ impl GenSummary {
             .collect();
         if !nonzero.is_empty() {
             let _ = writeln!(text, "drops: {}", nonzero.join(", "));
+        }
+        if let Some(line) = self.shortfall() {
+            let _ = writeln!(text, "{line}");
         }
         crate::report_to::report(&text, to_stderr);
     }

@@ -70,7 +70,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     s.set_measured(meter.measured());
     s.packets = tally.packets;
     s.bytes = tally.bytes;
-    s.rate = args.rate.map(|r| r.to_string());
+    s.set_rate(args.rate);
     s.generator = args.generator_id;
     s.flows = args.flows;
     s.sequence_end = packets.next_seq;
