@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture bench-zcopy bench-pipe fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture bench-zcopy bench-pipe soak fuzz clean
 
 all: build
 
@@ -21,7 +21,8 @@ help:
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
 	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
-	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60); needs a nightly toolchain"
+	@echo "make soak   30 minutes of gen -> switch -> recv, a port flapping, flows changing (root)"
+	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60), or FUZZ_RUNS inputs; nightly"
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
@@ -40,7 +41,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -79,7 +80,15 @@ bench-pipe: deps
 	$(CARGO) build --release
 	/usr/bin/python3 bench/pipe.py
 
+soak: deps
+	$(CARGO) build --release
+	/usr/bin/python3 bench/soak.py
+
+# A budget per target: FUZZ_SECONDS of time, or FUZZ_RUNS inputs (the campaign that took each
+# target to 10^8: make fuzz FUZZ_SECONDS=0 FUZZ_RUNS=100000000; README.md, "Fuzzing"). Each
+# target starts from, and adds to, its corpus in fuzz/corpus/TARGET.
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
 FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite
 
 fuzz: deps
@@ -87,7 +96,8 @@ fuzz: deps
 	  echo "make fuzz: libFuzzer needs a nightly compiler: rustup toolchain install nightly" >&2; exit 1; }
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	for t in $(FUZZ_TARGETS); do \
-	  $(CARGO) +nightly fuzz run -O "$$t" -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048; \
+	  $(CARGO) +nightly fuzz run -O "$$t" -- -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) \
+	    -rss_limit_mb=2048 -timeout=10 -print_final_stats=1; \
 	done
 
 clean:
