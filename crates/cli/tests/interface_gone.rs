@@ -89,12 +89,16 @@ fn recv_ends_when_its_interface_goes() {
 
 #[test]
 fn capture_ends_when_its_interface_goes_and_its_file_is_whole() {
-    for (tag, port) in [("ig3", "xdp:IFACE"), ("ig4", "packet:IFACE")] {
+    // -i IFACE: AF_XDP on every queue, as tcpdump -i takes the whole interface.
+    for (tag, port) in [
+        ("ig3", ["-i", "IFACE"]),
+        ("ig4", ["--port", "packet:IFACE"]),
+    ] {
         let file = ScratchFile::new(&format!("{tag}.pcap"));
-        let args = ["capture", "--port", port, "-w", &file, "--json"];
+        let args = ["capture", port[0], port[1], "-w", &file, "--json"];
         let j = receiver_ends_when_its_interface_goes(tag, &args, "written");
         assert_eq!(j["received"].as_u64(), Some(100), "{j}");
-        assert_eq!(judge(&file).0, 100, "{port}");
+        assert_eq!(judge(&file).0, 100, "{port:?}");
     }
 }
 
