@@ -66,6 +66,6 @@ fn main() {
         eprintln!("wirespeed: error: {}", error_text::error_text(&e));
         // A run a signal cut short (in its set-up: the loops finish normally) ends as the
         // signal would have ended it.
-        std::process::exit(signals::exit_status().unwrap_or(1));
+        std::process::exit(signals::exit_status(&e).unwrap_or(1));
     }
 }

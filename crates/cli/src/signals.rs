@@ -1,6 +1,6 @@
 //! SIGINT and SIGTERM: the first asks the tool to stop, a later one ends the process.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -12,8 +12,9 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 /// twice (GNU timeout signals its child and then the child's process group).
 const FORCE_AFTER: Duration = Duration::from_millis(500);
 
-/// The first SIGINT or SIGTERM's number, 0 before one came.
-static FIRST: AtomicI32 = AtomicI32::new(0);
+/// The number of the SIGINT or SIGTERM that came (0 before one did), set by the handler
+/// itself: it is known the moment the stop flag is.
+static SIGNAL: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
 /// The flag `stop_flag` made, for set-up steps that take long (a port's buffer area) to
 /// give up on.
@@ -26,16 +27,26 @@ pub fn flag() -> Option<Arc<AtomicBool>> {
 
 /// The signal that asked the tool to stop, if one did.
 pub fn received() -> Option<i32> {
-    match FIRST.load(Ordering::Relaxed) {
-        0 => None,
-        sig => Some(sig),
+    match SIGNAL.get().map(|s| s.load(Ordering::Relaxed)) {
+        None | Some(0) => None,
+        Some(sig) => Some(sig as i32),
     }
 }
 
-/// The exit status of a run that a signal ended before it could finish its set-up (a
-/// filter compiling, a port opening): the shell's for the signal, 130 or 143.
-pub fn exit_status() -> Option<i32> {
-    received().map(|sig| 128 + sig)
+/// The exit status of a run that a signal ended before it could finish its set-up (`e` is
+/// the set-up step giving up: a port opening, a filter compiling): the shell's for the
+/// signal, 130 or 143. None for any other error, which exits 1 as always.
+pub fn exit_status(e: &anyhow::Error) -> Option<i32> {
+    let gave_up = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<wirespeed_port::PortError>(),
+            Some(wirespeed_port::PortError::Cancelled(_))
+        ) || matches!(
+            cause.downcast_ref::<crate::capture::filter_child::CompileError>(),
+            Some(crate::capture::filter_child::CompileError::Stopped)
+        )
+    });
+    received().filter(|_| gave_up).map(|sig| 128 + sig)
 }
 
 /// Set on SIGINT or SIGTERM: loops finish their burst, report and clean up.
@@ -54,9 +65,12 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let _ = FLAG.set(stop.clone());
+    let which = SIGNAL.get_or_init(|| Arc::new(AtomicUsize::new(0))).clone();
     // Set by the handler itself, so the flag never waits for the thread below.
     for sig in [SIGINT, SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("install signal handler")?;
+        signal_hook::flag::register_usize(sig, which.clone(), sig as usize)
+            .context("install signal handler")?;
     }
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("install signal handler")?;
@@ -67,10 +81,7 @@ pub fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
             let mut first: Option<Instant> = None;
             for sig in signals.forever() {
                 match first {
-                    None => {
-                        FIRST.store(sig, Ordering::Relaxed);
-                        first = Some(Instant::now());
-                    }
+                    None => first = Some(Instant::now()),
                     Some(at) if at.elapsed() >= FORCE_AFTER => std::process::exit(128 + sig),
                     Some(_) => {}
                 }

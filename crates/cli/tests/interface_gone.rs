@@ -13,12 +13,20 @@ use common::*;
 /// Sends `count` test frames from A to B over AF_PACKET, 20,000 a second.
 fn send_from_a(net: &NetPair, count: u32) {
     let port = format!("packet:{}", net.a);
-    let count = count.to_string();
+    let count_text = count.to_string();
     let args = [
-        "gen", "--port", &port, "--count", &count, "--rate", "20000", "--json", "-q",
+        "gen",
+        "--port",
+        &port,
+        "--count",
+        &count_text,
+        "--rate",
+        "20000",
+        "--json",
+        "-q",
     ];
     let j = run_json(&net.ns_a, &args);
-    assert_eq!(j["packets"].as_u64(), Some(100), "{j}");
+    assert_eq!(j["packets"].as_u64(), Some(u64::from(count)), "{j}");
 }
 
 /// Deletes B's end (and with it the pair), then waits for `tool` to exit: its status, its

@@ -27,13 +27,14 @@ fn endless_filter(first: u32) -> String {
         .join(" or ")
 }
 
-/// No `compile-filter` child compiling `filter` is left running.
+/// No `compile-filter` child compiling `filter` is left running (each process's whole
+/// command line, from /proc).
 fn no_compiler_left(filter: &str) {
-    let out = must(&["ps", "-eo", "args"]);
-    let left = out
-        .lines()
-        .filter(|l| l.starts_with(wirespeed()) && l.contains("compile-filter"))
-        .filter(|l| l.ends_with(filter))
+    let left = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|l| l.contains("compile-filter") && l.trim_end().ends_with(filter))
         .count();
     assert_eq!(left, 0, "a compiler of ours is still running");
 }

@@ -78,9 +78,20 @@ fn send_to_host1(star: &NetStar, dst_mac: &str, count: u32) -> std::process::Chi
 
 #[test]
 fn a_port_deleted_under_traffic_leaves_the_others_forwarding() {
-    let star = NetStar::new("pfd", 3);
-    let sock = ScratchFile::new("pfd.sock");
-    let switch = star.switch(&sock, &[]);
+    deleted_under_traffic("pfd", &["xdp", "xdp", "xdp"]);
+}
+
+/// The port deleted is an AF_PACKET one: its send fails otherwise (ENXIO from the ring's
+/// kick), and is no more the end of the switch.
+#[test]
+fn a_packet_port_deleted_under_traffic_leaves_the_others_forwarding() {
+    deleted_under_traffic("pfp", &["xdp", "packet", "xdp"]);
+}
+
+fn deleted_under_traffic(tag: &str, backends: &[&str]) {
+    let star = NetStar::new(tag, 3);
+    let sock = ScratchFile::new(&format!("{tag}.sock"));
+    let switch = star.switch_with(&sock, backends, &[]);
     // Everyone learned.
     for to in [1, 2] {
         assert_eq!(ping(&star.hosts[0], &star.ip(to), 2), 2);
@@ -119,7 +130,10 @@ fn a_port_deleted_under_traffic_leaves_the_others_forwarding() {
     // It exits cleanly later, with the port marked and every frame accounted for.
     let (j, log) = switch.interrupt();
     assert!(
-        log.contains(&format!("port 2 (xdp:{}): interface gone", star.ports[1])),
+        log.contains(&format!(
+            "port 2 ({}:{}): interface gone",
+            backends[1], star.ports[1]
+        )),
         "{log}"
     );
     assert_eq!(j["ports"][1]["link"], "gone", "{j}");

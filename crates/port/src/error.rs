@@ -47,3 +47,30 @@ pub enum PortError {
         source: io::Error,
     },
 }
+
+impl PortError {
+    /// The error for a failed system call on a port's socket or device: its interface down
+    /// or gone when that is why, by the error number first (ENETDOWN: down; ENXIO, ENODEV,
+    /// EBADFD: gone if no interface has its index any more, else down), else the call's own.
+    pub(crate) fn of_link(
+        spec: &str,
+        ifindex: u32,
+        what: &'static str,
+        source: io::Error,
+    ) -> PortError {
+        match source.raw_os_error() {
+            Some(libc::ENETDOWN) => PortError::InterfaceDown(spec.to_string()),
+            Some(libc::ENXIO | libc::ENODEV | libc::EBADFD) => {
+                match wirespeed_xsk::link_state(ifindex) {
+                    wirespeed_xsk::LinkState::Gone => PortError::InterfaceGone(spec.to_string()),
+                    _ => PortError::InterfaceDown(spec.to_string()),
+                }
+            }
+            _ => PortError::Io {
+                iface: spec.to_string(),
+                what,
+                source,
+            },
+        }
+    }
+}

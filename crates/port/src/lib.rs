@@ -178,6 +178,13 @@ pub trait Port {
     fn link(&self) -> LinkState {
         LinkState::Up
     }
+
+    /// The port's interface went away: packets handed to `tx_burst` and not yet counted as
+    /// sent never will be. The port gives them up and returns how many (the caller counts
+    /// them, as `link_down`). Ports that count a packet sent when it is queued have none.
+    fn abandon_tx(&mut self) -> u64 {
+        0
+    }
 }
 
 /// Sleeps until any of `fds` (from `Port::poll_fds`, `XdpGroup::poll_fds`) is readable, or

@@ -22,8 +22,7 @@ pub struct DropCounters {
     /// Our program had to set a packet aside while we were behind, and its spill ring was
     /// full (AF_XDP with a spill ring).
     pub spill_full: u64,
-    /// Meant for the port while its interface was down or gone (a switch's output), or
-    /// handed to the kernel before it went away and never sent.
+    /// Meant for the port while its interface was down or gone (a switch's output).
     pub link_down: u64,
 }
 
@@ -72,6 +71,9 @@ pub struct PortStats {
     pub copies: u64,
     /// Packets received through the spill ring (each copied into a frame on the way).
     pub spilled: u64,
+    /// Of `tx_packets`, those the kernel held when the interface went away: handed over,
+    /// never sent. (Kept apart so that tx_packets never goes down.)
+    pub tx_stranded: u64,
     pub drops: DropCounters,
 }
 
@@ -84,6 +86,7 @@ impl PortStats {
         self.tx_bytes += o.tx_bytes;
         self.copies += o.copies;
         self.spilled += o.spilled;
+        self.tx_stranded += o.tx_stranded;
         self.drops.add(&o.drops);
     }
 }

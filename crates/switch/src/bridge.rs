@@ -382,6 +382,7 @@ impl Bridge {
 
     fn housekeeping(&mut self) {
         let now = self.now();
+        self.forget_down_ports();
         self.expire_rules(now);
         let mut datapath = self.datapath();
         // A failure shows in dump-cache's error count; the next round tries again.
@@ -420,6 +421,23 @@ impl Bridge {
             return;
         }
         let mut datapath = self.datapath();
+        for change in &changes {
+            let n = self.numbers[change.port];
+            let up = change.now == LinkState::Up;
+            if !up {
+                datapath.mac_table.flush_port(n);
+            }
+            let dp = &mut *datapath;
+            if let Some(offload) = &mut dp.offload
+                && offload
+                    .port_link(n, up, &mut dp.tables, &mut dp.mac_table, now)
+                    .is_err()
+            {
+                offload.count_error();
+            }
+        }
+        drop(datapath);
+        // Said outside the lock: a stderr that blocks must not hold up the threads.
         for change in changes {
             let (n, spec) = (self.numbers[change.port], &self.specs[change.port]);
             let what = match change.now {
@@ -433,18 +451,22 @@ impl Bridge {
                 }
             };
             eprintln!("wirespeed switch: port {n} ({spec}): {what}");
-            let up = change.now == LinkState::Up;
-            if !up {
-                datapath.mac_table.flush_port(n);
-            }
-            let dp = &mut *datapath;
-            if let Some(offload) = &mut dp.offload
-                && offload
-                    .port_link(n, up, &mut dp.tables, &mut dp.mac_table, now)
-                    .is_err()
-            {
-                offload.count_error();
-            }
+        }
+    }
+
+    /// Forgets again what was learned on ports that are not up: a thread that had not yet
+    /// seen a port go down may have learned from one more burst of it.
+    fn forget_down_ports(&self) {
+        let down: Vec<u32> = (0..self.numbers.len())
+            .filter(|&i| self.links.get(i) != LinkState::Up)
+            .map(|i| self.numbers[i])
+            .collect();
+        if down.is_empty() {
+            return;
+        }
+        let mut datapath = self.datapath();
+        for n in down {
+            datapath.mac_table.flush_port(n);
         }
     }
 

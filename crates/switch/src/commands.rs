@@ -272,8 +272,13 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             s.tx_packets, s.tx_bytes, tx_drop, s.drops.tx_invalid_desc
         );
         let link = bridge.link(i);
-        if link != Link::Up {
-            let _ = writeln!(out, "           link: {}", link_name(link));
+        if link != Link::Up || s.tx_stranded > 0 {
+            let _ = writeln!(
+                out,
+                "           link: {}, stranded={} (sent, then the interface went away)",
+                link_name(link),
+                s.tx_stranded
+            );
         }
         let reasons: Vec<String> = s
             .drops

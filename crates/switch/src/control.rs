@@ -322,6 +322,9 @@ fn serve_with(
                     Err(RecvTimeoutError::Timeout) => answered.recv().unwrap_or_else(|_| {
                         Response::error("the switch stopped before it answered")
                     }),
+                    Err(RecvTimeoutError::Disconnected) if Job::withdraw(&claim) => {
+                        Response::error("the switch is stopping: nothing was done")
+                    }
                     Err(RecvTimeoutError::Disconnected) => {
                         Response::error("the switch stopped before it answered")
                     }

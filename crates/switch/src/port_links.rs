@@ -88,10 +88,14 @@ impl PortLinks {
     pub fn read(&self) {
         for (port, ifindex) in self.ifindex.iter().enumerate() {
             let Some(ifindex) = *ifindex else { continue };
-            if self.get(port) != LinkState::Gone {
-                let now = wirespeed_port::link_state(ifindex);
-                self.state[port].store(encode(now), Ordering::Relaxed);
+            if self.get(port) == LinkState::Gone {
+                continue;
             }
+            let now = encode(wirespeed_port::link_state(ifindex));
+            // Never out of gone, whoever found it meanwhile (another reader, a thread).
+            let _ = self.state[port].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
+                (was != GONE).then_some(now)
+            });
         }
     }
 

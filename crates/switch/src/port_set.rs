@@ -130,11 +130,13 @@ impl PortSet {
             return;
         }
         self.discard_queued(member);
-        if state == LinkState::Gone
-            && was != LinkState::Gone
-            && let Place::Group(g) = self.members[member].1
-        {
-            self.group_mut().strand(g);
+        if state == LinkState::Gone && was != LinkState::Gone {
+            match self.members[member].1 {
+                Place::Group(g) => {
+                    self.group_mut().strand(g);
+                }
+                Place::Other(o) => self.link_down[member] += self.others[o].port.abandon_tx(),
+            }
         }
     }
 

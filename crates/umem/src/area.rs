@@ -226,6 +226,14 @@ fn populate(map: &Mapping, cancel: Option<&AtomicBool>) -> Result<(), UmemError>
         // SAFETY: MADV_POPULATE_WRITE only faults in pages of our own writable mapping.
         let r = unsafe { libc::madvise(start.cast(), chunk, libc::MADV_POPULATE_WRITE) };
         if r != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                // Out of memory (or hugepages): an error now, not a fault later.
+                return Err(UmemError::Map {
+                    bytes: map.len,
+                    source: e,
+                });
+            }
             // Before Linux 5.14: write a byte of each page instead.
             let page = page_size();
             let mut at = 0;

@@ -28,18 +28,41 @@ pub enum LinkState {
 
 /// The state of the interface with index `ifindex` (two system calls: a few times a second
 /// at most). Found by index, so a renamed interface is still itself and a new one of the
-/// same name is not.
+/// same name is not. Gone only when the kernel says no interface has the index (ENXIO);
+/// when it cannot tell (out of descriptors, say) the link is taken to be up.
 pub fn link_state(ifindex: u32) -> LinkState {
-    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
-    let found = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
-    if found.is_null() {
-        return LinkState::Gone;
+    // Twice: renamed between finding its name and asking by it, it is asked again.
+    for _ in 0..2 {
+        let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+        // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
+        let found = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };
+        if found.is_null() {
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENXIO) => LinkState::Gone,
+                _ => LinkState::Up,
+            };
+        }
+        match interface_flags(&name) {
+            Ok(flags) => {
+                let up = libc::IFF_UP | libc::IFF_RUNNING;
+                return match flags & up == up {
+                    true => LinkState::Up,
+                    false => LinkState::Down,
+                };
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
+            Err(_) => return LinkState::Up,
+        }
     }
+    LinkState::Up
+}
+
+/// SIOCGIFFLAGS of the interface named `name` (NUL-terminated).
+fn interface_flags(name: &[libc::c_char; libc::IF_NAMESIZE]) -> io::Result<i32> {
     // SAFETY: plain system call; the descriptor is owned from here on.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return LinkState::Up; // cannot ask: assume nothing changed
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: fd is a fresh descriptor that nothing else owns.
     let socket = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -50,19 +73,10 @@ pub fn link_state(ifindex: u32) -> LinkState {
     // the call.
     let r = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
     if r < 0 {
-        // Deleted between the two calls.
-        return match io::Error::last_os_error().raw_os_error() {
-            Some(libc::ENODEV) => LinkState::Gone,
-            _ => LinkState::Up,
-        };
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-    let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
-    let up = libc::IFF_UP | libc::IFF_RUNNING;
-    match flags & up == up {
-        true => LinkState::Up,
-        false => LinkState::Down,
-    }
+    Ok(i32::from(unsafe { req.ifr_ifru.ifru_flags }))
 }
 
 /// How many queues an interface has (the larger of its RX and TX queue counts), read from

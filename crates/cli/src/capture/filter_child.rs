@@ -55,7 +55,9 @@ pub fn compile(
 ) -> Result<Filter, CompileError> {
     let me = std::env::current_exe().map_err(|e| CompileError::Child(e.to_string()))?;
     let mut command = Command::new(me);
-    command.arg(CHILD_COMMAND);
+    command
+        .arg(CHILD_COMMAND)
+        .args(["--parent", &std::process::id().to_string()]);
     match target {
         Target::File { link_type } => command.args(["--link-type", &link_type.to_string()]),
         Target::Kernel { iface } => command.args(["--kernel", iface]),
@@ -121,10 +123,15 @@ fn kill(child: &mut Child) {
 
 /// The child's exit status when libpcap refused the expression (its message on stderr).
 const EXIT_REFUSED: i32 = 2;
+/// The child's exit status when its parent was gone before it started.
+const EXIT_ORPHAN: i32 = 3;
 
 /// The hidden command's options: what `compile` runs in the child.
 #[derive(Debug, Args)]
 pub struct ChildArgs {
+    /// The process waiting for the program: the child ends with it.
+    #[arg(long)]
+    parent: i32,
     #[arg(long)]
     link_type: Option<u16>,
     #[arg(long)]
@@ -132,8 +139,15 @@ pub struct ChildArgs {
     expression: String,
 }
 
-/// The child: compiles, prints the program (or libpcap's message, exit 2).
+/// The child: compiles, prints the program (or libpcap's message, exit 2). It dies with its
+/// parent (killed outright, say), and of its own CPU limit, whatever libpcap is doing.
 pub fn child_main(args: ChildArgs) -> ! {
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if nix::unistd::getppid().as_raw() != args.parent {
+        std::process::exit(EXIT_ORPHAN);
+    }
+    let cpu = COMPILE_LIMIT.as_secs() + 5;
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CPU, cpu, cpu);
     let compiled = match (&args.kernel, args.link_type) {
         (Some(iface), _) => Filter::compile_for_kernel(&args.expression, iface),
         (None, link_type) => Filter::compile(&args.expression, link_type.unwrap_or(1)),

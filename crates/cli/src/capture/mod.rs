@@ -350,7 +350,8 @@ fn compile_or_exit(
             std::process::exit(EXIT_BAD_FILTER);
         }
         Ok(f) => Ok(Some(f)),
-        Err(e @ CompileError::Stopped) => Err(e.into()),
+        // Not the filter's fault: stopped, or the child could not run.
+        Err(e @ (CompileError::Stopped | CompileError::Child(_))) => Err(e.into()),
         Err(e) => {
             eprintln!("wirespeed capture: {e}");
             std::process::exit(EXIT_BAD_FILTER);

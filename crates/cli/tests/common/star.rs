@@ -49,11 +49,18 @@ impl NetStar {
 
     /// `switch --port 1=xdp:P0 --port 2=xdp:P1 ...` with `extra`, in the middle, ready.
     pub fn switch(&self, ctl: &str, extra: &[&str]) -> Running {
+        let backends = vec!["xdp"; self.ports.len()];
+        self.switch_with(ctl, &backends, extra)
+    }
+
+    /// `switch` with port i on backend `backends[i]` (xdp, packet).
+    pub fn switch_with(&self, ctl: &str, backends: &[&str], extra: &[&str]) -> Running {
         let ports: Vec<String> = self
             .ports
             .iter()
+            .zip(backends)
             .enumerate()
-            .map(|(i, p)| format!("{}=xdp:{p}", i + 1))
+            .map(|(i, (p, b))| format!("{}={b}:{p}", i + 1))
             .collect();
         let mut args = vec!["switch", "--ctl", ctl, "--json"];
         for p in &ports {

@@ -276,11 +276,12 @@ impl PacketPort {
                 {
                     Ok(())
                 }
-                Err(source) => Err(PortError::Io {
-                    iface: self.iface.clone(),
-                    what: "send (tx ring kick)",
+                Err(source) => Err(PortError::of_link(
+                    &self.info.spec,
+                    self.ifindex,
+                    "send (tx ring kick)",
                     source,
-                }),
+                )),
             };
         }
         Ok(())
@@ -449,6 +450,14 @@ impl Port for PacketPort {
 
     fn link(&self) -> LinkState {
         wirespeed_xsk::link_state(self.ifindex)
+    }
+
+    /// Frames count as sent when the kernel takes them: those still queued are given up.
+    fn abandon_tx(&mut self) -> u64 {
+        match self.tx.as_mut() {
+            Some(tx) => tx.abandon(&self.map),
+            None => 0,
+        }
     }
 }
 

@@ -190,6 +190,23 @@ impl TxRing {
         false
     }
 
+    /// The interface went away: frames queued and not taken by the kernel never will be.
+    /// They become free again; returns how many.
+    pub(super) fn abandon(&mut self, map: &RingMap) -> u64 {
+        let mut given_up = 0;
+        for position in self.kernel_head..self.head {
+            let slot = self.slot(position);
+            if self.frames[slot] == TxFrame::Queued {
+                map.tx_make_available(self.frame_offset(slot));
+                self.frames[slot] = TxFrame::Free;
+                given_up += 1;
+            }
+        }
+        self.queued = 0;
+        self.holes = given_up > 0;
+        given_up
+    }
+
     /// Frames the kernel has finished with become free again, in ring order.
     pub(super) fn reclaim(&mut self, map: &RingMap) {
         while self.tail < self.kernel_head {

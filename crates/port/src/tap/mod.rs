@@ -167,7 +167,15 @@ impl Port for TapPort {
                             break;
                         }
                         ErrorKind::Interrupted => break,
-                        _ => return Err(self.io_error("read", e)),
+                        // A device deleted under us reads EBADFD: gone, not a failure.
+                        _ => {
+                            return Err(PortError::of_link(
+                                &self.info.spec,
+                                self.ifindex,
+                                "read",
+                                e,
+                            ));
+                        }
                     }
                 }
             }

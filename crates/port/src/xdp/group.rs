@@ -68,20 +68,10 @@ struct Member {
 
 impl Member {
     /// The error for a failed system call on this member's socket: its interface gone or
-    /// down when that is why (the kernel says ENXIO or ENETDOWN), else the call's own.
+    /// down when that is why (see `PortError::of_link`).
     #[cold]
     fn failed(&self, what: &'static str, source: std::io::Error) -> PortError {
-        match wirespeed_xsk::link_state(self.ifindex) {
-            LinkState::Gone => PortError::InterfaceGone(self.info.spec.clone()),
-            LinkState::Down if source.raw_os_error() == Some(libc::ENETDOWN) => {
-                PortError::InterfaceDown(self.info.spec.clone())
-            }
-            _ => PortError::Io {
-                iface: self.info.spec.clone(),
-                what,
-                source,
-            },
-        }
+        PortError::of_link(&self.info.spec, self.ifindex, what, source)
     }
 }
 
@@ -321,7 +311,8 @@ impl XdpGroup {
             m.stats.drops.rx_invalid_desc += out.invalid as u64;
             // Pending spilled packets were counted held when drained.
             self.app_held += out.received as u64;
-            if out.received + out.invalid == 0 {
+            // Woken only when nothing came: an error here would lose the batch's packets.
+            if got + out.invalid == 0 {
                 m.socket
                     .wake_rx()
                     .map_err(|source| m.failed("wake receive", source))?;
@@ -502,14 +493,13 @@ impl XdpGroup {
     }
 
     /// `port`'s interface went away: the frames handed to the kernel for sending and not
-    /// completed will never be sent. They are counted as `link_down` instead of sent (any
-    /// the kernel still completes go back to the pool); returns how many.
+    /// completed will never be sent. They are counted as `tx_stranded` (any the kernel still
+    /// completes go back to the pool); returns how many.
     pub fn strand(&mut self, port: usize) -> u64 {
         self.reclaim(port);
         let m = &mut self.members[port];
         let stranded = m.tx_in_flight;
-        m.stats.tx_packets -= stranded;
-        m.stats.drops.link_down += stranded;
+        m.stats.tx_stranded += stranded;
         m.tx_in_flight = 0;
         stranded
     }
