@@ -50,8 +50,9 @@ pub enum PortError {
 
 impl PortError {
     /// The error for a failed system call on a port's socket or device: its interface down
-    /// or gone when that is why, by the error number first (ENETDOWN: down; ENXIO, ENODEV,
-    /// EBADFD: gone if no interface has its index any more, else down), else the call's own.
+    /// or gone when the error number says so (ENETDOWN; ENXIO, ENODEV, EBADFD), gone when no
+    /// interface has its index any more (a deleted interface is first taken down), else the
+    /// call's own.
     pub(crate) fn of_link(
         spec: &str,
         ifindex: u32,
@@ -59,8 +60,7 @@ impl PortError {
         source: io::Error,
     ) -> PortError {
         match source.raw_os_error() {
-            Some(libc::ENETDOWN) => PortError::InterfaceDown(spec.to_string()),
-            Some(libc::ENXIO | libc::ENODEV | libc::EBADFD) => {
+            Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADFD) => {
                 match wirespeed_xsk::link_state(ifindex) {
                     wirespeed_xsk::LinkState::Gone => PortError::InterfaceGone(spec.to_string()),
                     _ => PortError::InterfaceDown(spec.to_string()),
