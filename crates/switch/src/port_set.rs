@@ -123,7 +123,8 @@ impl PortSet {
     }
 
     /// `member`'s link is now `state`. A port that stops being up has what was queued for it
-    /// counted as `link_down`; one that went away, what its kernel ring held too.
+    /// counted as `link_down`; one that went away gives up what its kernel ring held too
+    /// (`tx_stranded` where it was counted as sent already, else `link_down`).
     fn set_link(&mut self, member: usize, state: LinkState) {
         let was = std::mem::replace(&mut self.link[member], state);
         if state == LinkState::Up {
