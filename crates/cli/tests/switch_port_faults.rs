@@ -169,10 +169,26 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ping(&star.hosts[0], &star.ip(2), 3), 3);
     assert_eq!(ping(&star.hosts[2], &star.ip(1), 3), 3);
+    // Down with no traffic, then deleted (before: os error 6, and the switch was gone).
+    must(&[
+        "ip",
+        "-n",
+        &star.ns_m,
+        "link",
+        "set",
+        &star.ports[2],
+        "down",
+    ]);
+    std::thread::sleep(Duration::from_millis(200));
+    must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[2]]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
     let (j, log) = switch.interrupt();
-    assert!(log.contains("port 3 ("), "{log}");
-    assert!(log.contains("): link up: forwarding again"), "{log}");
-    assert_eq!(j["ports"][2]["link"], "up", "{j}");
+    let port3 = format!("port 3 (xdp:{})", star.ports[2]);
+    for said in ["link down", "link up: forwarding again", "interface gone"] {
+        assert!(log.contains(&format!("{port3}: {said}")), "{said}: {log}");
+    }
+    assert_eq!(j["ports"][2]["link"], "gone", "{j}");
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }
 
