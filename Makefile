@@ -85,7 +85,7 @@ soak: deps
 	/usr/bin/python3 bench/soak.py
 
 # A budget per target: FUZZ_SECONDS of time, or FUZZ_RUNS inputs (the campaign that took each
-# target to 10^8: make fuzz FUZZ_SECONDS=0 FUZZ_RUNS=100000000; README.md, "Fuzzing"). Each
+# target to 10^8: make fuzz FUZZ_SECONDS=0 FUZZ_RUNS=100000000; README.md, "Layout"). Each
 # target starts from, and adds to, its corpus in fuzz/corpus/TARGET.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
