@@ -311,3 +311,29 @@ fn duplicated_reordered_and_lost_frames_are_reported_exactly() {
     );
     net.assert_no_xdp();
 }
+
+/// recv's defaults are deep rings (16384 entries) and twice as many frames, so that a
+/// receiver whose CPU is taken for a while loses nothing at modest rates (`recv --help`).
+#[test]
+fn recv_at_its_defaults_circulates_32768_frames() {
+    let net = NetPair::new("gd");
+    let port = format!("xdp:{}", net.b);
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &["recv", "--port", &port, "--duration", "60", "--json", "-q"],
+    );
+    rx.wait_ready();
+    let g = gen_in_a(&net, &["--count", "20000", "--rate", "50000"]);
+    assert_eq!(g["packets"].as_u64(), Some(20_000), "{g}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["frames"]["total"].as_u64(), Some(32_768), "{rj}");
+    assert_eq!(rj["frames"]["balanced"].as_bool(), Some(true), "{rj}");
+    assert_eq!(
+        rj["generators"][0]["received"].as_u64(),
+        Some(20_000),
+        "{rj}"
+    );
+    assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
+    net.assert_no_xdp();
+}

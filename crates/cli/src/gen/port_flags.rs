@@ -26,20 +26,41 @@ pub struct PortFlags {
     /// 256 (room to push headers in place).
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
-    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET). The rings, not this,
-    /// set how many frames circulate: the frame pool hands out the frames it got back last,
-    /// so frames beyond the rings' reach stay idle (bench/README.md).
-    #[arg(long, default_value_t = 4096)]
-    pub frames: u32,
-    /// Entries per ring (a power of two).
-    #[arg(long, default_value_t = 1024)]
-    pub ring_size: u32,
+    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET); default 4096 (recv:
+    /// twice the ring size). The rings, not this, set how many frames circulate: the frame
+    /// pool hands out the frames it got back last, so frames beyond the rings' reach stay
+    /// idle (bench/README.md).
+    #[arg(long)]
+    pub frames: Option<u32>,
+    /// Entries per ring (a power of two); default 1024 (recv: 16384).
+    #[arg(long)]
+    pub ring_size: Option<u32>,
     /// Back the UMEM with hugepages (falls back to normal pages with a note).
     #[arg(long)]
     pub hugepages: bool,
     /// Replace an XDP program someone else attached to the interface.
     #[arg(long)]
     pub force: bool,
+    /// The defaults of the tool these flags are for.
+    #[arg(skip)]
+    pub defaults: SizeDefaults,
+}
+
+/// A tool's ring size and frames when its user names none.
+#[derive(Debug, Clone, Copy)]
+pub struct SizeDefaults {
+    pub ring_size: u32,
+    /// Frames: this many, or with None twice the ring size.
+    pub frames: Option<u32>,
+}
+
+impl Default for SizeDefaults {
+    fn default() -> Self {
+        SizeDefaults {
+            ring_size: 1024,
+            frames: Some(4096),
+        }
+    }
 }
 
 fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
@@ -47,10 +68,22 @@ fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
 }
 
 impl PortFlags {
+    /// --ring-size, or the tool's default.
+    pub fn ring_size(&self) -> u32 {
+        self.ring_size.unwrap_or(self.defaults.ring_size)
+    }
+
+    /// --frames, or the tool's default.
+    pub fn frames(&self) -> u32 {
+        self.frames
+            .or(self.defaults.frames)
+            .unwrap_or(2 * self.ring_size())
+    }
+
     pub fn validate(&self) -> anyhow::Result<()> {
         // Left to us, the frame size is 4096 whenever 2048 is too small.
         let frame_size = self.frame_size.unwrap_or(4096);
-        validate_port_sizes(frame_size, self.ring_size, self.batch, self.frames)?;
+        validate_port_sizes(frame_size, self.ring_size(), self.batch, self.frames())?;
         // The kernel keeps XDP_PACKET_HEADROOM (256) and wants a minimal frame after both.
         if self.headroom.saturating_add(256 + 64) > frame_size {
             bail!(
@@ -77,10 +110,10 @@ impl PortFlags {
     pub fn options(&self, ifaces: &[&str], rx: bool, tx: bool) -> PortOptions {
         PortOptions {
             xdp_mode: self.xdp_mode,
-            frame_count: self.frames,
+            frame_count: self.frames(),
             frame_size: self.frame_size(ifaces),
             headroom: self.headroom,
-            ring_size: self.ring_size,
+            ring_size: self.ring_size(),
             hugepages: self.hugepages,
             busy_poll: self.busy_poll,
             batch: self.batch,
