@@ -57,11 +57,7 @@ fn run_shared(
     let stats = sum(group.stats(0), group.stats(1));
     let mut s = summary_for(Mode::L2fwd, args, Some(group.info(0)), a);
     s.port = format!("{a}<->{b}");
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = tally.packets;
-    s.bytes = tally.bytes;
+    s.set_measured(seconds, &meter, tally.packets, tally.bytes);
     s.set_stats(&stats);
     s.frames = Some(group.audit());
     s.set_error(ended);
@@ -138,11 +134,7 @@ fn run_copying(
     stats.drops.tx_ring_full += tally.no_room;
     let mut s = summary_for(Mode::L2fwd, args, Some(ports[0].info()), a);
     s.port = format!("{a}<->{b}");
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = tally.moved.packets;
-    s.bytes = tally.moved.bytes;
+    s.set_measured(seconds, &meter, tally.moved.packets, tally.moved.bytes);
     s.set_stats(&stats);
     s.set_error(ended);
     Ok(s.finish())

@@ -32,11 +32,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     }
     let stats = port.stats();
     let mut s = summary_for(Mode::L2fwd, args, Some(port.info()), spec);
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = tally.packets;
-    s.bytes = tally.bytes;
+    s.set_measured(seconds, &meter, tally.packets, tally.bytes);
     s.set_stats(&stats);
     s.frames = port.audit();
     s.set_error(ended);

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortStats};
 
-use crate::meter::CpuReport;
+use crate::meter::{CpuReport, Meter};
 use crate::verify::VerifyReport;
 
 #[derive(Debug, Serialize)]
@@ -85,6 +85,15 @@ impl Summary {
             balanced: a.balanced(),
         });
         self
+    }
+
+    /// The measured window: its length, the CPU it took, each second's rate, and what moved.
+    pub fn set_measured(&mut self, seconds: f64, meter: &Meter, packets: u64, bytes: u64) {
+        self.seconds = seconds;
+        self.cpu_time = Some(meter.cpu_used());
+        self.per_second_mpps = meter.per_second_mpps();
+        self.packets = packets;
+        self.bytes = bytes;
     }
 
     /// Records how the loop ended: an error is reported after the summary.

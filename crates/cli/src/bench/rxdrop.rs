@@ -41,11 +41,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     );
     let stats = port.stats();
     let mut s = summary_for(Mode::Rxdrop, args, Some(port.info()), spec);
-    s.seconds = meter.elapsed().as_secs_f64();
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = tally.packets;
-    s.bytes = tally.bytes;
+    let seconds = meter.elapsed().as_secs_f64();
+    s.set_measured(seconds, &meter, tally.packets, tally.bytes);
     s.set_stats(&stats);
     s.frames = port.audit();
     s.verify = verifier.map(|v| v.finish(args.expect));

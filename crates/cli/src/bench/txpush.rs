@@ -45,11 +45,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     let stats = port.stats();
     let mut s = summary_for(Mode::Txpush, args, Some(port.info()), spec);
     s.engine = Some("socket");
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = sent;
-    s.bytes = sent * frame_len;
+    s.set_measured(seconds, &meter, sent, sent * frame_len);
     s.set_stats(&stats);
     s.frames = port.audit();
     s.set_error(ended);

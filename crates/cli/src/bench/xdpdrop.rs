@@ -50,11 +50,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let (p, b) = counter.read()?;
     let mut s = summary_for(Mode::Xdpdrop, args, None, spec);
     s.xdp_mode = attached.to_string();
-    s.seconds = seconds;
-    s.cpu_time = Some(meter.cpu_used());
-    s.per_second_mpps = meter.per_second_mpps();
-    s.packets = p - start_packets;
-    s.bytes = b - start_bytes;
+    s.set_measured(seconds, &meter, p - start_packets, b - start_bytes);
     s.rx_packets = s.packets;
     Ok(s.finish())
 }
