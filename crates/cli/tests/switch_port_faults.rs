@@ -147,15 +147,7 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     let sock = ScratchFile::new("pfu.sock");
     let switch = star.switch(&sock, &[]);
     assert_eq!(ping(&star.hosts[0], &star.ip(2), 2), 2);
-    must(&[
-        "ip",
-        "-n",
-        &star.ns_m,
-        "link",
-        "set",
-        &star.ports[2],
-        "down",
-    ]);
+    star.set_port(2, "down");
     std::thread::sleep(Duration::from_millis(200));
     let shown = ctl(&sock, &["show"]);
     assert!(shown.contains(" port 3: link down"), "{shown}");
@@ -165,20 +157,12 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     let ports = ctl(&sock, &["dump-ports", "3"]);
     assert!(port_count(&ports, 3, "drops:", "link_down") > 0, "{ports}");
     assert!(ports.contains("link: down"), "{ports}");
-    must(&["ip", "-n", &star.ns_m, "link", "set", &star.ports[2], "up"]);
+    star.set_port(2, "up");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ping(&star.hosts[0], &star.ip(2), 3), 3);
     assert_eq!(ping(&star.hosts[2], &star.ip(1), 3), 3);
     // Down with no traffic, then deleted (before: os error 6, and the switch was gone).
-    must(&[
-        "ip",
-        "-n",
-        &star.ns_m,
-        "link",
-        "set",
-        &star.ports[2],
-        "down",
-    ]);
+    star.set_port(2, "down");
     std::thread::sleep(Duration::from_millis(200));
     must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[2]]);
     std::thread::sleep(Duration::from_millis(200));

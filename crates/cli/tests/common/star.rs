@@ -47,6 +47,11 @@ impl NetStar {
         format!("10.9.0.{}", i + 1)
     }
 
+    /// `ip link set PORT_i up|down` on the switch's side of host `i`'s link.
+    pub fn set_port(&self, i: usize, state: &str) {
+        must(&["ip", "-n", &self.ns_m, "link", "set", &self.ports[i], state]);
+    }
+
     /// `switch --port 1=xdp:P0 --port 2=xdp:P1 ...` with `extra`, in the middle, ready.
     pub fn switch(&self, ctl: &str, extra: &[&str]) -> Running {
         let backends = vec!["xdp"; self.ports.len()];
