@@ -14,7 +14,8 @@ lost; the soak runs at the highest rate that lost nothing. Then the soak itself:
 - every second a flow changes: a rule that matches nothing of the load is added or deleted
   in turn, and every tenth second the forwarding rule is modified to itself (each change
   empties every cache: the load is decided afresh).
-At the end: A's frames all reached port 1; each was sent out of port 2 or counted there by
+At the end: each of A's frames reached port 1 or was counted at port 1 by reason (or by A's
+veth, dropped on sending); each was sent out of port 2 or counted there by
 reason; B received exactly what port 2 sent, less what B's veth counted as dropped; recv's
 lost sequence numbers are exactly those. Environment: SOAK_SECONDS (1800), SOAK_RATE (pps;
 skips the search), FLAP_EVERY (60), FLAP_DOWN (5).
@@ -67,10 +68,10 @@ def teardown():
         sh("ip", "netns", "del", ns, check=False)
 
 
-def veth_dropped(ns, dev):
-    """rx_dropped + tx_dropped of one veth end."""
+def veth_drops(ns, dev):
+    """rx_dropped and tx_dropped of one veth end."""
     s = json.loads(sh("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev))[0]["stats64"]
-    return s["rx"]["dropped"] + s["tx"]["dropped"]
+    return {"rx": s["rx"]["dropped"], "tx": s["tx"]["dropped"]}
 
 
 def ctl(sock, *args, check=True):
@@ -145,7 +146,15 @@ def find_rate(tmp, trials):
     return best
 
 
+def veth_ends():
+    """The drop counters of the four veth ends the load crosses."""
+    return {"A": veth_drops(HOSTS[0], HOSTS[0]), "switch port 1": veth_drops(MID, PORTS[0]),
+            "switch port 2": veth_drops(MID, PORTS[1]), "B": veth_drops(HOSTS[1], HOSTS[1])}
+
+
 def soak(tmp, rate):
+    # The veths' counters run from their creation: the rate trials' drops are taken off.
+    before = veth_ends()
     run = Run(tmp, "soak")
     run.send(rate, SECONDS)
     start = time.time()
@@ -171,21 +180,26 @@ def soak(tmp, rate):
             ports = ctl(run.sock, "dump-ports", "2")
             log(f"{time.time() - start:.0f} s: flap {flaps} done; port 2: "
                 f"{' '.join(ports.split())[:160]}")
-    drops_b = veth_dropped(HOSTS[1], HOSTS[1])
-    drops_a = veth_dropped(HOSTS[0], HOSTS[0]) + veth_dropped(MID, PORTS[0])
-    drops_m = veth_dropped(MID, PORTS[1])
+    after = veth_ends()
+    veth = {end: {k: after[end][k] - before[end][k] for k in ("rx", "tx")} for end in after}
     gen, recv, switch = run.finish()
-    return account(rate, gen, recv, switch, flaps, changes, drops_a, drops_m, drops_b)
+    return account(rate, gen, recv, switch, flaps, changes, veth)
 
 
-def account(rate, gen, recv, switch, flaps, changes, drops_a, drops_m, drops_b):
+def account(rate, gen, recv, switch, flaps, changes, veth):
     """Every packet by where it ended, and the checks that they add up."""
     sent = gen["packets"]
+    # A's stack sends nothing (no address, no IPv6): what A's veth dropped sending was A's.
+    drops_a = veth["A"]["tx"]
+    drops_m = sum(veth["switch port 2"].values())
+    drops_b = sum(veth["B"].values())
     p1, p2 = switch["ports"][0], switch["ports"][1]
+    p1_drops = {k: v for k, v in p1["drops"].items() if v}
     p2_drops = {k: v for k, v in p2["drops"].items() if v}
     g = recv["generators"][0] if recv["generators"] else {"received": 0, "lost": 0}
     checks = {
-        "every frame A sent reached port 1": p1["rx_packets"] + drops_a == sent,
+        "every frame A sent reached port 1, or was counted there or by A's veth":
+            p1["rx_packets"] + sum(p1_drops.values()) + drops_a == sent,
         "each was sent out of port 2 or counted there":
             p2["tx_packets"] + sum(p2_drops.values()) == p1["rx_packets"],
         "B received what port 2 sent, less B's veth drops":
@@ -198,9 +212,9 @@ def account(rate, gen, recv, switch, flaps, changes, drops_a, drops_m, drops_b):
     return {
         "rate_pps": rate, "seconds": gen["seconds"], "flaps": flaps, "flow_changes": changes,
         "sent": sent, "port1_rx": p1["rx_packets"], "port2_tx": p2["tx_packets"],
-        "port2_drops": p2_drops, "received": g["received"], "lost": g["lost"],
+        "port1_drops": p1_drops, "port2_drops": p2_drops, "received": g["received"], "lost": g["lost"],
         "duplicated": g.get("duplicated"), "reordered": g.get("reordered"),
-        "veth_dropped": {"a_side": drops_a, "switch_b_side": drops_m, "b": drops_b},
+        "veth_dropped": veth,
         "bridge_drops": switch["bridge_drops"], "switch_frames": switch["frames"],
         "latency_ns": g.get("latency_ns"), "checks": checks,
         "passed": all(checks.values()),
@@ -233,10 +247,13 @@ def write(result):
         f"| flaps, flow changes | {s['flaps']}, {s['flow_changes']} |",
         f"| sent by A | {s['sent']:,} |",
         f"| received on port 1 | {s['port1_rx']:,} |",
+        f"| counted at port 1 | {', '.join(f'{k} {v:,}' for k, v in s['port1_drops'].items()) or 'none'} |",
         f"| sent out of port 2 | {s['port2_tx']:,} |",
         f"| counted at port 2 | {', '.join(f'{k} {v:,}' for k, v in s['port2_drops'].items()) or 'none'} |",
         f"| received by B | {s['received']:,} (lost {s['lost']:,}, duplicated {s['duplicated']}) |",
-        f"| veths' own drops | {s['veth_dropped']} |",
+        "| veths' own drops (rx, tx) | "
+        + "; ".join(f"{end} {d['rx']:,}, {d['tx']:,}" for end, d in s["veth_dropped"].items())
+        + " |",
         "",
         "Checks:",
         "",
