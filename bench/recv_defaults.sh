@@ -9,7 +9,11 @@ RUNS=${RUNS:-5}
 RATE=${RATE:-0.2M}
 P=wsrd$$
 NOISE_PID=
-cleanup() { [ -n "$NOISE_PID" ] && kill $NOISE_PID; ip netns del ${P}a 2>/dev/null; ip netns del ${P}b 2>/dev/null; }
+cleanup() {
+  [ -n "$NOISE_PID" ] && kill "$NOISE_PID"
+  ip netns del ${P}a 2>/dev/null; ip netns del ${P}b 2>/dev/null
+  rm -f /tmp/$P-r.json /tmp/$P-r.err /tmp/$P-g.json /tmp/$P-g.err
+}
 trap cleanup EXIT
 ip netns add ${P}a; ip netns add ${P}b
 ip link add ${P}a netns ${P}a type veth peer name ${P}b netns ${P}b

@@ -15,9 +15,10 @@ lost; the soak runs at the highest rate that lost nothing. Then the soak itself:
   in turn, and every tenth second the forwarding rule is modified to itself (each change
   empties every cache: the load is decided afresh).
 At the end: each of A's frames reached port 1 or was counted at port 1 by reason (or by A's
-veth, dropped on sending); each was sent out of port 2 or counted there by
-reason; B received exactly what port 2 sent, less what B's veth counted as dropped; recv's
-lost sequence numbers are exactly those. Environment: SOAK_SECONDS (1800), SOAK_RATE (pps;
+veth, dropped on sending); each was sent out of port 2 or counted there by reason; B
+received exactly what port 2 sent, less what the veths of B's link counted as dropped (its
+switch end drops what is sent as the link goes down); recv's lost sequence numbers are
+exactly those. Environment: SOAK_SECONDS (1800), SOAK_RATE (pps;
 skips the search), FLAP_EVERY (60), FLAP_DOWN (5).
 """
 
@@ -212,13 +213,18 @@ def account(rate, gen, recv, switch, flaps, changes, veth):
     return {
         "rate_pps": rate, "seconds": gen["seconds"], "flaps": flaps, "flow_changes": changes,
         "sent": sent, "port1_rx": p1["rx_packets"], "port2_tx": p2["tx_packets"],
-        "port1_drops": p1_drops, "port2_drops": p2_drops, "received": g["received"], "lost": g["lost"],
+        "port1_drops": p1_drops, "port2_drops": p2_drops,
+        "received": g["received"], "lost": g["lost"],
         "duplicated": g.get("duplicated"), "reordered": g.get("reordered"),
         "veth_dropped": veth,
         "bridge_drops": switch["bridge_drops"], "switch_frames": switch["frames"],
         "latency_ns": g.get("latency_ns"), "checks": checks,
         "passed": all(checks.values()),
     }
+
+
+def by_reason(drops):
+    return ", ".join(f"{k} {v:,}" for k, v in drops.items()) or "none"
 
 
 def write(result):
@@ -247,9 +253,9 @@ def write(result):
         f"| flaps, flow changes | {s['flaps']}, {s['flow_changes']} |",
         f"| sent by A | {s['sent']:,} |",
         f"| received on port 1 | {s['port1_rx']:,} |",
-        f"| counted at port 1 | {', '.join(f'{k} {v:,}' for k, v in s['port1_drops'].items()) or 'none'} |",
+        f"| counted at port 1 | {by_reason(s['port1_drops'])} |",
         f"| sent out of port 2 | {s['port2_tx']:,} |",
-        f"| counted at port 2 | {', '.join(f'{k} {v:,}' for k, v in s['port2_drops'].items()) or 'none'} |",
+        f"| counted at port 2 | {by_reason(s['port2_drops'])} |",
         f"| received by B | {s['received']:,} (lost {s['lost']:,}, duplicated {s['duplicated']}) |",
         "| veths' own drops (rx, tx) | "
         + "; ".join(f"{end} {d['rx']:,}, {d['tx']:,}" for end, d in s["veth_dropped"].items())
