@@ -19,11 +19,13 @@ pub struct Netns {
 }
 
 impl Netns {
-    pub fn enter(test: &str) -> Option<Netns> {
-        if !is_root() {
-            eprintln!("skipping {test}: needs root (CAP_NET_ADMIN and CAP_NET_RAW)");
-            return None;
-        }
+    /// Makes and enters the namespace; panics with the reason when it cannot, so a test run
+    /// without root fails loudly rather than passing empty (as the CLI's `require_root` does).
+    pub fn enter(test: &str) -> Netns {
+        assert!(
+            is_root(),
+            "{test}: needs root (CAP_NET_ADMIN and CAP_NET_RAW) to make a namespace and veths"
+        );
         let n = NEXT_NETNS.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let ns = Netns {
@@ -32,10 +34,11 @@ impl Netns {
             a: format!("wspk{pid}{n}a"),
             b: format!("wspk{pid}{n}b"),
         };
-        if !ip(&["netns", "add", &ns.name]) {
-            eprintln!("skipping {test}: cannot create a network namespace");
-            return None;
-        }
+        assert!(
+            ip(&["netns", "add", &ns.name]),
+            "{test}: cannot create network namespace {}",
+            ns.name
+        );
         // No IPv6 autoconfiguration chatter on the test link.
         let _ = Command::new("ip")
             .args(["netns", "exec", &ns.name, "sysctl", "-qw"])
@@ -55,7 +58,7 @@ impl Netns {
         assert!(ip(&["-n", n, "link", "set", &ns.b, "up"]));
         let target = File::open(format!("/run/netns/{}", ns.name)).expect("netns handle");
         set_netns(&target);
-        Some(ns)
+        ns
     }
 }
 
