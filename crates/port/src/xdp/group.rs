@@ -1,69 +1,29 @@
-//! Several AF_XDP ports sharing one UMEM and one frame pool (XDP_SHARED_UMEM), owned by one
-//! thread: a frame received on one member can be sent out of any other by moving its
-//! descriptor (netmap §4.5: swap buffer indexes instead of copying).
+//! The per-burst path of several AF_XDP ports sharing one UMEM and one frame pool
+//! (XDP_SHARED_UMEM), owned by one thread: a frame received on one member can be sent out of
+//! any other by moving its descriptor (netmap §4.5: swap buffer indexes instead of copying).
+//! Opening a group (binding, sizing, program attach) is in `open.rs`.
 
 use std::time::Duration;
 
-use wirespeed_umem::{FramePool, Umem, UmemConfig, UmemError};
+use wirespeed_umem::{FramePool, Umem};
 use wirespeed_xdp::{AttachMode, XskProgram};
-use wirespeed_xsk::{Socket, SpillLevels};
+use wirespeed_xsk::Socket;
 
+use super::XDP_PACKET_HEADROOM;
 use super::spill::Spill;
-use super::{
-    MAX_QUEUES, Placement, XDP_PACKET_HEADROOM, bind_member, check_place, mode_name, socket_config,
-};
-use crate::{
-    Backend, Batch, FrameAudit, LinkState, PortError, PortInfo, PortOptions, PortSpec, PortStats,
-};
-
-/// Whose redirect program serves a member: its own, an earlier member's on the same
-/// interface, or another group's (or the caller's).
-#[derive(Clone, Copy)]
-enum Server {
-    Own,
-    Member(usize),
-    Other,
-}
-
-/// The spill ring of the first member's program, for members all on its interface.
-fn open_spill(specs: &[PortSpec], members: &mut [Member], umem: &Umem) -> Result<Spill, PortError> {
-    let first = &specs[0];
-    if specs.iter().any(|s| s.iface != first.iface) {
-        return Err(PortError::Unsupported(format!(
-            "{first}: a spill ring serves the queues of one interface, not a group of several"
-        )));
-    }
-    let program = members[0]._program.as_mut().ok_or_else(|| {
-        PortError::Unsupported(format!(
-            "{first}: a spill ring needs wirespeed's own XDP program on the interface"
-        ))
-    })?;
-    let (ring, levels_fd) = program.take_spill()?;
-    let levels = SpillLevels::map(levels_fd, MAX_QUEUES).map_err(|source| PortError::Io {
-        iface: first.to_string(),
-        what: "map the spill levels",
-        source,
-    })?;
-    let queues: Vec<u32> = specs.iter().map(|s| s.queue).collect();
-    if let Some(q) = queues.iter().find(|&&q| q >= MAX_QUEUES) {
-        return Err(PortError::Unsupported(format!(
-            "{first}: queue {q}: a spill ring serves queues below {MAX_QUEUES}"
-        )));
-    }
-    Ok(Spill::new(ring, levels, &queues, umem))
-}
+use crate::{Batch, FrameAudit, LinkState, PortError, PortInfo, PortStats};
 
 /// One port of a group: its socket, its program, its counters.
-struct Member {
+pub(super) struct Member {
     // Field order is drop order: detach the program before the socket closes.
-    _program: Option<XskProgram>,
-    socket: Socket,
-    info: PortInfo,
-    stats: PortStats,
+    pub(super) _program: Option<XskProgram>,
+    pub(super) socket: Socket,
+    pub(super) info: PortInfo,
+    pub(super) stats: PortStats,
     /// Frames queued for sending and not yet reclaimed from the completion ring.
-    tx_in_flight: u64,
+    pub(super) tx_in_flight: u64,
     /// The interface's index when the socket was bound: what `link` asks about.
-    ifindex: u32,
+    pub(super) ifindex: u32,
 }
 
 impl Member {
@@ -78,193 +38,21 @@ impl Member {
 /// AF_XDP ports on one UMEM. Members are numbered in the order of `open`'s specs.
 pub struct XdpGroup {
     // Members close before the UMEM they use is unmapped.
-    members: Vec<Member>,
-    umem: Umem,
-    pool: FramePool,
+    pub(super) members: Vec<Member>,
+    pub(super) umem: Umem,
+    pub(super) pool: FramePool,
     /// Frames the application holds (received or allocated, not yet sent or released).
-    app_held: u64,
-    burst: u32,
+    pub(super) app_held: u64,
+    pub(super) burst: u32,
     /// How the members' interfaces run XDP (what groups joining this one bind with).
-    attach_mode: AttachMode,
+    pub(super) attach_mode: AttachMode,
     /// Free frames receiving leaves in the pool.
-    tx_reserve: usize,
+    pub(super) tx_reserve: usize,
     /// Packets our program set aside while we were behind (`PortOptions::spill_bytes`).
-    spill: Option<Spill>,
+    pub(super) spill: Option<Spill>,
 }
 
 impl XdpGroup {
-    /// Opens one port per spec on a UMEM of `opts.frame_count` frames per port. The first
-    /// spec picks the mode (see `XdpMode`); the others share it.
-    pub fn open(specs: &[PortSpec], opts: &PortOptions) -> Result<XdpGroup, PortError> {
-        XdpGroup::open_on(specs, opts, None)
-    }
-
-    /// One group per queue `0..queues` of the interfaces of `specs` (whose own queue numbers
-    /// are ignored): group `q` has a socket on queue `q` of every interface, on a UMEM of its
-    /// own, so each group can be owned by a different thread (a poll-mode thread per
-    /// receive queue). The redirect programs are attached once, by group 0, and send each
-    /// queue's packets to its group's socket; the mode is group 0's.
-    pub fn open_queues(
-        specs: &[PortSpec],
-        queues: u32,
-        opts: &PortOptions,
-    ) -> Result<Vec<XdpGroup>, PortError> {
-        let on_queue = |q: u32| -> Vec<PortSpec> {
-            specs
-                .iter()
-                .map(|s| PortSpec {
-                    queue: q,
-                    ..s.clone()
-                })
-                .collect()
-        };
-        let mut first = XdpGroup::open_on(&on_queue(0), opts, None)?;
-        let mut rest = Vec::new();
-        for q in 1..queues.max(1) {
-            rest.push(XdpGroup::open_on(&on_queue(q), opts, Some(&mut first))?);
-        }
-        rest.insert(0, first);
-        Ok(rest)
-    }
-
-    /// `open`, or with `programs_of` a group whose redirect programs (one per member, same
-    /// interfaces in the same order) already run: bind in its mode and register there.
-    fn open_on(
-        specs: &[PortSpec],
-        opts: &PortOptions,
-        mut programs_of: Option<&mut XdpGroup>,
-    ) -> Result<XdpGroup, PortError> {
-        if opts.frame_size != 2048 && opts.frame_size != 4096 {
-            return Err(PortError::FrameSize(opts.frame_size));
-        }
-        if !opts.ring_size.is_power_of_two() || !(64..=65536).contains(&opts.ring_size) {
-            return Err(PortError::RingSize(opts.ring_size));
-        }
-        for spec in specs {
-            check_place(spec)?;
-        }
-        let first = specs.first().map_or("", |s| s.iface.as_str());
-        let config = UmemConfig {
-            frame_count: opts.frame_count * specs.len().max(1) as u32,
-            frame_size: opts.frame_size,
-            headroom: opts.headroom,
-            hugepages: opts.hugepages,
-        };
-        let umem =
-            Umem::new_cancellable(config, opts.cancel.as_deref()).map_err(
-                |source| match source {
-                    UmemError::Cancelled => PortError::Cancelled(first.to_string()),
-                    source => PortError::Umem {
-                        what: format!("{first}: UMEM"),
-                        source,
-                    },
-                },
-            )?;
-        let note = umem.note().map(str::to_string);
-        let mut members: Vec<Member> = Vec::with_capacity(specs.len());
-        // Whose program sends each member its packets.
-        let mut serving: Vec<Server> = Vec::with_capacity(specs.len());
-        let mut attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
-        for spec in specs {
-            if opts.cancelled() {
-                return Err(PortError::Cancelled(spec.to_string()));
-            }
-            let mut notes: Vec<String> = note.iter().cloned().collect();
-            // Another queue of an interface an earlier member attached to: its program serves
-            // this queue too (one program per interface).
-            let earlier = members
-                .iter()
-                .position(|m| m._program.as_ref().is_some_and(|p| p.iface() == spec.iface));
-            let owner = members.first().map(|m| &m.socket);
-            let place = Placement {
-                owner,
-                attach: attach_mode,
-                attach_program: programs_of.is_none()
-                    && opts.program_attached.is_none()
-                    && earlier.is_none(),
-            };
-            let (program, socket, attach) = bind_member(spec, opts, &umem, place, &mut notes)?;
-            if opts.busy_poll && !socket.busy_polls() {
-                notes.push(format!(
-                    "busy poll: the kernel busy-polls zero-copy sockets only (Linux 6.13 and \
-                     later), and this one is in {} mode: polling as without it",
-                    mode_name(&socket, attach)
-                ));
-            }
-            attach_mode = Some(attach);
-            serving.push(match (&program, earlier) {
-                (Some(_), _) => Server::Own,
-                (None, Some(j)) => Server::Member(j),
-                (None, None) => Server::Other,
-            });
-            members.push(Member {
-                info: PortInfo {
-                    spec: spec.to_string(),
-                    backend: Backend::Xdp,
-                    mode: mode_name(&socket, attach).to_string(),
-                    notes,
-                    busy_poll: socket.busy_polls(),
-                },
-                _program: program,
-                socket,
-                stats: PortStats::default(),
-                tx_in_flight: 0,
-                ifindex: wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
-            });
-        }
-        let spill = match opts.spill_bytes > 0 && opts.rx {
-            true => Some(open_spill(specs, &mut members, &umem)?),
-            false => None,
-        };
-        let mut group = XdpGroup {
-            pool: umem.frame_pool(),
-            umem,
-            members,
-            app_held: 0,
-            burst: opts.batch.max(1),
-            attach_mode: attach_mode.unwrap_or(AttachMode::Native),
-            tx_reserve: (opts.frame_count / 4) as usize,
-            spill,
-        };
-        if opts.rx {
-            // Half of each port's frames wait in its fill ring, the rest serve transmit. A
-            // port that only receives starts with all but the reserve there, where rx_burst's
-            // refills would take it anyway: the frames waiting in the fill ring are how long
-            // the kernel can go on delivering while we are not looking, from the first
-            // packet on. The reserve stays even then, since fewer frames in flight stay in
-            // the caches (rxdrop with every frame in flight: 3% slower in 3 interleaved runs).
-            let share = if opts.tx {
-                opts.frame_count / 2
-            } else {
-                opts.frame_count - opts.frame_count / 4
-            };
-            let n = share.min(socket_config(opts).fill_size);
-            for (i, m) in group.members.iter_mut().enumerate() {
-                let given = m.socket.refill(&mut group.pool, n);
-                if let Some(spill) = group.spill.as_mut() {
-                    spill.enable(i, &m.socket, opts.ring_size, given as u64);
-                }
-            }
-        }
-        // Only now does a program send packets to the sockets: their fill rings are full
-        // and the spill program's counts start from here.
-        for (i, spec) in specs.iter().enumerate() {
-            let fd = group.members[i].socket.raw_fd();
-            let program = match serving[i] {
-                Server::Own => group.members[i]._program.as_mut(),
-                Server::Member(j) => group.members[j]._program.as_mut(),
-                Server::Other => programs_of
-                    .as_mut()
-                    .and_then(|g| g.members.get_mut(i))
-                    .and_then(|m| m._program.as_mut()),
-            };
-            if let Some(p) = program {
-                p.register(spec.queue, fd)?;
-            }
-        }
-        Ok(group)
-    }
-
     /// The socket of member `port`, for a program the caller attached
     /// (`PortOptions::program_attached`).
     pub fn socket_fd(&self, port: usize) -> std::os::fd::RawFd {

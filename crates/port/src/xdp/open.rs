@@ -1,0 +1,444 @@
+//! Opening AF_XDP ports: checking the place, mapping the UMEM, attaching our redirect program,
+//! binding and sizing the sockets, filling their fill rings and registering them with the
+//! program. Set-up only, once per port; the per-burst path is in `group.rs` (as `xsk` splits
+//! `socket.rs` from `datapath.rs`).
+
+use wirespeed_umem::{Umem, UmemConfig, UmemError};
+use wirespeed_xdp::{AttachMode, XskProgram};
+use wirespeed_xsk::{BindMode, Socket, SocketConfig, SpillLevels};
+
+use super::MAX_QUEUES;
+use super::group::{Member, XdpGroup};
+use super::spill::Spill;
+use crate::{Backend, PortError, PortInfo, PortOptions, PortSpec, PortStats};
+
+impl XdpGroup {
+    /// Opens one port per spec on a UMEM of `opts.frame_count` frames per port. The first
+    /// spec picks the mode (see `XdpMode`); the others share it.
+    pub fn open(specs: &[PortSpec], opts: &PortOptions) -> Result<XdpGroup, PortError> {
+        XdpGroup::open_on(specs, opts, None)
+    }
+
+    /// One group per queue `0..queues` of the interfaces of `specs` (whose own queue numbers
+    /// are ignored): group `q` has a socket on queue `q` of every interface, on a UMEM of its
+    /// own, so each group can be owned by a different thread (a poll-mode thread per
+    /// receive queue). The redirect programs are attached once, by group 0, and send each
+    /// queue's packets to its group's socket; the mode is group 0's.
+    pub fn open_queues(
+        specs: &[PortSpec],
+        queues: u32,
+        opts: &PortOptions,
+    ) -> Result<Vec<XdpGroup>, PortError> {
+        let on_queue = |q: u32| -> Vec<PortSpec> {
+            specs
+                .iter()
+                .map(|s| PortSpec {
+                    queue: q,
+                    ..s.clone()
+                })
+                .collect()
+        };
+        let mut first = XdpGroup::open_on(&on_queue(0), opts, None)?;
+        let mut rest = Vec::new();
+        for q in 1..queues.max(1) {
+            rest.push(XdpGroup::open_on(&on_queue(q), opts, Some(&mut first))?);
+        }
+        rest.insert(0, first);
+        Ok(rest)
+    }
+
+    /// `open`, or with `programs_of` a group whose redirect programs (one per member, same
+    /// interfaces in the same order) already run: bind in its mode and register there.
+    fn open_on(
+        specs: &[PortSpec],
+        opts: &PortOptions,
+        programs_of: Option<&mut XdpGroup>,
+    ) -> Result<XdpGroup, PortError> {
+        check_options(specs, opts)?;
+        let umem = map_umem(specs, opts)?;
+        let attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
+        let Bound {
+            mut members,
+            serving,
+            attach_mode,
+        } = bind_members(specs, opts, &umem, attach_mode, programs_of.is_none())?;
+        let spill = match opts.spill_bytes > 0 && opts.rx {
+            true => Some(open_spill(specs, &mut members, &umem)?),
+            false => None,
+        };
+        let mut group = XdpGroup {
+            pool: umem.frame_pool(),
+            umem,
+            members,
+            app_held: 0,
+            burst: opts.batch.max(1),
+            attach_mode: attach_mode.unwrap_or(AttachMode::Native),
+            tx_reserve: (opts.frame_count / 4) as usize,
+            spill,
+        };
+        if opts.rx {
+            group.fill_rings(opts);
+        }
+        // Only now does a program send packets to the sockets: their fill rings are full
+        // and the spill program's counts start from here.
+        group.register(specs, &serving, programs_of)?;
+        Ok(group)
+    }
+
+    /// Gives each member's fill ring its first frames.
+    fn fill_rings(&mut self, opts: &PortOptions) {
+        // Half of each port's frames wait in its fill ring, the rest serve transmit. A
+        // port that only receives starts with all but the reserve there, where rx_burst's
+        // refills would take it anyway: the frames waiting in the fill ring are how long
+        // the kernel can go on delivering while we are not looking, from the first
+        // packet on. The reserve stays even then, since fewer frames in flight stay in
+        // the caches (rxdrop with every frame in flight: 3% slower in 3 interleaved runs).
+        let share = if opts.tx {
+            opts.frame_count / 2
+        } else {
+            opts.frame_count - opts.frame_count / 4
+        };
+        let n = share.min(socket_config(opts).fill_size);
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let given = m.socket.refill(&mut self.pool, n);
+            if let Some(spill) = self.spill.as_mut() {
+                spill.enable(i, &m.socket, opts.ring_size, given as u64);
+            }
+        }
+    }
+
+    /// Registers each member's socket with the program that serves its queue.
+    fn register(
+        &mut self,
+        specs: &[PortSpec],
+        serving: &[Server],
+        mut programs_of: Option<&mut XdpGroup>,
+    ) -> Result<(), PortError> {
+        for (i, spec) in specs.iter().enumerate() {
+            let fd = self.members[i].socket.raw_fd();
+            let program = match serving[i] {
+                Server::Own => self.members[i]._program.as_mut(),
+                Server::Member(j) => self.members[j]._program.as_mut(),
+                Server::Other => programs_of
+                    .as_mut()
+                    .and_then(|g| g.members.get_mut(i))
+                    .and_then(|m| m._program.as_mut()),
+            };
+            if let Some(p) = program {
+                p.register(spec.queue, fd)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks the options and that every spec's interface and queue exist, before anything is
+/// created.
+fn check_options(specs: &[PortSpec], opts: &PortOptions) -> Result<(), PortError> {
+    if opts.frame_size != 2048 && opts.frame_size != 4096 {
+        return Err(PortError::FrameSize(opts.frame_size));
+    }
+    if !opts.ring_size.is_power_of_two() || !(64..=65536).contains(&opts.ring_size) {
+        return Err(PortError::RingSize(opts.ring_size));
+    }
+    for spec in specs {
+        check_place(spec)?;
+    }
+    Ok(())
+}
+
+/// The group's UMEM: `opts.frame_count` frames per member.
+fn map_umem(specs: &[PortSpec], opts: &PortOptions) -> Result<Umem, PortError> {
+    let first = specs.first().map_or("", |s| s.iface.as_str());
+    let config = UmemConfig {
+        frame_count: opts.frame_count * specs.len().max(1) as u32,
+        frame_size: opts.frame_size,
+        headroom: opts.headroom,
+        hugepages: opts.hugepages,
+    };
+    Umem::new_cancellable(config, opts.cancel.as_deref()).map_err(|source| match source {
+        UmemError::Cancelled => PortError::Cancelled(first.to_string()),
+        source => PortError::Umem {
+            what: format!("{first}: UMEM"),
+            source,
+        },
+    })
+}
+
+/// Binds a socket for each spec on `umem` (the first owns it, the others share it), each
+/// attaching our program where it is the first on its interface and `attach_programs` (no
+/// other group's or the caller's program serves it). Returns the members, whose program
+/// serves each, and the attach mode they got (`attach_mode`: one an earlier group chose).
+fn bind_members(
+    specs: &[PortSpec],
+    opts: &PortOptions,
+    umem: &Umem,
+    mut attach_mode: Option<AttachMode>,
+    attach_programs: bool,
+) -> Result<Bound, PortError> {
+    let note = umem.note().map(str::to_string);
+    let mut members: Vec<Member> = Vec::with_capacity(specs.len());
+    // Whose program sends each member its packets.
+    let mut serving: Vec<Server> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if opts.cancelled() {
+            return Err(PortError::Cancelled(spec.to_string()));
+        }
+        let mut notes: Vec<String> = note.iter().cloned().collect();
+        // Another queue of an interface an earlier member attached to: its program serves
+        // this queue too (one program per interface).
+        let earlier = members
+            .iter()
+            .position(|m| m._program.as_ref().is_some_and(|p| p.iface() == spec.iface));
+        let place = Placement {
+            owner: members.first().map(|m| &m.socket),
+            attach: attach_mode,
+            attach_program: attach_programs && opts.program_attached.is_none() && earlier.is_none(),
+        };
+        let (program, socket, attach) = bind_member(spec, opts, umem, place, &mut notes)?;
+        if opts.busy_poll && !socket.busy_polls() {
+            notes.push(format!(
+                "busy poll: the kernel busy-polls zero-copy sockets only (Linux 6.13 and \
+                 later), and this one is in {} mode: polling as without it",
+                mode_name(&socket, attach)
+            ));
+        }
+        attach_mode = Some(attach);
+        serving.push(match (&program, earlier) {
+            (Some(_), _) => Server::Own,
+            (None, Some(j)) => Server::Member(j),
+            (None, None) => Server::Other,
+        });
+        members.push(Member {
+            info: PortInfo {
+                spec: spec.to_string(),
+                backend: Backend::Xdp,
+                mode: mode_name(&socket, attach).to_string(),
+                notes,
+                busy_poll: socket.busy_polls(),
+            },
+            _program: program,
+            socket,
+            stats: PortStats::default(),
+            tx_in_flight: 0,
+            ifindex: wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
+        });
+    }
+    Ok(Bound {
+        members,
+        serving,
+        attach_mode,
+    })
+}
+
+/// A group's members as bound: whose program serves each, and the attach mode they got.
+struct Bound {
+    members: Vec<Member>,
+    serving: Vec<Server>,
+    attach_mode: Option<AttachMode>,
+}
+
+/// Whose redirect program serves a member: its own, an earlier member's on the same
+/// interface, or another group's (or the caller's).
+#[derive(Clone, Copy)]
+enum Server {
+    Own,
+    Member(usize),
+    Other,
+}
+
+/// The spill ring of the first member's program, for members all on its interface.
+fn open_spill(specs: &[PortSpec], members: &mut [Member], umem: &Umem) -> Result<Spill, PortError> {
+    let first = &specs[0];
+    if specs.iter().any(|s| s.iface != first.iface) {
+        return Err(PortError::Unsupported(format!(
+            "{first}: a spill ring serves the queues of one interface, not a group of several"
+        )));
+    }
+    let program = members[0]._program.as_mut().ok_or_else(|| {
+        PortError::Unsupported(format!(
+            "{first}: a spill ring needs wirespeed's own XDP program on the interface"
+        ))
+    })?;
+    let (ring, levels_fd) = program.take_spill()?;
+    let levels = SpillLevels::map(levels_fd, MAX_QUEUES).map_err(|source| PortError::Io {
+        iface: first.to_string(),
+        what: "map the spill levels",
+        source,
+    })?;
+    let queues: Vec<u32> = specs.iter().map(|s| s.queue).collect();
+    if let Some(q) = queues.iter().find(|&&q| q >= MAX_QUEUES) {
+        return Err(PortError::Unsupported(format!(
+            "{first}: queue {q}: a spill ring serves queues below {MAX_QUEUES}"
+        )));
+    }
+    Ok(Spill::new(ring, levels, &queues, umem))
+}
+
+/// Checks that the interface and queue of `spec` exist, before anything is created.
+fn check_place(spec: &PortSpec) -> Result<(), PortError> {
+    if wirespeed_xsk::if_index(&spec.iface).is_none() {
+        return Err(PortError::NoInterface(spec.iface.clone()));
+    }
+    let count = wirespeed_xsk::queue_count(&spec.iface);
+    if spec.queue >= count {
+        return Err(PortError::NoQueue {
+            iface: spec.iface.clone(),
+            queue: spec.queue,
+            count,
+        });
+    }
+    Ok(())
+}
+
+/// The largest ring of any kind (entries).
+const MAX_RING: u32 = 65536;
+
+/// The ring sizes and options of a member socket.
+fn socket_config(opts: &PortOptions) -> SocketConfig {
+    SocketConfig {
+        rx_size: if opts.rx { opts.ring_size } else { 0 },
+        tx_size: if opts.tx { opts.ring_size } else { 0 },
+        // Twice the RX ring (frames wait there while the RX ring holds a backlog), up to the
+        // largest ring we map.
+        fill_size: if opts.rx {
+            (opts.ring_size * 2).min(MAX_RING)
+        } else {
+            64
+        },
+        completion_size: opts.ring_size,
+        mode: BindMode::Any,
+        need_wakeup: true,
+        busy_poll_budget: opts.busy_poll.then_some(opts.batch),
+    }
+}
+
+/// Where a member socket goes: on whose UMEM, in which attach mode, with a program of its own.
+struct Placement<'a> {
+    /// The UMEM's first socket, for later members (XDP_SHARED_UMEM).
+    owner: Option<&'a Socket>,
+    /// The attach mode already chosen (by an earlier member or another group).
+    attach: Option<AttachMode>,
+    /// Attach our redirect program (false: another group's program serves this queue).
+    attach_program: bool,
+}
+
+/// Attaches the program (for receiving) and binds a socket for `spec`, not yet registered
+/// with the program (the caller does that once the socket is ready). The first member of
+/// a UMEM tries the attach/bind pairs of the mode in order and returns the first that works;
+/// later members share the owner's UMEM, attach mode and bind mode. A foreign program or a
+/// missing interface ends the search at once.
+fn bind_member(
+    spec: &PortSpec,
+    opts: &PortOptions,
+    umem: &Umem,
+    place: Placement<'_>,
+    notes: &mut Vec<String>,
+) -> Result<(Option<XskProgram>, Socket, AttachMode), PortError> {
+    let config = socket_config(opts);
+    let mut last_err = None;
+    let mut tried: Vec<String> = Vec::new();
+    for (attach, bind) in bind_attempts(&place, opts) {
+        let program = if opts.rx && place.attach_program {
+            match attach_program(spec, opts, attach) {
+                Ok(p) => Some(p),
+                Err(e) if is_final(&e) => return Err(e),
+                Err(e) => {
+                    // zc and copy both attach in native mode: say a failure once.
+                    let failure = format!("{} XDP: {e}", attach.name());
+                    if !tried.contains(&failure) {
+                        tried.push(failure);
+                    }
+                    last_err = Some(e);
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let cfg = SocketConfig {
+            mode: bind,
+            ..config
+        };
+        let socket = match place.owner {
+            Some(o) => Socket::new_shared(umem, o, &spec.iface, spec.queue, &cfg),
+            None => Socket::new(umem, &spec.iface, spec.queue, &cfg),
+        };
+        match socket {
+            Ok(socket) => {
+                if !tried.is_empty() {
+                    notes.push(format!("fell back after: {}", tried.join("; ")));
+                }
+                return Ok((program, socket, attach));
+            }
+            Err(e) => {
+                tried.push(format!("{} bind: {}", bind.name(), e));
+                last_err = Some(e.into());
+                // `program` drops here: detached before the next attempt.
+            }
+        }
+    }
+    Err(last_err.expect("every mode has at least one attempt"))
+}
+
+/// The (attach, bind) pairs to try for a member, in order: the mode already chosen; with the
+/// caller's program running in `attach` mode, the binds the XDP mode asks for there; else
+/// the XDP mode's own list.
+fn bind_attempts(place: &Placement<'_>, opts: &PortOptions) -> Vec<(AttachMode, BindMode)> {
+    match (place.attach, opts.program_attached) {
+        (Some(attach), _) => vec![(attach, BindMode::Any)],
+        (None, Some(attach)) => {
+            let asked: Vec<_> = opts
+                .xdp_mode
+                .attempts()
+                .iter()
+                .copied()
+                .filter(|&(a, _)| a == attach)
+                .collect();
+            if asked.is_empty() {
+                vec![(attach, BindMode::Any)]
+            } else {
+                asked
+            }
+        }
+        (None, None) => opts.xdp_mode.attempts().to_vec(),
+    }
+}
+
+/// Attaches our redirect program (the spilling one when asked) to `spec`'s interface.
+fn attach_program(
+    spec: &PortSpec,
+    opts: &PortOptions,
+    attach: AttachMode,
+) -> Result<XskProgram, PortError> {
+    let attached = if opts.spill_bytes > 0 {
+        XskProgram::attach_spilling(&spec.iface, attach, opts.force, opts.spill_bytes)
+    } else {
+        XskProgram::attach(&spec.iface, attach, opts.force)
+    };
+    Ok(attached?)
+}
+
+/// An attach failure another mode would not get past: a foreign program, a failed force, a
+/// missing interface.
+fn is_final(e: &PortError) -> bool {
+    matches!(
+        e,
+        PortError::Xdp(
+            wirespeed_xdp::XdpError::ForeignProgram { .. }
+                | wirespeed_xdp::XdpError::ForceFailed { .. }
+                | wirespeed_xdp::XdpError::NoInterface(_)
+        )
+    )
+}
+
+/// The name of the mode a socket got.
+fn mode_name(socket: &Socket, attach: AttachMode) -> &'static str {
+    if socket.is_zerocopy() {
+        "zerocopy"
+    } else if attach == AttachMode::Skb {
+        "skb"
+    } else {
+        "copy"
+    }
+}
