@@ -135,6 +135,8 @@ impl Socket {
         Socket::create(umem, Some(owner), iface, queue, config)
     }
 
+    /// The steps of set-up, in the order the kernel needs them: check the place, register
+    /// the UMEM, size the rings, map them, set busy polling, bind.
     fn create(
         umem: &Umem,
         owner: Option<&Socket>,
@@ -142,177 +144,30 @@ impl Socket {
         queue: u32,
         config: &SocketConfig,
     ) -> Result<Socket, XskError> {
-        for s in [
-            config.rx_size,
-            config.tx_size,
-            config.fill_size,
-            config.completion_size,
-        ] {
-            check_size(s)?;
-        }
-        let ifindex =
-            sys::if_index(iface).ok_or_else(|| XskError::NoInterface(iface.to_string()))?;
-        let count = sys::queue_count(iface);
-        if queue >= count {
-            return Err(XskError::NoQueue {
-                iface: iface.to_string(),
-                queue,
-                count,
-            });
-        }
+        let ifindex = check_place(iface, queue, config)?;
         let fd = sys::xdp_socket().map_err(XskError::Socket)?;
         if owner.is_none() {
-            let (area, len) = umem.area();
-            let reg = libc::xdp_umem_reg {
-                addr: area as u64,
-                len: len as u64,
-                chunk_size: umem.frame_size(),
-                headroom: umem.config().headroom,
-                flags: 0,
-                tx_metadata_len: 0,
-            };
-            setup(
-                "XDP_UMEM_REG",
-                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg),
-            )?;
+            register_umem(&fd, umem)?;
         }
-        let same_queue = owner.is_some_and(|o| o.ifindex == ifindex && o.queue == queue);
-        let own_fill = !same_queue;
-        if own_fill {
-            setup(
-                "XDP_UMEM_FILL_RING",
-                sys::set_option(
-                    &fd,
-                    libc::SOL_XDP,
-                    libc::XDP_UMEM_FILL_RING,
-                    &config.fill_size,
-                ),
-            )?;
-            setup(
-                "XDP_UMEM_COMPLETION_RING",
-                sys::set_option(
-                    &fd,
-                    libc::SOL_XDP,
-                    libc::XDP_UMEM_COMPLETION_RING,
-                    &config.completion_size,
-                ),
-            )?;
-        }
-        if config.rx_size > 0 {
-            setup(
-                "XDP_RX_RING",
-                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_RX_RING, &config.rx_size),
-            )?;
-        }
-        if config.tx_size > 0 {
-            setup(
-                "XDP_TX_RING",
-                sys::set_option(&fd, libc::SOL_XDP, libc::XDP_TX_RING, &config.tx_size),
-            )?;
-        }
-        let (off, off_len): (libc::xdp_mmap_offsets, usize) = setup(
-            "XDP_MMAP_OFFSETS",
-            sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS),
-        )?;
-        if off_len != size_of::<libc::xdp_mmap_offsets>() {
-            return Err(XskError::Setup {
-                step: "XDP_MMAP_OFFSETS",
-                source: std::io::Error::other(
-                    "kernel too old: ring offsets without flags (need Linux 5.4+)",
-                ),
-            });
-        }
-        let (fill, completion) = if own_fill {
-            (
-                Some(Producer::new(map::<u64>(
-                    &fd,
-                    &off.fr,
-                    config.fill_size,
-                    libc::XDP_UMEM_PGOFF_FILL_RING,
-                    "fill ring",
-                )?)),
-                Some(Consumer::new(map::<u64>(
-                    &fd,
-                    &off.cr,
-                    config.completion_size,
-                    libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-                    "completion ring",
-                )?)),
-            )
-        } else {
-            (None, None)
-        };
-        let rx = match config.rx_size {
-            0 => None,
-            n => Some(Consumer::new(map::<Desc>(
-                &fd,
-                &off.rx,
-                n,
-                libc::XDP_PGOFF_RX_RING as u64,
-                "rx ring",
-            )?)),
-        };
-        let tx = match config.tx_size {
-            0 => None,
-            n => Some(Producer::new(map::<Desc>(
-                &fd,
-                &off.tx,
-                n,
-                libc::XDP_PGOFF_TX_RING as u64,
-                "tx ring",
-            )?)),
-        };
+        // On the owner's queue the fill and completion rings are the owner's.
+        let own_fill = !owner.is_some_and(|o| o.ifindex == ifindex && o.queue == queue);
+        size_rings(&fd, config, own_fill)?;
+        let rings = map_rings(&fd, config, own_fill)?;
         if let Some(budget) = config.busy_poll_budget {
-            setup(
-                "SO_PREFER_BUSY_POLL",
-                sys::set_option(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32),
-            )?;
-            setup(
-                "SO_BUSY_POLL",
-                sys::set_option(&fd, libc::SOL_SOCKET, SO_BUSY_POLL, &20i32),
-            )?;
-            setup(
-                "SO_BUSY_POLL_BUDGET",
-                sys::set_option(&fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &(budget as i32)),
-            )?;
+            set_busy_poll(&fd, budget)?;
         }
-        // A socket sharing a UMEM may name no mode flags: it inherits the owner's copy or
-        // zero-copy mode and need_wakeup setting (the kernel refuses them with EINVAL).
-        let (flags, need_wakeup) = match owner {
-            Some(o) => (libc::XDP_SHARED_UMEM, o.need_wakeup),
-            None if config.need_wakeup => (config.mode.flag() | libc::XDP_USE_NEED_WAKEUP, true),
-            None => (config.mode.flag(), false),
-        };
-        let addr = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: flags,
-            sxdp_ifindex: ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
-        };
-        sys::bind_xdp(&fd, &addr).map_err(|source| XskError::Bind {
-            iface: iface.to_string(),
-            queue,
-            mode: config.mode.name(),
-            source,
-        })?;
+        let need_wakeup = bind(&fd, owner, iface, ifindex, queue, config)?;
         let (opts, _): (libc::xdp_options, usize) = setup(
             "XDP_OPTIONS",
             sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_OPTIONS),
         )?;
-        // Busy polling runs the NAPI instance the kernel recorded for the socket. Since Linux
-        // 6.13 it records one at bind, and only for a zero-copy socket: a copy-mode socket
-        // (veth, skb mode) has none, and the syscalls meant to busy-poll would do nothing.
-        // (Kernels before 6.13 recorded it at the first packet: there this turns it off.)
-        let busy_poll = config.busy_poll_budget.is_some()
-            && sys::get_option::<u32>(fd.as_raw_fd(), libc::SOL_SOCKET, SO_INCOMING_NAPI_ID)
-                .is_ok_and(|(id, _)| id != 0);
+        let busy_poll = config.busy_poll_budget.is_some() && has_napi_id(&fd);
         Ok(Socket {
             fd,
-            fill,
-            completion,
-            rx,
-            tx,
+            fill: rings.fill,
+            completion: rings.completion,
+            rx: rings.rx,
+            tx: rings.tx,
             need_wakeup,
             busy_poll,
             ifindex,
@@ -365,6 +220,210 @@ impl Socket {
             tx_ring_empty_descs: s.tx_ring_empty_descs,
         })
     }
+}
+
+/// Checks the ring sizes and that `iface` has queue `queue`; returns its index.
+fn check_place(iface: &str, queue: u32, config: &SocketConfig) -> Result<u32, XskError> {
+    for s in [
+        config.rx_size,
+        config.tx_size,
+        config.fill_size,
+        config.completion_size,
+    ] {
+        check_size(s)?;
+    }
+    let ifindex = sys::if_index(iface).ok_or_else(|| XskError::NoInterface(iface.to_string()))?;
+    let count = sys::queue_count(iface);
+    if queue >= count {
+        return Err(XskError::NoQueue {
+            iface: iface.to_string(),
+            queue,
+            count,
+        });
+    }
+    Ok(ifindex)
+}
+
+/// Registers `umem`'s area with the socket (XDP_UMEM_REG): the socket becomes its owner.
+fn register_umem(fd: &OwnedFd, umem: &Umem) -> Result<(), XskError> {
+    let (area, len) = umem.area();
+    let reg = libc::xdp_umem_reg {
+        addr: area as u64,
+        len: len as u64,
+        chunk_size: umem.frame_size(),
+        headroom: umem.config().headroom,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setup(
+        "XDP_UMEM_REG",
+        sys::set_option(fd, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg),
+    )
+}
+
+/// Tells the kernel the size of each ring the socket has (fill and completion only when
+/// `own_fill`; rx and tx when their size is not 0).
+fn size_rings(fd: &OwnedFd, config: &SocketConfig, own_fill: bool) -> Result<(), XskError> {
+    let rings = [
+        (
+            "XDP_UMEM_FILL_RING",
+            libc::XDP_UMEM_FILL_RING,
+            config.fill_size,
+            own_fill,
+        ),
+        (
+            "XDP_UMEM_COMPLETION_RING",
+            libc::XDP_UMEM_COMPLETION_RING,
+            config.completion_size,
+            own_fill,
+        ),
+        (
+            "XDP_RX_RING",
+            libc::XDP_RX_RING,
+            config.rx_size,
+            config.rx_size > 0,
+        ),
+        (
+            "XDP_TX_RING",
+            libc::XDP_TX_RING,
+            config.tx_size,
+            config.tx_size > 0,
+        ),
+    ];
+    for (step, option, size, wanted) in rings {
+        if wanted {
+            setup(step, sys::set_option(fd, libc::SOL_XDP, option, &size))?;
+        }
+    }
+    Ok(())
+}
+
+/// The rings of a socket, mapped; None where the socket has no such ring.
+struct Rings {
+    fill: Option<Producer<u64>>,
+    completion: Option<Consumer<u64>>,
+    rx: Option<Consumer<Desc>>,
+    tx: Option<Producer<Desc>>,
+}
+
+/// Maps the rings `size_rings` sized, at the offsets the kernel gives.
+fn map_rings(fd: &OwnedFd, config: &SocketConfig, own_fill: bool) -> Result<Rings, XskError> {
+    let (off, off_len): (libc::xdp_mmap_offsets, usize) = setup(
+        "XDP_MMAP_OFFSETS",
+        sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS),
+    )?;
+    if off_len != size_of::<libc::xdp_mmap_offsets>() {
+        return Err(XskError::Setup {
+            step: "XDP_MMAP_OFFSETS",
+            source: std::io::Error::other(
+                "kernel too old: ring offsets without flags (need Linux 5.4+)",
+            ),
+        });
+    }
+    let (fill, completion) = if own_fill {
+        (
+            Some(Producer::new(map::<u64>(
+                fd,
+                &off.fr,
+                config.fill_size,
+                libc::XDP_UMEM_PGOFF_FILL_RING,
+                "fill ring",
+            )?)),
+            Some(Consumer::new(map::<u64>(
+                fd,
+                &off.cr,
+                config.completion_size,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+                "completion ring",
+            )?)),
+        )
+    } else {
+        (None, None)
+    };
+    let rx = match config.rx_size {
+        0 => None,
+        n => Some(Consumer::new(map::<Desc>(
+            fd,
+            &off.rx,
+            n,
+            libc::XDP_PGOFF_RX_RING as u64,
+            "rx ring",
+        )?)),
+    };
+    let tx = match config.tx_size {
+        0 => None,
+        n => Some(Producer::new(map::<Desc>(
+            fd,
+            &off.tx,
+            n,
+            libc::XDP_PGOFF_TX_RING as u64,
+            "tx ring",
+        )?)),
+    };
+    Ok(Rings {
+        fill,
+        completion,
+        rx,
+        tx,
+    })
+}
+
+/// Asks the kernel to busy-poll the socket's NAPI instance, `budget` packets a poll.
+fn set_busy_poll(fd: &OwnedFd, budget: u32) -> Result<(), XskError> {
+    setup(
+        "SO_PREFER_BUSY_POLL",
+        sys::set_option(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32),
+    )?;
+    setup(
+        "SO_BUSY_POLL",
+        sys::set_option(fd, libc::SOL_SOCKET, SO_BUSY_POLL, &20i32),
+    )?;
+    setup(
+        "SO_BUSY_POLL_BUDGET",
+        sys::set_option(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &(budget as i32)),
+    )
+}
+
+/// Binds the socket to `queue` of `ifindex`, on its own UMEM or `owner`'s; returns whether
+/// it uses need_wakeup.
+fn bind(
+    fd: &OwnedFd,
+    owner: Option<&Socket>,
+    iface: &str,
+    ifindex: u32,
+    queue: u32,
+    config: &SocketConfig,
+) -> Result<bool, XskError> {
+    // A socket sharing a UMEM may name no mode flags: it inherits the owner's copy or
+    // zero-copy mode and need_wakeup setting (the kernel refuses them with EINVAL).
+    let (flags, need_wakeup) = match owner {
+        Some(o) => (libc::XDP_SHARED_UMEM, o.need_wakeup),
+        None if config.need_wakeup => (config.mode.flag() | libc::XDP_USE_NEED_WAKEUP, true),
+        None => (config.mode.flag(), false),
+    };
+    let addr = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
+    };
+    sys::bind_xdp(fd, &addr).map_err(|source| XskError::Bind {
+        iface: iface.to_string(),
+        queue,
+        mode: config.mode.name(),
+        source,
+    })?;
+    Ok(need_wakeup)
+}
+
+/// Whether the kernel recorded a NAPI instance for the bound socket, which busy polling runs.
+/// Since Linux 6.13 it records one at bind, and only for a zero-copy socket: a copy-mode
+/// socket (veth, skb mode) has none, and the syscalls meant to busy-poll would do nothing.
+/// (Kernels before 6.13 recorded it at the first packet: there this turns busy polling off.)
+fn has_napi_id(fd: &OwnedFd) -> bool {
+    sys::get_option::<u32>(fd.as_raw_fd(), libc::SOL_SOCKET, SO_INCOMING_NAPI_ID)
+        .is_ok_and(|(id, _)| id != 0)
 }
 
 /// Maps one ring and wraps it; the mapping lives as long as the ring.
