@@ -198,9 +198,61 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     }
 }
 
+/// The owned form of an Ethernet II header (smoltcp's `EthernetRepr`): parsed from a checked
+/// view, emitted into a mutable one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthernetRepr {
+    pub src_addr: MacAddr,
+    pub dst_addr: MacAddr,
+    pub ethertype: EtherType,
+}
+
+impl EthernetRepr {
+    /// The header of a checked frame (every 14-byte header parses).
+    pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<EthernetRepr, ParseError> {
+        frame.check_len()?;
+        Ok(EthernetRepr {
+            src_addr: frame.src_addr(),
+            dst_addr: frame.dst_addr(),
+            ethertype: frame.ethertype(),
+        })
+    }
+
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        field::PAYLOAD.start
+    }
+
+    /// Writes the header into `frame` (whose buffer holds at least `buffer_len()` bytes).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) {
+        frame.set_dst_addr(self.dst_addr);
+        frame.set_src_addr(self.src_addr);
+        frame.set_ethertype(self.ethertype);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repr_round_trips_literal_bytes() {
+        let frame = EthernetFrame::new_checked(&FRAME[..]).unwrap();
+        let repr = EthernetRepr::parse(&frame).unwrap();
+        assert_eq!(
+            repr,
+            EthernetRepr {
+                dst_addr: MacAddr([0x02, 0, 0, 0, 0, 0x02]),
+                src_addr: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+                ethertype: EtherType::IPV4,
+            }
+        );
+        let mut out = [0u8; 14];
+        assert_eq!(repr.buffer_len(), out.len());
+        repr.emit(&mut EthernetFrame::new_unchecked(&mut out[..]));
+        assert_eq!(out, FRAME[..14]);
+        assert!(EthernetRepr::parse(&EthernetFrame::new_unchecked(&FRAME[..13])).is_err());
+    }
     use proptest::prelude::*;
 
     const FRAME: [u8; 18] = [

@@ -6,15 +6,15 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::checksum;
 use crate::error::BuildError;
-use crate::ethernet::{EtherType, EthernetFrame, MacAddr};
+use crate::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
 use crate::filler;
 use crate::icmp::Icmpv4Packet;
-use crate::ipv4::{IpProtocol, Ipv4Packet};
+use crate::ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
 use crate::ipv6::Ipv6Packet;
 use crate::tcp::{TcpPacket, flags};
 use crate::template::{PAYLOAD_HEADER_LEN, TestPayload};
-use crate::udp::UdpPacket;
-use crate::vlan::VlanTag;
+use crate::udp::{UdpPacket, UdpRepr};
+use crate::vlan::{VlanRepr, VlanTag};
 
 /// ICMPv6 echo request (RFC 4443 §4.1).
 pub const ICMPV6_ECHO_REQUEST: u8 = 128;
@@ -148,19 +148,25 @@ impl FrameSpec {
             IpPair::V6(..) => EtherType::IPV6,
         };
         let mut ethernet = EthernetFrame::new_unchecked(&mut *frame);
-        ethernet.set_dst_addr(self.dst_mac);
-        ethernet.set_src_addr(self.src_mac);
-        let Some(vlan_id) = self.vlan else {
-            ethernet.set_ethertype(ethertype);
-            return EthernetFrame::<&[u8]>::HEADER_LEN;
+        let mut header = EthernetRepr {
+            src_addr: self.src_mac,
+            dst_addr: self.dst_mac,
+            ethertype,
         };
-        ethernet.set_ethertype(EtherType::VLAN);
-        let mut tag = VlanTag::new_unchecked(ethernet.payload_mut());
-        tag.set_priority(0);
-        tag.set_drop_eligible(false);
-        tag.set_vlan_id(vlan_id);
-        tag.set_ethertype(ethertype);
-        EthernetFrame::<&[u8]>::HEADER_LEN + VlanTag::<&[u8]>::HEADER_LEN
+        let Some(vlan_id) = self.vlan else {
+            header.emit(&mut ethernet);
+            return header.buffer_len();
+        };
+        header.ethertype = EtherType::VLAN;
+        header.emit(&mut ethernet);
+        let tag = VlanRepr {
+            priority: 0,
+            drop_eligible: false,
+            vlan_id,
+            ethertype,
+        };
+        tag.emit(&mut VlanTag::new_unchecked(ethernet.payload_mut()));
+        header.buffer_len() + tag.buffer_len()
     }
 
     fn ip_protocol(&self) -> IpProtocol {
@@ -177,20 +183,19 @@ impl FrameSpec {
         let protocol = self.ip_protocol();
         match self.ip {
             IpPair::V4(src, dst) => {
-                let header_len = Ipv4Packet::<&[u8]>::MIN_HEADER_LEN;
-                let mut ip = Ipv4Packet::new_unchecked(&mut l3[..header_len + l4_len as usize]);
-                ip.set_version(4);
-                ip.set_header_len(header_len);
-                ip.set_dscp(0);
-                ip.set_ecn(0);
-                ip.set_total_len(header_len as u16 + l4_len);
-                ip.set_ident(seq as u16);
-                ip.set_unfragmented(false);
-                ip.set_ttl(64);
-                ip.set_protocol(protocol);
-                ip.set_src_addr(src);
-                ip.set_dst_addr(dst);
-                ip.fill_checksum();
+                let header = Ipv4Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    protocol,
+                    payload_len: l4_len,
+                    ttl: 64,
+                    ident: seq as u16,
+                    dscp: 0,
+                    ecn: 0,
+                    dont_frag: false,
+                };
+                let len = header.buffer_len() + l4_len as usize;
+                header.emit(&mut Ipv4Packet::new_unchecked(&mut l3[..len]));
             }
             IpPair::V6(src, dst) => {
                 let mut ip = Ipv6Packet::new_unchecked(&mut *l3);
@@ -211,10 +216,12 @@ impl FrameSpec {
         match self.l4 {
             L4Kind::Udp => {
                 let udp_len = l4.len() as u16;
-                let mut udp = UdpPacket::new_unchecked(&mut *l4);
-                udp.set_src_port(self.src_port);
-                udp.set_dst_port(self.dst_port);
-                udp.set_len(udp_len);
+                UdpRepr {
+                    src_port: self.src_port,
+                    dst_port: self.dst_port,
+                    payload_len: udp_len - UdpPacket::<&[u8]>::HEADER_LEN as u16,
+                }
+                .emit(&mut UdpPacket::new_unchecked(&mut *l4));
                 let pseudo = match self.ip {
                     IpPair::V4(src, dst) => {
                         checksum::pseudo_header_v4(src, dst, IpProtocol::UDP.0, udp_len)

@@ -263,6 +263,73 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 }
 
+/// The owned form of an IPv4 header without options, of an unfragmented packet (smoltcp's
+/// `Ipv4Repr`): parsed from a checked view, emitted into a mutable one with its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    pub src_addr: Ipv4Addr,
+    pub dst_addr: Ipv4Addr,
+    pub protocol: IpProtocol,
+    /// Bytes after the header (total length less 20).
+    pub payload_len: u16,
+    pub ttl: u8,
+    pub ident: u16,
+    pub dscp: u8,
+    pub ecn: u8,
+    pub dont_frag: bool,
+}
+
+impl Ipv4Repr {
+    /// The header of a checked packet; options, fragments and a wrong checksum are refused
+    /// (the form could not emit them again).
+    pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>) -> Result<Ipv4Repr, ParseError> {
+        packet.check_len()?;
+        if packet.header_len() != Ipv4Packet::<&[u8]>::MIN_HEADER_LEN {
+            return Err(malformed("ipv4", "options are not supported here"));
+        }
+        if packet.is_fragment() {
+            return Err(malformed("ipv4", "fragments are not supported here"));
+        }
+        if !packet.verify_checksum() {
+            return Err(malformed("ipv4", "header checksum is wrong"));
+        }
+        Ok(Ipv4Repr {
+            src_addr: packet.src_addr(),
+            dst_addr: packet.dst_addr(),
+            protocol: packet.protocol(),
+            payload_len: packet.total_len() - Ipv4Packet::<&[u8]>::MIN_HEADER_LEN as u16,
+            ttl: packet.ttl(),
+            ident: packet.ident(),
+            dscp: packet.dscp(),
+            ecn: packet.ecn(),
+            dont_frag: packet.dont_frag(),
+        })
+    }
+
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        Ipv4Packet::<&[u8]>::MIN_HEADER_LEN
+    }
+
+    /// Writes the header, checksum filled, into `packet` (whose buffer holds at least
+    /// `buffer_len()` bytes).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv4Packet<T>) {
+        let header_len = self.buffer_len();
+        packet.set_version(4);
+        packet.set_header_len(header_len);
+        packet.set_dscp(self.dscp);
+        packet.set_ecn(self.ecn);
+        packet.set_total_len(header_len as u16 + self.payload_len);
+        packet.set_ident(self.ident);
+        packet.set_unfragmented(self.dont_frag);
+        packet.set_ttl(self.ttl);
+        packet.set_protocol(self.protocol);
+        packet.set_src_addr(self.src_addr);
+        packet.set_dst_addr(self.dst_addr);
+        packet.fill_checksum();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +345,39 @@ mod tests {
         // Checksum by hand (python3): !(4500+0018+0000+4000+4011+c0a8+0001+c0a8+00c7) = b8bc.
         bytes[10..12].copy_from_slice(&0xb8bcu16.to_be_bytes());
         bytes
+    }
+
+    #[test]
+    fn repr_round_trips_literal_bytes() {
+        let bytes = packet_bytes();
+        let repr = Ipv4Repr::parse(&Ipv4Packet::new_checked(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(
+            repr,
+            Ipv4Repr {
+                src_addr: Ipv4Addr::new(192, 168, 0, 1),
+                dst_addr: Ipv4Addr::new(192, 168, 0, 199),
+                protocol: IpProtocol::UDP,
+                payload_len: 4,
+                ttl: 64,
+                ident: 0,
+                dscp: 0,
+                ecn: 0,
+                dont_frag: true,
+            }
+        );
+        let mut out = [0u8; 20];
+        assert_eq!(repr.buffer_len(), out.len());
+        repr.emit(&mut Ipv4Packet::new_unchecked(&mut out[..]));
+        assert_eq!(out, bytes[..20]);
+
+        let mut bad = bytes.clone();
+        bad[11] ^= 1;
+        let e = Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bad[..])).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        let mut fragment = bytes.clone();
+        fragment[6] |= 0x20; // MF
+        assert!(Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&fragment[..])).is_err());
+        assert!(Ipv4Repr::parse(&Ipv4Packet::new_unchecked(&bytes[..19])).is_err());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! One protocol a module, in the style of smoltcp's `wire`: a view `Xxx<T: AsRef<[u8]>>` whose
 //! `new_checked()` validates lengths once so every accessor after it is infallible, and setters
-//! when `T: AsMut<[u8]>`. Parsing is total: truncated or lying headers are an `Err`, never a panic.
+//! when `T: AsMut<[u8]>`; for Ethernet, VLAN, IPv4 and UDP an owned `Repr` with `parse()` from
+//! a checked view and `emit()` into a mutable one, which the frame builders use. Parsing is total: truncated or lying headers are an `Err`, never a panic.
 #![forbid(unsafe_code)]
 
 pub mod arp;
@@ -24,16 +25,16 @@ pub mod vlan;
 
 pub use arp::ArpPacket;
 pub use error::{BuildError, ParseError};
-pub use ethernet::{EtherType, EthernetFrame, MacAddr, ParseMacError, swap_macs};
+pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr, ParseMacError, swap_macs};
 pub use frame_builder::{FrameSpec, IpPair, L4Kind};
 pub use frame_reader::{ReadFrame, read_test_frame};
 pub use icmp::Icmpv4Packet;
-pub use ipv4::{IpProtocol, Ipv4Packet};
+pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
 pub use ipv6::Ipv6Packet;
 pub use tcp::TcpPacket;
 pub use template::{
     PAYLOAD_HEADER_LEN, PAYLOAD_MAGIC, TIMESTAMP_MASK, TestPayload, UdpTemplate,
     ipv4_udp_checksums_ok, read_test_payload,
 };
-pub use udp::UdpPacket;
-pub use vlan::VlanTag;
+pub use udp::{UdpPacket, UdpRepr};
+pub use vlan::{VlanRepr, VlanTag};

@@ -14,9 +14,9 @@
 
 use crate::checksum;
 use crate::error::BuildError;
-use crate::ethernet::{EtherType, EthernetFrame, MacAddr};
-use crate::ipv4::{IpProtocol, Ipv4Packet};
-use crate::udp::UdpPacket;
+use crate::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
+use crate::ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+use crate::udp::{UdpPacket, UdpRepr};
 use crate::vlan::VlanTag;
 use std::net::Ipv4Addr;
 
@@ -125,31 +125,37 @@ impl UdpTemplate {
         })?;
 
         let mut ethernet = EthernetFrame::new_unchecked(&mut *frame);
-        ethernet.set_dst_addr(self.dst_mac);
-        ethernet.set_src_addr(self.src_mac);
-        ethernet.set_ethertype(EtherType::IPV4);
+        EthernetRepr {
+            src_addr: self.src_mac,
+            dst_addr: self.dst_mac,
+            ethertype: EtherType::IPV4,
+        }
+        .emit(&mut ethernet);
 
         // Both fit in u16: frame_len <= 9000.
         let ip_len = (frame_len - EthernetFrame::<&[u8]>::HEADER_LEN) as u16;
         let udp_len = ip_len - Ipv4Packet::<&[u8]>::MIN_HEADER_LEN as u16;
         let mut ip = Ipv4Packet::new_unchecked(ethernet.payload_mut());
-        ip.set_version(4);
-        ip.set_header_len(Ipv4Packet::<&[u8]>::MIN_HEADER_LEN);
-        ip.set_dscp(0);
-        ip.set_ecn(0);
-        ip.set_total_len(ip_len);
-        ip.set_ident(seq as u16);
-        ip.set_unfragmented(false);
-        ip.set_ttl(64);
-        ip.set_protocol(IpProtocol::UDP);
-        ip.set_src_addr(self.src_ip);
-        ip.set_dst_addr(self.dst_ip);
-        ip.fill_checksum();
+        Ipv4Repr {
+            src_addr: self.src_ip,
+            dst_addr: self.dst_ip,
+            protocol: IpProtocol::UDP,
+            payload_len: udp_len,
+            ttl: 64,
+            ident: seq as u16,
+            dscp: 0,
+            ecn: 0,
+            dont_frag: false,
+        }
+        .emit(&mut ip);
 
         let mut udp = UdpPacket::new_unchecked(ip.payload_mut());
-        udp.set_src_port(self.src_port);
-        udp.set_dst_port(self.dst_port);
-        udp.set_len(udp_len);
+        UdpRepr {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            payload_len: udp_len - UdpPacket::<&[u8]>::HEADER_LEN as u16,
+        }
+        .emit(&mut udp);
         let payload = udp.payload_mut();
         let test_payload = TestPayload {
             generator: self.generator,

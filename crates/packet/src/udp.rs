@@ -167,6 +167,44 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     }
 }
 
+/// The owned form of a UDP header (smoltcp's `UdpRepr`): parsed from a checked view, emitted
+/// into a mutable one. The checksum covers the payload, so `emit` leaves it 0 and the caller
+/// fills it once the payload is in place (`fill_checksum_v4` / `_v6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// Bytes after the header (the length field less 8).
+    pub payload_len: u16,
+}
+
+impl UdpRepr {
+    /// The header of a checked datagram (its checksum is the caller's to verify: it needs
+    /// the IP addresses).
+    pub fn parse<T: AsRef<[u8]>>(udp: &UdpPacket<T>) -> Result<UdpRepr, ParseError> {
+        udp.check_len()?;
+        Ok(UdpRepr {
+            src_port: udp.src_port(),
+            dst_port: udp.dst_port(),
+            payload_len: udp.len() - UdpPacket::<&[u8]>::HEADER_LEN as u16,
+        })
+    }
+
+    /// Bytes the header takes.
+    pub const fn buffer_len(&self) -> usize {
+        UdpPacket::<&[u8]>::HEADER_LEN
+    }
+
+    /// Writes the header, checksum 0, into `udp` (whose buffer holds at least
+    /// `buffer_len()` bytes).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, udp: &mut UdpPacket<T>) {
+        udp.set_src_port(self.src_port);
+        udp.set_dst_port(self.dst_port);
+        udp.set_len(self.buffer_len() as u16 + self.payload_len);
+        udp.set_checksum(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +219,27 @@ mod tests {
     const DATAGRAM: [u8; 14] = [
         0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0c, 0xf2, 0x02, b'p', b'i', b'n', b'g', 0x00, 0x00,
     ];
+
+    #[test]
+    fn repr_round_trips_literal_bytes() {
+        let repr = UdpRepr::parse(&UdpPacket::new_checked(&DATAGRAM[..]).unwrap()).unwrap();
+        assert_eq!(
+            repr,
+            UdpRepr {
+                src_port: 1234,
+                dst_port: 5678,
+                payload_len: 4,
+            }
+        );
+        assert_eq!(repr.buffer_len(), 8);
+        let mut out = [0u8; 12];
+        out[8..].copy_from_slice(b"ping");
+        let mut udp = UdpPacket::new_unchecked(&mut out[..]);
+        repr.emit(&mut udp);
+        udp.fill_checksum_v4(SRC, DST);
+        assert_eq!(out, DATAGRAM[..12]);
+        assert!(UdpRepr::parse(&UdpPacket::new_unchecked(&DATAGRAM[..7])).is_err());
+    }
 
     #[test]
     fn parse_literal_datagram() {

@@ -109,6 +109,44 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> VlanTag<T> {
     }
 }
 
+/// The owned form of a VLAN tag: parsed from a checked view, emitted into a mutable one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VlanRepr {
+    /// Priority code point, 0..=7.
+    pub priority: u8,
+    pub drop_eligible: bool,
+    /// 12 bits.
+    pub vlan_id: u16,
+    /// What the tag carries next.
+    pub ethertype: EtherType,
+}
+
+impl VlanRepr {
+    /// The tag of a checked view (every 4-byte tag parses).
+    pub fn parse<T: AsRef<[u8]>>(tag: &VlanTag<T>) -> Result<VlanRepr, ParseError> {
+        tag.check_len()?;
+        Ok(VlanRepr {
+            priority: tag.priority(),
+            drop_eligible: tag.drop_eligible(),
+            vlan_id: tag.vlan_id(),
+            ethertype: tag.ethertype(),
+        })
+    }
+
+    /// Bytes the tag takes.
+    pub const fn buffer_len(&self) -> usize {
+        field::PAYLOAD.start
+    }
+
+    /// Writes the tag into `tag` (whose buffer holds at least `buffer_len()` bytes).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, tag: &mut VlanTag<T>) {
+        tag.set_priority(self.priority);
+        tag.set_drop_eligible(self.drop_eligible);
+        tag.set_vlan_id(self.vlan_id);
+        tag.set_ethertype(self.ethertype);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +161,26 @@ mod tests {
         0x08, 0x06, // ARP
         0x00, 0x01,
     ];
+
+    #[test]
+    fn repr_round_trips_literal_bytes() {
+        let bytes = &TAGGED_FRAME[14..18];
+        let repr = VlanRepr::parse(&VlanTag::new_checked(bytes).unwrap()).unwrap();
+        assert_eq!(
+            repr,
+            VlanRepr {
+                priority: 5,
+                drop_eligible: true,
+                vlan_id: 100,
+                ethertype: EtherType::ARP,
+            }
+        );
+        let mut out = [0u8; 4];
+        assert_eq!(repr.buffer_len(), out.len());
+        repr.emit(&mut VlanTag::new_unchecked(&mut out[..]));
+        assert_eq!(out, bytes);
+        assert!(VlanRepr::parse(&VlanTag::new_unchecked(&bytes[..3])).is_err());
+    }
 
     #[test]
     fn parse_tag_inside_frame() {
