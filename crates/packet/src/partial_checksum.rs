@@ -11,9 +11,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::checksum;
+use crate::ipv4::IpProtocol;
 
-const TCP: u8 = 6;
-const UDP: u8 = 17;
+const TCP: u8 = IpProtocol::TCP.0;
+const UDP: u8 = IpProtocol::UDP.0;
 
 /// Completes the checksum of `segment` (a TCP or UDP header and its data) when it is partial:
 /// its field holds `pseudo`, the pseudo-header sum, and the segment does not verify. Returns

@@ -193,7 +193,7 @@ fn restore_vlan_tag(map: &mut RingMap, frame: usize, header: &mmap::RxFrameHeade
     let tpid = if header.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
         header.vlan_tpid
     } else {
-        0x8100
+        wirespeed_packet::EtherType::VLAN.0
     };
     let tci = header.vlan_tci as u16;
     let start = data - VLAN_HLEN;

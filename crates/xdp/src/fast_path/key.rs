@@ -1,18 +1,20 @@
 //! The fast path's flow key, built in Rust exactly as bpf/switch_fast_path.c builds it, so
 //! user space installs entries under the key the kernel will look up.
 
+use wirespeed_packet::{EtherType, IpProtocol};
+
 /// Bytes of `struct fp_key`.
 pub const KEY_LEN: usize = 36;
 
 /// `struct fp_key`'s bytes.
 pub type FastKey = [u8; KEY_LEN];
 
-const ETH_P_8021Q: [u8; 2] = [0x81, 0x00];
-const ETH_P_IP: [u8; 2] = [0x08, 0x00];
+const ETH_P_8021Q: [u8; 2] = EtherType::VLAN.0.to_be_bytes();
+const ETH_P_IP: [u8; 2] = EtherType::IPV4.0.to_be_bytes();
 const VLAN_PRESENT: u8 = 0x10;
-const TCP: u8 = 6;
-const UDP: u8 = 17;
-const ICMP: u8 = 1;
+const TCP: u8 = IpProtocol::TCP.0;
+const UDP: u8 = IpProtocol::UDP.0;
+const ICMP: u8 = IpProtocol::ICMP.0;
 
 /// The key of `frame` arriving on `ifindex`, or `None` when the fast path does not take such
 /// a packet (see the program's comment for which it takes).
