@@ -130,19 +130,7 @@ impl FromStr for PortSpec {
         let (backend, place) = spec
             .split_once(':')
             .ok_or_else(|| SpecError::NoBackend(spec.to_string()))?;
-        let backend = match backend {
-            "xdp" => Backend::Xdp,
-            "packet" => Backend::Packet,
-            "tap" => Backend::Tap,
-            "pipe" => Backend::Pipe,
-            "pcap" => Backend::Pcap,
-            other => {
-                return Err(SpecError::UnknownBackend {
-                    spec: spec.to_string(),
-                    backend: other.to_string(),
-                });
-            }
-        };
+        let backend = parse_backend(spec, backend)?;
         if backend == Backend::Pcap {
             // File names may hold ':' and '@': the place is taken whole.
             if let Err(why) = PcapPlace::parse(place) {
@@ -158,47 +146,8 @@ impl FromStr for PortSpec {
                 all_queues: false,
             });
         }
-        let (iface, queue, all_queues) = match place.split_once('@') {
-            Some((iface, queue)) => {
-                if backend != Backend::Xdp {
-                    return Err(SpecError::QueueNotSupported {
-                        spec: spec.to_string(),
-                        backend: backend.name(),
-                    });
-                }
-                if queue == "all" {
-                    (iface, 0, true)
-                } else {
-                    let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
-                        spec: spec.to_string(),
-                        queue: queue.to_string(),
-                    })?;
-                    (iface, queue, false)
-                }
-            }
-            None => (place, 0, false),
-        };
-        // A pipe's name becomes part of a file name under /dev/shm.
-        let pipe_name_ok = |n: &str| {
-            (1..=32).contains(&n.len())
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-                && n != "."
-                && n != ".."
-        };
-        if backend == Backend::Pipe && !pipe_name_ok(iface) {
-            return Err(SpecError::BadPipeName(spec.to_string()));
-        }
-        // IFNAMSIZ is 16 with the terminating NUL; '/' and whitespace never appear in names.
-        if backend != Backend::Pipe
-            && (iface.is_empty()
-                || iface.len() > 15
-                || iface.contains(['/', ' ', ':', '@'])
-                || iface == "."
-                || iface == "..")
-        {
-            return Err(SpecError::BadInterface(spec.to_string()));
-        }
+        let (iface, queue, all_queues) = split_queue(spec, backend, place)?;
+        check_name(spec, backend, iface)?;
         Ok(PortSpec {
             backend,
             iface: iface.to_string(),
@@ -206,6 +155,75 @@ impl FromStr for PortSpec {
             all_queues,
         })
     }
+}
+
+/// The backend a spec's prefix names.
+fn parse_backend(spec: &str, name: &str) -> Result<Backend, SpecError> {
+    Ok(match name {
+        "xdp" => Backend::Xdp,
+        "packet" => Backend::Packet,
+        "tap" => Backend::Tap,
+        "pipe" => Backend::Pipe,
+        "pcap" => Backend::Pcap,
+        other => {
+            return Err(SpecError::UnknownBackend {
+                spec: spec.to_string(),
+                backend: other.to_string(),
+            });
+        }
+    })
+}
+
+/// `IFACE[@QUEUE]` into the interface, the queue and whether it is `@all` (xdp only).
+fn split_queue<'a>(
+    spec: &str,
+    backend: Backend,
+    place: &'a str,
+) -> Result<(&'a str, u32, bool), SpecError> {
+    let Some((iface, queue)) = place.split_once('@') else {
+        return Ok((place, 0, false));
+    };
+    if backend != Backend::Xdp {
+        return Err(SpecError::QueueNotSupported {
+            spec: spec.to_string(),
+            backend: backend.name(),
+        });
+    }
+    if queue == "all" {
+        return Ok((iface, 0, true));
+    }
+    let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
+        spec: spec.to_string(),
+        queue: queue.to_string(),
+    })?;
+    Ok((iface, queue, false))
+}
+
+/// Checks a pipe's name, or an interface's.
+fn check_name(spec: &str, backend: Backend, name: &str) -> Result<(), SpecError> {
+    if backend == Backend::Pipe {
+        // A pipe's name becomes part of a file name under /dev/shm.
+        let pipe_name_ok = (1..=32).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && name != "."
+            && name != "..";
+        if !pipe_name_ok {
+            return Err(SpecError::BadPipeName(spec.to_string()));
+        }
+        return Ok(());
+    }
+    // IFNAMSIZ is 16 with the terminating NUL; '/' and whitespace never appear in names.
+    if name.is_empty()
+        || name.len() > 15
+        || name.contains(['/', ' ', ':', '@'])
+        || name == "."
+        || name == ".."
+    {
+        return Err(SpecError::BadInterface(spec.to_string()));
+    }
+    Ok(())
 }
 
 impl fmt::Display for PortSpec {

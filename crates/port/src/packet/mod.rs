@@ -22,7 +22,7 @@ mod rx_ring;
 mod tx_ring;
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use self::mmap::{RingMap, TX_DATA_OFFSET};
@@ -81,66 +81,17 @@ impl PacketPort {
             return Err(PortError::FrameSize(opts.frame_size));
         }
         let iface = spec.iface.as_str();
-        let io_err = |what: &'static str| {
-            move |source: io::Error| PortError::Io {
-                iface: iface.to_string(),
-                what,
-                source,
-            }
-        };
         let ifindex = mmap::interface_index(iface)
             .ok_or_else(|| PortError::NoInterface(iface.to_string()))?;
-        let socket = mmap::packet_socket().map_err(|source| {
-            let what = match source.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => "socket(AF_PACKET) needs CAP_NET_RAW",
-                _ => "socket(AF_PACKET)",
-            };
-            PortError::Io {
-                iface: iface.to_string(),
-                what,
-                source,
-            }
-        })?;
+        let socket = open_socket(iface)?;
         let fd = socket.as_fd();
-        mmap::set_option(fd, libc::PACKET_VERSION, mmap::TPACKET_V3)
-            .map_err(io_err("PACKET_VERSION"))?;
-        // A receiver sees what is sent on its interface (its own or the host's sends) only
-        // when asked (a capture's -Q inout).
-        if !opts.outgoing {
-            mmap::set_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
-                .map_err(io_err("PACKET_IGNORE_OUTGOING"))?;
-        }
-        if opts.tx {
-            mmap::set_option(fd, libc::PACKET_QDISC_BYPASS, 1)
-                .map_err(io_err("PACKET_QDISC_BYPASS"))?;
-        }
-
-        let page = mmap::page_size();
-        let frame_size = opts.frame_size as usize;
-        let frame_count = opts.frame_count.max(1) as usize;
-        let mut rx_len = 0;
-        let mut rx = None;
-        if opts.rx {
-            let req = rx_ring_request(frame_count, frame_size, page);
-            mmap::set_ring(fd, libc::PACKET_RX_RING, &req).map_err(io_err("PACKET_RX_RING"))?;
-            rx_len = req.tp_block_size as usize * req.tp_block_nr as usize;
-            rx = Some(RxRing::new(
-                req.tp_block_size as usize,
-                req.tp_block_nr as usize,
-            ));
-        }
-        let mut tx_len = 0;
-        let mut tx = None;
-        if opts.tx {
-            let req = tx_ring_request(frame_count, frame_size, page);
-            mmap::set_ring(fd, libc::PACKET_TX_RING, &req).map_err(io_err("PACKET_TX_RING"))?;
-            tx_len = req.tp_block_size as usize * req.tp_block_nr as usize;
-            tx = Some(TxRing::new(rx_len, frame_size, req.tp_frame_nr as usize));
-        }
-        let map = RingMap::map(fd, rx_len + tx_len).map_err(io_err("mmap of the packet rings"))?;
+        set_socket_options(fd, iface, opts)?;
+        let rings = size_rings(fd, iface, opts)?;
+        let map = RingMap::map(fd, rings.rx_len + rings.tx_len)
+            .map_err(io_err(iface, "mmap of the packet rings"))?;
         // Protocol 0 on a send-only port: the kernel delivers it nothing to drop.
         let protocol = if opts.rx { libc::ETH_P_ALL as u16 } else { 0 };
-        mmap::bind_interface(fd, ifindex, protocol).map_err(io_err("bind"))?;
+        mmap::bind_interface(fd, ifindex, protocol).map_err(io_err(iface, "bind"))?;
 
         Ok(PacketPort {
             info: PortInfo {
@@ -154,10 +105,10 @@ impl PacketPort {
             ifindex,
             map,
             socket,
-            rx,
-            tx,
-            rx_len,
-            max_packet_len: (frame_size - TX_DATA_OFFSET) as u32,
+            rx: rings.rx,
+            tx: rings.tx,
+            rx_len: rings.rx_len,
+            max_packet_len: (opts.frame_size as usize - TX_DATA_OFFSET) as u32,
             stats: PortStats::default(),
         })
     }
@@ -459,6 +410,93 @@ impl Port for PacketPort {
             None => 0,
         }
     }
+}
+
+/// The error for a failed set-up step of the port on `iface`.
+fn io_err<'a>(iface: &'a str, what: &'static str) -> impl FnOnce(io::Error) -> PortError + 'a {
+    move |source| PortError::Io {
+        iface: iface.to_string(),
+        what,
+        source,
+    }
+}
+
+/// An AF_PACKET socket for `iface`; says when the missing capability is why it failed.
+fn open_socket(iface: &str) -> Result<OwnedFd, PortError> {
+    mmap::packet_socket().map_err(|source| {
+        let what = match source.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => "socket(AF_PACKET) needs CAP_NET_RAW",
+            _ => "socket(AF_PACKET)",
+        };
+        PortError::Io {
+            iface: iface.to_string(),
+            what,
+            source,
+        }
+    })
+}
+
+/// TPACKET_V3, and what the port sees and how it sends.
+fn set_socket_options(
+    fd: BorrowedFd<'_>,
+    iface: &str,
+    opts: &PortOptions,
+) -> Result<(), PortError> {
+    mmap::set_option(fd, libc::PACKET_VERSION, mmap::TPACKET_V3)
+        .map_err(io_err(iface, "PACKET_VERSION"))?;
+    // A receiver sees what is sent on its interface (its own or the host's sends) only
+    // when asked (a capture's -Q inout).
+    if !opts.outgoing {
+        mmap::set_option(fd, libc::PACKET_IGNORE_OUTGOING, 1)
+            .map_err(io_err(iface, "PACKET_IGNORE_OUTGOING"))?;
+    }
+    if opts.tx {
+        mmap::set_option(fd, libc::PACKET_QDISC_BYPASS, 1)
+            .map_err(io_err(iface, "PACKET_QDISC_BYPASS"))?;
+    }
+    Ok(())
+}
+
+/// The rings a port asked for, sized in the kernel: the receive ring first in the mapping,
+/// the transmit ring after it.
+struct Rings {
+    rx: Option<RxRing>,
+    rx_len: usize,
+    tx: Option<TxRing>,
+    tx_len: usize,
+}
+
+/// Asks the kernel for the receive and transmit rings `opts` wants.
+fn size_rings(fd: BorrowedFd<'_>, iface: &str, opts: &PortOptions) -> Result<Rings, PortError> {
+    let page = mmap::page_size();
+    let frame_size = opts.frame_size as usize;
+    let frame_count = opts.frame_count.max(1) as usize;
+    let mut rings = Rings {
+        rx: None,
+        rx_len: 0,
+        tx: None,
+        tx_len: 0,
+    };
+    if opts.rx {
+        let req = rx_ring_request(frame_count, frame_size, page);
+        mmap::set_ring(fd, libc::PACKET_RX_RING, &req).map_err(io_err(iface, "PACKET_RX_RING"))?;
+        rings.rx_len = req.tp_block_size as usize * req.tp_block_nr as usize;
+        rings.rx = Some(RxRing::new(
+            req.tp_block_size as usize,
+            req.tp_block_nr as usize,
+        ));
+    }
+    if opts.tx {
+        let req = tx_ring_request(frame_count, frame_size, page);
+        mmap::set_ring(fd, libc::PACKET_TX_RING, &req).map_err(io_err(iface, "PACKET_TX_RING"))?;
+        rings.tx_len = req.tp_block_size as usize * req.tp_block_nr as usize;
+        rings.tx = Some(TxRing::new(
+            rings.rx_len,
+            frame_size,
+            req.tp_frame_nr as usize,
+        ));
+    }
+    Ok(rings)
 }
 
 /// The receive ring: room for `frame_count * frame_size` bytes in blocks of at most 1 MiB,
