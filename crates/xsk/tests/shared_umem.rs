@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use wirespeed_packet::{MacAddr, UdpTemplate, read_test_payload};
-use wirespeed_umem::{Umem, UmemConfig};
+use wirespeed_umem::{FramePool, Umem, UmemConfig};
 use wirespeed_xdp::{AttachMode, XskProgram};
 use wirespeed_xsk::{BindMode, Socket, SocketConfig};
 
@@ -57,20 +57,10 @@ fn two_sockets_share_one_umem_and_forward_by_descriptor() {
     .expect("shared UMEM test failed");
 }
 
+const COUNT: u64 = 1000;
+
 fn run_shared_umem() {
-    const COUNT: u64 = 1000;
-    // No IPv6 in this namespace: a veth coming up would send router solicitations and MLD
-    // reports, which the XDP program hands to the socket among the test frames. (This
-    // thread's namespace is the one /proc/sys/net shows it.)
-    for conf in ["all", "default"] {
-        let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
-        std::fs::write(&path, "1").unwrap_or_else(|e| panic!("{path}: {e}"));
-    }
-    ip(&[
-        "link", "add", "wsua", "type", "veth", "peer", "name", "wsub",
-    ]);
-    ip(&["link", "set", "wsua", "up"]);
-    ip(&["link", "set", "wsub", "up"]);
+    make_veth_pair();
     let mut umem = Umem::new(UmemConfig {
         frame_count: 2048,
         frame_size: 2048,
@@ -78,7 +68,6 @@ fn run_shared_umem() {
         hugepages: false,
     })
     .unwrap();
-    let total = umem.frame_count() as usize;
     let mut pool = umem.frame_pool();
     let mut program = XskProgram::attach("wsua", AttachMode::Native, false).unwrap();
     let cfg = SocketConfig {
@@ -95,60 +84,101 @@ fn run_shared_umem() {
     assert_eq!(rx_sock.refill(&mut pool, 512), 512);
 
     // Send COUNT numbered frames out of wsub, built in the shared UMEM.
-    let t = template();
     let mut sent = 0u64;
     let mut received = vec![false; COUNT as usize];
-    let mut got = 0u64;
     let mut forwarded = 0u64;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while (got < COUNT || rx_sock.ring_counts().tx + tx_sock.ring_counts().tx > 0)
+    while (received.iter().any(|&r| !r) || rx_sock.ring_counts().tx + tx_sock.ring_counts().tx > 0)
         && Instant::now() < deadline
     {
         if sent < COUNT {
-            let n = (COUNT - sent).min(32) as usize;
-            let addrs: Vec<u64> = (0..n).map_while(|_| pool.alloc()).collect();
-            for (i, &a) in addrs.iter().enumerate() {
-                t.write(umem.packet_mut(a, 60).unwrap(), sent + i as u64, 0)
-                    .unwrap();
-            }
-            let queued = tx_sock.send(addrs.len() as u32, |i| (addrs[i as usize], 60));
-            assert_eq!(
-                queued as usize,
-                addrs.len(),
-                "TX ring has room for a small burst"
-            );
-            sent += queued as u64;
-            tx_sock.kick_tx().unwrap();
+            sent += send_numbered(&mut umem, &mut pool, &mut tx_sock, sent);
         }
-        // Receive on wsua; check bytes; forward by descriptor out of wsua (no copy).
-        let mut descs = Vec::new();
-        rx_sock.recv(&umem, &mut pool, 64, |addr, len| descs.push((addr, len)));
-        for &(addr, len) in &descs {
-            assert!(umem.is_valid(addr, len));
-            let frame = umem.packet(addr, len).unwrap();
-            let p = read_test_payload(frame).expect("a test frame");
-            let mut expected = vec![0u8; 60];
-            t.write(&mut expected, p.seq, 0).unwrap();
-            assert_eq!(frame, &expected[..], "frame {} changed", p.seq);
-            assert!(!received[p.seq as usize], "frame {} twice", p.seq);
-            received[p.seq as usize] = true;
-            got += 1;
-        }
-        let fwd = rx_sock.send(descs.len() as u32, |i| descs[i as usize]);
-        assert_eq!(fwd as usize, descs.len());
-        forwarded += fwd as u64;
-        rx_sock.kick_tx().unwrap();
+        forwarded += receive_and_forward(&umem, &mut pool, &mut rx_sock, &mut received);
         tx_sock.complete(&umem, &mut pool, 64);
         rx_sock.complete(&umem, &mut pool, 64);
         rx_sock.refill(&mut pool, 64);
     }
+    let got = received.iter().filter(|&&r| r).count() as u64;
     assert_eq!(got, COUNT, "received {got} of {COUNT}");
     assert_eq!(forwarded, COUNT);
-    // Let the last completions come back, then account for every frame of the one UMEM.
+    wait_until_at_rest(&umem, &mut pool, &mut rx_sock, &mut tx_sock);
+}
+
+/// The veth pair wsua / wsub, up, in this thread's namespace with IPv6 off.
+fn make_veth_pair() {
+    // No IPv6 in this namespace: a veth coming up would send router solicitations and MLD
+    // reports, which the XDP program hands to the socket among the test frames. (This
+    // thread's namespace is the one /proc/sys/net shows it.)
+    for conf in ["all", "default"] {
+        let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
+        std::fs::write(&path, "1").unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+    ip(&[
+        "link", "add", "wsua", "type", "veth", "peer", "name", "wsub",
+    ]);
+    ip(&["link", "set", "wsua", "up"]);
+    ip(&["link", "set", "wsub", "up"]);
+}
+
+/// Sends up to 32 frames numbered from `next` out of `tx_sock`; returns how many.
+fn send_numbered(umem: &mut Umem, pool: &mut FramePool, tx_sock: &mut Socket, next: u64) -> u64 {
+    let t = template();
+    let n = (COUNT - next).min(32) as usize;
+    let addrs: Vec<u64> = (0..n).map_while(|_| pool.alloc()).collect();
+    for (i, &a) in addrs.iter().enumerate() {
+        t.write(umem.packet_mut(a, 60).unwrap(), next + i as u64, 0)
+            .unwrap();
+    }
+    let queued = tx_sock.send(addrs.len() as u32, |i| (addrs[i as usize], 60));
+    assert_eq!(
+        queued as usize,
+        addrs.len(),
+        "TX ring has room for a small burst"
+    );
+    tx_sock.kick_tx().unwrap();
+    queued as u64
+}
+
+/// Receives on `rx_sock`, checks each frame's bytes and that it came once, and forwards it by
+/// descriptor out of the same socket (no copy); returns how many were forwarded.
+fn receive_and_forward(
+    umem: &Umem,
+    pool: &mut FramePool,
+    rx_sock: &mut Socket,
+    received: &mut [bool],
+) -> u64 {
+    let t = template();
+    let mut descs = Vec::new();
+    rx_sock.recv(umem, pool, 64, |addr, len| descs.push((addr, len)));
+    for &(addr, len) in &descs {
+        assert!(umem.is_valid(addr, len));
+        let frame = umem.packet(addr, len).unwrap();
+        let p = read_test_payload(frame).expect("a test frame");
+        let mut expected = vec![0u8; 60];
+        t.write(&mut expected, p.seq, 0).unwrap();
+        assert_eq!(frame, &expected[..], "frame {} changed", p.seq);
+        assert!(!received[p.seq as usize], "frame {} twice", p.seq);
+        received[p.seq as usize] = true;
+    }
+    let fwd = rx_sock.send(descs.len() as u32, |i| descs[i as usize]);
+    assert_eq!(fwd as usize, descs.len());
+    rx_sock.kick_tx().unwrap();
+    fwd as u64
+}
+
+/// Lets the last completions come back, then accounts for every frame of the one UMEM.
+fn wait_until_at_rest(
+    umem: &Umem,
+    pool: &mut FramePool,
+    rx_sock: &mut Socket,
+    tx_sock: &mut Socket,
+) {
+    let total = umem.frame_count() as u64;
     let until = Instant::now() + Duration::from_secs(2);
     loop {
-        tx_sock.complete(&umem, &mut pool, 256);
-        rx_sock.complete(&umem, &mut pool, 256);
+        tx_sock.complete(umem, pool, 256);
+        rx_sock.complete(umem, pool, 256);
         let (a, b) = (rx_sock.ring_counts(), tx_sock.ring_counts());
         let in_kernel = a.fill
             + a.kernel
@@ -160,11 +190,10 @@ fn run_shared_umem() {
             + b.rx
             + b.tx
             + b.completion;
-        if pool.len() as u64 + in_kernel == total as u64
-            && a.tx + b.tx + a.completion + b.completion == 0
+        if pool.len() as u64 + in_kernel == total && a.tx + b.tx + a.completion + b.completion == 0
         {
             // At rest every frame is either free or waiting in wsua's fill ring.
-            assert_eq!(pool.len() as u64 + a.fill, total as u64, "a {a:?} b {b:?}");
+            assert_eq!(pool.len() as u64 + a.fill, total, "a {a:?} b {b:?}");
             break;
         }
         assert!(
