@@ -1,4 +1,5 @@
-//! Ethernet II frames (IEEE 802.3 without preamble and FCS), MAC addresses and EtherTypes.
+//! Ethernet II frames (IEEE 802.3 without preamble and FCS): the view, its owned
+//! `EthernetRepr`, MAC addresses and the EtherType numbers.
 
 use crate::error::{ParseError, truncated};
 use core::fmt;

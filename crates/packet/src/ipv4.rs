@@ -1,4 +1,5 @@
-//! IPv4 headers (RFC 791) with their header checksum, and the IP protocol numbers.
+//! IPv4 headers (RFC 791): the view, its owned `Ipv4Repr`, the header checksum, and the IP
+//! protocol numbers.
 
 use crate::checksum;
 use crate::error::{ParseError, malformed, truncated};

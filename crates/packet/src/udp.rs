@@ -1,4 +1,5 @@
-//! UDP headers (RFC 768) and their checksum over the IPv4 or IPv6 pseudo-header.
+//! UDP headers (RFC 768): the view, its owned `UdpRepr`, and the checksum over the IPv4 or
+//! IPv6 pseudo-header.
 
 use crate::checksum;
 use crate::error::{ParseError, malformed, truncated};

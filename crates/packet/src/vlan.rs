@@ -1,4 +1,5 @@
-//! IEEE 802.1Q VLAN tags: the 4 bytes after an EtherType of 0x8100 (or 0x88a8 for 802.1ad).
+//! IEEE 802.1Q VLAN tags, the view and its owned `VlanRepr`: the 4 bytes after an EtherType of
+//! 0x8100 (or 0x88a8 for 802.1ad).
 //!
 //! The view starts at the Tag Control Information, so for a tagged frame it wraps
 //! `EthernetFrame::payload()`; its own `ethertype()` is the one of the encapsulated protocol.
