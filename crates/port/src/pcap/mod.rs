@@ -58,38 +58,8 @@ impl PcapPort {
         }
         let place = PcapPlace::parse(&spec.iface)
             .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
-        let (rx, tx) = place
-            .files
-            .resolve(opts.rx, opts.tx)
-            .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
-        if rx.is_none() && tx.is_none() {
-            let does = if opts.rx { "receives" } else { "sends" };
-            return Err(PortError::Unsupported(format!(
-                "{name}: this tool {does} on the port and the spec names no file for that"
-            )));
-        }
-        if let (Some(rx), Some(tx)) = (rx, tx)
-            && same_file(rx, tx)
-        {
-            return Err(PortError::Unsupported(format!(
-                "{name}: rx and tx name the same file; recording would overwrite what is replayed"
-            )));
-        }
-        if place.pace.is_some() && rx.is_none() {
-            return Err(PortError::Unsupported(format!(
-                "{name}: pace= sets the pace of a replay, and this port replays no file"
-            )));
-        }
-        let mut streams = Vec::new();
-        for (path, claim) in [
-            (rx, StreamClaim::stdin as fn() -> _),
-            (tx, StreamClaim::stdout),
-        ] {
-            if path.is_some_and(is_std_stream) {
-                streams
-                    .push(claim().map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?);
-            }
-        }
+        let (rx, tx) = files_for(&name, &place, opts)?;
+        let streams = claim_streams(&name, rx, tx)?;
         let mut notes = unused_option_notes(opts, "pcap");
         if opts.tx && tx.is_none() {
             notes.push(format!(
@@ -180,6 +150,57 @@ impl PcapPort {
         self.stats.drops.tx_error += lost.packets;
         lost.error
     }
+}
+
+/// The files the port replays and records, as the spec names them and the tool uses the
+/// port; refuses a port with no file for what the tool does, one file both ways, and a pace
+/// with nothing to replay.
+fn files_for<'a>(
+    name: &str,
+    place: &'a PcapPlace,
+    opts: &PortOptions,
+) -> Result<(Option<&'a Path>, Option<&'a Path>), PortError> {
+    let (rx, tx) = place
+        .files
+        .resolve(opts.rx, opts.tx)
+        .map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?;
+    if rx.is_none() && tx.is_none() {
+        let does = if opts.rx { "receives" } else { "sends" };
+        return Err(PortError::Unsupported(format!(
+            "{name}: this tool {does} on the port and the spec names no file for that"
+        )));
+    }
+    if let (Some(rx), Some(tx)) = (rx, tx)
+        && same_file(rx, tx)
+    {
+        return Err(PortError::Unsupported(format!(
+            "{name}: rx and tx name the same file; recording would overwrite what is replayed"
+        )));
+    }
+    if place.pace.is_some() && rx.is_none() {
+        return Err(PortError::Unsupported(format!(
+            "{name}: pace= sets the pace of a replay, and this port replays no file"
+        )));
+    }
+    Ok((rx, tx))
+}
+
+/// Standard input and output, for a port whose files are `-`.
+fn claim_streams(
+    name: &str,
+    rx: Option<&Path>,
+    tx: Option<&Path>,
+) -> Result<Vec<StreamClaim>, PortError> {
+    let mut streams = Vec::new();
+    for (path, claim) in [
+        (rx, StreamClaim::stdin as fn() -> _),
+        (tx, StreamClaim::stdout),
+    ] {
+        if path.is_some_and(is_std_stream) {
+            streams.push(claim().map_err(|why| PortError::Unsupported(format!("{name}: {why}")))?);
+        }
+    }
+    Ok(streams)
 }
 
 fn open_replay(path: &Path) -> Result<CaptureReader, PortError> {
