@@ -50,7 +50,30 @@ fn l2fwd_sends_every_frame_back_with_its_macs_swapped() {
     out.read_line(&mut ready).unwrap();
     assert!(ready.contains("Ctrl-C ends"), "{ready}");
 
-    let spec: PortSpec = format!("packet:{}", ns.a).parse().unwrap();
+    let (sent, back, wrong) = send_and_take_back(&ns.a);
+    kill(Pid::from_raw(fwd.id() as i32), Signal::SIGINT).unwrap();
+    let status = fwd.wait().unwrap();
+    let mut summary = String::new();
+    out.read_to_string(&mut summary).unwrap();
+
+    assert_eq!(sent, FRAMES);
+    assert_eq!(wrong, 0, "frames that came back changed");
+    assert!(
+        back.iter().all(|&n| n == 1),
+        "each frame back once: {back:?}"
+    );
+    assert!(status.success(), "{status}");
+    assert!(
+        summary.contains("forwarded 1000 packets (received 1000, dropped 0)"),
+        "{summary}"
+    );
+}
+
+/// Sends FRAMES frames out of `iface` one at a time while taking back what returns; returns
+/// how many were sent, how many times each came back as expected, and how many came back
+/// wrong.
+fn send_and_take_back(iface: &str) -> (u32, Vec<u32>, u32) {
+    let spec: PortSpec = format!("packet:{iface}").parse().unwrap();
     let mut port = wirespeed_port::open(&spec, &PortOptions::default()).unwrap();
     let mut batch = Batch::with_capacity(64);
     let (mut sent, mut back, mut wrong) = (0u32, vec![0u32; FRAMES as usize], 0u32);
@@ -78,20 +101,5 @@ fn l2fwd_sends_every_frame_back_with_its_macs_swapped() {
         }
         port.release(&mut batch);
     }
-    kill(Pid::from_raw(fwd.id() as i32), Signal::SIGINT).unwrap();
-    let status = fwd.wait().unwrap();
-    let mut summary = String::new();
-    out.read_to_string(&mut summary).unwrap();
-
-    assert_eq!(sent, FRAMES);
-    assert_eq!(wrong, 0, "frames that came back changed");
-    assert!(
-        back.iter().all(|&n| n == 1),
-        "each frame back once: {back:?}"
-    );
-    assert!(status.success(), "{status}");
-    assert!(
-        summary.contains("forwarded 1000 packets (received 1000, dropped 0)"),
-        "{summary}"
-    );
+    (sent, back, wrong)
 }
