@@ -2,7 +2,8 @@
 //! whole; `bench l2fwd` forwards one file into another; a switch replays a file onto a veth
 //! (tcpdump on the far side sees every frame) and records in a file what arrives from it;
 //! `pcap:-` reads standard input and writes standard output, the tools' reports kept off it.
-//! And, a port needing no network, gen's live lines and JSON summary.
+//! And, a port needing no network, gen's live lines and JSON summary. (Signals while a tool
+//! runs are in `signals_while_running.rs`.)
 
 mod common;
 use common::pcaps::{self, MAC_A, MAC_B, Rec, TempDir};
@@ -280,89 +281,6 @@ fn gen_prints_a_line_a_second_and_one_json_summary() {
     assert_eq!(j["packets"].as_u64(), Some(2500), "{j}");
     assert_eq!(j["port"].as_str(), Some(port.as_str()), "{j}");
     assert!(j["drops"].is_object(), "{j}");
-}
-
-/// A replay of `pcap:-` waits in read() while the pipe is idle, where the first SIGINT (which
-/// only asks the loop to stop) cannot reach it; a second one ends the process at once, with
-/// the shell's status for SIGINT.
-#[test]
-fn a_second_sigint_ends_a_replay_waiting_on_an_idle_pipe() {
-    use std::io::Write;
-    use std::time::{Duration, Instant};
-    let dir = TempDir::new("pidle");
-    let file = dir.path("head.pcap");
-    pcaps::write_capture(&file, Format::Pcap, &mixed_frames()[..3]);
-    let mut child = std::process::Command::new(wirespeed())
-        .args(["bench", "rxdrop", "--port", "pcap:-", "-q"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(&std::fs::read(&file).unwrap()).unwrap();
-    let pid = child.id().to_string();
-    let wait = |child: &mut std::process::Child, within: Duration| {
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Some(status) = child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    must(&["kill", "-INT", &pid]);
-    // The second signal counts when it comes half a second or more after the first.
-    let status = match wait(&mut child, Duration::from_millis(700)) {
-        // Ended by the first: a clean stop.
-        Some(status) => {
-            assert!(status.success(), "{status}");
-            return;
-        }
-        None => {
-            must(&["kill", "-INT", &pid]);
-            wait(&mut child, Duration::from_secs(5))
-        }
-    };
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    drop(pipe);
-    assert_eq!(status.and_then(|s| s.code()), Some(130), "{status:?}");
-}
-
-/// Two signals at once are one request to stop (GNU timeout signals the child and then its
-/// process group): the tool still finishes cleanly, its summary printed.
-#[test]
-fn two_sigterms_at_once_stop_a_tool_cleanly() {
-    for round in 0..3 {
-        let child = std::process::Command::new(wirespeed())
-            .args([
-                "gen",
-                "--port",
-                "pcap:/dev/null",
-                "--rate",
-                "1000",
-                "--json",
-                "-q",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let pid = child.id();
-        must(&["sh", "-c", &format!("kill -TERM {pid}; kill -TERM {pid}")]);
-        let out = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "round {round}: {}: {err}", out.status);
-        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("round {round}: no JSON summary ({e}): {err}"));
-        assert_eq!(j["mode"].as_str(), Some("gen"), "{j}");
-    }
 }
 
 /// A recording that fills its disk keeps every record the failed write got out whole, and
