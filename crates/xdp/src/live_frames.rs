@@ -8,11 +8,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use aya::maps::{Array, MapData};
 use aya::programs::{TestRun, TestRunAttrs, TestRunOptions, Xdp};
 
+use wirespeed_packet::{EtherType, IpProtocol};
+
 use crate::{XdpError, error_chain, load_program};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_live_tx.o"));
 const PROGRAM: &str = "xdp_live_tx";
 const VARY_PROGRAM: &str = "xdp_live_vary";
+const ETH_P_8021Q: [u8; 2] = EtherType::VLAN.0.to_be_bytes();
+const ETH_P_IP: [u8; 2] = EtherType::IPV4.0.to_be_bytes();
+const UDP: u8 = IpProtocol::UDP.0;
+const TCP: u8 = IpProtocol::TCP.0;
 
 /// The loaded engine, bound to one interface (by index). Threads on one CPU may share it
 /// ([`LiveFrames::send_shared`]): its program then keeps one sequence of stamps for them.
@@ -125,7 +131,7 @@ impl LiveFrames {
 
     /// Whether a tagged frame needs [`LiveFrames::varied`] even to be sent as it is.
     pub fn needs_restoring(frame: &[u8]) -> bool {
-        frame.get(12..14) == Some(&[0x81, 0x00])
+        frame.get(12..14) == Some(&ETH_P_8021Q)
     }
 
     /// Whether `template` can be turned into flows ([`Variation::flows`]).
@@ -252,15 +258,15 @@ fn restore_header(c: &mut VaryConfig, frame: &[u8]) {
 /// The flow fields of `template`: (offset of IPv4, offset of the transport checksum in its
 /// header, UDP); None when the program cannot vary its flows.
 fn flow_fields(template: &[u8]) -> Option<(usize, usize, bool)> {
-    let l3 = match template.get(12..14)? {
-        [0x81, 0x00] if template.get(16..18)? == [0x08, 0x00] => 18,
-        [0x08, 0x00] => 14,
+    let l3 = match <[u8; 2]>::try_from(template.get(12..14)?).ok()? {
+        ETH_P_8021Q if template.get(16..18)? == ETH_P_IP => 18,
+        ETH_P_IP => 14,
         _ => return None,
     };
     let ip = template.get(l3..l3 + 20)?;
     let (l4_check, udp) = match (ip[0], ip[9]) {
-        (0x45, 17) => (6usize, true),
-        (0x45, 6) => (16, false),
+        (0x45, UDP) => (6usize, true),
+        (0x45, TCP) => (16, false),
         _ => return None,
     };
     template.get(l3 + 20..l3 + 40)?;
