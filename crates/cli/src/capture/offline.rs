@@ -84,7 +84,7 @@ pub fn run(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Counts> {
     let mut reader = open(path, stop)?;
-    if args.write.is_none() && !super::line::lines_decode(reader.link_type()) {
+    if args.write.is_none() && !wirespeed_capture::print::decodes(reader.link_type()) {
         anyhow::bail!(
             "{}: link type {}: lines show Ethernet, Linux cooked (SLL, SLL2) and raw IP \
              packets; write these to a file with -w (filters take any link type)",

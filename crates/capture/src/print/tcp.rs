@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::Addresses;
+use super::ip::Addresses;
 
 /// Conversations remembered at most; past this the table starts over, so a long capture of
 /// many short connections does not grow without end (tcpdump's table never shrinks).
@@ -42,7 +42,7 @@ impl TcpLines {
 
     /// `segment`: the captured bytes from the TCP header on; `length`: the header and
     /// payload as the IP header gives them (more than captured under a snap length).
-    pub fn format(
+    pub fn print(
         &mut self,
         segment: &[u8],
         length: usize,

@@ -1,20 +1,16 @@
-//! Link headers other than Ethernet, as tcpdump -n prints them: Linux cooked captures (what
-//! `tcpdump -i any` writes: SLL, and SLL2 with the interface) and raw IP. Without -e a
-//! cooked line starts with what tcpdump shows of the header anyway (SLL2: the interface
-//! and the direction); with -e, the whole header.
+//! Linux cooked captures as tcpdump -n prints them (its print-sll.c): what `tcpdump -i any`
+//! writes, SLL, and SLL2 with the interface. Without -e a cooked line starts with what
+//! tcpdump shows of the header anyway (SLL2: the interface and the direction); with -e, the
+//! whole header.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_packet::EtherType;
 
+use super::ether::{print_ethertype, write_ethertype};
 use super::tcp::TcpLines;
-use super::{
-    IPV6_HEADER, format_ipv4, format_ipv6, format_protocol, ipv4_header_captured, write_ethertype,
-};
 
-pub const LINKTYPE_RAW: u16 = 101;
 pub const LINKTYPE_LINUX_SLL: u16 = 113;
 pub const LINKTYPE_LINUX_SLL2: u16 = 276;
 
@@ -22,14 +18,6 @@ const SLL_HEADER: usize = 16;
 const SLL2_HEADER: usize = 20;
 /// The address field of both cooked headers.
 const ADDRESS_MAX: usize = 8;
-
-/// True when lines can show packets of `link_type` (filters and files take any).
-pub fn lines_decode(link_type: u16) -> bool {
-    matches!(
-        link_type,
-        LINKTYPE_ETHERNET | LINKTYPE_RAW | LINKTYPE_LINUX_SLL | LINKTYPE_LINUX_SLL2
-    )
-}
 
 /// Interface names by index, looked up on this machine as tcpdump does (so a file from
 /// another machine or namespace can show other names), each once.
@@ -76,7 +64,7 @@ fn be16(data: &[u8], at: usize) -> u16 {
 }
 
 /// LINUX_SLL: packet type, link address and protocol, 16 bytes.
-pub fn format_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
+pub fn print_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
     if data.len() < SLL_HEADER {
         line.push_str(" [|sll]");
         return;
@@ -93,13 +81,13 @@ pub fn format_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, li
         header(line);
     }
     // A protocol not decoded: its header says what it is, as with -e.
-    if format_protocol(protocol, &data[SLL_HEADER..], link, tcp, line).is_some() {
+    if print_ethertype(protocol, &data[SLL_HEADER..], link, tcp, line).is_some() {
         header(line);
     }
 }
 
 /// LINUX_SLL2: protocol, interface index, packet type and link address, 20 bytes.
-pub fn format_sll2(
+pub fn print_sll2(
     data: &[u8],
     orig_len: u32,
     link: bool,
@@ -129,38 +117,7 @@ pub fn format_sll2(
     if link {
         header(line);
     }
-    if format_protocol(protocol, &data[SLL2_HEADER..], link, tcp, line).is_some() {
+    if print_ethertype(protocol, &data[SLL2_HEADER..], link, tcp, line).is_some() {
         header(line);
-    }
-}
-
-/// Raw IP: the version says IPv4 or IPv6; -e shows only `ip: `.
-pub fn format_raw(data: &[u8], link: bool, tcp: &mut TcpLines, line: &mut String) {
-    if link {
-        line.push_str("ip: ");
-    }
-    let word = |line: &mut String, w: &str| {
-        if !link {
-            line.push_str(w);
-        }
-    };
-    match data.first().map(|b| b >> 4) {
-        Some(4) => {
-            word(line, "IP ");
-            if ipv4_header_captured(data) {
-                format_ipv4(data, tcp, line);
-            } else {
-                line.push_str(" [|ip]");
-            }
-        }
-        Some(6) if data.len() >= IPV6_HEADER => {
-            word(line, "IP6 ");
-            format_ipv6(data, tcp, line);
-        }
-        Some(6) => line.push_str(" [|ip6]"),
-        Some(version) => {
-            let _ = write!(line, "unknown ip {version}");
-        }
-        None => line.push_str(" [|ip]"),
     }
 }
