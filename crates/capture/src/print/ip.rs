@@ -104,3 +104,28 @@ pub(super) fn print_transport(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::LINKTYPE_ETHERNET;
+    use crate::print::line_of;
+
+    // Lines as tcpdump 4.99 -n (-e) prints them for the same bytes.
+    const IP_CUT: [u8; 24] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn a_cut_header_keeps_the_word() {
+        assert_eq!(line_of(LINKTYPE_ETHERNET, false, &IP_CUT), "IP  [|ip]");
+    }
+
+    #[test]
+    fn a_cut_header_with_the_link_header() {
+        assert_eq!(
+            line_of(LINKTYPE_ETHERNET, true, &IP_CUT),
+            "02:00:00:00:00:01 > 02:00:00:00:00:02, ethertype IPv4 (0x0800), length 24:  [|ip]"
+        );
+    }
+}

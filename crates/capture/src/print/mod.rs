@@ -104,3 +104,78 @@ fn write_time_of_day(local_s: i64, nsec: u32, line: &mut String) {
         nsec / 1000
     );
 }
+
+/// The line `Printer` prints for one packet of `link_type`, without the time: as
+/// `tcpdump -n`, or with `link` as `tcpdump -n -e`.
+#[cfg(test)]
+fn line_of(link_type: u16, link: bool, packet: &[u8]) -> String {
+    let options = PrintOptions {
+        link,
+        absolute_seq: false,
+    };
+    lines_of(link_type, options, &[packet]).remove(0)
+}
+
+/// The lines one `Printer` prints for `packets`, in order, without the time.
+#[cfg(test)]
+fn lines_of(link_type: u16, options: PrintOptions, packets: &[&[u8]]) -> Vec<String> {
+    let mut printer = Printer::new(link_type, options);
+    let orig_len = |p: &[u8]| u32::try_from(p.len()).unwrap();
+    packets
+        .iter()
+        .map(|p| {
+            let mut line = String::new();
+            printer.packet(p, orig_len(p), &mut line);
+            line
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // 1700000000.000123456 s, 42 bytes captured of 60: an ARP request.
+    const RECORD: [u8; 58] = [
+        0x00, 0xf1, 0x53, 0x65, 0x40, 0xe2, 0x01, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x3c, 0x00, 0x00,
+        0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06,
+        0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x0a,
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x02,
+    ];
+
+    #[test]
+    fn a_record_is_its_time_then_its_packet_with_the_length_on_the_wire() {
+        let options = PrintOptions {
+            link: true,
+            absolute_seq: false,
+        };
+        let mut line = String::new();
+        Printer::new(LINKTYPE_ETHERNET, options).record(&RECORD, &mut line);
+        // The hour and minute depend on the local zone; the second and microseconds do not.
+        let (time, packet) = line.split_once(' ').unwrap();
+        assert_eq!(time.len(), "HH:MM:SS.uuuuuu".len());
+        assert!(time.ends_with(":20.000123"), "{time}");
+        assert_eq!(
+            packet,
+            "02:00:00:00:00:01 > ff:ff:ff:ff:ff:ff, ethertype ARP (0x0806), length 60: Request who-has 10.0.0.2 tell 10.0.0.1, length 28"
+        );
+    }
+
+    #[test]
+    fn time_of_day_in_microseconds() {
+        let mut line = String::new();
+        write_time_of_day(3 * 86_400 + 13 * 3600 + 62, 123_456_789, &mut line);
+        assert_eq!(line, "13:01:02.123456 ");
+        line.clear();
+        write_time_of_day(-1, 0, &mut line);
+        assert_eq!(line, "23:59:59.000000 ");
+    }
+
+    #[test]
+    fn lines_decode_ethernet_cooked_and_raw_ip_only() {
+        for link_type in [LINKTYPE_ETHERNET, 101, 113, 276] {
+            assert!(decodes(link_type), "{link_type}");
+        }
+        assert!(!decodes(105), "802.11");
+    }
+}

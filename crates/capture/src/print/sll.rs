@@ -121,3 +121,56 @@ pub fn print_sll2(
         header(line);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::print::line_of;
+    use crate::print::sll;
+
+    // Lines as tcpdump 4.99 -n (-e) prints them for the same bytes.
+    const SLL_UDP: [u8; 48] = [
+        0x00, 0x04, 0x00, 0x01, 0x00, 0x06, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x08,
+        0x00, 0x45, 0x00, 0x00, 0x20, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xca, 0x0a, 0x00,
+        0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0c, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00,
+    ];
+    // Interface 999999, which no machine here has: its name is `?`.
+    const SLL2_UDP: [u8; 52] = [
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x42, 0x3f, 0x00, 0x01, 0x00, 0x06, 0x02, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x45, 0x00, 0x00, 0x20, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11,
+        0x66, 0xca, 0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0x04, 0xd2, 0x16, 0x2e, 0x00,
+        0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn sll_without_e_shows_the_packet() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL, false, &SLL_UDP),
+            "IP 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+
+    #[test]
+    fn sll_with_e_shows_type_address_and_protocol() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL, true, &SLL_UDP),
+            "Out 02:00:00:00:00:01 ethertype IPv4 (0x0800), length 48: 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+
+    #[test]
+    fn sll2_starts_with_interface_and_direction() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL2, false, &SLL2_UDP),
+            "?     In  IP 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+
+    #[test]
+    fn sll2_with_e_shows_the_index() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL2, true, &SLL2_UDP),
+            "?     In  ifindex 999999 02:00:00:00:00:01 ethertype IPv4 (0x0800), length 52: 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+}
