@@ -87,54 +87,11 @@ impl TcpLines {
         }
         let (mut seq, mut ack) = (be32(segment, 4), be32(segment, 8));
         let (flags, window, urgent) = (segment[13], be16(segment, 14), be16(segment, 18));
-        line.push_str("Flags [");
-        // tcpdump's order: F S R P . U E W
-        for (bit, c) in [
-            (FIN, 'F'),
-            (SYN, 'S'),
-            (RST, 'R'),
-            (0x08, 'P'),
-            (ACK, '.'),
-            (URG, 'U'),
-            (0x40, 'E'),
-            (0x80, 'W'),
-        ] {
-            if flags & bit != 0 {
-                line.push(c);
-            }
-        }
-        if flags == 0 {
-            line.push_str("none");
-        }
-        line.push(']');
+        write_flags(flags, line);
         // The start of the peer's sequence space, for the SACK blocks.
         let mut peer_start = 0;
         if !self.absolute && flags & ACK != 0 {
-            let (key, from_low) = if from <= to {
-                ((from, to), true)
-            } else {
-                ((to, from), false)
-            };
-            let known = self.starts.get(&key).copied();
-            peer_start = match known {
-                Some((low, high)) if flags & SYN == 0 => {
-                    let (own, peer) = if from_low { (low, high) } else { (high, low) };
-                    seq = seq.wrapping_sub(own);
-                    ack = ack.wrapping_sub(peer);
-                    peer
-                }
-                // The first segment with an ACK, or a new handshake: the numbers as they
-                // are, and the conversation's starts from them.
-                _ => {
-                    if known.is_none() && self.starts.len() >= MAX_CONVERSATIONS {
-                        self.starts.clear();
-                    }
-                    let (own, peer) = (seq, ack.wrapping_sub(1));
-                    let starts = if from_low { (own, peer) } else { (peer, own) };
-                    self.starts.insert(key, starts);
-                    peer
-                }
-            };
+            (seq, ack, peer_start) = self.relative((from, to), flags, seq, ack);
         }
         if header_len > length {
             let _ = write!(
@@ -157,29 +114,96 @@ impl TcpLines {
         if flags & URG != 0 {
             let _ = write!(line, ", urg {urgent}");
         }
-        if header_len > 20 {
-            line.push_str(", options [");
-            let options = &segment[20..header_len.min(segment.len())];
-            match format_options(options, header_len - 20, peer_start, line) {
-                Options::Done => line.push(']'),
-                Options::Bad { any } => {
-                    line.push_str("[bad opt]");
-                    if any {
-                        line.push(']');
-                    }
-                    return Ok(());
-                }
-                Options::Truncated { mark } => {
-                    line.push_str(" [|tcp]");
-                    if mark {
-                        line.push('>');
-                    }
-                    return Ok(());
-                }
-            }
+        if header_len > 20 && !write_options(segment, header_len, peer_start, line) {
+            return Ok(());
         }
         let _ = write!(line, ", length {payload}");
         Ok(())
+    }
+
+    /// `seq` and `ack` relative to where each end of the conversation started, and where the
+    /// peer started; a conversation's first segment with an ACK (or a new handshake) sets the
+    /// starts and keeps its numbers as they are.
+    fn relative(
+        &mut self,
+        (from, to): (End, End),
+        flags: u8,
+        seq: u32,
+        ack: u32,
+    ) -> (u32, u32, u32) {
+        let (key, from_low) = if from <= to {
+            ((from, to), true)
+        } else {
+            ((to, from), false)
+        };
+        let known = self.starts.get(&key).copied();
+        match known {
+            Some((low, high)) if flags & SYN == 0 => {
+                let (own, peer) = if from_low { (low, high) } else { (high, low) };
+                (seq.wrapping_sub(own), ack.wrapping_sub(peer), peer)
+            }
+            // The first segment with an ACK, or a new handshake: the numbers as they
+            // are, and the conversation's starts from them.
+            _ => {
+                if known.is_none() && self.starts.len() >= MAX_CONVERSATIONS {
+                    self.starts.clear();
+                }
+                let (own, peer) = (seq, ack.wrapping_sub(1));
+                let starts = if from_low { (own, peer) } else { (peer, own) };
+                self.starts.insert(key, starts);
+                (seq, ack, peer)
+            }
+        }
+    }
+}
+
+/// `Flags [...]`, in tcpdump's order: F S R P . U E W; `none` for none.
+fn write_flags(flags: u8, line: &mut String) {
+    line.push_str("Flags [");
+    for (bit, c) in [
+        (FIN, 'F'),
+        (SYN, 'S'),
+        (RST, 'R'),
+        (0x08, 'P'),
+        (ACK, '.'),
+        (URG, 'U'),
+        (0x40, 'E'),
+        (0x80, 'W'),
+    ] {
+        if flags & bit != 0 {
+            line.push(c);
+        }
+    }
+    if flags == 0 {
+        line.push_str("none");
+    }
+    line.push(']');
+}
+
+/// `, options [...]` of a header of `header_len` bytes (over 20). False when the options
+/// end the line (a bad option, or the capture ended inside them).
+fn write_options(segment: &[u8], header_len: usize, peer_start: u32, line: &mut String) -> bool {
+    line.push_str(", options [");
+    let options = &segment[20..header_len.min(segment.len())];
+    match format_options(options, header_len - 20, peer_start, line) {
+        Options::Done => {
+            line.push(']');
+            true
+        }
+        Options::Bad { any } => {
+            line.push_str("[bad opt]");
+            if any {
+                line.push(']');
+            }
+            false
+        }
+        Options::Truncated { mark } => {
+            line.push_str(" [|tcp]");
+            if mark {
+                line.push('>');
+            }
+            false
+        }
     }
 }
 
