@@ -27,29 +27,7 @@ pub fn print(icmp: &[u8], length: usize, line: &mut String) {
 fn describe_v6(m: &[u8], length: usize, line: &mut String) -> Result<(), Cut> {
     let (kind, code) = (byte(m, 0)?, byte(m, 1)?);
     match kind {
-        1 => {
-            line.push_str("destination unreachable, ");
-            let dst = inner_v6(m, 24)?;
-            let _ = match code {
-                0 => write!(line, "unreachable route {dst}"),
-                1 => write!(line, " unreachable prohibited {dst}"),
-                2 => write!(
-                    line,
-                    "beyond scope {dst}, source address {}",
-                    inner_v6(m, 8)?
-                ),
-                3 => write!(line, "unreachable address {dst}"),
-                4 => {
-                    let port = be16(m, 8 + 40 + 2)?;
-                    match byte(m, 8 + 6)? {
-                        6 => write!(line, "unreachable port, {dst} tcp port {port}"),
-                        17 => write!(line, "unreachable port, {dst} udp port {port}"),
-                        p => write!(line, "unreachable port, {dst} protocol {p} port {port}"),
-                    }
-                }
-                c => write!(line, "unknown unreach code ({c})"),
-            };
-        }
+        1 => unreachable(m, code, line)?,
         2 => {
             let _ = write!(line, "packet too big, mtu {}", be32(m, 4)?);
         }
@@ -60,19 +38,7 @@ fn describe_v6(m: &[u8], length: usize, line: &mut String) -> Result<(), Cut> {
                 c => write!(line, "time exceeded in-transit, unknown code ({c})"),
             };
         }
-        4 => {
-            let pointer = be32(m, 4)?;
-            let _ = match code {
-                0 => write!(line, "parameter problem, erroneous - octet {pointer}"),
-                1 => write!(line, "parameter problem, next header - octet {pointer}"),
-                2 => write!(line, "parameter problem, option - octet {pointer}"),
-                3 => write!(
-                    line,
-                    "parameter problem, incomplete header chain - octet {pointer}"
-                ),
-                c => write!(line, "parameter problem, code {c} - octet {pointer}"),
-            };
-        }
+        4 => parameter_problem(m, code, line)?,
         128 | 129 => {
             let what = if kind == 128 { "request" } else { "reply" };
             let _ = write!(line, "echo {what}");
@@ -116,6 +82,48 @@ fn describe_v6(m: &[u8], length: usize, line: &mut String) -> Result<(), Cut> {
             let _ = write!(line, "type-#{t}");
         }
     }
+    Ok(())
+}
+
+/// Destination unreachable: what, and the address (and port) of the packet it quotes.
+fn unreachable(m: &[u8], code: u8, line: &mut String) -> Result<(), Cut> {
+    line.push_str("destination unreachable, ");
+    let dst = inner_v6(m, 24)?;
+    let _ = match code {
+        0 => write!(line, "unreachable route {dst}"),
+        1 => write!(line, " unreachable prohibited {dst}"),
+        2 => write!(
+            line,
+            "beyond scope {dst}, source address {}",
+            inner_v6(m, 8)?
+        ),
+        3 => write!(line, "unreachable address {dst}"),
+        4 => {
+            let port = be16(m, 8 + 40 + 2)?;
+            match byte(m, 8 + 6)? {
+                6 => write!(line, "unreachable port, {dst} tcp port {port}"),
+                17 => write!(line, "unreachable port, {dst} udp port {port}"),
+                p => write!(line, "unreachable port, {dst} protocol {p} port {port}"),
+            }
+        }
+        c => write!(line, "unknown unreach code ({c})"),
+    };
+    Ok(())
+}
+
+/// Parameter problem: what, and the octet of the quoted packet it points at.
+fn parameter_problem(m: &[u8], code: u8, line: &mut String) -> Result<(), Cut> {
+    let pointer = be32(m, 4)?;
+    let _ = match code {
+        0 => write!(line, "parameter problem, erroneous - octet {pointer}"),
+        1 => write!(line, "parameter problem, next header - octet {pointer}"),
+        2 => write!(line, "parameter problem, option - octet {pointer}"),
+        3 => write!(
+            line,
+            "parameter problem, incomplete header chain - octet {pointer}"
+        ),
+        c => write!(line, "parameter problem, code {c} - octet {pointer}"),
+    };
     Ok(())
 }
 
