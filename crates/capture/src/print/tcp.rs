@@ -271,41 +271,7 @@ fn format_options(captured: &[u8], len: usize, peer_start: u32, line: &mut Strin
         let Some(value) = captured.get(at..at + value_len) else {
             return Options::Truncated { mark: any };
         };
-        match kind {
-            2 => {
-                let _ = write!(line, " {}", be16(value, 0));
-            }
-            3 => {
-                let _ = write!(line, " {}", value[0]);
-            }
-            5 if value_len % 8 != 0 => line.push_str(" invalid sack"),
-            5 => {
-                let _ = write!(line, " {} ", value_len / 8);
-                for block in value.chunks_exact(8) {
-                    let (s, e) = (be32(block, 0), be32(block, 4));
-                    let _ = write!(
-                        line,
-                        "{{{}:{}}}",
-                        s.wrapping_sub(peer_start),
-                        e.wrapping_sub(peer_start)
-                    );
-                }
-            }
-            6 | 7 | 11..=13 => {
-                let _ = write!(line, " {}", be32(value, 0));
-            }
-            8 => {
-                let _ = write!(line, " val {} ecr {}", be32(value, 0), be32(value, 4));
-            }
-            0 | 1 | 4 => {}
-            _ if value_len > 0 => {
-                line.push_str(" 0x");
-                for b in value {
-                    let _ = write!(line, "{b:02x}");
-                }
-            }
-            _ => {}
-        }
+        write_option_value(kind, value, peer_start, line);
         at += value_len;
         left -= value_len;
         let printed = value_len + if kind <= 1 { 1 } else { 2 };
@@ -318,6 +284,46 @@ fn format_options(captured: &[u8], len: usize, peer_start: u32, line: &mut Strin
         }
     }
     Options::Done
+}
+
+/// An option's value as tcpdump prints it: numbers, SACK blocks relative to `peer_start`,
+/// timestamps; the value of an option it does not know in hex.
+fn write_option_value(kind: u8, value: &[u8], peer_start: u32, line: &mut String) {
+    match kind {
+        2 => {
+            let _ = write!(line, " {}", be16(value, 0));
+        }
+        3 => {
+            let _ = write!(line, " {}", value[0]);
+        }
+        5 if !value.len().is_multiple_of(8) => line.push_str(" invalid sack"),
+        5 => {
+            let _ = write!(line, " {} ", value.len() / 8);
+            for block in value.chunks_exact(8) {
+                let (s, e) = (be32(block, 0), be32(block, 4));
+                let _ = write!(
+                    line,
+                    "{{{}:{}}}",
+                    s.wrapping_sub(peer_start),
+                    e.wrapping_sub(peer_start)
+                );
+            }
+        }
+        6 | 7 | 11..=13 => {
+            let _ = write!(line, " {}", be32(value, 0));
+        }
+        8 => {
+            let _ = write!(line, " val {} ecr {}", be32(value, 0), be32(value, 4));
+        }
+        0 | 1 | 4 => {}
+        _ if !value.is_empty() => {
+            line.push_str(" 0x");
+            for b in value {
+                let _ = write!(line, "{b:02x}");
+            }
+        }
+        _ => {}
+    }
 }
 
 /// tcpdump's names for the options it prints as above; the others are `unknown-KIND` with
