@@ -2,8 +2,9 @@
 //! interpreter, encode the ones that pass into the writer's chunk, release the burst. The
 //! disk is the writer thread's business; this loop never waits on it.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use wirespeed_capture::LINKTYPE_ETHERNET;
@@ -27,7 +28,7 @@ const HOT_LOOP_CHECK: u32 = 128;
 /// partly filled block over only once the kernel retires it (1 ms, rounded up to a jiffy:
 /// up to 10 ms), and a spilled packet may wait 10 ms for its place: both arrived before
 /// the stop.
-const DRAIN: std::time::Duration = std::time::Duration::from_millis(25);
+const DRAIN: Duration = Duration::from_millis(25);
 
 pub fn run(
     args: &CaptureArgs,
@@ -36,27 +37,13 @@ pub fn run(
     rotation: Rotation,
     stop: &AtomicBool,
 ) -> anyhow::Result<Counts> {
-    let expression = args.expression();
     let mut port = crate::open_port::open_port(spec, &args.port_options(spec))?;
     let mut counts = Counts::for_port(port.info());
     // Here xdp:IFACE means every queue: name the one queue of a one-queue capture.
     counts.source = spec.with_queue();
-    counts.filter = expression.clone();
+    counts.filter = args.expression();
     counts.filter_location = filter.as_ref().map(|_| "user".to_string());
-    if let Some(expr) = expression.as_deref()
-        && spec.backend == Backend::Packet
-        && !args.no_kernel_filter
-    {
-        match attach_in_kernel(&mut *port, expr, &spec.iface, stop) {
-            Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
-            Ok(false) => {}
-            Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e),
-            Err(e) => eprintln!(
-                "wirespeed capture: note: filtering in user space only: {}",
-                crate::error_text::error_text(&e)
-            ),
-        }
-    }
+    filter_in_kernel(args, spec, &mut *port, &mut counts, stop)?;
     let interface = Interface {
         link_type: LINKTYPE_ETHERNET,
         snaplen: args.snaplen(),
@@ -65,19 +52,7 @@ pub fn run(
     let sink = args.recorder(rotation, interface, false);
     let mut recorder =
         Recorder::start(sink.config, sink.output, now_ns()).context("create the output")?;
-    let info = port.info();
-    eprintln!(
-        "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
-        counts.source,
-        info.backend.name(),
-        info.mode,
-        args.batch,
-        counts.filter_location.as_deref().unwrap_or("none"),
-        describe_output(args)
-    );
-    for n in &info.notes {
-        eprintln!("wirespeed: note: {n}");
-    }
+    print_ready(args, &*port, &counts);
     let started = Instant::now();
     // A port that fails (its interface deleted) ends the capture like a stop: what was
     // received is written, counted and reported, and the error comes after.
@@ -91,6 +66,64 @@ pub fn run(
         stop,
     );
     counts.seconds = started.elapsed().as_secs_f64();
+    finish(args, &mut *port, recorder, &mut counts);
+    if let Err(e) = ended {
+        let port = crate::error_text::error_text(&e.into());
+        counts.error = Some(match counts.error.take() {
+            Some(writer) => format!("{port}; and {writer}"),
+            None => port,
+        });
+    }
+    Ok(counts)
+}
+
+/// On an AF_PACKET port, the expression filters in the kernel too (unless
+/// --no-kernel-filter), so that what the capture drops never crosses into user space. A
+/// filter the kernel cannot take leaves the filtering to user space, with a note.
+fn filter_in_kernel(
+    args: &CaptureArgs,
+    spec: &PortSpec,
+    port: &mut dyn Port,
+    counts: &mut Counts,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    if let Some(expr) = counts.filter.clone()
+        && spec.backend == Backend::Packet
+        && !args.no_kernel_filter
+    {
+        match attach_in_kernel(port, &expr, &spec.iface, stop) {
+            Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
+            Ok(false) => {}
+            Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e),
+            Err(e) => eprintln!(
+                "wirespeed capture: note: filtering in user space only: {}",
+                crate::error_text::error_text(&e)
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The ready line on standard error, then the port's notes.
+fn print_ready(args: &CaptureArgs, port: &dyn Port, counts: &Counts) {
+    let info = port.info();
+    eprintln!(
+        "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
+        counts.source,
+        info.backend.name(),
+        info.mode,
+        args.batch,
+        counts.filter_location.as_deref().unwrap_or("none"),
+        describe_output(args)
+    );
+    for n in &info.notes {
+        eprintln!("wirespeed: note: {n}");
+    }
+}
+
+/// After the loop: the port's drops into the counts and the file's statistics, then the
+/// writer finished (its files and errors into the counts).
+fn finish(args: &CaptureArgs, port: &mut dyn Port, mut recorder: Recorder, counts: &mut Counts) {
     let stats = port.stats();
     counts.set_port_drops(&stats.drops);
     counts.spilled = stats.spilled;
@@ -102,14 +135,6 @@ pub fn run(
     if args.write.is_none() {
         counts.files.clear();
     }
-    if let Err(e) = ended {
-        let port = crate::error_text::error_text(&e.into());
-        counts.error = Some(match counts.error.take() {
-            Some(writer) => format!("{port}; and {writer}"),
-            None => port,
-        });
-    }
-    Ok(counts)
 }
 
 /// Compiles the expression as libpcap does for a live capture on `iface` (VLAN tags read from
@@ -144,29 +169,25 @@ fn receive_loop(
     counts: &mut Counts,
     stop: &AtomicBool,
 ) -> Result<(), PortError> {
-    let duration = args.duration.map(std::time::Duration::from_secs_f64);
+    let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, None, stop, HOT_LOOP_CHECK);
-    let limit = args.count.unwrap_or(u64::MAX);
     let mut batch = Batch::with_capacity(args.batch as usize);
     let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
-    let (mut queued, mut stopping) = (0u64, false);
+    let mut take = Take {
+        filter,
+        ifindex,
+        limit: args.count.unwrap_or(u64::MAX),
+        queued: 0,
+        stopping: false,
+    };
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
     // Set once a signal or --duration stops the capture: until then, what the port gives
     // is still written (a count reached or the last file done stops at once instead).
     let mut drain_until: Option<Instant> = None;
-    while !stopping {
-        let left = match drain_until {
-            None if run.running(0) => None,
-            None => {
-                drain_until = Some(Instant::now() + DRAIN);
-                Some(DRAIN)
-            }
-            // A port that keeps giving (the load goes on) is left at the deadline.
-            Some(until) => match until.saturating_duration_since(Instant::now()) {
-                left if left.is_zero() => break,
-                left => Some(left),
-            },
+    while !take.stopping {
+        let ControlFlow::Continue(left) = drain_left(&mut drain_until, &mut run) else {
+            break;
         };
         let n = port.rx_burst(&mut batch)?;
         if n == 0 {
@@ -174,18 +195,8 @@ fn receive_loop(
                 port.wait_rx(left)?;
                 continue;
             }
-            if recorder.writer_busy() {
-                // Nothing to receive: the writer may be waiting for this CPU.
-                std::thread::yield_now();
-            }
-            watch.quiet(port)?;
-            if idle.should_sleep() && !port.info().busy_poll {
-                recorder.flush();
-                if recorder.failed() {
-                    break;
-                }
-                port.wait_rx(IDLE_SLEEP)?;
-                run.check_soon();
+            if wait_when_empty(port, recorder, &mut idle, &mut watch, &mut run)?.is_break() {
+                break;
             }
             continue;
         }
@@ -194,8 +205,93 @@ fn receive_loop(
         // system call) and stamp the burst with it. AF_PACKET's own timestamps win when set.
         let burst_ns = now_ns();
         counts.received += n as u64;
+        take.burst(&*port, &batch, n, burst_ns, recorder, counts);
+        port.release(&mut batch);
+        if burst_ns.saturating_sub(last_flush) >= flush_ns {
+            last_flush = burst_ns;
+            recorder.flush();
+            recorder.stats.received = counts.received;
+            recorder.stats.dropped = receive_drops(&port.stats().drops);
+            if recorder.failed() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How long the loop may still take packets: `None` while the capture runs, the time left
+/// to drain once it was stopped, and `Break` when that is up.
+fn drain_left(
+    drain_until: &mut Option<Instant>,
+    run: &mut RunLimit,
+) -> ControlFlow<(), Option<Duration>> {
+    ControlFlow::Continue(match *drain_until {
+        None if run.running(0) => None,
+        None => {
+            *drain_until = Some(Instant::now() + DRAIN);
+            Some(DRAIN)
+        }
+        // A port that keeps giving (the load goes on) is left at the deadline.
+        Some(until) => match until.saturating_duration_since(Instant::now()) {
+            left if left.is_zero() => return ControlFlow::Break(()),
+            left => Some(left),
+        },
+    })
+}
+
+/// A running capture's empty burst: let the writer have the CPU, watch the link, and after
+/// a while of nothing, pass the chunk on and sleep in the port. `Break` when the writer
+/// failed.
+fn wait_when_empty(
+    port: &mut dyn Port,
+    recorder: &mut Recorder,
+    idle: &mut Idle,
+    watch: &mut LinkWatch,
+    run: &mut RunLimit,
+) -> Result<ControlFlow<()>, PortError> {
+    if recorder.writer_busy() {
+        // Nothing to receive: the writer may be waiting for this CPU.
+        std::thread::yield_now();
+    }
+    watch.quiet(port)?;
+    if idle.should_sleep() && !port.info().busy_poll {
+        recorder.flush();
+        if recorder.failed() {
+            return Ok(ControlFlow::Break(()));
+        }
+        port.wait_rx(IDLE_SLEEP)?;
+        run.check_soon();
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
+/// What the loop takes of each burst: the packets the filter passes, up to -c of them.
+struct Take<'a> {
+    filter: Option<&'a Filter>,
+    /// The interface every packet came through (for the filter's `ifindex`).
+    ifindex: u32,
+    /// -c: the packets to queue for the writer, at most.
+    limit: u64,
+    queued: u64,
+    /// Set when -c is reached or the last file is done: the rest is counted, not taken.
+    stopping: bool,
+}
+
+impl Take<'_> {
+    /// Filters the burst's `n` packets and hands the ones that pass to the writer, stamped
+    /// with the port's time or else `burst_ns`.
+    fn burst(
+        &mut self,
+        port: &dyn Port,
+        batch: &Batch,
+        n: usize,
+        burst_ns: u64,
+        recorder: &mut Recorder,
+        counts: &mut Counts,
+    ) {
         for i in 0..n {
-            if stopping {
+            if self.stopping {
                 counts.after_stop += (n - i) as u64;
                 break;
             }
@@ -206,9 +302,9 @@ fn receive_loop(
             // received (PACKET_HOST, 0: libpcap compares with PACKET_OUTGOING only).
             let known = Metadata {
                 pkttype: if meta.outgoing { PACKET_OUTGOING } else { 0 },
-                ifindex,
+                ifindex: self.ifindex,
             };
-            if let Some(f) = filter
+            if let Some(f) = self.filter
                 && !f.matches_with(data, wire_len, known)
             {
                 counts.filtered_out += 1;
@@ -222,26 +318,15 @@ fn receive_loop(
             match recorder.record(ts, data, wire_len) {
                 Outcome::Queued => {
                     counts.matched += 1;
-                    queued += 1;
-                    stopping = queued >= limit;
+                    self.queued += 1;
+                    self.stopping = self.queued >= self.limit;
                 }
                 Outcome::WriterBehind => counts.matched += 1,
                 Outcome::FilesDone => {
                     counts.after_stop += 1;
-                    stopping = true;
+                    self.stopping = true;
                 }
             }
         }
-        port.release(&mut batch);
-        if burst_ns.saturating_sub(last_flush) >= flush_ns {
-            last_flush = burst_ns;
-            recorder.flush();
-            recorder.stats.received = counts.received;
-            recorder.stats.dropped = receive_drops(&port.stats().drops);
-            if recorder.failed() {
-                break;
-            }
-        }
     }
-    Ok(())
 }

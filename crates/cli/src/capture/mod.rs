@@ -18,6 +18,7 @@ use clap::Args;
 use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_capture::filter::{FILTER_SNAPLEN, Filter};
 use wirespeed_capture::output::{FileOutput, StdoutOutput};
+use wirespeed_capture::print::PrintOptions;
 use wirespeed_capture::recorder::{CHUNK_SIZE, RecorderConfig};
 use wirespeed_capture::rotate::{Rotation, parse_size};
 use wirespeed_capture::spool::Output;
@@ -292,8 +293,10 @@ impl CaptureArgs {
                     "-".to_string(),
                     Box::new(line::LineOutput::new(
                         interface.link_type,
-                        self.link_header,
-                        self.absolute_seq,
+                        PrintOptions {
+                            link: self.link_header,
+                            absolute_seq: self.absolute_seq,
+                        },
                     )),
                 ),
                 Some("-") => (

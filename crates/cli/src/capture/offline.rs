@@ -12,13 +12,14 @@ use std::time::Instant;
 use anyhow::Context;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use wirespeed_capture::filter::Filter;
 use wirespeed_capture::recorder::{Outcome, Recorder};
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::write::Interface;
-use wirespeed_capture::{CaptureError, CaptureReader, ErrorKind};
+use wirespeed_capture::{CaptureError, CaptureReader, ErrorKind, Record};
 
 use super::counts::Counts;
-use super::{CaptureArgs, compile_or_exit, now_ns};
+use super::{CaptureArgs, Sink, compile_or_exit, now_ns};
 
 /// Records between looks at the stop flag.
 const STOP_CHECK: u64 = 1024;
@@ -84,14 +85,7 @@ pub fn run(
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Counts> {
     let mut reader = open(path, stop)?;
-    if args.write.is_none() && !super::line::lines_decode(reader.link_type()) {
-        anyhow::bail!(
-            "{}: link type {}: lines show Ethernet, Linux cooked (SLL, SLL2) and raw IP \
-             packets; write these to a file with -w (filters take any link type)",
-            path.display(),
-            reader.link_type()
-        );
-    }
+    refuse_undecoded_lines(args, path, reader.link_type())?;
     let expression = args.expression();
     let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false, stop)?;
     let mut counts = Counts {
@@ -106,67 +100,19 @@ pub fn run(
         name: None,
     };
     let started = Instant::now();
-    let limit = args.count.unwrap_or(u64::MAX);
-    let mut recorder: Option<Recorder> = None;
-    let mut sink = Some(args.recorder(rotation, interface, true));
-    let mut queued = 0u64;
-    let mut read_error = None;
-    loop {
-        let record = match reader.next_record() {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) if cut_by_stop(&e, stop) => break,
-            Err(e) => {
-                read_error = Some(e);
-                break;
-            }
-        };
-        counts.received += 1;
-        if let Some(f) = &filter
-            && !f.matches(record.data, record.orig_len)
-        {
-            counts.filtered_out += 1;
-            continue;
-        }
-        // The first file is named for the first packet's time (-G names), so a file read
-        // twice is rotated the same way twice.
-        if recorder.is_none() {
-            let mut s = sink.take().context("output already started")?;
-            // A pcapng file's one interface keeps its name.
-            s.config.interface.name = record.interface_name.map(str::to_string);
-            recorder = Some(
-                Recorder::start(s.config, s.output, record.ts_ns).context("create the output")?,
-            );
-        }
-        let Some(rec) = recorder.as_mut() else { break };
-        // What the statistics at the end of a file count, should this packet start the next.
-        rec.stats.received = counts.received - 1;
-        match rec.record(record.ts_ns, record.data, record.orig_len) {
-            Outcome::Queued => {
-                counts.matched += 1;
-                queued += 1;
-            }
-            Outcome::WriterBehind => counts.matched += 1,
-            Outcome::FilesDone => {
-                counts.after_stop += 1;
-                break;
-            }
-        }
-        if queued >= limit
-            || rec.failed()
-            || (counts.received.is_multiple_of(STOP_CHECK) && stop.load(Ordering::Relaxed))
-        {
-            break;
-        }
-    }
-    let mut recorder = match (recorder, sink) {
-        (Some(r), _) => r,
-        // No packet passed: still write a valid, empty file.
-        (None, Some(s)) => {
-            Recorder::start(s.config, s.output, now_ns()).context("create the output")?
-        }
-        (None, None) => anyhow::bail!("output lost"),
+    let mut writer = Writer {
+        sink: Some(args.recorder(rotation, interface, true)),
+        recorder: None,
     };
+    let read_error = record_all(
+        args,
+        &mut reader,
+        filter.as_ref(),
+        &mut writer,
+        &mut counts,
+        stop,
+    )?;
+    let mut recorder = writer.finish()?;
     counts.seconds = started.elapsed().as_secs_f64();
     recorder.stats.received = counts.received;
     let behind = recorder.dropped_by_writer;
@@ -184,4 +130,100 @@ pub fn run(
         );
     }
     Ok(counts)
+}
+
+/// Lines need a link type the printer decodes; files take any.
+fn refuse_undecoded_lines(args: &CaptureArgs, path: &Path, link_type: u16) -> anyhow::Result<()> {
+    if args.write.is_none() && !wirespeed_capture::print::decodes(link_type) {
+        anyhow::bail!(
+            "{}: link type {}: lines show Ethernet, Linux cooked (SLL, SLL2) and raw IP \
+             packets; write these to a file with -w (filters take any link type)",
+            path.display(),
+            link_type
+        );
+    }
+    Ok(())
+}
+
+/// Reads the records until the end of the input, -c, the last file, a failed writer or a
+/// stop, and hands the ones the filter passes to the writer. A read error ends the input
+/// and is returned, for the counts to report after what was read is written.
+fn record_all(
+    args: &CaptureArgs,
+    reader: &mut CaptureReader,
+    filter: Option<&Filter>,
+    writer: &mut Writer,
+    counts: &mut Counts,
+    stop: &AtomicBool,
+) -> anyhow::Result<Option<CaptureError>> {
+    let limit = args.count.unwrap_or(u64::MAX);
+    let mut queued = 0u64;
+    loop {
+        let record = match reader.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err(e) if cut_by_stop(&e, stop) => return Ok(None),
+            Err(e) => return Ok(Some(e)),
+        };
+        counts.received += 1;
+        if let Some(f) = filter
+            && !f.matches(record.data, record.orig_len)
+        {
+            counts.filtered_out += 1;
+            continue;
+        }
+        let rec = writer.recorder_for(&record)?;
+        // What the statistics at the end of a file count, should this packet start the next.
+        rec.stats.received = counts.received - 1;
+        match rec.record(record.ts_ns, record.data, record.orig_len) {
+            Outcome::Queued => {
+                counts.matched += 1;
+                queued += 1;
+            }
+            Outcome::WriterBehind => counts.matched += 1,
+            Outcome::FilesDone => {
+                counts.after_stop += 1;
+                return Ok(None);
+            }
+        }
+        if queued >= limit
+            || rec.failed()
+            || (counts.received.is_multiple_of(STOP_CHECK) && stop.load(Ordering::Relaxed))
+        {
+            return Ok(None);
+        }
+    }
+}
+
+/// The writer, started at the first packet that passes the filter.
+struct Writer {
+    sink: Option<Sink>,
+    recorder: Option<Recorder>,
+}
+
+impl Writer {
+    /// The first file is named for the first packet's time (-G names), so a file read
+    /// twice is rotated the same way twice.
+    fn recorder_for(&mut self, record: &Record) -> anyhow::Result<&mut Recorder> {
+        if self.recorder.is_none() {
+            let mut s = self.sink.take().context("output already started")?;
+            // A pcapng file's one interface keeps its name.
+            s.config.interface.name = record.interface_name.map(str::to_string);
+            let recorder =
+                Recorder::start(s.config, s.output, record.ts_ns).context("create the output")?;
+            self.recorder = Some(recorder);
+        }
+        self.recorder.as_mut().context("output lost")
+    }
+
+    fn finish(self) -> anyhow::Result<Recorder> {
+        match (self.recorder, self.sink) {
+            (Some(r), _) => Ok(r),
+            // No packet passed: still write a valid, empty file.
+            (None, Some(s)) => {
+                Ok(Recorder::start(s.config, s.output, now_ns()).context("create the output")?)
+            }
+            (None, None) => anyhow::bail!("output lost"),
+        }
+    }
 }

@@ -1,16 +1,16 @@
-//! ICMP and ICMPv6 messages as tcpdump -n prints them: the message and what it is about
-//! (the address and port an unreachable names, a redirect's gateway, a neighbour
-//! discovery's target), then the length.
+//! ICMP messages as tcpdump -n prints them (its print-icmp.c): the message and what it is
+//! about (the address and port an unreachable names, a redirect's gateway), then the length.
+//! The field readers, total over a short capture, serve ICMPv6 too.
 
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Where the capture ended before a field the line needs: tcpdump's ` [|icmp]`.
-struct Cut;
+pub(super) struct Cut;
 
 /// `icmp`: the captured bytes from the ICMP header on; `length`: the message's length by
 /// the IP header. Appends to the `src > dst: ` already on the line.
-pub fn format_v4(icmp: &[u8], length: usize, line: &mut String) {
+pub fn print(icmp: &[u8], length: usize, line: &mut String) {
     let start = line.len();
     line.push_str("ICMP ");
     if describe_v4(icmp, line).is_err() {
@@ -170,143 +170,75 @@ fn inner_dst_v4(m: &[u8]) -> Result<Ipv4Addr, Cut> {
     v4_at(m, 8 + 16)
 }
 
-/// `icmp`: the captured bytes from the ICMPv6 header on; `length`: the message's length by
-/// the IPv6 header.
-pub fn format_v6(icmp: &[u8], length: usize, line: &mut String) {
-    let start = line.len();
-    line.push_str("ICMP6, ");
-    match describe_v6(icmp, length, line) {
-        Ok(()) => {
-            let _ = write!(line, ", length {length}");
-        }
-        // The type's name was printed, a field it needs was not captured.
-        Err(Cut) if line.len() > start + "ICMP6, ".len() => line.push_str(" [|icmp6]"),
-        Err(Cut) => {
-            line.truncate(start);
-            line.push_str(" [|icmp6]");
-        }
-    }
-}
-
-fn describe_v6(m: &[u8], length: usize, line: &mut String) -> Result<(), Cut> {
-    let (kind, code) = (byte(m, 0)?, byte(m, 1)?);
-    match kind {
-        1 => {
-            line.push_str("destination unreachable, ");
-            let dst = inner_v6(m, 24)?;
-            let _ = match code {
-                0 => write!(line, "unreachable route {dst}"),
-                1 => write!(line, " unreachable prohibited {dst}"),
-                2 => write!(
-                    line,
-                    "beyond scope {dst}, source address {}",
-                    inner_v6(m, 8)?
-                ),
-                3 => write!(line, "unreachable address {dst}"),
-                4 => {
-                    let port = be16(m, 8 + 40 + 2)?;
-                    match byte(m, 8 + 6)? {
-                        6 => write!(line, "unreachable port, {dst} tcp port {port}"),
-                        17 => write!(line, "unreachable port, {dst} udp port {port}"),
-                        p => write!(line, "unreachable port, {dst} protocol {p} port {port}"),
-                    }
-                }
-                c => write!(line, "unknown unreach code ({c})"),
-            };
-        }
-        2 => {
-            let _ = write!(line, "packet too big, mtu {}", be32(m, 4)?);
-        }
-        3 => {
-            let _ = match code {
-                0 => write!(line, "time exceeded in-transit for {}", inner_v6(m, 24)?),
-                1 => write!(line, "time exceeded in-transit (reassembly)"),
-                c => write!(line, "time exceeded in-transit, unknown code ({c})"),
-            };
-        }
-        4 => {
-            let pointer = be32(m, 4)?;
-            let _ = match code {
-                0 => write!(line, "parameter problem, erroneous - octet {pointer}"),
-                1 => write!(line, "parameter problem, next header - octet {pointer}"),
-                2 => write!(line, "parameter problem, option - octet {pointer}"),
-                3 => write!(
-                    line,
-                    "parameter problem, incomplete header chain - octet {pointer}"
-                ),
-                c => write!(line, "parameter problem, code {c} - octet {pointer}"),
-            };
-        }
-        128 | 129 => {
-            let what = if kind == 128 { "request" } else { "reply" };
-            let _ = write!(line, "echo {what}");
-            let (id, seq) = (be16(m, 4)?, be16(m, 6)?);
-            let _ = write!(line, ", id {id}, seq {seq}");
-        }
-        130..=132 => {
-            let what = ["query", "report", "done"][usize::from(kind - 130)];
-            let _ = write!(line, "multicast listener {what}");
-            // A query of 28 bytes or more is MLDv2's.
-            if kind == 130 && length >= 28 {
-                let _ = write!(line, " v2 [gaddr {}]", v6_at(m, 8)?);
-            } else {
-                let (delay, group) = (be16(m, 4)?, v6_at(m, 8)?);
-                let _ = write!(line, "max resp delay: {delay} addr: {group}");
-            }
-        }
-        133 => line.push_str("router solicitation"),
-        134 => line.push_str("router advertisement"),
-        135 => {
-            line.push_str("neighbor solicitation");
-            let _ = write!(line, ", who has {}", v6_at(m, 8)?);
-        }
-        136 => {
-            line.push_str("neighbor advertisement");
-            let _ = write!(line, ", tgt is {}", v6_at(m, 8)?);
-        }
-        137 => {
-            line.push_str("redirect");
-            let (target, dst) = (v6_at(m, 8)?, v6_at(m, 24)?);
-            let _ = write!(line, ", {dst} to {target}");
-        }
-        143 => {
-            let records = be16(m, 6)?;
-            let _ = write!(
-                line,
-                "multicast listener report v2, {records} group record(s)"
-            );
-        }
-        t => {
-            let _ = write!(line, "type-#{t}");
-        }
-    }
-    Ok(())
-}
-
-/// An address of the IPv6 header an ICMPv6 error quotes, `at` bytes into that header.
-fn inner_v6(m: &[u8], at: usize) -> Result<Ipv6Addr, Cut> {
-    v6_at(m, 8 + at)
-}
-
-fn byte(b: &[u8], at: usize) -> Result<u8, Cut> {
+pub(super) fn byte(b: &[u8], at: usize) -> Result<u8, Cut> {
     b.get(at).copied().ok_or(Cut)
 }
 
-fn be16(b: &[u8], at: usize) -> Result<u16, Cut> {
+pub(super) fn be16(b: &[u8], at: usize) -> Result<u16, Cut> {
     let s = b.get(at..at + 2).ok_or(Cut)?;
     Ok(u16::from_be_bytes([s[0], s[1]]))
 }
 
-fn be32(b: &[u8], at: usize) -> Result<u32, Cut> {
+pub(super) fn be32(b: &[u8], at: usize) -> Result<u32, Cut> {
     let s = b.get(at..at + 4).ok_or(Cut)?;
     Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-fn v4_at(b: &[u8], at: usize) -> Result<Ipv4Addr, Cut> {
+pub(super) fn v4_at(b: &[u8], at: usize) -> Result<Ipv4Addr, Cut> {
     be32(b, at).map(Ipv4Addr::from)
 }
 
-fn v6_at(b: &[u8], at: usize) -> Result<Ipv6Addr, Cut> {
+pub(super) fn v6_at(b: &[u8], at: usize) -> Result<Ipv6Addr, Cut> {
     let s: [u8; 16] = b.get(at..at + 16).ok_or(Cut)?.try_into().map_err(|_| Cut)?;
     Ok(Ipv6Addr::from(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::LINKTYPE_ETHERNET;
+    use crate::print::line_of;
+
+    // Lines as tcpdump 4.99 -n (-e) prints them for the same bytes.
+    const ICMP_ECHO: [u8; 50] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x24, 0x00, 0x01, 0x00, 0x00, 0x40, 0x01, 0x66, 0xd6, 0x0a, 0x00, 0x00, 0x01,
+        0x0a, 0x00, 0x00, 0x02, 0x08, 0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    const ICMP_PORT_UNREACHABLE: [u8; 70] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x38, 0x00, 0x01, 0x00, 0x00, 0x40, 0x01, 0x66, 0xbb, 0x0a, 0x00, 0x00, 0x09,
+        0x0a, 0x00, 0x00, 0x01, 0x03, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00,
+        0x20, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xc3, 0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00,
+        0x00, 0x09, 0x13, 0x88, 0x82, 0x9a, 0x00, 0x0c, 0x00, 0x00,
+    ];
+    const ICMP_CUT: [u8; 35] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x15, 0x00, 0x01, 0x00, 0x00, 0x40, 0x01, 0x66, 0xe5, 0x0a, 0x00, 0x00, 0x01,
+        0x0a, 0x00, 0x00, 0x02, 0x08,
+    ];
+
+    #[test]
+    fn echo_request() {
+        assert_eq!(
+            line_of(LINKTYPE_ETHERNET, false, &ICMP_ECHO),
+            "IP 10.0.0.1 > 10.0.0.2: ICMP echo request, id 7, seq 1, length 16"
+        );
+    }
+
+    #[test]
+    fn port_unreachable_names_the_quoted_port() {
+        assert_eq!(
+            line_of(LINKTYPE_ETHERNET, false, &ICMP_PORT_UNREACHABLE),
+            "IP 10.0.0.9 > 10.0.0.1: ICMP 10.0.0.9 udp port 33434 unreachable, length 36"
+        );
+    }
+
+    #[test]
+    fn a_cut_message_is_marked() {
+        assert_eq!(
+            line_of(LINKTYPE_ETHERNET, false, &ICMP_CUT),
+            "IP 10.0.0.1 > 10.0.0.2:  [|icmp]"
+        );
+    }
 }

@@ -1,20 +1,16 @@
-//! Link headers other than Ethernet, as tcpdump -n prints them: Linux cooked captures (what
-//! `tcpdump -i any` writes: SLL, and SLL2 with the interface) and raw IP. Without -e a
-//! cooked line starts with what tcpdump shows of the header anyway (SLL2: the interface
-//! and the direction); with -e, the whole header.
+//! Linux cooked captures as tcpdump -n prints them (its print-sll.c): what `tcpdump -i any`
+//! writes, SLL, and SLL2 with the interface. Without -e a cooked line starts with what
+//! tcpdump shows of the header anyway (SLL2: the interface and the direction); with -e, the
+//! whole header.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_packet::EtherType;
 
+use super::ether::{print_ethertype, write_ethertype};
 use super::tcp::TcpLines;
-use super::{
-    IPV6_HEADER, format_ipv4, format_ipv6, format_protocol, ipv4_header_captured, write_ethertype,
-};
 
-pub const LINKTYPE_RAW: u16 = 101;
 pub const LINKTYPE_LINUX_SLL: u16 = 113;
 pub const LINKTYPE_LINUX_SLL2: u16 = 276;
 
@@ -22,14 +18,6 @@ const SLL_HEADER: usize = 16;
 const SLL2_HEADER: usize = 20;
 /// The address field of both cooked headers.
 const ADDRESS_MAX: usize = 8;
-
-/// True when lines can show packets of `link_type` (filters and files take any).
-pub fn lines_decode(link_type: u16) -> bool {
-    matches!(
-        link_type,
-        LINKTYPE_ETHERNET | LINKTYPE_RAW | LINKTYPE_LINUX_SLL | LINKTYPE_LINUX_SLL2
-    )
-}
 
 /// Interface names by index, looked up on this machine as tcpdump does (so a file from
 /// another machine or namespace can show other names), each once.
@@ -76,7 +64,7 @@ fn be16(data: &[u8], at: usize) -> u16 {
 }
 
 /// LINUX_SLL: packet type, link address and protocol, 16 bytes.
-pub fn format_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
+pub fn print_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, line: &mut String) {
     if data.len() < SLL_HEADER {
         line.push_str(" [|sll]");
         return;
@@ -93,13 +81,13 @@ pub fn format_sll(data: &[u8], orig_len: u32, link: bool, tcp: &mut TcpLines, li
         header(line);
     }
     // A protocol not decoded: its header says what it is, as with -e.
-    if format_protocol(protocol, &data[SLL_HEADER..], link, tcp, line).is_some() {
+    if print_ethertype(protocol, &data[SLL_HEADER..], link, tcp, line).is_some() {
         header(line);
     }
 }
 
 /// LINUX_SLL2: protocol, interface index, packet type and link address, 20 bytes.
-pub fn format_sll2(
+pub fn print_sll2(
     data: &[u8],
     orig_len: u32,
     link: bool,
@@ -129,38 +117,60 @@ pub fn format_sll2(
     if link {
         header(line);
     }
-    if format_protocol(protocol, &data[SLL2_HEADER..], link, tcp, line).is_some() {
+    if print_ethertype(protocol, &data[SLL2_HEADER..], link, tcp, line).is_some() {
         header(line);
     }
 }
 
-/// Raw IP: the version says IPv4 or IPv6; -e shows only `ip: `.
-pub fn format_raw(data: &[u8], link: bool, tcp: &mut TcpLines, line: &mut String) {
-    if link {
-        line.push_str("ip: ");
+#[cfg(test)]
+mod tests {
+    use crate::print::line_of;
+    use crate::print::sll;
+
+    // Lines as tcpdump 4.99 -n (-e) prints them for the same bytes.
+    const SLL_UDP: [u8; 48] = [
+        0x00, 0x04, 0x00, 0x01, 0x00, 0x06, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x08,
+        0x00, 0x45, 0x00, 0x00, 0x20, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x66, 0xca, 0x0a, 0x00,
+        0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0c, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00,
+    ];
+    // Interface 999999, which no machine here has: its name is `?`.
+    const SLL2_UDP: [u8; 52] = [
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x0f, 0x42, 0x3f, 0x00, 0x01, 0x00, 0x06, 0x02, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x45, 0x00, 0x00, 0x20, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11,
+        0x66, 0xca, 0x0a, 0x00, 0x00, 0x01, 0x0a, 0x00, 0x00, 0x02, 0x04, 0xd2, 0x16, 0x2e, 0x00,
+        0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn sll_without_e_shows_the_packet() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL, false, &SLL_UDP),
+            "IP 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
     }
-    let word = |line: &mut String, w: &str| {
-        if !link {
-            line.push_str(w);
-        }
-    };
-    match data.first().map(|b| b >> 4) {
-        Some(4) => {
-            word(line, "IP ");
-            if ipv4_header_captured(data) {
-                format_ipv4(data, tcp, line);
-            } else {
-                line.push_str(" [|ip]");
-            }
-        }
-        Some(6) if data.len() >= IPV6_HEADER => {
-            word(line, "IP6 ");
-            format_ipv6(data, tcp, line);
-        }
-        Some(6) => line.push_str(" [|ip6]"),
-        Some(version) => {
-            let _ = write!(line, "unknown ip {version}");
-        }
-        None => line.push_str(" [|ip]"),
+
+    #[test]
+    fn sll_with_e_shows_type_address_and_protocol() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL, true, &SLL_UDP),
+            "Out 02:00:00:00:00:01 ethertype IPv4 (0x0800), length 48: 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+
+    #[test]
+    fn sll2_starts_with_interface_and_direction() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL2, false, &SLL2_UDP),
+            "?     In  IP 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
+    }
+
+    #[test]
+    fn sll2_with_e_shows_the_index() {
+        assert_eq!(
+            line_of(sll::LINKTYPE_LINUX_SLL2, true, &SLL2_UDP),
+            "?     In  ifindex 999999 02:00:00:00:00:01 ethertype IPv4 (0x0800), length 52: 10.0.0.1.1234 > 10.0.0.2.5678: UDP, length 4"
+        );
     }
 }
