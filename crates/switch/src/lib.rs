@@ -29,56 +29,39 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
-pub mod action_parse;
 pub mod bridge;
 pub mod classifier;
-pub mod commands;
-pub mod control;
-pub mod datapath;
-pub mod emc;
+pub mod dpif;
 pub mod execute;
 pub mod field;
-pub mod flow_cache;
-pub mod flow_format;
 pub mod flow_match;
-pub mod flow_parse;
 pub mod frame;
-pub mod link;
 pub mod mac_learning;
-pub mod mac_view;
-pub mod megaflow;
+pub mod ofctl;
 pub mod offload;
-pub mod pmd;
-pub mod port_links;
-pub mod port_set;
-pub mod prefix_trie;
-pub mod rewrite;
+pub mod ofproto;
 pub mod rule;
-pub mod rule_table;
-pub mod thread_cache;
-pub mod translate;
-pub mod transmit_watch;
 
 pub use action::Action;
-pub use action_parse::parse_actions;
 pub use bridge::Bridge;
+pub use bridge::commands::{STRICT, STRICT_COMMANDS};
+pub use bridge::control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request, Response};
 pub use classifier::RuleId;
-pub use commands::{STRICT, STRICT_COMMANDS};
-pub use control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request, Response};
-pub use datapath::Datapath;
+pub use dpif::flow_cache::{CacheStats, FlowCache};
+pub use dpif::pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
-pub use flow_cache::{CacheStats, FlowCache};
-pub use flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use flow_match::Match;
-pub use flow_parse::{
-    FlowError, FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
-};
 pub use frame::Frame;
 pub use mac_learning::MacTable;
-pub use mac_view::MacView;
+pub use mac_learning::mac_view::MacView;
+pub use ofctl::action_parse::parse_actions;
+pub use ofctl::flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
+pub use ofctl::flow_parse::{
+    FlowError, FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
+};
 pub use offload::{FastPortCounts, Offload, OffloadSummary};
-pub use pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
+pub use ofproto::datapath::Datapath;
+pub use ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
+pub use ofproto::translate::{Decision, translate};
 pub use rule::{Rule, RuleStats};
-pub use rule_table::{InstalledRule, RuleSelector, RuleTables};
-pub use translate::{Decision, translate};

@@ -8,14 +8,14 @@ use core::fmt;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::Action;
-use crate::action_parse::{check_actions, parse_actions};
 use crate::field::{Field, ValueFormat, parse_uint};
 use crate::flow_match::{
     DL_TYPE_ARP, DL_TYPE_IPV4, DL_TYPE_IPV6, Match, NW_PROTO_ICMP, NW_PROTO_ICMPV6, NW_PROTO_TCP,
     NW_PROTO_UDP,
 };
+use crate::ofctl::action_parse::{check_actions, parse_actions};
+use crate::ofproto::rule_table::RuleSelector;
 use crate::rule::Rule;
-use crate::rule_table::RuleSelector;
 
 /// A flow that does not parse, with a message naming the bad token.
 #[derive(Clone, PartialEq, Eq, Debug)]

@@ -9,18 +9,20 @@ use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortSpec, PortStats};
 
 use crate::bridge::Bridge;
-use crate::control::{Request, Response};
-use crate::datapath::{Datapath, check_output_ports};
+use crate::bridge::control::{Request, Response};
+use crate::bridge::link::LinkState;
+use crate::dpif::flow_cache::CacheStats;
+use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
+use crate::dpif::port_links::link_name;
 use crate::execute::DropReason;
-use crate::flow_cache::CacheStats;
-use crate::flow_format::MegaflowLine;
-use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector};
-use crate::link::LinkState;
+use crate::ofctl::flow_format::MegaflowLine;
+use crate::ofctl::flow_parse::{
+    FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
+};
 use crate::offload::FastPortCounts;
-use crate::pmd::{BridgeCounters, PmdSnapshot};
-use crate::port_links::link_name;
+use crate::ofproto::datapath::{Datapath, check_output_ports};
+use crate::ofproto::rule_table::RuleSelector;
 use crate::rule::Rule;
-use crate::rule_table::RuleSelector;
 use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.

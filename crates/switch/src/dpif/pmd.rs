@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
-use crate::datapath::{Datapath, SlowPath, process};
+use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::port_set::{PortSet, Source};
+use crate::dpif::thread_cache::ThreadCache;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
-use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
-use crate::mac_view::MacView;
-use crate::port_set::{PortSet, Source};
-use crate::thread_cache::ThreadCache;
+use crate::mac_learning::mac_view::MacView;
+use crate::ofproto::datapath::{Datapath, SlowPath, process};
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;

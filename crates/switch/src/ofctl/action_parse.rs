@@ -2,7 +2,7 @@
 
 use crate::action::{Action, SETTABLE_FIELDS, mod_name};
 use crate::field::{Field, parse_uint};
-use crate::flow_parse::{FlowError, error, value_help};
+use crate::ofctl::flow_parse::{FlowError, error, value_help};
 use crate::rule::Rule;
 
 /// Parses the action list after `actions=`.
@@ -187,7 +187,7 @@ pub(crate) fn check_actions(rule: &Rule) -> Result<(), FlowError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
 
     #[test]
     fn every_action() {

@@ -4,12 +4,12 @@
 use core::time::Duration;
 
 use crate::action::Action;
-use crate::action_parse::check_actions;
 use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::field::FlowBits;
-use crate::flow_format::DumpLine;
 use crate::flow_match::Match;
-use crate::flow_parse::FlowError;
+use crate::ofctl::action_parse::check_actions;
+use crate::ofctl::flow_format::DumpLine;
+use crate::ofctl::flow_parse::FlowError;
 use crate::rule::{Rule, RuleStats};
 
 pub const TABLE_COUNT: usize = 255;
@@ -268,7 +268,7 @@ impl RuleTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::{parse_match, parse_rule};
+    use crate::ofctl::flow_parse::{parse_match, parse_rule};
 
     fn tables(rules: &[&str]) -> RuleTables {
         let mut tables = RuleTables::new();

@@ -8,8 +8,8 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::flow_cache::FlowCache;
-use crate::pmd::lock;
+use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::pmd::lock;
 
 const FREE: u8 = 0;
 /// The control side waits for the lock: the thread does not take it again.
