@@ -18,7 +18,7 @@
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
 //!   thread's cache is locked, harvested into the rules' counters, and emptied after a change,
-//!   so no packet handled after it meets an entry made before it; [`RuleTables::dump_flows`]
+//!   so no packet handled after it meets an entry made before it; [`ofctl::flow_format::dump_flows`]
 //!   for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
@@ -32,6 +32,7 @@ pub mod action;
 pub mod bridge;
 pub mod classifier;
 pub mod dpif;
+pub mod error;
 pub mod execute;
 pub mod field;
 pub mod flow_match;
@@ -49,6 +50,7 @@ pub use bridge::control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request
 pub use classifier::RuleId;
 pub use dpif::flow_cache::{CacheStats, FlowCache};
 pub use dpif::pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
+pub use error::FlowError;
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
 pub use flow_match::Match;
@@ -58,7 +60,7 @@ pub use mac_learning::mac_view::MacView;
 pub use ofctl::action_parse::parse_actions;
 pub use ofctl::flow_format::{DumpLine, MatchDisplay, MegaflowLine, RuleDisplay};
 pub use ofctl::flow_parse::{
-    FlowError, FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
+    FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
 };
 pub use offload::{FastPortCounts, Offload, OffloadSummary};
 pub use ofproto::datapath::Datapath;

@@ -15,7 +15,7 @@ use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
 use crate::dpif::port_links::link_name;
 use crate::execute::DropReason;
-use crate::ofctl::flow_format::MegaflowLine;
+use crate::ofctl::flow_format::{MegaflowLine, dump_flows};
 use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
@@ -201,7 +201,7 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
             dp.tables.delete(&selector);
             Response::ok("")
         }
-        Edit::Dump(selector) => Response::ok(dp.tables.dump_flows(&selector, now).join("\n")),
+        Edit::Dump(selector) => Response::ok(dump_flows(&dp.tables, &selector, now).join("\n")),
     }
 }
 

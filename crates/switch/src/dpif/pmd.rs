@@ -14,6 +14,7 @@ use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
 use crate::dpif::thread_cache::ThreadCache;
+pub use crate::dpif::thread_cache::lock;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
@@ -566,14 +567,6 @@ fn decide(
 enum Packet<'a> {
     Umem(u64, u32),
     Bytes(&'a [u8]),
-}
-
-/// Shared state, even if a thread panicked holding it (the data stays consistent: every
-/// change under a lock is a whole rule or a whole packet).
-pub fn lock<T: ?Sized>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Starts `pmd` on a thread of its own.

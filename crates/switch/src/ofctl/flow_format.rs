@@ -11,6 +11,7 @@ use crate::dpif::megaflow::Megaflow;
 use crate::field::{Field, ValueFormat};
 use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
+use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
 
 /// The order `dump-flows` prints fields in after the shorthand, in_port and VLAN.
@@ -220,6 +221,24 @@ impl fmt::Display for MegaflowLine<'_> {
         }
         Ok(())
     }
+}
+
+/// `dump-flows`: one line per rule `selector` picks, by table then best first; `now` on the
+/// clock the rules were installed with.
+pub fn dump_flows(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Vec<String> {
+    tables
+        .dump_order()
+        .into_iter()
+        .filter(|installed| selector.selects(&installed.rule))
+        .map(|installed| {
+            DumpLine {
+                rule: &installed.rule,
+                stats: &installed.stats,
+                now,
+            }
+            .to_string()
+        })
+        .collect()
 }
 
 #[cfg(test)]
