@@ -3,13 +3,14 @@
 
 use std::fmt::Write;
 
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use wirespeed_packet::MacAddr;
-use wirespeed_port::{Backend, PortSpec, PortStats};
+use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
 use crate::bridge::Bridge;
-use crate::bridge::control::{Request, Response};
+use crate::bridge::control::{Job, Request, Response};
 use crate::bridge::link::LinkState;
 use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
@@ -507,6 +508,23 @@ fn cache_stats_line(s: &CacheStats) -> String {
         "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
         s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
     )
+}
+
+impl Bridge {
+    /// Answers one control request with the commands above.
+    pub fn handle(&mut self, request: &Request) -> Response {
+        self.answer(request, execute)
+    }
+
+    /// [`Bridge::serve`] with the commands above: starts the poll-mode threads and serves
+    /// `jobs` until `keep_going` says stop or a thread fails.
+    pub fn run(
+        &mut self,
+        jobs: &Receiver<Job>,
+        keep_going: impl FnMut() -> bool,
+    ) -> Result<(), PortError> {
+        self.serve(jobs, execute, keep_going)
+    }
 }
 
 #[cfg(test)]

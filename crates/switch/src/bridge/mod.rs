@@ -264,11 +264,14 @@ impl Bridge {
         }
     }
 
-    /// Starts the poll-mode threads and serves `jobs` until `keep_going` says stop or a
-    /// thread fails; then stops the threads (their state stays for [`Bridge::snapshots`]).
-    pub fn run(
+    /// Starts the poll-mode threads and serves `jobs` with `handler` until `keep_going` says
+    /// stop or a thread fails; then stops the threads (their state stays for
+    /// [`Bridge::snapshots`]). The handler is passed in (`Bridge::run` passes the commands),
+    /// so the bridge does not depend on the commands that drive it.
+    pub fn serve(
         &mut self,
         jobs: &Receiver<Job>,
+        mut handler: impl FnMut(&mut Bridge, &Request) -> Response,
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.start();
@@ -277,7 +280,7 @@ impl Bridge {
             match jobs.recv_timeout(CONTROL_TICK) {
                 // A job its client's side withdrew is not done: the client was told so.
                 Ok(job) if job.take() => {
-                    let response = self.handle(&job.request);
+                    let response = self.answer(&job.request, &mut handler);
                     let _ = job.reply.send(response);
                 }
                 Ok(_) => {}
@@ -490,9 +493,13 @@ impl Bridge {
         }
     }
 
-    /// Answers one control request (see `commands` for the commands).
-    pub fn handle(&mut self, request: &Request) -> Response {
-        let response = crate::bridge::commands::execute(self, request);
+    /// Answers one control request with `handler`, then lets the offload settle.
+    pub fn answer(
+        &mut self,
+        request: &Request,
+        handler: impl FnOnce(&mut Bridge, &Request) -> Response,
+    ) -> Response {
+        let response = handler(self, request);
         self.settle_offload();
         response
     }
