@@ -1,5 +1,5 @@
 //! The two caches in front of the rule tables, and their revalidation: exact-match cache, then
-//! megaflow cache, then the slow path ([`crate::ofproto::translate()`]), which installs a megaflow matching
+//! megaflow cache, then the slow path ([`crate::translate()`]), which installs a megaflow matching
 //! exactly the bits it examined.
 
 use core::time::Duration;
