@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wirespeed_switch::flow_parse::{parse_flow_mod, parse_selector};
+use wirespeed_switch::ofctl::flow_parse::{parse_flow_mod, parse_selector};
 use wirespeed_switch::{RuleDisplay, parse_rule};
 
 fuzz_target!(|text: &str| {

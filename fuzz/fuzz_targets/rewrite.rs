@@ -9,8 +9,8 @@ use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::frame_reader::read_test_frame;
 use wirespeed_packet::partial_checksum::complete_in_frame;
 use wirespeed_switch::action::SETTABLE_FIELDS;
+use wirespeed_switch::execute::rewrite::{PacketHeaders, dec_ttl, set_field, set_vlan, strip_vlan};
 use wirespeed_switch::frame::Frame;
-use wirespeed_switch::rewrite::{PacketHeaders, dec_ttl, set_field, set_vlan, strip_vlan};
 
 fuzz_target!(|input: &[u8]| {
     let Some((&value, frame)) = input.split_first() else {

@@ -62,7 +62,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         request.args.push(STRICT.to_string());
     }
-    let answer = wirespeed_switch::control::request(&args.ctl, &request)?;
+    let answer = wirespeed_switch::bridge::control::request(&args.ctl, &request)?;
     if !answer.ok {
         bail!("{}", answer.output);
     }

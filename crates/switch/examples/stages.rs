@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
-use wirespeed_switch::datapath::{SlowPath, process};
+use wirespeed_switch::ofproto::datapath::{SlowPath, process};
 use wirespeed_switch::{Datapath, FlowBits, FlowCache, Frame, MacView, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;

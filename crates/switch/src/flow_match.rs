@@ -2,15 +2,19 @@
 
 use core::fmt;
 
+use wirespeed_packet::{EtherType, IpProtocol};
+
 use crate::field::{Field, FlowBits};
 
-pub const DL_TYPE_IPV4: u128 = 0x0800;
-pub const DL_TYPE_ARP: u128 = 0x0806;
-pub const DL_TYPE_IPV6: u128 = 0x86dd;
-pub const NW_PROTO_ICMP: u128 = 1;
-pub const NW_PROTO_TCP: u128 = 6;
-pub const NW_PROTO_UDP: u128 = 17;
-pub const NW_PROTO_ICMPV6: u128 = 58;
+// The numbers `wirespeed_packet` names, widened to a field's value (a match compares `u128`s
+// and a constant pattern cannot read a tuple struct's field).
+pub const DL_TYPE_IPV4: u128 = EtherType::IPV4.0 as u128;
+pub const DL_TYPE_ARP: u128 = EtherType::ARP.0 as u128;
+pub const DL_TYPE_IPV6: u128 = EtherType::IPV6.0 as u128;
+pub const NW_PROTO_ICMP: u128 = IpProtocol::ICMP.0 as u128;
+pub const NW_PROTO_TCP: u128 = IpProtocol::TCP.0 as u128;
+pub const NW_PROTO_UDP: u128 = IpProtocol::UDP.0 as u128;
+pub const NW_PROTO_ICMPV6: u128 = IpProtocol::ICMPV6.0 as u128;
 
 /// What a match must pin down before a field can be matched or set.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -3,6 +3,7 @@
 use core::time::Duration;
 
 use crate::action::Action;
+use crate::error::{FlowError, error};
 use crate::flow_match::Match;
 
 /// One flow-table entry in ovs-ofctl's terms (`table=0,priority=100,ip,actions=output:2`).
@@ -82,6 +83,33 @@ impl RuleStats {
         self.n_bytes += bytes;
         self.last_used = self.last_used.max(now);
     }
+}
+
+/// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
+pub(crate) fn check_actions(rule: &Rule) -> Result<(), FlowError> {
+    for (index, action) in rule.actions.iter().enumerate() {
+        let prerequisite = action.prerequisite();
+        if !prerequisite.is_met_by(&rule.flow_match) {
+            return Err(error(format!(
+                "{action} requires {}",
+                prerequisite.describe()
+            )));
+        }
+        if let Action::GotoTable(table) = *action {
+            if index + 1 != rule.actions.len() {
+                return Err(error(format!(
+                    "{action}: goto_table must be the last action"
+                )));
+            }
+            if table <= rule.table {
+                return Err(error(format!(
+                    "{action}: must go to a later table than this rule's table {}",
+                    rule.table
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

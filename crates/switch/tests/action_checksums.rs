@@ -10,8 +10,8 @@ use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::frame_builder::{FrameSpec, IpPair, L4Kind};
 use wirespeed_packet::frame_reader::read_test_frame;
+use wirespeed_switch::execute::rewrite::PacketHeaders;
 use wirespeed_switch::execute::{Bridge, Packet, execute};
-use wirespeed_switch::rewrite::PacketHeaders;
 use wirespeed_switch::{Action, Field, FlowBits, Frame, MacTable};
 
 const HEADROOM: usize = 8;

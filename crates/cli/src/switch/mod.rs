@@ -184,11 +184,11 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // refused start must not empty a capture file (perhaps one a running switch writes).
     if let (Some(text), Some(path)) = (&flows, &args.flows) {
         let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
-        wirespeed_switch::commands::check_flows(text, &numbers)
+        wirespeed_switch::bridge::commands::check_flows(text, &numbers)
             .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
     }
     let (jobs_tx, jobs) = mpsc::channel();
-    let _server = wirespeed_switch::control::listen(&args.ctl, jobs_tx)?;
+    let _server = wirespeed_switch::bridge::control::listen(&args.ctl, jobs_tx)?;
     let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
         Some(path) => Box::new(
             controller::PcapController::create(&path.to_string_lossy())
@@ -302,7 +302,7 @@ fn show_request() -> wirespeed_switch::Request {
 /// The exit summary: each port's counters summed over the threads, the bridge's counters,
 /// each thread's receive counts and where the frames are.
 fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::Value {
-    let (totals, c) = wirespeed_switch::commands::port_totals(snapshots);
+    let (totals, c) = wirespeed_switch::bridge::commands::port_totals(snapshots);
     let now = bridge.now();
     let (fast_ports, fast_path) = {
         let mut dp = bridge.datapath();
@@ -337,7 +337,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
         .map(|(i, ((n, s), (info, _, _)))| {
             serde_json::json!({
                 "port": n, "spec": info.spec, "mode": info.mode,
-                "link": wirespeed_switch::port_links::link_name(bridge.link(i)),
+                "link": wirespeed_switch::dpif::port_links::link_name(bridge.link(i)),
                 "rx_packets": s.rx_packets,
                 "tx_packets": s.tx_packets, "tx_stranded": s.tx_stranded, "copies": s.copies,
                 "fast_path": fast_ports.as_ref().and_then(|f| f.get(n)).map(|f| serde_json::json!({

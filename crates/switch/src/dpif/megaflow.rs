@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::field::{FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
-use crate::translate::Decision;
+use crate::ofproto::translate::Decision;
 
 /// OVS's default `flow-limit`.
 pub const DEFAULT_MEGAFLOW_CAPACITY: usize = 200_000;

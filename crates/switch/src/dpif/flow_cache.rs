@@ -4,12 +4,12 @@
 
 use core::time::Duration;
 
-use crate::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
+use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
+use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
 use crate::field::FlowBits;
 use crate::flow_match::Match;
-use crate::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
-use crate::rule_table::RuleTables;
-use crate::translate::translate;
+use crate::ofproto::rule_table::RuleTables;
+use crate::ofproto::translate::translate;
 
 /// Where lookups were answered.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::action::Action;
     use crate::field::Field;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
 
     fn flow(in_port: u128, nw_dst: u128) -> FlowBits {
         let mut flow = FlowBits::ZERO;

@@ -4,7 +4,7 @@
 //!
 //! A port whose interface is down or gone is not used: nothing is received from it, and what
 //! is meant for it (queued, or output later) is counted as `link_down`, so the other ports
-//! go on forwarding ([`crate::port_links`]). A send or receive that fails because the
+//! go on forwarding ([`crate::dpif::port_links`]). A send or receive that fails because the
 //! interface went down or away marks the port so at once, and tells the bridge.
 
 use std::os::fd::RawFd;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use wirespeed_port::xdp::XdpGroup;
 use wirespeed_port::{Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortStats};
 
-use crate::port_links::PortLinks;
+use crate::dpif::port_links::PortLinks;
 
 /// A port of another backend than AF_XDP, and what the thread keeps for it.
 pub struct OtherPort {

@@ -1,9 +1,8 @@
 //! The action list of ovs-ofctl's flow syntax: `actions=mod_vlan_vid:10,resubmit(,1),output:2`.
 
 use crate::action::{Action, SETTABLE_FIELDS, mod_name};
+use crate::error::{FlowError, error, value_help};
 use crate::field::{Field, parse_uint};
-use crate::flow_parse::{FlowError, error, value_help};
-use crate::rule::Rule;
 
 /// Parses the action list after `actions=`.
 pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
@@ -157,37 +156,10 @@ fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
     Ok(Action::SetField(field, value))
 }
 
-/// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
-pub(crate) fn check_actions(rule: &Rule) -> Result<(), FlowError> {
-    for (index, action) in rule.actions.iter().enumerate() {
-        let prerequisite = action.prerequisite();
-        if !prerequisite.is_met_by(&rule.flow_match) {
-            return Err(error(format!(
-                "{action} requires {}",
-                prerequisite.describe()
-            )));
-        }
-        if let Action::GotoTable(table) = *action {
-            if index + 1 != rule.actions.len() {
-                return Err(error(format!(
-                    "{action}: goto_table must be the last action"
-                )));
-            }
-            if table <= rule.table {
-                return Err(error(format!(
-                    "{action}: must go to a later table than this rule's table {}",
-                    rule.table
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
 
     #[test]
     fn every_action() {

@@ -1,5 +1,5 @@
 //! ovs-ofctl's flow syntax, printed: matches, rules and `dump-flows` lines, each of which
-//! [`crate::flow_parse::parse_rule`] reads back to the same rule.
+//! [`crate::ofctl::flow_parse::parse_rule`] reads back to the same rule.
 
 use core::fmt;
 use core::time::Duration;
@@ -7,10 +7,11 @@ use core::time::Duration;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::ActionList;
+use crate::dpif::megaflow::Megaflow;
 use crate::field::{Field, ValueFormat};
 use crate::flow_match::Match;
-use crate::flow_parse::SHORTHANDS;
-use crate::megaflow::Megaflow;
+use crate::ofctl::flow_parse::SHORTHANDS;
+use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
 
 /// The order `dump-flows` prints fields in after the shorthand, in_port and VLAN.
@@ -222,10 +223,28 @@ impl fmt::Display for MegaflowLine<'_> {
     }
 }
 
+/// `dump-flows`: one line per rule `selector` picks, by table then best first; `now` on the
+/// clock the rules were installed with.
+pub fn dump_flows(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Vec<String> {
+    tables
+        .dump_order()
+        .into_iter()
+        .filter(|installed| selector.selects(&installed.rule))
+        .map(|installed| {
+            DumpLine {
+                rule: &installed.rule,
+                stats: &installed.stats,
+                now,
+            }
+            .to_string()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
 
     fn dump(text: &str) -> String {
         let rule = parse_rule(text).unwrap();
@@ -287,7 +306,7 @@ mod tests {
 
     #[test]
     fn megaflow_lines() {
-        use crate::translate::Decision;
+        use crate::ofproto::translate::Decision;
         let rule = parse_rule("in_port=1,ip,actions=output:2").unwrap();
         let megaflow = Megaflow {
             flow_match: rule.flow_match,

@@ -3,24 +3,27 @@
 
 use std::fmt::Write;
 
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use wirespeed_packet::MacAddr;
-use wirespeed_port::{Backend, PortSpec, PortStats};
+use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
 use crate::bridge::Bridge;
-use crate::control::{Request, Response};
-use crate::datapath::{Datapath, check_output_ports};
+use crate::bridge::control::{Job, Request, Response};
+use crate::bridge::link::LinkState;
+use crate::dpif::flow_cache::CacheStats;
+use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
+use crate::dpif::port_links::link_name;
 use crate::execute::DropReason;
-use crate::flow_cache::CacheStats;
-use crate::flow_format::MegaflowLine;
-use crate::flow_parse::{FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector};
-use crate::link::LinkState;
+use crate::ofctl::flow_format::{MegaflowLine, dump_flows};
+use crate::ofctl::flow_parse::{
+    FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
+};
 use crate::offload::FastPortCounts;
-use crate::pmd::{BridgeCounters, PmdSnapshot};
-use crate::port_links::link_name;
+use crate::ofproto::datapath::{Datapath, check_output_ports};
+use crate::ofproto::rule_table::RuleSelector;
 use crate::rule::Rule;
-use crate::rule_table::RuleSelector;
 use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
@@ -199,7 +202,7 @@ fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Re
             dp.tables.delete(&selector);
             Response::ok("")
         }
-        Edit::Dump(selector) => Response::ok(dp.tables.dump_flows(&selector, now).join("\n")),
+        Edit::Dump(selector) => Response::ok(dump_flows(&dp.tables, &selector, now).join("\n")),
     }
 }
 
@@ -505,6 +508,23 @@ fn cache_stats_line(s: &CacheStats) -> String {
         "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
         s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
     )
+}
+
+impl Bridge {
+    /// Answers one control request with the commands above.
+    pub fn handle(&mut self, request: &Request) -> Response {
+        self.answer(request, execute)
+    }
+
+    /// [`Bridge::serve`] with the commands above: starts the poll-mode threads and serves
+    /// `jobs` until `keep_going` says stop or a thread fails.
+    pub fn run(
+        &mut self,
+        jobs: &Receiver<Job>,
+        keep_going: impl FnMut() -> bool,
+    ) -> Result<(), PortError> {
+        self.serve(jobs, execute, keep_going)
+    }
 }
 
 #[cfg(test)]

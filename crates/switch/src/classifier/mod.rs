@@ -10,11 +10,13 @@
 //! small: a flow whose in_port no rule of a subtable has examined only in_port there, and a
 //! flow whose destination leaves every rule's prefix at bit 3 examined 3 bits of it.
 
+pub mod prefix_trie;
+
 use std::collections::HashMap;
 
 use crate::field::{Field, FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
-use crate::prefix_trie::{PrefixMatch, PrefixTrie, prefix_length};
+use prefix_trie::{PrefixMatch, PrefixTrie, prefix_length};
 
 /// The fields with a prefix trie (OVS lets three be chosen; these are the usual ones).
 const TRIE_FIELDS: [Field; 4] = [Field::NwDst, Field::NwSrc, Field::Ipv6Dst, Field::Ipv6Src];
@@ -29,7 +31,7 @@ fn top_bits(field: Field, bits: u32) -> u128 {
     }
 }
 
-/// Index of an installed rule in [`crate::rule_table::RuleTables`].
+/// Index of an installed rule in [`crate::ofproto::rule_table::RuleTables`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u32);
 

@@ -4,13 +4,11 @@
 use core::time::Duration;
 
 use crate::action::Action;
-use crate::action_parse::check_actions;
 use crate::classifier::{Classifier, RuleId, RuleRank};
+use crate::error::FlowError;
 use crate::field::FlowBits;
-use crate::flow_format::DumpLine;
 use crate::flow_match::Match;
-use crate::flow_parse::FlowError;
-use crate::rule::{Rule, RuleStats};
+use crate::rule::{Rule, RuleStats, check_actions};
 
 pub const TABLE_COUNT: usize = 255;
 
@@ -223,23 +221,6 @@ impl RuleTables {
         rules
     }
 
-    /// `dump-flows`: one line per rule `selector` picks, by table then best first; `now` on
-    /// the clock the rules were installed with.
-    pub fn dump_flows(&self, selector: &RuleSelector, now: Duration) -> Vec<String> {
-        self.dump_order()
-            .into_iter()
-            .filter(|installed| selector.selects(&installed.rule))
-            .map(|installed| {
-                DumpLine {
-                    rule: &installed.rule,
-                    stats: &installed.stats,
-                    now,
-                }
-                .to_string()
-            })
-            .collect()
-    }
-
     /// The best rule of `table` for `flow`; see [`Classifier::lookup`] for `wildcards`.
     pub fn lookup(&self, table: u8, flow: &FlowBits, wildcards: &mut FlowBits) -> Option<RuleId> {
         self.tables[usize::from(table)].lookup(flow, wildcards)
@@ -268,7 +249,7 @@ impl RuleTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::{parse_match, parse_rule};
+    use crate::ofctl::flow_parse::{parse_match, parse_rule};
 
     fn tables(rules: &[&str]) -> RuleTables {
         let mut tables = RuleTables::new();
@@ -403,7 +384,11 @@ mod tests {
             "priority=1,actions=drop",
             "priority=8,actions=drop",
         ]);
-        let lines = tables.dump_flows(&RuleSelector::default(), Duration::from_secs(2));
+        let lines = crate::ofctl::flow_format::dump_flows(
+            &tables,
+            &RuleSelector::default(),
+            Duration::from_secs(2),
+        );
         assert_eq!(
             lines[0],
             "cookie=0x0, duration=2.000s, table=0, n_packets=0, n_bytes=0, priority=8 actions=drop"

@@ -1,8 +1,8 @@
 //! The exact-match cache: full flow → megaflow, in a fixed array sized once (OVS's EMC: 8192
 //! entries, two candidate slots per hash). A hit costs one hash and one 80-byte compare.
 
+use crate::dpif::megaflow::MegaflowId;
 use crate::field::FlowBits;
-use crate::megaflow::MegaflowId;
 
 pub const DEFAULT_EMC_ENTRIES: usize = 8192;
 

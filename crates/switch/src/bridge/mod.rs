@@ -5,11 +5,15 @@
 //! another backend is received by one thread and sent on by all.
 //!
 //! Each thread has a flow cache of its own and locks the bridge's shared [`Datapath`] only
-//! in a burst that needs it (see [`crate::datapath`]). The control side (`wirespeed ctl`
+//! in a burst that needs it (see [`crate::ofproto::datapath`]). The control side (`wirespeed ctl`
 //! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
 //! rules with every thread's cache locked, harvests their counts first and empties them
 //! after ([`Bridge::edit`]), so once a request is answered no packet is handled by a cache
 //! entry from before it.
+
+pub mod commands;
+pub mod control;
+pub mod link;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -29,15 +33,15 @@ use wirespeed_xdp::AttachMode;
 use wirespeed_xdp::ProgramBarrier;
 use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
-use crate::control::{Job, Request, Response};
-use crate::datapath::Datapath;
-use crate::flow_cache::FlowCache;
-use crate::mac_view::MacView;
+use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
+use crate::dpif::port_links::PortLinks;
+use crate::dpif::port_set::{OtherPort, PortSet};
+use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
+use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
-use crate::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
-use crate::port_links::PortLinks;
-use crate::port_set::{OtherPort, PortSet};
-use crate::thread_cache::{ControlGuard, ThreadCache};
+use crate::ofproto::datapath::Datapath;
+use control::{Job, Request, Response};
 
 /// Housekeeping (timeouts, MAC ageing, cache upkeep) this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
@@ -210,7 +214,7 @@ impl Bridge {
             barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
             specs: ports.iter().map(|(_, s)| s.to_string()).collect(),
-            links_watched: crate::port_links::watch(&links).is_ok(),
+            links_watched: crate::dpif::port_links::watch(&links).is_ok(),
             links,
             clock,
             threads: Threads::Parked(pmds),
@@ -250,7 +254,7 @@ impl Bridge {
     pub fn edit<R>(&self, change: impl FnOnce(&mut Datapath) -> R) -> R {
         let mut caches: Vec<ControlGuard<'_>> =
             self.caches.iter().map(|c| c.for_control()).collect();
-        crate::datapath::edit(&mut lock(&self.datapath), &mut caches, change)
+        crate::ofproto::datapath::edit(&mut lock(&self.datapath), &mut caches, change)
     }
 
     /// Runs `read` on each thread's cache in turn (locked, between two of its rounds).
@@ -260,11 +264,14 @@ impl Bridge {
         }
     }
 
-    /// Starts the poll-mode threads and serves `jobs` until `keep_going` says stop or a
-    /// thread fails; then stops the threads (their state stays for [`Bridge::snapshots`]).
-    pub fn run(
+    /// Starts the poll-mode threads and serves `jobs` with `handler` until `keep_going` says
+    /// stop or a thread fails; then stops the threads (their state stays for
+    /// [`Bridge::snapshots`]). The handler is passed in (`Bridge::run` passes the commands),
+    /// so the bridge does not depend on the commands that drive it.
+    pub fn serve(
         &mut self,
         jobs: &Receiver<Job>,
+        mut handler: impl FnMut(&mut Bridge, &Request) -> Response,
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.start();
@@ -273,7 +280,7 @@ impl Bridge {
             match jobs.recv_timeout(CONTROL_TICK) {
                 // A job its client's side withdrew is not done: the client was told so.
                 Ok(job) if job.take() => {
-                    let response = self.handle(&job.request);
+                    let response = self.answer(&job.request, &mut handler);
                     let _ = job.reply.send(response);
                 }
                 Ok(_) => {}
@@ -486,9 +493,13 @@ impl Bridge {
         }
     }
 
-    /// Answers one control request (see `commands` for the commands).
-    pub fn handle(&mut self, request: &Request) -> Response {
-        let response = crate::commands::execute(self, request);
+    /// Answers one control request with `handler`, then lets the offload settle.
+    pub fn answer(
+        &mut self,
+        request: &Request,
+        handler: impl FnOnce(&mut Bridge, &Request) -> Response,
+    ) -> Response {
+        let response = handler(self, request);
         self.settle_offload();
         response
     }

@@ -11,7 +11,7 @@
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::field::FlowBits;
-use crate::rule_table::RuleTables;
+use crate::ofproto::rule_table::RuleTables;
 
 /// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
@@ -116,7 +116,7 @@ impl Translation<'_> {
 mod tests {
     use super::*;
     use crate::field::Field;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
     use core::time::Duration;
 
     fn tables(rules: &[&str]) -> RuleTables {

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 
 use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
-use crate::datapath::{Datapath, SlowPath, process};
+use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::port_set::{PortSet, Source};
+use crate::dpif::thread_cache::ThreadCache;
+pub use crate::dpif::thread_cache::lock;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
-use crate::flow_cache::FlowCache;
 use crate::frame::Frame;
-use crate::mac_view::MacView;
-use crate::port_set::{PortSet, Source};
-use crate::thread_cache::ThreadCache;
+use crate::mac_learning::mac_view::MacView;
+use crate::ofproto::datapath::{Datapath, SlowPath, process};
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
@@ -177,8 +178,8 @@ pub struct Pmd {
     clock: Instant,
     rx: Batch,
     verdict: Verdict,
-    /// Frames `emit` produced during one packet (rewrites between outputs): bytes, ports.
-    emitted: Vec<(Vec<u8>, Vec<u32>)>,
+    /// Frames `emit` produced during one packet (rewrites between outputs).
+    emitted: Emitted,
     /// A packet from another backend, copied out with headroom in front.
     scratch: Vec<u8>,
     pub counters: BridgeCounters,
@@ -193,7 +194,7 @@ impl Pmd {
             clock,
             rx: Batch::with_capacity(burst),
             verdict: Verdict::default(),
-            emitted: Vec::new(),
+            emitted: Emitted::with_capacity(),
             scratch: vec![0; COPY_HEADROOM + COPY_MAX],
             counters: BridgeCounters::default(),
         }
@@ -427,23 +428,13 @@ impl Pmd {
         round: &mut Round<'_>,
         packet: Packet<'_>,
     ) -> Result<(), PortError> {
-        for (bytes, ports) in std::mem::take(&mut self.emitted) {
-            for port in ports {
-                if let Some(limit) = controller_limit(port) {
-                    self.counters.to_controller += 1;
-                    let kept = &bytes[..bytes.len().min(usize::from(limit))];
-                    lock(round.controller).packet_in(in_port, kept, bytes.len());
-                    continue;
-                }
-                match self.ports.member_of(port) {
-                    None => self.counters.unknown_port += 1,
-                    Some(member) => {
-                        if !self.ports.queue_copy(member, &bytes)? {
-                            self.counters.no_frame += 1;
-                        }
-                    }
-                }
-            }
+        if !self.emitted.is_empty() {
+            // Taken out (no allocation: its buffers come back below) so the loop can queue.
+            let mut emitted = std::mem::take(&mut self.emitted);
+            let sent = self.send_emitted(in_port, round, &emitted);
+            emitted.clear();
+            self.emitted = emitted;
+            sent?;
         }
         let outputs = self.verdict.outputs;
         for limit in outputs
@@ -466,17 +457,98 @@ impl Pmd {
         }
         Ok(())
     }
+
+    /// Queues the copies `emit` made before a rewrite, or hands them to the controller.
+    fn send_emitted(
+        &mut self,
+        in_port: u32,
+        round: &mut Round<'_>,
+        emitted: &Emitted,
+    ) -> Result<(), PortError> {
+        for (bytes, ports) in emitted.iter() {
+            for &port in ports {
+                if let Some(limit) = controller_limit(port) {
+                    self.counters.to_controller += 1;
+                    let kept = &bytes[..bytes.len().min(usize::from(limit))];
+                    lock(round.controller).packet_in(in_port, kept, bytes.len());
+                    continue;
+                }
+                match self.ports.member_of(port) {
+                    None => self.counters.unknown_port += 1,
+                    Some(member) => {
+                        if !self.ports.queue_copy(member, bytes)? {
+                            self.counters.no_frame += 1;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The copies of one packet made before a rewrite (`emit`), in scratch space a thread
+/// allocates once and reuses: all the copies' bytes one after another, all their ports one
+/// after another, and where each copy's share of both ends. Cleared, never freed, between
+/// packets, so the per-packet path allocates nothing once the buffers have their size.
+#[derive(Default)]
+struct Emitted {
+    bytes: Vec<u8>,
+    ports: Vec<u32>,
+    /// Per copy: the end of its bytes and the end of its ports.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Emitted {
+    /// Room for a few jumbo copies and their ports before anything grows.
+    fn with_capacity() -> Emitted {
+        Emitted {
+            bytes: Vec::with_capacity(4 * COPY_MAX),
+            ports: Vec::with_capacity(64),
+            ends: Vec::with_capacity(16),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, bytes: &[u8], ports: &[u32]) {
+        self.bytes.extend_from_slice(bytes);
+        self.ports.extend_from_slice(ports);
+        self.ends.push((self.bytes.len(), self.ports.len()));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ports.clear();
+        self.ends.clear();
+    }
+
+    /// Each copy: its bytes, and the ports it goes to.
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32])> {
+        let mut from = (0, 0);
+        self.ends.iter().map(move |&(bytes_end, ports_end)| {
+            let copy = (
+                &self.bytes[from.0..bytes_end],
+                &self.ports[from.1..ports_end],
+            );
+            from = (bytes_end, ports_end);
+            copy
+        })
+    }
 }
 
 /// Runs one frame through the datapath into `verdict` (and `emitted`, for copies made
-/// before a rewrite); where the frame now starts in its buffer, and its length.
+/// before a rewrite, into the thread's reused scratch space); where the frame now starts in its buffer, and its length.
 fn decide(
     round: &mut Round<'_>,
     frame: &mut Frame<'_>,
     in_port: u32,
     now: Duration,
     verdict: &mut Verdict,
-    emitted: &mut Vec<(Vec<u8>, Vec<u32>)>,
+    emitted: &mut Emitted,
 ) -> (usize, usize) {
     verdict.reset();
     process(
@@ -486,7 +558,7 @@ fn decide(
         in_port,
         now,
         verdict,
-        &mut |bytes: &[u8], ports: &[u32]| emitted.push((bytes.to_vec(), ports.to_vec())),
+        &mut |bytes: &[u8], ports: &[u32]| emitted.push(bytes, ports),
     );
     (frame.start(), frame.len())
 }
@@ -495,14 +567,6 @@ fn decide(
 enum Packet<'a> {
     Umem(u64, u32),
     Bytes(&'a [u8]),
-}
-
-/// Shared state, even if a thread panicked holding it (the data stays consistent: every
-/// change under a lock is a whole rule or a whole packet).
-pub fn lock<T: ?Sized>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Starts `pmd` on a thread of its own.
@@ -520,4 +584,30 @@ pub fn spawn(
         .name(name)
         .spawn(move || pmd.run(&mut shared, &requests, &stop))
         .expect("spawn a poll-mode thread")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emitted_copies_come_back_in_order_and_reuse_their_space() {
+        let mut emitted = Emitted::with_capacity();
+        let capacity = emitted.bytes.capacity();
+        for _ in 0..3 {
+            emitted.push(&[1, 2, 3], &[7]);
+            emitted.push(&[4], &[8, 9]);
+            let copies: Vec<_> = emitted.iter().collect();
+            assert_eq!(
+                copies,
+                [
+                    (&[1u8, 2, 3][..], &[7u32][..]),
+                    (&[4u8][..], &[8u32, 9][..])
+                ]
+            );
+            emitted.clear();
+            assert!(emitted.is_empty());
+            assert_eq!(emitted.bytes.capacity(), capacity);
+        }
+    }
 }

@@ -4,34 +4,19 @@
 //! The statistics `dump-flows` prints (`duration=`, `n_packets=`...) are accepted and ignored, so
 //! a dumped line parses back to its rule. Errors name the token that is wrong.
 
-use core::fmt;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::Action;
-use crate::action_parse::{check_actions, parse_actions};
+pub use crate::error::FlowError;
+use crate::error::{error, value_help};
 use crate::field::{Field, ValueFormat, parse_uint};
 use crate::flow_match::{
     DL_TYPE_ARP, DL_TYPE_IPV4, DL_TYPE_IPV6, Match, NW_PROTO_ICMP, NW_PROTO_ICMPV6, NW_PROTO_TCP,
     NW_PROTO_UDP,
 };
-use crate::rule::Rule;
-use crate::rule_table::RuleSelector;
-
-/// A flow that does not parse, with a message naming the bad token.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct FlowError(pub String);
-
-impl fmt::Display for FlowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for FlowError {}
-
-pub(crate) fn error(message: impl Into<String>) -> FlowError {
-    FlowError(message.into())
-}
+use crate::ofctl::action_parse::parse_actions;
+use crate::ofproto::rule_table::RuleSelector;
+use crate::rule::{Rule, check_actions};
 
 /// The match part of a flow: what `del-flows` takes, and the first half of `add-flow`'s.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -352,28 +337,6 @@ fn number(key: &str, text: &str, max: u128) -> Result<u128, FlowError> {
             "{key}={text}: value out of range (at most {max})"
         ))),
         None => Err(error(format!("{key}={text}: '{text}' is not a number"))),
-    }
-}
-
-pub(crate) fn value_help(field: Field) -> String {
-    if !field.maskable() {
-        return format!(
-            "'{field}' takes a number up to {} (and no mask)",
-            field.full_mask()
-        );
-    }
-    match field.value_format() {
-        ValueFormat::Mac => format!("'{field}' takes a MAC address like aa:bb:cc:dd:ee:ff[/mask]"),
-        ValueFormat::Ipv4 => {
-            format!("'{field}' takes an IPv4 address like 10.0.0.1[/prefix or /mask]")
-        }
-        ValueFormat::Ipv6 => {
-            format!("'{field}' takes an IPv6 address like 2001:db8::1[/prefix or /mask]")
-        }
-        _ => format!(
-            "'{field}' takes a number up to {}[/mask]",
-            field.full_mask()
-        ),
     }
 }
 

@@ -6,17 +6,10 @@
 use wirespeed_packet::checksum;
 use wirespeed_packet::flow_key::{FlowKey, HeaderOffsets};
 use wirespeed_packet::ipv4::Ipv4Packet;
+use wirespeed_packet::{EtherType, IpProtocol};
 
 use crate::field::Field;
 use crate::frame::Frame;
-
-const DL_TYPE_IPV4: u16 = 0x0800;
-const DL_TYPE_IPV6: u16 = 0x86dd;
-const TPID_8021Q: u16 = 0x8100;
-const TPID_8021AD: u16 = 0x88a8;
-const NW_PROTO_TCP: u8 = 6;
-const NW_PROTO_UDP: u8 = 17;
-const NW_PROTO_ICMPV6: u8 = 58;
 
 /// What the rewrites need to know about a frame: which protocols, and where their headers are.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -36,21 +29,26 @@ impl PacketHeaders {
     }
 
     fn ipv4(&self) -> Option<usize> {
-        self.offsets.l3.filter(|_| self.dl_type == DL_TYPE_IPV4)
+        self.offsets
+            .l3
+            .filter(|_| EtherType(self.dl_type) == EtherType::IPV4)
     }
 
     fn ipv6(&self) -> Option<usize> {
-        self.offsets.l3.filter(|_| self.dl_type == DL_TYPE_IPV6)
+        self.offsets
+            .l3
+            .filter(|_| EtherType(self.dl_type) == EtherType::IPV6)
     }
 
     /// Where the checksum covering the IP pseudo-header is, and whether 0 means "none" (UDP
     /// over IPv4).
     fn pseudo_checksum(&self) -> Option<(usize, bool)> {
         let l4 = self.offsets.l4?;
-        match self.nw_proto {
-            NW_PROTO_TCP => Some((l4 + 16, false)),
-            NW_PROTO_UDP => Some((l4 + 6, self.dl_type == DL_TYPE_IPV4)),
-            NW_PROTO_ICMPV6 if self.dl_type == DL_TYPE_IPV6 => Some((l4 + 2, false)),
+        let dl_type = EtherType(self.dl_type);
+        match IpProtocol(self.nw_proto) {
+            IpProtocol::TCP => Some((l4 + 16, false)),
+            IpProtocol::UDP => Some((l4 + 6, dl_type == EtherType::IPV4)),
+            IpProtocol::ICMPV6 if dl_type == EtherType::IPV6 => Some((l4 + 2, false)),
             _ => None,
         }
     }
@@ -131,7 +129,10 @@ pub fn set_field(frame: &mut Frame<'_>, headers: &PacketHeaders, field: Field, v
         Field::NwTtl => set_ttl(data, headers, value as u8),
         Field::TpSrc | Field::TpDst => {
             let Some(l4) = headers.offsets.l4 else { return };
-            if headers.nw_proto != NW_PROTO_TCP && headers.nw_proto != NW_PROTO_UDP {
+            if !matches!(
+                IpProtocol(headers.nw_proto),
+                IpProtocol::TCP | IpProtocol::UDP
+            ) {
                 return;
             }
             let at = l4 + if field == Field::TpSrc { 0 } else { 2 };
@@ -205,7 +206,7 @@ pub fn dec_ttl(frame: &mut Frame<'_>, headers: &PacketHeaders) -> bool {
 }
 
 fn is_tagged(data: &[u8]) -> bool {
-    matches!(read_u16(data, 12), Some(TPID_8021Q | TPID_8021AD)) && data.len() >= 18
+    read_u16(data, 12).is_some_and(|tpid| EtherType(tpid).is_vlan()) && data.len() >= 18
 }
 
 /// Sets the VLAN id and/or priority of the outer tag, pushing an 802.1Q tag (id 0, priority 0
@@ -223,7 +224,7 @@ pub fn set_vlan(
         if !frame.insert_gap(12, 4) {
             return false;
         }
-        write_u16(frame.data_mut(), 12, TPID_8021Q);
+        write_u16(frame.data_mut(), 12, EtherType::VLAN.0);
         headers.shift(4);
     }
     let data = frame.data_mut();
@@ -283,12 +284,12 @@ mod tests {
         let mut data = frame.to_vec();
         let headers = headers(&data);
         let l3 = headers.offsets.l3.unwrap();
-        if headers.dl_type == DL_TYPE_IPV4 {
+        if EtherType(headers.dl_type) == EtherType::IPV4 {
             let mut ip = Ipv4Packet::new_checked(&mut data[l3..]).unwrap();
             ip.fill_checksum();
             let (src, dst) = (ip.src_addr(), ip.dst_addr());
-            match headers.nw_proto {
-                NW_PROTO_TCP => TcpPacket::new_checked(ip.payload_mut())
+            match IpProtocol(headers.nw_proto) {
+                IpProtocol::TCP => TcpPacket::new_checked(ip.payload_mut())
                     .unwrap()
                     .fill_checksum_v4(src, dst),
                 _ => UdpPacket::new_checked(ip.payload_mut())
@@ -323,18 +324,18 @@ mod tests {
         let Some(l3) = headers.offsets.l3 else {
             return true;
         };
-        if headers.dl_type == DL_TYPE_IPV4 {
+        if EtherType(headers.dl_type) == EtherType::IPV4 {
             let ip = Ipv4Packet::new_checked(&data[l3..]).unwrap();
             let (src, dst) = (ip.src_addr(), ip.dst_addr());
             ip.verify_checksum()
-                && match headers.nw_proto {
-                    NW_PROTO_TCP => TcpPacket::new_checked(ip.payload())
+                && match IpProtocol(headers.nw_proto) {
+                    IpProtocol::TCP => TcpPacket::new_checked(ip.payload())
                         .unwrap()
                         .verify_checksum_v4(src, dst),
-                    NW_PROTO_UDP => UdpPacket::new_checked(ip.payload())
+                    IpProtocol::UDP => UdpPacket::new_checked(ip.payload())
                         .unwrap()
                         .verify_checksum_v4(src, dst),
-                    1 => Icmpv4Packet::new_checked(ip.payload())
+                    IpProtocol::ICMP => Icmpv4Packet::new_checked(ip.payload())
                         .unwrap()
                         .verify_checksum(),
                     _ => true,
@@ -478,7 +479,28 @@ mod tests {
 
     #[test]
     fn rewrites_on_truncated_frames_do_nothing_wrong() {
-        for cut in 0..UDP_FRAME.len() {
+        // Cut before the end of the IPv4 header, a frame has no network or transport header to
+        // rewrite: every rewrite below must leave its bytes exactly as they were.
+        for cut in 0..34 {
+            let mut buffer = UDP_FRAME[..cut].to_vec();
+            let mut headers = headers(&buffer);
+            let mut frame = Frame::whole(&mut buffer);
+            for field in [Field::NwSrc, Field::TpDst, Field::NwTos, Field::NwTtl] {
+                set_field(&mut frame, &headers, field, 1);
+            }
+            assert!(dec_ttl(&mut frame, &headers), "cut at {cut}");
+            strip_vlan(&mut frame, &mut headers);
+            assert_eq!(frame.data(), &UDP_FRAME[..cut], "cut at {cut}");
+            // The Ethernet destination is written only when all six bytes are there.
+            set_field(&mut frame, &headers, Field::DlDst, 1);
+            let mut expected = UDP_FRAME[..cut].to_vec();
+            if cut >= 6 {
+                expected[..6].copy_from_slice(&[0, 0, 0, 0, 0, 1]);
+            }
+            assert_eq!(frame.data(), &expected[..], "cut at {cut}");
+        }
+        // Past it, whatever the rewrites reach, they stay inside the frame.
+        for cut in 34..UDP_FRAME.len() {
             let mut buffer = UDP_FRAME[..cut].to_vec();
             let mut headers = headers(&buffer);
             let mut frame = Frame::whole(&mut buffer);
@@ -493,6 +515,7 @@ mod tests {
             }
             dec_ttl(&mut frame, &headers);
             strip_vlan(&mut frame, &mut headers);
+            assert_eq!(frame.len(), cut);
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The MAC learning table behind the `normal` action: (VLAN, MAC) → port, with ageing. Time is
 //! passed in; nothing here reads a clock. Sized once, so learning never allocates.
 
+pub mod mac_view;
+
 use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,7 +29,7 @@ pub struct MacTable {
     /// Bumped whenever a learned address moves or is forgotten: what was looked up before
     /// may now be answered differently (the fast path's `normal` entries depend on it).
     changes: u64,
-    /// `changes`, for the threads' views ([`crate::mac_view::MacView`]) to read without the
+    /// `changes`, for the threads' views ([`crate::mac_learning::mac_view::MacView`]) to read without the
     /// table's lock.
     published: Arc<AtomicU64>,
     /// The last addresses that moved or were forgotten, the newest last: the one of change

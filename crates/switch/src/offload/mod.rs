@@ -39,7 +39,9 @@
 //!   its rule like any packet that matched it. The failures are counted per port
 //!   ([`FastPortCounts::tx_failed`], from the kernel's tracepoints), and a port that refuses
 //!   a whole batch is blocked at once: its flows go through user space
-//!   ([`crate::transmit_watch`]).
+//!   ([`crate::offload::transmit_watch`]).
+
+pub mod transmit_watch;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -52,9 +54,9 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::mac_learning::MacTable;
-use crate::rule_table::RuleTables;
-use crate::translate::Decision;
-use crate::transmit_watch::TransmitWatch;
+use crate::ofproto::rule_table::RuleTables;
+use crate::ofproto::translate::Decision;
+use transmit_watch::TransmitWatch;
 
 /// A learned address: (VLAN, MAC).
 type VlanMac = (u16, MacAddr);
@@ -499,7 +501,7 @@ fn learned_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow_parse::parse_rule;
+    use crate::ofctl::flow_parse::parse_rule;
     use std::net::Ipv4Addr;
     use wirespeed_packet::template::UdpTemplate;
     use wirespeed_xdp::AttachMode;

@@ -18,18 +18,18 @@ use wirespeed_xdp::XdpError;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::pmd::lock;
+use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, Bridge, DropReason, Learning, Packet, Verdict};
 use crate::field::FlowBits;
-use crate::flow_cache::FlowCache;
-use crate::flow_parse::{FlowError, parse_rule};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
-use crate::mac_view::MacView;
+use crate::mac_learning::mac_view::MacView;
+use crate::ofctl::flow_parse::{FlowError, parse_rule};
 use crate::offload::Offload;
-use crate::pmd::lock;
-use crate::rewrite::PacketHeaders;
+use crate::ofproto::rule_table::RuleTables;
 use crate::rule::Rule;
-use crate::rule_table::RuleTables;
 
 /// What the poll-mode threads of a bridge share: its rules, its learning table, its
 /// offload and its ports.
@@ -349,7 +349,7 @@ pub fn check_output_ports(ports: &[u32], actions: &[Action]) -> Result<(), FlowE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rule_table::RuleSelector;
+    use crate::ofproto::rule_table::RuleSelector;
 
     const FRAME: [u8; 42] = [
         0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet
@@ -427,7 +427,9 @@ mod tests {
 
     fn udp_rules() -> RuleSelector {
         RuleSelector {
-            flow_match: crate::flow_parse::parse_match("udp").unwrap().flow_match,
+            flow_match: crate::ofctl::flow_parse::parse_match("udp")
+                .unwrap()
+                .flow_match,
             ..RuleSelector::default()
         }
     }

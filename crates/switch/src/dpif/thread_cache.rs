@@ -8,8 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::flow_cache::FlowCache;
-use crate::pmd::lock;
+use crate::dpif::flow_cache::FlowCache;
 
 const FREE: u8 = 0;
 /// The control side waits for the lock: the thread does not take it again.
@@ -71,6 +70,14 @@ impl DerefMut for ControlGuard<'_> {
     fn deref_mut(&mut self) -> &mut FlowCache {
         &mut self.guard
     }
+}
+
+/// Shared state, even if a thread panicked holding it (the data stays consistent: every
+/// change under a lock is a whole rule or a whole packet).
+pub fn lock<T: ?Sized>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

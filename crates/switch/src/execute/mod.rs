@@ -8,6 +8,8 @@
 //! caller owns the verdict and reuses it packet after packet (it is ~280 bytes: returning it by
 //! value cost a quarter of a cached packet's time).
 
+pub mod rewrite;
+
 use core::time::Duration;
 
 use wirespeed_packet::MacAddr;
@@ -17,7 +19,7 @@ use crate::action::Action;
 use crate::field::{Field, FlowBits, mac_from_value};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
-use crate::rewrite::{self, PacketHeaders};
+use rewrite::PacketHeaders;
 
 /// Most ports one packet can leave by; a flood to a bridge with more ports is cut short.
 pub const MAX_OUTPUTS: usize = 64;
@@ -167,7 +169,7 @@ impl Verdict {
 }
 
 /// Where `normal` learns and looks up addresses: the learning table itself, or a thread's way
-/// to it (see [`crate::datapath::SlowPath`]).
+/// to it (see [`crate::ofproto::datapath::SlowPath`]).
 pub trait Learning {
     /// `mac` on `vlan` was seen on `port` (see [`MacTable::learn`]).
     fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration);
