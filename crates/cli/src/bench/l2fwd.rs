@@ -8,20 +8,21 @@ use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, Port, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::{HOT_LOOP_CHECK, Tally};
+use super::rxdrop::Tally;
 use super::{BenchArgs, Mode, announce_ready};
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::open_port::drain;
+use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     if let Some(peer) = &args.peer_port {
         let peer: PortSpec = peer.parse()?;
-        return super::fwd2::run(args, spec, &peer, stop);
+        return super::l2fwd_two_ports::run(args, spec, &peer, stop);
     }
     let mut port =
-        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, true))?;
+        crate::run::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, true))?;
     announce_ready(Mode::L2fwd, port.info(), args.port_flags.batch);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let mut tally = Tally::default();

@@ -74,7 +74,7 @@ pub struct SwitchArgs {
     pub duration: Option<f64>,
     /// Ring, frame and batch sizes, XDP mode: the same for every port (frames per port).
     #[command(flatten)]
-    pub port: crate::r#gen::port_flags::PortFlags,
+    pub port: crate::args::port_flags::PortFlags,
     /// Forward flows the kernel can carry out exactly in the XDP program, without user
     /// space (see below).
     #[arg(long)]
@@ -155,7 +155,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let cpus = match &args.pmd_cpus {
-        Some(list) => crate::cpus::parse("--pmd-cpus", list)?,
+        Some(list) => crate::run::cpus::parse("--pmd-cpus", list)?,
         None => Vec::new(),
     };
     if cpus.len() > 1
@@ -172,14 +172,14 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     }
     let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
     let controller_to_stdout = args.controller_pcap.as_deref() == Some(Path::new("-"));
-    let port_to_stdout = crate::report_to::check_std_streams(&specs, true, true)?;
+    let port_to_stdout = crate::run::report_to::check_std_streams(&specs, true, true)?;
     if port_to_stdout && controller_to_stdout {
         bail!("a port and --controller-pcap both write standard output ('-'); one at most can");
     }
     let to_stderr = port_to_stdout || controller_to_stdout;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
-    crate::caps::require_for("switch", &backends)?;
-    let stop = crate::signals::stop_flag()?;
+    crate::run::caps::require_for("switch", &backends)?;
+    let stop = crate::run::signals::stop_flag()?;
     // Everything that can refuse the start comes before a port or a file is opened: a
     // refused start must not empty a capture file (perhaps one a running switch writes).
     if let (Some(text), Some(path)) = (&flows, &args.flows) {
@@ -258,7 +258,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let snapshots = bridge.snapshots();
     if args.json {
         let json = summary_json(&mut bridge, &snapshots);
-        crate::report_to::report(&format!("{json}\n"), to_stderr);
+        crate::run::report_to::report(&format!("{json}\n"), to_stderr);
     } else {
         let answer = bridge.handle(&wirespeed_switch::Request {
             command: "dump-ports".to_string(),

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, ZcopyError};
 
-use super::live::{Live, cpu_ms_per_gb, gbps};
+use super::live_line::{Live, cpu_ms_per_gb, gbps};
 
 /// Options of `wirespeed zcopy recv`.
 #[derive(Debug, Args)]
@@ -88,13 +88,13 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
         bail!("--window {}: must be 4K to 1G", args.window);
     }
-    crate::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
+    crate::run::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
     let addr = super::resolve("--listen", &args.listen, true)?;
     let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
     if mss != 0 && !(88..=32767).contains(&mss) {
         bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
     }
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::run::signals::stop_flag()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listen on {addr}"))?;
     if mss != 0 {
         wirespeed_zcopy::set_mss(&listener, mss).context("set the listener's segment size")?;

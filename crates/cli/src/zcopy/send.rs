@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use wirespeed_zcopy::{SendApi, Sender, ZcopyError};
 
-use super::live::{Live, cpu_ms_per_gb, gbps};
+use super::live_line::{Live, cpu_ms_per_gb, gbps};
 
 /// Options of `wirespeed zcopy send`.
 #[derive(Debug, Args)]
@@ -85,7 +85,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     if args.bytes == Some(0) {
         bail!("--bytes 0: must be at least 1");
     }
-    crate::meter::check_seconds("--duration", args.duration)?;
+    crate::run::meter::check_seconds("--duration", args.duration)?;
     let addr = super::resolve("--connect", &args.connect, false)?;
     let mut file = match &args.file {
         Some(path) => Some(File::open(path).with_context(|| format!("--file {path}"))?),
@@ -101,7 +101,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         (None, None, None) => Some(Duration::from_secs(10)),
         _ => None,
     };
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::run::signals::stop_flag()?;
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;

@@ -124,7 +124,7 @@ impl PortFlags {
             program_attached: None,
             spill_bytes: 0,
             // A signal gives up opening (a large buffer area takes seconds to set up).
-            cancel: crate::signals::flag(),
+            cancel: crate::run::signals::flag(),
         }
     }
 }
