@@ -1,4 +1,5 @@
-//! The port flags `gen` and `recv` share with `bench` (same names, same defaults).
+//! The port flags every port-opening command shares (`bench`, `gen`, `recv`, `switch`):
+//! same names, same defaults.
 
 use anyhow::bail;
 use clap::Args;

@@ -1,4 +1,4 @@
-//! `wirespeed zcopy recv`.
+//! `wirespeed zcopy recv`: accepts one TCP connection, receives the way asked, reports.
 
 use std::fs::File;
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! `wirespeed zcopy send`.
+//! `wirespeed zcopy send`: connects, sends over TCP the way asked (copying or zero-copy), reports.
 
 use std::fs::File;
 use std::io::Read;
