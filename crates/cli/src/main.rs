@@ -8,7 +8,6 @@ mod r#gen;
 mod recv;
 mod run;
 mod switch;
-mod verify;
 mod zcopy;
 
 use clap::{Parser, Subcommand};

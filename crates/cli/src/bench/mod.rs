@@ -6,6 +6,7 @@ mod l2fwd_two_ports;
 mod report;
 mod rxdrop;
 mod txpush;
+mod verify;
 mod xdpdrop;
 
 use std::net::Ipv4Addr;

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortStats};
 
+use super::verify::VerifyReport;
 use crate::run::meter::{CpuReport, Meter};
-use crate::verify::VerifyReport;
 
 #[derive(Debug, Serialize)]
 pub struct FramesJson {

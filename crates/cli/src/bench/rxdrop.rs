@@ -5,12 +5,12 @@ use std::sync::atomic::AtomicBool;
 use wirespeed_port::{Batch, Port, PortError, PortSpec};
 
 use super::report::{Summary, summary_for};
+use super::verify::Verifier;
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::idle::{IDLE_SLEEP, Idle};
 use crate::run::link_watch::LinkWatch;
 use crate::run::meter::{Meter, RunLimit, port_status};
-use crate::verify::Verifier;
 
 /// What the loop has counted so far: all of it is reported, however the loop ends.
 #[derive(Default)]
