@@ -1,22 +1,13 @@
 //! The `wirespeed` command. Thin: argument parsing and output; the work is in the library.
 
+mod args;
 mod bench;
-mod caps;
 mod capture;
-mod cpus;
 mod ctl;
-mod error_text;
 mod r#gen;
-mod idle;
-mod link_watch;
-mod live;
-mod meter;
-mod open_port;
 mod recv;
-mod report_to;
-mod signals;
+mod run;
 mod switch;
-mod verify;
 mod zcopy;
 
 use clap::{Parser, Subcommand};
@@ -63,9 +54,9 @@ fn main() {
         Command::CompileFilter(args) => capture::filter_child::child_main(args),
     };
     if let Err(e) = result {
-        eprintln!("wirespeed: error: {}", error_text::error_text(&e));
+        eprintln!("wirespeed: error: {}", run::error_text::error_text(&e));
         // A run a signal cut short (in its set-up: the loops finish normally) ends as the
         // signal would have ended it.
-        std::process::exit(signals::exit_status(&e).unwrap_or(1));
+        std::process::exit(run::signals::exit_status(&e).unwrap_or(1));
     }
 }

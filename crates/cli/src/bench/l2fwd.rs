@@ -8,20 +8,21 @@ use wirespeed_packet::swap_macs;
 use wirespeed_port::{Batch, Port, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::{HOT_LOOP_CHECK, Tally};
+use super::rxdrop::Tally;
 use super::{BenchArgs, Mode, announce_ready};
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::open_port::drain;
+use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     if let Some(peer) = &args.peer_port {
         let peer: PortSpec = peer.parse()?;
-        return super::fwd2::run(args, spec, &peer, stop);
+        return super::l2fwd_two_ports::run(args, spec, &peer, stop);
     }
     let mut port =
-        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, true))?;
+        crate::run::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, true))?;
     announce_ready(Mode::L2fwd, port.info(), args.port_flags.batch);
     let mut meter = Meter::new("fwd", args.quiet, HOT_LOOP_CHECK);
     let mut tally = Tally::default();
@@ -39,7 +40,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     Ok(s.finish())
 }
 
-/// Forwards until the run ends, or the port fails (its interface gone).
+/// Forwards until the run ends, or the port fails (its interface gone): receive a burst,
+/// swap its MAC addresses, send it back out; the port recycles the frames it has sent.
 fn forward(
     args: &BenchArgs,
     port: &mut dyn Port,
@@ -49,31 +51,46 @@ fn forward(
 ) -> anyhow::Result<()> {
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    let mut quiet = Quiet::default();
     while run.running(tally.packets) {
-        let n = port.rx_burst(&mut batch)?;
-        if n == 0 {
-            // Nothing new: push out what is queued and reclaim completions, then idle.
-            port.flush()?;
-            if port.rx_ended() {
+        if port.rx_burst(&mut batch)? == 0 {
+            if !quiet.wait(port, &mut run)? {
                 break;
             }
-            watch.quiet(port)?;
-            if idle.should_sleep() && !port.info().busy_poll {
-                port.wait_rx(IDLE_SLEEP)?;
-                run.check_soon();
+        } else {
+            quiet.idle.busy();
+            for i in 0..batch.len() {
+                let (addr, len) = (batch.addr(i), batch.frame_len(i));
+                tally.bytes += len as u64;
+                swap_macs(port.packet_mut(addr, len));
             }
-            meter.tick(tally.packets, tally.bytes, || port_status(port));
-            continue;
+            tally.packets += port.tx_burst(&mut batch)? as u64;
         }
-        idle.busy();
-        for i in 0..batch.len() {
-            let (addr, len) = (batch.addr(i), batch.frame_len(i));
-            tally.bytes += len as u64;
-            swap_macs(port.packet_mut(addr, len));
-        }
-        tally.packets += port.tx_burst(&mut batch)? as u64;
         meter.tick(tally.packets, tally.bytes, || port_status(port));
     }
     Ok(())
+}
+
+/// What the loop does when a burst comes back empty.
+#[derive(Default)]
+struct Quiet {
+    idle: Idle,
+    watch: LinkWatch,
+}
+
+impl Quiet {
+    /// Pushes out what is queued and reclaims completions, notices the link going away, and
+    /// sleeps once the port has been quiet a while. False when the port's input has ended.
+    fn wait(&mut self, port: &mut dyn Port, run: &mut RunLimit) -> anyhow::Result<bool> {
+        port.flush()?;
+        if port.rx_ended() {
+            return Ok(false);
+        }
+        self.watch.quiet(port)?;
+        if self.idle.should_sleep() && !port.info().busy_poll {
+            port.wait_rx(IDLE_SLEEP)?;
+            run.check_soon();
+        }
+        Ok(true)
+    }
 }

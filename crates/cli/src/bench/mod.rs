@@ -1,11 +1,12 @@
 //! `wirespeed bench`: the seeds' rxdrop / txpush / l2fwd benchmarks and the in-kernel
 //! xdpdrop ceiling (the AF_PACKET V4 paper's tpbench, the kernel's xdpsock).
 
-mod fwd2;
 mod l2fwd;
+mod l2fwd_two_ports;
 mod report;
 mod rxdrop;
 mod txpush;
+mod verify;
 mod xdpdrop;
 
 use std::net::Ipv4Addr;
@@ -16,8 +17,9 @@ use clap::{Args, ValueEnum};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
-use crate::r#gen::port_flags::PortFlags;
-use crate::r#gen::port_mac;
+pub use crate::args::engine::Engine;
+use crate::args::port_flags::PortFlags;
+use crate::run::port_mac::port_mac;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -29,14 +31,6 @@ pub enum Mode {
     L2fwd,
     /// Drop every packet in the kernel with our XDP program: the ceiling for a receiver.
     Xdpdrop,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Engine {
-    /// AF_XDP (or AF_PACKET) socket transmit from user space.
-    Socket,
-    /// The kernel's XDP live-frames engine (BPF_PROG_RUN): the fastest load this host makes.
-    Kernel,
 }
 
 /// Options of `wirespeed bench`.
@@ -86,7 +80,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub port_flags: PortFlags,
     #[command(flatten)]
-    pub live: crate::live::LiveFlags,
+    pub live: crate::run::live_frames::LiveFlags,
     /// rxdrop: check every packet against the txpush frame of its sequence number (same
     /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
     #[arg(long)]
@@ -180,7 +174,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     args.validate()?;
     let spec = args.spec()?;
     let what = format!("bench {} on {}", mode_name(args.mode), spec);
-    crate::caps::require_for(&what, &[spec.backend])?;
+    crate::run::caps::require_for(&what, &[spec.backend])?;
     if args.mode == Mode::Xdpdrop && spec.backend != Backend::Xdp {
         bail!("bench xdpdrop runs an XDP program: use an xdp: port, not {spec}");
     }
@@ -205,8 +199,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
     let specs: Vec<&PortSpec> = std::iter::once(&spec).chain(peer.as_ref()).collect();
-    let to_stderr = crate::report_to::check_std_streams(&specs, receives, sends)?;
-    let stop = crate::signals::stop_flag()?;
+    let to_stderr = crate::run::report_to::check_std_streams(&specs, receives, sends)?;
+    let stop = crate::run::signals::stop_flag()?;
     let summary = match args.mode {
         Mode::Rxdrop => rxdrop::run(&args, &spec, &stop)?,
         Mode::Txpush => txpush::run(&args, &spec, &stop)?,

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortStats};
 
-use crate::meter::{CpuReport, Meter};
-use crate::verify::VerifyReport;
+use super::verify::VerifyReport;
+use crate::run::meter::{CpuReport, Meter};
 
 #[derive(Debug, Serialize)]
 pub struct FramesJson {
@@ -50,7 +50,7 @@ pub struct Summary {
     pub peak_rss_bytes: u64,
     /// CPU time over the measured window, and per packet.
     #[serde(skip)]
-    pub cpu_time: Option<crate::meter::CpuTime>,
+    pub cpu_time: Option<crate::run::meter::CpuTime>,
     pub cpu: Option<CpuReport>,
     #[serde(skip)]
     pub frames: Option<FrameAudit>,
@@ -71,7 +71,7 @@ impl Summary {
         let s = self.seconds.max(1e-9);
         self.mpps = self.packets as f64 / s / 1e6;
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
-        self.peak_rss_bytes = crate::meter::peak_rss_bytes();
+        self.peak_rss_bytes = crate::run::meter::peak_rss_bytes();
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
         self.frames_json = self.frames.map(|a| FramesJson {
             total: a.total,
@@ -100,7 +100,7 @@ impl Summary {
     pub fn set_error(&mut self, ended: Result<(), impl Into<anyhow::Error>>) {
         self.error = ended
             .err()
-            .map(|e| crate::error_text::error_text(&e.into()));
+            .map(|e| crate::run::error_text::error_text(&e.into()));
     }
 
     pub fn set_stats(&mut self, s: &PortStats) {
@@ -120,7 +120,7 @@ impl Summary {
                 "{}",
                 serde_json::to_string(self).expect("summary serialises")
             );
-            return crate::report_to::report(&text, to_stderr);
+            return crate::run::report_to::report(&text, to_stderr);
         }
         let _ = quiet;
         let _ = writeln!(
@@ -196,7 +196,7 @@ impl Summary {
                 }
             );
         }
-        crate::report_to::report(&text, to_stderr);
+        crate::run::report_to::report(&text, to_stderr);
     }
 }
 

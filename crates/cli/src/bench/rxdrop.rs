@@ -5,14 +5,12 @@ use std::sync::atomic::AtomicBool;
 use wirespeed_port::{Batch, Port, PortError, PortSpec};
 
 use super::report::{Summary, summary_for};
+use super::verify::Verifier;
 use super::{BenchArgs, Mode, announce_ready};
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::verify::Verifier;
-
-/// Loop turns between looks at the clock and the stop flag.
-pub const HOT_LOOP_CHECK: u32 = 128;
+use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::{Meter, RunLimit, port_status};
 
 /// What the loop has counted so far: all of it is reported, however the loop ends.
 #[derive(Default)]
@@ -23,7 +21,7 @@ pub struct Tally {
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port =
-        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, false))?;
+        crate::run::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, false))?;
     let mut verifier = match args.verify {
         true => Some(Verifier::new(args.template(spec)?)),
         false => None,

@@ -3,18 +3,17 @@
 //! kernel repeats at XDP speed (kernel engine).
 
 use std::sync::atomic::AtomicBool;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use wirespeed_packet::UdpTemplate;
 use wirespeed_port::{Batch, Port, PortSpec};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::HOT_LOOP_CHECK;
 use super::{BenchArgs, Engine, Mode, announce_ready};
-use crate::live::{self, LiveLoad, Prebuilt};
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::open_port::drain;
+use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::live_frames::{self, LiveLoad, Prebuilt};
+use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     match args.engine {
@@ -23,16 +22,10 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     }
 }
 
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let template = args.template(spec)?;
     let mut port =
-        crate::open_port::open_port(spec, &args.port_options(&[&spec.iface], false, true))?;
+        crate::run::open_port::open_port(spec, &args.port_options(&[&spec.iface], false, true))?;
     announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);
     let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
     let mut sent = 0u64;
@@ -107,12 +100,12 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
         quiet: args.quiet,
         vary: Default::default(),
     };
-    let totals = live::run(&load, stop, || {
+    let totals = live_frames::run(&load, stop, || {
         eprintln!(
             "wirespeed bench txpush: {} ready (kernel engine, XDP live frames, batch {}{})",
             spec,
             args.port_flags.batch,
-            live::threads_note(&cpus)
+            live_frames::threads_note(&cpus)
         )
     })?;
     let mut s = summary_for(Mode::Txpush, args, None, spec);

@@ -10,7 +10,7 @@ use wirespeed_xdp::{AttachMode, DropCounter};
 
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Mode};
-use crate::meter::{Meter, RunLimit};
+use crate::run::meter::{Meter, RunLimit};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mode = match args.port_flags.xdp_mode {

@@ -16,10 +16,11 @@ use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, SockFilter};
 
 use super::counts::{Counts, receive_drops};
 use super::filter_child::Target;
-use super::{CaptureArgs, FLUSH_EVERY, describe_output, now_ns};
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::RunLimit;
+use super::{CaptureArgs, FLUSH_EVERY, describe_output};
+use crate::run::clock::now_ns;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::RunLimit;
 
 /// Loop turns between looks at the clock and the stop flag.
 const HOT_LOOP_CHECK: u32 = 128;
@@ -37,7 +38,7 @@ pub fn run(
     rotation: Rotation,
     stop: &AtomicBool,
 ) -> anyhow::Result<Counts> {
-    let mut port = crate::open_port::open_port(spec, &args.port_options(spec))?;
+    let mut port = crate::run::open_port::open_port(spec, &args.port_options(spec))?;
     let mut counts = Counts::for_port(port.info());
     // Here xdp:IFACE means every queue: name the one queue of a one-queue capture.
     counts.source = spec.with_queue();
@@ -68,7 +69,7 @@ pub fn run(
     counts.seconds = started.elapsed().as_secs_f64();
     finish(args, &mut *port, recorder, &mut counts);
     if let Err(e) = ended {
-        let port = crate::error_text::error_text(&e.into());
+        let port = crate::run::error_text::error_text(&e.into());
         counts.error = Some(match counts.error.take() {
             Some(writer) => format!("{port}; and {writer}"),
             None => port,
@@ -97,7 +98,7 @@ fn filter_in_kernel(
             Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e),
             Err(e) => eprintln!(
                 "wirespeed capture: note: filtering in user space only: {}",
-                crate::error_text::error_text(&e)
+                crate::run::error_text::error_text(&e)
             ),
         }
     }

@@ -26,7 +26,7 @@ use wirespeed_capture::write::{Format, Interface};
 use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
-use crate::r#gen::port_flags::frame_size_for;
+use crate::args::port_flags::frame_size_for;
 use filter_child::{CompileError, Target};
 
 /// Exit status for an invalid filter expression (tcpdump's).
@@ -364,7 +364,7 @@ fn compile_or_exit(
 
 pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let rotation = args.validate()?;
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::run::signals::stop_flag()?;
     let counts = match &args.read {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {
@@ -383,7 +383,7 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
                 }
                 take::check(&spec.iface, args.take)?;
             }
-            crate::caps::require_for(&format!("capture on {spec}"), &[spec.backend])?;
+            crate::run::caps::require_for(&format!("capture on {spec}"), &[spec.backend])?;
             live::run(&args, &spec, filter, rotation, &stop)?
         }
     };
@@ -393,13 +393,6 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
         bail!("{e}");
     }
     Ok(())
-}
-
-/// Nanoseconds since the Unix epoch (CLOCK_REALTIME through the vDSO: no system call).
-pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// How often the loop passes a partly filled chunk to the writer, so packets reach the file

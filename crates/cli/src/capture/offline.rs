@@ -19,7 +19,8 @@ use wirespeed_capture::write::Interface;
 use wirespeed_capture::{CaptureError, CaptureReader, ErrorKind, Record};
 
 use super::counts::Counts;
-use super::{CaptureArgs, Sink, compile_or_exit, now_ns};
+use super::{CaptureArgs, Sink, compile_or_exit};
+use crate::run::clock::now_ns;
 
 /// Records between looks at the stop flag.
 const STOP_CHECK: u64 = 1024;

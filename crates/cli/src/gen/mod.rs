@@ -3,9 +3,8 @@
 //! `wirespeed recv` can count what was lost, duplicated or reordered, and the latency.
 
 mod frames;
-mod kernel;
+mod kernel_engine;
 pub mod pacing;
-pub mod port_flags;
 pub mod rate;
 mod replay;
 pub mod report;
@@ -15,14 +14,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use wirespeed_packet::{FrameSpec, IpPair, L4Kind, MacAddr};
 use wirespeed_port::{Backend, PortSpec};
 
-use crate::bench::Engine;
+use crate::args::engine::Engine;
+use crate::args::port_flags::PortFlags;
+use crate::run::port_mac::port_mac;
 use frames::{FlowPlan, IMIX_PATTERN, SizePlan};
-use port_flags::PortFlags;
 use rate::Rate;
 
 /// Most flows: enough for any flow-table test, and the plan stays a counter.
@@ -153,7 +153,7 @@ pub struct GenArgs {
     #[command(flatten)]
     pub port_flags: PortFlags,
     #[command(flatten)]
-    pub live: crate::live::LiveFlags,
+    pub live: crate::run::live_frames::LiveFlags,
 }
 
 /// Everything `gen` will send, checked before the port is opened.
@@ -214,7 +214,7 @@ impl GenArgs {
     /// The checks generation and replay share: port flags, duration, count.
     pub fn check_run(&self) -> anyhow::Result<()> {
         self.port_flags.validate()?;
-        crate::meter::check_seconds("--duration", self.duration)?;
+        crate::run::meter::check_seconds("--duration", self.duration)?;
         if self.count == Some(0) {
             bail!("--count 0: must be at least 1");
         }
@@ -317,36 +317,11 @@ fn frame_kind(f: &FrameSpec) -> String {
     format!("{vlan}{ip}/{l4}")
 }
 
-/// The source MAC address of frames sent on `spec`: its interface's, or for a port with no
-/// interface (a pipe, capture files), a locally administered one made from the spec's place
-/// (02:77:73 and three bytes of its hash), the same every run.
-pub fn port_mac(spec: &PortSpec) -> anyhow::Result<MacAddr> {
-    if spec.backend.has_interface() {
-        return interface_mac(&spec.iface);
-    }
-    // FNV-1a: stable across runs and builds, unlike std's hasher.
-    let hash = spec.iface.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    let [_, x, y, z] = hash.to_be_bytes();
-    Ok(MacAddr([0x02, 0x77, 0x73, x, y, z]))
-}
-
-/// The MAC address of an interface, from sysfs.
-pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
-    let path = format!("/sys/class/net/{iface}/address");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("{iface}: no such interface"))?;
-    text.trim()
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{iface}: cannot read its MAC address from {path}: {e:?}"))
-}
-
 pub fn run(args: GenArgs) -> anyhow::Result<()> {
     args.live.cpus(args.engine == Engine::Kernel)?;
     // A malformed spec is reported by the plan, with the rest of what is wrong.
     let to_stderr = match args.port.parse::<PortSpec>() {
-        Ok(spec) => crate::report_to::check_std_streams(&[&spec], false, true)?,
+        Ok(spec) => crate::run::report_to::check_std_streams(&[&spec], false, true)?,
         Err(_) => false,
     };
     let summary = if let Some(path) = &args.pcap {
@@ -354,15 +329,15 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     } else {
         let plan = args.plan()?;
         let what = format!("gen on {}", plan.spec);
-        crate::caps::require_for(&what, &[plan.spec.backend])?;
+        crate::run::caps::require_for(&what, &[plan.spec.backend])?;
         for n in &plan.notes {
             eprintln!("wirespeed: note: {n}");
         }
-        let stop = crate::signals::stop_flag()?;
+        let stop = crate::run::signals::stop_flag()?;
         let size = plan.sizes.label();
         let mut summary = match args.engine {
             Engine::Socket => socket::run(&args, plan, &stop)?,
-            Engine::Kernel => kernel::run(&args, plan, &stop)?,
+            Engine::Kernel => kernel_engine::run(&args, plan, &stop)?,
         };
         summary.size = Some(size);
         summary

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::rate::Rate;
+pub use crate::run::clock::wait;
 
 /// Bursts last at most this long at the asked rate: a batch of 64 at 10 kpps would otherwise
 /// go out as one 6 ms clump.
@@ -14,8 +15,6 @@ const BURST_SPAN: Duration = Duration::from_millis(1);
 /// something else: on a busy 2-core host that takes tens of ms) are kept for at most this
 /// long, so a stall is made up for soon after, but never as a long line-rate burst.
 const CATCH_UP: Duration = Duration::from_millis(50);
-/// Waits shorter than this spin instead of sleeping (a sleep overshoots by tens of µs).
-const SPIN_BELOW: Duration = Duration::from_micros(50);
 
 pub struct Pacer {
     /// Tokens per second.
@@ -81,22 +80,6 @@ impl Pacer {
         } else {
             packets as f64
         };
-    }
-}
-
-/// The longest single wait, so a stop or the live line is never held up long at slow rates.
-const LONGEST_WAIT: Duration = Duration::from_millis(50);
-
-/// Waits `d` (at most [`LONGEST_WAIT`]): sleeps for long waits, spins for short ones.
-pub fn wait(d: Duration) {
-    let d = d.min(LONGEST_WAIT);
-    if d >= SPIN_BELOW {
-        std::thread::sleep(d - SPIN_BELOW / 2);
-    } else {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
     }
 }
 

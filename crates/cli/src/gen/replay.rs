@@ -12,14 +12,14 @@ use wirespeed_capture::{CaptureReader, LINKTYPE_ETHERNET};
 use wirespeed_port::{Backend, Batch, Port, PortSpec};
 
 use super::GenArgs;
-use super::kernel;
+use super::kernel_engine;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::socket::announce_ready;
-use crate::bench::Engine;
-use crate::live::Prebuilt;
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::open_port::drain;
+use crate::args::engine::Engine;
+use crate::run::live_frames::Prebuilt;
+use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::open_port::drain;
 
 /// Ethernet, the only link type a port sends.
 /// Most bytes of frames held in memory.
@@ -124,13 +124,13 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     if args.engine == Engine::Kernel {
         return replay_kernel(args, path, &spec, &trace);
     }
-    crate::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
-    let stop = crate::signals::stop_flag()?;
+    crate::run::caps::require_for(&format!("gen --pcap on {spec}"), &[spec.backend])?;
+    let stop = crate::run::signals::stop_flag()?;
     let opts = args.port_flags.options(&[&spec.iface], false, true);
     // No port sends more than a frame: refused before a port opens (a recording would be
     // cut to its header), and again once open, against what the port can send.
     too_long(path, &spec, &trace, opts.frame_size)?;
-    let mut port = crate::open_port::open_port(&spec, &opts)?;
+    let mut port = crate::run::open_port::open_port(&spec, &opts)?;
     too_long(path, &spec, &trace, port.max_packet_len())?;
     let notes = trace.notes();
     for n in &notes {
@@ -292,15 +292,15 @@ fn replay_kernel(
     if spec.backend != Backend::Xdp {
         bail!("--engine kernel sends through XDP: use an xdp: port, not {spec}");
     }
-    if n > kernel::MAX_FRAMES {
+    if n > kernel_engine::MAX_FRAMES {
         bail!(
             "{}: {n} frames, the kernel engine cycles at most {}: use --engine socket",
             path.display(),
-            kernel::MAX_FRAMES
+            kernel_engine::MAX_FRAMES
         );
     }
-    crate::caps::require(&format!("gen --pcap on {spec}"), true)?;
-    let stop = crate::signals::stop_flag()?;
+    crate::run::caps::require(&format!("gen --pcap on {spec}"), true)?;
+    let stop = crate::run::signals::stop_flag()?;
     let frames: Vec<Prebuilt> = (0..n)
         .map(|i| Prebuilt {
             frame: trace.frame(i).to_vec(),
@@ -314,7 +314,7 @@ fn replay_kernel(
         (l, Some(c)) => Some(c.min(l * per_loop)),
     };
     let mean = trace.data.len() as f64 / n as f64 + 4.0;
-    let mut s = kernel::send(args, spec, &frames, mean, count, Default::default(), &stop)?;
+    let mut s = kernel_engine::send(args, spec, &frames, mean, count, Default::default(), &stop)?;
     s.replay_frames = Some(per_loop);
     s.loops_done = Some(s.packets / per_loop);
     Ok(s)

@@ -8,7 +8,8 @@ use serde::Serialize;
 use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
 
 use super::rate::Rate;
-use crate::meter::{CpuReport, CpuTime, Measured};
+use crate::run::frame_audit::frames_json;
+use crate::run::meter::{CpuReport, CpuTime, Measured};
 
 /// Share of the asked rate a run must send to have reached it.
 const RATE_REACHED: f64 = 0.95;
@@ -132,7 +133,7 @@ impl GenSummary {
     pub fn set_error(&mut self, ended: Result<(), impl Into<anyhow::Error>>) {
         self.error = ended
             .err()
-            .map(|e| crate::error_text::error_text(&e.into()));
+            .map(|e| crate::run::error_text::error_text(&e.into()));
     }
 
     pub fn set_stats(&mut self, s: &PortStats) {
@@ -155,7 +156,7 @@ impl GenSummary {
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.wire_mbps = (self.bytes + 4 * self.packets) as f64 * 8.0 / s / 1e6;
         self.frames_json = self.frames.map(|a| frames_json(&a));
-        self.peak_rss_bytes = crate::meter::peak_rss_bytes();
+        self.peak_rss_bytes = crate::run::meter::peak_rss_bytes();
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
         // A run shorter than a second says too little about a rate.
         if let Some(asked) = self.asked.filter(|_| self.seconds >= 1.0) {
@@ -197,7 +198,7 @@ impl GenSummary {
                 "{}",
                 serde_json::to_string(self).expect("summary serialises")
             );
-            return crate::report_to::report(&text, to_stderr);
+            return crate::run::report_to::report(&text, to_stderr);
         }
         let _ = writeln!(
             text,
@@ -230,21 +231,6 @@ impl GenSummary {
         if let Some(line) = self.shortfall() {
             let _ = writeln!(text, "{line}");
         }
-        crate::report_to::report(&text, to_stderr);
+        crate::run::report_to::report(&text, to_stderr);
     }
-}
-
-/// Where every frame of the buffer area is, as `bench` prints it.
-pub fn frames_json(a: &FrameAudit) -> serde_json::Value {
-    serde_json::json!({
-        "total": a.total,
-        "pool": a.pool,
-        "fill": a.fill,
-        "kernel": a.kernel,
-        "rx": a.rx,
-        "application": a.application,
-        "tx": a.tx,
-        "completion": a.completion,
-        "balanced": a.balanced(),
-    })
 }

@@ -2,7 +2,6 @@
 //! sequence number and send time, sent in bursts, paced by the token bucket when asked.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use wirespeed_port::{Batch, Port};
@@ -11,17 +10,9 @@ use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
-use crate::meter::{Meter, RunLimit, port_status};
-use crate::open_port::drain;
-
-/// Loop turns between looks at the clock when nothing paces the loop.
-const HOT_LOOP_CHECK: u32 = 128;
-
-pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
+use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::open_port::drain;
 
 /// Says set-up is done (scripts and tests wait for the word "ready").
 pub fn announce_ready(port: &dyn Port, batch: u32, what: &str) {
@@ -41,8 +32,10 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     let GenPlan {
         spec, flows, sizes, ..
     } = plan;
-    let mut port =
-        crate::open_port::open_port(&spec, &args.port_flags.options(&[&spec.iface], false, true))?;
+    let mut port = crate::run::open_port::open_port(
+        &spec,
+        &args.port_flags.options(&[&spec.iface], false, true),
+    )?;
     let max_len = sizes.max() - 4;
     if max_len > port.max_packet_len() {
         bail!(

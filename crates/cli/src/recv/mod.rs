@@ -15,19 +15,17 @@ use anyhow::bail;
 use clap::Args;
 use wirespeed_port::{Batch, Port, PortError, PortInfo, PortSpec};
 
-use crate::r#gen::port_flags::{PortFlags, SizeDefaults};
-use crate::r#gen::report::frames_json;
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
+use crate::args::port_flags::{PortFlags, SizeDefaults};
+use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::frame_audit::frames_json;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
 use receiver::Receiver;
 use report::{RecvSummary, print};
 
 /// Generators tracked at once (each holds a 128 KiB window and a 22 KiB histogram).
 pub const MAX_GENERATORS: usize = 16;
-/// Loop turns between looks at the clock and the stop flag.
-const HOT_LOOP_CHECK: u32 = 128;
-
 /// Options of `wirespeed recv`.
 #[derive(Debug, Args)]
 #[command(
@@ -84,7 +82,7 @@ const RECV_SIZES: SizeDefaults = SizeDefaults {
 
 fn validate(args: &RecvArgs) -> anyhow::Result<()> {
     args.port_flags.validate()?;
-    crate::meter::check_seconds("--duration", args.duration)?;
+    crate::run::meter::check_seconds("--duration", args.duration)?;
     if args.count == Some(0) {
         bail!("--count 0: must be at least 1");
     }
@@ -95,8 +93,8 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     args.port_flags.defaults = RECV_SIZES;
     validate(&args)?;
     let spec: PortSpec = args.port.parse()?;
-    crate::caps::require_for(&format!("recv on {spec}"), &[spec.backend])?;
-    let stop = crate::signals::stop_flag()?;
+    crate::run::caps::require_for(&format!("recv on {spec}"), &[spec.backend])?;
+    let stop = crate::run::signals::stop_flag()?;
     let summary = receive(&args, &spec, &stop)?;
     print(&summary, args.json);
     if let Some(e) = &summary.error {
@@ -106,8 +104,10 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
 }
 
 fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<RecvSummary> {
-    let mut port =
-        crate::open_port::open_port(spec, &args.port_flags.options(&[&spec.iface], true, false))?;
+    let mut port = crate::run::open_port::open_port(
+        spec,
+        &args.port_flags.options(&[&spec.iface], true, false),
+    )?;
     let mut receiver = Receiver::new();
     let info = port.info().clone();
     eprintln!(
@@ -138,7 +138,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     let mut s = summary(args, spec, &info, &mut *port, receiver, totals);
     s.error = ended
         .err()
-        .map(|e| crate::error_text::error_text(&e.into()));
+        .map(|e| crate::run::error_text::error_text(&e.into()));
     Ok(s)
 }
 
@@ -168,7 +168,7 @@ fn receive_loop(
             // One clock read a burst: the latency of a burst's packets differs by less. A
             // port's own receive time wins (AF_PACKET's kernel stamp; a replayed file's
             // recorded time, where the clock now would measure the file's age).
-            let now = crate::r#gen::socket::now_ns();
+            let now = crate::run::clock::now_ns();
             for i in 0..n {
                 let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
                 tally.bytes += len as u64;

@@ -28,7 +28,7 @@ pub struct RecvSummary {
     pub frames: Option<serde_json::Value>,
     pub peak_rss_bytes: u64,
     /// CPU time over the run, and per packet received, as `bench` reports it.
-    pub cpu: crate::meter::CpuReport,
+    pub cpu: crate::run::meter::CpuReport,
     pub notes: Vec<String>,
     /// What ended the run early (the port failed: its interface went away, a replayed file
     /// was cut short...); the counts are what was received until then.

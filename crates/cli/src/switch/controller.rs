@@ -39,7 +39,7 @@ impl PcapController {
             chunk_size: CHUNK_SIZE,
             wait_for_writer: false,
         };
-        let recorder = Recorder::start(config, output, crate::capture::now_ns())?;
+        let recorder = Recorder::start(config, output, crate::run::clock::now_ns())?;
         Ok(PcapController {
             path: path.to_string(),
             recorder: Some(recorder),
@@ -51,7 +51,7 @@ impl PcapController {
 impl Controller for PcapController {
     fn packet_in(&mut self, _in_port: u32, data: &[u8], len: usize) {
         if let Some(r) = self.recorder.as_mut()
-            && r.record(crate::capture::now_ns(), data, len as u32) != Outcome::Queued
+            && r.record(crate::run::clock::now_ns(), data, len as u32) != Outcome::Queued
         {
             self.dropped += 1;
         }

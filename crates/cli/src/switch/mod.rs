@@ -74,7 +74,7 @@ pub struct SwitchArgs {
     pub duration: Option<f64>,
     /// Ring, frame and batch sizes, XDP mode: the same for every port (frames per port).
     #[command(flatten)]
-    pub port: crate::r#gen::port_flags::PortFlags,
+    pub port: crate::args::port_flags::PortFlags,
     /// Forward flows the kernel can carry out exactly in the XDP program, without user
     /// space (see below).
     #[arg(long)]
@@ -133,21 +133,7 @@ fn port_notes(bridge: &mut Bridge) -> Vec<String> {
 
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
-    let mut ports = Vec::new();
-    for (i, text) in args.ports.iter().enumerate() {
-        let port = parse_port(text, i as u32 + 1)?;
-        if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
-            bail!("--port {text}: port number {} is used twice", port.0);
-        }
-        if let Some((n, spec)) = ports.iter().find(|(_, s)| s.same_place(&port.1)) {
-            bail!(
-                "--port {text}: {} is already port {n} ({spec}); a bridge takes each interface \
-                 once (its floods would come back to the hosts that sent them)",
-                port.1.iface
-            );
-        }
-        ports.push(port);
-    }
+    let ports = numbered_ports(&args.ports)?;
     let flows = match &args.flows {
         Some(path) => Some(
             std::fs::read_to_string(path).with_context(|| format!("--flows {}", path.display()))?,
@@ -155,7 +141,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let cpus = match &args.pmd_cpus {
-        Some(list) => crate::cpus::parse("--pmd-cpus", list)?,
+        Some(list) => crate::run::cpus::parse("--pmd-cpus", list)?,
         None => Vec::new(),
     };
     if cpus.len() > 1
@@ -172,14 +158,14 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     }
     let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
     let controller_to_stdout = args.controller_pcap.as_deref() == Some(Path::new("-"));
-    let port_to_stdout = crate::report_to::check_std_streams(&specs, true, true)?;
+    let port_to_stdout = crate::run::report_to::check_std_streams(&specs, true, true)?;
     if port_to_stdout && controller_to_stdout {
         bail!("a port and --controller-pcap both write standard output ('-'); one at most can");
     }
     let to_stderr = port_to_stdout || controller_to_stdout;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
-    crate::caps::require_for("switch", &backends)?;
-    let stop = crate::signals::stop_flag()?;
+    crate::run::caps::require_for("switch", &backends)?;
+    let stop = crate::run::signals::stop_flag()?;
     // Everything that can refuse the start comes before a port or a file is opened: a
     // refused start must not empty a capture file (perhaps one a running switch writes).
     if let (Some(text), Some(path)) = (&flows, &args.flows) {
@@ -198,22 +184,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     };
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
-    let mut bridge = match Bridge::open(&ports, &opts, &cpus, controller, args.offload) {
-        Ok(bridge) => bridge,
-        Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
-            return Err(e).context(format!(
-                "open the ports: --pmd-cpus gives {} poll-mode threads, one per receive queue, \
-                 so every AF_XDP port needs {} queues (veth: ip link add ... numrxqueues {} \
-                 numtxqueues {}; a NIC: ethtool -L IFACE combined {})",
-                cpus.len(),
-                cpus.len(),
-                cpus.len(),
-                cpus.len(),
-                cpus.len()
-            ));
-        }
-        Err(e) => return Err(e).context("open the ports"),
-    };
+    let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
     if let Some(text) = flows {
         let answer = bridge.handle(&wirespeed_switch::Request {
             command: "add-flows".to_string(),
@@ -229,23 +200,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             );
         }
     }
-    for line in bridge.handle(&show_request()).output.lines() {
-        match line.strip_prefix("wirespeed switch: ") {
-            Some(ours) => eprintln!("wirespeed switch: {ours}"),
-            None if line.starts_with(' ') => eprintln!("wirespeed switch:{line}"),
-            None => eprintln!("wirespeed switch: {line}"),
-        }
-    }
-    for note in port_notes(&mut bridge) {
-        eprintln!("wirespeed switch: note: {note}");
-    }
-    for note in unserved_queues(&ports, cpus.len().max(1)) {
-        eprintln!("wirespeed switch: note: {note}");
-    }
-    eprintln!(
-        "wirespeed switch: ready (control socket {})",
-        args.ctl.display()
-    );
+    announce_ready(&mut bridge, &ports, cpus.len(), &args.ctl);
     let deadline = args
         .duration
         .map(|d| Instant::now() + Duration::from_secs_f64(d));
@@ -255,10 +210,83 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let closed = bridge.close_controller();
     ran.context("the poll-mode threads")?;
     let summary = closed.map_err(anyhow::Error::msg)?;
+    report(&mut bridge, args.json, to_stderr);
+    if !summary.is_empty() {
+        eprintln!("wirespeed switch: {summary}");
+    }
+    Ok(())
+}
+
+/// The `--port` arguments numbered from 1 (or as written), each interface once.
+fn numbered_ports(texts: &[String]) -> anyhow::Result<Vec<(u32, PortSpec)>> {
+    let mut ports = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let port = parse_port(text, i as u32 + 1)?;
+        if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
+            bail!("--port {text}: port number {} is used twice", port.0);
+        }
+        if let Some((n, spec)) = ports.iter().find(|(_, s)| s.same_place(&port.1)) {
+            bail!(
+                "--port {text}: {} is already port {n} ({spec}); a bridge takes each interface \
+                 once (its floods would come back to the hosts that sent them)",
+                port.1.iface
+            );
+        }
+        ports.push(port);
+    }
+    Ok(ports)
+}
+
+/// Opens the bridge's ports, saying what to change when a port has too few queues.
+fn open_bridge(
+    ports: &[(u32, PortSpec)],
+    opts: &wirespeed_port::PortOptions,
+    cpus: &[usize],
+    controller: Box<dyn wirespeed_switch::Controller>,
+    offload: bool,
+) -> anyhow::Result<Bridge> {
+    match Bridge::open(ports, opts, cpus, controller, offload) {
+        Ok(bridge) => Ok(bridge),
+        Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
+            Err(e).context(format!(
+                "open the ports: --pmd-cpus gives {} poll-mode threads, one per receive queue, \
+                 so every AF_XDP port needs {} queues (veth: ip link add ... numrxqueues {} \
+                 numtxqueues {}; a NIC: ethtool -L IFACE combined {})",
+                cpus.len(),
+                cpus.len(),
+                cpus.len(),
+                cpus.len(),
+                cpus.len()
+            ))
+        }
+        Err(e) => Err(e).context("open the ports"),
+    }
+}
+
+/// The start-up lines: the bridge as `show` prints it, notes on its ports, then "ready".
+fn announce_ready(bridge: &mut Bridge, ports: &[(u32, PortSpec)], threads: usize, ctl: &Path) {
+    for line in bridge.handle(&show_request()).output.lines() {
+        match line.strip_prefix("wirespeed switch: ") {
+            Some(ours) => eprintln!("wirespeed switch: {ours}"),
+            None if line.starts_with(' ') => eprintln!("wirespeed switch:{line}"),
+            None => eprintln!("wirespeed switch: {line}"),
+        }
+    }
+    for note in port_notes(bridge) {
+        eprintln!("wirespeed switch: note: {note}");
+    }
+    for note in unserved_queues(ports, threads.max(1)) {
+        eprintln!("wirespeed switch: note: {note}");
+    }
+    eprintln!("wirespeed switch: ready (control socket {})", ctl.display());
+}
+
+/// The closing report: JSON for scripts, or the port table as `dump-ports` prints it.
+fn report(bridge: &mut Bridge, json: bool, to_stderr: bool) {
     let snapshots = bridge.snapshots();
-    if args.json {
-        let json = summary_json(&mut bridge, &snapshots);
-        crate::report_to::report(&format!("{json}\n"), to_stderr);
+    if json {
+        let json = summary_json(bridge, &snapshots);
+        crate::run::report_to::report(&format!("{json}\n"), to_stderr);
     } else {
         let answer = bridge.handle(&wirespeed_switch::Request {
             command: "dump-ports".to_string(),
@@ -266,10 +294,6 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         });
         eprintln!("{}", answer.output);
     }
-    if !summary.is_empty() {
-        eprintln!("wirespeed switch: {summary}");
-    }
-    Ok(())
 }
 
 /// The AF_XDP ports with receive queues no poll-mode thread serves: our program passes

@@ -3,7 +3,7 @@
 //! zero-copy receive (or ordinary reads). Each reports throughput, the CPU time it used, and
 //! how much really went without a copy.
 
-mod live;
+mod live_line;
 mod recv;
 mod send;
 

@@ -1,4 +1,4 @@
-//! `wirespeed zcopy recv`.
+//! `wirespeed zcopy recv`: accepts one TCP connection, receives the way asked, reports.
 
 use std::fs::File;
 use std::io::Write;
@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 use wirespeed_zcopy::{Chunk, PAGE_MSS, Receiver, ZcopyError};
 
-use super::live::{Live, cpu_ms_per_gb, gbps};
+use super::live_line::{Live, cpu_ms_per_gb, gbps};
 
 /// Options of `wirespeed zcopy recv`.
 #[derive(Debug, Args)]
@@ -88,13 +88,13 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
         bail!("--window {}: must be 4K to 1G", args.window);
     }
-    crate::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
+    crate::run::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
     let addr = super::resolve("--listen", &args.listen, true)?;
     let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
     if mss != 0 && !(88..=32767).contains(&mss) {
         bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
     }
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::run::signals::stop_flag()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listen on {addr}"))?;
     if mss != 0 {
         wirespeed_zcopy::set_mss(&listener, mss).context("set the listener's segment size")?;
@@ -122,27 +122,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
-    let waited = Instant::now();
-    let (stream, peer) = loop {
-        match listener.accept() {
-            Ok(conn) => break conn,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e).context("accept"),
-        }
-        if stop.load(Ordering::Relaxed) {
-            bail!("stopped before a connection came");
-        }
-        if args
-            .accept_timeout
-            .is_some_and(|t| waited.elapsed() > Duration::from_secs_f64(t))
-        {
-            bail!(
-                "no connection on {bound} within {} s",
-                args.accept_timeout.unwrap_or_default()
-            );
-        }
-        wait_readable(&listener);
-    };
+    let (stream, peer) = accept(&listener, bound, &stop, args.accept_timeout)?;
     stream.set_nonblocking(false).context("connection")?;
     let peer_mss = wirespeed_zcopy::mss(&stream)?;
     let window = zerocopy.then_some(args.window as usize);
@@ -204,8 +184,40 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
         interrupted,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&s)?);
+    print(&s, args.json)
+}
+
+/// Waits for one connection, giving up on a stop or after `--accept-timeout`.
+fn accept(
+    listener: &TcpListener,
+    bound: std::net::SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+    accept_timeout: Option<f64>,
+) -> anyhow::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+    let waited = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok(conn) => return Ok(conn),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e).context("accept"),
+        }
+        if stop.load(Ordering::Relaxed) {
+            bail!("stopped before a connection came");
+        }
+        if accept_timeout.is_some_and(|t| waited.elapsed() > Duration::from_secs_f64(t)) {
+            bail!(
+                "no connection on {bound} within {} s",
+                accept_timeout.unwrap_or_default()
+            );
+        }
+        wait_readable(listener);
+    }
+}
+
+/// The closing report: one JSON object, or one line.
+fn print(s: &RecvSummary, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(s)?);
     } else {
         println!(
             "zcopy recv from {}: {} bytes in {:.2}s = {:.2} Gbit/s; {} mapped ({:.1}%), {} copied; CPU {:.2}s user {:.2}s system = {:.0} ms/GB",
@@ -216,8 +228,8 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
             s.mapped_bytes,
             s.mapped_share * 100.0,
             s.copied_bytes,
-            user,
-            system,
+            s.cpu_user_s,
+            s.cpu_system_s,
             s.cpu_ms_per_gb
         );
     }

@@ -1,4 +1,4 @@
-//! `wirespeed zcopy send`.
+//! `wirespeed zcopy send`: connects, sends over TCP the way asked (copying or zero-copy), reports.
 
 use std::fs::File;
 use std::io::Read;
@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use wirespeed_zcopy::{SendApi, Sender, ZcopyError};
 
-use super::live::{Live, cpu_ms_per_gb, gbps};
+use super::live_line::{Live, cpu_ms_per_gb, gbps};
 
 /// Options of `wirespeed zcopy send`.
 #[derive(Debug, Args)]
@@ -76,16 +76,7 @@ struct SendSummary {
 }
 
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
-    if args.size == 0 || args.size > 16 << 20 {
-        bail!("--size {}: must be 1 byte to 16M", args.size);
-    }
-    if !(1..=1024).contains(&args.buffers) {
-        bail!("--buffers {}: must be 1 to 1024", args.buffers);
-    }
-    if args.bytes == Some(0) {
-        bail!("--bytes 0: must be at least 1");
-    }
-    crate::meter::check_seconds("--duration", args.duration)?;
+    check(&args)?;
     let addr = super::resolve("--connect", &args.connect, false)?;
     let mut file = match &args.file {
         Some(path) => Some(File::open(path).with_context(|| format!("--file {path}"))?),
@@ -101,7 +92,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         (None, None, None) => Some(Duration::from_secs(10)),
         _ => None,
     };
-    let stop = crate::signals::stop_flag()?;
+    let stop = crate::run::signals::stop_flag()?;
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;
@@ -187,14 +178,41 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
         interrupted,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&s)?);
+    print(&s, args.json)
+}
+
+/// Refuses values the sender cannot use, before anything is opened.
+fn check(args: &SendArgs) -> anyhow::Result<()> {
+    if args.size == 0 || args.size > 16 << 20 {
+        bail!("--size {}: must be 1 byte to 16M", args.size);
+    }
+    if !(1..=1024).contains(&args.buffers) {
+        bail!("--buffers {}: must be 1 to 1024", args.buffers);
+    }
+    if args.bytes == Some(0) {
+        bail!("--bytes 0: must be at least 1");
+    }
+    crate::run::meter::check_seconds("--duration", args.duration)?;
+    Ok(())
+}
+
+/// The closing report: one JSON object, or a line (and the completions when zero-copy).
+fn print(s: &SendSummary, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(s)?);
     } else {
         println!(
             "zcopy send to {}: {} bytes in {:.2}s = {:.2} Gbit/s, {} sends; CPU {:.2}s user {:.2}s system = {:.0} ms/GB",
-            s.connect, s.bytes, s.seconds, s.gbps, s.calls, user, system, s.cpu_ms_per_gb
+            s.connect,
+            s.bytes,
+            s.seconds,
+            s.gbps,
+            s.calls,
+            s.cpu_user_s,
+            s.cpu_system_s,
+            s.cpu_ms_per_gb
         );
-        if zerocopy {
+        if s.zerocopy {
             println!(
                 "completions: {} zero-copy, {} copied by the kernel ({} notices); waited for a buffer {} times, ENOBUFS {} times",
                 s.completed_zerocopy, s.completed_copied, s.notices, s.buffer_waits, s.enobufs

@@ -1,4 +1,5 @@
-//! The port flags `gen` and `recv` share with `bench` (same names, same defaults).
+//! The port flags every port-opening command shares (`bench`, `gen`, `recv`, `switch`):
+//! same names, same defaults.
 
 use anyhow::bail;
 use clap::Args;
@@ -124,7 +125,7 @@ impl PortFlags {
             program_attached: None,
             spill_bytes: 0,
             // A signal gives up opening (a large buffer area takes seconds to set up).
-            cancel: crate::signals::flag(),
+            cancel: crate::run::signals::flag(),
         }
     }
 }

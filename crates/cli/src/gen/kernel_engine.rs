@@ -14,7 +14,7 @@ use wirespeed_port::PortSpec;
 use super::report::{GenSummary, StampedSeries};
 use super::{GenArgs, GenPlan};
 use crate::r#gen::rate::Rate;
-use crate::live::{self, LiveLoad, Prebuilt};
+use crate::run::live_frames::{self, LiveLoad, Prebuilt};
 use wirespeed_packet::L4Kind;
 use wirespeed_xdp::{LiveFrames, Stamp, Variation};
 
@@ -143,7 +143,7 @@ pub fn send(
         quiet: args.quiet,
         vary,
     };
-    let totals = live::run(&load, stop, || {
+    let totals = live_frames::run(&load, stop, || {
         eprintln!(
             "wirespeed gen: {spec} ready (kernel engine, XDP live frames, {}, batch {}{})",
             {
@@ -160,7 +160,7 @@ pub fn send(
                 }
             },
             args.port_flags.batch,
-            live::threads_note(&cpus)
+            live_frames::threads_note(&cpus)
         )
     })?;
     let mut s = GenSummary::new("kernel", spec, None);

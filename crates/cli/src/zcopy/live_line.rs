@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::meter::CpuTime;
+use crate::run::meter::CpuTime;
 
 pub struct Live {
     start: Instant,

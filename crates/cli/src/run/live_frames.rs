@@ -13,7 +13,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use wirespeed_xdp::{LiveFrames, Variation};
 
-use crate::meter::{Measured, Meter};
+use crate::run::meter::{Measured, Meter};
 
 /// The kernel engine's option of `bench` and `gen`.
 #[derive(Debug, Args, Clone, Default)]
@@ -40,7 +40,7 @@ impl LiveFlags {
             Some(list) if !kernel_engine => bail!(
                 "--cpus {list} is for --engine kernel: the socket engine sends from one thread"
             ),
-            Some(list) => crate::cpus::parse("--cpus", list),
+            Some(list) => crate::run::cpus::parse("--cpus", list),
         }
     }
 }
@@ -309,7 +309,7 @@ fn send(
                     if d.is_zero() || over() {
                         break;
                     }
-                    crate::r#gen::pacing::wait(d);
+                    crate::run::clock::wait(d);
                 }
             }
             None => {

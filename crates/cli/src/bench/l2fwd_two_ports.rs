@@ -9,12 +9,13 @@ use wirespeed_port::xdp::XdpGroup;
 use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, PortStats};
 
 use super::report::{Summary, summary_for};
-use super::rxdrop::{HOT_LOOP_CHECK, Tally};
+use super::rxdrop::Tally;
 use super::{BenchArgs, Mode, announce_ready};
-use crate::idle::{IDLE_SLEEP, Idle};
-use crate::link_watch::LinkWatch;
-use crate::meter::{Meter, RunLimit};
-use crate::open_port::drain;
+use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::link_watch::LinkWatch;
+use crate::run::meter::{Meter, RunLimit};
+use crate::run::open_port::drain;
 
 pub fn run(
     args: &BenchArgs,
@@ -115,8 +116,8 @@ fn run_copying(
 ) -> anyhow::Result<Summary> {
     let opts = args.port_options(&[&a.iface, &b.iface], true, true);
     let mut ports: [Box<dyn Port>; 2] = [
-        crate::open_port::open_port(a, &opts)?,
-        crate::open_port::open_port(b, &opts)?,
+        crate::run::open_port::open_port(a, &opts)?,
+        crate::run::open_port::open_port(b, &opts)?,
     ];
     announce_ready(Mode::L2fwd, ports[0].info(), args.port_flags.batch);
     announce_ready(Mode::L2fwd, ports[1].info(), args.port_flags.batch);

@@ -16,7 +16,7 @@ pub fn open_port(spec: &PortSpec, opts: &PortOptions) -> anyhow::Result<Box<dyn 
 /// `opts`, given up on when a signal asks the tool to stop.
 pub fn cancellable(opts: &PortOptions) -> PortOptions {
     PortOptions {
-        cancel: crate::signals::flag(),
+        cancel: crate::run::signals::flag(),
         ..opts.clone()
     }
 }
