@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
-use wirespeed_switch::ofproto::datapath::{SlowPath, process};
+use wirespeed_switch::dpif::process::{BurstLock, process};
 use wirespeed_switch::{Datapath, FlowBits, FlowCache, Frame, MacView, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
@@ -134,7 +134,7 @@ fn main() {
     let mut full = |cache: &mut FlowCache, buffer: &mut Vec<u8>, verdict: &mut Verdict| {
         let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
         verdict.reset();
-        let mut shared = SlowPath::new(&datapath, &mut macs, &ports, false);
+        let mut shared = BurstLock::new(&datapath, &mut macs, &ports, false);
         let mut emit = |_: &[u8], _: &[u32]| {};
         process(cache, &mut shared, &mut frame, 1, now, verdict, &mut emit);
     };

@@ -65,6 +65,7 @@ pub use bridge::control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request
 pub use classifier::RuleId;
 pub use dpif::flow_cache::{CacheStats, FlowCache};
 pub use dpif::pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
+pub use dpif::upcall::{Decision, Upcall};
 pub use error::FlowError;
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
 pub use field::{Field, FlowBits};
@@ -80,5 +81,5 @@ pub use ofctl::flow_parse::{
 pub use offload::{FastPortCounts, Offload, OffloadSummary};
 pub use ofproto::datapath::Datapath;
 pub use ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
-pub use ofproto::translate::{Decision, translate};
+pub use ofproto::translate::translate;
 pub use rule::{Rule, RuleStats};

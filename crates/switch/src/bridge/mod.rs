@@ -323,7 +323,7 @@ impl Bridge {
                 let (requests, inbox) = mpsc::channel();
                 let shared = Shared {
                     cache: cache.clone(),
-                    datapath: self.datapath.clone(),
+                    state: self.datapath.clone(),
                     controller: self.controller.clone(),
                     ports: ports.clone(),
                     offload: self.offload,

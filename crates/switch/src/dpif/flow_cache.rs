@@ -1,15 +1,14 @@
 //! The two caches in front of the rule tables, and their revalidation: exact-match cache, then
-//! megaflow cache, then the slow path ([`crate::translate()`]), which installs a megaflow matching
+//! megaflow cache, then an upcall ([`Upcall::translate`]), which installs a megaflow matching
 //! exactly the bits it examined.
 
 use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::dpif::upcall::Upcall;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
-use crate::ofproto::rule_table::RuleTables;
-use crate::ofproto::translate::translate;
 
 /// Where lookups were answered.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -68,7 +67,7 @@ impl FlowCache {
     /// the poll-mode threads' path ([`Self::hit`], [`Self::miss`], [`Self::credit`]) for a
     /// single-threaded caller that edits `tables` directly (a change shows at the next lookup;
     /// counts made before it are dropped, not harvested).
-    pub fn lookup(&mut self, tables: &mut RuleTables, flow: &FlowBits, bytes: usize) -> &Megaflow {
+    pub fn lookup(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, bytes: usize) -> &Megaflow {
         // Revalidation, the simplest correct way: any rule change empties both caches. A precise
         // revalidator (OVS re-translates every megaflow and keeps the unchanged ones) costs a
         // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
@@ -97,14 +96,14 @@ impl FlowCache {
 
     /// The slow path after [`Self::hit`] found nothing: translates `flow` through `tables`
     /// and installs the megaflow. A full cache is harvested into `tables`, then emptied.
-    pub fn miss(&mut self, tables: &mut RuleTables, flow: &FlowBits, hash: u64) -> MegaflowId {
+    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, hash: u64) -> MegaflowId {
         if self.megaflows.is_full() {
             self.harvest(tables);
             self.flush();
         }
         self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
-        let decision = translate(tables, flow, &mut wildcards);
+        let decision = tables.translate(flow, &mut wildcards);
         let id = self
             .megaflows
             .insert(Match::new(*flow, wildcards), decision);
@@ -119,14 +118,14 @@ impl FlowCache {
 
     /// Credits the rules behind each megaflow with its packets since the last harvest. Call
     /// with the tables the megaflows were made from (before a change to them).
-    pub fn harvest(&mut self, tables: &mut RuleTables) {
+    pub fn harvest(&mut self, tables: &mut dyn Upcall) {
         for megaflow in self.megaflows.iter_mut() {
             let (packets, bytes) = megaflow.take_uncredited();
             if packets == 0 {
                 continue;
             }
             for &id in &megaflow.decision.rules {
-                tables.credit_many(id, packets, bytes, megaflow.used);
+                tables.credit(id, packets, bytes, megaflow.used);
             }
         }
     }
@@ -171,6 +170,7 @@ mod tests {
     use crate::action::Action;
     use crate::field::Field;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofproto::rule_table::RuleTables;
 
     fn flow(in_port: u128, nw_dst: u128) -> FlowBits {
         let mut flow = FlowBits::ZERO;

@@ -6,9 +6,9 @@
 use core::time::Duration;
 use std::collections::HashMap;
 
+use crate::dpif::upcall::Decision;
 use crate::field::{FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
-use crate::ofproto::translate::Decision;
 
 /// OVS's default `flow-limit`.
 pub const DEFAULT_MEGAFLOW_CAPACITY: usize = 200_000;

@@ -7,4 +7,6 @@ pub mod megaflow;
 pub mod pmd;
 pub mod port_links;
 pub mod port_set;
+pub mod process;
 pub mod thread_cache;
+pub mod upcall;

@@ -1,6 +1,6 @@
 //! A poll-mode thread: it owns the ports of one receive queue (a [`PortSet`]) and its own
 //! [`FlowCache`], and loops: receive a burst on each port, run every frame through the
-//! datapath ([`process`]: its cache, and the bridge's shared [`Datapath`] only when a burst
+//! datapath ([`process`]: its cache, and the bridge's [`SharedState`] only when a burst
 //! needs it), queue it where it goes (a descriptor move inside the UMEM, a copy otherwise),
 //! send, and sleep in poll() only after a millisecond with nothing to do.
 
@@ -13,12 +13,13 @@ use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
+use crate::dpif::process::{BurstLock, process};
 use crate::dpif::thread_cache::ThreadCache;
 pub use crate::dpif::thread_cache::lock;
+use crate::dpif::upcall::SharedState;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
-use crate::ofproto::datapath::{Datapath, SlowPath, process};
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
@@ -114,7 +115,8 @@ impl Controller for LogController {
 /// locked only when needed.
 pub struct Shared {
     pub cache: Arc<ThreadCache>,
-    pub datapath: Arc<Mutex<Datapath>>,
+    /// What the bridge's threads share (the rules, the learning table, the offload).
+    pub state: Arc<Mutex<dyn SharedState + Send>>,
     pub controller: Arc<Mutex<Box<dyn Controller>>>,
     /// The bridge's ports, sorted (a copy of the datapath's, which do not change).
     pub ports: Vec<u32>,
@@ -128,7 +130,7 @@ pub struct Shared {
 /// it was needed.
 struct Round<'a> {
     cache: MutexGuard<'a, FlowCache>,
-    shared: SlowPath<'a>,
+    shared: BurstLock<'a>,
     controller: &'a Mutex<Box<dyn Controller>>,
 }
 
@@ -264,8 +266,8 @@ impl Pmd {
     pub fn poll_once(&mut self, shared: &mut Shared) -> Result<usize, PortError> {
         let mut round = Round {
             cache: shared.cache.for_round(),
-            shared: SlowPath::new(
-                &shared.datapath,
+            shared: BurstLock::new(
+                &shared.state,
                 &mut shared.macs,
                 &shared.ports,
                 shared.offload,

@@ -169,7 +169,7 @@ impl Verdict {
 }
 
 /// Where `normal` learns and looks up addresses: the learning table itself, or a thread's way
-/// to it (see [`crate::ofproto::datapath::SlowPath`]).
+/// to it (see [`crate::dpif::process::BurstLock`]).
 pub trait Learning {
     /// `mac` on `vlan` was seen on `port` (see [`MacTable::learn`]).
     fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration);

@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn megaflow_lines() {
-        use crate::ofproto::translate::Decision;
+        use crate::dpif::upcall::Decision;
         let rule = parse_rule("in_port=1,ip,actions=output:2").unwrap();
         let megaflow = Megaflow {
             flow_match: rule.flow_match,

@@ -53,9 +53,8 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::upcall::{Decision, Upcall};
 use crate::mac_learning::MacTable;
-use crate::ofproto::rule_table::RuleTables;
-use crate::ofproto::translate::Decision;
 use transmit_watch::TransmitWatch;
 
 /// A learned address: (VLAN, MAC).
@@ -171,7 +170,7 @@ impl Offload {
         &mut self,
         port: u32,
         up: bool,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -195,7 +194,7 @@ impl Offload {
         frame: &[u8],
         in_port: u32,
         decision: &Decision,
-        tables: &RuleTables,
+        tables: &dyn Upcall,
         macs: &MacTable,
         now: Duration,
     ) {
@@ -221,11 +220,7 @@ impl Offload {
         else {
             return;
         };
-        let timed = decision.rules.iter().any(|&id| {
-            tables
-                .get(id)
-                .is_none_or(|r| r.rule.idle_timeout != 0 || r.rule.hard_timeout != 0)
-        });
+        let timed = decision.rules.iter().any(|&id| tables.times_out(id));
         if timed {
             return;
         }
@@ -268,7 +263,7 @@ impl Offload {
     /// Credits what the kernel counted since the last harvest to the entries' rules and ports.
     pub fn harvest(
         &mut self,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -300,7 +295,7 @@ impl Offload {
     /// entries / 8192 calls.
     pub fn age(
         &mut self,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -319,7 +314,7 @@ impl Offload {
     fn age_keys(
         &mut self,
         keep: usize,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -352,7 +347,7 @@ impl Offload {
     /// counts, and removes them (the next packets of those flows are decided afresh).
     pub fn flush(
         &mut self,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -369,7 +364,7 @@ impl Offload {
 
     fn flush_entries(
         &mut self,
-        tables: &mut RuleTables,
+        tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
@@ -451,7 +446,7 @@ fn credit(
     entry: &mut Entry,
     counts: FlowCounts,
     ports: &mut HashMap<u32, FastPortCounts>,
-    tables: &mut RuleTables,
+    tables: &mut dyn Upcall,
     macs: &mut MacTable,
     now: Duration,
 ) -> bool {
@@ -466,7 +461,7 @@ fn credit(
         macs.refresh(vlan, src, entry.in_port, now);
     }
     for &id in &entry.rules {
-        tables.credit_many(id, packets, bytes, now);
+        tables.credit(id, packets, bytes, now);
     }
     let rx = ports.entry(entry.in_port).or_default();
     rx.rx_packets += packets;
@@ -502,6 +497,7 @@ fn learned_destination(
 mod tests {
     use super::*;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofproto::rule_table::RuleTables;
     use std::net::Ipv4Addr;
     use wirespeed_packet::template::UdpTemplate;
     use wirespeed_xdp::AttachMode;

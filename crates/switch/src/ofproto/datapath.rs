@@ -1,32 +1,20 @@
-//! One bridge's packet path, without I/O: parse once, find the decision through the caches,
-//! execute the actions. Each poll-mode thread calls [`process`] per received frame with its
-//! own [`FlowCache`]; the bridge's shared state (the rule tables, the learning table, the
-//! offload), the [`Datapath`], is locked only in a burst that needs it ([`SlowPath`]): a
-//! cached decision touches nothing another thread writes (DESIGN rule 3), `normal` included
-//! while the thread's [`MacView`] knows both addresses.
-//! The control side edits [`Datapath::tables`] with every thread's cache locked, harvested
-//! and then revalidated (see [`crate::bridge::Bridge::edit`]).
+//! What a bridge's poll-mode threads share, owned by the OpenFlow layer: the rule tables, the
+//! learning table and the offload ([`Datapath`]), reached by the datapath through the
+//! [`SharedState`] upcall interface, and edited by the control side with every thread's cache
+//! locked, harvested and then revalidated ([`edit`]).
 
 use core::ops::DerefMut;
 use core::time::Duration;
-use std::sync::{Mutex, MutexGuard};
 
-use wirespeed_packet::MacAddr;
-use wirespeed_packet::flow_key::FlowKey;
-use wirespeed_packet::partial_checksum;
 use wirespeed_xdp::XdpError;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::dpif::flow_cache::FlowCache;
-use crate::dpif::pmd::lock;
-use crate::execute::rewrite::PacketHeaders;
-use crate::execute::{self, Bridge, DropReason, Learning, Packet, Verdict};
-use crate::field::FlowBits;
-use crate::frame::Frame;
+use crate::dpif::upcall::{Decision, SharedState, Upcall};
+use crate::error::FlowError;
+use crate::flow_match::Match;
 use crate::mac_learning::MacTable;
-use crate::mac_learning::mac_view::MacView;
-use crate::ofctl::flow_parse::{FlowError, parse_rule};
 use crate::offload::Offload;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::Rule;
@@ -52,7 +40,10 @@ impl Datapath {
     /// `priority=0,actions=normal`, as an Open vSwitch bridge's.
     pub fn new() -> Datapath {
         let mut datapath = Datapath::without_rules();
-        let rule = parse_rule("priority=0,actions=normal").expect("the default rule parses");
+        let rule = Rule {
+            priority: 0,
+            ..Rule::new(Match::ANY, vec![Action::Normal])
+        };
         datapath.tables.add(rule, Duration::ZERO);
         datapath
     }
@@ -133,177 +124,43 @@ impl Datapath {
     }
 }
 
-/// The bridge's [`Datapath`] as one poll-mode thread reaches it: locked the first time a
-/// burst needs it, held until the burst ends ([`SlowPath::release`]); and the thread's view
-/// of its learning table, which answers `normal` without the lock while it can.
-pub struct SlowPath<'a> {
-    datapath: &'a Mutex<Datapath>,
-    macs: &'a mut MacView,
-    guard: Option<MutexGuard<'a, Datapath>>,
-    /// The bridge's ports (fixed when it opened), for `flood`, without the lock.
-    ports: &'a [u32],
-    /// The bridge offloads flows: each decision the kernel could take is offered to it.
-    offload: bool,
-    taken: u64,
-}
-
-impl<'a> SlowPath<'a> {
-    pub fn new(
-        datapath: &'a Mutex<Datapath>,
-        macs: &'a mut MacView,
-        ports: &'a [u32],
-        offload: bool,
-    ) -> SlowPath<'a> {
-        SlowPath {
-            datapath,
-            macs,
-            guard: None,
-            ports,
-            offload,
-            taken: 0,
-        }
+/// What the datapath's threads reach under the lock: the tables answer upcalls, the learning
+/// table `normal`, and the offload takes the decisions the kernel can carry out.
+impl SharedState for Datapath {
+    fn rules(&mut self) -> &mut dyn Upcall {
+        &mut self.tables
     }
 
-    /// The shared state, locked now if it is not yet.
-    pub fn get(&mut self) -> &mut Datapath {
-        let (datapath, taken) = (self.datapath, &mut self.taken);
-        self.guard.get_or_insert_with(|| {
-            *taken += 1;
-            lock(datapath)
-        })
+    fn mac_table(&mut self) -> &mut MacTable {
+        &mut self.mac_table
     }
 
-    /// Ends the burst: unlocks the shared state if it was taken.
-    pub fn release(&mut self) {
-        self.guard = None;
-    }
-
-    /// Whether the shared state is locked now.
-    pub fn is_locked(&self) -> bool {
-        self.guard.is_some()
-    }
-
-    /// How many times the shared state was locked.
-    pub fn taken(&self) -> u64 {
-        self.taken
-    }
-}
-
-impl Learning for SlowPath<'_> {
-    fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
-        if mac.is_multicast() || self.macs.knows_source(vlan, mac, port, now) {
+    fn after_decision(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        decision: &Decision,
+        rewritten: bool,
+        now: Duration,
+    ) {
+        let Some(offload) = &mut self.offload else {
             return;
-        }
-        let table = &mut self.get().mac_table;
-        table.learn(vlan, mac, port, now);
-        let learned = table.entry(vlan, mac).filter(|e| e.port == port);
-        if let Some(entry) = learned {
-            self.macs.record(vlan, mac, entry);
-        }
-    }
-
-    fn lookup(&mut self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
-        if let Some(port) = self.macs.lookup(vlan, mac, now) {
-            return Some(port);
-        }
-        let table = &self.get().mac_table;
-        let port = table.lookup(vlan, mac, now)?;
-        let entry = table.entry(vlan, mac)?;
-        self.macs.record(vlan, mac, entry);
-        Some(port)
-    }
-}
-
-/// Parses, classifies and executes one received frame, writing what became of it into
-/// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`. The
-/// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action its
-/// view of the learning table cannot answer, or a decision the offload may take.
-pub fn process(
-    cache: &mut FlowCache,
-    shared: &mut SlowPath<'_>,
-    frame: &mut Frame<'_>,
-    in_port: u32,
-    now: Duration,
-    verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32]),
-) {
-    let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
-    let flow = FlowBits::from_key(&key);
-    let hash = flow.hash64();
-    let id = match cache.hit(&flow, hash) {
-        Some(id) => id,
-        None => cache.miss(&mut shared.get().tables, &flow, hash),
-    };
-    let decision = &cache.credit(id, frame.len(), now).decision;
-    if decision.too_deep {
-        return verdict.drop_for(DropReason::ResubmitLimit);
-    }
-    if decision.actions.is_empty() {
-        let reason = if decision.rules.is_empty() {
-            DropReason::TableMiss
-        } else {
-            DropReason::NoOutput
         };
-        return verdict.drop_for(reason);
-    }
-    // A host that offloads transmit checksums (veth's default) leaves TCP and UDP
-    // checksums partial; its receiver would drop the frame as it is.
-    let completed = match (offsets.l3, offsets.l4, key.nw_proto) {
-        (Some(l3), Some(l4), 6 | 17) => {
-            partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
+        // After execution: a `normal` decision reads the learning table as it now is. The
+        // decisions the fast path takes never rewrite the frame; a completed checksum did,
+        // and that flow's next packets will come partial too, which the kernel leaves to us:
+        // an entry for them would never be used.
+        if !rewritten {
+            offload.consider(frame, in_port, decision, &self.tables, &self.mac_table, now);
         }
-        _ => false,
-    };
-    let mut packet = Packet {
-        frame,
-        headers: PacketHeaders::new(&key, offsets),
-        flow,
-        in_port,
-    };
-    if decision.actions.contains(&Action::Normal) {
-        shared.macs.revalidate();
-    }
-    let mut bridge = Bridge {
-        ports: shared.ports,
-        learning: shared,
-        now,
-    };
-    execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
-    // Only `output:N` and `normal` decisions can go to the kernel's table. A packet that
-    // locked nothing changed no learned address: it leaves the offload as it was.
-    let offloadable = !completed
-        && matches!(
-            decision.actions.as_slice(),
-            [Action::Output(_)] | [Action::Normal]
-        );
-    if !shared.offload || !(offloadable || shared.is_locked()) {
-        return;
-    }
-    let datapath = shared.get();
-    let Some(offload) = &mut datapath.offload else {
-        return;
-    };
-    // After execution: a `normal` decision reads the learning table as it now is. The
-    // decisions the fast path takes never rewrite the frame; a completed checksum did,
-    // and that flow's next packets will come partial too, which the kernel leaves to us:
-    // an entry for them would never be used.
-    if !completed {
-        offload.consider(
-            frame.data(),
-            in_port,
-            decision,
-            &datapath.tables,
-            &datapath.mac_table,
-            now,
-        );
-    }
-    if !offload.flush_failed()
-        && offload.macs_changed(&datapath.mac_table)
-        && offload
-            .flush(&mut datapath.tables, &mut datapath.mac_table, now)
-            .is_err()
-    {
-        offload.count_error();
+        if !offload.flush_failed()
+            && offload.macs_changed(&self.mac_table)
+            && offload
+                .flush(&mut self.tables, &mut self.mac_table, now)
+                .is_err()
+        {
+            offload.count_error();
+        }
     }
 }
 
@@ -349,7 +206,14 @@ pub fn check_output_ports(ports: &[u32], actions: &[Action]) -> Result<(), FlowE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dpif::process::{BurstLock, process};
+    use crate::dpif::thread_cache::lock;
+    use crate::execute::{DropReason, Verdict};
+    use crate::frame::Frame;
+    use crate::mac_learning::mac_view::MacView;
+    use crate::ofctl::flow_parse::parse_rule;
     use crate::ofproto::rule_table::RuleSelector;
+    use std::sync::Mutex;
 
     const FRAME: [u8; 42] = [
         0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet
@@ -395,7 +259,7 @@ mod tests {
             }
             let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
             let mut verdict = Verdict::default();
-            let mut shared = SlowPath::new(&self.datapath, &mut self.macs, &self.ports, false);
+            let mut shared = BurstLock::new(&self.datapath, &mut self.macs, &self.ports, false);
             process(
                 &mut self.cache,
                 &mut shared,

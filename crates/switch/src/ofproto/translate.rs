@@ -8,8 +8,11 @@
 //! `mod_vlan_vid`'s kept priority), the bits it was computed from. Rewrites themselves run per
 //! packet, so a `dec_ttl` no later table looks at leaves the TTL wildcarded.
 
+use core::time::Duration;
+
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::upcall::{Decision, Upcall};
 use crate::field::FlowBits;
 use crate::ofproto::rule_table::RuleTables;
 
@@ -17,16 +20,6 @@ use crate::ofproto::rule_table::RuleTables;
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
 /// Table lookups allowed for one packet before it is dropped (OVS: 4096 resubmits).
 pub const MAX_TABLE_LOOKUPS: usize = 4096;
-
-/// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
-/// empty list drops), and the rules that matched, to be credited per packet.
-#[derive(Clone, PartialEq, Eq, Debug, Default)]
-pub struct Decision {
-    pub actions: Vec<Action>,
-    pub rules: Vec<RuleId>,
-    /// Set when the resubmit limits were hit; the packet is dropped.
-    pub too_deep: bool,
-}
 
 /// Translates `flow` starting at table 0; see the module docs for `wildcards`.
 pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
@@ -45,6 +38,27 @@ pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits)
         decision.actions.clear();
     }
     decision
+}
+
+/// The datapath's upcall lands here: a miss is translated through the tables, and the caches'
+/// counts come back to the rules they were made from.
+impl Upcall for RuleTables {
+    fn translate(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
+        translate(self, flow, wildcards)
+    }
+
+    fn generation(&self) -> u64 {
+        RuleTables::generation(self)
+    }
+
+    fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration) {
+        self.credit_many(rule, packets, bytes, used);
+    }
+
+    fn times_out(&self, rule: RuleId) -> bool {
+        self.get(rule)
+            .is_none_or(|r| r.rule.idle_timeout != 0 || r.rule.hard_timeout != 0)
+    }
 }
 
 struct Translation<'a> {

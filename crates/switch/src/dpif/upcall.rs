@@ -1,0 +1,49 @@
+//! The datapath's one way up: what it asks of the layer that owns the rules when its caches
+//! cannot answer (OVS's upcall), and what it keeps of the answer, a [`Decision`]. Defined here,
+//! implemented by `ofproto`, so the datapath imports nothing above it.
+
+use core::time::Duration;
+
+use crate::action::Action;
+use crate::classifier::RuleId;
+use crate::field::FlowBits;
+use crate::mac_learning::MacTable;
+
+/// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
+/// empty list drops), and the rules that matched, as handles to credit their counters.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Decision {
+    pub actions: Vec<Action>,
+    pub rules: Vec<RuleId>,
+    /// Set when the resubmit limits were hit; the packet is dropped.
+    pub too_deep: bool,
+}
+
+/// The rules, as the datapath reaches them on a miss and when it hands back counts.
+pub trait Upcall {
+    /// The decision for `flow`; every bit of `flow` it depended on is set in `wildcards`.
+    fn translate(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
+    /// Changes with every change to the rules: a cache made before it is stale.
+    fn generation(&self) -> u64;
+    /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still there).
+    fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration);
+    /// Whether `rule` has an idle or hard timeout (or is gone): its counters need every packet.
+    fn times_out(&self, rule: RuleId) -> bool;
+}
+
+/// What a bridge's poll-mode threads share, as the datapath needs it: the rules (through the
+/// upcall), the learning table, and the kernel's fast path if the bridge offloads.
+pub trait SharedState {
+    fn rules(&mut self) -> &mut dyn Upcall;
+    fn mac_table(&mut self) -> &mut MacTable;
+    /// After a frame's decision ran: offers it to the kernel's fast path (unless the frame was
+    /// `rewritten` on the way), and flushes the fast path if a learned address it used moved.
+    fn after_decision(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        decision: &Decision,
+        rewritten: bool,
+        now: Duration,
+    );
+}
