@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use wirespeed_capture::filter::{Filter, FilterError};
 
+use crate::run::signals::Interrupted;
+
 /// How long libpcap may take to compile a filter.
 pub const COMPILE_LIMIT: Duration = Duration::from_secs(10);
 /// How often the wait looks at the child and the stop flag.
@@ -42,7 +44,7 @@ pub enum CompileError {
     TooLong,
     /// A signal came while it compiled.
     #[error("stopped while compiling the filter")]
-    Stopped,
+    Stopped(#[source] Interrupted),
     #[error("compile the filter: {0}")]
     Child(String),
 }
@@ -77,7 +79,7 @@ pub fn compile(
     let status = loop {
         if stop.load(Ordering::Relaxed) {
             kill(&mut child);
-            return Err(CompileError::Stopped);
+            return Err(CompileError::Stopped(Interrupted));
         }
         if Instant::now() >= deadline {
             kill(&mut child);

@@ -354,7 +354,7 @@ fn compile_or_exit(
         }
         Ok(f) => Ok(Some(f)),
         // Not the filter's fault: stopped, or the child could not run.
-        Err(e @ (CompileError::Stopped | CompileError::Child(_))) => Err(e.into()),
+        Err(e @ (CompileError::Stopped(_) | CompileError::Child(_))) => Err(e.into()),
         Err(e) => {
             eprintln!("wirespeed capture: {e}");
             std::process::exit(EXIT_BAD_FILTER);

@@ -33,6 +33,12 @@ pub fn received() -> Option<i32> {
     }
 }
 
+/// A set-up step (a filter compiling in a child, say) that gave up because a signal asked the
+/// tool to stop: the source of that step's own error, so [`exit_status`] finds it.
+#[derive(Debug, thiserror::Error)]
+#[error("a signal asked the tool to stop")]
+pub struct Interrupted;
+
 /// The exit status of a run that a signal ended before it could finish its set-up (`e` is
 /// the set-up step giving up: a port opening, a filter compiling): the shell's for the
 /// signal, 130 or 143. None for any other error, which exits 1 as always.
@@ -41,10 +47,7 @@ pub fn exit_status(e: &anyhow::Error) -> Option<i32> {
         matches!(
             cause.downcast_ref::<wirespeed_port::PortError>(),
             Some(wirespeed_port::PortError::Cancelled(_))
-        ) || matches!(
-            cause.downcast_ref::<crate::capture::filter_child::CompileError>(),
-            Some(crate::capture::filter_child::CompileError::Stopped)
-        )
+        ) || cause.is::<Interrupted>()
     });
     received().filter(|_| gave_up).map(|sig| 128 + sig)
 }
