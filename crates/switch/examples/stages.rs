@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
-use wirespeed_switch::{Datapath, FlowBits, FlowCache, Frame, MacView, Verdict, parse_flows};
+use wirespeed_switch::{FlowBits, FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
 
@@ -116,17 +116,17 @@ fn main() {
         eprintln!("stages: --size {}: {e}", o.size);
         std::process::exit(2);
     });
-    let mut datapath = Datapath::without_rules();
-    datapath.add_port(1);
-    datapath.add_port(2);
+    let mut ofproto = Ofproto::without_rules();
+    ofproto.add_port(1);
+    ofproto.add_port(2);
     for rule in parse_flows(&rules(o.rules)).expect("the benchmark's rules parse") {
-        datapath.tables.add(rule, Duration::ZERO);
+        ofproto.tables.add(rule, Duration::ZERO);
     }
     let len = o.size - 4;
     let now = Duration::from_secs(1);
-    let ports = datapath.ports().to_vec();
-    let mut macs = MacView::new(&datapath.mac_table);
-    let datapath = Mutex::new(datapath);
+    let ports = ofproto.ports().to_vec();
+    let mut macs = MacView::new(&ofproto.mac_table);
+    let ofproto = Mutex::new(ofproto);
     let mut cache = FlowCache::default();
 
     // Warm the caches the way a running switch has them, then measure each prefix of the path.
@@ -134,7 +134,7 @@ fn main() {
     let mut full = |cache: &mut FlowCache, buffer: &mut Vec<u8>, verdict: &mut Verdict| {
         let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
         verdict.reset();
-        let mut shared = BurstLock::new(&datapath, &mut macs, &ports, false);
+        let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
         let mut emit = |_: &[u8], _: &[u32]| {};
         process(cache, &mut shared, &mut frame, 1, now, verdict, &mut emit);
     };
@@ -158,7 +158,7 @@ fn main() {
             let hash = flow.hash64();
             let id = match cache.hit(&flow, hash) {
                 Some(id) => id,
-                None => cache.miss(&mut datapath.lock().unwrap().tables, &flow, hash),
+                None => cache.miss(&mut ofproto.lock().unwrap().tables, &flow, hash),
             };
             black_box(cache.credit(id, len, now).decision.rules.len());
         }));

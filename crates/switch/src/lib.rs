@@ -5,31 +5,31 @@
 //! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
 //! a megaflow covering exactly the bits the lookup examined.
 //!
-//! One folder a layer, as in Open vSwitch; a layer uses the ones below it:
+//! One folder a layer, as in Open vSwitch; a layer imports only the ones below it (no cycle
+//! among the modules):
 //! - [`bridge`]: the ports, the poll-mode threads, the control socket ([`bridge::control`],
 //!   whose request handler is passed in) and its commands ([`bridge::commands`]);
 //! - [`ofctl`]: ovs-ofctl's text syntax in and out: flows, actions, `dump-flows` lines;
 //! - [`ofproto`]: the rule tables, translation through them ([`translate()`], OVS's xlate),
-//!   and [`Datapath`], the state a bridge's threads share;
+//!   and [`Ofproto`], what a bridge's threads share (rules, learning table, offload);
 //! - [`offload`]: flows handed to the kernel's XDP fast path, and its transmit watch;
-//! - [`dpif`]: the caches (exact-match, megaflow, each thread's own), the poll-mode loop and
-//!   the port sets;
+//! - [`dpif`]: the per-frame [`dpif::process::process`], the caches (exact-match, megaflow,
+//!   each thread's own), the poll-mode loop and the port sets. It reaches the rules only
+//!   through the interface it defines, [`dpif::upcall`] ([`Upcall`], [`dpif::upcall::SharedState`],
+//!   [`Decision`]), which `ofproto` implements: nothing in `dpif` imports `ofproto`, `ofctl`
+//!   or `bridge`;
 //! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`];
 //! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`rule`], [`frame`],
 //!   [`error`].
 //!
-//! Not yet down-only (issue #30): [`dpif`] still reaches [`ofproto`] on a miss (`translate`,
-//! [`Decision`]) and [`ofproto::datapath`] holds the per-frame `process`; [`offload`] reads
-//! the rule tables.
-//!
 //! How the pieces are driven:
-//! - receive path, per frame: [`ofproto::datapath::process`] (parse → the thread's own
-//!   [`FlowCache`] → [`translate()`] on a miss → [`execute::execute`]) fills a [`Verdict`] the
+//! - receive path, per frame: [`dpif::process::process`] (parse → the thread's own
+//!   [`FlowCache`] → an upcall on a miss → [`execute::execute`]) fills a [`Verdict`] the
 //!   caller reuses: output ports, a controller flag, or a [`DropReason`]; copies for rewrites
 //!   between outputs go through `emit` into the thread's scratch space. The bridge's shared
-//!   [`Datapath`] (rules, learning table, offload) is locked only in a burst with a miss, a
-//!   `normal` action the thread's [`MacView`] cannot answer, or the offload
-//!   ([`ofproto::datapath::SlowPath`]). Nothing is allocated unless the slow path runs.
+//!   [`Ofproto`] is locked only in a burst with a miss, a `normal` action the thread's
+//!   [`MacView`] cannot answer, or the offload ([`dpif::process::BurstLock`]). Nothing is
+//!   allocated unless a miss is translated.
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
 //!   thread's cache is locked, harvested into the rules' counters, and emptied after a change,
@@ -37,8 +37,8 @@
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
-//!   counters ([`Datapath::harvest_offload`]) and flushes it before any rule change
-//!   ([`Datapath::flush_offload`]).
+//!   counters ([`Ofproto::harvest_offload`]) and flushes it before any rule change
+//!   ([`Ofproto::flush_offload`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after
 //!   a harvest), [`MacTable::expire`], [`FlowCache::optimize`].
 #![forbid(unsafe_code)]
@@ -79,7 +79,7 @@ pub use ofctl::flow_parse::{
     FlowMod, parse_flow_mod, parse_flows, parse_match, parse_rule, parse_selector,
 };
 pub use offload::{FastPortCounts, Offload, OffloadSummary};
-pub use ofproto::datapath::Datapath;
 pub use ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
+pub use ofproto::state::Ofproto;
 pub use ofproto::translate::translate;
 pub use rule::{Rule, RuleStats};

@@ -11,7 +11,7 @@ use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::frame_builder::{FrameSpec, IpPair, L4Kind};
 use wirespeed_packet::frame_reader::read_test_frame;
 use wirespeed_switch::execute::rewrite::PacketHeaders;
-use wirespeed_switch::execute::{Bridge, Packet, execute};
+use wirespeed_switch::execute::{ActionContext, Packet, execute};
 use wirespeed_switch::{Action, Field, FlowBits, Frame, MacTable};
 
 const HEADROOM: usize = 8;
@@ -119,7 +119,7 @@ proptest! {
         let mut frame = Frame::new(&mut buffer, HEADROOM, frame_len).unwrap();
         let mut packet = Packet { frame: &mut frame, headers: PacketHeaders::new(&key, offsets), flow: FlowBits::from_key(&key), in_port: 1 };
         let mut mac_table = MacTable::default();
-        let mut bridge = Bridge { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO };
+        let mut bridge = ActionContext { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO };
         let mut verdict = wirespeed_switch::Verdict::default();
         execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32]| {});
         prop_assume!(!ttl_drops);

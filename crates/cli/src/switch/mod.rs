@@ -329,7 +329,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
     let (totals, c) = wirespeed_switch::bridge::commands::port_totals(snapshots);
     let now = bridge.now();
     let (fast_ports, fast_path) = {
-        let mut dp = bridge.datapath();
+        let mut dp = bridge.ofproto();
         let harvested = dp.harvest_offload(now);
         match (&dp.offload, harvested) {
             (None, _) => (None, serde_json::Value::Null),

@@ -21,8 +21,8 @@ use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
 use crate::offload::FastPortCounts;
-use crate::ofproto::datapath::{Datapath, check_output_ports};
 use crate::ofproto::rule_table::RuleSelector;
+use crate::ofproto::state::{Ofproto, check_output_ports};
 use crate::rule::Rule;
 use wirespeed_port::LinkState as Link;
 
@@ -122,7 +122,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
     let now = bridge.now();
     // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
     let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
-    bridge.edit(|datapath| apply(datapath, edit, flow, now))
+    bridge.edit(|ofproto| apply(ofproto, edit, flow, now))
 }
 
 /// Checks a flow file as `add-flows` would take it on a bridge with `ports`, before there
@@ -151,7 +151,7 @@ enum Edit {
 
 /// Applies `edit` under the lock. Adding is all or nothing: every flow names known ports, or
 /// the table is unchanged.
-fn apply(dp: &mut Datapath, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
+fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
     // The kernel's counts go to the rules as they are now; before a change, the kernel stops
     // forwarding under them.
     let offload = match edit {
@@ -246,7 +246,7 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
     let (totals, c) = port_totals(&bridge.snapshots());
     let fast = {
         let now = bridge.now();
-        let mut dp = bridge.datapath();
+        let mut dp = bridge.ofproto();
         // A failed harvest shows the counts of the last one that worked.
         let _ = dp.harvest_offload(now);
         dp.offload.as_ref().map(|o| {
@@ -334,8 +334,8 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
 /// port it was last seen on and how many seconds ago, by port, VLAN and address.
 fn fdb_show(bridge: &Bridge) -> String {
     let now = bridge.now();
-    let datapath = bridge.datapath();
-    let table = &datapath.mac_table;
+    let ofproto = bridge.ofproto();
+    let table = &ofproto.mac_table;
     let mut entries: Vec<_> = table
         .iter()
         .filter(|(vlan, mac, _)| table.lookup(*vlan, *mac, now).is_some())
@@ -476,7 +476,7 @@ fn dump_cache(bridge: &Bridge) -> String {
             let _ = write!(out, "\npmd {t}: {}", cache_stats_line(stats));
         }
     }
-    if let Some(offload) = &bridge.datapath().offload {
+    if let Some(offload) = &bridge.ofproto().offload {
         match offload.summary() {
             Ok(o) => {
                 let _ = write!(

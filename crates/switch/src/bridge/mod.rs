@@ -4,8 +4,8 @@
 //! own, shared by its sockets, so forwarding inside a thread moves descriptors). A port of
 //! another backend is received by one thread and sent on by all.
 //!
-//! Each thread has a flow cache of its own and locks the bridge's shared [`Datapath`] only
-//! in a burst that needs it (see [`crate::ofproto::datapath`]). The control side (`wirespeed ctl`
+//! Each thread has a flow cache of its own and locks the bridge's shared [`Ofproto`] only
+//! in a burst that needs it (see [`crate::ofproto::state`]). The control side (`wirespeed ctl`
 //! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
 //! rules with every thread's cache locked, harvests their counts first and empties them
 //! after ([`Bridge::edit`]), so once a request is answered no packet is handled by a cache
@@ -40,7 +40,7 @@ use crate::dpif::port_set::{OtherPort, PortSet};
 use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
 use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
-use crate::ofproto::datapath::Datapath;
+use crate::ofproto::state::Ofproto;
 use control::{Job, Request, Response};
 
 /// Housekeeping (timeouts, MAC ageing, cache upkeep) this often.
@@ -63,7 +63,7 @@ enum Threads {
 }
 
 pub struct Bridge {
-    datapath: Arc<Mutex<Datapath>>,
+    ofproto: Arc<Mutex<Ofproto>>,
     controller: Arc<Mutex<Box<dyn Controller>>>,
     /// Each poll-mode thread's flow cache, in the threads' order.
     caches: Vec<Arc<ThreadCache>>,
@@ -182,9 +182,9 @@ impl Bridge {
             let set = PortSet::new(&numbered, group, others, burst, links.clone());
             pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
         }
-        let mut datapath = Datapath::new();
+        let mut ofproto = Ofproto::new();
         for (n, _) in ports {
-            datapath.add_port(*n);
+            ofproto.add_port(*n);
         }
         let mut barrier = None;
         if let Some(fast_path) = fast_path {
@@ -196,18 +196,18 @@ impl Bridge {
                 .enumerate()
                 .filter_map(|(slot, (n, s))| Some((*n, if_index(&s.iface)?, slot as u32)))
                 .collect();
-            datapath.offload = Some(Offload::new(fast_path, &numbered));
+            ofproto.offload = Some(Offload::new(fast_path, &numbered));
         }
         // Made at the rules' generation: the first change is the first flush.
         let caches = (0..threads)
             .map(|_| {
                 let cache = ThreadCache::default();
-                cache.for_control().revalidate(datapath.tables.generation());
+                cache.for_control().revalidate(ofproto.tables.generation());
                 Arc::new(cache)
             })
             .collect();
         let mut bridge = Bridge {
-            datapath: Arc::new(Mutex::new(datapath)),
+            ofproto: Arc::new(Mutex::new(ofproto)),
             controller: Arc::new(Mutex::new(controller)),
             caches,
             offload,
@@ -243,18 +243,18 @@ impl Bridge {
 
     /// The state the poll-mode threads share (a thread that needs it waits while it is
     /// held). Change the rule tables through [`Bridge::edit`] instead.
-    pub fn datapath(&self) -> MutexGuard<'_, Datapath> {
-        lock(&self.datapath)
+    pub fn ofproto(&self) -> MutexGuard<'_, Ofproto> {
+        lock(&self.ofproto)
     }
 
     /// Runs `change` on the datapath with every thread's cache locked (each thread between
     /// two rounds of bursts): the caches' counts are credited to the rules first, and if the
     /// rules changed the caches are emptied before the threads go on, so no packet they
     /// handle afterwards meets an entry made under the old rules.
-    pub fn edit<R>(&self, change: impl FnOnce(&mut Datapath) -> R) -> R {
+    pub fn edit<R>(&self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
         let mut caches: Vec<ControlGuard<'_>> =
             self.caches.iter().map(|c| c.for_control()).collect();
-        crate::ofproto::datapath::edit(&mut lock(&self.datapath), &mut caches, change)
+        crate::ofproto::state::edit(&mut lock(&self.ofproto), &mut caches, change)
     }
 
     /// Runs `read` on each thread's cache in turn (locked, between two of its rounds).
@@ -307,14 +307,14 @@ impl Bridge {
             return;
         };
         self.stop.store(false, Ordering::Relaxed);
-        let datapath = lock(&self.datapath);
-        let ports = datapath.ports().to_vec();
+        let ofproto = lock(&self.ofproto);
+        let ports = ofproto.ports().to_vec();
         let views: Vec<MacView> = self
             .caches
             .iter()
-            .map(|_| MacView::new(&datapath.mac_table))
+            .map(|_| MacView::new(&ofproto.mac_table))
             .collect();
-        drop(datapath);
+        drop(ofproto);
         let running = std::mem::take(pmds)
             .into_iter()
             .zip(&self.caches)
@@ -323,7 +323,7 @@ impl Bridge {
                 let (requests, inbox) = mpsc::channel();
                 let shared = Shared {
                     cache: cache.clone(),
-                    state: self.datapath.clone(),
+                    state: self.ofproto.clone(),
                     controller: self.controller.clone(),
                     ports: ports.clone(),
                     offload: self.offload,
@@ -391,20 +391,20 @@ impl Bridge {
         let now = self.now();
         self.forget_down_ports();
         self.expire_rules(now);
-        let mut datapath = self.datapath();
+        let mut ofproto = self.ofproto();
         // A failure shows in dump-cache's error count; the next round tries again.
-        if datapath.age_offload(now).is_err()
-            && let Some(offload) = &mut datapath.offload
+        if ofproto.age_offload(now).is_err()
+            && let Some(offload) = &mut ofproto.offload
         {
             offload.count_error();
         }
-        datapath.mac_table.expire(now);
-        if datapath.sync_offload_macs(now).is_err()
-            && let Some(offload) = &mut datapath.offload
+        ofproto.mac_table.expire(now);
+        if ofproto.sync_offload_macs(now).is_err()
+            && let Some(offload) = &mut ofproto.offload
         {
             offload.count_error();
         }
-        if let Some(offload) = &mut datapath.offload {
+        if let Some(offload) = &mut ofproto.offload {
             match offload.check_transmits(now) {
                 Ok(messages) => {
                     for m in messages {
@@ -414,7 +414,7 @@ impl Bridge {
                 Err(_) => offload.count_error(),
             }
         }
-        drop(datapath);
+        drop(ofproto);
         self.each_cache(FlowCache::optimize);
         self.settle_offload();
     }
@@ -427,14 +427,14 @@ impl Bridge {
         if changes.is_empty() {
             return;
         }
-        let mut datapath = self.datapath();
+        let mut ofproto = self.ofproto();
         for change in &changes {
             let n = self.numbers[change.port];
             let up = change.now == LinkState::Up;
             if !up {
-                datapath.mac_table.flush_port(n);
+                ofproto.mac_table.flush_port(n);
             }
-            let dp = &mut *datapath;
+            let dp = &mut *ofproto;
             if let Some(offload) = &mut dp.offload
                 && offload
                     .port_link(n, up, &mut dp.tables, &mut dp.mac_table, now)
@@ -443,7 +443,7 @@ impl Bridge {
                 offload.count_error();
             }
         }
-        drop(datapath);
+        drop(ofproto);
         // Said outside the lock: a stderr that blocks must not hold up the threads.
         for change in changes {
             let (n, spec) = (self.numbers[change.port], &self.specs[change.port]);
@@ -471,9 +471,9 @@ impl Bridge {
         if down.is_empty() {
             return;
         }
-        let mut datapath = self.datapath();
+        let mut ofproto = self.ofproto();
         for n in down {
-            datapath.mac_table.flush_port(n);
+            ofproto.mac_table.flush_port(n);
         }
     }
 
@@ -481,15 +481,13 @@ impl Bridge {
     /// so with such rules each thread's cache is harvested first, one thread stopped at a
     /// time; all of them are stopped together only when a rule is due to go.
     fn expire_rules(&self, now: Duration) {
-        if lock(&self.datapath).tables.has_idle_timeouts() {
+        if lock(&self.ofproto).tables.has_idle_timeouts() {
             for cache in &self.caches {
-                cache
-                    .for_control()
-                    .harvest(&mut lock(&self.datapath).tables);
+                cache.for_control().harvest(&mut lock(&self.ofproto).tables);
             }
         }
-        if lock(&self.datapath).tables.any_expired(now) {
-            self.edit(|datapath| datapath.tables.expire(now));
+        if lock(&self.ofproto).tables.any_expired(now) {
+            self.edit(|ofproto| ofproto.tables.expire(now));
         }
     }
 
@@ -511,7 +509,7 @@ impl Bridge {
         let Some(barrier) = &mut self.barrier else {
             return;
         };
-        let pending = lock(&self.datapath)
+        let pending = lock(&self.ofproto)
             .offload
             .as_ref()
             .and_then(Offload::unsettled);
@@ -519,7 +517,7 @@ impl Bridge {
             return;
         };
         let waited = barrier.wait();
-        if let Some(offload) = &mut lock(&self.datapath).offload {
+        if let Some(offload) = &mut lock(&self.ofproto).offload {
             match waited {
                 Ok(()) => offload.settled_at(round),
                 Err(_) => offload.count_error(),

@@ -1,5 +1,6 @@
-//! The datapath: the exact-match and megaflow caches, each poll-mode thread's own cache, ports
-//! and loop, and the port sets a thread serves.
+//! The datapath: the per-frame step ([`process`]), the exact-match and megaflow caches, each
+//! poll-mode thread's own cache, ports and loop, and the port sets a thread serves. A miss goes
+//! up through [`upcall`], the interface this layer defines and `ofproto` implements.
 
 pub mod emc;
 pub mod flow_cache;

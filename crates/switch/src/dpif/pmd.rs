@@ -336,7 +336,7 @@ impl Pmd {
             )
         };
         let (addr, len) = (base + start as u64, new_len as u32);
-        self.after_process(in_port, round, Packet::Umem(addr, len))?;
+        self.after_process(in_port, round, PacketPlace::Umem(addr, len))?;
         let outputs = self.verdict.outputs;
         let ports = outputs.as_slice();
         let last_moved = ports.iter().rposition(|&p| {
@@ -400,7 +400,7 @@ impl Pmd {
         let scratch = std::mem::take(&mut self.scratch);
         let packet = &scratch[start..start + new_len];
         let result = self
-            .after_process(in_port, round, Packet::Bytes(packet))
+            .after_process(in_port, round, PacketPlace::Bytes(packet))
             .and_then(|()| {
                 let outputs = self.verdict.outputs;
                 for &port in outputs.as_slice() {
@@ -428,7 +428,7 @@ impl Pmd {
         &mut self,
         in_port: u32,
         round: &mut Round<'_>,
-        packet: Packet<'_>,
+        packet: PacketPlace<'_>,
     ) -> Result<(), PortError> {
         if !self.emitted.is_empty() {
             // Taken out (no allocation: its buffers come back below) so the loop can queue.
@@ -446,8 +446,8 @@ impl Pmd {
         {
             self.counters.to_controller += 1;
             let bytes = match packet {
-                Packet::Umem(addr, len) => self.ports.umem_packet(addr, len),
-                Packet::Bytes(bytes) => bytes,
+                PacketPlace::Umem(addr, len) => self.ports.umem_packet(addr, len),
+                PacketPlace::Bytes(bytes) => bytes,
             };
             let kept = &bytes[..bytes.len().min(usize::from(limit))];
             lock(round.controller).packet_in(in_port, kept, bytes.len());
@@ -566,7 +566,7 @@ fn decide(
 }
 
 /// Where a processed packet is, for the controller.
-enum Packet<'a> {
+enum PacketPlace<'a> {
     Umem(u64, u32),
     Bytes(&'a [u8]),
 }

@@ -17,7 +17,7 @@ use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
-use crate::execute::{self, Bridge, DropReason, Learning, Packet, Verdict};
+use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
 use crate::field::FlowBits;
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
@@ -137,7 +137,7 @@ pub fn process(
     if decision.actions.contains(&Action::Normal) {
         shared.macs.revalidate();
     }
-    let mut bridge = Bridge {
+    let mut bridge = ActionContext {
         ports: shared.ports,
         learning: shared,
         now,

@@ -188,7 +188,7 @@ impl Learning for MacTable {
 }
 
 /// The state of the bridge the actions need.
-pub struct Bridge<'a> {
+pub struct ActionContext<'a> {
     /// Every port of the bridge, for `flood` and `all`.
     pub ports: &'a [u32],
     /// Used by `normal` only.
@@ -222,7 +222,7 @@ fn rewrites_frame(action: &Action) -> bool {
 pub fn execute(
     actions: &[Action],
     packet: &mut Packet<'_, '_>,
-    bridge: &mut Bridge<'_>,
+    bridge: &mut ActionContext<'_>,
     verdict: &mut Verdict,
     emit: &mut impl FnMut(&[u8], &[u32]),
 ) {
@@ -278,7 +278,7 @@ fn flood(ports: &[u32], in_port: u32, outputs: &mut Outputs) {
 
 /// The `normal` action: learn where the source lives, forward to where the destination does,
 /// flood when unknown or a group address, drop when it lives on the input port.
-fn normal(flow: &FlowBits, in_port: u32, bridge: &mut Bridge<'_>, outputs: &mut Outputs) {
+fn normal(flow: &FlowBits, in_port: u32, bridge: &mut ActionContext<'_>, outputs: &mut Outputs) {
     let tci = Field::VlanTci.get(flow) as u16;
     let vlan = if tci & VLAN_PRESENT != 0 {
         tci & VLAN_VID_MASK
@@ -328,7 +328,7 @@ mod tests {
             flow: FlowBits::from_key(&key),
             in_port,
         };
-        let mut bridge = Bridge {
+        let mut bridge = ActionContext {
             ports: &[1, 2, 3],
             learning: mac_table,
             now: Duration::from_secs(1),

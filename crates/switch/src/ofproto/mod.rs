@@ -1,6 +1,7 @@
 //! The OpenFlow layer: the rule tables, translation of a flow through them (OVS's xlate), and
-//! the state a bridge's threads share to reach them on a miss.
+//! [`state::Ofproto`], what a bridge's threads share; it answers the datapath's upcalls
+//! ([`crate::dpif::upcall`]).
 
-pub mod datapath;
 pub mod rule_table;
+pub mod state;
 pub mod translate;

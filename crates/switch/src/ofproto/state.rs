@@ -1,5 +1,5 @@
 //! What a bridge's poll-mode threads share, owned by the OpenFlow layer: the rule tables, the
-//! learning table and the offload ([`Datapath`]), reached by the datapath through the
+//! learning table and the offload ([`Ofproto`]), reached by the datapath through the
 //! [`SharedState`] upcall interface, and edited by the control side with every thread's cache
 //! locked, harvested and then revalidated ([`edit`]).
 
@@ -21,7 +21,7 @@ use crate::rule::Rule;
 
 /// What the poll-mode threads of a bridge share: its rules, its learning table, its
 /// offload and its ports.
-pub struct Datapath {
+pub struct Ofproto {
     pub tables: RuleTables,
     pub mac_table: MacTable,
     /// The kernel's fast path, when the bridge offloads flows there.
@@ -29,28 +29,28 @@ pub struct Datapath {
     ports: Vec<u32>,
 }
 
-impl Default for Datapath {
+impl Default for Ofproto {
     fn default() -> Self {
-        Datapath::new()
+        Ofproto::new()
     }
 }
 
-impl Datapath {
+impl Ofproto {
     /// A bridge that behaves as a learning switch until told otherwise: its one rule is
     /// `priority=0,actions=normal`, as an Open vSwitch bridge's.
-    pub fn new() -> Datapath {
-        let mut datapath = Datapath::without_rules();
+    pub fn new() -> Ofproto {
+        let mut ofproto = Ofproto::without_rules();
         let rule = Rule {
             priority: 0,
             ..Rule::new(Match::ANY, vec![Action::Normal])
         };
-        datapath.tables.add(rule, Duration::ZERO);
-        datapath
+        ofproto.tables.add(rule, Duration::ZERO);
+        ofproto
     }
 
     /// A bridge with empty tables (every packet misses and is dropped).
-    pub fn without_rules() -> Datapath {
-        Datapath {
+    pub fn without_rules() -> Ofproto {
+        Ofproto {
             tables: RuleTables::new(),
             mac_table: MacTable::default(),
             offload: None,
@@ -126,7 +126,7 @@ impl Datapath {
 
 /// What the datapath's threads reach under the lock: the tables answer upcalls, the learning
 /// table `normal`, and the offload takes the decisions the kernel can carry out.
-impl SharedState for Datapath {
+impl SharedState for Ofproto {
     fn rules(&mut self) -> &mut dyn Upcall {
         &mut self.tables
     }
@@ -168,15 +168,15 @@ impl SharedState for Datapath {
 /// locked) harvested first, so their counts go to the rules they were made from, and
 /// emptied after if the rules changed.
 pub fn edit<R>(
-    datapath: &mut Datapath,
+    ofproto: &mut Ofproto,
     caches: &mut [impl DerefMut<Target = FlowCache>],
-    change: impl FnOnce(&mut Datapath) -> R,
+    change: impl FnOnce(&mut Ofproto) -> R,
 ) -> R {
     for cache in caches.iter_mut() {
-        cache.harvest(&mut datapath.tables);
+        cache.harvest(&mut ofproto.tables);
     }
-    let result = change(datapath);
-    let generation = datapath.tables.generation();
+    let result = change(ofproto);
+    let generation = ofproto.tables.generation();
     for cache in caches.iter_mut() {
         cache.revalidate(generation);
     }
@@ -224,20 +224,20 @@ mod tests {
 
     /// A bridge with one poll-mode thread's cache and view, driven by hand.
     struct Thread {
-        datapath: Mutex<Datapath>,
+        ofproto: Mutex<Ofproto>,
         ports: Vec<u32>,
         cache: FlowCache,
         macs: MacView,
     }
 
     impl Thread {
-        fn new(mut datapath: Datapath, ports: &[u32]) -> Thread {
+        fn new(mut ofproto: Ofproto, ports: &[u32]) -> Thread {
             for &port in ports {
-                datapath.add_port(port);
+                ofproto.add_port(port);
             }
             Thread {
-                macs: MacView::new(&datapath.mac_table),
-                datapath: Mutex::new(datapath),
+                macs: MacView::new(&ofproto.mac_table),
+                ofproto: Mutex::new(ofproto),
                 ports: ports.to_vec(),
                 cache: FlowCache::default(),
             }
@@ -259,7 +259,7 @@ mod tests {
             }
             let mut frame = Frame::new(&mut buffer, 4, 42).unwrap();
             let mut verdict = Verdict::default();
-            let mut shared = BurstLock::new(&self.datapath, &mut self.macs, &self.ports, false);
+            let mut shared = BurstLock::new(&self.ofproto, &mut self.macs, &self.ports, false);
             process(
                 &mut self.cache,
                 &mut shared,
@@ -273,14 +273,14 @@ mod tests {
             (verdict, locked)
         }
 
-        fn edit<R>(&mut self, change: impl FnOnce(&mut Datapath) -> R) -> R {
-            edit(&mut lock(&self.datapath), &mut [&mut self.cache], change)
+        fn edit<R>(&mut self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
+            edit(&mut lock(&self.ofproto), &mut [&mut self.cache], change)
         }
 
         /// The (n_packets, n_bytes) of each rule, in dump order, after a harvest.
         fn counts(&mut self) -> Vec<(u64, u64)> {
-            self.edit(|datapath| {
-                let rules = datapath.tables.dump_order();
+            self.edit(|ofproto| {
+                let rules = ofproto.tables.dump_order();
                 rules
                     .iter()
                     .map(|r| (r.stats.n_packets, r.stats.n_bytes))
@@ -300,22 +300,22 @@ mod tests {
 
     #[test]
     fn learning_switch_by_default() {
-        let mut thread = Thread::new(Datapath::new(), &[1, 2, 3]);
+        let mut thread = Thread::new(Ofproto::new(), &[1, 2, 3]);
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[2, 3]);
         assert_eq!(thread.counts(), vec![(1, 42)]);
     }
 
     #[test]
     fn drop_rule_then_removed() {
-        let mut thread = Thread::new(Datapath::new(), &[1, 2]);
+        let mut thread = Thread::new(Ofproto::new(), &[1, 2]);
         let drop = parse_rule("priority=10,udp,actions=drop").unwrap();
         thread
-            .edit(|datapath| datapath.add_rule(drop, Duration::ZERO))
+            .edit(|ofproto| ofproto.add_rule(drop, Duration::ZERO))
             .unwrap();
         assert_eq!(thread.send(1).0.dropped, Some(DropReason::NoOutput));
         assert_eq!(thread.send(1).0.dropped, Some(DropReason::NoOutput));
         assert_eq!(
-            thread.edit(|datapath| datapath.tables.delete(&udp_rules())),
+            thread.edit(|ofproto| ofproto.tables.delete(&udp_rules())),
             1
         );
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[2]);
@@ -326,19 +326,19 @@ mod tests {
     /// a miss locks it, and so does `normal` until the thread's view knows both addresses.
     #[test]
     fn only_misses_and_new_addresses_lock_the_shared_state() {
-        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2, 3]);
+        let mut thread = Thread::new(Ofproto::without_rules(), &[1, 2, 3]);
         let output = parse_rule("in_port=1,actions=output:2").unwrap();
         thread
-            .edit(|datapath| datapath.add_rule(output, Duration::ZERO))
+            .edit(|ofproto| ofproto.add_rule(output, Duration::ZERO))
             .unwrap();
         let locked: Vec<bool> = (0..3).map(|_| thread.send(1).1).collect();
         assert_eq!(locked, [true, false, false]);
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[2]);
 
         thread
-            .edit(|datapath| {
-                datapath.tables.delete(&RuleSelector::default());
-                datapath.add_rule(parse_rule("actions=normal").unwrap(), Duration::ZERO)
+            .edit(|ofproto| {
+                ofproto.tables.delete(&RuleSelector::default());
+                ofproto.add_rule(parse_rule("actions=normal").unwrap(), Duration::ZERO)
             })
             .unwrap();
         let second = Duration::from_secs(1);
@@ -366,10 +366,10 @@ mod tests {
     /// removed rule's slot does not inherit the removed rule's packets.
     #[test]
     fn counts_reach_their_rules_across_changes() {
-        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2, 3]);
+        let mut thread = Thread::new(Ofproto::without_rules(), &[1, 2, 3]);
         let first = parse_rule("udp,actions=output:2").unwrap();
         let id = thread
-            .edit(|datapath| datapath.add_rule(first, Duration::ZERO))
+            .edit(|ofproto| ofproto.add_rule(first, Duration::ZERO))
             .unwrap();
         for _ in 0..3 {
             thread.send(1);
@@ -377,12 +377,12 @@ mod tests {
         assert_eq!(thread.counts(), vec![(3, 126)]);
         thread.send(1);
         assert_eq!(
-            thread.edit(|datapath| datapath.tables.delete(&udp_rules())),
+            thread.edit(|ofproto| ofproto.tables.delete(&udp_rules())),
             1
         );
         let second = parse_rule("udp,actions=output:3").unwrap();
         let reused = thread
-            .edit(|datapath| datapath.add_rule(second, Duration::ZERO))
+            .edit(|ofproto| ofproto.add_rule(second, Duration::ZERO))
             .unwrap();
         assert_eq!(reused, id, "the slot is reused");
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[3]);
@@ -391,17 +391,17 @@ mod tests {
 
     #[test]
     fn unknown_output_port_is_refused() {
-        let mut thread = Thread::new(Datapath::without_rules(), &[1, 2]);
+        let mut thread = Thread::new(Ofproto::without_rules(), &[1, 2]);
         let error = thread
-            .edit(|datapath| {
-                datapath.add_rule(parse_rule("actions=output:7").unwrap(), Duration::ZERO)
+            .edit(|ofproto| {
+                ofproto.add_rule(parse_rule("actions=output:7").unwrap(), Duration::ZERO)
             })
             .unwrap_err();
         assert_eq!(
             error.0,
             "output:7: no such port (the bridge has ports 1, 2)"
         );
-        assert!(lock(&thread.datapath).tables.is_empty());
+        assert!(lock(&thread.ofproto).tables.is_empty());
         assert_eq!(thread.send(1).0.dropped, Some(DropReason::TableMiss));
     }
 }
