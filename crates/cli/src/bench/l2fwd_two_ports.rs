@@ -8,8 +8,7 @@ use anyhow::Context;
 use wirespeed_port::xdp::XdpGroup;
 use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, PortStats};
 
-use super::report::{Summary, summary_for};
-use super::rxdrop::Tally;
+use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::idle::{IDLE_SLEEP, Idle};

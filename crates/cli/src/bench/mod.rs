@@ -80,7 +80,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub port_flags: PortFlags,
     #[command(flatten)]
-    pub live: crate::run::live_frames::LiveFlags,
+    pub live: crate::args::cpus::LiveFlags,
     /// rxdrop: check every packet against the txpush frame of its sequence number (same
     /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
     #[arg(long)]
@@ -234,15 +234,6 @@ pub fn mode_name(m: Mode) -> &'static str {
 
 /// Announces that set-up is done and the measured loop starts (scripts and tests wait for it).
 pub fn announce_ready(mode: Mode, info: &wirespeed_port::PortInfo, batch: u32) {
-    eprintln!(
-        "wirespeed bench {}: {} ready ({} backend, {} mode, batch {})",
-        mode_name(mode),
-        info.spec,
-        info.backend.name(),
-        info.mode,
-        batch
-    );
-    for n in &info.notes {
-        eprintln!("wirespeed: note: {n}");
-    }
+    let tool = format!("bench {}", mode_name(mode));
+    crate::run::ready::announce_ready(&tool, info, batch, None);
 }

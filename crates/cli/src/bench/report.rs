@@ -9,6 +9,13 @@ use wirespeed_port::{FrameAudit, PortStats};
 use super::verify::VerifyReport;
 use crate::run::meter::{CpuReport, Meter};
 
+/// What a measured loop has counted so far: all of it is reported, however the loop ends.
+#[derive(Default)]
+pub struct Tally {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
 #[derive(Debug, Serialize)]
 pub struct FramesJson {
     pub total: u64,
@@ -123,6 +130,13 @@ impl Summary {
             return crate::run::report_to::report(&text, to_stderr);
         }
         let _ = quiet;
+        self.write_text(&mut text);
+        crate::run::report_to::report(&text, to_stderr);
+    }
+
+    /// The lines for people: the rate, the drops, then CPU time, checks and frames where
+    /// the run has them.
+    fn write_text(&self, text: &mut String) {
         let _ = writeln!(
             text,
             "{} on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s",
@@ -151,21 +165,7 @@ impl Summary {
             }
         );
         if let Some(c) = &self.cpu {
-            let cycles = match (c.user_cycles_per_packet, c.mhz) {
-                (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
-                _ => String::new(),
-            };
-            let _ = match (c.user_ns_per_packet, c.system_ns_per_packet) {
-                (Some(user), Some(system)) => writeln!(
-                    text,
-                    "cpu: user {user:.1} ns/packet{cycles}, system {system:.1} ns/packet"
-                ),
-                _ => writeln!(
-                    text,
-                    "cpu: user {:.3} s, system {:.3} s (no packets)",
-                    c.user_seconds, c.system_seconds
-                ),
-            };
+            write_cpu(text, c);
         }
         if let Some(v) = &self.verify {
             let _ = writeln!(
@@ -196,8 +196,26 @@ impl Summary {
                 }
             );
         }
-        crate::run::report_to::report(&text, to_stderr);
     }
+}
+
+/// `cpu:` time per packet (and cycles, where the clock rate is known).
+fn write_cpu(text: &mut String, c: &CpuReport) {
+    let cycles = match (c.user_cycles_per_packet, c.mhz) {
+        (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
+        _ => String::new(),
+    };
+    let _ = match (c.user_ns_per_packet, c.system_ns_per_packet) {
+        (Some(user), Some(system)) => writeln!(
+            text,
+            "cpu: user {user:.1} ns/packet{cycles}, system {system:.1} ns/packet"
+        ),
+        _ => writeln!(
+            text,
+            "cpu: user {:.3} s, system {:.3} s (no packets)",
+            c.user_seconds, c.system_seconds
+        ),
+    };
 }
 
 /// A summary with the common fields set and the counters zero.

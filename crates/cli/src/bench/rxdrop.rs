@@ -4,20 +4,12 @@ use std::sync::atomic::AtomicBool;
 
 use wirespeed_port::{Batch, Port, PortError, PortSpec};
 
-use super::report::{Summary, summary_for};
+use super::report::{Summary, Tally, summary_for};
 use super::verify::Verifier;
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
-use crate::run::idle::{IDLE_SLEEP, Idle};
-use crate::run::link_watch::LinkWatch;
+use crate::run::idle::PortIdle;
 use crate::run::meter::{Meter, RunLimit, port_status};
-
-/// What the loop has counted so far: all of it is reported, however the loop ends.
-#[derive(Default)]
-pub struct Tally {
-    pub packets: u64,
-    pub bytes: u64,
-}
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port =
@@ -59,7 +51,7 @@ fn receive(
 ) -> Result<(), PortError> {
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    let mut idle = PortIdle::default();
     while run.running(tally.packets) {
         let n = port.rx_burst(&mut batch)?;
         for (addr, len) in batch.iter() {
@@ -71,13 +63,8 @@ fn receive(
         tally.packets += n as u64;
         port.release(&mut batch);
         if n == 0 {
-            if port.rx_ended() {
+            if idle.empty(port, &mut run)?.is_break() {
                 break;
-            }
-            watch.quiet(port)?;
-            if idle.should_sleep() && !port.info().busy_poll {
-                port.wait_rx(IDLE_SLEEP)?;
-                run.check_soon();
             }
         } else {
             idle.busy();

@@ -1,5 +1,5 @@
-//! Checks received test frames against what the sender built: every sequence number once,
-//! with the very bytes the template gives for it.
+//! `bench rxdrop --verify`: checks received test frames against what the sender built:
+//! every sequence number once, with the very bytes the template gives for it.
 
 use serde::Serialize;
 use wirespeed_packet::{UdpTemplate, read_test_payload};

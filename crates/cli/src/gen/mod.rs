@@ -153,7 +153,7 @@ pub struct GenArgs {
     #[command(flatten)]
     pub port_flags: PortFlags,
     #[command(flatten)]
-    pub live: crate::run::live_frames::LiveFlags,
+    pub live: crate::args::cpus::LiveFlags,
 }
 
 /// Everything `gen` will send, checked before the port is opened.

@@ -15,11 +15,11 @@ use super::GenArgs;
 use super::kernel_engine;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
-use super::socket::announce_ready;
 use crate::args::engine::Engine;
 use crate::run::live_frames::Prebuilt;
 use crate::run::meter::{Meter, RunLimit, port_status};
 use crate::run::open_port::drain;
+use crate::run::ready::announce_ready;
 
 /// Ethernet, the only link type a port sends.
 /// Most bytes of frames held in memory.
@@ -137,9 +137,10 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
         eprintln!("wirespeed: note: {n}");
     }
     announce_ready(
-        &*port,
+        "gen",
+        port.info(),
         args.port_flags.batch,
-        &format!("replaying {} frames", trace.records.len()),
+        Some(&format!("replaying {} frames", trace.records.len())),
     );
     let mut meter = Meter::new("tx", args.quiet, 1);
     let mut done = Sent::default();
@@ -252,14 +253,7 @@ fn send_trace(
             meter.tick(done.sent, done.bytes, || port_status(port));
             continue;
         }
-        let mut burst_bytes = 0u64;
-        for i in 0..n {
-            let frame = trace.frame(next + i);
-            batch.set_len(i, frame.len() as u32);
-            port.packet_mut(batch.addr(i), frame.len() as u32)
-                .copy_from_slice(frame);
-            burst_bytes += frame.len() as u64;
-        }
+        let burst_bytes = copy_frames(port, &mut batch, trace, next, n);
         done.sent += port.tx_burst(&mut batch)? as u64;
         done.bytes += burst_bytes;
         if let Some(p) = pacer.as_mut() {
@@ -275,6 +269,26 @@ fn send_trace(
         meter.tick(done.sent, done.bytes, || port_status(port));
     }
     Ok(())
+}
+
+/// Copies the trace's frames from `first` into the `n` frames of `batch`; returns their bytes.
+#[inline]
+fn copy_frames(
+    port: &mut dyn Port,
+    batch: &mut Batch,
+    trace: &Trace,
+    first: usize,
+    n: usize,
+) -> u64 {
+    let mut bytes = 0u64;
+    for i in 0..n {
+        let frame = trace.frame(first + i);
+        batch.set_len(i, frame.len() as u32);
+        port.packet_mut(batch.addr(i), frame.len() as u32)
+            .copy_from_slice(frame);
+        bytes += frame.len() as u64;
+    }
+    bytes
 }
 
 /// The kernel engine repeats frames: each frame of the file is sent `--loop` times in a

@@ -13,20 +13,7 @@ use super::{GenArgs, GenPlan};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
 use crate::run::meter::{Meter, RunLimit, port_status};
 use crate::run::open_port::drain;
-
-/// Says set-up is done (scripts and tests wait for the word "ready").
-pub fn announce_ready(port: &dyn Port, batch: u32, what: &str) {
-    let info = port.info();
-    eprintln!(
-        "wirespeed gen: {} ready ({} backend, {} mode, batch {batch}, {what})",
-        info.spec,
-        info.backend.name(),
-        info.mode
-    );
-    for n in &info.notes {
-        eprintln!("wirespeed: note: {n}");
-    }
-}
+use crate::run::ready::announce_ready;
 
 pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<GenSummary> {
     let GenPlan {
@@ -45,7 +32,12 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
         );
     }
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
-    announce_ready(&*port, args.port_flags.batch, "socket engine");
+    announce_ready(
+        "gen",
+        port.info(),
+        args.port_flags.batch,
+        Some("socket engine"),
+    );
     let every = if args.rate.is_some() {
         1
     } else {

@@ -18,8 +18,7 @@ use wirespeed_port::{Batch, Port, PortError, PortInfo, PortSpec};
 use crate::args::port_flags::{PortFlags, SizeDefaults};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::frame_audit::frames_json;
-use crate::run::idle::{IDLE_SLEEP, Idle};
-use crate::run::link_watch::LinkWatch;
+use crate::run::idle::PortIdle;
 use crate::run::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
 use receiver::Receiver;
 use report::{RecvSummary, print};
@@ -110,16 +109,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     )?;
     let mut receiver = Receiver::new();
     let info = port.info().clone();
-    eprintln!(
-        "wirespeed recv: {} ready ({} backend, {} mode, batch {})",
-        info.spec,
-        info.backend.name(),
-        info.mode,
-        args.port_flags.batch
-    );
-    for n in &info.notes {
-        eprintln!("wirespeed: note: {n}");
-    }
+    crate::run::ready::announce_ready("recv", &info, args.port_flags.batch, None);
     let mut meter = Meter::new("rx", args.quiet, HOT_LOOP_CHECK);
     let mut tally = Tally::default();
     let ended = receive_loop(
@@ -161,7 +151,7 @@ fn receive_loop(
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, args.count, stop, HOT_LOOP_CHECK);
-    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    let mut idle = PortIdle::default();
     while run.running(tally.packets) {
         let n = port.rx_burst(&mut batch)?;
         if n > 0 {
@@ -178,14 +168,8 @@ fn receive_loop(
             tally.packets += n as u64;
             port.release(&mut batch);
             idle.busy();
-        } else if port.rx_ended() {
+        } else if idle.empty(port, &mut run)?.is_break() {
             break;
-        } else {
-            watch.quiet(port)?;
-            if idle.should_sleep() && !port.info().busy_poll {
-                port.wait_rx(IDLE_SLEEP)?;
-                run.check_soon();
-            }
         }
         meter.tick(tally.packets, tally.bytes, || {
             format!("lost {}  {}", receiver.lost_so_far(), port_status(port))

@@ -1,9 +1,15 @@
-//! Idle politely (DESIGN rule 8): busy-poll while packets come, sleep in poll() once the port
-//! has been empty for a while. Sleeping too soon costs packets: a vCPU woken from halt can
-//! take longer than a 2048-entry ring lasts at 3 Mpps (0.7 ms), so only a port empty for a
-//! whole millisecond is idle.
+//! Idle back-off for receive loops (DESIGN rule 8): busy-poll while packets come, sleep in
+//! poll() once the port has been empty for a while. Sleeping too soon costs packets: a vCPU
+//! woken from halt can take longer than a 2048-entry ring lasts at 3 Mpps (0.7 ms), so only
+//! a port empty for a whole millisecond is idle.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
+
+use wirespeed_port::{Port, PortError};
+
+use super::link_watch::LinkWatch;
+use super::meter::RunLimit;
 
 /// How long a port must stay empty before the loop sleeps.
 const IDLE_AFTER: Duration = Duration::from_millis(1);
@@ -42,5 +48,39 @@ impl Idle {
             }
             Some(t) => now.duration_since(t) >= IDLE_AFTER,
         }
+    }
+}
+
+/// What a one-port receive loop does when a burst comes back empty: stop at the end of the
+/// port's input (a recording read to its end), fail when its interface is gone (looked up
+/// once a second), and sleep in poll() once the port has been empty a while.
+#[derive(Default)]
+pub struct PortIdle {
+    idle: Idle,
+    watch: LinkWatch,
+}
+
+impl PortIdle {
+    /// A burst brought packets.
+    #[inline]
+    pub fn busy(&mut self) {
+        self.idle.busy();
+    }
+
+    /// A burst came back empty: `Break` when the port's input has ended, else back off.
+    pub fn empty(
+        &mut self,
+        port: &mut dyn Port,
+        run: &mut RunLimit<'_>,
+    ) -> Result<ControlFlow<()>, PortError> {
+        if port.rx_ended() {
+            return Ok(ControlFlow::Break(()));
+        }
+        self.watch.quiet(port)?;
+        if self.idle.should_sleep() && !port.info().busy_poll {
+            port.wait_rx(IDLE_SLEEP)?;
+            run.check_soon();
+        }
+        Ok(ControlFlow::Continue(()))
     }
 }

@@ -1,6 +1,6 @@
-//! A receiver notices its interface going away. An AF_XDP socket whose interface is deleted
-//! just receives nothing more (the kernel unbinds it and says so to no one), so a tool whose
-//! port has gone quiet asks, once a second, whether the interface is still there.
+//! Link watch: a receiver notices its interface going away. An AF_XDP socket whose interface
+//! is deleted just receives nothing more (the kernel unbinds it and says so to no one), so a
+//! tool whose port has gone quiet asks, once a second, whether the interface is still there.
 
 use std::time::{Duration, Instant};
 

@@ -7,43 +7,13 @@
 //! their CPU's engine (its program numbers the CPU's frames as one series).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
-use clap::Args;
+use anyhow::{Context, anyhow};
 use wirespeed_xdp::{LiveFrames, Variation};
 
 use crate::run::meter::{Measured, Meter};
-
-/// The kernel engine's option of `bench` and `gen`.
-#[derive(Debug, Args, Clone, Default)]
-pub struct LiveFlags {
-    /// Kernel engine: send from each CPU of this list (like 0,1 or 0-3), with threads pinned
-    /// to it; default: the one CPU the command starts on. On veth give the peer as many
-    /// receive queues as CPUs (numrxqueues N), so each CPU's frames land on a queue of their
-    /// own.
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
-}
-
-impl LiveFlags {
-    /// The CPUs asked for, checked before anything is sent; without `--cpus`, the kernel
-    /// engine's is the one this thread runs on. Its two threads on one CPU take turns; left
-    /// to the scheduler they would also send at once from two, into one queue of the peer,
-    /// and overflow it.
-    pub fn cpus(&self, kernel_engine: bool) -> anyhow::Result<Vec<usize>> {
-        match &self.cpus {
-            None if kernel_engine => Ok(vec![
-                nix::sched::sched_getcpu().context("find the CPU this thread runs on")?,
-            ]),
-            None => Ok(Vec::new()),
-            Some(list) if !kernel_engine => bail!(
-                "--cpus {list} is for --engine kernel: the socket engine sends from one thread"
-            ),
-            Some(list) => crate::run::cpus::parse("--cpus", list),
-        }
-    }
-}
 
 /// For the ready line: which CPUs send, when pinned.
 pub fn threads_note(cpus: &[usize]) -> String {
@@ -138,23 +108,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
     let threads = load.cpus.len().max(1) * per_cpu;
     let engine_of = |thread: usize| if shared { thread / per_cpu } else { thread };
     // Loaded here, so a failure ends the run before any thread sends.
-    let templates: Vec<&[u8]> = load.frames.iter().map(|f| f.frame.as_slice()).collect();
-    let mut engines = (0..engine_of(threads - 1) + 1)
-        .map(|i| {
-            if load.vary != Variation::default() {
-                let mut vary = load.vary;
-                if let Some(stamp) = &mut vary.stamp {
-                    stamp.generator = stamp.generator.wrapping_add(i as u16);
-                }
-                LiveFrames::varied(load.iface, ifindex, &templates, &vary)
-            } else if templates.iter().any(|f| LiveFrames::needs_restoring(f)) {
-                // Tagged frames need their tag written back each time (see LiveFrames::varied).
-                LiveFrames::varied(load.iface, ifindex, &templates, &Variation::default())
-            } else {
-                LiveFrames::new(load.iface, ifindex)
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut engines = load_engines(load, ifindex, engine_of(threads - 1) + 1)?;
     let slots: Vec<ThreadEngine> = if shared {
         (0..threads)
             .map(|t| ThreadEngine::Shared(&engines[engine_of(t)]))
@@ -187,17 +141,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
                 })
             })
             .collect();
-        while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(TICK);
-            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
-                progress.halt.store(true, Ordering::Relaxed);
-            }
-            meter.tick(
-                progress.packets.load(Ordering::Relaxed),
-                progress.bytes.load(Ordering::Relaxed),
-                String::new,
-            );
-        }
+        watch(&handles, stop, deadline, &progress, &mut meter);
         handles
             .into_iter()
             .map(|h| {
@@ -218,6 +162,51 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
         measured: meter.measured(),
     };
     Ok(totals)
+}
+
+/// Until every sending thread is done: halts them at a stop request or the deadline, and
+/// shows the live line.
+fn watch<T>(
+    handles: &[ScopedJoinHandle<'_, T>],
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+    progress: &Progress,
+    meter: &mut Meter,
+) {
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(TICK);
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            progress.halt.store(true, Ordering::Relaxed);
+        }
+        meter.tick(
+            progress.packets.load(Ordering::Relaxed),
+            progress.bytes.load(Ordering::Relaxed),
+            String::new,
+        );
+    }
+}
+
+/// `count` kernel engines on `load`'s interface, each with its frames: plain, varied (a
+/// stamping one numbering its own series), or restoring the VLAN tags the kernel strips.
+fn load_engines(load: &LiveLoad, ifindex: u32, count: usize) -> anyhow::Result<Vec<LiveFrames>> {
+    let templates: Vec<&[u8]> = load.frames.iter().map(|f| f.frame.as_slice()).collect();
+    let engines = (0..count)
+        .map(|i| {
+            if load.vary != Variation::default() {
+                let mut vary = load.vary;
+                if let Some(stamp) = &mut vary.stamp {
+                    stamp.generator = stamp.generator.wrapping_add(i as u16);
+                }
+                LiveFrames::varied(load.iface, ifindex, &templates, &vary)
+            } else if templates.iter().any(|f| LiveFrames::needs_restoring(f)) {
+                // Tagged frames need their tag written back each time (see LiveFrames::varied).
+                LiveFrames::varied(load.iface, ifindex, &templates, &Variation::default())
+            } else {
+                LiveFrames::new(load.iface, ifindex)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(engines)
 }
 
 /// A sending thread's engine: its own, or the one its CPU's threads share.
@@ -332,17 +321,5 @@ mod tests {
             assert_eq!(shares.iter().sum::<u64>(), count, "{count} over {threads}");
             assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
         }
-    }
-
-    #[test]
-    fn cpus_only_for_the_kernel_engine() {
-        let flags = LiveFlags {
-            cpus: Some("0".to_string()),
-        };
-        assert!(flags.cpus(true).is_ok());
-        let err = flags.cpus(false).unwrap_err().to_string();
-        assert!(err.contains("is for --engine kernel"), "{err}");
-        assert!(LiveFlags::default().cpus(false).unwrap().is_empty());
-        assert_eq!(LiveFlags::default().cpus(true).unwrap().len(), 1);
     }
 }

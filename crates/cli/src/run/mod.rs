@@ -1,9 +1,9 @@
-//! Run machinery that several commands share: opening a port, the meter, idle back-off,
-//! signals, CPU pinning, the clock, link watching, capability checks and report output.
+//! Run machinery that several commands share: opening a port, the ready line, the meter
+//! and run limits, idle back-off and link watching, signals, the clock, capability checks,
+//! the kernel engine's runner, error text and where the report goes.
 
 pub mod caps;
 pub mod clock;
-pub mod cpus;
 pub mod error_text;
 pub mod frame_audit;
 pub mod idle;
@@ -12,5 +12,6 @@ pub mod live_frames;
 pub mod meter;
 pub mod open_port;
 pub mod port_mac;
+pub mod ready;
 pub mod report_to;
 pub mod signals;

@@ -140,29 +140,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let cpus = match &args.pmd_cpus {
-        Some(list) => crate::run::cpus::parse("--pmd-cpus", list)?,
-        None => Vec::new(),
-    };
-    if cpus.len() > 1
-        && let Some(text) = args
-            .ports
-            .iter()
-            .find(|t| t.contains("xdp:") && t.contains('@'))
-    {
-        bail!(
-            "--port {text}: with {} poll-mode threads thread i serves queue i of every AF_XDP \
-             port; leave out @QUEUE",
-            cpus.len()
-        );
-    }
-    let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
-    let controller_to_stdout = args.controller_pcap.as_deref() == Some(Path::new("-"));
-    let port_to_stdout = crate::run::report_to::check_std_streams(&specs, true, true)?;
-    if port_to_stdout && controller_to_stdout {
-        bail!("a port and --controller-pcap both write standard output ('-'); one at most can");
-    }
-    let to_stderr = port_to_stdout || controller_to_stdout;
+    let cpus = pmd_cpus(&args)?;
+    let to_stderr = report_to_stderr(&args, &ports)?;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
     crate::run::caps::require_for("switch", &backends)?;
     let stop = crate::run::signals::stop_flag()?;
@@ -175,30 +154,12 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     }
     let (jobs_tx, jobs) = mpsc::channel();
     let _server = wirespeed_switch::bridge::control::listen(&args.ctl, jobs_tx)?;
-    let controller: Box<dyn wirespeed_switch::Controller> = match &args.controller_pcap {
-        Some(path) => Box::new(
-            controller::PcapController::create(&path.to_string_lossy())
-                .with_context(|| format!("--controller-pcap {}", path.display()))?,
-        ),
-        None => Box::new(wirespeed_switch::LogController::default()),
-    };
+    let controller = open_controller(&args)?;
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
     let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
     if let Some(text) = flows {
-        let answer = bridge.handle(&wirespeed_switch::Request {
-            command: "add-flows".to_string(),
-            args: vec![text],
-        });
-        if !answer.ok {
-            bail!(
-                "--flows {}: {}",
-                args.flows
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string()),
-                answer.output
-            );
-        }
+        add_flows(&mut bridge, text, &args)?;
     }
     announce_ready(&mut bridge, &ports, cpus.len(), &args.ctl);
     let deadline = args
@@ -213,6 +174,69 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     report(&mut bridge, args.json, to_stderr);
     if !summary.is_empty() {
         eprintln!("wirespeed switch: {summary}");
+    }
+    Ok(())
+}
+
+/// `--pmd-cpus`: the CPUs of the poll-mode threads (none: one thread, not pinned). With
+/// several, thread i serves queue i of every AF_XDP port, so no port names a queue.
+fn pmd_cpus(args: &SwitchArgs) -> anyhow::Result<Vec<usize>> {
+    let cpus = match &args.pmd_cpus {
+        Some(list) => crate::args::cpus::parse("--pmd-cpus", list)?,
+        None => Vec::new(),
+    };
+    if cpus.len() > 1
+        && let Some(text) = args
+            .ports
+            .iter()
+            .find(|t| t.contains("xdp:") && t.contains('@'))
+    {
+        bail!(
+            "--port {text}: with {} poll-mode threads thread i serves queue i of every AF_XDP \
+             port; leave out @QUEUE",
+            cpus.len()
+        );
+    }
+    Ok(cpus)
+}
+
+/// Whether the report goes to standard error: when a port or `--controller-pcap` writes
+/// packets to standard output (at most one may).
+fn report_to_stderr(args: &SwitchArgs, ports: &[(u32, PortSpec)]) -> anyhow::Result<bool> {
+    let specs: Vec<&PortSpec> = ports.iter().map(|(_, spec)| spec).collect();
+    let controller_to_stdout = args.controller_pcap.as_deref() == Some(Path::new("-"));
+    let port_to_stdout = crate::run::report_to::check_std_streams(&specs, true, true)?;
+    if port_to_stdout && controller_to_stdout {
+        bail!("a port and --controller-pcap both write standard output ('-'); one at most can");
+    }
+    Ok(port_to_stdout || controller_to_stdout)
+}
+
+/// Where packets sent to the controller go: `--controller-pcap`, or the log.
+fn open_controller(args: &SwitchArgs) -> anyhow::Result<Box<dyn wirespeed_switch::Controller>> {
+    Ok(match &args.controller_pcap {
+        Some(path) => Box::new(
+            controller::PcapController::create(&path.to_string_lossy())
+                .with_context(|| format!("--controller-pcap {}", path.display()))?,
+        ),
+        None => Box::new(wirespeed_switch::LogController::default()),
+    })
+}
+
+/// `--flows`: the file's flows into the bridge's tables, as `add-flows` would.
+fn add_flows(bridge: &mut Bridge, text: String, args: &SwitchArgs) -> anyhow::Result<()> {
+    let answer = bridge.handle(&wirespeed_switch::Request {
+        command: "add-flows".to_string(),
+        args: vec![text],
+    });
+    if !answer.ok {
+        bail!(
+            "--flows {}: {}",
+            args.flows
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
+            answer.output
+        );
     }
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::net::TcpListener;
-use std::sync::atomic::Ordering;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -75,6 +75,17 @@ struct Output {
     keep: bool,
 }
 
+impl Output {
+    /// Makes (or truncates) the file at `path`.
+    fn create(path: &str) -> anyhow::Result<Output> {
+        Ok(Output {
+            file: File::create(path).with_context(|| format!("-o {path}"))?,
+            path: path.to_string(),
+            keep: false,
+        })
+    }
+}
+
 impl Drop for Output {
     fn drop(&mut self) {
         if !self.keep {
@@ -85,76 +96,23 @@ impl Drop for Output {
 
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let zerocopy = !args.copy;
-    if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
-        bail!("--window {}: must be 4K to 1G", args.window);
-    }
-    crate::run::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
-    let addr = super::resolve("--listen", &args.listen, true)?;
-    let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
-    if mss != 0 && !(88..=32767).contains(&mss) {
-        bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
-    }
+    let (addr, mss) = check(&args, zerocopy)?;
     let stop = crate::run::signals::stop_flag()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listen on {addr}"))?;
     if mss != 0 {
         wirespeed_zcopy::set_mss(&listener, mss).context("set the listener's segment size")?;
     }
-    let mut output = match &args.output {
-        Some(path) => Some(Output {
-            file: File::create(path).with_context(|| format!("-o {path}"))?,
-            path: path.clone(),
-            keep: false,
-        }),
-        None => None,
-    };
+    let mut output = args.output.as_deref().map(Output::create).transpose()?;
     listener.set_nonblocking(true).context("listener")?;
     let bound = listener.local_addr().context("listener address")?;
-    eprintln!(
-        "zcopy recv ready on {bound} ({}{})",
-        if zerocopy {
-            "TCP zero-copy receive"
-        } else {
-            "copying reads"
-        },
-        if mss != 0 {
-            format!(", asks for mss {mss}")
-        } else {
-            String::new()
-        }
-    );
-    let (stream, peer) = accept(&listener, bound, &stop, args.accept_timeout)?;
+    announce_ready(bound, zerocopy, mss);
+    let (stream, peer) = accept(&listener, bound, args.accept_timeout, &stop)?;
     stream.set_nonblocking(false).context("connection")?;
     let peer_mss = wirespeed_zcopy::mss(&stream)?;
     let window = zerocopy.then_some(args.window as usize);
     let mut rx = Receiver::new(stream, window, 256 << 10, stop).context("set up the receiver")?;
     let mut live = Live::new("recv", args.quiet);
-    let mut interrupted = false;
-    loop {
-        match rx.next_chunk() {
-            Ok(None) => break,
-            Ok(Some(Chunk::Idle)) => {}
-            Ok(Some(Chunk::Mapped(bytes) | Chunk::Copied(bytes))) => {
-                if let Some(out) = output.as_mut() {
-                    out.file
-                        .write_all(bytes)
-                        .with_context(|| format!("write {}", out.path))?;
-                }
-            }
-            Err(ZcopyError::Stopped) => {
-                interrupted = true;
-                break;
-            }
-            Err(e) => return Err(e).with_context(|| format!("receive from {peer}")),
-        }
-        let st = rx.stats();
-        live.tick(st.bytes, || {
-            if zerocopy {
-                format!("mapped {:.1}%", share(st.mapped, st.bytes) * 100.0)
-            } else {
-                String::new()
-            }
-        });
-    }
+    let interrupted = receive(&mut rx, output.as_mut(), &mut live, zerocopy, peer)?;
     if let Some(out) = output.as_mut() {
         out.file
             .flush()
@@ -187,13 +145,44 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     print(&s, args.json)
 }
 
-/// Waits for one connection, giving up on a stop or after `--accept-timeout`.
+/// The flags' values in range: the address to listen on and the segment size to ask for.
+fn check(args: &RecvArgs, zerocopy: bool) -> anyhow::Result<(SocketAddr, u32)> {
+    if zerocopy && (args.window < 4096 || args.window > 1 << 30) {
+        bail!("--window {}: must be 4K to 1G", args.window);
+    }
+    crate::run::meter::check_seconds("--accept-timeout", args.accept_timeout)?;
+    let addr = super::resolve("--listen", &args.listen, true)?;
+    let mss = args.mss.unwrap_or(if zerocopy { PAGE_MSS } else { 0 });
+    if mss != 0 && !(88..=32767).contains(&mss) {
+        bail!("--mss {mss}: must be 88 to 32767, or 0 for the kernel's");
+    }
+    Ok((addr, mss))
+}
+
+/// Says set-up is done (scripts and tests wait for the word "ready").
+fn announce_ready(bound: SocketAddr, zerocopy: bool, mss: u32) {
+    eprintln!(
+        "zcopy recv ready on {bound} ({}{})",
+        if zerocopy {
+            "TCP zero-copy receive"
+        } else {
+            "copying reads"
+        },
+        if mss != 0 {
+            format!(", asks for mss {mss}")
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// Waits for one connection, until a stop request or `--accept-timeout`.
 fn accept(
     listener: &TcpListener,
-    bound: std::net::SocketAddr,
-    stop: &std::sync::atomic::AtomicBool,
-    accept_timeout: Option<f64>,
-) -> anyhow::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+    bound: SocketAddr,
+    timeout: Option<f64>,
+    stop: &AtomicBool,
+) -> anyhow::Result<(TcpStream, SocketAddr)> {
     let waited = Instant::now();
     loop {
         match listener.accept() {
@@ -204,17 +193,51 @@ fn accept(
         if stop.load(Ordering::Relaxed) {
             bail!("stopped before a connection came");
         }
-        if accept_timeout.is_some_and(|t| waited.elapsed() > Duration::from_secs_f64(t)) {
+        if timeout.is_some_and(|t| waited.elapsed() > Duration::from_secs_f64(t)) {
             bail!(
                 "no connection on {bound} within {} s",
-                accept_timeout.unwrap_or_default()
+                timeout.unwrap_or_default()
             );
         }
         wait_readable(listener);
     }
 }
 
-/// The closing report: one JSON object, or one line.
+/// Receives until the peer ends the stream (false) or a stop request (true: interrupted),
+/// writing what arrives to `output` and showing the live line.
+fn receive(
+    rx: &mut Receiver,
+    mut output: Option<&mut Output>,
+    live: &mut Live,
+    zerocopy: bool,
+    peer: SocketAddr,
+) -> anyhow::Result<bool> {
+    loop {
+        match rx.next_chunk() {
+            Ok(None) => return Ok(false),
+            Ok(Some(Chunk::Idle)) => {}
+            Ok(Some(Chunk::Mapped(bytes) | Chunk::Copied(bytes))) => {
+                if let Some(out) = output.as_deref_mut() {
+                    out.file
+                        .write_all(bytes)
+                        .with_context(|| format!("write {}", out.path))?;
+                }
+            }
+            Err(ZcopyError::Stopped) => return Ok(true),
+            Err(e) => return Err(e).with_context(|| format!("receive from {peer}")),
+        }
+        let st = rx.stats();
+        live.tick(st.bytes, || {
+            if zerocopy {
+                format!("mapped {:.1}%", share(st.mapped, st.bytes) * 100.0)
+            } else {
+                String::new()
+            }
+        });
+    }
+}
+
+/// The summary: one line for people, or one JSON object with `--json`.
 fn print(s: &RecvSummary, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(s)?);

@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -97,57 +97,26 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;
     let zerocopy = !args.copy;
-    let size = args.size as usize;
     let api = match args.io_uring {
         true => SendApi::IoUring,
         false => SendApi::Syscalls,
     };
-    let mut tx = Sender::new(stream, zerocopy, api, args.buffers, size, stop.clone())
-        .context("set up the sender")?;
-    let how = match (api, zerocopy) {
-        (SendApi::Syscalls, true) => "MSG_ZEROCOPY",
-        (SendApi::Syscalls, false) => "copying",
-        (SendApi::IoUring, true) => "io_uring SEND_ZC, registered buffers",
-        (SendApi::IoUring, false) => "io_uring SEND, copying",
-    };
-    eprintln!(
-        "zcopy send ready to {addr} ({how}, {size}-byte sends, {} buffers, mss {mss})",
-        args.buffers
-    );
+    let mut tx = Sender::new(
+        stream,
+        zerocopy,
+        api,
+        args.buffers,
+        args.size as usize,
+        stop,
+    )
+    .context("set up the sender")?;
+    announce_ready(&args, addr, api, zerocopy, mss);
     let mut live = Live::new("send", args.quiet);
-    let (mut sent, mut filled) = (0u64, 0usize);
-    let mut interrupted = false;
-    let outcome: Result<(), anyhow::Error> = (|| {
-        while sent < limit && duration.is_none_or(|d| live.elapsed() < d) {
-            let want = (limit - sent).min(size as u64) as usize;
-            let buf = tx.buffer()?;
-            let len = match file.as_mut() {
-                Some(f) => read_full(f, &mut buf[..want]).context("read --file")?,
-                None => {
-                    // The pattern is written once per buffer: later sends reuse it as it is.
-                    if filled < args.buffers {
-                        fill_pattern(buf);
-                        filled += 1;
-                    }
-                    want
-                }
-            };
-            if len == 0 {
-                break;
-            }
-            tx.send(len)?;
-            sent += len as u64;
-            live.tick(sent, || status(&tx));
-        }
-        Ok(())
-    })();
-    match outcome {
-        Ok(()) => {}
-        Err(e) if matches!(e.downcast_ref::<ZcopyError>(), Some(ZcopyError::Stopped)) => {
-            interrupted = true;
-        }
+    let interrupted = match send(&args, &mut tx, file.as_mut(), limit, duration, &mut live) {
+        Ok(()) => false,
+        Err(e) if matches!(e.downcast_ref::<ZcopyError>(), Some(ZcopyError::Stopped)) => true,
         Err(e) => return Err(e.context(format!("send to {addr}"))),
-    }
+    };
     tx.finish()
         .with_context(|| format!("end the stream to {addr}"))?;
     let seconds = live.elapsed().as_secs_f64();
@@ -181,7 +150,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     print(&s, args.json)
 }
 
-/// Refuses values the sender cannot use, before anything is opened.
+/// The flags' values in range.
 fn check(args: &SendArgs) -> anyhow::Result<()> {
     if args.size == 0 || args.size > 16 << 20 {
         bail!("--size {}: must be 1 byte to 16M", args.size);
@@ -192,11 +161,60 @@ fn check(args: &SendArgs) -> anyhow::Result<()> {
     if args.bytes == Some(0) {
         bail!("--bytes 0: must be at least 1");
     }
-    crate::run::meter::check_seconds("--duration", args.duration)?;
+    crate::run::meter::check_seconds("--duration", args.duration)
+}
+
+/// Says set-up is done (scripts and tests wait for the word "ready").
+fn announce_ready(args: &SendArgs, addr: SocketAddr, api: SendApi, zerocopy: bool, mss: u32) {
+    let how = match (api, zerocopy) {
+        (SendApi::Syscalls, true) => "MSG_ZEROCOPY",
+        (SendApi::Syscalls, false) => "copying",
+        (SendApi::IoUring, true) => "io_uring SEND_ZC, registered buffers",
+        (SendApi::IoUring, false) => "io_uring SEND, copying",
+    };
+    eprintln!(
+        "zcopy send ready to {addr} ({how}, {}-byte sends, {} buffers, mss {mss})",
+        args.size, args.buffers
+    );
+}
+
+/// Sends `--file`, or a pattern, in `--size` pieces until `limit` bytes, the duration or a
+/// stop request (a `ZcopyError::Stopped`), showing the live line.
+fn send(
+    args: &SendArgs,
+    tx: &mut Sender,
+    mut file: Option<&mut File>,
+    limit: u64,
+    duration: Option<Duration>,
+    live: &mut Live,
+) -> anyhow::Result<()> {
+    let size = args.size as usize;
+    let (mut sent, mut filled) = (0u64, 0usize);
+    while sent < limit && duration.is_none_or(|d| live.elapsed() < d) {
+        let want = (limit - sent).min(size as u64) as usize;
+        let buf = tx.buffer()?;
+        let len = match file.as_deref_mut() {
+            Some(f) => read_full(f, &mut buf[..want]).context("read --file")?,
+            None => {
+                // The pattern is written once per buffer: later sends reuse it as it is.
+                if filled < args.buffers {
+                    fill_pattern(buf);
+                    filled += 1;
+                }
+                want
+            }
+        };
+        if len == 0 {
+            break;
+        }
+        tx.send(len)?;
+        sent += len as u64;
+        live.tick(sent, || status(tx));
+    }
     Ok(())
 }
 
-/// The closing report: one JSON object, or a line (and the completions when zero-copy).
+/// The summary: a line (two with zero-copy) for people, or one JSON object with `--json`.
 fn print(s: &SendSummary, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(s)?);
