@@ -97,18 +97,7 @@ impl Bridge {
         offload: bool,
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);
-        let one_thread_only = |b: Backend| matches!(b, Backend::Pipe | Backend::Pcap);
-        if let Some((n, spec)) = ports.iter().find(|(_, s)| one_thread_only(s.backend))
-            && threads > 1
-        {
-            // An end of a pipe has one ring each way, for one thread; a recording is one
-            // file, for one writer. Every thread sends.
-            return Err(PortError::Unsupported(format!(
-                "port {n} ({spec}): a {} port works with one poll-mode thread \
-                 (--pmd-cpus with one CPU)",
-                spec.backend.name()
-            )));
-        }
+        check_thread_count(ports, threads)?;
         let xdp: Vec<PortSpec> = ports
             .iter()
             .filter(|(_, s)| s.backend == Backend::Xdp)
@@ -118,86 +107,13 @@ impl Bridge {
             true => Some(attach_fast_path(&xdp, opts)?),
             false => None,
         };
-        let xdp_opts = PortOptions {
-            program_attached: fast_path.as_ref().map(FastPath::mode),
-            ..opts.clone()
-        };
-        let groups: Vec<Option<XdpGroup>> = if xdp.is_empty() {
-            (0..threads).map(|_| None).collect()
-        } else if threads == 1 {
-            vec![Some(XdpGroup::open(&xdp, &xdp_opts)?)]
-        } else {
-            XdpGroup::open_queues(&xdp, threads as u32, &xdp_opts)?
-                .into_iter()
-                .map(Some)
-                .collect()
-        };
-        if let Some(fast_path) = &mut fast_path {
-            for (q, group) in groups.iter().enumerate() {
-                let Some(group) = group else { continue };
-                for (slot, spec) in xdp.iter().enumerate() {
-                    // One thread binds the specs' queues; N threads bind queues 0..N.
-                    let queue = if threads == 1 { spec.queue } else { q as u32 };
-                    fast_path.register(slot as u32, queue, group.socket_fd(slot))?;
-                }
-            }
-        }
-        let numbered: Vec<(u32, bool)> = ports
-            .iter()
-            .map(|(n, s)| (*n, s.backend == Backend::Xdp))
-            .collect();
+        let groups = open_xdp_groups(&xdp, opts, threads, fast_path.as_mut())?;
         let clock = Instant::now();
-        let burst = opts.batch.max(1) as usize;
-        let mut pmds = Vec::with_capacity(threads);
-        // Tap devices first (one made now if there is none): their index is theirs from here.
-        let mut taps = HashMap::new();
-        for (_, spec) in ports.iter().filter(|(_, s)| s.backend == Backend::Tap) {
-            if let Entry::Vacant(e) = taps.entry(spec.iface.clone()) {
-                e.insert(TapDevice::open(spec)?);
-            }
-        }
-        let links = Arc::new(PortLinks::new(
-            ports
-                .iter()
-                .map(|(_, s)| {
-                    s.backend
-                        .has_interface()
-                        .then(|| if_index(&s.iface))
-                        .flatten()
-                })
-                .collect(),
-        ));
-        for (i, group) in groups.into_iter().enumerate() {
-            let mut others = Vec::new();
-            let other_specs = ports.iter().filter(|(_, s)| s.backend != Backend::Xdp);
-            for (k, (_, spec)) in other_specs.enumerate() {
-                let receives = k % threads == i;
-                let port_opts = PortOptions {
-                    rx: receives,
-                    ..opts.clone()
-                };
-                let port = open_other(spec, &port_opts, &mut taps)?;
-                others.push(OtherPort::new(port, receives));
-            }
-            let set = PortSet::new(&numbered, group, others, burst, links.clone());
-            pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
-        }
-        let mut ofproto = Ofproto::new();
-        for (n, _) in ports {
-            ofproto.add_port(*n);
-        }
-        let mut barrier = None;
-        if let Some(fast_path) = fast_path {
-            barrier = Some(fast_path.barrier()?);
-            // Slots as attach_fast_path gave them: the AF_XDP ports in order.
-            let numbered: Vec<(u32, u32, u32)> = ports
-                .iter()
-                .filter(|(_, s)| s.backend == Backend::Xdp)
-                .enumerate()
-                .filter_map(|(slot, (n, s))| Some((*n, if_index(&s.iface)?, slot as u32)))
-                .collect();
-            ofproto.offload = Some(Offload::new(fast_path, &numbered));
-        }
+        // Tap devices before the links: a tap made now has its index from here on.
+        let mut taps = open_taps(ports)?;
+        let links = Arc::new(port_links(ports));
+        let pmds = poll_mode_threads(ports, opts, groups, &mut taps, pmd_cpus, &links, clock)?;
+        let (ofproto, barrier) = ofproto_for(ports, fast_path)?;
         // Made at the rules' generation: the first change is the first flush.
         let caches = (0..threads)
             .map(|_| {
@@ -535,6 +451,142 @@ impl Drop for Bridge {
     fn drop(&mut self) {
         let _ = self.park();
     }
+}
+/// Refuses more than one poll-mode thread when a port can serve only one.
+fn check_thread_count(ports: &[(u32, PortSpec)], threads: usize) -> Result<(), PortError> {
+    let one_thread_only = |b: Backend| matches!(b, Backend::Pipe | Backend::Pcap);
+    match ports.iter().find(|(_, s)| one_thread_only(s.backend)) {
+        // An end of a pipe has one ring each way, for one thread; a recording is one
+        // file, for one writer. Every thread sends.
+        Some((n, spec)) if threads > 1 => Err(PortError::Unsupported(format!(
+            "port {n} ({spec}): a {} port works with one poll-mode thread \
+             (--pmd-cpus with one CPU)",
+            spec.backend.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The AF_XDP ports on one UMEM per poll-mode thread (one queue each when there are
+/// several threads), their sockets registered with the fast path if the bridge offloads.
+fn open_xdp_groups(
+    xdp: &[PortSpec],
+    opts: &PortOptions,
+    threads: usize,
+    fast_path: Option<&mut FastPath>,
+) -> Result<Vec<Option<XdpGroup>>, PortError> {
+    let xdp_opts = PortOptions {
+        program_attached: fast_path.as_ref().map(|f| f.mode()),
+        ..opts.clone()
+    };
+    let groups: Vec<Option<XdpGroup>> = if xdp.is_empty() {
+        (0..threads).map(|_| None).collect()
+    } else if threads == 1 {
+        vec![Some(XdpGroup::open(xdp, &xdp_opts)?)]
+    } else {
+        XdpGroup::open_queues(xdp, threads as u32, &xdp_opts)?
+            .into_iter()
+            .map(Some)
+            .collect()
+    };
+    if let Some(fast_path) = fast_path {
+        for (q, group) in groups.iter().enumerate() {
+            let Some(group) = group else { continue };
+            for (slot, spec) in xdp.iter().enumerate() {
+                // One thread binds the specs' queues; N threads bind queues 0..N.
+                let queue = if threads == 1 { spec.queue } else { q as u32 };
+                fast_path.register(slot as u32, queue, group.socket_fd(slot))?;
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// The tap devices of the tap ports, one per interface (made now if there is none).
+fn open_taps(ports: &[(u32, PortSpec)]) -> Result<HashMap<String, TapDevice>, PortError> {
+    let mut taps = HashMap::new();
+    for (_, spec) in ports.iter().filter(|(_, s)| s.backend == Backend::Tap) {
+        if let Entry::Vacant(e) = taps.entry(spec.iface.clone()) {
+            e.insert(TapDevice::open(spec)?);
+        }
+    }
+    Ok(taps)
+}
+
+/// Every port's link state, watched by interface index (ports without an interface have none).
+fn port_links(ports: &[(u32, PortSpec)]) -> PortLinks {
+    PortLinks::new(
+        ports
+            .iter()
+            .map(|(_, s)| {
+                s.backend
+                    .has_interface()
+                    .then(|| if_index(&s.iface))
+                    .flatten()
+            })
+            .collect(),
+    )
+}
+
+/// One poll-mode thread per AF_XDP group, each with the other backends' ports: every thread
+/// sends on all of them, and each receives on its share.
+fn poll_mode_threads(
+    ports: &[(u32, PortSpec)],
+    opts: &PortOptions,
+    groups: Vec<Option<XdpGroup>>,
+    taps: &mut HashMap<String, TapDevice>,
+    pmd_cpus: &[usize],
+    links: &Arc<PortLinks>,
+    clock: Instant,
+) -> Result<Vec<Pmd>, PortError> {
+    let threads = groups.len();
+    let burst = opts.batch.max(1) as usize;
+    let numbered: Vec<(u32, bool)> = ports
+        .iter()
+        .map(|(n, s)| (*n, s.backend == Backend::Xdp))
+        .collect();
+    let mut pmds = Vec::with_capacity(threads);
+    for (i, group) in groups.into_iter().enumerate() {
+        let mut others = Vec::new();
+        let other_specs = ports.iter().filter(|(_, s)| s.backend != Backend::Xdp);
+        for (k, (_, spec)) in other_specs.enumerate() {
+            let receives = k % threads == i;
+            let port_opts = PortOptions {
+                rx: receives,
+                ..opts.clone()
+            };
+            let port = open_other(spec, &port_opts, taps)?;
+            others.push(OtherPort::new(port, receives));
+        }
+        let set = PortSet::new(&numbered, group, others, burst, links.clone());
+        pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
+    }
+    Ok(pmds)
+}
+
+/// The bridge's OpenFlow state: its ports, the default rule, and the offload with the
+/// fast path's barrier when there is one.
+fn ofproto_for(
+    ports: &[(u32, PortSpec)],
+    fast_path: Option<FastPath>,
+) -> Result<(Ofproto, Option<ProgramBarrier>), PortError> {
+    let mut ofproto = Ofproto::new();
+    for (n, _) in ports {
+        ofproto.add_port(*n);
+    }
+    let Some(fast_path) = fast_path else {
+        return Ok((ofproto, None));
+    };
+    let barrier = fast_path.barrier()?;
+    // Slots as attach_fast_path gave them: the AF_XDP ports in order.
+    let numbered: Vec<(u32, u32, u32)> = ports
+        .iter()
+        .filter(|(_, s)| s.backend == Backend::Xdp)
+        .enumerate()
+        .filter_map(|(slot, (n, s))| Some((*n, if_index(&s.iface)?, slot as u32)))
+        .collect();
+    ofproto.offload = Some(Offload::new(fast_path, &numbered));
+    Ok((ofproto, Some(barrier)))
 }
 
 /// Loads the fast path and attaches it to every interface of `xdp` (in the mode `opts` asks
