@@ -274,43 +274,7 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             "           tx pkts={}, bytes={}, drop={}, errs={}, coll=0",
             s.tx_packets, s.tx_bytes, tx_drop, s.drops.tx_invalid_desc
         );
-        let link = bridge.link(i);
-        if link != Link::Up || s.tx_stranded > 0 {
-            let _ = writeln!(
-                out,
-                "           link: {}, stranded={} (sent, then the interface went away)",
-                link_name(link),
-                s.tx_stranded
-            );
-        }
-        let reasons: Vec<String> = s
-            .drops
-            .by_reason()
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if !reasons.is_empty() {
-            let _ = writeln!(out, "           drops: {}", reasons.join(", "));
-        }
-        let _ = writeln!(out, "           copies={}", s.copies);
-        if let Some(f) = fast.as_ref().map(|f| f[i]) {
-            let _ = writeln!(
-                out,
-                "           fast path: rx pkts={}, bytes={}, redirected pkts={}, bytes={}, of which \
-                 failed={}{}",
-                f.rx_packets,
-                f.rx_bytes,
-                f.tx_packets,
-                f.tx_bytes,
-                f.tx_failed,
-                if f.tx_blocked {
-                    " (blocked: the kernel could not send them; through user space)"
-                } else {
-                    ""
-                }
-            );
-        }
+        write_port_extras(&mut out, bridge.link(i), s, fast.as_ref().map(|f| f[i]));
     }
     if only.is_some() {
         return out.trim_end().to_string();
@@ -328,6 +292,47 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
         c.to_controller
     );
     out
+}
+
+/// The lines `dump-ports` adds to ovs-ofctl's for one port: its link when not up, drops by
+/// reason, copies, and what the kernel's fast path did for it.
+fn write_port_extras(out: &mut String, link: Link, s: &PortStats, fast: Option<FastPortCounts>) {
+    if link != Link::Up || s.tx_stranded > 0 {
+        let _ = writeln!(
+            out,
+            "           link: {}, stranded={} (sent, then the interface went away)",
+            link_name(link),
+            s.tx_stranded
+        );
+    }
+    let reasons: Vec<String> = s
+        .drops
+        .by_reason()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !reasons.is_empty() {
+        let _ = writeln!(out, "           drops: {}", reasons.join(", "));
+    }
+    let _ = writeln!(out, "           copies={}", s.copies);
+    if let Some(f) = fast {
+        let _ = writeln!(
+            out,
+            "           fast path: rx pkts={}, bytes={}, redirected pkts={}, bytes={}, of which \
+             failed={}{}",
+            f.rx_packets,
+            f.rx_bytes,
+            f.tx_packets,
+            f.tx_bytes,
+            f.tx_failed,
+            if f.tx_blocked {
+                " (blocked: the kernel could not send them; through user space)"
+            } else {
+                ""
+            }
+        );
+    }
 }
 
 /// The learning table as `ovs-appctl fdb/show` prints it: each address `normal` knows, the
