@@ -543,7 +543,8 @@ impl Emitted {
 }
 
 /// Runs one frame through the datapath into `verdict` (and `emitted`, for copies made
-/// before a rewrite, into the thread's reused scratch space); where the frame now starts in its buffer, and its length.
+/// before a rewrite, into the thread's reused scratch space); where the frame now starts in
+/// its buffer, and its length.
 fn decide(
     round: &mut Round<'_>,
     frame: &mut Frame<'_>,
