@@ -4,8 +4,8 @@
 
 mod counts;
 pub mod filter_child;
+mod from_port;
 mod line;
-mod live;
 mod offline;
 mod take;
 
@@ -384,7 +384,7 @@ pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
                 take::check(&spec.iface, args.take)?;
             }
             crate::run::caps::require_for(&format!("capture on {spec}"), &[spec.backend])?;
-            live::run(&args, &spec, filter, rotation, &stop)?
+            from_port::run(&args, &spec, filter, rotation, &stop)?
         }
     };
     let to_stderr = args.write.as_deref() == Some("-") || args.write.is_none();
