@@ -15,9 +15,9 @@
 //! - [`offload`]: flows handed to the kernel's XDP fast path, and its transmit watch;
 //! - [`dpif`]: the per-frame [`dpif::process::process`], the caches (exact-match, megaflow,
 //!   each thread's own), the poll-mode loop and the port sets. It reaches the rules only
-//!   through the interface it defines, [`dpif::upcall`] ([`Upcall`], [`dpif::upcall::SharedState`],
-//!   [`Decision`]), which `ofproto` implements: nothing in `dpif` imports `ofproto`, `ofctl`
-//!   or `bridge`;
+//!   through the interface it defines, [`dpif::upcall`] ([`Upcall`],
+//!   [`dpif::upcall::SharedState`], [`Decision`]), which `ofproto` implements: nothing in
+//!   `dpif` imports `ofproto`, `ofctl` or `bridge`;
 //! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`];
 //! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`rule`], [`frame`],
 //!   [`error`].
