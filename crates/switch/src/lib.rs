@@ -7,6 +7,7 @@
 //!
 //! One folder a layer, as in Open vSwitch; a layer imports only the ones below it (no cycle
 //! among the modules):
+//! - [`openflow`]: OpenFlow 1.3 for controllers, over the same tables as `ctl`;
 //! - [`bridge`]: the ports, the poll-mode threads, the control socket ([`bridge::control`],
 //!   whose request handler is passed in) and its commands ([`bridge::commands`]);
 //! - [`ofctl`]: ovs-ofctl's text syntax in and out: flows, actions, `dump-flows` lines;
@@ -56,12 +57,13 @@ pub mod mac_learning;
 pub mod ofctl;
 pub mod offload;
 pub mod ofproto;
+pub mod openflow;
 pub mod rule;
 
 pub use action::Action;
-pub use bridge::Bridge;
 pub use bridge::commands::{STRICT, STRICT_COMMANDS};
 pub use bridge::control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request, Response};
+pub use bridge::{Bridge, BridgeEvents, RemovedReason, Work};
 pub use classifier::RuleId;
 pub use dpif::flow_cache::{CacheStats, FlowCache};
 pub use dpif::pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};

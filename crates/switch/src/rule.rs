@@ -18,6 +18,9 @@ pub struct Rule {
     pub hard_timeout: u16,
     pub flow_match: Match,
     pub actions: Vec<Action>,
+    /// OpenFlow's `ofp_flow_mod_flags` (send a FLOW_REMOVED when it goes...); 0 from flow
+    /// syntax.
+    pub flags: u16,
 }
 
 impl Rule {
@@ -33,7 +36,14 @@ impl Rule {
             hard_timeout: 0,
             flow_match,
             actions,
+            flags: 0,
         }
+    }
+
+    /// Whether the rule sends to output port `port` (OpenFlow's `out_port` filter; `None`
+    /// filters nothing).
+    pub fn outputs_to(&self, port: Option<u32>) -> bool {
+        port.is_none_or(|port| self.output_ports().any(|p| p == port))
     }
 
     /// The output ports the actions name (`output:N`), for checking them against the bridge.
@@ -85,8 +95,35 @@ impl RuleStats {
     }
 }
 
+/// Where a packet sent to the controller was sent from: the table and cookie of the rule,
+/// and whether it is a table-miss rule (priority 0, matching everything: OpenFlow's
+/// `OFPR_NO_MATCH` rather than `OFPR_ACTION`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct PacketInOrigin {
+    pub table: u8,
+    pub cookie: u64,
+    pub table_miss: bool,
+}
+
+impl PacketInOrigin {
+    /// The origin of a `controller` action of `rule`; none for a PACKET_OUT's actions.
+    pub fn of(rule: Option<&Rule>) -> PacketInOrigin {
+        match rule {
+            Some(rule) => PacketInOrigin {
+                table: rule.table,
+                cookie: rule.cookie,
+                table_miss: rule.priority == 0 && rule.flow_match == Match::ANY,
+            },
+            None => PacketInOrigin {
+                cookie: u64::MAX,
+                ..PacketInOrigin::default()
+            },
+        }
+    }
+}
+
 /// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
-pub(crate) fn check_actions(rule: &Rule) -> Result<(), FlowError> {
+pub fn check_actions(rule: &Rule) -> Result<(), FlowError> {
     for (index, action) in rule.actions.iter().enumerate() {
         let prerequisite = action.prerequisite();
         if !prerequisite.is_met_by(&rule.flow_match) {

@@ -305,13 +305,17 @@ type ReferenceRule = (RuleRank, RuleId, Match, Vec<Action>);
 /// The brute force: every table a list sorted best first, scanned until a rule matches.
 struct Reference {
     tables: Vec<Vec<ReferenceRule>>,
+    /// Each rule's origin, for the packet-ins its `controller` actions make.
+    origins: HashMap<RuleId, wirespeed_switch::rule::PacketInOrigin>,
 }
 
 impl Reference {
     fn new(tables: &RuleTables) -> Reference {
         let mut lists = vec![Vec::new(); TABLES as usize];
+        let mut origins = HashMap::new();
         for (id, installed) in tables.iter() {
             let rule = &installed.rule;
+            origins.insert(id, wirespeed_switch::rule::PacketInOrigin::of(Some(rule)));
             lists[rule.table as usize].push((
                 installed.rank,
                 id,
@@ -322,7 +326,10 @@ impl Reference {
         for list in &mut lists {
             list.sort_by_key(|(rank, ..)| (std::cmp::Reverse(rank.priority), rank.seq));
         }
-        Reference { tables: lists }
+        Reference {
+            tables: lists,
+            origins,
+        }
     }
 
     fn decide(&self, flow: &FlowBits) -> Decision {
@@ -345,6 +352,9 @@ impl Reference {
                 Action::GotoTable(next) => return self.run_table(next, flow, decision),
                 Action::Resubmit(next) => flow = self.run_table(next, flow, decision),
                 _ => {
+                    if matches!(action, Action::Controller(_)) && decision.packet_in.is_none() {
+                        decision.packet_in = Some(self.origins[id]);
+                    }
                     action.apply_to_flow(&mut flow, &mut FlowBits::default());
                     decision.actions.push(*action);
                 }
@@ -380,6 +390,7 @@ fn change_rules(
                     flow_match: rule.flow_match,
                     strict_priority: Some(rule.priority),
                     cookie: None,
+                    out_port: None,
                 };
                 let actions = random_actions(rng, Family::Any, rule.table);
                 assert!(tables.modify(&selector, &actions, None).unwrap() >= 1);

@@ -9,9 +9,9 @@ use std::time::Duration;
 use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
-use crate::bridge::Bridge;
-use crate::bridge::control::{Job, Request, Response};
+use crate::bridge::control::{Request, Response};
 use crate::bridge::link::LinkState;
+use crate::bridge::{Bridge, Work};
 use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
 use crate::dpif::port_links::link_name;
@@ -525,7 +525,7 @@ impl Bridge {
     /// `jobs` until `keep_going` says stop or a thread fails.
     pub fn run(
         &mut self,
-        jobs: &Receiver<Job>,
+        jobs: &Receiver<Work>,
         keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.serve(jobs, execute, keep_going)

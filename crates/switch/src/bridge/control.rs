@@ -143,7 +143,10 @@ impl Drop for ControlServer {
 /// socket. The socket appears at `path` already mode 0600: it is bound in a private
 /// directory, restricted, then linked into place (link, unlike rename, never replaces a
 /// file).
-pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlError> {
+pub fn listen<W: From<Job> + Send + 'static>(
+    path: &Path,
+    jobs: Sender<W>,
+) -> Result<ControlServer, ControlError> {
     let io = |what| {
         move |source| ControlError::Io {
             path: path.to_path_buf(),
@@ -205,7 +208,7 @@ pub fn listen(path: &Path, jobs: Sender<Job>) -> Result<ControlServer, ControlEr
 }
 
 /// Serves each connection on a thread of its own, up to MAX_CLIENTS at once.
-fn accept(listener: &UnixListener, jobs: &Sender<Job>) {
+fn accept<W: From<Job> + Send + 'static>(listener: &UnixListener, jobs: &Sender<W>) {
     let open = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming().flatten() {
         if open.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
@@ -269,13 +272,13 @@ fn read_request(stream: &UnixStream, deadline: Instant, limit: usize) -> Result<
     }
 }
 
-fn serve(stream: &UnixStream, jobs: &Sender<Job>) {
+fn serve<W: From<Job>>(stream: &UnixStream, jobs: &Sender<W>) {
     serve_with(stream, jobs, REQUEST_DEADLINE, ANSWER_TIMEOUT, MAX_REQUEST);
 }
 
-fn serve_with(
+fn serve_with<W: From<Job>>(
     stream: &UnixStream,
-    jobs: &Sender<Job>,
+    jobs: &Sender<W>,
     deadline: Duration,
     answer_timeout: Duration,
     limit: usize,
@@ -307,7 +310,7 @@ fn serve_with(
             let (reply, answered) = mpsc::channel();
             let job = Job::new(request, reply);
             let claim = job.claim.clone();
-            if jobs.send(job).is_err() {
+            if jobs.send(W::from(job)).is_err() {
                 Response::error("the switch is stopping: nothing was done")
             } else {
                 match answered.recv_timeout(answer_timeout) {
@@ -424,7 +427,7 @@ mod tests {
         let dir = Dir::new("file");
         let path = dir.0.join("switch.sock");
         std::fs::write(&path, "precious").unwrap();
-        let (jobs, _) = mpsc::channel();
+        let (jobs, _) = mpsc::channel::<Job>();
         let err = listen(&path, jobs)
             .err()
             .expect("a regular file was replaced");
@@ -447,7 +450,7 @@ mod tests {
         let dir = Dir::new("socket");
         let path = dir.0.join("switch.sock");
         drop(UnixListener::bind(&path).unwrap()); // a dead switch's socket file
-        let (jobs, _keep) = mpsc::channel();
+        let (jobs, _keep) = mpsc::channel::<Job>();
         let server = listen(&path, jobs.clone()).unwrap();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert!(meta.file_type().is_socket());
@@ -593,7 +596,7 @@ mod tests {
     fn a_missing_directory_is_refused_not_made() {
         let dir = Dir::new("nodir");
         let missing = dir.0.join("typo");
-        let (jobs, _keep) = mpsc::channel();
+        let (jobs, _keep) = mpsc::channel::<Job>();
         let err = listen(&missing.join("switch.sock"), jobs)
             .err()
             .expect("listened in a directory that does not exist");

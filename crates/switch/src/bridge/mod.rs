@@ -40,6 +40,7 @@ use crate::dpif::port_set::{OtherPort, PortSet};
 use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
 use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
+use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use control::{Job, Request, Response};
 
@@ -49,6 +50,35 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 const CONTROL_TICK: Duration = Duration::from_millis(50);
 /// How long a snapshot may take a running thread (it answers between bursts).
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the control side is asked to do: a `wirespeed ctl` request, or a call another front
+/// end (the OpenFlow agent) runs on the bridge itself, in arrival order with the rest.
+pub enum Work {
+    Ctl(Job),
+    Call(Box<dyn FnOnce(&mut Bridge) + Send>),
+}
+
+impl From<Job> for Work {
+    fn from(job: Job) -> Work {
+        Work::Ctl(job)
+    }
+}
+
+/// Why rules left the tables without a `wirespeed ctl` request (OpenFlow's
+/// `ofp_flow_removed_reason`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RemovedReason {
+    IdleTimeout = 0,
+    HardTimeout = 1,
+    Delete = 2,
+}
+
+/// Who hears about what the bridge does by itself: rules timing out, ports changing.
+pub trait BridgeEvents: Send {
+    fn rules_removed(&mut self, removed: &[(InstalledRule, RemovedReason)], now: Duration);
+    /// Port `port`'s link is now `link` (up or not).
+    fn port_changed(&mut self, port: u32, up: bool);
+}
 
 /// A thread at work, and how to reach it.
 struct Running {
@@ -82,6 +112,7 @@ pub struct Bridge {
     clock: Instant,
     threads: Threads,
     stop: Arc<AtomicBool>,
+    events: Option<Box<dyn BridgeEvents>>,
 }
 
 impl Bridge {
@@ -135,11 +166,49 @@ impl Bridge {
             clock,
             threads: Threads::Parked(pmds),
             stop: Arc::new(AtomicBool::new(false)),
+            events: None,
         };
         // A port already down (a tap device made just now) is known so from the start.
         bridge.links.read();
         bridge.announce_links(Duration::ZERO);
         Ok(bridge)
+    }
+
+    /// Tells `events` about rules that time out and ports that change from now on.
+    pub fn set_events(&mut self, events: Box<dyn BridgeEvents>) {
+        self.events = Some(events);
+    }
+
+    /// Each port's spec as given (`xdp:veth1`...), in the bridge's order.
+    pub fn specs(&self) -> &[String] {
+        &self.specs
+    }
+
+    /// Hands a packet to the first poll-mode thread to send: `actions` (no table jumps) run
+    /// on `data` as if it came in on `in_port`. Nothing is sent while the threads are parked.
+    pub fn send_packet(&self, in_port: u32, data: Vec<u8>, actions: Vec<crate::Action>) {
+        if let Threads::Running(running) = &self.threads
+            && let Some(first) = running.first()
+        {
+            let _ = first.requests.send(PmdRequest::PacketOut {
+                in_port,
+                data,
+                actions,
+            });
+        }
+    }
+
+    /// Waits (at most a second) until the first poll-mode thread has sent every packet
+    /// handed to it before now (an OpenFlow barrier after PACKET_OUTs).
+    pub fn sync_sends(&self) {
+        if let Threads::Running(running) = &self.threads
+            && let Some(first) = running.first()
+        {
+            let (done, wait) = mpsc::channel();
+            if first.requests.send(PmdRequest::Sync(done)).is_ok() {
+                let _ = wait.recv_timeout(Duration::from_secs(1));
+            }
+        }
     }
 
     /// Port numbers in the bridge's order.
@@ -186,7 +255,7 @@ impl Bridge {
     /// so the bridge does not depend on the commands that drive it.
     pub fn serve(
         &mut self,
-        jobs: &Receiver<Job>,
+        jobs: &Receiver<Work>,
         mut handler: impl FnMut(&mut Bridge, &Request) -> Response,
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
@@ -195,11 +264,15 @@ impl Bridge {
         while keep_going() && !self.a_thread_ended() {
             match jobs.recv_timeout(CONTROL_TICK) {
                 // A job its client's side withdrew is not done: the client was told so.
-                Ok(job) if job.take() => {
+                Ok(Work::Ctl(job)) if job.take() => {
                     let response = self.answer(&job.request, &mut handler);
                     let _ = job.reply.send(response);
                 }
-                Ok(_) => {}
+                Ok(Work::Ctl(_)) => {}
+                Ok(Work::Call(call)) => {
+                    call(self);
+                    self.settle_offload();
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }
@@ -360,6 +433,11 @@ impl Bridge {
             }
         }
         drop(ofproto);
+        if let Some(events) = &mut self.events {
+            for change in &changes {
+                events.port_changed(self.numbers[change.port], change.now == LinkState::Up);
+            }
+        }
         // Said outside the lock: a stderr that blocks must not hold up the threads.
         for change in changes {
             let (n, spec) = (self.numbers[change.port], &self.specs[change.port]);
@@ -396,14 +474,30 @@ impl Bridge {
     /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came,
     /// so with such rules each thread's cache is harvested first, one thread stopped at a
     /// time; all of them are stopped together only when a rule is due to go.
-    fn expire_rules(&self, now: Duration) {
+    fn expire_rules(&mut self, now: Duration) {
         if lock(&self.ofproto).tables.has_idle_timeouts() {
             for cache in &self.caches {
                 cache.for_control().harvest(&mut lock(&self.ofproto).tables);
             }
         }
         if lock(&self.ofproto).tables.any_expired(now) {
-            self.edit(|ofproto| ofproto.tables.expire(now));
+            let removed = self.edit(|ofproto| ofproto.tables.expire_taking(now));
+            if let Some(events) = &mut self.events {
+                let reasons: Vec<(InstalledRule, RemovedReason)> = removed
+                    .into_iter()
+                    .map(|r| {
+                        let hard = r.rule.hard_timeout != 0
+                            && now.saturating_sub(r.stats.installed_at)
+                                >= Duration::from_secs(r.rule.hard_timeout.into());
+                        let reason = match hard {
+                            true => RemovedReason::HardTimeout,
+                            false => RemovedReason::IdleTimeout,
+                        };
+                        (r, reason)
+                    })
+                    .collect();
+                events.rules_removed(&reasons, now);
+            }
         }
     }
 

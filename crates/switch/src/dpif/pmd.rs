@@ -13,13 +13,14 @@ use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
 
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
-use crate::dpif::process::{BurstLock, process};
+use crate::dpif::process::{BurstLock, execute_given, process};
 use crate::dpif::thread_cache::ThreadCache;
 pub use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::SharedState;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
+use crate::rule::PacketInOrigin;
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
@@ -34,8 +35,8 @@ const COPY_MAX: usize = 9216;
 /// Where packets sent to the controller go (`actions=controller`).
 pub trait Controller: Send {
     /// A packet as it was when the action list ended (`data`: at most the bytes the action
-    /// asked for, of `len`), and the port it came in on.
-    fn packet_in(&mut self, in_port: u32, data: &[u8], len: usize);
+    /// asked for, of `len`), the port it came in on, and the rule that sent it.
+    fn packet_in(&mut self, in_port: u32, origin: PacketInOrigin, data: &[u8], len: usize);
 
     /// Called by the control side every 50 ms or so: a controller writing a file hands it
     /// what it holds, so packet-ins show up while the switch runs.
@@ -75,7 +76,7 @@ impl LogController {
 }
 
 impl Controller for LogController {
-    fn packet_in(&mut self, in_port: u32, _data: &[u8], len: usize) {
+    fn packet_in(&mut self, in_port: u32, _origin: PacketInOrigin, _data: &[u8], len: usize) {
         let now = Instant::now();
         let shown = match self.second {
             Some((start, shown)) if now.duration_since(start) < Duration::from_secs(1) => shown,
@@ -171,6 +172,14 @@ pub struct PmdSnapshot {
 /// What the control side can ask of a running thread.
 pub enum PmdRequest {
     Snapshot(Sender<PmdSnapshot>),
+    /// Send a packet: run `actions` on `data` as if it came in on `in_port`.
+    PacketOut {
+        in_port: u32,
+        data: Vec<u8>,
+        actions: Vec<crate::Action>,
+    },
+    /// Answer once every request before this one is done.
+    Sync(Sender<()>),
 }
 
 /// A poll-mode thread's state; `run` consumes it on its thread and gives it back at exit.
@@ -239,8 +248,20 @@ impl Pmd {
             turns += 1;
             if moved == 0 || turns >= CONTROL_EVERY {
                 turns = 0;
-                while let Ok(PmdRequest::Snapshot(reply)) = requests.try_recv() {
-                    let _ = reply.send(self.snapshot());
+                while let Ok(request) = requests.try_recv() {
+                    match request {
+                        PmdRequest::Snapshot(reply) => {
+                            let _ = reply.send(self.snapshot());
+                        }
+                        PmdRequest::PacketOut {
+                            in_port,
+                            data,
+                            actions,
+                        } => self.packet_out(shared, in_port, &data, &actions)?,
+                        PmdRequest::Sync(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
                 if stop.load(Ordering::Relaxed) {
                     return Ok(self);
@@ -397,6 +418,18 @@ impl Pmd {
                 &mut self.emitted,
             )
         };
+        self.send_scratch(in_port, start, new_len, round)
+    }
+
+    /// Sends the processed packet in the scratch space (`start`, `len`) to its outputs and
+    /// the controller.
+    fn send_scratch(
+        &mut self,
+        in_port: u32,
+        start: usize,
+        new_len: usize,
+        round: &mut Round<'_>,
+    ) -> Result<(), PortError> {
         let scratch = std::mem::take(&mut self.scratch);
         let packet = &scratch[start..start + new_len];
         let result = self
@@ -420,6 +453,54 @@ impl Pmd {
             });
         self.scratch = scratch;
         result
+    }
+
+    /// An OpenFlow PACKET_OUT: `actions` run on a copy of `data` as if it came in on
+    /// `in_port`, and the result is sent now.
+    fn packet_out(
+        &mut self,
+        shared: &mut Shared,
+        in_port: u32,
+        data: &[u8],
+        actions: &[crate::Action],
+    ) -> Result<(), PortError> {
+        if data.len() > COPY_MAX {
+            self.counters.no_frame += 1;
+            return Ok(());
+        }
+        let mut round = Round {
+            cache: shared.cache.for_round(),
+            shared: BurstLock::new(
+                &shared.state,
+                &mut shared.macs,
+                &shared.ports,
+                shared.offload,
+            ),
+            controller: &shared.controller,
+        };
+        let now = self.clock.elapsed();
+        self.scratch[COPY_HEADROOM..COPY_HEADROOM + data.len()].copy_from_slice(data);
+        let (start, new_len) = {
+            let Some(mut frame) = Frame::new(&mut self.scratch, COPY_HEADROOM, data.len()) else {
+                return Ok(());
+            };
+            let emitted = &mut self.emitted;
+            self.verdict.reset();
+            execute_given(
+                &mut round.shared,
+                &mut frame,
+                in_port,
+                actions,
+                now,
+                &mut self.verdict,
+                &mut |bytes: &[u8], ports: &[u32]| emitted.push(bytes, ports),
+            );
+            (frame.start(), frame.len())
+        };
+        let sent = self.send_scratch(in_port, start, new_len, &mut round);
+        round.shared.release();
+        sent?;
+        self.ports.send_all()
     }
 
     /// What every frame needs once the datapath has decided: the copies `emit` asked for,
@@ -450,7 +531,7 @@ impl Pmd {
                 PacketPlace::Bytes(bytes) => bytes,
             };
             let kept = &bytes[..bytes.len().min(usize::from(limit))];
-            lock(round.controller).packet_in(in_port, kept, bytes.len());
+            lock(round.controller).packet_in(in_port, self.verdict.packet_in, kept, bytes.len());
         }
         if let Some(reason) = self.verdict.dropped {
             self.counters.drops.count(reason);
@@ -472,7 +553,12 @@ impl Pmd {
                 if let Some(limit) = controller_limit(port) {
                     self.counters.to_controller += 1;
                     let kept = &bytes[..bytes.len().min(usize::from(limit))];
-                    lock(round.controller).packet_in(in_port, kept, bytes.len());
+                    lock(round.controller).packet_in(
+                        in_port,
+                        self.verdict.packet_in,
+                        kept,
+                        bytes.len(),
+                    );
                     continue;
                 }
                 match self.ports.member_of(port) {

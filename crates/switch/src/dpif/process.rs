@@ -143,7 +143,41 @@ pub fn process(
         now,
     };
     execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
+    if let Some(origin) = decision.packet_in {
+        verdict.packet_in = origin;
+    }
     offer_to_offload(shared, frame.data(), in_port, decision, completed, now);
+}
+
+/// Runs `actions` (no table jumps) on one frame, as for a packet that came in on `in_port`
+/// (an OpenFlow PACKET_OUT): no cache, no offload.
+pub fn execute_given(
+    shared: &mut BurstLock<'_>,
+    frame: &mut Frame<'_>,
+    in_port: u32,
+    actions: &[Action],
+    now: Duration,
+    verdict: &mut Verdict,
+    emit: &mut impl FnMut(&[u8], &[u32]),
+) {
+    let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
+    complete_checksum(frame, &offsets, key.nw_proto);
+    let mut packet = Packet {
+        frame,
+        headers: PacketHeaders::new(&key, offsets),
+        flow: FlowBits::from_key(&key),
+        in_port,
+    };
+    if actions.contains(&Action::Normal) {
+        shared.macs.revalidate();
+    }
+    let mut bridge = ActionContext {
+        ports: shared.ports,
+        learning: shared,
+        now,
+    };
+    execute::execute(actions, &mut packet, &mut bridge, verdict, emit);
+    verdict.packet_in = crate::rule::PacketInOrigin::of(None);
 }
 
 /// Why a decision drops every packet, if it does.

@@ -8,6 +8,7 @@ use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::field::FlowBits;
 use crate::mac_learning::MacTable;
+use crate::rule::PacketInOrigin;
 
 /// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
 /// empty list drops), and the rules that matched, as handles to credit their counters.
@@ -17,6 +18,8 @@ pub struct Decision {
     pub rules: Vec<RuleId>,
     /// Set when the resubmit limits were hit; the packet is dropped.
     pub too_deep: bool,
+    /// The rule whose `controller` action came first, for OpenFlow's PACKET_IN.
+    pub packet_in: Option<PacketInOrigin>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.

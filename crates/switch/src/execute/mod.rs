@@ -19,6 +19,7 @@ use crate::action::Action;
 use crate::field::{Field, FlowBits, mac_from_value};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
+use crate::rule::PacketInOrigin;
 use rewrite::PacketHeaders;
 
 /// Most ports one packet can leave by; a flood to a bridge with more ports is cut short.
@@ -151,6 +152,8 @@ pub struct Verdict {
     /// ([`TO_CONTROLLER`]).
     pub outputs: Outputs,
     pub dropped: Option<DropReason>,
+    /// Where the packet-ins among `outputs` come from (set when there are any).
+    pub packet_in: PacketInOrigin,
 }
 
 impl Verdict {

@@ -165,6 +165,7 @@ impl MatchSpec {
             flow_match: self.flow_match,
             strict_priority: strict.then(|| self.priority.unwrap_or(Rule::DEFAULT_PRIORITY)),
             cookie: self.cookie_match,
+            out_port: None,
         })
     }
 }

@@ -540,6 +540,7 @@ mod tests {
             actions: vec![Action::Output(2)],
             rules: vec![id],
             too_deep: false,
+            packet_in: None,
         };
         let frame = frame();
         let now = Duration::ZERO;
@@ -577,6 +578,7 @@ mod tests {
             actions: vec![Action::Normal],
             rules: vec![],
             too_deep: false,
+            packet_in: None,
         };
         offload.consider(&frame(), 1, &decision, &tables, &macs, Duration::ZERO);
         assert_eq!(offload.entries.len(), 1);

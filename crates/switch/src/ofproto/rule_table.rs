@@ -31,6 +31,8 @@ pub struct RuleSelector {
     pub strict_priority: Option<u16>,
     /// Some((value, mask)): only rules whose cookie equals `value` in `mask`'s bits.
     pub cookie: Option<(u64, u64)>,
+    /// Some: only rules with an `output` to this port (OpenFlow's `out_port`).
+    pub out_port: Option<u32>,
 }
 
 impl RuleSelector {
@@ -42,6 +44,9 @@ impl RuleSelector {
             .cookie
             .is_some_and(|(value, mask)| (rule.cookie ^ value) & mask != 0)
         {
+            return false;
+        }
+        if !rule.outputs_to(self.out_port) {
             return false;
         }
         match self.strict_priority {
@@ -59,6 +64,9 @@ pub struct RuleTables {
     free: Vec<u32>,
     next_seq: u64,
     generation: u64,
+    /// Every packet is switched as by `normal`, whatever the rules say (a standalone
+    /// switch whose controllers are all gone: Open vSwitch's fail-open).
+    fail_open: bool,
 }
 
 impl RuleTables {
@@ -72,6 +80,33 @@ impl RuleTables {
     /// Bumped by every change to any table; a cache entry made at another generation is stale.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Whether the rules are set aside for `normal` switching (see [`RuleTables::set_fail_open`]).
+    pub fn fail_open(&self) -> bool {
+        self.fail_open
+    }
+
+    /// Sets the rules aside (every packet switched by `normal`) or takes them back; a
+    /// change is a new generation, so no cache keeps the other behaviour.
+    pub fn set_fail_open(&mut self, on: bool) {
+        if self.fail_open != on {
+            self.fail_open = on;
+            self.generation += 1;
+        }
+    }
+
+    /// The rule of `table` with exactly this match and priority.
+    pub fn find_exact(&self, table: u8, flow_match: &Match, priority: u16) -> Option<RuleId> {
+        self.tables[usize::from(table)].find_exact(flow_match, priority)
+    }
+
+    /// Zeroes a rule's packet and byte counts (OpenFlow's `RESET_COUNTS`).
+    pub fn reset_counts(&mut self, id: RuleId) {
+        if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
+            installed.stats.n_packets = 0;
+            installed.stats.n_bytes = 0;
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -127,15 +162,17 @@ impl RuleTables {
 
     /// `del-flows`: removes the selected rules, returns how many.
     pub fn delete(&mut self, selector: &RuleSelector) -> usize {
+        self.delete_taking(selector).len()
+    }
+
+    /// Removes the selected rules and hands them back (for OpenFlow's FLOW_REMOVED).
+    pub fn delete_taking(&mut self, selector: &RuleSelector) -> Vec<InstalledRule> {
         let ids: Vec<RuleId> = self
             .iter()
             .filter(|(_, installed)| selector.selects(&installed.rule))
             .map(|(id, _)| id)
             .collect();
-        for &id in &ids {
-            self.remove(id);
-        }
-        ids.len()
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
     /// `mod-flows`: replaces the actions (and the cookie, when given) of the selected rules,
@@ -170,17 +207,19 @@ impl RuleTables {
         Ok(count)
     }
 
-    /// Removes the rules whose idle or hard timeout has passed at `now`.
+    /// Removes the rules whose idle or hard timeout has passed at `now`; how many.
     pub fn expire(&mut self, now: Duration) -> usize {
+        self.expire_taking(now).len()
+    }
+
+    /// Removes the rules whose idle or hard timeout has passed at `now` and hands them back.
+    pub fn expire_taking(&mut self, now: Duration) -> Vec<InstalledRule> {
         let ids: Vec<RuleId> = self
             .iter()
             .filter(|(_, installed)| installed.rule.is_expired(&installed.stats, now))
             .map(|(id, _)| id)
             .collect();
-        for &id in &ids {
-            self.remove(id);
-        }
-        ids.len()
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
     /// Whether any rule has an idle timeout (its expiry depends on when packets came).
@@ -266,6 +305,7 @@ mod tests {
             flow_match: spec.flow_match,
             strict_priority,
             cookie: None,
+            out_port: None,
         }
     }
 

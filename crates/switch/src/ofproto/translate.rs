@@ -15,29 +15,34 @@ use crate::classifier::RuleId;
 use crate::dpif::upcall::{Decision, Upcall};
 use crate::field::FlowBits;
 use crate::ofproto::rule_table::RuleTables;
+use crate::rule::{PacketInOrigin, Rule};
 
 /// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
 /// Table lookups allowed for one packet before it is dropped (OVS: 4096 resubmits).
 pub const MAX_TABLE_LOOKUPS: usize = 4096;
 
-/// Translates `flow` starting at table 0; see the module docs for `wildcards`.
+/// Translates `flow` starting at table 0; see the module docs for `wildcards`. While the
+/// tables are set aside ([`RuleTables::fail_open`]) every flow is switched by `normal`.
 pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
-    let mut translation = Translation {
-        tables,
-        flow: *flow,
-        wildcards,
-        derived: FlowBits::ZERO,
-        dependencies: FlowBits::ZERO,
-        decision: Decision::default(),
-        lookups: 0,
-    };
-    translation.run_table(0, 0);
-    let mut decision = translation.decision;
-    if decision.too_deep {
-        decision.actions.clear();
+    if tables.fail_open() {
+        return Decision {
+            actions: vec![Action::Normal],
+            ..Decision::default()
+        };
     }
-    decision
+    let mut translation = Translation::new(tables, flow, wildcards);
+    translation.run_table(0, 0);
+    translation.finish()
+}
+
+/// Translates an action list given outside the tables (an OpenFlow PACKET_OUT's), where a
+/// `resubmit` runs the packet through the tables.
+pub fn translate_actions(tables: &RuleTables, flow: &FlowBits, actions: &[Action]) -> Decision {
+    let mut wildcards = FlowBits::ZERO;
+    let mut translation = Translation::new(tables, flow, &mut wildcards);
+    translation.run_actions(actions, None, 0);
+    translation.finish()
 }
 
 /// The datapath's upcall lands here: a miss is translated through the tables, and the caches'
@@ -74,7 +79,31 @@ struct Translation<'a> {
     lookups: usize,
 }
 
-impl Translation<'_> {
+impl<'a> Translation<'a> {
+    fn new(
+        tables: &'a RuleTables,
+        flow: &FlowBits,
+        wildcards: &'a mut FlowBits,
+    ) -> Translation<'a> {
+        Translation {
+            tables,
+            flow: *flow,
+            wildcards,
+            derived: FlowBits::ZERO,
+            dependencies: FlowBits::ZERO,
+            decision: Decision::default(),
+            lookups: 0,
+        }
+    }
+
+    fn finish(self) -> Decision {
+        let mut decision = self.decision;
+        if decision.too_deep {
+            decision.actions.clear();
+        }
+        decision
+    }
+
     fn run_table(&mut self, mut table: u8, depth: usize) {
         // goto_table is always last and always forward: a loop, not recursion.
         loop {
@@ -94,35 +123,45 @@ impl Translation<'_> {
                 return;
             };
             self.decision.rules.push(id);
-            let rule = &self
-                .tables
+            let tables: &'a RuleTables = self.tables;
+            let rule = &tables
                 .get(id)
                 .expect("the classifier returns installed rules")
                 .rule;
-            let mut next_table = None;
-            for action in &rule.actions {
-                match *action {
-                    Action::GotoTable(target) => next_table = Some(target),
-                    Action::Resubmit(target) => {
-                        self.run_table(target, depth + 1);
-                        if self.decision.too_deep {
-                            return;
-                        }
-                    }
-                    _ => {
-                        action.apply_to_flow(&mut self.flow, &mut self.dependencies);
-                        if let Some(field) = action.derived_field() {
-                            field.set(&mut self.derived, field.full_mask());
-                        }
-                        self.decision.actions.push(*action);
-                    }
-                }
-            }
-            match next_table {
+            match self.run_actions(&rule.actions, Some(rule), depth) {
                 Some(target) => table = target,
                 None => return,
             }
         }
+    }
+
+    /// Runs one rule's actions (`rule`: None for a PACKET_OUT's); the table a `goto_table`
+    /// names, if there is one.
+    fn run_actions(&mut self, actions: &[Action], rule: Option<&Rule>, depth: usize) -> Option<u8> {
+        let mut next_table = None;
+        for action in actions {
+            match *action {
+                Action::GotoTable(target) => next_table = Some(target),
+                Action::Resubmit(target) => {
+                    self.run_table(target, depth + 1);
+                    if self.decision.too_deep {
+                        return None;
+                    }
+                }
+                _ => {
+                    if matches!(action, Action::Controller(_)) && self.decision.packet_in.is_none()
+                    {
+                        self.decision.packet_in = Some(PacketInOrigin::of(rule));
+                    }
+                    action.apply_to_flow(&mut self.flow, &mut self.dependencies);
+                    if let Some(field) = action.derived_field() {
+                        field.set(&mut self.derived, field.full_mask());
+                    }
+                    self.decision.actions.push(*action);
+                }
+            }
+        }
+        next_table
     }
 }
 

@@ -1,0 +1,394 @@
+//! Actions and instructions on the wire (OpenFlow 1.3 §7.2.4-5), to and from the switch's
+//! [`Action`] list. An `apply_actions` instruction becomes the rule's actions and
+//! `goto_table` its last one; `clear_actions` is accepted (the action set is always empty
+//! here); `write_actions`, `write_metadata` and `meter` are refused with `UNSUP_INST`.
+//!
+//! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
+//! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
+//! that tag. Nicira's `resubmit(,T)` (an experimenter action ovs-ofctl sends) is read and
+//! written, so flows with it survive a round trip.
+
+use wirespeed_packet::flow_key::VLAN_VID_MASK;
+
+use crate::action::Action;
+use crate::field::Field;
+use crate::ofproto::rule_table::TABLE_COUNT;
+use crate::openflow::error::{OfpError, bad_action, bad_instruction};
+use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm};
+use crate::openflow::wire::{CML_NO_BUFFER, Reader, Writer, port};
+
+mod kind {
+    pub const OUTPUT: u16 = 0;
+    pub const SET_QUEUE: u16 = 21;
+    pub const PUSH_VLAN: u16 = 17;
+    pub const POP_VLAN: u16 = 18;
+    pub const GROUP: u16 = 22;
+    pub const SET_NW_TTL: u16 = 23;
+    pub const DEC_NW_TTL: u16 = 24;
+    pub const SET_FIELD: u16 = 25;
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+mod instruction {
+    pub const GOTO_TABLE: u16 = 1;
+    pub const WRITE_METADATA: u16 = 2;
+    pub const WRITE_ACTIONS: u16 = 3;
+    pub const APPLY_ACTIONS: u16 = 4;
+    pub const CLEAR_ACTIONS: u16 = 5;
+    pub const METER: u16 = 6;
+}
+
+/// Nicira's experimenter id and `NXAST_RESUBMIT_TABLE`.
+const NX_VENDOR: u32 = 0x0000_2320;
+const NXAST_RESUBMIT_TABLE: u16 = 14;
+/// `OFPP_IN_PORT` in Nicira's 16-bit port numbers.
+const NX_IN_PORT: u16 = 0xfff8;
+/// `OFPBIC_DUP_INST`.
+const DUP_INST: OfpError = OfpError { kind: 3, code: 9 };
+
+/// Where an action list comes from: a PACKET_OUT may send to `TABLE` (the pipeline, which we
+/// write as `resubmit(,0)`); a rule may not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ActionsIn {
+    Rule,
+    PacketOut,
+}
+
+/// Reads an action list (all of `r`).
+pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>, OfpError> {
+    let mut actions = Vec::new();
+    let mut pending_push = false;
+    while !r.is_empty() {
+        let kind = r.u16().map_err(|_| bad_action::BAD_LEN)?;
+        let len = usize::from(r.u16().map_err(|_| bad_action::BAD_LEN)?);
+        if len < 8 || len % 8 != 0 {
+            return Err(bad_action::BAD_LEN);
+        }
+        let mut body = r.nested(len, 4).map_err(|_| bad_action::BAD_LEN)?;
+        let action = match kind {
+            kind::OUTPUT => {
+                let out = body.u32().map_err(|_| bad_action::BAD_LEN)?;
+                let max_len = body.u16().map_err(|_| bad_action::BAD_LEN)?;
+                output(out, max_len, place)?
+            }
+            kind::PUSH_VLAN => {
+                let tpid = body.u16()?;
+                if tpid != 0x8100 && tpid != 0x88a8 {
+                    return Err(bad_action::BAD_ARGUMENT);
+                }
+                pending_push = true;
+                continue;
+            }
+            kind::POP_VLAN => Action::StripVlan,
+            kind::SET_NW_TTL => Action::SetField(Field::NwTtl, u128::from(body.u8()?)),
+            kind::DEC_NW_TTL => Action::DecTtl,
+            kind::SET_FIELD => {
+                let oxm = read_oxm(&mut body).map_err(|_| bad_action::BAD_SET_LEN)?;
+                let action = set_field(&oxm)?;
+                if matches!(action, Action::ModVlanVid(_)) {
+                    pending_push = false;
+                }
+                action
+            }
+            kind::EXPERIMENTER => nicira(&mut body)?,
+            kind::GROUP => return Err(bad_action::BAD_OUT_GROUP),
+            kind::SET_QUEUE => return Err(bad_action::BAD_TYPE),
+            _ => return Err(bad_action::BAD_TYPE),
+        };
+        if pending_push && !matches!(action, Action::ModVlanPcp(_)) {
+            // A push whose id is not set next: a tag with id 0.
+            actions.push(Action::ModVlanVid(0));
+            pending_push = false;
+        }
+        actions.push(action);
+    }
+    if pending_push {
+        actions.push(Action::ModVlanVid(0));
+    }
+    Ok(actions)
+}
+
+fn output(out: u32, max_len: u16, place: ActionsIn) -> Result<Action, OfpError> {
+    Ok(match out {
+        port::IN_PORT => Action::InPort,
+        port::NORMAL => Action::Normal,
+        port::FLOOD => Action::Flood,
+        port::ALL => Action::All,
+        port::CONTROLLER => Action::Controller(max_len),
+        port::TABLE if place == ActionsIn::PacketOut => Action::Resubmit(0),
+        1..port::MAX => Action::Output(out),
+        _ => return Err(bad_action::BAD_OUT_PORT),
+    })
+}
+
+fn set_field(o: &Oxm) -> Result<Action, OfpError> {
+    if o.mask.is_some() {
+        return Err(bad_action::BAD_SET_ARGUMENT);
+    }
+    let info = OxmField::of(o.number).ok_or(bad_action::BAD_SET_TYPE)?;
+    Ok(match o.number {
+        field_no::VLAN_VID => Action::ModVlanVid(o.value as u16 & VLAN_VID_MASK),
+        field_no::VLAN_PCP => Action::ModVlanPcp(o.value as u8),
+        field_no::ETH_SRC
+        | field_no::ETH_DST
+        | field_no::IPV4_SRC
+        | field_no::IPV4_DST
+        | field_no::IPV6_SRC
+        | field_no::IPV6_DST
+        | field_no::TCP_SRC
+        | field_no::TCP_DST
+        | field_no::UDP_SRC
+        | field_no::UDP_DST
+        | field_no::IP_DSCP => {
+            if o.value > info.bits >> info.shift {
+                return Err(bad_action::BAD_SET_ARGUMENT);
+            }
+            Action::SetField(info.field, o.value << info.shift)
+        }
+        _ => return Err(bad_action::BAD_SET_TYPE),
+    })
+}
+
+/// Nicira's `resubmit(,TABLE)`: the one experimenter action taken.
+fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
+    let vendor = body.u32()?;
+    let subtype = body.u16()?;
+    if vendor != NX_VENDOR || subtype != NXAST_RESUBMIT_TABLE {
+        return Err(bad_action::BAD_TYPE);
+    }
+    let in_port = body.u16()?;
+    let table = body.u8()?;
+    if in_port != NX_IN_PORT || usize::from(table) >= TABLE_COUNT {
+        return Err(bad_action::BAD_ARGUMENT);
+    }
+    Ok(Action::Resubmit(table))
+}
+
+/// Reads the instructions of a rule in `table` (all of `r`) into its action list.
+pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, OfpError> {
+    let mut apply = Vec::new();
+    let mut goto = None;
+    let mut seen = [false; 8];
+    while !r.is_empty() {
+        let kind = r.u16().map_err(|_| bad_instruction::BAD_LEN)?;
+        let len = usize::from(r.u16().map_err(|_| bad_instruction::BAD_LEN)?);
+        if len < 8 || len % 8 != 0 {
+            return Err(bad_instruction::BAD_LEN);
+        }
+        let mut body = r.nested(len, 4).map_err(|_| bad_instruction::BAD_LEN)?;
+        if let Some(seen) = seen.get_mut(usize::from(kind)) {
+            if *seen {
+                return Err(DUP_INST);
+            }
+            *seen = true;
+        }
+        match kind {
+            instruction::GOTO_TABLE => {
+                let target = body.u8()?;
+                if target <= table || usize::from(target) >= TABLE_COUNT {
+                    return Err(bad_instruction::BAD_TABLE_ID);
+                }
+                goto = Some(target);
+            }
+            instruction::APPLY_ACTIONS => {
+                body.skip(4)?;
+                apply = read_actions(&mut body, ActionsIn::Rule)?;
+            }
+            instruction::CLEAR_ACTIONS => {}
+            instruction::WRITE_ACTIONS | instruction::WRITE_METADATA | instruction::METER => {
+                return Err(bad_instruction::UNSUP_INST);
+            }
+            _ => return Err(bad_instruction::UNKNOWN_INST),
+        }
+    }
+    apply.extend(goto.map(Action::GotoTable));
+    Ok(apply)
+}
+
+/// Writes one action; `udp` picks `udp_src` over `tcp_src` for a port rewrite.
+fn write_action(w: &mut Writer, action: &Action, udp: bool) {
+    let output = |w: &mut Writer, port: u32, max_len: u16| {
+        w.u16(kind::OUTPUT).u16(16).u32(port).u16(max_len).zeros(6);
+    };
+    let set = |w: &mut Writer, number: u8, bytes: usize, value: u128| {
+        let start = w.len();
+        w.u16(kind::SET_FIELD).u16(0);
+        w.u16(0x8000).u8(number << 1).u8(bytes as u8);
+        w.slice(&value.to_be_bytes()[16 - bytes..]);
+        w.pad8();
+        w.set_len(start + 2, start);
+    };
+    match *action {
+        Action::Output(n) => output(w, n, 0),
+        Action::InPort => output(w, port::IN_PORT, 0),
+        Action::Normal => output(w, port::NORMAL, 0),
+        Action::Flood => output(w, port::FLOOD, 0),
+        Action::All => output(w, port::ALL, 0),
+        Action::Controller(max_len) => output(w, port::CONTROLLER, max_len),
+        Action::ModVlanVid(vid) => set(w, field_no::VLAN_VID, 2, u128::from(vid | 0x1000)),
+        Action::ModVlanPcp(pcp) => set(w, field_no::VLAN_PCP, 1, u128::from(pcp)),
+        Action::StripVlan => {
+            w.u16(kind::POP_VLAN).u16(8).zeros(4);
+        }
+        Action::DecTtl => {
+            w.u16(kind::DEC_NW_TTL).u16(8).zeros(4);
+        }
+        Action::SetField(Field::NwTtl, ttl) => {
+            w.u16(kind::SET_NW_TTL).u16(8).u8(ttl as u8).zeros(3);
+        }
+        Action::SetField(field, value) => {
+            let number = match field {
+                Field::DlSrc => field_no::ETH_SRC,
+                Field::DlDst => field_no::ETH_DST,
+                Field::NwSrc => field_no::IPV4_SRC,
+                Field::NwDst => field_no::IPV4_DST,
+                Field::Ipv6Src => field_no::IPV6_SRC,
+                Field::Ipv6Dst => field_no::IPV6_DST,
+                Field::TpSrc if udp => field_no::UDP_SRC,
+                Field::TpSrc => field_no::TCP_SRC,
+                Field::TpDst if udp => field_no::UDP_DST,
+                Field::TpDst => field_no::TCP_DST,
+                Field::NwTos => field_no::IP_DSCP,
+                _ => return,
+            };
+            let info = OxmField::of(number).expect("a field of ours");
+            set(w, number, info.bytes, value >> info.shift);
+        }
+        Action::Resubmit(table) => {
+            w.u16(kind::EXPERIMENTER).u16(16).u32(NX_VENDOR);
+            w.u16(NXAST_RESUBMIT_TABLE)
+                .u16(NX_IN_PORT)
+                .u8(table)
+                .zeros(3);
+        }
+        Action::GotoTable(_) => {}
+    }
+}
+
+/// Writes an action list (a PACKET_OUT's, or inside an instruction).
+pub fn write_actions(w: &mut Writer, actions: &[Action], udp: bool) {
+    for action in actions {
+        write_action(w, action, udp);
+    }
+}
+
+/// Writes a rule's actions as instructions: `apply_actions`, then `goto_table`.
+pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
+    let applied = actions.iter().any(|a| !matches!(a, Action::GotoTable(_)));
+    if applied {
+        let start = w.len();
+        w.u16(instruction::APPLY_ACTIONS).u16(0).zeros(4);
+        write_actions(w, actions, udp);
+        w.set_len(start + 2, start);
+    }
+    if let Some(Action::GotoTable(table)) = actions.last() {
+        w.u16(instruction::GOTO_TABLE).u16(8).u8(*table).zeros(3);
+    }
+}
+
+/// The largest packet-in a `controller` action asks for, as a byte count.
+pub fn controller_bytes(max_len: u16) -> usize {
+    match max_len {
+        CML_NO_BUFFER => usize::MAX,
+        n => usize::from(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ofctl::action_parse::parse_actions;
+
+    fn round_trip(text: &str, table: u8) -> Vec<Action> {
+        let actions = parse_actions(text).unwrap();
+        let mut w = Writer::default();
+        write_instructions(&mut w, &actions, false);
+        read_instructions(&mut Reader::new(&w.bytes), table).unwrap()
+    }
+
+    #[test]
+    fn ovs_ofctl_actions_round_trip() {
+        for text in [
+            "output:2",
+            "NORMAL",
+            "FLOOD,ALL,IN_PORT",
+            "controller:128",
+            "mod_vlan_vid:5,output:1",
+            "mod_vlan_pcp:3",
+            "strip_vlan,dec_ttl",
+            "mod_dl_src:02:00:00:00:00:01,mod_nw_dst:10.0.0.9,mod_tp_dst:8080",
+            "mod_nw_tos:184",
+            "resubmit(,3),output:1",
+            "output:1,goto_table:4",
+        ] {
+            assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
+        }
+    }
+
+    #[test]
+    fn output_action_bytes() {
+        let mut w = Writer::default();
+        write_action(&mut w, &Action::Controller(0xffff), false);
+        assert_eq!(
+            w.bytes,
+            [
+                0, 0, 0, 16, 0xff, 0xff, 0xff, 0xfd, 0xff, 0xff, 0, 0, 0, 0, 0, 0
+            ]
+        );
+    }
+
+    #[test]
+    fn push_vlan_then_set_vid_is_mod_vlan_vid() {
+        let mut w = Writer::default();
+        w.u16(kind::PUSH_VLAN).u16(8).u16(0x8100).zeros(2);
+        write_action(&mut w, &Action::ModVlanVid(10), false);
+        write_action(&mut w, &Action::Output(3), false);
+        let actions = read_actions(&mut Reader::new(&w.bytes), ActionsIn::Rule).unwrap();
+        assert_eq!(actions, [Action::ModVlanVid(10), Action::Output(3)]);
+    }
+
+    #[test]
+    fn bad_instructions_and_actions() {
+        let read = |bytes: &[u8]| read_instructions(&mut Reader::new(bytes), 1);
+        assert_eq!(
+            read(&[0, 1, 0, 8, 1, 0, 0, 0]),
+            Err(bad_instruction::BAD_TABLE_ID)
+        );
+        assert_eq!(
+            read(&[0, 3, 0, 8, 0, 0, 0, 0]),
+            Err(bad_instruction::UNSUP_INST)
+        );
+        assert_eq!(
+            read(&[0, 1, 0, 9, 2, 0, 0, 0, 0]),
+            Err(bad_instruction::BAD_LEN)
+        );
+        assert_eq!(
+            read(&[0, 1, 0, 16, 2, 0, 0, 0]),
+            Err(bad_instruction::BAD_LEN)
+        );
+        assert_eq!(
+            read(&[0, 5, 0, 8, 0, 0, 0, 0, 0, 5, 0, 8, 0, 0, 0, 0]),
+            Err(DUP_INST)
+        );
+        let apply = |action: &[u8]| {
+            let mut w = Writer::default();
+            w.u16(4).u16(8 + action.len() as u16).zeros(4).slice(action);
+            read(&w.bytes)
+        };
+        // output:LOCAL (no local port), output:TABLE outside a PACKET_OUT, a group.
+        let out = |port: u32| {
+            let mut w = Writer::default();
+            w.u16(0).u16(16).u32(port).u16(0).zeros(6);
+            w.bytes
+        };
+        assert_eq!(apply(&out(port::LOCAL)), Err(bad_action::BAD_OUT_PORT));
+        assert_eq!(apply(&out(port::TABLE)), Err(bad_action::BAD_OUT_PORT));
+        assert_eq!(apply(&out(0)), Err(bad_action::BAD_OUT_PORT));
+        assert_eq!(
+            apply(&[0, 22, 0, 8, 0, 0, 0, 1]),
+            Err(bad_action::BAD_OUT_GROUP)
+        );
+        assert_eq!(apply(&[0, 0, 0, 24, 0, 0, 0, 0]), Err(bad_action::BAD_LEN));
+        assert_eq!(apply(&[0, 99, 0, 8, 0, 0, 0, 0]), Err(bad_action::BAD_TYPE));
+    }
+}

@@ -1,0 +1,333 @@
+//! The OpenFlow connections: listening (`ptcp:`) and dialling out (`tcp:`, again with
+//! back-off when a controller goes away), one thread a connection reading and one writing.
+//!
+//! The reading thread cuts the stream into messages at the header's length (one under
+//! eight bytes ends the connection: nothing after it can be framed), answers HELLO and
+//! ECHO itself, and hands everything else to the bridge's control side as a
+//! [`Work::Call`], so it is handled in order with `wirespeed ctl`'s requests. Silence for
+//! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, sync_channel};
+use std::time::{Duration, Instant};
+
+use crate::bridge::{Bridge, Work};
+use crate::openflow::agent::Agent;
+use crate::openflow::error::{error_message, hello_failed};
+use crate::openflow::message::{Incoming, decode};
+use crate::openflow::reply;
+use crate::openflow::session::QUEUE_MESSAGES;
+use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
+
+/// Silence after which the agent sends an ECHO_REQUEST; as long again without an answer and
+/// the connection is closed.
+pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
+/// The longest wait between two attempts to reach a controller.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// Where OpenFlow connections come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `ptcp:[PORT][:ADDR]`: listen (127.0.0.1:6653 by default).
+    Listen(SocketAddr),
+    /// `tcp:HOST[:PORT]`: dial out.
+    Dial(String, u16),
+}
+
+/// Why a target does not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TargetError {
+    #[error("'{0}': TLS (ssl:, pssl:) is not supported yet; use tcp: or ptcp:")]
+    Tls(String),
+    #[error("'{0}': expected ptcp:[PORT][:ADDR] or tcp:HOST[:PORT]")]
+    Syntax(String),
+    #[error("'{0}': '{1}' is not a port number (1-65535)")]
+    Port(String, String),
+    #[error("'{0}': '{1}' is not an IP address")]
+    Address(String, String),
+}
+
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
+        let port_of = |p: &str| -> Result<u16, TargetError> {
+            match p {
+                "" => Ok(DEFAULT_PORT),
+                p => p
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|&n| n != 0)
+                    .ok_or_else(|| TargetError::Port(text.into(), p.into())),
+            }
+        };
+        if text.starts_with("ssl:") || text.starts_with("pssl:") {
+            return Err(TargetError::Tls(text.into()));
+        }
+        if let Some(rest) = text.strip_prefix("ptcp:") {
+            let (port, addr) = rest.split_once(':').unwrap_or((rest, ""));
+            let ip = match addr {
+                "" => Ipv4Addr::LOCALHOST.into(),
+                a => a
+                    .trim_matches(['[', ']'])
+                    .parse()
+                    .map_err(|_| TargetError::Address(text.into(), a.into()))?,
+            };
+            return Ok(Target::Listen(SocketAddr::new(ip, port_of(port)?)));
+        }
+        if let Some(rest) = text.strip_prefix("tcp:") {
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, port_of(p)?),
+                _ => (rest, DEFAULT_PORT),
+            };
+            if host.is_empty() {
+                return Err(TargetError::Syntax(text.into()));
+            }
+            return Ok(Target::Dial(host.trim_matches(['[', ']']).into(), port));
+        }
+        Err(TargetError::Syntax(text.into()))
+    }
+}
+
+/// Starts serving `targets`: listening sockets are bound now (an error names the one that
+/// failed), controllers are dialled from threads. With `fail_open`, the tables are set aside
+/// for learning-switch forwarding while no `tcp:` controller is connected.
+pub fn start(
+    targets: &[Target],
+    agent: Arc<Agent>,
+    work: Sender<Work>,
+    fail_open: bool,
+) -> std::io::Result<()> {
+    let dials = targets.iter().any(|t| matches!(t, Target::Dial(..)));
+    let fail_open = fail_open && dials;
+    let mut listeners = Vec::new();
+    for target in targets {
+        if let Target::Listen(addr) = target {
+            let listener = TcpListener::bind(addr)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("ptcp:{addr}: {e}")))?;
+            listeners.push(listener);
+        }
+    }
+    if fail_open {
+        set_fail_open(&work, true);
+    }
+    for listener in listeners {
+        let (agent, work) = (agent.clone(), work.clone());
+        std::thread::Builder::new()
+            .name("openflow-listen".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let (agent, work) = (agent.clone(), work.clone());
+                    let _ = std::thread::Builder::new()
+                        .name("openflow".into())
+                        .spawn(move || serve(stream, &agent, &work, None));
+                }
+            })?;
+    }
+    for target in targets {
+        if let Target::Dial(host, port) = target {
+            let (agent, work, host, port) = (agent.clone(), work.clone(), host.clone(), *port);
+            std::thread::Builder::new()
+                .name("openflow-dial".into())
+                .spawn(move || dial(&host, port, &agent, &work, fail_open))?;
+        }
+    }
+    Ok(())
+}
+
+fn set_fail_open(work: &Sender<Work>, on: bool) {
+    let _ = work.send(Work::Call(Box::new(move |bridge: &mut Bridge| {
+        bridge.edit(|dp| dp.tables.set_fail_open(on));
+    })));
+}
+
+/// Connects to a controller again and again, waiting 1 s after a failure, doubling up to
+/// [`MAX_BACKOFF`] (back to 1 s after a connection that lasted).
+fn dial(host: &str, port: u16, agent: &Arc<Agent>, work: &Sender<Work>, fail_open: bool) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let addr = (host, port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next());
+        let stream = addr.and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok());
+        if let Some(stream) = stream {
+            let began = Instant::now();
+            serve(stream, agent, work, Some(fail_open));
+            if began.elapsed() > MAX_BACKOFF {
+                backoff = Duration::from_secs(1);
+            }
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection, until it ends. `active`: a dialled controller (Some(whether its going
+/// away may set the tables aside)).
+fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option<bool>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
+    let sessions = &agent.sessions;
+    let id = sessions.open(out.clone(), active.is_some());
+    if active == Some(true) {
+        set_fail_open(work, false);
+    }
+    let writing = std::thread::Builder::new()
+        .name("openflow-write".into())
+        .spawn(move || {
+            for message in outbox {
+                if writer.write_all(&message).is_err() {
+                    let _ = writer.shutdown(Shutdown::Both);
+                    break;
+                }
+            }
+        });
+    let _ = out.try_send(reply::hello(0));
+    read_messages(&stream, agent, work, id, &out);
+    sessions.close(id);
+    drop(out);
+    if let Ok(writing) = writing {
+        let _ = writing.join();
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+    if active == Some(true) && sessions.active_count() == 0 {
+        set_fail_open(work, true);
+    }
+}
+
+/// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing.
+fn read_messages(
+    mut stream: &TcpStream,
+    agent: &Arc<Agent>,
+    work: &Sender<Work>,
+    id: u64,
+    out: &std::sync::mpsc::SyncSender<Vec<u8>>,
+) {
+    let _ = stream.set_read_timeout(Some(ECHO_INTERVAL));
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut echo_sent = false;
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                echo_sent = false;
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if echo_sent {
+                    return; // no answer for two intervals: dead
+                }
+                let _ = out.try_send(reply::echo(msg::ECHO_REQUEST, 0, &[]));
+                echo_sent = true;
+                continue;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+        let mut at = 0;
+        while let Some(header) = Header::peek(&buf[at..]) {
+            let len = usize::from(header.length);
+            if len < HEADER_LEN {
+                let bad = &buf[at..at + HEADER_LEN];
+                let error = crate::openflow::error::bad_request::BAD_LEN;
+                let _ = out.try_send(error_message(error, header.xid, bad));
+                return;
+            }
+            if buf.len() - at < len {
+                break;
+            }
+            let message = buf[at..at + len].to_vec();
+            at += len;
+            if !dispatch(message, header, agent, work, id, out) {
+                return;
+            }
+        }
+        buf.drain(..at);
+    }
+}
+
+/// Handles HELLO and ECHO here, hands the rest to the control side; false ends the
+/// connection.
+fn dispatch(
+    message: Vec<u8>,
+    header: Header,
+    agent: &Arc<Agent>,
+    work: &Sender<Work>,
+    id: u64,
+    out: &std::sync::mpsc::SyncSender<Vec<u8>>,
+) -> bool {
+    match header.kind {
+        msg::HELLO => {
+            if let Ok((_, Incoming::Hello { speaks_13: false })) = decode(&message) {
+                let error = hello_failed::INCOMPATIBLE;
+                let mut reply = error_message(error, header.xid, &[]);
+                // The data of HELLO_FAILED is text (§7.4.1).
+                reply.extend_from_slice(b"wirespeed speaks OpenFlow 1.3 only");
+                let len = reply.len() as u16;
+                reply[2..4].copy_from_slice(&len.to_be_bytes());
+                let _ = out.try_send(reply);
+                return false;
+            }
+            true
+        }
+        msg::ECHO_REQUEST if header.version == crate::openflow::wire::OFP_VERSION => {
+            let _ = out.try_send(reply::echo(
+                msg::ECHO_REPLY,
+                header.xid,
+                &message[HEADER_LEN..],
+            ));
+            true
+        }
+        msg::ECHO_REPLY => true,
+        _ => {
+            let agent = agent.clone();
+            let call = move |bridge: &mut Bridge| agent.handle(bridge, id, &message);
+            work.send(Work::Call(Box::new(call))).is_ok()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_as_ovs_writes_them() {
+        let t = |s: &str| s.parse::<Target>();
+        assert_eq!(
+            t("ptcp:"),
+            Ok(Target::Listen("127.0.0.1:6653".parse().unwrap()))
+        );
+        assert_eq!(
+            t("ptcp:6634"),
+            Ok(Target::Listen("127.0.0.1:6634".parse().unwrap()))
+        );
+        assert_eq!(
+            t("ptcp:6634:0.0.0.0"),
+            Ok(Target::Listen("0.0.0.0:6634".parse().unwrap()))
+        );
+        assert_eq!(t("tcp:10.0.0.1"), Ok(Target::Dial("10.0.0.1".into(), 6653)));
+        assert_eq!(
+            t("tcp:127.0.0.1:6654"),
+            Ok(Target::Dial("127.0.0.1".into(), 6654))
+        );
+        assert_eq!(
+            t("ptcp:99999"),
+            Err(TargetError::Port("ptcp:99999".into(), "99999".into()))
+        );
+        assert_eq!(
+            t("ssl:1.2.3.4:6653"),
+            Err(TargetError::Tls("ssl:1.2.3.4:6653".into()))
+        );
+        assert_eq!(t("udp:1"), Err(TargetError::Syntax("udp:1".into())));
+        assert!(matches!(t("ptcp:1:nope"), Err(TargetError::Address(..))));
+    }
+}

@@ -1,0 +1,144 @@
+//! OpenFlow's error numbers (`ofp_error_type` and each type's codes) and the ERROR message,
+//! which carries the first 64 bytes of the request it answers.
+
+use crate::openflow::wire::{Writer, msg};
+
+/// An error as the specification numbers it: type and code.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OfpError {
+    pub kind: u16,
+    pub code: u16,
+}
+
+const fn e(kind: u16, code: u16) -> OfpError {
+    OfpError { kind, code }
+}
+
+pub mod hello_failed {
+    use super::*;
+    pub const INCOMPATIBLE: OfpError = e(0, 0);
+}
+
+pub mod bad_request {
+    use super::*;
+    pub const BAD_VERSION: OfpError = e(1, 0);
+    pub const BAD_TYPE: OfpError = e(1, 1);
+    pub const BAD_MULTIPART: OfpError = e(1, 2);
+    pub const BAD_LEN: OfpError = e(1, 6);
+    pub const BUFFER_UNKNOWN: OfpError = e(1, 8);
+    pub const BAD_TABLE_ID: OfpError = e(1, 9);
+    pub const IS_SLAVE: OfpError = e(1, 10);
+    pub const BAD_PORT: OfpError = e(1, 11);
+    pub const BAD_PACKET: OfpError = e(1, 12);
+}
+
+pub mod bad_action {
+    use super::*;
+    pub const BAD_TYPE: OfpError = e(2, 0);
+    pub const BAD_LEN: OfpError = e(2, 1);
+    pub const BAD_OUT_PORT: OfpError = e(2, 4);
+    pub const BAD_ARGUMENT: OfpError = e(2, 5);
+    pub const TOO_MANY: OfpError = e(2, 7);
+    pub const BAD_OUT_GROUP: OfpError = e(2, 9);
+    pub const MATCH_INCONSISTENT: OfpError = e(2, 10);
+    pub const UNSUPPORTED_ORDER: OfpError = e(2, 11);
+    pub const BAD_SET_TYPE: OfpError = e(2, 13);
+    pub const BAD_SET_LEN: OfpError = e(2, 14);
+    pub const BAD_SET_ARGUMENT: OfpError = e(2, 15);
+}
+
+pub mod bad_instruction {
+    use super::*;
+    pub const UNKNOWN_INST: OfpError = e(3, 0);
+    pub const UNSUP_INST: OfpError = e(3, 1);
+    pub const BAD_TABLE_ID: OfpError = e(3, 2);
+    pub const BAD_LEN: OfpError = e(3, 7);
+}
+
+pub mod bad_match {
+    use super::*;
+    pub const BAD_TYPE: OfpError = e(4, 0);
+    pub const BAD_LEN: OfpError = e(4, 1);
+    pub const BAD_FIELD: OfpError = e(4, 6);
+    pub const BAD_VALUE: OfpError = e(4, 7);
+    pub const BAD_MASK: OfpError = e(4, 8);
+    pub const BAD_PREREQ: OfpError = e(4, 9);
+    pub const DUP_FIELD: OfpError = e(4, 10);
+}
+
+pub mod flow_mod_failed {
+    use super::*;
+    pub const TABLE_FULL: OfpError = e(5, 1);
+    pub const BAD_TABLE_ID: OfpError = e(5, 2);
+    pub const OVERLAP: OfpError = e(5, 3);
+    pub const EPERM: OfpError = e(5, 4);
+    pub const BAD_COMMAND: OfpError = e(5, 6);
+    pub const BAD_FLAGS: OfpError = e(5, 7);
+}
+
+pub mod group_mod_failed {
+    use super::*;
+    pub const GROUP_EXISTS: OfpError = e(6, 0);
+    pub const INVALID_GROUP: OfpError = e(6, 1);
+    pub const OUT_OF_GROUPS: OfpError = e(6, 3);
+    pub const CHAINING_UNSUPPORTED: OfpError = e(6, 5);
+    pub const LOOP: OfpError = e(6, 7);
+    pub const UNKNOWN_GROUP: OfpError = e(6, 8);
+    pub const BAD_TYPE: OfpError = e(6, 10);
+    pub const BAD_COMMAND: OfpError = e(6, 11);
+    pub const BAD_BUCKET: OfpError = e(6, 12);
+    pub const BAD_WATCH: OfpError = e(6, 13);
+}
+
+pub mod port_mod_failed {
+    use super::*;
+    pub const BAD_PORT: OfpError = e(7, 0);
+    pub const BAD_HW_ADDR: OfpError = e(7, 1);
+    pub const BAD_CONFIG: OfpError = e(7, 2);
+}
+
+pub mod table_mod_failed {
+    use super::*;
+    pub const BAD_TABLE: OfpError = e(8, 0);
+}
+
+pub mod switch_config_failed {
+    use super::*;
+    pub const BAD_FLAGS: OfpError = e(10, 0);
+}
+
+pub mod role_request_failed {
+    use super::*;
+    pub const STALE: OfpError = e(11, 0);
+    pub const BAD_ROLE: OfpError = e(11, 2);
+}
+
+pub mod meter_mod_failed {
+    use super::*;
+    /// What a switch without meters answers every METER_MOD with (`OFPMMFC_OUT_OF_METERS`).
+    pub const OUT_OF_METERS: OfpError = e(12, 10);
+}
+
+/// The most of a failed request an ERROR message echoes.
+pub const ECHOED_BYTES: usize = 64;
+
+/// An ERROR message answering `request` (its transaction id, its first 64 bytes).
+pub fn error_message(error: OfpError, xid: u32, request: &[u8]) -> Vec<u8> {
+    let mut w = Writer::message(msg::ERROR, xid);
+    w.u16(error.kind).u16(error.code);
+    w.slice(&request[..request.len().min(ECHOED_BYTES)]);
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_echoes_at_most_64_bytes() {
+        let request = [0xabu8; 100];
+        let bytes = error_message(bad_request::BAD_TYPE, 9, &request);
+        assert_eq!(bytes.len(), 8 + 4 + 64);
+        assert_eq!(&bytes[..12], &[4, 1, 0, 76, 0, 0, 0, 9, 0, 1, 0, 1]);
+    }
+}

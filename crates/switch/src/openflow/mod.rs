@@ -1,0 +1,25 @@
+//! OpenFlow 1.3, the switch side: controllers (faucet, os-ken applications, `ovs-ofctl`)
+//! program the bridge over TCP, beside `wirespeed ctl`'s text syntax and over the same rule
+//! tables.
+//!
+//! - [`wire`], [`error`]: framing, numbers, a reader that never reads past a message;
+//! - [`oxm`], [`actions`]: matches, actions and instructions to and from the switch's own;
+//! - [`message`]: what a switch receives, decoded; [`reply`]: what it sends;
+//! - [`agent`]: one message handled on the bridge's control side;
+//! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
+//!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
+//! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers.
+//!
+//! Not yet: groups (GROUP_MOD is refused with `BAD_TYPE`, group statistics are empty),
+//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), the `write_actions` and
+//! `write_metadata` instructions (`UNSUP_INST`), TLS.
+
+pub mod actions;
+pub mod agent;
+pub mod connmgr;
+pub mod error;
+pub mod message;
+pub mod oxm;
+pub mod reply;
+pub mod session;
+pub mod wire;

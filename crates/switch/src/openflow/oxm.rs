@@ -1,0 +1,420 @@
+//! Matches on the wire: `ofp_match` with OXM fields (OpenFlow 1.3 §7.2.3), to and from the
+//! switch's [`Match`]. Each OXM field maps onto the bits of one of our fields (`ip_dscp` is
+//! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
+//! `udp_src` are both `tp_src`); one the flow key does not hold is `BAD_FIELD`.
+
+use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
+
+use crate::field::Field;
+use crate::flow_match::{
+    DL_TYPE_ARP, DL_TYPE_IPV4, DL_TYPE_IPV6, Match, NW_PROTO_ICMP, NW_PROTO_ICMPV6, NW_PROTO_TCP,
+    NW_PROTO_UDP,
+};
+use crate::openflow::error::{OfpError, bad_match};
+use crate::openflow::wire::{Reader, Writer};
+
+/// `OFPMT_OXM`.
+const MATCH_TYPE_OXM: u16 = 1;
+/// `OFPXMC_OPENFLOW_BASIC`.
+const CLASS_BASIC: u16 = 0x8000;
+/// The bits of `vlan_tci` that `vlan_vid` covers: the id and `OFPVID_PRESENT`.
+const VID_BITS: u128 = 0x1fff;
+
+/// OXM field numbers (`oxm_ofb_match_fields`).
+pub mod field_no {
+    pub const IN_PORT: u8 = 0;
+    pub const METADATA: u8 = 2;
+    pub const ETH_DST: u8 = 3;
+    pub const ETH_SRC: u8 = 4;
+    pub const ETH_TYPE: u8 = 5;
+    pub const VLAN_VID: u8 = 6;
+    pub const VLAN_PCP: u8 = 7;
+    pub const IP_DSCP: u8 = 8;
+    pub const IP_PROTO: u8 = 10;
+    pub const IPV4_SRC: u8 = 11;
+    pub const IPV4_DST: u8 = 12;
+    pub const TCP_SRC: u8 = 13;
+    pub const TCP_DST: u8 = 14;
+    pub const UDP_SRC: u8 = 15;
+    pub const UDP_DST: u8 = 16;
+    pub const ICMPV4_TYPE: u8 = 19;
+    pub const ICMPV4_CODE: u8 = 20;
+    pub const ARP_OP: u8 = 21;
+    pub const ARP_SPA: u8 = 22;
+    pub const ARP_TPA: u8 = 23;
+    pub const IPV6_SRC: u8 = 26;
+    pub const IPV6_DST: u8 = 27;
+    pub const ICMPV6_TYPE: u8 = 29;
+    pub const ICMPV6_CODE: u8 = 30;
+}
+
+/// What an OXM field is in our terms: the field, its width on the wire in bytes, whether
+/// OpenFlow allows a mask, and how its value sits in our field's bits.
+#[derive(Clone, Copy)]
+pub struct OxmField {
+    pub field: Field,
+    pub bytes: usize,
+    pub maskable: bool,
+    /// Our field's bits this OXM field covers.
+    pub bits: u128,
+    /// Left shift from the wire value to our field's bits.
+    pub shift: u32,
+}
+
+impl OxmField {
+    pub fn of(number: u8) -> Option<OxmField> {
+        let f = |field: Field, bytes: usize, maskable: bool| OxmField {
+            field,
+            bytes,
+            maskable,
+            bits: field.full_mask(),
+            shift: 0,
+        };
+        Some(match number {
+            field_no::IN_PORT => f(Field::InPort, 4, false),
+            field_no::ETH_DST => f(Field::DlDst, 6, true),
+            field_no::ETH_SRC => f(Field::DlSrc, 6, true),
+            field_no::ETH_TYPE => f(Field::DlType, 2, false),
+            field_no::VLAN_VID => OxmField {
+                bits: VID_BITS,
+                ..f(Field::VlanTci, 2, true)
+            },
+            field_no::VLAN_PCP => OxmField {
+                bits: u128::from(VLAN_PCP_MASK),
+                shift: 13,
+                ..f(Field::VlanTci, 1, false)
+            },
+            field_no::IP_DSCP => OxmField {
+                bits: 0xfc,
+                shift: 2,
+                ..f(Field::NwTos, 1, false)
+            },
+            field_no::IP_PROTO => f(Field::NwProto, 1, false),
+            field_no::IPV4_SRC => f(Field::NwSrc, 4, true),
+            field_no::IPV4_DST => f(Field::NwDst, 4, true),
+            field_no::TCP_SRC | field_no::UDP_SRC => f(Field::TpSrc, 2, false),
+            field_no::TCP_DST | field_no::UDP_DST => f(Field::TpDst, 2, false),
+            field_no::ICMPV4_TYPE | field_no::ICMPV6_TYPE => f(Field::IcmpType, 1, false),
+            field_no::ICMPV4_CODE | field_no::ICMPV6_CODE => f(Field::IcmpCode, 1, false),
+            field_no::ARP_OP => f(Field::ArpOp, 2, false),
+            field_no::ARP_SPA => f(Field::ArpSpa, 4, true),
+            field_no::ARP_TPA => f(Field::ArpTpa, 4, true),
+            field_no::IPV6_SRC => f(Field::Ipv6Src, 16, true),
+            field_no::IPV6_DST => f(Field::Ipv6Dst, 16, true),
+            _ => return None,
+        })
+    }
+
+    /// The wire value's largest value (its bits shifted back down).
+    fn wire_max(&self) -> u128 {
+        self.bits >> self.shift
+    }
+}
+
+/// One OXM TLV: the field number, the value and mask (all ones when it has none).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Oxm {
+    pub number: u8,
+    pub value: u128,
+    pub mask: Option<u128>,
+}
+
+/// Reads one OXM TLV of the basic class (a value of at most 16 bytes).
+pub fn read_oxm(r: &mut Reader<'_>) -> Result<Oxm, OfpError> {
+    let class = r.u16().map_err(|_| bad_match::BAD_LEN)?;
+    let number_mask = r.u8().map_err(|_| bad_match::BAD_LEN)?;
+    let len = usize::from(r.u8().map_err(|_| bad_match::BAD_LEN)?);
+    let body = r.take(len).map_err(|_| bad_match::BAD_LEN)?;
+    if class != CLASS_BASIC {
+        return Err(bad_match::BAD_FIELD);
+    }
+    let (number, has_mask) = (number_mask >> 1, number_mask & 1 == 1);
+    let Some(info) = OxmField::of(number) else {
+        return Err(bad_match::BAD_FIELD);
+    };
+    let expected = info.bytes * if has_mask { 2 } else { 1 };
+    if len != expected {
+        return Err(bad_match::BAD_LEN);
+    }
+    let number_of = |b: &[u8]| b.iter().fold(0u128, |v, &b| v << 8 | u128::from(b));
+    let value = number_of(&body[..info.bytes]);
+    let mask = has_mask.then(|| number_of(&body[info.bytes..]));
+    Ok(Oxm {
+        number,
+        value,
+        mask,
+    })
+}
+
+/// Decodes an `ofp_match` (its padding included) into a match, checking masks, duplicates and
+/// prerequisites as §7.2.3.6-7 say.
+pub fn read_match(r: &mut Reader<'_>) -> Result<Match, OfpError> {
+    let kind = r.u16().map_err(|_| bad_match::BAD_LEN)?;
+    let len = usize::from(r.u16().map_err(|_| bad_match::BAD_LEN)?);
+    if kind != MATCH_TYPE_OXM {
+        return Err(bad_match::BAD_TYPE);
+    }
+    if len < 4 {
+        return Err(bad_match::BAD_LEN);
+    }
+    let mut fields = Reader::new(r.take(len - 4).map_err(|_| bad_match::BAD_LEN)?);
+    r.skip(len.next_multiple_of(8) - len)
+        .map_err(|_| bad_match::BAD_LEN)?;
+    let mut flow_match = Match::ANY;
+    let mut seen = [false; 64];
+    while !fields.is_empty() {
+        let oxm = read_oxm(&mut fields)?;
+        let seen = &mut seen[usize::from(oxm.number)];
+        if *seen {
+            return Err(bad_match::DUP_FIELD);
+        }
+        *seen = true;
+        add_oxm(&mut flow_match, &oxm)?;
+    }
+    check_prerequisites(&flow_match, &seen)?;
+    Ok(flow_match)
+}
+
+/// Adds one field to the match.
+pub fn add_oxm(flow_match: &mut Match, oxm: &Oxm) -> Result<(), OfpError> {
+    let info = OxmField::of(oxm.number).ok_or(bad_match::BAD_FIELD)?;
+    if oxm.mask.is_some() && !info.maskable {
+        return Err(bad_match::BAD_MASK);
+    }
+    if oxm.value > info.wire_max() {
+        return Err(bad_match::BAD_VALUE);
+    }
+    let mask = oxm.mask.unwrap_or(info.wire_max()) & info.wire_max();
+    if oxm.value & !mask != 0 {
+        // §7.2.3.5: a value bit where the mask is zero (OFPBMC_BAD_WILDCARDS).
+        return Err(OfpError { kind: 4, code: 5 });
+    }
+    let (value, mask) = match (oxm.number, oxm.value, mask) {
+        // OFPVID_NONE: untagged, so the priority bits are zero too (`vlan_tci=0`).
+        (field_no::VLAN_VID, 0, VID_BITS) => (0, info.field.full_mask()),
+        _ => (oxm.value << info.shift, mask << info.shift),
+    };
+    let (old_value, old_mask) = flow_match.field(info.field);
+    flow_match.set(info.field, old_value | value, old_mask | mask);
+    Ok(())
+}
+
+fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
+    let eth_type = m.exact(Field::DlType);
+    let proto = m.exact(Field::NwProto);
+    let ip = matches!(eth_type, Some(DL_TYPE_IPV4 | DL_TYPE_IPV6));
+    let met = |number: u8| match number {
+        field_no::VLAN_PCP => {
+            let (value, mask) = m.field(Field::VlanTci);
+            let present = u128::from(VLAN_PRESENT);
+            value & mask & present != 0
+        }
+        field_no::IP_DSCP | field_no::IP_PROTO => ip,
+        field_no::IPV4_SRC | field_no::IPV4_DST => eth_type == Some(DL_TYPE_IPV4),
+        field_no::IPV6_SRC | field_no::IPV6_DST => eth_type == Some(DL_TYPE_IPV6),
+        field_no::TCP_SRC | field_no::TCP_DST => ip && proto == Some(NW_PROTO_TCP),
+        field_no::UDP_SRC | field_no::UDP_DST => ip && proto == Some(NW_PROTO_UDP),
+        field_no::ICMPV4_TYPE | field_no::ICMPV4_CODE => {
+            eth_type == Some(DL_TYPE_IPV4) && proto == Some(NW_PROTO_ICMP)
+        }
+        field_no::ICMPV6_TYPE | field_no::ICMPV6_CODE => {
+            eth_type == Some(DL_TYPE_IPV6) && proto == Some(NW_PROTO_ICMPV6)
+        }
+        field_no::ARP_OP | field_no::ARP_SPA | field_no::ARP_TPA => eth_type == Some(DL_TYPE_ARP),
+        _ => true,
+    };
+    match (0..64u8).find(|&n| seen[usize::from(n)] && !met(n)) {
+        Some(_) => Err(bad_match::BAD_PREREQ),
+        None => Ok(()),
+    }
+}
+
+fn write_oxm(w: &mut Writer, number: u8, bytes: usize, value: u128, mask: Option<u128>) {
+    let len = bytes * if mask.is_some() { 2 } else { 1 };
+    w.u16(CLASS_BASIC)
+        .u8(number << 1 | u8::from(mask.is_some()))
+        .u8(len as u8);
+    w.slice(&value.to_be_bytes()[16 - bytes..]);
+    if let Some(mask) = mask {
+        w.slice(&mask.to_be_bytes()[16 - bytes..]);
+    }
+}
+
+/// Writes one field of `m` as `number`, if `m` constrains its bits: without a mask when it
+/// pins them all, masked when OpenFlow allows, left out when it does not (a mask OpenFlow
+/// cannot say, from flow syntax).
+fn write_field(w: &mut Writer, m: &Match, number: u8) {
+    let Some(info) = OxmField::of(number) else {
+        return;
+    };
+    let (value, mask) = m.field(info.field);
+    let (value, mask) = (
+        (value & info.bits) >> info.shift,
+        (mask & info.bits) >> info.shift,
+    );
+    if mask == 0 {
+        return;
+    }
+    if mask == info.wire_max() {
+        write_oxm(w, number, info.bytes, value, None);
+    } else if info.maskable {
+        write_oxm(w, number, info.bytes, value, Some(mask));
+    }
+}
+
+/// The OXM fields of `m` (no `ofp_match` header), in the specification's order.
+pub fn write_oxms(w: &mut Writer, m: &Match) {
+    let proto = m.exact(Field::NwProto);
+    let ipv6 = m.exact(Field::DlType) == Some(DL_TYPE_IPV6);
+    let (tp_src, tp_dst) = match proto {
+        Some(NW_PROTO_UDP) => (field_no::UDP_SRC, field_no::UDP_DST),
+        _ => (field_no::TCP_SRC, field_no::TCP_DST),
+    };
+    let (icmp_type, icmp_code) = match ipv6 {
+        true => (field_no::ICMPV6_TYPE, field_no::ICMPV6_CODE),
+        false => (field_no::ICMPV4_TYPE, field_no::ICMPV4_CODE),
+    };
+    let vid_present = {
+        let (value, mask) = m.field(Field::VlanTci);
+        value & mask & u128::from(VLAN_PRESENT) != 0
+    };
+    for number in [
+        field_no::IN_PORT,
+        field_no::ETH_DST,
+        field_no::ETH_SRC,
+        field_no::ETH_TYPE,
+        field_no::VLAN_VID,
+        field_no::VLAN_PCP,
+        field_no::IP_DSCP,
+        field_no::IP_PROTO,
+        field_no::IPV4_SRC,
+        field_no::IPV4_DST,
+        tp_src,
+        tp_dst,
+        icmp_type,
+        icmp_code,
+        field_no::ARP_OP,
+        field_no::ARP_SPA,
+        field_no::ARP_TPA,
+        field_no::IPV6_SRC,
+        field_no::IPV6_DST,
+    ] {
+        if number == field_no::VLAN_PCP && !vid_present {
+            continue;
+        }
+        write_field(w, m, number);
+    }
+}
+
+/// Writes `m` as an `ofp_match`, padded to eight bytes.
+pub fn write_match(w: &mut Writer, m: &Match) {
+    let start = w.len();
+    w.u16(MATCH_TYPE_OXM).u16(0);
+    write_oxms(w, m);
+    w.set_len(start + 2, start);
+    w.pad8();
+}
+
+/// The match a PACKET_IN carries: the input port only.
+pub fn write_in_port_match(w: &mut Writer, in_port: u32) {
+    let start = w.len();
+    w.u16(MATCH_TYPE_OXM).u16(0);
+    write_oxm(w, field_no::IN_PORT, 4, u128::from(in_port), None);
+    w.set_len(start + 2, start);
+    w.pad8();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ofctl::flow_parse::parse_match;
+
+    fn encoded(text: &str) -> Vec<u8> {
+        let mut w = Writer::default();
+        write_match(&mut w, &parse_match(text).unwrap().flow_match);
+        w.bytes
+    }
+
+    fn decoded(bytes: &[u8]) -> Result<Match, OfpError> {
+        read_match(&mut Reader::new(bytes))
+    }
+
+    #[test]
+    fn in_port_and_eth_type_as_the_specification_lays_them_out() {
+        assert_eq!(
+            encoded("in_port=3,ip"),
+            [
+                0, 1, 0, 18, // OXM match, 18 bytes before padding
+                0x80, 0, 0, 4, 0, 0, 0, 3, // in_port=3
+                0x80, 0, 10, 2, 0x08, 0x00, // eth_type=0x0800
+                0, 0, 0, 0, 0, 0, // padding to 24
+            ]
+        );
+    }
+
+    #[test]
+    fn flow_syntax_round_trips_through_oxm() {
+        for text in [
+            "",
+            "in_port=1",
+            "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+            "dl_vlan=5",
+            "dl_vlan=5,dl_vlan_pcp=3",
+            "vlan_tci=0",
+            "tcp,nw_src=10.0.0.0/8,tp_dst=80",
+            "udp,tp_src=53",
+            "icmp,icmp_type=8,icmp_code=0",
+            "icmp6,icmp_type=135",
+            "arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24",
+            "ipv6,ipv6_src=2001:db8::/32,nw_proto=17",
+            "ip,nw_tos=184",
+        ] {
+            let spec = parse_match(text).unwrap();
+            assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_matches_get_the_specifications_errors() {
+        let match_of = |oxms: &[u8]| {
+            let mut w = Writer::default();
+            w.u16(1).u16(4 + oxms.len() as u16).slice(oxms).pad8();
+            decoded(&w.bytes)
+        };
+        // tcp_dst without ip_proto=6.
+        assert_eq!(
+            match_of(&[0x80, 0, 28, 2, 0, 80]),
+            Err(bad_match::BAD_PREREQ)
+        );
+        // in_port twice.
+        let twice = [0x80, 0, 0, 4, 0, 0, 0, 1, 0x80, 0, 0, 4, 0, 0, 0, 2];
+        assert_eq!(match_of(&twice), Err(bad_match::DUP_FIELD));
+        // in_port with a mask.
+        let masked = [0x80, 0, 1, 8, 0, 0, 0, 1, 0, 0, 0, 1];
+        assert_eq!(match_of(&masked), Err(bad_match::BAD_MASK));
+        // metadata: not a field of ours.
+        assert_eq!(
+            match_of(&[0x80, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Err(bad_match::BAD_FIELD)
+        );
+        // A field whose length runs past the match.
+        assert_eq!(match_of(&[0x80, 0, 0, 200, 0]), Err(bad_match::BAD_LEN));
+        // ip_dscp of 64: six bits only.
+        let dscp = [0x80, 0, 10, 2, 0x08, 0, 0x80, 0, 16, 1, 64];
+        assert_eq!(match_of(&dscp), Err(bad_match::BAD_VALUE));
+        // A match whose length field runs past the message.
+        assert_eq!(decoded(&[0, 1, 0, 40, 0, 0]), Err(bad_match::BAD_LEN));
+    }
+
+    #[test]
+    fn ovs_ofctl_vlan_vid_none_and_present() {
+        // vlan_vid=0x0000 (OFPVID_NONE): untagged only.
+        let none = [0, 1, 0, 10, 0x80, 0, 12, 2, 0, 0, 0, 0, 0, 0, 0, 0];
+        let m = decoded(&none).unwrap();
+        assert_eq!(m.field(Field::VlanTci), (0, 0xffff));
+        // vlan_vid=0x1000/0x1000: any tag.
+        let any = [0, 1, 0, 12, 0x80, 0, 13, 4, 0x10, 0, 0x10, 0, 0, 0, 0, 0];
+        let m = decoded(&any).unwrap();
+        assert_eq!(m.field(Field::VlanTci), (0x1000, 0x1000));
+    }
+}

@@ -1,0 +1,319 @@
+//! The messages the switch sends: replies, statistics (split into parts under 64 KiB), and
+//! the asynchronous PACKET_IN, FLOW_REMOVED and PORT_STATUS.
+
+use core::time::Duration;
+
+use crate::ofproto::rule_table::InstalledRule;
+use crate::openflow::actions::write_instructions;
+use crate::openflow::message::AsyncConfig;
+use crate::openflow::oxm::{write_in_port_match, write_match};
+use crate::openflow::wire::{HEADER_LEN, NO_BUFFER, OFP_VERSION, Writer, msg};
+use crate::rule::PacketInOrigin;
+
+/// Tables a controller may use: 0 to 253 (`n_tables`; table 254 is not offered).
+pub const N_TABLES: u8 = 254;
+/// The most a message may be; statistics are split into parts below it.
+pub const MAX_MESSAGE: usize = 65_535;
+/// `OFPMPF_REPLY_MORE`.
+const REPLY_MORE: u16 = 1;
+
+/// `ofp_port_config` / `ofp_port_state` bits used here.
+pub mod port_bits {
+    pub const CONFIG_PORT_DOWN: u32 = 1 << 0;
+    pub const STATE_LINK_DOWN: u32 = 1 << 0;
+    pub const STATE_LIVE: u32 = 1 << 2;
+    /// `OFPPF_10GB_FD | OFPPF_COPPER`: what a veth says it is.
+    pub const FEATURES_10GB: u32 = (1 << 6) | (1 << 11);
+}
+
+/// One port as `ofp_port` describes it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct PortDesc {
+    pub port_no: u32,
+    pub hw_addr: [u8; 6],
+    pub name: String,
+    pub admin_up: bool,
+    pub carrier: bool,
+    pub speed_mbps: u32,
+}
+
+impl PortDesc {
+    pub fn write(&self, w: &mut Writer) {
+        let config = match self.admin_up {
+            true => 0,
+            false => port_bits::CONFIG_PORT_DOWN,
+        };
+        let state = match self.carrier && self.admin_up {
+            true => port_bits::STATE_LIVE,
+            false => port_bits::STATE_LINK_DOWN,
+        };
+        w.u32(self.port_no).zeros(4).slice(&self.hw_addr).zeros(2);
+        w.text(&self.name, 16).u32(config).u32(state);
+        let features = match self.speed_mbps {
+            0 => 0,
+            _ => port_bits::FEATURES_10GB,
+        };
+        w.u32(features).u32(0).u32(0).u32(0);
+        w.u32(self.speed_mbps.saturating_mul(1000))
+            .u32(self.speed_mbps.saturating_mul(1000));
+    }
+}
+
+pub fn hello(xid: u32) -> Vec<u8> {
+    let mut w = Writer::message(msg::HELLO, xid);
+    // One version-bitmap element: 1.3 only.
+    w.u16(1).u16(8).u32(1 << OFP_VERSION);
+    w.finish()
+}
+
+pub fn echo(kind: u8, xid: u32, data: &[u8]) -> Vec<u8> {
+    let mut w = Writer::message(kind, xid);
+    w.slice(data);
+    w.finish()
+}
+
+pub fn empty(kind: u8, xid: u32) -> Vec<u8> {
+    Writer::message(kind, xid).finish()
+}
+
+pub fn features(xid: u32, datapath_id: u64) -> Vec<u8> {
+    let mut w = Writer::message(msg::FEATURES_REPLY, xid);
+    // No buffers; FLOW_STATS, TABLE_STATS, PORT_STATS.
+    w.u64(datapath_id).u32(0).u8(N_TABLES).u8(0).zeros(2);
+    w.u32(0b111).u32(0);
+    w.finish()
+}
+
+pub fn config(xid: u32, flags: u16, miss_send_len: u16) -> Vec<u8> {
+    let mut w = Writer::message(msg::GET_CONFIG_REPLY, xid);
+    w.u16(flags).u16(miss_send_len);
+    w.finish()
+}
+
+pub fn role(xid: u32, role: u32, generation_id: u64) -> Vec<u8> {
+    let mut w = Writer::message(msg::ROLE_REPLY, xid);
+    w.u32(role).zeros(4).u64(generation_id);
+    w.finish()
+}
+
+pub fn async_config(xid: u32, c: &AsyncConfig) -> Vec<u8> {
+    let mut w = Writer::message(msg::GET_ASYNC_REPLY, xid);
+    for v in [c.packet_in, c.port_status, c.flow_removed]
+        .iter()
+        .flatten()
+    {
+        w.u32(*v);
+    }
+    w.finish()
+}
+
+/// A statistics reply of `kind`, its `entries` packed into as many messages as it takes.
+pub fn multipart(xid: u32, kind: u16, entries: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let start = |more: bool| {
+        let mut w = Writer::message(msg::MULTIPART_REPLY, xid);
+        w.u16(kind).u16(if more { REPLY_MORE } else { 0 }).zeros(4);
+        w
+    };
+    let mut messages = Vec::new();
+    let mut w = start(false);
+    for entry in entries {
+        if w.len() + entry.len() > MAX_MESSAGE && w.len() > HEADER_LEN + 8 {
+            // This part is full: it says more follow.
+            w.bytes[10..12].copy_from_slice(&REPLY_MORE.to_be_bytes());
+            messages.push(w.finish());
+            w = start(false);
+        }
+        w.slice(entry);
+    }
+    messages.push(w.finish());
+    messages
+}
+
+pub fn desc_body() -> Vec<u8> {
+    let mut w = Writer::default();
+    w.text("wirespeed", 256);
+    w.text("wirespeed switch (AF_XDP)", 256);
+    w.text(env!("CARGO_PKG_VERSION"), 256);
+    w.text("None", 32);
+    w.text("wirespeed switch", 256);
+    w.bytes
+}
+
+/// Seconds and nanoseconds since `since`.
+fn duration(now: Duration, since: Duration) -> (u32, u32) {
+    let d = now.saturating_sub(since);
+    (d.as_secs() as u32, d.subsec_nanos())
+}
+
+fn udp(r: &InstalledRule) -> bool {
+    r.rule.flow_match.exact(crate::field::Field::NwProto) == Some(crate::flow_match::NW_PROTO_UDP)
+}
+
+/// One `ofp_flow_stats` entry.
+pub fn flow_stats_entry(r: &InstalledRule, now: Duration) -> Vec<u8> {
+    let mut w = Writer::default();
+    let (sec, nsec) = duration(now, r.stats.installed_at);
+    w.u16(0).u8(r.rule.table).u8(0).u32(sec).u32(nsec);
+    w.u16(r.rule.priority)
+        .u16(r.rule.idle_timeout)
+        .u16(r.rule.hard_timeout);
+    w.u16(r.rule.flags).zeros(4).u64(r.rule.cookie);
+    w.u64(r.stats.n_packets).u64(r.stats.n_bytes);
+    write_match(&mut w, &r.rule.flow_match);
+    write_instructions(&mut w, &r.rule.actions, udp(r));
+    w.set_len(0, 0);
+    w.bytes
+}
+
+pub fn aggregate_body(packets: u64, bytes: u64, flows: u32) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u64(packets).u64(bytes).u32(flows).zeros(4);
+    w.bytes
+}
+
+pub fn table_stats_entry(table: u8, active: u32) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(table).zeros(3).u32(active).u64(0).u64(0);
+    w.bytes
+}
+
+/// A table's features with no properties (valid, and all a controller of ours needs).
+pub fn table_features_entry(table: u8) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u16(64).u8(table).zeros(5);
+    w.text(&format!("table{table}"), 32);
+    w.u64(0).u64(0).u32(0).u32(1_000_000);
+    w.bytes
+}
+
+/// Port counters: received and sent packets and bytes, drops and errors each way.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct PortCounts {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+}
+
+pub fn port_stats_entry(port: u32, c: &PortCounts, alive: Duration) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u32(port).zeros(4);
+    for v in [
+        c.rx_packets,
+        c.tx_packets,
+        c.rx_bytes,
+        c.tx_bytes,
+        c.rx_dropped,
+        c.tx_dropped,
+        c.rx_errors,
+        c.tx_errors,
+        0,
+        0,
+        0,
+        0,
+    ] {
+        w.u64(v);
+    }
+    w.u32(alive.as_secs() as u32).u32(alive.subsec_nanos());
+    w.bytes
+}
+
+pub fn group_features_body() -> Vec<u8> {
+    vec![0; 40]
+}
+
+pub fn meter_features_body() -> Vec<u8> {
+    vec![0; 16]
+}
+
+/// A PACKET_IN (never buffered): the packet's first `data.len()` bytes of `total_len`.
+pub fn packet_in(in_port: u32, origin: &PacketInOrigin, data: &[u8], total_len: usize) -> Vec<u8> {
+    let mut w = Writer::message(msg::PACKET_IN, 0);
+    let reason = u8::from(!origin.table_miss);
+    w.u32(NO_BUFFER)
+        .u16(total_len.min(0xffff) as u16)
+        .u8(reason);
+    w.u8(origin.table).u64(origin.cookie);
+    write_in_port_match(&mut w, in_port);
+    w.zeros(2);
+    let room = MAX_MESSAGE - w.len();
+    w.slice(&data[..data.len().min(room)]);
+    w.finish()
+}
+
+pub fn flow_removed(r: &InstalledRule, reason: u8, now: Duration) -> Vec<u8> {
+    let mut w = Writer::message(msg::FLOW_REMOVED, 0);
+    let (sec, nsec) = duration(now, r.stats.installed_at);
+    w.u64(r.rule.cookie)
+        .u16(r.rule.priority)
+        .u8(reason)
+        .u8(r.rule.table);
+    w.u32(sec).u32(nsec);
+    w.u16(r.rule.idle_timeout).u16(r.rule.hard_timeout);
+    w.u64(r.stats.n_packets).u64(r.stats.n_bytes);
+    write_match(&mut w, &r.rule.flow_match);
+    w.finish()
+}
+
+/// `ofp_port_reason`.
+pub mod port_reason {
+    pub const ADD: u8 = 0;
+    pub const DELETE: u8 = 1;
+    pub const MODIFY: u8 = 2;
+}
+
+pub fn port_status(reason: u8, port: &PortDesc) -> Vec<u8> {
+    let mut w = Writer::message(msg::PORT_STATUS, 0);
+    w.u8(reason).zeros(7);
+    port.write(&mut w);
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_sizes_match_the_specification() {
+        assert_eq!(features(1, 2).len(), 32);
+        assert_eq!(desc_body().len(), 1056);
+        assert_eq!(table_stats_entry(0, 1).len(), 24);
+        assert_eq!(table_features_entry(0).len(), 64);
+        assert_eq!(
+            port_stats_entry(1, &PortCounts::default(), Duration::ZERO).len(),
+            112
+        );
+        let port = PortDesc {
+            port_no: 1,
+            hw_addr: [2, 0, 0, 0, 0, 1],
+            name: "veth1".into(),
+            admin_up: true,
+            carrier: true,
+            speed_mbps: 10_000,
+        };
+        assert_eq!(port_status(port_reason::ADD, &port).len(), 80);
+    }
+
+    #[test]
+    fn statistics_are_split_under_64_kib() {
+        let entries: Vec<Vec<u8>> = (0..5000).map(|_| vec![0u8; 40]).collect();
+        let parts = multipart(7, 1, &entries);
+        assert_eq!(parts.len(), 4);
+        let mut total = 0;
+        for (i, part) in parts.iter().enumerate() {
+            assert!(part.len() <= MAX_MESSAGE);
+            assert_eq!(
+                usize::from(u16::from_be_bytes([part[2], part[3]])),
+                part.len()
+            );
+            let more = u16::from_be_bytes([part[10], part[11]]) == REPLY_MORE;
+            assert_eq!(more, i + 1 < parts.len());
+            total += (part.len() - 16) / 40;
+        }
+        assert_eq!(total, 5000);
+    }
+}

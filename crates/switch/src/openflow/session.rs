@@ -1,0 +1,224 @@
+//! The OpenFlow connections a bridge has, as the rest of the switch reaches them: each
+//! session's role, configuration and outgoing queue, shared between the connection threads,
+//! the control side that answers requests, and the poll-mode threads that send PACKET_INs.
+//!
+//! Every send is a `try_send` into a bounded queue a writer thread empties: a slow or dead
+//! controller costs a dropped (and counted) message, never a waiting poll-mode thread.
+
+use core::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+use crate::bridge::{BridgeEvents, RemovedReason};
+use crate::dpif::pmd::Controller;
+use crate::dpif::thread_cache::lock;
+use crate::ofproto::rule_table::InstalledRule;
+use crate::openflow::message::AsyncConfig;
+use crate::openflow::message::flow_flags::SEND_FLOW_REM;
+use crate::openflow::reply::{self, PortDesc, port_reason};
+use crate::rule::PacketInOrigin;
+
+/// `ofp_controller_role`.
+pub mod role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// Messages a session's queue holds before more are dropped.
+pub const QUEUE_MESSAGES: usize = 1024;
+
+/// One connection's state.
+pub struct Session {
+    pub id: u64,
+    out: SyncSender<Vec<u8>>,
+    /// A `--controller` connection (counts for the fail mode), not a `--openflow` client.
+    pub active: bool,
+    pub role: u32,
+    pub async_config: AsyncConfig,
+    pub config_flags: u16,
+    pub miss_send_len: u16,
+}
+
+/// Which asynchronous message a mask in [`AsyncConfig`] is for.
+#[derive(Clone, Copy)]
+enum AsyncKind {
+    PacketIn,
+    PortStatus,
+    FlowRemoved,
+}
+
+impl Session {
+    fn wants(&self, kind: AsyncKind, reason: u8) -> bool {
+        let slave = usize::from(self.role == role::SLAVE);
+        let masks = match kind {
+            AsyncKind::PacketIn => self.async_config.packet_in,
+            AsyncKind::PortStatus => self.async_config.port_status,
+            AsyncKind::FlowRemoved => self.async_config.flow_removed,
+        };
+        masks[slave] & (1 << reason) != 0
+    }
+}
+
+/// Every session of the bridge, and what they have in common.
+#[derive(Default)]
+pub struct Sessions {
+    list: Mutex<Vec<Session>>,
+    next_id: AtomicU64,
+    /// The generation id of the last master or slave request (§6.3.6), if any.
+    pub generation: Mutex<Option<u64>>,
+    /// The ports as controllers see them (names, addresses), kept for PORT_STATUS.
+    pub ports: Mutex<Vec<PortDesc>>,
+    /// Messages dropped because a session's queue was full.
+    pub dropped: AtomicU64,
+    /// PACKET_INs sent and dropped.
+    pub packet_ins: AtomicU64,
+}
+
+impl Sessions {
+    pub fn new(ports: Vec<PortDesc>) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            ports: Mutex::new(ports),
+            ..Sessions::default()
+        })
+    }
+
+    /// Adds a session whose messages go to `out`; its id.
+    pub fn open(&self, out: SyncSender<Vec<u8>>, active: bool) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.list).push(Session {
+            id,
+            out,
+            active,
+            role: role::EQUAL,
+            async_config: AsyncConfig::default(),
+            config_flags: 0,
+            miss_send_len: 128,
+        });
+        id
+    }
+
+    pub fn close(&self, id: u64) {
+        lock(&self.list).retain(|s| s.id != id);
+    }
+
+    /// How many `--controller` sessions are connected.
+    pub fn active_count(&self) -> usize {
+        lock(&self.list).iter().filter(|s| s.active).count()
+    }
+
+    /// Runs `f` on session `id`, if it is still open.
+    pub fn with<R>(&self, id: u64, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+        lock(&self.list).iter_mut().find(|s| s.id == id).map(f)
+    }
+
+    /// Runs `f` on every session.
+    pub fn each(&self, mut f: impl FnMut(&mut Session)) {
+        for s in lock(&self.list).iter_mut() {
+            f(s);
+        }
+    }
+
+    /// Queues `message` for session `id`.
+    pub fn send(&self, id: u64, message: Vec<u8>) {
+        let list = lock(&self.list);
+        if let Some(s) = list.iter().find(|s| s.id == id) {
+            self.push(s, message);
+        }
+    }
+
+    fn push(&self, s: &Session, message: Vec<u8>) -> bool {
+        match s.out.try_send(message) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    fn broadcast(&self, kind: AsyncKind, reason: u8, message: &[u8]) {
+        for s in lock(&self.list).iter().filter(|s| s.wants(kind, reason)) {
+            self.push(s, message.to_vec());
+        }
+    }
+
+    /// Sends FLOW_REMOVED for each rule that asked for it.
+    pub fn rules_removed(&self, removed: &[(InstalledRule, RemovedReason)], now: Duration) {
+        for (r, reason) in removed {
+            if r.rule.flags & SEND_FLOW_REM != 0 {
+                let message = reply::flow_removed(r, *reason as u8, now);
+                self.broadcast(AsyncKind::FlowRemoved, *reason as u8, &message);
+            }
+        }
+    }
+}
+
+/// The bridge's controller while OpenFlow is on: each packet-in becomes a PACKET_IN to every
+/// session that wants it.
+pub struct OpenFlowController {
+    pub sessions: Arc<Sessions>,
+}
+
+impl Controller for OpenFlowController {
+    fn packet_in(&mut self, in_port: u32, origin: PacketInOrigin, data: &[u8], len: usize) {
+        let message = reply::packet_in(in_port, &origin, data, len);
+        let reason = u8::from(!origin.table_miss);
+        self.sessions.packet_ins.fetch_add(1, Ordering::Relaxed);
+        self.sessions
+            .broadcast(AsyncKind::PacketIn, reason, &message);
+    }
+}
+
+/// Timeouts and port changes, told to the sessions.
+pub struct OpenFlowEvents {
+    pub sessions: Arc<Sessions>,
+}
+
+impl BridgeEvents for OpenFlowEvents {
+    fn rules_removed(&mut self, removed: &[(InstalledRule, RemovedReason)], now: Duration) {
+        self.sessions.rules_removed(removed, now);
+    }
+
+    fn port_changed(&mut self, port: u32, up: bool) {
+        let desc = {
+            let mut ports = lock(&self.sessions.ports);
+            let Some(desc) = ports.iter_mut().find(|p| p.port_no == port) else {
+                return;
+            };
+            desc.carrier = up;
+            desc.clone()
+        };
+        let message = reply::port_status(port_reason::MODIFY, &desc);
+        self.sessions
+            .broadcast(AsyncKind::PortStatus, port_reason::MODIFY, &message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::sync_channel;
+
+    #[test]
+    fn a_full_queue_drops_and_counts() {
+        let sessions = Sessions::new(vec![]);
+        let (out, inbox) = sync_channel(2);
+        let id = sessions.open(out, false);
+        let mut controller = OpenFlowController {
+            sessions: sessions.clone(),
+        };
+        for _ in 0..5 {
+            controller.packet_in(1, PacketInOrigin::default(), &[0; 14], 14);
+        }
+        assert_eq!(inbox.try_iter().count(), 2);
+        assert_eq!(sessions.dropped.load(Ordering::Relaxed), 3);
+        // A slave gets no packet-ins by default.
+        sessions.with(id, |s| s.role = role::SLAVE);
+        controller.packet_in(1, PacketInOrigin::default(), &[0; 14], 14);
+        assert_eq!(inbox.try_iter().count(), 0);
+    }
+}
