@@ -10,6 +10,7 @@ use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::spool::Output;
 use wirespeed_capture::write::{Format, Interface};
 use wirespeed_switch::Controller;
+use wirespeed_switch::rule::PacketInOrigin;
 
 /// Writes each packet-in to a pcap file.
 pub struct PcapController {
@@ -49,7 +50,7 @@ impl PcapController {
 }
 
 impl Controller for PcapController {
-    fn packet_in(&mut self, _in_port: u32, data: &[u8], len: usize) {
+    fn packet_in(&mut self, _in_port: u32, _origin: PacketInOrigin, data: &[u8], len: usize) {
         if let Some(r) = self.recorder.as_mut()
             && r.record(crate::run::clock::now_ns(), data, len as u32) != Outcome::Queued
         {

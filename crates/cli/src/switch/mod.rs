@@ -1,6 +1,7 @@
 //! `wirespeed switch`: one bridge, its poll-mode threads, driven by `wirespeed ctl`.
 
 mod controller;
+mod openflow;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -12,7 +13,7 @@ use clap::Args;
 use std::collections::BTreeMap;
 
 use wirespeed_port::PortSpec;
-use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot};
+use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot, Work};
 
 /// Options of `wirespeed switch`.
 #[derive(Debug, Args)]
@@ -82,6 +83,8 @@ pub struct SwitchArgs {
     /// Print the port and bridge counters as one JSON object at exit.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub openflow: openflow::OpenFlowArgs,
 }
 
 /// `N=SPEC` or `SPEC`, numbered from `default`. A spec holds '=' only after its ':'
@@ -152,12 +155,41 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         wirespeed_switch::bridge::commands::check_flows(text, &numbers)
             .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
     }
-    let (jobs_tx, jobs) = mpsc::channel();
-    let _server = wirespeed_switch::bridge::control::listen(&args.ctl, jobs_tx)?;
-    let controller = open_controller(&args)?;
+    let targets = args.openflow.targets()?;
+    if args.openflow.enabled() && args.controller_pcap.is_some() {
+        bail!(
+            "--controller-pcap: with --openflow or --controller, packets for the controller go \
+             to the OpenFlow controllers as PACKET_IN"
+        );
+    }
+    let (jobs_tx, jobs) = mpsc::channel::<Work>();
+    let _server = wirespeed_switch::bridge::control::listen(&args.ctl, jobs_tx.clone())?;
+    let (sessions, controller) = match args.openflow.enabled() {
+        true => {
+            let (sessions, controller) = openflow::sessions();
+            (Some(sessions), controller)
+        }
+        false => (None, open_controller(&args)?),
+    };
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
     let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
+    if let Some(sessions) = sessions {
+        let datapath_id = openflow::start(
+            &args.openflow,
+            &targets,
+            &mut bridge,
+            sessions,
+            jobs_tx.clone(),
+        )?;
+        let mut doors: Vec<String> = args.openflow.listen.clone();
+        doors.extend(args.openflow.controllers.iter().cloned());
+        eprintln!(
+            "wirespeed switch: OpenFlow 1.3: datapath id {datapath_id:016x}, {} ({:?} fail mode)",
+            doors.join(", "),
+            args.openflow.fail_mode
+        );
+    }
     if let Some(text) = flows {
         add_flows(&mut bridge, text, &args)?;
     }

@@ -54,6 +54,8 @@ impl Switched {
             "dev",
             &c.b,
         ]);
+        // OpenFlow listens on the middle namespace's loopback.
+        must(&["ip", "-n", &c.ns_m, "link", "set", "lo", "up"]);
         let ctl = ScratchFile::new(&format!("{tag}.sock"));
         let [b1, b2] = setup.backends;
         let (p1, p2) = (format!("1={b1}:{}", c.ma), format!("2={b2}:{}", c.mb));
@@ -68,6 +70,38 @@ impl Switched {
             ctl,
             switch: Some(switch),
         }
+    }
+
+    /// Runs `ovs-ofctl -O OpenFlow13 --no-names ARGS` in the switch's namespace against its
+    /// `--openflow ptcp:` (127.0.0.1:6653): its output, and whether it succeeded.
+    pub fn ofctl(&self, args: &[&str]) -> (bool, String) {
+        let mut argv = vec![
+            "ip",
+            "netns",
+            "exec",
+            &self.c.ns_m,
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+            "--no-names",
+        ];
+        let options = args.iter().take_while(|a| a.starts_with("--")).count();
+        argv.extend_from_slice(&args[..options]);
+        let (command, rest) = args[options..].split_first().expect("a command");
+        argv.push(command);
+        argv.push("tcp:127.0.0.1:6653");
+        argv.extend_from_slice(rest);
+        let out = sh(&argv);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
+    /// [`Switched::ofctl`], which must succeed.
+    pub fn ofctl_ok(&self, args: &[&str]) -> String {
+        let (ok, text) = self.ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {text}");
+        text
     }
 
     /// The switch's process id.

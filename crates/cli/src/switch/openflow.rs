@@ -1,0 +1,125 @@
+//! `--openflow`, `--controller`, `--datapath-id`, `--fail-mode`: the switch's OpenFlow 1.3
+//! side (see `wirespeed_switch::openflow`).
+
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+
+use wirespeed_switch::openflow::agent::{Agent, port_descs};
+use wirespeed_switch::openflow::connmgr::{self, Target};
+use wirespeed_switch::openflow::session::{OpenFlowController, OpenFlowEvents, Sessions};
+use wirespeed_switch::{Bridge, RuleSelector, Work};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailMode {
+    /// Switch as a learning switch while no --controller is connected.
+    Standalone,
+    /// Forward only by the installed flows, connected or not.
+    Secure,
+}
+
+/// OpenFlow options of `wirespeed switch`.
+#[derive(Debug, Args)]
+pub struct OpenFlowArgs {
+    /// Listen for OpenFlow 1.3 clients (ovs-ofctl, a controller that connects in):
+    /// ptcp:[PORT][:ADDR], 6653 on 127.0.0.1 unless given. May be repeated.
+    #[arg(long = "openflow", value_name = "ptcp:[PORT][:ADDR]")]
+    pub listen: Vec<String>,
+    /// Connect to an OpenFlow 1.3 controller (faucet, os-ken), tcp:HOST[:PORT] (6653),
+    /// again and again while it is away (1 s, doubling to 8 s). May be repeated.
+    #[arg(long = "controller", value_name = "tcp:HOST[:PORT]")]
+    pub controllers: Vec<String>,
+    /// The datapath id controllers see, in hexadecimal (default: the first port's MAC).
+    #[arg(long, value_name = "HEX")]
+    pub datapath_id: Option<String>,
+    /// With --controller: what happens while none is connected (Open vSwitch's meaning).
+    #[arg(long, value_enum, default_value = "standalone")]
+    pub fail_mode: FailMode,
+}
+
+impl OpenFlowArgs {
+    pub fn enabled(&self) -> bool {
+        !self.listen.is_empty() || !self.controllers.is_empty()
+    }
+
+    /// Every target, checked (before any port opens).
+    pub fn targets(&self) -> anyhow::Result<Vec<Target>> {
+        let mut targets = Vec::new();
+        for text in &self.listen {
+            let target: Target = text.parse().context("--openflow")?;
+            if !matches!(target, Target::Listen(_)) {
+                bail!(
+                    "--openflow {text}: listens only (ptcp:); dial a controller with --controller"
+                );
+            }
+            targets.push(target);
+        }
+        for text in &self.controllers {
+            let target: Target = text.parse().context("--controller")?;
+            if !matches!(target, Target::Dial(..)) {
+                bail!("--controller {text}: dials only (tcp:); listen with --openflow");
+            }
+            targets.push(target);
+        }
+        self.datapath_id()?;
+        Ok(targets)
+    }
+
+    fn datapath_id(&self) -> anyhow::Result<Option<u64>> {
+        let Some(text) = &self.datapath_id else {
+            return Ok(None);
+        };
+        let digits = text.trim_start_matches("0x");
+        match u64::from_str_radix(digits, 16) {
+            Ok(id) if !digits.is_empty() && digits.len() <= 16 => Ok(Some(id)),
+            _ => bail!("--datapath-id {text}: expected up to 16 hexadecimal digits"),
+        }
+    }
+
+    /// Whether the bridge starts with Open vSwitch's `priority=0,actions=normal`: only a
+    /// standalone bridge without controllers to dial has it.
+    pub fn keeps_default_rule(&self) -> bool {
+        self.controllers.is_empty() && self.fail_mode == FailMode::Standalone
+    }
+}
+
+/// The sessions every connection will share; made before the bridge, whose controller
+/// sends their PACKET_INs.
+pub fn sessions() -> (Arc<Sessions>, Box<dyn wirespeed_switch::Controller>) {
+    let sessions = Sessions::new(Vec::new());
+    let controller = Box::new(OpenFlowController {
+        sessions: sessions.clone(),
+    });
+    (sessions, controller)
+}
+
+/// Starts the OpenFlow side on an open bridge: the default rule as the fail mode wants it,
+/// the ports as controllers see them, the listeners and dialers. The datapath id it uses.
+pub fn start(
+    args: &OpenFlowArgs,
+    targets: &[Target],
+    bridge: &mut Bridge,
+    sessions: Arc<Sessions>,
+    work: Sender<Work>,
+) -> anyhow::Result<u64> {
+    if !args.keeps_default_rule() {
+        bridge.edit(|dp| dp.tables.delete(&RuleSelector::default()));
+    }
+    let ports = port_descs(bridge);
+    let from_mac = ports
+        .iter()
+        .map(|p| p.hw_addr)
+        .find(|m| m != &[0; 6])
+        .map_or(0, |m| m.iter().fold(0u64, |id, &b| id << 8 | u64::from(b)));
+    let datapath_id = args.datapath_id()?.unwrap_or(from_mac);
+    *sessions.ports.lock().unwrap_or_else(|e| e.into_inner()) = ports;
+    bridge.set_events(Box::new(OpenFlowEvents {
+        sessions: sessions.clone(),
+    }));
+    let agent = Arc::new(Agent::new(sessions, datapath_id));
+    let standalone = args.fail_mode == FailMode::Standalone;
+    connmgr::start(targets, agent, work, standalone).context("OpenFlow")?;
+    Ok(datapath_id)
+}

@@ -1,0 +1,329 @@
+//! `wirespeed switch --openflow ptcp:` driven by Open vSwitch's own `ovs-ofctl` over OpenFlow
+//! 1.3: flows added, changed and removed either way (OpenFlow or `wirespeed ctl`) show both
+//! ways and move real packets between namespaces; statistics, port descriptions, packet-out
+//! and port-mod answer as ovs-ofctl expects; malformed messages get the specification's
+//! errors and leave the connection up.
+
+mod common;
+use common::switched::Switched;
+use common::*;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The flows of `ovs-ofctl dump-flows` without their changing fields (duration).
+fn flows(s: &Switched) -> Vec<String> {
+    s.ofctl_ok(&["dump-flows"])
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(", ")
+                .filter(|f| !f.starts_with("duration="))
+                .collect::<Vec<_>>()
+                .join(", ")
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn ovs_ofctl_adds_changes_and_removes_flows_that_packets_obey() {
+    let s = Switched::new("of", &["--openflow", "ptcp:"]);
+    let show = s.ofctl_ok(&["show"]);
+    let mac_m = mac_of(&s.c.ns_m, &s.c.ma);
+    assert!(
+        show.contains(&format!("dpid:0000{}", mac_m.replace(':', ""))),
+        "{show}"
+    );
+    assert!(show.contains("n_tables:254, n_buffers:0"), "{show}");
+    assert!(
+        show.contains(&format!(" 1({}): addr:{mac_m}", s.c.ma)) && show.contains(" 2("),
+        "{show}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+
+    // An OpenFlow flow stops ping and shows in ctl's dump-flows.
+    s.ofctl_ok(&["add-flow", "priority=100,icmp,actions=drop"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains("n_packets=2, n_bytes=196, priority=100,icmp actions=drop"),
+        "{ctl_flows}"
+    );
+    // mod-flows changes its actions, keeping its counters.
+    s.ofctl_ok(&["mod-flows", "icmp,actions=NORMAL"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    // A ctl flow shows in OpenFlow's FLOW statistics, in table 1 with its goto from 0.
+    s.ctl_ok(&[
+        "add-flow",
+        "table=1,priority=5,cookie=0x7,tcp,tp_dst=80,actions=mod_vlan_vid:5,output:2",
+    ]);
+    // The ICMP rule counted 2 dropped requests, then 2 requests and 2 replies (98 bytes
+    // each); the default rule's count depends on ARP, so only its form is fixed.
+    let listed = flows(&s);
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(
+        listed[0],
+        "cookie=0x0, table=0, n_packets=6, n_bytes=588, priority=100,icmp actions=NORMAL"
+    );
+    assert!(
+        listed[1].starts_with("cookie=0x0, table=0, n_packets=")
+            && listed[1].ends_with(", priority=0 actions=NORMAL"),
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed[2],
+        "cookie=0x7, table=1, n_packets=0, n_bytes=0, priority=5,tcp,tp_dst=80 \
+         actions=set_field:4101->vlan_vid,output:2"
+    );
+    let count = |line: &str, key: &str| -> u64 {
+        let at = line.find(key).unwrap() + key.len();
+        line[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (packets, bytes): (u64, u64) = listed
+        .iter()
+        .map(|l| (count(l, "n_packets="), count(l, "n_bytes=")))
+        .fold((0, 0), |(p, b), (lp, lb)| (p + lp, b + lb));
+    let aggregate = s.ofctl_ok(&["dump-aggregate"]);
+    assert!(
+        aggregate.contains(&format!(
+            "packet_count={packets} byte_count={bytes} flow_count=3"
+        )),
+        "{aggregate} {listed:?}"
+    );
+    // Strict delete takes only the exact rule; a non-strict one by cookie.
+    s.ofctl_ok(&["--strict", "del-flows", "priority=5,icmp"]);
+    assert_eq!(flows(&s).len(), 3);
+    s.ofctl_ok(&["--strict", "del-flows", "priority=100,icmp"]);
+    s.ofctl_ok(&["del-flows", "cookie=0x7/-1"]);
+    let left = flows(&s);
+    assert!(
+        left.len() == 1 && left[0].ends_with(", priority=0 actions=NORMAL"),
+        "{left:?}"
+    );
+    // add-flows, then only what drops ARP; then everything goes.
+    let file = ScratchFile::new("of.flows");
+    std::fs::write(
+        &file,
+        "table=0,priority=10,arp,actions=drop\ntable=0,priority=9,ip,actions=goto_table:3\n\
+         table=3,priority=1,actions=NORMAL\n",
+    )
+    .unwrap();
+    s.ofctl_ok(&["add-flows", &file]);
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains("priority=9,ip actions=goto_table:3")
+            && ctl_flows.contains("table=3, n_packets=0, n_bytes=0, priority=1 actions=NORMAL"),
+        "{ctl_flows}"
+    );
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 2),
+        2,
+        "ip goes through table 3"
+    );
+    s.ofctl_ok(&["del-flows"]);
+    assert!(flows(&s).is_empty());
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 0, "a table miss drops");
+}
+
+#[test]
+fn ovs_ofctl_statistics_packet_out_and_port_mod() {
+    let s = Switched::new("ofs", &["--openflow", "ptcp:"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let ports = s.ofctl_ok(&["dump-ports"]);
+    assert!(
+        ports.starts_with("OFPST_PORT reply (OF1.3)") && ports.contains("2 ports"),
+        "{ports}"
+    );
+    // Each port received as many as the switch's own dump-ports says.
+    let ctl_ports = s.ctl_ok(&["dump-ports"]);
+    for n in ["1", "2"] {
+        let rx = |text: &str| {
+            let at = text.find(&format!("port  {n}: rx pkts=")).unwrap();
+            text[at..].split(',').next().unwrap().to_string()
+        };
+        assert_eq!(rx(&ports), rx(&ctl_ports), "{ports}\n{ctl_ports}");
+    }
+    let desc = s.ofctl_ok(&["dump-ports-desc"]);
+    assert!(
+        desc.contains(&format!(" 1({}): addr:", s.c.ma)) && desc.contains("state:      LIVE"),
+        "{desc}"
+    );
+    let tables = s.ofctl_ok(&["dump-tables"]);
+    assert!(
+        tables.contains("table 0:\n    active=1, lookup=0, matched=0"),
+        "{tables}"
+    );
+    let desc = s.ofctl_ok(&["dump-desc"]);
+    assert!(desc.contains("Manufacturer: wirespeed"), "{desc}");
+
+    // packet-out: a UDP packet from the controller out of port 2 reaches host B.
+    let mut capture = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &s.c.ns_b, "tcpdump", "-i", &s.c.b, "-nn", "-c", "1",
+        ])
+        .args(["-l", "udp", "port", "9"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let packet = "ffffffffffff020000000001080045000020000100004011f9c70a0900630a090002\
+                  3039000900080000deadbeef";
+    let packet: String = packet.split_whitespace().collect();
+    s.ofctl_ok(&["packet-out", "CONTROLLER", "output:2", &packet]);
+    let out = wait_output(&mut capture, Duration::from_secs(5));
+    assert!(
+        out.contains("IP 10.9.0.99.12345 > 10.9.0.2.9: UDP, length 0"),
+        "{out}"
+    );
+    // mod-port: down, as show and the interface say; then up again.
+    s.ofctl_ok(&["mod-port", "2", "down"]);
+    let show = s.ofctl_ok(&["show"]);
+    assert!(show.contains("config:     PORT_DOWN"), "{show}");
+    s.ofctl_ok(&["mod-port", "2", "up"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+}
+
+/// Waits for a child to exit (at most `limit`, then kills it): its output.
+fn wait_output(child: &mut std::process::Child, limit: Duration) -> String {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+/// A raw OpenFlow client in the switch's namespace: sends `bytes`, reads messages.
+struct RawClient {
+    stream: TcpStream,
+}
+
+impl RawClient {
+    /// Connects from inside `ns` (a thread that enters it), exchanging HELLOs.
+    fn connect(ns: &str) -> RawClient {
+        let ns = ns.to_string();
+        let stream = std::thread::spawn(move || {
+            let netns = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+            nix::sched::setns(netns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            TcpStream::connect("127.0.0.1:6653").unwrap()
+        })
+        .join()
+        .unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        let mut c = RawClient { stream };
+        let hello = c.read();
+        assert_eq!(&hello[..2], &[4, 0], "the switch's HELLO: {hello:?}");
+        c
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// One whole message.
+    fn read(&mut self) -> Vec<u8> {
+        let mut header = [0u8; 8];
+        self.stream.read_exact(&mut header).unwrap();
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        let mut body = vec![0u8; len - 8];
+        self.stream.read_exact(&mut body).unwrap();
+        [header.to_vec(), body].concat()
+    }
+
+    /// Reads the ERROR expected next: (type, code, echoed bytes).
+    fn error(&mut self) -> (u16, u16, Vec<u8>) {
+        let m = self.read();
+        assert_eq!(m[1], 1, "an ERROR: {m:?}");
+        (
+            u16::from_be_bytes([m[8], m[9]]),
+            u16::from_be_bytes([m[10], m[11]]),
+            m[12..].to_vec(),
+        )
+    }
+
+    /// An echo request answered: the connection is up.
+    fn is_up(&mut self) -> bool {
+        self.send(&[4, 2, 0, 12, 0, 0, 0, 99, 1, 2, 3, 4]);
+        let m = self.read();
+        m == [4, 3, 0, 12, 0, 0, 0, 99, 1, 2, 3, 4]
+    }
+}
+
+#[test]
+fn malformed_messages_get_the_specifications_errors() {
+    let s = Switched::new("ofe", &["--openflow", "ptcp:"]);
+    let mut c = RawClient::connect(&s.c.ns_m);
+    c.send(&[4, 0, 0, 8, 0, 0, 0, 1]);
+    // An unknown message type: BAD_REQUEST / BAD_TYPE with the request echoed.
+    c.send(&[4, 99, 0, 8, 0, 0, 0, 2]);
+    assert_eq!(c.error(), (1, 1, vec![4, 99, 0, 8, 0, 0, 0, 2]));
+    // A FLOW_MOD whose match length runs past the message: BAD_MATCH / BAD_LEN.
+    let mut flow_mod = vec![4, 14, 0, 56, 0, 0, 0, 3];
+    flow_mod.extend_from_slice(&[0; 40]);
+    flow_mod.extend_from_slice(&[0, 1, 0, 200, 0, 0, 0, 0]);
+    c.send(&flow_mod);
+    let (kind, code, echoed) = c.error();
+    assert_eq!((kind, code), (4, 1));
+    assert_eq!(echoed, flow_mod);
+    // A set-field on a field without its prerequisite: BAD_MATCH / BAD_PREREQ (tcp_dst
+    // without ip_proto).
+    let mut flow_mod = vec![4, 14, 0, 64, 0, 0, 0, 4];
+    flow_mod.extend_from_slice(&[0; 40]);
+    flow_mod.extend_from_slice(&[0, 1, 0, 10, 0x80, 0, 28, 2, 0, 80, 0, 0, 0, 0, 0, 0]);
+    c.send(&flow_mod);
+    let (kind, code, _) = c.error();
+    assert_eq!((kind, code), (4, 9));
+    // An instruction this switch does not have (write_metadata): BAD_INSTRUCTION / UNSUP_INST.
+    let mut flow_mod = vec![4, 14, 0, 80, 0, 0, 0, 5];
+    flow_mod.extend_from_slice(&[0; 40]);
+    flow_mod.extend_from_slice(&[0, 1, 0, 4, 0, 0, 0, 0]);
+    flow_mod.extend_from_slice(&[0, 2, 0, 24, 0, 0, 0, 0]);
+    flow_mod.extend_from_slice(&[0; 16]);
+    c.send(&flow_mod);
+    let (kind, code, _) = c.error();
+    assert_eq!((kind, code), (3, 1));
+    assert!(c.is_up(), "the connection stays up after errors");
+    assert_eq!(
+        s.ctl_ok(&["dump-flows"]).lines().count(),
+        1,
+        "nothing was added"
+    );
+    // A length under the header's own eight bytes: the stream cannot be framed past it,
+    // so the switch says BAD_LEN and closes.
+    c.send(&[4, 2, 0, 4, 0, 0, 0, 6]);
+    assert_eq!(c.error().0, 1);
+    let mut rest = Vec::new();
+    let _ = c.stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "closed after BAD_LEN: {rest:?}");
+    // A client of OpenFlow 1.0 only: HELLO_FAILED / INCOMPATIBLE, then closed.
+    let mut old = RawClient::connect(&s.c.ns_m);
+    old.send(&[1, 0, 0, 8, 0, 0, 0, 1]);
+    let (kind, code, text) = old.error();
+    assert_eq!((kind, code), (0, 0));
+    assert!(String::from_utf8_lossy(&text).contains("1.3"), "{text:?}");
+    // The switch is unharmed.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+}
