@@ -91,3 +91,20 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
     exit 1
   fi
 fi
+
+# faucet judges the switch's OpenFlow side in the tests. It comes from PyPI and pins os-ken
+# 3.1.0, which wants Python 3.11: a virtual environment of our own, target/faucet-venv.
+faucet_venv="$(cd "$(dirname "$0")/.." && pwd)/target/faucet-venv"
+if [ ! -x "$faucet_venv/bin/osken-manager" ]; then
+  if ! have python3.11 && apt-cache show python3.11-venv >/dev/null 2>&1; then
+    apt_install python3.11 python3.11-venv
+  fi
+  if have python3.11; then
+    echo "install-deps: installing faucet into $faucet_venv" >&2
+    rm -rf "$faucet_venv"
+    python3.11 -m venv "$faucet_venv"
+    "$faucet_venv/bin/pip" install -q faucet
+  else
+    echo "install-deps: no Python 3.11 for faucet (it pins os-ken 3.1.0): the faucet tests will fail; install python3.11" >&2
+  fi
+fi

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod faucet;
 pub mod pcaps;
 pub mod scenarios;
 pub mod star;
