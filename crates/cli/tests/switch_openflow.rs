@@ -327,3 +327,52 @@ fn malformed_messages_get_the_specifications_errors() {
     // The switch is unharmed.
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
 }
+
+#[test]
+fn ovs_ofctl_groups_forward_and_go_with_their_flows() {
+    let s = Switched::new("ofg", &["--openflow", "ptcp:"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
+    s.ofctl_ok(&["add-group", "group_id=1,type=all,bucket=output:2"]);
+    s.ofctl_ok(&[
+        "add-group",
+        "group_id=2,type=select,bucket=weight:1,output:1,bucket=weight:0,output:2",
+    ]);
+    s.ofctl_ok(&["add-flow", "priority=50,in_port=1,icmp,actions=group:1"]);
+    s.ofctl_ok(&["add-flow", "priority=50,in_port=2,icmp,actions=group:2"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let groups = s.ofctl_ok(&["dump-groups"]);
+    assert!(
+        groups.contains(" group_id=1,type=all,bucket=actions=output:2")
+            && groups.contains(
+                " group_id=2,type=select,bucket=actions=output:1,\
+                 bucket=weight:0,actions=output:2"
+            ),
+        "{groups}"
+    );
+    let stats = s.ofctl_ok(&["dump-group-stats"]);
+    assert!(
+        stats.contains("group_id=1,duration=")
+            && stats.contains("ref_count=1,packet_count=3,byte_count=294"),
+        "{stats}"
+    );
+    // ctl sees the flow with its group action.
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains("priority=50,icmp,in_port=1 actions=group:1"),
+        "{ctl_flows}"
+    );
+    // A bucket that sends back out of the input port sends nothing (OpenFlow's rule).
+    s.ofctl_ok(&["mod-group", "group_id=1,type=all,bucket=output:1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    // A flow naming a group that does not exist is refused.
+    let (ok, text) = s.ofctl(&["add-flow", "priority=60,icmp,actions=group:9"]);
+    assert!(!ok && text.contains("OFPBAC_BAD_OUT_GROUP"), "{text}");
+    // Deleting a group deletes the flows that send to it.
+    s.ofctl_ok(&["del-groups", "group_id=1"]);
+    let flows = s.ofctl_ok(&["dump-flows"]);
+    assert!(
+        !flows.contains("group:1") && flows.contains("group:2"),
+        "{flows}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+}

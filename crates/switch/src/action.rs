@@ -51,6 +51,8 @@ pub enum Action {
     Resubmit(u8),
     /// Continues in a later table; always the last action of a rule.
     GotoTable(u8),
+    /// Hands the packet to a group's buckets ([`crate::group`]).
+    Group(u32),
 }
 
 impl Action {
@@ -115,7 +117,10 @@ impl Action {
 
     /// True for the actions that only steer the lookup and never reach the datapath.
     pub fn is_table_jump(&self) -> bool {
-        matches!(self, Action::Resubmit(_) | Action::GotoTable(_))
+        matches!(
+            self,
+            Action::Resubmit(_) | Action::GotoTable(_) | Action::Group(_)
+        )
     }
 }
 
@@ -139,6 +144,7 @@ impl fmt::Display for Action {
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
+            Action::Group(group) => write!(f, "group:{group}"),
         }
     }
 }

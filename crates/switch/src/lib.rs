@@ -53,6 +53,7 @@ pub mod execute;
 pub mod field;
 pub mod flow_match;
 pub mod frame;
+pub mod group;
 pub mod mac_learning;
 pub mod ofctl;
 pub mod offload;

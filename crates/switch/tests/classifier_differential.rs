@@ -391,6 +391,7 @@ fn change_rules(
                     strict_priority: Some(rule.priority),
                     cookie: None,
                     out_port: None,
+                    out_group: None,
                 };
                 let actions = random_actions(rng, Family::Any, rule.table);
                 assert!(tables.modify(&selector, &actions, None).unwrap() >= 1);

@@ -71,6 +71,7 @@ pub enum RemovedReason {
     IdleTimeout = 0,
     HardTimeout = 1,
     Delete = 2,
+    GroupDelete = 3,
 }
 
 /// Who hears about what the bridge does by itself: rules timing out, ports changing.
@@ -433,6 +434,13 @@ impl Bridge {
             }
         }
         drop(ofproto);
+        // Groups' buckets that watch a port follow its link.
+        self.edit(|dp| {
+            for change in &changes {
+                let up = change.now == LinkState::Up;
+                dp.tables.set_port_live(self.numbers[change.port], up);
+            }
+        });
         if let Some(events) = &mut self.events {
             for change in &changes {
                 events.port_changed(self.numbers[change.port], change.now == LinkState::Up);

@@ -264,7 +264,7 @@ pub fn execute(
                     return verdict.drop_for(DropReason::TtlExpired);
                 }
             }
-            Action::Resubmit(_) | Action::GotoTable(_) => {}
+            Action::Resubmit(_) | Action::GotoTable(_) | Action::Group(_) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

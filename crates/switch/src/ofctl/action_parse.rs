@@ -96,6 +96,7 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "mod_vlan_vid" | "set_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
         "mod_vlan_pcp" | "set_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
         "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
+        "group" => Ok(Action::Group(uint("GROUP", 0xffff_ff00)? as u32)),
         "mod_nw_tos" => {
             let tos = uint("TOS", 255)?;
             if tos & 0x03 != 0 {

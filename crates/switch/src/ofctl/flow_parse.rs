@@ -166,6 +166,7 @@ impl MatchSpec {
             strict_priority: strict.then(|| self.priority.unwrap_or(Rule::DEFAULT_PRIORITY)),
             cookie: self.cookie_match,
             out_port: None,
+            out_group: None,
         })
     }
 }

@@ -2,12 +2,14 @@
 //! and the generation number every change bumps so the caches know to revalidate.
 
 use core::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::Action;
 use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
+use crate::group::Group;
 use crate::rule::{Rule, RuleStats, check_actions};
 
 pub const TABLE_COUNT: usize = 255;
@@ -33,6 +35,8 @@ pub struct RuleSelector {
     pub cookie: Option<(u64, u64)>,
     /// Some: only rules with an `output` to this port (OpenFlow's `out_port`).
     pub out_port: Option<u32>,
+    /// Some: only rules with a `group` action to this group (OpenFlow's `out_group`).
+    pub out_group: Option<u32>,
 }
 
 impl RuleSelector {
@@ -47,6 +51,11 @@ impl RuleSelector {
             return false;
         }
         if !rule.outputs_to(self.out_port) {
+            return false;
+        }
+        if let Some(group) = self.out_group
+            && !rule.actions.contains(&Action::Group(group))
+        {
             return false;
         }
         match self.strict_priority {
@@ -67,6 +76,9 @@ pub struct RuleTables {
     /// Every packet is switched as by `normal`, whatever the rules say (a standalone
     /// switch whose controllers are all gone: Open vSwitch's fail-open).
     fail_open: bool,
+    groups: BTreeMap<u32, Group>,
+    /// Ports whose link is not up, for the groups' buckets that watch them.
+    dead_ports: BTreeSet<u32>,
 }
 
 impl RuleTables {
@@ -92,6 +104,49 @@ impl RuleTables {
     pub fn set_fail_open(&mut self, on: bool) {
         if self.fail_open != on {
             self.fail_open = on;
+            self.generation += 1;
+        }
+    }
+
+    pub fn group(&self, id: u32) -> Option<&Group> {
+        self.groups.get(&id)
+    }
+
+    /// Every group, by id.
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.values()
+    }
+
+    /// Installs or replaces a group (OpenFlow's GROUP_MOD add and modify).
+    pub fn set_group(&mut self, group: Group) {
+        self.groups.insert(group.id, group);
+        self.generation += 1;
+    }
+
+    /// Removes a group and the rules that send to it (as OpenFlow says); the rules removed.
+    pub fn delete_group(&mut self, id: u32) -> Vec<InstalledRule> {
+        if self.groups.remove(&id).is_none() {
+            return Vec::new();
+        }
+        self.generation += 1;
+        self.delete_taking(&RuleSelector {
+            out_group: Some(id),
+            ..RuleSelector::default()
+        })
+    }
+
+    /// Whether a bucket watching `port` may be used: its link is up.
+    pub fn is_live(&self, port: u32) -> bool {
+        !self.dead_ports.contains(&port)
+    }
+
+    /// A port's link went up or down; groups whose buckets watch ports are translated again.
+    pub fn set_port_live(&mut self, port: u32, live: bool) {
+        let changed = match live {
+            true => self.dead_ports.remove(&port),
+            false => self.dead_ports.insert(port),
+        };
+        if changed && !self.groups.is_empty() {
             self.generation += 1;
         }
     }
@@ -306,6 +361,7 @@ mod tests {
             strict_priority,
             cookie: None,
             out_port: None,
+            out_group: None,
         }
     }
 

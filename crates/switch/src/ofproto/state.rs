@@ -83,7 +83,16 @@ impl Ofproto {
     /// An error naming the first `output:N` whose port the bridge does not have (for `add-flow`
     /// and `mod-flows`).
     pub fn check_output_ports(&self, actions: &[Action]) -> Result<(), FlowError> {
-        check_output_ports(&self.ports, actions)
+        check_output_ports(&self.ports, actions)?;
+        match actions.iter().find_map(|a| match a {
+            Action::Group(g) if self.tables.group(*g).is_none() => Some(*g),
+            _ => None,
+        }) {
+            Some(g) => Err(FlowError(format!(
+                "group:{g}: no such group (groups are added over OpenFlow)"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Credits what the kernel's fast path forwarded since the last call to the rules and

@@ -13,7 +13,11 @@ use core::time::Duration;
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::dpif::upcall::{Decision, Upcall};
-use crate::field::FlowBits;
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
+
+use crate::action::SETTABLE_FIELDS;
+use crate::field::{Field, FlowBits};
+use crate::group::{Bucket, GroupType};
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
 
@@ -148,6 +152,7 @@ impl<'a> Translation<'a> {
                         return None;
                     }
                 }
+                Action::Group(id) => self.run_group(id, depth),
                 _ => {
                     if matches!(action, Action::Controller(_)) && self.decision.packet_in.is_none()
                     {
@@ -165,10 +170,112 @@ impl<'a> Translation<'a> {
     }
 }
 
+/// The fields a `select` group hashes to pick a bucket (those of a connection).
+const SELECT_FIELDS: [Field; 10] = [
+    Field::DlSrc,
+    Field::DlDst,
+    Field::DlType,
+    Field::NwSrc,
+    Field::NwDst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::NwProto,
+    Field::TpSrc,
+    Field::TpDst,
+];
+
+impl Translation<'_> {
+    /// A group's buckets, as its type says (a group deleted meanwhile does nothing).
+    fn run_group(&mut self, id: u32, depth: usize) {
+        let tables: &RuleTables = self.tables;
+        let Some(group) = tables.group(id) else {
+            return;
+        };
+        let live = |b: &&Bucket| b.watch_port.is_none_or(|p| tables.is_live(p));
+        match group.kind {
+            GroupType::All => {
+                for bucket in &group.buckets {
+                    self.run_bucket(bucket, depth);
+                }
+            }
+            GroupType::Indirect => {
+                if let Some(bucket) = group.buckets.first() {
+                    self.run_bucket(bucket, depth);
+                }
+            }
+            GroupType::FastFailover => {
+                if let Some(bucket) = group.buckets.iter().find(live) {
+                    self.run_bucket(bucket, depth);
+                }
+            }
+            GroupType::Select => {
+                // A bucket of weight 0 is never chosen (as in Open vSwitch).
+                let live: Vec<&Bucket> = group
+                    .buckets
+                    .iter()
+                    .filter(live)
+                    .filter(|b| b.weight > 0)
+                    .collect();
+                let total: u64 = live.iter().map(|b| u64::from(b.weight)).sum();
+                if total == 0 {
+                    return;
+                }
+                // The choice depends on these fields: the megaflow must keep them.
+                let mut mask = FlowBits::ZERO;
+                for field in SELECT_FIELDS {
+                    field.set(&mut mask, field.full_mask());
+                }
+                self.wildcards.or_assign(&mask);
+                let mut point = self.flow.and(&mask).hash64() % total;
+                for bucket in live {
+                    let weight = u64::from(bucket.weight);
+                    if point < weight {
+                        self.run_bucket(bucket, depth);
+                        break;
+                    }
+                    point -= weight;
+                }
+            }
+        }
+    }
+
+    /// One bucket, on the packet as it was before it: what the bucket rewrote is put back
+    /// after it (and the packet's value of each such field becomes part of the decision).
+    fn run_bucket(&mut self, bucket: &Bucket, depth: usize) {
+        let before = self.flow;
+        self.run_actions(&bucket.actions, None, depth);
+        for field in [Field::VlanTci, Field::NwTtl]
+            .into_iter()
+            .chain(SETTABLE_FIELDS)
+        {
+            let old = field.get(&before);
+            if field.get(&self.flow) == old {
+                continue;
+            }
+            field.or_mask(self.wildcards, field.full_mask());
+            let tci = old as u16;
+            match field {
+                Field::VlanTci if tci & VLAN_PRESENT == 0 => {
+                    self.decision.actions.push(Action::StripVlan)
+                }
+                Field::VlanTci => {
+                    self.decision
+                        .actions
+                        .push(Action::ModVlanVid(tci & VLAN_VID_MASK));
+                    self.decision
+                        .actions
+                        .push(Action::ModVlanPcp((tci >> 13) as u8));
+                }
+                _ => self.decision.actions.push(Action::SetField(field, old)),
+            }
+        }
+        self.flow = before;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field::Field;
     use crate::ofctl::flow_parse::parse_rule;
     use core::time::Duration;
 
@@ -253,6 +360,95 @@ mod tests {
             0,
             "no table looked at the TTL"
         );
+    }
+
+    fn bucket(actions: &str, weight: u16, watch_port: Option<u32>) -> Bucket {
+        Bucket {
+            weight,
+            watch_port,
+            actions: crate::ofctl::action_parse::parse_actions(actions).unwrap(),
+        }
+    }
+
+    #[test]
+    fn all_group_runs_each_bucket_on_the_packet_as_the_rule_left_it() {
+        let mut tables = tables(&["in_port=1,actions=group:7,output:3"]);
+        tables.set_group(crate::group::Group {
+            id: 7,
+            kind: GroupType::All,
+            buckets: vec![
+                bucket("output:4", 0, None),
+                bucket("mod_vlan_vid:5,output:2", 0, None),
+            ],
+        });
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
+        assert_eq!(
+            decision.actions,
+            [
+                Action::Output(4),
+                Action::ModVlanVid(5),
+                Action::Output(2),
+                Action::StripVlan,
+                Action::Output(3)
+            ]
+        );
+        assert_eq!(
+            Field::VlanTci.get(&wildcards),
+            0xffff,
+            "the tag was put back"
+        );
+    }
+
+    #[test]
+    fn select_is_stable_per_flow_and_fast_failover_follows_liveness() {
+        let mut tables = tables(&["in_port=1,actions=group:1", "in_port=2,actions=group:2"]);
+        tables.set_group(crate::group::Group {
+            id: 1,
+            kind: GroupType::Select,
+            buckets: vec![
+                bucket("output:3", 1, None),
+                bucket("output:4", 1, None),
+                bucket("output:5", 0, None),
+            ],
+        });
+        tables.set_group(crate::group::Group {
+            id: 2,
+            kind: GroupType::FastFailover,
+            buckets: vec![
+                bucket("output:3", 0, Some(3)),
+                bucket("output:4", 0, Some(4)),
+            ],
+        });
+        let mut chosen: Vec<(Vec<Action>, u32)> = Vec::new();
+        for src in 0..64u128 {
+            let packet = flow(&[(Field::InPort, 1), (Field::NwSrc, src)]);
+            let mut wildcards = FlowBits::ZERO;
+            let first = translate(&tables, &packet, &mut wildcards).actions;
+            assert_eq!(
+                translate(&tables, &packet, &mut FlowBits::default()).actions,
+                first
+            );
+            assert_eq!(Field::NwSrc.get(&wildcards), 0xffff_ffff);
+            match chosen.iter_mut().find(|(a, _)| *a == first) {
+                Some((_, n)) => *n += 1,
+                None => chosen.push((first, 1)),
+            }
+        }
+        assert_eq!(
+            chosen.len(),
+            2,
+            "both weighted buckets, never weight 0: {chosen:?}"
+        );
+        let failover =
+            |t: &RuleTables| translate(t, &flow(&[(Field::InPort, 2)]), &mut FlowBits::default());
+        assert_eq!(failover(&tables).actions, [Action::Output(3)]);
+        let generation = tables.generation();
+        tables.set_port_live(3, false);
+        assert!(tables.generation() > generation);
+        assert_eq!(failover(&tables).actions, [Action::Output(4)]);
+        tables.set_port_live(4, false);
+        assert!(failover(&tables).actions.is_empty());
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>,
                 action
             }
             kind::EXPERIMENTER => nicira(&mut body)?,
-            kind::GROUP => return Err(bad_action::BAD_OUT_GROUP),
+            kind::GROUP => Action::Group(body.u32()?),
             kind::SET_QUEUE => return Err(bad_action::BAD_TYPE),
             _ => return Err(bad_action::BAD_TYPE),
         };
@@ -261,6 +261,9 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 .u8(table)
                 .zeros(3);
         }
+        Action::Group(group) => {
+            w.u16(kind::GROUP).u16(8).u32(group);
+        }
         Action::GotoTable(_) => {}
     }
 }
@@ -320,6 +323,7 @@ mod tests {
             "mod_nw_tos:184",
             "resubmit(,3),output:1",
             "output:1,goto_table:4",
+            "group:7",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
@@ -384,10 +388,6 @@ mod tests {
         assert_eq!(apply(&out(port::LOCAL)), Err(bad_action::BAD_OUT_PORT));
         assert_eq!(apply(&out(port::TABLE)), Err(bad_action::BAD_OUT_PORT));
         assert_eq!(apply(&out(0)), Err(bad_action::BAD_OUT_PORT));
-        assert_eq!(
-            apply(&[0, 22, 0, 8, 0, 0, 0, 1]),
-            Err(bad_action::BAD_OUT_GROUP)
-        );
         assert_eq!(apply(&[0, 0, 0, 24, 0, 0, 0, 0]), Err(bad_action::BAD_LEN));
         assert_eq!(apply(&[0, 99, 0, 8, 0, 0, 0, 0]), Err(bad_action::BAD_TYPE));
     }

@@ -10,18 +10,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_port::{Backend, PortSpec};
 
+use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::bridge::RemovedReason;
 use crate::bridge::commands::port_totals;
 use crate::bridge::link::LinkState;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
+use crate::group::{Group, GroupError, GroupType};
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::ofproto::translate::translate_actions;
 use crate::openflow::error::*;
 use crate::openflow::message::{
-    FlowStatsRequest, Incoming, MultipartRequest, OfFlowMod, PacketOut, PortMod, command, decode,
-    flow_flags, multipart as mp,
+    FlowStatsRequest, GroupMod, Incoming, MultipartRequest, OfFlowMod, PacketOut, PortMod, command,
+    decode, flow_flags, group_command, multipart as mp,
 };
 use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
 use crate::openflow::session::{Sessions, role};
@@ -74,7 +76,7 @@ impl Agent {
             Incoming::FlowMod(_)
                 | Incoming::PacketOut(_)
                 | Incoming::PortMod(_)
-                | Incoming::GroupMod
+                | Incoming::GroupMod(_)
                 | Incoming::MeterMod
                 | Incoming::TableMod
         );
@@ -136,8 +138,10 @@ impl Agent {
                 vec![]
             }
             Incoming::Multipart(request) => self.multipart(bridge, xid, request)?,
-            // Groups are not implemented: the message type is refused as a whole.
-            Incoming::GroupMod => return Err(bad_request::BAD_TYPE),
+            Incoming::GroupMod(gm) => {
+                self.group_mod(bridge, gm)?;
+                vec![]
+            }
             Incoming::MeterMod => return Err(meter_mod_failed::OUT_OF_METERS),
             // OpenFlow 1.3 deprecates the table configuration bits: nothing to do.
             Incoming::TableMod => vec![],
@@ -209,6 +213,64 @@ impl Agent {
         if fm.buffer_id != NO_BUFFER && fm.command <= command::MODIFY_STRICT {
             return Err(bad_request::BUFFER_UNKNOWN);
         }
+        Ok(())
+    }
+
+    fn group_mod(&self, bridge: &mut Bridge, gm: GroupMod) -> Result<(), OfpError> {
+        const GROUP_ALL: u32 = 0xffff_fffc;
+        let now = bridge.now();
+        if gm.command == group_command::DELETE {
+            let removed = bridge.edit(|dp| {
+                let _ = dp.flush_offload(now);
+                let ids: Vec<u32> = match gm.group_id {
+                    GROUP_ALL => dp.tables.groups().map(|g| g.id).collect(),
+                    id => vec![id],
+                };
+                ids.into_iter()
+                    .flat_map(|id| dp.tables.delete_group(id))
+                    .collect::<Vec<_>>()
+            });
+            let reasons: Vec<(InstalledRule, RemovedReason)> = removed
+                .into_iter()
+                .map(|r| (r, RemovedReason::GroupDelete))
+                .collect();
+            self.sessions.rules_removed(&reasons, now);
+            return Ok(());
+        }
+        if gm.command != group_command::ADD && gm.command != group_command::MODIFY {
+            return Err(group_mod_failed::BAD_COMMAND);
+        }
+        let kind = GroupType::from_number(gm.kind).ok_or(group_mod_failed::BAD_TYPE)?;
+        if gm.group_id > port::MAX {
+            return Err(group_mod_failed::INVALID_GROUP);
+        }
+        let group = Group {
+            id: gm.group_id,
+            kind,
+            buckets: gm.buckets,
+        };
+        group.check().map_err(|e| match e {
+            GroupError::IndirectBuckets => group_mod_failed::INVALID_GROUP,
+            GroupError::NoWatch => group_mod_failed::BAD_WATCH,
+            GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
+        })?;
+        {
+            let dp = bridge.ofproto();
+            for bucket in &group.buckets {
+                dp.check_output_ports(&bucket.actions)
+                    .map_err(|_| bad_action::BAD_OUT_PORT)?;
+            }
+            let exists = dp.tables.group(group.id).is_some();
+            match gm.command {
+                group_command::ADD if exists => return Err(group_mod_failed::GROUP_EXISTS),
+                group_command::MODIFY if !exists => return Err(group_mod_failed::UNKNOWN_GROUP),
+                _ => {}
+            }
+        }
+        bridge.edit(|dp| {
+            let _ = dp.flush_offload(now);
+            dp.tables.set_group(group);
+        });
         Ok(())
     }
 
@@ -287,9 +349,13 @@ impl Agent {
             MultipartRequest::MeterFeatures => {
                 (mp::METER_FEATURES, vec![reply::meter_features_body()])
             }
-            // No groups, meters or queues: empty lists.
-            MultipartRequest::Group => (mp::GROUP, vec![]),
-            MultipartRequest::GroupDesc => (mp::GROUP_DESC, vec![]),
+            MultipartRequest::Group => (mp::GROUP, group_stats(bridge)),
+            MultipartRequest::GroupDesc => {
+                let dp = bridge.ofproto();
+                let entries = dp.tables.groups().map(reply::group_desc_entry).collect();
+                (mp::GROUP_DESC, entries)
+            }
+            // No meters or queues: empty lists.
             MultipartRequest::Meter => (mp::METER, vec![]),
             MultipartRequest::MeterConfig => (mp::METER_CONFIG, vec![]),
             MultipartRequest::Queue => (mp::QUEUE, vec![]),
@@ -316,10 +382,7 @@ fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Result<(), Of
         flags: fm.flags,
     };
     check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
-    bridge
-        .ofproto()
-        .check_output_ports(&rule.actions)
-        .map_err(|_| bad_action::BAD_OUT_PORT)?;
+    check_targets(bridge, &rule.actions)?;
     bridge.edit(|dp| {
         if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
             let clash = dp.tables.iter().any(|(_, r)| {
@@ -349,6 +412,19 @@ fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Result<(), Of
     })
 }
 
+/// The ports and groups `actions` send to exist.
+fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), OfpError> {
+    let dp = bridge.ofproto();
+    let missing_group = actions
+        .iter()
+        .any(|a| matches!(a, Action::Group(g) if dp.tables.group(*g).is_none()));
+    if missing_group {
+        return Err(bad_action::BAD_OUT_GROUP);
+    }
+    dp.check_output_ports(actions)
+        .map_err(|_| bad_action::BAD_OUT_PORT)
+}
+
 fn selector_of(
     table: u8,
     flow_match: Match,
@@ -362,6 +438,7 @@ fn selector_of(
         strict_priority: strict,
         cookie: (cookie_mask != 0).then_some((cookie, cookie_mask)),
         out_port: None,
+        out_group: None,
     }
 }
 
@@ -374,10 +451,7 @@ fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
         fm.cookie,
         fm.cookie_mask,
     );
-    bridge
-        .ofproto()
-        .check_output_ports(&fm.actions)
-        .map_err(|_| bad_action::BAD_OUT_PORT)?;
+    check_targets(bridge, &fm.actions)?;
     let now = bridge.now();
     bridge.edit(|dp| {
         let _ = dp.flush_offload(now);
@@ -400,10 +474,6 @@ fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
 }
 
 fn delete_flows(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Vec<InstalledRule> {
-    // No groups: a group filter selects nothing.
-    if fm.out_group != GROUP_ANY {
-        return vec![];
-    }
     let strict = (fm.command == command::DELETE_STRICT).then_some(fm.priority);
     let mut selector = selector_of(
         fm.table_id,
@@ -413,6 +483,7 @@ fn delete_flows(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Vec<Insta
         fm.cookie_mask,
     );
     selector.out_port = (fm.out_port != port::ANY).then_some(fm.out_port);
+    selector.out_group = (fm.out_group != GROUP_ANY).then_some(fm.out_group);
     bridge.edit(|dp| {
         let _ = dp.flush_offload(now);
         dp.tables.delete_taking(&selector)
@@ -430,9 +501,6 @@ fn selected_rules(
     if req.table_id != TABLE_ALL && req.table_id >= N_TABLES {
         return Err(bad_request::BAD_TABLE_ID);
     }
-    if req.out_group != GROUP_ANY {
-        return Ok(());
-    }
     let mut selector = selector_of(
         req.table_id,
         req.flow_match,
@@ -441,6 +509,7 @@ fn selected_rules(
         req.cookie_mask,
     );
     selector.out_port = (req.out_port != port::ANY).then_some(req.out_port);
+    selector.out_group = (req.out_group != GROUP_ANY).then_some(req.out_group);
     bridge.edit(|dp| {
         let _ = dp.harvest_offload(now);
         for r in dp.tables.dump_order() {
@@ -459,6 +528,29 @@ fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>
         entries.push(reply::flow_stats_entry(r, now))
     })?;
     Ok(entries)
+}
+
+/// Each group's statistics: the rules that send to it (its reference count) and their
+/// packets, which are the group's (every packet of such a rule goes through the group).
+fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
+    let now = bridge.now();
+    bridge.edit(|dp| {
+        let _ = dp.harvest_offload(now);
+        dp.tables
+            .groups()
+            .map(|g| {
+                let users: Vec<&InstalledRule> = dp
+                    .tables
+                    .iter()
+                    .map(|(_, r)| r)
+                    .filter(|r| r.rule.actions.contains(&Action::Group(g.id)))
+                    .collect();
+                let packets = users.iter().map(|r| r.stats.n_packets).sum();
+                let bytes = users.iter().map(|r| r.stats.n_bytes).sum();
+                reply::group_stats_entry(g, users.len() as u32, packets, bytes, now)
+            })
+            .collect()
+    })
 }
 
 fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError> {

@@ -4,10 +4,13 @@
 
 use crate::action::Action;
 use crate::flow_match::Match;
+use crate::group::Bucket;
 use crate::openflow::actions::{ActionsIn, read_actions, read_instructions, write_actions};
-use crate::openflow::error::{OfpError, bad_request, flow_mod_failed};
+use crate::openflow::error::{OfpError, bad_request, flow_mod_failed, group_mod_failed};
 use crate::openflow::oxm::{read_match, write_match};
-use crate::openflow::wire::{HEADER_LEN, Header, OFP_VERSION, Reader, TABLE_ALL, Writer, msg};
+use crate::openflow::wire::{
+    HEADER_LEN, Header, OFP_VERSION, Reader, TABLE_ALL, Writer, msg, port,
+};
 
 /// `ofp_flow_mod_command`.
 pub mod command {
@@ -122,6 +125,78 @@ impl Default for AsyncConfig {
     }
 }
 
+/// A GROUP_MOD: its command, type number, group and buckets.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct GroupMod {
+    pub command: u16,
+    pub kind: u8,
+    pub group_id: u32,
+    pub buckets: Vec<Bucket>,
+}
+
+/// `ofp_group_mod_command`.
+pub mod group_command {
+    pub const ADD: u16 = 0;
+    pub const MODIFY: u16 = 1;
+    pub const DELETE: u16 = 2;
+}
+
+fn group_mod(r: &mut Reader<'_>) -> Result<GroupMod, OfpError> {
+    let command = r.u16()?;
+    let kind = r.u8()?;
+    r.skip(1)?;
+    let group_id = r.u32()?;
+    let mut buckets = Vec::new();
+    while !r.is_empty() {
+        let len = usize::from(r.u16()?);
+        if len < 16 || len % 8 != 0 {
+            return Err(group_mod_failed::BAD_BUCKET);
+        }
+        let mut b = r.nested(len, 2)?;
+        let weight = b.u16()?;
+        let watch_port = b.u32()?;
+        let _watch_group = b.u32()?;
+        b.skip(4)?;
+        let actions = read_actions(&mut b, ActionsIn::Rule)?;
+        buckets.push(Bucket {
+            weight,
+            watch_port: (watch_port != port::ANY).then_some(watch_port),
+            actions,
+        });
+    }
+    Ok(GroupMod {
+        command,
+        kind,
+        group_id,
+        buckets,
+    })
+}
+
+/// Writes a group's buckets (GROUP_MOD, GROUP_DESC).
+pub fn write_buckets(w: &mut Writer, buckets: &[Bucket]) {
+    for b in buckets {
+        let start = w.len();
+        w.u16(0)
+            .u16(b.weight)
+            .u32(b.watch_port.unwrap_or(port::ANY));
+        w.u32(crate::openflow::wire::GROUP_ANY).zeros(4);
+        write_actions(w, &b.actions, false);
+        w.set_len(start, start);
+    }
+}
+
+impl GroupMod {
+    pub fn encode(&self, xid: u32) -> Vec<u8> {
+        let mut w = Writer::message(msg::GROUP_MOD, xid);
+        w.u16(self.command)
+            .u8(self.kind)
+            .zeros(1)
+            .u32(self.group_id);
+        write_buckets(&mut w, &self.buckets);
+        w.finish()
+    }
+}
+
 /// A PORT_MOD.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct PortMod {
@@ -150,7 +225,7 @@ pub enum Incoming {
     },
     PacketOut(PacketOut),
     FlowMod(OfFlowMod),
-    GroupMod,
+    GroupMod(GroupMod),
     PortMod(PortMod),
     TableMod,
     Multipart(MultipartRequest),
@@ -197,7 +272,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Incoming), OfpError> {
         }
         msg::PACKET_OUT => Incoming::PacketOut(packet_out(&mut r)?),
         msg::FLOW_MOD => Incoming::FlowMod(flow_mod(&mut r)?),
-        msg::GROUP_MOD => Incoming::GroupMod,
+        msg::GROUP_MOD => Incoming::GroupMod(group_mod(&mut r)?),
         msg::PORT_MOD => Incoming::PortMod(port_mod(&mut r)?),
         msg::TABLE_MOD => Incoming::TableMod,
         msg::MULTIPART_REQUEST => Incoming::Multipart(multipart_request(&mut r)?),

@@ -10,9 +10,10 @@
 //!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers.
 //!
-//! Not yet: groups (GROUP_MOD is refused with `BAD_TYPE`, group statistics are empty),
-//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), the `write_actions` and
-//! `write_metadata` instructions (`UNSUP_INST`), TLS.
+//! Groups ([`crate::group`]: all, select, indirect, fast failover) are flattened into the
+//! datapath's actions like the tables. Not yet: meters (`OUT_OF_METERS`, zero in
+//! METER_FEATURES), the `write_actions` and `write_metadata` instructions (`UNSUP_INST`),
+//! TLS.
 
 pub mod actions;
 pub mod agent;
