@@ -12,7 +12,7 @@
 
 pub mod prefix_trie;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::field::{Field, FlowBits, FlowHashBuilder};
 use crate::flow_match::Match;
@@ -109,19 +109,32 @@ struct Subtable {
     /// prefix (then the rules' prefixes are in the classifier's trie for that field).
     trie_lengths: [Option<u32>; TRIE_FIELDS.len()],
     max_priority: u16,
+    /// How many rules have each priority: the highest is `max_priority`, kept without a
+    /// walk over every rule when one goes (a table of 100,000 emptied in one go).
+    priorities: BTreeMap<u16, u32>,
     /// Masked match value → the rules with exactly that match, best first.
     buckets: HashMap<FlowBits, Vec<Entry>, FlowHashBuilder>,
     len: usize,
 }
 
 impl Subtable {
-    fn recompute_max_priority(&mut self) {
-        self.max_priority = self
-            .buckets
-            .values()
-            .map(|bucket| bucket[0].rank.priority)
-            .max()
-            .unwrap_or(0);
+    fn count_priority(&mut self, priority: u16) {
+        *self.priorities.entry(priority).or_insert(0) += 1;
+        self.max_priority = self.max_priority.max(priority);
+    }
+
+    /// Forgets one rule of `priority`; whether the highest priority changed.
+    fn uncount_priority(&mut self, priority: u16) -> bool {
+        if let Some(count) = self.priorities.get_mut(&priority) {
+            *count -= 1;
+            if *count == 0 {
+                self.priorities.remove(&priority);
+            }
+        }
+        let max = self.priorities.keys().next_back().copied().unwrap_or(0);
+        let changed = max != self.max_priority;
+        self.max_priority = max;
+        changed
     }
 }
 
@@ -173,6 +186,7 @@ impl Classifier {
                             .filter(|&length| length > 0)
                     }),
                     max_priority: 0,
+                    priorities: BTreeMap::new(),
                     buckets: HashMap::default(),
                     len: 0,
                 });
@@ -202,7 +216,7 @@ impl Classifier {
             .unwrap_or(bucket.len());
         bucket.insert(at, Entry { rank, id });
         subtable.len += 1;
-        subtable.max_priority = subtable.max_priority.max(rank.priority);
+        subtable.count_priority(rank.priority);
         self.len += 1;
         self.sort_subtables();
     }
@@ -236,7 +250,7 @@ impl Classifier {
         let Some(at) = bucket.iter().position(|entry| entry.id == id) else {
             return false;
         };
-        bucket.remove(at);
+        let priority = bucket.remove(at).rank.priority;
         if bucket.is_empty() {
             subtable.buckets.remove(flow_match.value());
         }
@@ -262,8 +276,7 @@ impl Classifier {
         self.len -= 1;
         if subtable.len == 0 {
             self.subtables.remove(index);
-        } else {
-            subtable.recompute_max_priority();
+        } else if subtable.uncount_priority(priority) {
             self.sort_subtables();
         }
         true
