@@ -376,3 +376,101 @@ fn ovs_ofctl_groups_forward_and_go_with_their_flows() {
     );
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
 }
+
+/// A FLOW_MOD as a controller sends it, from ovs-ofctl's flow syntax.
+fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
+    use wirespeed_switch::openflow::message::OfFlowMod;
+    use wirespeed_switch::openflow::wire::{GROUP_ANY, NO_BUFFER, port};
+    let rule = wirespeed_switch::parse_rule(text).unwrap();
+    OfFlowMod {
+        cookie: rule.cookie,
+        cookie_mask: 0,
+        table_id: rule.table,
+        command,
+        idle_timeout: rule.idle_timeout,
+        hard_timeout: rule.hard_timeout,
+        priority: rule.priority,
+        buffer_id: NO_BUFFER,
+        out_port: port::ANY,
+        out_group: GROUP_ANY,
+        flags,
+        flow_match: rule.flow_match,
+        actions: rule.actions,
+    }
+    .encode(xid)
+}
+
+#[test]
+fn flow_removed_roles_and_echo() {
+    const SEND_FLOW_REM: u16 = 1;
+    let s = Switched::new("ofr", &["--openflow", "ptcp:"]);
+    let mut c = RawClient::connect(&s.c.ns_m);
+    c.send(&[4, 0, 0, 8, 0, 0, 0, 1]);
+    // A hard timeout of 1 s: FLOW_REMOVED, reason HARD_TIMEOUT (1), with the rule's cookie.
+    c.send(&flow_mod(
+        "cookie=0x42,hard_timeout=1,priority=7,udp,actions=drop",
+        0,
+        SEND_FLOW_REM,
+        2,
+    ));
+    let removed = c.read();
+    assert_eq!(removed[1], 11, "FLOW_REMOVED: {removed:?}");
+    assert_eq!(&removed[8..16], &0x42u64.to_be_bytes());
+    assert_eq!(
+        (u16::from_be_bytes([removed[16], removed[17]]), removed[18]),
+        (7, 1)
+    );
+    // A delete of a rule that asked: reason DELETE (2); one that did not ask: nothing.
+    c.send(&flow_mod(
+        "cookie=0x43,priority=8,tcp,actions=drop",
+        0,
+        SEND_FLOW_REM,
+        3,
+    ));
+    c.send(&flow_mod(
+        "cookie=0x44,priority=9,tcp,actions=drop",
+        0,
+        0,
+        4,
+    ));
+    c.send(&flow_mod("tcp,actions=drop", 3, 0, 5));
+    let removed = c.read();
+    assert_eq!(
+        (removed[1], &removed[8..16], removed[18]),
+        (11, &0x43u64.to_be_bytes()[..], 2)
+    );
+    assert!(c.is_up(), "nothing else came before the echo reply");
+
+    // Roles: master with generation 5; a second client's master request of generation 4 is
+    // stale; as slave it may not change flows; the first is still master.
+    let role = |role: u32, generation: u64| {
+        let mut m = vec![4, 24, 0, 24, 0, 0, 0, 9];
+        m.extend_from_slice(&role.to_be_bytes());
+        m.extend_from_slice(&[0; 4]);
+        m.extend_from_slice(&generation.to_be_bytes());
+        m
+    };
+    c.send(&role(2, 5));
+    let reply = c.read();
+    assert_eq!((reply[1], &reply[8..12]), (25, &2u32.to_be_bytes()[..]));
+    let mut other = RawClient::connect(&s.c.ns_m);
+    other.send(&role(2, 4));
+    let (kind, code, _) = other.error();
+    assert_eq!((kind, code), (11, 0), "a stale generation");
+    other.send(&role(3, 6));
+    assert_eq!(other.read()[1], 25);
+    other.send(&flow_mod("priority=9,udp,actions=drop", 0, 0, 10));
+    let (kind, code, _) = other.error();
+    assert_eq!((kind, code), (1, 10), "a slave may not modify state");
+
+    // Silence: an ECHO_REQUEST after 5 s; no answer, and the connection is closed.
+    other
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .unwrap();
+    let echo = other.read();
+    assert_eq!(echo[1], 2, "ECHO_REQUEST: {echo:?}");
+    let mut rest = Vec::new();
+    let _ = other.stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "closed: {rest:?}");
+}
