@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-capture bench-zcopy bench-pipe soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-zcopy bench-pipe soak fuzz clean
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
+	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
 	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
@@ -41,7 +42,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -69,6 +70,11 @@ bench-switch: deps
 	$(CARGO) build --release
 	$(CARGO) build --release -p wirespeed-switch --example stages
 	/usr/bin/python3 bench/switch_peers.py
+
+bench-openflow: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	/usr/bin/python3 bench/openflow.py
 
 bench-zcopy: deps
 	@scripts/install-peers.sh

@@ -128,8 +128,9 @@ def rules_file(tmp, many):
     return path
 
 
-def measure(size, setup_fn, teardown_fn, switch_argv, load, tmp):
-    """Mpps arriving at B while `load` runs from A through what setup_fn/switch_argv built."""
+def measure(size, setup_fn, teardown_fn, switch_argv, load, tmp, after_ready=None):
+    """Mpps arriving at B while `load` runs from A through what setup_fn/switch_argv built
+    (after_ready: run once the switch is ready, before the load starts)."""
     spath, wpath, lpath = (os.path.join(tmp, n) for n in ("sink", "switch", "load"))
     setup_fn()
     try:
@@ -137,6 +138,8 @@ def measure(size, setup_fn, teardown_fn, switch_argv, load, tmp):
             if switch_argv:
                 w = spawn(NS["m"], SWITCH_CPU, switch_argv, wout)
                 wait_for(wpath, r" ready", w)
+                if after_ready:
+                    after_ready()
             gen = spawn(NS["a"], GEN_CPU, load(size, DURATION + 4), lout)
             time.sleep(2)
             if gen.poll() is not None:
