@@ -329,7 +329,7 @@ fn malformed_messages_get_the_specifications_errors() {
 }
 
 #[test]
-fn ovs_ofctl_groups_forward_and_go_with_their_flows() {
+fn ovs_ofctl_groups_and_the_action_set() {
     let s = Switched::new("ofg", &["--openflow", "ptcp:"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
     s.ofctl_ok(&["add-group", "group_id=1,type=all,bucket=output:2"]);
@@ -375,6 +375,26 @@ fn ovs_ofctl_groups_forward_and_go_with_their_flows() {
         "{flows}"
     );
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    // The action set: written in table 0, run when the pipeline ends in table 1.
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=70,in_port=1,icmp,actions=write_actions(output:2),goto_table:1",
+    ]);
+    s.ofctl_ok(&["add-flow", "table=1,priority=1,actions=drop"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    let flows = s.ofctl_ok(&["dump-flows"]);
+    assert!(
+        flows.contains("priority=70,icmp,in_port=1 actions=write_actions(output:2),goto_table:1"),
+        "{flows}"
+    );
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains("actions=write_actions(output:2),goto_table:1"),
+        "{ctl_flows}"
+    );
+    // clear_actions after it, in table 1: nothing is left to send.
+    s.ofctl_ok(&["add-flow", "table=1,priority=2,icmp,actions=clear_actions"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
 }
 
 /// A FLOW_MOD as a controller sends it, from ovs-ofctl's flow syntax.

@@ -53,6 +53,11 @@ pub enum Action {
     GotoTable(u8),
     /// Hands the packet to a group's buckets ([`crate::group`]).
     Group(u32),
+    /// OpenFlow's `clear_actions`: empties the action set.
+    ClearActions,
+    /// OpenFlow's `write_actions`: the next N actions of the list go into the action set,
+    /// which runs when the pipeline ends (in the specification's order), not now.
+    WriteActions(u8),
 }
 
 impl Action {
@@ -119,7 +124,11 @@ impl Action {
     pub fn is_table_jump(&self) -> bool {
         matches!(
             self,
-            Action::Resubmit(_) | Action::GotoTable(_) | Action::Group(_)
+            Action::Resubmit(_)
+                | Action::GotoTable(_)
+                | Action::Group(_)
+                | Action::ClearActions
+                | Action::WriteActions(_)
         )
     }
 }
@@ -145,7 +154,24 @@ impl fmt::Display for Action {
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
             Action::Group(group) => write!(f, "group:{group}"),
+            Action::ClearActions => f.write_str("clear_actions"),
+            // The actions it holds follow it: see `ActionList`, which brackets them.
+            Action::WriteActions(_) => f.write_str("write_actions"),
         }
+    }
+}
+
+/// Where an action goes in the action set (OpenFlow 1.3 §5.10): its place in the order
+/// the set runs in, and what it replaces (one action of a kind, one set-field a field).
+pub fn action_set_slot(action: &Action) -> (u8, Option<Field>) {
+    match *action {
+        Action::StripVlan => (1, None),
+        Action::ModVlanVid(_) => (2, Some(Field::VlanTci)),
+        Action::DecTtl => (3, None),
+        Action::ModVlanPcp(_) => (4, None),
+        Action::SetField(field, _) => (4, Some(field)),
+        Action::Group(_) => (6, None),
+        _ => (7, None),
     }
 }
 
@@ -171,9 +197,20 @@ impl fmt::Display for ActionList<'_> {
         if self.0.is_empty() {
             return f.write_str("drop");
         }
-        for (index, action) in self.0.iter().enumerate() {
-            if index > 0 {
+        let mut rest = self.0;
+        let mut first = true;
+        while let Some((action, tail)) = rest.split_first() {
+            if !first {
                 f.write_str(",")?;
+            }
+            first = false;
+            rest = tail;
+            if let Action::WriteActions(n) = *action {
+                // write_actions(A,B): the N actions after the marker, bracketed.
+                let n = usize::from(n).min(rest.len());
+                write!(f, "write_actions({})", ActionList(&rest[..n]))?;
+                rest = &rest[n..];
+                continue;
             }
             write!(f, "{action}")?;
         }

@@ -264,7 +264,11 @@ pub fn execute(
                     return verdict.drop_for(DropReason::TtlExpired);
                 }
             }
-            Action::Resubmit(_) | Action::GotoTable(_) | Action::Group(_) => {}
+            Action::Resubmit(_)
+            | Action::GotoTable(_)
+            | Action::Group(_)
+            | Action::ClearActions
+            | Action::WriteActions(_) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

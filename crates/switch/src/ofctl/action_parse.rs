@@ -10,11 +10,34 @@ pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
     if tokens.len() == 1 && tokens[0].eq_ignore_ascii_case("drop") {
         return Ok(Vec::new());
     }
-    tokens
-        .into_iter()
-        .filter(|token| !token.is_empty())
-        .map(parse_action)
-        .collect()
+    let mut actions = Vec::new();
+    for token in tokens.into_iter().filter(|token| !token.is_empty()) {
+        if let Some(inner) = token
+            .strip_prefix("write_actions(")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            let written = parse_actions(inner)?;
+            if written
+                .iter()
+                .any(|a| a.is_table_jump() && !matches!(a, Action::Group(_)))
+            {
+                return Err(error(format!(
+                    "{token}: write_actions takes output, group and header actions only"
+                )));
+            }
+            let n = u8::try_from(written.len())
+                .map_err(|_| error(format!("{token}: at most 255 actions")))?;
+            actions.push(Action::WriteActions(n));
+            actions.extend(written);
+            continue;
+        }
+        if token.eq_ignore_ascii_case("clear_actions") {
+            actions.push(Action::ClearActions);
+            continue;
+        }
+        actions.push(parse_action(token)?);
+    }
+    Ok(actions)
 }
 
 /// Splits at commas outside parentheses (`resubmit(,2)` holds one).

@@ -15,7 +15,7 @@ use crate::classifier::RuleId;
 use crate::dpif::upcall::{Decision, Upcall};
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
-use crate::action::SETTABLE_FIELDS;
+use crate::action::{SETTABLE_FIELDS, action_set_slot};
 use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, GroupType};
 use crate::ofproto::rule_table::RuleTables;
@@ -37,6 +37,7 @@ pub fn translate(tables: &RuleTables, flow: &FlowBits, wildcards: &mut FlowBits)
     }
     let mut translation = Translation::new(tables, flow, wildcards);
     translation.run_table(0, 0);
+    translation.run_action_set();
     translation.finish()
 }
 
@@ -81,6 +82,8 @@ struct Translation<'a> {
     dependencies: FlowBits,
     decision: Decision,
     lookups: usize,
+    /// OpenFlow's action set: what `write_actions` put there, run when the pipeline ends.
+    action_set: Vec<Action>,
 }
 
 impl<'a> Translation<'a> {
@@ -97,6 +100,7 @@ impl<'a> Translation<'a> {
             dependencies: FlowBits::ZERO,
             decision: Decision::default(),
             lookups: 0,
+            action_set: Vec::new(),
         }
     }
 
@@ -143,8 +147,20 @@ impl<'a> Translation<'a> {
     /// names, if there is one.
     fn run_actions(&mut self, actions: &[Action], rule: Option<&Rule>, depth: usize) -> Option<u8> {
         let mut next_table = None;
-        for action in actions {
+        let mut rest = actions;
+        while let Some((action, tail)) = rest.split_first() {
+            rest = tail;
             match *action {
+                Action::ClearActions => self.action_set.clear(),
+                Action::WriteActions(n) => {
+                    let n = usize::from(n).min(rest.len());
+                    for written in &rest[..n] {
+                        let slot = action_set_slot(written);
+                        self.action_set.retain(|a| action_set_slot(a) != slot);
+                        self.action_set.push(*written);
+                    }
+                    rest = &rest[n..];
+                }
                 Action::GotoTable(target) => next_table = Some(target),
                 Action::Resubmit(target) => {
                     self.run_table(target, depth + 1);
@@ -185,6 +201,19 @@ const SELECT_FIELDS: [Field; 10] = [
 ];
 
 impl Translation<'_> {
+    /// The action set when the pipeline ends, in the specification's order; a group in it
+    /// takes the place of its output.
+    fn run_action_set(&mut self) {
+        if self.decision.too_deep || self.action_set.is_empty() {
+            return;
+        }
+        let mut set = std::mem::take(&mut self.action_set);
+        set.sort_by_key(|a| action_set_slot(a).0);
+        let has_group = set.iter().any(|a| matches!(a, Action::Group(_)));
+        set.retain(|a| !(has_group && action_set_slot(a).0 == 7));
+        self.run_actions(&set, None, 0);
+    }
+
     /// A group's buckets, as its type says (a group deleted meanwhile does nothing).
     fn run_group(&mut self, id: u32, depth: usize) {
         let tables: &RuleTables = self.tables;
@@ -449,6 +478,31 @@ mod tests {
         assert_eq!(failover(&tables).actions, [Action::Output(4)]);
         tables.set_port_live(4, false);
         assert!(failover(&tables).actions.is_empty());
+    }
+
+    #[test]
+    fn the_action_set_runs_at_the_end_in_the_specifications_order() {
+        let tables = tables(&[
+            "in_port=1,ip,actions=output:9,write_actions(output:5,mod_nw_dst:10.0.0.9),goto_table:1",
+            "table=1,ip,actions=write_actions(dec_ttl,output:6),goto_table:2",
+            "table=2,actions=output:7",
+            "in_port=2,actions=write_actions(output:5),clear_actions,goto_table:2",
+        ]);
+        let ip = |in_port| flow(&[(Field::InPort, in_port), (Field::DlType, 0x0800)]);
+        let decision = translate(&tables, &ip(1), &mut FlowBits::default());
+        assert_eq!(
+            decision.actions,
+            [
+                Action::Output(9),
+                Action::Output(7),
+                Action::DecTtl,
+                Action::SetField(Field::NwDst, 0x0a00_0009),
+                Action::Output(6)
+            ]
+        );
+        // clear_actions after write_actions in the same rule: the set is empty.
+        let decision = translate(&tables, &ip(2), &mut FlowBits::default());
+        assert_eq!(decision.actions, [Action::Output(7)]);
     }
 
     #[test]

@@ -167,6 +167,8 @@ fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
 /// Reads the instructions of a rule in `table` (all of `r`) into its action list.
 pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, OfpError> {
     let mut apply = Vec::new();
+    let mut written: Vec<Action> = Vec::new();
+    let mut clear = false;
     let mut goto = None;
     let mut seen = [false; 8];
     while !r.is_empty() {
@@ -194,12 +196,30 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
                 body.skip(4)?;
                 apply = read_actions(&mut body, ActionsIn::Rule)?;
             }
-            instruction::CLEAR_ACTIONS => {}
-            instruction::WRITE_ACTIONS | instruction::WRITE_METADATA | instruction::METER => {
+            instruction::CLEAR_ACTIONS => clear = true,
+            instruction::WRITE_ACTIONS => {
+                body.skip(4)?;
+                written = read_actions(&mut body, ActionsIn::Rule)?;
+                if written.iter().any(|a| matches!(a, Action::Resubmit(_))) {
+                    return Err(bad_action::BAD_TYPE);
+                }
+                if written.len() > usize::from(u8::MAX) {
+                    return Err(bad_action::TOO_MANY);
+                }
+            }
+            instruction::WRITE_METADATA | instruction::METER => {
                 return Err(bad_instruction::UNSUP_INST);
             }
             _ => return Err(bad_instruction::UNKNOWN_INST),
         }
+    }
+    // In the order the specification runs instructions: apply, clear, write, goto.
+    if clear {
+        apply.push(Action::ClearActions);
+    }
+    if !written.is_empty() {
+        apply.push(Action::WriteActions(written.len() as u8));
+        apply.extend(written);
     }
     apply.extend(goto.map(Action::GotoTable));
     Ok(apply)
@@ -264,7 +284,7 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
         Action::Group(group) => {
             w.u16(kind::GROUP).u16(8).u32(group);
         }
-        Action::GotoTable(_) => {}
+        Action::GotoTable(_) | Action::ClearActions | Action::WriteActions(_) => {}
     }
 }
 
@@ -275,17 +295,42 @@ pub fn write_actions(w: &mut Writer, actions: &[Action], udp: bool) {
     }
 }
 
-/// Writes a rule's actions as instructions: `apply_actions`, then `goto_table`.
+/// Writes a rule's actions as instructions: `apply_actions`, `clear_actions`,
+/// `write_actions`, `goto_table`.
 pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
-    let applied = actions.iter().any(|a| !matches!(a, Action::GotoTable(_)));
-    if applied {
+    let marker = |a: &Action| {
+        matches!(
+            a,
+            Action::ClearActions | Action::WriteActions(_) | Action::GotoTable(_)
+        )
+    };
+    let applied = actions.iter().position(marker).unwrap_or(actions.len());
+    let with_actions = |w: &mut Writer, kind: u16, list: &[Action]| {
         let start = w.len();
-        w.u16(instruction::APPLY_ACTIONS).u16(0).zeros(4);
-        write_actions(w, actions, udp);
+        w.u16(kind).u16(0).zeros(4);
+        write_actions(w, list, udp);
         w.set_len(start + 2, start);
+    };
+    if applied > 0 {
+        with_actions(w, instruction::APPLY_ACTIONS, &actions[..applied]);
     }
-    if let Some(Action::GotoTable(table)) = actions.last() {
-        w.u16(instruction::GOTO_TABLE).u16(8).u8(*table).zeros(3);
+    let mut rest = &actions[applied..];
+    while let Some((action, tail)) = rest.split_first() {
+        rest = tail;
+        match *action {
+            Action::ClearActions => {
+                w.u16(instruction::CLEAR_ACTIONS).u16(8).zeros(4);
+            }
+            Action::WriteActions(n) => {
+                let n = usize::from(n).min(rest.len());
+                with_actions(w, instruction::WRITE_ACTIONS, &rest[..n]);
+                rest = &rest[n..];
+            }
+            Action::GotoTable(table) => {
+                w.u16(instruction::GOTO_TABLE).u16(8).u8(table).zeros(3);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -324,6 +369,7 @@ mod tests {
             "resubmit(,3),output:1",
             "output:1,goto_table:4",
             "group:7",
+            "output:1,clear_actions,write_actions(group:7,mod_nw_dst:10.0.0.1),goto_table:3",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
@@ -358,10 +404,10 @@ mod tests {
             read(&[0, 1, 0, 8, 1, 0, 0, 0]),
             Err(bad_instruction::BAD_TABLE_ID)
         );
-        assert_eq!(
-            read(&[0, 3, 0, 8, 0, 0, 0, 0]),
-            Err(bad_instruction::UNSUP_INST)
-        );
+        // write_metadata: no metadata field here.
+        let mut metadata = vec![0, 2, 0, 24, 0, 0, 0, 0];
+        metadata.extend_from_slice(&[0; 16]);
+        assert_eq!(read(&metadata), Err(bad_instruction::UNSUP_INST));
         assert_eq!(
             read(&[0, 1, 0, 9, 2, 0, 0, 0, 0]),
             Err(bad_instruction::BAD_LEN)

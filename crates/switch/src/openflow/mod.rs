@@ -11,9 +11,9 @@
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers.
 //!
 //! Groups ([`crate::group`]: all, select, indirect, fast failover) are flattened into the
-//! datapath's actions like the tables. Not yet: meters (`OUT_OF_METERS`, zero in
-//! METER_FEATURES), the `write_actions` and `write_metadata` instructions (`UNSUP_INST`),
-//! TLS.
+//! datapath's actions like the tables, and so is the action set (`write_actions`,
+//! `clear_actions`), run in the specification's order when the pipeline ends. Not yet:
+//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), `write_metadata` (`UNSUP_INST`), TLS.
 
 pub mod actions;
 pub mod agent;
