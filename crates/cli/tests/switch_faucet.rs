@@ -125,6 +125,9 @@ fn faucet_switches_three_hosts_applies_an_acl_and_standalone_outlives_it() {
     assert_eq!(ping(0, 2, 2), 2);
     let (j, _) = switch.interrupt();
     assert_eq!(j["frames"]["balanced"], true, "{j}");
+    let of = &j["openflow"];
+    assert!(of["packet_ins"].as_u64() > Some(0), "{of}");
+    assert_eq!(of["dropped"], 0, "{of}");
 }
 
 #[test]

@@ -174,7 +174,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
     let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
-    if let Some(sessions) = sessions {
+    if let Some(sessions) = sessions.clone() {
         let datapath_id = openflow::start(
             &args.openflow,
             &targets,
@@ -203,7 +203,8 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let closed = bridge.close_controller();
     ran.context("the poll-mode threads")?;
     let summary = closed.map_err(anyhow::Error::msg)?;
-    report(&mut bridge, args.json, to_stderr);
+    let openflow = sessions.as_deref().map(openflow::summary);
+    report(&mut bridge, args.json, to_stderr, openflow);
     if !summary.is_empty() {
         eprintln!("wirespeed switch: {summary}");
     }
@@ -338,10 +339,13 @@ fn announce_ready(bridge: &mut Bridge, ports: &[(u32, PortSpec)], threads: usize
 }
 
 /// The closing report: JSON for scripts, or the port table as `dump-ports` prints it.
-fn report(bridge: &mut Bridge, json: bool, to_stderr: bool) {
+fn report(bridge: &mut Bridge, json: bool, to_stderr: bool, openflow: Option<serde_json::Value>) {
     let snapshots = bridge.snapshots();
     if json {
-        let json = summary_json(bridge, &snapshots);
+        let mut json = summary_json(bridge, &snapshots);
+        if let Some(openflow) = openflow {
+            json["openflow"] = openflow;
+        }
         crate::run::report_to::report(&format!("{json}\n"), to_stderr);
     } else {
         let answer = bridge.handle(&wirespeed_switch::Request {

@@ -95,6 +95,17 @@ pub fn sessions() -> (Arc<Sessions>, Box<dyn wirespeed_switch::Controller>) {
     (sessions, controller)
 }
 
+/// The OpenFlow side's counts for `--json`: connections open at the end, PACKET_INs handed
+/// to them, and messages dropped because a connection's queue was full.
+pub fn summary(sessions: &Sessions) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    serde_json::json!({
+        "connections": sessions.count(),
+        "packet_ins": sessions.packet_ins.load(Relaxed),
+        "dropped": sessions.dropped.load(Relaxed),
+    })
+}
+
 /// Starts the OpenFlow side on an open bridge: the default rule as the fail mode wants it,
 /// the ports as controllers see them, the listeners and dialers. The datapath id it uses.
 pub fn start(

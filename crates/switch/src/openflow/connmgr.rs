@@ -11,6 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, sync_channel};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
 /// Silence after which the agent sends an ECHO_REQUEST; as long again without an answer and
 /// the connection is closed.
 pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
+/// Messages of one connection the control side may have waiting before its reading pauses.
+pub const MAX_PENDING: usize = 256;
 /// The longest wait between two attempts to reach a controller.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
@@ -175,7 +178,7 @@ fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Opt
     };
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
-    let id = sessions.open(out.clone(), active.is_some());
+    let (id, queued) = sessions.open(out.clone(), active.is_some());
     if active == Some(true) {
         set_fail_open(work, false);
     }
@@ -183,14 +186,16 @@ fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Opt
         .name("openflow-write".into())
         .spawn(move || {
             for message in outbox {
-                if writer.write_all(&message).is_err() {
+                let written = writer.write_all(&message);
+                queued.fetch_sub(1, Ordering::Relaxed);
+                if written.is_err() {
                     let _ = writer.shutdown(Shutdown::Both);
                     break;
                 }
             }
         });
-    let _ = out.try_send(reply::hello(0));
-    read_messages(&stream, agent, work, id, &out);
+    sessions.send(id, reply::hello(0));
+    read_messages(&stream, agent, work, id);
     sessions.close(id);
     drop(out);
     if let Ok(writing) = writing {
@@ -203,13 +208,12 @@ fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Opt
 }
 
 /// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing.
-fn read_messages(
-    mut stream: &TcpStream,
-    agent: &Arc<Agent>,
-    work: &Sender<Work>,
-    id: u64,
-    out: &std::sync::mpsc::SyncSender<Vec<u8>>,
-) {
+fn read_messages(mut stream: &TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, id: u64) {
+    let sessions = &agent.sessions;
+    // Messages handed to the control side and not yet handled: the reading waits while
+    // there are too many, so a controller that floods gets TCP's back-pressure, not a
+    // growing queue in the switch.
+    let pending = Arc::new(AtomicUsize::new(0));
     let _ = stream.set_read_timeout(Some(ECHO_INTERVAL));
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut chunk = vec![0u8; 1 << 16];
@@ -225,7 +229,7 @@ fn read_messages(
                 if echo_sent {
                     return; // no answer for two intervals: dead
                 }
-                let _ = out.try_send(reply::echo(msg::ECHO_REQUEST, 0, &[]));
+                sessions.send(id, reply::echo(msg::ECHO_REQUEST, 0, &[]));
                 echo_sent = true;
                 continue;
             }
@@ -238,7 +242,7 @@ fn read_messages(
             if len < HEADER_LEN {
                 let bad = &buf[at..at + HEADER_LEN];
                 let error = crate::openflow::error::bad_request::BAD_LEN;
-                let _ = out.try_send(error_message(error, header.xid, bad));
+                sessions.send(id, error_message(error, header.xid, bad));
                 return;
             }
             if buf.len() - at < len {
@@ -246,7 +250,10 @@ fn read_messages(
             }
             let message = buf[at..at + len].to_vec();
             at += len;
-            if !dispatch(message, header, agent, work, id, out) {
+            while pending.load(Ordering::Acquire) >= MAX_PENDING {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if !dispatch(message, header, agent, work, id, &pending) {
                 return;
             }
         }
@@ -262,8 +269,9 @@ fn dispatch(
     agent: &Arc<Agent>,
     work: &Sender<Work>,
     id: u64,
-    out: &std::sync::mpsc::SyncSender<Vec<u8>>,
+    pending: &Arc<AtomicUsize>,
 ) -> bool {
+    let sessions = &agent.sessions;
     match header.kind {
         msg::HELLO => {
             if let Ok((_, Incoming::Hello { speaks_13: false })) = decode(&message) {
@@ -273,23 +281,26 @@ fn dispatch(
                 reply.extend_from_slice(b"wirespeed speaks OpenFlow 1.3 only");
                 let len = reply.len() as u16;
                 reply[2..4].copy_from_slice(&len.to_be_bytes());
-                let _ = out.try_send(reply);
+                sessions.send(id, reply);
                 return false;
             }
             true
         }
         msg::ECHO_REQUEST if header.version == crate::openflow::wire::OFP_VERSION => {
-            let _ = out.try_send(reply::echo(
-                msg::ECHO_REPLY,
-                header.xid,
-                &message[HEADER_LEN..],
-            ));
+            sessions.send(
+                id,
+                reply::echo(msg::ECHO_REPLY, header.xid, &message[HEADER_LEN..]),
+            );
             true
         }
         msg::ECHO_REPLY => true,
         _ => {
-            let agent = agent.clone();
-            let call = move |bridge: &mut Bridge| agent.handle(bridge, id, &message);
+            let (agent, pending) = (agent.clone(), pending.clone());
+            pending.fetch_add(1, Ordering::AcqRel);
+            let call = move |bridge: &mut Bridge| {
+                agent.handle(bridge, id, &message);
+                pending.fetch_sub(1, Ordering::AcqRel);
+            };
             work.send(Work::Call(Box::new(call))).is_ok()
         }
     }

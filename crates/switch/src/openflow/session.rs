@@ -6,7 +6,7 @@
 //! controller costs a dropped (and counted) message, never a waiting poll-mode thread.
 
 use core::time::Duration;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -29,11 +29,16 @@ pub mod role {
 
 /// Messages a session's queue holds before more are dropped.
 pub const QUEUE_MESSAGES: usize = 1024;
+/// PACKET_INs stop at half the queue, so a flood of them leaves room for the replies (a
+/// dropped BARRIER_REPLY would leave a controller waiting).
+pub const PACKET_IN_ROOM: usize = QUEUE_MESSAGES / 2;
 
 /// One connection's state.
 pub struct Session {
     pub id: u64,
     out: SyncSender<Vec<u8>>,
+    /// Messages in `out` not yet written (the writer takes one off after each write).
+    queued: Arc<AtomicUsize>,
     /// A `--controller` connection (counts for the fail mode), not a `--openflow` client.
     pub active: bool,
     pub role: u32,
@@ -85,19 +90,27 @@ impl Sessions {
         })
     }
 
-    /// Adds a session whose messages go to `out`; its id.
-    pub fn open(&self, out: SyncSender<Vec<u8>>, active: bool) -> u64 {
+    /// Adds a session whose messages go to `out`; its id, and the count of messages queued
+    /// that its writer lowers after each write.
+    pub fn open(&self, out: SyncSender<Vec<u8>>, active: bool) -> (u64, Arc<AtomicUsize>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let queued = Arc::new(AtomicUsize::new(0));
         lock(&self.list).push(Session {
             id,
             out,
+            queued: queued.clone(),
             active,
             role: role::EQUAL,
             async_config: AsyncConfig::default(),
             config_flags: 0,
             miss_send_len: 128,
         });
-        id
+        (id, queued)
+    }
+
+    /// How many sessions are open.
+    pub fn count(&self) -> usize {
+        lock(&self.list).len()
     }
 
     pub fn close(&self, id: u64) {
@@ -131,7 +144,10 @@ impl Sessions {
 
     fn push(&self, s: &Session, message: Vec<u8>) -> bool {
         match s.out.try_send(message) {
-            Ok(()) => true,
+            Ok(()) => {
+                s.queued.fetch_add(1, Ordering::Relaxed);
+                true
+            }
             Err(TrySendError::Full(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 false
@@ -142,6 +158,11 @@ impl Sessions {
 
     fn broadcast(&self, kind: AsyncKind, reason: u8, message: &[u8]) {
         for s in lock(&self.list).iter().filter(|s| s.wants(kind, reason)) {
+            let full = s.queued.load(Ordering::Relaxed) >= PACKET_IN_ROOM;
+            if matches!(kind, AsyncKind::PacketIn) && full {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             self.push(s, message.to_vec());
         }
     }
@@ -204,18 +225,21 @@ mod tests {
     use std::sync::mpsc::sync_channel;
 
     #[test]
-    fn a_full_queue_drops_and_counts() {
+    fn packet_ins_stop_at_half_the_queue_and_are_counted() {
         let sessions = Sessions::new(vec![]);
-        let (out, inbox) = sync_channel(2);
-        let id = sessions.open(out, false);
+        let (out, inbox) = sync_channel(QUEUE_MESSAGES);
+        let (id, queued) = sessions.open(out, false);
         let mut controller = OpenFlowController {
             sessions: sessions.clone(),
         };
-        for _ in 0..5 {
+        for _ in 0..PACKET_IN_ROOM + 3 {
             controller.packet_in(1, PacketInOrigin::default(), &[0; 14], 14);
         }
-        assert_eq!(inbox.try_iter().count(), 2);
         assert_eq!(sessions.dropped.load(Ordering::Relaxed), 3);
+        // Replies still have room.
+        sessions.send(id, vec![1]);
+        assert_eq!(inbox.try_iter().count(), PACKET_IN_ROOM + 1);
+        queued.store(0, Ordering::Relaxed);
         // A slave gets no packet-ins by default.
         sessions.with(id, |s| s.role = role::SLAVE);
         controller.packet_in(1, PacketInOrigin::default(), &[0; 14], 14);
