@@ -421,7 +421,7 @@ fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
 }
 
 #[test]
-fn flow_removed_roles_and_echo() {
+fn flow_removed_roles_port_status_and_echo() {
     const SEND_FLOW_REM: u16 = 1;
     let s = Switched::new("ofr", &["--openflow", "ptcp:"]);
     let mut c = RawClient::connect(&s.c.ns_m);
@@ -483,11 +483,26 @@ fn flow_removed_roles_and_echo() {
     let (kind, code, _) = other.error();
     assert_eq!((kind, code), (1, 10), "a slave may not modify state");
 
+    // A port's link going down and up: PORT_STATUS, reason MODIFY, LINK_DOWN then LIVE.
+    for (state, bit) in [("down", 1u32), ("up", 4)] {
+        must(&["ip", "-n", &s.c.ns_m, "link", "set", &s.c.ma, state]);
+        let status = c.read();
+        assert_eq!((status[1], status[8]), (12, 2), "PORT_STATUS: {status:?}");
+        assert_eq!(&status[16..20], &1u32.to_be_bytes(), "port 1");
+        assert_eq!(
+            u32::from_be_bytes([status[52], status[53], status[54], status[55]]),
+            bit
+        );
+    }
     // Silence: an ECHO_REQUEST after 5 s; no answer, and the connection is closed.
     other
         .stream
         .set_read_timeout(Some(Duration::from_secs(8)))
         .unwrap();
+    // A slave hears of ports too (the specification's default): two PORT_STATUS first.
+    for _ in 0..2 {
+        assert_eq!(other.read()[1], 12);
+    }
     let echo = other.read();
     assert_eq!(echo[1], 2, "ECHO_REQUEST: {echo:?}");
     let mut rest = Vec::new();

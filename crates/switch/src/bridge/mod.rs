@@ -77,8 +77,8 @@ pub enum RemovedReason {
 /// Who hears about what the bridge does by itself: rules timing out, ports changing.
 pub trait BridgeEvents: Send {
     fn rules_removed(&mut self, removed: &[(InstalledRule, RemovedReason)], now: Duration);
-    /// Port `port`'s link is now `link` (up or not).
-    fn port_changed(&mut self, port: u32, up: bool);
+    /// Port `port`'s interface is now up, down, or gone (for good).
+    fn port_changed(&mut self, port: u32, link: LinkState);
 }
 
 /// A thread at work, and how to reach it.
@@ -443,7 +443,7 @@ impl Bridge {
         });
         if let Some(events) = &mut self.events {
             for change in &changes {
-                events.port_changed(self.numbers[change.port], change.now == LinkState::Up);
+                events.port_changed(self.numbers[change.port], change.now);
             }
         }
         // Said outside the lock: a stderr that blocks must not hold up the threads.

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
+use wirespeed_port::LinkState;
+
 use crate::bridge::{BridgeEvents, RemovedReason};
 use crate::dpif::pmd::Controller;
 use crate::dpif::thread_cache::lock;
@@ -204,18 +206,25 @@ impl BridgeEvents for OpenFlowEvents {
         self.sessions.rules_removed(removed, now);
     }
 
-    fn port_changed(&mut self, port: u32, up: bool) {
-        let desc = {
+    /// PORT_STATUS: MODIFY when the link goes up or down, DELETE when the interface is gone
+    /// (the port is left out from then on).
+    fn port_changed(&mut self, port: u32, link: LinkState) {
+        let (reason, desc) = {
             let mut ports = lock(&self.sessions.ports);
-            let Some(desc) = ports.iter_mut().find(|p| p.port_no == port) else {
+            let Some(at) = ports.iter().position(|p| p.port_no == port) else {
                 return;
             };
-            desc.carrier = up;
-            desc.clone()
+            match link {
+                LinkState::Gone => (port_reason::DELETE, ports.remove(at)),
+                _ => {
+                    ports[at].carrier = link == LinkState::Up;
+                    (port_reason::MODIFY, ports[at].clone())
+                }
+            }
         };
-        let message = reply::port_status(port_reason::MODIFY, &desc);
+        let message = reply::port_status(reason, &desc);
         self.sessions
-            .broadcast(AsyncKind::PortStatus, port_reason::MODIFY, &message);
+            .broadcast(AsyncKind::PortStatus, reason, &message);
     }
 }
 
