@@ -7,9 +7,10 @@ use std::sync::mpsc::Sender;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
-use wirespeed_switch::openflow::agent::{Agent, port_descs};
+use wirespeed_switch::openflow::agent::Agent;
 use wirespeed_switch::openflow::connmgr::{self, Target};
 use wirespeed_switch::openflow::session::{OpenFlowController, OpenFlowEvents, Sessions};
+use wirespeed_switch::openflow::stats::port_descs;
 use wirespeed_switch::{Bridge, RuleSelector, Work};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

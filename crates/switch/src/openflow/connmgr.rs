@@ -176,6 +176,9 @@ fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Opt
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
+    // A peer that stops reading must not hold the writer (and so this connection's end,
+    // and a controller's reconnection) for as long as TCP keeps trying.
+    let _ = writer.set_write_timeout(Some(2 * ECHO_INTERVAL));
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
     let (id, queued) = sessions.open(out.clone(), active.is_some());

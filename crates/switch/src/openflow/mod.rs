@@ -5,7 +5,8 @@
 //! - [`wire`], [`error`]: framing, numbers, a reader that never reads past a message;
 //! - [`oxm`], [`actions`]: matches, actions and instructions to and from the switch's own;
 //! - [`message`]: what a switch receives, decoded; [`reply`]: what it sends;
-//! - [`agent`]: one message handled on the bridge's control side;
+//! - [`agent`]: one message handled on the bridge's control side, with [`flow_mod`] (the
+//!   rule tables' changes) and [`stats`] (the MULTIPART replies);
 //! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
 //!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers.
@@ -19,8 +20,10 @@ pub mod actions;
 pub mod agent;
 pub mod connmgr;
 pub mod error;
+pub mod flow_mod;
 pub mod message;
 pub mod oxm;
 pub mod reply;
 pub mod session;
+pub mod stats;
 pub mod wire;

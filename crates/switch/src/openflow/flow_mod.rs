@@ -1,0 +1,145 @@
+//! FLOW_MOD on the bridge's rule tables: add (with OpenFlow's overlap check and counters
+//! kept or reset), modify and delete (strict or not, by cookie, out_port and out_group),
+//! each one `Bridge::edit`, so the caches and the kernel's fast path follow before the next
+//! message is handled.
+
+use core::time::Duration;
+
+use crate::action::Action;
+use crate::bridge::Bridge;
+use crate::flow_match::Match;
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
+use crate::openflow::error::{OfpError, bad_action, flow_mod_failed};
+use crate::openflow::message::{OfFlowMod, command, flow_flags};
+use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
+use crate::rule::{Rule, check_actions};
+
+/// True if some packet could match both (they agree wherever both look).
+fn overlaps(a: &Match, b: &Match) -> bool {
+    let both = a.mask().and(b.mask());
+    a.value().and(&both) == b.value().and(&both)
+}
+
+pub(crate) fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Result<(), OfpError> {
+    let rule = Rule {
+        table: fm.table_id,
+        priority: fm.priority,
+        cookie: fm.cookie,
+        idle_timeout: fm.idle_timeout,
+        hard_timeout: fm.hard_timeout,
+        flow_match: fm.flow_match,
+        actions: fm.actions.clone(),
+        flags: fm.flags,
+    };
+    check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
+    check_targets(bridge, &rule.actions)?;
+    bridge.edit(|dp| {
+        if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
+            let clash = dp.tables.iter().any(|(_, r)| {
+                r.rule.table == rule.table
+                    && r.rule.priority == rule.priority
+                    && r.rule.flow_match != rule.flow_match
+                    && overlaps(&r.rule.flow_match, &rule.flow_match)
+            });
+            if clash {
+                return Err(flow_mod_failed::OVERLAP);
+            }
+        }
+        // The kernel's fast path stops forwarding under the old rules first.
+        let _ = dp.flush_offload(now);
+        let replaced = dp
+            .tables
+            .find_exact(rule.table, &rule.flow_match, rule.priority)
+            .and_then(|id| dp.tables.get(id))
+            .map(|r| r.stats);
+        let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
+        let id = dp.tables.add(rule, now);
+        if let Some(old) = replaced.filter(|_| keep) {
+            dp.tables
+                .credit_many(id, old.n_packets, old.n_bytes, old.last_used);
+        }
+        Ok(())
+    })
+}
+
+/// The ports and groups `actions` send to exist.
+pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), OfpError> {
+    let dp = bridge.ofproto();
+    let missing_group = actions
+        .iter()
+        .any(|a| matches!(a, Action::Group(g) if dp.tables.group(*g).is_none()));
+    if missing_group {
+        return Err(bad_action::BAD_OUT_GROUP);
+    }
+    dp.check_output_ports(actions)
+        .map_err(|_| bad_action::BAD_OUT_PORT)
+}
+
+pub(crate) fn selector_of(
+    table: u8,
+    flow_match: Match,
+    strict: Option<u16>,
+    cookie: u64,
+    cookie_mask: u64,
+) -> RuleSelector {
+    RuleSelector {
+        table: (table != TABLE_ALL).then_some(table),
+        flow_match,
+        strict_priority: strict,
+        cookie: (cookie_mask != 0).then_some((cookie, cookie_mask)),
+        out_port: None,
+        out_group: None,
+    }
+}
+
+pub(crate) fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
+    let strict = (fm.command == command::MODIFY_STRICT).then_some(fm.priority);
+    let selector = selector_of(
+        fm.table_id,
+        fm.flow_match,
+        strict,
+        fm.cookie,
+        fm.cookie_mask,
+    );
+    check_targets(bridge, &fm.actions)?;
+    let now = bridge.now();
+    bridge.edit(|dp| {
+        let _ = dp.flush_offload(now);
+        dp.tables
+            .modify(&selector, &fm.actions, None)
+            .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
+        if fm.flags & flow_flags::RESET_COUNTS != 0 {
+            let ids: Vec<_> = dp
+                .tables
+                .iter()
+                .filter(|(_, r)| selector.selects(&r.rule))
+                .map(|(id, _)| id)
+                .collect();
+            for id in ids {
+                dp.tables.reset_counts(id);
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(crate) fn delete_flows(
+    bridge: &mut Bridge,
+    fm: &OfFlowMod,
+    now: Duration,
+) -> Vec<InstalledRule> {
+    let strict = (fm.command == command::DELETE_STRICT).then_some(fm.priority);
+    let mut selector = selector_of(
+        fm.table_id,
+        fm.flow_match,
+        strict,
+        fm.cookie,
+        fm.cookie_mask,
+    );
+    selector.out_port = (fm.out_port != port::ANY).then_some(fm.out_port);
+    selector.out_group = (fm.out_group != GROUP_ANY).then_some(fm.out_group);
+    bridge.edit(|dp| {
+        let _ = dp.flush_offload(now);
+        dp.tables.delete_taking(&selector)
+    })
+}

@@ -1,0 +1,208 @@
+//! The statistics a controller asks for (MULTIPART requests), read from the bridge: flows
+//! and their aggregate, tables, ports and their descriptions, groups, and the features
+//! lists; each reply split into parts under 64 KiB by [`reply::multipart`].
+
+use core::time::Duration;
+
+use wirespeed_port::{Backend, PortSpec};
+
+use crate::action::Action;
+use crate::bridge::Bridge;
+use crate::bridge::commands::port_totals;
+use crate::bridge::link::LinkState;
+use crate::ofproto::rule_table::InstalledRule;
+use crate::openflow::error::{OfpError, bad_request};
+use crate::openflow::flow_mod::selector_of;
+use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as mp};
+use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
+use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
+
+/// The reply to one MULTIPART request, in as many messages as it takes.
+pub fn multipart(
+    bridge: &mut Bridge,
+    xid: u32,
+    request: MultipartRequest,
+) -> Result<Vec<Vec<u8>>, OfpError> {
+    let (kind, entries) = match request {
+        MultipartRequest::Desc => (mp::DESC, vec![reply::desc_body()]),
+        MultipartRequest::Flow(req) => (mp::FLOW, flow_stats(bridge, &req)?),
+        MultipartRequest::Aggregate(req) => {
+            let now = bridge.now();
+            let (mut packets, mut bytes, mut flows) = (0, 0, 0u32);
+            selected_rules(bridge, &req, now, |r| {
+                packets += r.stats.n_packets;
+                bytes += r.stats.n_bytes;
+                flows += 1;
+            })?;
+            (
+                mp::AGGREGATE,
+                vec![reply::aggregate_body(packets, bytes, flows)],
+            )
+        }
+        MultipartRequest::Table => {
+            let mut active = vec![0u32; usize::from(N_TABLES)];
+            for (_, r) in bridge.ofproto().tables.iter() {
+                if let Some(count) = active.get_mut(usize::from(r.rule.table)) {
+                    *count += 1;
+                }
+            }
+            let entries = (0..N_TABLES)
+                .map(|t| reply::table_stats_entry(t, active[usize::from(t)]))
+                .collect();
+            (mp::TABLE, entries)
+        }
+        MultipartRequest::PortStats(wanted) => (mp::PORT_STATS, port_stats(bridge, wanted)?),
+        MultipartRequest::PortDesc => {
+            let mut w = crate::openflow::wire::Writer::default();
+            for desc in port_descs(bridge) {
+                desc.write(&mut w);
+            }
+            (mp::PORT_DESC, vec![w.bytes])
+        }
+        MultipartRequest::TableFeatures => (
+            mp::TABLE_FEATURES,
+            (0..N_TABLES).map(reply::table_features_entry).collect(),
+        ),
+        MultipartRequest::GroupFeatures => (mp::GROUP_FEATURES, vec![reply::group_features_body()]),
+        MultipartRequest::MeterFeatures => (mp::METER_FEATURES, vec![reply::meter_features_body()]),
+        MultipartRequest::Group => (mp::GROUP, group_stats(bridge)),
+        MultipartRequest::GroupDesc => {
+            let dp = bridge.ofproto();
+            let entries = dp.tables.groups().map(reply::group_desc_entry).collect();
+            (mp::GROUP_DESC, entries)
+        }
+        // No meters or queues: empty lists.
+        MultipartRequest::Meter => (mp::METER, vec![]),
+        MultipartRequest::MeterConfig => (mp::METER_CONFIG, vec![]),
+        MultipartRequest::Queue => (mp::QUEUE, vec![]),
+    };
+    Ok(reply::multipart(xid, kind, &entries))
+}
+
+/// Runs `each` on the rules a FLOW or AGGREGATE request selects, in `dump-flows` order, with
+/// every thread's and the kernel's counts harvested first.
+fn selected_rules(
+    bridge: &mut Bridge,
+    req: &FlowStatsRequest,
+    now: Duration,
+    mut each: impl FnMut(&InstalledRule),
+) -> Result<(), OfpError> {
+    if req.table_id != TABLE_ALL && req.table_id >= N_TABLES {
+        return Err(bad_request::BAD_TABLE_ID);
+    }
+    let mut selector = selector_of(
+        req.table_id,
+        req.flow_match,
+        None,
+        req.cookie,
+        req.cookie_mask,
+    );
+    selector.out_port = (req.out_port != port::ANY).then_some(req.out_port);
+    selector.out_group = (req.out_group != GROUP_ANY).then_some(req.out_group);
+    bridge.edit(|dp| {
+        let _ = dp.harvest_offload(now);
+        for r in dp.tables.dump_order() {
+            if selector.selects(&r.rule) {
+                each(r);
+            }
+        }
+    });
+    Ok(())
+}
+
+fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>>, OfpError> {
+    let now = bridge.now();
+    let mut entries = Vec::new();
+    selected_rules(bridge, req, now, |r| {
+        entries.push(reply::flow_stats_entry(r, now))
+    })?;
+    Ok(entries)
+}
+
+/// Each group's statistics: the rules that send to it (its reference count) and their
+/// packets, which are the group's (every packet of such a rule goes through the group).
+fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
+    let now = bridge.now();
+    bridge.edit(|dp| {
+        let _ = dp.harvest_offload(now);
+        dp.tables
+            .groups()
+            .map(|g| {
+                let users: Vec<&InstalledRule> = dp
+                    .tables
+                    .iter()
+                    .map(|(_, r)| r)
+                    .filter(|r| r.rule.actions.contains(&Action::Group(g.id)))
+                    .collect();
+                let packets = users.iter().map(|r| r.stats.n_packets).sum();
+                let bytes = users.iter().map(|r| r.stats.n_bytes).sum();
+                reply::group_stats_entry(g, users.len() as u32, packets, bytes, now)
+            })
+            .collect()
+    })
+}
+
+fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError> {
+    let numbers = bridge.numbers().to_vec();
+    if wanted != port::ANY && !numbers.contains(&wanted) {
+        return Err(bad_request::BAD_PORT);
+    }
+    let (totals, _) = port_totals(&bridge.snapshots());
+    let alive = bridge.now();
+    Ok(numbers
+        .iter()
+        .zip(&totals)
+        .filter(|(n, _)| wanted == port::ANY || **n == wanted)
+        .map(|(n, s)| {
+            let d = &s.drops;
+            let counts = PortCounts {
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_bytes: s.tx_bytes,
+                rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
+                tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
+                rx_errors: d.rx_invalid_desc,
+                tx_errors: d.tx_invalid_desc,
+            };
+            reply::port_stats_entry(*n, &counts, alive)
+        })
+        .collect())
+}
+
+/// The interface behind a port, if it has one.
+pub(crate) fn interface(spec: &str) -> Option<String> {
+    let spec: PortSpec = spec.parse().ok()?;
+    matches!(spec.backend, Backend::Xdp | Backend::Packet | Backend::Tap).then_some(spec.iface)
+}
+
+/// Each port as `ofp_port` describes it: its interface's name, address and state (a port
+/// on no interface is named by its spec and always up).
+pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
+    bridge
+        .numbers()
+        .iter()
+        .zip(bridge.specs())
+        .map(|(&port_no, spec)| match interface(spec) {
+            Some(iface) => {
+                let link = LinkState::of(&iface);
+                PortDesc {
+                    port_no,
+                    hw_addr: link.mac.map_or([0; 6], |m| m.0),
+                    name: iface,
+                    admin_up: link.admin_up,
+                    carrier: link.carrier,
+                    speed_mbps: link.speed_mbps.unwrap_or(0),
+                }
+            }
+            None => PortDesc {
+                port_no,
+                hw_addr: [0; 6],
+                name: spec.clone(),
+                admin_up: true,
+                carrier: true,
+                speed_mbps: 0,
+            },
+        })
+        .collect()
+}
