@@ -54,11 +54,16 @@ impl Rule {
         })
     }
 
+    /// True once the hard timeout has passed at `now`.
+    pub fn is_hard_expired(&self, stats: &RuleStats, now: Duration) -> bool {
+        self.hard_timeout != 0
+            && now.saturating_sub(stats.installed_at)
+                >= Duration::from_secs(self.hard_timeout.into())
+    }
+
     /// True once the idle or hard timeout has passed at `now`.
     pub fn is_expired(&self, stats: &RuleStats, now: Duration) -> bool {
-        let hard = self.hard_timeout != 0
-            && now.saturating_sub(stats.installed_at)
-                >= Duration::from_secs(self.hard_timeout.into());
+        let hard = self.is_hard_expired(stats, now);
         let idle = self.idle_timeout != 0
             && now.saturating_sub(stats.last_used) >= Duration::from_secs(self.idle_timeout.into());
         hard || idle

@@ -44,7 +44,13 @@ kernel sends these packets with XDP redirect, so a veth port's peer must be able
 XDP frames: on the peer, an XDP program or GRO on (ethtool -K PEER gro on). Where the kernel \
 cannot send them, it drops at most one batch: the port is then blocked (dump-ports: failed=N, \
 blocked), its flows go through user space, a line on stderr says why, and the kernel tries \
-the port again after 1 s, then less and less often (at most every 64 s)."
+the port again after 1 s, then less and less often (at most every 64 s).\n\n\
+OpenFlow 1.3: --openflow ptcp: takes clients such as ovs-ofctl -O OpenFlow13 ... \
+tcp:127.0.0.1:6653, and --controller tcp:HOST:PORT dials a controller (faucet, an os-ken \
+application), over the same rules ctl changes. A bridge with a controller to dial starts \
+without the normal rule; while none is connected, --fail-mode standalone switches as a \
+learning switch and secure forwards by the flows installed only. Not yet: meters, \
+write_metadata, TLS (ssl:, pssl:)."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
@@ -185,9 +191,9 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
         let mut doors: Vec<String> = args.openflow.listen.clone();
         doors.extend(args.openflow.controllers.iter().cloned());
         eprintln!(
-            "wirespeed switch: OpenFlow 1.3: datapath id {datapath_id:016x}, {} ({:?} fail mode)",
+            "wirespeed switch: OpenFlow 1.3: datapath id {datapath_id:016x}, {} ({} fail mode)",
             doors.join(", "),
-            args.openflow.fail_mode
+            args.openflow.fail_mode.name()
         );
     }
     if let Some(text) = flows {

@@ -40,6 +40,16 @@ pub struct OpenFlowArgs {
     pub fail_mode: FailMode,
 }
 
+impl FailMode {
+    /// As `--fail-mode` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailMode::Standalone => "standalone",
+            FailMode::Secure => "secure",
+        }
+    }
+}
+
 impl OpenFlowArgs {
     pub fn enabled(&self) -> bool {
         !self.listen.is_empty() || !self.controllers.is_empty()

@@ -18,6 +18,20 @@ pub fn venv_bin(name: &str) -> String {
     path
 }
 
+/// `osken-manager` in `ns`, listening on its 127.0.0.1:6653, to run `app`.
+fn manager(ns: &str, app: &str) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, &venv_bin("osken-manager")])
+        .args([
+            "--ofp-listen-host",
+            "127.0.0.1",
+            "--ofp-tcp-listen-port",
+            "6653",
+        ])
+        .arg(app);
+    cmd
+}
+
 /// `osken-manager` running an application, killed when dropped.
 pub struct OsKen {
     child: Option<Child>,
@@ -31,16 +45,8 @@ impl OsKen {
     pub fn faucet(ns: &str, config: &str, tag: &str) -> OsKen {
         let log = ScratchFile::new(&format!("{tag}-faucet.log"));
         let exceptions = ScratchFile::new(&format!("{tag}-faucet.exc"));
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns, &venv_bin("osken-manager")])
-            .args([
-                "--ofp-listen-host",
-                "127.0.0.1",
-                "--ofp-tcp-listen-port",
-                "6653",
-            ])
-            .arg("faucet.faucet")
-            .env("FAUCET_CONFIG", config)
+        let mut cmd = manager(ns, "faucet.faucet");
+        cmd.env("FAUCET_CONFIG", config)
             .env("FAUCET_LOG", &*log)
             .env("FAUCET_EXCEPTION_LOG", &*exceptions)
             .env("FAUCET_PROMETHEUS_ADDR", "127.0.0.1");
@@ -50,15 +56,7 @@ impl OsKen {
     /// An os-ken application (a Python file); its output is the log.
     pub fn app(ns: &str, app: &str, tag: &str) -> OsKen {
         let log = ScratchFile::new(&format!("{tag}-osken.log"));
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns, &venv_bin("osken-manager")])
-            .args([
-                "--ofp-listen-host",
-                "127.0.0.1",
-                "--ofp-tcp-listen-port",
-                "6653",
-            ])
-            .arg(app);
+        let cmd = manager(ns, app);
         OsKen::start(cmd, ns, log)
     }
 

@@ -494,10 +494,7 @@ impl Bridge {
                 let reasons: Vec<(InstalledRule, RemovedReason)> = removed
                     .into_iter()
                     .map(|r| {
-                        let hard = r.rule.hard_timeout != 0
-                            && now.saturating_sub(r.stats.installed_at)
-                                >= Duration::from_secs(r.rule.hard_timeout.into());
-                        let reason = match hard {
+                        let reason = match r.rule.is_hard_expired(&r.stats, now) {
                             true => RemovedReason::HardTimeout,
                             false => RemovedReason::IdleTimeout,
                         };

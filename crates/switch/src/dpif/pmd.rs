@@ -135,6 +135,22 @@ struct Round<'a> {
     controller: &'a Mutex<Box<dyn Controller>>,
 }
 
+impl<'a> Round<'a> {
+    /// Locks the thread's cache for a round; the shared state stays unlocked until needed.
+    fn new(shared: &'a mut Shared) -> Round<'a> {
+        Round {
+            cache: shared.cache.for_round(),
+            shared: BurstLock::new(
+                &shared.state,
+                &mut shared.macs,
+                &shared.ports,
+                shared.offload,
+            ),
+            controller: &shared.controller,
+        }
+    }
+}
+
 /// Switch-level counters on top of the ports' own.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BridgeCounters {
@@ -285,16 +301,7 @@ impl Pmd {
     /// One burst from every port this thread receives on, through the datapath and out;
     /// returns the frames received.
     pub fn poll_once(&mut self, shared: &mut Shared) -> Result<usize, PortError> {
-        let mut round = Round {
-            cache: shared.cache.for_round(),
-            shared: BurstLock::new(
-                &shared.state,
-                &mut shared.macs,
-                &shared.ports,
-                shared.offload,
-            ),
-            controller: &shared.controller,
-        };
+        let mut round = Round::new(shared);
         // Read after the cache: a round that waited for the control side is timed after it.
         let now = self.clock.elapsed();
         let mut received = 0;
@@ -468,16 +475,7 @@ impl Pmd {
             self.counters.no_frame += 1;
             return Ok(());
         }
-        let mut round = Round {
-            cache: shared.cache.for_round(),
-            shared: BurstLock::new(
-                &shared.state,
-                &mut shared.macs,
-                &shared.ports,
-                shared.offload,
-            ),
-            controller: &shared.controller,
-        };
+        let mut round = Round::new(shared);
         let now = self.clock.elapsed();
         self.scratch[COPY_HEADROOM..COPY_HEADROOM + data.len()].copy_from_slice(data);
         let (start, new_len) = {

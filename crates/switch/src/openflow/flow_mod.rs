@@ -75,31 +75,35 @@ pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), O
         .map_err(|_| bad_action::BAD_OUT_PORT)
 }
 
+/// The rules a request selects, in OpenFlow's terms: a table (or `OFPTT_ALL`), a match
+/// (exactly, with `strict`'s priority), a cookie under its mask, and the output port and
+/// group filters (`OFPP_ANY`, `OFPG_ANY`: none).
 pub(crate) fn selector_of(
     table: u8,
     flow_match: Match,
     strict: Option<u16>,
-    cookie: u64,
-    cookie_mask: u64,
+    (cookie, cookie_mask): (u64, u64),
+    (out_port, out_group): (u32, u32),
 ) -> RuleSelector {
     RuleSelector {
         table: (table != TABLE_ALL).then_some(table),
         flow_match,
         strict_priority: strict,
         cookie: (cookie_mask != 0).then_some((cookie, cookie_mask)),
-        out_port: None,
-        out_group: None,
+        out_port: (out_port != port::ANY).then_some(out_port),
+        out_group: (out_group != GROUP_ANY).then_some(out_group),
     }
 }
 
 pub(crate) fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
     let strict = (fm.command == command::MODIFY_STRICT).then_some(fm.priority);
+    // A modify ignores out_port and out_group (§7.3.4.1).
     let selector = selector_of(
         fm.table_id,
         fm.flow_match,
         strict,
-        fm.cookie,
-        fm.cookie_mask,
+        (fm.cookie, fm.cookie_mask),
+        (port::ANY, GROUP_ANY),
     );
     check_targets(bridge, &fm.actions)?;
     let now = bridge.now();
@@ -129,15 +133,13 @@ pub(crate) fn delete_flows(
     now: Duration,
 ) -> Vec<InstalledRule> {
     let strict = (fm.command == command::DELETE_STRICT).then_some(fm.priority);
-    let mut selector = selector_of(
+    let selector = selector_of(
         fm.table_id,
         fm.flow_match,
         strict,
-        fm.cookie,
-        fm.cookie_mask,
+        (fm.cookie, fm.cookie_mask),
+        (fm.out_port, fm.out_group),
     );
-    selector.out_port = (fm.out_port != port::ANY).then_some(fm.out_port);
-    selector.out_group = (fm.out_group != GROUP_ANY).then_some(fm.out_group);
     bridge.edit(|dp| {
         let _ = dp.flush_offload(now);
         dp.tables.delete_taking(&selector)

@@ -15,7 +15,7 @@ use crate::openflow::error::{OfpError, bad_request};
 use crate::openflow::flow_mod::selector_of;
 use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as mp};
 use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
-use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
+use crate::openflow::wire::{TABLE_ALL, port};
 
 /// The reply to one MULTIPART request, in as many messages as it takes.
 pub fn multipart(
@@ -90,15 +90,13 @@ fn selected_rules(
     if req.table_id != TABLE_ALL && req.table_id >= N_TABLES {
         return Err(bad_request::BAD_TABLE_ID);
     }
-    let mut selector = selector_of(
+    let selector = selector_of(
         req.table_id,
         req.flow_match,
         None,
-        req.cookie,
-        req.cookie_mask,
+        (req.cookie, req.cookie_mask),
+        (req.out_port, req.out_group),
     );
-    selector.out_port = (req.out_port != port::ANY).then_some(req.out_port);
-    selector.out_group = (req.out_group != GROUP_ANY).then_some(req.out_group);
     bridge.edit(|dp| {
         let _ = dp.harvest_offload(now);
         for r in dp.tables.dump_order() {
