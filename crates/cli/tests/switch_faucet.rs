@@ -4,9 +4,10 @@
 //! nothing malformed in the session, and when faucet dies a standalone switch goes on as a
 //! learning switch (a secure one with faucet's flows) and reconnects when faucet is back. A
 //! reactive learning switch of our own on os-ken moves ping and TCP with PACKET_IN,
-//! FLOW_MOD, PACKET_OUT and barriers.
+//! FLOW_MOD, PACKET_OUT and barriers, over TLS (`--controller ssl:`).
 
 mod common;
+use common::certs::Ca;
 use common::faucet::{OpenFlowCapture, OsKen};
 use common::star::NetStar;
 use common::switched::{Setup, Switched, tcp_transfer_is_intact};
@@ -163,18 +164,20 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
 }
 
 #[test]
-fn an_os_ken_learning_switch_moves_ping_and_tcp() {
+fn an_os_ken_learning_switch_over_tls_moves_ping_and_tcp() {
+    // TLS both ways: os-ken requires the switch's certificate, the switch checks os-ken's.
+    let ca = Ca::new("fco");
+    let (ours, theirs) = (ca.issue("switch"), ca.issue("os-ken"));
+    let mut extra = vec![
+        "--controller",
+        "ssl:127.0.0.1:6653",
+        "--fail-mode",
+        "secure",
+    ];
+    let options = ours.options(&ca);
+    extra.extend(options.iter().map(String::as_str));
     // Secure: nothing but the application's flows forwards.
-    let s = Switched::with(
-        "fco",
-        Setup::default(),
-        &[
-            "--controller",
-            "tcp:127.0.0.1:6653",
-            "--fail-mode",
-            "secure",
-        ],
-    );
+    let s = Switched::with("fco", Setup::default(), &extra);
     assert_eq!(
         s.ping(&s.c.ns_a, "10.9.0.2", 1),
         0,
@@ -184,7 +187,8 @@ fn an_os_ken_learning_switch_moves_ping_and_tcp() {
         "{}/tests/openflow/learning_switch.py",
         env!("CARGO_MANIFEST_DIR")
     );
-    let osken = OsKen::app(&s.c.ns_m, &app, "fco");
+    let tls = [&*theirs.key, &*theirs.cert, &*ca.cert];
+    let osken = OsKen::app(&s.c.ns_m, &app, "fco", Some(tls));
     osken.wait_for("connected dpid=", 1);
     osken.wait_for("barrier reply", 1);
     // The ping above left a failed neighbour entry behind; resolve afresh.

@@ -2,9 +2,11 @@
 //! 1.3: flows added, changed and removed either way (OpenFlow or `wirespeed ctl`) show both
 //! ways and move real packets between namespaces; statistics, port descriptions, packet-out
 //! and port-mod answer as ovs-ofctl expects; malformed messages get the specification's
-//! errors and leave the connection up.
+//! errors and leave the connection up; over TLS (`pssl:`), each side checks the other's
+//! certificate.
 
 mod common;
+use common::certs::Ca;
 use common::switched::Switched;
 use common::*;
 
@@ -191,6 +193,80 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
     s.ofctl_ok(&["mod-port", "2", "up"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+}
+
+#[test]
+fn ovs_ofctl_over_tls_shows_a_certificate_and_checks_ours() {
+    let ca = Ca::new("oft");
+    let (ours, client) = (ca.issue("switch"), ca.issue("ovs-ofctl"));
+    let mut extra = vec!["--openflow".to_string(), "pssl:".to_string()];
+    extra.extend(ours.options(&ca));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let s = Switched::new("oft", &extra);
+    let ssl = "ssl:127.0.0.1:6653";
+    let ofctl = |args: &[&str]| {
+        let (ok, text) = s.ofctl_via(ssl, &client.options(&ca), args);
+        assert!(ok, "ovs-ofctl {args:?}: {text}");
+        text
+    };
+    let show = ofctl(&["show"]);
+    assert!(show.contains("n_tables:254, n_buffers:0"), "{show}");
+    ofctl(&["add-flow", "priority=100,icmp,actions=drop"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    let dumped = ofctl(&["dump-flows", "icmp"]);
+    assert!(
+        dumped.contains("n_packets=2, n_bytes=196, priority=100,icmp actions=drop"),
+        "{dumped}"
+    );
+    ofctl(&["del-flows", "icmp"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+
+    // Refused: a client whose certificate another CA signed, a client that trusts another CA
+    // (so not our certificate), and a client without TLS.
+    let other = Ca::new("ofx");
+    let stranger = other.issue("stranger");
+    let (ok, text) = s.ofctl_via(ssl, &stranger.options(&ca), &["show"]);
+    assert!(!ok, "a stranger's certificate was taken: {text}");
+    let (ok, text) = s.ofctl_via(ssl, &client.options(&other), &["show"]);
+    assert!(
+        !ok,
+        "a certificate the client cannot check was taken: {text}"
+    );
+    let (ok, text) = s.ofctl_via("tcp:127.0.0.1:6653", &[], &["show"]);
+    assert!(!ok, "TCP without TLS was served: {text}");
+    // None of them broke the listener.
+    assert!(ofctl(&["dump-flows"]).contains("priority=0 actions=NORMAL"));
+}
+
+#[test]
+fn tls_without_its_files_or_with_a_bad_one_is_refused_before_anything_opens() {
+    let ca = Ca::new("ofe");
+    let ours = ca.issue("switch");
+    let run = |extra: &[&str]| {
+        let mut argv = vec![wirespeed(), "switch", "--port", "1=xdp:wsnone0"];
+        argv.extend_from_slice(extra);
+        let out = sh(&argv);
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&["--openflow", "pssl:7000"]);
+    assert!(
+        err.contains("pssl:7000:127.0.0.1: TLS needs --private-key, --certificate and --ca-cert"),
+        "{err}"
+    );
+    // The CA's file holds a certificate but the key file given holds none.
+    let key = format!("--private-key={}", &*ca.cert);
+    let cert = format!("--certificate={}", &*ours.cert);
+    let ca_cert = format!("--ca-cert={}", &*ca.cert);
+    let err = run(&["--controller", "ssl:127.0.0.1", &key, &cert, &ca_cert]);
+    assert!(
+        err.contains(&format!("{}: no private key in it", &*ca.cert)),
+        "{err}"
+    );
+    let missing = format!("--ca-cert={}.missing", &*ca.cert);
+    let key = format!("--private-key={}", &*ours.key);
+    let err = run(&["--controller", "ssl:127.0.0.1", &key, &cert, &missing]);
+    assert!(err.contains(".missing: No such file or directory"), "{err}");
 }
 
 /// Waits for a child to exit (at most `limit`, then kills it): its output.

@@ -49,8 +49,10 @@ OpenFlow 1.3: --openflow ptcp: takes clients such as ovs-ofctl -O OpenFlow13 ...
 tcp:127.0.0.1:6653, and --controller tcp:HOST:PORT dials a controller (faucet, an os-ken \
 application), over the same rules ctl changes. A bridge with a controller to dial starts \
 without the normal rule; while none is connected, --fail-mode standalone switches as a \
-learning switch and secure forwards by the flows installed only. Not yet: meters, \
-write_metadata, TLS (ssl:, pssl:)."
+learning switch and secure forwards by the flows installed only. pssl: and ssl: are the \
+same over TLS, with --private-key, --certificate and --ca-cert as ovs-vswitchd takes them \
+(each side checks the other's certificate against the CA; the controller's host name is not \
+checked, as in Open vSwitch). Not yet: meters, write_metadata."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own

@@ -1,6 +1,7 @@
-//! `--openflow`, `--controller`, `--datapath-id`, `--fail-mode`: the switch's OpenFlow 1.3
-//! side (see `wirespeed_switch::openflow`).
+//! `--openflow`, `--controller`, `--datapath-id`, `--fail-mode` and the TLS files: the
+//! switch's OpenFlow 1.3 side (see `wirespeed_switch::openflow`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
@@ -8,9 +9,10 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
 use wirespeed_switch::openflow::agent::Agent;
-use wirespeed_switch::openflow::connmgr::{self, Target};
+use wirespeed_switch::openflow::connmgr::{self, Target, Transport};
 use wirespeed_switch::openflow::session::{OpenFlowController, OpenFlowEvents, Sessions};
 use wirespeed_switch::openflow::stats::port_descs;
+use wirespeed_switch::openflow::tls::{TlsConfig, TlsFiles};
 use wirespeed_switch::{Bridge, RuleSelector, Work};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -25,13 +27,25 @@ pub enum FailMode {
 #[derive(Debug, Args)]
 pub struct OpenFlowArgs {
     /// Listen for OpenFlow 1.3 clients (ovs-ofctl, a controller that connects in):
-    /// ptcp:[PORT][:ADDR], 6653 on 127.0.0.1 unless given. May be repeated.
+    /// ptcp:[PORT][:ADDR], 6653 on 127.0.0.1 unless given, or pssl:... for TLS. May be
+    /// repeated.
     #[arg(long = "openflow", value_name = "ptcp:[PORT][:ADDR]")]
     pub listen: Vec<String>,
-    /// Connect to an OpenFlow 1.3 controller (faucet, os-ken), tcp:HOST[:PORT] (6653),
-    /// again and again while it is away (1 s, doubling to 8 s). May be repeated.
+    /// Connect to an OpenFlow 1.3 controller (faucet, os-ken), tcp:HOST[:PORT] (6653) or
+    /// ssl:HOST[:PORT], again and again while it is away (1 s, doubling to 8 s). May be
+    /// repeated.
     #[arg(long = "controller", value_name = "tcp:HOST[:PORT]")]
     pub controllers: Vec<String>,
+    /// For ssl: and pssl:, the switch's private key (PEM), as ovs-vswitchd's.
+    #[arg(long, value_name = "FILE")]
+    pub private_key: Option<PathBuf>,
+    /// For ssl: and pssl:, the switch's certificate (PEM; a chain may follow it).
+    #[arg(long, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// For ssl: and pssl:, the CA certificate(s) a peer's certificate must chain to (PEM).
+    /// The peer must show one: TLS here is mutual, as Open vSwitch's.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// The datapath id controllers see, in hexadecimal (default: the first port's MAC).
     #[arg(long, value_name = "HEX")]
     pub datapath_id: Option<String>,
@@ -60,9 +74,9 @@ impl OpenFlowArgs {
         let mut targets = Vec::new();
         for text in &self.listen {
             let target: Target = text.parse().context("--openflow")?;
-            if !matches!(target, Target::Listen(_)) {
+            if !matches!(target, Target::Listen(..)) {
                 bail!(
-                    "--openflow {text}: listens only (ptcp:); dial a controller with --controller"
+                    "--openflow {text}: listens only (ptcp:, pssl:); dial a controller with --controller"
                 );
             }
             targets.push(target);
@@ -70,12 +84,35 @@ impl OpenFlowArgs {
         for text in &self.controllers {
             let target: Target = text.parse().context("--controller")?;
             if !matches!(target, Target::Dial(..)) {
-                bail!("--controller {text}: dials only (tcp:); listen with --openflow");
+                bail!("--controller {text}: dials only (tcp:, ssl:); listen with --openflow");
             }
             targets.push(target);
         }
         self.datapath_id()?;
+        self.tls(&targets)?;
         Ok(targets)
+    }
+
+    /// The TLS set-up when a target wants it, the files read and checked.
+    pub fn tls(&self, targets: &[Target]) -> anyhow::Result<Option<TlsConfig>> {
+        let Some(target) = targets.iter().find(|t| t.transport() == Transport::Tls) else {
+            return Ok(None);
+        };
+        let (Some(private_key), Some(certificate), Some(ca_cert)) =
+            (&self.private_key, &self.certificate, &self.ca_cert)
+        else {
+            let text = match target {
+                Target::Listen(addr, _) => format!("pssl:{}:{}", addr.port(), addr.ip()),
+                Target::Dial(host, port, _) => format!("ssl:{host}:{port}"),
+            };
+            bail!("{text}: TLS needs --private-key, --certificate and --ca-cert");
+        };
+        let files = TlsFiles {
+            private_key: private_key.clone(),
+            certificate: certificate.clone(),
+            ca_cert: ca_cert.clone(),
+        };
+        Ok(Some(TlsConfig::load(&files).context("TLS")?))
     }
 
     fn datapath_id(&self) -> anyhow::Result<Option<u64>> {
@@ -142,6 +179,7 @@ pub fn start(
     }));
     let agent = Arc::new(Agent::new(sessions, datapath_id));
     let standalone = args.fail_mode == FailMode::Standalone;
-    connmgr::start(targets, agent, work, standalone).context("OpenFlow")?;
+    let tls = args.tls(targets)?;
+    connmgr::start(targets, tls, agent, work, standalone).context("OpenFlow")?;
     Ok(datapath_id)
 }

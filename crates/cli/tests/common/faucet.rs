@@ -18,17 +18,19 @@ pub fn venv_bin(name: &str) -> String {
     path
 }
 
-/// `osken-manager` in `ns`, listening on its 127.0.0.1:6653, to run `app`.
-fn manager(ns: &str, app: &str) -> Command {
+/// `osken-manager` in `ns`, listening on its 127.0.0.1:6653, to run `app`; with `tls`
+/// (its key, certificate and CA certificate), over TLS only, a switch's certificate required.
+fn manager(ns: &str, app: &str, tls: Option<[&str; 3]>) -> Command {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", ns, &venv_bin("osken-manager")])
-        .args([
-            "--ofp-listen-host",
-            "127.0.0.1",
-            "--ofp-tcp-listen-port",
-            "6653",
-        ])
-        .arg(app);
+        .args(["--ofp-listen-host", "127.0.0.1"]);
+    match tls {
+        None => cmd.args(["--ofp-tcp-listen-port", "6653"]),
+        Some([key, cert, ca]) => cmd
+            .args(["--ofp-ssl-listen-port", "6653", "--ctl-privkey", key])
+            .args(["--ctl-cert", cert, "--ca-certs", ca]),
+    };
+    cmd.arg(app);
     cmd
 }
 
@@ -45,7 +47,7 @@ impl OsKen {
     pub fn faucet(ns: &str, config: &str, tag: &str) -> OsKen {
         let log = ScratchFile::new(&format!("{tag}-faucet.log"));
         let exceptions = ScratchFile::new(&format!("{tag}-faucet.exc"));
-        let mut cmd = manager(ns, "faucet.faucet");
+        let mut cmd = manager(ns, "faucet.faucet", None);
         cmd.env("FAUCET_CONFIG", config)
             .env("FAUCET_LOG", &*log)
             .env("FAUCET_EXCEPTION_LOG", &*exceptions)
@@ -53,10 +55,11 @@ impl OsKen {
         OsKen::start(cmd, ns, log)
     }
 
-    /// An os-ken application (a Python file); its output is the log.
-    pub fn app(ns: &str, app: &str, tag: &str) -> OsKen {
+    /// An os-ken application (a Python file); its output is the log. With `tls`, see
+    /// [`manager`].
+    pub fn app(ns: &str, app: &str, tag: &str, tls: Option<[&str; 3]>) -> OsKen {
         let log = ScratchFile::new(&format!("{tag}-osken.log"));
-        let cmd = manager(ns, app);
+        let cmd = manager(ns, app, tls);
         OsKen::start(cmd, ns, log)
     }
 

@@ -75,6 +75,12 @@ impl Switched {
     /// Runs `ovs-ofctl -O OpenFlow13 --no-names ARGS` in the switch's namespace against its
     /// `--openflow ptcp:` (127.0.0.1:6653): its output, and whether it succeeded.
     pub fn ofctl(&self, args: &[&str]) -> (bool, String) {
+        self.ofctl_via("tcp:127.0.0.1:6653", &[], args)
+    }
+
+    /// [`Switched::ofctl`] to `target` (`ssl:127.0.0.1:6653`), with `options` before `args`'
+    /// own (the TLS files).
+    pub fn ofctl_via(&self, target: &str, options: &[String], args: &[&str]) -> (bool, String) {
         let mut argv = vec![
             "ip",
             "netns",
@@ -85,11 +91,12 @@ impl Switched {
             "OpenFlow13",
             "--no-names",
         ];
-        let options = args.iter().take_while(|a| a.starts_with("--")).count();
-        argv.extend_from_slice(&args[..options]);
-        let (command, rest) = args[options..].split_first().expect("a command");
+        argv.extend(options.iter().map(String::as_str));
+        let own = args.iter().take_while(|a| a.starts_with("--")).count();
+        argv.extend_from_slice(&args[..own]);
+        let (command, rest) = args[own..].split_first().expect("a command");
         argv.push(command);
-        argv.push("tcp:127.0.0.1:6653");
+        argv.push(target);
         argv.extend_from_slice(rest);
         let out = sh(&argv);
         let text = String::from_utf8_lossy(&out.stdout).into_owned()

@@ -1,5 +1,6 @@
-//! The OpenFlow connections: listening (`ptcp:`) and dialling out (`tcp:`, again with
-//! back-off when a controller goes away), one thread a connection reading and one writing.
+//! The OpenFlow connections: listening (`ptcp:`, `pssl:`) and dialling out (`tcp:`,
+//! `ssl:`, again with back-off when a controller goes away), one thread a connection reading
+//! and one writing; TLS ([`crate::openflow::tls`]) sits between them and the socket.
 //!
 //! The reading thread cuts the stream into messages at the header's length (one under
 //! eight bytes ends the connection: nothing after it can be framed), answers HELLO and
@@ -7,7 +8,7 @@
 //! [`Work::Call`], so it is handled in order with `wirespeed ctl`'s requests. Silence for
 //! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::openflow::error::{error_message, hello_failed};
 use crate::openflow::message::{Incoming, decode};
 use crate::openflow::reply;
 use crate::openflow::session::QUEUE_MESSAGES;
+use crate::openflow::tls::{self, TlsConfig, TlsStream};
 use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
 
 /// Silence after which the agent sends an ECHO_REQUEST; as long again without an answer and
@@ -31,21 +33,37 @@ pub const MAX_PENDING: usize = 256;
 /// The longest wait between two attempts to reach a controller.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
+/// What a connection runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    /// TLS with certificates on both sides (`ssl:`, `pssl:`).
+    Tls,
+}
+
 /// Where OpenFlow connections come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// `ptcp:[PORT][:ADDR]`: listen (127.0.0.1:6653 by default).
-    Listen(SocketAddr),
-    /// `tcp:HOST[:PORT]`: dial out.
-    Dial(String, u16),
+    /// `ptcp:[PORT][:ADDR]` or `pssl:...`: listen (127.0.0.1:6653 by default).
+    Listen(SocketAddr, Transport),
+    /// `tcp:HOST[:PORT]` or `ssl:...`: dial out.
+    Dial(String, u16, Transport),
 }
 
-/// Why a target does not parse.
+impl Target {
+    pub fn transport(&self) -> Transport {
+        match self {
+            Target::Listen(_, t) | Target::Dial(_, _, t) => *t,
+        }
+    }
+}
+
+/// Why a target does not parse, or cannot be served.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TargetError {
-    #[error("'{0}': TLS (ssl:, pssl:) is not supported yet; use tcp: or ptcp:")]
-    Tls(String),
-    #[error("'{0}': expected ptcp:[PORT][:ADDR] or tcp:HOST[:PORT]")]
+    #[error(
+        "'{0}': expected ptcp:[PORT][:ADDR], pssl:[PORT][:ADDR], tcp:HOST[:PORT] or ssl:HOST[:PORT]"
+    )]
     Syntax(String),
     #[error("'{0}': '{1}' is not a port number (1-65535)")]
     Port(String, String),
@@ -67,10 +85,15 @@ impl FromStr for Target {
                     .ok_or_else(|| TargetError::Port(text.into(), p.into())),
             }
         };
-        if text.starts_with("ssl:") || text.starts_with("pssl:") {
-            return Err(TargetError::Tls(text.into()));
-        }
-        if let Some(rest) = text.strip_prefix("ptcp:") {
+        let (scheme, rest) = text
+            .split_once(':')
+            .ok_or_else(|| TargetError::Syntax(text.into()))?;
+        let transport = match scheme {
+            "ptcp" | "tcp" => Transport::Tcp,
+            "pssl" | "ssl" => Transport::Tls,
+            _ => return Err(TargetError::Syntax(text.into())),
+        };
+        if scheme.starts_with('p') {
             let (port, addr) = rest.split_once(':').unwrap_or((rest, ""));
             let ip = match addr {
                 "" => Ipv4Addr::LOCALHOST.into(),
@@ -79,9 +102,12 @@ impl FromStr for Target {
                     .parse()
                     .map_err(|_| TargetError::Address(text.into(), a.into()))?,
             };
-            return Ok(Target::Listen(SocketAddr::new(ip, port_of(port)?)));
+            return Ok(Target::Listen(
+                SocketAddr::new(ip, port_of(port)?),
+                transport,
+            ));
         }
-        if let Some(rest) = text.strip_prefix("tcp:") {
+        {
             let (host, port) = match rest.rsplit_once(':') {
                 Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, port_of(p)?),
                 _ => (rest, DEFAULT_PORT),
@@ -89,56 +115,114 @@ impl FromStr for Target {
             if host.is_empty() {
                 return Err(TargetError::Syntax(text.into()));
             }
-            return Ok(Target::Dial(host.trim_matches(['[', ']']).into(), port));
+            Ok(Target::Dial(
+                host.trim_matches(['[', ']']).into(),
+                port,
+                transport,
+            ))
         }
-        Err(TargetError::Syntax(text.into()))
     }
 }
 
 /// Starts serving `targets`: listening sockets are bound now (an error names the one that
-/// failed), controllers are dialled from threads. With `fail_open`, the tables are set aside
-/// for learning-switch forwarding while no `tcp:` controller is connected.
+/// failed), controllers are dialled from threads. `tls` serves the `ssl:` and `pssl:` ones
+/// (it must be there if there are any). With `fail_open`, the tables are set aside for
+/// learning-switch forwarding while no controller that was dialled is connected.
 pub fn start(
     targets: &[Target],
+    tls: Option<TlsConfig>,
     agent: Arc<Agent>,
     work: Sender<Work>,
     fail_open: bool,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
+    if tls.is_none() && targets.iter().any(|t| t.transport() == Transport::Tls) {
+        let error = "ssl: and pssl: need a private key, a certificate and a CA certificate";
+        return Err(io::Error::new(ErrorKind::InvalidInput, error));
+    }
     let dials = targets.iter().any(|t| matches!(t, Target::Dial(..)));
     let fail_open = fail_open && dials;
     let mut listeners = Vec::new();
     for target in targets {
-        if let Target::Listen(addr) = target {
-            let listener = TcpListener::bind(addr)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("ptcp:{addr}: {e}")))?;
-            listeners.push(listener);
+        if let Target::Listen(addr, transport) = target {
+            let listener = TcpListener::bind(addr).map_err(|e| {
+                let scheme = if *transport == Transport::Tls {
+                    "pssl"
+                } else {
+                    "ptcp"
+                };
+                io::Error::new(
+                    e.kind(),
+                    format!("{scheme}:{}:{}: {e}", addr.port(), addr.ip()),
+                )
+            })?;
+            let tls = (*transport == Transport::Tls)
+                .then(|| tls.clone())
+                .flatten();
+            listeners.push((listener, tls));
         }
     }
     if fail_open {
         set_fail_open(&work, true);
     }
-    for listener in listeners {
+    for (listener, tls) in listeners {
         let (agent, work) = (agent.clone(), work.clone());
         std::thread::Builder::new()
             .name("openflow-listen".into())
             .spawn(move || {
                 for stream in listener.incoming().flatten() {
-                    let (agent, work) = (agent.clone(), work.clone());
+                    let (agent, work, tls) = (agent.clone(), work.clone(), tls.clone());
                     let _ = std::thread::Builder::new()
                         .name("openflow".into())
-                        .spawn(move || serve(stream, &agent, &work, None));
+                        .spawn(move || {
+                            let stream = match tls {
+                                None => Stream::Tcp(stream),
+                                Some(tls) => match tls.accept(stream) {
+                                    Ok(stream) => Stream::Tls(stream),
+                                    Err(_) => return,
+                                },
+                            };
+                            serve(stream, &agent, &work, None);
+                        });
                 }
             })?;
     }
     for target in targets {
-        if let Target::Dial(host, port) = target {
+        if let Target::Dial(host, port, transport) = target {
             let (agent, work, host, port) = (agent.clone(), work.clone(), host.clone(), *port);
+            let tls = (*transport == Transport::Tls)
+                .then(|| tls.clone())
+                .flatten();
             std::thread::Builder::new()
                 .name("openflow-dial".into())
-                .spawn(move || dial(&host, port, &agent, &work, fail_open))?;
+                .spawn(move || dial(&host, port, tls.as_ref(), &agent, &work, fail_open))?;
         }
     }
     Ok(())
+}
+
+/// A connection's socket, with TLS over it or not.
+enum Stream {
+    Tcp(TcpStream),
+    Tls(TlsStream),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Tcp(tcp) => tcp,
+            Stream::Tls(tls) => tls.tcp(),
+        }
+    }
+
+    fn split(self) -> io::Result<(Box<dyn Read + Send>, Box<dyn Write + Send>)> {
+        Ok(match self {
+            Stream::Tcp(tcp) => (Box::new(tcp.try_clone()?), Box::new(tcp)),
+            Stream::Tls(tls) => {
+                let (reader, writer) = tls::split(tls)?;
+                (Box::new(reader), Box::new(writer))
+            }
+        })
+    }
 }
 
 fn set_fail_open(work: &Sender<Work>, on: bool) {
@@ -149,14 +233,25 @@ fn set_fail_open(work: &Sender<Work>, on: bool) {
 
 /// Connects to a controller again and again, waiting 1 s after a failure, doubling up to
 /// [`MAX_BACKOFF`] (back to 1 s after a connection that lasted).
-fn dial(host: &str, port: u16, agent: &Arc<Agent>, work: &Sender<Work>, fail_open: bool) {
+fn dial(
+    host: &str,
+    port: u16,
+    tls: Option<&TlsConfig>,
+    agent: &Arc<Agent>,
+    work: &Sender<Work>,
+    fail_open: bool,
+) {
     let mut backoff = Duration::from_secs(1);
     loop {
         let addr = (host, port)
             .to_socket_addrs()
             .ok()
             .and_then(|mut a| a.next());
-        let stream = addr.and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok());
+        let tcp = addr.and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok());
+        let stream = tcp.and_then(|tcp| match tls {
+            None => Some(Stream::Tcp(tcp)),
+            Some(tls) => tls.connect(host, tcp).ok().map(Stream::Tls),
+        });
         if let Some(stream) = stream {
             let began = Instant::now();
             serve(stream, agent, work, Some(fail_open));
@@ -171,14 +266,19 @@ fn dial(host: &str, port: u16, agent: &Arc<Agent>, work: &Sender<Work>, fail_ope
 
 /// One connection, until it ends. `active`: a dialled controller (Some(whether its going
 /// away may set the tables aside)).
-fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option<bool>) {
-    let _ = stream.set_nodelay(true);
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
+fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option<bool>) {
+    let tcp = stream.tcp();
+    let _ = tcp.set_nodelay(true);
     // A peer that stops reading must not hold the writer (and so this connection's end,
     // and a controller's reconnection) for as long as TCP keeps trying.
-    let _ = writer.set_write_timeout(Some(2 * ECHO_INTERVAL));
+    let _ = tcp.set_write_timeout(Some(2 * ECHO_INTERVAL));
+    let _ = tcp.set_read_timeout(Some(ECHO_INTERVAL));
+    let (Ok(socket), Ok(closer)) = (tcp.try_clone(), tcp.try_clone()) else {
+        return;
+    };
+    let Ok((reader, mut writer)) = stream.split() else {
+        return;
+    };
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
     let (id, queued) = sessions.open(out.clone(), active.is_some());
@@ -192,32 +292,31 @@ fn serve(stream: TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, active: Opt
                 let written = writer.write_all(&message);
                 queued.fetch_sub(1, Ordering::Relaxed);
                 if written.is_err() {
-                    let _ = writer.shutdown(Shutdown::Both);
+                    let _ = closer.shutdown(Shutdown::Both);
                     break;
                 }
             }
         });
     sessions.send(id, reply::hello(0));
-    read_messages(&stream, agent, work, id);
+    read_messages(reader, agent, work, id);
     sessions.close(id);
     drop(out);
     if let Ok(writing) = writing {
         let _ = writing.join();
     }
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = socket.shutdown(Shutdown::Both);
     if active == Some(true) && sessions.active_count() == 0 {
         set_fail_open(work, true);
     }
 }
 
 /// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing.
-fn read_messages(mut stream: &TcpStream, agent: &Arc<Agent>, work: &Sender<Work>, id: u64) {
+fn read_messages(mut stream: impl Read, agent: &Arc<Agent>, work: &Sender<Work>, id: u64) {
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
     // there are too many, so a controller that floods gets TCP's back-pressure, not a
     // growing queue in the switch.
     let pending = Arc::new(AtomicUsize::new(0));
-    let _ = stream.set_read_timeout(Some(ECHO_INTERVAL));
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut chunk = vec![0u8; 1 << 16];
     let mut echo_sent = false;
@@ -315,33 +414,42 @@ mod tests {
 
     #[test]
     fn targets_as_ovs_writes_them() {
+        use Transport::{Tcp, Tls};
         let t = |s: &str| s.parse::<Target>();
-        assert_eq!(
-            t("ptcp:"),
-            Ok(Target::Listen("127.0.0.1:6653".parse().unwrap()))
-        );
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(t("ptcp:"), Ok(Target::Listen(at("127.0.0.1:6653"), Tcp)));
         assert_eq!(
             t("ptcp:6634"),
-            Ok(Target::Listen("127.0.0.1:6634".parse().unwrap()))
+            Ok(Target::Listen(at("127.0.0.1:6634"), Tcp))
         );
         assert_eq!(
             t("ptcp:6634:0.0.0.0"),
-            Ok(Target::Listen("0.0.0.0:6634".parse().unwrap()))
+            Ok(Target::Listen(at("0.0.0.0:6634"), Tcp))
         );
-        assert_eq!(t("tcp:10.0.0.1"), Ok(Target::Dial("10.0.0.1".into(), 6653)));
+        assert_eq!(
+            t("pssl:6634"),
+            Ok(Target::Listen(at("127.0.0.1:6634"), Tls))
+        );
+        assert_eq!(
+            t("tcp:10.0.0.1"),
+            Ok(Target::Dial("10.0.0.1".into(), 6653, Tcp))
+        );
         assert_eq!(
             t("tcp:127.0.0.1:6654"),
-            Ok(Target::Dial("127.0.0.1".into(), 6654))
+            Ok(Target::Dial("127.0.0.1".into(), 6654, Tcp))
         );
+        assert_eq!(
+            t("ssl:1.2.3.4:6653"),
+            Ok(Target::Dial("1.2.3.4".into(), 6653, Tls))
+        );
+        assert_eq!(t("ssl:[::1]"), Ok(Target::Dial("::1".into(), 6653, Tls)));
         assert_eq!(
             t("ptcp:99999"),
             Err(TargetError::Port("ptcp:99999".into(), "99999".into()))
         );
-        assert_eq!(
-            t("ssl:1.2.3.4:6653"),
-            Err(TargetError::Tls("ssl:1.2.3.4:6653".into()))
-        );
         assert_eq!(t("udp:1"), Err(TargetError::Syntax("udp:1".into())));
+        assert_eq!(t("tcp:"), Err(TargetError::Syntax("tcp:".into())));
+        assert_eq!(t("6653"), Err(TargetError::Syntax("6653".into())));
         assert!(matches!(t("ptcp:1:nope"), Err(TargetError::Address(..))));
     }
 }

@@ -9,12 +9,13 @@
 //!   rule tables' changes) and [`stats`] (the MULTIPART replies);
 //! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
 //!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
-//! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers.
+//! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers; [`tls`]: `ssl:`
+//!   and `pssl:`, with certificates on both sides.
 //!
 //! Groups ([`crate::group`]: all, select, indirect, fast failover) are flattened into the
 //! datapath's actions like the tables, and so is the action set (`write_actions`,
 //! `clear_actions`), run in the specification's order when the pipeline ends. Not yet:
-//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), `write_metadata` (`UNSUP_INST`), TLS.
+//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), `write_metadata` (`UNSUP_INST`).
 
 pub mod actions;
 pub mod agent;
@@ -26,4 +27,5 @@ pub mod oxm;
 pub mod reply;
 pub mod session;
 pub mod stats;
+pub mod tls;
 pub mod wire;
