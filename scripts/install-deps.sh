@@ -30,6 +30,8 @@ have netsniff-ng || need_pkgs+=(netsniff-ng)
 have ping || need_pkgs+=(iputils-ping)
 # ovs-ofctl (openvswitch-common, no daemon) judges the switch's flow syntax.
 have ovs-ofctl || need_pkgs+=(openvswitch-common)
+# openssl makes the certificates of the OpenFlow TLS tests.
+have openssl || need_pkgs+=(openssl)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)
 have timeout || need_pkgs+=(coreutils)
