@@ -31,7 +31,7 @@ struct fp_key {
 	__be32 nw_src;
 	__be32 nw_dst;
 	__u8 nw_proto;
-	__u8 nw_tos; // DSCP bits only
+	__u8 nw_tos; // the whole byte: DSCP and ECN (nw_ecn) are both matched
 	__u8 nw_ttl;
 	__u8 pad;
 	__u8 l4[4]; // TCP/UDP ports, or ICMP type and code then two zeros
@@ -215,7 +215,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 	avail = (__u32)((long)end - (long)l3);
 	if (total > avail)
 		return -1;
-	key->nw_tos = l3[1] & 0xfc;
+	key->nw_tos = l3[1];
 	key->nw_ttl = l3[8];
 	key->nw_proto = l3[9];
 	__builtin_memcpy(&key->nw_src, l3 + 12, 4);

@@ -196,6 +196,67 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
 }
 
 #[test]
+fn metadata_ecn_and_arp_hardware_addresses_steer_packets() {
+    let s = Switched::new("ofm", &["--openflow", "ptcp:"]);
+    let mac_a = mac_of(&s.c.ns_a, &s.c.a);
+    // ARP from host A writes metadata 1, other ARP 2; table 1 forwards 1 and counts 2
+    // before forwarding it too. ICMP marked ECT(1) is dropped.
+    s.ofctl_ok(&["del-flows"]);
+    let flows = ScratchFile::new("ofm.flows");
+    std::fs::write(
+        &flows,
+        format!(
+            "table=0,priority=10,arp,arp_sha={mac_a},actions=write_metadata:0x1/0xff,goto_table:1\n\
+             table=0,priority=5,arp,actions=write_metadata:0x2/0xff,goto_table:1\n\
+             table=0,priority=20,icmp,ip_ecn=1,actions=drop\n\
+             table=0,priority=1,ip,actions=NORMAL\n\
+             table=1,priority=5,metadata=0x1/0xff,actions=NORMAL\n\
+             table=1,priority=4,metadata=0x2/0xff,actions=NORMAL\n"
+        ),
+    )
+    .unwrap();
+    s.ofctl_ok(&["add-flows", &flows]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    let ecn = sh(&[
+        "ip", "netns", "exec", &s.c.ns_a, "ping", "-n", "-c", "2", "-i", "0.2", "-W", "1", "-Q",
+        "1", "10.9.0.2",
+    ]);
+    assert!(!ecn.status.success(), "ECT(1) pings were dropped");
+    let dumped = s.ofctl_ok(&["dump-flows"]);
+    let count = |needle: &str| -> u64 {
+        let line = dumped
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no '{needle}' in {dumped}"));
+        let at = line.find("n_packets=").unwrap() + "n_packets=".len();
+        line[at..].split(',').next().unwrap().parse().unwrap()
+    };
+    // A's one request (B answers from its own address: arp_sha is B's).
+    assert_eq!(
+        count(&format!(
+            "arp,arp_sha={mac_a} actions=write_metadata:0x1/0xff"
+        )),
+        1
+    );
+    assert_eq!(
+        count("priority=5,arp actions=write_metadata:0x2/0xff,goto_table:1"),
+        1
+    );
+    assert_eq!(count("metadata=0x1/0xff actions=NORMAL"), 1);
+    assert_eq!(count("metadata=0x2/0xff actions=NORMAL"), 1);
+    assert_eq!(count("priority=20,icmp,nw_ecn=1 actions=drop"), 2);
+    assert_eq!(count("priority=1,ip actions=NORMAL"), 4);
+    // ctl's own view, in the same syntax.
+    let ctl = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl.contains(&format!(
+            "arp,arp_sha={mac_a} actions=write_metadata:0x1/0xff,goto_table:1"
+        )) && ctl.contains("table=1, n_packets=1, n_bytes=42, priority=5,metadata=0x1/0xff"),
+        "{ctl}"
+    );
+}
+
+#[test]
 fn ovs_ofctl_over_tls_shows_a_certificate_and_checks_ours() {
     let ca = Ca::new("oft");
     let (ours, client) = (ca.issue("switch"), ca.issue("ovs-ofctl"));
@@ -372,12 +433,11 @@ fn malformed_messages_get_the_specifications_errors() {
     c.send(&flow_mod);
     let (kind, code, _) = c.error();
     assert_eq!((kind, code), (4, 9));
-    // An instruction this switch does not have (write_metadata): BAD_INSTRUCTION / UNSUP_INST.
-    let mut flow_mod = vec![4, 14, 0, 80, 0, 0, 0, 5];
+    // An instruction this switch does not have (meter 1): BAD_INSTRUCTION / UNSUP_INST.
+    let mut flow_mod = vec![4, 14, 0, 64, 0, 0, 0, 5];
     flow_mod.extend_from_slice(&[0; 40]);
     flow_mod.extend_from_slice(&[0, 1, 0, 4, 0, 0, 0, 0]);
-    flow_mod.extend_from_slice(&[0, 2, 0, 24, 0, 0, 0, 0]);
-    flow_mod.extend_from_slice(&[0; 16]);
+    flow_mod.extend_from_slice(&[0, 6, 0, 8, 0, 0, 0, 1]);
     c.send(&flow_mod);
     let (kind, code, _) = c.error();
     assert_eq!((kind, code), (3, 1));

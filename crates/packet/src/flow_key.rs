@@ -47,6 +47,8 @@ pub struct FlowKey {
     pub nw_proto: u8,
     /// The DSCP bits of the IPv4 ToS or IPv6 traffic class (ECN bits cleared).
     pub nw_tos: u8,
+    /// The ECN bits (the low two) of the IPv4 ToS or IPv6 traffic class.
+    pub nw_ecn: u8,
     pub nw_ttl: u8,
     pub tp_src: u16,
     pub tp_dst: u16,
@@ -56,6 +58,9 @@ pub struct FlowKey {
     pub arp_spa: u32,
     pub arp_tpa: u32,
     pub arp_op: u16,
+    /// ARP's sender and target hardware addresses.
+    pub arp_sha: MacAddr,
+    pub arp_tha: MacAddr,
 }
 
 /// Where the parsed headers start in the frame, found by the same single parse, so actions can
@@ -129,6 +134,7 @@ impl FlowKey {
         self.nw_dst = u32::from(ip.dst_addr());
         self.nw_proto = ip.protocol().0;
         self.nw_tos = ip.dscp() << 2;
+        self.nw_ecn = ip.ecn();
         self.nw_ttl = ip.ttl();
         // Later fragments carry no transport header; the first one does.
         let l4 = ip.header_len();
@@ -143,6 +149,7 @@ impl FlowKey {
         self.ipv6_src = u128::from(ip.src_addr());
         self.ipv6_dst = u128::from(ip.dst_addr());
         self.nw_tos = ip.traffic_class() & 0xfc;
+        self.nw_ecn = ip.traffic_class() & 0x03;
         self.nw_ttl = ip.hop_limit();
         let mut next_header = ip.next_header().0;
         let mut payload = ip.payload();
@@ -213,6 +220,8 @@ impl FlowKey {
         self.arp_op = arp.operation();
         self.arp_spa = u32::from(arp.sender_protocol_addr());
         self.arp_tpa = u32::from(arp.target_protocol_addr());
+        self.arp_sha = arp.sender_hardware_addr();
+        self.arp_tha = arp.target_hardware_addr();
         true
     }
 }
@@ -277,6 +286,11 @@ mod tests {
         );
         assert_eq!(key.dl_vlan(), Some(100));
         assert_eq!(key.dl_vlan_pcp(), Some(5));
+        // The ECN bits are a field of their own.
+        let mut marked = TAGGED_TCP;
+        marked[19] |= 0x03;
+        let key = FlowKey::parse(&marked, 3);
+        assert_eq!((key.nw_tos, key.nw_ecn), (0xb8, 3));
     }
 
     #[test]
@@ -325,6 +339,10 @@ mod tests {
         assert_eq!(
             (key.arp_op, key.arp_spa, key.arp_tpa),
             (1, 0x0a00_0001, 0x0a00_0002)
+        );
+        assert_eq!(
+            (key.arp_sha, key.arp_tha),
+            (MacAddr(MAC_A), MacAddr([0; 6]))
         );
         assert_eq!(key.nw_src, 0);
     }

@@ -8,17 +8,20 @@ use crate::field::{Field, FlowBits};
 use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
-pub const SETTABLE_FIELDS: [Field; 10] = [
+pub const SETTABLE_FIELDS: [Field; 13] = [
     Field::DlSrc,
     Field::DlDst,
     Field::NwSrc,
     Field::NwDst,
     Field::NwTos,
+    Field::NwEcn,
     Field::NwTtl,
     Field::TpSrc,
     Field::TpDst,
     Field::Ipv6Src,
     Field::Ipv6Dst,
+    Field::ArpSha,
+    Field::ArpTha,
 ];
 
 /// One action of a rule. A rule with no actions drops the packet.
@@ -58,6 +61,9 @@ pub enum Action {
     /// OpenFlow's `write_actions`: the next N actions of the list go into the action set,
     /// which runs when the pipeline ends (in the specification's order), not now.
     WriteActions(u8),
+    /// OpenFlow's `write_metadata`: the metadata's bits under the mask (second) become the
+    /// value's (first), for the tables after this rule; the packet is not touched.
+    WriteMetadata(u64, u64),
 }
 
 impl Action {
@@ -98,6 +104,12 @@ impl Action {
                 Field::VlanTci.set(flow, u128::from(tci));
             }
             Action::StripVlan => Field::VlanTci.set(flow, 0),
+            // Every packet arrives with metadata zero and only constants are written to it, so
+            // the result depends on no packet bits.
+            Action::WriteMetadata(value, mask) => {
+                let old = Field::Metadata.get(flow) as u64;
+                Field::Metadata.set(flow, u128::from((old & !mask) | (value & mask)));
+            }
             Action::DecTtl => {
                 Field::DlType.or_mask(dependencies, Field::DlType.full_mask());
                 Field::NwTtl.or_mask(dependencies, Field::NwTtl.full_mask());
@@ -129,6 +141,7 @@ impl Action {
                 | Action::Group(_)
                 | Action::ClearActions
                 | Action::WriteActions(_)
+                | Action::WriteMetadata(..)
         )
     }
 }
@@ -157,6 +170,14 @@ impl fmt::Display for Action {
             Action::ClearActions => f.write_str("clear_actions"),
             // The actions it holds follow it: see `ActionList`, which brackets them.
             Action::WriteActions(_) => f.write_str("write_actions"),
+            Action::WriteMetadata(value, mask) => {
+                let hex = |n: u64| Field::Metadata.display(u128::from(n));
+                write!(f, "write_metadata:{}", hex(value))?;
+                match mask {
+                    u64::MAX => Ok(()),
+                    mask => write!(f, "/{}", hex(mask)),
+                }
+            }
         }
     }
 }
@@ -183,6 +204,7 @@ pub fn mod_name(field: Field) -> Option<&'static str> {
         Field::NwSrc => "mod_nw_src",
         Field::NwDst => "mod_nw_dst",
         Field::NwTos => "mod_nw_tos",
+        Field::NwEcn => "mod_nw_ecn",
         Field::TpSrc => "mod_tp_src",
         Field::TpDst => "mod_tp_dst",
         _ => return None,
@@ -250,6 +272,25 @@ mod tests {
         assert_eq!(Field::VlanTci.get(&wildcards), 0xffff);
         Action::StripVlan.apply_to_flow(&mut flow, &mut wildcards);
         assert_eq!(Field::VlanTci.get(&flow), 0);
+    }
+
+    #[test]
+    fn write_metadata_keeps_the_bits_outside_its_mask() {
+        let mut flow = FlowBits::ZERO;
+        let mut wildcards = FlowBits::ZERO;
+        Action::WriteMetadata(0xab, u64::MAX).apply_to_flow(&mut flow, &mut wildcards);
+        Action::WriteMetadata(0x1200, 0xff00).apply_to_flow(&mut flow, &mut wildcards);
+        assert_eq!(Field::Metadata.get(&flow), 0x12ab);
+        assert_eq!(wildcards, FlowBits::ZERO);
+        assert_eq!(
+            ActionList(&[
+                Action::WriteMetadata(0x12ab, u64::MAX),
+                Action::WriteMetadata(1, 3),
+                Action::WriteMetadata(0, u64::MAX)
+            ])
+            .to_string(),
+            "write_metadata:0x12ab,write_metadata:0x1/0x3,write_metadata:0"
+        );
     }
 
     #[test]

@@ -1,7 +1,14 @@
-//! Match fields and the packed flow: the flow key laid out in ten 64-bit words, so matching,
-//! masking and hashing are word operations (OVS's `miniflow` idea without the sparseness).
+//! Match fields and the packed flow: the flow key laid out in eleven 64-bit words, so
+//! matching, masking and hashing are word operations (OVS's `miniflow` idea without the
+//! sparseness).
 //!
 //! The same [`FlowBits`] type holds a key, a masked key and a mask.
+//!
+//! ARP's hardware addresses share the words of IPv6's addresses (as OVS's `struct flow` shares
+//! `nw_src` between IPv4 and ARP): no packet has both, and every match on either pins
+//! `dl_type` (the prerequisites), so a rule for one never admits a packet of the other.
+//! [`Field::overlaps`] names the pairs; code that lists a match's fields shows the one its
+//! `dl_type` means.
 
 use core::fmt;
 use core::hash::{BuildHasherDefault, Hash, Hasher};
@@ -10,7 +17,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 
-pub const FLOW_WORDS: usize = 10;
+pub const FLOW_WORDS: usize = 11;
+
+const ARP: u16 = wirespeed_packet::EtherType::ARP.0;
 
 /// A flow key, masked key or mask, packed (see [`Field::layout`]).
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
@@ -26,6 +35,12 @@ impl FlowBits {
             let [a, b, c, d, e, f] = mac.0;
             u64::from_be_bytes([0, 0, a, b, c, d, e, f])
         };
+        // An ARP packet has no IPv6 addresses: its hardware addresses take their words.
+        let (src_high, dst_high) = if key.dl_type == ARP {
+            (mac(key.arp_sha), mac(key.arp_tha))
+        } else {
+            ((key.ipv6_src >> 64) as u64, (key.ipv6_dst >> 64) as u64)
+        };
         FlowBits([
             u64::from(key.in_port)
                 | (u64::from(key.dl_type) << 32)
@@ -36,12 +51,15 @@ impl FlowBits {
             u64::from(key.tp_src)
                 | (u64::from(key.tp_dst) << 16)
                 | (u64::from(key.arp_op) << 32)
-                | (u64::from(key.icmp_code) << 48),
+                | (u64::from(key.icmp_code) << 48)
+                | (u64::from(key.nw_ecn) << 56),
             u64::from(key.arp_spa) | (u64::from(key.arp_tpa) << 32),
-            (key.ipv6_src >> 64) as u64,
+            src_high,
             key.ipv6_src as u64,
-            (key.ipv6_dst >> 64) as u64,
+            dst_high,
             key.ipv6_dst as u64,
+            // metadata: zero as a packet arrives; `write_metadata` sets it between tables.
+            0,
         ])
     }
 
@@ -117,6 +135,8 @@ pub type FlowHashBuilder = BuildHasherDefault<FlowHasher>;
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, PartialOrd, Ord)]
 pub enum Field {
     InPort,
+    /// OpenFlow's pipeline metadata, written by `write_metadata` for later tables.
+    Metadata,
     DlSrc,
     DlDst,
     /// The whole 802.1Q TCI with [`wirespeed_packet::flow_key::VLAN_PRESENT`]; `dl_vlan` and
@@ -129,6 +149,7 @@ pub enum Field {
     Ipv6Dst,
     NwProto,
     NwTos,
+    NwEcn,
     NwTtl,
     TpSrc,
     TpDst,
@@ -137,6 +158,8 @@ pub enum Field {
     ArpSpa,
     ArpTpa,
     ArpOp,
+    ArpSha,
+    ArpTha,
 }
 
 /// How a field's value is written and read in flow syntax.
@@ -150,8 +173,9 @@ pub enum ValueFormat {
 }
 
 impl Field {
-    pub const ALL: [Field; 19] = [
+    pub const ALL: [Field; 23] = [
         Field::InPort,
+        Field::Metadata,
         Field::DlSrc,
         Field::DlDst,
         Field::VlanTci,
@@ -162,6 +186,7 @@ impl Field {
         Field::Ipv6Dst,
         Field::NwProto,
         Field::NwTos,
+        Field::NwEcn,
         Field::NwTtl,
         Field::TpSrc,
         Field::TpDst,
@@ -170,6 +195,8 @@ impl Field {
         Field::ArpSpa,
         Field::ArpTpa,
         Field::ArpOp,
+        Field::ArpSha,
+        Field::ArpTha,
     ];
 
     /// (word, shift, width in bits); 128-bit fields take two words, high word first.
@@ -190,16 +217,32 @@ impl Field {
             Field::TpDst => (4, 16, 16),
             Field::ArpOp => (4, 32, 16),
             Field::IcmpCode => (4, 48, 8),
+            Field::NwEcn => (4, 56, 2),
             Field::ArpSpa => (5, 0, 32),
             Field::ArpTpa => (5, 32, 32),
             Field::Ipv6Src => (6, 0, 128),
+            Field::ArpSha => (6, 0, 48),
             Field::Ipv6Dst => (8, 0, 128),
+            Field::ArpTha => (8, 0, 48),
+            Field::Metadata => (10, 0, 64),
+        }
+    }
+
+    /// The field that shares this one's bits (see the module's comment), if any.
+    pub const fn overlaps(self) -> Option<Field> {
+        match self {
+            Field::ArpSha => Some(Field::Ipv6Src),
+            Field::Ipv6Src => Some(Field::ArpSha),
+            Field::ArpTha => Some(Field::Ipv6Dst),
+            Field::Ipv6Dst => Some(Field::ArpTha),
+            _ => None,
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Field::InPort => "in_port",
+            Field::Metadata => "metadata",
             Field::DlSrc => "dl_src",
             Field::DlDst => "dl_dst",
             Field::VlanTci => "vlan_tci",
@@ -210,6 +253,7 @@ impl Field {
             Field::Ipv6Dst => "ipv6_dst",
             Field::NwProto => "nw_proto",
             Field::NwTos => "nw_tos",
+            Field::NwEcn => "nw_ecn",
             Field::NwTtl => "nw_ttl",
             Field::TpSrc => "tp_src",
             Field::TpDst => "tp_dst",
@@ -218,6 +262,8 @@ impl Field {
             Field::ArpSpa => "arp_spa",
             Field::ArpTpa => "arp_tpa",
             Field::ArpOp => "arp_op",
+            Field::ArpSha => "arp_sha",
+            Field::ArpTha => "arp_tha",
         }
     }
 
@@ -232,6 +278,7 @@ impl Field {
             "ip_dst" | "ipv4_dst" => "nw_dst",
             "ip_proto" => "nw_proto",
             "ip_ttl" => "nw_ttl",
+            "ip_ecn" => "nw_ecn",
             "icmpv4_type" => "icmp_type",
             "icmpv4_code" => "icmp_code",
             name => name,
@@ -256,7 +303,8 @@ impl Field {
     pub fn maskable(self) -> bool {
         matches!(
             self,
-            Field::DlSrc
+            Field::Metadata
+                | Field::DlSrc
                 | Field::DlDst
                 | Field::VlanTci
                 | Field::NwSrc
@@ -267,15 +315,17 @@ impl Field {
                 | Field::TpDst
                 | Field::ArpSpa
                 | Field::ArpTpa
+                | Field::ArpSha
+                | Field::ArpTha
         )
     }
 
     pub fn value_format(self) -> ValueFormat {
         match self {
-            Field::DlSrc | Field::DlDst => ValueFormat::Mac,
+            Field::DlSrc | Field::DlDst | Field::ArpSha | Field::ArpTha => ValueFormat::Mac,
             Field::NwSrc | Field::NwDst | Field::ArpSpa | Field::ArpTpa => ValueFormat::Ipv4,
             Field::Ipv6Src | Field::Ipv6Dst => ValueFormat::Ipv6,
-            Field::DlType | Field::VlanTci => ValueFormat::Hex,
+            Field::DlType | Field::VlanTci | Field::Metadata => ValueFormat::Hex,
             _ => ValueFormat::Decimal,
         }
     }
@@ -285,7 +335,7 @@ impl Field {
         if width == 128 {
             return (u128::from(bits.0[word]) << 64) | u128::from(bits.0[word + 1]);
         }
-        u128::from((bits.0[word] >> shift) & ((1u64 << width) - 1))
+        u128::from((bits.0[word] >> shift) & (u64::MAX >> (64 - width)))
     }
 
     /// Writes `value` (truncated to the field's width) into `bits`.
@@ -296,7 +346,7 @@ impl Field {
             bits.0[word + 1] = value as u64;
             return;
         }
-        let mask = ((1u64 << width) - 1) << shift;
+        let mask = (u64::MAX >> (64 - width)) << shift;
         bits.0[word] = (bits.0[word] & !mask) | (((value as u64) << shift) & mask);
     }
 
@@ -348,6 +398,8 @@ impl fmt::Display for FieldValue {
             ValueFormat::Ipv4 => write!(f, "{}", Ipv4Addr::from(value as u32)),
             ValueFormat::Ipv6 => write!(f, "{}", Ipv6Addr::from(value)),
             ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
+            // As ovs-ofctl prints it (C's "%#x", which writes zero without "0x").
+            ValueFormat::Hex if self.field == Field::Metadata && value == 0 => f.write_str("0"),
             ValueFormat::Hex => write!(f, "0x{value:x}"),
             ValueFormat::Decimal => write!(f, "{value}"),
         }
@@ -381,19 +433,37 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn fields_do_not_overlap_and_fill_the_words() {
+    fn fields_overlap_only_where_said_and_fill_the_words() {
         let mut seen = FlowBits::ZERO;
         for field in Field::ALL {
             let mut bits = FlowBits::ZERO;
             field.set(&mut bits, u128::MAX);
             assert_eq!(field.get(&bits), field.full_mask(), "{field}");
-            assert_eq!(bits.and(&seen), FlowBits::ZERO, "{field} overlaps");
+            let mut others = seen;
+            if let Some(other) = field.overlaps() {
+                other.set(&mut others, 0);
+            }
+            assert_eq!(bits.and(&others), FlowBits::ZERO, "{field} overlaps");
             seen.or_assign(&bits);
         }
-        // Only word 4's top byte is spare.
-        let mut spare = FlowBits::ALL_ONES;
-        spare.0[4] = 0xff00_0000_0000_0000;
-        assert_eq!(seen.0[4] | spare.0[4], u64::MAX);
+        // Only six bits at the top of word 4 are spare.
+        assert_eq!(seen.0[4], u64::MAX >> 6);
+        assert!(
+            (0..FLOW_WORDS)
+                .filter(|&w| w != 4)
+                .all(|w| seen.0[w] == u64::MAX)
+        );
+        // The pairs are each other's, and ARP's lie within IPv6's.
+        for field in Field::ALL {
+            if let Some(other) = field.overlaps() {
+                assert_eq!(other.overlaps(), Some(field));
+            }
+        }
+        let mut arp = FlowBits::ZERO;
+        Field::ArpSha.set(&mut arp, u128::MAX);
+        let mut ipv6 = FlowBits::ZERO;
+        Field::Ipv6Src.set(&mut ipv6, u128::MAX);
+        assert!(arp.is_subset_of(&ipv6));
     }
 
     #[test]
@@ -406,6 +476,7 @@ mod tests {
             nw_dst: 0x0a00_0002,
             tp_dst: 80,
             ipv6_src: 0x2001_0db8 << 96 | 5,
+            nw_ecn: 2,
             ..FlowKey::default()
         };
         let bits = FlowBits::from_key(&key);
@@ -417,6 +488,17 @@ mod tests {
         assert_eq!(Field::TpDst.get(&bits), 80);
         assert_eq!(Field::Ipv6Src.get(&bits), 0x2001_0db8 << 96 | 5);
         assert_eq!(Field::NwSrc.get(&bits), 0);
+        assert_eq!(Field::NwEcn.get(&bits), 2);
+        assert_eq!(Field::Metadata.get(&bits), 0);
+        let arp = FlowKey {
+            dl_type: 0x0806,
+            arp_sha: MacAddr([2, 0, 0, 0, 0, 9]),
+            arp_tha: MacAddr([2, 0, 0, 0, 0, 10]),
+            ..FlowKey::default()
+        };
+        let bits = FlowBits::from_key(&arp);
+        assert_eq!(Field::ArpSha.get(&bits), 0x0200_0000_0009);
+        assert_eq!(Field::ArpTha.get(&bits), 0x0200_0000_000a);
     }
 
     #[test]
@@ -439,13 +521,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn set_then_get(index in 0usize..19, value in any::<u128>(), noise in any::<[u64; 10]>()) {
+        fn set_then_get(
+            index in 0usize..Field::ALL.len(),
+            value in any::<u128>(),
+            noise in any::<[u64; FLOW_WORDS]>(),
+        ) {
             let field = Field::ALL[index];
             let mut bits = FlowBits(noise);
             let before = bits;
             field.set(&mut bits, value);
             prop_assert_eq!(field.get(&bits), value & field.full_mask());
-            for other in Field::ALL.into_iter().filter(|&other| other != field) {
+            let others = Field::ALL.into_iter().filter(|&o| o != field && field.overlaps() != Some(o));
+            for other in others {
                 prop_assert_eq!(other.get(&bits), other.get(&before));
             }
         }

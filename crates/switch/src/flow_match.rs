@@ -33,13 +33,18 @@ impl Prerequisite {
         match field {
             Field::NwSrc | Field::NwDst => Prerequisite::Ipv4,
             Field::Ipv6Src | Field::Ipv6Dst => Prerequisite::Ipv6,
-            Field::NwProto | Field::NwTos | Field::NwTtl => Prerequisite::Ip,
-            Field::ArpSpa | Field::ArpTpa | Field::ArpOp => Prerequisite::Arp,
+            Field::NwProto | Field::NwTos | Field::NwEcn | Field::NwTtl => Prerequisite::Ip,
+            Field::ArpSpa | Field::ArpTpa | Field::ArpOp | Field::ArpSha | Field::ArpTha => {
+                Prerequisite::Arp
+            }
             Field::TpSrc | Field::TpDst => Prerequisite::TcpOrUdp,
             Field::IcmpType | Field::IcmpCode => Prerequisite::Icmp,
-            Field::InPort | Field::DlSrc | Field::DlDst | Field::VlanTci | Field::DlType => {
-                Prerequisite::None
-            }
+            Field::InPort
+            | Field::Metadata
+            | Field::DlSrc
+            | Field::DlDst
+            | Field::VlanTci
+            | Field::DlType => Prerequisite::None,
         }
     }
 
@@ -165,11 +170,19 @@ impl Match {
         self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value
     }
 
+    /// Whether the bits of `field` are that field's here, not those of the field it shares
+    /// them with ([`Field::overlaps`]): they are unless the other's prerequisite is met.
+    pub fn owns(&self, field: Field) -> bool {
+        field
+            .overlaps()
+            .is_none_or(|other| !Prerequisite::of(other).is_met_by(self))
+    }
+
     /// The first field whose prerequisite the match does not meet.
     pub fn unmet_prerequisite(&self) -> Option<(Field, Prerequisite)> {
         Field::ALL
             .into_iter()
-            .filter(|&field| !self.is_wildcarded(field))
+            .filter(|&field| !self.is_wildcarded(field) && self.owns(field))
             .map(|field| (field, Prerequisite::of(field)))
             .find(|(_, prerequisite)| !prerequisite.is_met_by(self))
     }

@@ -77,7 +77,10 @@ impl Group {
         let chained = |a: &Action| {
             matches!(
                 a,
-                Action::Group(_) | Action::GotoTable(_) | Action::Resubmit(_)
+                Action::Group(_)
+                    | Action::GotoTable(_)
+                    | Action::Resubmit(_)
+                    | Action::WriteMetadata(..)
             )
         };
         if self.buckets.iter().any(|b| b.actions.iter().any(chained)) {

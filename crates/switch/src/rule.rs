@@ -137,6 +137,15 @@ pub fn check_actions(rule: &Rule) -> Result<(), FlowError> {
                 prerequisite.describe()
             )));
         }
+        // As OpenFlow's instruction: once, after the actions, before a goto_table.
+        if let Action::WriteMetadata(..) = *action {
+            let rest = &rule.actions[index + 1..];
+            if !matches!(rest, [] | [Action::GotoTable(_)]) {
+                return Err(error(format!(
+                    "{action}: write_metadata comes last, or just before goto_table"
+                )));
+            }
+        }
         if let Action::GotoTable(table) = *action {
             if index + 1 != rule.actions.len() {
                 return Err(error(format!(

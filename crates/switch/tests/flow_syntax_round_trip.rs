@@ -156,6 +156,15 @@ fn random_rule(seed: u64) -> Rule {
         let action = random_action(&mut rng, &rule.flow_match);
         rule.actions.push(action);
     }
+    if rng.below(4) == 0 {
+        let mask = if rng.below(2) == 0 {
+            u64::MAX
+        } else {
+            rng.next()
+        };
+        rule.actions
+            .push(Action::WriteMetadata(rng.next() & mask, mask));
+    }
     if rule.table < 254 && rng.below(3) == 0 {
         let target = rule.table + 1 + rng.below(u64::from(254 - rule.table)) as u8;
         rule.actions.push(Action::GotoTable(target));
@@ -288,11 +297,19 @@ fn ovs_ofctl_prints_our_rules_as_we_do() {
     for seed in 0..1000u64 {
         let mut rule = random_rule(seed);
         // OpenFlow 1.0 has no goto_table (ovs-ofctl prints it as a resubmit) and no set-field
-        // for an IPv6 address (two NXM loads).
+        // for an IPv6 address (two NXM loads), ECN or an ARP hardware address (an NXM load).
         rule.actions.retain(|a| {
             !matches!(
                 a,
-                Action::GotoTable(_) | Action::SetField(Field::Ipv6Src | Field::Ipv6Dst, _)
+                Action::GotoTable(_)
+                    | Action::SetField(
+                        Field::Ipv6Src
+                            | Field::Ipv6Dst
+                            | Field::NwEcn
+                            | Field::ArpSha
+                            | Field::ArpTha,
+                        _
+                    )
             )
         });
         // Where ovs-ofctl's match is narrower (OpenFlow 1.0 ports; fields it takes no mask

@@ -52,7 +52,7 @@ without the normal rule; while none is connected, --fail-mode standalone switche
 learning switch and secure forwards by the flows installed only. pssl: and ssl: are the \
 same over TLS, with --private-key, --certificate and --ca-cert as ovs-vswitchd takes them \
 (each side checks the other's certificate against the CA; the controller's host name is not \
-checked, as in Open vSwitch). Not yet: meters, write_metadata."
+checked, as in Open vSwitch). Not yet: meters."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own

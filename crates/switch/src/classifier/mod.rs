@@ -59,7 +59,7 @@ struct Entry {
 
 /// The fields each stage adds, in lookup order; the last stage is the whole mask.
 const STAGES: [&[Field]; 3] = [
-    &[Field::InPort],
+    &[Field::InPort, Field::Metadata],
     &[Field::DlSrc, Field::DlDst, Field::VlanTci, Field::DlType],
     &[
         Field::NwSrc,
@@ -68,10 +68,13 @@ const STAGES: [&[Field]; 3] = [
         Field::Ipv6Dst,
         Field::NwProto,
         Field::NwTos,
+        Field::NwEcn,
         Field::NwTtl,
         Field::ArpSpa,
         Field::ArpTpa,
         Field::ArpOp,
+        Field::ArpSha,
+        Field::ArpTha,
     ],
 ];
 

@@ -268,7 +268,8 @@ pub fn execute(
             | Action::GotoTable(_)
             | Action::Group(_)
             | Action::ClearActions
-            | Action::WriteActions(_) => {}
+            | Action::WriteActions(_)
+            | Action::WriteMetadata(..) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

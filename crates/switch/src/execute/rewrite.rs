@@ -40,6 +40,12 @@ impl PacketHeaders {
             .filter(|_| EtherType(self.dl_type) == EtherType::IPV6)
     }
 
+    fn arp(&self) -> Option<usize> {
+        self.offsets
+            .l3
+            .filter(|_| EtherType(self.dl_type) == EtherType::ARP)
+    }
+
     /// Where the checksum covering the IP pseudo-header is, and whether 0 means "none" (UDP
     /// over IPv4).
     fn pseudo_checksum(&self) -> Option<(usize, bool)> {
@@ -125,7 +131,14 @@ pub fn set_field(frame: &mut Frame<'_>, headers: &PacketHeaders, field: Field, v
                 patch_checksum(data, at, zero_is_none, old_sum, new_sum);
             }
         }
-        Field::NwTos => set_tos(data, headers, value as u8),
+        Field::NwTos => set_tos_bits(data, headers, value as u8, 0xfc),
+        Field::NwEcn => set_tos_bits(data, headers, value as u8, 0x03),
+        Field::ArpSha | Field::ArpTha => {
+            // ARP has no checksum; the parse took the addresses only from a whole header.
+            let Some(l3) = headers.arp() else { return };
+            let at = l3 + if field == Field::ArpSha { 8 } else { 18 };
+            let _ = replace(data, at, &value.to_be_bytes()[10..]);
+        }
         Field::NwTtl => set_ttl(data, headers, value as u8),
         Field::TpSrc | Field::TpDst => {
             let Some(l4) = headers.offsets.l4 else { return };
@@ -147,11 +160,12 @@ pub fn set_field(frame: &mut Frame<'_>, headers: &PacketHeaders, field: Field, v
     }
 }
 
-/// Sets the DSCP bits (the high six of `tos`), keeping ECN.
-fn set_tos(data: &mut [u8], headers: &PacketHeaders, tos: u8) {
+/// Sets the `bits` of the ToS byte or traffic class to those of `tos`, keeping the others:
+/// 0xfc, the DSCP bits (`nw_tos`), or 0x03, ECN (`nw_ecn`, the value in the low bits).
+fn set_tos_bits(data: &mut [u8], headers: &PacketHeaders, tos: u8, bits: u8) {
     if let Some(l3) = headers.ipv4() {
         let Some(&old) = data.get(l3 + 1) else { return };
-        let new = (tos & 0xfc) | (old & 0x03);
+        let new = (tos & bits) | (old & !bits);
         if let Some((old_sum, new_sum)) = replace(data, l3, &[data[l3], new]) {
             patch_checksum(data, l3 + 10, false, old_sum, new_sum);
         }
@@ -161,7 +175,7 @@ fn set_tos(data: &mut [u8], headers: &PacketHeaders, tos: u8) {
             return;
         };
         let class = (bytes[0] << 4) | (bytes[1] >> 4);
-        let class = (tos & 0xfc) | (class & 0x03);
+        let class = (tos & bits) | (class & !bits);
         bytes[0] = (bytes[0] & 0xf0) | (class >> 4);
         bytes[1] = (bytes[1] & 0x0f) | (class << 4);
     }
@@ -367,6 +381,7 @@ mod tests {
             (Field::TpSrc, 5353),
             (Field::TpDst, 0xffff),
             (Field::NwTos, 0xb8),
+            (Field::NwEcn, 3),
             (Field::NwTtl, 3),
             (Field::DlSrc, 0x0aff_ffff_ffff),
         ];
@@ -399,7 +414,24 @@ mod tests {
         assert_eq!(FlowKey::parse(&buffer, 1).ipv6_dst, 0xfe80 << 112 | 7);
         assert!(checksums_ok(&buffer));
         set_field(&mut Frame::whole(&mut buffer), &headers, Field::NwTos, 0x28);
-        assert_eq!(FlowKey::parse(&buffer, 1).nw_tos, 0x28);
+        set_field(&mut Frame::whole(&mut buffer), &headers, Field::NwEcn, 1);
+        let key = FlowKey::parse(&buffer, 1);
+        assert_eq!((key.nw_tos, key.nw_ecn), (0x28, 1));
+    }
+
+    #[test]
+    fn arp_hardware_addresses_rewrite() {
+        let mut buffer = vec![0u8; 42];
+        buffer[12..14].copy_from_slice(&[0x08, 0x06]);
+        buffer[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+        let headers = headers(&buffer);
+        let frame = &mut Frame::whole(&mut buffer);
+        set_field(frame, &headers, Field::ArpSha, 0x0200_0000_0007);
+        set_field(frame, &headers, Field::ArpTha, 0x0200_0000_0008);
+        let key = FlowKey::parse(&buffer, 1);
+        assert_eq!(key.arp_sha.0, [2, 0, 0, 0, 0, 7]);
+        assert_eq!(key.arp_tha.0, [2, 0, 0, 0, 0, 8]);
+        assert_eq!(key.arp_op, 1);
     }
 
     #[test]

@@ -120,6 +120,7 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "mod_vlan_pcp" | "set_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
         "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
         "group" => Ok(Action::Group(uint("GROUP", 0xffff_ff00)? as u32)),
+        "write_metadata" => parse_write_metadata(token, needs("VALUE[/MASK]")?),
         "mod_nw_tos" => {
             let tos = uint("TOS", 255)?;
             if tos & 0x03 != 0 {
@@ -149,6 +150,20 @@ fn parse_mod(
         .parse_value(text)
         .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
     Ok(Action::SetField(field, value))
+}
+
+/// `write_metadata:VALUE[/MASK]`, numbers of up to 64 bits.
+fn parse_write_metadata(token: &str, argument: &str) -> Result<Action, FlowError> {
+    let number = |text: &str| {
+        parse_uint(text)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| error(format!("{token}: '{text}' is not a 64-bit number")))
+    };
+    let (value, mask) = match argument.split_once('/') {
+        Some((value, mask)) => (number(value)?, number(mask)?),
+        None => (number(argument)?, u64::MAX),
+    };
+    Ok(Action::WriteMetadata(value, mask))
 }
 
 fn action_number(token: &str, value: u128, max: u128) -> Result<u128, FlowError> {

@@ -14,8 +14,8 @@ use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
 
-/// The order `dump-flows` prints fields in after the shorthand, in_port and VLAN.
-const PRINT_ORDER: [Field; 17] = [
+/// The order `dump-flows` prints fields in after the shorthand, metadata, in_port and VLAN.
+const PRINT_ORDER: [Field; 20] = [
     Field::DlSrc,
     Field::DlDst,
     Field::DlType,
@@ -26,8 +26,11 @@ const PRINT_ORDER: [Field; 17] = [
     Field::ArpSpa,
     Field::ArpTpa,
     Field::ArpOp,
+    Field::ArpSha,
+    Field::ArpTha,
     Field::NwProto,
     Field::NwTos,
+    Field::NwEcn,
     Field::NwTtl,
     Field::TpSrc,
     Field::TpDst,
@@ -49,13 +52,15 @@ impl fmt::Display for MatchDisplay<'_> {
         if let Some((name, ..)) = shorthand {
             parts.push(format_args!("{name}"))?;
         }
+        write_field(&mut parts, flow_match, Field::Metadata)?;
         write_field(&mut parts, flow_match, Field::InPort)?;
         write_vlan(&mut parts, flow_match)?;
         for field in PRINT_ORDER {
             let covered = shorthand.is_some_and(|(_, _, nw_proto)| {
                 field == Field::DlType || (field == Field::NwProto && nw_proto.is_some())
             });
-            if !covered {
+            // ARP's hardware addresses share IPv6's bits (see crate::field).
+            if !covered && flow_match.owns(field) {
                 write_field(&mut parts, flow_match, field)?;
             }
         }
@@ -99,6 +104,11 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
             mask.count_ones()
         )),
         ValueFormat::Ipv4 | ValueFormat::Ipv6 | ValueFormat::Mac => parts.push(format_args!(
+            "{field}={}/{}",
+            field.display(value),
+            field.display(mask)
+        )),
+        ValueFormat::Hex if field == Field::Metadata => parts.push(format_args!(
             "{field}={}/{}",
             field.display(value),
             field.display(mask)

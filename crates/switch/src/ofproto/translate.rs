@@ -162,6 +162,10 @@ impl<'a> Translation<'a> {
                     rest = &rest[n..];
                 }
                 Action::GotoTable(target) => next_table = Some(target),
+                // For the tables after this one; nothing the datapath does.
+                Action::WriteMetadata(..) => {
+                    action.apply_to_flow(&mut self.flow, &mut self.dependencies)
+                }
                 Action::Resubmit(target) => {
                     self.run_table(target, depth + 1);
                     if self.decision.too_deep {
@@ -503,6 +507,24 @@ mod tests {
         // clear_actions after write_actions in the same rule: the set is empty.
         let decision = translate(&tables, &ip(2), &mut FlowBits::default());
         assert_eq!(decision.actions, [Action::Output(7)]);
+    }
+
+    #[test]
+    fn write_metadata_steers_later_tables_and_never_reaches_the_datapath() {
+        let tables = tables(&[
+            "in_port=1,actions=write_metadata:0x1200/0xff00,goto_table:1",
+            "in_port=2,actions=write_metadata:0x1299,goto_table:2",
+            "table=1,actions=write_metadata:0x34/0xff,goto_table:2",
+            "table=2,priority=2,metadata=0x1234,actions=output:3",
+            "table=2,priority=1,metadata=0x1200/0xff00,actions=output:4",
+        ]);
+        let mut wildcards = FlowBits::default();
+        let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
+        assert_eq!(decision.actions, [Action::Output(3)]);
+        let decision = translate(&tables, &flow(&[(Field::InPort, 2)]), &mut wildcards);
+        assert_eq!(decision.actions, [Action::Output(4)]);
+        // The packet's own metadata (always zero) is in the megaflow's key, harmlessly.
+        assert_eq!(Field::Metadata.get(&wildcards), u128::from(u64::MAX));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Actions and instructions on the wire (OpenFlow 1.3 §7.2.4-5), to and from the switch's
-//! [`Action`] list. An `apply_actions` instruction becomes the rule's actions and
-//! `goto_table` its last one; `clear_actions` is accepted (the action set is always empty
-//! here); `write_actions`, `write_metadata` and `meter` are refused with `UNSUP_INST`.
+//! [`Action`] list. An `apply_actions` instruction becomes the rule's actions, then
+//! `clear_actions`, `write_actions` (a marker and the actions written), `write_metadata` and
+//! `goto_table` follow in the order the specification runs them; `meter` is refused with
+//! `UNSUP_INST`.
 //!
 //! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
 //! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
@@ -139,7 +140,10 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
         | field_no::TCP_DST
         | field_no::UDP_SRC
         | field_no::UDP_DST
-        | field_no::IP_DSCP => {
+        | field_no::IP_DSCP
+        | field_no::IP_ECN
+        | field_no::ARP_SHA
+        | field_no::ARP_THA => {
             if o.value > info.bits >> info.shift {
                 return Err(bad_action::BAD_SET_ARGUMENT);
             }
@@ -170,6 +174,7 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
     let mut written: Vec<Action> = Vec::new();
     let mut clear = false;
     let mut goto = None;
+    let mut metadata = None;
     let mut seen = [false; 8];
     while !r.is_empty() {
         let kind = r.u16().map_err(|_| bad_instruction::BAD_LEN)?;
@@ -207,13 +212,18 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
                     return Err(bad_action::TOO_MANY);
                 }
             }
-            instruction::WRITE_METADATA | instruction::METER => {
-                return Err(bad_instruction::UNSUP_INST);
+            instruction::WRITE_METADATA => {
+                if len != 24 {
+                    return Err(bad_instruction::BAD_LEN);
+                }
+                body.skip(4)?;
+                metadata = Some(Action::WriteMetadata(body.u64()?, body.u64()?));
             }
+            instruction::METER => return Err(bad_instruction::UNSUP_INST),
             _ => return Err(bad_instruction::UNKNOWN_INST),
         }
     }
-    // In the order the specification runs instructions: apply, clear, write, goto.
+    // In the order the specification runs instructions: apply, clear, write, metadata, goto.
     if clear {
         apply.push(Action::ClearActions);
     }
@@ -221,6 +231,7 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
         apply.push(Action::WriteActions(written.len() as u8));
         apply.extend(written);
     }
+    apply.extend(metadata);
     apply.extend(goto.map(Action::GotoTable));
     Ok(apply)
 }
@@ -269,6 +280,9 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 Field::TpDst if udp => field_no::UDP_DST,
                 Field::TpDst => field_no::TCP_DST,
                 Field::NwTos => field_no::IP_DSCP,
+                Field::NwEcn => field_no::IP_ECN,
+                Field::ArpSha => field_no::ARP_SHA,
+                Field::ArpTha => field_no::ARP_THA,
                 _ => return,
             };
             let info = OxmField::of(number).expect("a field of ours");
@@ -284,7 +298,10 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
         Action::Group(group) => {
             w.u16(kind::GROUP).u16(8).u32(group);
         }
-        Action::GotoTable(_) | Action::ClearActions | Action::WriteActions(_) => {}
+        Action::GotoTable(_)
+        | Action::ClearActions
+        | Action::WriteActions(_)
+        | Action::WriteMetadata(..) => {}
     }
 }
 
@@ -296,12 +313,15 @@ pub fn write_actions(w: &mut Writer, actions: &[Action], udp: bool) {
 }
 
 /// Writes a rule's actions as instructions: `apply_actions`, `clear_actions`,
-/// `write_actions`, `goto_table`.
+/// `write_actions`, `write_metadata`, `goto_table`.
 pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
     let marker = |a: &Action| {
         matches!(
             a,
-            Action::ClearActions | Action::WriteActions(_) | Action::GotoTable(_)
+            Action::ClearActions
+                | Action::WriteActions(_)
+                | Action::WriteMetadata(..)
+                | Action::GotoTable(_)
         )
     };
     let applied = actions.iter().position(marker).unwrap_or(actions.len());
@@ -325,6 +345,10 @@ pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
                 let n = usize::from(n).min(rest.len());
                 with_actions(w, instruction::WRITE_ACTIONS, &rest[..n]);
                 rest = &rest[n..];
+            }
+            Action::WriteMetadata(value, mask) => {
+                w.u16(instruction::WRITE_METADATA).u16(24).zeros(4);
+                w.u64(value).u64(mask);
             }
             Action::GotoTable(table) => {
                 w.u16(instruction::GOTO_TABLE).u16(8).u8(table).zeros(3);
@@ -370,6 +394,10 @@ mod tests {
             "output:1,goto_table:4",
             "group:7",
             "output:1,clear_actions,write_actions(group:7,mod_nw_dst:10.0.0.1),goto_table:3",
+            "output:1,write_metadata:0x5/0xff,goto_table:3",
+            "write_metadata:0xffffffffffffffff",
+            "mod_nw_ecn:2,set_field:1->nw_ecn,set_field:02:00:00:00:00:07->arp_sha",
+            "set_field:02:00:00:00:00:08->arp_tha",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
@@ -404,10 +432,19 @@ mod tests {
             read(&[0, 1, 0, 8, 1, 0, 0, 0]),
             Err(bad_instruction::BAD_TABLE_ID)
         );
-        // write_metadata: no metadata field here.
+        // write_metadata: value and mask; a short one.
         let mut metadata = vec![0, 2, 0, 24, 0, 0, 0, 0];
-        metadata.extend_from_slice(&[0; 16]);
-        assert_eq!(read(&metadata), Err(bad_instruction::UNSUP_INST));
+        metadata.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0xff]);
+        assert_eq!(read(&metadata), Ok(vec![Action::WriteMetadata(5, 0xff)]));
+        assert_eq!(
+            read(&[0, 2, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]),
+            Err(bad_instruction::BAD_LEN)
+        );
+        // meter: there are none.
+        assert_eq!(
+            read(&[0, 6, 0, 8, 0, 0, 0, 1]),
+            Err(bad_instruction::UNSUP_INST)
+        );
         assert_eq!(
             read(&[0, 1, 0, 9, 2, 0, 0, 0, 0]),
             Err(bad_instruction::BAD_LEN)

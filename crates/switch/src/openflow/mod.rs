@@ -14,8 +14,10 @@
 //!
 //! Groups ([`crate::group`]: all, select, indirect, fast failover) are flattened into the
 //! datapath's actions like the tables, and so is the action set (`write_actions`,
-//! `clear_actions`), run in the specification's order when the pipeline ends. Not yet:
-//! meters (`OUT_OF_METERS`, zero in METER_FEATURES), `write_metadata` (`UNSUP_INST`).
+//! `clear_actions`), run in the specification's order when the pipeline ends; and
+//! `write_metadata` only changes the flow later tables look up (the metadata is a word of
+//! [`crate::FlowBits`], zero as every packet arrives). Not yet: meters (`OUT_OF_METERS`,
+//! zero in METER_FEATURES).
 
 pub mod actions;
 pub mod agent;

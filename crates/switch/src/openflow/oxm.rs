@@ -1,7 +1,8 @@
 //! Matches on the wire: `ofp_match` with OXM fields (OpenFlow 1.3 §7.2.3), to and from the
 //! switch's [`Match`]. Each OXM field maps onto the bits of one of our fields (`ip_dscp` is
 //! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
-//! `udp_src` are both `tp_src`); one the flow key does not hold is `BAD_FIELD`.
+//! `udp_src` are both `tp_src`); one the flow key does not hold (`in_phy_port`, SCTP, ND,
+//! MPLS, PBB, tunnel id, IPv6 flow label and extension headers) is `BAD_FIELD`.
 
 use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
 
@@ -30,6 +31,7 @@ pub mod field_no {
     pub const VLAN_VID: u8 = 6;
     pub const VLAN_PCP: u8 = 7;
     pub const IP_DSCP: u8 = 8;
+    pub const IP_ECN: u8 = 9;
     pub const IP_PROTO: u8 = 10;
     pub const IPV4_SRC: u8 = 11;
     pub const IPV4_DST: u8 = 12;
@@ -42,6 +44,8 @@ pub mod field_no {
     pub const ARP_OP: u8 = 21;
     pub const ARP_SPA: u8 = 22;
     pub const ARP_TPA: u8 = 23;
+    pub const ARP_SHA: u8 = 24;
+    pub const ARP_THA: u8 = 25;
     pub const IPV6_SRC: u8 = 26;
     pub const IPV6_DST: u8 = 27;
     pub const ICMPV6_TYPE: u8 = 29;
@@ -72,6 +76,7 @@ impl OxmField {
         };
         Some(match number {
             field_no::IN_PORT => f(Field::InPort, 4, false),
+            field_no::METADATA => f(Field::Metadata, 8, true),
             field_no::ETH_DST => f(Field::DlDst, 6, true),
             field_no::ETH_SRC => f(Field::DlSrc, 6, true),
             field_no::ETH_TYPE => f(Field::DlType, 2, false),
@@ -89,6 +94,7 @@ impl OxmField {
                 shift: 2,
                 ..f(Field::NwTos, 1, false)
             },
+            field_no::IP_ECN => f(Field::NwEcn, 1, false),
             field_no::IP_PROTO => f(Field::NwProto, 1, false),
             field_no::IPV4_SRC => f(Field::NwSrc, 4, true),
             field_no::IPV4_DST => f(Field::NwDst, 4, true),
@@ -99,6 +105,8 @@ impl OxmField {
             field_no::ARP_OP => f(Field::ArpOp, 2, false),
             field_no::ARP_SPA => f(Field::ArpSpa, 4, true),
             field_no::ARP_TPA => f(Field::ArpTpa, 4, true),
+            field_no::ARP_SHA => f(Field::ArpSha, 6, true),
+            field_no::ARP_THA => f(Field::ArpTha, 6, true),
             field_no::IPV6_SRC => f(Field::Ipv6Src, 16, true),
             field_no::IPV6_DST => f(Field::Ipv6Dst, 16, true),
             _ => return None,
@@ -209,7 +217,7 @@ fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
             let present = u128::from(VLAN_PRESENT);
             value & mask & present != 0
         }
-        field_no::IP_DSCP | field_no::IP_PROTO => ip,
+        field_no::IP_DSCP | field_no::IP_ECN | field_no::IP_PROTO => ip,
         field_no::IPV4_SRC | field_no::IPV4_DST => eth_type == Some(DL_TYPE_IPV4),
         field_no::IPV6_SRC | field_no::IPV6_DST => eth_type == Some(DL_TYPE_IPV6),
         field_no::TCP_SRC | field_no::TCP_DST => ip && proto == Some(NW_PROTO_TCP),
@@ -220,7 +228,11 @@ fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
         field_no::ICMPV6_TYPE | field_no::ICMPV6_CODE => {
             eth_type == Some(DL_TYPE_IPV6) && proto == Some(NW_PROTO_ICMPV6)
         }
-        field_no::ARP_OP | field_no::ARP_SPA | field_no::ARP_TPA => eth_type == Some(DL_TYPE_ARP),
+        field_no::ARP_OP
+        | field_no::ARP_SPA
+        | field_no::ARP_TPA
+        | field_no::ARP_SHA
+        | field_no::ARP_THA => eth_type == Some(DL_TYPE_ARP),
         _ => true,
     };
     match (0..64u8).find(|&n| seen[usize::from(n)] && !met(n)) {
@@ -280,12 +292,14 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
     };
     for number in [
         field_no::IN_PORT,
+        field_no::METADATA,
         field_no::ETH_DST,
         field_no::ETH_SRC,
         field_no::ETH_TYPE,
         field_no::VLAN_VID,
         field_no::VLAN_PCP,
         field_no::IP_DSCP,
+        field_no::IP_ECN,
         field_no::IP_PROTO,
         field_no::IPV4_SRC,
         field_no::IPV4_DST,
@@ -296,10 +310,16 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
         field_no::ARP_OP,
         field_no::ARP_SPA,
         field_no::ARP_TPA,
+        field_no::ARP_SHA,
+        field_no::ARP_THA,
         field_no::IPV6_SRC,
         field_no::IPV6_DST,
     ] {
         if number == field_no::VLAN_PCP && !vid_present {
+            continue;
+        }
+        // ARP's hardware addresses and IPv6's addresses share bits (see crate::field).
+        if OxmField::of(number).is_some_and(|info| !m.owns(info.field)) {
             continue;
         }
         write_field(w, m, number);
@@ -368,6 +388,12 @@ mod tests {
             "arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24",
             "ipv6,ipv6_src=2001:db8::/32,nw_proto=17",
             "ip,nw_tos=184",
+            "ip,nw_ecn=3",
+            "ipv6,nw_tos=8,nw_ecn=1",
+            "metadata=0x5",
+            "metadata=0x5/0xff,in_port=2",
+            "arp,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:00/ff:00:00:00:00:00",
+            "ipv6,ipv6_src=2001:db8::1,ipv6_dst=::2",
         ] {
             let spec = parse_match(text).unwrap();
             assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
@@ -392,11 +418,18 @@ mod tests {
         // in_port with a mask.
         let masked = [0x80, 0, 1, 8, 0, 0, 0, 1, 0, 0, 0, 1];
         assert_eq!(match_of(&masked), Err(bad_match::BAD_MASK));
-        // metadata: not a field of ours.
+        // in_phy_port: not a field of ours.
         assert_eq!(
-            match_of(&[0x80, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 1]),
+            match_of(&[0x80, 0, 2, 4, 0, 0, 0, 1]),
             Err(bad_match::BAD_FIELD)
         );
+        // ip_ecn without eth_type ip; arp_sha without eth_type arp.
+        assert_eq!(match_of(&[0x80, 0, 18, 1, 1]), Err(bad_match::BAD_PREREQ));
+        let sha = [0x80, 0, 48, 6, 2, 0, 0, 0, 0, 1];
+        assert_eq!(match_of(&sha), Err(bad_match::BAD_PREREQ));
+        // ip_ecn of 4: two bits only.
+        let ecn = [0x80, 0, 10, 2, 0x08, 0, 0x80, 0, 18, 1, 4];
+        assert_eq!(match_of(&ecn), Err(bad_match::BAD_VALUE));
         // A field whose length runs past the match.
         assert_eq!(match_of(&[0x80, 0, 0, 200, 0]), Err(bad_match::BAD_LEN));
         // ip_dscp of 64: six bits only.

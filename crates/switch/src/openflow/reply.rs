@@ -183,7 +183,8 @@ pub fn table_features_entry(table: u8) -> Vec<u8> {
     let mut w = Writer::default();
     w.u16(64).u8(table).zeros(5);
     w.text(&format!("table{table}"), 32);
-    w.u64(0).u64(0).u32(0).u32(1_000_000);
+    // metadata_match and metadata_write: every bit of the metadata.
+    w.u64(u64::MAX).u64(u64::MAX).u32(0).u32(1_000_000);
     w.bytes
 }
 

@@ -46,7 +46,7 @@ pub fn fast_key(frame: &[u8], ifindex: u32) -> Option<FastKey> {
     }
     key[20..28].copy_from_slice(&ip[12..20]);
     key[28] = ip[9];
-    key[29] = ip[1] & 0xfc;
+    key[29] = ip[1]; // DSCP and ECN
     key[30] = ip[8];
     match ip[9] {
         TCP => {
@@ -112,7 +112,7 @@ mod tests {
         want.extend_from_slice(&7u32.to_ne_bytes());
         want.extend_from_slice(&TAGGED_UDP[0..12]);
         want.extend_from_slice(&[0xb0, 0x64, 0x08, 0x00]); // DEI bit is the present bit
-        want.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 17, 0xb8, 0x40, 0]);
+        want.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 17, 0xb9, 0x40, 0]); // ToS whole
         want.extend_from_slice(&[0x04, 0xd2, 0x00, 0x35]);
         assert_eq!(key.as_slice(), want.as_slice());
     }
