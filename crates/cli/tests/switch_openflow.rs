@@ -281,6 +281,22 @@ fn ovs_ofctl_over_tls_shows_a_certificate_and_checks_ours() {
     );
     ofctl(&["del-flows", "icmp"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    // Many messages each way: 3,000 flows in, their statistics (several replies) out.
+    let file = ScratchFile::new("oft.flows");
+    let many: String = (0..3000)
+        .map(|n| {
+            format!(
+                "priority=5,ip,nw_dst=10.1.{}.{},actions=drop\n",
+                n / 256,
+                n % 256
+            )
+        })
+        .collect();
+    std::fs::write(&file, many).unwrap();
+    ofctl(&["add-flows", &file]);
+    let dumped = ofctl(&["dump-flows"]);
+    assert_eq!(dumped.matches("priority=5,ip,nw_dst=10.1.").count(), 3000);
+    ofctl(&["del-flows", "ip,nw_dst=10.1.0.0/16"]);
 
     // Refused: a client whose certificate another CA signed, a client that trusts another CA
     // (so not our certificate), and a client without TLS.

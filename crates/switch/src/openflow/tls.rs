@@ -5,9 +5,12 @@
 //! `ovs-pki` (a common name, no subject alternative names) work.
 //!
 //! A TLS connection is one rustls state shared by the connection's reading and writing
-//! threads ([`split`]): each takes the lock only to move bytes through rustls, never while it
-//! waits on the socket for the peer's bytes, so a reader waiting for the controller does not
-//! hold up the switch's messages.
+//! threads ([`split`]): each takes its lock only to move bytes through rustls, never while
+//! it waits on the socket, so a reader waiting for the controller does not hold up the
+//! switch's messages and a send blocked on a slow peer does not stop the reading (which
+//! would deadlock with a peer that reads only once its own send is done). Records reach the
+//! socket in the order rustls made them: a second lock, taken before the first is let go,
+//! orders the sends.
 
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
@@ -186,17 +189,27 @@ impl ServerCertVerifier for AnyName {
     }
 }
 
+/// The rustls state, and the turn to send on the socket.
+struct Shared {
+    conn: Mutex<rustls::Connection>,
+    sending: Mutex<()>,
+}
+
 /// A TCP connection with TLS over it, before it is split.
 pub struct TlsStream {
     tcp: TcpStream,
-    conn: Arc<Mutex<rustls::Connection>>,
+    shared: Arc<Shared>,
 }
 
 impl TlsStream {
     fn new(tcp: TcpStream, conn: rustls::Connection) -> TlsStream {
+        let shared = Shared {
+            conn: Mutex::new(conn),
+            sending: Mutex::new(()),
+        };
         TlsStream {
             tcp,
-            conn: Arc::new(Mutex::new(conn)),
+            shared: Arc::new(shared),
         }
     }
 
@@ -209,34 +222,47 @@ impl TlsStream {
 pub fn split(stream: TlsStream) -> io::Result<(TlsReader, TlsWriter)> {
     let writer = TlsWriter {
         tcp: stream.tcp.try_clone()?,
-        conn: stream.conn.clone(),
+        shared: stream.shared.clone(),
     };
     let reader = TlsReader {
         tcp: stream.tcp,
-        conn: stream.conn,
+        shared: stream.shared,
         received: Vec::new(),
         chunk: vec![0; 1 << 14],
     };
     Ok((reader, writer))
 }
 
-fn lock(conn: &Mutex<rustls::Connection>) -> MutexGuard<'_, rustls::Connection> {
-    conn.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Sends what rustls has for the peer (handshake messages, alerts, records).
-fn send_pending(conn: &mut rustls::Connection, mut tcp: &TcpStream) -> io::Result<()> {
-    while conn.wants_write() {
-        conn.write_tls(&mut tcp)?;
+impl Shared {
+    /// Sends what rustls has for the peer (handshake messages, alerts, records), letting go
+    /// of the rustls state once it is this thread's turn to send.
+    fn send_pending(
+        &self,
+        mut conn: MutexGuard<'_, rustls::Connection>,
+        mut tcp: &TcpStream,
+    ) -> io::Result<()> {
+        if !conn.wants_write() {
+            return Ok(());
+        }
+        let mut records = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut records)?;
+        }
+        let _turn = lock(&self.sending);
+        drop(conn);
+        tcp.write_all(&records)
     }
-    Ok(())
 }
 
 /// Plain bytes from the peer. The socket's read timeout comes through as `WouldBlock` or
 /// `TimedOut`, as from a plain socket; a peer that breaks TLS is `InvalidData`.
 pub struct TlsReader {
     tcp: TcpStream,
-    conn: Arc<Mutex<rustls::Connection>>,
+    shared: Arc<Shared>,
     /// Bytes from the socket rustls has not taken yet.
     received: Vec<u8>,
     chunk: Vec<u8>,
@@ -245,7 +271,7 @@ pub struct TlsReader {
 impl Read for TlsReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            let mut conn = lock(&self.conn);
+            let mut conn = lock(&self.shared.conn);
             match conn.reader().read(buf) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
@@ -262,9 +288,9 @@ impl Read for TlsReader {
             }
             let taken = conn.read_tls(&mut self.received.as_slice())?;
             self.received.drain(..taken);
-            let state = conn.process_new_packets();
+            let state = conn.process_new_packets().map(|_| ());
             // An alert for the peer goes out even when the records were refused.
-            send_pending(&mut conn, &self.tcp)?;
+            self.shared.send_pending(conn, &self.tcp)?;
             state.map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
         }
     }
@@ -273,13 +299,7 @@ impl Read for TlsReader {
 /// Plain bytes to the peer, encrypted and sent at once.
 pub struct TlsWriter {
     tcp: TcpStream,
-    conn: Arc<Mutex<rustls::Connection>>,
-}
-
-impl TlsWriter {
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
-    }
+    shared: Arc<Shared>,
 }
 
 impl Write for TlsWriter {
@@ -288,13 +308,12 @@ impl Write for TlsWriter {
         // wait for the handshake as long as a blocked send would.
         let deadline = self.tcp.write_timeout()?.map(|t| Instant::now() + t);
         loop {
-            let mut conn = lock(&self.conn);
+            let mut conn = lock(&self.shared.conn);
             let n = conn.writer().write(buf)?;
-            send_pending(&mut conn, &self.tcp)?;
+            self.shared.send_pending(conn, &self.tcp)?;
             if n > 0 || buf.is_empty() {
                 return Ok(n);
             }
-            drop(conn);
             if deadline.is_some_and(|d| Instant::now() > d) {
                 return Err(ErrorKind::TimedOut.into());
             }
@@ -303,6 +322,6 @@ impl Write for TlsWriter {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        send_pending(&mut lock(&self.conn), &self.tcp)
+        self.shared.send_pending(lock(&self.shared.conn), &self.tcp)
     }
 }
