@@ -197,7 +197,10 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
 
 #[test]
 fn metadata_ecn_and_arp_hardware_addresses_steer_packets() {
-    let s = Switched::new("ofm", &["--openflow", "ptcp:"]);
+    let s = Switched::new("ofm", &["--openflow", "ptcp:", "--datapath-id", "0xabc"]);
+    // Both doors say the datapath id given.
+    assert!(s.ofctl_ok(&["show"]).contains("dpid:0000000000000abc"));
+    assert!(s.ctl_ok(&["show"]).contains("dpid:0000000000000abc"));
     let mac_a = mac_of(&s.c.ns_a, &s.c.a);
     // ARP from host A writes metadata 1, other ARP 2; table 1 forwards 1 and counts 2
     // before forwarding it too. ICMP marked ECT(1) is dropped.

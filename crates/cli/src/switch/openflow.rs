@@ -173,6 +173,7 @@ pub fn start(
         .find(|m| m != &[0; 6])
         .map_or(0, |m| m.iter().fold(0u64, |id, &b| id << 8 | u64::from(b)));
     let datapath_id = args.datapath_id()?.unwrap_or(from_mac);
+    bridge.set_datapath_id(datapath_id);
     *sessions.ports.lock().unwrap_or_else(|e| e.into_inner()) = ports;
     bridge.set_events(Box::new(OpenFlowEvents {
         sessions: sessions.clone(),

@@ -382,9 +382,11 @@ fn show(bridge: &mut Bridge) -> String {
         None => Vec::new(),
     };
     // ovs-vswitchd takes the datapath id from the bridge's address; ours from the first
-    // port's.
-    let dpid = ports.iter().find_map(|(_, _, l)| l.mac).map_or(0, |m| {
-        m.0.iter().fold(0u64, |id, &b| id << 8 | u64::from(b))
+    // port's, unless OpenFlow was given another (--datapath-id).
+    let dpid = bridge.datapath_id().unwrap_or_else(|| {
+        ports.iter().find_map(|(_, _, l)| l.mac).map_or(0, |m| {
+            m.0.iter().fold(0u64, |id, &b| id << 8 | u64::from(b))
+        })
     });
     let mut out = format!(
         "OFPT_FEATURES_REPLY (xid=0x2): dpid:{dpid:016x}\n\

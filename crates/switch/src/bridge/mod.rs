@@ -114,6 +114,8 @@ pub struct Bridge {
     threads: Threads,
     stop: Arc<AtomicBool>,
     events: Option<Box<dyn BridgeEvents>>,
+    /// The datapath id OpenFlow controllers were given, for `show`.
+    datapath_id: Option<u64>,
 }
 
 impl Bridge {
@@ -168,6 +170,7 @@ impl Bridge {
             threads: Threads::Parked(pmds),
             stop: Arc::new(AtomicBool::new(false)),
             events: None,
+            datapath_id: None,
         };
         // A port already down (a tap device made just now) is known so from the start.
         bridge.links.read();
@@ -178,6 +181,15 @@ impl Bridge {
     /// Tells `events` about rules that time out and ports that change from now on.
     pub fn set_events(&mut self, events: Box<dyn BridgeEvents>) {
         self.events = Some(events);
+    }
+
+    /// The datapath id `show` reports (by default, the first port's address).
+    pub fn set_datapath_id(&mut self, id: u64) {
+        self.datapath_id = Some(id);
+    }
+
+    pub fn datapath_id(&self) -> Option<u64> {
+        self.datapath_id
     }
 
     /// Each port's spec as given (`xdp:veth1`...), in the bridge's order.
