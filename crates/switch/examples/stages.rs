@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
-use wirespeed_switch::{FlowBits, FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
+use wirespeed_switch::{
+    FlowBits, FlowCache, Frame, MacView, Ofproto, PacketKey, Verdict, parse_flows,
+};
 
 const HEADROOM: usize = 64;
 
@@ -155,7 +157,7 @@ fn main() {
             let (key, offsets) = FlowKey::parse_with_offsets(&b[HEADROOM..], 1);
             let flow = FlowBits::from_key(&key);
             black_box(offsets);
-            let hash = flow.hash64();
+            let hash = PacketKey::of(&flow).hash64();
             let id = match cache.hit(&flow, hash) {
                 Some(id) => id,
                 None => cache.miss(&mut ofproto.lock().unwrap().tables, &flow, hash),

@@ -71,7 +71,7 @@ pub use dpif::pmd::{BridgeCounters, Controller, LogController, PmdSnapshot};
 pub use dpif::upcall::{Decision, Upcall};
 pub use error::FlowError;
 pub use execute::{DropCounters, DropReason, Outputs, Verdict};
-pub use field::{Field, FlowBits};
+pub use field::{Field, FlowBits, PacketKey};
 pub use flow_match::Match;
 pub use frame::Frame;
 pub use mac_learning::MacTable;

@@ -1,14 +1,15 @@
 //! The exact-match cache: full flow → megaflow, in a fixed array sized once (OVS's EMC: 8192
-//! entries, two candidate slots per hash). A hit costs one hash and one 80-byte compare.
+//! entries, two candidate slots per hash). A hit costs one hash and one 80-byte compare (the
+//! [`PacketKey`]).
 
 use crate::dpif::megaflow::MegaflowId;
-use crate::field::FlowBits;
+use crate::field::PacketKey;
 
 pub const DEFAULT_EMC_ENTRIES: usize = 8192;
 
 #[derive(Clone, Copy)]
 struct EmcEntry {
-    flow: FlowBits,
+    key: PacketKey,
     megaflow: MegaflowId,
 }
 
@@ -43,32 +44,32 @@ impl ExactMatchCache {
         ]
     }
 
-    /// `hash` is `flow.hash64()`, computed once per packet by the caller.
-    pub fn lookup(&self, flow: &FlowBits, hash: u64) -> Option<MegaflowId> {
+    /// `hash` is `key.hash64()`, computed once per packet by the caller.
+    pub fn lookup(&self, key: &PacketKey, hash: u64) -> Option<MegaflowId> {
         if !self.is_enabled() {
             return None;
         }
         self.candidates(hash)
             .into_iter()
             .find_map(|slot| match &self.slots[slot] {
-                Some(entry) if entry.flow == *flow => Some(entry.megaflow),
+                Some(entry) if entry.key == *key => Some(entry.megaflow),
                 _ => None,
             })
     }
 
     /// Caches `flow → megaflow`, in a free candidate slot or else over the second one.
-    pub fn insert(&mut self, flow: &FlowBits, hash: u64, megaflow: MegaflowId) {
+    pub fn insert(&mut self, key: &PacketKey, hash: u64, megaflow: MegaflowId) {
         if !self.is_enabled() {
             return;
         }
         let [first, second] = self.candidates(hash);
-        let slot = if self.slots[first].is_none_or(|entry| entry.flow == *flow) {
+        let slot = if self.slots[first].is_none_or(|entry| entry.key == *key) {
             first
         } else {
             second
         };
         self.slots[slot] = Some(EmcEntry {
-            flow: *flow,
+            key: *key,
             megaflow,
         });
     }
@@ -81,11 +82,12 @@ impl ExactMatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::field::PACKET_WORDS;
 
     #[test]
     fn hit_miss_and_clear() {
         let mut emc = ExactMatchCache::new(4);
-        let mut flow = FlowBits::ZERO;
+        let mut flow = PacketKey([0; PACKET_WORDS]);
         flow.0[3] = 42;
         let hash = flow.hash64();
         assert_eq!(emc.lookup(&flow, hash), None);
@@ -101,7 +103,8 @@ mod tests {
     #[test]
     fn disabled_cache_never_hits() {
         let mut emc = ExactMatchCache::new(0);
-        emc.insert(&FlowBits::ZERO, 0, MegaflowId(1));
-        assert_eq!(emc.lookup(&FlowBits::ZERO, 0), None);
+        let key = PacketKey([0; PACKET_WORDS]);
+        emc.insert(&key, 0, MegaflowId(1));
+        assert_eq!(emc.lookup(&key, 0), None);
     }
 }

@@ -7,7 +7,7 @@ use core::time::Duration;
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
 use crate::dpif::upcall::Upcall;
-use crate::field::FlowBits;
+use crate::field::{FlowBits, PacketKey};
 use crate::flow_match::Match;
 
 /// Where lookups were answered.
@@ -73,7 +73,7 @@ impl FlowCache {
         // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
         // costs one burst of misses.
         self.revalidate(tables.generation());
-        let hash = flow.hash64();
+        let hash = PacketKey::of(flow).hash64();
         let id = match self.hit(flow, hash) {
             Some(id) => id,
             None => self.miss(tables, flow, hash),
@@ -81,16 +81,17 @@ impl FlowCache {
         self.megaflows.credit(id, bytes, Duration::ZERO)
     }
 
-    /// The cached megaflow for `flow` (whose [`FlowBits::hash64`] is `hash`), if any; the
-    /// caller has revalidated the cache since the rules last changed.
+    /// The cached megaflow for an arriving packet's `flow` (whose [`PacketKey`]'s hash is
+    /// `hash`), if any; the caller has revalidated the cache since the rules last changed.
     pub fn hit(&mut self, flow: &FlowBits, hash: u64) -> Option<MegaflowId> {
-        if let Some(id) = self.emc.lookup(flow, hash) {
+        let key = PacketKey::of(flow);
+        if let Some(id) = self.emc.lookup(&key, hash) {
             self.stats.emc_hits += 1;
             return Some(id);
         }
         let id = self.megaflows.lookup(flow)?;
         self.stats.megaflow_hits += 1;
-        self.emc.insert(flow, hash, id);
+        self.emc.insert(&key, hash, id);
         Some(id)
     }
 
@@ -107,7 +108,7 @@ impl FlowCache {
         let id = self
             .megaflows
             .insert(Match::new(*flow, wildcards), decision);
-        self.emc.insert(flow, hash, id);
+        self.emc.insert(&PacketKey::of(flow), hash, id);
         id
     }
 

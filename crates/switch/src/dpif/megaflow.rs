@@ -7,7 +7,7 @@ use core::time::Duration;
 use std::collections::HashMap;
 
 use crate::dpif::upcall::Decision;
-use crate::field::{FlowBits, FlowHashBuilder};
+use crate::field::{FlowBits, FlowHashBuilder, PacketKey};
 use crate::flow_match::Match;
 
 /// OVS's default `flow-limit`.
@@ -44,7 +44,7 @@ impl Megaflow {
 
 struct MegaflowSubtable {
     mask: FlowBits,
-    flows: HashMap<FlowBits, MegaflowId, FlowHashBuilder>,
+    flows: HashMap<PacketKey, MegaflowId, FlowHashBuilder>,
     hits: u64,
 }
 
@@ -79,10 +79,11 @@ impl MegaflowCache {
         self.subtables.len()
     }
 
-    /// Probes each mask's table; the first hit wins (they all agree, see the module docs).
+    /// Probes each mask's table for an arriving packet's `flow`; the first hit wins (they all
+    /// agree, see the module docs).
     pub fn lookup(&mut self, flow: &FlowBits) -> Option<MegaflowId> {
         for subtable in &mut self.subtables {
-            if let Some(&id) = subtable.flows.get(&flow.and(&subtable.mask)) {
+            if let Some(&id) = subtable.flows.get(&PacketKey::masked(flow, &subtable.mask)) {
                 subtable.hits += 1;
                 return Some(id);
             }
@@ -117,7 +118,8 @@ impl MegaflowCache {
                 self.subtables.len() - 1
             }
         };
-        self.subtables[index].flows.insert(*flow_match.value(), id);
+        let key = PacketKey::masked(flow_match.value(), &mask);
+        self.subtables[index].flows.insert(key, id);
         self.megaflows.push(Megaflow {
             flow_match,
             decision,

@@ -18,7 +18,7 @@ use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
-use crate::field::FlowBits;
+use crate::field::{FlowBits, PacketKey};
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
 
@@ -118,7 +118,7 @@ pub fn process(
 ) {
     let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
     let flow = FlowBits::from_key(&key);
-    let hash = flow.hash64();
+    let hash = PacketKey::of(&flow).hash64();
     let id = match cache.hit(&flow, hash) {
         Some(id) => id,
         None => cache.miss(shared.get().rules(), &flow, hash),
