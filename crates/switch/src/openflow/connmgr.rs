@@ -58,7 +58,7 @@ impl Target {
     }
 }
 
-/// Why a target does not parse, or cannot be served.
+/// Why a target does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TargetError {
     #[error(
@@ -107,20 +107,18 @@ impl FromStr for Target {
                 transport,
             ));
         }
-        {
-            let (host, port) = match rest.rsplit_once(':') {
-                Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, port_of(p)?),
-                _ => (rest, DEFAULT_PORT),
-            };
-            if host.is_empty() {
-                return Err(TargetError::Syntax(text.into()));
-            }
-            Ok(Target::Dial(
-                host.trim_matches(['[', ']']).into(),
-                port,
-                transport,
-            ))
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && !p.contains(']') => (h, port_of(p)?),
+            _ => (rest, DEFAULT_PORT),
+        };
+        if host.is_empty() {
+            return Err(TargetError::Syntax(text.into()));
         }
+        Ok(Target::Dial(
+            host.trim_matches(['[', ']']).into(),
+            port,
+            transport,
+        ))
     }
 }
 
