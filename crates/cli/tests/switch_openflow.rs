@@ -316,6 +316,14 @@ fn ovs_ofctl_over_tls_shows_a_certificate_and_checks_ours() {
     assert!(!ok, "TCP without TLS was served: {text}");
     // None of them broke the listener.
     assert!(ofctl(&["dump-flows"]).contains("priority=0 actions=NORMAL"));
+    // The switch said why it refused the stranger.
+    let mut s = s;
+    let (_, log) = s.stop();
+    assert!(
+        log.contains("wirespeed switch: OpenFlow: 127.0.0.1:")
+            && log.contains("TLS: invalid peer certificate: UnknownIssuer"),
+        "{log}"
+    );
 }
 
 #[test]

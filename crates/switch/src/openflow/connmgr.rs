@@ -296,7 +296,14 @@ fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option
             }
         });
     sessions.send(id, reply::hello(0));
-    read_messages(reader, agent, work, id);
+    if let Err(e) = read_messages(reader, agent, work, id) {
+        // Only TLS breaks the stream so (a certificate refused, a record that fails): say
+        // why, or an operator sees nothing but a controller that never connects.
+        if e.kind() == ErrorKind::InvalidData {
+            let peer = socket.peer_addr().map_or("?".into(), |a| a.to_string());
+            eprintln!("wirespeed switch: OpenFlow: {peer}: TLS: {e}");
+        }
+    }
     sessions.close(id);
     drop(out);
     if let Ok(writing) = writing {
@@ -308,8 +315,14 @@ fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option
     }
 }
 
-/// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing.
-fn read_messages(mut stream: impl Read, agent: &Arc<Agent>, work: &Sender<Work>, id: u64) {
+/// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing
+/// (`Ok`), or the stream fails (its error).
+fn read_messages(
+    mut stream: impl Read,
+    agent: &Arc<Agent>,
+    work: &Sender<Work>,
+    id: u64,
+) -> io::Result<()> {
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
     // there are too many, so a controller that floods gets TCP's back-pressure, not a
@@ -320,21 +333,21 @@ fn read_messages(mut stream: impl Read, agent: &Arc<Agent>, work: &Sender<Work>,
     let mut echo_sent = false;
     loop {
         match stream.read(&mut chunk) {
-            Ok(0) => return,
+            Ok(0) => return Ok(()),
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 echo_sent = false;
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if echo_sent {
-                    return; // no answer for two intervals: dead
+                    return Ok(()); // no answer for two intervals: dead
                 }
                 sessions.send(id, reply::echo(msg::ECHO_REQUEST, 0, &[]));
                 echo_sent = true;
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return,
+            Err(e) => return Err(e),
         }
         let mut at = 0;
         while let Some(header) = Header::peek(&buf[at..]) {
@@ -343,7 +356,7 @@ fn read_messages(mut stream: impl Read, agent: &Arc<Agent>, work: &Sender<Work>,
                 let bad = &buf[at..at + HEADER_LEN];
                 let error = crate::openflow::error::bad_request::BAD_LEN;
                 sessions.send(id, error_message(error, header.xid, bad));
-                return;
+                return Ok(());
             }
             if buf.len() - at < len {
                 break;
@@ -354,7 +367,7 @@ fn read_messages(mut stream: impl Read, agent: &Arc<Agent>, work: &Sender<Work>,
                 std::thread::sleep(Duration::from_millis(1));
             }
             if !dispatch(message, header, agent, work, id, &pending) {
-                return;
+                return Ok(());
             }
         }
         buf.drain(..at);
