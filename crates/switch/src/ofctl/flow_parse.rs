@@ -12,7 +12,7 @@ use crate::error::{error, value_help};
 use crate::field::{Field, ValueFormat, parse_uint};
 use crate::flow_match::{
     DL_TYPE_ARP, DL_TYPE_IPV4, DL_TYPE_IPV6, Match, NW_PROTO_ICMP, NW_PROTO_ICMPV6, NW_PROTO_TCP,
-    NW_PROTO_UDP,
+    NW_PROTO_UDP, Prerequisite,
 };
 use crate::ofctl::action_parse::parse_actions;
 use crate::ofproto::rule_table::RuleSelector;
@@ -187,10 +187,23 @@ fn split_actions(text: &str) -> Option<(&str, &str)> {
 pub fn parse_match(text: &str) -> Result<MatchSpec, FlowError> {
     let mut spec = MatchSpec::default();
     let tokens = text.split(|c: char| c == ',' || c.is_whitespace());
-    for token in tokens.filter(|token| !token.is_empty()) {
+    let tokens: Vec<&str> = tokens.filter(|token| !token.is_empty()).collect();
+    for token in &tokens {
         parse_match_token(token, &mut spec)?;
     }
-    if let Some((field, prerequisite)) = spec.flow_match.unmet_prerequisite() {
+    // Fields that share bits (see crate::field) cannot be told apart in the match alone, so
+    // each one named must meet its own prerequisite.
+    let shared = tokens
+        .iter()
+        .filter_map(|token| Field::from_name(token.split_once('=').map_or(token, |(k, _)| k)))
+        .filter(|field| field.overlaps().is_some())
+        .map(|field| (field, Prerequisite::of(field)));
+    let unmet = spec.flow_match.unmet_prerequisite();
+    if let Some((field, prerequisite)) = unmet
+        .into_iter()
+        .chain(shared)
+        .find(|(_, p)| !p.is_met_by(&spec.flow_match))
+    {
         return Err(error(format!(
             "{field} requires {}",
             prerequisite.describe()
@@ -472,6 +485,17 @@ mod tests {
             rule.unwrap_err().0,
             "ipv6_src requires ipv6 (dl_type=0x86dd)"
         );
+        // Fields that share bits with another are checked by the name they were given.
+        let e = |text: &str| parse_rule(text).unwrap_err().0;
+        assert_eq!(
+            e("arp,ipv6_src=::1,actions=drop"),
+            "ipv6_src requires ipv6 (dl_type=0x86dd)"
+        );
+        assert_eq!(
+            e("ipv6,arp_tha=02:00:00:00:00:01,actions=drop"),
+            "arp_tha requires arp (dl_type=0x0806)"
+        );
+        assert!(parse_rule("arp,arp_sha=02:00:00:00:00:01,actions=drop").is_ok());
         let rule = parse_rule(
             "table=2 tcp nw_src=10.1.2.3/16 nw_dst=10.0.0.0/255.0.255.0 tp_dst=0x1000/0xf000 \
              dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00 actions=drop",
