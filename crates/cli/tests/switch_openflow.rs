@@ -563,24 +563,8 @@ fn ovs_ofctl_groups_and_the_action_set() {
 /// A FLOW_MOD as a controller sends it, from ovs-ofctl's flow syntax.
 fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
     use wirespeed_switch::openflow::message::OfFlowMod;
-    use wirespeed_switch::openflow::wire::{GROUP_ANY, NO_BUFFER, port};
     let rule = wirespeed_switch::parse_rule(text).unwrap();
-    OfFlowMod {
-        cookie: rule.cookie,
-        cookie_mask: 0,
-        table_id: rule.table,
-        command,
-        idle_timeout: rule.idle_timeout,
-        hard_timeout: rule.hard_timeout,
-        priority: rule.priority,
-        buffer_id: NO_BUFFER,
-        out_port: port::ANY,
-        out_group: GROUP_ANY,
-        flags,
-        flow_match: rule.flow_match,
-        actions: rule.actions,
-    }
-    .encode(xid)
+    OfFlowMod::for_rule(rule, command, flags).encode(xid)
 }
 
 #[test]

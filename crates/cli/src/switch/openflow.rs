@@ -101,11 +101,7 @@ impl OpenFlowArgs {
         let (Some(private_key), Some(certificate), Some(ca_cert)) =
             (&self.private_key, &self.certificate, &self.ca_cert)
         else {
-            let text = match target {
-                Target::Listen(addr, _) => format!("pssl:{}:{}", addr.port(), addr.ip()),
-                Target::Dial(host, port, _) => format!("ssl:{host}:{port}"),
-            };
-            bail!("{text}: TLS needs --private-key, --certificate and --ca-cert");
+            bail!("{target}: TLS needs --private-key, --certificate and --ca-cert");
         };
         let files = TlsFiles {
             private_key: private_key.clone(),

@@ -8,6 +8,7 @@
 //! [`Work::Call`], so it is handled in order with `wirespeed ctl`'s requests. Silence for
 //! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection.
 
+use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::str::FromStr;
@@ -54,6 +55,26 @@ impl Target {
     pub fn transport(&self) -> Transport {
         match self {
             Target::Listen(_, t) | Target::Dial(_, _, t) => *t,
+        }
+    }
+}
+
+/// As Open vSwitch writes a target, every part given (`pssl:6653:127.0.0.1`, `tcp:[::1]:6653`).
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = match self.transport() {
+            Transport::Tcp => "tcp",
+            Transport::Tls => "ssl",
+        };
+        match self {
+            Target::Listen(addr, _) if addr.is_ipv6() => {
+                write!(f, "p{scheme}:{}:[{}]", addr.port(), addr.ip())
+            }
+            Target::Listen(addr, _) => write!(f, "p{scheme}:{}:{}", addr.port(), addr.ip()),
+            Target::Dial(host, port, _) if host.contains(':') => {
+                write!(f, "{scheme}:[{host}]:{port}")
+            }
+            Target::Dial(host, port, _) => write!(f, "{scheme}:{host}:{port}"),
         }
     }
 }
@@ -142,17 +163,8 @@ pub fn start(
     let mut listeners = Vec::new();
     for target in targets {
         if let Target::Listen(addr, transport) = target {
-            let listener = TcpListener::bind(addr).map_err(|e| {
-                let scheme = if *transport == Transport::Tls {
-                    "pssl"
-                } else {
-                    "ptcp"
-                };
-                io::Error::new(
-                    e.kind(),
-                    format!("{scheme}:{}:{}: {e}", addr.port(), addr.ip()),
-                )
-            })?;
+            let listener = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("{target}: {e}")))?;
             let tls = (*transport == Transport::Tls)
                 .then(|| tls.clone())
                 .flatten();
@@ -462,5 +474,16 @@ mod tests {
         assert_eq!(t("tcp:"), Err(TargetError::Syntax("tcp:".into())));
         assert_eq!(t("6653"), Err(TargetError::Syntax("6653".into())));
         assert!(matches!(t("ptcp:1:nope"), Err(TargetError::Address(..))));
+        // Written back with every part, they parse to themselves.
+        for text in [
+            "ptcp:6653:127.0.0.1",
+            "pssl:7:[::1]",
+            "tcp:h:1",
+            "ssl:[::1]:6653",
+        ] {
+            let target = t(text).unwrap();
+            assert_eq!(target.to_string(), text);
+            assert_eq!(t(&target.to_string()), Ok(target));
+        }
     }
 }

@@ -384,6 +384,26 @@ fn flow_mod(r: &mut Reader<'_>) -> Result<OfFlowMod, OfpError> {
 }
 
 impl OfFlowMod {
+    /// The FLOW_MOD a controller sends for `rule` (its table, cookie, timeouts, priority,
+    /// match and actions): no buffer, no out_port or out_group filter.
+    pub fn for_rule(rule: crate::rule::Rule, command: u8, flags: u16) -> OfFlowMod {
+        OfFlowMod {
+            cookie: rule.cookie,
+            cookie_mask: 0,
+            table_id: rule.table,
+            command,
+            idle_timeout: rule.idle_timeout,
+            hard_timeout: rule.hard_timeout,
+            priority: rule.priority,
+            buffer_id: crate::openflow::wire::NO_BUFFER,
+            out_port: crate::openflow::wire::port::ANY,
+            out_group: crate::openflow::wire::GROUP_ANY,
+            flags,
+            flow_match: rule.flow_match,
+            actions: rule.actions,
+        }
+    }
+
     /// The message, as a controller would send it (for tests, the fuzz target, and drivers).
     pub fn encode(&self, xid: u32) -> Vec<u8> {
         let mut w = Writer::message(msg::FLOW_MOD, xid);
@@ -504,22 +524,11 @@ mod tests {
     use crate::ofctl::flow_parse::parse_rule;
 
     fn flow_mod_of(text: &str, command: u8) -> OfFlowMod {
-        let rule = parse_rule(text).unwrap();
-        OfFlowMod {
-            cookie: rule.cookie,
-            cookie_mask: 0,
-            table_id: rule.table,
+        OfFlowMod::for_rule(
+            parse_rule(text).unwrap(),
             command,
-            idle_timeout: rule.idle_timeout,
-            hard_timeout: rule.hard_timeout,
-            priority: rule.priority,
-            buffer_id: crate::openflow::wire::NO_BUFFER,
-            out_port: crate::openflow::wire::port::ANY,
-            out_group: crate::openflow::wire::GROUP_ANY,
-            flags: flow_flags::SEND_FLOW_REM,
-            flow_match: rule.flow_match,
-            actions: rule.actions,
-        }
+            flow_flags::SEND_FLOW_REM,
+        )
     }
 
     #[test]
