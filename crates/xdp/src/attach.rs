@@ -31,17 +31,31 @@ impl AttachMode {
     }
 }
 
-/// The XDP program attached to `iface` now, as "id N name NAME mode M", if any. Asks
+/// The XDP program attached to `iface` now, as "MODE id N name NAME", if any. Asks
 /// iproute2, which every system that has veths has.
 pub fn attached_program(iface: &str) -> Option<String> {
     let out = Command::new("ip")
         .args(["-d", "-o", "link", "show", "dev", iface])
         .output()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    describe_program(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `attached_program` from the text of `ip -d -o link show`. MODE is the word after the MTU
+/// (`xdp` native, `xdpgeneric` skb, `xdpoffload`, `xdpmulti` for a native and a generic
+/// program at once); the details' `prog/xdp` names the mode only where several are attached
+/// (`prog/xdpdrv`, `prog/xdpgeneric`), and is the fallback.
+fn describe_program(text: &str) -> Option<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let pos = words.iter().position(|w| w.starts_with("prog/xdp"))?;
-    let mode = words[pos].trim_start_matches("prog/");
+    let mode = words
+        .iter()
+        .position(|w| *w == "mtu")
+        .and_then(|i| words.get(i + 2))
+        .filter(|w| w.starts_with("xdp"))
+        // Older iproute2 says "xdpgeneric/id:9" there.
+        .map(|w| w.split('/').next().unwrap_or(w))
+        .unwrap_or_else(|| words[pos].trim_start_matches("prog/"));
     let id = words
         .get(pos + 1..pos + 3)
         .map(|w| w.join(" "))
@@ -169,5 +183,39 @@ fn remove_foreign(iface: &str, existing: &str) -> Result<(), XdpError> {
             existing: existing.to_string(),
             reason: "it is held by a BPF link of another process; stop that process".to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_program;
+
+    #[test]
+    fn the_mode_is_the_word_after_the_mtu() {
+        let line = |mode: &str, prog: &str| {
+            format!(
+                "3: v0@v1: <BROADCAST,UP> mtu 1500 {mode} qdisc noqueue state UP\\    \
+                 link/ether 8e:91:fd:e2:f7:6d \\    veth numtxqueues 2 \\    {prog} id 24120 \
+                 name xsk_redirect tag 548a968b70885879 jited"
+            )
+        };
+        let d = |mode, prog| describe_program(&line(mode, prog));
+        assert_eq!(
+            d("xdpgeneric", "prog/xdp").as_deref(),
+            Some("xdpgeneric id 24120 name xsk_redirect")
+        );
+        assert_eq!(
+            d("xdp", "prog/xdp").as_deref(),
+            Some("xdp id 24120 name xsk_redirect")
+        );
+        assert_eq!(
+            d("xdpmulti", "prog/xdpdrv").as_deref(),
+            Some("xdpmulti id 24120 name xsk_redirect")
+        );
+        let none = "3: v0@v1: <UP> mtu 1500 qdisc noqueue state UP";
+        assert_eq!(describe_program(none), None);
+        // An older iproute2 without the word: the details' own.
+        let bare = "3: v0: <UP> mtu 1500 qdisc noqueue \\ prog/xdpgeneric id 9";
+        assert_eq!(describe_program(bare).as_deref(), Some("xdpgeneric id 9"));
     }
 }

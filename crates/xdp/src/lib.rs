@@ -2,6 +2,9 @@
 //! the redirect to AF_XDP sockets (and its variant that spills to a ring buffer), the in-kernel drop counter (the benchmark's ceiling) and
 //! the live-frames transmit engine, and the switch's in-kernel fast path.
 //!
+//! Several processes can share one interface by queue: the plain redirect program one
+//! attached, the others join (`join.rs`); it stays while any of them lives.
+//!
 //! Programs are attached through BPF links where the kernel has them, so they detach when
 //! the process exits on any path, a crash included. A program someone else attached is
 //! never replaced unless the caller forces it.
@@ -9,12 +12,14 @@
 mod attach;
 mod drop_counter;
 pub mod fast_path;
+mod join;
 mod live_frames;
 mod xsk_program;
 
 pub use attach::{AttachMode, Holder, attached_program};
 pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
+pub use join::{SharedProgram, shared_program};
 pub use live_frames::{LiveFrames, Stamp, Variation};
 pub use xsk_program::{SpillRecord, SpillRing, XskProgram};
 

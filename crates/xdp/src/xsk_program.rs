@@ -1,36 +1,68 @@
 //! The redirect program: packets of a queue go to the AF_XDP socket registered for it. Its
 //! spilling variant (bpf/xsk_spill.c) sends them to a BPF ring buffer instead while the
-//! socket's user falls behind.
+//! socket's user falls behind. Where another process already runs the plain one on the
+//! interface, a process joins it (`join.rs`) and serves its own queues through it.
 
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 
+use crate::join::{self, Joined, PROGRAM, SharedProgram};
 use crate::{AttachMode, XdpError, error_chain, load_attached};
 use aya::maps::{Map, MapData, RingBuf, XskMap};
 
 const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_redirect.o"));
-const PROGRAM: &str = "xsk_redirect";
 const SPILL_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_spill.o"));
 const SPILL_PROGRAM: &str = "xsk_spill";
 
-/// The redirect program, attached to one interface; detached when dropped.
+/// The redirect program on one interface: loaded and attached by this process (detached
+/// when dropped), or another process's that this one joined (it goes when the last process
+/// sharing it lets go).
 pub struct XskProgram {
-    ebpf: aya::Ebpf,
+    program: Program,
     iface: String,
     mode: AttachMode,
 }
 
+enum Program {
+    Own(aya::Ebpf),
+    Joined(Joined),
+}
+
 impl XskProgram {
-    /// Loads the program and attaches it to `iface`.
+    /// Joins wirespeed's redirect program where another process runs it on `iface` (in its
+    /// mode, whatever `mode` asks: see `mode` and `shared`); else loads the program and
+    /// attaches it.
     pub fn attach(iface: &str, mode: AttachMode, force: bool) -> Result<XskProgram, XdpError> {
-        Ok(XskProgram {
-            ebpf: load_attached(OBJECT, PROGRAM, &[], iface, mode, force)?,
+        let ifindex = wirespeed_xsk::if_index(iface)
+            .ok_or_else(|| XdpError::NoInterface(iface.to_string()))?;
+        if let Some(joined) = join::join(iface, ifindex)? {
+            return Ok(XskProgram::joined(iface, joined));
+        }
+        match load_attached(OBJECT, PROGRAM, &[], iface, mode, force) {
+            Ok(ebpf) => Ok(XskProgram {
+                program: Program::Own(ebpf),
+                iface: iface.to_string(),
+                mode,
+            }),
+            // Another process starting at the same moment attached it first: join that.
+            Err(e @ XdpError::ForeignProgram { .. }) => match join::join(iface, ifindex)? {
+                Some(joined) => Ok(XskProgram::joined(iface, joined)),
+                None => Err(e),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    fn joined(iface: &str, joined: Joined) -> XskProgram {
+        XskProgram {
+            mode: joined.shared.mode,
+            program: Program::Joined(joined),
             iface: iface.to_string(),
-            mode,
-        })
+        }
     }
 
     /// Loads and attaches the spilling variant, with a spill ring of `spill_bytes` (a power
     /// of two, at least a page). Until `SpillLevels::enable` it redirects like `attach`'s.
+    /// Never shared: its ring and levels serve one process.
     pub fn attach_spilling(
         iface: &str,
         mode: AttachMode,
@@ -44,14 +76,14 @@ impl XskProgram {
             });
         }
         Ok(XskProgram {
-            ebpf: load_attached(
+            program: Program::Own(load_attached(
                 SPILL_OBJECT,
                 SPILL_PROGRAM,
                 &[("spill", spill_bytes)],
                 iface,
                 mode,
                 force,
-            )?,
+            )?),
             iface: iface.to_string(),
             mode,
         })
@@ -65,17 +97,32 @@ impl XskProgram {
         self.mode
     }
 
+    /// The program another process attached, when this one joined it rather than attaching
+    /// its own.
+    pub fn shared(&self) -> Option<&SharedProgram> {
+        match &self.program {
+            Program::Own(_) => None,
+            Program::Joined(j) => Some(&j.shared),
+        }
+    }
+
     /// Sends the packets of `queue` to the socket `fd`.
     pub fn register(&mut self, queue: u32, fd: RawFd) -> Result<(), XdpError> {
-        let map = self.ebpf.map_mut("xsks").ok_or(XdpError::Map {
-            map: "xsks",
-            reason: "not in the object".to_string(),
-        })?;
-        let mut xsks: XskMap<_> = XskMap::try_from(map).map_err(|e| XdpError::Map {
-            map: "xsks",
-            reason: error_chain(&e),
-        })?;
-        xsks.set(queue, fd, 0).map_err(|e| XdpError::Map {
+        let result = match &mut self.program {
+            Program::Own(ebpf) => {
+                let map = ebpf.map_mut("xsks").ok_or(XdpError::Map {
+                    map: "xsks",
+                    reason: "not in the object".to_string(),
+                })?;
+                let mut xsks: XskMap<_> = XskMap::try_from(map).map_err(|e| XdpError::Map {
+                    map: "xsks",
+                    reason: error_chain(&e),
+                })?;
+                xsks.set(queue, fd, 0)
+            }
+            Program::Joined(j) => j.xsks.set(queue, fd, 0),
+        };
+        result.map_err(|e| XdpError::Map {
             map: "xsks",
             reason: format!("register queue {queue}: {}", error_chain(&e)),
         })
@@ -88,7 +135,10 @@ impl XskProgram {
             map,
             reason: "not in the program (attach it with attach_spilling)".to_string(),
         };
-        let levels = match self.ebpf.take_map("levels") {
+        let Program::Own(ebpf) = &mut self.program else {
+            return Err(missing("levels"));
+        };
+        let levels = match ebpf.take_map("levels") {
             Some(Map::Array(data)) => data,
             _ => return Err(missing("levels")),
         };
@@ -100,10 +150,7 @@ impl XskProgram {
                 map: "levels",
                 reason: e.to_string(),
             })?;
-        let ring = self
-            .ebpf
-            .take_map("spill")
-            .ok_or_else(|| missing("spill"))?;
+        let ring = ebpf.take_map("spill").ok_or_else(|| missing("spill"))?;
         let ring = RingBuf::try_from(ring).map_err(|e| XdpError::Map {
             map: "spill",
             reason: error_chain(&e),

@@ -1,12 +1,18 @@
 //! The AF_XDP socket (the AF_PACKET V4 design as mainline Linux has it), written against the
 //! kernel UAPI in `linux/if_xdp.h`. Set-up lives in `socket.rs`, the per-burst path in
 //! `datapath.rs`, the raw system calls in `sys.rs`; `spill_levels.rs` shares the rings'
-//! positions with the spill program.
+//! positions with the spill program. `bpf_link.rs` holds another process's XDP link (a
+//! queue-shared redirect program), `queue_holder.rs` finds who holds a queue bind found taken.
 
+mod bpf_link;
 mod datapath;
+mod queue_holder;
 mod socket;
 mod spill_levels;
 mod sys;
+
+pub use bpf_link::{XdpLinkInfo, xdp_link_by_id};
+pub use queue_holder::{Process, queue_holders};
 
 pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
@@ -49,6 +55,14 @@ pub enum XskError {
     },
     #[error("ring size {0} is not a power of two between 64 and 65536")]
     RingSize(u32),
+    /// Bind found the queue taken (EBUSY): another AF_XDP socket is bound there.
+    #[error("{iface} queue {queue}: {}", queue_holder::holders_text(.holders))]
+    QueueTaken {
+        iface: String,
+        queue: u32,
+        /// Whose socket it is, as far as can be told (see `queue_holders`).
+        holders: Vec<Process>,
+    },
 }
 
 impl XskError {
@@ -57,6 +71,7 @@ impl XskError {
         match self {
             XskError::Socket(e) | XskError::Setup { source: e, .. } => e.raw_os_error(),
             XskError::Bind { source, .. } => source.raw_os_error(),
+            XskError::QueueTaken { .. } => Some(libc::EBUSY),
             _ => None,
         }
     }

@@ -408,11 +408,19 @@ fn bind(
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
     };
-    sys::bind_xdp(fd, &addr).map_err(|source| XskError::Bind {
-        iface: iface.to_string(),
-        queue,
-        mode: config.mode.name(),
-        source,
+    sys::bind_xdp(fd, &addr).map_err(|source| match source.raw_os_error() {
+        // The queue has another socket (bind_xdp waited out one closing a moment ago).
+        Some(libc::EBUSY) => XskError::QueueTaken {
+            iface: iface.to_string(),
+            queue,
+            holders: crate::queue_holders(iface, ifindex, queue, sys::socket_inode(fd)),
+        },
+        _ => XskError::Bind {
+            iface: iface.to_string(),
+            queue,
+            mode: config.mode.name(),
+            source,
+        },
     })?;
     Ok(need_wakeup)
 }

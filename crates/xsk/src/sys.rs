@@ -158,6 +158,15 @@ pub fn netns_cookie() -> io::Result<u64> {
     Ok(cookie)
 }
 
+/// The inode of a socket (what /proc/PID/fd links name it by); 0 if fstat fails.
+pub(crate) fn socket_inode(fd: &OwnedFd) -> u64 {
+    // SAFETY: an all-zero stat is a valid value for fstat to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is writable and outlives the call; fd is open.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    if r < 0 { 0 } else { st.st_ino }
+}
+
 /// A shared mapping of one of the socket's rings.
 pub(crate) struct RingMap {
     pub ptr: *mut u8,

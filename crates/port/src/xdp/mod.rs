@@ -14,6 +14,7 @@ mod spill;
 
 pub use group::XdpGroup;
 pub use port::XdpPort;
+pub use wirespeed_xdp::{SharedProgram, shared_program};
 pub use wirespeed_xsk::{if_index, netns_cookie, rx_queue_count};
 
 use std::str::FromStr;
@@ -61,6 +62,17 @@ impl FromStr for XdpMode {
 }
 
 impl XdpMode {
+    /// As `--xdp-mode` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Auto => "auto",
+            XdpMode::ZeroCopy => "zc",
+            XdpMode::Copy => "copy",
+            XdpMode::Native => "native",
+            XdpMode::Skb => "skb",
+        }
+    }
+
     /// The (attach, bind) pairs to try, in order.
     fn attempts(self) -> &'static [(AttachMode, BindMode)] {
         match self {

@@ -338,9 +338,16 @@ fn bind_member(
     let config = socket_config(opts);
     let mut last_err = None;
     let mut tried: Vec<String> = Vec::new();
-    for (attach, bind) in bind_attempts(&place, opts) {
+    let attempts = bind_attempts(&place, opts);
+    for &(attach, bind) in &attempts {
         let program = if opts.rx && place.attach_program {
             match attach_program(spec, opts, attach) {
+                // Another process's program, joined: it runs where it runs.
+                Ok(p) if p.mode() != attach => match attempts.iter().any(|a| a.0 == p.mode()) {
+                    // An attempt of the XDP mode asked for binds in its mode.
+                    true => continue,
+                    false => return Err(mode_mismatch(spec, opts, attach, &p)),
+                },
                 Ok(p) => Some(p),
                 Err(e) if is_final(&e) => return Err(e),
                 Err(e) => {
@@ -369,8 +376,13 @@ fn bind_member(
                 if !tried.is_empty() {
                     notes.push(format!("fell back after: {}", tried.join("; ")));
                 }
+                if let Some(shared) = program.as_ref().and_then(|p| p.shared()) {
+                    notes.push(shared_note(shared));
+                }
                 return Ok((program, socket, attach));
             }
+            // Another socket has the queue: no mode gets past that.
+            Err(e @ wirespeed_xsk::XskError::QueueTaken { .. }) => return Err(e.into()),
             Err(e) => {
                 tried.push(format!("{} bind: {}", bind.name(), e));
                 last_err = Some(e.into());
@@ -378,7 +390,47 @@ fn bind_member(
             }
         }
     }
-    Err(last_err.expect("every mode has at least one attempt"))
+    // Every attempt was skipped for another mode (a program that changed meanwhile).
+    Err(last_err.unwrap_or_else(|| {
+        PortError::Unsupported(format!(
+            "{spec}: the XDP program on {} changed while the port was opening",
+            spec.iface
+        ))
+    }))
+}
+
+/// The note of a port that joined another process's redirect program.
+fn shared_note(shared: &wirespeed_xdp::SharedProgram) -> String {
+    format!(
+        "{}: shares the XDP program {} holds there (id {}, {} mode): each process serves \
+         its own queues, and the last one to exit detaches it",
+        shared.iface,
+        shared.holder_text(),
+        shared.id,
+        shared.mode.name()
+    )
+}
+
+/// Why a port cannot join the redirect program `joined` found running on its interface:
+/// it runs in another mode than the `asked` one of `--xdp-mode`, and one interface's queues
+/// share one program.
+fn mode_mismatch(
+    spec: &PortSpec,
+    opts: &PortOptions,
+    asked: AttachMode,
+    joined: &XskProgram,
+) -> PortError {
+    let holder = joined
+        .shared()
+        .map_or_else(|| "another process".to_string(), |s| s.holder_text());
+    let runs = joined.mode().name();
+    PortError::Unsupported(format!(
+        "{spec}: {}'s queues share the XDP program {holder} holds, which runs in {runs} mode, \
+         and --xdp-mode {} asks for {} XDP: use --xdp-mode auto (or {runs}) to share it",
+        spec.iface,
+        opts.xdp_mode.name(),
+        asked.name(),
+    ))
 }
 
 /// The (attach, bind) pairs to try for a member, in order: the mode already chosen; with the
@@ -412,6 +464,18 @@ fn attach_program(
     attach: AttachMode,
 ) -> Result<XskProgram, PortError> {
     let attached = if opts.spill_bytes > 0 {
+        // The spill program's ring and levels serve one process: it is not shared, and
+        // cannot be attached where a shared one runs.
+        if let Some(shared) = wirespeed_xdp::shared_program(&spec.iface) {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: a spill ring needs the XDP program to itself, and {} holds \
+                 wirespeed's redirect program on {}, shared by queue (id {}): open the port \
+                 without a spill ring (capture: --spill-mib 0) to share it",
+                shared.holder_text(),
+                spec.iface,
+                shared.id
+            )));
+        }
         XskProgram::attach_spilling(&spec.iface, attach, opts.force, opts.spill_bytes)
     } else {
         XskProgram::attach(&spec.iface, attach, opts.force)
