@@ -3,6 +3,7 @@
 
 mod batch;
 mod error;
+mod frame_size;
 mod heap_frames;
 mod link_events;
 pub mod packet;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 pub use batch::{Batch, DEFAULT_BURST, RxMeta};
 pub use error::PortError;
+pub use frame_size::{frame_size_for, frame_size_for_mtu};
 pub use link_events::LinkEvents;
 pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};

@@ -26,8 +26,8 @@ use wirespeed_capture::write::{Format, Interface};
 use wirespeed_port::xdp::XdpMode;
 use wirespeed_port::{Backend, PortOptions, PortSpec};
 
-use crate::args::port_flags::frame_size_for;
 use filter_child::{CompileError, Target};
+use wirespeed_port::frame_size_for;
 
 /// Exit status for an invalid filter expression (tcpdump's).
 const EXIT_BAD_FILTER: i32 = 2;
