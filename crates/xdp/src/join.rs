@@ -106,7 +106,7 @@ pub(crate) fn join(iface: &str, ifindex: u32) -> Result<Option<Joined>, XdpError
 }
 
 /// A descriptor of the XDP link that attaches program `prog_id` to interface `ifindex`.
-fn link_of(prog_id: u32, ifindex: u32) -> Option<OwnedFd> {
+pub(crate) fn link_of(prog_id: u32, ifindex: u32) -> Option<OwnedFd> {
     let candidates: Vec<u32> = loaded_links()
         .flatten()
         .filter(|l| l.program_id() == prog_id && matches!(l.link_type(), Ok(LinkType::Xdp)))
@@ -122,6 +122,14 @@ fn link_of(prog_id: u32, ifindex: u32) -> Option<OwnedFd> {
 
 /// The XSKMAP `xsks` of program `prog_id`.
 fn xsk_map_of(prog_id: u32) -> Result<XskMap<MapData>, XdpError> {
+    XskMap::try_from(Map::XskMap(xsk_map_data_of(prog_id)?)).map_err(|e| XdpError::Map {
+        map: MAP,
+        reason: error_chain(&e),
+    })
+}
+
+/// The XSKMAP `xsks` of program `prog_id`, as the kernel's map (for its descriptor).
+pub(crate) fn xsk_map_data_of(prog_id: u32) -> Result<MapData, XdpError> {
     let map_err = |reason: String| XdpError::Map { map: MAP, reason };
     let info = loaded_programs()
         .flatten()
@@ -139,7 +147,7 @@ fn xsk_map_of(prog_id: u32) -> Result<XskMap<MapData>, XdpError> {
             i.name_as_str() == Some(MAP) && matches!(i.map_type(), Ok(MapType::XskMap))
         });
         if named {
-            return XskMap::try_from(Map::XskMap(data)).map_err(|e| map_err(error_chain(&e)));
+            return Ok(data);
         }
     }
     Err(map_err(format!(

@@ -12,6 +12,7 @@
 mod attach;
 mod drop_counter;
 pub mod fast_path;
+pub mod handover;
 mod join;
 mod live_frames;
 mod xsk_program;
