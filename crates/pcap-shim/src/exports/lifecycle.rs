@@ -1,0 +1,150 @@
+//! pcap_create, pcap_open_live, pcap_activate, pcap_close.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_char, c_int};
+
+use wirespeed_port::PortSpec;
+
+use super::xdp_device;
+use crate::ffi::{
+    DLT_EN10MB, MAXIMUM_SNAPLEN, PCAP_ERROR_ACTIVATED, PCAP_TSTAMP_PRECISION_MICRO, PcapT,
+};
+use crate::handle::{Counts, Handle, Settings, write_errbuf};
+use crate::live::Live;
+use crate::{real, registry};
+
+/// A new, not yet activated handle for `device`, or why not.
+fn create(device: &str) -> Result<*mut PcapT, String> {
+    let mut spec: PortSpec = device.parse().map_err(|e| format!("{e}"))?;
+    // As in `wirespeed capture` and as tcpdump -i eth0: a device without a queue is the
+    // whole interface.
+    spec.all_queues |= !PortSpec::names_queue(device);
+    // SAFETY: plain values; a dead handle is libpcap's own, freed by pcap_close.
+    let dead = unsafe {
+        real::pcap_open_dead_with_tstamp_precision(
+            DLT_EN10MB,
+            MAXIMUM_SNAPLEN,
+            PCAP_TSTAMP_PRECISION_MICRO as u32,
+        )
+    };
+    if dead.is_null() {
+        return Err(format!("{device}: libpcap could not make a handle"));
+    }
+    let inserted = registry::insert(dead, |slot| {
+        Box::new(Handle {
+            dead,
+            device: device.to_string(),
+            spec,
+            settings: Cell::new(Settings::default()),
+            live: RefCell::new(None),
+            counts: Counts::default(),
+            selectable: Cell::new(-1),
+            slot,
+        })
+    });
+    if inserted.is_none() {
+        // SAFETY: `dead` is the handle made above, not handed out.
+        unsafe { real::pcap_close(dead) };
+        return Err(format!(
+            "{device}: {} xdp: handles are open already",
+            registry::SLOTS
+        ));
+    }
+    Ok(dead)
+}
+
+/// Activates `p` (one of ours): returns libpcap's status, the text in pcap_geterr.
+fn activate(h: &Handle) -> c_int {
+    if h.activated() {
+        h.set_error("can't perform operation on activated capture");
+        return PCAP_ERROR_ACTIVATED;
+    }
+    match Live::activate(h) {
+        Ok(a) => {
+            h.selectable.set(a.live.selectable);
+            *h.live.borrow_mut() = Some(a.live);
+            match a.warning {
+                Some((code, text)) => {
+                    h.set_error(&text);
+                    code
+                }
+                None => 0,
+            }
+        }
+        Err(refused) => {
+            h.set_error(&refused.message);
+            refused.code
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pcap_create(source: *const c_char, errbuf: *mut c_char) -> *mut PcapT {
+    let Some(device) = xdp_device(source) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real::pcap_create(source, errbuf) };
+    };
+    create(&device).unwrap_or_else(|message| {
+        write_errbuf(errbuf, &message);
+        std::ptr::null_mut()
+    })
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pcap_open_live(
+    device: *const c_char,
+    snaplen: c_int,
+    promisc: c_int,
+    to_ms: c_int,
+    errbuf: *mut c_char,
+) -> *mut PcapT {
+    let Some(name) = xdp_device(device) else {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe { real::pcap_open_live(device, snaplen, promisc, to_ms, errbuf) };
+    };
+    let p = match create(&name) {
+        Ok(p) => p,
+        Err(message) => {
+            write_errbuf(errbuf, &message);
+            return std::ptr::null_mut();
+        }
+    };
+    let Some(h) = registry::find(p) else {
+        return std::ptr::null_mut();
+    };
+    h.update(|s| {
+        s.snaplen = snaplen;
+        s.promisc = promisc != 0;
+        s.timeout_ms = to_ms;
+    });
+    let status = activate(h);
+    if status != 0 {
+        // SAFETY: `p` is the live dead handle; its errbuf holds the text just set.
+        let text = unsafe { std::ffi::CStr::from_ptr(real::pcap_geterr(p)) };
+        write_errbuf(errbuf, &text.to_string_lossy());
+    }
+    if status < 0 {
+        // SAFETY: `p` is ours, made above and not handed out.
+        unsafe { pcap_close(p) };
+        return std::ptr::null_mut();
+    }
+    p
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pcap_activate(p: *mut PcapT) -> c_int {
+    match registry::find(p) {
+        Some(h) => activate(h),
+        // SAFETY: the caller's handle, passed on.
+        None => unsafe { real::pcap_activate(p) },
+    }
+}
+
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pcap_close(p: *mut PcapT) {
+    // Ours: the port closes (sockets, UMEM, our hold on the XDP program) before the dead
+    // handle under it goes.
+    drop(registry::remove(p));
+    // SAFETY: the caller's handle (ours is a dead libpcap handle), closed once.
+    unsafe { real::pcap_close(p) }
+}
