@@ -5,6 +5,7 @@ mod bench;
 mod capture;
 mod ctl;
 mod r#gen;
+mod pcap_run;
 mod recv;
 mod run;
 mod switch;
@@ -32,10 +33,16 @@ enum Command {
     Recv(recv::RecvArgs),
     /// Run a switch over AF_XDP ports (OpenFlow-style rules, learning by default).
     Switch(switch::SwitchArgs),
+    /// Run a libpcap program (tcpdump, tshark...) with xdp:IFACE devices on AF_XDP.
+    #[command(name = "pcap-run")]
+    PcapRun(pcap_run::PcapRunArgs),
     /// Talk to a running switch: add-flow, del-flows, dump-flows, dump-ports...
     Ctl(ctl::CtlArgs),
     /// The kernel's zero-copy TCP features: MSG_ZEROCOPY send, TCP zero-copy receive.
     Zcopy(zcopy::ZcopyArgs),
+    /// (Internal) pcap-run's broker: attaches XDP programs for the program it runs.
+    #[command(name = "pcap-broker", hide = true)]
+    PcapBroker(pcap_run::broker::BrokerArgs),
     /// (Internal) compiles a capture filter in a child process, for `capture`.
     #[command(name = "compile-filter", hide = true)]
     CompileFilter(capture::filter_child::ChildArgs),
@@ -50,6 +57,8 @@ fn main() {
         Command::Recv(args) => recv::run(args),
         Command::Switch(args) => switch::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::PcapRun(args) => pcap_run::run(args),
+        Command::PcapBroker(args) => pcap_run::broker::run(args),
         Command::Zcopy(args) => zcopy::run(args),
         Command::CompileFilter(args) => capture::filter_child::child_main(args),
     };
