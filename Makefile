@@ -52,6 +52,8 @@ test:
 	fi
 	@scripts/install-deps.sh
 	$(MAKE) --no-print-directory lint
+	# pcap-run's tests preload the library: cargo test builds the crate's tests, not it.
+	$(CARGO) build -p wirespeed-pcap-shim
 	$(CARGO) test --workspace
 
 bench: deps

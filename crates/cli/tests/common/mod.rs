@@ -202,11 +202,17 @@ pub struct Running {
 impl Running {
     /// Waits for the line that says set-up is done; panics with the log if it never comes.
     pub fn wait_ready(&mut self) {
+        self.wait_for(" ready ");
+    }
+
+    /// Waits for a line of standard error containing `needle` (another program's own "ready"
+    /// line); panics with the log if it never comes.
+    pub fn wait_for(&mut self, needle: &str) {
         let until = Instant::now() + Duration::from_secs(20);
         while Instant::now() < until {
             match self.stderr.recv_timeout(Duration::from_millis(100)) {
                 Ok(line) => {
-                    let ready = line.contains(" ready ");
+                    let ready = line.contains(needle);
                     self.log.push(line);
                     if ready {
                         return;
@@ -214,13 +220,13 @@ impl Running {
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
-                        panic!("wirespeed exited ({st}) before ready: {:?}", self.log);
+                        panic!("exited ({st}) before {needle:?}: {:?}", self.log);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
-        panic!("wirespeed never said ready: {:?}", self.log);
+        panic!("never said {needle:?}: {:?}", self.log);
     }
 
     /// The process id (wirespeed's: ip netns exec execs it).
@@ -261,6 +267,25 @@ impl Running {
         (json, log)
     }
 
+    /// `exit`, killing the process first if it has not ended within `limit` (then panics).
+    pub fn exit_within(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return self.exit();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (_, out, err) = {
+            // Its children too (tshark's dumpcap): they hold the output pipes open.
+            if let Some(c) = self.child.as_ref() {
+                kill_tree(c.id());
+            }
+            self.exit()
+        };
+        panic!("still running after {limit:?}; stdout: {out}; stderr: {err}");
+    }
+
     /// Waits for the exit, whatever its status: the exit code, stdout and stderr.
     pub fn exit(mut self) -> (Option<i32>, String, String) {
         let out = self.child.take().unwrap().wait_with_output().unwrap();
@@ -279,6 +304,30 @@ impl Drop for Running {
             let _ = c.wait();
         }
     }
+}
+
+/// SIGKILL to `pid` and every process descended from it, children first.
+pub fn kill_tree(pid: u32) {
+    let parent_of = |p: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let children: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|&p| parent_of(p) == Some(pid))
+                .collect()
+        })
+        .unwrap_or_default();
+    for child in children {
+        kill_tree(child);
+    }
+    let _ = sh(&["kill", "-KILL", &pid.to_string()]);
 }
 
 /// Starts `wirespeed ARGS` inside `ns`.

@@ -65,7 +65,7 @@ pub fn read_records(path: &str) -> Vec<Rec> {
     out
 }
 
-fn run_tool(args: &[&str]) -> (bool, String, String) {
+pub fn run_tool(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(args[0])
         .args(&args[1..])
         .env("TZ", "UTC")

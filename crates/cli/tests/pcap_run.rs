@@ -1,0 +1,453 @@
+//! `wirespeed pcap-run`: unmodified libpcap programs on AF_XDP through libwirespeed_pcap.so.
+//! The programs judge: tcpdump writes exactly the frames `wirespeed gen` sent (byte for byte,
+//! filtered and cut as asked) and its closing counts agree; tshark (through dumpcap, which
+//! gives up CAP_BPF first) captures to pcapng; Ctrl-C ends tcpdump with its counts and
+//! nothing attached; a C program built against libpcap injects frames `wirespeed recv`
+//! receives, every one; bad devices and filters fail as libpcap fails them; every other
+//! device and file goes to the real libpcap.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::Duration;
+
+use common::pcaps::*;
+use common::*;
+use wirespeed_capture::write::Format;
+
+/// `wirespeed pcap-run ARGS` in `ns`.
+fn pcap_run(ns: &str, args: &[&str]) -> Running {
+    assert_library_built();
+    let mut all = vec!["pcap-run"];
+    all.extend_from_slice(args);
+    spawn_in(ns, &all)
+}
+
+/// The library pcap-run preloads is newer than the sources it is built from: `cargo test`
+/// builds this crate's tests but not the library (`make test` builds it first).
+fn assert_library_built() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let library = std::path::Path::new(wirespeed()).with_file_name("libwirespeed_pcap.so");
+    let built = std::fs::metadata(&library)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: cargo build -p wirespeed-pcap-shim",
+                library.display()
+            )
+        });
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    for krate in ["pcap-shim", "port", "xdp", "xsk", "umem", "ring", "capture"] {
+        let mut dirs = vec![std::path::PathBuf::from(format!(
+            "{root}/crates/{krate}/src"
+        ))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let meta = entry.metadata().unwrap();
+                if meta.is_dir() {
+                    dirs.push(entry.path());
+                } else {
+                    newest = newest.max(meta.modified().unwrap());
+                }
+            }
+        }
+    }
+    assert!(
+        built >= newest,
+        "{} is older than its sources: cargo build -p wirespeed-pcap-shim",
+        library.display()
+    );
+}
+
+/// A directory tcpdump can write in after it gives up root (Debian's runs as user tcpdump).
+fn shared_dir(tag: &str) -> TempDir {
+    let dir = TempDir::new(tag);
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+/// The mixed frames as records of a capture file at `path` (each whole).
+fn frames_file(path: &str, count: usize) -> Vec<Rec> {
+    let records: Vec<Rec> = mixed_frames(count)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let len = f.len() as u32;
+            (1_700_000_000_000_000_000 + i as u64 * 1000, f, len)
+        })
+        .collect();
+    write_capture(path, Format::Pcap, &records);
+    records
+}
+
+/// Replays `file` out of A, as fast as it goes; every frame must leave.
+fn replay(net: &NetPair, file: &str, count: usize) {
+    replay_at(net, file, count, &[]);
+}
+
+/// `replay`, with more of gen's flags (a --rate).
+fn replay_at(net: &NetPair, file: &str, count: usize, extra: &[&str]) {
+    let port = format!("xdp:{}", net.a);
+    let mut args = vec![
+        "gen", "--port", &port, "--pcap", file, "--fast", "--json", "-q",
+    ];
+    args.extend_from_slice(extra);
+    let tx = run_json(&net.ns_a, &args);
+    assert_eq!(tx["packets"].as_u64(), Some(count as u64), "{tx}");
+}
+
+/// tcpdump's closing count for `what` ("captured", "received by filter", "dropped by kernel").
+fn count_of(stderr: &str, what: &str) -> u64 {
+    let suffix = format!("packets {what}");
+    let one = format!("packet {what}");
+    stderr
+        .lines()
+        .find(|l| l.ends_with(&suffix) || l.ends_with(&one))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no '{what}' count in: {stderr}"))
+}
+
+/// tcpdump's lines without their time stamps (the first word).
+fn untimed(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_string())
+        .collect()
+}
+
+/// The same lines; a difference is shown by its first line, not all of them.
+fn assert_same_lines(got: &[String], want: &[String]) {
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "line {i} of {} differs: {:?} where tcpdump -r prints {:?} ({} lines)",
+            got.len(),
+            got.get(i),
+            want.get(i),
+            want.len()
+        );
+    }
+}
+
+/// The snapshot length in a pcap file's header.
+fn pcap_snaplen(path: &str) -> u32 {
+    let bytes = std::fs::read(path).unwrap();
+    u32::from_le_bytes(bytes[16..20].try_into().unwrap())
+}
+
+#[test]
+fn tcpdump_writes_exactly_the_frames_sent_filtered_and_cut_as_asked() {
+    let net = NetPair::new("pt");
+    let dir = shared_dir("pt");
+    let input = dir.path("in.pcap");
+    let sent = frames_file(&input, 10_000);
+    let device = format!("xdp:{}", net.b);
+
+    // Everything, -s 0 (libpcap's largest), 10,000 of them.
+    let out = dir.path("all.pcap");
+    let mut td = pcap_run(
+        &net.ns_b,
+        &[
+            "tcpdump", "-i", &device, "-n", "-s", "0", "-c", "10000", "-w", &out,
+        ],
+    );
+    td.wait_for("listening on");
+    replay(&net, &input, sent.len());
+    let (code, _, err) = td.exit_within(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), 10_000, "{err}");
+    assert_eq!(count_of(&err, "received by filter"), 10_000, "{err}");
+    assert_eq!(count_of(&err, "dropped by kernel"), 0, "{err}");
+    let got = read_records(&out);
+    assert_eq!(got.len(), sent.len());
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(g.1 == s.1 && g.2 == s.2, "frame {i} differs");
+    }
+    assert_eq!(pcap_snaplen(&out), 262_144);
+    // tcpdump gave up root once the device was open, and went on capturing as its own user.
+    let owner = std::fs::metadata(&out).unwrap().uid();
+    let tcpdump_uid = must(&["id", "-u", "tcpdump"])
+        .trim()
+        .parse::<u32>()
+        .unwrap();
+    assert_eq!(owner, tcpdump_uid, "tcpdump did not drop root (-Z)");
+    net.assert_no_xdp();
+
+    // A filter (compiled by the real libpcap, run by the shim) and -s 96: exactly what
+    // tcpdump itself selects from the file, cut to 96 bytes.
+    let expected = tcpdump_select(&input, "udp", &dir);
+    let n = expected.len().to_string();
+    let out = dir.path("udp.pcap");
+    let mut td = pcap_run(
+        &net.ns_b,
+        &[
+            "tcpdump", "-i", &device, "-n", "-s", "96", "-c", &n, "-w", &out, "udp",
+        ],
+    );
+    td.wait_for("listening on");
+    replay(&net, &input, sent.len());
+    let (code, _, err) = td.exit_within(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), expected.len() as u64, "{err}");
+    assert_eq!(
+        count_of(&err, "received by filter"),
+        expected.len() as u64,
+        "{err}"
+    );
+    let got = read_records(&out);
+    assert_eq!(got.len(), expected.len());
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(g.1, e.1[..e.1.len().min(96)], "frame {i}");
+        assert_eq!(g.2, e.2, "frame {i}'s length on the wire");
+    }
+    assert_eq!(pcap_snaplen(&out), 96);
+    net.assert_no_xdp();
+}
+
+#[test]
+fn tshark_captures_through_dumpcap() {
+    let net = NetPair::new("ps");
+    let dir = shared_dir("ps");
+    let input = dir.path("in.pcap");
+    let sent = frames_file(&input, 2000);
+    let out = dir.path("out.pcapng");
+    let device = format!("xdp:{}", net.b);
+    let mut ts = pcap_run(
+        &net.ns_b,
+        &["tshark", "-i", &device, "-c", "2000", "-w", &out],
+    );
+    // tshark says "Capturing on" before dumpcap has the device open; this comes after.
+    ts.wait_for("Capture started");
+    // dumpcap runs without CAP_IPC_LOCK, and this VM's root cannot raise RLIMIT_MEMLOCK
+    // (no CAP_SYS_RESOURCE): its port gets 6 MiB of frames, so a moderate rate.
+    replay_at(&net, &input, sent.len(), &["--rate", "20000"]);
+    let (code, _, err) = ts.exit_within(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    let got = read_records(&out);
+    assert_eq!(got.len(), sent.len(), "{err}");
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(g.1 == s.1 && g.2 == s.2, "frame {i} differs");
+    }
+    let info = must(&["capinfos", "-c", "-M", &out]);
+    assert!(info.contains("Number of packets:   2000"), "{info}");
+    net.assert_no_xdp();
+}
+
+#[test]
+fn ctrl_c_ends_tcpdump_with_its_lines_and_counts_and_nothing_attached() {
+    let net = NetPair::new("pc");
+    let dir = shared_dir("pc");
+    let input = dir.path("in.pcap");
+    let sent = frames_file(&input, 300);
+    let device = format!("xdp:{}", net.b);
+    let mut td = pcap_run(&net.ns_b, &["tcpdump", "-i", &device, "-n", "-l"]);
+    td.wait_for("listening on");
+    replay(&net, &input, sent.len());
+    std::thread::sleep(Duration::from_millis(500));
+    must(&["kill", "-INT", &td.pid().to_string()]);
+    let (code, out, err) = td.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), 300, "{err}");
+    assert_eq!(count_of(&err, "dropped by kernel"), 0, "{err}");
+    // The same lines tcpdump prints reading the file, but for the time stamps.
+    let (ok, from_file, e) = run_tool(&["tcpdump", "-r", &input, "-n"]);
+    assert!(ok, "{e}");
+    assert_same_lines(&untimed(&out), &untimed(&from_file));
+    net.assert_no_xdp();
+}
+
+/// Builds tests/pcap/inject.c against the system's libpcap.
+fn build_inject(dir: &TempDir) -> String {
+    let exe = dir.path("inject");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pcap/inject.c");
+    must(&["cc", "-O2", "-Wall", "-o", &exe, source, "-lpcap"]);
+    exe
+}
+
+#[test]
+fn a_program_built_against_libpcap_injects_frames_recv_receives() {
+    let net = NetPair::new("pi");
+    let dir = shared_dir("pi");
+    let inject = build_inject(&dir);
+    let frames = dir.path("gen.pcap");
+    let to_file = format!("pcap:{frames}");
+    let g = run_json_here(&[
+        "gen",
+        "--port",
+        &to_file,
+        "--count",
+        "5000",
+        "--generator-id",
+        "7",
+        "--json",
+        "-q",
+    ]);
+    assert_eq!(g["packets"].as_u64(), Some(5000), "{g}");
+    let rx = traffic::recv_in_b(&net, &["--expect", "5000"]);
+    let device = format!("xdp:{}", net.a);
+    assert_library_built();
+    let out = run_in(&net.ns_a, &["pcap-run", &inject, &device, &frames]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), "sent 5000 failed 0");
+    std::thread::sleep(Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let gens = rj["generators"].as_array().unwrap();
+    assert_eq!(gens.len(), 1, "{rj}");
+    assert_eq!(gens[0]["generator"].as_u64(), Some(7), "{rj}");
+    assert_eq!(gens[0]["received"].as_u64(), Some(5000), "{rj}");
+    assert_eq!(gens[0]["lost"].as_u64(), Some(0), "{rj}");
+
+    // A frame larger than the port's frames: pcap_inject fails, pcap_geterr says why, the
+    // program's own error path runs, and the next frame still goes.
+    let big = dir.path("big.pcap");
+    let first = read_records(&frames).remove(0);
+    let records = vec![(0, vec![0x55u8; 3000], 3000), first];
+    write_capture(&big, Format::Pcap, &records);
+    let out = run_in(&net.ns_a, &["pcap-run", &inject, &device, &big]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "record 1: {device}: a frame of 3000 bytes is larger than the port's frames hold"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "sent 1 failed 1"
+    );
+    net.assert_no_xdp();
+}
+
+#[test]
+fn bad_devices_and_filters_fail_as_libpcap_fails_them_leaving_nothing_attached() {
+    let net = NetPair::new("pe");
+    let dev = format!("xdp:{}", net.b);
+    let queue = format!("xdp:{}@5", net.b);
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["tcpdump", "-i", "xdp:wsnosuch0", "-c", "1"],
+            "wsnosuch0: no such interface",
+        ),
+        (
+            &["tcpdump", "-i", &queue, "-c", "1"],
+            "interface has no queue 5 (it has 1)",
+        ),
+        (
+            &["tcpdump", "-i", &dev, "-c", "1", "udp and"],
+            "syntax error",
+        ),
+        (
+            &["tcpdump", "-i", &dev, "-c", "1", "-Q", "out"],
+            "direction out is not supported",
+        ),
+    ];
+    for (args, says) in cases {
+        let (code, _, err) = pcap_run(&net.ns_b, args).exit_within(Duration::from_secs(20));
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        net.assert_no_xdp();
+    }
+}
+
+#[test]
+fn other_devices_and_files_go_to_the_real_libpcap() {
+    let net = NetPair::new("po");
+    let dir = shared_dir("po");
+    let input = dir.path("in.pcap");
+    frames_file(&input, 20);
+    // A file: the very lines tcpdump prints without the shim.
+    assert_library_built();
+    let out = run_in(&net.ns_b, &["pcap-run", "tcpdump", "-r", &input, "-n"]);
+    assert!(out.status.success());
+    let (_, plain, _) = run_tool(&["tcpdump", "-r", &input, "-n"]);
+    assert_same_lines(
+        &untimed(&String::from_utf8_lossy(&out.stdout)),
+        &untimed(&plain),
+    );
+    // The device list: libpcap's own, and an xdp: device for each interface.
+    let out = run_in(&net.ns_b, &["pcap-run", "tcpdump", "-D"]);
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(list.contains(&format!(".{} [", net.b)), "{list}");
+    assert!(list.contains(&format!(".xdp:{} (", net.b)), "{list}");
+    // A live device of the kernel's: loopback, through AF_PACKET as always.
+    must(&["ip", "-n", &net.ns_b, "link", "set", "lo", "up"]);
+    let mut td = pcap_run(&net.ns_b, &["tcpdump", "-i", "lo", "-n", "-c", "2", "icmp"]);
+    td.wait_for("listening on");
+    must(&[
+        "ip",
+        "netns",
+        "exec",
+        &net.ns_b,
+        "ping",
+        "-c",
+        "1",
+        "127.0.0.1",
+    ]);
+    let (code, out, err) = td.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("ICMP echo request") && out.contains("ICMP echo reply"),
+        "{out}"
+    );
+}
+
+/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on that queue
+/// of B.
+fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
+    let port = format!("xdp:{}@{queue}", net.a);
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &port,
+            "--count",
+            &count.to_string(),
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
+}
+
+#[test]
+fn two_tcpdumps_share_an_interface_by_queue() {
+    let net = NetPair::with_queues("pq", 2);
+    let q0 = format!("xdp:{}@0", net.b);
+    let q1 = format!("xdp:{}@1", net.b);
+    let mut first = pcap_run(&net.ns_b, &["tcpdump", "-i", &q0, "-n", "-w", "/dev/null"]);
+    first.wait_for("listening on");
+    let mut second = pcap_run(&net.ns_b, &["tcpdump", "-i", &q1, "-n", "-w", "/dev/null"]);
+    second.wait_for("listening on");
+    // A queue already taken: refused, naming who has it.
+    let (code, _, err) = pcap_run(&net.ns_b, &["tcpdump", "-i", &q1, "-c", "1"])
+        .exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("process {} (tcpdump)", second.pid())),
+        "{err}"
+    );
+
+    send_on_queue(&net, 0, 300);
+    send_on_queue(&net, 1, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    must(&["kill", "-INT", &first.pid().to_string()]);
+    let (code, _, err) = first.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), 300, "{err}");
+    // The other goes on: the program stays while it holds it.
+    send_on_queue(&net, 1, 100);
+    std::thread::sleep(Duration::from_millis(300));
+    must(&["kill", "-INT", &second.pid().to_string()]);
+    let (code, _, err) = second.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), 300, "{err}");
+    // The last one out took the program with it.
+    net.assert_no_xdp();
+}
