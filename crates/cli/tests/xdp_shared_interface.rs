@@ -244,7 +244,7 @@ fn a_joiner_takes_the_program_s_mode_or_says_why_not() {
 }
 
 #[test]
-fn a_spill_ring_needs_the_interface_to_itself() {
+fn a_spill_ring_needs_the_interface_to_itself_and_capture_goes_without() {
     let net = NetPair::with_queues("ss", 2);
     // A capture with a spill ring next to a shared redirect program: refused, with why.
     let owner = rxdrop(&net, &format!("xdp:{}@0", net.b), &[]);
@@ -261,21 +261,22 @@ fn a_spill_ring_needs_the_interface_to_itself() {
             && err.contains(&format!("process {} (wirespeed)", owner.pid())),
         "{err}"
     );
-    // Without one it captures its queue side by side with the other process.
+    // Without --spill-mib it goes without one, says so, and captures its queue side by
+    // side with the other process.
     let mut cap = spawn_in(
         &net.ns_b,
-        &[
-            "capture",
-            "--port",
-            &q1,
-            "--spill-mib",
-            "0",
-            "-w",
-            &file,
-            "--json",
-        ],
+        &["capture", "--port", &q1, "-w", &file, "--json"],
     );
     cap.wait_ready();
+    let said = cap.log.join("\n");
+    assert!(
+        said.contains(&format!(
+            "note: {q1} shares {}'s XDP program with process {} (wirespeed): no spill ring",
+            net.b,
+            owner.pid()
+        )),
+        "{said}"
+    );
     send_on_queue(&net, 1, 40);
     send_on_queue(&net, 0, 60);
     settle();

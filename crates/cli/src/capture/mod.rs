@@ -36,6 +36,9 @@ const EXIT_BAD_FILTER: i32 = 2;
 /// MiB, whatever the frame size.
 const DEFAULT_FRAME_BYTES: u32 = 160 << 20;
 
+/// MiB of spill ring when `--spill-mib` is not given.
+const DEFAULT_SPILL_MIB: u32 = 64;
+
 /// Ring entries when `--ring-size` is not given: deep without a spill ring (the fill ring is
 /// then all a stall has), a quarter of that with one (the spill ring takes what outlasts the
 /// fill ring, and the kernel's copy lands in frames it touched more recently).
@@ -152,9 +155,10 @@ pub struct CaptureArgs {
     /// behind (its CPU taken by the writer thread, the hypervisor or anything else), the
     /// XDP program writes packets there instead of dropping them, and the capture reads
     /// them back in order; the rings can then stay small, which the kernel's copy into
-    /// them runs faster for.
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
-    pub spill_mib: u32,
+    /// them runs faster for. Default: 64; none where another process's redirect program
+    /// is on the interface (sharing it by queue: a spill ring needs the program to itself).
+    #[arg(long, value_name = "MIB")]
+    pub spill_mib: Option<u32>,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
     /// sockets only (Linux 6.13+): a copy-mode one (veth) says so and polls as without it.
     #[arg(long)]
@@ -203,10 +207,10 @@ impl CaptureArgs {
         {
             bail!("--frame-size {f}: frame size must be 2048 or 4096");
         }
-        if self.spill_mib != 0 && (!self.spill_mib.is_power_of_two() || self.spill_mib > 1024) {
+        let spill = self.spill_mib();
+        if spill != 0 && (!spill.is_power_of_two() || spill > 1024) {
             bail!(
-                "--spill-mib {}: the spill ring is a power of two of MiB, at most 1024 (0 for none)",
-                self.spill_mib
+                "--spill-mib {spill}: the spill ring is a power of two of MiB, at most 1024 (0 for none)"
             );
         }
         let ring = self.ring_size();
@@ -248,10 +252,32 @@ impl CaptureArgs {
         (!e.trim().is_empty()).then_some(e)
     }
 
+    /// --spill-mib, or its default.
+    fn spill_mib(&self) -> u32 {
+        self.spill_mib.unwrap_or(DEFAULT_SPILL_MIB)
+    }
+
+    /// Without --spill-mib, no spill ring where another process's redirect program is on
+    /// the interface: the capture shares it by queue (a spill ring would be refused).
+    fn spill_for_shared(&mut self, spec: &PortSpec) {
+        if self.spill_mib.is_none()
+            && spec.backend == Backend::Xdp
+            && let Some(shared) = wirespeed_port::xdp::shared_program(&spec.iface)
+        {
+            eprintln!(
+                "wirespeed capture: note: {} shares {}'s XDP program with {}: no spill ring",
+                spec.with_queue(),
+                spec.iface,
+                shared.holder_text()
+            );
+            self.spill_mib = Some(0);
+        }
+    }
+
     /// The rings' entries: as asked, else deep or not by whether a spill ring takes the
     /// stalls (only AF_XDP has rings of this size).
     fn ring_size(&self) -> u32 {
-        match (self.ring_size, self.spill_mib) {
+        match (self.ring_size, self.spill_mib()) {
             (Some(n), _) => n,
             (None, 0) => DEEP_RING,
             (None, _) => SPILLING_RING,
@@ -262,7 +288,7 @@ impl CaptureArgs {
         let frame_size = self
             .frame_size
             .unwrap_or_else(|| frame_size_for(&spec.iface, 0));
-        let spilling = spec.backend == Backend::Xdp && self.spill_mib > 0;
+        let spilling = spec.backend == Backend::Xdp && self.spill_mib() > 0;
         let frame_count = match self.frames {
             Some(n) => n,
             None if spilling => 2 * self.ring_size(),
@@ -279,7 +305,7 @@ impl CaptureArgs {
             rx: true,
             tx: false,
             outgoing: self.direction == "inout",
-            spill_bytes: self.spill_mib << 20,
+            spill_bytes: self.spill_mib() << 20,
             ..PortOptions::default()
         }
     }
@@ -362,7 +388,11 @@ fn compile_or_exit(
     }
 }
 
-pub fn run(args: CaptureArgs) -> anyhow::Result<()> {
+pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
+    if args.read.is_none() {
+        let spec = args.port_spec()?;
+        args.spill_for_shared(&spec);
+    }
     let rotation = args.validate()?;
     let stop = crate::run::signals::stop_flag()?;
     let counts = match &args.read {
