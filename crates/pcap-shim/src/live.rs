@@ -47,6 +47,8 @@ pub struct Live {
     pending_signalled: bool,
     _promisc: Option<OwnedFd>,
     pub ifindex: u32,
+    /// When the kernel's drop counts were last read (receive.rs).
+    pub drops_read: std::time::Instant,
     /// pcap_next's copy of the packet it returns, valid until the next call.
     pub one: Vec<u8>,
     pub one_hdr: PcapPkthdr,
@@ -166,6 +168,7 @@ impl Live {
                 pending_signalled: false,
                 _promisc: promisc,
                 ifindex,
+                drops_read: std::time::Instant::now(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
                 _program: handed.map(|handed| handed.link),

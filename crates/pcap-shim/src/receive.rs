@@ -13,6 +13,10 @@ use crate::live::Live;
 /// The longest a blocked read sleeps between looks at the kernel's drop counts.
 const WAIT_SLICE: Duration = Duration::from_millis(250);
 
+/// The drop counts are a system call: read at most this often while the reads wait (a
+/// trickle of packets wakes them often), and whenever pcap_stats asks.
+const DROPS_EVERY: Duration = Duration::from_millis(100);
+
 /// Hands up to `cnt` packets that pass the filter (every waiting one when `cnt` <= 0) to
 /// `deliver`. With none waiting: 0 at once when non-blocking, else waits for some, at most
 /// the handle's timeout when it has one. Returns how many were delivered, or
@@ -64,7 +68,9 @@ pub fn dispatch(
             return PCAP_ERROR;
         }
         live.drain_wake();
-        refresh_drops(h, live);
+        if live.drops_read.elapsed() >= DROPS_EVERY {
+            refresh_drops(h, live);
+        }
     }
 }
 
@@ -151,6 +157,7 @@ pub fn next_one(h: &Handle, live: &mut Live) -> i32 {
 
 /// The kernel's drop counts into the handle's counts (a system call: when idle or asked).
 pub fn refresh_drops(h: &Handle, live: &mut Live) {
+    live.drops_read = Instant::now();
     let stats = live.port.stats();
     let d = stats.drops;
     h.counts
