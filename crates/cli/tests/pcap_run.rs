@@ -173,14 +173,15 @@ fn tcpdump_writes_exactly_the_frames_sent_filtered_and_cut_as_asked() {
     net.assert_no_xdp();
 
     // A filter (compiled by the real libpcap, run by the shim) and -s 96: exactly what
-    // tcpdump itself selects from the file, cut to 96 bytes.
+    // tcpdump itself selects from the file, cut to 96 bytes; nanosecond time stamps.
     let expected = tcpdump_select(&input, "udp", &dir);
     let n = expected.len().to_string();
     let out = dir.path("udp.pcap");
+    let nano = "--time-stamp-precision=nano";
     let mut td = pcap_run(
         &net.ns_b,
         &[
-            "tcpdump", "-i", &device, "-n", "-s", "96", "-c", &n, "-w", &out, "udp",
+            "tcpdump", "-i", &device, "-n", "-s", "96", nano, "-c", &n, "-w", &out, "udp",
         ],
     );
     td.wait_for("listening on");
@@ -200,6 +201,8 @@ fn tcpdump_writes_exactly_the_frames_sent_filtered_and_cut_as_asked() {
         assert_eq!(g.2, e.2, "frame {i}'s length on the wire");
     }
     assert_eq!(pcap_snaplen(&out), 96);
+    let magic = u32::from_le_bytes(std::fs::read(&out).unwrap()[..4].try_into().unwrap());
+    assert_eq!(magic, 0xa1b2_3c4d, "not a nanosecond pcap");
     net.assert_no_xdp();
 }
 
