@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-zcopy bench-pipe soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-zcopy bench-pipe soak fuzz clean
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
+	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
 	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
 	@echo "make soak   30 minutes of gen -> switch -> recv, a port flapping, flows changing (root)"
@@ -61,6 +62,9 @@ bench: deps
 
 bench-capture: deps
 	bench/capture.sh
+
+bench-pcap: deps
+	BENCH=pcap bench/capture.sh
 
 bench-peers: deps
 	@scripts/install-peers.sh

@@ -11,21 +11,38 @@
 #
 #   RUNS=3 DURATION=5 SIZES=64 bench/capture.sh        (the defaults)
 #   RUNS=1 DURATION=2 SIZES=64 bench/capture.sh        (a quick check that it all works)
+#
+# BENCH=pcap (make bench-pcap) is issue 32's: tcpdump, unmodified, through `wirespeed
+# pcap-run` on xdp:IFACE (tool tcpdump-shim) against tcpdump on its own and wirespeed
+# capture, at 64 and 1500 bytes: bench/results/<date>-pcap.json and its own table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 WS_LOG_TAG=bench-capture
 source scripts/lib/netns.sh
 
+BENCH=${BENCH:-capture}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
-SIZES=${SIZES:-64}
-TOOLS=${TOOLS:-wirespeed tcpdump netsniff-ng}
+case $BENCH in
+  capture)
+    SIZES=${SIZES:-64}
+    TOOLS=${TOOLS:-wirespeed tcpdump netsniff-ng}
+    ;;
+  pcap)
+    SIZES=${SIZES:-64 1500}
+    TOOLS=${TOOLS:-tcpdump-shim tcpdump wirespeed}
+    ;;
+  *)
+    echo "BENCH=$BENCH: capture or pcap" >&2
+    exit 2
+    ;;
+esac
 # Extra flags for wirespeed capture, for A/B runs (e.g. WS_CAPTURE_FLAGS='--spill-mib 0').
 WS_CAPTURE_FLAGS=${WS_CAPTURE_FLAGS:-}
 if [ "$(nproc)" -ge 2 ]; then LOAD_CPU=0 MEAS_CPU=1; else LOAD_CPU=0 MEAS_CPU=0; fi
 DATE=$(date +%F)
-RESULTS=bench/results/$DATE-capture.json
+RESULTS=bench/results/$DATE-$BENCH.json
 
 ws_require_root
 for tool in tcpdump netsniff-ng capinfos; do
@@ -90,6 +107,12 @@ measure() { # tool size run
         >"$out.out" 2>"$out.err" </dev/null &
       ready='listening on'
       ;;
+    tcpdump-shim)
+      # pcap-run execs tcpdump (its broker, idle, runs beside it).
+      ip netns exec "$WS_NS_B" taskset -c "$MEAS_CPU" "$WS_BIN" pcap-run tcpdump -i "xdp:$WS_IF_B" -n -s 0 \
+        -B 262144 -w "$file" >"$out.out" 2>"$out.err" </dev/null &
+      ready='listening on'
+      ;;
     netsniff-ng)
       ip netns exec "$WS_NS_B" taskset -c "$MEAS_CPU" netsniff-ng --in "$WS_IF_B" --out "$file" --silent \
         -T 0xa1b2c3d4 -S 256MiB >"$out.out" 2>"$out.err" </dev/null &
@@ -143,5 +166,5 @@ WS_DATE=$DATE WS_LOADAVG=$LOADAVG WS_RUNS=$RUNS WS_DURATION=$DURATION WS_SIZES=$
   WS_GIT=$(git describe --always --dirty 2>/dev/null || echo unknown) \
   WS_TCPDUMP=$(tcpdump --version 2>&1 | head -n1) \
   WS_NETSNIFF=$(netsniff-ng --version 2>&1 | grep -m1 -i version || echo unknown) \
-  python3 bench/capture_table.py report "$RECORDS" --results "$RESULTS" --readme bench/README.md
-ws_log "wrote $RESULTS and the capture table in bench/README.md"
+  python3 bench/capture_table.py report "$RECORDS" --results "$RESULTS" --readme bench/README.md --bench "$BENCH"
+ws_log "wrote $RESULTS and the $BENCH table in bench/README.md"

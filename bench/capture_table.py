@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""The capture benchmark's records and table (bench/capture.sh).
+"""The capture benchmarks' records and tables (bench/capture.sh): `capture` (wirespeed
+capture against tcpdump and netsniff-ng) and `pcap` (tcpdump through pcap-run's libpcap
+shim against tcpdump on its own and wirespeed capture).
 
   capture_table.py record RECORDS key=value...   one capture: tool, size, run, duration,
                                                  written (capinfos' count), out=/err= (the
                                                  tool's output, parsed for its drop count),
                                                  load= (the load's JSON), error=
-  capture_table.py report RECORDS --results F --readme R
-                                                 bench/results/<date>-capture.json and the
-                                                 capture table in bench/README.md
-  capture_table.py rerender RESULTS --readme R   the table again from a results file
+  capture_table.py report RECORDS --results F --readme R [--bench pcap]
+                                                 bench/results/<date>-capture.json (or
+                                                 -pcap.json) and the table in bench/README.md
+  capture_table.py rerender RESULTS --readme R [--bench pcap]
+                                                 the table again from a results file
 
 Standard library only.
 """
@@ -21,9 +24,33 @@ import statistics
 import sys
 from pathlib import Path
 
-BEGIN = "<!-- capture:begin (bench/capture.sh writes this part) -->"
-END = "<!-- capture:end -->"
-TOOLS = ["wirespeed", "tcpdump", "netsniff-ng"]
+# Each benchmark: its tools (the subject first, then the peers it is compared with), their
+# column names, its README section and its goal.
+BENCHES = {
+    "capture": {
+        "tools": ["wirespeed", "tcpdump", "netsniff-ng"],
+        "labels": {"wirespeed": "wirespeed (AF_XDP)", "tcpdump": "tcpdump -w", "netsniff-ng": "netsniff-ng"},
+        "begin": "<!-- capture:begin (bench/capture.sh writes this part) -->",
+        "end": "<!-- capture:end -->",
+        "heading": "## Capture\n\n`bench/capture.sh`: wirespeed capture (AF_XDP) against `tcpdump -w` and `netsniff-ng`.",
+        "goal": "Goal: ≥ 2.5× tcpdump and ≥ 2.5× netsniff-ng packets written per second, zero drops, 64-byte frames.",
+    },
+    "pcap": {
+        "tools": ["tcpdump-shim", "tcpdump", "wirespeed"],
+        "labels": {
+            "tcpdump-shim": "tcpdump -w through pcap-run (AF_XDP)",
+            "tcpdump": "tcpdump -w (TPACKET_V3)",
+            "wirespeed": "wirespeed capture",
+        },
+        "begin": "<!-- pcap:begin (bench/capture.sh with BENCH=pcap writes this part) -->",
+        "end": "<!-- pcap:end -->",
+        "heading": "## libpcap programs\n\n`make bench-pcap` (`BENCH=pcap bench/capture.sh`): the same "
+        "tcpdump, unmodified, through `wirespeed pcap-run` (libwirespeed_pcap.so, device `xdp:IFACE`) "
+        "against tcpdump on its own and `wirespeed capture`.",
+        "goal": "Goal: tcpdump through the shim ≥ 2× tcpdump on its own with no drops at 64 bytes, "
+        "and ≥ 0.8× wirespeed capture.",
+    },
+}
 
 
 def read(path):
@@ -57,7 +84,7 @@ def tool_counts(tool, out, err):
         if "dropped_by_kernel" in j:
             drops = j["dropped_by_kernel"] + j["dropped_by_writer"]
         return j.get("received"), drops, j.get("written")
-    if tool == "tcpdump":
+    if tool in ("tcpdump", "tcpdump-shim"):
         kernel = count(r"^(\d+) packets? dropped by kernel", err)
         iface = count(r"^(\d+) packets? dropped by interface", err) or 0
         drops = None if kernel is None else kernel + iface
@@ -117,11 +144,12 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def summarize(records):
+def summarize(records, bench):
+    tools = bench["tools"]
     rows = []
     for size in sorted({r["size"] for r in records}):
         row = {"size": size}
-        for tool in TOOLS:
+        for tool in tools:
             runs = [r for r in records if r["tool"] == tool and r["size"] == size and r["ok"]]
             mpps = [r["written_mpps"] for r in runs]
             row[tool] = {
@@ -132,10 +160,10 @@ def summarize(records):
                 "drops": median([r["drops"] for r in runs]),
                 "load_mpps": median([r["load_mpps"] for r in runs]),
             }
-        ws = row["wirespeed"]["written_mpps"]
-        for peer in ("tcpdump", "netsniff-ng"):
+        subject = row[tools[0]]["written_mpps"]
+        for peer in tools[1:]:
             p = row[peer]["written_mpps"]
-            row[f"ratio_vs_{peer}"] = ws / p if ws and p else None
+            row[f"ratio_vs_{peer}"] = subject / p if subject and p else None
         rows.append(row)
     return rows
 
@@ -144,28 +172,29 @@ def fmt(v, digits=2):
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def table(rows, machine):
+def table(rows, machine, bench):
+    tools, labels = bench["tools"], bench["labels"]
+    peers = tools[1:]
     lines = [
         f"Capture to pcap on tmpfs under `txpush --engine kernel` (load on CPU {machine['load_cpu']}, "
         f"capture on CPU {machine['measured_cpu']}), {machine['runs']} run(s) of {machine['duration']} s, "
         f"median (min–max) packets written per second; drops as each tool reports them. "
         f"{machine['date']}, {machine['cpu_model']}, Linux {machine['kernel']}.",
         "",
-        "| frame | wirespeed (AF_XDP) | tcpdump -w | netsniff-ng | vs tcpdump | vs netsniff-ng "
-        "| drops (ws / tcpdump / netsniff-ng) | load sent, Mpps (ws / tcpdump / netsniff-ng) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| frame | " + " | ".join(labels[t] for t in tools) + " | "
+        + " | ".join(f"vs {p}" for p in peers)
+        + f" | drops ({' / '.join(tools)}) | load sent, Mpps ({' / '.join(tools)}) |",
+        "|" + " --- |" * (1 + len(tools) + len(peers) + 2),
     ]
     for row in rows:
         cells = []
-        for tool in TOOLS:
+        for tool in tools:
             t = row[tool]
             cells.append(f"{fmt(t['written_mpps'], 3)} Mpps ({fmt(t['min'], 3)}–{fmt(t['max'], 3)})")
-        drops = " / ".join(fmt(row[t]["drops"], 0) for t in TOOLS)
-        load = " / ".join(fmt(row[t]["load_mpps"], 2) for t in TOOLS)
-        lines.append(
-            f"| {row['size']} B | {' | '.join(cells)} | {fmt(row['ratio_vs_tcpdump'])}× | "
-            f"{fmt(row['ratio_vs_netsniff-ng'])}× | {drops} | {load} |"
-        )
+        drops = " / ".join(fmt(row[t]["drops"], 0) for t in tools)
+        load = " / ".join(fmt(row[t]["load_mpps"], 2) for t in tools)
+        ratios = " | ".join(f"{fmt(row[f'ratio_vs_{p}'])}×" for p in peers)
+        lines.append(f"| {row['size']} B | {' | '.join(cells)} | {ratios} | {drops} | {load} |")
     lines.append("")
     lines.append(
         "On veth the receiving end's kernel work (XDP redirect and copy into the UMEM for "
@@ -173,7 +202,7 @@ def table(rows, machine):
         "CPU, so the load sends only as fast as that path takes packets: the last column."
     )
     lines.append("")
-    lines.append("Goal: ≥ 2.5× tcpdump and ≥ 2.5× netsniff-ng packets written per second, zero drops, 64-byte frames.")
+    lines.append(bench["goal"])
     return "\n".join(lines)
 
 
@@ -221,21 +250,22 @@ def cmd_rerender(args):
 
 
 def write_report(records, machine, opts):
-    rows = summarize(records)
+    bench = BENCHES[opts.get("--bench", "capture")]
+    rows = summarize(records, bench)
     results = Path(opts["--results"])
     results.parent.mkdir(parents=True, exist_ok=True)
     results.write_text(json.dumps({"machine": machine, "summary": rows, "runs": records}, indent=2) + "\n")
     readme = Path(opts["--readme"])
     text = readme.read_text() if readme.exists() else "# Benchmarks\n"
-    section = f"{BEGIN}\n{table(rows, machine)}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
+    begin, end = bench["begin"], bench["end"]
+    section = f"{begin}\n{table(rows, machine, bench)}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
     else:
-        text = text.rstrip("\n") + "\n\n## Capture\n\n`bench/capture.sh`: " \
-            "wirespeed capture (AF_XDP) against `tcpdump -w` and `netsniff-ng`.\n\n" + section + "\n"
+        text = text.rstrip("\n") + "\n\n" + bench["heading"] + "\n\n" + section + "\n"
     readme.write_text(text)
-    print(table(rows, machine))
+    print(table(rows, machine, bench))
 
 
 def main():
