@@ -37,7 +37,9 @@ fn assert_library_built() {
             )
         });
     let mut newest = std::time::SystemTime::UNIX_EPOCH;
-    for krate in ["pcap-shim", "port", "xdp", "xsk", "umem", "ring", "capture"] {
+    // Its own sources only: a file its build does not read (a crate's tests) would make
+    // the check fail for ever.
+    for krate in ["pcap-shim"] {
         let mut dirs = vec![std::path::PathBuf::from(format!(
             "{root}/crates/{krate}/src"
         ))];

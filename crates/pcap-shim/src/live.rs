@@ -47,6 +47,8 @@ pub struct Live {
     pending_signalled: bool,
     _promisc: Option<OwnedFd>,
     pub ifindex: u32,
+    /// Busy-polling or ready to sleep (the tools' shared back-off).
+    pub idle: wirespeed_port::Idle,
     /// When the kernel's drop counts were last read (receive.rs).
     pub drops_read: std::time::Instant,
     /// pcap_next's copy of the packet it returns, valid until the next call.
@@ -168,6 +170,7 @@ impl Live {
                 pending_signalled: false,
                 _promisc: promisc,
                 ifindex,
+                idle: wirespeed_port::Idle::default(),
                 drops_read: std::time::Instant::now(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),

@@ -40,7 +40,10 @@ pub fn dispatch(
             live.next = 0;
             match live.port.rx_burst(&mut live.batch) {
                 Ok(0) => {}
-                Ok(_) => live.stamp_ns = now_ns(),
+                Ok(_) => {
+                    live.stamp_ns = now_ns();
+                    live.idle.busy();
+                }
                 Err(e) => {
                     h.set_error(&format!("{}: {e}", h.device));
                     return PCAP_ERROR;
@@ -55,6 +58,15 @@ pub fn dispatch(
         live.signal_pending();
         if settings.nonblock {
             return 0;
+        }
+        // Under load the ring is empty only for moments: look again before sleeping (rule
+        // 8), or each packet after a sleep costs the sending CPU a wake-up.
+        if !live.idle.should_sleep() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return 0;
+            }
+            std::hint::spin_loop();
+            continue;
         }
         let slice = match deadline {
             Some(d) => match d.checked_duration_since(Instant::now()) {

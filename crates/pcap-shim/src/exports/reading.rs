@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use wirespeed_capture::filter::{Insn, Program};
 
 use super::live_of;
-use crate::ffi::{BpfProgram, PCAP_ERROR, PcapHandler, PcapPkthdr, PcapT};
+use crate::ffi::{BpfProgram, MAXIMUM_SNAPLEN, PCAP_ERROR, PcapHandler, PcapPkthdr, PcapT};
 use crate::handle::Handle;
 use crate::{real, receive, registry};
 
@@ -169,9 +169,18 @@ unsafe extern "C" fn pcap_setfilter(p: *mut PcapT, fp: *mut BpfProgram) -> c_int
     };
     match live_of(h) {
         Ok(mut live) => {
-            live.filter = Some(program);
+            // tcpdump without an expression sets "accept everything": not worth a run a
+            // packet.
+            live.filter = (!accepts_all(&insns)).then_some(program);
             0
         }
         Err(code) => code,
     }
+}
+
+/// A program of one `ret #K` that keeps every packet whole (K at least libpcap's largest
+/// snapshot).
+fn accepts_all(insns: &[Insn]) -> bool {
+    const BPF_RET_K: u16 = 0x06;
+    matches!(insns, [only] if only.code == BPF_RET_K && only.k >= MAXIMUM_SNAPLEN as u32)
 }
