@@ -12,6 +12,7 @@ pub mod pcap;
 pub mod pipe;
 mod sock_filter;
 mod spec;
+mod stack_addresses;
 mod stats;
 pub mod tap;
 pub mod xdp;
@@ -25,6 +26,7 @@ pub use idle::{IDLE_SLEEP, Idle};
 pub use link_events::LinkEvents;
 pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};
+pub use stack_addresses::stack_addresses;
 pub use stats::{DropCounters, FrameAudit, PortStats};
 pub use wirespeed_xsk::{LinkState, link_state};
 
