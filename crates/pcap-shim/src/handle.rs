@@ -3,6 +3,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_char;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use wirespeed_port::PortSpec;
 
@@ -51,16 +54,23 @@ impl Settings {
     }
 }
 
-/// Packets counted outside the port, so `pcap_stats` can answer from inside a callback
-/// (tcpdump asks from its SIGUSR1 handler while its loop runs).
+/// What pcap_stats reads, kept where any thread may read it while another reads packets
+/// (tcpdump asks from its SIGUSR1 handler, other programs from a thread of their own): the
+/// packets that passed the filter, and the port's sockets, whose kernel counters it asks.
 #[derive(Debug, Default)]
 pub struct Counts {
-    /// Packets that passed the filter (delivered, or waiting in the handle's batch).
-    pub matched: Cell<u64>,
-    /// The kernel's drops (XDP statistics), as last read.
-    pub kernel_drops: Cell<u64>,
-    /// Descriptors the port refused (wirespeed's count), as last read.
-    pub invalid: Cell<u64>,
+    matched: AtomicU64,
+    pub sockets: OnceLock<Vec<RawFd>>,
+}
+
+impl Counts {
+    pub fn count_match(&self) {
+        self.matched.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn matched(&self) -> u64 {
+        self.matched.load(Ordering::Relaxed)
+    }
 }
 
 /// An `xdp:` handle. Its `pcap_t` is a dead handle of the real libpcap, so that calls we
@@ -73,6 +83,10 @@ pub struct Handle {
     pub spec: PortSpec,
     pub settings: Cell<Settings>,
     pub live: RefCell<Option<Live>>,
+    /// Set once pcap_activate succeeded (read without borrowing `live`).
+    pub activated: AtomicBool,
+    /// A read is running: a read from inside its callback is refused.
+    pub reading: Cell<bool>,
     pub counts: Counts,
     /// pcap_get_selectable_fd's answer (-1 before activation), kept outside `live` so a
     /// callback can ask too.
@@ -82,7 +96,7 @@ pub struct Handle {
 
 impl Handle {
     pub fn activated(&self) -> bool {
-        self.live.try_borrow().map_or(true, |l| l.is_some())
+        self.activated.load(Ordering::Acquire)
     }
 
     /// Puts `message` where `pcap_geterr` finds it (the dead handle's own errbuf).

@@ -28,3 +28,16 @@ mod real;
 mod receive;
 mod registry;
 mod send;
+
+/// Runs when the library is loaded (before the program's main): see
+/// `real::resolve_for_signal_handlers`.
+extern "C" fn resolve_at_load() {
+    real::resolve_for_signal_handlers();
+}
+
+// SAFETY: .init_array holds pointers to functions the loader calls once, with no
+// arguments, at load; `resolve_at_load` is such a function and touches only atomics and
+// dlsym.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RESOLVE_AT_LOAD: extern "C" fn() = resolve_at_load;

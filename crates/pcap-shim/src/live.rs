@@ -49,8 +49,6 @@ pub struct Live {
     pub ifindex: u32,
     /// Busy-polling or ready to sleep (the tools' shared back-off).
     pub idle: wirespeed_port::Idle,
-    /// When the kernel's drop counts were last read (receive.rs).
-    pub drops_read: std::time::Instant,
     /// pcap_next's copy of the packet it returns, valid until the next call.
     pub one: Vec<u8>,
     pub one_hdr: PcapPkthdr,
@@ -83,6 +81,7 @@ impl Live {
         }
         let options = ShimOptions::from_env().map_err(|m| refused(PCAP_ERROR, m))?;
         check_place(&h.spec).map_err(|e| refused(status_of(&e), e.to_string()))?;
+        check_take(&h.spec.iface, options.take).map_err(|m| refused(PCAP_ERROR, m))?;
         // Under pcap-run the broker attaches the program and hands it over (the program
         // may have given up the privilege to load one: dumpcap has).
         let handed = match broker::broker() {
@@ -171,7 +170,6 @@ impl Live {
                 _promisc: promisc,
                 ifindex,
                 idle: wirespeed_port::Idle::default(),
-                drops_read: std::time::Instant::now(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
                 _program: handed.map(|handed| handed.link),
@@ -276,6 +274,24 @@ fn check_place(spec: &PortSpec) -> Result<(), PortError> {
         });
     }
     Ok(())
+}
+
+/// An xdp: device takes every packet of its queues from the kernel's stack (whatever the
+/// filter), which libpcap's devices never do: on an interface the host uses (one with an
+/// address) that cuts the host off, so it is refused there without pcap-run --take, as
+/// `wirespeed capture` refuses it. (Wireshark opens every listed device for its graphs.)
+fn check_take(iface: &str, take: bool) -> Result<(), String> {
+    let addrs = wirespeed_port::stack_addresses(iface);
+    if take || addrs.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    Err(format!(
+        "{iface} has addresses ({}): an xdp: device takes the packets it captures from the \
+         kernel's stack, so this host would stop receiving on {iface} while it runs; capture \
+         on {iface} (libpcap's own) to watch, or run with pcap-run --take",
+        list.join(", ")
+    ))
 }
 
 /// libpcap's status for the broker's error text.

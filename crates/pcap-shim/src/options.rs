@@ -12,6 +12,7 @@ pub const XDP_MODE: &str = "WIRESPEED_PCAP_XDP_MODE";
 pub const FRAMES: &str = "WIRESPEED_PCAP_FRAMES";
 pub const RING_SIZE: &str = "WIRESPEED_PCAP_RING_SIZE";
 pub const VERBOSE: &str = "WIRESPEED_PCAP_VERBOSE";
+pub const TAKE: &str = "WIRESPEED_PCAP_TAKE";
 
 /// The options in effect for one handle.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +22,8 @@ pub struct ShimOptions {
     pub frames: Option<u32>,
     pub ring_size: u32,
     pub verbose: bool,
+    /// Open xdp: devices on interfaces with addresses too (pcap-run --take).
+    pub take: bool,
 }
 
 impl ShimOptions {
@@ -43,6 +46,7 @@ impl ShimOptions {
             frames: number(FRAMES)?,
             ring_size: number(RING_SIZE)?.unwrap_or(DEFAULT_RING),
             verbose: var(VERBOSE).is_some_and(|v| v != "0"),
+            take: var(TAKE).is_some_and(|v| v != "0"),
         })
     }
 
@@ -92,6 +96,7 @@ mod tests {
             frames: None,
             ring_size: DEFAULT_RING,
             verbose: false,
+            take: false,
         };
         assert_eq!(o.frame_count(2048, 2 << 20, None), 81920);
         assert_eq!(o.frame_count(2048, 320 << 20, None), 163840);

@@ -26,16 +26,21 @@ fn lookup(cache: &AtomicPtr<c_void>, name: &'static [u8]) -> *mut c_void {
     found
 }
 
-/// One function per libpcap entry point we pass on, each declared with pcap.h's signature.
+/// One function per libpcap entry point we pass on, each declared with pcap.h's signature,
+/// and beside it a module of the same name holding its address once found.
 macro_rules! real_functions {
     ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {$(
+        pub mod $name {
+            pub static ADDR: super::AtomicPtr<super::c_void> =
+                super::AtomicPtr::new(std::ptr::null_mut());
+        }
+
         /// The real libpcap's function of this name.
         ///
         /// # Safety
         /// The arguments must be what libpcap's function expects (pcap.h).
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
-            static ADDR: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-            let addr = lookup(&ADDR, concat!(stringify!($name), "\0").as_bytes());
+            let addr = lookup(&$name::ADDR, concat!(stringify!($name), "\0").as_bytes());
             // SAFETY: `addr` is libpcap's own definition of this symbol, whose C signature
             // is the one declared here.
             let f = unsafe {
@@ -45,6 +50,23 @@ macro_rules! real_functions {
             unsafe { f($($arg),*) }
         }
     )*};
+}
+
+/// Finds, when the library is loaded, the functions a signal handler may reach through us
+/// (tcpdump's calls pcap_breakloop, and pcap_stats for SIGUSR1): dlsym takes the loader's
+/// lock and may allocate, which a signal handler must not. A program without libpcap
+/// loaded (pcap-run's broker is one) finds none, and never calls them.
+pub fn resolve_for_signal_handlers() {
+    for (cache, name) in [
+        (&pcap_breakloop::ADDR, &b"pcap_breakloop\0"[..]),
+        (&pcap_stats::ADDR, &b"pcap_stats\0"[..]),
+    ] {
+        // SAFETY: as in `lookup`.
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
+        if !found.is_null() {
+            cache.store(found, Ordering::Relaxed);
+        }
+    }
 }
 
 real_functions! {

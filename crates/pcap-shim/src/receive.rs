@@ -1,68 +1,78 @@
 //! Reading packets: pcap_dispatch's one burst, pcap_loop's many, pcap_next's one packet.
 //! A packet is handed to the program in its frame (no copy; pcap_next copies, since its
 //! pointer must outlive the call) and the frames go back to the port at the next burst.
+//!
+//! The program's callback runs with the port not borrowed, so it may call back in: send
+//! with pcap_inject (a responder answering what it reads), ask pcap_stats, break the loop.
+//! Only another read from inside a callback is refused: it would take the next burst and
+//! give back the frame the outer callback is reading.
 
 use std::time::{Duration, Instant};
 
 use wirespeed_capture::filter::Metadata;
 
+use crate::exports::live_of;
 use crate::ffi::{PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_TSTAMP_PRECISION_NANO, PcapPkthdr};
 use crate::handle::Handle;
 use crate::live::Live;
 
-/// The longest a blocked read sleeps between looks at the kernel's drop counts.
+/// The longest a blocked read sleeps before it looks again (a stop from another thread
+/// also wakes it at once, through the wake eventfd).
 const WAIT_SLICE: Duration = Duration::from_millis(250);
 
-/// The drop counts are a system call: read at most this often while the reads wait (a
-/// trickle of packets wakes them often), and whenever pcap_stats asks.
-const DROPS_EVERY: Duration = Duration::from_millis(100);
+/// A packet handed to the program: its header, and its bytes (`caplen` of them) in their
+/// frame, where they stay until the next burst.
+pub type Deliver<'a> = dyn FnMut(&PcapPkthdr, *const u8) + 'a;
 
 /// Hands up to `cnt` packets that pass the filter (every waiting one when `cnt` <= 0) to
 /// `deliver`. With none waiting: 0 at once when non-blocking, else waits for some, at most
 /// the handle's timeout when it has one. Returns how many were delivered, or
 /// PCAP_ERROR_BREAK after pcap_breakloop, or PCAP_ERROR with the reason in pcap_geterr.
-pub fn dispatch(
-    h: &Handle,
-    live: &mut Live,
-    cnt: i32,
-    deliver: &mut dyn FnMut(&PcapPkthdr, &[u8]),
-) -> i32 {
+pub fn dispatch(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
+    if h.reading.replace(true) {
+        h.set_error(&format!(
+            "{}: a read from inside a pcap_loop or pcap_dispatch callback is not supported",
+            h.device
+        ));
+        return PCAP_ERROR;
+    }
+    let n = dispatch_once(h, cnt, deliver);
+    h.reading.set(false);
+    n
+}
+
+fn dispatch_once(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
     let settings = h.settings.get();
     let limit = if cnt <= 0 { usize::MAX } else { cnt as usize };
     let deadline = (settings.timeout_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(settings.timeout_ms as u64));
+    let expired = || deadline.is_some_and(|d| Instant::now() >= d);
     loop {
         if h.slot.take_break() {
             return PCAP_ERROR_BREAK;
         }
-        if live.next == live.batch.len() {
-            live.port.release(&mut live.batch);
-            live.next = 0;
-            match live.port.rx_burst(&mut live.batch) {
-                Ok(0) => {}
-                Ok(_) => {
-                    live.stamp_ns = now_ns();
-                    live.idle.busy();
-                }
-                Err(e) => {
-                    h.set_error(&format!("{}: {e}", h.device));
-                    return PCAP_ERROR;
-                }
+        let waiting = match live_of(h).map(|mut live| refill(h, &mut live)) {
+            Ok(Ok(waiting)) => waiting,
+            Ok(Err(code)) | Err(code) => return code,
+        };
+        if waiting {
+            match deliver_burst(h, limit, deliver) {
+                // Every packet of the burst filtered out: libpcap goes back for more.
+                0 if !settings.nonblock && !expired() => continue,
+                n => return n,
             }
         }
-        if live.next < live.batch.len() {
-            let n = deliver_burst(h, live, limit, deliver);
-            live.signal_pending();
-            return n;
-        }
-        live.signal_pending();
         if settings.nonblock {
             return 0;
         }
+        let mut live = match live_of(h) {
+            Ok(live) => live,
+            Err(code) => return code,
+        };
         // Under load the ring is empty only for moments: look again before sleeping (rule
         // 8), or each packet after a sleep costs the sending CPU a wake-up.
         if !live.idle.should_sleep() {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if expired() {
                 return 0;
             }
             std::hint::spin_loop();
@@ -80,33 +90,68 @@ pub fn dispatch(
             return PCAP_ERROR;
         }
         live.drain_wake();
-        if live.drops_read.elapsed() >= DROPS_EVERY {
-            refresh_drops(h, live);
+    }
+}
+
+/// Takes the next burst when the last one is all handed out (its frames go back to the
+/// port first). True when packets wait; PCAP_ERROR when the port failed.
+fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
+    if live.next == live.batch.len() {
+        live.port.release(&mut live.batch);
+        live.next = 0;
+        match live.port.rx_burst(&mut live.batch) {
+            Ok(0) => {}
+            Ok(_) => {
+                live.stamp_ns = now_ns();
+                live.idle.busy();
+            }
+            Err(e) => {
+                h.set_error(&format!("{}: {e}", h.device));
+                return Err(PCAP_ERROR);
+            }
         }
     }
+    let waiting = live.next < live.batch.len();
+    if !waiting {
+        live.signal_pending();
+    }
+    Ok(waiting)
 }
 
 /// Hands the waiting packets of the burst to `deliver`, up to `limit` that pass the filter.
 /// A breakloop asked for from a callback ends it at once (libpcap's Linux reader does the
 /// same); the packets left stay for the next read.
-fn deliver_burst(
-    h: &Handle,
-    live: &mut Live,
-    limit: usize,
-    deliver: &mut dyn FnMut(&PcapPkthdr, &[u8]),
-) -> i32 {
+fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
+    let mut delivered = 0usize;
+    while delivered < limit {
+        if delivered > 0 && h.slot.take_break() {
+            return PCAP_ERROR_BREAK;
+        }
+        let next = match live_of(h) {
+            Ok(mut live) => next_match(h, &mut live),
+            Err(code) => return code,
+        };
+        let Some((header, bytes)) = next else {
+            break;
+        };
+        delivered += 1;
+        deliver(&header, bytes);
+    }
+    if let Ok(mut live) = live_of(h) {
+        live.signal_pending();
+    }
+    delivered as i32
+}
+
+/// The next packet of the burst that passes the filter, cut to the snapshot (and to what
+/// the filter keeps): its header and where its bytes are. None when the burst is done.
+fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
     let settings = h.settings.get();
-    let snapshot = settings.snapshot();
-    let nano = settings.precision == PCAP_TSTAMP_PRECISION_NANO;
     let meta = Metadata {
         pkttype: 0,
         ifindex: live.ifindex,
     };
-    let mut delivered = 0usize;
-    while live.next < live.batch.len() && delivered < limit {
-        if delivered > 0 && h.slot.take_break() {
-            return PCAP_ERROR_BREAK;
-        }
+    while live.next < live.batch.len() {
         let i = live.next;
         live.next += 1;
         let (addr, len) = (live.batch.addr(i), live.batch.frame_len(i));
@@ -118,26 +163,20 @@ fn deliver_burst(
         if keep == 0 {
             continue;
         }
-        let caplen = len.min(snapshot).min(keep);
-        let header = header(live.stamp_ns, nano, caplen, len);
-        h.counts.matched.set(h.counts.matched.get() + 1);
-        delivered += 1;
-        deliver(&header, &bytes[..caplen as usize]);
+        let caplen = len.min(settings.snapshot()).min(keep);
+        let nano = settings.precision == PCAP_TSTAMP_PRECISION_NANO;
+        h.counts.count_match();
+        return Some((header(live.stamp_ns, nano, caplen, len), bytes.as_ptr()));
     }
-    delivered as i32
+    None
 }
 
 /// pcap_loop: bursts until `cnt` packets (forever when `cnt` <= 0), a break or an error.
 /// Returns 0 when the count is reached, else what `dispatch` ended with.
-pub fn run_loop(
-    h: &Handle,
-    live: &mut Live,
-    cnt: i32,
-    deliver: &mut dyn FnMut(&PcapPkthdr, &[u8]),
-) -> i32 {
+pub fn run_loop(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
     let mut left = cnt;
     loop {
-        let n = dispatch(h, live, if cnt > 0 { left } else { -1 }, deliver);
+        let n = dispatch(h, if cnt > 0 { left } else { -1 }, deliver);
         if n < 0 {
             return n;
         }
@@ -152,30 +191,25 @@ pub fn run_loop(
 
 /// pcap_next_ex: one packet, copied into the handle (valid until the next read). 1 with a
 /// packet, 0 when the timeout passed or nothing waits in non-blocking mode, else an error.
-pub fn next_one(h: &Handle, live: &mut Live) -> i32 {
-    let mut got: Option<PcapPkthdr> = None;
-    let mut one = std::mem::take(&mut live.one);
-    let n = dispatch(h, live, 1, &mut |hdr, bytes| {
+pub fn next_one(h: &Handle) -> i32 {
+    let mut one = live_of(h)
+        .map(|mut live| std::mem::take(&mut live.one))
+        .unwrap_or_default();
+    let mut got = None;
+    let n = dispatch(h, 1, &mut |hdr, bytes| {
         one.clear();
-        one.extend_from_slice(bytes);
+        // SAFETY: `bytes` is the packet's caplen bytes in its frame, which stays the
+        // port's until the next burst, after this returns.
+        one.extend_from_slice(unsafe { std::slice::from_raw_parts(bytes, hdr.caplen as usize) });
         got = Some(*hdr);
     });
-    live.one = one;
-    if let Some(hdr) = got {
-        live.one_hdr = hdr;
+    if let Ok(mut live) = live_of(h) {
+        live.one = one;
+        if let Some(hdr) = got {
+            live.one_hdr = hdr;
+        }
     }
     n
-}
-
-/// The kernel's drop counts into the handle's counts (a system call: when idle or asked).
-pub fn refresh_drops(h: &Handle, live: &mut Live) {
-    live.drops_read = Instant::now();
-    let stats = live.port.stats();
-    let d = stats.drops;
-    h.counts
-        .kernel_drops
-        .set(d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped);
-    h.counts.invalid.set(d.rx_invalid_desc);
 }
 
 fn header(stamp_ns: u64, nano: bool, caplen: u32, len: u32) -> PcapPkthdr {

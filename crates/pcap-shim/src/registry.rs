@@ -43,9 +43,10 @@ impl Slot {
         }
     }
 
-    /// True once, after a break was asked for (the request is used up, as libpcap's).
+    /// True once, after a break was asked for (the request is used up, as libpcap's). A
+    /// plain load first: this is asked for every packet.
     pub fn take_break(&self) -> bool {
-        self.breaking.swap(false, Ordering::SeqCst)
+        self.breaking.load(Ordering::Relaxed) && self.breaking.swap(false, Ordering::SeqCst)
     }
 
     pub fn set_wake(&self, fd: RawFd) {

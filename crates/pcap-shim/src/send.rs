@@ -20,16 +20,25 @@ pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String
             frame.len()
         ));
     }
-    let until = Instant::now() + ROOM_WAIT;
+    // A non-blocking handle's send does not wait for room (libpcap's gets EAGAIN).
+    let wait = if h.settings.get().nonblock {
+        Duration::ZERO
+    } else {
+        ROOM_WAIT
+    };
+    let until = Instant::now() + wait;
     while live.port.alloc_tx(&mut live.tx, 1, frame.len() as u32) == 0 {
         live.port
             .flush()
             .map_err(|e| format!("{}: send: {e}", h.device))?;
+        if live.port.alloc_tx(&mut live.tx, 1, frame.len() as u32) == 1 {
+            break;
+        }
         if Instant::now() >= until {
             return Err(format!(
-                "{}: send: the transmit ring stayed full for {} s",
+                "{}: send: the transmit ring is full (waited {} ms)",
                 h.device,
-                ROOM_WAIT.as_secs()
+                wait.as_millis()
             ));
         }
         std::thread::sleep(Duration::from_micros(50));
@@ -48,5 +57,20 @@ pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String
     match queued {
         1 => Ok(frame.len()),
         _ => Err(format!("{}: send: the transmit ring is full", h.device)),
+    }
+}
+
+/// How long pcap_close waits for injected frames still on their way out.
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// Pushes out what pcap_inject queued and the kernel has not sent yet (a kick sends a
+/// batch of the ring, not all of it), so that closing loses none; at most a second.
+pub fn drain(live: &mut Live) {
+    let until = Instant::now() + DRAIN_WAIT;
+    while live.port.tx_pending() && Instant::now() < until {
+        if live.port.flush().is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
     }
 }

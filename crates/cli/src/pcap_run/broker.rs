@@ -97,12 +97,27 @@ pub fn run(args: BrokerArgs) -> anyhow::Result<()> {
 /// Reads one request and prepares the handover, for a process of the program's.
 fn answer(stream: &UnixStream, for_pid: u32) -> Result<wirespeed_xdp::handover::Handover, String> {
     let peer = getsockopt(stream, PeerCredentials).map_err(|e| format!("SO_PEERCRED: {e}"))?;
+    // Anyone in the namespace can connect to an abstract socket. The user must be the
+    // broker's own (root: a program asks while it still is, or keeps root's id, as
+    // dumpcap does), so another user cannot borrow our privileges, even through a pid
+    // reused after the check below.
+    if peer.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(format!(
+            "process {} of user {} is not pcap-run's user",
+            peer.pid(),
+            peer.uid()
+        ));
+    }
     if !descends_from(peer.pid() as u32, for_pid) {
         return Err(format!(
             "process {} is not the program pcap-run ran ({for_pid}) or its descendant",
             peer.pid()
         ));
     }
+    // One stalled asker must not hold up the others.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .map_err(|e| format!("read timeout: {e}"))?;
     let mut line = String::new();
     BufReader::new(stream.take(256))
         .read_line(&mut line)

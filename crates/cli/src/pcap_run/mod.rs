@@ -23,7 +23,9 @@ const LIBRARY_VAR: &str = "WIRESPEED_PCAP_LIB";
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Inside PROGRAM, a device named xdp:IFACE (every receive queue of IFACE), xdp:IFACE@Q (queue Q) \
-or xdp:IFACE@all opens an AF_XDP port; every other device (tcpdump -i lo), every file \
+or xdp:IFACE@all opens an AF_XDP port, which takes the packets of its queues from the kernel's \
+stack (all of them, whatever the filter): on an interface with addresses that needs --take. \
+Every other device (tcpdump -i lo), every file \
 (tcpdump -r) and every call the library does not take over go to the real libpcap. \
 pcap_findalldevs (tcpdump -D) lists an xdp: device for each interface.\n\n\
 Everything privileged happens when the program activates the device, so programs that give \
@@ -51,6 +53,11 @@ pub struct PcapRunArgs {
     /// Say on standard error what each xdp: device opened as (mode, frames, notes).
     #[arg(short, long)]
     pub verbose: bool,
+    /// Open xdp: devices on interfaces with addresses too. An xdp: device takes the packets
+    /// it captures (all of its queues', whatever the filter) from the kernel's stack, so
+    /// the host stops receiving there while it runs; without --take that is refused.
+    #[arg(long)]
+    pub take: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -94,7 +101,8 @@ pub fn run(args: PcapRunArgs) -> anyhow::Result<()> {
         .env(
             "WIRESPEED_PCAP_VERBOSE",
             if args.verbose { "1" } else { "0" },
-        );
+        )
+        .env("WIRESPEED_PCAP_TAKE", if args.take { "1" } else { "0" });
     if let Some(frames) = args.frames {
         command.env("WIRESPEED_PCAP_FRAMES", frames.to_string());
     }

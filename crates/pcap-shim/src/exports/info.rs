@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use super::one_int_list;
 use crate::ffi::{DLT_EN10MB, PCAP_ERROR_NOT_ACTIVATED, PCAP_TSTAMP_HOST, PcapStat, PcapT};
 use crate::handle::Handle;
-use crate::{real, receive, registry};
+use crate::{real, registry};
 
 /// `value` once activated; libpcap's "not activated" before.
 fn once_activated(h: &Handle, value: c_int) -> c_int {
@@ -66,11 +66,12 @@ unsafe extern "C" fn pcap_list_tstamp_types(p: *mut PcapT, types: *mut *mut c_in
     }
 }
 
-/// ps_drop: the packets the kernel had for us and could not give (XDP statistics: fill
-/// ring empty, receive ring full, other); ps_recv: those that passed the filter plus those
-/// dropped, as on Linux, where the kernel counts its drops among the packets received;
-/// ps_ifdrop: descriptors wirespeed refused. The filter runs in user space, so a dropped
-/// packet counts whether it would have matched or not.
+/// ps_drop: the packets the kernel had for us and could not give (XDP statistics: no
+/// frame in the fill ring, receive ring full, other); ps_recv: those that passed the filter
+/// plus those dropped, as on Linux, where the kernel counts its drops among the packets
+/// received; ps_ifdrop: fill-ring descriptors the kernel refused. The filter runs in user
+/// space, so a dropped packet counts whether it would have matched or not. Read from the
+/// kernel each time, without the port: any thread may ask while another reads.
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_stats(p: *mut PcapT, ps: *mut PcapStat) -> c_int {
     let Some(h) = registry::find(p) else {
@@ -80,23 +81,41 @@ unsafe extern "C" fn pcap_stats(p: *mut PcapT, ps: *mut PcapStat) -> c_int {
     if once_activated(h, 0) != 0 {
         return PCAP_ERROR_NOT_ACTIVATED;
     }
-    // From inside a callback (tcpdump's SIGUSR1 report) the port is busy: the counts as
-    // last read then.
-    if let Ok(mut guard) = h.live.try_borrow_mut()
-        && let Some(live) = guard.as_mut()
-    {
-        receive::refresh_drops(h, live);
+    let (mut dropped, mut refused) = (0u64, 0u64);
+    for &fd in h.counts.sockets.get().map_or(&[][..], Vec::as_slice) {
+        if let Some(k) = kernel_statistics(fd) {
+            // rx_dropped includes the drops for want of a fill-ring frame.
+            dropped += k.rx_dropped + k.rx_ring_full;
+            refused += k.rx_invalid_descs;
+        }
     }
-    let c = &h.counts;
     let stat = PcapStat {
         // libpcap's counters are 32 bits and wrap.
-        ps_recv: (c.matched.get() + c.kernel_drops.get()) as u32,
-        ps_drop: c.kernel_drops.get() as u32,
-        ps_ifdrop: c.invalid.get() as u32,
+        ps_recv: (h.counts.matched() + dropped) as u32,
+        ps_drop: dropped as u32,
+        ps_ifdrop: refused as u32,
     };
     if !ps.is_null() {
         // SAFETY: the caller's pcap_stat to fill.
         unsafe { *ps = stat };
     }
     0
+}
+
+/// The kernel's counters of an AF_XDP socket (XDP_STATISTICS).
+fn kernel_statistics(fd: std::os::fd::RawFd) -> Option<libc::xdp_statistics> {
+    // SAFETY: all-zero is a valid xdp_statistics (plain counters).
+    let mut stats: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `stats`, which has that many.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&raw mut stats).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(stats)
 }

@@ -2,6 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use wirespeed_port::PortSpec;
 
@@ -37,6 +38,8 @@ fn create(device: &str) -> Result<*mut PcapT, String> {
             spec,
             settings: Cell::new(Settings::default()),
             live: RefCell::new(None),
+            activated: AtomicBool::new(false),
+            reading: Cell::new(false),
             counts: Counts::default(),
             selectable: Cell::new(-1),
             slot,
@@ -62,7 +65,9 @@ fn activate(h: &Handle) -> c_int {
     match Live::activate(h) {
         Ok(a) => {
             h.selectable.set(a.live.selectable);
+            let _ = h.counts.sockets.set(a.live.port.poll_fds());
             *h.live.borrow_mut() = Some(a.live);
+            h.activated.store(true, Ordering::Release);
             match a.warning {
                 Some((code, text)) => {
                     h.set_error(&text);
@@ -142,9 +147,14 @@ unsafe extern "C" fn pcap_activate(p: *mut PcapT) -> c_int {
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_close(p: *mut PcapT) {
-    // Ours: the port closes (sockets, UMEM, our hold on the XDP program) before the dead
-    // handle under it goes.
-    drop(registry::remove(p));
+    // Ours: what was injected goes out, then the port closes (sockets, UMEM, our hold on
+    // the XDP program) before the dead handle under it goes.
+    if let Some(h) = registry::remove(p) {
+        if let Some(live) = h.live.borrow_mut().as_mut() {
+            crate::send::drain(live);
+        }
+        drop(h);
+    }
     // SAFETY: the caller's handle (ours is a dead libpcap handle), closed once.
     unsafe { real::pcap_close(p) }
 }

@@ -32,10 +32,10 @@ fn xdp_device(name: *const c_char) -> Option<String> {
 
 /// The handle's port, for a call that needs it: PCAP_ERROR_NOT_ACTIVATED before
 /// pcap_activate, PCAP_ERROR when a callback calls back in while a read holds it.
-fn live_of(h: &Handle) -> Result<RefMut<'_, Live>, i32> {
+pub(crate) fn live_of(h: &Handle) -> Result<RefMut<'_, Live>, i32> {
     let Ok(guard) = h.live.try_borrow_mut() else {
         h.set_error(&format!(
-            "{}: this call cannot be made from inside a pcap_loop or pcap_dispatch callback",
+            "{}: the handle is in use by another call (from another thread?)",
             h.device
         ));
         return Err(PCAP_ERROR);

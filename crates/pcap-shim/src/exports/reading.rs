@@ -6,8 +6,9 @@ use std::ffi::c_int;
 use wirespeed_capture::filter::{Insn, Program};
 
 use super::live_of;
-use crate::ffi::{BpfProgram, MAXIMUM_SNAPLEN, PCAP_ERROR, PcapHandler, PcapPkthdr, PcapT};
+use crate::ffi::{BpfProgram, PCAP_ERROR, PcapHandler, PcapPkthdr, PcapT};
 use crate::handle::Handle;
+use crate::receive::Deliver;
 use crate::{real, receive, registry};
 
 /// Runs `read` with a deliverer that calls the program's callback.
@@ -15,22 +16,18 @@ fn with_callback(
     h: &Handle,
     callback: PcapHandler,
     user: *mut u8,
-    read: impl FnOnce(&Handle, &mut crate::live::Live, &mut dyn FnMut(&PcapPkthdr, &[u8])) -> c_int,
+    read: impl FnOnce(&Handle, &mut Deliver<'_>) -> c_int,
 ) -> c_int {
     let Some(callback) = callback else {
         h.set_error(&format!("{}: no callback given", h.device));
         return PCAP_ERROR;
     };
-    let mut live = match live_of(h) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let mut deliver = |hdr: &PcapPkthdr, bytes: &[u8]| {
+    let mut deliver = |hdr: &PcapPkthdr, bytes: *const u8| {
         // SAFETY: the program's own callback, with its user pointer, a header that lives
         // for the call and the packet's bytes (caplen of them) in their frame.
-        unsafe { callback(user, hdr, bytes.as_ptr()) }
+        unsafe { callback(user, hdr, bytes) }
     };
-    read(h, &mut live, &mut deliver)
+    read(h, &mut deliver)
 }
 
 #[unsafe(no_mangle)]
@@ -41,8 +38,8 @@ unsafe extern "C" fn pcap_loop(
     user: *mut u8,
 ) -> c_int {
     match registry::find(p) {
-        Some(h) => with_callback(h, callback, user, |h, live, deliver| {
-            receive::run_loop(h, live, cnt, deliver)
+        Some(h) => with_callback(h, callback, user, |h, deliver| {
+            receive::run_loop(h, cnt, deliver)
         }),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real::pcap_loop(p, cnt, callback, user) },
@@ -57,8 +54,8 @@ unsafe extern "C" fn pcap_dispatch(
     user: *mut u8,
 ) -> c_int {
     match registry::find(p) {
-        Some(h) => with_callback(h, callback, user, |h, live, deliver| {
-            receive::dispatch(h, live, cnt, deliver)
+        Some(h) => with_callback(h, callback, user, |h, deliver| {
+            receive::dispatch(h, cnt, deliver)
         }),
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real::pcap_dispatch(p, cnt, callback, user) },
@@ -75,14 +72,13 @@ unsafe extern "C" fn pcap_next_ex(
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real::pcap_next_ex(p, header, data) };
     };
-    let mut live = match live_of(h) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let n = receive::next_one(h, &mut live);
+    let n = receive::next_one(h);
     if n == 1 && !header.is_null() && !data.is_null() {
-        // SAFETY: the caller's out pointers; what they get points into the handle, where
-        // it stays until the next read (libpcap's promise, too).
+        let Ok(mut live) = live_of(h) else {
+            return PCAP_ERROR;
+        };
+        // SAFETY: the caller's out pointers; what they get points into the handle's boxed
+        // state, where it stays until the next read (libpcap's promise, too).
         unsafe {
             *header = &raw mut live.one_hdr;
             *data = live.one.as_ptr();
@@ -97,12 +93,12 @@ unsafe extern "C" fn pcap_next(p: *mut PcapT, header: *mut PcapPkthdr) -> *const
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real::pcap_next(p, header) };
     };
-    let Ok(mut live) = live_of(h) else {
-        return std::ptr::null();
-    };
-    if receive::next_one(h, &mut live) != 1 {
+    if receive::next_one(h) != 1 {
         return std::ptr::null();
     }
+    let Ok(live) = live_of(h) else {
+        return std::ptr::null();
+    };
     if !header.is_null() {
         // SAFETY: the caller's header to fill.
         unsafe { *header = live.one_hdr };
@@ -171,16 +167,17 @@ unsafe extern "C" fn pcap_setfilter(p: *mut PcapT, fp: *mut BpfProgram) -> c_int
         Ok(mut live) => {
             // tcpdump without an expression sets "accept everything": not worth a run a
             // packet.
-            live.filter = (!accepts_all(&insns)).then_some(program);
+            let whole = h.settings.get().snapshot();
+            live.filter = (!accepts_all(&insns, whole)).then_some(program);
             0
         }
         Err(code) => code,
     }
 }
 
-/// A program of one `ret #K` that keeps every packet whole (K at least libpcap's largest
-/// snapshot).
-fn accepts_all(insns: &[Insn]) -> bool {
+/// A program of one `ret #K` that keeps every packet as the snapshot cuts it (K at least
+/// the snapshot: pcap_compile asks the handle for it, so `-s 96` compiles `ret #96`).
+fn accepts_all(insns: &[Insn], snapshot: u32) -> bool {
     const BPF_RET_K: u16 = 0x06;
-    matches!(insns, [only] if only.code == BPF_RET_K && only.k >= MAXIMUM_SNAPLEN as u32)
+    matches!(insns, [only] if only.code == BPF_RET_K && only.k >= snapshot)
 }
