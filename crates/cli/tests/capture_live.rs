@@ -6,7 +6,7 @@
 mod common;
 
 use common::pcaps::*;
-use common::traffic::gen_in_a;
+use common::traffic::{gen_in_a, send_on_queue};
 use common::*;
 use wirespeed_capture::write::Format;
 
@@ -24,25 +24,6 @@ const FRAME_LEN: u64 = 60;
 
 fn send(net: &NetPair, count: u64) {
     send_on_queue(net, 0, count);
-}
-
-/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on the same
-/// queue of B.
-fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &format!("xdp:{}@{queue}", net.a),
-            "--count",
-            &count.to_string(),
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
 }
 
 fn n(j: &serde_json::Value, k: &str) -> u64 {

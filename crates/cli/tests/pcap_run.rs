@@ -12,6 +12,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
 use common::pcaps::*;
+use common::traffic::send_on_queue;
 use common::*;
 use wirespeed_capture::write::Format;
 
@@ -467,26 +468,6 @@ fn other_devices_and_files_go_to_the_real_libpcap() {
         out.contains("ICMP echo request") && out.contains("ICMP echo reply"),
         "{out}"
     );
-}
-
-/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on that queue
-/// of B.
-fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
-    let port = format!("xdp:{}@{queue}", net.a);
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "bench",
-            "txpush",
-            "--port",
-            &port,
-            "--count",
-            &count.to_string(),
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! of this may need it.
 
 mod common;
+use common::traffic::send_on_queue;
 use common::*;
 
 use std::time::Duration;
@@ -26,19 +27,6 @@ fn rxdrop(net: &NetPair, port: &str, extra: &[&str]) -> Running {
     let mut rx = spawn_in(&net.ns_b, &argv);
     rx.wait_ready();
     rx
-}
-
-/// Sends `count` frames from A's queue `queue`; veth delivers them on B's queue `queue`.
-fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
-    let port = format!("xdp:{}@{queue}", net.a);
-    let count = count.to_string();
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "bench", "txpush", "--port", &port, "--count", &count, "--json", "-q",
-        ],
-    );
-    assert_eq!(tx["tx_packets"].to_string(), count, "{tx}");
 }
 
 /// Whether B's end has an XDP program attached now.

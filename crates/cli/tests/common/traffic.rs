@@ -34,3 +34,23 @@ pub fn gen_in_a(net: &NetPair, extra: &[&str]) -> serde_json::Value {
     args.extend_from_slice(extra);
     run_json(&net.ns_a, &args)
 }
+
+/// Sends `count` txpush frames out of queue `queue` of A: veth delivers them on that queue
+/// of B. Every one must leave.
+pub fn send_on_queue(net: &NetPair, queue: u32, count: u64) {
+    let port = format!("xdp:{}@{queue}", net.a);
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "bench",
+            "txpush",
+            "--port",
+            &port,
+            "--count",
+            &count.to_string(),
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["tx_packets"].as_u64(), Some(count), "sender: {tx}");
+}
