@@ -330,6 +330,39 @@ fn a_program_built_against_libpcap_injects_frames_recv_receives() {
 }
 
 #[test]
+fn next_ex_nonblocking_mode_and_a_breakloop_from_another_thread() {
+    let net = NetPair::new("pn");
+    let dir = shared_dir("pn");
+    let reader = dir.path("reader");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pcap/reader.c");
+    must(&[
+        "cc",
+        "-O2",
+        "-Wall",
+        "-o",
+        &reader,
+        source,
+        "-lpcap",
+        "-lpthread",
+    ]);
+    let input = dir.path("in.pcap");
+    let sent = frames_file(&input, 500);
+    let bytes: usize = sent.iter().map(|r| r.1.len()).sum();
+    let device = format!("xdp:{}", net.b);
+    let mut run = pcap_run(&net.ns_b, &[&reader, &device, "500"]);
+    run.wait_for("ready");
+    replay_at(&net, &input, sent.len(), &["--rate", "20000"]);
+    let (code, out, err) = run.exit_within(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out} {err}");
+    // Nothing waited in non-blocking mode; then every packet, whole; the stats from the
+    // other thread while the loop blocked (all 500 passed no filter, none dropped); and the
+    // breakloop from that thread woke the blocked loop, which says PCAP_ERROR_BREAK.
+    let want = format!("nonblock 0\nnext 500 bytes {bytes}\nstats 0 recv 500 drop 0\nloop -2\n");
+    assert_eq!(out, want, "{err}");
+    net.assert_no_xdp();
+}
+
+#[test]
 fn a_responder_sends_from_inside_its_callback() {
     let net = NetPair::new("pr");
     let dir = shared_dir("pr");

@@ -40,7 +40,8 @@ setting!(pcap_set_snaplen, |s, v| s.snaplen = v);
 setting!(pcap_set_promisc, |s, v| s.promisc = v != 0);
 setting!(pcap_set_timeout, |s, v| s.timeout_ms = v);
 setting!(pcap_set_buffer_size, |s, v| s.buffer_size = v);
-setting!(pcap_set_immediate_mode, |s, v| s.immediate = v != 0);
+// Accepted, and nothing to store: every burst is handed over as soon as it is read.
+setting!(pcap_set_immediate_mode, |_s, _on| ());
 // Stored so that pcap_activate says PCAP_ERROR_RFMON_NOTSUP, as libpcap does.
 setting!(pcap_set_rfmon, |s, v| s.rfmon = v != 0);
 
