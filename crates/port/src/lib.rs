@@ -65,6 +65,10 @@ pub struct PortOptions {
     /// none). While the receiver falls behind, our program puts packets there instead of
     /// dropping them, and the port hands them back in order (bpf/xsk_spill.c).
     pub spill_bytes: u32,
+    /// AF_XDP: `frame_count` is for each receive queue the port serves (a tool's default,
+    /// so that a port on eight queues has eight times the frames of a port on one), not the
+    /// whole UMEM shared out between them (a count the user gave).
+    pub frames_per_queue: bool,
     /// Set by the caller to give up opening (a signal asked the tool to stop): opening a
     /// port with a large buffer area takes seconds, and then ends with
     /// [`PortError::Cancelled`] soon after this is set.
@@ -97,6 +101,7 @@ impl Default for PortOptions {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            frames_per_queue: false,
             cancel: None,
         }
     }

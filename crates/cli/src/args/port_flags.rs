@@ -28,7 +28,8 @@ pub struct PortFlags {
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
     /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET); default 4096 (recv:
-    /// twice the ring size). The rings, not this, set how many frames circulate: the frame
+    /// twice the ring size) for each receive queue a port serves; a count given here is
+    /// shared out between the queues. The rings, not this, set how many frames circulate: the frame
     /// pool hands out the frames it got back last, so frames beyond the rings' reach stay
     /// idle (bench/README.md).
     #[arg(long)]
@@ -124,6 +125,8 @@ impl PortFlags {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            // The default grows with the queues a port serves; a count given is the whole.
+            frames_per_queue: self.frames.is_none(),
             // A signal gives up opening (a large buffer area takes seconds to set up).
             cancel: crate::run::signals::flag(),
         }

@@ -24,6 +24,11 @@ pub(super) struct Member {
     pub(super) tx_in_flight: u64,
     /// The interface's index when the socket was bound: what `link` asks about.
     pub(super) ifindex: u32,
+    /// Frames given to the fill ring and not yet back through the RX ring, and the most
+    /// this member may have so: its share of the group's frames. A queue that gets nothing
+    /// keeps only its share, so frames never strand there while a busy queue starves.
+    pub(super) rx_outstanding: u32,
+    pub(super) rx_share: u32,
 }
 
 impl Member {
@@ -79,9 +84,12 @@ impl XdpGroup {
         // Keep a reserve in the pool for frames the application allocates (copies, sends):
         // left alone, the fill rings would soak up every free frame.
         let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
-        let filled = m
-            .socket
-            .refill(&mut self.pool, room.max(self.burst).min(spare));
+        let wanted = room
+            .max(self.burst)
+            .min(spare)
+            .min(m.rx_share.saturating_sub(m.rx_outstanding));
+        let filled = m.socket.refill(&mut self.pool, wanted);
+        m.rx_outstanding += filled;
         if let Some(spill) = self.spill.as_mut() {
             spill.gave_fill(port, filled);
             // Spilled packets wait in frames of the reserve, never its last half.
@@ -92,6 +100,7 @@ impl XdpGroup {
                 room as usize,
             );
             let out = spill.receive(port, &mut m.socket, &self.umem, &mut self.pool, batch);
+            m.rx_outstanding = m.rx_outstanding.saturating_sub(out.received + out.invalid);
             let got = out.received + out.spilled;
             m.stats.rx_packets += got as u64;
             m.stats.rx_bytes += out.bytes;
@@ -114,6 +123,7 @@ impl XdpGroup {
                 batch.push(addr, len);
                 bytes += len as u64;
             });
+        m.rx_outstanding = m.rx_outstanding.saturating_sub(out.received + out.invalid);
         m.stats.rx_packets += out.received as u64;
         m.stats.rx_bytes += bytes;
         m.stats.drops.rx_invalid_desc += out.invalid as u64;

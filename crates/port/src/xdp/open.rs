@@ -101,6 +101,9 @@ impl XdpGroup {
         let n = share.min(socket_config(opts).fill_size);
         for (i, m) in self.members.iter_mut().enumerate() {
             let given = m.socket.refill(&mut self.pool, n);
+            // Later refills may go as far as the pool's reserve allows a port on its own.
+            m.rx_share = opts.frame_count - opts.frame_count / 4;
+            m.rx_outstanding = given;
             if let Some(spill) = self.spill.as_mut() {
                 spill.enable(i, &m.socket, opts.ring_size, given as u64);
             }
@@ -222,6 +225,8 @@ fn bind_members(
             stats: PortStats::default(),
             tx_in_flight: 0,
             ifindex: wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
+            rx_outstanding: 0,
+            rx_share: 0,
         });
     }
     Ok(Bound {

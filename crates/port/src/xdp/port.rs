@@ -41,8 +41,8 @@ impl XdpPort {
         })
     }
 
-    /// A socket on each receive queue of `spec`'s interface. `opts.frame_count` is the whole
-    /// UMEM, shared out evenly between the queues.
+    /// A socket on each receive queue of `spec`'s interface. `opts.frame_count` is each
+    /// queue's (`frames_per_queue`) or the whole UMEM's, shared out evenly between them.
     fn open_all_queues(spec: &PortSpec, opts: &PortOptions) -> Result<XdpPort, PortError> {
         if !opts.rx {
             return Err(PortError::Unsupported(format!(
@@ -61,7 +61,10 @@ impl XdpPort {
                 spec.iface
             )));
         }
-        let per_queue = opts.frame_count / queues;
+        let per_queue = match opts.frames_per_queue {
+            true => opts.frame_count,
+            false => opts.frame_count / queues,
+        };
         if per_queue < 2 * opts.batch.max(1) {
             return Err(PortError::Unsupported(format!(
                 "{spec}: {} frames give each of the {queues} receive queues {per_queue}, fewer \
