@@ -56,6 +56,55 @@ fn bad_ports_and_options_are_refused() {
     );
     fails_with(
         ns,
+        &["bench", "rxdrop", "--port", "xdp:veth0@3-1"],
+        "queue '3-1' is not a number, a range FIRST-LAST or 'all'",
+    );
+    // --cpus: a thread per queue, so a port of several queues and no more threads than them.
+    fails_with(
+        ns,
+        &["bench", "rxdrop", "--port", &port, "--cpus", "0"],
+        "one thread per queue needs a port on several queues",
+    );
+    fails_with(
+        ns,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &format!("{port}@0-2"),
+            "--cpus",
+            "0",
+        ],
+        &format!("{}: interface has no queue 1 (it has 1)", net.b),
+    );
+    fails_with(
+        ns,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &format!("{port}@all"),
+            "--cpus",
+            "0,1",
+        ],
+        "2 threads for 1 receive queues: give at most one thread a queue",
+    );
+    fails_with(
+        ns,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &format!("{port}@all"),
+            "--cpus",
+            "0",
+            "--count",
+            "5",
+        ],
+        "--count goes with one thread: with --cpus, give --duration",
+    );
+    fails_with(
+        ns,
         &[
             "bench",
             "rxdrop",

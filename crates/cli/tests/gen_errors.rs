@@ -124,7 +124,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
         ),
         (
             &["--port", &all_queues],
-            "'@all' receives on every queue; a port that only sends uses one",
+            "a port on several queues receives on each; a port that only sends uses one",
         ),
     ];
     for (extra, want) in cases {

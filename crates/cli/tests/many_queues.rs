@@ -68,3 +68,54 @@ fn idle_queues_keep_only_their_share_of_the_frames() {
     assert_eq!(j["frames"]["total"], 16384, "{j}");
     net.assert_no_xdp();
 }
+
+/// `bench MODE --port xdp:B@all --cpus 0,1` on two queues while queue 0 gets 3,000 frames
+/// and queue 1 5,000: each thread counts exactly its queue's, and the whole is their sum.
+fn two_threads(mode: &str, tag: &str) {
+    let net = NetPair::with_queues(tag, 2);
+    let port = format!("xdp:{}@all", net.b);
+    let argv = [
+        "bench",
+        mode,
+        "--port",
+        &port,
+        "--cpus",
+        "0,1",
+        "--duration",
+        "60",
+        "--json",
+        "-q",
+        "--ring-size",
+        "8192",
+    ];
+    let mut rx = spawn_in(&net.ns_b, &argv);
+    rx.wait_for("CPU 0: queues 0; CPU 1: queues 1");
+    send_paced(&net, 0, 3_000);
+    send_paced(&net, 1, 5_000);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = rx.interrupt();
+    assert_eq!(j["packets"], 8_000, "{j}\n{log}");
+    let threads = j["threads"].as_array().expect("threads");
+    assert_eq!(threads.len(), 2, "{j}");
+    for (t, want) in [(0, 3_000), (1, 5_000)] {
+        assert_eq!(threads[t]["cpu"], t, "{j}");
+        assert_eq!(threads[t]["queues"], serde_json::json!([t]), "{j}");
+        assert_eq!(threads[t]["packets"], want, "{j}");
+        assert_eq!(threads[t]["drops_total"], 0, "{j}");
+        let busy = threads[t]["busy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&busy), "{j}");
+    }
+    assert_eq!(j["drops_total"], 0, "{j}");
+    assert_frames_balanced(&j);
+    net.assert_no_xdp();
+}
+
+#[test]
+fn rxdrop_with_a_thread_per_queue_counts_each_queue_exactly() {
+    two_threads("rxdrop", "qr");
+}
+
+#[test]
+fn l2fwd_with_a_thread_per_queue_forwards_each_queue_exactly() {
+    two_threads("l2fwd", "qf");
+}

@@ -244,14 +244,10 @@ fn attach_preference(mode: XdpMode) -> Option<AttachMode> {
 }
 
 /// Registers the port's sockets in the handed-over program's map, each at its queue: the
-/// port's descriptors come in queue order (every queue from 0 for `@all`).
+/// port's descriptors come in queue order (`@all`: every queue from 0).
 fn register(h: &Handle, port: &dyn Port, handed: &Handover) -> Result<(), Refused> {
-    for (i, fd) in port.poll_fds().into_iter().enumerate() {
-        let queue = if h.spec.all_queues {
-            i as u32
-        } else {
-            h.spec.queue
-        };
+    let queues = h.spec.queues(wirespeed_xsk::rx_queue_count(&h.spec.iface));
+    for (fd, &queue) in port.poll_fds().into_iter().zip(&queues) {
         wirespeed_xdp::handover::register(&handed.xsks, queue, fd).map_err(|e| Refused {
             code: PCAP_ERROR,
             message: format!("{}: {e}", h.device),
@@ -266,7 +262,7 @@ fn check_place(spec: &PortSpec) -> Result<(), PortError> {
         return Err(PortError::NoInterface(spec.iface.clone()));
     }
     let count = wirespeed_xsk::queue_count(&spec.iface);
-    if !spec.all_queues && spec.queue >= count {
+    if !spec.many_queues() && spec.queue >= count {
         return Err(PortError::NoQueue {
             iface: spec.iface.clone(),
             queue: spec.queue,

@@ -48,10 +48,38 @@ pub struct PortSpec {
     pub queue: u32,
     /// `xdp:IFACE@all`: every receive queue of the interface, served by one owner.
     pub all_queues: bool,
+    /// `xdp:IFACE@FIRST-LAST`: the queues `queue..=last_queue`.
+    pub last_queue: Option<u32>,
 }
 
 impl PortSpec {
-    /// True when the spec names a queue (`@N` or `@all`), false for `xdp:IFACE`.
+    /// True when a port of this spec receives on several queues (`@all`, `@FIRST-LAST`).
+    pub fn many_queues(&self) -> bool {
+        self.all_queues || self.last_queue.is_some()
+    }
+
+    /// The queues a port of this spec serves, `queue_count` being the interface's receive
+    /// queues (what `@all` means).
+    pub fn queues(&self, queue_count: u32) -> Vec<u32> {
+        match (self.all_queues, self.last_queue) {
+            (true, _) => (0..queue_count).collect(),
+            (false, Some(last)) => (self.queue..=last).collect(),
+            (false, None) => vec![self.queue],
+        }
+    }
+
+    /// The spec of one of its queues (`xdp:IFACE@Q`).
+    pub fn on_queue(&self, queue: u32) -> PortSpec {
+        PortSpec {
+            queue,
+            all_queues: false,
+            last_queue: None,
+            ..self.clone()
+        }
+    }
+
+    /// True when the spec names a queue (`@N`, `@FIRST-LAST` or `@all`), false for
+    /// `xdp:IFACE`.
     pub fn names_queue(spec: &str) -> bool {
         spec.contains('@')
     }
@@ -87,7 +115,9 @@ impl PortSpec {
     /// `xdp:IFACE` means more than queue 0 (capture: every queue).
     pub fn with_queue(&self) -> String {
         match self.backend {
-            Backend::Xdp if !self.all_queues => format!("xdp:{}@{}", self.iface, self.queue),
+            Backend::Xdp if !self.many_queues() => {
+                format!("xdp:{}@{}", self.iface, self.queue)
+            }
             _ => self.to_string(),
         }
     }
@@ -115,7 +145,7 @@ pub enum SpecError {
          FILE '-' for standard input or output, and ',pace=SPEED' to replay at the recorded pace"
     )]
     BadPcap { spec: String, why: String },
-    #[error("port spec '{spec}': queue '{queue}' is not a number or 'all'")]
+    #[error("port spec '{spec}': queue '{queue}' is not a number, a range FIRST-LAST or 'all'")]
     BadQueue { spec: String, queue: String },
     #[error(
         "port spec '{spec}': the {backend} backend takes no queue (it sees the whole interface)"
@@ -144,15 +174,17 @@ impl FromStr for PortSpec {
                 iface: place.to_string(),
                 queue: 0,
                 all_queues: false,
+                last_queue: None,
             });
         }
-        let (iface, queue, all_queues) = split_queue(spec, backend, place)?;
+        let (iface, queues) = split_queue(spec, backend, place)?;
         check_name(spec, backend, iface)?;
         Ok(PortSpec {
             backend,
             iface: iface.to_string(),
-            queue,
-            all_queues,
+            queue: queues.first,
+            all_queues: queues.all,
+            last_queue: queues.last,
         })
     }
 }
@@ -174,14 +206,22 @@ fn parse_backend(spec: &str, name: &str) -> Result<Backend, SpecError> {
     })
 }
 
-/// `IFACE[@QUEUE]` into the interface, the queue and whether it is `@all` (xdp only).
+/// The queues a spec names: one, a range, or all.
+#[derive(Default)]
+struct QueuesNamed {
+    first: u32,
+    last: Option<u32>,
+    all: bool,
+}
+
+/// `IFACE[@QUEUE]` into the interface and its queues (`@N`, `@FIRST-LAST`, `@all`; xdp only).
 fn split_queue<'a>(
     spec: &str,
     backend: Backend,
     place: &'a str,
-) -> Result<(&'a str, u32, bool), SpecError> {
+) -> Result<(&'a str, QueuesNamed), SpecError> {
     let Some((iface, queue)) = place.split_once('@') else {
-        return Ok((place, 0, false));
+        return Ok((place, QueuesNamed::default()));
     };
     if backend != Backend::Xdp {
         return Err(SpecError::QueueNotSupported {
@@ -190,13 +230,35 @@ fn split_queue<'a>(
         });
     }
     if queue == "all" {
-        return Ok((iface, 0, true));
+        let all = QueuesNamed {
+            all: true,
+            ..QueuesNamed::default()
+        };
+        return Ok((iface, all));
     }
-    let queue = queue.parse::<u32>().map_err(|_| SpecError::BadQueue {
+    let bad = || SpecError::BadQueue {
         spec: spec.to_string(),
         queue: queue.to_string(),
-    })?;
-    Ok((iface, queue, false))
+    };
+    let number = |s: &str| s.parse::<u32>().map_err(|_| bad());
+    let named = match queue.split_once('-') {
+        Some((first, last)) => {
+            let (first, last) = (number(first)?, number(last)?);
+            if first >= last {
+                return Err(bad());
+            }
+            QueuesNamed {
+                first,
+                last: Some(last),
+                all: false,
+            }
+        }
+        None => QueuesNamed {
+            first: number(queue)?,
+            ..QueuesNamed::default()
+        },
+    };
+    Ok((iface, named))
 }
 
 /// Checks a pipe's name, or an interface's.
@@ -230,6 +292,9 @@ impl fmt::Display for PortSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.backend {
             Backend::Xdp if self.all_queues => write!(f, "xdp:{}@all", self.iface),
+            Backend::Xdp if let Some(last) = self.last_queue => {
+                write!(f, "xdp:{}@{}-{last}", self.iface, self.queue)
+            }
             Backend::Xdp if self.queue != 0 => write!(f, "xdp:{}@{}", self.iface, self.queue),
             b => write!(f, "{}:{}", b.name(), self.iface),
         }
@@ -268,6 +333,19 @@ mod tests {
         assert!(s.all_queues);
         assert_eq!(s.to_string(), "xdp:eth1@all");
         assert!(!"xdp:eth1@2".parse::<PortSpec>().unwrap().all_queues);
+        let s: PortSpec = "xdp:eth1@2-5".parse().unwrap();
+        assert_eq!((s.queue, s.last_queue), (2, Some(5)));
+        assert_eq!(
+            (s.to_string(), s.with_queue()),
+            ("xdp:eth1@2-5".into(), "xdp:eth1@2-5".into())
+        );
+        assert_eq!(s.queues(8), vec![2, 3, 4, 5]);
+        assert!(s.many_queues() && !"xdp:eth1@2".parse::<PortSpec>().unwrap().many_queues());
+        assert_eq!(
+            "xdp:eth1@all".parse::<PortSpec>().unwrap().queues(3),
+            vec![0, 1, 2]
+        );
+        assert_eq!(s.on_queue(4).to_string(), "xdp:eth1@4");
         assert!(PortSpec::names_queue("xdp:eth1@0") && !PortSpec::names_queue("xdp:eth1"));
         let s: PortSpec = "xdp:eth1@0".parse().unwrap();
         assert_eq!(
@@ -315,10 +393,18 @@ mod tests {
             "xdp:averyveryverylongname".parse::<PortSpec>(),
             Err(SpecError::BadInterface(_))
         ));
-        assert!(matches!(
-            "xdp:veth0@x".parse::<PortSpec>(),
-            Err(SpecError::BadQueue { .. })
-        ));
+        for bad in [
+            "xdp:veth0@x",
+            "xdp:veth0@3-3",
+            "xdp:veth0@4-2",
+            "xdp:veth0@1-",
+            "xdp:veth0@-2",
+        ] {
+            assert!(
+                matches!(bad.parse::<PortSpec>(), Err(SpecError::BadQueue { .. })),
+                "{bad}"
+            );
+        }
         assert!(matches!(
             "packet:veth0@1".parse::<PortSpec>(),
             Err(SpecError::QueueNotSupported { .. })

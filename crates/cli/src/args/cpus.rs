@@ -10,7 +10,9 @@ pub struct LiveFlags {
     /// Kernel engine: send from each CPU of this list (like 0,1 or 0-3), with threads pinned
     /// to it; default: the one CPU the command starts on. On veth give the peer as many
     /// receive queues as CPUs (numrxqueues N), so each CPU's frames land on a queue of their
-    /// own.
+    /// own. bench rxdrop and l2fwd on a port of several queues (xdp:IF@all, xdp:IF@0-3): a
+    /// thread pinned to each CPU of the list, the queues shared out between them in turn,
+    /// each thread with its own sockets, rings and frames.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
 }

@@ -43,7 +43,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
 /// The forwarder: receive a burst, swap each frame's MAC addresses, send the burst back out,
 /// until the run ends or the port fails (its interface gone). The frames sent come back to
 /// the port's pool as their sends complete.
-fn forward(
+pub(super) fn forward(
     port: &mut dyn Port,
     mut batch: Batch,
     run: &mut RunLimit<'_>,

@@ -5,6 +5,7 @@ mod l2fwd;
 mod l2fwd_two_ports;
 mod report;
 mod rxdrop;
+mod threaded;
 mod txpush;
 mod verify;
 mod xdpdrop;
@@ -37,6 +38,7 @@ pub enum Mode {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  wirespeed bench rxdrop --port xdp:veth1 --duration 10\n  \
+wirespeed bench rxdrop --port xdp:eth0@all --cpus 2-5 --json\n  \
 wirespeed bench txpush --port xdp:veth0 --count 100000 --size 64\n  \
 wirespeed bench txpush --port xdp:veth0 --engine kernel --duration 5\n  \
 wirespeed bench l2fwd --port packet:veth1 --json\n  \
@@ -47,7 +49,7 @@ pub struct BenchArgs {
     #[arg(value_enum)]
     pub mode: Mode,
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
+    /// receive queue), xdp:IFACE@FIRST-LAST (those queues), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
     /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
     /// pcap:FILE (a capture file, replayed to its end as fast as taken, or at its recorded
     /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input or output;
@@ -165,7 +167,23 @@ impl BenchArgs {
         if self.expect.is_some() && !self.verify {
             bail!("--expect goes with --verify");
         }
-        self.live.cpus(self.engine == Engine::Kernel)?;
+        match (&self.live.cpus, self.mode) {
+            (Some(list), Mode::Rxdrop | Mode::L2fwd) if self.engine != Engine::Kernel => {
+                crate::args::cpus::parse("--cpus", list)?;
+                if self.count.is_some() {
+                    bail!("--count goes with one thread: with --cpus, give --duration");
+                }
+                if self.verify {
+                    bail!("--verify checks one thread's sequence numbers: leave out --cpus");
+                }
+                if self.peer_port.is_some() {
+                    bail!("--peer-port forwards between two ports in one thread: leave out --cpus");
+                }
+            }
+            _ => {
+                self.live.cpus(self.engine == Engine::Kernel)?;
+            }
+        }
         Ok(())
     }
 }
@@ -201,7 +219,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let specs: Vec<&PortSpec> = std::iter::once(&spec).chain(peer.as_ref()).collect();
     let to_stderr = crate::run::report_to::check_std_streams(&specs, receives, sends)?;
     let stop = crate::run::signals::stop_flag()?;
+    let threads = match (&args.live.cpus, args.mode) {
+        (Some(list), Mode::Rxdrop | Mode::L2fwd) => Some(crate::args::cpus::parse("--cpus", list)?),
+        _ => None,
+    };
     let summary = match args.mode {
+        Mode::Rxdrop | Mode::L2fwd if let Some(cpus) = &threads => {
+            threaded::run(&args, &spec, cpus, &stop)?
+        }
         Mode::Rxdrop => rxdrop::run(&args, &spec, &stop)?,
         Mode::Txpush => txpush::run(&args, &spec, &stop)?,
         Mode::L2fwd => l2fwd::run(&args, &spec, &stop)?,

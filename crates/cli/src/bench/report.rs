@@ -70,6 +70,9 @@ pub struct Summary {
     /// What ended the run early (the port failed: its interface went away...); the
     /// counts are what was done until then.
     pub error: Option<String>,
+    /// With --cpus: each thread's share (its queues, rate, drops, busy share).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<Vec<crate::run::threads::ThreadReport>>,
 }
 
 impl Summary {
@@ -167,6 +170,19 @@ impl Summary {
         if let Some(c) = &self.cpu {
             write_cpu(text, c);
         }
+        for t in self.threads.iter().flatten() {
+            let queues: Vec<String> = t.queues.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                text,
+                "  CPU {} (queues {}): {} packets = {:.3} Mpps, drops {}, busy {:.0}%",
+                t.cpu,
+                queues.join(","),
+                t.packets,
+                t.mpps,
+                t.drops_total,
+                t.busy * 100.0
+            );
+        }
         if let Some(v) = &self.verify {
             let _ = writeln!(
                 text,
@@ -253,5 +269,6 @@ pub fn summary_for(
         engine_cpus: None,
         notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
         error: None,
+        threads: None,
     }
 }

@@ -41,7 +41,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
 }
 
 /// Receives until the run ends, or the port fails (its interface gone).
-fn receive(
+pub(super) fn receive(
     args: &BenchArgs,
     port: &mut dyn Port,
     mut verifier: Option<&mut Verifier>,

@@ -85,6 +85,8 @@ pub struct Meter {
     calls: u32,
     /// The rate of each interval of a second or more, in packets per second.
     samples: Vec<f64>,
+    /// Where a thread of several publishes its counts for the live line of them all.
+    progress: Option<std::sync::Arc<super::threads::Progress>>,
 }
 
 impl Meter {
@@ -102,6 +104,19 @@ impl Meter {
             every: every.max(1),
             calls: 0,
             samples: Vec::new(),
+            progress: None,
+        }
+    }
+
+    /// A quiet meter for one thread of several, publishing its counts to `progress`.
+    pub fn for_thread(
+        label: &'static str,
+        every: u32,
+        progress: std::sync::Arc<super::threads::Progress>,
+    ) -> Meter {
+        Meter {
+            progress: Some(progress),
+            ..Meter::new(label, true, every)
         }
     }
 
@@ -137,6 +152,9 @@ impl Meter {
             return;
         }
         self.calls = 0;
+        if let Some(p) = &self.progress {
+            p.publish(packets, bytes);
+        }
         let now = Instant::now();
         let dt = now.duration_since(self.last);
         if dt < Duration::from_secs(1) {

@@ -1,6 +1,7 @@
 //! Run machinery that several commands share: opening a port, the ready line, the meter
 //! and run limits, idle back-off and link watching, signals, the clock, capability checks,
-//! the kernel engine's runner, error text and where the report goes.
+//! the kernel engine's runner, threads serving a port's queues, error text and where the
+//! report goes.
 
 pub mod caps;
 pub mod clock;
@@ -15,3 +16,4 @@ pub mod port_mac;
 pub mod ready;
 pub mod report_to;
 pub mod signals;
+pub mod threads;

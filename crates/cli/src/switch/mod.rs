@@ -113,7 +113,7 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
         None => (default, text),
     };
     let spec: PortSpec = spec.parse().with_context(|| format!("--port {text}"))?;
-    if spec.all_queues {
+    if spec.many_queues() {
         bail!(
             "--port {text}: the switch serves queues with its poll-mode threads: name one queue \
              (xdp:{}@N), or give xdp:{} with --pmd-cpus, one CPU per queue",

@@ -29,6 +29,7 @@ pub(super) struct Member {
     /// keeps only its share, so frames never strand there while a busy queue starves.
     pub(super) rx_outstanding: u32,
     pub(super) rx_share: u32,
+    pub(super) queue: u32,
 }
 
 impl Member {
@@ -70,6 +71,11 @@ impl XdpGroup {
 
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// The queue member `port` is bound to.
+    pub fn queue(&self, port: usize) -> u32 {
+        self.members[port].queue
     }
 
     pub fn info(&self, port: usize) -> &PortInfo {

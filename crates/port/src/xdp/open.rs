@@ -29,15 +29,7 @@ impl XdpGroup {
         queues: u32,
         opts: &PortOptions,
     ) -> Result<Vec<XdpGroup>, PortError> {
-        let on_queue = |q: u32| -> Vec<PortSpec> {
-            specs
-                .iter()
-                .map(|s| PortSpec {
-                    queue: q,
-                    ..s.clone()
-                })
-                .collect()
-        };
+        let on_queue = |q: u32| -> Vec<PortSpec> { specs.iter().map(|s| s.on_queue(q)).collect() };
         let mut first = XdpGroup::open_on(&on_queue(0), opts, None)?;
         let mut rest = Vec::new();
         for q in 1..queues.max(1) {
@@ -45,6 +37,16 @@ impl XdpGroup {
         }
         rest.insert(0, first);
         Ok(rest)
+    }
+
+    /// `open`, for queues whose redirect program `serving` attached (one per interface):
+    /// bind in its mode and register there.
+    pub fn open_served(
+        specs: &[PortSpec],
+        opts: &PortOptions,
+        serving: &mut XdpGroup,
+    ) -> Result<XdpGroup, PortError> {
+        XdpGroup::open_on(specs, opts, Some(serving))
     }
 
     /// `open`, or with `programs_of` a group whose redirect programs (one per member, same
@@ -122,10 +124,12 @@ impl XdpGroup {
             let program = match serving[i] {
                 Server::Own => self.members[i]._program.as_mut(),
                 Server::Member(j) => self.members[j]._program.as_mut(),
-                Server::Other => programs_of
-                    .as_mut()
-                    .and_then(|g| g.members.get_mut(i))
-                    .and_then(|m| m._program.as_mut()),
+                // The member of the other group that attached to this interface.
+                Server::Other => programs_of.as_mut().and_then(|g| {
+                    g.members
+                        .iter_mut()
+                        .find_map(|m| m._program.as_mut().filter(|p| p.iface() == spec.iface))
+                }),
             };
             if let Some(p) = program {
                 p.register(spec.queue, fd)?;
@@ -227,6 +231,7 @@ fn bind_members(
             ifindex: wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
             rx_outstanding: 0,
             rx_share: 0,
+            queue: spec.queue,
         });
     }
     Ok(Bound {

@@ -21,8 +21,9 @@ pub struct XdpPort {
 
 impl XdpPort {
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<XdpPort, PortError> {
-        if spec.all_queues {
-            return XdpPort::open_all_queues(spec, opts);
+        if spec.many_queues() {
+            let queues = XdpPort::queues_of(spec, opts)?;
+            return XdpPort::open_queues(spec, &queues, opts, None);
         }
         let group = XdpGroup::open(std::slice::from_ref(spec), opts)?;
         let mut info = group.info(0).clone();
@@ -41,61 +42,115 @@ impl XdpPort {
         })
     }
 
-    /// A socket on each receive queue of `spec`'s interface. `opts.frame_count` is each
-    /// queue's (`frames_per_queue`) or the whole UMEM's, shared out evenly between them.
-    fn open_all_queues(spec: &PortSpec, opts: &PortOptions) -> Result<XdpPort, PortError> {
+    /// The queues of a multi-queue `spec` (`@all`, `@FIRST-LAST`) split between `threads`
+    /// ports, one for each thread to own: port `t` serves every `threads`-th queue from the
+    /// `t`-th, on a UMEM and frame pool of its own. One redirect program serves them all.
+    pub fn open_threads(
+        spec: &PortSpec,
+        threads: usize,
+        opts: &PortOptions,
+    ) -> Result<Vec<XdpPort>, PortError> {
+        let queues = XdpPort::queues_of(spec, opts)?;
+        if threads == 0 || threads > queues.len() {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {threads} threads for {} receive queues: give at most one thread a \
+                 queue",
+                queues.len()
+            )));
+        }
+        let share =
+            |t: usize| -> Vec<u32> { queues.iter().copied().skip(t).step_by(threads).collect() };
+        let mut first = XdpPort::open_queues(spec, &share(0), opts, None)?;
+        let mut rest = Vec::with_capacity(threads - 1);
+        for t in 1..threads {
+            rest.push(XdpPort::open_queues(
+                spec,
+                &share(t),
+                opts,
+                Some(&mut first.group),
+            )?);
+        }
+        rest.insert(0, first);
+        Ok(rest)
+    }
+
+    /// The receive queues a multi-queue spec names, checked.
+    fn queues_of(spec: &PortSpec, opts: &PortOptions) -> Result<Vec<u32>, PortError> {
         if !opts.rx {
             return Err(PortError::Unsupported(format!(
-                "{spec}: '@all' receives on every queue; a port that only sends uses one \
-                 (xdp:{}@N)",
+                "{spec}: a port on several queues receives on each; a port that only sends \
+                 uses one (xdp:{}@N)",
                 spec.iface
             )));
         }
         if wirespeed_xsk::if_index(&spec.iface).is_none() {
             return Err(PortError::NoInterface(spec.iface.clone()));
         }
-        let queues = wirespeed_xsk::rx_queue_count(&spec.iface);
-        if queues > MAX_QUEUES {
+        let count = wirespeed_xsk::rx_queue_count(&spec.iface);
+        let queues = spec.queues(count);
+        if let Some(&q) = queues.iter().find(|&&q| q >= count) {
+            return Err(PortError::NoQueue {
+                iface: spec.iface.clone(),
+                queue: q,
+                count,
+            });
+        }
+        if queues.len() > MAX_QUEUES as usize {
             return Err(PortError::Unsupported(format!(
-                "{spec}: {} has {queues} receive queues; '@all' serves at most {MAX_QUEUES}",
-                spec.iface
+                "{spec}: {} receive queues; a port serves at most {MAX_QUEUES}",
+                queues.len()
             )));
         }
+        Ok(queues)
+    }
+
+    /// A socket on each of `queues` of `spec`'s interface, on one UMEM. `opts.frame_count` is
+    /// each queue's (`frames_per_queue`) or the whole UMEM's, shared out evenly between them.
+    /// With `programs_of`, another port's redirect program serves the queues.
+    fn open_queues(
+        spec: &PortSpec,
+        queues: &[u32],
+        opts: &PortOptions,
+        programs_of: Option<&mut XdpGroup>,
+    ) -> Result<XdpPort, PortError> {
+        let n = queues.len() as u32;
         let per_queue = match opts.frames_per_queue {
             true => opts.frame_count,
-            false => opts.frame_count / queues,
+            false => opts.frame_count / n,
         };
         if per_queue < 2 * opts.batch.max(1) {
             return Err(PortError::Unsupported(format!(
-                "{spec}: {} frames give each of the {queues} receive queues {per_queue}, fewer \
+                "{spec}: {} frames give each of the {n} receive queues {per_queue}, fewer \
                  than twice the batch ({}): give more frames",
                 opts.frame_count, opts.batch
             )));
         }
-        let specs: Vec<PortSpec> = (0..queues)
-            .map(|queue| PortSpec {
-                queue,
-                all_queues: false,
-                ..spec.clone()
-            })
-            .collect();
-        let group = XdpGroup::open(
-            &specs,
-            &PortOptions {
-                frame_count: per_queue,
-                ..opts.clone()
-            },
-        )?;
+        let specs: Vec<PortSpec> = queues.iter().map(|&q| spec.on_queue(q)).collect();
+        let opts = PortOptions {
+            frame_count: per_queue,
+            ..opts.clone()
+        };
+        let group = match programs_of {
+            None => XdpGroup::open(&specs, &opts)?,
+            Some(serving) => XdpGroup::open_served(&specs, &opts, serving)?,
+        };
         let first = group.info(0);
         let mut notes = first.notes.clone();
-        if queues > 1 {
+        if n > 1 {
+            let which = match spec.all_queues && n == wirespeed_xsk::rx_queue_count(&spec.iface) {
+                true => format!("all {n} queues"),
+                false => format!("queues {}", list(queues)),
+            };
             notes.push(format!(
-                "receiving on all {queues} queues of {} (a socket on each, one UMEM)",
+                "receiving on {which} of {} (a socket on each, one UMEM)",
                 spec.iface
             ));
         }
         let info = PortInfo {
-            spec: spec.to_string(),
+            spec: match n {
+                1 => spec.on_queue(queues[0]).to_string(),
+                _ => spec.to_string(),
+            },
             backend: first.backend,
             mode: first.mode.clone(),
             notes,
@@ -107,6 +162,17 @@ impl XdpPort {
             next: 0,
         })
     }
+
+    /// The queues this port receives on.
+    pub fn queues(&self) -> Vec<u32> {
+        (0..self.group.len()).map(|m| self.group.queue(m)).collect()
+    }
+}
+
+/// Queues as people write them: 0,2,4.
+fn list(queues: &[u32]) -> String {
+    let names: Vec<String> = queues.iter().map(u32::to_string).collect();
+    names.join(",")
 }
 
 impl Port for XdpPort {
