@@ -47,8 +47,10 @@ pub struct Live {
     pending_signalled: bool,
     _promisc: Option<OwnedFd>,
     pub ifindex: u32,
-    /// Busy-polling or ready to sleep (the tools' shared back-off).
+    /// Spinning, napping or ready to sleep (the tools' shared back-off), and what it said
+    /// after the last burst.
     pub idle: wirespeed_port::Idle,
+    pub step: wirespeed_port::Step,
     /// pcap_next's copy of the packet it returns, valid until the next call.
     pub one: Vec<u8>,
     pub one_hdr: PcapPkthdr,
@@ -169,7 +171,8 @@ impl Live {
                 pending_signalled: false,
                 _promisc: promisc,
                 ifindex,
-                idle: wirespeed_port::Idle::default(),
+                idle: wirespeed_port::Idle::new(options.ring_size),
+                step: wirespeed_port::Step::Spin,
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
                 _program: handed.map(|handed| handed.link),

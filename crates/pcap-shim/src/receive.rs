@@ -15,6 +15,7 @@ use crate::exports::live_of;
 use crate::ffi::{PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_TSTAMP_PRECISION_NANO, PcapPkthdr};
 use crate::handle::Handle;
 use crate::live::Live;
+use wirespeed_port::Step;
 
 /// The longest a blocked read sleeps before it looks again (a stop from another thread
 /// also wakes it at once, through the wake eventfd).
@@ -65,18 +66,24 @@ fn dispatch_once(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
         if settings.nonblock {
             return 0;
         }
-        let mut live = match live_of(h) {
+        let live = match live_of(h) {
             Ok(live) => live,
             Err(code) => return code,
         };
-        // Under load the ring is empty only for moments: look again before sleeping (rule
-        // 8), or each packet after a sleep costs the sending CPU a wake-up.
-        if !live.idle.should_sleep() {
-            if expired() {
-                return 0;
+        // Under load the ring is empty only for moments: look again, or nap, before sleeping
+        // in poll() (rule 8), or each packet after a sleep costs the sending CPU a wake-up.
+        match live.step {
+            Step::Spin | Step::Nap(_) if expired() => return 0,
+            Step::Spin => {
+                std::hint::spin_loop();
+                continue;
             }
-            std::hint::spin_loop();
-            continue;
+            Step::Nap(d) => {
+                let left = deadline.map_or(d, |at| at.saturating_duration_since(Instant::now()));
+                std::thread::sleep(d.min(left));
+                continue;
+            }
+            Step::Sleep(_) => {}
         }
         let slice = match deadline {
             Some(d) => match d.checked_duration_since(Instant::now()) {
@@ -99,11 +106,13 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
     if live.next == live.batch.len() {
         live.port.release(&mut live.batch);
         live.next = 0;
+        let room = live.batch.room();
         match live.port.rx_burst(&mut live.batch) {
-            Ok(0) => {}
-            Ok(_) => {
-                live.stamp_ns = now_ns();
-                live.idle.busy();
+            Ok(got) => {
+                if got > 0 {
+                    live.stamp_ns = now_ns();
+                }
+                live.step = live.idle.after_burst(got, room);
             }
             Err(e) => {
                 h.set_error(&format!("{}: {e}", h.device));

@@ -27,7 +27,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
     let mut tally = Tally::default();
     let batch = Batch::with_capacity(args.port_flags.batch as usize);
-    let mut ended = forward(&mut *port, batch, &mut run, &mut meter, &mut tally);
+    let idle = PortIdle::new(&*port, args.port_flags.ring_size());
+    let mut ended = forward(&mut *port, batch, idle, &mut run, &mut meter, &mut tally);
     let seconds = meter.elapsed().as_secs_f64();
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
@@ -46,20 +47,18 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
 pub(super) fn forward(
     port: &mut dyn Port,
     mut batch: Batch,
+    mut idle: PortIdle,
     run: &mut RunLimit<'_>,
     meter: &mut Meter,
     tally: &mut Tally,
 ) -> anyhow::Result<()> {
-    let mut idle = PortIdle::default();
     while run.running(tally.packets) {
-        if port.rx_burst(&mut batch)? == 0 {
+        let room = batch.room();
+        let got = port.rx_burst(&mut batch)?;
+        if got == 0 {
             // Nothing new: push out what is queued and reclaim completions, then idle.
             port.flush()?;
-            if idle.empty(port, run)?.is_break() {
-                break;
-            }
         } else {
-            idle.busy();
             for i in 0..batch.len() {
                 // The frame is the packet: swap its addresses in place, no copy.
                 let (addr, len) = (batch.addr(i), batch.frame_len(i));
@@ -68,6 +67,9 @@ pub(super) fn forward(
             }
             // Received frames go straight back out (move, never copy).
             tally.packets += port.tx_burst(&mut batch)? as u64;
+        }
+        if idle.after_burst(port, got, room, run)?.is_break() {
+            break;
         }
         meter.tick(tally.packets, tally.bytes, || port_status(port));
     }

@@ -11,7 +11,7 @@ use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, PortStats};
 use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
-use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::idle::{Idle, Step};
 use crate::run::link_watch::LinkWatch;
 use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
@@ -74,8 +74,13 @@ fn forward_shared(
 ) -> Result<(), PortError> {
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(args.port_flags.ring_size());
+    if group.info(0).busy_poll && group.info(1).busy_poll {
+        idle = idle.without_poll_sleep();
+    }
     let mut watch = [LinkWatch::default(), LinkWatch::default()];
+    // Both ports' bursts are one round's room.
+    let room = 2 * batch.room();
     while run.running(tally.packets) {
         let mut moved = 0;
         for (from, to) in [(0, 1), (1, 0)] {
@@ -91,13 +96,15 @@ fn forward_shared(
             for (port, watch) in watch.iter_mut().enumerate() {
                 watch.quiet_by(|| group.link(port), || group.info(port).spec.clone())?;
             }
-            if idle.should_sleep() && !(group.info(0).busy_poll && group.info(1).busy_poll) {
-                group.wait_rx(0, IDLE_SLEEP / 10)?;
-                group.wait_rx(1, IDLE_SLEEP / 10)?;
+        }
+        match idle.after_burst(moved, room) {
+            Step::Spin => {}
+            Step::Nap(d) => std::thread::sleep(d),
+            Step::Sleep(d) => {
+                group.wait_rx(0, d / 10)?;
+                group.wait_rx(1, d / 10)?;
                 run.check_soon();
             }
-        } else {
-            idle.busy();
         }
         meter.tick(tally.packets, tally.bytes, || {
             let a = group.audit();
@@ -160,8 +167,12 @@ fn forward_copying(
     let mut rx = Batch::with_capacity(args.port_flags.batch as usize);
     let mut tx = Batch::with_capacity(args.port_flags.batch as usize);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let mut idle = Idle::default();
+    let mut idle = Idle::new(args.port_flags.ring_size());
+    if ports[0].info().busy_poll && ports[1].info().busy_poll {
+        idle = idle.without_poll_sleep();
+    }
     let mut watch = [LinkWatch::default(), LinkWatch::default()];
+    let room = 2 * rx.room();
     while run.running(tally.moved.packets) {
         let mut moved = 0;
         for from in [0, 1] {
@@ -193,13 +204,15 @@ fn forward_copying(
             for (port, watch) in ports.iter().zip(&mut watch) {
                 watch.quiet(&**port)?;
             }
-            if idle.should_sleep() && !(ports[0].info().busy_poll && ports[1].info().busy_poll) {
-                ports[0].wait_rx(IDLE_SLEEP / 10)?;
-                ports[1].wait_rx(IDLE_SLEEP / 10)?;
+        }
+        match idle.after_burst(moved, room) {
+            Step::Spin => {}
+            Step::Nap(d) => std::thread::sleep(d),
+            Step::Sleep(d) => {
+                ports[0].wait_rx(d / 10)?;
+                ports[1].wait_rx(d / 10)?;
                 run.check_soon();
             }
-        } else {
-            idle.busy();
         }
         meter.tick(tally.moved.packets, tally.moved.bytes, String::new);
     }

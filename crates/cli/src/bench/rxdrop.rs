@@ -51,8 +51,9 @@ pub(super) fn receive(
 ) -> Result<(), PortError> {
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let mut run = RunLimit::new(args.duration(), args.count, stop, HOT_LOOP_CHECK);
-    let mut idle = PortIdle::default();
+    let mut idle = PortIdle::new(port, args.port_flags.ring_size());
     while run.running(tally.packets) {
+        let room = batch.room();
         let n = port.rx_burst(&mut batch)?;
         for (addr, len) in batch.iter() {
             tally.bytes += len as u64;
@@ -62,12 +63,8 @@ pub(super) fn receive(
         }
         tally.packets += n as u64;
         port.release(&mut batch);
-        if n == 0 {
-            if idle.empty(port, &mut run)?.is_break() {
-                break;
-            }
-        } else {
-            idle.busy();
+        if idle.after_burst(port, n, room, &mut run)?.is_break() {
+            break;
         }
         meter.tick(tally.packets, tally.bytes, || port_status(port));
     }

@@ -11,6 +11,7 @@ use wirespeed_port::{Batch, Port, PortSpec};
 use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
+use crate::run::idle::PortIdle;
 use crate::run::meter::{CpuTime, Meter, RunLimit};
 use crate::run::open_port::drain;
 use crate::run::threads::{self, ThreadClock, ThreadReport};
@@ -36,7 +37,8 @@ pub fn run(
             Mode::L2fwd => {
                 let mut run = RunLimit::new(args.duration(), None, stop, HOT_LOOP_CHECK);
                 let batch = Batch::with_capacity(args.port_flags.batch as usize);
-                super::l2fwd::forward(&mut port, batch, &mut run, &mut meter, &mut tally)
+                let idle = PortIdle::new(&port, args.port_flags.ring_size());
+                super::l2fwd::forward(&mut port, batch, idle, &mut run, &mut meter, &mut tally)
                     .and_then(|()| drain(&mut port).context("send the last packets"))
             }
             _ => super::rxdrop::receive(args, &mut port, None, stop, &mut meter, &mut tally)

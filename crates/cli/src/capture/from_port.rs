@@ -18,7 +18,7 @@ use super::counts::{Counts, receive_drops};
 use super::filter_child::Target;
 use super::{CaptureArgs, FLUSH_EVERY, describe_output};
 use crate::run::clock::now_ns;
-use crate::run::idle::{IDLE_SLEEP, Idle};
+use crate::run::idle::{Idle, Step};
 use crate::run::link_watch::LinkWatch;
 use crate::run::meter::RunLimit;
 
@@ -173,7 +173,11 @@ fn receive_loop(
     let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, None, stop, HOT_LOOP_CHECK);
     let mut batch = Batch::with_capacity(args.batch as usize);
-    let (mut idle, mut watch) = (Idle::default(), LinkWatch::default());
+    let mut idle = Idle::new(args.ring_size());
+    if port.info().busy_poll {
+        idle = idle.without_poll_sleep();
+    }
+    let mut watch = LinkWatch::default();
     let mut take = Take {
         filter,
         ifindex,
@@ -190,18 +194,19 @@ fn receive_loop(
         let ControlFlow::Continue(left) = drain_left(&mut drain_until, &mut run) else {
             break;
         };
+        let room = batch.room();
         let n = port.rx_burst(&mut batch)?;
+        let step = idle.after_burst(n, room);
         if n == 0 {
             if let Some(left) = left {
                 port.wait_rx(left)?;
                 continue;
             }
-            if wait_when_empty(port, recorder, &mut idle, &mut watch, &mut run)?.is_break() {
+            if wait_when_empty(port, recorder, step, &mut watch, &mut run)?.is_break() {
                 break;
             }
             continue;
         }
-        idle.busy();
         // AF_XDP gives no per-packet timestamp: read CLOCK_REALTIME once per burst (vDSO, no
         // system call) and stamp the burst with it. AF_PACKET's own timestamps win when set.
         let burst_ns = now_ns();
@@ -216,6 +221,9 @@ fn receive_loop(
             if recorder.failed() {
                 break;
             }
+        }
+        if let Step::Nap(d) = step {
+            std::thread::sleep(d);
         }
     }
     Ok(())
@@ -241,28 +249,30 @@ fn drain_left(
     })
 }
 
-/// A running capture's empty burst: let the writer have the CPU, watch the link, and after
-/// a while of nothing, pass the chunk on and sleep in the port. `Break` when the writer
-/// failed.
+/// A running capture's empty burst: watch the link, and wait as the idle policy says,
+/// giving the writer the CPU; before sleeping in the port, pass the chunk on. `Break` when
+/// the writer failed.
 fn wait_when_empty(
     port: &mut dyn Port,
     recorder: &mut Recorder,
-    idle: &mut Idle,
+    step: Step,
     watch: &mut LinkWatch,
     run: &mut RunLimit,
 ) -> Result<ControlFlow<()>, PortError> {
-    if recorder.writer_busy() {
-        // Nothing to receive: the writer may be waiting for this CPU.
-        std::thread::yield_now();
-    }
     watch.quiet(port)?;
-    if idle.should_sleep() && !port.info().busy_poll {
-        recorder.flush();
-        if recorder.failed() {
-            return Ok(ControlFlow::Break(()));
+    match step {
+        // Nothing to receive: the writer may be waiting for this CPU.
+        Step::Spin if recorder.writer_busy() => std::thread::yield_now(),
+        Step::Spin => {}
+        Step::Nap(d) => std::thread::sleep(d),
+        Step::Sleep(d) => {
+            recorder.flush();
+            if recorder.failed() {
+                return Ok(ControlFlow::Break(()));
+            }
+            port.wait_rx(d)?;
+            run.check_soon();
         }
-        port.wait_rx(IDLE_SLEEP)?;
-        run.check_soon();
     }
     Ok(ControlFlow::Continue(()))
 }

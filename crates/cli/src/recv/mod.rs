@@ -151,8 +151,9 @@ fn receive_loop(
     let mut batch = Batch::with_capacity(args.port_flags.batch as usize);
     let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, args.count, stop, HOT_LOOP_CHECK);
-    let mut idle = PortIdle::default();
+    let mut idle = PortIdle::new(port, args.port_flags.ring_size());
     while run.running(tally.packets) {
+        let room = batch.room();
         let n = port.rx_burst(&mut batch)?;
         if n > 0 {
             // One clock read a burst: the latency of a burst's packets differs by less. A
@@ -167,8 +168,8 @@ fn receive_loop(
             }
             tally.packets += n as u64;
             port.release(&mut batch);
-            idle.busy();
-        } else if idle.empty(port, &mut run)?.is_break() {
+        }
+        if idle.after_burst(port, n, room, &mut run)?.is_break() {
             break;
         }
         meter.tick(tally.packets, tally.bytes, || {

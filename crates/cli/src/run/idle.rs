@@ -4,41 +4,57 @@
 
 use std::ops::ControlFlow;
 
-pub use wirespeed_port::{IDLE_SLEEP, Idle};
+pub use wirespeed_port::{Idle, Step};
 use wirespeed_port::{Port, PortError};
 
 use super::link_watch::LinkWatch;
 use super::meter::RunLimit;
 
-/// What a one-port receive loop does when a burst comes back empty: stop at the end of the
-/// port's input (a recording read to its end), fail when its interface is gone (looked up
-/// once a second), and sleep in poll() once the port has been empty a while.
-#[derive(Default)]
+/// What a one-port receive loop does after each burst: spin, nap or sleep in poll() as the
+/// policy says, stop at the end of the port's input (a recording read to its end), and fail
+/// when its interface is gone (looked up once a second while nothing comes).
 pub struct PortIdle {
     idle: Idle,
     watch: LinkWatch,
 }
 
 impl PortIdle {
-    /// A burst brought packets.
-    #[inline]
-    pub fn busy(&mut self) {
-        self.idle.busy();
+    /// For a port with rings of `ring_size` entries; one whose sockets busy-poll never
+    /// sleeps in poll().
+    pub fn new(port: &dyn Port, ring_size: u32) -> PortIdle {
+        let idle = Idle::new(ring_size);
+        PortIdle {
+            idle: match port.info().busy_poll {
+                true => idle.without_poll_sleep(),
+                false => idle,
+            },
+            watch: LinkWatch::default(),
+        }
     }
 
-    /// A burst came back empty: `Break` when the port's input has ended, else back off.
-    pub fn empty(
+    /// A burst took `got` packets of `room`: `Break` when the port's input has ended, else
+    /// wait as the policy says.
+    #[inline]
+    pub fn after_burst(
         &mut self,
         port: &mut dyn Port,
+        got: usize,
+        room: usize,
         run: &mut RunLimit<'_>,
     ) -> Result<ControlFlow<()>, PortError> {
-        if port.rx_ended() {
-            return Ok(ControlFlow::Break(()));
+        if got == 0 {
+            if port.rx_ended() {
+                return Ok(ControlFlow::Break(()));
+            }
+            self.watch.quiet(port)?;
         }
-        self.watch.quiet(port)?;
-        if self.idle.should_sleep() && !port.info().busy_poll {
-            port.wait_rx(IDLE_SLEEP)?;
-            run.check_soon();
+        match self.idle.after_burst(got, room) {
+            Step::Spin => {}
+            Step::Nap(d) => std::thread::sleep(d),
+            Step::Sleep(d) => {
+                port.wait_rx(d)?;
+                run.check_soon();
+            }
         }
         Ok(ControlFlow::Continue(()))
     }

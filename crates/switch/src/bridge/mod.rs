@@ -670,7 +670,8 @@ fn poll_mode_threads(
             others.push(OtherPort::new(port, receives));
         }
         let set = PortSet::new(&numbered, group, others, burst, links.clone());
-        pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst));
+        let idle = wirespeed_port::Idle::new(opts.ring_size);
+        pmds.push(Pmd::new(set, pmd_cpus.get(i).copied(), clock, burst, idle));
     }
     Ok(pmds)
 }

@@ -2,14 +2,15 @@
 //! [`FlowCache`], and loops: receive a burst on each port, run every frame through the
 //! datapath ([`process`]: its cache, and the bridge's [`SharedState`] only when a burst
 //! needs it), queue it where it goes (a descriptor move inside the UMEM, a copy otherwise),
-//! send, and sleep in poll() only after a millisecond with nothing to do.
+//! send, and back off as every tool does when the ports give less than they can
+//! ([`wirespeed_port::Idle`]: nap, then sleep in poll() after a millisecond of nothing).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use wirespeed_port::{Batch, FrameAudit, PortError, PortInfo, PortStats};
+use wirespeed_port::{Batch, FrameAudit, Idle, PortError, PortInfo, PortStats, Step};
 
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
@@ -24,9 +25,6 @@ use crate::rule::PacketInOrigin;
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
-/// A thread with nothing received this long sleeps in poll() (DESIGN rule 8).
-const IDLE_AFTER: Duration = Duration::from_millis(1);
-const IDLE_SLEEP: Duration = Duration::from_millis(5);
 /// Room in front of a packet copied out of another backend's buffer, for a VLAN push.
 const COPY_HEADROOM: usize = 64;
 /// Largest packet a copy holds (a jumbo frame).
@@ -210,11 +208,19 @@ pub struct Pmd {
     /// A packet from another backend, copied out with headroom in front.
     scratch: Vec<u8>,
     pub counters: BridgeCounters,
+    /// How the thread backs off when its ports give less than a burst.
+    idle: Idle,
 }
 
 impl Pmd {
     /// A thread over `ports`, pinned to `cpu` when it runs; `clock` is the bridge's.
-    pub fn new(ports: PortSet, cpu: Option<usize>, clock: Instant, burst: usize) -> Pmd {
+    pub fn new(
+        ports: PortSet,
+        cpu: Option<usize>,
+        clock: Instant,
+        burst: usize,
+        idle: Idle,
+    ) -> Pmd {
         Pmd {
             ports,
             cpu,
@@ -224,6 +230,7 @@ impl Pmd {
             emitted: Emitted::with_capacity(),
             scratch: vec![0; COPY_HEADROOM + COPY_MAX],
             counters: BridgeCounters::default(),
+            idle,
         }
     }
 
@@ -256,7 +263,6 @@ impl Pmd {
             wirespeed_port::pin_thread(cpu)?;
         }
         let mut turns = 0u32;
-        let mut idle_since: Option<Instant> = None;
         loop {
             // A few atomic loads a round: a port that came up is used from its next packet.
             self.ports.sync_links();
@@ -283,17 +289,12 @@ impl Pmd {
                     return Ok(self);
                 }
             }
-            if moved > 0 {
-                idle_since = None;
-                continue;
-            }
-            let now = Instant::now();
-            match idle_since {
-                None => idle_since = Some(now),
-                Some(t) if now.duration_since(t) >= IDLE_AFTER => {
-                    self.ports.wait_rx_any(IDLE_SLEEP)?
-                }
-                Some(_) => {}
+            // A round's room: a burst from each port.
+            let room = self.rx.capacity() * self.ports.len();
+            match self.idle.after_burst(moved, room) {
+                Step::Spin => {}
+                Step::Nap(d) => std::thread::sleep(d),
+                Step::Sleep(d) => self.ports.wait_rx_any(d)?,
             }
         }
     }
