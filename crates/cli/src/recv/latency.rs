@@ -69,6 +69,17 @@ impl Latency {
         self.max = self.max.max(ns);
     }
 
+    /// Adds another histogram's samples (another thread's, of the same generator).
+    pub fn merge(&mut self, other: &Latency) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *mine += theirs;
+        }
+        self.samples += other.samples;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
     /// The value under which a fraction `q` of the samples fall.
     fn quantile(&self, q: f64) -> u64 {
         let rank = ((q * self.samples as f64).ceil() as u64).max(1);
@@ -131,6 +142,22 @@ mod tests {
         assert!(near(r.p99, 9_900_000), "{r:?}");
         assert!(near(r.p999, 9_990_000), "{r:?}");
         assert_eq!(r.mean, 5_000_500);
+    }
+
+    #[test]
+    fn merged_histograms_report_as_one() {
+        let (mut a, mut b, mut both) = (Latency::default(), Latency::default(), Latency::default());
+        for v in 1..=1000u64 {
+            let (half, ns) = (v % 2 == 0, v * 1000);
+            if half {
+                a.record(ns)
+            } else {
+                b.record(ns)
+            }
+            both.record(ns);
+        }
+        a.merge(&b);
+        assert_eq!(a.report(), both.report());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod latency;
 mod receiver;
 mod report;
+mod threaded;
 mod tracker;
 
 use std::sync::atomic::AtomicBool;
@@ -41,11 +42,12 @@ On a 2-CPU VM, 0.2 Mpps into a receiver sharing its CPU with a busy loop, a mill
 1024/4096 lost 328 to 24,806 in ten runs, these none. Smaller: --ring-size 1024 \
 --frames 4096.\n\n\
 Examples:\n  wirespeed recv --port xdp:veth1 --duration 10\n  \
-wirespeed recv --port packet:veth1 --expect 1000000 --json"
+wirespeed recv --port packet:veth1 --expect 1000000 --json\n  \
+wirespeed recv --port xdp:eth0@all --cpus 2-5 --expect 1000000 --json"
 )]
 pub struct RecvArgs {
     /// The port: xdp:IFACE[@QUEUE] (AF_XDP on one queue, default 0), xdp:IFACE@all (every
-    /// receive queue), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
+    /// receive queue), xdp:IFACE@FIRST-LAST (those queues), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
     /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
     /// pcap:FILE (a capture file, replayed to its end as fast as taken, or at its recorded
     /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input or output;
@@ -68,6 +70,13 @@ pub struct RecvArgs {
     /// No live line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// With a port of several queues (xdp:IF@all, xdp:IF@0-3): a thread pinned to each CPU
+    /// of this list (like 2,3 or 2-5), the queues shared out between them in turn, each
+    /// thread with its own sockets, rings and frames. A generator's packets may arrive on
+    /// any queue: the threads' counts are merged at the end (a number is lost where no
+    /// thread saw it), and --json gives each thread's share under `threads`.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     #[command(flatten)]
     pub port_flags: PortFlags,
 }
@@ -84,6 +93,12 @@ fn validate(args: &RecvArgs) -> anyhow::Result<()> {
     crate::run::meter::check_seconds("--duration", args.duration)?;
     if args.count == Some(0) {
         bail!("--count 0: must be at least 1");
+    }
+    if let Some(list) = &args.cpus {
+        crate::args::cpus::parse("--cpus", list)?;
+        if args.count.is_some() {
+            bail!("--count goes with one thread: with --cpus, give --duration or stop with Ctrl-C");
+        }
     }
     Ok(())
 }
@@ -103,6 +118,10 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
 }
 
 fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<RecvSummary> {
+    if let Some(list) = &args.cpus {
+        let cpus = crate::args::cpus::parse("--cpus", list)?;
+        return threaded::receive(args, spec, &cpus, stop);
+    }
     let mut port = crate::run::open_port::open_port(
         spec,
         &args.port_flags.options(&[&spec.iface], true, false),
@@ -125,7 +144,10 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
         bytes: tally.bytes,
         measured: meter.measured(),
     };
-    let mut s = summary(args, spec, &info, &mut *port, receiver, totals);
+    let stats = port.stats();
+    let audit = port.audit();
+    let generators = receiver.finish(args.expect);
+    let mut s = summary(args, spec, &info, &stats, audit, generators, totals);
     s.error = ended
         .err()
         .map(|e| crate::run::error_text::error_text(&e.into()));
@@ -134,13 +156,13 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
 
 /// What the loop counted: reported however it ends.
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     packets: u64,
     bytes: u64,
 }
 
 /// Receives until the run ends, or the port fails (its interface gone, its file cut short).
-fn receive_loop(
+pub(crate) fn receive_loop(
     args: &RecvArgs,
     port: &mut dyn Port,
     receiver: &mut Receiver,
@@ -179,22 +201,25 @@ fn receive_loop(
     Ok(())
 }
 
-struct Totals {
+pub(crate) struct Totals {
     packets: u64,
     bytes: u64,
     measured: Measured,
 }
 
+/// A receiver's report: its generators, other frames, and frames of generators beyond
+/// [`MAX_GENERATORS`].
+type Generators = (Vec<receiver::GeneratorReport>, u64, u64);
+
 fn summary(
     args: &RecvArgs,
     spec: &PortSpec,
     info: &PortInfo,
-    port: &mut dyn Port,
-    receiver: Receiver,
+    stats: &wirespeed_port::PortStats,
+    audit: Option<wirespeed_port::FrameAudit>,
+    (generators, not_test_frames, other_generators): Generators,
     t: Totals,
 ) -> RecvSummary {
-    let stats = port.stats();
-    let (generators, not_test_frames, other_generators) = receiver.finish(args.expect);
     let s = t.measured.seconds.max(1e-9);
     RecvSummary {
         mode: "recv",
@@ -214,10 +239,11 @@ fn summary(
         not_test_frames,
         other_generators,
         generators,
-        frames: port.audit().map(|a| frames_json(&a)),
+        frames: audit.map(|a| frames_json(&a)),
         peak_rss_bytes: peak_rss_bytes(),
         cpu: CpuReport::new(t.measured.cpu, t.packets),
         notes: info.notes.clone(),
         error: None,
+        threads: None,
     }
 }

@@ -102,6 +102,60 @@ impl Receiver {
             .sum()
     }
 
+    /// The reports of receivers that each took part of the packets (a thread per queue):
+    /// each generator's numbers are decided up to the same end in every one, then merged.
+    pub fn finish_all(
+        mut parts: Vec<Receiver>,
+        expect: Option<u64>,
+    ) -> (Vec<GeneratorReport>, u64, u64) {
+        let mut ids: Vec<u16> = parts
+            .iter()
+            .flat_map(|r| r.generators[..r.in_use].iter().map(|g| g.id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut reports = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut held: Vec<&mut GeneratorState> = parts
+                .iter_mut()
+                .filter_map(|r| r.generators[..r.in_use].iter_mut().find(|g| g.id == id))
+                .collect();
+            let end = held
+                .iter()
+                .map(|g| g.seq.high())
+                .max()
+                .unwrap_or(0)
+                .max(expect.unwrap_or(0));
+            let seq = match held.split_first_mut() {
+                Some((first, rest)) if held_undecided(first, rest) => {
+                    for g in rest.iter() {
+                        first.seq.absorb(&g.seq);
+                    }
+                    first.seq.finish(Some(end))
+                }
+                // Some thread's span outgrew the window: its decided losses may be numbers
+                // another thread saw, so only the numbers every thread lost are lost.
+                _ => SeqReport::merge(held.iter_mut().map(|g| g.seq.finish(Some(end))).collect())
+                    .unwrap_or_default(),
+            };
+            let mut latency = Latency::default();
+            for g in &held {
+                latency.merge(&g.latency);
+            }
+            reports.push(GeneratorReport {
+                generator: id,
+                received: held.iter().map(|g| g.received).sum(),
+                seq,
+                corrupt: held.iter().map(|g| g.corrupt).sum(),
+                untracked: held.iter().map(|g| g.untracked).sum(),
+                latency_ns: latency.report(),
+            });
+        }
+        let not_test = parts.iter().map(|r| r.not_test_frames).sum();
+        let other = parts.iter().map(|r| r.other_generators).sum();
+        (reports, not_test, other)
+    }
+
     pub fn finish(mut self, expect: Option<u64>) -> (Vec<GeneratorReport>, u64, u64) {
         let mut reports: Vec<GeneratorReport> = self.generators[..self.in_use]
             .iter_mut()
@@ -117,4 +171,9 @@ impl Receiver {
         reports.sort_by_key(|r| r.generator);
         (reports, self.not_test_frames, self.other_generators)
     }
+}
+
+/// True when no thread has decided any of a generator's numbers yet.
+fn held_undecided(first: &GeneratorState, rest: &[&mut GeneratorState]) -> bool {
+    first.seq.undecided() && rest.iter().all(|g| g.seq.undecided())
 }

@@ -33,6 +33,9 @@ pub struct RecvSummary {
     /// What ended the run early (the port failed: its interface went away, a replayed file
     /// was cut short...); the counts are what was received until then.
     pub error: Option<String>,
+    /// With --cpus: each thread's share (its queues, rate, drops, busy share).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<Vec<crate::run::threads::ThreadReport>>,
 }
 
 pub fn print(s: &RecvSummary, json: bool) {

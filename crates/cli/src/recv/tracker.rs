@@ -25,7 +25,7 @@ pub struct SeqTracker {
     lost_ranges_complete: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct SeqReport {
     pub unique: u64,
     pub lost: u64,
@@ -127,6 +127,36 @@ impl SeqTracker {
         self.base = self.base.max(end);
     }
 
+    /// One past the highest number seen.
+    pub fn high(&self) -> u64 {
+        self.high
+    }
+
+    /// True while no number has been decided (the span seen fits the window).
+    pub fn undecided(&self) -> bool {
+        self.base == 0 && self.late == 0
+    }
+
+    /// Takes in another thread's numbers of the same generator, where neither has decided
+    /// any yet (both spans fit the window): the one tracker then names every loss exactly.
+    /// False, changing nothing, where one has (a report merge must do).
+    pub fn absorb(&mut self, other: &SeqTracker) -> bool {
+        if !self.undecided() || !other.undecided() {
+            return false;
+        }
+        let mut both = 0u64;
+        for (mine, theirs) in self.seen.iter_mut().zip(other.seen.iter()) {
+            both += u64::from((*mine & theirs).count_ones());
+            *mine |= theirs;
+        }
+        // A number both threads saw came twice.
+        self.unique += other.unique - both;
+        self.duplicated += other.duplicated + both;
+        self.reordered += other.reordered;
+        self.high = self.high.max(other.high);
+        true
+    }
+
     /// Decides the rest: numbers up to the highest seen, or `expect` (the numbers the
     /// sender used) if higher.
     pub fn finish(&mut self, expect: Option<u64>) -> SeqReport {
@@ -143,6 +173,47 @@ impl SeqTracker {
             lost_ranges_complete: self.lost_ranges_complete,
         }
     }
+}
+
+impl SeqReport {
+    /// One generator's reports from threads that each saw part of its numbers (each
+    /// decided up to the same end): a number is lost where every thread lost it, so the
+    /// lost ranges are those all the threads name. The counts add up.
+    pub fn merge(parts: Vec<SeqReport>) -> Option<SeqReport> {
+        let mut parts = parts.into_iter();
+        let mut all = parts.next()?;
+        for p in parts {
+            all.unique += p.unique;
+            all.duplicated += p.duplicated;
+            all.reordered += p.reordered;
+            all.late += p.late;
+            all.sequence_end = all.sequence_end.max(p.sequence_end);
+            all.lost_ranges = intersect(&all.lost_ranges, &p.lost_ranges);
+            all.lost_ranges_complete &= p.lost_ranges_complete;
+        }
+        all.lost = match all.lost_ranges_complete {
+            true => all.lost_ranges.iter().map(|(a, b)| b - a + 1).sum(),
+            false => all.sequence_end.saturating_sub(all.unique),
+        };
+        Some(all)
+    }
+}
+
+/// The numbers in both lists of sorted, disjoint inclusive ranges.
+fn intersect(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        let (first, last) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        if first <= last {
+            out.push((first, last));
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -201,6 +272,47 @@ mod tests {
         assert_eq!(r.lost, far + 3 - 3);
         assert_eq!(r.lost_ranges, vec![(2, far - 1), (far + 1, far + 2)]);
         assert_eq!(r.unique, 3);
+    }
+
+    #[test]
+    fn threads_that_each_saw_part_of_the_numbers_merge_into_one_report() {
+        // Evens on one queue, odds on the other; 7 and 10-12 never came.
+        let lost = |s: &u64| *s == 7 || (10..=12).contains(s);
+        let mut even = SeqTracker::default();
+        let mut odd = SeqTracker::default();
+        for s in (0..20u64).filter(|s| !lost(s)) {
+            match s % 2 {
+                0 => even.record(s),
+                _ => odd.record(s),
+            }
+        }
+        let end = even.high().max(odd.high());
+        let r = SeqReport::merge(vec![even.finish(Some(end)), odd.finish(Some(end))]).unwrap();
+        assert_eq!((r.unique, r.lost, r.sequence_end), (16, 4, 20));
+        assert_eq!(r.lost_ranges, vec![(7, 7), (10, 12)]);
+        assert!(r.lost_ranges_complete);
+    }
+
+    #[test]
+    fn trackers_within_the_window_absorb_each_other_and_name_every_loss() {
+        let lost = |s: &u64| s % 100 == 99;
+        let (mut even, mut odd) = (SeqTracker::default(), SeqTracker::default());
+        for s in (0..20_000u64).filter(|s| !lost(s)) {
+            match s % 2 {
+                0 => even.record(s),
+                _ => odd.record(s),
+            }
+        }
+        odd.record(1); // one number on both queues
+        assert!(even.absorb(&odd));
+        let r = even.finish(Some(20_000));
+        assert_eq!((r.unique, r.lost, r.duplicated), (19_800, 200, 1));
+        assert_eq!(r.lost_ranges.len(), 200);
+        assert!(r.lost_ranges_complete);
+        // Once a tracker has decided numbers, it cannot take another's in.
+        let mut far = SeqTracker::default();
+        far.record(3 * WINDOW);
+        assert!(!far.absorb(&SeqTracker::default()));
     }
 
     #[test]
