@@ -68,6 +68,11 @@ fn one_poll_mode_thread_per_receive_queue() {
     let (j, _) = s.stop();
     let pmds = j["pmds"].as_array().expect("pmds in the summary");
     assert_eq!(pmds.len(), 2, "{j}");
+    // Each thread's busy share: mostly idle here (a few thousand frames in seconds).
+    for p in pmds {
+        let busy = p["busy"].as_f64().expect("busy");
+        assert!((0.0..0.5).contains(&busy), "{j}");
+    }
     let on_port1: Vec<u64> = pmds
         .iter()
         .map(|p| p["rx_packets"][0].as_u64().unwrap())

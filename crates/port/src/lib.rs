@@ -15,6 +15,7 @@ mod spec;
 mod stack_addresses;
 mod stats;
 pub mod tap;
+mod thread_clock;
 pub mod xdp;
 
 use std::time::Duration;
@@ -28,6 +29,7 @@ pub use sock_filter::SockFilter;
 pub use spec::{Backend, PortSpec, SpecError};
 pub use stack_addresses::stack_addresses;
 pub use stats::{DropCounters, FrameAudit, PortStats};
+pub use thread_clock::ThreadClock;
 pub use wirespeed_xsk::{LinkState, link_state};
 
 /// Options shared by the backends; each has an automatic default.

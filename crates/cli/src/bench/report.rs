@@ -82,7 +82,9 @@ impl Summary {
         self.mpps = self.packets as f64 / s / 1e6;
         self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
         self.peak_rss_bytes = crate::run::meter::peak_rss_bytes();
-        self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
+        self.cpu = self
+            .cpu_time
+            .map(|t| CpuReport::new(t, self.packets).over(self.seconds));
         self.frames_json = self.frames.map(|a| FramesJson {
             total: a.total,
             pool: a.pool,
@@ -221,10 +223,14 @@ fn write_cpu(text: &mut String, c: &CpuReport) {
         (Some(cy), Some(mhz)) => format!(" ({cy:.0} cycles at {mhz:.0} MHz)"),
         _ => String::new(),
     };
+    let busy = c
+        .busy
+        .map(|b| format!(", busy {:.0}%", b * 100.0))
+        .unwrap_or_default();
     let _ = match (c.user_ns_per_packet, c.system_ns_per_packet) {
         (Some(user), Some(system)) => writeln!(
             text,
-            "cpu: user {user:.1} ns/packet{cycles}, system {system:.1} ns/packet"
+            "cpu: user {user:.1} ns/packet{cycles}, system {system:.1} ns/packet{busy}"
         ),
         _ => writeln!(
             text,

@@ -241,7 +241,7 @@ fn summary(
         generators,
         frames: audit.map(|a| frames_json(&a)),
         peak_rss_bytes: peak_rss_bytes(),
-        cpu: CpuReport::new(t.measured.cpu, t.packets),
+        cpu: CpuReport::new(t.measured.cpu, t.packets).over(t.measured.seconds),
         notes: info.notes.clone(),
         error: None,
         threads: None,

@@ -231,6 +231,9 @@ pub struct CpuReport {
     /// The clock the cycles are counted at (/proc/cpuinfo).
     pub mhz: Option<f64>,
     pub user_cycles_per_packet: Option<f64>,
+    /// CPU time over the run's wall time: 1.0 is a CPU never idle (with --cpus, the
+    /// threads' sum: each thread's own is under `threads`).
+    pub busy: Option<f64>,
 }
 
 impl CpuReport {
@@ -245,7 +248,15 @@ impl CpuReport {
             system_ns_per_packet: per_packet.map(|p| t.system.as_secs_f64() * p),
             mhz,
             user_cycles_per_packet: user_ns.zip(mhz).map(|(ns, m)| ns * m / 1e3),
+            busy: None,
         }
+    }
+
+    /// With the busy share over a run of `seconds`.
+    pub fn over(mut self, seconds: f64) -> CpuReport {
+        let cpu = self.user_seconds + self.system_seconds;
+        self.busy = (seconds > 0.0).then(|| cpu / seconds);
+        self
     }
 }
 

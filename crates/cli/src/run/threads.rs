@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use wirespeed_port::ThreadClock;
+
 use anyhow::{Context, bail};
 use serde::Serialize;
 use wirespeed_port::xdp::XdpPort;
@@ -231,38 +233,6 @@ pub fn totals(reports: &[ThreadReport]) -> (PortStats, Option<FrameAudit>, Vec<f
         }
     }
     (stats, audit, per_second)
-}
-
-/// A thread's wall and CPU time since it was made.
-pub struct ThreadClock {
-    wall: Instant,
-    cpu: Duration,
-}
-
-impl ThreadClock {
-    pub fn start() -> ThreadClock {
-        ThreadClock {
-            wall: Instant::now(),
-            cpu: thread_cpu_time(),
-        }
-    }
-
-    pub fn wall(&self) -> Duration {
-        self.wall.elapsed()
-    }
-
-    /// CPU time over wall time since the start, 0 to 1.
-    pub fn busy(&self) -> f64 {
-        let wall = self.wall().as_secs_f64();
-        let cpu = thread_cpu_time().saturating_sub(self.cpu).as_secs_f64();
-        (cpu / wall.max(1e-9)).min(1.0)
-    }
-}
-
-/// CPU time the calling thread has used (user and system).
-pub fn thread_cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map_or(Duration::ZERO, Duration::from)
 }
 
 /// CPUs or queues as people write them: 0,2,4.

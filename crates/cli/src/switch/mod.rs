@@ -447,6 +447,7 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
         .map(|s| {
             serde_json::json!({
                 "cpu": s.cpu,
+                "busy": s.busy,
                 "rx_packets": s.ports.iter().map(|(_, st, rx)| if *rx { st.rx_packets } else { 0 })
                     .collect::<Vec<_>>(),
             })

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use wirespeed_port::{Batch, FrameAudit, Idle, PortError, PortInfo, PortStats, Step};
+use wirespeed_port::{Batch, FrameAudit, Idle, PortError, PortInfo, PortStats, Step, ThreadClock};
 
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
@@ -176,6 +176,8 @@ impl BridgeCounters {
 #[derive(Debug, Clone)]
 pub struct PmdSnapshot {
     pub cpu: Option<usize>,
+    /// The thread's CPU time over its wall time since it started (0 before it runs).
+    pub busy: f64,
     /// Info and counters of each port, in the bridge's order; `receives` says whether this
     /// thread receives on it.
     pub ports: Vec<(PortInfo, PortStats, bool)>,
@@ -210,6 +212,9 @@ pub struct Pmd {
     pub counters: BridgeCounters,
     /// How the thread backs off when its ports give less than a burst.
     idle: Idle,
+    /// Since the thread started (set on it), and its busy share when it stopped.
+    cpu_clock: Option<ThreadClock>,
+    busy_at_stop: Option<f64>,
 }
 
 impl Pmd {
@@ -231,6 +236,8 @@ impl Pmd {
             scratch: vec![0; COPY_HEADROOM + COPY_MAX],
             counters: BridgeCounters::default(),
             idle,
+            cpu_clock: None,
+            busy_at_stop: None,
         }
     }
 
@@ -244,8 +251,14 @@ impl Pmd {
                 )
             })
             .collect();
+        // On the thread while it runs; its figure at the stop after.
+        let busy = self
+            .busy_at_stop
+            .or_else(|| self.cpu_clock.map(|c| c.busy()))
+            .unwrap_or(0.0);
         PmdSnapshot {
             cpu: self.cpu,
+            busy,
             ports,
             counters: self.counters,
             audit: self.ports.audit(),
@@ -262,6 +275,7 @@ impl Pmd {
         if let Some(cpu) = self.cpu {
             wirespeed_port::pin_thread(cpu)?;
         }
+        self.cpu_clock = Some(ThreadClock::start());
         let mut turns = 0u32;
         loop {
             // A few atomic loads a round: a port that came up is used from its next packet.
@@ -286,6 +300,7 @@ impl Pmd {
                     }
                 }
                 if stop.load(Ordering::Relaxed) {
+                    self.busy_at_stop = self.cpu_clock.map(|c| c.busy());
                     return Ok(self);
                 }
             }
