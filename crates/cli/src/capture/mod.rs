@@ -524,6 +524,9 @@ mod tests {
             assert_eq!(spec(argv).unwrap(), want, "{argv:?}");
         }
         let e = spec(&["-i", "eth0@x"]).unwrap_err().to_string();
-        assert!(e.contains("queue 'x' is not a number or 'all'"), "{e}");
+        assert!(
+            e.contains("queue 'x' is not a number, a range FIRST-LAST or 'all'"),
+            "{e}"
+        );
     }
 }
