@@ -94,6 +94,11 @@ impl Recorder {
         })
     }
 
+    /// The most bytes of a packet this recorder keeps.
+    pub fn snaplen(&self) -> usize {
+        self.interface.snaplen as usize
+    }
+
     /// True once the writer failed (the capture should stop and report it).
     pub fn failed(&self) -> bool {
         self.spool.failed()
