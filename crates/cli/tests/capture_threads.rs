@@ -204,6 +204,63 @@ fn two_threads_stop_at_the_count() {
     net.assert_no_xdp();
 }
 
+/// Stopped (SIGSTOP) while each queue gets 2,000 packets, with 256-entry rings: each
+/// thread's own spill ring holds what its rings cannot, and nothing is lost or reordered.
+#[test]
+fn each_thread_s_spill_ring_loses_nothing_while_the_capture_is_stopped() {
+    let _one = serial();
+    let net = NetPair::with_queues("cts", 2);
+    let dir = TempDir::new("cts");
+    let file = dir.path("stopped.pcapng");
+    let port = format!("xdp:{}@all", net.b);
+    let argv = [
+        "capture",
+        "--port",
+        &port,
+        "--cpus",
+        "0,1",
+        "-w",
+        &file,
+        "--frames",
+        "4096",
+        "--ring-size",
+        "256",
+        "--json",
+    ];
+    let mut cap = spawn_in(&net.ns_b, &argv);
+    cap.wait_for("CPU 0: queues 0; CPU 1: queues 1");
+    let pid = cap.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    send_on_each_queue(&net, &[2_000, 2_000]);
+    must(&["kill", "-CONT", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = cap.interrupt();
+    let threads = assert_counts_add_up(&j);
+    assert_eq!(
+        (
+            n(&j, "received"),
+            n(&j, "dropped_by_kernel"),
+            n(&j, "written")
+        ),
+        (4_000, 0, 4_000),
+        "{j}\n{log}"
+    );
+    for (t, th) in threads.iter().enumerate() {
+        assert_eq!(n(th, "received"), 2_000, "thread {t}: {j}");
+        // The RX ring held at most 256 - 128 (the program keeps a NAPI poll's room).
+        assert!(n(th, "spilled") >= 2_000 - 128, "thread {t}: {j}");
+        let drops = ethtool_stat(&net.ns_b, &net.b, &format!("rx_queue_{t}_drops"));
+        assert_eq!(drops, 0, "queue {t}");
+    }
+    assert_eq!(
+        n(&j, "spilled"),
+        threads.iter().map(|t| n(t, "spilled")).sum::<u64>()
+    );
+    assert_eq!(judge(&file), (4_000, 4_000 * FRAME_LEN));
+    assert_each_queue_in_order(&read_records(&file), &[2_000, 2_000]);
+    net.assert_no_xdp();
+}
+
 /// Runs wirespeed in `ns`, expects failure with `needle` in its message.
 fn fails_with(ns: &str, args: &[&str], needle: &str) {
     let out = run_in(ns, args);

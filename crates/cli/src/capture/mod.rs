@@ -159,6 +159,7 @@ pub struct CaptureArgs {
     /// them back in order; the rings can then stay small, which the kernel's copy into
     /// them runs faster for. Default: 64; none where another process's redirect program
     /// is on the interface (sharing it by queue: a spill ring needs the program to itself).
+    /// With --cpus, each thread has a spill ring of this size (at most 16 threads).
     #[arg(long, value_name = "MIB")]
     pub spill_mib: Option<u32>,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
@@ -325,16 +326,11 @@ impl CaptureArgs {
     }
 
     /// Each thread's port options with `--cpus` over `threads` threads: the frames (the
-    /// count given, or the default) shared out between the threads as between queues.
+    /// count given, or the default) shared out between the threads as between queues; the
+    /// spill ring is each thread's (`XdpPort::open_threads` gives each its own).
     fn thread_port_options(&self, spec: &PortSpec, threads: usize) -> PortOptions {
         let mut opts = self.port_options(spec);
         opts.frame_count = (opts.frame_count / threads.max(1) as u32).max(1);
-        if opts.spill_bytes > 0 {
-            eprintln!(
-                "wirespeed capture: note: --cpus: no spill ring (one thread's only, for now)"
-            );
-            opts.spill_bytes = 0;
-        }
         opts
     }
 
