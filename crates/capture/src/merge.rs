@@ -1,7 +1,9 @@
-//! Several receiving threads, one output: each thread encodes the packets it takes into
-//! chunks of its own (a `Feeder`: no lock, no shared counter on the per-packet path), and one
-//! merging thread takes the chunks in the order they come and records their packets through
-//! a `Recorder`, which alone decides rotation, `-c` and `-W`, as with one thread.
+//! Several receiving threads, one output: each thread encodes the packets it takes, in the
+//! file's format, into chunks of its own (a `Feeder`: no lock, no shared counter on the
+//! per-packet path), and one merging thread takes the chunks in the order they come and
+//! records them through a `Recorder`, which alone decides rotation, `-c` and `-W`, as with
+//! one thread. Without rotation a chunk goes into the writer's in one copy; with it, packet
+//! by packet (each record's time and length are all rotation needs).
 //!
 //! Order: a queue belongs to one thread, a thread's chunks reach the merger in the order it
 //! sent them (one FIFO channel), and the merger records a chunk's packets in order, so each
@@ -21,24 +23,38 @@ use std::time::Duration;
 
 use crate::recorder::{Outcome, Recorder};
 use crate::spool::WriterReport;
-
-/// Bytes in front of each packet in a feeder's chunk: timestamp, original length, length.
-const HEAD: usize = 16;
+use crate::write::Format;
 
 /// How long the merger waits for a chunk before passing what it encoded on to the writer.
 const IDLE_FLUSH: Duration = Duration::from_millis(50);
 
-/// Packets of one thread, in the order it took them.
+/// Packets of one thread, in the order it took them: records in the file's format.
 #[derive(Debug)]
 struct FeedChunk {
     bytes: Vec<u8>,
-    packets: u64,
+    /// Where each record ends in `bytes`, and its packet's time.
+    ends: Vec<usize>,
+    ts: Vec<u64>,
 }
 
 impl FeedChunk {
+    fn with_capacity(bytes: usize) -> FeedChunk {
+        let packets = bytes / 64 + 1;
+        FeedChunk {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(packets),
+            ts: Vec::with_capacity(packets),
+        }
+    }
+
     fn clear(&mut self) {
         self.bytes.clear();
-        self.packets = 0;
+        self.ends.clear();
+        self.ts.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty()
     }
 }
 
@@ -86,6 +102,7 @@ pub struct Feeder {
     free: Receiver<FeedChunk>,
     full: SyncSender<(usize, FeedChunk)>,
     shared: Arc<Shared>,
+    format: Format,
     snaplen: usize,
     /// Packets dropped because every chunk of this thread was with the merger.
     pub dropped: u64,
@@ -110,17 +127,13 @@ impl Merger {
         });
         // Never blocks a sender: room for every chunk of every thread.
         let (full_tx, full_rx) = sync_channel(threads * chunks + 1);
-        let snaplen = recorder.snaplen();
+        let (format, snaplen) = (recorder.format(), recorder.snaplen());
         let mut feeders = Vec::with_capacity(threads);
         let mut returns = Vec::with_capacity(threads);
         for thread in 0..threads {
             let (free_tx, free_rx) = sync_channel(chunks);
             for _ in 0..chunks {
-                let chunk = FeedChunk {
-                    bytes: Vec::with_capacity(chunk_size),
-                    packets: 0,
-                };
-                let _ = free_tx.send(chunk);
+                let _ = free_tx.send(FeedChunk::with_capacity(chunk_size));
             }
             returns.push(free_tx);
             feeders.push(Feeder {
@@ -129,6 +142,7 @@ impl Merger {
                 free: free_rx,
                 full: full_tx.clone(),
                 shared: shared.clone(),
+                format,
                 snaplen,
                 dropped: 0,
             });
@@ -183,7 +197,7 @@ impl Feeder {
             return Outcome::FilesDone;
         }
         let data = &data[..data.len().min(self.snaplen)];
-        let len = HEAD + data.len();
+        let len = self.format.record_len(data.len());
         if self
             .current
             .as_ref()
@@ -203,13 +217,9 @@ impl Feeder {
         let Some(chunk) = self.current.as_mut() else {
             return Outcome::WriterBehind;
         };
-        chunk.bytes.extend_from_slice(&ts_ns.to_ne_bytes());
-        chunk.bytes.extend_from_slice(&orig_len.to_ne_bytes());
-        chunk
-            .bytes
-            .extend_from_slice(&(data.len() as u32).to_ne_bytes());
-        chunk.bytes.extend_from_slice(data);
-        chunk.packets += 1;
+        self.format.record(&mut chunk.bytes, ts_ns, data, orig_len);
+        chunk.ends.push(chunk.bytes.len());
+        chunk.ts.push(ts_ns);
         Outcome::Queued
     }
 
@@ -218,7 +228,7 @@ impl Feeder {
         let Some(chunk) = self.current.take() else {
             return;
         };
-        if chunk.packets == 0 {
+        if chunk.is_empty() {
             self.current = Some(chunk);
             return;
         }
@@ -301,24 +311,33 @@ impl MergeState {
         }
     }
 
-    /// Records the packets of one thread's chunk, in order.
+    /// Records the packets of one thread's chunk, in order: all at once when nothing is to
+    /// be decided between them (no rotation, -c not reached within), else one by one.
     fn take_apart(&mut self, thread: usize, chunk: &FeedChunk) {
         self.update_stats();
-        let bytes = &chunk.bytes;
-        let mut at = 0;
-        while at + HEAD <= bytes.len() {
-            let word = |i: usize| -> [u8; 4] { bytes[i..i + 4].try_into().unwrap_or_default() };
-            let ts = u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap_or_default());
-            let orig_len = u32::from_ne_bytes(word(at + 8));
-            let len = u32::from_ne_bytes(word(at + 12)) as usize;
-            let data = &bytes[at + HEAD..(at + HEAD + len).min(bytes.len())];
-            at += HEAD + len;
+        let n = chunk.ends.len() as u64;
+        let last_ts = chunk.ts.last().copied().unwrap_or_default();
+        if !self.stopped
+            && self.recorded.saturating_add(n) < self.limit
+            && self
+                .recorder
+                .record_encoded_all(&chunk.bytes, &chunk.ends, last_ts)
+        {
+            self.tallies[thread].queued += n;
+            self.recorded += n;
+            self.note_failure();
+            return;
+        }
+        let mut start = 0;
+        for (&end, &ts) in chunk.ends.iter().zip(&chunk.ts) {
+            let record = &chunk.bytes[start..end];
+            start = end;
             let tally = &mut self.tallies[thread];
             if self.stopped {
                 tally.after_stop += 1;
                 continue;
             }
-            match self.recorder.record(ts, data, orig_len) {
+            match self.recorder.record_encoded(ts, record) {
                 Outcome::Queued => {
                     tally.queued += 1;
                     self.recorded += 1;
@@ -373,6 +392,15 @@ mod tests {
     }
 
     fn merge_into(path: &std::path::Path, counts: [u32; 2], limit: Option<u64>) -> MergeReport {
+        merge_rotating(path, counts, limit, Rotation::default())
+    }
+
+    fn merge_rotating(
+        path: &std::path::Path,
+        counts: [u32; 2],
+        limit: Option<u64>,
+        rotation: Rotation,
+    ) -> MergeReport {
         let config = RecorderConfig {
             format: Format::Pcapng,
             interface: Interface {
@@ -380,7 +408,7 @@ mod tests {
                 snaplen: 262_144,
                 name: None,
             },
-            rotation: Rotation::default(),
+            rotation,
             pattern: path.display().to_string(),
             buffer_bytes: 8 << 20,
             chunk_size: 64 << 10,
@@ -402,15 +430,43 @@ mod tests {
         merger.finish()
     }
 
-    /// Per thread, the sequence numbers in the file, in file order.
-    fn sequences(path: &std::path::Path) -> [Vec<u32>; 2] {
-        let mut r = CaptureReader::open(path.to_str().unwrap()).unwrap();
+    /// Per thread, the sequence numbers in the files, in file order.
+    fn sequences_in(paths: &[std::path::PathBuf]) -> [Vec<u32>; 2] {
         let mut out = [Vec::new(), Vec::new()];
-        while let Some(rec) = r.next_record().unwrap() {
-            let seq = u32::from_be_bytes(rec.data[1..5].try_into().unwrap());
-            out[rec.data[0] as usize].push(seq);
+        for path in paths {
+            let mut r = CaptureReader::open(path).unwrap();
+            while let Some(rec) = r.next_record().unwrap() {
+                let seq = u32::from_be_bytes(rec.data[1..5].try_into().unwrap());
+                out[rec.data[0] as usize].push(seq);
+            }
         }
         out
+    }
+
+    fn sequences(path: &std::path::Path) -> [Vec<u32>; 2] {
+        sequences_in(&[path.to_path_buf()])
+    }
+
+    /// -C: the merger records packet by packet, each file within its size.
+    #[test]
+    fn rotation_by_size_keeps_each_thread_s_order_across_files() {
+        let dir = std::env::temp_dir().join(format!("ws-merge-r-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rotation = Rotation {
+            bytes: Some(50_000),
+            ..Rotation::default()
+        };
+        let report = merge_rotating(&dir.join("r.pcapng"), [3000, 5000], None, rotation);
+        assert_eq!(report.writer.written, 8000);
+        let files = &report.writer.files;
+        assert!(files.len() > 10, "{files:?}");
+        for f in files {
+            assert!(std::fs::metadata(f).unwrap().len() <= 50_000, "{f:?}");
+        }
+        let [a, b] = sequences_in(files);
+        assert_eq!(a, (0..3000).collect::<Vec<u32>>());
+        assert_eq!(b, (0..5000).collect::<Vec<u32>>());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
