@@ -131,6 +131,11 @@ fn two_threads_one_file(tag: &str, port: impl Fn(&NetPair) -> String, format: &s
         assert!((0.0..=1.0).contains(&busy), "{j}");
     }
     assert_eq!(judge(&file), (8_000, 8_000 * FRAME_LEN));
+    if format == "pcapng" {
+        // The statistics at the end: every thread's received, none dropped.
+        let isb = isb_counts(&std::fs::read(&file).unwrap());
+        assert_eq!(isb, (8_000, 0), "isb_ifrecv and isb_ifdrop");
+    }
     assert_each_queue_in_order(&read_records(&file), &[3_000, 5_000]);
     net.assert_no_xdp();
 }
