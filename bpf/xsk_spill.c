@@ -9,6 +9,11 @@
 // counts it shares with us -- packets go to a BPF ring buffer instead: written in order, so
 // it costs the same however deep it is. Each spilled record says how many packets of its
 // queue went to the socket before it, so user space puts the two streams back in order.
+//
+// Several receiving threads (capture --cpus) each own some of the queues: a ring buffer has
+// one consumer, so each thread gets a ring of its own (SPILL_RINGS of them, `spill` and
+// `spill1`...; user space sizes those it uses and leaves the rest a page), and each queue's
+// `level` says which ring its packets spill to.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -16,6 +21,8 @@
 // Room kept in the fill and RX rings: a NAPI poll's worth, and a margin for skb mode, where
 // two CPUs can run this program for one queue at once and these counts can race.
 #define LOW_WATER 128
+// Spill rings: at most this many receiving threads spill.
+#define SPILL_RINGS 16
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -32,7 +39,9 @@ struct level {
 	__u64 fill_given;
 	// RX descriptors ever taken, plus the redirects the kernel dropped.
 	__u64 rx_done;
-	__u64 user_pad[6];
+	// The spill ring of this queue's thread (set once, before rx_size).
+	__u64 ring;
+	__u64 user_pad[5];
 	// RX ring entries; 0 until user space starts the counts (no spilling, no counting).
 	__u64 rx_size;
 	// Packets redirected to the queue's socket (the kernel may still drop some: it counts
@@ -55,11 +64,57 @@ struct {
 	__type(value, struct level);
 } levels SEC(".maps");
 
-// Sized by user space before load.
+// Sized by user space before load: ring 0, then the rings of threads 1 to SPILL_RINGS - 1.
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 22);
 } spill SEC(".maps");
+
+#define SPILL_RING(n)                                  \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_RINGBUF);    \
+		__uint(max_entries, 1 << 12);          \
+	} spill##n SEC(".maps")
+
+SPILL_RING(1);
+SPILL_RING(2);
+SPILL_RING(3);
+SPILL_RING(4);
+SPILL_RING(5);
+SPILL_RING(6);
+SPILL_RING(7);
+SPILL_RING(8);
+SPILL_RING(9);
+SPILL_RING(10);
+SPILL_RING(11);
+SPILL_RING(12);
+SPILL_RING(13);
+SPILL_RING(14);
+SPILL_RING(15);
+
+// A record of `size` bytes (a constant at each call) in ring `ring`: each map must be named
+// where it is used, so one branch a ring.
+static __always_inline void *reserve(__u64 ring, const __u32 size)
+{
+	switch (ring) {
+	case 1: return bpf_ringbuf_reserve(&spill1, size, 0);
+	case 2: return bpf_ringbuf_reserve(&spill2, size, 0);
+	case 3: return bpf_ringbuf_reserve(&spill3, size, 0);
+	case 4: return bpf_ringbuf_reserve(&spill4, size, 0);
+	case 5: return bpf_ringbuf_reserve(&spill5, size, 0);
+	case 6: return bpf_ringbuf_reserve(&spill6, size, 0);
+	case 7: return bpf_ringbuf_reserve(&spill7, size, 0);
+	case 8: return bpf_ringbuf_reserve(&spill8, size, 0);
+	case 9: return bpf_ringbuf_reserve(&spill9, size, 0);
+	case 10: return bpf_ringbuf_reserve(&spill10, size, 0);
+	case 11: return bpf_ringbuf_reserve(&spill11, size, 0);
+	case 12: return bpf_ringbuf_reserve(&spill12, size, 0);
+	case 13: return bpf_ringbuf_reserve(&spill13, size, 0);
+	case 14: return bpf_ringbuf_reserve(&spill14, size, 0);
+	case 15: return bpf_ringbuf_reserve(&spill15, size, 0);
+	default: return bpf_ringbuf_reserve(&spill, size, 0);
+	}
+}
 
 struct spill_head {
 	// Packets of this queue redirected to the socket before this one.
@@ -80,7 +135,7 @@ static __always_inline int has_room(struct level *lv)
 static __always_inline int spill_into(struct xdp_md *ctx, struct level *lv, __u32 queue,
 				      __u64 len, const __u32 size)
 {
-	struct spill_head *head = bpf_ringbuf_reserve(&spill, size, 0);
+	struct spill_head *head = reserve(lv->ring, size);
 
 	if (!head) {
 		lv->spill_full++;

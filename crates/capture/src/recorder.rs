@@ -94,6 +94,11 @@ impl Recorder {
         })
     }
 
+    /// The most bytes of a packet this recorder keeps.
+    pub fn snaplen(&self) -> usize {
+        self.interface.snaplen as usize
+    }
+
     /// True once the writer failed (the capture should stop and report it).
     pub fn failed(&self) -> bool {
         self.spool.failed()
@@ -117,6 +122,51 @@ impl Recorder {
         self.file_packets += 1;
         self.stats.end_ns = ts_ns;
         Outcome::Queued
+    }
+
+    /// The format records are encoded in (for `merge::Feeder`, which encodes them itself).
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Records one packet another thread encoded in this recorder's format, cut at its snap
+    /// length (`merge`): `record` is the whole record, `ts_ns` the packet's time.
+    #[inline]
+    pub fn record_encoded(&mut self, ts_ns: u64, record: &[u8]) -> Outcome {
+        let len = record.len();
+        if let Some(outcome) = self.rotate_if_due(ts_ns, len) {
+            return outcome;
+        }
+        let Some(chunk) = self.spool.room_for(len) else {
+            self.dropped_by_writer += 1;
+            return Outcome::WriterBehind;
+        };
+        chunk.bytes.extend_from_slice(record);
+        chunk.packet_written();
+        self.file_bytes += len as u64;
+        self.file_packets += 1;
+        self.stats.end_ns = ts_ns;
+        Outcome::Queued
+    }
+
+    /// Records, in one copy, packets another thread encoded as `record_encoded` takes them:
+    /// `records` holds them one after another, the i-th ending at `ends[i]`; `last_ts_ns` is
+    /// the last one's time. Only without rotation (nothing to decide packet by packet) and
+    /// with a free chunk: false, and nothing recorded, otherwise.
+    pub fn record_encoded_all(&mut self, records: &[u8], ends: &[usize], last_ts_ns: u64) -> bool {
+        if !self.rotation.is_none() || records.len() > self.spool.chunk_size() {
+            return false;
+        }
+        let Some(chunk) = self.spool.room_for(records.len()) else {
+            return false;
+        };
+        let base = chunk.bytes.len();
+        chunk.bytes.extend_from_slice(records);
+        chunk.packet_ends.extend(ends.iter().map(|&e| base + e));
+        self.file_bytes += records.len() as u64;
+        self.file_packets += ends.len() as u64;
+        self.stats.end_ns = last_ts_ns;
+        true
     }
 
     /// Starts the next file when `-G` or `-C` says so; an outcome when the packet must not

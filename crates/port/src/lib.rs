@@ -67,6 +67,11 @@ pub struct PortOptions {
     /// none). While the receiver falls behind, our program puts packets there instead of
     /// dropping them, and the port hands them back in order (bpf/xsk_spill.c).
     pub spill_bytes: u32,
+    /// AF_XDP with a spill ring, a port of several receiving threads
+    /// (`XdpPort::open_threads`): the spill rings the program has (one per thread), and
+    /// which of them this port's queues spill to (its thread's). 1 and 0 otherwise.
+    pub spill_rings: u32,
+    pub spill_ring: u32,
     /// AF_XDP: `frame_count` is for each receive queue the port serves (a tool's default,
     /// so that a port on eight queues has eight times the frames of a port on one), not the
     /// whole UMEM shared out between them (a count the user gave).
@@ -103,6 +108,8 @@ impl Default for PortOptions {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            spill_rings: 1,
+            spill_ring: 0,
             frames_per_queue: false,
             cancel: None,
         }

@@ -22,7 +22,7 @@ pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
 pub use join::{SharedProgram, shared_program};
 pub use live_frames::{LiveFrames, Stamp, Variation};
-pub use xsk_program::{SpillRecord, SpillRing, XskProgram};
+pub use xsk_program::{SPILL_RINGS, SpillRecord, SpillRing, XskProgram};
 
 /// What can go wrong loading or attaching an XDP program.
 #[derive(Debug, thiserror::Error)]

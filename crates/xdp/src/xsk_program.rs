@@ -13,6 +13,21 @@ const OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk
 const SPILL_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xsk_spill.o"));
 const SPILL_PROGRAM: &str = "xsk_spill";
 
+/// The spill rings in the spilling variant (`SPILL_RINGS` of bpf/xsk_spill.c): one for each
+/// receiving thread, at most.
+pub const SPILL_RINGS: u32 = 16;
+
+/// The least a ring buffer can be: the size of the rings no thread reads.
+const UNUSED_RING: u32 = 4096;
+
+/// The name of spill ring `ring` in the object.
+fn spill_map(ring: u32) -> String {
+    match ring {
+        0 => "spill".to_string(),
+        n => format!("spill{n}"),
+    }
+}
+
 /// The redirect program on one interface: loaded and attached by this process (detached
 /// when dropped), or another process's that this one joined (it goes when the last process
 /// sharing it lets go).
@@ -60,14 +75,16 @@ impl XskProgram {
         }
     }
 
-    /// Loads and attaches the spilling variant, with a spill ring of `spill_bytes` (a power
-    /// of two, at least a page). Until `SpillLevels::enable` it redirects like `attach`'s.
-    /// Never shared: its ring and levels serve one process.
+    /// Loads and attaches the spilling variant, with `rings` spill rings (one for each
+    /// thread that receives, at most `SPILL_RINGS`) of `spill_bytes` each (a power of two,
+    /// at least a page). Until `SpillLevels::enable` it redirects like `attach`'s. Never
+    /// shared: its rings and levels serve one process.
     pub fn attach_spilling(
         iface: &str,
         mode: AttachMode,
         force: bool,
         spill_bytes: u32,
+        rings: u32,
     ) -> Result<XskProgram, XdpError> {
         if !spill_bytes.is_power_of_two() || spill_bytes < 4096 {
             return Err(XdpError::Map {
@@ -75,11 +92,30 @@ impl XskProgram {
                 reason: format!("size {spill_bytes} is not a power of two of at least 4096"),
             });
         }
+        if !(1..=SPILL_RINGS).contains(&rings) {
+            return Err(XdpError::Map {
+                map: "spill",
+                reason: format!("{rings} spill rings: the program has 1 to {SPILL_RINGS}"),
+            });
+        }
+        let names: Vec<String> = (0..SPILL_RINGS).map(spill_map).collect();
+        let sizes: Vec<(&str, u32)> = names
+            .iter()
+            .enumerate()
+            .map(|(r, name)| {
+                let size = if (r as u32) < rings {
+                    spill_bytes
+                } else {
+                    UNUSED_RING
+                };
+                (name.as_str(), size)
+            })
+            .collect();
         Ok(XskProgram {
             program: Program::Own(load_attached(
                 SPILL_OBJECT,
                 SPILL_PROGRAM,
-                &[("spill", spill_bytes)],
+                &sizes,
                 iface,
                 mode,
                 force,
@@ -128,9 +164,10 @@ impl XskProgram {
         })
     }
 
-    /// The spilling variant's ring and its levels array (a descriptor to map, see
-    /// `wirespeed_xsk::SpillLevels`); taken once.
-    pub fn take_spill(&mut self) -> Result<(SpillRing, OwnedFd), XdpError> {
+    /// The spilling variant's ring `ring` and its levels array (a descriptor to map, see
+    /// `wirespeed_xsk::SpillLevels`). Each ring is taken once, by the one thread that reads
+    /// it (a ring buffer has one consumer); the levels, shared by queue, by each of them.
+    pub fn take_spill(&mut self, ring: u32) -> Result<(SpillRing, OwnedFd), XdpError> {
         let missing = |map: &'static str| XdpError::Map {
             map,
             reason: "not in the program (attach it with attach_spilling)".to_string(),
@@ -138,7 +175,7 @@ impl XskProgram {
         let Program::Own(ebpf) = &mut self.program else {
             return Err(missing("levels"));
         };
-        let levels = match ebpf.take_map("levels") {
+        let levels = match ebpf.map("levels") {
             Some(Map::Array(data)) => data,
             _ => return Err(missing("levels")),
         };
@@ -150,7 +187,12 @@ impl XskProgram {
                 map: "levels",
                 reason: e.to_string(),
             })?;
-        let ring = ebpf.take_map("spill").ok_or_else(|| missing("spill"))?;
+        let ring = ebpf
+            .take_map(&spill_map(ring))
+            .ok_or_else(|| XdpError::Map {
+                map: "spill",
+                reason: format!("ring {ring}: not in the program, or already taken"),
+            })?;
         let ring = RingBuf::try_from(ring).map_err(|e| XdpError::Map {
             map: "spill",
             reason: error_chain(&e),

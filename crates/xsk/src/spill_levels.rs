@@ -14,6 +14,7 @@ use crate::sys::{RingMap, map_ring};
 const LEVEL_WORDS: usize = 16;
 const FILL_GIVEN: usize = 0;
 const RX_DONE: usize = 1;
+const RING: usize = 2;
 const RX_SIZE: usize = 8;
 const REDIRECTED: usize = 9;
 const SPILLED: usize = 10;
@@ -60,10 +61,12 @@ impl SpillLevels {
         unsafe { &*self.map.ptr.add(offset).cast::<AtomicU64>() }
     }
 
-    /// Starts spilling for `queue`, whose socket (registered in the program's XSKMAP) has
-    /// an RX ring of `rx_size` entries and has taken and been given nothing yet.
-    pub fn enable(&self, queue: u32, rx_size: u32, fill_given: u64) {
+    /// Starts spilling for `queue` into the program's spill ring `ring` (that of the thread
+    /// that owns the queue), whose socket (registered in the program's XSKMAP) has an RX
+    /// ring of `rx_size` entries and has taken and been given nothing yet.
+    pub fn enable(&self, queue: u32, rx_size: u32, fill_given: u64, ring: u32) {
         for (word, value) in [
+            (RING, u64::from(ring)),
             (FILL_GIVEN, fill_given),
             (RX_DONE, 0),
             (SEEN_FILL_GIVEN, fill_given),

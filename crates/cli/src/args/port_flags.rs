@@ -125,6 +125,8 @@ impl PortFlags {
             outgoing: false,
             program_attached: None,
             spill_bytes: 0,
+            spill_rings: 1,
+            spill_ring: 0,
             // The default grows with the queues a port serves; a count given is the whole.
             frames_per_queue: self.frames.is_none(),
             // A signal gives up opening (a large buffer area takes seconds to set up).

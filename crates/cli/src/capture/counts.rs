@@ -40,6 +40,30 @@ pub struct Counts {
     pub error: Option<String>,
     /// The output's reader closed the pipe, which ended the capture.
     pub output_closed: bool,
+    /// With --cpus: each receiving thread's part (they add up to the counts above, but
+    /// for `written` after a failed write: the file's count is exact, the threads' are what
+    /// each handed to the writer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<Vec<ThreadCounts>>,
+}
+
+/// One receiving thread's counts (`--cpus`), with the same identities as the whole's.
+#[derive(Debug, Default, Serialize)]
+pub struct ThreadCounts {
+    pub cpu: usize,
+    pub queues: Vec<u32>,
+    pub received: u64,
+    pub filtered_out: u64,
+    pub matched: u64,
+    pub written: u64,
+    pub dropped_by_kernel: u64,
+    pub dropped_by_writer: u64,
+    pub spilled: u64,
+    pub after_stop: u64,
+    pub drops: serde_json::Map<String, serde_json::Value>,
+    pub seconds: f64,
+    /// The thread's CPU time over its wall time: 1.0 never slept.
+    pub busy: f64,
 }
 
 impl Counts {
@@ -55,12 +79,7 @@ impl Counts {
     /// Receive-side drops of a port, by reason.
     pub fn set_port_drops(&mut self, drops: &DropCounters) {
         self.dropped_by_kernel = receive_drops(drops);
-        self.drops = drops
-            .by_reason()
-            .iter()
-            .filter(|(name, _)| !name.starts_with("tx_"))
-            .map(|(name, v)| (name.to_string(), (*v).into()))
-            .collect();
+        self.drops = drop_map(drops);
     }
 
     /// Adds what the writer thread did; `behind` is what the recorder dropped itself.
@@ -115,6 +134,16 @@ impl Counts {
             eprintln!("the output's reader closed the pipe: capture stopped");
         }
     }
+}
+
+/// Receive-side drops by reason, for the JSON.
+pub fn drop_map(drops: &DropCounters) -> serde_json::Map<String, serde_json::Value> {
+    drops
+        .by_reason()
+        .iter()
+        .filter(|(name, _)| !name.starts_with("tx_"))
+        .map(|(name, v)| (name.to_string(), (*v).into()))
+        .collect()
 }
 
 /// Drops on the receive side (every reason but the transmit ones).

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use wirespeed_capture::LINKTYPE_ETHERNET;
 use wirespeed_capture::filter::{Filter, Metadata, PACKET_OUTGOING};
+use wirespeed_capture::merge::Feeder;
 use wirespeed_capture::recorder::{Outcome, Recorder};
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::write::Interface;
-use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, SockFilter};
+use wirespeed_port::{Backend, Batch, Port, PortError, PortInfo, PortSpec, SockFilter};
 
 use super::counts::{Counts, receive_drops};
 use super::filter_child::Target;
@@ -53,12 +54,13 @@ pub fn run(
     let sink = args.recorder(rotation, interface, false);
     let mut recorder =
         Recorder::start(sink.config, sink.output, now_ns()).context("create the output")?;
-    print_ready(args, &*port, &counts);
+    print_ready(args, port.info(), &counts);
     let started = Instant::now();
     // A port that fails (its interface deleted) ends the capture like a stop: what was
     // received is written, counted and reported, and the error comes after.
     let ended = receive_loop(
         args,
+        args.count.unwrap_or(u64::MAX),
         &mut *port,
         wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
         filter.as_ref(),
@@ -106,8 +108,7 @@ fn filter_in_kernel(
 }
 
 /// The ready line on standard error, then the port's notes.
-fn print_ready(args: &CaptureArgs, port: &dyn Port, counts: &Counts) {
-    let info = port.info();
+pub(super) fn print_ready(args: &CaptureArgs, info: &PortInfo, counts: &Counts) {
     eprintln!(
         "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
         counts.source,
@@ -160,13 +161,80 @@ fn attach_in_kernel(
     Ok(port.attach_filter(&program)?)
 }
 
+/// Where the receive loop puts the packets it takes: the recorder (one receiving thread) or
+/// a feeder of the merger (one of several, `--cpus`).
+pub(super) trait PacketSink {
+    fn record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> Outcome;
+    /// Passes what is encoded on (the loop goes idle, or every FLUSH_EVERY).
+    fn flush(&mut self);
+    /// True when the loop must end: the writer failed (or, with several threads, the
+    /// merger ended the capture).
+    fn failed(&self) -> bool;
+    /// True while the writer has work: a loop with nothing to receive yields to it.
+    fn writer_busy(&self) -> bool;
+    /// The packets received and dropped so far, for the pcapng statistics.
+    fn progress(&mut self, received: u64, dropped: u64);
+}
+
+impl PacketSink for Recorder {
+    #[inline]
+    fn record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> Outcome {
+        Recorder::record(self, ts_ns, data, orig_len)
+    }
+
+    fn flush(&mut self) {
+        Recorder::flush(self);
+    }
+
+    fn failed(&self) -> bool {
+        Recorder::failed(self)
+    }
+
+    #[inline]
+    fn writer_busy(&self) -> bool {
+        Recorder::writer_busy(self)
+    }
+
+    fn progress(&mut self, received: u64, dropped: u64) {
+        self.stats.received = received;
+        self.stats.dropped = dropped;
+    }
+}
+
+impl PacketSink for Feeder {
+    #[inline]
+    fn record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> Outcome {
+        Feeder::record(self, ts_ns, data, orig_len)
+    }
+
+    fn flush(&mut self) {
+        Feeder::flush(self);
+    }
+
+    fn failed(&self) -> bool {
+        self.done()
+    }
+
+    #[inline]
+    fn writer_busy(&self) -> bool {
+        Feeder::writer_busy(self)
+    }
+
+    fn progress(&mut self, received: u64, dropped: u64) {
+        self.publish(received, dropped);
+    }
+}
+
+/// `limit`: -c, the packets to take (with several threads the merger counts them instead);
 /// `ifindex`: the interface every packet came through (for the filter's `ifindex`).
-fn receive_loop(
+#[allow(clippy::too_many_arguments)]
+pub(super) fn receive_loop<S: PacketSink>(
     args: &CaptureArgs,
+    limit: u64,
     port: &mut dyn Port,
     ifindex: u32,
     filter: Option<&Filter>,
-    recorder: &mut Recorder,
+    recorder: &mut S,
     counts: &mut Counts,
     stop: &AtomicBool,
 ) -> Result<(), PortError> {
@@ -181,7 +249,7 @@ fn receive_loop(
     let mut take = Take {
         filter,
         ifindex,
-        limit: args.count.unwrap_or(u64::MAX),
+        limit,
         queued: 0,
         stopping: false,
     };
@@ -216,8 +284,7 @@ fn receive_loop(
         if burst_ns.saturating_sub(last_flush) >= flush_ns {
             last_flush = burst_ns;
             recorder.flush();
-            recorder.stats.received = counts.received;
-            recorder.stats.dropped = receive_drops(&port.stats().drops);
+            recorder.progress(counts.received, receive_drops(&port.stats().drops));
             if recorder.failed() {
                 break;
             }
@@ -252,9 +319,9 @@ fn drain_left(
 /// A running capture's empty burst: watch the link, and wait as the idle policy says,
 /// giving the writer the CPU; before sleeping in the port, pass the chunk on. `Break` when
 /// the writer failed.
-fn wait_when_empty(
+fn wait_when_empty<S: PacketSink>(
     port: &mut dyn Port,
-    recorder: &mut Recorder,
+    recorder: &mut S,
     step: Step,
     watch: &mut LinkWatch,
     run: &mut RunLimit,
@@ -292,13 +359,13 @@ struct Take<'a> {
 impl Take<'_> {
     /// Filters the burst's `n` packets and hands the ones that pass to the writer, stamped
     /// with the port's time or else `burst_ns`.
-    fn burst(
+    fn burst<S: PacketSink>(
         &mut self,
         port: &dyn Port,
         batch: &Batch,
         n: usize,
         burst_ns: u64,
-        recorder: &mut Recorder,
+        recorder: &mut S,
         counts: &mut Counts,
     ) {
         for i in 0..n {

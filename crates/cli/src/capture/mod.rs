@@ -8,6 +8,7 @@ mod from_port;
 mod line;
 mod offline;
 mod take;
+mod threads;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -52,6 +53,7 @@ const SPILLING_RING: u32 = 16384;
 wirespeed capture --port packet:veth1 -c 10 'udp port 53'\n  \
 wirespeed capture --port xdp:veth1 -w 'cap-%Y%m%d-%H%M%S.pcap' -G 60 -W 10\n  \
 wirespeed capture --port xdp:veth1 -w ring.pcap -C 100 -W 5\n  \
+wirespeed capture -i eth0 --cpus 2-5 -w out.pcapng\n  \
 wirespeed capture -r in.pcapng -w out.pcap 'tcp and not port 22'"
 )]
 pub struct CaptureArgs {
@@ -157,6 +159,7 @@ pub struct CaptureArgs {
     /// them back in order; the rings can then stay small, which the kernel's copy into
     /// them runs faster for. Default: 64; none where another process's redirect program
     /// is on the interface (sharing it by queue: a spill ring needs the program to itself).
+    /// With --cpus, each thread has a spill ring of this size (at most 16 threads).
     #[arg(long, value_name = "MIB")]
     pub spill_mib: Option<u32>,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
@@ -166,6 +169,15 @@ pub struct CaptureArgs {
     /// Replace an XDP program someone else attached to the interface.
     #[arg(long)]
     pub force: bool,
+    /// Receive with a thread pinned to each CPU of LIST (like 0,1 or 2-5), on a port of
+    /// several queues (-i IFACE, xdp:IFACE@all, xdp:IFACE@FIRST-LAST): the queues are
+    /// shared out in turn (thread t gets queues t, t+N, ...), each thread with its own
+    /// sockets, rings, frames and spill ring, all writing the one output. Each queue's
+    /// packets keep their order there; packets of different queues interleave as they are
+    /// handed over (the kernel orders no queue against another either). At most one thread
+    /// a queue. --json gives each thread's counts and busy share in `threads`.
+    #[arg(long, value_name = "LIST", conflicts_with = "read")]
+    pub cpus: Option<String>,
     /// The filter, in tcpdump syntax (several words are joined with spaces).
     #[arg(value_name = "FILTER", trailing_var_arg = true)]
     pub filter: Vec<String>,
@@ -212,6 +224,9 @@ impl CaptureArgs {
             bail!(
                 "--spill-mib {spill}: the spill ring is a power of two of MiB, at most 1024 (0 for none)"
             );
+        }
+        if let Some(list) = &self.cpus {
+            crate::args::cpus::parse("--cpus", list)?;
         }
         let ring = self.ring_size();
         if self.batch == 0 || self.batch > ring || !ring.is_power_of_two() {
@@ -308,6 +323,15 @@ impl CaptureArgs {
             spill_bytes: self.spill_mib() << 20,
             ..PortOptions::default()
         }
+    }
+
+    /// Each thread's port options with `--cpus` over `threads` threads: the frames (the
+    /// count given, or the default) shared out between the threads as between queues; the
+    /// spill ring is each thread's (`XdpPort::open_threads` gives each its own).
+    fn thread_port_options(&self, spec: &PortSpec, threads: usize) -> PortOptions {
+        let mut opts = self.port_options(spec);
+        opts.frame_count = (opts.frame_count / threads.max(1) as u32).max(1);
+        opts
     }
 
     /// Where packets go and how: files, standard output, or printed lines.
@@ -414,7 +438,13 @@ pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
                 take::check(&spec.iface, args.take)?;
             }
             crate::run::caps::require_for(&format!("capture on {spec}"), &[spec.backend])?;
-            from_port::run(&args, &spec, filter, rotation, &stop)?
+            match &args.cpus {
+                Some(list) => {
+                    let cpus = crate::args::cpus::parse("--cpus", list)?;
+                    threads::run(&args, &spec, &cpus, filter, rotation, &stop)?
+                }
+                None => from_port::run(&args, &spec, filter, rotation, &stop)?,
+            }
         }
     };
     let to_stderr = args.write.as_deref() == Some("-") || args.write.is_none();
@@ -524,6 +554,9 @@ mod tests {
             assert_eq!(spec(argv).unwrap(), want, "{argv:?}");
         }
         let e = spec(&["-i", "eth0@x"]).unwrap_err().to_string();
-        assert!(e.contains("queue 'x' is not a number or 'all'"), "{e}");
+        assert!(
+            e.contains("queue 'x' is not a number, a range FIRST-LAST or 'all'"),
+            "{e}"
+        );
     }
 }

@@ -59,6 +59,14 @@ pub struct XdpGroup {
 }
 
 impl XdpGroup {
+    /// The redirect program a member of this group attached to `iface`, if any: the one that
+    /// serves groups opened with `open_served`.
+    pub(super) fn program_on(&mut self, iface: &str) -> Option<&mut XskProgram> {
+        self.members
+            .iter_mut()
+            .find_map(|m| m._program.as_mut().filter(|p| p.iface() == iface))
+    }
+
     /// The socket of member `port`, for a program the caller attached
     /// (`PortOptions::program_attached`).
     pub fn socket_fd(&self, port: usize) -> std::os::fd::RawFd {

@@ -58,6 +58,7 @@ impl XdpGroup {
     ) -> Result<XdpGroup, PortError> {
         check_options(specs, opts)?;
         let umem = map_umem(specs, opts)?;
+        let mut programs_of = programs_of;
         let attach_mode = programs_of.as_ref().map(|g| g.attach_mode);
         let Bound {
             mut members,
@@ -65,7 +66,14 @@ impl XdpGroup {
             attach_mode,
         } = bind_members(specs, opts, &umem, attach_mode, programs_of.is_none())?;
         let spill = match opts.spill_bytes > 0 && opts.rx {
-            true => Some(open_spill(specs, &mut members, &umem)?),
+            true => {
+                let program = match programs_of.as_deref_mut() {
+                    // A group served by another's program spills to its ring there.
+                    Some(serving) => serving.program_on(&specs[0].iface),
+                    None => members[0]._program.as_mut(),
+                };
+                Some(open_spill(specs, program, opts.spill_ring, &umem)?)
+            }
             false => None,
         };
         let mut group = XdpGroup {
@@ -107,7 +115,7 @@ impl XdpGroup {
             m.rx_share = opts.frame_count - opts.frame_count / 4;
             m.rx_outstanding = given;
             if let Some(spill) = self.spill.as_mut() {
-                spill.enable(i, &m.socket, opts.ring_size, given as u64);
+                spill.enable(i, &m.socket, opts.ring_size, given as u64, opts.spill_ring);
             }
         }
     }
@@ -125,11 +133,9 @@ impl XdpGroup {
                 Server::Own => self.members[i]._program.as_mut(),
                 Server::Member(j) => self.members[j]._program.as_mut(),
                 // The member of the other group that attached to this interface.
-                Server::Other => programs_of.as_mut().and_then(|g| {
-                    g.members
-                        .iter_mut()
-                        .find_map(|m| m._program.as_mut().filter(|p| p.iface() == spec.iface))
-                }),
+                Server::Other => programs_of
+                    .as_deref_mut()
+                    .and_then(|g| g.program_on(&spec.iface)),
             };
             if let Some(p) = program {
                 p.register(spec.queue, fd)?;
@@ -257,20 +263,26 @@ enum Server {
     Other,
 }
 
-/// The spill ring of the first member's program, for members all on its interface.
-fn open_spill(specs: &[PortSpec], members: &mut [Member], umem: &Umem) -> Result<Spill, PortError> {
+/// Spill ring `ring` of `program` (the first member's, or that of the group serving this
+/// one), for members all on its interface.
+fn open_spill(
+    specs: &[PortSpec],
+    program: Option<&mut XskProgram>,
+    ring: u32,
+    umem: &Umem,
+) -> Result<Spill, PortError> {
     let first = &specs[0];
     if specs.iter().any(|s| s.iface != first.iface) {
         return Err(PortError::Unsupported(format!(
             "{first}: a spill ring serves the queues of one interface, not a group of several"
         )));
     }
-    let program = members[0]._program.as_mut().ok_or_else(|| {
+    let program = program.ok_or_else(|| {
         PortError::Unsupported(format!(
             "{first}: a spill ring needs wirespeed's own XDP program on the interface"
         ))
     })?;
-    let (ring, levels_fd) = program.take_spill()?;
+    let (ring, levels_fd) = program.take_spill(ring)?;
     let levels = SpillLevels::map(levels_fd, MAX_QUEUES).map_err(|source| PortError::Io {
         iface: first.to_string(),
         what: "map the spill levels",
@@ -486,7 +498,13 @@ fn attach_program(
                 shared.id
             )));
         }
-        XskProgram::attach_spilling(&spec.iface, attach, opts.force, opts.spill_bytes)
+        XskProgram::attach_spilling(
+            &spec.iface,
+            attach,
+            opts.force,
+            opts.spill_bytes,
+            opts.spill_rings.max(1),
+        )
     } else {
         XskProgram::attach(&spec.iface, attach, opts.force)
     };

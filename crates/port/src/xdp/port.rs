@@ -58,15 +58,27 @@ impl XdpPort {
                 queues.len()
             )));
         }
+        if opts.spill_bytes > 0 && threads > wirespeed_xdp::SPILL_RINGS as usize {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {threads} threads with a spill ring each: the program has                  {} spill rings (give fewer threads, or no spill ring)",
+                wirespeed_xdp::SPILL_RINGS
+            )));
+        }
         let share =
             |t: usize| -> Vec<u32> { queues.iter().copied().skip(t).step_by(threads).collect() };
-        let mut first = XdpPort::open_queues(spec, &share(0), opts, None)?;
+        // Each thread's queues spill to a ring of their own: a ring buffer has one consumer.
+        let opts_of = |t: usize| PortOptions {
+            spill_rings: threads as u32,
+            spill_ring: t as u32,
+            ..opts.clone()
+        };
+        let mut first = XdpPort::open_queues(spec, &share(0), &opts_of(0), None)?;
         let mut rest = Vec::with_capacity(threads - 1);
         for t in 1..threads {
             rest.push(XdpPort::open_queues(
                 spec,
                 &share(t),
-                opts,
+                &opts_of(t),
                 Some(&mut first.group),
             )?);
         }

@@ -66,8 +66,9 @@ pub(super) struct SpillReceive {
     pub bytes: u64,
 }
 
-/// The spill ring and the counts shared with the program, for the members of one group (on
-/// one interface).
+/// A spill ring and the counts shared with the program, for the members of one group (on
+/// one interface). With several groups on one program (a thread each), each group has a
+/// ring of its own: a ring buffer has one consumer.
 pub(super) struct Spill {
     ring: SpillRing,
     levels: SpillLevels,
@@ -104,12 +105,20 @@ impl Spill {
     }
 
     /// Starts the program's counting for `member`, whose socket is not yet registered in its
-    /// XSKMAP and holds `fill_given` frames in its fill ring.
-    pub fn enable(&mut self, member: usize, socket: &Socket, rx_size: u32, fill_given: u64) {
+    /// XSKMAP and holds `fill_given` frames in its fill ring; its packets spill to the
+    /// program's ring `ring` (this one: the group's thread's).
+    pub fn enable(
+        &mut self,
+        member: usize,
+        socket: &Socket,
+        rx_size: u32,
+        fill_given: u64,
+        ring: u32,
+    ) {
         let q = &mut self.queues[member];
         q.fill_given = fill_given;
         q.lost_base = kernel_lost(socket).unwrap_or(0);
-        self.levels.enable(q.queue, rx_size, fill_given);
+        self.levels.enable(q.queue, rx_size, fill_given, ring);
     }
 
     /// `member` put `n` more frames in its fill ring.
