@@ -17,12 +17,10 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
-use wirespeed_switch::{
-    FlowBits, FlowCache, Frame, MacView, Ofproto, PacketKey, Verdict, parse_flows,
-};
+use wirespeed_switch::extract::extract;
+use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, PacketKey, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
 
@@ -156,12 +154,10 @@ fn main() {
     let (mut parse, mut lookup, mut whole) = (f64::MAX, f64::MAX, f64::MAX);
     for _ in 0..ROUNDS {
         parse = parse.min(per_packet(&mut frames, round, |b| {
-            let (key, offsets) = FlowKey::parse_with_offsets(&b[HEADROOM..], 1);
-            black_box((FlowBits::from_key(&key), offsets));
+            black_box(extract(&b[HEADROOM..], 1));
         }));
         lookup = lookup.min(per_packet(&mut frames, round, |b| {
-            let (key, offsets) = FlowKey::parse_with_offsets(&b[HEADROOM..], 1);
-            let flow = FlowBits::from_key(&key);
+            let (flow, offsets) = extract(&b[HEADROOM..], 1);
             black_box(offsets);
             let hash = PacketKey::of(&flow).hash64();
             let id = match cache.hit(&flow, hash) {

@@ -18,6 +18,7 @@ use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
+use crate::extract::extract;
 use crate::field::{FlowBits, PacketKey};
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
@@ -116,8 +117,8 @@ pub fn process(
     verdict: &mut Verdict,
     emit: &mut impl FnMut(&[u8], &[u32]),
 ) {
-    let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
-    let flow = FlowBits::from_key(&key);
+    let (flow, offsets) = extract(frame.data(), in_port);
+    let headers = PacketHeaders::of_flow(&flow, offsets);
     let hash = PacketKey::of(&flow).hash64();
     let id = match cache.hit(&flow, hash) {
         Some(id) => id,
@@ -127,10 +128,10 @@ pub fn process(
     if let Some(reason) = drop_reason(decision) {
         return verdict.drop_for(reason);
     }
-    let completed = complete_checksum(frame, &offsets, key.nw_proto);
+    let completed = complete_checksum(frame, &offsets, headers.nw_proto);
     let mut packet = Packet {
         frame,
-        headers: PacketHeaders::new(&key, offsets),
+        headers,
         flow,
         in_port,
     };
