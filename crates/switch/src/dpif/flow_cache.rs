@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::dpif::process::Plan;
 use crate::dpif::upcall::Upcall;
 use crate::field::{FlowBits, PacketKey};
 use crate::flow_match::Match;
@@ -115,6 +116,17 @@ impl FlowCache {
     /// Counts a packet of `bytes` at `now` for megaflow `id`.
     pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
         self.megaflows.credit(id, bytes, now)
+    }
+
+    /// [`Self::credit`], with what the datapath runs for the megaflow.
+    #[inline]
+    pub fn credit_with_plan(
+        &mut self,
+        id: MegaflowId,
+        bytes: usize,
+        now: Duration,
+    ) -> (&Megaflow, Plan) {
+        self.megaflows.credit_with_plan(id, bytes, now)
     }
 
     /// Credits the rules behind each megaflow with its packets since the last harvest. Call
