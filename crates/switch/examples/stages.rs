@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
 use wirespeed_switch::extract::extract;
-use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, PacketKey, Verdict, parse_flows};
+use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
 
@@ -159,10 +159,9 @@ fn main() {
         lookup = lookup.min(per_packet(&mut frames, round, |b| {
             let (flow, offsets) = extract(&b[HEADROOM..], 1);
             black_box(offsets);
-            let hash = PacketKey::of(&flow).hash64();
-            let id = match cache.hit(&flow, hash) {
+            let id = match cache.hit(&flow) {
                 Some(id) => id,
-                None => cache.miss(&mut ofproto.lock().unwrap().tables, &flow, hash),
+                None => cache.miss(&mut ofproto.lock().unwrap().tables, &flow),
             };
             black_box(cache.credit(id, len, now).decision.rules.len());
         }));
@@ -185,7 +184,8 @@ fn main() {
     println!(
         "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \
          \"ns_per_packet\": {{{}}}, \
-         \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}}}}}",
+         \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}, \
+         \"megaflows\": {}, \"masks\": {}}}}}",
         o.rules,
         o.flows,
         o.size,
@@ -194,5 +194,7 @@ fn main() {
         after.emc_hits - before.emc_hits,
         after.megaflow_hits - before.megaflow_hits,
         after.misses - before.misses,
+        cache.megaflows().count(),
+        cache.megaflow_masks(),
     );
 }

@@ -99,6 +99,14 @@ impl FlowBits {
     pub fn hash64(&self) -> u64 {
         hash_words(&self.0)
     }
+
+    /// The words of an arriving packet's flow, the [`PacketKey`]'s, in place (no copy).
+    #[inline]
+    pub fn packet_words(&self) -> &[u64; PACKET_WORDS] {
+        self.0
+            .first_chunk()
+            .expect("the flow has the packet's words")
+    }
 }
 
 /// A 64-bit hash of `words` (multiply-rotate, as in FxHash; keys are not attacker-chosen in
@@ -114,7 +122,8 @@ fn hash_words(words: &[u64]) -> u64 {
 
 /// Whether two keys' words are equal, compared all at once: the derived comparison calls
 /// `memcmp`, which was a sixth of a cache lookup's time (perf, the stages example).
-fn words_equal(a: &[u64], b: &[u64]) -> bool {
+#[inline]
+pub(crate) fn words_equal(a: &[u64], b: &[u64]) -> bool {
     a.iter().zip(b).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
 }
 
@@ -163,6 +172,7 @@ impl PacketKey {
     /// words are multiplied in five independent pairs and the products summed, so the hash
     /// costs one multiply's latency plus a final mix, not ten chained multiplies as
     /// [`FlowBits::hash64`] (which selects group buckets, so keeps its values) does.
+    #[inline]
     pub fn hash64(&self) -> u64 {
         hash_packet_words(&self.0)
     }
@@ -170,7 +180,8 @@ impl PacketKey {
 
 /// [`PacketKey::hash64`]: wyhash's folded multiply on each pair of words, each word first
 /// mixed with a constant of its own so equal words in different places hash differently.
-fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
+#[inline]
+pub fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
     const K: [u64; PACKET_WORDS] = [
         0xa076_1d64_78bd_642f,
         0xe703_7ed1_a0b4_28db,
@@ -196,6 +207,7 @@ fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
 }
 
 impl Hash for PacketKey {
+    #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.hash64());
     }

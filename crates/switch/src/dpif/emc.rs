@@ -9,7 +9,7 @@
 //! core's L2), not two of the 80-byte keys.
 
 use crate::dpif::megaflow::MegaflowId;
-use crate::field::PacketKey;
+use crate::field::{PACKET_WORDS, PacketKey, words_equal};
 
 pub const DEFAULT_EMC_ENTRIES: usize = 8192;
 
@@ -47,7 +47,7 @@ impl ExactMatchCache {
         };
         ExactMatchCache {
             slots: vec![FREE_SLOT; len],
-            keys: vec![PacketKey([0; crate::field::PACKET_WORDS]); len],
+            keys: vec![PacketKey([0; PACKET_WORDS]); len],
             index_mask: len.saturating_sub(1),
         }
     }
@@ -64,16 +64,17 @@ impl ExactMatchCache {
         ([first, first ^ 1], (hash >> 32) as u32)
     }
 
-    /// `hash` is `key.hash64()`, computed once per packet by the caller.
+    /// `key` is a [`PacketKey`]'s words (an arriving flow's, in place) and `hash` their
+    /// [`hash_packet_words`], computed once per packet by the caller.
     #[inline]
-    pub fn lookup(&self, key: &PacketKey, hash: u64) -> Option<MegaflowId> {
+    pub fn lookup(&self, key: &[u64; PACKET_WORDS], hash: u64) -> Option<MegaflowId> {
         if !self.is_enabled() {
             return None;
         }
         let (candidates, check) = self.candidates(hash);
         candidates.into_iter().find_map(|i| {
             let slot = self.slots[i];
-            (slot.megaflow != FREE && slot.check == check && self.keys[i] == *key)
+            (slot.megaflow != FREE && slot.check == check && words_equal(&self.keys[i].0, key))
                 .then_some(MegaflowId(slot.megaflow))
         })
     }
@@ -105,7 +106,6 @@ impl ExactMatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field::PACKET_WORDS;
 
     #[test]
     fn hit_miss_and_clear() {
@@ -113,14 +113,18 @@ mod tests {
         let mut flow = PacketKey([0; PACKET_WORDS]);
         flow.0[3] = 42;
         let hash = flow.hash64();
-        assert_eq!(emc.lookup(&flow, hash), None);
+        assert_eq!(emc.lookup(&flow.0, hash), None);
         emc.insert(&flow, hash, MegaflowId(7));
-        assert_eq!(emc.lookup(&flow, hash), Some(MegaflowId(7)));
+        assert_eq!(emc.lookup(&flow.0, hash), Some(MegaflowId(7)));
         let mut other = flow;
         other.0[9] = 1;
-        assert_eq!(emc.lookup(&other, hash), None, "same slots, different flow");
+        assert_eq!(
+            emc.lookup(&other.0, hash),
+            None,
+            "same slots, different flow"
+        );
         emc.clear();
-        assert_eq!(emc.lookup(&flow, hash), None);
+        assert_eq!(emc.lookup(&flow.0, hash), None);
     }
 
     #[test]
@@ -128,6 +132,6 @@ mod tests {
         let mut emc = ExactMatchCache::new(0);
         let key = PacketKey([0; PACKET_WORDS]);
         emc.insert(&key, 0, MegaflowId(1));
-        assert_eq!(emc.lookup(&key, 0), None);
+        assert_eq!(emc.lookup(&key.0, 0), None);
     }
 }

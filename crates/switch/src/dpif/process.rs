@@ -19,7 +19,7 @@ use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
 use crate::extract::extract;
-use crate::field::{FlowBits, PacketKey};
+use crate::field::FlowBits;
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
 
@@ -119,10 +119,9 @@ pub fn process(
 ) {
     let (flow, offsets) = extract(frame.data(), in_port);
     let headers = PacketHeaders::of_flow(&flow, offsets);
-    let hash = PacketKey::of(&flow).hash64();
-    let id = match cache.hit(&flow, hash) {
+    let id = match cache.hit(&flow) {
         Some(id) => id,
-        None => cache.miss(shared.get().rules(), &flow, hash),
+        None => cache.miss(shared.get().rules(), &flow),
     };
     let (megaflow, plan) = cache.credit_with_plan(id, frame.len(), now);
     let decision = &megaflow.decision;
