@@ -117,11 +117,14 @@ pub fn process(
     verdict: &mut Verdict,
     emit: &mut impl FnMut(&[u8], &[u32]),
 ) {
-    let (flow, offsets) = extract(frame.data(), in_port);
-    let headers = PacketHeaders::of_flow(&flow, offsets);
-    let id = match cache.hit(&flow) {
+    // Used where it was returned, not moved out: copying the flow out of the return slot
+    // read it back with wider loads than it was written with (a store-forwarding stall).
+    let parsed = extract(frame.data(), in_port);
+    let (flow, offsets) = (&parsed.0, parsed.1);
+    let headers = PacketHeaders::of_flow(flow, offsets);
+    let id = match cache.hit(flow) {
         Some(id) => id,
-        None => cache.miss(shared.get().rules(), &flow),
+        None => cache.miss(shared.get().rules(), flow),
     };
     let (megaflow, plan) = cache.credit_with_plan(id, frame.len(), now);
     let decision = &megaflow.decision;
@@ -143,7 +146,7 @@ pub fn process(
     let mut packet = Packet {
         frame,
         headers,
-        flow,
+        flow: *flow,
         in_port,
     };
     if normal {
