@@ -199,4 +199,26 @@ mod tests {
         cache.clear();
         assert!(cache.is_empty());
     }
+
+    #[test]
+    fn one_mask_many_megaflows_each_found() {
+        let mut cache = MegaflowCache::new(10_000);
+        let mut ids = Vec::new();
+        for nw_dst in 0..1000u128 {
+            let mut flow_match = Match::ANY;
+            flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
+            flow_match.add(Field::NwDst, nw_dst, u128::MAX).unwrap();
+            ids.push(cache.insert(flow_match, Decision::default()));
+        }
+        assert_eq!(cache.subtable_count(), 1);
+        for (nw_dst, id) in ids.into_iter().enumerate() {
+            let mut flow = FlowBits::ZERO;
+            Field::InPort.set(&mut flow, 1);
+            Field::NwDst.set(&mut flow, nw_dst as u128);
+            Field::TpSrc.set(&mut flow, 7);
+            assert_eq!(cache.lookup(&flow), Some(id));
+            Field::InPort.set(&mut flow, 2);
+            assert_eq!(cache.lookup(&flow), None);
+        }
+    }
 }
