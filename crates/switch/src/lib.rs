@@ -50,6 +50,7 @@ pub mod classifier;
 pub mod dpif;
 pub mod error;
 pub mod execute;
+pub mod extract;
 pub mod field;
 pub mod flow_match;
 pub mod frame;

@@ -10,7 +10,7 @@ use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_switch::classifier::{RuleId, RuleRank};
 use wirespeed_switch::{
-    Action, Decision, Field, FlowBits, FlowCache, Match, PacketKey, Rule, RuleSelector, RuleTables,
+    Action, Decision, Field, FlowBits, FlowCache, Match, Rule, RuleSelector, RuleTables,
 };
 
 const TABLES: u8 = 4;
@@ -481,10 +481,9 @@ fn run(seed: u64, config: Run) -> FlowCache {
                 .entry(flow)
                 .or_insert_with(|| reference.decide(&flow));
             // A poll-mode thread's path: the cache, the rules on a miss; the megaflow counts.
-            let hash = PacketKey::of(&flow).hash64();
-            let id = match cache.hit(&flow, hash) {
+            let id = match cache.hit(&flow) {
                 Some(id) => id,
-                None => cache.miss(&mut tables, &flow, hash),
+                None => cache.miss(&mut tables, &flow),
             };
             let got = &cache.credit(id, 64, Duration::ZERO).decision;
             assert_eq!(

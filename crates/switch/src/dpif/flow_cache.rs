@@ -6,8 +6,9 @@ use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::dpif::process::Plan;
 use crate::dpif::upcall::Upcall;
-use crate::field::{FlowBits, PacketKey};
+use crate::field::{FlowBits, PacketKey, hash_packet_words};
 use crate::flow_match::Match;
 
 /// Where lookups were answered.
@@ -43,8 +44,19 @@ pub struct FlowCache {
     megaflows: MegaflowCache,
     /// The rule-table generation the entries were made at.
     generation: u64,
+    /// Lookups the EMC missed and the megaflows answered since its last hit.
+    emc_misses_in_row: u32,
     pub stats: CacheStats,
 }
+
+/// After this many EMC misses in a row the EMC is thrashing (more flows than it holds), and
+/// only one lookup in [`EMC_THRASHING_EVERY`] probes it (and, missing, enters its flow):
+/// the rest go straight to the megaflows, without the EMC's hash, its cold line of checks,
+/// or an 80-byte store that evicts a flow before it comes back. Entering a few flows lets
+/// those stay long enough to hit (OVS enters a flow with probability 1/100 always,
+/// `emc-insert-inv-prob`); a hit ends the streak, and every lookup probes again.
+const EMC_THRASHING: u32 = 256;
+const EMC_THRASHING_EVERY: u32 = 64;
 
 impl Default for FlowCache {
     fn default() -> Self {
@@ -59,6 +71,7 @@ impl FlowCache {
             emc: ExactMatchCache::new(emc_entries),
             megaflows: MegaflowCache::new(megaflow_capacity.max(1)),
             generation: 0,
+            emc_misses_in_row: 0,
             stats: CacheStats::default(),
         }
     }
@@ -73,31 +86,42 @@ impl FlowCache {
         // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
         // costs one burst of misses.
         self.revalidate(tables.generation());
-        let hash = PacketKey::of(flow).hash64();
-        let id = match self.hit(flow, hash) {
+        let id = match self.hit(flow) {
             Some(id) => id,
-            None => self.miss(tables, flow, hash),
+            None => self.miss(tables, flow),
         };
         self.megaflows.credit(id, bytes, Duration::ZERO)
     }
 
-    /// The cached megaflow for an arriving packet's `flow` (whose [`PacketKey`]'s hash is
-    /// `hash`), if any; the caller has revalidated the cache since the rules last changed.
-    pub fn hit(&mut self, flow: &FlowBits, hash: u64) -> Option<MegaflowId> {
-        let key = PacketKey::of(flow);
-        if let Some(id) = self.emc.lookup(&key, hash) {
-            self.stats.emc_hits += 1;
-            return Some(id);
-        }
+    /// The cached megaflow for an arriving packet's `flow`, if any; the caller has
+    /// revalidated the cache since the rules last changed.
+    #[inline]
+    pub fn hit(&mut self, flow: &FlowBits) -> Option<MegaflowId> {
+        let misses = self.emc_misses_in_row;
+        let probe = misses < EMC_THRASHING || misses.is_multiple_of(EMC_THRASHING_EVERY);
+        let hash = if probe && self.emc.is_enabled() {
+            let hash = hash_packet_words(flow.packet_words());
+            if let Some(id) = self.emc.lookup(flow.packet_words(), hash) {
+                self.stats.emc_hits += 1;
+                self.emc_misses_in_row = 0;
+                return Some(id);
+            }
+            Some(hash)
+        } else {
+            None
+        };
         let id = self.megaflows.lookup(flow)?;
         self.stats.megaflow_hits += 1;
-        self.emc.insert(&key, hash, id);
+        self.emc_misses_in_row = misses.wrapping_add(1);
+        if let Some(hash) = hash {
+            self.emc.insert(&PacketKey::of(flow), hash, id);
+        }
         Some(id)
     }
 
     /// The slow path after [`Self::hit`] found nothing: translates `flow` through `tables`
     /// and installs the megaflow. A full cache is harvested into `tables`, then emptied.
-    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, hash: u64) -> MegaflowId {
+    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits) -> MegaflowId {
         if self.megaflows.is_full() {
             self.harvest(tables);
             self.flush();
@@ -108,13 +132,25 @@ impl FlowCache {
         let id = self
             .megaflows
             .insert(Match::new(*flow, wildcards), decision);
-        self.emc.insert(&PacketKey::of(flow), hash, id);
+        let key = PacketKey::of(flow);
+        self.emc.insert(&key, key.hash64(), id);
         id
     }
 
     /// Counts a packet of `bytes` at `now` for megaflow `id`.
     pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
         self.megaflows.credit(id, bytes, now)
+    }
+
+    /// [`Self::credit`], with what the datapath runs for the megaflow.
+    #[inline]
+    pub fn credit_with_plan(
+        &mut self,
+        id: MegaflowId,
+        bytes: usize,
+        now: Duration,
+    ) -> (&Megaflow, Plan) {
+        self.megaflows.credit_with_plan(id, bytes, now)
     }
 
     /// Credits the rules behind each megaflow with its packets since the last harvest. Call
@@ -238,6 +274,40 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(cache.stats.flushes, 1);
+    }
+
+    #[test]
+    fn a_thrashing_emc_is_probed_less_and_recovers() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(16, 16);
+        // Far more flows than EMC slots, round robin: the EMC never hits.
+        for _ in 0..10 {
+            for nw_dst in 0..1000 {
+                let megaflow = cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+                assert_eq!(megaflow.decision.actions, vec![Action::Output(2)]);
+            }
+        }
+        assert!(
+            cache.emc_misses_in_row >= EMC_THRASHING,
+            "{:?}",
+            cache.stats
+        );
+        // One flow again: a probe finds it entered, and every lookup probes after.
+        let before = cache.stats;
+        for _ in 0..4 * EMC_THRASHING_EVERY {
+            cache.lookup(&mut tables, &flow(1, 5000), 60);
+        }
+        let emc_hits = cache.stats.emc_hits - before.emc_hits;
+        assert!(
+            emc_hits >= 2 * u64::from(EMC_THRASHING_EVERY),
+            "{emc_hits} EMC hits"
+        );
+        assert_eq!(cache.emc_misses_in_row, 0);
+        assert_eq!(cache.stats.misses, 1, "one megaflow for all");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use core::time::Duration;
 use std::collections::HashMap;
 
+use crate::dpif::process::Plan;
 use crate::dpif::upcall::Decision;
 use crate::field::{FlowBits, FlowHashBuilder, PacketKey};
 use crate::flow_match::Match;
@@ -51,6 +52,8 @@ struct MegaflowSubtable {
 pub struct MegaflowCache {
     subtables: Vec<MegaflowSubtable>,
     megaflows: Vec<Megaflow>,
+    /// What the datapath runs for each megaflow, worked out once from its decision.
+    plans: Vec<Plan>,
     capacity: usize,
 }
 
@@ -59,6 +62,7 @@ impl MegaflowCache {
         MegaflowCache {
             subtables: Vec::new(),
             megaflows: Vec::new(),
+            plans: Vec::new(),
             capacity,
         }
     }
@@ -96,11 +100,22 @@ impl MegaflowCache {
     }
 
     pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
+        self.credit_with_plan(id, bytes, now).0
+    }
+
+    /// [`Self::credit`], with the megaflow's [`Plan`].
+    #[inline]
+    pub fn credit_with_plan(
+        &mut self,
+        id: MegaflowId,
+        bytes: usize,
+        now: Duration,
+    ) -> (&Megaflow, Plan) {
         let megaflow = &mut self.megaflows[id.0 as usize];
         megaflow.n_packets += 1;
         megaflow.n_bytes += bytes as u64;
         megaflow.used = now;
-        megaflow
+        (megaflow, self.plans[id.0 as usize])
     }
 
     /// Installs a megaflow; the caller flushes first when [`Self::is_full`].
@@ -120,6 +135,7 @@ impl MegaflowCache {
         };
         let key = PacketKey::masked(flow_match.value(), &mask);
         self.subtables[index].flows.insert(key, id);
+        self.plans.push(Plan::of(&decision));
         self.megaflows.push(Megaflow {
             flow_match,
             decision,
@@ -144,6 +160,7 @@ impl MegaflowCache {
     pub fn clear(&mut self) {
         self.subtables.clear();
         self.megaflows.clear();
+        self.plans.clear();
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Megaflow> {
@@ -181,5 +198,27 @@ mod tests {
         assert_eq!((cache.len(), cache.subtable_count()), (1, 1));
         cache.clear();
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn one_mask_many_megaflows_each_found() {
+        let mut cache = MegaflowCache::new(10_000);
+        let mut ids = Vec::new();
+        for nw_dst in 0..1000u128 {
+            let mut flow_match = Match::ANY;
+            flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
+            flow_match.add(Field::NwDst, nw_dst, u128::MAX).unwrap();
+            ids.push(cache.insert(flow_match, Decision::default()));
+        }
+        assert_eq!(cache.subtable_count(), 1);
+        for (nw_dst, id) in ids.into_iter().enumerate() {
+            let mut flow = FlowBits::ZERO;
+            Field::InPort.set(&mut flow, 1);
+            Field::NwDst.set(&mut flow, nw_dst as u128);
+            Field::TpSrc.set(&mut flow, 7);
+            assert_eq!(cache.lookup(&flow), Some(id));
+            Field::InPort.set(&mut flow, 2);
+            assert_eq!(cache.lookup(&flow), None);
+        }
     }
 }

@@ -18,7 +18,8 @@ use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
-use crate::field::{FlowBits, PacketKey};
+use crate::extract::extract;
+use crate::field::FlowBits;
 use crate::frame::Frame;
 use crate::mac_learning::mac_view::MacView;
 
@@ -116,25 +117,39 @@ pub fn process(
     verdict: &mut Verdict,
     emit: &mut impl FnMut(&[u8], &[u32]),
 ) {
-    let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
-    let flow = FlowBits::from_key(&key);
-    let hash = PacketKey::of(&flow).hash64();
-    let id = match cache.hit(&flow, hash) {
+    // Used where it was returned, not moved out: copying the flow out of the return slot
+    // read it back with wider loads than it was written with (a store-forwarding stall).
+    let parsed = extract(frame.data(), in_port);
+    let (flow, offsets) = (&parsed.0, parsed.1);
+    let headers = PacketHeaders::of_flow(flow, offsets);
+    let id = match cache.hit(flow) {
         Some(id) => id,
-        None => cache.miss(shared.get().rules(), &flow, hash),
+        None => cache.miss(shared.get().rules(), flow),
     };
-    let decision = &cache.credit(id, frame.len(), now).decision;
-    if let Some(reason) = drop_reason(decision) {
-        return verdict.drop_for(reason);
-    }
-    let completed = complete_checksum(frame, &offsets, key.nw_proto);
+    let (megaflow, plan) = cache.credit_with_plan(id, frame.len(), now);
+    let decision = &megaflow.decision;
+    let normal = match plan {
+        Plan::Drop(reason) => return verdict.drop_for(reason),
+        Plan::Output(port) => {
+            // What `execute` does for this one action, without its loop and flow copy.
+            let completed = complete_checksum(frame, &offsets, headers.nw_proto);
+            verdict.reset();
+            match port != in_port {
+                true => verdict.outputs.push(port),
+                false => verdict.dropped = Some(DropReason::NoOutput),
+            }
+            return offer_to_offload(shared, frame.data(), in_port, decision, completed, now);
+        }
+        Plan::Execute { normal } => normal,
+    };
+    let completed = complete_checksum(frame, &offsets, headers.nw_proto);
     let mut packet = Packet {
         frame,
-        headers: PacketHeaders::new(&key, offsets),
-        flow,
+        headers,
+        flow: *flow,
         in_port,
     };
-    if decision.actions.contains(&Action::Normal) {
+    if normal {
         shared.macs.revalidate();
     }
     let mut bridge = ActionContext {
@@ -147,6 +162,33 @@ pub fn process(
         verdict.packet_in = origin;
     }
     offer_to_offload(shared, frame.data(), in_port, decision, completed, now);
+}
+
+/// What the datapath runs for a megaflow, worked out once when it is installed (a cached
+/// packet then takes no look at the action list to pick its path).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Plan {
+    /// Every packet is dropped, for this reason.
+    Drop(DropReason),
+    /// The actions are `output:port` alone (and no packet-in).
+    Output(u32),
+    /// Anything else: [`execute::execute`] runs the actions; `normal` says whether they
+    /// include it.
+    Execute { normal: bool },
+}
+
+impl Plan {
+    pub fn of(decision: &Decision) -> Plan {
+        if let Some(reason) = drop_reason(decision) {
+            return Plan::Drop(reason);
+        }
+        match decision.actions.as_slice() {
+            [Action::Output(port)] if decision.packet_in.is_none() => Plan::Output(*port),
+            actions => Plan::Execute {
+                normal: actions.contains(&Action::Normal),
+            },
+        }
+    }
 }
 
 /// Runs `actions` (no table jumps) on one frame, as for a packet that came in on `in_port`
@@ -228,4 +270,118 @@ fn offer_to_offload(
     shared
         .get()
         .after_decision(frame, in_port, decision, completed, now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofproto::state::Ofproto;
+
+    /// Ethernet 02:..:01 -> 02:..:02, IPv4 / UDP.
+    const FRAME: [u8; 42] = [
+        0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // Ethernet
+        0x45, 0x00, 0x00, 0x1c, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x00, 0x00, // IPv4
+        10, 0, 0, 1, 10, 0, 0, 2, // addresses
+        0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP, no checksum
+    ];
+
+    /// The verdict and frame of `FRAME` from `in_port` through the cache (twice: a miss,
+    /// then a hit), and through `execute_given` with the decision's actions.
+    fn both_ways(rule: &str, in_port: u32) -> [(Verdict, Vec<u8>); 3] {
+        let mut ofproto = Ofproto::without_rules();
+        for port in 1..=3 {
+            ofproto.add_port(port);
+        }
+        ofproto
+            .tables
+            .add(parse_rule(rule).unwrap(), Duration::ZERO);
+        let ports = ofproto.ports().to_vec();
+        let mut macs = MacView::new(&ofproto.mac_table);
+        let ofproto = Mutex::new(ofproto);
+        let mut cache = FlowCache::default();
+        let mut run = |given: Option<&[Action]>| {
+            let mut buffer = vec![0u8; 8 + FRAME.len()];
+            buffer[8..].copy_from_slice(&FRAME);
+            let mut frame = Frame::new(&mut buffer, 8, FRAME.len()).unwrap();
+            let mut verdict = Verdict::default();
+            let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
+            let mut emit = |_: &[u8], _: &[u32]| {};
+            match given {
+                Some(actions) => execute_given(
+                    &mut shared,
+                    &mut frame,
+                    in_port,
+                    actions,
+                    Duration::ZERO,
+                    &mut verdict,
+                    &mut emit,
+                ),
+                None => process(
+                    &mut cache,
+                    &mut shared,
+                    &mut frame,
+                    in_port,
+                    Duration::ZERO,
+                    &mut verdict,
+                    &mut emit,
+                ),
+            }
+            (verdict, frame.data().to_vec())
+        };
+        let missed = run(None);
+        let hit = run(None);
+        let actions = parse_rule(rule).unwrap().actions;
+        let given = run(Some(&actions));
+        [missed, hit, given]
+    }
+
+    #[test]
+    fn a_lone_output_runs_as_the_actions_would() {
+        for (rule, in_port, outputs) in [
+            ("actions=output:2", 1, &[2][..]),
+            ("actions=output:2", 2, &[]),
+            ("actions=output:2,output:3", 1, &[2, 3]),
+            ("actions=output:3,mod_vlan_vid:5", 1, &[]),
+        ] {
+            let [missed, hit, given] = both_ways(rule, in_port);
+            assert_eq!(missed, hit, "{rule} from {in_port}");
+            assert_eq!(hit.0.outputs, given.0.outputs, "{rule} from {in_port}");
+            assert_eq!(hit.0.dropped, given.0.dropped, "{rule} from {in_port}");
+            assert_eq!(hit.1, given.1, "{rule} from {in_port}");
+            assert_eq!(hit.0.outputs.as_slice(), outputs, "{rule} from {in_port}");
+        }
+    }
+
+    #[test]
+    fn plans() {
+        let decision = |actions: Vec<Action>| Decision {
+            actions,
+            rules: vec![crate::classifier::RuleId(0)],
+            ..Decision::default()
+        };
+        assert_eq!(
+            Plan::of(&decision(vec![Action::Output(2)])),
+            Plan::Output(2)
+        );
+        assert_eq!(
+            Plan::of(&decision(vec![])),
+            Plan::Drop(DropReason::NoOutput)
+        );
+        assert_eq!(
+            Plan::of(&Decision::default()),
+            Plan::Drop(DropReason::TableMiss)
+        );
+        assert_eq!(
+            Plan::of(&decision(vec![Action::Normal])),
+            Plan::Execute { normal: true }
+        );
+        assert_eq!(
+            Plan::of(&decision(vec![Action::Output(2), Action::Output(3)])),
+            Plan::Execute { normal: false }
+        );
+        let mut to_controller = decision(vec![Action::Output(2)]);
+        to_controller.packet_in = Some(crate::rule::PacketInOrigin::of(None));
+        assert_eq!(Plan::of(&to_controller), Plan::Execute { normal: false });
+    }
 }

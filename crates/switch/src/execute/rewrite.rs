@@ -28,6 +28,15 @@ impl PacketHeaders {
         }
     }
 
+    /// The same from a parsed flow ([`crate::extract::extract`]).
+    pub fn of_flow(flow: &crate::field::FlowBits, offsets: HeaderOffsets) -> PacketHeaders {
+        PacketHeaders {
+            dl_type: Field::DlType.get(flow) as u16,
+            nw_proto: Field::NwProto.get(flow) as u8,
+            offsets,
+        }
+    }
+
     fn ipv4(&self) -> Option<usize> {
         self.offsets
             .l3
