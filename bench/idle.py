@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """make bench-idle: how much CPU a receiver burns below its limit, wirespeed against testpmd.
 
-Two namespaces joined by a veth pair (made here, removed on every exit). wirespeed's kernel
-engine (gen --engine kernel --rate R, 64-byte frames, stamped) sends from namespace A pinned
-to CPU 0; the receiver runs in namespace B pinned to CPU 1, one at a time:
+Two namespaces joined by a veth pair (made here, removed on every exit). gen (--rate R,
+64-byte frames, stamped; the kernel engine, and at 0.5 Mpps also the socket engine, whose
+pacing is even: see LOADS) sends from namespace A pinned to CPU 0; the receiver runs in
+namespace B pinned to CPU 1, one at a time:
   wirespeed bench rxdrop and wirespeed recv, with rings that outlast a late wake-up
            (--ring-size 32768 --frames 65536: the idle policy naps only where the ring holds
            WAKE_TAIL, 10 ms, of the load; crates/port/src/idle.rs)
@@ -17,7 +18,8 @@ receiver got against what gen sent (zero loss is the goal), and recv gives the o
 latency percentiles from gen's send stamps. Goals (issue 33): wirespeed's busy share
 <= 0.15x testpmd's at 0.5 Mpps and <= 0.3x at 2 Mpps, no loss in either.
 Each figure is the median of RUNS interleaved runs. Writes bench/results/<date>-idle.json and
-bench/IDLE.md. Environment: RUNS (3), DURATION (6), RATES ("0.5 2", Mpps), WS (the wirespeed
+bench/IDLE.md. Environment: RUNS (3), DURATION (6), LOADS ("0.5:kernel 2:kernel 0.5:socket",
+Mpps and gen's engine), WS (the wirespeed
 binary, default target/release/wirespeed: another build to compare), ONLY (a regex of rows).
 """
 
@@ -37,7 +39,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.environ.get("WS", os.path.join(ROOT, "target", "release", "wirespeed"))
 RUNS = int(os.environ.get("RUNS", "3"))
 DURATION = float(os.environ.get("DURATION", "6"))
-RATES = [float(r) for r in os.environ.get("RATES", "0.5 2").split()]
+# Offered loads: (Mpps, engine). The kernel engine paces by calls (each call's frames at line
+# rate, then a wait: at 0.5 Mpps a 0.5 s call of 250,000 frames takes 50 ms, then silence);
+# the socket engine paces a burst at a time, evenly, but reaches about 0.5 Mpps here.
+LOADS = [(float(r), e) for r, e in (x.split(":") for x in os.environ.get(
+    "LOADS", "0.5:kernel 2:kernel 0.5:socket").split())]
 ONLY = re.compile(os.environ.get("ONLY", "."))
 LOAD_CPU, MEAS_CPU = "0", "1"
 PREFIX = f"wsi{os.getpid() % 100000}"
@@ -96,7 +102,12 @@ def testpmd_received(text):
     return int(got[-1])
 
 
-def measure(kind, argv, mpps, tmp):
+def load_argv(mpps, engine):
+    return [WS, "gen", "--port", f"xdp:{IF_A}", "--engine", engine, "--rate", f"{mpps}M",
+            "--duration", str(DURATION + 2), "--json", "-q"]
+
+
+def measure(kind, argv, mpps, engine, tmp):
     """One run: the receiver up on CPU 1, the load for DURATION + 2 s, CPU 1's busy share over
     the middle DURATION - 1 s. Returns a dict of busy, sent, received, lost, p99_us."""
     rpath, gpath = os.path.join(tmp, "receiver"), os.path.join(tmp, "gen")
@@ -105,8 +116,7 @@ def measure(kind, argv, mpps, tmp):
         try:
             wait_for(rpath, r" ready |start packet forwarding", r)
             time.sleep(0.5)
-            g = spawn(NS_A, LOAD_CPU, [WS, "gen", "--port", f"xdp:{IF_A}", "--engine", "kernel", "--rate",
-                                       f"{mpps}M", "--duration", str(DURATION + 2), "--json", "-q"], gout)
+            g = spawn(NS_A, LOAD_CPU, load_argv(mpps, engine), gout)
             time.sleep(1.5)
             b0, t0, p0, w0 = *cpu_ticks(MEAS_CPU), process_ticks(r.pid), time.monotonic()
             time.sleep(DURATION - 1)
@@ -137,7 +147,7 @@ def measure(kind, argv, mpps, tmp):
 def rows():
     deep, dflt = DEEP, []
     out = []
-    for mpps in RATES:
+    for mpps, engine in LOADS:
         for name, kind, argv in [
             ("wirespeed rxdrop, deep rings", "ws", [WS, "bench", "rxdrop", "--port", f"xdp:{IF_B}", "--duration", "3600", "--json", "-q", *deep]),
             ("wirespeed recv, deep rings", "ws", [WS, "recv", "--port", f"xdp:{IF_B}", "--json", "-q", *deep]),
@@ -146,7 +156,7 @@ def rows():
             ("testpmd af_xdp rxonly", "testpmd", testpmd_argv()),
         ]:
             if ONLY.search(name):
-                out.append((mpps, name, kind, argv))
+                out.append((mpps, engine, name, kind, argv))
     return out
 
 
@@ -162,19 +172,20 @@ def main():
         with tempfile.TemporaryDirectory(prefix="wirespeed-idle-") as tmp:
             cases = rows()
             for run in range(RUNS):
-                for mpps, name, kind, argv in cases:
-                    key = f"{mpps:g} Mpps|{name}"
-                    r = results.setdefault(key, {"mpps": mpps, "tool": name, "runs": [], "error": None})
+                for mpps, engine, name, kind, argv in cases:
+                    key = f"{mpps:g} Mpps {engine}|{name}"
+                    r = results.setdefault(key, {"mpps": mpps, "engine": engine, "tool": name, "runs": [],
+                                                 "error": None})
                     if r["error"]:
                         continue
                     try:
-                        m = measure(kind, argv, mpps, tmp)
+                        m = measure(kind, argv, mpps, engine, tmp)
                         r["runs"].append(m)
-                        log(f"run {run + 1}/{RUNS} {mpps:g} Mpps {name}: busy {m['busy']:.1%}, lost {m['lost']}"
+                        log(f"run {run + 1}/{RUNS} {mpps:g} Mpps ({engine} engine) {name}: busy {m['busy']:.1%}, lost {m['lost']}"
                             + (f", p99 {m['p99_us']:.0f} us" if m["p99_us"] is not None else ""))
                     except Exception as e:  # noqa: BLE001 - a row that fails is reported, not fatal
                         r["error"] = str(e)[-300:]
-                        log(f"{mpps:g} Mpps {name}: failed: {r['error']}")
+                        log(f"{mpps:g} Mpps ({engine} engine) {name}: failed: {r['error']}")
     finally:
         cleanup()
     write(results)
@@ -199,22 +210,25 @@ def write(results):
                    "results": list(results.values())}, f, indent=1)
     lines = ["# Idle politeness: CPU a receiver burns below its limit", "",
              f"`make bench-idle` (bench/idle.py), {day}: {machine['cpu']}, {machine['cpus']} CPUs, kernel "
-             f"{machine['kernel']}. The kernel engine sends 64-byte frames at the offered rate from CPU 0 "
-             "(namespace A); the receiver runs on CPU 1 (namespace B), which on veth runs nothing else. "
+             f"{machine['kernel']}. gen sends 64-byte frames at the offered rate from CPU 0 (namespace A): "
+             "the kernel engine paces by calls, each call's frames at line rate and then a wait (at 0.5 Mpps a "
+             "call of 250,000 frames takes 50 ms, then 450 ms of silence; a call costs milliseconds of set-up, "
+             "so shorter ones cannot keep 2 Mpps), the socket engine a burst of 64 at a time, evenly, up to "
+             "about 0.5 Mpps here. The receiver runs on CPU 1 (namespace B), which on veth runs nothing else. "
              f"Busy: the receiver's CPU time (all its threads) over the middle of each run, median of {RUNS} interleaved runs "
              f"of {DURATION:g} s; lost: the most any run lost (sent by gen less received); p99: recv's "
              "one-way latency from gen's send stamps.", "",
-             "| offered | receiver | busy | vs testpmd | CPU 1 busy | lost (worst run) | recv p99 latency |",
+             "| offered (engine) | receiver | busy | vs testpmd | CPU 1 busy | lost (worst run) | recv p99 latency |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for mpps in RATES:
-        peer = results.get(f"{mpps:g} Mpps|testpmd af_xdp rxonly", {}).get("busy")
-        for r in (r for r in results.values() if r["mpps"] == mpps):
+    for mpps, engine in LOADS:
+        peer = results.get(f"{mpps:g} Mpps {engine}|testpmd af_xdp rxonly", {}).get("busy")
+        for r in (r for r in results.values() if (r["mpps"], r["engine"]) == (mpps, engine)):
             if r["error"] or not r["runs"]:
-                lines.append(f"| {mpps:g} Mpps | {r['tool']} | failed: {r['error']} | | | | |")
+                lines.append(f"| {mpps:g} Mpps ({engine}) | {r['tool']} | failed: {r['error']} | | | | |")
                 continue
             ratio = f"{r['busy'] / peer:.2f}x" if peer and not r["tool"].startswith("testpmd") else ""
             p99 = f"{r['p99_us']:.0f} us" if r.get("p99_us") is not None else ""
-            lines.append(f"| {mpps:g} Mpps | {r['tool']} | {r['busy']:.1%} | {ratio} | {r['cpu1_busy']:.1%} | "
+            lines.append(f"| {mpps:g} Mpps ({engine}) | {r['tool']} | {r['busy']:.1%} | {ratio} | {r['cpu1_busy']:.1%} | "
                          f"{r['lost_max']} | {p99} |")
     lines += ["", "Goals: wirespeed's busy share <= 0.15x testpmd's at 0.5 Mpps and <= 0.3x at 2 Mpps, "
               "zero loss in both.", ""]

@@ -153,7 +153,7 @@ fn add_up(counts: &mut Counts, ends: &[ThreadEnd], tallies: &[ThreadTally]) {
             received: c.received,
             filtered_out: c.filtered_out,
             // The merger's after-stop packets were fed, not matched.
-            matched: c.matched - tally.after_stop,
+            matched: c.matched.saturating_sub(tally.after_stop),
             written: tally.queued,
             dropped_by_kernel: receive_drops(&e.stats.drops),
             dropped_by_writer: e.fed_dropped + tally.writer_behind,

@@ -60,7 +60,8 @@ impl XdpPort {
         }
         if opts.spill_bytes > 0 && threads > wirespeed_xdp::SPILL_RINGS as usize {
             return Err(PortError::Unsupported(format!(
-                "{spec}: {threads} threads with a spill ring each: the program has                  {} spill rings (give fewer threads, or no spill ring)",
+                "{spec}: {threads} threads with a spill ring each: the program has {} spill \
+                 rings (give fewer threads, or no spill ring)",
                 wirespeed_xdp::SPILL_RINGS
             )));
         }
