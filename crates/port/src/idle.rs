@@ -10,8 +10,8 @@
 //!   takes a few bursts. But only where the ring outlasts a late wake-up at the load's
 //!   rate ([`WAKE_TAIL`]): a sleeping vCPU is sometimes woken milliseconds late, and a ring
 //!   too short for that spins instead, as it always did;
-//! - **sleep** in poll() (with need_wakeup) once a nap brought nothing, or the port has been
-//!   empty for [`IDLE_AFTER`]: the kernel wakes the loop at the next packet.
+//! - **sleep** in poll() (with need_wakeup) once the port has been empty for [`IDLE_AFTER`]:
+//!   the kernel wakes the loop at the next packet.
 //!
 //! Sleeping in poll() under load is what not to do: every packet after a sleep wakes the
 //! loop from the sender's CPU (on veth the receiving side's kernel work runs there). A timed
@@ -166,11 +166,7 @@ impl<C: Clock> Idle<C> {
             self.empty_since = None;
         } else {
             let since = *self.empty_since.get_or_insert(now);
-            // A nap that brought nothing: the load paused. poll() wakes the loop at its
-            // next packet, where a nap under way would let a burst's start overflow the
-            // ring; the kernel's wake-up costs nothing while nothing comes.
-            let paused = self.napped && self.since_wake == 0;
-            if self.poll_sleep && (paused || now.saturating_sub(since) >= IDLE_AFTER) {
+            if self.poll_sleep && now.saturating_sub(since) >= IDLE_AFTER {
                 self.napped = false;
                 self.nap = MIN_NAP;
                 return Step::Sleep(IDLE_SLEEP);
@@ -297,35 +293,27 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_port_naps_once_then_sleeps_in_poll_and_starts_over_after() {
+    fn an_empty_port_sleeps_in_poll_after_a_millisecond_and_starts_over_after() {
         let (mut idle, clock) = idle();
-        assert_eq!(idle.after_burst(0, ROOM), Step::Nap(MIN_NAP));
-        clock.advance(MIN_NAP);
-        // The nap brought nothing: the load paused; poll() wakes the loop at its next packet.
-        assert_eq!(idle.after_burst(0, ROOM), Step::Sleep(IDLE_SLEEP));
-        clock.advance(IDLE_SLEEP);
-        assert_eq!(idle.after_burst(0, ROOM), Step::Sleep(IDLE_SLEEP));
-        // A packet: back to the shortest nap.
-        assert_eq!(idle.after_burst(1, ROOM), Step::Nap(MIN_NAP));
-    }
-
-    #[test]
-    fn a_spinning_loop_whose_port_empties_naps_once_then_sleeps_in_poll() {
-        // A load too fast for the ring to nap: spin. Once nothing comes for a rate window,
-        // the rate is 0: one nap, and with nothing after it, poll().
-        let (mut idle, clock) = idle();
-        play(&mut idle, &clock, 500_000, 2_000);
-        let start = clock.now();
-        let step = loop {
+        let mut slept_at = None;
+        for turn in 0..100 {
             match idle.after_burst(0, ROOM) {
-                Step::Spin => clock.advance(Duration::from_micros(2)),
-                other => break other,
+                Step::Nap(d) => clock.advance(d),
+                Step::Sleep(d) => {
+                    assert_eq!(d, IDLE_SLEEP);
+                    slept_at = Some((turn, clock.now()));
+                    break;
+                }
+                Step::Spin => panic!("an empty port never spins"),
             }
-        };
-        let spun = clock.now() - start;
-        assert!(matches!(step, Step::Nap(_)), "{step:?}");
-        assert!(spun <= 2 * RATE_WINDOW, "{spun:?}");
+        }
+        let (turns, at) = slept_at.expect("sleeps in poll");
+        assert!(at >= IDLE_AFTER && at < IDLE_AFTER + MAX_NAP, "{at:?}");
+        // 20, 40, 80, 160, 320, 640 us: a handful of naps first.
+        assert!((5..=10).contains(&turns), "{turns}");
+        // Still nothing: sleep again. A packet: back to the shortest nap.
         assert_eq!(idle.after_burst(0, ROOM), Step::Sleep(IDLE_SLEEP));
+        assert_eq!(idle.after_burst(1, ROOM), Step::Nap(MIN_NAP));
     }
 
     #[test]

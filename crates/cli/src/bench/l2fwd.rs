@@ -71,6 +71,9 @@ pub(super) fn forward(
         if idle.after_burst(port, got, room, run)?.is_break() {
             break;
         }
+        if idle.waited() {
+            meter.check_soon();
+        }
         meter.tick(tally.packets, tally.bytes, || port_status(port));
     }
     Ok(())

@@ -66,6 +66,9 @@ pub(super) fn receive(
         if idle.after_burst(port, n, room, &mut run)?.is_break() {
             break;
         }
+        if idle.waited() {
+            meter.check_soon();
+        }
         meter.tick(tally.packets, tally.bytes, || port_status(port));
     }
     Ok(())

@@ -194,6 +194,9 @@ pub(crate) fn receive_loop(
         if idle.after_burst(port, n, room, &mut run)?.is_break() {
             break;
         }
+        if idle.waited() {
+            meter.check_soon();
+        }
         meter.tick(tally.packets, tally.bytes, || {
             format!("lost {}  {}", receiver.lost_so_far(), port_status(port))
         });

@@ -16,6 +16,8 @@ use super::meter::RunLimit;
 pub struct PortIdle {
     idle: Idle,
     watch: LinkWatch,
+    /// The last burst was followed by a nap or a sleep.
+    waited: bool,
 }
 
 impl PortIdle {
@@ -29,7 +31,15 @@ impl PortIdle {
                 false => idle,
             },
             watch: LinkWatch::default(),
+            waited: false,
         }
+    }
+
+    /// True when the last `after_burst` napped or slept: a loop's meter should look at the
+    /// clock (`Meter::check_soon`), or its live line falls behind.
+    #[inline]
+    pub fn waited(&self) -> bool {
+        self.waited
     }
 
     /// A burst took `got` packets of `room`: `Break` when the port's input has ended, else
@@ -48,7 +58,9 @@ impl PortIdle {
             }
             self.watch.quiet(port)?;
         }
-        match self.idle.after_burst(got, room) {
+        let step = self.idle.after_burst(got, room);
+        self.waited = step != Step::Spin;
+        match step {
             Step::Spin => {}
             Step::Nap(d) => std::thread::sleep(d),
             Step::Sleep(d) => {

@@ -144,6 +144,13 @@ impl Meter {
         }
     }
 
+    /// Makes the next `tick` look at the clock (after a nap or a sleep, when many turns'
+    /// worth of time may have passed).
+    #[inline]
+    pub fn check_soon(&mut self) {
+        self.calls = self.every;
+    }
+
     /// Prints the live line when a second has passed since the last one.
     #[inline]
     pub fn tick(&mut self, packets: u64, bytes: u64, status: impl FnOnce() -> String) {
