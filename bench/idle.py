@@ -129,10 +129,7 @@ def measure(kind, argv, mpps, engine, tmp):
     sent = ws_json(gpath)["tx_packets"]
     p99 = None
     if kind == "testpmd":
-        text = open(rpath).read()
-        received = testpmd_received(text)
-        if os.environ.get("KEEP_TESTPMD"):
-            open("/tmp/testpmd-idle.txt", "w").write(text)
+        received = testpmd_received(open(rpath).read())
     else:
         j = ws_json(rpath)
         received = j["packets"]

@@ -87,7 +87,7 @@ fn bad_ports_and_options_are_refused() {
             "--cpus",
             "0,1",
         ],
-        "2 threads for 1 receive queues: give at most one thread a queue",
+        "2 threads for 1 receive queue: give at most one thread a queue",
     );
     fails_with(
         ns,

@@ -303,7 +303,7 @@ fn bad_uses_of_cpus_are_refused_and_leave_nothing_attached() {
     fails_with(
         &one.ns_b,
         &["capture", "-i", &one.b, "--cpus", "0,1", "-w", &file],
-        "2 threads for 1 receive queues: give at most one thread a queue",
+        "2 threads for 1 receive queue: give at most one thread a queue",
     );
     // A file has no queues.
     fails_with(

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
-use wirespeed_port::{Batch, Port, PortSpec};
+use wirespeed_port::{Batch, PortSpec};
 
 use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
@@ -44,15 +44,13 @@ pub fn run(
             _ => super::rxdrop::receive(args, &mut port, None, stop, &mut meter, &mut tally)
                 .map_err(anyhow::Error::from),
         };
-        let report = ThreadReport::new(
+        let report = ThreadReport::of(
             cpus[t],
-            port.queues(),
+            &mut port,
             tally.packets,
             tally.bytes,
             &clock,
-            meter.per_second_mpps(),
-            port.stats(),
-            port.audit(),
+            &meter,
         );
         (report, ended)
     })?;

@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use wirespeed_port::{Port, PortSpec};
+use wirespeed_port::PortSpec;
 
 use super::receiver::Receiver;
 use super::report::RecvSummary;
@@ -30,15 +30,13 @@ pub fn receive(
         let mut meter = Meter::for_thread("rx", HOT_LOOP_CHECK, progress);
         let (mut receiver, mut tally) = (Receiver::new(), Tally::default());
         let ended = receive_loop(args, &mut port, &mut receiver, stop, &mut meter, &mut tally);
-        let report = ThreadReport::new(
+        let report = ThreadReport::of(
             cpus[t],
-            port.queues(),
+            &mut port,
             tally.packets,
             tally.bytes,
             &clock,
-            meter.per_second_mpps(),
-            port.stats(),
-            port.audit(),
+            &meter,
         );
         (report, receiver, ended)
     })?;

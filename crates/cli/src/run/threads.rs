@@ -175,32 +175,31 @@ pub struct ThreadReport {
 }
 
 impl ThreadReport {
-    /// A thread's report from its counts; `cpu_time` is the thread's own (`ThreadClock`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    /// What the thread on `cpu` did with `port`: `packets` and `bytes` its loop counted,
+    /// its meter's seconds, its clock's busy share; read on the thread, at its end.
+    pub fn of(
         cpu: usize,
-        queues: Vec<u32>,
+        port: &mut XdpPort,
         packets: u64,
         bytes: u64,
         clock: &ThreadClock,
-        per_second_mpps: Vec<f64>,
-        stats: PortStats,
-        audit: Option<FrameAudit>,
+        meter: &super::meter::Meter,
     ) -> ThreadReport {
+        let stats = wirespeed_port::Port::stats(port);
         let seconds = clock.wall().as_secs_f64();
         ThreadReport {
             cpu,
-            queues,
+            queues: port.queues(),
             packets,
             bytes,
             seconds,
             mpps: packets as f64 / seconds.max(1e-9) / 1e6,
-            per_second_mpps,
+            per_second_mpps: meter.per_second_mpps(),
             drops: stats.drops.by_reason().into_iter().collect(),
             drops_total: stats.drops.total(),
             busy: clock.busy(),
             stats,
-            audit,
+            audit: wirespeed_port::Port::audit(port),
         }
     }
 }

@@ -53,9 +53,10 @@ impl XdpPort {
         let queues = XdpPort::queues_of(spec, opts)?;
         if threads == 0 || threads > queues.len() {
             return Err(PortError::Unsupported(format!(
-                "{spec}: {threads} threads for {} receive queues: give at most one thread a \
+                "{spec}: {threads} threads for {} receive queue{}: give at most one thread a \
                  queue",
-                queues.len()
+                queues.len(),
+                if queues.len() == 1 { "" } else { "s" }
             )));
         }
         if opts.spill_bytes > 0 && threads > wirespeed_xdp::SPILL_RINGS as usize {
