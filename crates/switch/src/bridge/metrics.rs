@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use wirespeed_metrics::{Exposition, Published, frame_figures, port_figures, thread_figures};
-use wirespeed_port::PortSpec;
+use wirespeed_metrics::{
+    Exposition, Published, device_and_queue, frame_figures, port_figures, thread_figures,
+};
 use wirespeed_xdp::fast_path::FastPathCounters;
 
 use crate::dpif::figures::PmdFigures;
@@ -263,10 +264,7 @@ impl Bridge {
                     .iter()
                     .zip(&numbers)
                     .map(|((info, _, _), n)| {
-                        let (device, queue) = match info.spec.parse::<PortSpec>() {
-                            Ok(spec) => (spec.iface, spec.queue.to_string()),
-                            Err(_) => (info.spec.clone(), "0".to_string()),
-                        };
+                        let (device, queue) = device_and_queue(&info.spec);
                         PortLabels {
                             port: n.to_string(),
                             device,
