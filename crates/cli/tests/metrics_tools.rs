@@ -2,31 +2,19 @@
 //! promtool accepts while it runs, with exactly the packets it took or sent.
 
 mod common;
+use common::prometheus::scrape_until as scrape_until_at;
 use common::prometheus::{assert_promtool_accepts, sample, scrape};
 use common::traffic::send_on_queue;
 use common::*;
 
 const ADDR: &str = "127.0.0.1:9468";
 
-fn loopback_up(ns: &str) {
-    must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+fn scrape_until(ns: &str, name: &str, labels: &[(&str, &str)], want: f64) -> String {
+    scrape_until_at(ns, ADDR, name, labels, want)
 }
 
-/// Scrapes until `name` with `labels` reads `want` (the tools publish every 100 ms); the
-/// text then.
-fn scrape_until(ns: &str, name: &str, labels: &[(&str, &str)], want: f64) -> String {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let text = scrape(ns, ADDR);
-        if text.contains(name) && sample(&text, name, labels) == want {
-            return text;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "{name} {labels:?} never {want}:\n{text}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+fn loopback_up(ns: &str) {
+    must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
 }
 
 #[test]
