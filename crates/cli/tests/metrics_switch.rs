@@ -220,3 +220,35 @@ fn a_metrics_address_in_use_or_malformed_refuses_the_start() {
     let _ = taken.kill();
     let _ = taken.wait();
 }
+
+#[test]
+fn the_openflow_side_is_in_both_scrapes() {
+    let s = Switched::new("mo", &["--openflow", "ptcp:", "--metrics", "9464"]);
+    // A client that stays connected while the scrapes look (its unixctl socket in a
+    // scratch file: it makes one, and /var/run/openvswitch may not exist).
+    let unixctl = ScratchFile::new("monitor.ctl");
+    let mut monitor = std::process::Command::new("ip")
+        .args(["netns", "exec", &s.c.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
+        .arg(format!("--unixctl={}", &*unixctl))
+        .args(["monitor", "tcp:127.0.0.1:6653"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let text = common::prometheus::scrape_until(
+        &s.c.ns_m,
+        METRICS,
+        "wirespeed_switch_openflow_connections",
+        &[],
+        1.0,
+    );
+    assert_promtool_accepts(&text);
+    let via_ctl = s.ctl_ok(&["metrics"]);
+    assert_eq!(
+        sample(&via_ctl, "wirespeed_switch_openflow_connections", &[]),
+        1.0,
+        "{via_ctl}"
+    );
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+}
