@@ -5,7 +5,9 @@
 use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
-use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::dpif::megaflow::{
+    DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, flow_record_mask,
+};
 use crate::dpif::process::Plan;
 use crate::dpif::upcall::Upcall;
 use crate::field::{FlowBits, PacketKey, hash_packet_words};
@@ -46,6 +48,14 @@ pub struct FlowCache {
     generation: u64,
     /// Lookups the EMC missed and the megaflows answered since its last hit.
     emc_misses_in_row: u32,
+    /// Flow records (IPFIX) are made from the megaflows: each is exact on a record's
+    /// fields, and those emptied out keep their counts until the control side takes them.
+    flow_records: bool,
+    /// Megaflows emptied out with counts not yet in a flow record.
+    retired: Vec<Megaflow>,
+    /// Megaflows emptied out whose counts could not be kept (more than a cache's worth
+    /// waiting): their packets are missing from the flow records.
+    retired_lost: u64,
     pub stats: CacheStats,
 }
 
@@ -72,8 +82,17 @@ impl FlowCache {
             megaflows: MegaflowCache::new(megaflow_capacity.max(1)),
             generation: 0,
             emc_misses_in_row: 0,
+            flow_records: false,
+            retired: Vec::new(),
+            retired_lost: 0,
             stats: CacheStats::default(),
         }
+    }
+
+    /// Makes flow records from this cache's megaflows from now on (see
+    /// [`flow_record_mask`]); call before the thread handles a packet.
+    pub fn keep_flow_records(&mut self) {
+        self.flow_records = true;
     }
 
     /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`:
@@ -88,7 +107,7 @@ impl FlowCache {
         self.revalidate(tables.generation());
         let id = match self.hit(flow) {
             Some(id) => id,
-            None => self.miss(tables, flow),
+            None => self.miss(tables, flow, Duration::ZERO),
         };
         self.megaflows.credit(id, bytes, Duration::ZERO)
     }
@@ -119,9 +138,10 @@ impl FlowCache {
         Some(id)
     }
 
-    /// The slow path after [`Self::hit`] found nothing: translates `flow` through `tables`
-    /// and installs the megaflow. A full cache is harvested into `tables`, then emptied.
-    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits) -> MegaflowId {
+    /// The slow path after [`Self::hit`] found nothing at `now`: translates `flow` through
+    /// `tables` and installs the megaflow. A full cache is harvested into `tables`, then
+    /// emptied.
+    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, now: Duration) -> MegaflowId {
         if self.megaflows.is_full() {
             self.harvest(tables);
             self.flush();
@@ -129,9 +149,12 @@ impl FlowCache {
         self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
         let decision = tables.translate(flow, &mut wildcards);
+        if self.flow_records {
+            wildcards.or_assign(&flow_record_mask(flow));
+        }
         let id = self
             .megaflows
-            .insert(Match::new(*flow, wildcards), decision);
+            .insert(Match::new(*flow, wildcards), decision, now);
         let key = PacketKey::of(flow);
         self.emc.insert(&key, key.hash64(), id);
         id
@@ -182,8 +205,44 @@ impl FlowCache {
             return;
         }
         self.emc.clear();
-        self.megaflows.clear();
+        if self.flow_records {
+            self.retire();
+        } else {
+            self.megaflows.clear();
+        }
         self.stats.flushes += 1;
+    }
+
+    /// Empties the megaflow cache, keeping those with counts not yet in a flow record.
+    fn retire(&mut self) {
+        let mut megaflows = self.megaflows.take_all();
+        megaflows.retain(|m| m.n_packets != m.exported.0 || m.n_bytes != m.exported.1);
+        let room = DEFAULT_MEGAFLOW_CAPACITY.saturating_sub(self.retired.len());
+        if megaflows.len() > room {
+            self.retired_lost += (megaflows.len() - room) as u64;
+            megaflows.truncate(room);
+        }
+        match self.retired.is_empty() {
+            true => self.retired = megaflows,
+            false => self.retired.append(&mut megaflows),
+        }
+    }
+
+    /// Hands `each` every megaflow with counts not yet in a flow record (those emptied out
+    /// since the last call too) and those counts (packets, bytes), marked as taken; and
+    /// how many emptied megaflows could not be kept since the last call.
+    pub fn take_flow_counts(&mut self, mut each: impl FnMut(&Megaflow, u64, u64)) -> u64 {
+        for mut megaflow in std::mem::take(&mut self.retired) {
+            let (packets, bytes) = megaflow.take_unexported();
+            each(&megaflow, packets, bytes);
+        }
+        for megaflow in self.megaflows.iter_mut() {
+            let (packets, bytes) = megaflow.take_unexported();
+            if packets != 0 || bytes != 0 {
+                each(megaflow, packets, bytes);
+            }
+        }
+        std::mem::take(&mut self.retired_lost)
     }
 
     /// Re-sorts the megaflow masks by recent hits; call now and then (OVS: every second).
@@ -308,6 +367,40 @@ mod tests {
         );
         assert_eq!(cache.emc_misses_in_row, 0);
         assert_eq!(cache.stats.misses, 1, "one megaflow for all");
+    }
+
+    /// With flow records kept, a megaflow is one flow (exact on nw_dst here although the
+    /// rule looks at in_port alone), and the counts of megaflows emptied out by a full
+    /// cache wait for the exporter: it sees every packet once.
+    #[test]
+    fn flow_records_see_every_count_across_flushes() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 2);
+        cache.keep_flow_records();
+        for nw_dst in 0..5u128 {
+            for _ in 0..3 {
+                cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+            }
+        }
+        assert!(cache.stats.flushes >= 2, "{:?}", cache.stats);
+        let mut seen = Vec::new();
+        let lost = cache.take_flow_counts(|m, packets, bytes| {
+            assert_eq!(m.flow_match.field(Field::NwDst).1, 0xffff_ffff);
+            seen.push((Field::NwDst.get(m.flow_match.value()), packets, bytes));
+        });
+        seen.sort();
+        assert_eq!(lost, 0);
+        assert_eq!(seen, (0..5).map(|d| (d, 3, 180)).collect::<Vec<_>>());
+        // Taken: nothing new until more packets come.
+        cache.take_flow_counts(|_, _, _| panic!("counted twice"));
+        cache.lookup(&mut tables, &flow(1, 4), 60);
+        let mut again = Vec::new();
+        cache.take_flow_counts(|_, packets, bytes| again.push((packets, bytes)));
+        assert_eq!(again, [(1, 60)]);
     }
 
     #[test]
