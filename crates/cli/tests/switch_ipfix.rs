@@ -170,38 +170,42 @@ fn with_rules(s: &Switched) {
 /// source ports from `src_port`) to 10.9.0.3 port 7000 behind B's MAC, round robin. B
 /// drops them without a word (not its address, no forwarding): only A's packets cross.
 fn send(s: &Switched, flows: u32, per_flow: u64, src_port: u16) {
+    send_with(s, flows, per_flow, src_port, &[]);
+}
+
+/// [`send`] with `extra` on gen's command line.
+fn send_with(s: &Switched, flows: u32, per_flow: u64, src_port: u16, extra: &[&str]) {
     let port = format!("packet:{}", s.c.a);
     let dst_mac = mac_of(&s.c.ns_b, &s.c.b);
     let count = (u64::from(flows) * per_flow).to_string();
     let (flows, size, src_port) = (flows.to_string(), SIZE.to_string(), src_port.to_string());
-    let tx = run_json(
-        &s.c.ns_a,
-        &[
-            "gen",
-            "--port",
-            &port,
-            "--count",
-            &count,
-            "--flows",
-            &flows,
-            "--size",
-            &size,
-            "--rate",
-            "20000",
-            "--src-ip",
-            "10.9.0.1",
-            "--dst-ip",
-            "10.9.0.3",
-            "--src-port",
-            &src_port,
-            "--dst-port",
-            "7000",
-            "--dst-mac",
-            &dst_mac,
-            "--json",
-            "-q",
-        ],
-    );
+    let mut argv = vec![
+        "gen",
+        "--port",
+        &port,
+        "--count",
+        &count,
+        "--flows",
+        &flows,
+        "--size",
+        &size,
+        "--rate",
+        "20000",
+        "--src-ip",
+        "10.9.0.1",
+        "--dst-ip",
+        "10.9.0.3",
+        "--src-port",
+        &src_port,
+        "--dst-port",
+        "7000",
+        "--dst-mac",
+        &dst_mac,
+        "--json",
+        "-q",
+    ];
+    argv.extend_from_slice(extra);
+    let tx = run_json(&s.c.ns_a, &argv);
     assert_eq!(
         tx["tx_packets"].as_u64(),
         Some(count.parse().unwrap()),
@@ -458,6 +462,40 @@ fn flows_the_kernel_forwards_are_reported_from_its_counters() {
         .unwrap_or(0);
     assert!(fast >= 500, "the kernel forwarded {fast} of 600: {j}");
     assert_flows(&listed, &[5000, 5001, 5002], 200, (begun, unix_now()));
+}
+
+/// A tagged flow's record has its VLAN id, and IP bytes are its frames less Ethernet and
+/// the tag.
+#[test]
+fn tagged_flows_carry_their_vlan_id() {
+    let (mut s, collector) = exporting("iv", Setup::default(), &[]);
+    send_with(&s, 2, 40, 5000, &["--vlan", "10"]);
+    s.stop();
+    let ours = test_flows(&collector.stop());
+    assert_eq!(ours.len(), 2, "{ours:#?}");
+    for f in &ours {
+        assert_eq!((f.vlan, f.input, f.output), (10, 1, 2), "{f:?}");
+        assert_eq!((f.packets, f.bytes), (40, 40 * (FRAME_BYTES - 18)), "{f:?}");
+    }
+}
+
+/// Under `normal` (the default rule) the output port is where the destination was
+/// learned, looked up when the record is made.
+#[test]
+fn normal_flows_go_out_of_the_port_their_destination_was_learned_on() {
+    let collector_address = format!("127.0.0.1:{PORT}");
+    let (mut s, collector) = Switched::prepared(
+        "in",
+        Setup::default(),
+        &["--ipfix", &collector_address],
+        |c| Collector::start(&c.ns_m),
+    );
+    // B's address is learned behind port 2 (and A's behind port 1).
+    assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 1), 1);
+    let begun = unix_now();
+    send(&s, 2, 30, 5000);
+    s.stop();
+    assert_flows(&collector.stop(), &[5000, 5001], 30, (begun, unix_now()));
 }
 
 /// --ipfix-sampling N: whole flows, about 1 in N, each with every packet; the others are

@@ -65,7 +65,8 @@ not one port: several outputs, a flood, a drop, or normal to an address not lear
 packetDeltaCount, octetDeltaCount (IP bytes: each frame less its Ethernet and VLAN header, \
 so a short frame's padding counts), layer2OctetDeltaCount (frame bytes, no FCS), \
 flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason. The counters \
-are read about once a second: a flow is reported --ipfix-active-timeout after its report \
+are read once a second (beyond 8192 megaflows a thread, a share a second, each twice per idle \
+timeout): a flow is reported --ipfix-active-timeout after its report \
 began, once more when idle for --ipfix-idle-timeout, and every flow when the switch stops; \
 times are to about that second. Templates go at start and every \
 --ipfix-template-interval. The counters see every packet, so --ipfix-sampling N samples \

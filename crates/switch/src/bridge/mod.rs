@@ -222,11 +222,15 @@ impl Bridge {
             return;
         };
         let now = self.clock.elapsed();
+        // Each megaflow looked at twice per idle timeout, a share each second (the thread
+        // waits while its share is read); all of them when stopping.
+        let idle = exporter.config().timeouts.idle.as_secs() as usize;
+        let rounds = if stopping { 1 } else { (idle / 2).max(1) };
         let mut seen: Vec<(Observation, Egress)> = Vec::new();
         for cache in &self.caches {
             let lost = cache
                 .for_control()
-                .take_flow_counts(|megaflow, packets, bytes| {
+                .take_flow_counts(rounds, |megaflow, packets, bytes| {
                     seen.extend(observe::megaflow(megaflow, packets, bytes));
                 });
             exporter.count_lost(lost);

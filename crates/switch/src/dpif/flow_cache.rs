@@ -56,6 +56,8 @@ pub struct FlowCache {
     /// Megaflows emptied out whose counts could not be kept (more than a cache's worth
     /// waiting): their packets are missing from the flow records.
     retired_lost: u64,
+    /// Where [`FlowCache::take_flow_counts`] goes on from.
+    counts_cursor: usize,
     pub stats: CacheStats,
 }
 
@@ -67,6 +69,10 @@ pub struct FlowCache {
 /// `emc-insert-inv-prob`); a hit ends the streak, and every lookup probes again.
 const EMC_THRASHING: u32 = 256;
 const EMC_THRASHING_EVERY: u32 = 64;
+
+/// Megaflows [`FlowCache::take_flow_counts`] looks at per call at least (all if fewer): the
+/// owning thread waits while they are read, well under a millisecond for this many.
+pub const FLOW_COUNTS_BATCH: usize = 8192;
 
 impl Default for FlowCache {
     fn default() -> Self {
@@ -85,6 +91,7 @@ impl FlowCache {
             flow_records: false,
             retired: Vec::new(),
             retired_lost: 0,
+            counts_cursor: 0,
             stats: CacheStats::default(),
         }
     }
@@ -210,6 +217,7 @@ impl FlowCache {
         } else {
             self.megaflows.clear();
         }
+        self.counts_cursor = 0;
         self.stats.flushes += 1;
     }
 
@@ -228,20 +236,36 @@ impl FlowCache {
         }
     }
 
-    /// Hands `each` every megaflow with counts not yet in a flow record (those emptied out
-    /// since the last call too) and those counts (packets, bytes), marked as taken; and
-    /// how many emptied megaflows could not be kept since the last call.
-    pub fn take_flow_counts(&mut self, mut each: impl FnMut(&Megaflow, u64, u64)) -> u64 {
+    /// Hands `each` the megaflows with counts not yet in a flow record and those counts
+    /// (packets, bytes), marked as taken: every one emptied out since the last call, and
+    /// of those in the cache the next share, so that each is looked at once every `rounds`
+    /// calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread waits while they are read).
+    /// Returns how many emptied megaflows could not be kept since the last call.
+    pub fn take_flow_counts(
+        &mut self,
+        rounds: usize,
+        mut each: impl FnMut(&Megaflow, u64, u64),
+    ) -> u64 {
         for mut megaflow in std::mem::take(&mut self.retired) {
             let (packets, bytes) = megaflow.take_unexported();
             each(&megaflow, packets, bytes);
         }
-        for megaflow in self.megaflows.iter_mut() {
+        let megaflows = self.megaflows.as_mut_slice();
+        let len = megaflows.len();
+        let share = len.div_ceil(rounds.max(1)).max(FLOW_COUNTS_BATCH).min(len);
+        let start = if self.counts_cursor < len {
+            self.counts_cursor
+        } else {
+            0
+        };
+        for i in 0..share {
+            let megaflow = &mut megaflows[(start + i) % len];
             let (packets, bytes) = megaflow.take_unexported();
             if packets != 0 || bytes != 0 {
                 each(megaflow, packets, bytes);
             }
         }
+        self.counts_cursor = (start + share) % len.max(1);
         std::mem::take(&mut self.retired_lost)
     }
 
@@ -388,7 +412,7 @@ mod tests {
         }
         assert!(cache.stats.flushes >= 2, "{:?}", cache.stats);
         let mut seen = Vec::new();
-        let lost = cache.take_flow_counts(|m, packets, bytes| {
+        let lost = cache.take_flow_counts(1, |m, packets, bytes| {
             assert_eq!(m.flow_match.field(Field::NwDst).1, 0xffff_ffff);
             seen.push((Field::NwDst.get(m.flow_match.value()), packets, bytes));
         });
@@ -396,11 +420,43 @@ mod tests {
         assert_eq!(lost, 0);
         assert_eq!(seen, (0..5).map(|d| (d, 3, 180)).collect::<Vec<_>>());
         // Taken: nothing new until more packets come.
-        cache.take_flow_counts(|_, _, _| panic!("counted twice"));
+        cache.take_flow_counts(1, |_, _, _| panic!("counted twice"));
         cache.lookup(&mut tables, &flow(1, 4), 60);
         let mut again = Vec::new();
-        cache.take_flow_counts(|_, packets, bytes| again.push((packets, bytes)));
+        cache.take_flow_counts(1, |_, packets, bytes| again.push((packets, bytes)));
         assert_eq!(again, [(1, 60)]);
+    }
+
+    /// Many megaflows are read a share a call, each once per `rounds` calls.
+    #[test]
+    fn flow_counts_are_taken_a_share_at_a_time() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 100_000);
+        cache.keep_flow_records();
+        let flows = 3 * FLOW_COUNTS_BATCH as u128;
+        for nw_dst in 0..flows {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        let mut take = |rounds| {
+            let mut n = 0;
+            cache.take_flow_counts(rounds, |_, packets, _| n += packets);
+            n
+        };
+        let half = flows as u64 / 2;
+        assert_eq!([take(2), take(2), take(2)], [half, half, 0]);
+        // At least a batch a call, however many rounds.
+        let mut cache = FlowCache::new(0, 100);
+        cache.keep_flow_records();
+        for nw_dst in 0..10 {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        let mut n = 0;
+        cache.take_flow_counts(50, |_, packets, _| n += packets);
+        assert_eq!(n, 10);
     }
 
     #[test]

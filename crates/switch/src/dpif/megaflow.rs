@@ -228,6 +228,10 @@ impl MegaflowCache {
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Megaflow> {
         self.megaflows.iter_mut()
     }
+
+    pub fn as_mut_slice(&mut self) -> &mut [Megaflow] {
+        &mut self.megaflows
+    }
 }
 
 #[cfg(test)]

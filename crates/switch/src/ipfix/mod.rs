@@ -6,9 +6,11 @@
 //!   installs is exact on a record's fields (addresses, protocol, ports or ICMP type and
 //!   code, VLAN, input port, destination MAC), so a megaflow is one flow and its
 //!   `n_packets` / `n_bytes` are that flow's; the kernel's fast path entries are exact
-//!   flows already. About once a second the control side takes what each counted since
-//!   the last look (megaflows emptied by a rule change or a full cache keep their counts
-//!   until then) into the [`flow_table::FlowTable`].
+//!   flows already. Once a second the control side takes what each counted since the
+//!   last look into the [`flow_table::FlowTable`]: beyond
+//!   [`crate::dpif::flow_cache::FLOW_COUNTS_BATCH`] megaflows a thread, a share a second,
+//!   each twice per idle timeout (the thread waits while its share is read). Megaflows
+//!   emptied by a rule change or a full cache keep their counts until then.
 //! - When flows are reported ([`flow_table`]): after the active timeout of a report's first
 //!   packet, and once more when no packet came for the idle timeout; all of them when the
 //!   switch stops. Counts are deltas since the flow's last report.
