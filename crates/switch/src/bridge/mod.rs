@@ -372,9 +372,9 @@ impl Bridge {
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.start();
-        self.publish_figures();
         // The templates go out at once.
         self.export_flow_records(false);
+        self.publish_figures();
         let mut last_housekeeping = Instant::now();
         while keep_going() && !self.a_thread_ended() {
             match jobs.recv_timeout(CONTROL_TICK) {
@@ -405,9 +405,9 @@ impl Bridge {
             }
         }
         let parked = self.park();
-        self.publish_figures();
         // Every flow's last report, from the threads' final counts.
         self.export_flow_records(true);
+        self.publish_figures();
         parked
     }
 
