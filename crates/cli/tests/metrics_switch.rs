@@ -262,7 +262,11 @@ fn the_openflow_side_and_the_flow_export_are_in_both_scrapes() {
     );
     // The templates went out at the start.
     assert!(
-        sample(&via_ctl, "wirespeed_switch_ipfix_template_messages_total", &[]) >= 1.0,
+        sample(
+            &via_ctl,
+            "wirespeed_switch_ipfix_template_messages_total",
+            &[]
+        ) >= 1.0,
         "{via_ctl}"
     );
     let _ = monitor.kill();
