@@ -34,6 +34,8 @@ have ovs-ofctl || need_pkgs+=(openvswitch-common)
 have openssl || need_pkgs+=(openssl)
 have bpftool || need_pkgs+=(bpftool)
 have taskset || need_pkgs+=(util-linux)
+# tmux runs `wirespeed top` on a terminal of known size for its tests (capture-pane).
+have tmux || need_pkgs+=(tmux)
 have timeout || need_pkgs+=(coreutils)
 have python3 || need_pkgs+=(python3)
 have make || need_pkgs+=(make)
