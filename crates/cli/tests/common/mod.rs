@@ -9,6 +9,7 @@ pub mod pcaps;
 pub mod scenarios;
 pub mod star;
 pub mod switched;
+pub mod tmux;
 pub mod traffic;
 pub mod tshark;
 
