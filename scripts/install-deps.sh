@@ -33,6 +33,9 @@ have ovs-ofctl || need_pkgs+=(openvswitch-common)
 # openssl makes the certificates of the OpenFlow TLS tests.
 have openssl || need_pkgs+=(openssl)
 have bpftool || need_pkgs+=(bpftool)
+# promtool and a Prometheus server (Debian's prometheus) judge --metrics; curl scrapes it.
+have promtool || need_pkgs+=(prometheus)
+have curl || need_pkgs+=(curl)
 have taskset || need_pkgs+=(util-linux)
 # tmux runs `wirespeed top` on a terminal of known size for its tests (capture-pane).
 have tmux || need_pkgs+=(tmux)

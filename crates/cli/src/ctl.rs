@@ -12,7 +12,8 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 #[command(
     after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), mod-flows FLOW, \
 del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
-learning table, as ovs-appctl fdb/show prints it)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
+Prometheus' text format)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
 priority, 32768 if not given; ovs-ofctl's dump-flows has no strict form), in every table unless \
 table= is given; cookie=VALUE/MASK selects by cookie (/-1: all bits), and mod-flows' \

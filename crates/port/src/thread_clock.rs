@@ -24,11 +24,15 @@ impl ThreadClock {
         self.wall.elapsed()
     }
 
+    /// CPU time used since the start; called on the same thread.
+    pub fn cpu(&self) -> Duration {
+        thread_cpu_time().saturating_sub(self.cpu)
+    }
+
     /// CPU time over wall time since the start, 0 to 1; called on the same thread.
     pub fn busy(&self) -> f64 {
         let wall = self.wall().as_secs_f64();
-        let cpu = thread_cpu_time().saturating_sub(self.cpu).as_secs_f64();
-        (cpu / wall.max(1e-9)).min(1.0)
+        (self.cpu().as_secs_f64() / wall.max(1e-9)).min(1.0)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod idle;
 pub mod link_watch;
 pub mod live_frames;
 pub mod meter;
+pub mod metrics;
 pub mod open_port;
 pub mod port_mac;
 pub mod ready;

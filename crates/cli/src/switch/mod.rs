@@ -91,6 +91,8 @@ pub struct SwitchArgs {
     /// Print the port and bridge counters as one JSON object at exit.
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "ADDR", help = crate::run::metrics::HELP)]
+    pub metrics: Option<String>,
     #[command(flatten)]
     pub openflow: openflow::OpenFlowArgs,
 }
@@ -170,6 +172,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
              to the OpenFlow controllers as PACKET_IN"
         );
     }
+    let metrics = crate::run::metrics::bind(args.metrics.as_deref())?;
     let (jobs_tx, jobs) = mpsc::channel::<Work>();
     let _server = wirespeed_switch::bridge::control::listen(&args.ctl, jobs_tx.clone())?;
     let (sessions, controller) = match args.openflow.enabled() {
@@ -201,6 +204,15 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(text) = flows {
         add_flows(&mut bridge, text, &args)?;
     }
+    let scrape = bridge.metrics();
+    let of_sessions = sessions.clone();
+    let _metrics = crate::run::metrics::serve("switch", metrics, move || {
+        scrape.render(|e| {
+            if let Some(s) = &of_sessions {
+                openflow::metrics(e, s);
+            }
+        })
+    })?;
     announce_ready(&mut bridge, &ports, cpus.len(), &args.ctl);
     let deadline = args
         .duration

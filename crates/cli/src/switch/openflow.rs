@@ -150,6 +150,31 @@ pub fn summary(sessions: &Sessions) -> serde_json::Value {
     })
 }
 
+/// The OpenFlow side's figures for a scrape: atomics only (the sessions' list is locked by
+/// poll-mode threads sending PACKET_INs).
+pub fn metrics(e: &mut wirespeed_metrics::Exposition, sessions: &Sessions) {
+    use std::sync::atomic::Ordering::Relaxed;
+    e.gauge(
+        "wirespeed_switch_openflow_connections",
+        "OpenFlow connections open (clients of --openflow and --controller).",
+        &[],
+        sessions.open_now() as f64,
+    );
+    e.counter(
+        "wirespeed_switch_openflow_packet_ins_total",
+        "PACKET_IN messages for the controllers, sent or dropped.",
+        &[],
+        sessions.packet_ins.load(Relaxed),
+    );
+    e.counter(
+        "wirespeed_switch_controller_dropped_messages_total",
+        "Messages to controllers (PACKET_INs among them) dropped because a connection's \
+         queue was full.",
+        &[],
+        sessions.dropped.load(Relaxed),
+    );
+}
+
 /// Starts the OpenFlow side on an open bridge: the default rule as the fail mode wants it,
 /// the ports as controllers see them, the listeners and dialers. The datapath id it uses.
 pub fn start(

@@ -6,6 +6,7 @@
 pub mod certs;
 pub mod faucet;
 pub mod pcaps;
+pub mod prometheus;
 pub mod scenarios;
 pub mod star;
 pub mod switched;

@@ -28,7 +28,8 @@ use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-                            dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show";
+                            dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show, \
+                            metrics";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
 /// with exactly that match and priority, as ovs-ofctl's mod-flows and del-flows do (a strict
@@ -82,7 +83,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         ));
     }
     let edit = match command {
-        "show" | "dump-cache" | "fdb-show" if !arg.is_empty() => {
+        "show" | "dump-cache" | "fdb-show" | "metrics" if !arg.is_empty() => {
             return Response::error(format!("{command} takes no argument (got '{arg}')"));
         }
         "dump-ports" => {
@@ -94,6 +95,8 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         "show" => return Response::ok(show(bridge)),
         "dump-cache" => return Response::ok(dump_cache(bridge)),
         "fdb-show" => return Response::ok(fdb_show(bridge)),
+        // What --metrics serves, for `wirespeed top --ctl` and scripts without a listener.
+        "metrics" => return Response::ok(bridge.metrics().render(|_| {})),
         "dump-flows" => match parse_selector(arg, command, strict) {
             Ok(selector) => Edit::Dump(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),

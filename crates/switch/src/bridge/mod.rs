@@ -14,6 +14,7 @@
 pub mod commands;
 pub mod control;
 pub mod link;
+pub mod metrics;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -33,6 +34,7 @@ use wirespeed_xdp::AttachMode;
 use wirespeed_xdp::ProgramBarrier;
 use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
+use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
 use crate::dpif::port_links::PortLinks;
@@ -43,6 +45,8 @@ use crate::offload::Offload;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use control::{Job, Request, Response};
+use metrics::BridgeFigures;
+use wirespeed_metrics::Published;
 
 /// Housekeeping (timeouts, MAC ageing, cache upkeep) this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
@@ -116,6 +120,10 @@ pub struct Bridge {
     events: Option<Box<dyn BridgeEvents>>,
     /// The datapath id OpenFlow controllers were given, for `show`.
     datapath_id: Option<u64>,
+    /// Where each poll-mode thread publishes its figures, and the control side the
+    /// bridge's, for a scrape ([`metrics`]).
+    pmd_figures: Vec<Published<PmdFigures>>,
+    figures: Published<BridgeFigures>,
 }
 
 impl Bridge {
@@ -147,6 +155,7 @@ impl Bridge {
         let mut taps = open_taps(ports)?;
         let links = Arc::new(port_links(ports));
         let pmds = poll_mode_threads(ports, opts, groups, &mut taps, pmd_cpus, &links, clock)?;
+        let pmd_figures = pmds.iter().map(Pmd::published).collect();
         let (ofproto, barrier) = ofproto_for(ports, fast_path)?;
         // Made at the rules' generation: the first change is the first flush.
         let caches = (0..threads)
@@ -171,6 +180,8 @@ impl Bridge {
             stop: Arc::new(AtomicBool::new(false)),
             events: None,
             datapath_id: None,
+            pmd_figures,
+            figures: Published::new(),
         };
         // A port already down (a tap device made just now) is known so from the start.
         bridge.links.read();
@@ -273,6 +284,7 @@ impl Bridge {
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.start();
+        self.publish_figures();
         let mut last_housekeeping = Instant::now();
         while keep_going() && !self.a_thread_ended() {
             match jobs.recv_timeout(CONTROL_TICK) {
@@ -299,9 +311,12 @@ impl Bridge {
                 // Besides the kernel's word, in case some was lost.
                 self.links.read();
                 self.housekeeping();
+                self.publish_figures();
             }
         }
-        self.park()
+        let parked = self.park();
+        self.publish_figures();
+        parked
     }
 
     fn start(&mut self) {
@@ -366,6 +381,11 @@ impl Bridge {
         }
         self.threads = Threads::Parked(pmds);
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Where each poll-mode thread publishes its figures.
+    fn published_pmds(&self) -> Vec<Published<PmdFigures>> {
+        self.pmd_figures.clone()
     }
 
     /// Every thread's ports, counters and frames, asked of running threads between bursts.

@@ -3,6 +3,7 @@
 //! up through [`upcall`], the interface this layer defines and `ofproto` implements.
 
 pub mod emc;
+pub mod figures;
 pub mod flow_cache;
 pub mod megaflow;
 pub mod pmd;

@@ -10,8 +10,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use wirespeed_metrics::{Published, ThreadFigures};
 use wirespeed_port::{Batch, FrameAudit, Idle, PortError, PortInfo, PortStats, Step, ThreadClock};
 
+use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{PortSet, Source};
 use crate::dpif::process::{BurstLock, execute_given, process};
@@ -25,6 +27,8 @@ use crate::rule::PacketInOrigin;
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
+/// How often a thread publishes its figures for a scrape (when it looks at its requests).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Room in front of a packet copied out of another backend's buffer, for a VLAN push.
 const COPY_HEADROOM: usize = 64;
 /// Largest packet a copy holds (a jumbo frame).
@@ -215,6 +219,12 @@ pub struct Pmd {
     /// Since the thread started (set on it), and its busy share when it stopped.
     cpu_clock: Option<ThreadClock>,
     busy_at_stop: Option<f64>,
+    /// Rounds that brought packets, and the packets they brought.
+    bursts: u64,
+    burst_packets: u64,
+    /// Where the thread's figures go for a scrape, and when they last went.
+    published: Published<PmdFigures>,
+    last_published: Option<Instant>,
 }
 
 impl Pmd {
@@ -238,7 +248,52 @@ impl Pmd {
             idle,
             cpu_clock: None,
             busy_at_stop: None,
+            bursts: 0,
+            burst_packets: 0,
+            published: Published::new(),
+            last_published: None,
         }
+    }
+
+    /// Where the thread publishes its figures (a scrape reads them).
+    pub fn published(&self) -> Published<PmdFigures> {
+        self.published.clone()
+    }
+
+    /// Offers the thread's figures for a scrape, at most every [`PUBLISH_EVERY`]; skipped
+    /// while a scrape is reading the last ones (`try_lock`), so it never waits for one.
+    fn publish(&mut self, shared: &Shared, now: Instant) {
+        if self
+            .last_published
+            .is_some_and(|at| now.duration_since(at) < PUBLISH_EVERY)
+        {
+            return;
+        }
+        self.last_published = Some(now);
+        let Some(clock) = self.cpu_clock else {
+            return;
+        };
+        // The thread's own cache: the lock it takes for every round anyway.
+        let (cache, megaflows) = {
+            let cache = shared.cache.for_round();
+            (cache.stats, cache.megaflows().count())
+        };
+        let ports: Vec<PortStats> = (0..self.ports.len()).map(|m| self.ports.stats(m)).collect();
+        let figures = || PmdFigures {
+            cpu: self.cpu,
+            time: ThreadFigures {
+                busy: clock.cpu(),
+                wall: clock.wall(),
+                bursts: self.bursts,
+                burst_packets: self.burst_packets,
+            },
+            ports,
+            audit: self.ports.audit(),
+            counters: self.counters,
+            cache,
+            megaflows,
+        };
+        self.published.offer(figures);
     }
 
     pub fn snapshot(&mut self) -> PmdSnapshot {
@@ -281,9 +336,14 @@ impl Pmd {
             // A few atomic loads a round: a port that came up is used from its next packet.
             self.ports.sync_links();
             let moved = self.poll_once(shared)?;
+            if moved > 0 {
+                self.bursts += 1;
+                self.burst_packets += moved as u64;
+            }
             turns += 1;
             if moved == 0 || turns >= CONTROL_EVERY {
                 turns = 0;
+                self.publish(shared, Instant::now());
                 while let Ok(request) = requests.try_recv() {
                     match request {
                         PmdRequest::Snapshot(reply) => {
@@ -300,6 +360,9 @@ impl Pmd {
                     }
                 }
                 if stop.load(Ordering::Relaxed) {
+                    // The last figures, whatever the time since the others.
+                    self.last_published = None;
+                    self.publish(shared, Instant::now());
                     self.busy_at_stop = self.cpu_clock.map(|c| c.busy());
                     return Ok(self);
                 }

@@ -82,6 +82,9 @@ pub struct Sessions {
     pub dropped: AtomicU64,
     /// PACKET_INs sent and dropped.
     pub packet_ins: AtomicU64,
+    /// Sessions open, kept beside the list for a scrape, which must not take the list's
+    /// lock (a poll-mode thread takes it for a PACKET_IN).
+    open: AtomicUsize,
 }
 
 impl Sessions {
@@ -107,6 +110,7 @@ impl Sessions {
             config_flags: 0,
             miss_send_len: 128,
         });
+        self.open.fetch_add(1, Ordering::Relaxed);
         (id, queued)
     }
 
@@ -115,8 +119,16 @@ impl Sessions {
         lock(&self.list).len()
     }
 
+    /// How many sessions are open, without the list's lock.
+    pub fn open_now(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
     pub fn close(&self, id: u64) {
-        lock(&self.list).retain(|s| s.id != id);
+        let mut list = lock(&self.list);
+        let before = list.len();
+        list.retain(|s| s.id != id);
+        self.open.fetch_sub(before - list.len(), Ordering::Relaxed);
     }
 
     /// How many `--controller` sessions are connected.

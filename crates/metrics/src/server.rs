@@ -1,0 +1,271 @@
+//! The `/metrics` listener: one thread, one HTTP/1.1 request a connection, answered with
+//! what the tool's render function writes at that moment.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The port alone, or `:PORT`, listens on loopback.
+pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// Longest request head read (request line and headers).
+const MAX_HEAD: usize = 8192;
+/// A client that sends nothing for this long is dropped.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// What `/metrics` says it holds: Prometheus' text format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("'{0}' is not an address to listen on: give PORT (loopback), HOST:PORT or [IPv6]:PORT")]
+    BadAddress(String),
+    #[error("'{0}': no such host")]
+    UnknownHost(String),
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// `--metrics`: `PORT` or `:PORT` on loopback, `HOST:PORT`, `[IPv6]:PORT`.
+pub fn listen_address(text: &str) -> Result<SocketAddr, MetricsError> {
+    let bad = || MetricsError::BadAddress(text.to_string());
+    let port_only = text.strip_prefix(':').unwrap_or(text);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(SocketAddr::new(LOOPBACK, port));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let (host, port) = text.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| MetricsError::UnknownHost(host.to_string()))
+}
+
+/// A running listener; dropping it stops the thread.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A bound listener not yet answering: a tool binds before it opens its ports (a port in
+/// use refuses the start), and serves once it has figures to show.
+pub struct MetricsListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl MetricsListener {
+    pub fn bind(addr: SocketAddr) -> Result<MetricsListener, MetricsError> {
+        let listener =
+            TcpListener::bind(addr).map_err(|source| MetricsError::Listen { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| MetricsError::Listen { addr, source })?;
+        Ok(MetricsListener { listener, addr })
+    }
+
+    /// Where it listens (the port the kernel chose, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Answers each `GET /metrics` with `render()`, on a thread of its own.
+    pub fn serve(
+        self,
+        render: impl Fn() -> String + Send + 'static,
+    ) -> Result<MetricsServer, MetricsError> {
+        let MetricsListener { listener, addr } = self;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("metrics".to_string())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if stopping.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // A client that went away or spoke nonsense is its own problem.
+                    if let Ok(stream) = stream {
+                        let _ = answer(stream, &render);
+                    }
+                }
+            })
+            .map_err(|source| MetricsError::Listen { addr, source })?;
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl MetricsServer {
+    /// Binds `addr` and answers each `GET /metrics` with `render()`.
+    pub fn start(
+        addr: SocketAddr,
+        render: impl Fn() -> String + Send + 'static,
+    ) -> Result<MetricsServer, MetricsError> {
+        MetricsListener::bind(addr)?.serve(render)
+    }
+
+    /// Where it listens (the port the kernel chose, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // The thread waits in accept(): a connection of our own wakes it.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => LOOPBACK,
+                SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            });
+        }
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok()
+            && let Some(thread) = self.thread.take()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Reads one request and answers it: `/metrics` with the figures, `/` with a pointer to
+/// them, anything else 404 (405 for a method other than GET or HEAD).
+fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let head = read_head(&mut stream)?;
+    let request_line = head.lines().next().unwrap_or("");
+    let mut words = request_line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, body) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, render()),
+        ("GET" | "HEAD", "/") => (
+            "200 OK",
+            "text/plain; charset=utf-8",
+            "wirespeed: the metrics are at /metrics\n".to_string(),
+        ),
+        ("GET" | "HEAD", _) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "not found: the metrics are at /metrics\n".to_string(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "only GET\n".to_string(),
+        ),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    if method != "HEAD" {
+        out.push_str(&body);
+    }
+    stream.write_all(out.as_bytes())?;
+    stream.flush()
+}
+
+/// The request line and headers, up to the blank line (the body, if any, is not read).
+fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        if head.len() >= MAX_HEAD {
+            break;
+        }
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(addr: SocketAddr, request: &str) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn answers_metrics_and_refuses_the_rest() {
+        let server =
+            MetricsServer::start("127.0.0.1:0".parse().unwrap(), || "a_total 1\n".to_string())
+                .unwrap();
+        let addr = server.local_addr();
+        let ok = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            ok.contains("Content-Type: text/plain; version=0.0.4"),
+            "{ok}"
+        );
+        assert!(ok.contains("Content-Length: 10\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\na_total 1\n"), "{ok}");
+        let missing = get(addr, "GET /nothing HTTP/1.0\r\n\r\n");
+        assert!(missing.starts_with("HTTP/1.1 404 Not Found"), "{missing}");
+        let post = get(addr, "POST /metrics HTTP/1.0\r\n\r\n");
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        drop(server);
+        assert!(TcpStream::connect(addr).is_err(), "the listener is closed");
+    }
+
+    #[test]
+    fn addresses_default_to_loopback() {
+        assert_eq!(
+            listen_address("9100").unwrap(),
+            "127.0.0.1:9100".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address(":9100").unwrap(),
+            "127.0.0.1:9100".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address("0.0.0.0:9100").unwrap(),
+            "0.0.0.0:9100".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address("[::1]:9100").unwrap(),
+            "[::1]:9100".parse().unwrap()
+        );
+        assert_eq!(
+            listen_address("localhost:9100").unwrap().port(),
+            9100,
+            "a host name"
+        );
+        for bad in ["", "x", "1.2.3.4", "1.2.3.4:99999", ":x"] {
+            assert!(
+                matches!(listen_address(bad), Err(MetricsError::BadAddress(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            listen_address("no-such-host.invalid:9100"),
+            Err(MetricsError::UnknownHost(_))
+        ));
+    }
+}

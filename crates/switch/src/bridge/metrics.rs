@@ -1,0 +1,313 @@
+//! The switch's figures for Prometheus: each poll-mode thread's (published by the thread,
+//! [`PmdFigures`]) and the bridge's (published by the control side once a second,
+//! [`BridgeFigures`]), written out on a scrape by whoever asks (the `/metrics` listener,
+//! or `ctl metrics`). Neither reader takes a lock a poll-mode thread waits on.
+
+use std::collections::BTreeMap;
+
+use wirespeed_metrics::{Exposition, Published, frame_figures, port_figures, thread_figures};
+use wirespeed_port::PortSpec;
+use wirespeed_xdp::fast_path::FastPathCounters;
+
+use crate::dpif::figures::PmdFigures;
+use crate::dpif::pmd::lock;
+use crate::execute::DropReason;
+use crate::offload::FastPortCounts;
+
+use super::Bridge;
+
+/// What the control side publishes once a second.
+#[derive(Debug, Clone, Default)]
+pub struct BridgeFigures {
+    /// Rules in each table that has any.
+    pub rules: BTreeMap<u8, usize>,
+    /// Addresses in the learning table.
+    pub learned: usize,
+    pub fast_path: Option<FastPathFigures>,
+}
+
+/// The kernel fast path's counts (`--offload`).
+#[derive(Debug, Clone, Default)]
+pub struct FastPathFigures {
+    pub flows: usize,
+    pub installed: u64,
+    pub table_full: u64,
+    pub aged: u64,
+    pub errors: u64,
+    pub kernel: FastPathCounters,
+    /// Each port's packets forwarded in the kernel, as last credited.
+    pub ports: Vec<(u32, FastPortCounts)>,
+}
+
+/// A port's labels on one thread: its number, interface and queue.
+#[derive(Debug, Clone)]
+struct PortLabels {
+    port: String,
+    device: String,
+    queue: String,
+}
+
+/// Everything a scrape of the switch reads; cheap to clone, for the listener's thread.
+#[derive(Clone)]
+pub struct SwitchMetrics {
+    /// Each thread's ports' labels, in the bridge's order.
+    labels: Vec<Vec<PortLabels>>,
+    pmds: Vec<Published<PmdFigures>>,
+    bridge: Published<BridgeFigures>,
+}
+
+impl SwitchMetrics {
+    /// The figures as Prometheus' text format, with what `extra` adds (the OpenFlow side's).
+    pub fn render(&self, extra: impl FnOnce(&mut Exposition)) -> String {
+        let mut e = Exposition::new();
+        for (t, (published, labels)) in self.pmds.iter().zip(&self.labels).enumerate() {
+            let Some(f) = published.latest() else {
+                continue;
+            };
+            let thread = t.to_string();
+            let cpu = f.cpu.map(|c| c.to_string());
+            for (stats, l) in f.ports.iter().zip(labels) {
+                let labels = [
+                    ("port", l.port.as_str()),
+                    ("device", l.device.as_str()),
+                    ("queue", l.queue.as_str()),
+                ];
+                port_figures(&mut e, &labels, stats);
+            }
+            let mut by_thread = vec![("thread", thread.as_str())];
+            if let Some(cpu) = &cpu {
+                by_thread.push(("cpu", cpu.as_str()));
+            }
+            thread_figures(&mut e, &by_thread, &f.time);
+            if let Some(audit) = &f.audit {
+                frame_figures(&mut e, &[("thread", thread.as_str())], audit);
+            }
+            pmd_figures(&mut e, &thread, &f);
+        }
+        if let Some(b) = self.bridge.latest() {
+            bridge_figures(&mut e, &b);
+        }
+        extra(&mut e);
+        e.render()
+    }
+}
+
+/// A thread's datapath counts: its caches and what it dropped.
+fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
+    let c = &f.cache;
+    // The exact-match cache's misses go on to the megaflows; theirs are upcalls.
+    let caches = [
+        ("exact_match", c.emc_hits, c.megaflow_hits + c.misses),
+        ("megaflow", c.megaflow_hits, c.misses),
+    ];
+    for (cache, hits, misses) in caches {
+        let labels = [("thread", thread), ("cache", cache)];
+        e.counter(
+            "wirespeed_switch_cache_hits_total",
+            "Lookups the cache answered.",
+            &labels,
+            hits,
+        );
+        e.counter(
+            "wirespeed_switch_cache_misses_total",
+            "Lookups the cache did not answer (an exact-match miss goes on to the megaflows).",
+            &labels,
+            misses,
+        );
+    }
+    let labels = [("thread", thread)];
+    e.counter(
+        "wirespeed_switch_upcalls_total",
+        "Packets translated through the rule tables (each installs a megaflow).",
+        &labels,
+        c.misses,
+    );
+    e.counter(
+        "wirespeed_switch_revalidations_total",
+        "Times the thread's caches were emptied because the rules changed or the megaflow \
+         cache was full.",
+        &labels,
+        c.flushes,
+    );
+    e.gauge(
+        "wirespeed_switch_megaflows",
+        "Megaflows in the thread's cache.",
+        &labels,
+        f.megaflows as f64,
+    );
+    let k = &f.counters;
+    for reason in DropReason::ALL {
+        e.counter(
+            "wirespeed_switch_drops_total",
+            "Packets the datapath decided not to send, by reason.",
+            &[("thread", thread), ("reason", reason.name())],
+            k.drops.get(reason),
+        );
+    }
+    for (reason, n) in [("unknown_port", k.unknown_port), ("no_frame", k.no_frame)] {
+        e.counter(
+            "wirespeed_switch_drops_total",
+            "Packets the datapath decided not to send, by reason.",
+            &[("thread", thread), ("reason", reason)],
+            n,
+        );
+    }
+    e.counter(
+        "wirespeed_switch_controller_packets_total",
+        "Packets handed to the controller (actions=controller).",
+        &labels,
+        k.to_controller,
+    );
+}
+
+fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
+    for (table, n) in &b.rules {
+        e.gauge(
+            "wirespeed_switch_rules",
+            "Rules in the flow table.",
+            &[("table", &table.to_string())],
+            *n as f64,
+        );
+    }
+    e.gauge(
+        "wirespeed_switch_learned_addresses",
+        "Addresses in the learning table (actions=normal).",
+        &[],
+        b.learned as f64,
+    );
+    let Some(f) = &b.fast_path else {
+        return;
+    };
+    e.gauge(
+        "wirespeed_switch_fast_path_flows",
+        "Flows in the kernel fast path's table (--offload).",
+        &[],
+        f.flows as f64,
+    );
+    let counts = [
+        (
+            "wirespeed_switch_fast_path_installs_total",
+            "Flows installed in the kernel fast path.",
+            f.installed,
+        ),
+        (
+            "wirespeed_switch_fast_path_table_full_total",
+            "Installs refused because the kernel's table was full.",
+            f.table_full,
+        ),
+        (
+            "wirespeed_switch_fast_path_evictions_total",
+            "Flows removed from the kernel fast path for being idle.",
+            f.aged,
+        ),
+        (
+            "wirespeed_switch_fast_path_errors_total",
+            "Fast path table operations that failed.",
+            f.errors,
+        ),
+        (
+            "wirespeed_switch_fast_path_hits_total",
+            "Packets the kernel fast path forwarded without user space.",
+            f.kernel.hits,
+        ),
+        (
+            "wirespeed_switch_fast_path_misses_total",
+            "Packets the fast path sent up to a poll-mode thread.",
+            f.kernel.misses,
+        ),
+    ];
+    for (name, help, n) in counts {
+        e.counter(name, help, &[], n);
+    }
+    for (port, c) in &f.ports {
+        let port = port.to_string();
+        let labels = [("port", port.as_str())];
+        let counts = [
+            (
+                "wirespeed_switch_fast_path_receive_packets_total",
+                "Packets the kernel fast path took in on the port.",
+                c.rx_packets,
+            ),
+            (
+                "wirespeed_switch_fast_path_receive_bytes_total",
+                "Bytes the kernel fast path took in on the port.",
+                c.rx_bytes,
+            ),
+            (
+                "wirespeed_switch_fast_path_transmit_packets_total",
+                "Packets the kernel fast path sent out of the port.",
+                c.tx_packets,
+            ),
+            (
+                "wirespeed_switch_fast_path_transmit_bytes_total",
+                "Bytes the kernel fast path sent out of the port.",
+                c.tx_bytes,
+            ),
+        ];
+        for (name, help, n) in counts {
+            e.counter(name, help, &labels, n);
+        }
+    }
+}
+
+impl Bridge {
+    /// What a scrape reads; made before the threads start (from the parked threads).
+    pub fn metrics(&mut self) -> SwitchMetrics {
+        self.publish_figures();
+        let numbers = self.numbers.clone();
+        let labels = self
+            .snapshots()
+            .iter()
+            .map(|s| {
+                s.ports
+                    .iter()
+                    .zip(&numbers)
+                    .map(|((info, _, _), n)| {
+                        let (device, queue) = match info.spec.parse::<PortSpec>() {
+                            Ok(spec) => (spec.iface, spec.queue.to_string()),
+                            Err(_) => (info.spec.clone(), "0".to_string()),
+                        };
+                        PortLabels {
+                            port: n.to_string(),
+                            device,
+                            queue,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        SwitchMetrics {
+            labels,
+            pmds: self.published_pmds(),
+            bridge: self.figures.clone(),
+        }
+    }
+
+    /// The bridge's figures for a scrape (the control side, once a second).
+    pub(super) fn publish_figures(&self) {
+        let dp = lock(&self.ofproto);
+        let mut rules = BTreeMap::new();
+        for (_, r) in dp.tables.iter() {
+            *rules.entry(r.rule.table).or_insert(0) += 1;
+        }
+        let fast_path = dp.offload.as_ref().and_then(|o| {
+            let s = o.summary().ok()?;
+            Some(FastPathFigures {
+                flows: s.flows,
+                installed: s.installed,
+                table_full: s.table_full,
+                aged: s.aged,
+                errors: s.errors,
+                kernel: s.kernel,
+                ports: dp.ports().iter().map(|&n| (n, o.port_counts(n))).collect(),
+            })
+        });
+        let figures = BridgeFigures {
+            rules,
+            learned: dp.mac_table.len(),
+            fast_path,
+        };
+        drop(dp);
+        self.figures.offer(|| figures);
+    }
+}
