@@ -1,8 +1,8 @@
-//! `wirespeed top`: under tmux the screen shows the ports with rates that move, repaints whole
-//! at a new size, and `q` (or Ctrl-C) gives the terminal back as it was; piped, it prints
-//! plain lines (or JSON) and stops after --count; a wrong address or a page that is not
-//! Prometheus text ends it with an error naming the address; a switch's busiest rules come
-//! from its control socket while traffic crosses it.
+//! `wirespeed top`: under tmux, watching a switch while gen sends, the screen shows the ports
+//! with rates that move and the busiest rule, repaints whole at a new size, and `q` (or
+//! Ctrl-C) gives the terminal back as it was; piped, it prints plain lines (or JSON) and stops
+//! after --count; a wrong address or a page that is not Prometheus text ends it with an error
+//! naming the address; a switch's busiest rules come from its control socket alone too.
 
 mod common;
 use common::switched::Switched;
@@ -122,45 +122,73 @@ fn row_of<'a>(text: &'a str, device: &str) -> Option<Vec<&'a str>> {
 }
 
 #[test]
-fn under_tmux_rates_move_resize_repaints_and_q_restores_the_terminal() {
-    let exporter = FakeExporter::start(Answer::Metrics);
+fn under_tmux_a_switch_s_rates_move_resize_repaints_and_q_restores_the_terminal() {
+    let s = Switched::new("tt", &["--metrics", "9464"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
     let tmux = Tmux::shell("top", 120, 40);
     let (before, after) = (
         ScratchFile::new("stty-before"),
         ScratchFile::new("stty-after"),
     );
     tmux.type_line(&format!(
-        "stty -g > {before}; echo BEFORE-TOP-$((6 * 7)); {} top --metrics {}; echo top-exit:$?; stty -g > {after}",
+        "stty -g > {before}; echo BEFORE-TOP-$((6 * 7)); ip netns exec {} {} top \
+         --metrics 127.0.0.1:9464 --ctl {}; echo top-exit:$?; stty -g > {after}",
+        s.c.ns_m,
         wirespeed(),
-        exporter.addr
+        s.ctl
     ));
-    // A row for each port, with its rates: port, device, rx pkt/s, rx bit/s, tx pkt/s...
-    let first = tmux.wait_for("the ports with rates", |s| {
-        s.contains(" over ") && row_of(s, "wsport1").is_some_and(|r| r[2] != "0")
+    // A row for each port (port, device, rx pkt/s, rx bit/s, tx pkt/s...), quiet so far.
+    let (ma, mb) = (s.c.ma.as_str(), s.c.mb.as_str());
+    let quiet = tmux.wait_for("the ports, after one interval", |screen| {
+        screen.contains(" over ") && row_of(screen, mb).is_some()
     });
-    assert!(first.starts_with("wirespeed top"), "{first}");
-    assert!(first.contains("┌ ports"), "{first}");
-    assert!(first.contains("wsport2"), "{first}");
+    assert!(quiet.starts_with("wirespeed top"), "{quiet}");
+    assert_eq!(row_of(&quiet, ma).unwrap()[..3], ["1", ma, "0"], "{quiet}");
+    assert!(quiet.contains("┌ poll-mode threads"), "{quiet}");
     assert!(
-        first.contains("poll-mode threads") && first.contains("pmd0"),
-        "{first}"
+        quiet.contains("exact-match") && quiet.contains("megaflow"),
+        "{quiet}"
     );
-    assert!(
-        first.contains("exact-match") && first.contains("90.0%"),
-        "{first}"
+
+    let port = format!("packet:{}", s.c.a);
+    let sender = spawn_in(
+        &s.c.ns_a,
+        &[
+            "gen",
+            "--port",
+            &port,
+            "--rate",
+            "20000",
+            "--duration",
+            "8",
+            "--dst-ip",
+            "10.9.0.2",
+        ],
     );
-    let rate = row_of(&first, "wsport1").unwrap()[2].to_string();
-    // The fake counts more each answer: the next second shows another rate.
-    let second = tmux.wait_for("the receive rate change", |s| {
-        row_of(s, "wsport1").is_some_and(|r| r[2] != rate)
+    // gen's 20000 packets a second: into port 1, out of port 2, through the rule for port 1.
+    let busy = tmux.wait_for("port 1 receiving at gen's rate", |screen| {
+        row_of(screen, ma).is_some_and(|r| r[2].starts_with("2") && r[2].ends_with('k'))
+            && row_of(screen, mb).is_some_and(|r| r[4] != "0")
     });
-    let moved = row_of(&second, "wsport1").unwrap()[2].to_string();
-    assert_ne!(rate, moved, "{second}");
+    let rx = kilo(row_of(&busy, ma).unwrap()[2]);
+    assert!((15.0..25.0).contains(&rx), "{busy}");
+    let tx = kilo(row_of(&busy, mb).unwrap()[4]);
+    assert!((15.0..25.0).contains(&tx), "{busy}");
+    assert!(
+        busy.contains("priority=10,in_port=1 actions=output:2"),
+        "{busy}"
+    );
+    let flows = busy.split("┌ busiest flows").nth(1).expect("a flows table");
+    let first_rule = flows.lines().nth(2).unwrap_or_default();
+    assert!(first_rule.contains("in_port=1 actions=output:2"), "{busy}");
 
     tmux.resize(80, 24);
-    let resized = tmux.wait_for("a whole frame 80 x 24", |s| frame_is_whole(s, 80, 24));
+    let resized = tmux.wait_for("a whole frame 80 x 24", |screen| {
+        frame_is_whole(screen, 80, 24)
+    });
     assert!(
-        resized.contains("wsport1") && resized.contains("┌ switch caches"),
+        resized.contains(ma) && resized.contains("┌ switch caches"),
         "{resized}"
     );
 
@@ -170,7 +198,7 @@ fn under_tmux_rates_move_resize_repaints_and_q_restores_the_terminal() {
     // The alternate screen left: what the shell printed before top is there again, and
     // nothing of top's frame.
     assert!(back.contains("BEFORE-TOP-42"), "{back}");
-    assert!(!back.contains("┌") && !back.contains("wsport1"), "{back}");
+    assert!(!back.contains("┌") && !back.contains(ma), "{back}");
     assert_eq!(tmux.query("#{alternate_on}"), "0");
     assert_eq!(tmux.query("#{cursor_flag}"), "1", "the cursor is shown");
     // Raw mode off: the terminal's settings are those from before, exactly.
@@ -186,6 +214,14 @@ fn under_tmux_rates_move_resize_repaints_and_q_restores_the_terminal() {
     };
     assert_eq!(settings(&before), settings(&after));
     assert!(settings(&after).len() > 20);
+    let _ = sender.exit_within(Duration::from_secs(15));
+}
+
+/// `20.1k` as 20.1 (thousands).
+fn kilo(rate: &str) -> f64 {
+    rate.strip_suffix('k')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not thousands: {rate}"))
 }
 
 /// Whether the shell printed top's exit status (`top-exit:N`; the typed line has `$?`).

@@ -127,15 +127,21 @@ fn caches(switch: &SwitchRates, detail: Detail) -> TextTable {
     let gauge = |g: Option<f64>| g.map_or("-".to_string(), |v| format!("{v:.0}"));
     let rules = switch.rules.values().fold(0.0, |sum, n| sum + n);
     let mut footer = format!(
-        "upcalls/s {}  megaflows {}  rules {:.0}{}  fast path hits/s {}, flows {}  drops/s {}",
+        "upcalls/s {}  megaflows {}  rules {:.0}{}",
         si(switch.upcalls),
         gauge(switch.megaflows),
         rules,
         per_table(&switch.rules),
-        si(switch.fast_path_hits),
-        gauge(switch.fast_path_flows),
-        si(switch.drops),
     );
+    // The XDP fast path only where the switch has one (--offload).
+    if switch.fast_path_flows.is_some() || switch.fast_path_hits > 0.0 {
+        footer.push_str(&format!(
+            "  fast path hits/s {}, flows {}",
+            si(switch.fast_path_hits),
+            gauge(switch.fast_path_flows)
+        ));
+    }
+    footer.push_str(&format!("  drops/s {}", si(switch.drops)));
     if detail.drop_reasons && !switch.drops_by_reason.is_empty() {
         let reasons: Vec<String> = switch
             .drops_by_reason
