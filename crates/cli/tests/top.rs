@@ -249,19 +249,86 @@ fn frame_is_whole(screen: &str, width: usize, height: usize) -> bool {
 }
 
 #[test]
-fn ctrl_c_quits_too() {
+fn keys_show_drop_reasons_and_queues_and_ctrl_c_quits() {
     let exporter = FakeExporter::start(Answer::Metrics);
-    let tmux = Tmux::shell("tpc", 100, 30);
+    let tmux = Tmux::shell("tpk", 100, 30);
     tmux.type_line(&format!(
         "{} top --metrics {} --interval 0.2; echo top-exit:$?",
         wirespeed(),
         exporter.addr
     ));
-    tmux.wait_for("the view", |s| s.contains("┌ ports"));
+    let summed = tmux.wait_for("the view", |s| s.contains("┌ ports"));
+    assert!(!summed.contains("fill_ring_empty"), "{summed}");
+    tmux.press("d");
+    tmux.wait_for("drops by reason", |s| {
+        s.contains("fill_ring_empty") && s.contains("drops by reason (on)")
+    });
+    tmux.press("s");
+    let queues = tmux.wait_for("a row per queue", |s| s.contains("queues (on)"));
+    assert_eq!(
+        row_of(&queues, " device ").unwrap()[..4],
+        ["port", "device", "queue", "rx"],
+        "{queues}"
+    );
+    assert_eq!(
+        row_of(&queues, "wsport1").unwrap()[..3],
+        ["1", "wsport1", "0"]
+    );
     tmux.press("C-c");
     let back = tmux.wait_for("the shell after top", exit_status_shown);
     assert!(back.contains("top-exit:0"), "{back}");
     assert_eq!(tmux.query("#{alternate_on}"), "0");
+}
+
+#[test]
+fn sigterm_gives_the_terminal_back() {
+    let exporter = FakeExporter::start(Answer::Metrics);
+    let tmux = Tmux::shell("tps", 100, 30);
+    let (before, after) = (
+        ScratchFile::new("stty-before"),
+        ScratchFile::new("stty-after"),
+    );
+    tmux.type_line(&format!(
+        "stty -g > {before}; {} top --metrics {}; echo top-exit:$?; stty -g > {after}",
+        wirespeed(),
+        exporter.addr
+    ));
+    tmux.wait_for("the view", |s| s.contains("┌ ports"));
+    // top is the one child of the pane's shell.
+    let shell: u32 = tmux.query("#{pane_pid}").parse().unwrap();
+    let top = children_of(shell);
+    assert_eq!(top.len(), 1, "{top:?}");
+    must(&["kill", "-TERM", &top[0].to_string()]);
+    let back = tmux.wait_for("the shell after top", exit_status_shown);
+    assert!(back.contains("top-exit:0"), "{back}");
+    assert!(!back.contains("┌"), "{back}");
+    assert_eq!(tmux.query("#{alternate_on}"), "0");
+    assert_eq!(tmux.query("#{cursor_flag}"), "1");
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(&*after).map_or(true, |m| m.len() == 0) {
+        assert!(Instant::now() < until, "no {after}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&*before).unwrap(),
+        std::fs::read_to_string(&*after).unwrap()
+    );
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
 }
 
 fn top(args: &[&str]) -> (Option<i32>, String, String) {
@@ -441,6 +508,10 @@ fn a_switch_s_busiest_rules_while_gen_sends() {
     let blocks: Vec<&str> = out.split_terminator("\n\n").collect();
     assert_eq!(blocks.len(), 2, "{out}");
     for block in blocks {
+        // The ports from the switch's `metrics` command, through the same socket.
+        let port1 = row_of(block, &s.c.ma).expect("a row for port 1");
+        assert_eq!(port1[..2], ["1", s.c.ma.as_str()], "{block}");
+        assert_ne!(port1[2], "0", "{block}");
         assert!(block.contains("\nbusiest flows\n"), "{block}");
         // The rule gen's packets match comes first, at about gen's rate.
         let flows = block.split("\nbusiest flows\n").nth(1).unwrap();
