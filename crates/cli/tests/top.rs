@@ -281,7 +281,7 @@ fn keys_show_drop_reasons_and_queues_and_ctrl_c_quits() {
 }
 
 #[test]
-fn sigterm_gives_the_terminal_back() {
+fn a_tool_gone_is_said_and_sigterm_gives_the_terminal_back() {
     let exporter = FakeExporter::start(Answer::Metrics);
     let tmux = Tmux::shell("tps", 100, 30);
     let (before, after) = (
@@ -294,6 +294,19 @@ fn sigterm_gives_the_terminal_back() {
         exporter.addr
     ));
     tmux.wait_for("the view", |s| s.contains("┌ ports"));
+    // The tool gone: top says so on its last line, with the figures it had.
+    let addr = exporter.addr.clone();
+    drop(exporter);
+    let gone = tmux.wait_for("the scrape's error", |s| {
+        s.lines()
+            .last()
+            .is_some_and(|l| l.contains("nothing listening"))
+    });
+    assert!(
+        gone.contains(&format!("{addr}: nothing listening")),
+        "{gone}"
+    );
+    assert!(gone.contains("wsport1"), "{gone}");
     // top is the one child of the pane's shell.
     let shell: u32 = tmux.query("#{pane_pid}").parse().unwrap();
     let top = children_of(shell);

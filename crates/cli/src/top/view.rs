@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use ratatui::Frame;
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
@@ -39,6 +39,30 @@ impl Screen {
     fn recompute(&mut self) {
         self.update = rates(&self.before, &self.now, self.detail.queues);
     }
+
+    /// q, Esc and Ctrl-C quit; d and s turn drops by reason and queues on and off.
+    fn on_key(&mut self, key: KeyEvent) -> Key {
+        let ctrl_c =
+            key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+        match key.code {
+            KeyCode::Char('q') | KeyCode::Esc => return Key::Quit,
+            _ if ctrl_c => return Key::Quit,
+            KeyCode::Char('d') => self.detail.drop_reasons ^= true,
+            KeyCode::Char('s') => {
+                self.detail.queues ^= true;
+                self.recompute();
+            }
+            _ => {}
+        }
+        Key::Stay
+    }
+}
+
+/// What a key asks of the loop.
+#[derive(PartialEq)]
+enum Key {
+    Quit,
+    Stay,
 }
 
 pub fn run(watch: Watch, first: Scrape) -> anyhow::Result<()> {
@@ -65,17 +89,8 @@ pub fn run(watch: Watch, first: Scrape) -> anyhow::Result<()> {
         if event::poll(KEY_WAIT).context("read the keyboard")? {
             match event::read().context("read the keyboard")? {
                 Event::Key(key) if key.kind != KeyEventKind::Release => {
-                    let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL)
-                        && key.code == KeyCode::Char('c');
-                    match key.code {
-                        KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
-                        _ if ctrl_c => return Ok(()),
-                        KeyCode::Char('d') => screen.detail.drop_reasons ^= true,
-                        KeyCode::Char('s') => {
-                            screen.detail.queues ^= true;
-                            screen.recompute();
-                        }
-                        _ => {}
+                    if screen.on_key(key) == Key::Quit {
+                        return Ok(());
                     }
                     dirty = true;
                 }
