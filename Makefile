@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-zcopy bench-pipe soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe soak fuzz clean
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
 	@echo "make bench-idle   CPU a receiver burns at 0.5 and 2 Mpps, against testpmd (root)"
 	@echo "make bench-scale  xdpdrop, kernel engine, rxdrop, capture, switch on N = 1, 2, 4, 8 queues (root)"
+	@echo "make bench-observe the switch with --metrics scraped and --ipfix exporting, against without (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
 	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
 	@echo "make soak   30 minutes of gen -> switch -> recv, a port flapping, flows changing (root)"
@@ -45,7 +46,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -77,6 +78,10 @@ bench-scale: deps
 	@scripts/install-peers.sh
 	$(CARGO) build --release
 	/usr/bin/python3 bench/scale.py
+
+bench-observe: deps
+	$(CARGO) build --release
+	/usr/bin/python3 bench/observe.py
 
 bench-peers: deps
 	@scripts/install-peers.sh

@@ -99,6 +99,11 @@ impl Recorder {
         self.interface.snaplen as usize
     }
 
+    /// What the writer has done so far (`--metrics`).
+    pub fn writer_progress(&self) -> std::sync::Arc<crate::spool::WriterProgress> {
+        self.spool.progress()
+    }
+
     /// True once the writer failed (the capture should stop and report it).
     pub fn failed(&self) -> bool {
         self.spool.failed()

@@ -8,7 +8,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -107,6 +107,27 @@ pub struct WriterReport {
     pub reader_gone: bool,
 }
 
+/// What the writer has done so far, for a scrape while it runs (`--metrics`).
+#[derive(Debug)]
+pub struct WriterProgress {
+    /// Packets whole in the output.
+    pub written: AtomicU64,
+    /// Bytes of their records.
+    pub bytes: AtomicU64,
+    /// Files started, the first one included.
+    pub files: AtomicU64,
+}
+
+impl Default for WriterProgress {
+    fn default() -> Self {
+        WriterProgress {
+            written: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            files: AtomicU64::new(1),
+        }
+    }
+}
+
 /// The receive loop's side: the chunk being filled and the pool.
 pub struct Spool {
     current: Option<Chunk>,
@@ -119,6 +140,7 @@ pub struct Spool {
     chunk_size: usize,
     /// Wait for a free chunk instead of dropping (reading a file: no wire to keep up with).
     wait: bool,
+    progress: Arc<WriterProgress>,
 }
 
 impl Spool {
@@ -143,9 +165,11 @@ impl Spool {
         let failed = Arc::new(AtomicBool::new(false));
         let queued = Arc::new(AtomicUsize::new(0));
         let (flag, count) = (failed.clone(), queued.clone());
+        let progress = Arc::new(WriterProgress::default());
+        let done = progress.clone();
         let writer = std::thread::Builder::new()
             .name("capture-writer".to_string())
-            .spawn(move || write_chunks(output, first, full_rx, free_tx, flag, count))?;
+            .spawn(move || write_chunks(output, first, full_rx, free_tx, flag, count, &done))?;
         Ok(Spool {
             current: None,
             free: free_rx,
@@ -155,7 +179,13 @@ impl Spool {
             writer: Some(writer),
             chunk_size,
             wait,
+            progress,
         })
+    }
+
+    /// What the writer has done so far.
+    pub fn progress(&self) -> Arc<WriterProgress> {
+        self.progress.clone()
     }
 
     /// True once the writer has hit an error (the capture should stop).
@@ -249,6 +279,7 @@ fn write_chunks(
     free: SyncSender<Chunk>,
     failed: Arc<AtomicBool>,
     queued: Arc<AtomicUsize>,
+    progress: &WriterProgress,
 ) -> WriterReport {
     let mut report = WriterReport {
         files: vec![first.clone()],
@@ -270,7 +301,7 @@ fn write_chunks(
             }
         };
         if report.error.is_none() {
-            write_chunk(&mut *output, &chunk, &mut current, &mut report);
+            write_chunk(&mut *output, &chunk, &mut current, &mut report, progress);
             if report.error.is_some() {
                 failed.store(true, Ordering::Relaxed);
             }
@@ -292,6 +323,7 @@ fn write_chunk(
     chunk: &Chunk,
     current: &mut PathBuf,
     report: &mut WriterReport,
+    progress: &WriterProgress,
 ) {
     if let Some(start) = &chunk.start {
         let opened = output
@@ -308,10 +340,19 @@ fn write_chunk(
             return;
         }
         report.files.push(start.path.clone());
+        progress.files.fetch_add(1, Ordering::Relaxed);
         *current = start.path.clone();
     }
     match output.write(chunk) {
-        Ok(()) => report.written += chunk.packets(),
+        Ok(()) => {
+            report.written += chunk.packets();
+            progress
+                .written
+                .fetch_add(chunk.packets(), Ordering::Relaxed);
+            progress
+                .bytes
+                .fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+        }
         Err(e) => {
             report.written += e.written_packets;
             report.lost += chunk.packets() - e.written_packets;

@@ -16,7 +16,26 @@ fn prometheus_reads_the_counts_the_switch_reports() {
     let b_mac = mac_of(&s.c.ns_b, &s.c.b);
     send_on_cpu(&s.c.ns_a, &s.c.a, 0, 3000, &b_mac, &[]);
 
-    let text = scrape(&s.c.ns_m, METRICS);
+    // Every frame gen sent is received or counted as dropped at port 1.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let text = scrape(&s.c.ns_m, METRICS);
+        let port1 = [("port", "1"), ("device", s.c.ma.as_str()), ("queue", "0")];
+        let rx = sample(&text, "wirespeed_port_receive_packets_total", &port1);
+        let dropped: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("wirespeed_port_drops_total{port=\"1\""))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum();
+        if rx + dropped == 3000.0 {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{rx} + {dropped}:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_promtool_accepts(&text);
     for family in [
         "wirespeed_port_receive_packets_total",
@@ -38,7 +57,6 @@ fn prometheus_reads_the_counts_the_switch_reports() {
         "wirespeed_port_receive_packets_total",
         &[("port", "1"), ("device", &s.c.ma), ("queue", "0")],
     );
-    assert_eq!(rx1, 3000.0, "port 1 received every frame gen sent");
     assert_eq!(
         sample(&text, "wirespeed_switch_rules", &[("table", "0")]),
         1.0,
@@ -201,4 +219,36 @@ fn a_metrics_address_in_use_or_malformed_refuses_the_start() {
     }
     let _ = taken.kill();
     let _ = taken.wait();
+}
+
+#[test]
+fn the_openflow_side_is_in_both_scrapes() {
+    let s = Switched::new("mo", &["--openflow", "ptcp:", "--metrics", "9464"]);
+    // A client that stays connected while the scrapes look (its unixctl socket in a
+    // scratch file: it makes one, and /var/run/openvswitch may not exist).
+    let unixctl = ScratchFile::new("monitor.ctl");
+    let mut monitor = std::process::Command::new("ip")
+        .args(["netns", "exec", &s.c.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
+        .arg(format!("--unixctl={}", &*unixctl))
+        .args(["monitor", "tcp:127.0.0.1:6653"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let text = common::prometheus::scrape_until(
+        &s.c.ns_m,
+        METRICS,
+        "wirespeed_switch_openflow_connections",
+        &[],
+        1.0,
+    );
+    assert_promtool_accepts(&text);
+    let via_ctl = s.ctl_ok(&["metrics"]);
+    assert_eq!(
+        sample(&via_ctl, "wirespeed_switch_openflow_connections", &[]),
+        1.0,
+        "{via_ctl}"
+    );
+    let _ = monitor.kill();
+    let _ = monitor.wait();
 }

@@ -6,9 +6,25 @@
 
 use std::time::Duration;
 
-use wirespeed_port::{FrameAudit, PortStats};
+use wirespeed_port::{FrameAudit, PortSpec, PortStats};
 
 use crate::Exposition;
+
+/// A port's `device` and `queue` labels from its spec: the interface, and the queue, the
+/// range (`0-3`) or `all` it serves.
+pub fn device_and_queue(spec: &str) -> (String, String) {
+    match spec.parse::<PortSpec>() {
+        Ok(s) => {
+            let queue = match (s.all_queues, s.last_queue) {
+                (true, _) => "all".to_string(),
+                (false, Some(last)) => format!("{}-{last}", s.queue),
+                (false, None) => s.queue.to_string(),
+            };
+            (s.iface, queue)
+        }
+        Err(_) => (spec.to_string(), "0".to_string()),
+    }
+}
 
 /// A port queue's counters.
 pub fn port_figures(e: &mut Exposition, labels: &[(&str, &str)], s: &PortStats) {
@@ -162,5 +178,15 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("# TYPE wirespeed_port_drops_total").count(), 1);
+    }
+
+    #[test]
+    fn labels_name_the_interface_and_its_queues() {
+        let l = |s: &str| device_and_queue(s);
+        assert_eq!(l("xdp:veth1@2"), ("veth1".into(), "2".into()));
+        assert_eq!(l("xdp:veth1"), ("veth1".into(), "0".into()));
+        assert_eq!(l("xdp:veth1@all"), ("veth1".into(), "all".into()));
+        assert_eq!(l("xdp:veth1@0-3"), ("veth1".into(), "0-3".into()));
+        assert_eq!(l("packet:eth0"), ("eth0".into(), "0".into()));
     }
 }

@@ -16,6 +16,6 @@ pub mod published;
 pub mod server;
 
 pub use exposition::Exposition;
-pub use figures::{ThreadFigures, frame_figures, port_figures, thread_figures};
+pub use figures::{ThreadFigures, device_and_queue, frame_figures, port_figures, thread_figures};
 pub use published::Published;
 pub use server::{MetricsError, MetricsListener, MetricsServer, listen_address};

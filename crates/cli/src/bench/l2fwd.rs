@@ -13,7 +13,7 @@ use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::idle::PortIdle;
-use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::{drain, open_port};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
@@ -74,7 +74,7 @@ pub(super) fn forward(
         if idle.waited() {
             meter.check_soon();
         }
-        meter.tick(tally.packets, tally.bytes, || port_status(port));
+        meter.tick_port(tally.packets, tally.bytes, port);
     }
     Ok(())
 }

@@ -75,6 +75,8 @@ pub struct BenchArgs {
     /// Print one JSON object with the results on stdout at the end.
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "ADDR", help = crate::run::metrics::HELP)]
+    pub metrics: Option<String>,
     /// No live line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -200,6 +202,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     {
         bail!("--engine kernel is for txpush on an xdp: port");
     }
+    let _metrics = crate::run::metrics::start_for_meters("bench", args.metrics.as_deref())?;
     let (receives, sends) = match args.mode {
         Mode::Rxdrop => (true, false),
         Mode::Txpush => (false, true),

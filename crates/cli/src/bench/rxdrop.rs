@@ -9,7 +9,7 @@ use super::verify::Verifier;
 use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::idle::PortIdle;
-use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::meter::{Meter, RunLimit};
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port =
@@ -69,7 +69,7 @@ pub(super) fn receive(
         if idle.waited() {
             meter.check_soon();
         }
-        meter.tick(tally.packets, tally.bytes, || port_status(port));
+        meter.tick_port(tally.packets, tally.bytes, port);
     }
     Ok(())
 }

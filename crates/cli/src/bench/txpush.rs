@@ -12,7 +12,7 @@ use super::report::{Summary, summary_for};
 use super::{BenchArgs, Engine, Mode, announce_ready};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
 use crate::run::live_frames::{self, LiveLoad, Prebuilt};
-use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
@@ -64,7 +64,7 @@ fn push(
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(*sent, *sent * frame_len as u64, || port_status(port));
+            meter.tick_port(*sent, *sent * frame_len as u64, port);
             continue;
         }
         let ts = now_ns();
@@ -76,7 +76,7 @@ fn push(
             seq += 1;
         }
         *sent += port.tx_burst(&mut batch)? as u64;
-        meter.tick(*sent, *sent * frame_len as u64, || port_status(port));
+        meter.tick_port(*sent, *sent * frame_len as u64, port);
     }
     Ok(())
 }

@@ -54,6 +54,7 @@ pub fn run(
     let sink = args.recorder(rotation, interface, false);
     let mut recorder =
         Recorder::start(sink.config, sink.output, now_ns()).context("create the output")?;
+    super::metrics::watch_writer(recorder.writer_progress());
     print_ready(args, port.info(), &counts);
     let started = Instant::now();
     // A port that fails (its interface deleted) ends the capture like a stop: what was
@@ -255,6 +256,7 @@ pub(super) fn receive_loop<S: PacketSink>(
     };
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
+    let mut metrics = super::metrics::Publisher::new();
     // Set once a signal or --duration stops the capture: until then, what the port gives
     // is still written (a count reached or the last file done stops at once instead).
     let mut drain_until: Option<Instant> = None;
@@ -270,6 +272,7 @@ pub(super) fn receive_loop<S: PacketSink>(
                 port.wait_rx(left)?;
                 continue;
             }
+            metrics.publish(counts, port, false);
             if wait_when_empty(port, recorder, step, &mut watch, &mut run)?.is_break() {
                 break;
             }
@@ -279,6 +282,7 @@ pub(super) fn receive_loop<S: PacketSink>(
         // system call) and stamp the burst with it. AF_PACKET's own timestamps win when set.
         let burst_ns = now_ns();
         counts.received += n as u64;
+        metrics.burst(n);
         take.burst(&*port, &batch, n, burst_ns, recorder, counts);
         port.release(&mut batch);
         if burst_ns.saturating_sub(last_flush) >= flush_ns {
@@ -288,11 +292,13 @@ pub(super) fn receive_loop<S: PacketSink>(
             if recorder.failed() {
                 break;
             }
+            metrics.publish(counts, port, false);
         }
         if let Step::Nap(d) = step {
             std::thread::sleep(d);
         }
     }
+    metrics.publish(counts, port, true);
     Ok(())
 }
 

@@ -6,6 +6,7 @@ mod counts;
 pub mod filter_child;
 mod from_port;
 mod line;
+mod metrics;
 mod offline;
 mod take;
 mod threads;
@@ -122,6 +123,8 @@ pub struct CaptureArgs {
     /// error when the capture itself goes to standard output).
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "ADDR", help = crate::run::metrics::HELP)]
+    pub metrics: Option<String>,
     /// MiB of memory between the receive loop and the disk; packets that find it full are
     /// dropped and counted.
     #[arg(short = 'B', long = "buffer", value_name = "MIB", default_value_t = 64)]
@@ -419,6 +422,7 @@ pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
     }
     let rotation = args.validate()?;
     let stop = crate::run::signals::stop_flag()?;
+    let _metrics = crate::run::metrics::start_for_meters("capture", args.metrics.as_deref())?;
     let counts = match &args.read {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {

@@ -66,6 +66,7 @@ pub fn run(
     let sink = args.recorder(rotation, interface, false);
     let recorder =
         Recorder::start(sink.config, sink.output, now_ns()).context("create the output")?;
+    super::metrics::watch_writer(recorder.writer_progress());
     let chunks = (args.buffer_mib << 20) / cpus.len() / FEED_CHUNK;
     let (merger, feeders) =
         Merger::start(recorder, cpus.len(), chunks.max(4), FEED_CHUNK, args.count)

@@ -147,6 +147,8 @@ pub struct GenArgs {
     /// Print one JSON object with the results on stdout at the end.
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "ADDR", help = crate::run::metrics::HELP)]
+    pub metrics: Option<String>,
     /// No live line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -324,6 +326,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
         Ok(spec) => crate::run::report_to::check_std_streams(&[&spec], false, true)?,
         Err(_) => false,
     };
+    let _metrics = crate::run::metrics::start_for_meters("gen", args.metrics.as_deref())?;
     let summary = if let Some(path) = &args.pcap {
         replay::run(&args, path)?
     } else {

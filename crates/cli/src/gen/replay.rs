@@ -17,7 +17,7 @@ use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use crate::args::engine::Engine;
 use crate::run::live_frames::Prebuilt;
-use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
 use crate::run::ready::announce_ready;
 
@@ -232,7 +232,7 @@ fn send_trace(
                 Err(until) => {
                     port.flush()?;
                     wait(until);
-                    meter.tick(done.sent, done.bytes, || port_status(port));
+                    meter.tick_port(done.sent, done.bytes, port);
                     continue;
                 }
             }
@@ -250,7 +250,7 @@ fn send_trace(
         let n = port.alloc_tx(&mut batch, want, longest);
         if n == 0 {
             port.flush()?;
-            meter.tick(done.sent, done.bytes, || port_status(port));
+            meter.tick_port(done.sent, done.bytes, port);
             continue;
         }
         let burst_bytes = copy_frames(port, &mut batch, trace, next, n);
@@ -266,7 +266,7 @@ fn send_trace(
             // The next loop starts one average gap after the last frame of this one.
             loop_start += trace.span() + trace.span() / n_records as u32;
         }
-        meter.tick(done.sent, done.bytes, || port_status(port));
+        meter.tick_port(done.sent, done.bytes, port);
     }
     Ok(())
 }

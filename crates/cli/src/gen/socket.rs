@@ -11,7 +11,7 @@ use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
-use crate::run::meter::{Meter, RunLimit, port_status};
+use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
 use crate::run::ready::announce_ready;
 
@@ -93,7 +93,7 @@ fn generate(
                     // Idle until the next burst: push out what is queued first.
                     port.flush()?;
                     wait(d);
-                    meter.tick(tally.packets, tally.bytes, || port_status(port));
+                    meter.tick_port(tally.packets, tally.bytes, port);
                     continue;
                 }
             }
@@ -102,7 +102,7 @@ fn generate(
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
-            meter.tick(tally.packets, tally.bytes, || port_status(port));
+            meter.tick_port(tally.packets, tally.bytes, port);
             continue;
         }
         let ts = now_ns();
@@ -122,7 +122,7 @@ fn generate(
         if let Some(p) = pacer.as_mut() {
             p.charge(n as u64, burst_bytes + 4 * n as u64);
         }
-        meter.tick(tally.packets, tally.bytes, || port_status(port));
+        meter.tick_port(tally.packets, tally.bytes, port);
     }
     Ok(())
 }

@@ -67,6 +67,8 @@ pub struct RecvArgs {
     /// Print one JSON object with the results on stdout at the end.
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "ADDR", help = crate::run::metrics::HELP)]
+    pub metrics: Option<String>,
     /// No live line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -109,6 +111,7 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     let spec: PortSpec = args.port.parse()?;
     crate::run::caps::require_for(&format!("recv on {spec}"), &[spec.backend])?;
     let stop = crate::run::signals::stop_flag()?;
+    let _metrics = crate::run::metrics::start_for_meters("recv", args.metrics.as_deref())?;
     let summary = receive(&args, &spec, &stop)?;
     print(&summary, args.json);
     if let Some(e) = &summary.error {
@@ -197,7 +200,7 @@ pub(crate) fn receive_loop(
         if idle.waited() {
             meter.check_soon();
         }
-        meter.tick(tally.packets, tally.bytes, || {
+        meter.tick_port_status(tally.packets, tally.bytes, port, |port| {
             format!("lost {}  {}", receiver.lost_so_far(), port_status(port))
         });
     }

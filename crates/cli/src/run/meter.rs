@@ -87,7 +87,24 @@ pub struct Meter {
     samples: Vec<f64>,
     /// Where a thread of several publishes its counts for the live line of them all.
     progress: Option<std::sync::Arc<super::threads::Progress>>,
+    /// With `--metrics`: where the meter's figures go for a scrape.
+    metrics: Option<MeterMetrics>,
 }
+
+/// A meter's side of `--metrics`: its slot, when it last published, and what
+/// `tick_port` counts for it (bursts that brought packets, the thread's time).
+struct MeterMetrics {
+    slot: wirespeed_metrics::Published<super::metrics::MeterFigures>,
+    last_published: Option<Instant>,
+    /// Started on the thread that ticks, at its first tick.
+    clock: Option<wirespeed_port::ThreadClock>,
+    seen_packets: u64,
+    bursts: u64,
+    burst_packets: u64,
+}
+
+/// How often a meter publishes its figures for a scrape.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 impl Meter {
     /// A meter whose `tick` reads the clock every `every` calls.
@@ -105,6 +122,14 @@ impl Meter {
             calls: 0,
             samples: Vec::new(),
             progress: None,
+            metrics: super::metrics::register_meter().map(|(_, slot)| MeterMetrics {
+                slot,
+                last_published: None,
+                clock: None,
+                seen_packets: 0,
+                bursts: 0,
+                burst_packets: 0,
+            }),
         }
     }
 
@@ -159,10 +184,105 @@ impl Meter {
             return;
         }
         self.calls = 0;
+        let now = Instant::now();
+        if self.metrics.is_some() {
+            self.publish(now, packets, bytes, None);
+        }
+        self.on_clock(now, packets, bytes, status);
+    }
+
+    /// [`Self::tick`] for a loop over `port`: with `--metrics`, also counts the bursts
+    /// that brought packets and publishes the port's counters and frames.
+    #[inline]
+    pub fn tick_port(&mut self, packets: u64, bytes: u64, port: &mut dyn wirespeed_port::Port) {
+        self.tick_port_status(packets, bytes, port, port_status);
+    }
+
+    /// [`Self::tick_port`] with a live line of the caller's (`status` of the port).
+    #[inline]
+    pub fn tick_port_status(
+        &mut self,
+        packets: u64,
+        bytes: u64,
+        port: &mut dyn wirespeed_port::Port,
+        status: impl FnOnce(&mut dyn wirespeed_port::Port) -> String,
+    ) {
+        if let Some(m) = &mut self.metrics
+            && packets != m.seen_packets
+        {
+            m.bursts += 1;
+            m.burst_packets += packets.wrapping_sub(m.seen_packets);
+            m.seen_packets = packets;
+        }
+        self.calls += 1;
+        if self.calls < self.every {
+            return;
+        }
+        self.calls = 0;
+        let now = Instant::now();
+        if self.metrics.is_some() {
+            self.publish(now, packets, bytes, Some(port));
+        }
+        self.on_clock(now, packets, bytes, || status(port));
+    }
+
+    /// Offers the meter's figures for a scrape, at most every [`PUBLISH_EVERY`].
+    #[cold]
+    fn publish(
+        &mut self,
+        now: Instant,
+        packets: u64,
+        bytes: u64,
+        port: Option<&mut dyn wirespeed_port::Port>,
+    ) {
+        let counted = self.label;
+        let Some(m) = &mut self.metrics else {
+            return;
+        };
+        let clock = *m
+            .clock
+            .get_or_insert_with(wirespeed_port::ThreadClock::start);
+        if m.last_published
+            .is_some_and(|at| now.duration_since(at) < PUBLISH_EVERY)
+        {
+            return;
+        }
+        m.last_published = Some(now);
+        let port = port.map(|port| {
+            let (device, queue) = wirespeed_metrics::device_and_queue(&port.info().spec);
+            super::metrics::PortFigures {
+                device,
+                queue,
+                stats: port.stats(),
+                audit: port.audit(),
+            }
+        });
+        let time = port.is_some().then(|| wirespeed_metrics::ThreadFigures {
+            busy: clock.cpu(),
+            wall: clock.wall(),
+            bursts: m.bursts,
+            burst_packets: m.burst_packets,
+        });
+        m.slot.offer(|| super::metrics::MeterFigures {
+            counted,
+            packets,
+            bytes,
+            port,
+            time,
+        });
+    }
+
+    /// Once the clock is read: the threads' progress, and the live line each second.
+    fn on_clock(
+        &mut self,
+        now: Instant,
+        packets: u64,
+        bytes: u64,
+        status: impl FnOnce() -> String,
+    ) {
         if let Some(p) = &self.progress {
             p.publish(packets, bytes);
         }
-        let now = Instant::now();
         let dt = now.duration_since(self.last);
         if dt < Duration::from_secs(1) {
             return;

@@ -204,15 +204,11 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     if let Some(text) = flows {
         add_flows(&mut bridge, text, &args)?;
     }
+    if let Some(s) = sessions.clone() {
+        bridge.set_metrics_extra(std::sync::Arc::new(move |e| openflow::metrics(e, &s)));
+    }
     let scrape = bridge.metrics();
-    let of_sessions = sessions.clone();
-    let _metrics = crate::run::metrics::serve("switch", metrics, move || {
-        scrape.render(|e| {
-            if let Some(s) = &of_sessions {
-                openflow::metrics(e, s);
-            }
-        })
-    })?;
+    let _metrics = crate::run::metrics::serve("switch", metrics, move || scrape.render())?;
     announce_ready(&mut bridge, &ports, cpus.len(), &args.ctl);
     let deadline = args
         .duration

@@ -15,6 +15,36 @@ pub fn scrape(ns: &str, addr: &str) -> String {
     String::from_utf8(out.stdout).expect("the metrics are text")
 }
 
+/// Scrapes until the sample of `name` with `labels` reads `want` (tools publish their
+/// figures every 100 ms, a switch's threads when they look up from their ports); the text
+/// then. Panics after 10 s with the last scrape.
+pub fn scrape_until(
+    ns: &str,
+    addr: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+) -> String {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape(ns, addr);
+        let found = text.lines().any(|l| {
+            l.starts_with(name)
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        });
+        if found && sample(&text, name, labels) == want {
+            return text;
+        }
+        assert!(
+            Instant::now() < until,
+            "{name} {labels:?} never {want}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `promtool check metrics` accepts `text` (no lint problem at all).
 pub fn assert_promtool_accepts(text: &str) {
     use std::io::Write;

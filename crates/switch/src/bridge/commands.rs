@@ -96,7 +96,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         "dump-cache" => return Response::ok(dump_cache(bridge)),
         "fdb-show" => return Response::ok(fdb_show(bridge)),
         // What --metrics serves, for `wirespeed top --ctl` and scripts without a listener.
-        "metrics" => return Response::ok(bridge.metrics().render(|_| {})),
+        "metrics" => return Response::ok(bridge.metrics().render()),
         "dump-flows" => match parse_selector(arg, command, strict) {
             Ok(selector) => Edit::Dump(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),

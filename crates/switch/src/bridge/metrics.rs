@@ -4,9 +4,11 @@
 //! or `ctl metrics`). Neither reader takes a lock a poll-mode thread waits on.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use wirespeed_metrics::{Exposition, Published, frame_figures, port_figures, thread_figures};
-use wirespeed_port::PortSpec;
+use wirespeed_metrics::{
+    Exposition, Published, device_and_queue, frame_figures, port_figures, thread_figures,
+};
 use wirespeed_xdp::fast_path::FastPathCounters;
 
 use crate::dpif::figures::PmdFigures;
@@ -47,6 +49,10 @@ struct PortLabels {
     queue: String,
 }
 
+/// Figures from beyond the bridge (the OpenFlow side's), added to every scrape; read
+/// without a lock a poll-mode thread takes.
+pub type MetricsExtra = Arc<dyn Fn(&mut Exposition) + Send + Sync>;
+
 /// Everything a scrape of the switch reads; cheap to clone, for the listener's thread.
 #[derive(Clone)]
 pub struct SwitchMetrics {
@@ -54,11 +60,12 @@ pub struct SwitchMetrics {
     labels: Vec<Vec<PortLabels>>,
     pmds: Vec<Published<PmdFigures>>,
     bridge: Published<BridgeFigures>,
+    extra: Option<MetricsExtra>,
 }
 
 impl SwitchMetrics {
-    /// The figures as Prometheus' text format, with what `extra` adds (the OpenFlow side's).
-    pub fn render(&self, extra: impl FnOnce(&mut Exposition)) -> String {
+    /// The figures as Prometheus' text format.
+    pub fn render(&self) -> String {
         let mut e = Exposition::new();
         for (t, (published, labels)) in self.pmds.iter().zip(&self.labels).enumerate() {
             let Some(f) = published.latest() else {
@@ -87,7 +94,9 @@ impl SwitchMetrics {
         if let Some(b) = self.bridge.latest() {
             bridge_figures(&mut e, &b);
         }
-        extra(&mut e);
+        if let Some(extra) = &self.extra {
+            extra(&mut e);
+        }
         e.render()
     }
 }
@@ -263,10 +272,7 @@ impl Bridge {
                     .iter()
                     .zip(&numbers)
                     .map(|((info, _, _), n)| {
-                        let (device, queue) = match info.spec.parse::<PortSpec>() {
-                            Ok(spec) => (spec.iface, spec.queue.to_string()),
-                            Err(_) => (info.spec.clone(), "0".to_string()),
-                        };
+                        let (device, queue) = device_and_queue(&info.spec);
                         PortLabels {
                             port: n.to_string(),
                             device,
@@ -280,7 +286,13 @@ impl Bridge {
             labels,
             pmds: self.published_pmds(),
             bridge: self.figures.clone(),
+            extra: self.metrics_extra.clone(),
         }
+    }
+
+    /// Adds figures from beyond the bridge to every scrape (`/metrics` and `ctl metrics`).
+    pub fn set_metrics_extra(&mut self, extra: MetricsExtra) {
+        self.metrics_extra = Some(extra);
     }
 
     /// The bridge's figures for a scrape (the control side, once a second).

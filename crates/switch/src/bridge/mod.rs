@@ -124,6 +124,7 @@ pub struct Bridge {
     /// bridge's, for a scrape ([`metrics`]).
     pmd_figures: Vec<Published<PmdFigures>>,
     figures: Published<BridgeFigures>,
+    metrics_extra: Option<metrics::MetricsExtra>,
 }
 
 impl Bridge {
@@ -182,6 +183,7 @@ impl Bridge {
             datapath_id: None,
             pmd_figures,
             figures: Published::new(),
+            metrics_extra: None,
         };
         // A port already down (a tap device made just now) is known so from the start.
         bridge.links.read();

@@ -1,0 +1,179 @@
+//! `--metrics` on bench, gen, recv and capture: each serves Prometheus' text format that
+//! promtool accepts while it runs, with exactly the packets it took or sent.
+
+mod common;
+use common::prometheus::scrape_until as scrape_until_at;
+use common::prometheus::{assert_promtool_accepts, sample, scrape};
+use common::traffic::send_on_queue;
+use common::*;
+
+const ADDR: &str = "127.0.0.1:9468";
+
+fn scrape_until(ns: &str, name: &str, labels: &[(&str, &str)], want: f64) -> String {
+    scrape_until_at(ns, ADDR, name, labels, want)
+}
+
+fn loopback_up(ns: &str) {
+    must(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+}
+
+#[test]
+fn gen_and_recv_serve_what_they_sent_and_received() {
+    let net = NetPair::new("mg");
+    loopback_up(&net.ns_a);
+    loopback_up(&net.ns_b);
+    let rx_port = format!("xdp:{}", net.b);
+    let mut recv = spawn_in(
+        &net.ns_b,
+        &[
+            "recv",
+            "--port",
+            &rx_port,
+            "--json",
+            "-q",
+            "--metrics",
+            "9468",
+        ],
+    );
+    recv.wait_ready();
+    let tx_port = format!("xdp:{}", net.a);
+    let sender = spawn_in(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &tx_port,
+            "--count",
+            "30000",
+            "--rate",
+            "20000",
+            "--json",
+            "-q",
+            "--metrics",
+            "9468",
+        ],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let sending = scrape(&net.ns_a, ADDR);
+    assert_promtool_accepts(&sending);
+    let so_far = sample(
+        &sending,
+        "wirespeed_port_transmit_packets_total",
+        &[("device", &net.a), ("queue", "0")],
+    );
+    assert!(so_far > 0.0 && so_far < 30000.0, "{so_far}\n{sending}");
+    assert!(sending.contains("wirespeed_run_packets_total{thread=\"0\",counted=\"tx\"}"));
+    let (g, _) = sender.finish();
+    assert_eq!(g["packets"].as_u64(), Some(30000), "{g}");
+
+    let text = scrape_until(
+        &net.ns_b,
+        "wirespeed_port_receive_packets_total",
+        &[("device", &net.b), ("queue", "0")],
+        30000.0,
+    );
+    assert_promtool_accepts(&text);
+    assert_eq!(
+        sample(&text, "wirespeed_run_packets_total", &[("counted", "rx")]),
+        30000.0
+    );
+    assert!(
+        sample(&text, "wirespeed_thread_bursts_total", &[("thread", "0")]) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE wirespeed_umem_frames gauge"),
+        "{text}"
+    );
+    let (r, _) = recv.interrupt();
+    assert_eq!(r["packets"].as_u64(), Some(30000), "{r}");
+}
+
+#[test]
+fn bench_rxdrop_serves_its_port() {
+    let net = NetPair::new("mr");
+    loopback_up(&net.ns_b);
+    let port = format!("xdp:{}", net.b);
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--json",
+            "-q",
+            "--duration",
+            "60",
+            "--metrics",
+            "9468",
+        ],
+    );
+    rx.wait_ready();
+    send_on_queue(&net, 0, 10000);
+    let text = scrape_until(
+        &net.ns_b,
+        "wirespeed_port_receive_packets_total",
+        &[("device", &net.b)],
+        10000.0,
+    );
+    assert_promtool_accepts(&text);
+    let (j, _) = rx.interrupt();
+    assert_eq!(j["rx_packets"].as_u64(), Some(10000), "{j}");
+}
+
+#[test]
+fn capture_serves_what_it_received_and_wrote() {
+    let net = NetPair::new("mc");
+    loopback_up(&net.ns_b);
+    let file = ScratchFile::new("metrics.pcap");
+    let port = format!("xdp:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            &file,
+            "--json",
+            "--metrics",
+            "9468",
+        ],
+    );
+    cap.wait_ready();
+    send_on_queue(&net, 0, 10000);
+    let text = scrape_until(
+        &net.ns_b,
+        "wirespeed_capture_written_packets_total",
+        &[],
+        10000.0,
+    );
+    assert_promtool_accepts(&text);
+    for name in [
+        "wirespeed_capture_received_packets_total",
+        "wirespeed_capture_matched_packets_total",
+        "wirespeed_port_receive_packets_total",
+    ] {
+        assert_eq!(sample(&text, name, &[]), 10000.0, "{name}\n{text}");
+    }
+    assert_eq!(
+        sample(&text, "wirespeed_capture_writer_dropped_packets_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        sample(&text, "wirespeed_capture_files_rotated_total", &[]),
+        0.0
+    );
+    let (j, _) = cap.interrupt();
+    assert_eq!(j["written"].as_u64(), Some(10000), "{j}");
+    let bytes = sample(&text, "wirespeed_capture_written_bytes_total", &[]);
+    // Each record: a 16-byte header and the 64-byte frame (txpush's default size, without
+    // the frame check sequence: 60 bytes).
+    let file_len = std::fs::metadata(&*file).unwrap().len() as f64;
+    assert_eq!(
+        bytes,
+        file_len - 24.0,
+        "the file less its 24-byte pcap header"
+    );
+}
