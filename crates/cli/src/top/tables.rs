@@ -80,7 +80,8 @@ fn ports(ports: &[PortRates], detail: Detail) -> TextTable {
         );
         rows.push(row);
         if detail.drop_reasons {
-            for (reason, rate) in &p.drops_by_reason {
+            // Tools export every reason, most of them at 0: the ones that dropped.
+            for (reason, rate) in p.drops_by_reason.iter().filter(|(_, r)| **r > 0.0) {
                 let mut row = vec![String::new(); header.len()];
                 row[1] = format!("  {reason}");
                 row[header.len() - 1] = si(*rate);
@@ -142,12 +143,13 @@ fn caches(switch: &SwitchRates, detail: Detail) -> TextTable {
         ));
     }
     footer.push_str(&format!("  drops/s {}", si(switch.drops)));
-    if detail.drop_reasons && !switch.drops_by_reason.is_empty() {
-        let reasons: Vec<String> = switch
-            .drops_by_reason
-            .iter()
-            .map(|(r, v)| format!("{r} {}", si(*v)))
-            .collect();
+    let reasons: Vec<String> = switch
+        .drops_by_reason
+        .iter()
+        .filter(|(_, v)| **v > 0.0)
+        .map(|(r, v)| format!("{r} {}", si(*v)))
+        .collect();
+    if detail.drop_reasons && !reasons.is_empty() {
         footer.push_str(&format!(" ({})", reasons.join(", ")));
     }
     TextTable {
