@@ -305,4 +305,50 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn drops_by_reason_under_their_port_only_those_that_dropped() {
+        use crate::top::model::PortRates;
+        let port = PortRates {
+            port: Some("1".into()),
+            device: "veth0".into(),
+            queue: None,
+            receive_packets: 1500.0,
+            receive_bits: 768_000.0,
+            transmit_packets: 0.0,
+            transmit_bits: 0.0,
+            drops: 12.0,
+            drops_by_reason: BTreeMap::from([
+                ("fill_ring_empty".to_string(), 12.0),
+                ("link_down".to_string(), 0.0),
+            ]),
+        };
+        let update = Update {
+            interval_seconds: 1.0,
+            ports: vec![port],
+            threads: vec![],
+            switch: None,
+            flows: None,
+        };
+        let summed = tables(&update, Detail::default());
+        assert_eq!(summed.len(), 1);
+        assert_eq!(
+            to_lines(&summed[0])[1..],
+            [
+                "  port  device  rx pkt/s  rx bit/s  tx pkt/s  tx bit/s  drops/s",
+                "  1     veth0      1.50k      768k         0         0       12",
+            ]
+        );
+        let detail = Detail {
+            drop_reasons: true,
+            queues: false,
+        };
+        assert_eq!(
+            to_lines(&tables(&update, detail)[0])[2..],
+            [
+                "  1     veth0                 1.50k      768k         0         0       12",
+                "          fill_ring_empty                                               12",
+            ]
+        );
+    }
 }
