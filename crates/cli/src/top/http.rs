@@ -13,7 +13,7 @@ const MAX_PAGE: u64 = 64 << 20;
 /// Resolves `HOST:PORT` (a name, an IPv4 address, or `[v6]:port`) to its addresses.
 pub fn resolve(addr: &str) -> anyhow::Result<Vec<SocketAddr>> {
     if !addr.contains(':') {
-        bail!("{addr}: not HOST:PORT (e.g. 127.0.0.1:9100)");
+        bail!("{addr}: not HOST:PORT or PORT (e.g. 127.0.0.1:9464)");
     }
     let addrs: Vec<SocketAddr> = addr
         .to_socket_addrs()
@@ -145,7 +145,11 @@ mod tests {
         assert!(resolve("127.0.0.1:9100").is_ok());
         assert!(resolve("[::1]:9100").is_ok());
         let e = resolve("9100").unwrap_err();
-        assert_eq!(e.to_string(), "9100: not HOST:PORT (e.g. 127.0.0.1:9100)");
+        // (top turns a port alone into 127.0.0.1:PORT before it resolves.)
+        assert_eq!(
+            e.to_string(),
+            "9100: not HOST:PORT or PORT (e.g. 127.0.0.1:9464)"
+        );
         assert!(resolve("127.0.0.1:http-ish").is_err());
     }
 }

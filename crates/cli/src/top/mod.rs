@@ -35,8 +35,8 @@ wirespeed top --ctl /run/sw1.sock\n  wirespeed top --metrics 127.0.0.1:9100\n  \
 wirespeed top --metrics 127.0.0.1:9100 --count 3 | cat"
 )]
 pub struct TopArgs {
-    /// Watch a tool run with `--metrics HOST:PORT` (its /metrics page).
-    #[arg(long, value_name = "HOST:PORT")]
+    /// Watch a tool run with `--metrics` (its /metrics page); a PORT alone is on 127.0.0.1.
+    #[arg(long, value_name = "[HOST:]PORT")]
     pub metrics: Option<String>,
     /// Watch a switch through its control socket (its metrics, and its busiest rules);
     /// with --metrics, only the rules come from it. Default, without --metrics: the
@@ -82,7 +82,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
             .ctl
             .clone()
             .or_else(|| args.metrics.is_none().then(|| PathBuf::from(DEFAULT_CTL))),
-        metrics: args.metrics.clone(),
+        metrics: args.metrics.as_deref().map(loopback_if_port_alone),
     };
     if let Some(addr) = &source.metrics {
         http::resolve(addr).context("--metrics")?;
@@ -108,6 +108,14 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
         plain::run(watch, first, args.json)
     } else {
         view::run(watch, first)
+    }
+}
+
+/// `9464` as `127.0.0.1:9464`: a port alone is on loopback, as the tools' `--metrics` take it.
+fn loopback_if_port_alone(addr: &str) -> String {
+    match addr.parse::<u16>() {
+        Ok(port) => format!("127.0.0.1:{port}"),
+        Err(_) => addr.to_string(),
     }
 }
 
