@@ -537,5 +537,10 @@ fn a_switch_s_busiest_rules_while_gen_sends() {
             .unwrap();
         assert!((15.0..25.0).contains(&rate), "{first}");
     }
+    // --no-flows: the ports, and no dump-flows asked for.
+    let (code, out, err) = top(&["--ctl", &s.ctl, "--count", "1", "--no-flows"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(row_of(&out, &s.c.ma).is_some(), "{out}");
+    assert!(!out.contains("busiest flows"), "{out}");
     let _ = sender.exit_within(Duration::from_secs(10));
 }

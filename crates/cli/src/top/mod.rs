@@ -43,6 +43,11 @@ pub struct TopArgs {
     /// switch's default socket.
     #[arg(long, value_name = "PATH")]
     pub ctl: Option<PathBuf>,
+    /// No busiest flows: the switch's dump-flows, which each interval reads every rule's
+    /// counters from the poll-mode threads' caches (between two of their bursts), is not
+    /// asked for.
+    #[arg(long)]
+    pub no_flows: bool,
     /// Seconds between updates.
     #[arg(long, default_value_t = 1.0, value_name = "SECS")]
     pub interval: f64,
@@ -83,6 +88,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<()> {
             .clone()
             .or_else(|| args.metrics.is_none().then(|| PathBuf::from(DEFAULT_CTL))),
         metrics: args.metrics.as_deref().map(loopback_if_port_alone),
+        rules: !args.no_flows,
     };
     if let Some(addr) = &source.metrics {
         http::resolve(addr).context("--metrics")?;

@@ -18,6 +18,8 @@ pub struct Source {
     pub metrics: Option<String>,
     /// A switch's control socket: its metrics when there is no `metrics` address, its rules.
     pub ctl: Option<PathBuf>,
+    /// Ask the control socket for its rules (dump-flows) each interval.
+    pub rules: bool,
 }
 
 /// One reading of the source, and when it was taken.
@@ -59,10 +61,10 @@ impl Source {
             (None, None) => bail!("nothing to watch: give --metrics HOST:PORT or --ctl PATH"),
         };
         let rules = match &self.ctl {
-            Some(ctl) => Some(parse_dump_flows(
+            Some(ctl) if self.rules => Some(parse_dump_flows(
                 &ctl_request(ctl, "dump-flows").map_err(CtlError::into_anyhow)?,
             )),
-            None => None,
+            _ => None,
         };
         Ok(Scrape {
             at: Instant::now(),
