@@ -32,6 +32,8 @@ have ping || need_pkgs+=(iputils-ping)
 have ovs-ofctl || need_pkgs+=(openvswitch-common)
 # openssl makes the certificates of the OpenFlow TLS tests.
 have openssl || need_pkgs+=(openssl)
+# nfcapd and nfdump (nfdump) collect and read the switch's IPFIX export in its tests.
+have nfcapd || need_pkgs+=(nfdump)
 have bpftool || need_pkgs+=(bpftool)
 # promtool and a Prometheus server (Debian's prometheus) judge --metrics; curl scrapes it.
 have promtool || need_pkgs+=(prometheus)

@@ -1,7 +1,8 @@
 //! `switch --metrics`: Prometheus' text format on /metrics that promtool accepts, a real
 //! Prometheus server scraping it over loopback and reading back exactly the packet counts
 //! the switch's --json reports, and a full-rate run scraped many times a second that still
-//! adds up exactly. `ctl metrics` answers the same figures through the control socket.
+//! adds up exactly. `ctl metrics` answers the same figures through the control socket, the
+//! OpenFlow side's and the flow export's among them.
 
 mod common;
 use common::prometheus::{Prometheus, assert_promtool_accepts, sample, scrape};
@@ -222,8 +223,18 @@ fn a_metrics_address_in_use_or_malformed_refuses_the_start() {
 }
 
 #[test]
-fn the_openflow_side_is_in_both_scrapes() {
-    let s = Switched::new("mo", &["--openflow", "ptcp:", "--metrics", "9464"]);
+fn the_openflow_side_and_the_flow_export_are_in_both_scrapes() {
+    let s = Switched::new(
+        "mo",
+        &[
+            "--openflow",
+            "ptcp:",
+            "--metrics",
+            "9464",
+            "--ipfix",
+            "127.0.0.1:4739",
+        ],
+    );
     // A client that stays connected while the scrapes look (its unixctl socket in a
     // scratch file: it makes one, and /var/run/openvswitch may not exist).
     let unixctl = ScratchFile::new("monitor.ctl");
@@ -247,6 +258,11 @@ fn the_openflow_side_is_in_both_scrapes() {
     assert_eq!(
         sample(&via_ctl, "wirespeed_switch_openflow_connections", &[]),
         1.0,
+        "{via_ctl}"
+    );
+    // The templates went out at the start.
+    assert!(
+        sample(&via_ctl, "wirespeed_switch_ipfix_template_messages_total", &[]) >= 1.0,
         "{via_ctl}"
     );
     let _ = monitor.kill();

@@ -162,7 +162,7 @@ fn main() {
             black_box(parsed.1);
             let id = match cache.hit(&parsed.0) {
                 Some(id) => id,
-                None => cache.miss(&mut ofproto.lock().unwrap().tables, &parsed.0),
+                None => cache.miss(&mut ofproto.lock().unwrap().tables, &parsed.0, now),
             };
             black_box(cache.credit(id, len, now).decision.rules.len());
         }));

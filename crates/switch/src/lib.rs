@@ -40,6 +40,8 @@
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
 //!   counters ([`Ofproto::harvest_offload`]) and flushes it before any rule change
 //!   ([`Ofproto::flush_offload`]).
+//! - flow export (`--ipfix`): [`ipfix`] reports flows from the megaflows' and the fast
+//!   path's counters, taken by housekeeping ([`Bridge::export_flows`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after
 //!   a harvest), [`MacTable::expire`], [`FlowCache::optimize`].
 #![forbid(unsafe_code)]
@@ -55,6 +57,7 @@ pub mod field;
 pub mod flow_match;
 pub mod frame;
 pub mod group;
+pub mod ipfix;
 pub mod mac_learning;
 pub mod ofctl;
 pub mod offload;

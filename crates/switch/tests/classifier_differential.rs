@@ -483,7 +483,7 @@ fn run(seed: u64, config: Run) -> FlowCache {
             // A poll-mode thread's path: the cache, the rules on a miss; the megaflow counts.
             let id = match cache.hit(&flow) {
                 Some(id) => id,
-                None => cache.miss(&mut tables, &flow),
+                None => cache.miss(&mut tables, &flow, Duration::ZERO),
             };
             let got = &cache.credit(id, 64, Duration::ZERO).decision;
             assert_eq!(

@@ -1,6 +1,7 @@
 //! `wirespeed switch`: one bridge, its poll-mode threads, driven by `wirespeed ctl`.
 
 mod controller;
+mod ipfix;
 mod openflow;
 
 use std::path::{Path, PathBuf};
@@ -52,7 +53,27 @@ without the normal rule; while none is connected, --fail-mode standalone switche
 learning switch and secure forwards by the flows installed only. pssl: and ssl: are the \
 same over TLS, with --private-key, --certificate and --ca-cert as ovs-vswitchd takes them \
 (each side checks the other's certificate against the CA; the controller's host name is not \
-checked, as in Open vSwitch). Not yet: meters."
+checked, as in Open vSwitch). Not yet: meters.\n\n\
+--ipfix HOST:PORT exports flow records over IPFIX (RFC 7011, UDP) as Open vSwitch does, from \
+counters the datapath keeps anyway: with it on, each megaflow is exact on a record's fields \
+(addresses, protocol, ports or ICMP type and code, VLAN, input port, destination MAC), so \
+it counts one flow, and the fast path's entries (--offload) are flows already; no packet \
+costs more. A record per IPv4 or IPv6 flow (not ARP and other non-IP traffic): addresses, \
+ports (ICMP: type * 256 + code as the destination port), protocol, VLAN id, \
+ingressInterface and egressInterface (OpenFlow port numbers; egress 0 when the decision is \
+not one port: several outputs, a flood, a drop, or normal to an address not learned), \
+packetDeltaCount, octetDeltaCount (IP bytes: each frame less its Ethernet and VLAN header, \
+so a short frame's padding counts), layer2OctetDeltaCount (frame bytes, no FCS), \
+flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason. The counters \
+are read once a second (beyond 8192 megaflows a thread, a share a second, each twice per idle \
+timeout): a flow is reported --ipfix-active-timeout after its report \
+began, once more when idle for --ipfix-idle-timeout, and every flow when the switch stops; \
+times are to about that second. Templates go at start and every \
+--ipfix-template-interval. The counters see every packet, so --ipfix-sampling N samples \
+flows: the flows whose key hashes to a multiple of N (about 1 in N, the same every run) are \
+reported with all their packets, the others not at all; the options record says so \
+(selectorAlgorithm 3, samplingSize 1, samplingPopulation N). dump-cache and --json count \
+records, messages and send errors."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
@@ -95,6 +116,8 @@ pub struct SwitchArgs {
     pub metrics: Option<String>,
     #[command(flatten)]
     pub openflow: openflow::OpenFlowArgs,
+    #[command(flatten)]
+    pub ipfix: ipfix::IpfixArgs,
 }
 
 /// `N=SPEC` or `SPEC`, numbered from `default`. A spec holds '=' only after its ':'
@@ -166,6 +189,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
     }
     let targets = args.openflow.targets()?;
+    let ipfix = args.ipfix.config()?;
     if args.openflow.enabled() && args.controller_pcap.is_some() {
         bail!(
             "--controller-pcap: with --openflow or --controller, packets for the controller go \
@@ -185,6 +209,11 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
     let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
+    if let Some(config) = ipfix {
+        bridge
+            .export_flows(config)
+            .with_context(|| format!("--ipfix {}", config.collector))?;
+    }
     if let Some(sessions) = sessions.clone() {
         let datapath_id = openflow::start(
             &args.openflow,
@@ -361,6 +390,9 @@ fn report(bridge: &mut Bridge, json: bool, to_stderr: bool, openflow: Option<ser
         let mut json = summary_json(bridge, &snapshots);
         if let Some(openflow) = openflow {
             json["openflow"] = openflow;
+        }
+        if let Some((config, stats)) = bridge.flow_export() {
+            json["ipfix"] = ipfix::summary(&config, &stats);
         }
         crate::run::report_to::report(&format!("{json}\n"), to_stderr);
     } else {

@@ -33,6 +33,17 @@ impl Switched {
     }
 
     pub fn with(tag: &str, setup: Setup<'_>, extra: &[&str]) -> Switched {
+        Switched::prepared(tag, setup, extra, |_| ()).0
+    }
+
+    /// [`Switched::with`], running `prepare` on the namespaces before the switch starts
+    /// (a collector on the middle namespace's loopback); what it returned.
+    pub fn prepared<T>(
+        tag: &str,
+        setup: Setup<'_>,
+        extra: &[&str],
+        prepare: impl FnOnce(&NetChain) -> T,
+    ) -> (Switched, T) {
         let c = NetChain::with_queues(tag, setup.queues);
         must(&[
             "ip",
@@ -56,6 +67,7 @@ impl Switched {
         ]);
         // OpenFlow listens on the middle namespace's loopback.
         must(&["ip", "-n", &c.ns_m, "link", "set", "lo", "up"]);
+        let prepared = prepare(&c);
         let ctl = ScratchFile::new(&format!("{tag}.sock"));
         let [b1, b2] = setup.backends;
         let (p1, p2) = (format!("1={b1}:{}", c.ma), format!("2={b2}:{}", c.mb));
@@ -65,11 +77,12 @@ impl Switched {
         args.extend_from_slice(extra);
         let mut switch = spawn_in(&c.ns_m, &args);
         switch.wait_ready();
-        Switched {
+        let switched = Switched {
             c,
             ctl,
             switch: Some(switch),
-        }
+        };
+        (switched, prepared)
     }
 
     /// Runs `ovs-ofctl -O OpenFlow13 --no-names ARGS` in the switch's namespace against its

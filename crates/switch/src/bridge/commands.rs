@@ -509,6 +509,22 @@ fn dump_cache(bridge: &Bridge) -> String {
             }
         }
     }
+    if let Some((config, e)) = bridge.flow_export() {
+        let _ = write!(
+            out,
+            "\nipfix: collector={}, domain={}, flows={}, records={}, messages={}, \
+             templates={}, send_errors={}, sampled_out_packets={}, lost_megaflows={}",
+            config.collector,
+            config.domain,
+            e.flows,
+            e.records,
+            e.messages,
+            e.templates,
+            e.send_errors,
+            e.sampled_out_packets,
+            e.lost_megaflows
+        );
+    }
     out.push_str(&megaflows);
     out
 }

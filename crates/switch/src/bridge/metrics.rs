@@ -14,6 +14,7 @@ use wirespeed_xdp::fast_path::FastPathCounters;
 use crate::dpif::figures::PmdFigures;
 use crate::dpif::pmd::lock;
 use crate::execute::DropReason;
+use crate::ipfix::exporter::ExportStats;
 use crate::offload::FastPortCounts;
 
 use super::Bridge;
@@ -26,6 +27,8 @@ pub struct BridgeFigures {
     /// Addresses in the learning table.
     pub learned: usize,
     pub fast_path: Option<FastPathFigures>,
+    /// The flow export's counts (`--ipfix`).
+    pub ipfix: Option<ExportStats>,
 }
 
 /// The kernel fast path's counts (`--offload`).
@@ -184,6 +187,9 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         &[],
         b.learned as f64,
     );
+    if let Some(x) = &b.ipfix {
+        ipfix_figures(e, x);
+    }
     let Some(f) = &b.fast_path else {
         return;
     };
@@ -259,6 +265,50 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
     }
 }
 
+fn ipfix_figures(e: &mut Exposition, x: &ExportStats) {
+    let counts = [
+        (
+            "wirespeed_switch_ipfix_records_total",
+            "IPFIX flow records sent (--ipfix).",
+            x.records,
+        ),
+        (
+            "wirespeed_switch_ipfix_messages_total",
+            "IPFIX messages sent, template messages included.",
+            x.messages,
+        ),
+        (
+            "wirespeed_switch_ipfix_template_messages_total",
+            "IPFIX template messages sent.",
+            x.templates,
+        ),
+        (
+            "wirespeed_switch_ipfix_send_errors_total",
+            "IPFIX messages the socket refused (their records are lost).",
+            x.send_errors,
+        ),
+        (
+            "wirespeed_switch_ipfix_sampled_out_packets_total",
+            "Packets of flows --ipfix-sampling left out.",
+            x.sampled_out_packets,
+        ),
+        (
+            "wirespeed_switch_ipfix_lost_megaflows_total",
+            "Megaflows emptied out of a full cache before their counts could be kept.",
+            x.lost_megaflows,
+        ),
+    ];
+    for (name, help, n) in counts {
+        e.counter(name, help, &[], n);
+    }
+    e.gauge(
+        "wirespeed_switch_ipfix_flows",
+        "Flows the IPFIX export keeps now.",
+        &[],
+        x.flows as f64,
+    );
+}
+
 impl Bridge {
     /// What a scrape reads; made before the threads start (from the parked threads).
     pub fn metrics(&mut self) -> SwitchMetrics {
@@ -302,6 +352,7 @@ impl Bridge {
         for (_, r) in dp.tables.iter() {
             *rules.entry(r.rule.table).or_insert(0) += 1;
         }
+        let learned = dp.mac_table.len();
         let fast_path = dp.offload.as_ref().and_then(|o| {
             let s = o.summary().ok()?;
             Some(FastPathFigures {
@@ -314,12 +365,13 @@ impl Bridge {
                 ports: dp.ports().iter().map(|&n| (n, o.port_counts(n))).collect(),
             })
         });
+        drop(dp);
         let figures = BridgeFigures {
             rules,
-            learned: dp.mac_table.len(),
+            learned,
             fast_path,
+            ipfix: self.flow_export().map(|(_, stats)| stats),
         };
-        drop(dp);
         self.figures.offer(|| figures);
     }
 }

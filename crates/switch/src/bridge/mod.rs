@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use wirespeed_port::packet::PacketPort;
 use wirespeed_port::pcap::PcapPort;
@@ -40,6 +40,8 @@ use crate::dpif::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, l
 use crate::dpif::port_links::PortLinks;
 use crate::dpif::port_set::{OtherPort, PortSet};
 use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
+use crate::ipfix::observe::{self, Egress};
+use crate::ipfix::{ExportConfig, ExportStats, FlowExporter, IpfixError, Observation};
 use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
 use crate::ofproto::rule_table::InstalledRule;
@@ -115,6 +117,12 @@ pub struct Bridge {
     /// control side asks every tick.
     links_watched: bool,
     clock: Instant,
+    /// The Unix time of `clock`'s start (what flow records' times count from).
+    epoch: SystemTime,
+    /// Flow records (IPFIX) go to a collector.
+    flow_export: Option<FlowExporter>,
+    /// The export's socket failed and the log said so (once).
+    export_error_said: bool,
     threads: Threads,
     stop: Arc<AtomicBool>,
     events: Option<Box<dyn BridgeEvents>>,
@@ -151,7 +159,7 @@ impl Bridge {
             false => None,
         };
         let groups = open_xdp_groups(&xdp, opts, threads, fast_path.as_mut())?;
-        let clock = Instant::now();
+        let (clock, epoch) = (Instant::now(), SystemTime::now());
         // Tap devices before the links: a tap made now has its index from here on.
         let mut taps = open_taps(ports)?;
         let links = Arc::new(port_links(ports));
@@ -177,6 +185,9 @@ impl Bridge {
             links_watched: crate::dpif::port_links::watch(&links).is_ok(),
             links,
             clock,
+            epoch,
+            flow_export: None,
+            export_error_said: false,
             threads: Threads::Parked(pmds),
             stop: Arc::new(AtomicBool::new(false)),
             events: None,
@@ -194,6 +205,81 @@ impl Bridge {
     /// Tells `events` about rules that time out and ports that change from now on.
     pub fn set_events(&mut self, events: Box<dyn BridgeEvents>) {
         self.events = Some(events);
+    }
+
+    /// Sends flow records to an IPFIX collector as `config` says (see [`crate::ipfix`]).
+    /// Call before [`Bridge::serve`]: the threads' megaflows are exact on a record's fields
+    /// from their first packet on.
+    pub fn export_flows(&mut self, config: ExportConfig) -> Result<(), IpfixError> {
+        let exporter = FlowExporter::new(config, self.epoch)?;
+        for cache in &self.caches {
+            cache.for_control().keep_flow_records();
+        }
+        if let Some(offload) = &mut lock(&self.ofproto).offload {
+            offload.keep_flow_records();
+        }
+        self.flow_export = Some(exporter);
+        Ok(())
+    }
+
+    /// The flow export's settings and what it has sent, when there is one.
+    pub fn flow_export(&self) -> Option<(ExportConfig, ExportStats)> {
+        self.flow_export.as_ref().map(|e| (*e.config(), e.stats()))
+    }
+
+    /// Takes what the datapath counted since the last call into the flow export and sends
+    /// the reports due (all of them when `stopping`). The threads' caches are locked one at
+    /// a time, each between two of its rounds; the shared state once.
+    fn export_flow_records(&mut self, stopping: bool) {
+        let Some(exporter) = &mut self.flow_export else {
+            return;
+        };
+        let now = self.clock.elapsed();
+        // Each megaflow looked at twice per idle timeout, a share each second (the thread
+        // waits while its share is read); all of them when stopping.
+        let idle = exporter.config().timeouts.idle.as_secs() as usize;
+        let rounds = if stopping { 1 } else { (idle / 2).max(1) };
+        let mut seen: Vec<(Observation, Egress)> = Vec::new();
+        for cache in &self.caches {
+            let lost = cache
+                .for_control()
+                .take_flow_counts(rounds, |megaflow, packets, bytes| {
+                    seen.extend(observe::megaflow(megaflow, packets, bytes));
+                });
+            exporter.count_lost(lost);
+        }
+        {
+            let mut ofproto = lock(&self.ofproto);
+            // Stopping: the kernel's counts as they are now, not as last aged.
+            if stopping
+                && ofproto.harvest_offload(now).is_err()
+                && let Some(offload) = &mut ofproto.offload
+            {
+                offload.count_error();
+            }
+            let dp = &mut *ofproto;
+            for (mut flow, egress) in seen {
+                flow.egress = egress.resolve(&dp.mac_table);
+                exporter.observe(flow);
+            }
+            if let Some(offload) = &mut dp.offload {
+                offload.take_flow_counts(|counts| exporter.observe(observe::fast_flow(&counts)));
+            }
+        }
+        match stopping {
+            true => exporter.finish(now),
+            false => exporter.tick(now),
+        }
+        if let Some(e) = exporter.take_error()
+            && !self.export_error_said
+        {
+            self.export_error_said = true;
+            eprintln!(
+                "wirespeed switch: --ipfix {}: cannot send ({e}); records are lost until it \
+                 can (dump-cache counts the failures)",
+                exporter.config().collector
+            );
+        }
     }
 
     /// The datapath id `show` reports (by default, the first port's address).
@@ -286,6 +372,8 @@ impl Bridge {
         mut keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
         self.start();
+        // The templates go out at once.
+        self.export_flow_records(false);
         self.publish_figures();
         let mut last_housekeeping = Instant::now();
         while keep_going() && !self.a_thread_ended() {
@@ -317,6 +405,8 @@ impl Bridge {
             }
         }
         let parked = self.park();
+        // Every flow's last report, from the threads' final counts.
+        self.export_flow_records(true);
         self.publish_figures();
         parked
     }
@@ -441,6 +531,7 @@ impl Bridge {
         drop(ofproto);
         self.each_cache(FlowCache::optimize);
         self.settle_offload();
+        self.export_flow_records(false);
     }
 
     /// Acts on the ports whose link changed: one no longer up forgets the addresses learned

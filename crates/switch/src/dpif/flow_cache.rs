@@ -5,7 +5,9 @@
 use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
-use crate::dpif::megaflow::{DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId};
+use crate::dpif::megaflow::{
+    DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, flow_record_mask,
+};
 use crate::dpif::process::Plan;
 use crate::dpif::upcall::Upcall;
 use crate::field::{FlowBits, PacketKey, hash_packet_words};
@@ -46,6 +48,16 @@ pub struct FlowCache {
     generation: u64,
     /// Lookups the EMC missed and the megaflows answered since its last hit.
     emc_misses_in_row: u32,
+    /// Flow records (IPFIX) are made from the megaflows: each is exact on a record's
+    /// fields, and those emptied out keep their counts until the control side takes them.
+    flow_records: bool,
+    /// Megaflows emptied out with counts not yet in a flow record.
+    retired: Vec<Megaflow>,
+    /// Megaflows emptied out whose counts could not be kept (more than a cache's worth
+    /// waiting): their packets are missing from the flow records.
+    retired_lost: u64,
+    /// Where [`FlowCache::take_flow_counts`] goes on from.
+    counts_cursor: usize,
     pub stats: CacheStats,
 }
 
@@ -57,6 +69,10 @@ pub struct FlowCache {
 /// `emc-insert-inv-prob`); a hit ends the streak, and every lookup probes again.
 const EMC_THRASHING: u32 = 256;
 const EMC_THRASHING_EVERY: u32 = 64;
+
+/// Megaflows [`FlowCache::take_flow_counts`] looks at per call at least (all if fewer): the
+/// owning thread waits while they are read, well under a millisecond for this many.
+pub const FLOW_COUNTS_BATCH: usize = 8192;
 
 impl Default for FlowCache {
     fn default() -> Self {
@@ -72,8 +88,18 @@ impl FlowCache {
             megaflows: MegaflowCache::new(megaflow_capacity.max(1)),
             generation: 0,
             emc_misses_in_row: 0,
+            flow_records: false,
+            retired: Vec::new(),
+            retired_lost: 0,
+            counts_cursor: 0,
             stats: CacheStats::default(),
         }
+    }
+
+    /// Makes flow records from this cache's megaflows from now on (see
+    /// [`flow_record_mask`]); call before the thread handles a packet.
+    pub fn keep_flow_records(&mut self) {
+        self.flow_records = true;
     }
 
     /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`:
@@ -88,7 +114,7 @@ impl FlowCache {
         self.revalidate(tables.generation());
         let id = match self.hit(flow) {
             Some(id) => id,
-            None => self.miss(tables, flow),
+            None => self.miss(tables, flow, Duration::ZERO),
         };
         self.megaflows.credit(id, bytes, Duration::ZERO)
     }
@@ -119,9 +145,10 @@ impl FlowCache {
         Some(id)
     }
 
-    /// The slow path after [`Self::hit`] found nothing: translates `flow` through `tables`
-    /// and installs the megaflow. A full cache is harvested into `tables`, then emptied.
-    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits) -> MegaflowId {
+    /// The slow path after [`Self::hit`] found nothing at `now`: translates `flow` through
+    /// `tables` and installs the megaflow. A full cache is harvested into `tables`, then
+    /// emptied.
+    pub fn miss(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, now: Duration) -> MegaflowId {
         if self.megaflows.is_full() {
             self.harvest(tables);
             self.flush();
@@ -129,9 +156,12 @@ impl FlowCache {
         self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
         let decision = tables.translate(flow, &mut wildcards);
+        if self.flow_records {
+            wildcards.or_assign(&flow_record_mask(flow));
+        }
         let id = self
             .megaflows
-            .insert(Match::new(*flow, wildcards), decision);
+            .insert(Match::new(*flow, wildcards), decision, now);
         let key = PacketKey::of(flow);
         self.emc.insert(&key, key.hash64(), id);
         id
@@ -182,8 +212,61 @@ impl FlowCache {
             return;
         }
         self.emc.clear();
-        self.megaflows.clear();
+        if self.flow_records {
+            self.retire();
+        } else {
+            self.megaflows.clear();
+        }
+        self.counts_cursor = 0;
         self.stats.flushes += 1;
+    }
+
+    /// Empties the megaflow cache, keeping those with counts not yet in a flow record.
+    fn retire(&mut self) {
+        let mut megaflows = self.megaflows.take_all();
+        megaflows.retain(|m| m.n_packets != m.exported.0 || m.n_bytes != m.exported.1);
+        let room = DEFAULT_MEGAFLOW_CAPACITY.saturating_sub(self.retired.len());
+        if megaflows.len() > room {
+            self.retired_lost += (megaflows.len() - room) as u64;
+            megaflows.truncate(room);
+        }
+        match self.retired.is_empty() {
+            true => self.retired = megaflows,
+            false => self.retired.append(&mut megaflows),
+        }
+    }
+
+    /// Hands `each` the megaflows with counts not yet in a flow record and those counts
+    /// (packets, bytes), marked as taken: every one emptied out since the last call, and
+    /// of those in the cache the next share, so that each is looked at once every `rounds`
+    /// calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread waits while they are read).
+    /// Returns how many emptied megaflows could not be kept since the last call.
+    pub fn take_flow_counts(
+        &mut self,
+        rounds: usize,
+        mut each: impl FnMut(&Megaflow, u64, u64),
+    ) -> u64 {
+        for mut megaflow in std::mem::take(&mut self.retired) {
+            let (packets, bytes) = megaflow.take_unexported();
+            each(&megaflow, packets, bytes);
+        }
+        let megaflows = self.megaflows.as_mut_slice();
+        let len = megaflows.len();
+        let share = len.div_ceil(rounds.max(1)).max(FLOW_COUNTS_BATCH).min(len);
+        let start = if self.counts_cursor < len {
+            self.counts_cursor
+        } else {
+            0
+        };
+        for i in 0..share {
+            let megaflow = &mut megaflows[(start + i) % len];
+            let (packets, bytes) = megaflow.take_unexported();
+            if packets != 0 || bytes != 0 {
+                each(megaflow, packets, bytes);
+            }
+        }
+        self.counts_cursor = (start + share) % len.max(1);
+        std::mem::take(&mut self.retired_lost)
     }
 
     /// Re-sorts the megaflow masks by recent hits; call now and then (OVS: every second).
@@ -308,6 +391,72 @@ mod tests {
         );
         assert_eq!(cache.emc_misses_in_row, 0);
         assert_eq!(cache.stats.misses, 1, "one megaflow for all");
+    }
+
+    /// With flow records kept, a megaflow is one flow (exact on nw_dst here although the
+    /// rule looks at in_port alone), and the counts of megaflows emptied out by a full
+    /// cache wait for the exporter: it sees every packet once.
+    #[test]
+    fn flow_records_see_every_count_across_flushes() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 2);
+        cache.keep_flow_records();
+        for nw_dst in 0..5u128 {
+            for _ in 0..3 {
+                cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+            }
+        }
+        assert!(cache.stats.flushes >= 2, "{:?}", cache.stats);
+        let mut seen = Vec::new();
+        let lost = cache.take_flow_counts(1, |m, packets, bytes| {
+            assert_eq!(m.flow_match.field(Field::NwDst).1, 0xffff_ffff);
+            seen.push((Field::NwDst.get(m.flow_match.value()), packets, bytes));
+        });
+        seen.sort();
+        assert_eq!(lost, 0);
+        assert_eq!(seen, (0..5).map(|d| (d, 3, 180)).collect::<Vec<_>>());
+        // Taken: nothing new until more packets come.
+        cache.take_flow_counts(1, |_, _, _| panic!("counted twice"));
+        cache.lookup(&mut tables, &flow(1, 4), 60);
+        let mut again = Vec::new();
+        cache.take_flow_counts(1, |_, packets, bytes| again.push((packets, bytes)));
+        assert_eq!(again, [(1, 60)]);
+    }
+
+    /// Many megaflows are read a share a call, each once per `rounds` calls.
+    #[test]
+    fn flow_counts_are_taken_a_share_at_a_time() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 100_000);
+        cache.keep_flow_records();
+        let flows = 3 * FLOW_COUNTS_BATCH as u128;
+        for nw_dst in 0..flows {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        let mut take = |rounds| {
+            let mut n = 0;
+            cache.take_flow_counts(rounds, |_, packets, _| n += packets);
+            n
+        };
+        let half = flows as u64 / 2;
+        assert_eq!([take(2), take(2), take(2)], [half, half, 0]);
+        // At least a batch a call, however many rounds.
+        let mut cache = FlowCache::new(0, 100);
+        cache.keep_flow_records();
+        for nw_dst in 0..10 {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        let mut n = 0;
+        cache.take_flow_counts(50, |_, packets, _| n += packets);
+        assert_eq!(n, 10);
     }
 
     #[test]

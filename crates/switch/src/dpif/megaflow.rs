@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::dpif::process::Plan;
 use crate::dpif::upcall::Decision;
-use crate::field::{FlowBits, FlowHashBuilder, PacketKey};
+use crate::field::{Field, FlowBits, FlowHashBuilder, PacketKey};
 use crate::flow_match::Match;
 
 /// OVS's default `flow-limit`.
@@ -29,6 +29,10 @@ pub struct Megaflow {
     pub used: Duration,
     /// How much of the counts has been credited to the decision's rules.
     pub credited: (u64, u64),
+    /// When it was installed: its first packet's time (the bridge's clock).
+    pub created: Duration,
+    /// How much of the counts has gone into flow records (IPFIX), apart from the rules'.
+    pub exported: (u64, u64),
 }
 
 impl Megaflow {
@@ -41,7 +45,51 @@ impl Megaflow {
         self.credited = (self.n_packets, self.n_bytes);
         new
     }
+
+    /// Counts not yet in a flow record, marked as in one.
+    pub fn take_unexported(&mut self) -> (u64, u64) {
+        let new = (
+            self.n_packets - self.exported.0,
+            self.n_bytes - self.exported.1,
+        );
+        self.exported = (self.n_packets, self.n_bytes);
+        new
+    }
 }
+
+/// The bits a megaflow matches exactly when each megaflow must be one flow of a flow record
+/// (IPFIX): the input port, the Ethernet type, the VLAN tag (whether there is one too, so
+/// every packet has the same L2 header length), the destination MAC (where `normal` sends
+/// it), the IP addresses and protocol, and the transport ports or ICMP type and code.
+/// More exact bits never change a decision, only how many megaflows there are: one per
+/// such flow, as Open vSwitch's megaflows are with IPFIX on.
+pub fn flow_record_mask(flow: &FlowBits) -> FlowBits {
+    let mut mask = FlowBits::ZERO;
+    let mut exact = |fields: &[Field]| {
+        for field in fields {
+            field.or_mask(&mut mask, field.full_mask());
+        }
+    };
+    exact(&[Field::InPort, Field::DlType, Field::VlanTci, Field::DlDst]);
+    match Field::DlType.get(flow) as u16 {
+        IPV4 => exact(&[Field::NwSrc, Field::NwDst, Field::NwProto]),
+        IPV6 => exact(&[Field::Ipv6Src, Field::Ipv6Dst, Field::NwProto]),
+        _ => return mask,
+    }
+    match Field::NwProto.get(flow) as u8 {
+        TCP | UDP => exact(&[Field::TpSrc, Field::TpDst]),
+        ICMP | ICMPV6 => exact(&[Field::IcmpType, Field::IcmpCode]),
+        _ => {}
+    }
+    mask
+}
+
+const IPV4: u16 = wirespeed_packet::EtherType::IPV4.0;
+const IPV6: u16 = wirespeed_packet::EtherType::IPV6.0;
+const TCP: u8 = wirespeed_packet::IpProtocol::TCP.0;
+const UDP: u8 = wirespeed_packet::IpProtocol::UDP.0;
+const ICMP: u8 = wirespeed_packet::IpProtocol::ICMP.0;
+const ICMPV6: u8 = wirespeed_packet::IpProtocol::ICMPV6.0;
 
 struct MegaflowSubtable {
     mask: FlowBits,
@@ -118,8 +166,9 @@ impl MegaflowCache {
         (megaflow, self.plans[id.0 as usize])
     }
 
-    /// Installs a megaflow; the caller flushes first when [`Self::is_full`].
-    pub fn insert(&mut self, flow_match: Match, decision: Decision) -> MegaflowId {
+    /// Installs a megaflow, its first packet come at `now`; the caller flushes first when
+    /// [`Self::is_full`].
+    pub fn insert(&mut self, flow_match: Match, decision: Decision, now: Duration) -> MegaflowId {
         let id = MegaflowId(self.megaflows.len() as u32);
         let mask = *flow_match.mask();
         let index = match self.subtables.iter().position(|s| s.mask == mask) {
@@ -141,8 +190,10 @@ impl MegaflowCache {
             decision,
             n_packets: 0,
             n_bytes: 0,
-            used: Duration::ZERO,
+            used: now,
             credited: (0, 0),
+            created: now,
+            exported: (0, 0),
         });
         id
     }
@@ -163,12 +214,23 @@ impl MegaflowCache {
         self.plans.clear();
     }
 
+    /// Empties the cache, handing back its megaflows.
+    pub fn take_all(&mut self) -> Vec<Megaflow> {
+        self.subtables.clear();
+        self.plans.clear();
+        std::mem::take(&mut self.megaflows)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Megaflow> {
         self.megaflows.iter()
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Megaflow> {
         self.megaflows.iter_mut()
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [Megaflow] {
+        &mut self.megaflows
     }
 }
 
@@ -187,7 +249,7 @@ mod tests {
             actions: vec![Action::Output(2)],
             ..Decision::default()
         };
-        let id = cache.insert(flow_match, decision.clone());
+        let id = cache.insert(flow_match, decision.clone(), Duration::ZERO);
         let mut flow = FlowBits::ZERO;
         Field::InPort.set(&mut flow, 1);
         Field::NwDst.set(&mut flow, 0x0a00_0001);
@@ -208,7 +270,7 @@ mod tests {
             let mut flow_match = Match::ANY;
             flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
             flow_match.add(Field::NwDst, nw_dst, u128::MAX).unwrap();
-            ids.push(cache.insert(flow_match, Decision::default()));
+            ids.push(cache.insert(flow_match, Decision::default(), Duration::ZERO));
         }
         assert_eq!(cache.subtable_count(), 1);
         for (nw_dst, id) in ids.into_iter().enumerate() {

@@ -124,7 +124,7 @@ pub fn process(
     let headers = PacketHeaders::of_flow(flow, offsets);
     let id = match cache.hit(flow) {
         Some(id) => id,
-        None => cache.miss(shared.get().rules(), flow),
+        None => cache.miss(shared.get().rules(), flow, now),
     };
     let (megaflow, plan) = cache.credit_with_plan(id, frame.len(), now);
     let decision = &megaflow.decision;

@@ -328,6 +328,8 @@ mod tests {
             n_bytes: 180,
             used: Duration::ZERO,
             credited: (0, 0),
+            created: Duration::ZERO,
+            exported: (0, 0),
         };
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),
@@ -340,6 +342,8 @@ mod tests {
             n_bytes: 0,
             used: Duration::ZERO,
             credited: (0, 0),
+            created: Duration::ZERO,
+            exported: (0, 0),
         };
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),

@@ -22,6 +22,8 @@
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
 //!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
+//! - Flow records (`--ipfix`): an entry's counts, as last credited, go into flow records too
+//!   ([`Offload::take_flow_counts`]); an entry aged out or flushed keeps them until taken.
 //! - Ageing: [`Offload::age`], once a second, looks at a share of the entries and removes
 //!   those whose counts have not moved for [`IDLE_TIMEOUT`], so flows that ended do not fill
 //!   the kernel's table (a flow's next packet installs it again). Inexact: a packet of such
@@ -77,6 +79,31 @@ struct Entry {
     /// and the destination address its decision depends on.
     learns: Option<(u16, MacAddr)>,
     depends: Option<(u16, MacAddr)>,
+    /// When it was installed, and how much of its counts (as credited) has gone into flow
+    /// records (IPFIX).
+    installed: Duration,
+    exported: FlowCounts,
+}
+
+impl Entry {
+    fn has_unexported(&self) -> bool {
+        self.credited.packets != self.exported.packets || self.credited.bytes != self.exported.bytes
+    }
+}
+
+/// A fast-path flow's counts not yet in a flow record (IPFIX): what the kernel counted
+/// for it, as last read (housekeeping reads each entry about once a second).
+#[derive(Debug, Clone, Copy)]
+pub struct FastFlowCounts<'a> {
+    /// The exact header fields the entry was installed under.
+    pub key: &'a FastKey,
+    pub in_port: u32,
+    pub out_port: u32,
+    pub packets: u64,
+    pub bytes: u64,
+    /// When it was installed and when its counts last moved (the bridge's clock).
+    pub installed: Duration,
+    pub last_moved: Duration,
 }
 
 /// Packets and bytes a port received and sent through the kernel's fast path.
@@ -136,6 +163,10 @@ pub struct Offload {
     flush_failed: bool,
     /// Ports whose interface is down or gone: no entry goes to or comes from them.
     down: HashSet<u32>,
+    /// Flow records (IPFIX) are made from the entries: those removed keep their counts
+    /// until [`Offload::take_flow_counts`] takes them.
+    flow_records: bool,
+    removed: Vec<(FastKey, Entry)>,
 }
 
 impl Offload {
@@ -160,6 +191,31 @@ impl Offload {
             settled: 0,
             flush_failed: false,
             down: HashSet::new(),
+            flow_records: false,
+            removed: Vec::new(),
+        }
+    }
+
+    /// Keeps the counts of removed entries for flow records from now on.
+    pub fn keep_flow_records(&mut self) {
+        self.flow_records = true;
+    }
+
+    /// Hands `each` every entry (removed ones too) whose counts, as last read from the
+    /// kernel, are not all in a flow record yet, with those counts; marks them as taken.
+    pub fn take_flow_counts(&mut self, mut each: impl FnMut(FastFlowCounts<'_>)) {
+        for (key, mut entry) in std::mem::take(&mut self.removed) {
+            take_unexported(&key, &mut entry, &mut each);
+        }
+        for (key, entry) in &mut self.entries {
+            take_unexported(key, entry, &mut each);
+        }
+    }
+
+    /// Keeps `entry`, just removed, for its flow record if it has counts not in one yet.
+    fn keep_removed(&mut self, key: FastKey, entry: Entry) {
+        if self.flow_records && entry.has_unexported() {
+            self.removed.push((key, entry));
         }
     }
 
@@ -249,6 +305,8 @@ impl Offload {
                         last_moved: now,
                         learns,
                         depends,
+                        installed: now,
+                        exported: FlowCounts::default(),
                     },
                 );
             }
@@ -328,7 +386,10 @@ impl Offload {
             }
             if now.saturating_sub(entry.last_moved) >= IDLE_TIMEOUT {
                 self.fast_path.remove(&key)?;
-                if let Some(dst) = self.entries.remove(&key).and_then(|e| e.depends)
+                let Some(entry) = self.entries.remove(&key) else {
+                    continue;
+                };
+                if let Some(dst) = entry.depends
                     && let Some(count) = self.dsts.get_mut(&dst)
                 {
                     *count -= 1;
@@ -336,6 +397,7 @@ impl Offload {
                         self.dsts.remove(&dst);
                     }
                 }
+                self.keep_removed(key, entry);
                 self.aged += 1;
                 self.full = false;
             }
@@ -376,7 +438,9 @@ impl Offload {
         for key in self.entries.keys() {
             self.fast_path.remove(key)?;
         }
-        self.entries.clear();
+        for (key, entry) in std::mem::take(&mut self.entries) {
+            self.keep_removed(key, entry);
+        }
         self.to_age.clear();
         self.full = false;
         self.dsts.clear();
@@ -470,6 +534,28 @@ fn credit(
     tx.tx_packets += packets;
     tx.tx_bytes += bytes;
     true
+}
+
+/// Hands `each` what `entry` counted that is not in a flow record yet, marked as taken.
+fn take_unexported(key: &FastKey, entry: &mut Entry, each: &mut impl FnMut(FastFlowCounts<'_>)) {
+    if !entry.has_unexported() {
+        return;
+    }
+    let packets = entry
+        .credited
+        .packets
+        .saturating_sub(entry.exported.packets);
+    let bytes = entry.credited.bytes.saturating_sub(entry.exported.bytes);
+    entry.exported = entry.credited;
+    each(FastFlowCounts {
+        key,
+        in_port: entry.in_port,
+        out_port: entry.out_port,
+        packets,
+        bytes,
+        installed: entry.installed,
+        last_moved: entry.last_moved,
+    });
 }
 
 /// For a `normal` decision on `frame`: the port its destination was learned on, the source
@@ -613,6 +699,8 @@ mod tests {
             last_moved: Duration::ZERO,
             learns: None,
             depends: None,
+            installed: Duration::ZERO,
+            exported: FlowCounts::default(),
         };
         let now = Duration::from_secs(1);
         let mut read = |packets, bytes| {

@@ -81,6 +81,31 @@ pub fn fast_key(frame: &[u8], ifindex: u32) -> Option<FastKey> {
     Some(key)
 }
 
+/// The header fields a flow key holds, read back (for flow records).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct KeyFields {
+    /// The 802.1Q tag's VLAN id, if the frame had a tag.
+    pub vlan: Option<u16>,
+    pub src: [u8; 4],
+    pub dst: [u8; 4],
+    pub protocol: u8,
+    /// TCP or UDP: the source and destination ports; ICMP: type and code, then zeros.
+    pub l4: [u8; 4],
+}
+
+/// The fields of `key` (as [`fast_key`] made it).
+pub fn key_fields(key: &FastKey) -> KeyFields {
+    let vlan = (key[16] & VLAN_PRESENT != 0)
+        .then(|| u16::from_be_bytes([key[16] & !VLAN_PRESENT, key[17]]) & 0x0fff);
+    KeyFields {
+        vlan,
+        src: [key[20], key[21], key[22], key[23]],
+        dst: [key[24], key[25], key[26], key[27]],
+        protocol: key[28],
+        l4: [key[32], key[33], key[34], key[35]],
+    }
+}
+
 /// Whether a TCP or UDP checksum `field` holds just the pseudo-header sum of the IPv4 header
 /// `ip` (`total` bytes long): a sender left it to checksum offload, and user space completes
 /// it (wirespeed_packet::partial_checksum), so the program does not take the packet.
@@ -104,6 +129,27 @@ mod tests {
         10, 0, 0, 1, 10, 0, 0, 2, // addresses
         0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x55, 0x66, // UDP
     ];
+
+    #[test]
+    fn key_fields_read_back() {
+        let key = fast_key(&TAGGED_UDP, 7).unwrap();
+        assert_eq!(
+            key_fields(&key),
+            KeyFields {
+                vlan: Some(100),
+                src: [10, 0, 0, 1],
+                dst: [10, 0, 0, 2],
+                protocol: 17,
+                l4: [0x04, 0xd2, 0x00, 0x35],
+            }
+        );
+        let untagged: Vec<u8> = TAGGED_UDP[..12]
+            .iter()
+            .chain(&TAGGED_UDP[16..])
+            .copied()
+            .collect();
+        assert_eq!(key_fields(&fast_key(&untagged, 7).unwrap()).vlan, None);
+    }
 
     #[test]
     fn tagged_udp_key_bytes() {

@@ -4,7 +4,7 @@
 mod key;
 mod probe;
 
-pub use key::{FastKey, KEY_LEN, fast_key};
+pub use key::{FastKey, KEY_LEN, KeyFields, fast_key, key_fields};
 pub use probe::{PROBE_IFINDEX, Probe};
 
 use std::os::fd::RawFd;

@@ -1,0 +1,568 @@
+//! `wirespeed switch --ipfix`: flow records from the datapath's own counters, judged by
+//! real collectors. nfcapd (nfdump's collector) on the switch's namespace's loopback takes
+//! the export, and `nfdump` lists each flow that crossed the switch with exactly the packets
+//! and bytes sent; tshark's cflow dissector decodes a capture of the export with no
+//! malformed packet; a collector started after the switch decodes records once the
+//! templates are sent again; flows the kernel's fast path carries (`--offload`) are
+//! reported from its counters; sampling reports whole flows; bad flags are refused.
+
+mod common;
+use common::switched::{Setup, Switched, field};
+use common::*;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// IANA's IPFIX port; each test's collector is on its own namespace's loopback.
+const PORT: &str = "4739";
+/// Frames gen sends, FCS included (`--size`): 124 bytes on the wire here, 110 of IP.
+const SIZE: u64 = 128;
+const FRAME_BYTES: u64 = SIZE - 4;
+const IP_BYTES: u64 = FRAME_BYTES - 14;
+
+/// nfcapd on 127.0.0.1:4739 in a namespace, writing into a directory of its own.
+struct Collector {
+    child: Option<Child>,
+    ns: String,
+    dir: String,
+}
+
+/// One flow as nfdump lists it.
+#[derive(Debug, Clone, PartialEq)]
+struct Flow {
+    src: String,
+    dst: String,
+    src_port: u16,
+    /// ICMP: type * 256 + code (nfdump shows type.code).
+    dst_port: u16,
+    protocol: String,
+    packets: u64,
+    bytes: u64,
+    input: u32,
+    output: u32,
+    vlan: u16,
+    start: f64,
+    end: f64,
+}
+
+impl Collector {
+    fn start(ns: &str) -> Collector {
+        let dir =
+            std::env::temp_dir().join(format!("wirespeed-{}-nfcapd-{ns}", std::process::id()));
+        let dir = dir.to_string_lossy().into_owned();
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "nfcapd", "-w", &dir, "-p", PORT])
+            .args(["-b", "127.0.0.1", "-t", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nfcapd (install it: make deps)");
+        let collector = Collector {
+            child: Some(child),
+            ns: ns.to_string(),
+            dir,
+        };
+        collector.wait_listening();
+        collector
+    }
+
+    /// Until nfcapd's socket is bound (it sets up its files first).
+    fn wait_listening(&self) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let out = must(&[
+                "ip",
+                "netns",
+                "exec",
+                &self.ns,
+                "ss",
+                "-Huln",
+                &format!("sport = :{PORT}"),
+            ]);
+            if !out.trim().is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nfcapd never listened on 127.0.0.1:{PORT}");
+    }
+
+    /// Stops nfcapd (SIGTERM: it writes its file out), then the flows nfdump lists.
+    fn stop(mut self) -> Vec<Flow> {
+        // Let it read what the switch sent last.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut child = self.child.take().unwrap();
+        must(&["kill", "-TERM", &child.id().to_string()]);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "nfcapd: {status}");
+        let out = must(&[
+            "nfdump",
+            "-R",
+            &self.dir,
+            "-q",
+            "-N",
+            "-o",
+            // Not %ter: nfdump 1.7.1 prints its milliseconds wrong; end = start + duration.
+            "fmt:%sa|%da|%sp|%dp|%pr|%pkt|%byt|%in|%out|%svln|%tsr|%td",
+        ]);
+        out.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|line| {
+                let f: Vec<&str> = line.split('|').map(str::trim).collect();
+                assert_eq!(f.len(), 12, "{line}");
+                let n = |i: usize| -> u64 {
+                    f[i].parse()
+                        .unwrap_or_else(|_| panic!("field {i} of {line}"))
+                };
+                let t = |i: usize| -> f64 { f[i].parse().unwrap() };
+                Flow {
+                    src: f[0].to_string(),
+                    dst: f[1].to_string(),
+                    src_port: n(2) as u16,
+                    dst_port: match f[3].split_once('.') {
+                        Some((t, c)) => t.parse::<u16>().unwrap() * 256 + c.parse::<u16>().unwrap(),
+                        None => n(3) as u16,
+                    },
+                    protocol: f[4].to_string(),
+                    packets: n(5),
+                    bytes: n(6),
+                    input: n(7) as u32,
+                    output: n(8) as u32,
+                    vlan: n(9) as u16,
+                    start: t(10),
+                    end: t(10) + t(11),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A switch between A and B exporting to nfcapd on 127.0.0.1:4739 in its namespace
+/// (started first: it gets the templates the switch sends at start), port 1's packets going
+/// out of port 2 by a rule (so each flow's egress is known).
+fn exporting(tag: &str, setup: Setup<'_>, extra: &[&str]) -> (Switched, Collector) {
+    let collector = format!("127.0.0.1:{PORT}");
+    let mut args = vec!["--ipfix", &collector];
+    args.extend_from_slice(extra);
+    let (s, collector) = Switched::prepared(tag, setup, &args, |c| Collector::start(&c.ns_m));
+    with_rules(&s);
+    (s, collector)
+}
+
+fn with_rules(s: &Switched) {
+    s.ctl_ok(&["add-flow", "priority=10,in_port=1,actions=output:2"]);
+    s.ctl_ok(&["add-flow", "priority=10,in_port=2,actions=output:1"]);
+}
+
+/// Sends `per_flow` UDP frames of [`SIZE`] for each of `flows` flows from A (10.9.0.1,
+/// source ports from `src_port`) to 10.9.0.3 port 7000 behind B's MAC, round robin. B
+/// drops them without a word (not its address, no forwarding): only A's packets cross.
+fn send(s: &Switched, flows: u32, per_flow: u64, src_port: u16) {
+    send_with(s, flows, per_flow, src_port, &[]);
+}
+
+/// [`send`] with `extra` on gen's command line.
+fn send_with(s: &Switched, flows: u32, per_flow: u64, src_port: u16, extra: &[&str]) {
+    let port = format!("packet:{}", s.c.a);
+    let dst_mac = mac_of(&s.c.ns_b, &s.c.b);
+    let count = (u64::from(flows) * per_flow).to_string();
+    let (flows, size, src_port) = (flows.to_string(), SIZE.to_string(), src_port.to_string());
+    let mut argv = vec![
+        "gen",
+        "--port",
+        &port,
+        "--count",
+        &count,
+        "--flows",
+        &flows,
+        "--size",
+        &size,
+        "--rate",
+        "20000",
+        "--src-ip",
+        "10.9.0.1",
+        "--dst-ip",
+        "10.9.0.3",
+        "--src-port",
+        &src_port,
+        "--dst-port",
+        "7000",
+        "--dst-mac",
+        &dst_mac,
+        "--json",
+        "-q",
+    ];
+    argv.extend_from_slice(extra);
+    let tx = run_json(&s.c.ns_a, &argv);
+    assert_eq!(
+        tx["tx_packets"].as_u64(),
+        Some(count.parse().unwrap()),
+        "gen: {tx}"
+    );
+    // Until the switch has forwarded them.
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// The flows to 10.9.0.3 port 7000 (leaving out anything else hosts sent), by source port.
+fn test_flows(flows: &[Flow]) -> Vec<Flow> {
+    let mut ours: Vec<Flow> = flows
+        .iter()
+        .filter(|f| f.dst_port == 7000 && f.dst == "10.9.0.3")
+        .cloned()
+        .collect();
+    ours.sort_by_key(|f| f.src_port);
+    ours
+}
+
+/// Each flow of source port `ports` listed once, with `per_flow` packets of [`IP_BYTES`],
+/// from port 1 out of port 2, within `window` (seconds since the epoch).
+fn assert_flows(listed: &[Flow], ports: &[u16], per_flow: u64, window: (f64, f64)) {
+    let ours = test_flows(listed);
+    let got: Vec<u16> = ours.iter().map(|f| f.src_port).collect();
+    assert_eq!(got, ports, "the flows nfdump lists: {listed:#?}");
+    for f in &ours {
+        assert_eq!(
+            (
+                f.src.as_str(),
+                f.protocol.as_str(),
+                f.input,
+                f.output,
+                f.vlan
+            ),
+            ("10.9.0.1", "17", 1, 2, 0),
+            "{f:?}"
+        );
+        assert_eq!(
+            (f.packets, f.bytes),
+            (per_flow, per_flow * IP_BYTES),
+            "{f:?}"
+        );
+        assert!(
+            window.0 - 1.0 <= f.start && f.start <= f.end && f.end <= window.1 + 1.0,
+            "times {} to {} outside the test's {window:?}",
+            f.start,
+            f.end
+        );
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// tshark's `fields` of each IPFIX message in `file` (the export's port decoded as cflow),
+/// one line a message, several values of a field joined by commas.
+fn tshark_cflow(file: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let decode = format!("udp.port=={PORT},cflow");
+    let mut argv = vec![
+        "tshark", "-r", file, "-n", "-d", &decode, "-Y", "cflow", "-T",
+    ];
+    argv.extend(["fields", "-E", "separator=/t", "-E", "aggregator=,"]);
+    for f in fields {
+        argv.extend(["-e", f]);
+    }
+    must(&argv)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// The numbers of a tshark field's comma-joined values.
+fn numbers(values: &str) -> Vec<u64> {
+    values
+        .split(',')
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{values}")))
+        .collect()
+}
+
+#[test]
+fn nfdump_and_tshark_read_each_flow_with_the_packets_and_bytes_the_switch_forwarded() {
+    let export = ScratchFile::new("ipfix.pcap");
+    let args = [&format!("127.0.0.1:{PORT}")[..], "--ipfix-domain", "42"];
+    // tcpdump too records the export from the start, templates and all.
+    let (mut s, (collector, capture)) = Switched::prepared(
+        "ix",
+        Setup::default(),
+        &[&["--ipfix"][..], &args].concat(),
+        |c| {
+            let capture = Capture::tcpdump(&c.ns_m, "lo", "inout", &export);
+            (Collector::start(&c.ns_m), capture)
+        },
+    );
+    with_rules(&s);
+    let begun = unix_now();
+    send(&s, 3, 100, 5000);
+    let flows = s.ctl_ok(&["dump-flows"]);
+    let forwarded = field(&flows, "in_port=1 actions=output:2", "n_packets");
+    let cache = s.ctl_ok(&["dump-cache"]);
+    // One megaflow per flow: exact on addresses and ports while exporting.
+    let megaflows = cache.lines().filter(|l| l.contains("tp_dst=7000")).count();
+    assert_eq!(megaflows, 3, "one megaflow per flow:\n{cache}");
+    let (j, _) = s.stop();
+    let ended = unix_now();
+    let captured = capture.stop(true);
+    let listed = collector.stop();
+
+    // nfdump: each flow once, exactly as sent and as the switch counted.
+    assert_flows(&listed, &[5000, 5001, 5002], 100, (begun, ended));
+    let reported: u64 = listed
+        .iter()
+        .filter(|f| f.input == 1)
+        .map(|f| f.packets)
+        .sum();
+    assert_eq!(reported, forwarded, "{listed:#?}");
+    assert_eq!(j["ports"][1]["tx_packets"], forwarded, "{j}");
+    let ipfix = &j["ipfix"];
+    assert_eq!(ipfix["records"], listed.len() as u64, "{j}");
+    assert_eq!(ipfix["send_errors"], 0, "{j}");
+    assert_eq!(ipfix["lost_megaflows"], 0, "{j}");
+    assert_eq!(ipfix["templates"], 1, "{j}");
+    assert_eq!(ipfix["messages"], captured.frames.len() as u64, "{j}");
+
+    // tshark: every message decodes cleanly...
+    let decode = format!("udp.port=={PORT},cflow");
+    let problems = must(&[
+        "tshark",
+        "-r",
+        &export,
+        "-n",
+        "-d",
+        &decode,
+        "-Y",
+        "_ws.malformed || _ws.expert.severity >= warning",
+    ]);
+    assert!(problems.trim().is_empty(), "tshark: {problems}");
+    let messages = tshark_cflow(
+        &export,
+        &[
+            "cflow.od_id",
+            "cflow.sequence",
+            "cflow.template_id",
+            "cflow.sampling_population",
+            "cflow.srcaddr",
+            "cflow.srcport",
+            "cflow.dstport",
+            "cflow.protocol",
+            "cflow.inputint",
+            "cflow.outputint",
+            "cflow.packets",
+            "cflow.octets",
+            "cflow.layer2_octet_delta_count",
+            "cflow.flow_end_reason",
+        ],
+    );
+    assert_eq!(messages.len(), captured.frames.len(), "{messages:?}");
+    // ...the templates first (IPv4, IPv6, the sampling options), with 1 in 1 sampled...
+    assert_eq!(messages[0][2], "256,257,258", "{messages:?}");
+    assert_eq!(messages[0][3], "1", "{messages:?}");
+    // ...each numbered by the data records before it (the options record is one)...
+    let mut before = 0;
+    for m in &messages {
+        assert_eq!(m[0].split(',').next(), Some("42"), "{m:?}");
+        assert_eq!(numbers(&m[1]), [before], "{messages:?}");
+        before += (numbers(&m[3]).len() + numbers(&m[5]).len()) as u64;
+    }
+    // ...and the flows' records say what nfdump says, frame bytes too.
+    let mut ours = Vec::new();
+    for m in &messages[1..] {
+        let columns: Vec<Vec<u64>> = (5..14).map(|i| numbers(&m[i])).collect();
+        for r in 0..columns[0].len() {
+            let record: Vec<u64> = columns.iter().map(|c| c[r]).collect();
+            if record[1] == 7000 {
+                ours.push(record);
+            }
+        }
+    }
+    ours.sort();
+    let want = |port: u64| {
+        vec![
+            port,
+            7000,
+            17,
+            1,
+            2,
+            100,
+            100 * IP_BYTES,
+            100 * FRAME_BYTES,
+            4,
+        ]
+    };
+    assert_eq!(ours, [want(5000), want(5001), want(5002)], "{messages:?}");
+}
+
+/// The templates go out at start and every --ipfix-template-interval: a collector that
+/// starts after the switch (or lost them) decodes the records sent after the next ones.
+#[test]
+fn a_collector_started_later_decodes_records_once_the_templates_come_again() {
+    let collector = format!("127.0.0.1:{PORT}");
+    let mut s = Switched::new(
+        "il",
+        &["--ipfix", &collector, "--ipfix-template-interval", "1"],
+    );
+    with_rules(&s);
+    // No collector: these flows' records have nowhere to go yet.
+    send(&s, 2, 50, 6000);
+    let late = Collector::start(&s.c.ns_m);
+    // The next templates come within a second; records sent after them decode.
+    std::thread::sleep(Duration::from_millis(1500));
+    let begun = unix_now();
+    send(&s, 2, 70, 5000);
+    let (j, _) = s.stop();
+    let listed = late.stop();
+    // The flows sent before the collector started are reported at the stop too: the
+    // switch stops before their idle timeout.
+    let ours = test_flows(&listed);
+    assert_eq!(ours.len(), 4, "{listed:#?}");
+    assert_flows(
+        &ours
+            .iter()
+            .filter(|f| f.src_port < 6000)
+            .cloned()
+            .collect::<Vec<_>>(),
+        &[5000, 5001],
+        70,
+        (begun, unix_now()),
+    );
+    for f in ours.iter().filter(|f| f.src_port >= 6000) {
+        assert_eq!((f.packets, f.bytes), (50, 50 * IP_BYTES), "{f:?}");
+    }
+    assert!(j["ipfix"]["templates"].as_u64().unwrap() >= 2, "{j}");
+}
+
+/// With --offload the kernel's fast path forwards a flow after its first packet; its
+/// records add the fast path's counts to the megaflow's, every packet once.
+#[test]
+fn flows_the_kernel_forwards_are_reported_from_its_counters() {
+    let (mut s, collector) = exporting("io", Setup::default(), &["--offload"]);
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+    let begun = unix_now();
+    send(&s, 3, 200, 5000);
+    let (j, _) = s.stop();
+    let listed = collector.stop();
+    let fast = j["ports"][0]["fast_path"]["rx_packets"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(fast >= 500, "the kernel forwarded {fast} of 600: {j}");
+    assert_flows(&listed, &[5000, 5001, 5002], 200, (begun, unix_now()));
+}
+
+/// A tagged flow's record has its VLAN id, and IP bytes are its frames less Ethernet and
+/// the tag.
+#[test]
+fn tagged_flows_carry_their_vlan_id() {
+    let (mut s, collector) = exporting("iv", Setup::default(), &[]);
+    send_with(&s, 2, 40, 5000, &["--vlan", "10"]);
+    s.stop();
+    let ours = test_flows(&collector.stop());
+    assert_eq!(ours.len(), 2, "{ours:#?}");
+    for f in &ours {
+        assert_eq!((f.vlan, f.input, f.output), (10, 1, 2), "{f:?}");
+        assert_eq!((f.packets, f.bytes), (40, 40 * (FRAME_BYTES - 18)), "{f:?}");
+    }
+}
+
+/// Under `normal` (the default rule) the output port is where the destination was
+/// learned, looked up when the record is made.
+#[test]
+fn normal_flows_go_out_of_the_port_their_destination_was_learned_on() {
+    let collector_address = format!("127.0.0.1:{PORT}");
+    let (mut s, collector) = Switched::prepared(
+        "in",
+        Setup::default(),
+        &["--ipfix", &collector_address],
+        |c| Collector::start(&c.ns_m),
+    );
+    // B's address is learned behind port 2 (and A's behind port 1).
+    assert_eq!(s.ping(&s.c.ns_b, "10.9.0.1", 1), 1);
+    let begun = unix_now();
+    send(&s, 2, 30, 5000);
+    s.stop();
+    assert_flows(&collector.stop(), &[5000, 5001], 30, (begun, unix_now()));
+}
+
+/// --ipfix-sampling N: whole flows, about 1 in N, each with every packet; the others are
+/// counted as sampled out.
+#[test]
+fn sampling_reports_whole_flows() {
+    let (mut s, collector) = exporting("is", Setup::default(), &["--ipfix-sampling", "2"]);
+    send(&s, 16, 10, 5000);
+    let (j, _) = s.stop();
+    let listed = collector.stop();
+    let ours = test_flows(&listed);
+    assert!(
+        (2..=14).contains(&ours.len()),
+        "{} of 16 flows reported: {listed:#?}",
+        ours.len()
+    );
+    for f in &ours {
+        assert_eq!((f.packets, f.bytes), (10, 10 * IP_BYTES), "{f:?}");
+    }
+    let left_out = (16 - ours.len() as u64) * 10;
+    assert_eq!(j["ipfix"]["sampled_out_packets"], left_out, "{j}");
+    assert_eq!(j["ipfix"]["sampling"], 2, "{j}");
+}
+
+#[test]
+fn bad_ipfix_flags_are_refused_before_any_port_opens() {
+    let c = NetChain::new("ib");
+    let port = format!("1=xdp:{}", c.ma);
+    for (flags, says) in [
+        (
+            &["--ipfix", "127.0.0.1"][..],
+            "--ipfix 127.0.0.1: give the collector as HOST:PORT",
+        ),
+        (
+            &["--ipfix", "no-such-host.invalid:4739"],
+            "--ipfix no-such-host.invalid:4739: cannot resolve",
+        ),
+        (&["--ipfix", "127.0.0.1:0"], "a port from 1 to 65535"),
+        (
+            &["--ipfix", "127.0.0.1:4739", "--ipfix-active-timeout", "0"],
+            "--ipfix-active-timeout",
+        ),
+        (
+            &["--ipfix", "127.0.0.1:4739", "--ipfix-idle-timeout", "soon"],
+            "--ipfix-idle-timeout",
+        ),
+        (
+            &["--ipfix", "127.0.0.1:4739", "--ipfix-sampling", "0"],
+            "--ipfix-sampling",
+        ),
+        (
+            &[
+                "--ipfix",
+                "127.0.0.1:4739",
+                "--ipfix-template-interval",
+                "0",
+            ],
+            "--ipfix-template-interval",
+        ),
+        (&["--ipfix-sampling", "4"], "--ipfix <HOST:PORT>"),
+    ] {
+        let mut argv = vec!["switch", "--port", &port];
+        argv.extend_from_slice(flags);
+        let out = run_in(&c.ns_m, &argv);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} was taken: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        c.assert_no_xdp_left();
+    }
+}

@@ -1,0 +1,273 @@
+//! The exporting process: flow records from the [`FlowTable`] packed into IPFIX messages and
+//! sent over UDP to one collector, the templates first and again every template interval,
+//! each message numbered by the data records sent before it.
+
+use core::time::Duration;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::ipfix::IpfixError;
+use crate::ipfix::flow_table::{FlowTable, Observation, Timeouts};
+use crate::ipfix::message::{Message, MessageHeader};
+use crate::ipfix::record::{FlowRecord, UnixNanos};
+use crate::ipfix::template::template_message;
+
+/// What the exporter is told.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ExportConfig {
+    pub collector: SocketAddr,
+    pub timeouts: Timeouts,
+    /// One flow in this many is reported (1: all).
+    pub sampling: u32,
+    pub domain: u32,
+    /// Templates are sent at start and again this often (a collector started later, or
+    /// one that lost them over UDP, decodes records from then on).
+    pub template_interval: Duration,
+}
+
+/// What the exporter has done, for `dump-cache` and `--json`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct ExportStats {
+    /// Flow records sent.
+    pub records: u64,
+    /// Messages sent (template messages included).
+    pub messages: u64,
+    /// Template messages sent.
+    pub templates: u64,
+    /// Messages the socket refused (their records are lost; the sequence numbers say so to
+    /// the collector).
+    pub send_errors: u64,
+    /// Flows the exporter knows now.
+    pub flows: u64,
+    /// Packets of flows sampling left out.
+    pub sampled_out_packets: u64,
+    /// Megaflows emptied out (a full cache) whose counts could not be kept for a record.
+    pub lost_megaflows: u64,
+}
+
+pub struct FlowExporter {
+    config: ExportConfig,
+    socket: UdpSocket,
+    table: FlowTable,
+    /// Data records sent so far (modulo 2^32).
+    sequence: u32,
+    /// When the templates were last sent (the bridge's clock).
+    templates_sent: Option<Duration>,
+    stats: ExportStats,
+    /// The last error the socket gave, for the log.
+    last_error: Option<String>,
+}
+
+impl FlowExporter {
+    /// An exporter to `config.collector` from a UDP socket of its own; `epoch` is the
+    /// Unix time of the bridge clock's zero (what the datapath's times count from).
+    pub fn new(config: ExportConfig, epoch: SystemTime) -> Result<FlowExporter, IpfixError> {
+        let local: SocketAddr = match config.collector {
+            SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let socket = UdpSocket::bind(local).map_err(IpfixError::Socket)?;
+        socket.set_nonblocking(true).map_err(IpfixError::Socket)?;
+        Ok(FlowExporter {
+            table: FlowTable::new(config.timeouts, config.sampling, unix_nanos(epoch)),
+            config,
+            socket,
+            sequence: 0,
+            templates_sent: None,
+            stats: ExportStats::default(),
+            last_error: None,
+        })
+    }
+
+    pub fn config(&self) -> &ExportConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> ExportStats {
+        ExportStats {
+            flows: self.table.len() as u64,
+            sampled_out_packets: self.table.sampled_out_packets,
+            ..self.stats
+        }
+    }
+
+    /// The socket's last error since the last call, if any (said once on the log).
+    pub fn take_error(&mut self) -> Option<String> {
+        self.last_error.take()
+    }
+
+    pub fn observe(&mut self, seen: Observation) {
+        self.table.observe(seen);
+    }
+
+    /// Counts megaflows whose counts were lost before they reached the exporter.
+    pub fn count_lost(&mut self, megaflows: u64) {
+        self.stats.lost_megaflows += megaflows;
+    }
+
+    /// Sends the templates if they are due, then the reports due at `now`.
+    pub fn tick(&mut self, now: Duration) {
+        let due = self
+            .templates_sent
+            .is_none_or(|at| now.saturating_sub(at) >= self.config.template_interval);
+        if due {
+            self.send_templates(now);
+        }
+        let mut records = Vec::new();
+        self.table.expire(now, &mut records);
+        self.send_records(&records);
+    }
+
+    /// Reports every flow with packets not yet reported (the switch stops).
+    pub fn finish(&mut self, now: Duration) {
+        if self.templates_sent.is_none() {
+            self.send_templates(now);
+        }
+        let mut records = Vec::new();
+        self.table.drain(now, &mut records);
+        self.send_records(&records);
+    }
+
+    fn send_templates(&mut self, now: Duration) {
+        let message = template_message(self.config.domain, self.config.sampling);
+        self.send(message);
+        self.stats.templates += 1;
+        self.templates_sent = Some(now);
+    }
+
+    /// Packs `records` into as few messages as fit, IPv4 then IPv6 (one data set each).
+    fn send_records(&mut self, records: &[FlowRecord]) {
+        let mut sorted: Vec<&FlowRecord> = records.iter().collect();
+        sorted.sort_by_key(|r| r.template_id());
+        let mut message = Message::new();
+        for record in sorted {
+            let bytes = record.encode();
+            if !message.fits(record.template_id(), bytes.len()) {
+                self.send(std::mem::take(&mut message));
+            }
+            message.push(record.template_id(), &bytes, true);
+            self.stats.records += 1;
+        }
+        if !message.is_empty() {
+            self.send(message);
+        }
+    }
+
+    /// Sends one message, numbered by the data records before it; its records count as
+    /// sent even if the socket refuses it, so the collector sees the gap.
+    fn send(&mut self, message: Message) {
+        let records = message.data_records();
+        let header = MessageHeader {
+            export_time: (unix_nanos(SystemTime::now()) / 1_000_000_000) as u32,
+            sequence: self.sequence,
+            domain: self.config.domain,
+        };
+        self.sequence = self.sequence.wrapping_add(records);
+        let bytes = message.finish(&header);
+        match self.socket.send_to(&bytes, self.config.collector) {
+            Ok(_) => self.stats.messages += 1,
+            Err(e) => {
+                self.stats.send_errors += 1;
+                self.last_error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+fn unix_nanos(at: SystemTime) -> UnixNanos {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipfix::record::{Addresses, FlowKey};
+    use std::net::Ipv4Addr;
+
+    const S: Duration = Duration::from_secs(1);
+
+    /// An exporter to a socket of the test's own on loopback, and that socket.
+    fn exporter(template_interval: Duration) -> (FlowExporter, UdpSocket) {
+        let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
+        collector
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let config = ExportConfig {
+            collector: collector.local_addr().unwrap(),
+            timeouts: Timeouts {
+                active: 60 * S,
+                idle: 15 * S,
+            },
+            sampling: 1,
+            domain: 77,
+            template_interval,
+        };
+        (FlowExporter::new(config, UNIX_EPOCH).unwrap(), collector)
+    }
+
+    fn seen(src_port: u16, packets: u64) -> Observation {
+        Observation {
+            key: FlowKey {
+                addresses: Addresses::V4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)),
+                protocol: 17,
+                src_port,
+                dst_port: 9,
+                vlan: 0,
+                ingress: 1,
+            },
+            egress: 2,
+            packets,
+            frame_bytes: packets * 60,
+            l2_header: 14,
+            first: S,
+            last: S,
+        }
+    }
+
+    /// (sequence number, length, domain) of the next message.
+    fn receive(collector: &UdpSocket) -> (u32, usize, u32) {
+        let mut buffer = [0u8; 2048];
+        let n = collector.recv(&mut buffer).unwrap();
+        let word = |at: usize| u32::from_be_bytes(buffer[at..at + 4].try_into().unwrap());
+        assert_eq!(&buffer[..2], &[0, 10]);
+        assert_eq!(usize::from(u16::from_be_bytes([buffer[2], buffer[3]])), n);
+        (word(8), n, word(12))
+    }
+
+    #[test]
+    fn sequence_numbers_count_the_data_records_before_each_message() {
+        let (mut exporter, collector) = exporter(10 * S);
+        exporter.tick(S);
+        // Templates first: no data record before; the sampling options record is one.
+        let (sequence, _, domain) = receive(&collector);
+        assert_eq!((sequence, domain), (0, 77));
+        // 40 flows of 80-byte records: 17 fit one message (16 + 4 + 17 * 80 = 1380).
+        for port in 0..40 {
+            exporter.observe(seen(port, 3));
+        }
+        exporter.finish(2 * S);
+        let messages: Vec<_> = (0..3).map(|_| receive(&collector)).collect();
+        assert_eq!(
+            messages.iter().map(|m| m.0).collect::<Vec<_>>(),
+            [1, 18, 35]
+        );
+        assert_eq!(messages[0].1, 16 + 4 + 17 * 80);
+        assert_eq!(messages[2].1, 16 + 4 + 6 * 80);
+        let stats = exporter.stats();
+        assert_eq!((stats.records, stats.messages, stats.templates), (40, 4, 1));
+        assert_eq!(stats.send_errors, 0);
+    }
+
+    #[test]
+    fn templates_are_sent_again_every_interval() {
+        let (mut exporter, collector) = exporter(10 * S);
+        for second in 0..=25 {
+            exporter.tick(second * S);
+        }
+        // At 0, 10 and 20 s, each counting the sampling record before it.
+        let sequences: Vec<u32> = (0..3).map(|_| receive(&collector).0).collect();
+        assert_eq!(sequences, [0, 1, 2]);
+        assert_eq!(exporter.stats().templates, 3);
+    }
+}

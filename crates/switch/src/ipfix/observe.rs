@@ -1,0 +1,227 @@
+//! Flows as the datapath already counts them: a megaflow (exact on a flow record's fields
+//! while IPFIX is on, see [`crate::dpif::megaflow::flow_record_mask`]) or an entry of the
+//! kernel's fast path (exact on every header field) is one flow, and its packet and byte
+//! counters are that flow's. Nothing here runs per packet.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use wirespeed_packet::MacAddr;
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
+use wirespeed_xdp::fast_path::key_fields;
+
+use crate::action::Action;
+use crate::dpif::megaflow::{Megaflow, flow_record_mask};
+use crate::field::{Field, FlowBits, mac_from_value};
+use crate::ipfix::flow_table::Observation;
+use crate::ipfix::record::{Addresses, FlowKey};
+use crate::mac_learning::MacTable;
+use crate::offload::FastFlowCounts;
+
+const ETHERNET_HEADER: u64 = 14;
+const VLAN_TAG: u64 = 4;
+
+/// Where a megaflow's packets went, as far as its decision says.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Egress {
+    /// `output:N` alone.
+    Port(u32),
+    /// `normal` alone: the port its destination is learned on, looked up when reported.
+    Learned { vlan: u16, mac: MacAddr },
+    /// Anything else (several outputs, a flood, a drop, the controller): not one port.
+    None,
+}
+
+impl Egress {
+    /// The port number for the record: 0 when not one port, or a destination not learned
+    /// (then `normal` flooded it).
+    pub fn resolve(self, macs: &MacTable) -> u32 {
+        match self {
+            Egress::Port(port) => port,
+            Egress::Learned { vlan, mac } => macs.entry(vlan, mac).map_or(0, |e| e.port),
+            Egress::None => 0,
+        }
+    }
+}
+
+/// A megaflow's counts (`packets`, `bytes` since they were last taken) as a flow's, and
+/// where its packets went; `None` for a megaflow that is not one flow (not IP, or not
+/// exact on a record's fields).
+pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<(Observation, Egress)> {
+    let (flow, mask) = (megaflow.flow_match.value(), megaflow.flow_match.mask());
+    if !flow_record_mask(flow).is_subset_of(mask) {
+        return None;
+    }
+    let (key, l2_header) = flow_key(flow)?;
+    let egress = match megaflow.decision.actions.as_slice() {
+        [Action::Output(port)] => Egress::Port(*port),
+        [Action::Normal] => Egress::Learned {
+            vlan: key.vlan,
+            mac: mac_from_value(Field::DlDst.get(flow)),
+        },
+        _ => Egress::None,
+    };
+    let seen = Observation {
+        key,
+        egress: 0,
+        packets,
+        frame_bytes: bytes,
+        l2_header,
+        first: megaflow.created,
+        last: megaflow.used,
+    };
+    Some((seen, egress))
+}
+
+/// The flow record key of an exact `flow`, and its frames' L2 header length.
+fn flow_key(flow: &FlowBits) -> Option<(FlowKey, u64)> {
+    let addresses = match Field::DlType.get(flow) as u16 {
+        0x0800 => Addresses::V4(
+            Ipv4Addr::from(Field::NwSrc.get(flow) as u32),
+            Ipv4Addr::from(Field::NwDst.get(flow) as u32),
+        ),
+        0x86dd => Addresses::V6(
+            Ipv6Addr::from(Field::Ipv6Src.get(flow)),
+            Ipv6Addr::from(Field::Ipv6Dst.get(flow)),
+        ),
+        _ => return None,
+    };
+    let protocol = Field::NwProto.get(flow) as u8;
+    let (src_port, dst_port) = match protocol {
+        1 | 58 => (
+            0,
+            ((Field::IcmpType.get(flow) as u16) << 8) | Field::IcmpCode.get(flow) as u16,
+        ),
+        _ => (Field::TpSrc.get(flow) as u16, Field::TpDst.get(flow) as u16),
+    };
+    let tci = Field::VlanTci.get(flow) as u16;
+    let tagged = tci & VLAN_PRESENT != 0;
+    let key = FlowKey {
+        addresses,
+        protocol,
+        src_port,
+        dst_port,
+        vlan: if tagged { tci & VLAN_VID_MASK } else { 0 },
+        ingress: Field::InPort.get(flow) as u32,
+    };
+    Some((key, ETHERNET_HEADER + if tagged { VLAN_TAG } else { 0 }))
+}
+
+/// A fast-path entry's counts as a flow's: its key holds every field a record needs.
+pub fn fast_flow(counts: &FastFlowCounts<'_>) -> Observation {
+    let fields = key_fields(counts.key);
+    let (src_port, dst_port) = match fields.protocol {
+        1 => (0, u16::from_be_bytes([fields.l4[0], fields.l4[1]])),
+        _ => (
+            u16::from_be_bytes([fields.l4[0], fields.l4[1]]),
+            u16::from_be_bytes([fields.l4[2], fields.l4[3]]),
+        ),
+    };
+    let key = FlowKey {
+        addresses: Addresses::V4(Ipv4Addr::from(fields.src), Ipv4Addr::from(fields.dst)),
+        protocol: fields.protocol,
+        src_port,
+        dst_port,
+        vlan: fields.vlan.unwrap_or(0),
+        ingress: counts.in_port,
+    };
+    Observation {
+        key,
+        egress: counts.out_port,
+        packets: counts.packets,
+        frame_bytes: counts.bytes,
+        l2_header: ETHERNET_HEADER + if fields.vlan.is_some() { VLAN_TAG } else { 0 },
+        first: counts.installed,
+        last: counts.last_moved,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dpif::upcall::Decision;
+    use crate::flow_match::Match;
+    use core::time::Duration;
+
+    fn udp_flow(tci: u16) -> FlowBits {
+        let mut flow = FlowBits::ZERO;
+        Field::InPort.set(&mut flow, 1);
+        Field::DlType.set(&mut flow, 0x0800);
+        Field::VlanTci.set(&mut flow, u128::from(tci));
+        Field::DlDst.set(&mut flow, 0x0200_0000_0002);
+        Field::NwSrc.set(&mut flow, 0x0a09_0001);
+        Field::NwDst.set(&mut flow, 0x0a09_0002);
+        Field::NwProto.set(&mut flow, 17);
+        Field::TpSrc.set(&mut flow, 1024);
+        Field::TpDst.set(&mut flow, 9);
+        Field::NwTtl.set(&mut flow, 64);
+        flow
+    }
+
+    fn megaflow_of(flow: FlowBits, mask: FlowBits, actions: Vec<Action>) -> Megaflow {
+        Megaflow {
+            flow_match: Match::new(flow, mask),
+            decision: Decision {
+                actions,
+                ..Decision::default()
+            },
+            n_packets: 0,
+            n_bytes: 0,
+            used: Duration::from_secs(3),
+            credited: (0, 0),
+            created: Duration::from_secs(2),
+            exported: (0, 0),
+        }
+    }
+
+    #[test]
+    fn an_exact_megaflow_is_one_flow() {
+        let flow = udp_flow(VLAN_PRESENT | 0x2000 | 10);
+        let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Normal]);
+        let (seen, egress) = megaflow(&m, 4, 4 * 100).unwrap();
+        assert_eq!(
+            seen.key,
+            FlowKey {
+                addresses: Addresses::V4(Ipv4Addr::new(10, 9, 0, 1), Ipv4Addr::new(10, 9, 0, 2)),
+                protocol: 17,
+                src_port: 1024,
+                dst_port: 9,
+                vlan: 10,
+                ingress: 1,
+            }
+        );
+        assert_eq!(seen.l2_header, 18);
+        assert_eq!(
+            (seen.first, seen.last),
+            (Duration::from_secs(2), Duration::from_secs(3))
+        );
+        let mac = MacAddr([2, 0, 0, 0, 0, 2]);
+        assert_eq!(egress, Egress::Learned { vlan: 10, mac });
+        let mut macs = MacTable::default();
+        assert_eq!(egress.resolve(&macs), 0, "not learned: flooded");
+        macs.learn(10, mac, 7, Duration::ZERO);
+        assert_eq!(egress.resolve(&macs), 7);
+    }
+
+    #[test]
+    fn a_wildcarded_megaflow_is_not_reported() {
+        let flow = udp_flow(0);
+        let mut mask = flow_record_mask(&flow);
+        Field::TpSrc.set(&mut mask, 0);
+        let m = megaflow_of(flow, mask, vec![Action::Output(2)]);
+        assert!(megaflow(&m, 1, 60).is_none());
+        let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
+        let (seen, egress) = megaflow(&m, 1, 60).unwrap();
+        assert_eq!((egress, seen.l2_header), (Egress::Port(2), 14));
+    }
+
+    #[test]
+    fn icmp_type_and_code_are_the_destination_port() {
+        let mut flow = udp_flow(0);
+        Field::NwProto.set(&mut flow, 1);
+        Field::IcmpType.set(&mut flow, 8);
+        Field::IcmpCode.set(&mut flow, 0);
+        let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
+        let (seen, _) = megaflow(&m, 1, 98).unwrap();
+        assert_eq!((seen.key.src_port, seen.key.dst_port), (0, 0x0800));
+    }
+}

@@ -1,0 +1,234 @@
+//! One flow record: the flow's key (what tells flows apart), and what one report of it
+//! carries (counts since the last report, times, the reason it was sent), encoded under the
+//! templates of [`crate::ipfix::template`].
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::ipfix::template::{IPV4_TEMPLATE, IPV6_TEMPLATE, ipv4_fields, ipv6_fields, record_len};
+
+/// A flow's addresses.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Addresses {
+    V4(Ipv4Addr, Ipv4Addr),
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
+/// What makes a flow one flow: addresses, protocol, transport ports (ICMP: 0 and
+/// type * 256 + code, as NetFlow collectors read them), VLAN id (0 untagged) and the
+/// OpenFlow port it came in on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct FlowKey {
+    pub addresses: Addresses,
+    pub protocol: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub vlan: u16,
+    pub ingress: u32,
+}
+
+impl FlowKey {
+    /// A hash of the key that is the same in every run and on every machine, for choosing
+    /// which flows are sampled (FNV-1a over the key's fields).
+    pub fn stable_hash(&self) -> u64 {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                hash ^= u64::from(b);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        match self.addresses {
+            Addresses::V4(src, dst) => {
+                eat(&src.octets());
+                eat(&dst.octets());
+            }
+            Addresses::V6(src, dst) => {
+                eat(&src.octets());
+                eat(&dst.octets());
+            }
+        }
+        eat(&[self.protocol]);
+        eat(&self.src_port.to_be_bytes());
+        eat(&self.dst_port.to_be_bytes());
+        eat(&self.vlan.to_be_bytes());
+        eat(&self.ingress.to_be_bytes());
+        hash
+    }
+}
+
+/// Why a record was sent (IANA's flowEndReason).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EndReason {
+    IdleTimeout = 1,
+    ActiveTimeout = 2,
+    /// The switch stopped.
+    ForcedEnd = 4,
+}
+
+/// Nanoseconds since the Unix epoch.
+pub type UnixNanos = u64;
+
+/// Seconds between the NTP era (1900) and the Unix epoch.
+const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
+
+/// dateTimeNanoseconds (RFC 7011 section 6.1.10): NTP's 64-bit format, seconds since 1900
+/// above a binary fraction of a second.
+pub fn ntp_timestamp(nanos: UnixNanos) -> u64 {
+    let seconds = nanos / 1_000_000_000 + NTP_UNIX_OFFSET;
+    let fraction = ((nanos % 1_000_000_000) << 32) / 1_000_000_000;
+    (seconds << 32) | fraction
+}
+
+/// One report of a flow.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FlowRecord {
+    pub key: FlowKey,
+    /// The OpenFlow port its packets went out of; 0 when not one port (see
+    /// [`crate::ipfix::observe`]).
+    pub egress: u32,
+    pub packets: u64,
+    /// IP bytes (headers and payload: octetDeltaCount)...
+    pub octets: u64,
+    /// ...and Ethernet frame bytes (layer2OctetDeltaCount), FCS not included.
+    pub layer2_octets: u64,
+    pub start: UnixNanos,
+    pub end: UnixNanos,
+    pub reason: EndReason,
+}
+
+impl FlowRecord {
+    pub fn template_id(&self) -> u16 {
+        match self.key.addresses {
+            Addresses::V4(..) => IPV4_TEMPLATE,
+            Addresses::V6(..) => IPV6_TEMPLATE,
+        }
+    }
+
+    /// The record's bytes under its template (see [`crate::ipfix::template::ipv4_fields`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let len = match self.key.addresses {
+            Addresses::V4(..) => record_len(&ipv4_fields()),
+            Addresses::V6(..) => record_len(&ipv6_fields()),
+        };
+        let mut out = Vec::with_capacity(len);
+        match self.key.addresses {
+            Addresses::V4(src, dst) => {
+                out.extend_from_slice(&src.octets());
+                out.extend_from_slice(&dst.octets());
+            }
+            Addresses::V6(src, dst) => {
+                out.extend_from_slice(&src.octets());
+                out.extend_from_slice(&dst.octets());
+            }
+        }
+        out.extend_from_slice(&self.key.src_port.to_be_bytes());
+        out.extend_from_slice(&self.key.dst_port.to_be_bytes());
+        out.push(self.key.protocol);
+        out.extend_from_slice(&self.key.vlan.to_be_bytes());
+        out.extend_from_slice(&self.key.ingress.to_be_bytes());
+        out.extend_from_slice(&self.egress.to_be_bytes());
+        out.extend_from_slice(&self.packets.to_be_bytes());
+        out.extend_from_slice(&self.octets.to_be_bytes());
+        out.extend_from_slice(&self.layer2_octets.to_be_bytes());
+        out.extend_from_slice(&ntp_timestamp(self.start).to_be_bytes());
+        out.extend_from_slice(&ntp_timestamp(self.end).to_be_bytes());
+        out.extend_from_slice(&(self.start / 1_000_000).to_be_bytes());
+        out.extend_from_slice(&(self.end / 1_000_000).to_be_bytes());
+        out.push(self.reason as u8);
+        debug_assert_eq!(out.len(), len);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ntp_timestamps() {
+        assert_eq!(ntp_timestamp(0), NTP_UNIX_OFFSET << 32);
+        // Half a second is half of the fraction's range.
+        assert_eq!(
+            ntp_timestamp(1_500_000_000),
+            ((NTP_UNIX_OFFSET + 1) << 32) | 0x8000_0000
+        );
+    }
+
+    #[test]
+    fn ipv4_record_bytes() {
+        let record = FlowRecord {
+            key: FlowKey {
+                addresses: Addresses::V4(Ipv4Addr::new(10, 9, 0, 1), Ipv4Addr::new(10, 9, 0, 2)),
+                protocol: 17,
+                src_port: 1024,
+                dst_port: 9,
+                vlan: 10,
+                ingress: 1,
+            },
+            egress: 2,
+            packets: 3,
+            octets: 3 * 82,
+            layer2_octets: 3 * 96,
+            start: 1_000_000_000_250_000_000,
+            end: 1_000_000_001_000_000_000,
+            reason: EndReason::IdleTimeout,
+        };
+        assert_eq!(record.template_id(), 256);
+        let start_seconds = (1_000_000_000 + NTP_UNIX_OFFSET) as u32;
+        let mut expected = vec![10, 9, 0, 1, 10, 9, 0, 2, 4, 0, 0, 9, 17, 0, 10];
+        expected.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2]);
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 3]);
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 246]);
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 32]);
+        expected.extend_from_slice(&start_seconds.to_be_bytes());
+        expected.extend_from_slice(&[0x40, 0, 0, 0]); // a quarter of a second
+        expected.extend_from_slice(&(start_seconds + 1).to_be_bytes());
+        expected.extend_from_slice(&[0, 0, 0, 0]);
+        expected.extend_from_slice(&1_000_000_000_250u64.to_be_bytes());
+        expected.extend_from_slice(&1_000_000_001_000u64.to_be_bytes());
+        expected.push(1);
+        assert_eq!(record.encode(), expected);
+    }
+
+    #[test]
+    fn ipv6_records_are_longer_by_their_addresses() {
+        let key = FlowKey {
+            addresses: Addresses::V6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
+            protocol: 6,
+            src_port: 1,
+            dst_port: 2,
+            vlan: 0,
+            ingress: 3,
+        };
+        let record = FlowRecord {
+            key,
+            egress: 0,
+            packets: 1,
+            octets: 60,
+            layer2_octets: 74,
+            start: 0,
+            end: 0,
+            reason: EndReason::ForcedEnd,
+        };
+        let bytes = record.encode();
+        assert_eq!(record.template_id(), 257);
+        assert_eq!(bytes.len(), 104);
+        assert_eq!(bytes[..16], "fd00::1".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(bytes[103], 4);
+    }
+
+    #[test]
+    fn the_sampling_hash_is_stable() {
+        let key = FlowKey {
+            addresses: Addresses::V4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)),
+            protocol: 17,
+            src_port: 1,
+            dst_port: 2,
+            vlan: 0,
+            ingress: 1,
+        };
+        assert_eq!(key.stable_hash(), key.stable_hash());
+        let other = FlowKey { src_port: 3, ..key };
+        assert_ne!(key.stable_hash(), other.stable_hash());
+    }
+}
