@@ -7,15 +7,18 @@ use super::*;
 pub struct Tmux {
     socket: String,
     session: String,
+    /// The server's socket file, which kill-server leaves behind.
+    socket_path: String,
 }
 
 impl Tmux {
     /// A `width` x `height` terminal running a plain bash (no rc files: a known prompt).
     pub fn shell(tag: &str, width: u16, height: u16) -> Tmux {
         let id = unique_id(tag);
-        let t = Tmux {
+        let mut t = Tmux {
             socket: format!("wirespeed-{id}"),
             session: format!("ws{id}"),
+            socket_path: String::new(),
         };
         let (w, h) = (width.to_string(), height.to_string());
         t.must(&[
@@ -29,6 +32,7 @@ impl Tmux {
             &h,
             "env PS1='$ ' bash --norc --noprofile",
         ]);
+        t.socket_path = t.query("#{socket_path}");
         t
     }
 
@@ -97,5 +101,8 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.tmux(&["kill-server"]);
+        if !self.socket_path.is_empty() {
+            let _ = std::fs::remove_file(&self.socket_path);
+        }
     }
 }
