@@ -39,6 +39,8 @@ have bpftool || need_pkgs+=(bpftool)
 have promtool || need_pkgs+=(prometheus)
 have curl || need_pkgs+=(curl)
 have taskset || need_pkgs+=(util-linux)
+# tmux runs `wirespeed top` on a terminal of known size for its tests (capture-pane).
+have tmux || need_pkgs+=(tmux)
 have timeout || need_pkgs+=(coreutils)
 have python3 || need_pkgs+=(python3)
 have make || need_pkgs+=(make)

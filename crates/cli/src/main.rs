@@ -9,6 +9,7 @@ mod pcap_run;
 mod recv;
 mod run;
 mod switch;
+mod top;
 mod zcopy;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,8 @@ enum Command {
     /// Run a libpcap program (tcpdump, tshark...) with xdp:IFACE devices on AF_XDP.
     #[command(name = "pcap-run")]
     PcapRun(pcap_run::PcapRunArgs),
+    /// Watch a running switch or any tool with --metrics: rates, drops, load, busiest flows.
+    Top(top::TopArgs),
     /// Talk to a running switch: add-flow, del-flows, dump-flows, dump-ports...
     Ctl(ctl::CtlArgs),
     /// The kernel's zero-copy TCP features: MSG_ZEROCOPY send, TCP zero-copy receive.
@@ -57,6 +60,7 @@ fn main() {
         Command::Recv(args) => recv::run(args),
         Command::Switch(args) => switch::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Top(args) => top::run(args),
         Command::PcapRun(args) => pcap_run::run(args),
         Command::PcapBroker(args) => pcap_run::broker::run(args),
         Command::Zcopy(args) => zcopy::run(args),

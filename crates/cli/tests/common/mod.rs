@@ -10,6 +10,7 @@ pub mod prometheus;
 pub mod scenarios;
 pub mod star;
 pub mod switched;
+pub mod tmux;
 pub mod traffic;
 pub mod tshark;
 
