@@ -328,6 +328,27 @@ fn a_tool_gone_is_said_and_sigterm_gives_the_terminal_back() {
     );
 }
 
+#[test]
+fn a_terminal_closed_under_it_ends_top() {
+    let exporter = FakeExporter::start(Answer::Metrics);
+    let tmux = Tmux::shell("tpc", 100, 30);
+    tmux.type_line(&format!("{} top --metrics {}", wirespeed(), exporter.addr));
+    tmux.wait_for("the view", |s| s.contains("┌ ports"));
+    let shell: u32 = tmux.query("#{pane_pid}").parse().unwrap();
+    let top = children_of(shell);
+    assert_eq!(top.len(), 1, "{top:?}");
+    // The terminal goes away (kill-server): top must end, not spin on a dead terminal.
+    drop(tmux);
+    let until = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{}", top[0])).exists() {
+        if Instant::now() >= until {
+            let _ = sh(&["kill", "-KILL", &top[0].to_string()]);
+            panic!("top outlived its terminal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The processes whose parent is `pid`.
 fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")

@@ -67,6 +67,7 @@ enum Key {
 
 pub fn run(watch: Watch, first: Scrape) -> anyhow::Result<()> {
     let mut taken = TakenTerminal::take()?;
+    exit_when_the_terminal_hangs_up();
     let terminal = &mut taken.terminal;
     let mut screen = Screen {
         source: watch.source.clone(),
@@ -124,6 +125,34 @@ pub fn run(watch: Watch, first: Scrape) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Ends the process when the terminal hangs up (its window closed, its tmux killed):
+/// crossterm's reader would spin on end-of-file inside `event::poll` and never return to
+/// the loop, and there is no screen left to give back. A thread waits in poll() on standard
+/// input for the hang-up alone (poll reports it whatever events are asked for).
+fn exit_when_the_terminal_hangs_up() {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    if !std::io::stdin().is_terminal() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("top-hangup".to_string())
+        .spawn(|| {
+            let stdin = std::io::stdin();
+            loop {
+                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+                if poll(&mut fds, PollTimeout::NONE).is_err() {
+                    continue;
+                }
+                let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+                if fds[0].revents().is_some_and(|r| r.intersects(gone)) {
+                    std::process::exit(0);
+                }
+            }
+        });
 }
 
 fn draw(frame: &mut Frame<'_>, screen: &Screen) {
