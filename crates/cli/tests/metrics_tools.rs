@@ -143,9 +143,16 @@ fn capture_serves_what_it_received_and_wrote() {
     );
     cap.wait_ready();
     send_on_queue(&net, 0, 10000);
-    let text = scrape_until(
+    // The writer's count is read live, the receiving thread's once it goes idle.
+    scrape_until(
         &net.ns_b,
         "wirespeed_capture_written_packets_total",
+        &[],
+        10000.0,
+    );
+    let text = scrape_until(
+        &net.ns_b,
+        "wirespeed_capture_received_packets_total",
         &[],
         10000.0,
     );

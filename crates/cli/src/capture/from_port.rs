@@ -272,7 +272,7 @@ pub(super) fn receive_loop<S: PacketSink>(
                 port.wait_rx(left)?;
                 continue;
             }
-            metrics.publish(counts, port, false);
+            metrics.publish(counts, port, true);
             if wait_when_empty(port, recorder, step, &mut watch, &mut run)?.is_break() {
                 break;
             }

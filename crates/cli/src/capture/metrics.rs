@@ -64,6 +64,8 @@ struct On {
     counts: Published<CaptureFigures>,
     clock: ThreadClock,
     last: Option<Instant>,
+    /// Packets received at the last publication.
+    last_received: u64,
     bursts: u64,
     burst_packets: u64,
 }
@@ -83,6 +85,7 @@ impl Publisher {
                 counts,
                 clock: ThreadClock::start(),
                 last: None,
+                last_received: 0,
                 bursts: 0,
                 burst_packets: 0,
             }
@@ -99,20 +102,23 @@ impl Publisher {
         }
     }
 
-    /// Offers the thread's figures, at most every [`PUBLISH_EVERY`] unless `now_anyway`.
-    pub(super) fn publish(&mut self, counts: &Counts, port: &mut dyn Port, now_anyway: bool) {
+    /// Offers the thread's figures, at most every [`PUBLISH_EVERY`] while packets come;
+    /// at once when the loop goes `idle` (it may sleep a while, or end) with packets not
+    /// yet published.
+    pub(super) fn publish(&mut self, counts: &Counts, port: &mut dyn Port, idle: bool) {
         let Some(on) = &mut self.on else {
             return;
         };
         let now = Instant::now();
-        if !now_anyway
-            && on
-                .last
-                .is_some_and(|at| now.duration_since(at) < PUBLISH_EVERY)
-        {
+        let unpublished = counts.received != on.last_received;
+        let recent = on
+            .last
+            .is_some_and(|at| now.duration_since(at) < PUBLISH_EVERY);
+        if recent && !(idle && unpublished) {
             return;
         }
         on.last = Some(now);
+        on.last_received = counts.received;
         let stats = port.stats();
         let (device, queue) = wirespeed_metrics::device_and_queue(&port.info().spec);
         let figures = MeterFigures {

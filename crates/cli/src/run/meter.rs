@@ -179,11 +179,9 @@ impl Meter {
     /// Prints the live line when a second has passed since the last one.
     #[inline]
     pub fn tick(&mut self, packets: u64, bytes: u64, status: impl FnOnce() -> String) {
-        self.calls += 1;
-        if self.calls < self.every {
+        if !self.clock_due() {
             return;
         }
-        self.calls = 0;
         let now = Instant::now();
         if self.metrics.is_some() {
             self.publish(now, packets, bytes, None);
@@ -214,16 +212,25 @@ impl Meter {
             m.burst_packets += packets.wrapping_sub(m.seen_packets);
             m.seen_packets = packets;
         }
-        self.calls += 1;
-        if self.calls < self.every {
+        if !self.clock_due() {
             return;
         }
-        self.calls = 0;
         let now = Instant::now();
         if self.metrics.is_some() {
             self.publish(now, packets, bytes, Some(port));
         }
         self.on_clock(now, packets, bytes, || status(port));
+    }
+
+    /// True every `every` calls: time to read the clock.
+    #[inline]
+    fn clock_due(&mut self) -> bool {
+        self.calls += 1;
+        if self.calls < self.every {
+            return false;
+        }
+        self.calls = 0;
+        true
     }
 
     /// Offers the meter's figures for a scrape, at most every [`PUBLISH_EVERY`].
