@@ -285,7 +285,9 @@ static __always_inline void probe(int parsed, struct fp_key *key)
 }
 #endif
 
-SEC("xdp")
+// xdp.frags: interfaces with jumbo frames take it in native mode. A packet of several
+// buffers is left to user space (whole, it is not known to fit the flow's way out).
+SEC("xdp.frags")
 int switch_fast_path(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
@@ -306,7 +308,7 @@ int switch_fast_path(struct xdp_md *ctx)
 	index = *slot * MAX_QUEUES + queue;
 	if (!bpf_map_lookup_elem(&xsks, &index))
 		return XDP_PASS;
-	if (parsed == 0) {
+	if (parsed == 0 && bpf_xdp_get_buff_len(ctx) == ctx->data_end - ctx->data) {
 		struct fp_action *action = bpf_map_lookup_elem(&fp_flows, &key);
 
 		if (action) {

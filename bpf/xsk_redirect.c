@@ -11,7 +11,10 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
-SEC("xdp")
+// xdp.frags: loaded with multi-buffer support, so an interface whose MTU is larger than a
+// page (9000 bytes) takes it in native mode. A packet of several buffers reaches only a
+// socket bound for them; others drop it and count it (rx_dropped).
+SEC("xdp.frags")
 int xsk_redirect(struct xdp_md *ctx)
 {
 	// The flags argument is the action when the map has no entry for the queue (Linux 5.3+).

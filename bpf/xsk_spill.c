@@ -165,7 +165,7 @@ lost:
 
 static __always_inline int spill_packet(struct xdp_md *ctx, struct level *lv, __u32 queue)
 {
-	__u64 len = ctx->data_end - ctx->data;
+	__u64 len = bpf_xdp_get_buff_len(ctx);
 
 	// Size classes: a record needs a size the verifier knows.
 	if (len <= 128 - sizeof(struct spill_head))
@@ -181,7 +181,10 @@ static __always_inline int spill_packet(struct xdp_md *ctx, struct level *lv, __
 	return spill_into(ctx, lv, queue, len, 4096);
 }
 
-SEC("xdp")
+// xdp.frags: an interface with jumbo frames takes it in native mode; a packet spilled
+// whole is read from all its buffers (bpf_xdp_load_bytes), and one larger than the largest
+// record is counted lost (spill_full).
+SEC("xdp.frags")
 int xsk_spill(struct xdp_md *ctx)
 {
 	__u32 queue = ctx->rx_queue_index;

@@ -230,7 +230,7 @@ fn foreign_xdp_program_is_not_clobbered_unless_forced() {
         "obj",
         &obj,
         "sec",
-        "xdp",
+        FOREIGN_SECTION,
     ]);
     let _ = std::fs::remove_file(&obj);
     let port = format!("xdp:{}", net.b);

@@ -514,7 +514,7 @@ fn a_foreign_program_is_not_replaced() {
         "obj",
         &obj,
         "sec",
-        "xdp",
+        FOREIGN_SECTION,
     ]);
     let _ = std::fs::remove_file(&obj);
     refused(

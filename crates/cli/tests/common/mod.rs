@@ -807,6 +807,9 @@ impl Drop for SmallDisk {
     }
 }
 
+/// The section of [`foreign_object`]'s program (ours load with multi-buffer support).
+pub const FOREIGN_SECTION: &str = "xdp.frags";
+
 /// Builds one of our XDP objects for iproute2 to attach as "someone else's" program.
 pub fn foreign_object() -> ScratchFile {
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf/xdp_drop.c");
