@@ -85,6 +85,7 @@ fn a_jumbo_mtu_takes_the_redirect_program_natively_and_counts_what_a_frame_canno
         "no fallback from native XDP: {log}"
     );
     assert_eq!(j["drops"]["kernel_dropped"].as_u64(), Some(5), "{j}");
+    assert_eq!(j["drops_total"].as_u64(), Some(5), "no other reason: {j}");
     assert_eq!(j["rx_packets"].as_u64(), Some(3), "{j}");
     assert_eq!(j["bytes"].as_u64(), Some(3 * 98), "{j}");
     assert_eq!(j["frames"]["balanced"], true, "{j}");

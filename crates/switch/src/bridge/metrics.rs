@@ -9,13 +9,12 @@ use std::sync::Arc;
 use wirespeed_metrics::{
     Exposition, Published, device_and_queue, frame_figures, port_figures, thread_figures,
 };
-use wirespeed_xdp::fast_path::FastPathCounters;
 
 use crate::dpif::figures::PmdFigures;
 use crate::dpif::pmd::lock;
 use crate::execute::DropReason;
 use crate::ipfix::exporter::ExportStats;
-use crate::offload::FastPortCounts;
+use crate::offload::{FastPortCounts, OffloadSummary};
 
 use super::Bridge;
 
@@ -34,12 +33,8 @@ pub struct BridgeFigures {
 /// The kernel fast path's counts (`--offload`).
 #[derive(Debug, Clone, Default)]
 pub struct FastPathFigures {
-    pub flows: usize,
-    pub installed: u64,
-    pub table_full: u64,
-    pub aged: u64,
-    pub errors: u64,
-    pub kernel: FastPathCounters,
+    /// What `dump-cache` says of it.
+    pub summary: OffloadSummary,
     /// Each port's packets forwarded in the kernel, as last credited.
     pub ports: Vec<(u32, FastPortCounts)>,
 }
@@ -197,38 +192,38 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         "wirespeed_switch_fast_path_flows",
         "Flows in the kernel fast path's table (--offload).",
         &[],
-        f.flows as f64,
+        f.summary.flows as f64,
     );
     let counts = [
         (
             "wirespeed_switch_fast_path_installs_total",
             "Flows installed in the kernel fast path.",
-            f.installed,
+            f.summary.installed,
         ),
         (
             "wirespeed_switch_fast_path_table_full_total",
             "Installs refused because the kernel's table was full.",
-            f.table_full,
+            f.summary.table_full,
         ),
         (
             "wirespeed_switch_fast_path_evictions_total",
             "Flows removed from the kernel fast path for being idle.",
-            f.aged,
+            f.summary.aged,
         ),
         (
             "wirespeed_switch_fast_path_errors_total",
             "Fast path table operations that failed.",
-            f.errors,
+            f.summary.errors,
         ),
         (
             "wirespeed_switch_fast_path_hits_total",
             "Packets the kernel fast path forwarded without user space.",
-            f.kernel.hits,
+            f.summary.kernel.hits,
         ),
         (
             "wirespeed_switch_fast_path_misses_total",
             "Packets the fast path sent up to a poll-mode thread.",
-            f.kernel.misses,
+            f.summary.kernel.misses,
         ),
     ];
     for (name, help, n) in counts {
@@ -356,12 +351,7 @@ impl Bridge {
         let fast_path = dp.offload.as_ref().and_then(|o| {
             let s = o.summary().ok()?;
             Some(FastPathFigures {
-                flows: s.flows,
-                installed: s.installed,
-                table_full: s.table_full,
-                aged: s.aged,
-                errors: s.errors,
-                kernel: s.kernel,
+                summary: s,
                 ports: dp.ports().iter().map(|&n| (n, o.port_counts(n))).collect(),
             })
         });
