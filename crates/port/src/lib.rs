@@ -32,6 +32,10 @@ pub use stats::{DropCounters, FrameAudit, PortStats};
 pub use thread_clock::ThreadClock;
 pub use wirespeed_xsk::{LinkState, link_state};
 
+/// The most segments (frames) one packet may span in a `Batch`: the kernel's receive bound
+/// (`wirespeed_xsk::RX_MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: usize = wirespeed_xsk::RX_MAX_SEGMENTS;
+
 /// Options shared by the backends; each has an automatic default.
 #[derive(Debug, Clone)]
 pub struct PortOptions {
@@ -76,6 +80,11 @@ pub struct PortOptions {
     /// so that a port on eight queues has eight times the frames of a port on one), not the
     /// whole UMEM shared out between them (a count the user gave).
     pub frames_per_queue: bool,
+    /// AF_XDP: take packets larger than a frame, as chains of frames (multi-buffer,
+    /// XDP_USE_SG), where the kernel can. Only for an application that reads
+    /// `Batch::packet_len` and `segments`: one that reads the head segment alone would see
+    /// part of a packet. Off, such packets are dropped by the kernel and counted.
+    pub multi_buffer: bool,
     /// Set by the caller to give up opening (a signal asked the tool to stop): opening a
     /// port with a large buffer area takes seconds, and then ends with
     /// [`PortError::Cancelled`] soon after this is set.
@@ -111,6 +120,7 @@ impl Default for PortOptions {
             spill_rings: 1,
             spill_ring: 0,
             frames_per_queue: false,
+            multi_buffer: false,
             cancel: None,
         }
     }
@@ -128,6 +138,9 @@ pub struct PortInfo {
     /// The kernel busy-polls the port's sockets (asked for, and possible in this mode): its
     /// syscalls run the driver's receive, so the application need not sleep in poll().
     pub busy_poll: bool,
+    /// Packets may span several frames (AF_XDP multi-buffer): at most this many when sent.
+    /// None: every packet fits one frame (`Port::max_packet_len`).
+    pub multi_buffer: Option<u32>,
 }
 
 /// A packet port. One owner (one thread) per port: no method takes a lock.
@@ -155,6 +168,33 @@ pub trait Port {
 
     /// The bytes of a packet in `batch`, writable.
     fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8];
+
+    /// The whole packet of slot `i` of `batch`: its frame's bytes in place when it is one
+    /// frame, else its segments gathered into `scratch` (a copy; only for an application
+    /// that needs the bytes contiguous, such as a filter or a file writer).
+    fn packet_bytes<'a>(&'a self, batch: &Batch, i: usize, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        if batch.more(i) == 0 {
+            return self.packet(batch.addr(i), batch.frame_len(i));
+        }
+        scratch.clear();
+        for (addr, len) in batch.segments(i) {
+            scratch.extend_from_slice(self.packet(addr, len));
+        }
+        scratch
+    }
+
+    /// Writes `bytes` over the segments of slot `i` of `batch`, in order (a packet built
+    /// elsewhere, put into a chain `alloc_tx` gave); returns how many bytes fit.
+    fn write_packet(&mut self, batch: &Batch, i: usize, bytes: &[u8]) -> usize {
+        let mut at = 0;
+        for (addr, len) in batch.segments(i) {
+            let take = (len as usize).min(bytes.len() - at);
+            self.packet_mut(addr, take as u32)
+                .copy_from_slice(&bytes[at..at + take]);
+            at += take;
+        }
+        at
+    }
 
     /// Largest packet a frame holds.
     fn max_packet_len(&self) -> u32;

@@ -24,11 +24,17 @@ pub struct DropCounters {
     pub spill_full: u64,
     /// Meant for the port while its interface was down or gone (a switch's output).
     pub link_down: u64,
+    /// A received packet of several frames was malformed: longer than any packet the kernel
+    /// makes, or with an empty segment (AF_XDP multi-buffer, a `pipe:` peer).
+    pub rx_bad_chain: u64,
+    /// A packet of several frames could not be sent: longer than the port sends, with a bad
+    /// segment, or on a port that sends single frames only.
+    pub tx_bad_chain: u64,
 }
 
 impl DropCounters {
     /// Each reason with its name, in a fixed order (for `--json` and the live line).
-    pub fn by_reason(&self) -> [(&'static str, u64); 9] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 11] {
         [
             ("fill_ring_empty", self.fill_ring_empty),
             ("rx_ring_full", self.rx_ring_full),
@@ -39,6 +45,8 @@ impl DropCounters {
             ("tx_error", self.tx_error),
             ("spill_full", self.spill_full),
             ("link_down", self.link_down),
+            ("rx_bad_chain", self.rx_bad_chain),
+            ("tx_bad_chain", self.tx_bad_chain),
         ]
     }
 
@@ -57,6 +65,8 @@ impl DropCounters {
         self.tx_error += o.tx_error;
         self.spill_full += o.spill_full;
         self.link_down += o.link_down;
+        self.rx_bad_chain += o.rx_bad_chain;
+        self.tx_bad_chain += o.tx_bad_chain;
     }
 }
 

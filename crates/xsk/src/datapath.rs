@@ -6,6 +6,7 @@ use std::io;
 
 use wirespeed_umem::{FramePool, Umem};
 
+use crate::chains::{self, CONTINUES, ChainOutcome};
 use crate::{Desc, Socket, sys};
 
 /// What one `recv` took from the RX ring.
@@ -73,6 +74,62 @@ impl Socket {
         }
         rx.release(n);
         out
+    }
+
+    /// Takes received packets, whole chains of descriptors, from at most `max_descs`
+    /// descriptors: `deliver(segments)` gets each packet's segments, head first, and returns
+    /// false when it has no room (that packet stays in the ring). A chain is never followed
+    /// past a descriptor outside `umem`, nor past `chains::RX_MAX_SEGMENTS`; see
+    /// `chains::assemble`. Pass at least `RX_MAX_SEGMENTS` descriptors so a burst always
+    /// gets past a long chain.
+    #[inline]
+    pub fn recv_chains(
+        &mut self,
+        umem: &Umem,
+        pool: &mut FramePool,
+        max_descs: u32,
+        deliver: impl FnMut(&[(u64, u32)]) -> bool,
+    ) -> ChainOutcome {
+        let Some(rx) = self.rx.as_mut() else {
+            return ChainOutcome::default();
+        };
+        let n = rx.peek(max_descs);
+        let rx_ref: &_ = rx;
+        let out = chains::assemble(
+            n,
+            |i| rx_ref.read(i),
+            &mut self.rx_resync,
+            umem,
+            pool,
+            deliver,
+        );
+        rx.release(out.descs);
+        out
+    }
+
+    /// Reserves up to `n` TX ring slots; write them with `tx_write` and publish the written
+    /// ones with `tx_submit` (for packets of several descriptors, which go in whole or not
+    /// at all: the kernel loses the frames of a chain it has to cut).
+    #[inline]
+    pub fn tx_reserve(&mut self, n: u32) -> u32 {
+        self.tx.as_mut().map_or(0, |t| t.reserve(n))
+    }
+
+    /// Writes the `i`-th reserved TX slot: a segment, which `more` says the next continues.
+    #[inline]
+    pub fn tx_write(&mut self, i: u32, addr: u64, len: u32, more: bool) {
+        if let Some(tx) = self.tx.as_mut() {
+            let options = if more { CONTINUES } else { 0 };
+            tx.write(i, Desc { addr, len, options });
+        }
+    }
+
+    /// Publishes the first `n` reserved TX slots to the kernel.
+    #[inline]
+    pub fn tx_submit(&mut self, n: u32) {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.submit(n);
+        }
     }
 
     /// Queues up to `n` packets for sending, `desc_at(i)` giving the address and length of

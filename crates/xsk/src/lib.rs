@@ -5,6 +5,7 @@
 //! queue-shared redirect program), `queue_holder.rs` finds who holds a queue bind found taken.
 
 mod bpf_link;
+mod chains;
 mod datapath;
 mod queue_holder;
 mod socket;
@@ -14,6 +15,7 @@ mod sys;
 pub use bpf_link::{XdpLinkInfo, xdp_link_by_id};
 pub use queue_holder::{Process, queue_holders};
 
+pub use chains::{CONTINUES, ChainOutcome, RX_MAX_SEGMENTS, TX_MAX_SEGMENTS};
 pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
 pub use spill_levels::{SpillCounts, SpillLevels};

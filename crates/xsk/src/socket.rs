@@ -58,6 +58,11 @@ pub struct SocketConfig {
     /// Busy-poll with this budget (SO_PREFER_BUSY_POLL), where the kernel can: see
     /// `Socket::busy_polls`.
     pub busy_poll_budget: Option<u32>,
+    /// Let a packet span several frames (XDP_USE_SG): the kernel chains its descriptors with
+    /// XDP_PKT_CONTD. Only a UMEM's owner asks; sockets sharing it inherit the owner's
+    /// answer. A kernel without multi-buffer gets a plain bind instead: see
+    /// `Socket::multi_buffer`.
+    pub multi_buffer: bool,
 }
 
 impl Default for SocketConfig {
@@ -70,6 +75,7 @@ impl Default for SocketConfig {
             mode: BindMode::Any,
             need_wakeup: true,
             busy_poll_budget: None,
+            multi_buffer: false,
         }
     }
 }
@@ -94,6 +100,10 @@ pub struct Socket {
     pub(crate) tx: Option<Producer<Desc>>,
     pub(crate) need_wakeup: bool,
     pub(crate) busy_poll: bool,
+    pub(crate) multi_buffer: bool,
+    /// A received chain was too long: its remaining descriptors are dropped up to the one
+    /// that ends the packet (see `recv_chains`).
+    pub(crate) rx_resync: bool,
     ifindex: u32,
     queue: u32,
     zerocopy: bool,
@@ -156,7 +166,7 @@ impl Socket {
         if let Some(budget) = config.busy_poll_budget {
             set_busy_poll(&fd, budget)?;
         }
-        let need_wakeup = bind(&fd, owner, iface, ifindex, queue, config)?;
+        let (need_wakeup, multi_buffer) = bind(&fd, owner, iface, ifindex, queue, config)?;
         let (opts, _): (libc::xdp_options, usize) = setup(
             "XDP_OPTIONS",
             sys::get_option(fd.as_raw_fd(), libc::SOL_XDP, libc::XDP_OPTIONS),
@@ -170,6 +180,8 @@ impl Socket {
             tx: rings.tx,
             need_wakeup,
             busy_poll,
+            multi_buffer,
+            rx_resync: false,
             ifindex,
             queue,
             zerocopy: opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0,
@@ -198,6 +210,12 @@ impl Socket {
     /// True when the kernel bound in zero-copy mode.
     pub fn is_zerocopy(&self) -> bool {
         self.zerocopy
+    }
+
+    /// True when the socket was bound with XDP_USE_SG (or shares a UMEM whose owner was): a
+    /// packet may arrive, and may be sent, as a chain of descriptors.
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// True when this socket has its own fill and completion rings.
@@ -385,7 +403,7 @@ fn set_busy_poll(fd: &OwnedFd, budget: u32) -> Result<(), XskError> {
 }
 
 /// Binds the socket to `queue` of `ifindex`, on its own UMEM or `owner`'s; returns whether
-/// it uses need_wakeup.
+/// it uses need_wakeup and whether it is multi-buffer.
 fn bind(
     fd: &OwnedFd,
     owner: Option<&Socket>,
@@ -393,22 +411,38 @@ fn bind(
     ifindex: u32,
     queue: u32,
     config: &SocketConfig,
-) -> Result<bool, XskError> {
+) -> Result<(bool, bool), XskError> {
     // A socket sharing a UMEM may name no mode flags: it inherits the owner's copy or
-    // zero-copy mode and need_wakeup setting (the kernel refuses them with EINVAL).
+    // zero-copy mode, need_wakeup and multi-buffer setting (the kernel refuses them with
+    // EINVAL).
     let (flags, need_wakeup) = match owner {
         Some(o) => (libc::XDP_SHARED_UMEM, o.need_wakeup),
         None if config.need_wakeup => (config.mode.flag() | libc::XDP_USE_NEED_WAKEUP, true),
         None => (config.mode.flag(), false),
     };
-    let addr = libc::sockaddr_xdp {
+    let wants_sg = owner.is_none() && config.multi_buffer;
+    let mut addr = libc::sockaddr_xdp {
         sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
+        sxdp_flags: flags | if wants_sg { libc::XDP_USE_SG } else { 0 },
         sxdp_ifindex: ifindex,
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
     };
-    sys::bind_xdp(fd, &addr).map_err(|source| match source.raw_os_error() {
+    let mut bound = sys::bind_xdp(fd, &addr);
+    let mut multi_buffer = owner.map_or(wants_sg, |o| o.multi_buffer);
+    // A kernel older than multi-buffer (6.6) knows no XDP_USE_SG and answers EINVAL; a
+    // driver without it in zero-copy mode, EOPNOTSUPP. Either way a plain bind still works.
+    if wants_sg
+        && matches!(
+            bound.as_ref().map_err(|e| e.raw_os_error()),
+            Err(Some(libc::EINVAL | libc::EOPNOTSUPP))
+        )
+    {
+        addr.sxdp_flags = flags;
+        bound = sys::bind_xdp(fd, &addr);
+        multi_buffer = false;
+    }
+    bound.map_err(|source| match source.raw_os_error() {
         // The queue has another socket (bind_xdp waited out one closing a moment ago).
         Some(libc::EBUSY) => XskError::QueueTaken {
             iface: iface.to_string(),
@@ -422,7 +456,7 @@ fn bind(
             source,
         },
     })?;
-    Ok(need_wakeup)
+    Ok((need_wakeup, multi_buffer))
 }
 
 /// Whether the kernel recorded a NAPI instance for the bound socket, which busy polling runs.

@@ -129,6 +129,8 @@ impl PortFlags {
             spill_ring: 0,
             // The default grows with the queues a port serves; a count given is the whole.
             frames_per_queue: self.frames.is_none(),
+            // Set by the tools that take packets of several frames.
+            multi_buffer: false,
             // A signal gives up opening (a large buffer area takes seconds to set up).
             cancel: crate::run::signals::flag(),
         }

@@ -60,12 +60,14 @@ pub(super) fn forward(
             port.flush()?;
         } else {
             for i in 0..batch.len() {
-                // The frame is the packet: swap its addresses in place, no copy.
+                // The frame is the packet: swap its addresses in place, no copy. A packet
+                // of several frames has its Ethernet header in the first.
                 let (addr, len) = (batch.addr(i), batch.frame_len(i));
-                tally.bytes += len as u64;
+                tally.bytes += batch.packet_len(i) as u64;
                 swap_macs(port.packet_mut(addr, len));
             }
-            // Received frames go straight back out (move, never copy).
+            // Received frames go straight back out (move, never copy); a chain goes as
+            // it came.
             tally.packets += port.tx_burst(&mut batch)? as u64;
         }
         if idle.after_burst(port, got, room, run)?.is_break() {

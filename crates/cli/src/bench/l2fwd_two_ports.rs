@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use wirespeed_port::xdp::XdpGroup;
-use wirespeed_port::{Backend, Batch, Port, PortError, PortSpec, PortStats};
+use wirespeed_port::{Backend, Batch, Port, PortError, PortOptions, PortSpec, PortStats};
 
 use super::report::{Summary, Tally, summary_for};
 use super::{BenchArgs, Mode, announce_ready};
@@ -88,7 +88,9 @@ fn forward_shared(
                 group.flush(to)?;
                 continue;
             }
-            tally.bytes += batch.iter().map(|(_, len)| len as u64).sum::<u64>();
+            tally.bytes += (0..batch.len())
+                .map(|i| batch.packet_len(i) as u64)
+                .sum::<u64>();
             moved += group.tx_burst(to, &mut batch)?;
         }
         tally.packets += moved as u64;
@@ -120,7 +122,11 @@ fn run_copying(
     b: &PortSpec,
     stop: &AtomicBool,
 ) -> anyhow::Result<Summary> {
-    let opts = args.port_options(&[&a.iface, &b.iface], true, true);
+    let opts = PortOptions {
+        // Each packet is copied into one frame of the other port.
+        multi_buffer: false,
+        ..args.port_options(&[&a.iface, &b.iface], true, true)
+    };
     let mut ports: [Box<dyn Port>; 2] = [
         crate::run::open_port::open_port(a, &opts)?,
         crate::run::open_port::open_port(b, &opts)?,

@@ -122,7 +122,11 @@ impl BenchArgs {
     }
 
     fn port_options(&self, ifaces: &[&str], rx: bool, tx: bool) -> PortOptions {
-        self.port_flags.options(ifaces, rx, tx)
+        PortOptions {
+            // rxdrop and l2fwd take packets larger than a frame as chains.
+            multi_buffer: matches!(self.mode, Mode::Rxdrop | Mode::L2fwd),
+            ..self.port_flags.options(ifaces, rx, tx)
+        }
     }
 
     /// The frame txpush sends and rxdrop --verify expects.

@@ -36,6 +36,8 @@ pub struct Summary {
     pub port: String,
     pub backend: &'static str,
     pub xdp_mode: String,
+    /// Packets may span this many frames (AF_XDP multi-buffer); null: one frame each.
+    pub multi_buffer: Option<u32>,
     pub engine: Option<&'static str>,
     pub batch: u32,
     pub size: u32,
@@ -252,6 +254,7 @@ pub fn summary_for(
         port: spec.to_string(),
         backend: spec.backend.name(),
         xdp_mode: info.map_or_else(|| "native".to_string(), |i| i.mode.clone()),
+        multi_buffer: info.and_then(|i| i.multi_buffer),
         engine: None,
         batch: args.port_flags.batch,
         size: args.size,

@@ -6,7 +6,10 @@ use wirespeed_port::PortInfo;
 /// `wirespeed TOOL: SPEC ready (BACKEND backend, MODE mode, batch N[, EXTRA])`, then one
 /// line per note the port has about how it opened.
 pub fn announce_ready(tool: &str, info: &PortInfo, batch: u32, extra: Option<&str>) {
-    let extra = extra.map(|e| format!(", {e}")).unwrap_or_default();
+    let mut extra = extra.map(|e| format!(", {e}")).unwrap_or_default();
+    if let Some(n) = info.multi_buffer {
+        extra.push_str(&format!(", multi-buffer: packets of up to {n} frames"));
+    }
     eprintln!(
         "wirespeed {tool}: {} ready ({} backend, {} mode, batch {batch}{extra})",
         info.spec,

@@ -77,6 +77,7 @@ pub fn joint_info(spec: &PortSpec, ports: &[XdpPort], cpus: &[usize]) -> PortInf
         mode: first.mode.clone(),
         notes,
         busy_poll: first.busy_poll,
+        multi_buffer: first.multi_buffer,
     }
 }
 

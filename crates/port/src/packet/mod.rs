@@ -100,6 +100,7 @@ impl PacketPort {
                 mode: "tpacket_v3".to_string(),
                 notes: option_notes(opts),
                 busy_poll: false,
+                multi_buffer: None,
             },
             iface: iface.to_string(),
             ifindex,

@@ -83,6 +83,7 @@ impl PcapPort {
                 mode: mode.to_string(),
                 notes,
                 busy_poll: false,
+                multi_buffer: None,
             },
             frames: HeapFrames::new(opts.frame_count, opts.frame_size),
             ended: replay.is_none(),

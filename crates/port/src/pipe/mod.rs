@@ -134,6 +134,7 @@ impl PipePort {
                 mode: "shm".to_string(),
                 notes,
                 busy_poll: false,
+                multi_buffer: None,
             },
             tx: Producer::new(shm.data_ring(end)),
             rx: Consumer::new(shm.data_ring(1 - end)),

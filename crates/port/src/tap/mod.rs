@@ -98,6 +98,7 @@ impl TapPort {
                 mode: "tap".to_string(),
                 notes,
                 busy_poll: false,
+                multi_buffer: None,
             },
             name: name.to_string(),
             ifindex: wirespeed_xsk::if_index(name).unwrap_or(0),

@@ -130,6 +130,9 @@ impl XdpGroup {
             }
             return Ok(got as usize);
         }
+        if m.socket.multi_buffer() {
+            return self.rx_chains(port, batch);
+        }
         let mut bytes = 0u64;
         let out = m
             .socket
@@ -150,12 +153,42 @@ impl XdpGroup {
         Ok(out.received as usize)
     }
 
+    /// `rx_burst` on a multi-buffer socket: a packet is a chain of descriptors, taken whole
+    /// (the fill ring was topped up by the caller).
+    fn rx_chains(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
+        let m = &mut self.members[port];
+        let frames_before = batch.frames();
+        // Enough descriptors to get past the longest chain even into an empty batch.
+        let window = (batch.room() + batch.tail_room()) as u32;
+        let out = m
+            .socket
+            .recv_chains(&self.umem, &mut self.pool, window, |segs| match segs {
+                [(addr, len)] => batch.push(*addr, *len),
+                _ => batch.push_chain(segs),
+            });
+        m.rx_outstanding = m.rx_outstanding.saturating_sub(out.descs);
+        m.stats.rx_packets += out.packets as u64;
+        m.stats.rx_bytes += out.bytes;
+        m.stats.drops.rx_invalid_desc += out.invalid as u64;
+        m.stats.drops.rx_bad_chain += out.bad_chains as u64;
+        self.app_held += (batch.frames() - frames_before) as u64;
+        if out.descs == 0 {
+            m.socket
+                .wake_rx()
+                .map_err(|source| m.failed("wake receive", source))?;
+        }
+        Ok(out.packets as usize)
+    }
+
     /// Queues every packet of `batch` on `port` and empties the batch; frames may come from
     /// any member. Those the TX ring has no room for are freed and counted.
     #[inline]
     pub fn tx_burst(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
         if batch.is_empty() {
             return Ok(0);
+        }
+        if batch.has_chains() {
+            return self.tx_chains(port, batch);
         }
         self.reclaim(port);
         let m = &mut self.members[port];
@@ -182,19 +215,78 @@ impl XdpGroup {
         Ok(sent)
     }
 
+    /// `tx_burst` of a batch holding chains. A chain goes into the TX ring whole or not at
+    /// all, and only once checked: in copy mode the kernel drops a chain longer than it
+    /// allows, or one with a bad segment, without ever completing its frames. A port
+    /// without multi-buffer sends no chain; it counts each as `tx_bad_chain`.
+    fn tx_chains(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
+        self.reclaim(port);
+        let m = &mut self.members[port];
+        let limit = m.info.multi_buffer.unwrap_or(1) as usize;
+        let room = m.socket.tx_reserve(batch.frames() as u32) as usize;
+        let (mut used, mut sent, mut bytes, mut bad, mut full) = (0, 0, 0u64, 0u64, 0u64);
+        // Once a packet did not fit, later ones wait behind it, as in `tx_burst`.
+        let mut ring_full = false;
+        for i in 0..batch.len() {
+            let segments = batch.more(i) + 1;
+            let sound = segments <= limit
+                && batch
+                    .segments(i)
+                    .all(|(addr, len)| len > 0 && self.umem.is_valid(addr, len));
+            ring_full |= sound && used + segments > room;
+            if !sound || ring_full {
+                for (addr, _) in batch.segments(i) {
+                    if self.umem.is_valid(addr, 0) {
+                        self.pool.free(self.umem.frame_base(addr));
+                    }
+                }
+                match sound {
+                    true => full += 1,
+                    false => bad += 1,
+                }
+                continue;
+            }
+            for (j, (addr, len)) in batch.segments(i).enumerate() {
+                m.socket
+                    .tx_write((used + j) as u32, addr, len, j + 1 < segments);
+            }
+            used += segments;
+            sent += 1;
+            bytes += batch.packet_len(i) as u64;
+        }
+        m.socket.tx_submit(used as u32);
+        m.stats.tx_packets += sent as u64;
+        m.stats.tx_bytes += bytes;
+        m.stats.drops.tx_ring_full += full;
+        m.stats.drops.tx_bad_chain += bad;
+        // One completion comes back for each descriptor.
+        m.tx_in_flight += used as u64;
+        self.app_held -= batch.frames() as u64;
+        batch.clear();
+        m.socket
+            .kick_tx()
+            .map_err(|source| m.failed("kick transmit", source))?;
+        Ok(sent)
+    }
+
     /// Gives the frames of `batch` back unsent and empties it.
     pub fn release(&mut self, batch: &mut Batch) {
-        for (addr, _) in batch.iter() {
+        for addr in batch.all_frames() {
             self.pool.free(self.umem.frame_base(addr));
         }
-        self.app_held -= batch.len() as u64;
+        self.app_held -= batch.frames() as u64;
         batch.clear();
     }
 
-    /// Appends up to `n` empty frames of `len` bytes to send on `port`.
+    /// Appends up to `n` empty frames of `len` bytes to send on `port`: on a multi-buffer
+    /// port, a packet longer than a frame is a chain of whole frames.
     pub fn alloc_tx(&mut self, port: usize, batch: &mut Batch, n: usize, len: u32) -> usize {
+        let frame = self.umem.frame_size();
+        if len > frame && self.members[port].info.multi_buffer.is_some() {
+            return self.alloc_chains(port, batch, n, len);
+        }
         self.reclaim(port);
-        let len = len.min(self.umem.frame_size());
+        let len = len.min(frame);
         let n = n
             .min(batch.room())
             .min(self.pool.len())
@@ -204,6 +296,31 @@ impl XdpGroup {
             batch.push(addr, len);
         }
         self.app_held += n as u64;
+        n
+    }
+
+    /// `alloc_tx` of packets longer than a frame, on a multi-buffer port: at most as many
+    /// segments as the port sends.
+    fn alloc_chains(&mut self, port: usize, batch: &mut Batch, n: usize, len: u32) -> usize {
+        self.reclaim(port);
+        let frame = self.umem.frame_size();
+        let limit = self.members[port].info.multi_buffer.unwrap_or(1);
+        let len = len.min(frame * limit);
+        let segments = len.div_ceil(frame) as usize;
+        let n = n
+            .min(batch.room())
+            .min(batch.tail_room() / (segments - 1))
+            .min(self.pool.len() / segments)
+            .min(self.members[port].socket.tx_free((n * segments) as u32) as usize / segments);
+        let mut segs = [(0u64, 0u32); crate::MAX_SEGMENTS];
+        for _ in 0..n {
+            for (j, seg) in segs[..segments].iter_mut().enumerate() {
+                let this = (len - j as u32 * frame).min(frame);
+                *seg = (self.pool.alloc().unwrap_or_default(), this);
+            }
+            batch.push_chain(&segs[..segments]);
+        }
+        self.app_held += (n * segments) as u64;
         n
     }
 

@@ -208,7 +208,11 @@ fn bind_members(
             attach: attach_mode,
             attach_program: attach_programs && opts.program_attached.is_none() && earlier.is_none(),
         };
+        let place_owner_less = place.owner.is_none();
         let (program, socket, attach) = bind_member(spec, opts, umem, place, &mut notes)?;
+        if let Some(why) = multi_buffer_off(opts, &socket, place_owner_less) {
+            notes.push(why);
+        }
         if opts.busy_poll && !socket.busy_polls() {
             notes.push(format!(
                 "busy poll: the kernel busy-polls zero-copy sockets only (Linux 6.13 and \
@@ -229,6 +233,9 @@ fn bind_members(
                 mode: mode_name(&socket, attach).to_string(),
                 notes,
                 busy_poll: socket.busy_polls(),
+                multi_buffer: socket
+                    .multi_buffer()
+                    .then_some(wirespeed_xsk::TX_MAX_SEGMENTS as u32),
             },
             _program: program,
             socket,
@@ -332,7 +339,23 @@ fn socket_config(opts: &PortOptions) -> SocketConfig {
         mode: BindMode::Any,
         need_wakeup: true,
         busy_poll_budget: opts.busy_poll.then_some(opts.batch),
+        // The spill ring copies packets into single frames (bpf/xsk_spill.c).
+        multi_buffer: opts.multi_buffer && opts.spill_bytes == 0,
     }
+}
+
+/// Why a port asked for multi-buffer has it off, said once, by the UMEM's owner (the
+/// sockets sharing its UMEM inherit its answer).
+fn multi_buffer_off(opts: &PortOptions, socket: &Socket, owner: bool) -> Option<String> {
+    if !opts.multi_buffer || socket.multi_buffer() || !owner {
+        return None;
+    }
+    Some(match opts.spill_bytes > 0 {
+        true => "multi-buffer off: packets larger than a frame do not pass a spill ring;                  they are dropped and counted"
+            .to_string(),
+        false => "multi-buffer off: the kernel refused XDP_USE_SG (Linux 6.6 or later, and                   in zero-copy mode a driver with multi-buffer): packets larger than a frame                   are dropped and counted"
+            .to_string(),
+    })
 }
 
 /// Where a member socket goes: on whose UMEM, in which attach mode, with a program of its own.

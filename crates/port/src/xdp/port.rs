@@ -169,6 +169,7 @@ impl XdpPort {
             mode: first.mode.clone(),
             notes,
             busy_poll: first.busy_poll,
+            multi_buffer: first.multi_buffer,
         };
         Ok(XdpPort {
             group,

@@ -62,6 +62,20 @@ impl Netns {
     }
 }
 
+// Each test binary uses its part.
+#[allow(dead_code)]
+impl Netns {
+    /// Sets the MTU of both ends of the pair.
+    pub fn set_mtu(&self, mtu: u32) {
+        for dev in [&self.a, &self.b] {
+            assert!(
+                ip(&["link", "set", dev, "mtu", &mtu.to_string()]),
+                "{dev}: mtu {mtu}"
+            );
+        }
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         set_netns(&self.home);
