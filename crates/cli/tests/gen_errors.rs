@@ -75,12 +75,25 @@ fn bad_input_is_refused_before_anything_is_sent() {
         (&["--rate", "10bit"], "--rate 10bit: out of range"),
         (&["--rate", "lots"], "--rate lots: expected"),
         (&["--size", "63"], "--size 63: out of range"),
-        (&["--size", "1519"], "--size 1519: out of range"),
-        (&["--size", "64-2000"], "--size 64-2000: out of range"),
+        (
+            &["--size", "1519"],
+            "has MTU 1500, which carries frames of at most 1518 bytes on the wire",
+        ),
+        (&["--size", "64-2000"], "--size 64-2000: wst"),
+        (&["--size", "9001"], "--size 9001: out of range"),
+        (
+            &["--imix=64,big"],
+            "--imix=64,big: expected up to 1024 sizes",
+        ),
+        (&["--imix=64,9001"], "--imix=64,9001: out of range"),
+        (
+            &["--size", "1519", "--engine", "kernel"],
+            "--size 1519: out of range: IPv4/UDP frames with the 18-byte test payload are 64 to 1518",
+        ),
         (&["--size", "1500-64"], "--size 1500-64: the range is empty"),
         (
             &["--size", "64", "--ipv6"],
-            "IPv6/UDP frames with the 18-byte test payload are 84 to 1518",
+            "IPv6/UDP frames with the 18-byte test payload are 84 to 9000",
         ),
         (
             &["--size", "64", "--proto", "tcp-syn"],

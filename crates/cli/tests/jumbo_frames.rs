@@ -198,3 +198,62 @@ fn a_capture_on_a_jumbo_mtu_runs_natively_and_counts_jumbo_frames_lost() {
     assert_eq!(j["received"].as_u64(), Some(2), "{j}");
     assert_eq!(j["dropped_by_kernel"].as_u64(), Some(4), "{j}");
 }
+
+#[test]
+fn gen_sends_frames_up_to_9000_bytes_and_recv_checks_each_whole() {
+    const COUNT: u64 = 100_000;
+    let net = jumbo_pair("jg");
+    let rx = common::traffic::recv_in_b(&net, &[]);
+    let n = COUNT.to_string();
+    let tx = common::traffic::gen_in_a(
+        &net,
+        &["--count", &n, "--size", "64-9000", "--rate", "25000"],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(COUNT), "{tx}");
+    assert_eq!(tx["multi_buffer"].as_u64(), Some(18), "{tx}");
+    assert_eq!(tx["drops_total"].as_u64(), Some(0), "{tx}");
+    assert_eq!(tx["frames"]["balanced"], true, "{tx}");
+    // A mix of one's own with jumbo frames in it, in turn.
+    let imix = common::traffic::gen_in_a(
+        &net,
+        &[
+            "--count",
+            "10000",
+            "--imix=64,576,1500,9000",
+            "--rate",
+            "25000",
+            "--generator-id",
+            "2",
+        ],
+    );
+    assert_eq!(imix["size"], "imix=64,576,1500,9000", "{imix}");
+    assert_eq!(
+        imix["bytes"].as_u64(),
+        Some(2500 * (60 + 572 + 1496 + 8996)),
+        "{imix}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
+    assert_eq!(rj["not_test_frames"].as_u64(), Some(0), "{rj}");
+    for (g, count) in rj["generators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([COUNT, 10_000])
+    {
+        for (field, want) in [
+            ("received", count),
+            ("unique", count),
+            ("lost", 0),
+            ("duplicated", 0),
+            ("corrupt", 0),
+        ] {
+            assert_eq!(g[field].as_u64(), Some(want), "{field}: {rj}");
+        }
+    }
+    // Every byte arrived: the same total, and each frame's checksums (over every segment).
+    let sent = tx["bytes"].as_u64().unwrap() + imix["bytes"].as_u64().unwrap();
+    assert_eq!(rj["bytes"].as_u64(), Some(sent), "{rj}");
+    assert_eq!(rj["frames"]["balanced"], true, "{rj}");
+}

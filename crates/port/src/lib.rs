@@ -199,6 +199,12 @@ pub trait Port {
     /// Largest packet a frame holds.
     fn max_packet_len(&self) -> u32;
 
+    /// Largest packet the port sends: a chain of frames where it has multi-buffer
+    /// (`PortInfo::multi_buffer`), else `max_packet_len`.
+    fn max_chain_len(&self) -> u32 {
+        self.max_packet_len()
+    }
+
     /// Pushes queued transmissions to the kernel and reclaims completed frames.
     fn flush(&mut self) -> Result<(), PortError>;
 

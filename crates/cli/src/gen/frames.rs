@@ -16,8 +16,9 @@ pub enum SizePlan {
     Fixed(u32),
     /// Uniformly random in `lo..=hi` (a fixed seed: every run sends the same sizes).
     Range(u32, u32),
-    /// [`IMIX_PATTERN`], with sizes below the smallest frame of the protocol raised to it.
-    Imix([u32; 12]),
+    /// Sizes in turn: [`IMIX_PATTERN`] (sizes below the smallest frame of the protocol
+    /// raised to it), or the user's own mix (`--imix=64,1500,9000`).
+    Imix(Vec<u32>),
 }
 
 impl SizePlan {
@@ -50,7 +51,11 @@ impl SizePlan {
         match self {
             SizePlan::Fixed(s) => s.to_string(),
             SizePlan::Range(lo, hi) => format!("{lo}-{hi}"),
-            SizePlan::Imix(_) => "imix".to_string(),
+            SizePlan::Imix(p) if p[..] == IMIX_PATTERN[..] => "imix".to_string(),
+            SizePlan::Imix(p) => {
+                let sizes: Vec<String> = p.iter().map(u32::to_string).collect();
+                format!("imix={}", sizes.join(","))
+            }
         }
     }
 
@@ -84,6 +89,18 @@ impl SizePlan {
                 out
             }
         }
+    }
+}
+
+/// Parses `--imix=SIZES`: sizes in bytes, comma-separated, sent in turn (a size named
+/// twice is sent twice as often).
+pub fn parse_imix(text: &str) -> Result<Vec<u32>, String> {
+    let sizes: Result<Vec<u32>, _> = text.split(',').map(|s| s.trim().parse::<u32>()).collect();
+    match sizes {
+        Ok(s) if !s.is_empty() && s.len() <= 1024 => Ok(s),
+        _ => Err(format!(
+            "--imix={text}: expected up to 1024 sizes in bytes, comma-separated (64,576,1500)"
+        )),
     }
 }
 
@@ -167,6 +184,8 @@ pub struct PacketPlan {
     flow: u32,
     size_index: usize,
     rng: u64,
+    /// The next packet's size, drawn early by `peek_frame_len`.
+    drawn: Option<u32>,
     pub next_seq: u64,
     pub skipped: u64,
 }
@@ -189,6 +208,7 @@ impl PacketPlan {
             flow: 0,
             size_index: 0,
             rng: 0x9e37_79b9_7f4a_7c15,
+            drawn: None,
             next_seq: 0,
             skipped: 0,
         }
@@ -216,6 +236,17 @@ impl PacketPlan {
         }
     }
 
+    /// The length (without FCS) the next packet will have: a sender that needs a buffer of
+    /// the right size first (a chain of frames) asks before taking the packet.
+    pub fn peek_frame_len(&mut self) -> usize {
+        let size = match self.drawn {
+            Some(s) => s,
+            None => self.next_size(),
+        };
+        self.drawn = Some(size);
+        size as usize - 4
+    }
+
     /// The next packet to send.
     #[inline]
     pub fn next_packet(&mut self) -> Planned<'_> {
@@ -225,7 +256,10 @@ impl PacketPlan {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let size = self.next_size();
+        let size = match self.drawn.take() {
+            Some(s) => s,
+            None => self.next_size(),
+        };
         if self.flows.flows > 1 {
             self.current = self.flows.flow(self.flow);
             self.flow = (self.flow + 1) % self.flows.flows;
@@ -274,7 +308,7 @@ mod tests {
     fn imix_is_seven_four_one() {
         let count = |s| IMIX_PATTERN.iter().filter(|&&x| x == s).count();
         assert_eq!((count(64), count(576), count(1500)), (7, 4, 1));
-        let reps = SizePlan::Imix(IMIX_PATTERN).representatives(8);
+        let reps = SizePlan::Imix(IMIX_PATTERN.to_vec()).representatives(8);
         assert_eq!(reps, vec![(64, 7), (576, 4), (1500, 1)]);
     }
 

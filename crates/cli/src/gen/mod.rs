@@ -91,12 +91,22 @@ pub struct GenArgs {
     pub duration: Option<f64>,
     /// Frame size on the wire in bytes, FCS and VLAN tag included: 64, or a range 64-1500
     /// (uniformly random sizes, the same every run). Default: 64, or the smallest frame
-    /// that holds the headers and the test payload (84 for IPv6/UDP).
+    /// that holds the headers and the test payload (84 for IPv6/UDP). Up to 9000 (jumbo
+    /// frames, sent as chains of frames) with the socket engine, where the interface's MTU
+    /// allows; 1518 with the kernel engine.
     #[arg(long, conflicts_with = "imix")]
     pub size: Option<String>,
-    /// IMIX sizes: 7 x 64, 4 x 576, 1 x 1500 bytes, interleaved.
-    #[arg(long)]
-    pub imix: bool,
+    /// IMIX sizes: 7 x 64, 4 x 576, 1 x 1500 bytes, interleaved. Or a mix of your own,
+    /// sizes sent in turn (name one twice to send it twice as often):
+    /// --imix=64,64,64,1500,9000.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "standard",
+        value_name = "SIZES"
+    )]
+    pub imix: Option<String>,
     /// Distinct 5-tuples, round robin: the source port counts up from --src-port to 65535,
     /// then the source address goes up by one.
     #[arg(long, default_value_t = 1)]
@@ -251,16 +261,33 @@ impl GenArgs {
     /// Ethernet frame.
     fn sizes(&self, base: &FrameSpec, notes: &mut Vec<String>) -> anyhow::Result<SizePlan> {
         let min = base.min_frame_len() as u32 + 4;
-        let max = if self.vlan.is_some() { 1522 } else { 1518 };
+        let max = match self.engine {
+            // Its frames are built once, each in one page.
+            Engine::Kernel if self.vlan.is_some() => 1522,
+            Engine::Kernel => 1518,
+            Engine::Socket => FrameSpec::MAX_FRAME_LEN as u32,
+        };
         let what = frame_kind(base);
-        if self.imix {
-            let pattern = IMIX_PATTERN.map(|s| s.max(min));
-            if pattern != IMIX_PATTERN {
-                notes.push(format!(
-                    "imix: 64-byte frames raised to {min} bytes, the smallest {what} frame"
-                ));
+        match self.imix.as_deref() {
+            Some("standard") => {
+                let pattern = IMIX_PATTERN.map(|s| s.max(min));
+                if pattern != IMIX_PATTERN {
+                    notes.push(format!(
+                        "imix: 64-byte frames raised to {min} bytes, the smallest {what} frame"
+                    ));
+                }
+                return Ok(SizePlan::Imix(pattern.to_vec()));
             }
-            return Ok(SizePlan::Imix(pattern));
+            Some(list) => {
+                let plan = SizePlan::Imix(frames::parse_imix(list).map_err(anyhow::Error::msg)?);
+                if plan.min() < min || plan.max() > max {
+                    bail!(
+                        "--imix={list}: out of range: {what} frames with the 18-byte test payload are {min} to {max} bytes on the wire"
+                    );
+                }
+                return Ok(plan);
+            }
+            None => {}
         }
         let Some(size) = &self.size else {
             return Ok(SizePlan::Fixed(min.max(64)));
@@ -285,6 +312,7 @@ impl GenArgs {
         let base = self.base_frame(&spec)?;
         let mut notes = Vec::new();
         let sizes = self.sizes(&base, &mut notes)?;
+        check_mtu(&spec, &sizes, self.vlan.is_some())?;
         let flows = FlowPlan::new(base, self.flows);
         if flows.addresses() > 1 {
             notes.push(format!(
@@ -356,6 +384,32 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
             "frame audit failed: {} frames accounted of {}",
             audit.accounted(),
             audit.total
+        );
+    }
+    Ok(())
+}
+
+/// Checks that the largest frame fits the interface's MTU (the kernel drops a larger one
+/// on the way, counted nowhere we can see). Ports without an interface have none.
+fn check_mtu(spec: &PortSpec, sizes: &SizePlan, vlan: bool) -> anyhow::Result<()> {
+    if !matches!(spec.backend, Backend::Xdp | Backend::Packet) {
+        return Ok(());
+    }
+    let Some(mtu) = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", spec.iface))
+        .ok()
+        .and_then(|m| m.trim().parse::<u32>().ok())
+    else {
+        return Ok(());
+    };
+    // Ethernet header and FCS, and the tag.
+    let largest = mtu + 18 + if vlan { 4 } else { 0 };
+    if sizes.max() > largest {
+        bail!(
+            "--size {}: {} has MTU {mtu}, which carries frames of at most {largest} bytes on \
+             the wire (raise its MTU: ip link set {} mtu N)",
+            sizes.label(),
+            spec.iface,
+            spec.iface
         );
     }
     Ok(())

@@ -20,6 +20,8 @@ pub struct GenSummary {
     pub port: String,
     pub backend: &'static str,
     pub xdp_mode: String,
+    /// Packets may span this many frames (AF_XDP multi-buffer); null: one frame each.
+    pub multi_buffer: Option<u32>,
     pub engine: &'static str,
     pub batch: u32,
     /// The frame sizes asked for: `64`, `64-1500` or `imix` (none when replaying a file).
@@ -88,6 +90,7 @@ impl GenSummary {
             port: spec.to_string(),
             backend: spec.backend.name(),
             xdp_mode: info.map_or_else(|| "live-frames".to_string(), |i| i.mode.clone()),
+            multi_buffer: info.and_then(|i| i.multi_buffer),
             engine,
             batch: 0,
             size: None,

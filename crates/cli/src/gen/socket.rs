@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
-use wirespeed_port::{Batch, Port};
+use wirespeed_port::{Batch, Port, PortOptions};
 
 use super::frames::PacketPlan;
 use super::pacing::{Grant, Pacer, wait};
@@ -21,14 +21,22 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     } = plan;
     let mut port = crate::run::open_port::open_port(
         &spec,
-        &args.port_flags.options(&[&spec.iface], false, true),
+        &PortOptions {
+            // Frames larger than a frame of the buffer area go out as chains.
+            multi_buffer: true,
+            ..args.port_flags.options(&[&spec.iface], false, true)
+        },
     )?;
     let max_len = sizes.max() - 4;
-    if max_len > port.max_packet_len() {
+    if max_len > port.max_chain_len() {
+        let more = match port.info().multi_buffer {
+            Some(_) => "",
+            None => " (--frame-size 4096 for more)",
+        };
         bail!(
-            "--size {}: {spec} takes frames of at most {} bytes on the wire (--frame-size 4096 for more)",
+            "--size {}: {spec} takes frames of at most {} bytes on the wire{more}",
             sizes.max(),
-            port.max_packet_len() + 4
+            port.max_chain_len() + 4
         );
     }
     let mut packets = PacketPlan::new(flows, sizes, args.skip_every);
@@ -81,6 +89,10 @@ fn generate(
         .rate
         .map(|r| Pacer::new(r, packets.sizes().mean(), batch_size));
     let max_len = packets.sizes().max() - 4;
+    // Packets larger than a frame: each gets a chain of its own length, built whole in
+    // `scratch` and written over its segments.
+    let chains = max_len > port.max_packet_len();
+    let mut scratch = vec![0u8; if chains { max_len as usize } else { 0 }];
     let mut batch = Batch::with_capacity(batch_size);
     let every = if pacer.is_some() { 1 } else { HOT_LOOP_CHECK };
     let mut run = RunLimit::new(args.duration(), args.count, stop, every);
@@ -98,23 +110,15 @@ fn generate(
                 }
             }
         }
-        let n = port.alloc_tx(&mut batch, want, max_len);
+        let (n, burst_bytes) = match chains {
+            true => build_sized(port, &mut batch, packets, want, &mut scratch)?,
+            false => build_in_place(port, &mut batch, packets, want, max_len)?,
+        };
         if n == 0 {
             // Ring full or every frame in flight: let the kernel catch up.
             port.flush()?;
             meter.tick_port(tally.packets, tally.bytes, port);
             continue;
-        }
-        let ts = now_ns();
-        let mut burst_bytes = 0u64;
-        for i in 0..n {
-            let p = packets.next_packet();
-            let len = p.frame_len as u32;
-            batch.set_len(i, len);
-            p.spec
-                .write(port.packet_mut(batch.addr(i), len), p.frame_len, p.seq, ts)
-                .context("build frame")?;
-            burst_bytes += len as u64;
         }
         let queued = port.tx_burst(&mut batch)? as u64;
         tally.packets += queued;
@@ -125,6 +129,64 @@ fn generate(
         meter.tick_port(tally.packets, tally.bytes, port);
     }
     Ok(())
+}
+
+/// Builds up to `want` packets in frames of `max_len` bytes, in place; returns how many
+/// and their bytes.
+#[inline]
+fn build_in_place(
+    port: &mut dyn Port,
+    batch: &mut Batch,
+    packets: &mut PacketPlan,
+    want: usize,
+    max_len: u32,
+) -> anyhow::Result<(usize, u64)> {
+    let n = port.alloc_tx(batch, want, max_len);
+    let ts = now_ns();
+    let mut bytes = 0u64;
+    for i in 0..n {
+        let p = packets.next_packet();
+        let len = p.frame_len as u32;
+        batch.set_len(i, len);
+        p.spec
+            .write(port.packet_mut(batch.addr(i), len), p.frame_len, p.seq, ts)
+            .context("build frame")?;
+        bytes += len as u64;
+    }
+    Ok((n, bytes))
+}
+
+/// Builds up to `want` packets where some are larger than a frame: each gets frames for its
+/// own length (a chain when it needs several), and one built whole in `scratch` is written
+/// over its segments. Returns how many and their bytes.
+fn build_sized(
+    port: &mut dyn Port,
+    batch: &mut Batch,
+    packets: &mut PacketPlan,
+    want: usize,
+    scratch: &mut [u8],
+) -> anyhow::Result<(usize, u64)> {
+    let ts = now_ns();
+    let mut bytes = 0u64;
+    for i in 0..want {
+        if port.alloc_tx(batch, 1, packets.peek_frame_len() as u32) == 0 {
+            return Ok((i, bytes));
+        }
+        let p = packets.next_packet();
+        let len = p.frame_len;
+        match batch.more(i) {
+            0 => p
+                .spec
+                .write(port.packet_mut(batch.addr(i), len as u32), len, p.seq, ts),
+            _ => p.spec.write(scratch, len, p.seq, ts),
+        }
+        .context("build frame")?;
+        if batch.more(i) > 0 {
+            port.write_packet(batch, i, &scratch[..len]);
+        }
+        bytes += len as u64;
+    }
+    Ok((want, bytes))
 }
 
 /// What the send loop counted: reported however the loop ends.

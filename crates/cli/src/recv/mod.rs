@@ -125,10 +125,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
         let cpus = crate::args::cpus::parse("--cpus", list)?;
         return threaded::receive(args, spec, &cpus, stop);
     }
-    let mut port = crate::run::open_port::open_port(
-        spec,
-        &args.port_flags.options(&[&spec.iface], true, false),
-    )?;
+    let mut port = crate::run::open_port::open_port(spec, &port_options(args, spec))?;
     let mut receiver = Receiver::new();
     let info = port.info().clone();
     crate::run::ready::announce_ready("recv", &info, args.port_flags.batch, None);
@@ -157,6 +154,14 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     Ok(s)
 }
 
+/// The port's options: packets larger than a frame are taken whole, as chains.
+pub(crate) fn port_options(args: &RecvArgs, spec: &PortSpec) -> wirespeed_port::PortOptions {
+    wirespeed_port::PortOptions {
+        multi_buffer: true,
+        ..args.port_flags.options(&[&spec.iface], true, false)
+    }
+}
+
 /// What the loop counted: reported however it ends.
 #[derive(Default)]
 pub(crate) struct Tally {
@@ -177,6 +182,8 @@ pub(crate) fn receive_loop(
     let duration = args.duration.map(Duration::from_secs_f64);
     let mut run = RunLimit::new(duration, args.count, stop, HOT_LOOP_CHECK);
     let mut idle = PortIdle::new(port, args.port_flags.ring_size());
+    // Where a packet of several frames is gathered to be checked.
+    let mut scratch = Vec::new();
     while run.running(tally.packets) {
         let room = batch.room();
         let n = port.rx_burst(&mut batch)?;
@@ -186,10 +193,10 @@ pub(crate) fn receive_loop(
             // recorded time, where the clock now would measure the file's age).
             let now = crate::run::clock::now_ns();
             for i in 0..n {
-                let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
-                tally.bytes += len as u64;
+                let meta = batch.meta(i);
+                tally.bytes += batch.packet_len(i) as u64;
                 let at = if meta.ts_ns != 0 { meta.ts_ns } else { now };
-                receiver.check(port.packet(addr, len), at);
+                receiver.check(port.packet_bytes(&batch, i, &mut scratch), at);
             }
             tally.packets += n as u64;
             port.release(&mut batch);
@@ -232,6 +239,7 @@ fn summary(
         port: spec.to_string(),
         backend: spec.backend.name(),
         xdp_mode: info.mode.clone(),
+        multi_buffer: info.multi_buffer,
         batch: args.port_flags.batch,
         seconds: t.measured.seconds,
         per_second_mpps: t.measured.per_second_mpps,

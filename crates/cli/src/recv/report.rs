@@ -10,6 +10,8 @@ pub struct RecvSummary {
     pub port: String,
     pub backend: &'static str,
     pub xdp_mode: String,
+    /// Packets may span this many frames (AF_XDP multi-buffer); null: one frame each.
+    pub multi_buffer: Option<u32>,
     pub batch: u32,
     pub seconds: f64,
     /// Each whole second's rate, as the live line showed it.

@@ -20,7 +20,7 @@ pub fn receive(
     cpus: &[usize],
     stop: &AtomicBool,
 ) -> anyhow::Result<RecvSummary> {
-    let opts = args.port_flags.options(&[&spec.iface], true, false);
+    let opts = super::port_options(args, spec);
     let ports = threads::open_ports(spec, cpus, &opts)?;
     let info = threads::joint_info(spec, &ports, cpus);
     crate::run::ready::announce_ready("recv", &info, args.port_flags.batch, None);

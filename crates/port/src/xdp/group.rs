@@ -95,10 +95,15 @@ impl XdpGroup {
     pub fn rx_burst(&mut self, port: usize, batch: &mut Batch) -> Result<usize, PortError> {
         let m = &mut self.members[port];
         let room = batch.room() as u32;
+        // A multi-buffer socket may take a frame for every segment of the burst.
+        let frames = match m.socket.multi_buffer() {
+            true => room + batch.tail_room() as u32,
+            false => room,
+        };
         // Keep a reserve in the pool for frames the application allocates (copies, sends):
         // left alone, the fill rings would soak up every free frame.
         let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
-        let wanted = room
+        let wanted = frames
             .max(self.burst)
             .min(spare)
             .min(m.rx_share.saturating_sub(m.rx_outstanding));
@@ -394,6 +399,11 @@ impl XdpGroup {
     #[inline]
     pub fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
         self.umem.packet_mut(addr, len).unwrap_or(&mut [])
+    }
+
+    /// The size of every frame of the UMEM (a sent segment may fill it).
+    pub fn frame_size(&self) -> u32 {
+        self.umem.frame_size()
     }
 
     pub fn max_packet_len(&self) -> u32 {

@@ -244,6 +244,13 @@ impl Port for XdpPort {
         self.group.max_packet_len()
     }
 
+    fn max_chain_len(&self) -> u32 {
+        match self.info.multi_buffer {
+            Some(segments) => segments * self.group.frame_size(),
+            None => self.group.max_packet_len(),
+        }
+    }
+
     fn flush(&mut self) -> Result<(), PortError> {
         self.group.flush(0)
     }
