@@ -170,35 +170,64 @@ fn the_drop_counter_counts_every_byte_of_a_jumbo_frame() {
     assert_eq!(j["bytes"].as_u64(), Some(5 * 8942), "{j}");
 }
 
-#[test]
-fn a_capture_on_a_jumbo_mtu_runs_natively_and_counts_jumbo_frames_lost() {
-    let net = jumbo_pair("jc");
+/// A capture on B of 4 pings of 8900 bytes and 2 of 56, from A, written to `file`, with
+/// `filter` after the other arguments; its summary and log.
+fn capture_pings(net: &NetPair, file: &str, filter: &[&str]) -> (serde_json::Value, String) {
     let port = format!("xdp:{}", net.b);
-    let mut cap = spawn_in(
-        &net.ns_b,
-        &[
-            "capture",
-            "--port",
-            &port,
-            "--take",
-            "-w",
-            "/dev/null",
-            "--json",
-        ],
-    );
+    let mut args = vec!["capture", "--port", &port, "--take", "-w", file, "--json"];
+    args.extend_from_slice(filter);
+    let mut cap = spawn_in(&net.ns_b, &args);
     cap.wait_ready();
-    pings(&net, 8900, 4);
-    pings(&net, 56, 2);
+    pings(net, 8900, 4);
+    pings(net, 56, 2);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let (j, log) = cap.interrupt();
+    cap.interrupt()
+}
+
+#[test]
+fn a_capture_on_a_jumbo_mtu_writes_packets_larger_than_a_frame_whole() {
+    let net = jumbo_pair("jc");
+    let dir = common::pcaps::TempDir::new("jumbo-capture");
+    let pcap = dir.path("jumbo.pcap");
+    let (j, log) = capture_pings(&net, &pcap, &[]);
     assert!(
         !log.contains("native XDP:"),
         "no fallback from native XDP: {log}"
     );
-    assert_eq!(j["received"].as_u64(), Some(2), "{j}");
-    assert_eq!(j["dropped_by_kernel"].as_u64(), Some(4), "{j}");
-}
+    assert!(
+        log.contains("packets larger than a frame are taken as chains of frames"),
+        "{log}"
+    );
+    assert_eq!(j["received"].as_u64(), Some(6), "{j}");
+    assert_eq!(j["dropped_by_kernel"].as_u64(), Some(0), "{j}");
+    assert_eq!(j["multi_buffer"].as_u64(), Some(18), "{j}");
+    let frames = read_pcap(&pcap);
+    let lens: Vec<usize> = frames.iter().map(Vec::len).collect();
+    assert_eq!(lens, vec![8942, 8942, 8942, 8942, 98, 98], "{j}");
+    // tcpdump reads the file and finds every length.
+    let (ok, out, err) = common::pcaps::run_tool(&["tcpdump", "-n", "-e", "-r", &pcap]);
+    assert!(ok, "tcpdump -r: {err}");
+    assert_eq!(out.matches(", length 8942: ").count(), 4, "{out}");
+    assert_eq!(out.matches(", length 98: ").count(), 2, "{out}");
 
+    // A filter on the last byte of the jumbo frames, far past the first frame of their
+    // chains, written as pcapng: the filter sees the whole packet.
+    let last = frames[0][8941];
+    let pcapng = dir.path("jumbo.pcapng");
+    let expr = format!("ether[8941] = {last}");
+    let (j, _) = capture_pings(&net, &pcapng, &[&expr]);
+    assert_eq!(j["received"].as_u64(), Some(6), "{j}");
+    assert_eq!(j["matched"].as_u64(), Some(4), "{j}");
+    assert_eq!(j["filtered_out"].as_u64(), Some(2), "{j}");
+    let records = common::pcaps::read_records(&pcapng);
+    assert_eq!(records.len(), 4);
+    for (_, data, orig) in &records {
+        assert_eq!((data.len(), *orig), (8942, 8942));
+    }
+    let (ok, out, err) = common::pcaps::run_tool(&["tcpdump", "-n", "-e", "-r", &pcapng]);
+    assert!(ok, "tcpdump -r: {err}");
+    assert_eq!(out.matches(", length 8942: ").count(), 4, "{out}");
+}
 #[test]
 fn gen_sends_frames_up_to_9000_bytes_and_recv_checks_each_whole() {
     const COUNT: u64 = 100_000;

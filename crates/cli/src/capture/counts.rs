@@ -14,6 +14,8 @@ pub struct Counts {
     pub source: String,
     pub backend: Option<String>,
     pub mode: Option<String>,
+    /// Packets may span this many frames (AF_XDP multi-buffer); null: one frame each.
+    pub multi_buffer: Option<u32>,
     /// Where the filter ran: "user", "user+kernel", or none.
     pub filter: Option<String>,
     pub filter_location: Option<String>,
@@ -72,6 +74,7 @@ impl Counts {
             source: info.spec.clone(),
             backend: Some(info.backend.name().to_string()),
             mode: Some(info.mode.clone()),
+            multi_buffer: info.multi_buffer,
             ..Counts::default()
         }
     }

@@ -110,8 +110,12 @@ fn filter_in_kernel(
 
 /// The ready line on standard error, then the port's notes.
 pub(super) fn print_ready(args: &CaptureArgs, info: &PortInfo, counts: &Counts) {
+    let multi_buffer = info
+        .multi_buffer
+        .map(|n| format!(", multi-buffer: packets of up to {n} frames"))
+        .unwrap_or_default();
     eprintln!(
-        "wirespeed capture: {} ready ({} backend, {} mode, batch {}), filter {}, {}",
+        "wirespeed capture: {} ready ({} backend, {} mode, batch {}{multi_buffer}), filter {}, {}",
         counts.source,
         info.backend.name(),
         info.mode,
@@ -253,6 +257,7 @@ pub(super) fn receive_loop<S: PacketSink>(
         limit,
         queued: 0,
         stopping: false,
+        scratch: Vec::new(),
     };
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
@@ -360,6 +365,8 @@ struct Take<'a> {
     queued: u64,
     /// Set when -c is reached or the last file is done: the rest is counted, not taken.
     stopping: bool,
+    /// Where a packet of several frames is gathered.
+    scratch: Vec<u8>,
 }
 
 impl Take<'_> {
@@ -379,9 +386,10 @@ impl Take<'_> {
                 counts.after_stop += (n - i) as u64;
                 break;
             }
-            let (addr, len, meta) = (batch.addr(i), batch.frame_len(i), batch.meta(i));
-            let data = port.packet(addr, len);
-            let wire_len = meta.wire_len.max(len);
+            let meta = batch.meta(i);
+            // A packet of several frames is gathered: filters and files see it whole.
+            let data = port.packet_bytes(batch, i, &mut self.scratch);
+            let wire_len = meta.wire_len.max(data.len() as u32);
             // For `inbound` and `outbound`: a packet the port does not mark as sent was
             // received (PACKET_HOST, 0: libpcap compares with PACKET_OUTGOING only).
             let known = Metadata {

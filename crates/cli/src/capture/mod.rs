@@ -292,6 +292,33 @@ impl CaptureArgs {
         }
     }
 
+    /// Without --spill-mib, no spill ring where the interface's MTU carries packets larger
+    /// than a frame: those are taken as chains of frames (multi-buffer), which the spill
+    /// ring does not take yet.
+    fn spill_for_jumbo(&mut self, spec: &PortSpec) {
+        if self.spill_mib.is_some() || spec.backend != Backend::Xdp {
+            return;
+        }
+        let Some(mtu) = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", spec.iface))
+            .ok()
+            .and_then(|m| m.trim().parse::<u32>().ok())
+        else {
+            return;
+        };
+        let frame_size = self
+            .frame_size
+            .unwrap_or_else(|| frame_size_for(&spec.iface, 0));
+        // Ethernet and a VLAN tag on top of the MTU; the kernel's 256 bytes in front.
+        if mtu + 18 > frame_size - 256 {
+            eprintln!(
+                "wirespeed capture: note: {} has MTU {mtu}, larger than a frame: packets \
+                 larger than a frame are taken as chains of frames, without a spill ring",
+                spec.iface
+            );
+            self.spill_mib = Some(0);
+        }
+    }
+
     /// The rings' entries: as asked, else deep or not by whether a spill ring takes the
     /// stalls (only AF_XDP has rings of this size).
     fn ring_size(&self) -> u32 {
@@ -324,6 +351,9 @@ impl CaptureArgs {
             tx: false,
             outgoing: self.direction == "inout",
             spill_bytes: self.spill_mib() << 20,
+            // Packets larger than a frame are written whole; not through a spill ring yet
+            // (`spill_for_jumbo` leaves it out where the MTU needs chains).
+            multi_buffer: self.spill_mib() == 0,
             ..PortOptions::default()
         }
     }
@@ -419,6 +449,7 @@ pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
     if args.read.is_none() {
         let spec = args.port_spec()?;
         args.spill_for_shared(&spec);
+        args.spill_for_jumbo(&spec);
     }
     let rotation = args.validate()?;
     let stop = crate::run::signals::stop_flag()?;
