@@ -25,7 +25,8 @@ pub struct DropCounters {
     /// Meant for the port while its interface was down or gone (a switch's output).
     pub link_down: u64,
     /// A received packet of several frames was malformed: longer than any packet the kernel
-    /// makes, or with an empty segment (AF_XDP multi-buffer, a `pipe:` peer).
+    /// makes, or with an empty segment (AF_XDP multi-buffer, a `pipe:` peer); or it came
+    /// through a pipe to an application that takes packets of one frame.
     pub rx_bad_chain: u64,
     /// A packet of several frames could not be sent: longer than the port sends, with a bad
     /// segment, or on a port that sends single frames only.

@@ -274,3 +274,159 @@ fn what_a_lying_other_end_hands_over_is_counted_not_used() {
     file.read_exact_at(&mut word, home + 192).unwrap();
     assert_eq!(u64::from_ne_bytes(word), peer);
 }
+
+fn open_chains(name: &str) -> PipePort {
+    let spec: PortSpec = format!("pipe:{name}").parse().unwrap();
+    let opts = PortOptions {
+        multi_buffer: true,
+        ..opts()
+    };
+    PipePort::open(&spec, &opts).unwrap()
+}
+
+#[test]
+fn packets_larger_than_a_frame_cross_as_chains_and_every_frame_goes_home() {
+    let n = name("chains");
+    let (mut a, mut b) = (open_chains(&n), open_chains(&n));
+    assert_eq!(a.info().multi_buffer, Some(64));
+    let sizes = [60usize, 2048, 2049, 9000, 20_000];
+    let mut out = Batch::with_capacity(8);
+    for &len in &sizes {
+        assert_eq!(a.alloc_tx(&mut out, 1, len as u32), 1, "{len}");
+    }
+    for (i, &len) in sizes.iter().enumerate() {
+        assert_eq!(out.packet_len(i) as usize, len);
+        assert_eq!(out.more(i), len.div_ceil(2048) - 1);
+        let bytes: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+        assert_eq!(a.write_packet(&out, i, &bytes), len);
+    }
+    assert_eq!(a.tx_burst(&mut out).unwrap(), sizes.len());
+    let mut inb = Batch::with_capacity(8);
+    assert_eq!(b.rx_burst(&mut inb).unwrap(), sizes.len());
+    let mut scratch = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let bytes: Vec<u8> = (0..len).map(|k| (k * 7 + i) as u8).collect();
+        assert!(
+            b.packet_bytes(&inb, i, &mut scratch) == &bytes[..],
+            "packet {i}"
+        );
+    }
+    // Sent back across as they came, then released at a.
+    assert_eq!(b.tx_burst(&mut inb).unwrap(), sizes.len());
+    assert_eq!(a.rx_burst(&mut inb).unwrap(), sizes.len());
+    a.release(&mut inb);
+    b.flush().unwrap();
+    a.flush().unwrap();
+    for port in [&a, &b] {
+        let audit = port.audit().unwrap();
+        assert_eq!(audit.pool, audit.total, "every frame home: {audit:?}");
+    }
+    assert_eq!(a.stats().drops.total() + b.stats().drops.total(), 0);
+}
+
+#[test]
+fn a_chain_to_an_end_that_takes_single_frames_is_counted_and_its_frames_go_home() {
+    let n = name("nochains");
+    let (mut a, mut b) = (open_chains(&n), open(&n));
+    let mut out = Batch::with_capacity(4);
+    assert_eq!(a.alloc_tx(&mut out, 1, 5000), 1);
+    assert_eq!(a.alloc_tx(&mut out, 1, 100), 1);
+    assert_eq!(a.tx_burst(&mut out).unwrap(), 2);
+    let mut inb = Batch::with_capacity(4);
+    assert_eq!(b.rx_burst(&mut inb).unwrap(), 1, "the one-frame packet");
+    assert_eq!(inb.packet_len(0), 100);
+    b.release(&mut inb);
+    assert_eq!(b.stats().drops.rx_bad_chain, 1);
+    a.flush().unwrap();
+    let audit = a.audit().unwrap();
+    assert_eq!(audit.pool, audit.total, "every frame home: {audit:?}");
+    // And b, which sends single frames only, refuses to send a chain.
+    let mut chain = Batch::with_capacity(2);
+    let mut frames = Batch::with_capacity(2);
+    assert_eq!(b.alloc_tx(&mut frames, 2, 64), 2);
+    let segs: Vec<(u64, u32)> = frames.iter().collect();
+    frames.clear();
+    assert!(chain.push_chain(&segs));
+    assert_eq!(b.tx_burst(&mut chain).unwrap(), 0);
+    assert_eq!(b.stats().drops.tx_bad_chain, 1);
+    let audit = b.audit().unwrap();
+    assert_eq!(audit.pool, audit.total, "{audit:?}");
+}
+
+#[test]
+fn bad_chains_from_a_lying_other_end_are_counted_never_followed() {
+    let n = name("badchains");
+    let mut a = open_chains(&n);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/dev/shm/wirespeed-pipe-{n}"))
+        .unwrap();
+    let ring = 2 * 4096;
+    let desc = |addr: u64, len: u32, more: bool| {
+        let flags = u64::from(more as u32) << 32;
+        [addr.to_ne_bytes(), (u64::from(len) | flags).to_ne_bytes()].concat()
+    };
+    let peer = |k: u64| 2048 * (128 + k); // end 1's frames
+    let mut lies = Vec::new();
+    // A chain that never ends: 100 continuing descriptors; the one after ends it.
+    for k in 0..100 {
+        lies.push(desc(peer(k % 50), 64, true));
+    }
+    lies.push(desc(peer(50), 64, false));
+    // A chain with a segment across its frame's end.
+    lies.push(desc(peer(51), 64, true));
+    lies.push(desc(peer(52) + 2000, 64, true));
+    lies.push(desc(peer(53), 64, false));
+    // An honest chain of two, then an honest packet.
+    lies.push(desc(peer(60), 2048, true));
+    lies.push(desc(peer(61), 10, false));
+    lies.push(desc(peer(62), 64, false));
+    // The ring has 64 entries: they go in as a's receiving frees them, and the frames a
+    // sends home are taken from end 1's ring home as end 1 would.
+    let home = 2 * 4096 + 4096 + 4096;
+    let word = |at: u64| {
+        let mut w = [0u8; 4];
+        file.read_exact_at(&mut w, at).unwrap();
+        u32::from_ne_bytes(w)
+    };
+    let mut batch = Batch::with_capacity(64);
+    let mut got = Vec::new();
+    let (mut produced, mut came_home) = (0usize, 0u32);
+    while produced < lies.len() {
+        let room = 64 - (produced as u32 - word(ring + 64)) as usize;
+        for d in lies[produced..].iter().take(room) {
+            file.write_all_at(d, ring + 192 + 16 * (produced % 64) as u64)
+                .unwrap();
+            produced += 1;
+        }
+        file.write_all_at(&(produced as u32).to_ne_bytes(), ring)
+            .unwrap();
+        a.rx_burst(&mut batch).unwrap();
+        got.extend((0..batch.len()).map(|i| batch.segments(i).collect::<Vec<_>>()));
+        a.release(&mut batch);
+        let home_produced = word(home);
+        came_home += home_produced - word(home + 64);
+        file.write_all_at(&home_produced.to_ne_bytes(), home + 64)
+            .unwrap();
+    }
+    assert_eq!(
+        got,
+        vec![vec![(peer(60), 2048), (peer(61), 10)], vec![(peer(62), 64)]]
+    );
+    let s = a.stats();
+    assert_eq!(
+        (s.drops.rx_bad_chain, s.drops.rx_invalid_desc),
+        (1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.rx_packets, 2);
+    assert_eq!(
+        word(ring + 64) as usize,
+        lies.len(),
+        "every descriptor taken"
+    );
+    // Every frame lent came home once each time it was lent, but the one across its
+    // frame's end, which was never a's.
+    assert_eq!(came_home, 101 + 2 + 3);
+}

@@ -26,7 +26,10 @@ use wirespeed_umem::FramePool;
 use crate::{
     Backend, Batch, FrameAudit, Port, PortError, PortInfo, PortOptions, PortSpec, PortStats,
 };
-use shm::{Config, PipeDesc, Shared};
+use shm::{CONTINUES, Config, PipeDesc, Shared};
+
+/// The most frames one packet may span on a pipe (the bound of a `Batch` chain).
+const MAX_SEGMENTS: usize = crate::MAX_SEGMENTS;
 
 /// Empty receive polls before asking the sender for a wakeup: a receiver that keeps up
 /// with a fast sender finds the ring empty now and then, and should not cost the sender a
@@ -92,6 +95,10 @@ pub struct PipePort {
     stats: PortStats,
     empty_polls: u32,
     asked_wakeup: bool,
+    /// The application takes packets of several frames (`PortOptions::multi_buffer`).
+    chains: bool,
+    /// A received chain was too long: descriptors are dropped up to the one that ends it.
+    rx_resync: bool,
 }
 
 impl PipePort {
@@ -134,7 +141,7 @@ impl PipePort {
                 mode: "shm".to_string(),
                 notes,
                 busy_poll: false,
-                multi_buffer: None,
+                multi_buffer: opts.multi_buffer.then_some(MAX_SEGMENTS as u32),
             },
             tx: Producer::new(shm.data_ring(end)),
             rx: Consumer::new(shm.data_ring(1 - end)),
@@ -155,6 +162,8 @@ impl PipePort {
             stats: PortStats::default(),
             empty_polls: 0,
             asked_wakeup: false,
+            chains: opts.multi_buffer,
+            rx_resync: false,
             shm,
         })
     }
@@ -251,6 +260,175 @@ impl PipePort {
         self.shm.answer_join();
     }
 
+    /// Takes a received segment: true when its frame is one the other end may hand us now
+    /// (then it is ours to hold), false when it is not (then it is left alone).
+    fn claim(&mut self, addr: u64, len: u32) -> bool {
+        match self.classify(addr, len) {
+            Some(Frame::Peer(i)) if self.held[i] == Held::No => {
+                self.held[i] = Held::Yes;
+                true
+            }
+            // One of ours, sent back across.
+            Some(Frame::Own(i)) if self.own[i] == Own::Away => {
+                self.own[i] = Own::App;
+                self.away -= 1;
+                self.app_held += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives up a frame the application holds: ours to the pool, the other end's home.
+    fn give_up(&mut self, addr: u64, len: u32) {
+        match self.classify(addr, len.max(1)) {
+            Some(Frame::Own(i)) if self.own[i] == Own::App => {
+                self.app_held -= 1;
+                self.pool_frame(i);
+            }
+            Some(Frame::Peer(i)) if self.held[i] == Held::Yes => {
+                self.held[i] = Held::No;
+                self.going_home.push(self.frame_addr(self.peer_first, i));
+            }
+            Some(Frame::Peer(i)) if self.held[i] == Held::Orphan => self.held[i] = Held::No,
+            _ => {}
+        }
+    }
+
+    /// Takes up to `n` received descriptors whose packets may span several (see
+    /// `rx_burst`); returns how many packets went into `batch`.
+    fn rx_chains(&mut self, batch: &mut Batch, n: u32) -> usize {
+        let mut count = 0;
+        let mut done = 0;
+        let mut segs = [(0u64, 0u32); MAX_SEGMENTS];
+        while done < n {
+            let first = self.rx.read(done);
+            if self.rx_resync {
+                if self.claim(first.addr, first.len) {
+                    self.give_up(first.addr, first.len);
+                }
+                self.rx_resync = first.flags & CONTINUES != 0;
+                done += 1;
+                continue;
+            }
+            // Where the packet ends, reading no further than a packet may go.
+            let mut k = 0;
+            let ends = loop {
+                if done + k as u32 == n || k == MAX_SEGMENTS {
+                    break false;
+                }
+                let d = self.rx.read(done + k as u32);
+                segs[k] = (d.addr, d.len);
+                k += 1;
+                if d.flags & CONTINUES == 0 {
+                    break true;
+                }
+            };
+            if !ends && k < MAX_SEGMENTS {
+                // Cut by the window: taken whole once the rest is read.
+                break;
+            }
+            if !ends || (k > 1 && !self.chains) {
+                // Longer than any packet, or several frames for an application that takes
+                // one: dropped, every frame that was lent sent home.
+                for &(addr, len) in &segs[..k] {
+                    if self.claim(addr, len) {
+                        self.give_up(addr, len);
+                    }
+                }
+                self.stats.drops.rx_bad_chain += 1;
+                self.rx_resync = !ends;
+                done += k as u32;
+                continue;
+            }
+            if batch.room() == 0 || batch.tail_room() < k - 1 {
+                break;
+            }
+            // Every frame lent is taken, so that each goes home even when the packet is
+            // dropped for another segment.
+            let mut claimed = [false; MAX_SEGMENTS];
+            for (c, &(addr, len)) in claimed.iter_mut().zip(&segs[..k]) {
+                *c = self.claim(addr, len);
+            }
+            done += k as u32;
+            if claimed[..k].contains(&false) {
+                for (&(addr, len), _) in segs[..k].iter().zip(claimed).filter(|(_, c)| *c) {
+                    self.give_up(addr, len);
+                }
+                self.stats.drops.rx_invalid_desc += 1;
+                continue;
+            }
+            match k {
+                1 => batch.push(segs[0].0, segs[0].1),
+                _ => batch.push_chain(&segs[..k]),
+            };
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += segs[..k].iter().map(|&(_, l)| u64::from(l)).sum::<u64>();
+            count += 1;
+        }
+        self.rx.release(done);
+        self.send_home();
+        count
+    }
+
+    /// `tx_burst` of a batch holding chains: each goes across whole or not at all.
+    fn tx_chains(&mut self, batch: &mut Batch) -> usize {
+        let room = self.tx.reserve(batch.frames() as u32);
+        let mut put = 0u32;
+        let mut sent = 0;
+        // Once a packet did not fit, the later ones wait behind it (their order is kept).
+        let mut full = false;
+        for i in 0..batch.len() {
+            let segments = batch.more(i) + 1;
+            let sendable = batch
+                .segments(i)
+                .all(|(addr, len)| match self.classify(addr, len) {
+                    Some(Frame::Own(f)) => self.own[f] == Own::App,
+                    Some(Frame::Peer(f)) => self.held[f] == Held::Yes,
+                    None => false,
+                });
+            full |= sendable && put + segments as u32 > room;
+            let fits = !full;
+            if !sendable || !fits || (segments > 1 && !self.chains) {
+                for (addr, len) in batch.segments(i) {
+                    self.give_up(addr, len);
+                }
+                match (sendable, fits) {
+                    (false, _) => self.stats.drops.tx_invalid_desc += 1,
+                    _ if segments > 1 && !self.chains => self.stats.drops.tx_bad_chain += 1,
+                    _ => self.stats.drops.tx_ring_full += 1,
+                }
+                continue;
+            }
+            for (j, (addr, len)) in batch.segments(i).enumerate() {
+                match self.classify(addr, len) {
+                    Some(Frame::Own(f)) => {
+                        self.own[f] = Own::Away;
+                        self.app_held -= 1;
+                        self.away += 1;
+                    }
+                    Some(Frame::Peer(f)) => self.held[f] = Held::No,
+                    None => {}
+                }
+                let flags = if j + 1 < segments { CONTINUES } else { 0 };
+                self.tx.write(put, PipeDesc { addr, len, flags });
+                put += 1;
+            }
+            sent += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += u64::from(batch.packet_len(i));
+        }
+        batch.clear();
+        self.send_home();
+        if put > 0 {
+            self.tx.submit(put);
+            if self.tx.needs_wakeup_after_submit() {
+                self.shm.ring_peer();
+            }
+        }
+        sent
+    }
+
     fn ask_wakeup(&mut self) {
         if !self.asked_wakeup {
             self.rx.set_needs_wakeup(true);
@@ -265,7 +443,8 @@ impl Port for PipePort {
     }
 
     fn rx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
-        let n = self.rx.peek(batch.room() as u32);
+        // A packet may span several descriptors: enough of them for the batch's tails too.
+        let n = self.rx.peek((batch.room() + batch.tail_room()) as u32);
         if n == 0 {
             self.empty_polls = self.empty_polls.saturating_add(1);
             if self.empty_polls >= EMPTY_POLLS_BEFORE_WAKEUP {
@@ -279,37 +458,13 @@ impl Port for PipePort {
             self.rx.set_needs_wakeup(false);
             self.asked_wakeup = false;
         }
-        let mut count = 0;
-        for k in 0..n {
-            let d = self.rx.read(k);
-            let ok = match self.classify(d.addr, d.len) {
-                Some(Frame::Peer(i)) if self.held[i] == Held::No => {
-                    self.held[i] = Held::Yes;
-                    true
-                }
-                // One of ours, sent back across.
-                Some(Frame::Own(i)) if self.own[i] == Own::Away => {
-                    self.own[i] = Own::App;
-                    self.away -= 1;
-                    self.app_held += 1;
-                    true
-                }
-                _ => false,
-            };
-            if ok {
-                batch.push(d.addr, d.len);
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += u64::from(d.len);
-                count += 1;
-            } else {
-                self.stats.drops.rx_invalid_desc += 1;
-            }
-        }
-        self.rx.release(n);
-        Ok(count)
+        Ok(self.rx_chains(batch, n))
     }
 
     fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        if batch.has_chains() {
+            return Ok(self.tx_chains(batch));
+        }
         let room = self.tx.reserve(batch.len() as u32);
         let mut put = 0;
         for (addr, len) in batch.iter() {
@@ -344,7 +499,14 @@ impl Port for PipePort {
                 self.stats.drops.tx_ring_full += 1;
                 continue;
             }
-            self.tx.write(put, PipeDesc { addr, len, pad: 0 });
+            self.tx.write(
+                put,
+                PipeDesc {
+                    addr,
+                    len,
+                    flags: 0,
+                },
+            );
             put += 1;
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += u64::from(len);
@@ -361,18 +523,9 @@ impl Port for PipePort {
     }
 
     fn release(&mut self, batch: &mut Batch) {
-        for (addr, len) in batch.iter() {
-            match self.classify(addr, len.max(1)) {
-                Some(Frame::Own(i)) if self.own[i] == Own::App => {
-                    self.app_held -= 1;
-                    self.pool_frame(i);
-                }
-                Some(Frame::Peer(i)) if self.held[i] == Held::Yes => {
-                    self.held[i] = Held::No;
-                    self.going_home.push(self.frame_addr(self.peer_first, i));
-                }
-                Some(Frame::Peer(i)) if self.held[i] == Held::Orphan => self.held[i] = Held::No,
-                _ => {}
+        for i in 0..batch.len() {
+            for (addr, len) in batch.segments(i) {
+                self.give_up(addr, len);
             }
         }
         batch.clear();
@@ -380,6 +533,9 @@ impl Port for PipePort {
     }
 
     fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        if self.chains && len > self.max_packet_len() {
+            return self.alloc_chains(batch, n, len);
+        }
         if len == 0 || len > self.max_packet_len() {
             return 0;
         }
@@ -416,6 +572,13 @@ impl Port for PipePort {
 
     fn max_packet_len(&self) -> u32 {
         self.frame_size - self.headroom
+    }
+
+    fn max_chain_len(&self) -> u32 {
+        match self.chains {
+            true => MAX_SEGMENTS as u32 * self.max_packet_len(),
+            false => self.max_packet_len(),
+        }
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
@@ -460,6 +623,39 @@ impl Port for PipePort {
             tx: self.away,
             ..FrameAudit::default()
         })
+    }
+}
+
+impl PipePort {
+    /// `alloc_tx` of packets longer than a frame: chains of frames, each filled after the
+    /// headroom.
+    fn alloc_chains(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
+        let seg = self.max_packet_len();
+        if len > self.max_chain_len() {
+            return 0;
+        }
+        let k = len.div_ceil(seg) as usize;
+        let n = n.min(self.tx.free((n * k) as u32) as usize / k);
+        if self.pool.len() < n * k {
+            self.take_back();
+        }
+        let mut segs = [(0u64, 0u32); MAX_SEGMENTS];
+        let mut count = 0;
+        while count < n && batch.room() > 0 && batch.tail_room() >= k - 1 && self.pool.len() >= k {
+            for (j, s) in segs[..k].iter_mut().enumerate() {
+                let addr = self.pool.alloc().unwrap_or_default();
+                let i = (addr >> self.frame_shift) as usize - self.own_first;
+                self.own[i] = Own::App;
+                self.app_held += 1;
+                *s = (
+                    addr + u64::from(self.headroom),
+                    (len - j as u32 * seg).min(seg),
+                );
+            }
+            batch.push_chain(&segs[..k]);
+            count += 1;
+        }
+        count
     }
 }
 

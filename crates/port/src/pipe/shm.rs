@@ -18,7 +18,8 @@ use crate::PortError;
 
 /// Where pipes live: a tmpfs every process of the machine sees (network namespaces too).
 const DIR: &str = "/dev/shm";
-const MAGIC: u64 = u64::from_le_bytes(*b"wspipe01");
+// 02: a descriptor's flags say a packet continues in the next one (multi-frame packets).
+const MAGIC: u64 = u64::from_le_bytes(*b"wspipe02");
 const PAGE: usize = 4096;
 /// A ring's producer index, consumer index and flags, a cache line each, before its entries.
 const RING_HEAD: usize = 192;
@@ -29,13 +30,18 @@ const SETUP_BYTE: i64 = 2;
 const JOIN_WAIT: Duration = Duration::from_secs(2);
 
 /// A packet handed from one end to the other: where it is in the frames, and its length.
+/// A packet larger than a frame is a chain of descriptors, each but the last flagged
+/// `CONTINUES`, as AF_XDP's multi-buffer descriptors are.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PipeDesc {
     pub addr: u64,
     pub len: u32,
-    pub pad: u32,
+    pub flags: u32,
 }
+
+/// `PipeDesc::flags`: the packet continues in the next descriptor.
+pub const CONTINUES: u32 = 1;
 
 /// What both ends must agree on; the end that makes the pipe chooses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
