@@ -192,6 +192,12 @@ impl Batch {
         true
     }
 
+    /// Sets the receive metadata of slot `i` (a chain's, pushed with `push_chain`).
+    #[inline]
+    pub fn set_meta(&mut self, i: usize, meta: RxMeta) {
+        self.meta[..self.count][i] = meta;
+    }
+
     /// The receive metadata of slot `i` (zeros where the backend knows nothing).
     #[inline]
     pub fn meta(&self, i: usize) -> RxMeta {

@@ -63,12 +63,42 @@ impl HeapFrames {
         count
     }
 
-    /// Gives back every frame of `batch` and empties it.
+    /// Appends up to `n` chains of frames holding `len` bytes each (at most `most` frames
+    /// a chain); returns how many.
+    pub fn alloc_chains(&mut self, batch: &mut Batch, n: usize, len: u32, most: usize) -> usize {
+        let k = len.div_ceil(self.frame_size) as usize;
+        if k > most {
+            return 0;
+        }
+        let mut segs = [(0u64, 0u32); crate::MAX_SEGMENTS];
+        let mut count = 0;
+        while count < n && batch.room() > 0 && batch.tail_room() >= k - 1 && self.free.len() >= k {
+            for (j, s) in segs[..k].iter_mut().enumerate() {
+                let this = (len - j as u32 * self.frame_size).min(self.frame_size);
+                *s = (self.take().unwrap_or_default(), this);
+            }
+            batch.push_chain(&segs[..k]);
+            count += 1;
+        }
+        count
+    }
+
+    /// Gives back every frame of `batch` (every segment of a chain) and empties it.
     pub fn release(&mut self, batch: &mut Batch) {
-        for (addr, _) in batch.iter() {
+        for addr in batch.all_frames() {
             self.give_back(addr);
         }
         batch.clear();
+    }
+
+    /// Frames free now.
+    pub fn free_count(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Every frame there is.
+    pub fn count(&self) -> usize {
+        self.bytes.len() / self.frame_size as usize
     }
 
     /// Where the `len` bytes of the frame at `addr` are, if `addr` names a frame of ours and

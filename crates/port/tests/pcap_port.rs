@@ -355,3 +355,104 @@ fn a_paced_replay_keeps_the_recorded_distances() {
     assert!(arrivals[4].0 < Duration::from_secs(2), "{arrivals:?}");
     assert_eq!(port.stats().rx_packets, 5);
 }
+
+/// A pcap port that takes chains, in 2048-byte frames (64 of them).
+fn open_chains(spec: &str, rx: bool, tx: bool) -> PcapPort {
+    let spec: PortSpec = spec.parse().unwrap();
+    let opts = PortOptions {
+        multi_buffer: true,
+        ..opts(rx, tx)
+    };
+    PcapPort::open(&spec, &opts).unwrap()
+}
+
+/// A capture file of one record of each size, `gap_ns` apart, record `i` filled by
+/// `packet_of`.
+fn write_sizes(path: &Path, sizes: &[usize], gap_ns: u64) {
+    let mut out = Vec::new();
+    let iface = Interface {
+        link_type: 1,
+        snaplen: 262_144,
+        name: None,
+    };
+    Format::Pcap.file_header(&iface, &mut out);
+    for (i, &len) in sizes.iter().enumerate() {
+        let p = packet_of(i, len);
+        Format::Pcap.record(&mut out, 1_000_000_000 + i as u64 * gap_ns, &p, len as u32);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn packet_of(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| ((i * 13 + k) % 251) as u8).collect()
+}
+
+#[test]
+fn records_larger_than_a_frame_replay_and_record_as_chains() {
+    let dir = TempDir::new("chains");
+    let (input, output) = (dir.path("in.pcap"), dir.path("out.pcap"));
+    // 64 frames of 2048 bytes: a chain may take 32, so 70000 bytes is too many.
+    let sizes = [60usize, 2048, 2049, 9000, 20_000, 70_000, 100];
+    write_sizes(&input, &sizes, 1);
+    let spec = format!("pcap:rx={},tx={}", input.display(), output.display());
+    let mut port = open_chains(&spec, true, true);
+    assert_eq!(port.info().multi_buffer, Some(64));
+    let mut batch = Batch::with_capacity(16);
+    let mut got = Vec::new();
+    while !port.rx_ended() {
+        port.rx_burst(&mut batch).unwrap();
+        for i in 0..batch.len() {
+            got.push((batch.packet_len(i) as usize, batch.more(i) + 1));
+        }
+        // Sent on as it came: recorded whole.
+        port.tx_burst(&mut batch).unwrap();
+    }
+    port.flush().unwrap();
+    let kept = [60usize, 2048, 2049, 9000, 20_000, 100];
+    let frames: Vec<usize> = kept.iter().map(|l| l.div_ceil(2048)).collect();
+    assert_eq!(got, kept.iter().copied().zip(frames).collect::<Vec<_>>());
+    let s = port.stats();
+    assert_eq!((s.rx_packets, s.tx_packets), (6, 6), "{s:?}");
+    assert_eq!(s.drops.rx_invalid_desc, 1, "the record too large: {s:?}");
+    assert!(port.audit().unwrap().balanced());
+    assert_eq!(port.audit().unwrap().application, 0);
+    drop(port);
+    let mut reader = CaptureReader::open(&output).unwrap();
+    let mut recorded = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        recorded.push(r.data.to_vec());
+    }
+    let want: Vec<Vec<u8>> = [0, 1, 2, 3, 4, 6]
+        .iter()
+        .map(|&i| packet_of(i, sizes[i]))
+        .collect();
+    assert!(recorded == want, "every byte recorded");
+}
+
+#[test]
+fn a_paced_chain_waits_in_its_frames() {
+    let dir = TempDir::new("pacedchain");
+    let input = dir.path("in.pcap");
+    write_sizes(&input, &[9000, 9000], 20_000_000);
+    let spec = format!("pcap:{},pace=1", input.display());
+    let mut port = open_chains(&spec, true, false);
+    let mut batch = Batch::with_capacity(16);
+    let mut lens = Vec::new();
+    let mut held = 0;
+    while !port.rx_ended() {
+        port.rx_burst(&mut batch).unwrap();
+        lens.extend((0..batch.len()).map(|i| batch.packet_len(i)));
+        port.release(&mut batch);
+        let audit = port.audit().unwrap();
+        assert!(audit.balanced(), "{audit:?}");
+        if audit.rx > 0 {
+            // The second packet, read before its time, waits in all five of its frames.
+            assert_eq!(audit.rx, 5, "{audit:?}");
+            held += 1;
+        }
+        port.wait_rx(Duration::from_millis(1)).unwrap();
+    }
+    assert!(held > 0, "the second packet was held for its time");
+    assert_eq!(lens, vec![9000, 9000]);
+    assert_eq!(port.audit().unwrap().application, 0);
+}

@@ -45,7 +45,19 @@ pub struct PcapPort {
     stats: PortStats,
     /// Standard input or output, while this port reads or writes it.
     _streams: Vec<StreamClaim>,
+    /// The application takes packets of several frames (`PortOptions::multi_buffer`):
+    /// a record larger than a frame is replayed as a chain.
+    chains: bool,
+    /// The segments of the record `read_next` read last.
+    segs: [(u64, u32); MAX_SEGMENTS],
+    /// The continuation segments of the packet the pace holds.
+    held_tails: Vec<(u64, u32)>,
+    /// Where a chain sent to the recording is gathered.
+    scratch: Vec<u8>,
 }
+
+/// The most frames one replayed packet may span.
+const MAX_SEGMENTS: usize = crate::MAX_SEGMENTS;
 
 impl PcapPort {
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<PcapPort, PortError> {
@@ -68,8 +80,12 @@ impl PcapPort {
         }
         // The replayed file first: a failure there leaves no recording file behind.
         let replay = rx.map(open_replay).transpose()?;
+        let largest = match opts.multi_buffer {
+            true => opts.frame_size * MAX_SEGMENTS as u32,
+            false => opts.frame_size,
+        };
         let recording = tx
-            .map(|path| Recording::create(path, opts.frame_size))
+            .map(|path| Recording::create(path, largest))
             .transpose()?;
         let mode = match (&replay, &recording) {
             (Some(_), Some(_)) => "replay+record",
@@ -83,7 +99,7 @@ impl PcapPort {
                 mode: mode.to_string(),
                 notes,
                 busy_poll: false,
-                multi_buffer: None,
+                multi_buffer: opts.multi_buffer.then_some(MAX_SEGMENTS as u32),
             },
             frames: HeapFrames::new(opts.frame_count, opts.frame_size),
             ended: replay.is_none(),
@@ -94,16 +110,29 @@ impl PcapPort {
             recording,
             stats: PortStats::default(),
             _streams: streams,
+            chains: opts.multi_buffer,
+            segs: [(0, 0); MAX_SEGMENTS],
+            held_tails: Vec::with_capacity(if opts.multi_buffer { MAX_SEGMENTS } else { 0 }),
+            scratch: Vec::new(),
         })
     }
 
-    /// The next record of the replay that fits a frame, copied into one: its frame, length
-    /// and metadata. None at the end of the file, on a read error (held until what came
-    /// before is delivered) or when every frame is out.
-    fn read_next(&mut self, size: u32) -> Option<(u64, u32, RxMeta)> {
+    /// The next record of the replay that fits a frame (or, taking chains, as many as a
+    /// packet may span), copied into `segs`: how many segments, and its metadata. None at
+    /// the end of the file, on a read error (held until what came before is delivered) or
+    /// when the frames are out.
+    fn read_next(&mut self, size: u32) -> Option<(usize, RxMeta)> {
+        // Frames first: the reader cannot step back over a record it has read. A chain
+        // may take half the frames at most, so the rest keep the replay going.
+        let most = match self.chains {
+            true => MAX_SEGMENTS.min(self.frames.count() / 2).max(1),
+            false => 1,
+        };
+        if self.frames.free_count() < most {
+            return None;
+        }
         let reader = self.replay.as_mut()?;
         loop {
-            // A frame first: the reader cannot step back over a record it has read.
             let addr = self.frames.take()?;
             let record = match reader.next_record() {
                 Ok(Some(r)) => r,
@@ -120,15 +149,26 @@ impl PcapPort {
                 }
             };
             let len = record.data.len() as u32;
-            if len > size {
-                // A frame cannot hold it, and a cut packet must not be forwarded as whole.
+            let k = (len.div_ceil(size) as usize).max(1);
+            if k > most {
+                // Its frames cannot hold it, and a cut packet must not be forwarded as whole.
                 self.frames.give_back(addr);
                 self.stats.drops.rx_invalid_desc += 1;
                 continue;
             }
-            self.frames
-                .packet_mut(addr, len)
-                .copy_from_slice(record.data);
+            self.segs[0] = (addr, len.min(size));
+            for j in 1..k {
+                let tail = self.frames.take().unwrap_or_default();
+                self.segs[j] = (tail, (len - j as u32 * size).min(size));
+            }
+            let mut at = 0;
+            for &(seg, seg_len) in &self.segs[..k] {
+                let end = at + seg_len as usize;
+                self.frames
+                    .packet_mut(seg, seg_len)
+                    .copy_from_slice(&record.data[at..end]);
+                at = end;
+            }
             let wire_len = if record.orig_len > len {
                 record.orig_len
             } else {
@@ -139,7 +179,7 @@ impl PcapPort {
                 wire_len,
                 outgoing: false,
             };
-            return Some((addr, len, meta));
+            return Some((k, meta));
         }
     }
 
@@ -250,12 +290,20 @@ impl Port for PcapPort {
         // Paced: one clock reading a burst decides what is due.
         let now = self.pace.as_ref().map(|_| Instant::now());
         let mut count = 0;
-        while batch.room() > 0 {
+        // Room for a packet, and for the longest chain when taking chains.
+        let tails = if self.chains { MAX_SEGMENTS - 1 } else { 0 };
+        while batch.room() > 0 && batch.tail_room() >= tails {
             let held = self.pace.as_ref().and_then(Pace::held);
-            let (addr, len, meta) = match (held, self.pace.as_mut(), now) {
+            let (k, meta) = match (held, self.pace.as_mut(), now) {
                 // A paced packet read earlier goes first, once it is due.
                 (Some(_), Some(pace), Some(now)) => match pace.take_due(now) {
-                    Some(h) => (h.addr, h.len, h.meta),
+                    Some(h) => {
+                        self.segs[0] = (h.addr, h.len);
+                        let k = 1 + self.held_tails.len();
+                        self.segs[1..k].copy_from_slice(&self.held_tails);
+                        self.held_tails.clear();
+                        (k, h.meta)
+                    }
                     None => break,
                 },
                 _ => {
@@ -265,6 +313,7 @@ impl Port for PcapPort {
                     next
                 }
             };
+            let (addr, len) = self.segs[0];
             if let (Some(pace), Some(now)) = (self.pace.as_mut(), now)
                 && held.is_none()
             {
@@ -276,12 +325,23 @@ impl Port for PcapPort {
                         meta,
                         due,
                     });
+                    self.held_tails.extend_from_slice(&self.segs[1..k]);
                     break;
                 }
             }
-            batch.push_with_meta(addr, len, meta);
+            match k {
+                1 => batch.push_with_meta(addr, len, meta),
+                _ => {
+                    batch.push_chain(&self.segs[..k]);
+                    batch.set_meta(batch.len() - 1, meta);
+                    true
+                }
+            };
             self.stats.rx_packets += 1;
-            self.stats.rx_bytes += u64::from(len);
+            self.stats.rx_bytes += self.segs[..k]
+                .iter()
+                .map(|&(_, l)| u64::from(l))
+                .sum::<u64>();
             count += 1;
         }
         if count == 0
@@ -295,25 +355,50 @@ impl Port for PcapPort {
     fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
         let ts_ns = now_ns();
         let mut queued = 0;
-        for (addr, len) in batch.iter() {
-            if self.frames.range(addr, len).is_none() {
+        for i in 0..batch.len() {
+            if batch
+                .segments(i)
+                .any(|(a, l)| self.frames.range(a, l).is_none())
+            {
                 // Not a frame of ours: the caller broke the contract; count it, send nothing.
+                for (addr, _) in batch.segments(i) {
+                    self.frames.give_back(addr);
+                }
                 self.stats.drops.tx_invalid_desc += 1;
                 continue;
             }
+            if batch.more(i) > 0 && !self.chains {
+                for (addr, _) in batch.segments(i) {
+                    self.frames.give_back(addr);
+                }
+                self.stats.drops.tx_bad_chain += 1;
+                continue;
+            }
             queued += 1;
-            let packet = self.frames.packet(addr, len);
+            let packet: &[u8] = match batch.more(i) {
+                0 => self.frames.packet(batch.addr(i), batch.frame_len(i)),
+                _ => {
+                    self.scratch.clear();
+                    for (addr, len) in batch.segments(i) {
+                        self.scratch
+                            .extend_from_slice(self.frames.packet(addr, len));
+                    }
+                    &self.scratch
+                }
+            };
             let recorded = self
                 .recording
                 .as_mut()
                 .is_some_and(|r| r.add(ts_ns, packet));
             if recorded {
                 self.stats.tx_packets += 1;
-                self.stats.tx_bytes += u64::from(len);
+                self.stats.tx_bytes += u64::from(batch.packet_len(i));
             } else {
                 self.stats.drops.tx_error += 1;
             }
-            self.frames.give_back(addr);
+            for (addr, _) in batch.segments(i) {
+                self.frames.give_back(addr);
+            }
         }
         batch.clear();
         if let Some(r) = self.recording.as_mut()
@@ -330,7 +415,10 @@ impl Port for PcapPort {
     }
 
     fn alloc_tx(&mut self, batch: &mut Batch, n: usize, len: u32) -> usize {
-        self.frames.alloc(batch, n, len)
+        match self.chains && len > self.frames.frame_size() {
+            true => self.frames.alloc_chains(batch, n, len, MAX_SEGMENTS),
+            false => self.frames.alloc(batch, n, len),
+        }
     }
 
     fn packet(&self, addr: u64, len: u32) -> &[u8] {
@@ -343,6 +431,13 @@ impl Port for PcapPort {
 
     fn max_packet_len(&self) -> u32 {
         self.frames.frame_size()
+    }
+
+    fn max_chain_len(&self) -> u32 {
+        match self.chains {
+            true => self.frames.frame_size() * MAX_SEGMENTS as u32,
+            false => self.frames.frame_size(),
+        }
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
@@ -380,8 +475,9 @@ impl Port for PcapPort {
         let mut audit = self.frames.audit();
         // A paced packet waiting for its time is received, not yet the application's.
         if self.pace.as_ref().and_then(Pace::held).is_some() {
-            audit.application -= 1;
-            audit.rx += 1;
+            let frames = 1 + self.held_tails.len() as u64;
+            audit.application -= frames;
+            audit.rx += frames;
         }
         Some(audit)
     }
