@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo soak fuzz clean
 
 all: build
 
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-observe the switch with --metrics scraped and --ipfix exporting, against without (root)"
 	@echo "make bench-zcopy  zero-copy TCP send and receive against socat (root)"
 	@echo "make bench-pipe   pipe: ports against DPDK's memif, process to process"
+	@echo "make bench-jumbo  9000-byte frames (multi-buffer) against testpmd (root)"
 	@echo "make soak   30 minutes of gen -> switch -> recv, a port flapping, flows changing (root)"
 	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60), or FUZZ_RUNS inputs; nightly"
 	@echo "make build  release build: target/release/wirespeed"
@@ -103,6 +104,11 @@ bench-zcopy: deps
 	@scripts/install-peers.sh
 	$(CARGO) build --release
 	/usr/bin/python3 bench/zcopy.py
+
+bench-jumbo: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	/usr/bin/python3 bench/jumbo.py
 
 bench-pipe: deps
 	@scripts/install-peers.sh
