@@ -316,3 +316,46 @@ fn gen_records_jumbo_frames_in_a_file_that_recv_replays_whole() {
     assert_eq!(rx["drops_total"].as_u64(), Some(0), "{rx}");
     assert_eq!(rx["frames"]["balanced"], true, "{rx}");
 }
+
+/// `bench rxdrop --cpus 0,1` on both queues of a jumbo pair: each thread takes its queue's
+/// 9000-byte frames whole, in chains of its own frames.
+#[test]
+fn a_thread_per_queue_takes_its_queue_s_jumbo_frames_whole() {
+    let net = NetPair::with_queues("jq", 2);
+    for (ns, dev) in [(&net.ns_a, &net.a), (&net.ns_b, &net.b)] {
+        must(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000"]);
+    }
+    let port = format!("xdp:{}@all", net.b);
+    let mut rx = spawn_in(
+        &net.ns_b,
+        &[
+            "bench", "rxdrop", "--port", &port, "--cpus", "0,1", "--duration", "60", "--json",
+            "-q",
+        ],
+    );
+    rx.wait_for("CPU 0: queues 0; CPU 1: queues 1");
+    for (queue, count) in [(0, "2000"), (1, "3000")] {
+        let from = format!("xdp:{}@{queue}", net.a);
+        let tx = run_json(
+            &net.ns_a,
+            &[
+                "gen", "--port", &from, "--count", count, "--size", "9000", "--rate", "20000",
+                "--json", "-q",
+            ],
+        );
+        assert_eq!(tx["tx_packets"].as_u64(), count.parse().ok(), "{tx}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (j, log) = rx.interrupt();
+    assert_eq!(j["packets"], 5_000, "{j}\n{log}");
+    assert_eq!(j["bytes"], 5_000 * 8996, "{j}");
+    let threads = j["threads"].as_array().expect("threads");
+    for (t, want) in [(0, 2_000u64), (1, 3_000)] {
+        assert_eq!(threads[t]["packets"], want, "{j}");
+        assert_eq!(threads[t]["bytes"], want * 8996, "{j}");
+        assert_eq!(threads[t]["drops_total"], 0, "{j}");
+    }
+    assert_eq!(j["drops_total"], 0, "{j}");
+    assert_frames_balanced(&j);
+    net.assert_no_xdp();
+}
