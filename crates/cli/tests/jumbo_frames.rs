@@ -329,7 +329,15 @@ fn a_thread_per_queue_takes_its_queue_s_jumbo_frames_whole() {
     let mut rx = spawn_in(
         &net.ns_b,
         &[
-            "bench", "rxdrop", "--port", &port, "--cpus", "0,1", "--duration", "60", "--json",
+            "bench",
+            "rxdrop",
+            "--port",
+            &port,
+            "--cpus",
+            "0,1",
+            "--duration",
+            "60",
+            "--json",
             "-q",
         ],
     );

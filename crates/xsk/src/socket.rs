@@ -145,8 +145,9 @@ impl Socket {
         Socket::create(umem, Some(owner), iface, queue, config)
     }
 
-    /// The steps of set-up, in the order the kernel needs them: check the place, register
-    /// the UMEM, size the rings, map them, set busy polling, bind.
+    /// Set-up, with multi-buffer where the kernel and driver allow it: each way to bind in
+    /// turn (`bind_variants`), each on a fresh socket, since a refused XDP_USE_SG bind leaves
+    /// its mark on the socket's UMEM registration.
     fn create(
         umem: &Umem,
         owner: Option<&Socket>,
@@ -155,6 +156,32 @@ impl Socket {
         config: &SocketConfig,
     ) -> Result<Socket, XskError> {
         let ifindex = check_place(iface, queue, config)?;
+        let variants = bind_variants(owner.is_some(), config);
+        let mut last = None;
+        for variant in &variants {
+            match Socket::create_bound(umem, owner, iface, ifindex, queue, variant) {
+                // Refused for the mode or XDP_USE_SG: the next way may bind.
+                Err(e @ XskError::Bind { .. })
+                    if matches!(e.os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) =>
+                {
+                    last = Some(e);
+                }
+                done => return done,
+            }
+        }
+        Err(last.expect("at least one way to bind"))
+    }
+
+    /// The steps of set-up, in the order the kernel needs them: register the UMEM, size the
+    /// rings, map them, set busy polling, bind.
+    fn create_bound(
+        umem: &Umem,
+        owner: Option<&Socket>,
+        iface: &str,
+        ifindex: u32,
+        queue: u32,
+        config: &SocketConfig,
+    ) -> Result<Socket, XskError> {
         let fd = sys::xdp_socket().map_err(XskError::Socket)?;
         if owner.is_none() {
             register_umem(&fd, umem)?;
@@ -402,6 +429,32 @@ fn set_busy_poll(fd: &OwnedFd, budget: u32) -> Result<(), XskError> {
     )
 }
 
+/// The ways to bind a socket, in order: as asked, and for multi-buffer first with it, then
+/// without (a kernel before 6.6 answers EINVAL to XDP_USE_SG; a zero-copy driver without
+/// multi-buffer, EOPNOTSUPP). Zero-copy wins over multi-buffer: with no mode named, the kernel
+/// would pick copy mode for XDP_USE_SG on a driver whose zero-copy has no multi-buffer, so
+/// zero-copy is tried by name first, with it and then without. Sockets sharing a UMEM inherit
+/// its owner's mode and multi-buffer: one way.
+fn bind_variants(shared: bool, config: &SocketConfig) -> Vec<SocketConfig> {
+    let with = |mode: BindMode, multi_buffer: bool| SocketConfig {
+        mode,
+        multi_buffer,
+        ..*config
+    };
+    if shared || !config.multi_buffer {
+        return vec![*config];
+    }
+    match config.mode {
+        BindMode::Any => vec![
+            with(BindMode::ZeroCopy, true),
+            with(BindMode::ZeroCopy, false),
+            with(BindMode::Any, true),
+            with(BindMode::Any, false),
+        ],
+        mode => vec![with(mode, true), with(mode, false)],
+    }
+}
+
 /// Binds the socket to `queue` of `ifindex`, on its own UMEM or `owner`'s; returns whether
 /// it uses need_wakeup and whether it is multi-buffer.
 fn bind(
@@ -420,29 +473,15 @@ fn bind(
         None if config.need_wakeup => (config.mode.flag() | libc::XDP_USE_NEED_WAKEUP, true),
         None => (config.mode.flag(), false),
     };
-    let wants_sg = owner.is_none() && config.multi_buffer;
-    let mut addr = libc::sockaddr_xdp {
+    let sg = owner.is_none() && config.multi_buffer;
+    let addr = libc::sockaddr_xdp {
         sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags | if wants_sg { libc::XDP_USE_SG } else { 0 },
+        sxdp_flags: flags | if sg { libc::XDP_USE_SG } else { 0 },
         sxdp_ifindex: ifindex,
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: owner.map_or(0, |o| o.fd.as_raw_fd() as u32),
     };
-    let mut bound = sys::bind_xdp(fd, &addr);
-    let mut multi_buffer = owner.map_or(wants_sg, |o| o.multi_buffer);
-    // A kernel older than multi-buffer (6.6) knows no XDP_USE_SG and answers EINVAL; a
-    // driver without it in zero-copy mode, EOPNOTSUPP. Either way a plain bind still works.
-    if wants_sg
-        && matches!(
-            bound.as_ref().map_err(|e| e.raw_os_error()),
-            Err(Some(libc::EINVAL | libc::EOPNOTSUPP))
-        )
-    {
-        addr.sxdp_flags = flags;
-        bound = sys::bind_xdp(fd, &addr);
-        multi_buffer = false;
-    }
-    bound.map_err(|source| match source.raw_os_error() {
+    sys::bind_xdp(fd, &addr).map_err(|source| match source.raw_os_error() {
         // The queue has another socket (bind_xdp waited out one closing a moment ago).
         Some(libc::EBUSY) => XskError::QueueTaken {
             iface: iface.to_string(),
@@ -456,7 +495,7 @@ fn bind(
             source,
         },
     })?;
-    Ok((need_wakeup, multi_buffer))
+    Ok((need_wakeup, owner.map_or(sg, |o| o.multi_buffer)))
 }
 
 /// Whether the kernel recorded a NAPI instance for the bound socket, which busy polling runs.
@@ -493,4 +532,43 @@ fn map<T: Copy>(
             owner,
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ways(shared: bool, mode: BindMode, multi_buffer: bool) -> Vec<(BindMode, bool)> {
+        let config = SocketConfig {
+            mode,
+            multi_buffer,
+            ..SocketConfig::default()
+        };
+        bind_variants(shared, &config)
+            .iter()
+            .map(|c| (c.mode, c.multi_buffer))
+            .collect()
+    }
+
+    #[test]
+    fn multi_buffer_is_tried_first_and_never_costs_zero_copy() {
+        use BindMode::*;
+        assert_eq!(ways(false, Copy, false), vec![(Copy, false)]);
+        assert_eq!(ways(false, Copy, true), vec![(Copy, true), (Copy, false)]);
+        assert_eq!(
+            ways(false, ZeroCopy, true),
+            vec![(ZeroCopy, true), (ZeroCopy, false)]
+        );
+        assert_eq!(
+            ways(false, Any, true),
+            vec![
+                (ZeroCopy, true),
+                (ZeroCopy, false),
+                (Any, true),
+                (Any, false)
+            ]
+        );
+        // A socket sharing a UMEM names neither: it inherits the owner's.
+        assert_eq!(ways(true, Any, true), vec![(Any, true)]);
+    }
 }
