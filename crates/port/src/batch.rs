@@ -273,7 +273,7 @@ mod tests {
         b.consume_front(2);
         assert_eq!(b.segments(0).collect::<Vec<_>>(), vec![(5, 100), (6, 7)]);
         assert_eq!(b.segments(1).collect::<Vec<_>>(), vec![(7, 64)]);
-        assert_eq!(b.frames(), 4);
+        assert_eq!(b.frames(), 3);
         b.clear();
         assert!(!b.has_chains());
     }
