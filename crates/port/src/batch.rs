@@ -278,6 +278,44 @@ mod tests {
         assert!(!b.has_chains());
     }
 
+    proptest::proptest! {
+        /// Chains pushed, consumed from the front and cleared in any order: the frames held
+        /// are always exactly those pushed and not yet consumed, each once, in order.
+        #[test]
+        fn every_frame_is_held_once_through_any_pushes_and_consumes(
+            steps in proptest::collection::vec((0usize..20, 0usize..4), 1..60)
+        ) {
+            let mut b = Batch::with_capacity(8);
+            let mut model: std::collections::VecDeque<Vec<u64>> = Default::default();
+            let mut next = 0u64;
+            for (segments, consume) in steps {
+                let segs: Vec<(u64, u32)> =
+                    (0..=segments as u64).map(|k| (next + k, 1 + k as u32)).collect();
+                if b.push_chain(&segs) {
+                    model.push_back(segs.iter().map(|s| s.0).collect());
+                    next += segs.len() as u64;
+                }
+                b.consume_front(consume);
+                for _ in 0..consume.min(model.len()) {
+                    model.pop_front();
+                }
+                let held: Vec<u64> = (0..b.len()).flat_map(|i| b.segments(i).map(|s| s.0)).collect();
+                let want: Vec<u64> = model.iter().flatten().copied().collect();
+                proptest::prop_assert_eq!(&held, &want);
+                proptest::prop_assert_eq!(b.frames(), want.len());
+                let mut all: Vec<u64> = b.all_frames().collect();
+                all.sort();
+                let mut sorted = want.clone();
+                sorted.sort();
+                proptest::prop_assert_eq!(all, sorted);
+                for i in 0..b.len() {
+                    let lens: u32 = b.segments(i).map(|s| s.1).sum();
+                    proptest::prop_assert_eq!(b.packet_len(i), lens);
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_chain_needs_a_slot_and_tail_room() {
         let mut b = Batch::with_capacity(1);
