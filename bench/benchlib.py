@@ -22,6 +22,16 @@ def sh(*argv, check=True, env=None):
     return r.stdout
 
 
+def veth_pair(ns_a, if_a, ns_b, if_b):
+    """Two new namespaces joined by a veth pair, both ends up, IPv6 off (no chatter)."""
+    sh("ip", "netns", "add", ns_a)
+    sh("ip", "netns", "add", ns_b)
+    sh("ip", "link", "add", if_a, "netns", ns_a, "type", "veth", "peer", "name", if_b, "netns", ns_b)
+    for ns, dev in ((ns_a, if_a), (ns_b, if_b)):
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+
+
 def returns_sink(ns, dev):
     """Makes `dev` (in `ns`) drop what it receives at the least cost to the sending CPU (on
     veth, the measured one): no NAPI (GRO off, no XDP program), so frames enter by netif_rx,

@@ -57,12 +57,7 @@ def log(msg):
 
 
 def setup():
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B, "netns", NS_B)
-    for ns, dev in ((NS_A, IF_A), (NS_B, IF_B)):
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        sh("ip", "-n", ns, "link", "set", dev, "up")
+    benchlib.veth_pair(NS_A, IF_A, NS_B, IF_B)
 
 
 def cleanup(*_):

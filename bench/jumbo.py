@@ -35,6 +35,7 @@ import time
 
 import benchlib
 from benchlib import interleaved, returns_sink, sh, spawn, stop, stop_all, wait_for
+from peers import trafgen_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -54,12 +55,7 @@ def log(msg):
 
 
 def setup():
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", IF_A, "netns", NS_A, "type", "veth", "peer", "name", IF_B, "netns", NS_B)
-    for ns, dev in ((NS_A, IF_A), (NS_B, IF_B)):
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        sh("ip", "-n", ns, "link", "set", dev, "up")
+    benchlib.veth_pair(NS_A, IF_A, NS_B, IF_B)
     sh("ip", "netns", "exec", NS_B, "ethtool", "-K", IF_B, "gro", "on")
     # What l2fwd and macswap send back, A drops at ingress.
     returns_sink(NS_A, IF_A)
@@ -74,23 +70,6 @@ def cleanup(*_):
     stop_all()
     for ns in (NS_A, NS_B):
         sh("ip", "netns", "del", ns, check=False)
-
-
-def trafgen_conf(size, tmp):
-    """One UDP frame of `size` bytes on the wire, as trafgen's byte list."""
-    frame = [0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]
-    ip_len = size - 4 - 14
-    ip = [0x45, 0, ip_len >> 8, ip_len & 255, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
-    s = sum((ip[i] << 8) + ip[i + 1] for i in range(0, 20, 2))
-    while s > 0xFFFF:
-        s = (s & 0xFFFF) + (s >> 16)
-    ip[10], ip[11] = (~s >> 8) & 255, ~s & 255
-    udp = [0, 9, 0, 9, (ip_len - 20) >> 8, (ip_len - 20) & 255, 0, 0]
-    frame += ip + udp + [0] * (size - 4 - 42)
-    path = os.path.join(tmp, f"trafgen-{size}.cfg")
-    with open(path, "w") as f:
-        f.write("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
-    return path
 
 
 def testpmd_argv(mode, size):

@@ -57,24 +57,28 @@ fn pings(net: &NetPair, size: u32, count: u32) {
     ]);
 }
 
+/// `bench MODE` on B's end, ready.
+fn bench_in_b(net: &NetPair, mode: &str) -> Running {
+    let port = format!("xdp:{}", net.b);
+    let argv = [
+        "bench",
+        mode,
+        "--port",
+        &port,
+        "--json",
+        "-q",
+        "--duration",
+        "60",
+    ];
+    let mut run = spawn_in(&net.ns_b, &argv);
+    run.wait_ready();
+    run
+}
+
 #[test]
 fn rxdrop_on_a_jumbo_mtu_takes_packets_larger_than_a_frame_whole() {
     let net = jumbo_pair("jr");
-    let port = format!("xdp:{}", net.b);
-    let mut rx = spawn_in(
-        &net.ns_b,
-        &[
-            "bench",
-            "rxdrop",
-            "--port",
-            &port,
-            "--json",
-            "-q",
-            "--duration",
-            "60",
-        ],
-    );
-    rx.wait_ready();
+    let rx = bench_in_b(&net, "rxdrop");
     pings(&net, 8900, 5);
     pings(&net, 56, 3);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -101,21 +105,7 @@ fn l2fwd_sends_a_jumbo_frame_back_whole_with_its_macs_swapped() {
     let net = jumbo_pair("jl");
     let file = format!("/tmp/wirespeed-jumbo-l2fwd-{}.pcap", std::process::id());
     let cap = Capture::tcpdump_inbound(&net.ns_a, &net.a, &file);
-    let port = format!("xdp:{}", net.b);
-    let mut fwd = spawn_in(
-        &net.ns_b,
-        &[
-            "bench",
-            "l2fwd",
-            "--port",
-            &port,
-            "--json",
-            "-q",
-            "--duration",
-            "60",
-        ],
-    );
-    fwd.wait_ready();
+    let fwd = bench_in_b(&net, "l2fwd");
     pings(&net, 8900, 4);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (j, _) = fwd.interrupt();
@@ -147,21 +137,7 @@ fn l2fwd_sends_a_jumbo_frame_back_whole_with_its_macs_swapped() {
 #[test]
 fn the_drop_counter_counts_every_byte_of_a_jumbo_frame() {
     let net = jumbo_pair("jd");
-    let port = format!("xdp:{}", net.b);
-    let mut drop = spawn_in(
-        &net.ns_b,
-        &[
-            "bench",
-            "xdpdrop",
-            "--port",
-            &port,
-            "--json",
-            "-q",
-            "--duration",
-            "60",
-        ],
-    );
-    drop.wait_ready();
+    let drop = bench_in_b(&net, "xdpdrop");
     pings(&net, 8900, 5);
     let (j, _) = drop.interrupt();
     assert_eq!(j["xdp_mode"], "native", "{j}");

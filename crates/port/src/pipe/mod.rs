@@ -419,6 +419,13 @@ impl PipePort {
             self.stats.tx_bytes += u64::from(batch.packet_len(i));
         }
         batch.clear();
+        self.publish_tx(put);
+        sent
+    }
+
+    /// After a send: hands home what the burst gave up, and publishes the `put` descriptors
+    /// written, waking the other end if it sleeps.
+    fn publish_tx(&mut self, put: u32) {
         self.send_home();
         if put > 0 {
             self.tx.submit(put);
@@ -426,7 +433,6 @@ impl PipePort {
                 self.shm.ring_peer();
             }
         }
-        sent
     }
 
     fn ask_wakeup(&mut self) {
@@ -512,13 +518,7 @@ impl Port for PipePort {
             self.stats.tx_bytes += u64::from(len);
         }
         batch.clear();
-        self.send_home();
-        if put > 0 {
-            self.tx.submit(put);
-            if self.tx.needs_wakeup_after_submit() {
-                self.shm.ring_peer();
-            }
-        }
+        self.publish_tx(put);
         Ok(put as usize)
     }
 
