@@ -40,6 +40,17 @@ fn ports(l4: &[u8]) -> u64 {
 /// [`FlowKey::parse_with_offsets`].
 #[inline]
 pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
+    extract_packet(frame, frame.len(), in_port)
+}
+
+/// [`extract`] of a packet of `packet_len` bytes whose first segment is `head` (a packet
+/// larger than a frame, AF_XDP multi-buffer): lengths in the headers are checked against the
+/// whole packet, headers are read from `head` (they must lie in it whole). The same as
+/// [`extract`] of the whole packet's bytes for Ethernet / VLAN / IPv4; other packets longer
+/// than their head go through the general parse of the head alone, which finds what it can.
+#[inline]
+pub fn extract_packet(head: &[u8], packet_len: usize, in_port: u32) -> (FlowBits, HeaderOffsets) {
+    let frame = head;
     // The fast path builds each word in a register and the flow once at the end: a flow
     // assembled in memory field by field, then copied, cost store-forwarding stalls.
     let Some(&[d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1]) =
@@ -70,12 +81,14 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
     // The checks of `Ipv4Packet::new_checked`: a header that fails them leaves the IP fields
     // absent, as the general parse does.
     let ip = &frame[l3..];
+    // The IP packet's length: what follows the head segment counts (0 for one frame).
+    let ip_len = ip.len() + packet_len.saturating_sub(frame.len());
     let header_len = usize::from(ip.first().copied().unwrap_or(0) & 0x0f) * 4;
     let valid = ip.len() >= IPV4_MIN_LEN
         && ip[0] >> 4 == 4
         && header_len >= IPV4_MIN_LEN
         && header_len <= ip.len()
-        && (header_len..=ip.len()).contains(&usize::from(u16_at(ip, 2)));
+        && (header_len..=ip_len).contains(&usize::from(u16_at(ip, 2)));
     if valid {
         let total_len = usize::from(u16_at(ip, 2));
         let tos = ip[1];
@@ -87,14 +100,16 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
         offsets.l3 = Some(l3);
         // Later fragments carry no transport header; the first one does.
         if u16_at(ip, 6) & FRAG_OFFSET_MASK == 0 {
-            let l4 = &ip[header_len..total_len];
-            // The words the transport header fills, if it parsed whole.
+            // The transport bytes in the head; the segment's whole length for its checks.
+            let l4 = &ip[header_len..total_len.min(ip.len())];
+            let l4_len = total_len - header_len;
+            // The words the transport header fills, if it parsed whole (and lies in `head`).
             let transport = match IpProtocol(nw_proto) {
                 IpProtocol::TCP => (l4.len() >= TCP_MIN_LEN
                     && (TCP_MIN_LEN..=l4.len()).contains(&(usize::from(l4[12] >> 4) * 4)))
                 .then(|| (0, ports(l4))),
                 IpProtocol::UDP => (l4.len() >= UDP_LEN
-                    && (UDP_LEN..=l4.len()).contains(&usize::from(u16_at(l4, 4))))
+                    && (UDP_LEN..=l4_len).contains(&usize::from(u16_at(l4, 4))))
                 .then(|| (0, ports(l4))),
                 // ICMPv6 shares ICMP's first four bytes (the general parse reads either so).
                 IpProtocol::ICMP | IpProtocol::ICMPV6 => {
@@ -163,6 +178,27 @@ mod tests {
                         let f = frame(vlan, options, proto, l4_len);
                         assert_eq!(extract(&f, 3), general(&f, 3), "{f:?}");
                     }
+                }
+            }
+        }
+    }
+
+    /// A packet of several frames parses from its head as the whole packet's bytes do, as
+    /// long as the head holds its headers.
+    #[test]
+    fn a_head_segment_parses_as_its_whole_packet() {
+        for vlan in [false, true] {
+            for proto in [1, 6, 17, 47] {
+                for options in [0, 2] {
+                    let f = frame(vlan, options, proto, 200);
+                    let headers_end = 14 + 4 * usize::from(vlan) + 20 + 4 * options + 20;
+                    let whole = extract(&f, 3);
+                    assert!(whole.1.l3.is_some(), "{f:?}");
+                    for cut in headers_end..=f.len() {
+                        assert_eq!(extract_packet(&f[..cut], f.len(), 3), whole, "cut at {cut}");
+                    }
+                    // Alone, a head that claims more than it holds is no IPv4 packet.
+                    assert_eq!(extract(&f[..headers_end], 3).1.l3, None);
                 }
             }
         }
