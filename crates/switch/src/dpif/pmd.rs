@@ -403,10 +403,12 @@ impl Pmd {
             }
             received += self.rx.len();
             let in_port = self.ports.number(member);
+            // A burst without chains never looks at a packet's segments.
+            let chains = self.rx.has_chains();
             for i in 0..self.rx.len() {
                 let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
                 match self.ports.source(member) {
-                    Source::Umem if self.rx.more(i) == 0 => {
+                    Source::Umem if !chains || self.rx.more(i) == 0 => {
                         self.forward_in_place(in_port, &mut [(addr, len)], now, &mut round)?
                     }
                     // A packet larger than a frame (multi-buffer): its segments, head first.

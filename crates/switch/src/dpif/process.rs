@@ -18,7 +18,7 @@ use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
-use crate::extract::extract_packet;
+use crate::extract::{extract, extract_packet};
 use crate::field::FlowBits;
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
@@ -119,8 +119,12 @@ pub fn process(
 ) {
     // Used where it was returned, not moved out: copying the flow out of the return slot
     // read it back with wider loads than it was written with (a store-forwarding stall).
-    // A packet of several frames: parsed from its head, its lengths checked against the whole.
-    let parsed = extract_packet(frame.data(), frame.packet_len(), in_port);
+    // A packet of several frames: parsed from its head, its lengths checked against the
+    // whole (out of line: one frame's parse stays the inlined `extract`).
+    let parsed = match frame.tail().len {
+        0 => extract(frame.data(), in_port),
+        _ => extract_packet(frame.data(), frame.packet_len(), in_port),
+    };
     let (flow, offsets) = (&parsed.0, parsed.1);
     let headers = PacketHeaders::of_flow(flow, offsets);
     let id = match cache.hit(flow) {
@@ -269,6 +273,8 @@ pub fn may_complete_checksum(head: &[u8]) -> bool {
 /// [`partial_checksum::complete_in_frame`] for an IPv4 packet of several frames: `head` is
 /// its first segment, `tail` sums up the rest. The checksum covers every segment: a tail
 /// not summed (or a segment that does not end where the IP packet does) is left alone.
+#[cold]
+#[inline(never)]
 fn complete_in_chain(head: &mut [u8], l3: usize, l4: usize, tail: Tail) -> bool {
     let Some(tail_sum) = tail.sum else {
         return false;
@@ -329,6 +335,7 @@ pub fn sum_of_segments<'a>(segments: impl Iterator<Item = &'a [u8]>) -> u16 {
 /// Hands an executed decision to the offload when it could take it. Only `output:N` and
 /// `normal` decisions can go to the kernel's table; a packet that locked nothing changed no
 /// learned address, so it leaves the offload as it was.
+#[inline]
 fn offer_to_offload(
     shared: &mut BurstLock<'_>,
     frame: &Frame<'_>,
@@ -340,13 +347,16 @@ fn offer_to_offload(
     // The kernel's fast path leaves a packet of several frames to us, so one is no model
     // for an entry (its later packets would need the lock for nothing); like a rewritten
     // frame, it goes to the offload only for what it changed in the learning table.
+    if !shared.offload {
+        return;
+    }
     let unfit = completed || frame.tail().len > 0;
     let offloadable = !unfit
         && matches!(
             decision.actions.as_slice(),
             [Action::Output(_)] | [Action::Normal]
         );
-    if !shared.offload || !(offloadable || shared.is_locked()) {
+    if !(offloadable || shared.is_locked()) {
         return;
     }
     shared
