@@ -211,13 +211,23 @@ fn a_chain_for_the_controller_is_gathered_whole() {
     let file = dir.path("controller.pcap");
     let mut s = jumbo_switch("sg", &["--controller-pcap", &file]);
     s.ctl_ok(&["add-flow", "priority=100,icmp,actions=controller"]);
-    assert_eq!(jumbo_ping(&s.c.ns_a, "10.9.0.2", 3), 0, "the controller answers nothing");
+    assert_eq!(
+        jumbo_ping(&s.c.ns_a, "10.9.0.2", 3),
+        0,
+        "the controller answers nothing"
+    );
     let (j, _) = s.stop();
     assert_eq!(j["to_controller"], 3, "{j}");
     assert_eq!(common::pcaps::judge(&file), (3, 3 * JUMBO));
     for frame in read_pcap(&file) {
         assert_eq!(frame.len() as u64, JUMBO);
-        assert!(wirespeed_packet::checksum::verify(&frame[14..34]), "IPv4 header");
-        assert!(wirespeed_packet::checksum::verify(&frame[34..]), "ICMP, every byte");
+        assert!(
+            wirespeed_packet::checksum::verify(&frame[14..34]),
+            "IPv4 header"
+        );
+        assert!(
+            wirespeed_packet::checksum::verify(&frame[34..]),
+            "ICMP, every byte"
+        );
     }
 }
