@@ -231,3 +231,55 @@ fn a_chain_for_the_controller_is_gathered_whole() {
         );
     }
 }
+
+/// IPv6 too: a jumbo echo is parsed from its head with its whole length, so rules on its
+/// IPv6 fields match it (everything else is dropped), and the rules count its whole bytes:
+/// 8900 of payload, 8 of ICMPv6, 40 of IPv6, 14 of Ethernet.
+#[test]
+fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
+    let s = jumbo_switch("s6", &[]);
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    for (ns, dev, me, peer, peer_mac) in [
+        (&s.c.ns_a, &s.c.a, "fd09::1/64", "fd09::2", &mac_b),
+        (&s.c.ns_b, &s.c.b, "fd09::2/64", "fd09::1", &mac_a),
+    ] {
+        for knob in ["all", "default", dev.as_str()] {
+            let knob = format!("net.ipv6.conf.{knob}.disable_ipv6=0");
+            must(&["ip", "netns", "exec", ns, "sysctl", "-qw", &knob]);
+        }
+        must(&["ip", "-n", ns, "addr", "add", me, "dev", dev, "nodad"]);
+        must(&[
+            "ip",
+            "-n",
+            ns,
+            "neigh",
+            "replace",
+            peer,
+            "lladdr",
+            peer_mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ]);
+    }
+    for flow in [
+        "priority=100,in_port=1,icmp6,ipv6_dst=fd09::2,actions=output:2",
+        "priority=100,in_port=2,icmp6,ipv6_dst=fd09::1,actions=output:1",
+        "priority=1,actions=drop",
+    ] {
+        s.ctl_ok(&["add-flow", flow]);
+    }
+    assert_eq!(jumbo_ping(&s.c.ns_a, "fd09::2", 5), 5, "A to B");
+    let flows = s.ctl_ok(&["dump-flows"]);
+    for dst in ["fd09::2", "fd09::1"] {
+        let line = flows
+            .lines()
+            .find(|l| l.contains(&format!("ipv6_dst={dst}")))
+            .unwrap_or_else(|| panic!("no rule for {dst}: {flows}"));
+        assert!(
+            line.contains(&format!("n_packets=5, n_bytes={}", 5 * 8962)),
+            "{line}"
+        );
+    }
+}
