@@ -232,12 +232,8 @@ fn a_chain_for_the_controller_is_gathered_whole() {
     }
 }
 
-/// IPv6 too: a jumbo echo is parsed from its head with its whole length, so rules on its
-/// IPv6 fields match it (everything else is dropped), and the rules count its whole bytes:
-/// 8900 of payload, 8 of ICMPv6, 40 of IPv6, 14 of Ethernet.
-#[test]
-fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
-    let s = jumbo_switch("s6", &[]);
+/// Hosts A (fd09::1) and B (fd09::2) on IPv6 as well, knowing each other for good.
+fn ipv6_on(s: &Switched) {
     let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
     for (ns, dev, me, peer, peer_mac) in [
         (&s.c.ns_a, &s.c.a, "fd09::1/64", "fd09::2", &mac_b),
@@ -263,6 +259,15 @@ fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
             "permanent",
         ]);
     }
+}
+
+/// IPv6 too: a jumbo echo is parsed from its head with its whole length, so rules on its
+/// IPv6 fields match it (everything else is dropped), and the rules count its whole bytes:
+/// 8900 of payload, 8 of ICMPv6, 40 of IPv6, 14 of Ethernet.
+#[test]
+fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
+    let s = jumbo_switch("s6", &[]);
+    ipv6_on(&s);
     for flow in [
         "priority=100,in_port=1,icmp6,ipv6_dst=fd09::2,actions=output:2",
         "priority=100,in_port=2,icmp6,ipv6_dst=fd09::1,actions=output:1",
@@ -282,4 +287,19 @@ fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
             "{line}"
         );
     }
+}
+
+/// TCP over IPv6 in jumbo segments with partial checksums: completed over every segment,
+/// the transfer arrives intact.
+#[test]
+fn tcp_over_ipv6_in_jumbo_segments_is_intact() {
+    let mut s = jumbo_switch("s7", &[]);
+    ipv6_on(&s);
+    common::switched::tcp_transfer_is_intact(&s.c.ns_a, &s.c.ns_b, "fd09::2", 4 * 1024 * 1024);
+    let (j, _) = s.stop();
+    let (packets, bytes) = (
+        j["ports"][0]["rx_packets"].as_u64().unwrap(),
+        j["ports"][0]["rx_bytes"].as_u64().unwrap(),
+    );
+    assert!(packets > 0 && bytes / packets > 4096, "{j}");
 }

@@ -5,6 +5,7 @@
 //! while the thread's [`MacView`] knows both addresses.
 
 use core::time::Duration;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard};
 
 use wirespeed_packet::IpProtocol;
@@ -258,44 +259,81 @@ fn complete_checksum(frame: &mut Frame<'_>, offsets: &HeaderOffsets, nw_proto: u
     }
 }
 
-/// True when a packet starting with `head` is TCP or UDP over IPv4 (tagged or not): the
-/// packets whose transport checksum [`complete_checksum`] may complete, so the only ones
+/// True when a packet starting with `head` is TCP or UDP over IPv4 or IPv6 (tagged or not):
+/// the packets whose transport checksum [`complete_checksum`] may complete, so the only ones
 /// that need the sum of their continuation segments ([`Tail::sum`]).
 pub fn may_complete_checksum(head: &[u8]) -> bool {
-    let l3 = match head.get(12..14) {
-        Some([0x81, 0x00] | [0x88, 0xa8]) if head.get(16..18) == Some(&[0x08, 0x00]) => 18,
-        Some([0x08, 0x00]) => 14,
-        _ => return false,
+    let (ethertype, l3) = match head.get(12..14) {
+        Some([0x81, 0x00] | [0x88, 0xa8]) => (head.get(16..18), 18),
+        ethertype => (ethertype, 14),
     };
-    matches!(head.get(l3 + 9), Some(&6 | &17))
+    let protocol = match ethertype {
+        Some([0x08, 0x00]) => head.get(l3 + 9),
+        Some([0x86, 0xdd]) => head.get(l3 + 6),
+        _ => None,
+    };
+    matches!(protocol, Some(&6 | &17))
 }
 
-/// [`partial_checksum::complete_in_frame`] for an IPv4 packet of several frames: `head` is
-/// its first segment, `tail` sums up the rest. The checksum covers every segment: a tail
-/// not summed (or a segment that does not end where the IP packet does) is left alone.
+/// [`partial_checksum::complete_in_frame`] for a packet of several frames: `head` is its
+/// first segment, `tail` sums up the rest. The checksum covers every segment: a tail not
+/// summed (or segments that do not end where the IP packet does) is left alone, and so are
+/// IPv4 fragments and IPv6 with extension headers, as for one frame.
 #[cold]
 #[inline(never)]
 fn complete_in_chain(head: &mut [u8], l3: usize, l4: usize, tail: Tail) -> bool {
     let Some(tail_sum) = tail.sum else {
         return false;
     };
-    let Some(ip) = head.get(l3..l3 + 20) else {
-        return false;
+    // The protocol, where the IP packet ends, and the pseudo-header sum.
+    let (protocol, end, pseudo) = match head.get(l3).map(|v| v >> 4) {
+        Some(4) => {
+            let Some(ip) = head.get(l3..l3 + 20) else {
+                return false;
+            };
+            if ip[6] & 0x3f != 0 || ip[7] != 0 {
+                return false;
+            }
+            let end = l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            let length = end.saturating_sub(l4) as u16;
+            (
+                ip[9],
+                end,
+                checksum::pseudo_header_v4(src, dst, ip[9], length),
+            )
+        }
+        Some(6) => {
+            let Some(ip) = head.get(l3..l3 + 40) else {
+                return false;
+            };
+            if l4 != l3 + 40 {
+                return false;
+            }
+            let end = l4 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            let address = |at: usize| {
+                Ipv6Addr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).expect("16 bytes"))
+            };
+            let (src, dst) = (address(8), address(24));
+            let length = (end - l4) as u32;
+            (
+                ip[6],
+                end,
+                checksum::pseudo_header_v6(&src, &dst, ip[6], length),
+            )
+        }
+        _ => return false,
     };
-    let (fragmented, protocol) = (ip[6] & 0x3f != 0 || ip[7] != 0, ip[9]);
-    let end = l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let at = l4
         + match protocol {
             6 => 16,
             17 => 6,
             _ => return false,
         };
-    if ip[0] >> 4 != 4 || fragmented || end != head.len() + tail.len || at + 2 > head.len() {
+    if end != head.len() + tail.len || l4 > end || at + 2 > head.len() {
         return false;
     }
-    let src = std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let dst = std::net::Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    let pseudo = checksum::pseudo_header_v4(src, dst, protocol, (end - l4) as u16);
     // The tail's sum was worked out from an even offset: after a head part of odd length
     // its bytes sit in the other lanes.
     let tail_sum = match (head.len() - l4) % 2 {
@@ -464,8 +502,8 @@ mod tests {
             *b = (i * 7 + 3) as u8;
         }
         let pseudo = checksum::pseudo_header_v4(
-            std::net::Ipv4Addr::new(10, 0, 0, 1),
-            std::net::Ipv4Addr::new(10, 0, 0, 2),
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
             protocol,
             l4_len as u16,
         );
@@ -475,16 +513,42 @@ mod tests {
         f
     }
 
+    /// [`partial`] over IPv6.
+    fn partial6(protocol: u8, payload: usize) -> Vec<u8> {
+        let v4 = partial(protocol, payload);
+        let l4 = &v4[34..];
+        let mut f = vec![
+            2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd, 0x60, 0, 0, 0,
+        ];
+        f.extend((l4.len() as u16).to_be_bytes());
+        f.extend([protocol, 64]);
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        f.extend(src.octets());
+        f.extend(dst.octets());
+        f.extend(l4);
+        let pseudo = checksum::pseudo_header_v6(&src, &dst, protocol, l4.len() as u32);
+        let at = 54 + if protocol == 6 { 16 } else { 6 };
+        f[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
+        f
+    }
+
     #[test]
     fn a_partial_checksum_is_completed_over_every_segment() {
-        for protocol in [6, 17] {
+        let built = [
+            (partial as fn(u8, usize) -> Vec<u8>, 34),
+            (partial6 as fn(u8, usize) -> Vec<u8>, 54),
+        ];
+        for (protocol, (build, l4)) in [6, 17].into_iter().flat_map(|p| built.map(|b| (p, b))) {
             for payload in [999, 1000] {
-                let f = partial(protocol, payload);
+                let f = build(protocol, payload);
                 let mut whole = f.clone();
-                assert!(partial_checksum::complete_in_frame(&mut whole, 14, 34));
+                assert!(partial_checksum::complete_in_frame(&mut whole, 14, l4));
                 // Heads of odd and even lengths, tails cut into segments of odd and even
                 // lengths: the same checksum as over the whole packet's bytes.
-                for cut in [60, 61, 300, 301, f.len() - 1] {
+                for cut in [80, 81, 300, 301, f.len() - 1] {
                     let mut head = f[..cut].to_vec();
                     let rest = &f[cut..];
                     let at = rest.len().min(7);
@@ -493,20 +557,20 @@ mod tests {
                         len: rest.len(),
                         sum: Some(sum_of_segments(segments.into_iter())),
                     };
-                    assert!(complete_in_chain(&mut head, 14, 34, tail), "cut at {cut}");
+                    assert!(complete_in_chain(&mut head, 14, l4, tail), "cut at {cut}");
                     assert_eq!(head, whole[..cut], "{protocol}: cut at {cut}");
                     // Complete now: left as it is.
-                    assert!(!complete_in_chain(&mut head, 14, 34, tail), "cut at {cut}");
+                    assert!(!complete_in_chain(&mut head, 14, l4, tail), "cut at {cut}");
                     // Without the tail's sum it cannot be completed.
                     let mut head = f[..cut].to_vec();
                     let unsummed = Tail { sum: None, ..tail };
-                    assert!(!complete_in_chain(&mut head, 14, 34, unsummed));
+                    assert!(!complete_in_chain(&mut head, 14, l4, unsummed));
                     // A tail that does not end where the IP packet does.
                     let short = Tail {
                         len: tail.len - 1,
                         ..tail
                     };
-                    assert!(!complete_in_chain(&mut head, 14, 34, short));
+                    assert!(!complete_in_chain(&mut head, 14, l4, short));
                     assert_eq!(head, f[..cut]);
                 }
             }
@@ -524,6 +588,11 @@ mod tests {
         tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
         assert!(may_complete_checksum(&tagged));
         assert!(!may_complete_checksum(&tagged[..20]));
+        assert!(may_complete_checksum(&partial6(6, 0)));
+        assert!(may_complete_checksum(&partial6(17, 0)));
+        let mut icmp6 = partial6(17, 0);
+        icmp6[20] = 58;
+        assert!(!may_complete_checksum(&icmp6));
         assert!(!may_complete_checksum(&[]));
     }
 
