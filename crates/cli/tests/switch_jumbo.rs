@@ -99,14 +99,14 @@ fn pings_both_ways(tag: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn jumbo_pings_cross_the_switch_both_ways_as_chains() {
-    pings_both_ways("sj", &[]);
+    pings_both_ways("jp", &[]);
 }
 
 /// The fast path leaves a packet of several frames to user space: the same pings, the same
 /// counts, none of them forwarded in the kernel.
 #[test]
 fn jumbo_pings_cross_an_offloading_switch() {
-    let j = pings_both_ways("sk", &["--offload"]);
+    let j = pings_both_ways("jo", &["--offload"]);
     for p in 0..2 {
         let fast = &j["ports"][p]["fast_path"];
         assert_eq!(fast["rx_packets"].as_u64(), Some(0), "{j}");
@@ -143,7 +143,7 @@ fn sent(j: &serde_json::Value, p: usize) -> [u64; 3] {
 #[test]
 fn a_chain_for_a_port_that_sends_single_frames_is_counted_not_cut() {
     let j = jumbo_flows(
-        "st",
+        "jt",
         &[
             "priority=100,in_port=1,icmp,actions=output:2,mod_vlan_vid:5,output:3",
             "priority=100,in_port=2,icmp,actions=output:1",
@@ -161,7 +161,7 @@ fn a_chain_for_a_port_that_sends_single_frames_is_counted_not_cut() {
 #[test]
 fn a_chain_out_of_two_ports_is_copied_whole_once() {
     let j = jumbo_flows(
-        "sd",
+        "jd",
         &[
             "priority=100,in_port=1,icmp,actions=in_port,output:2",
             "priority=100,in_port=2,icmp,actions=output:1",
@@ -184,7 +184,7 @@ fn a_chain_out_of_two_ports_is_copied_whole_once() {
 /// the chain; the transfer arrives intact.
 #[test]
 fn tcp_in_jumbo_segments_with_partial_checksums_is_intact() {
-    let mut s = jumbo_switch("sc", &[]);
+    let mut s = jumbo_switch("jc", &[]);
     for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
         let features = sh(&["ip", "netns", "exec", ns, "ethtool", "-k", dev]);
         let features = String::from_utf8_lossy(&features.stdout);
@@ -207,9 +207,9 @@ fn tcp_in_jumbo_segments_with_partial_checksums_is_intact() {
 /// echo requests from the controller's file, their ICMP checksums (over every byte) good.
 #[test]
 fn a_chain_for_the_controller_is_gathered_whole() {
-    let dir = common::pcaps::TempDir::new("sjc");
+    let dir = common::pcaps::TempDir::new("jcontroller");
     let file = dir.path("controller.pcap");
-    let mut s = jumbo_switch("sg", &["--controller-pcap", &file]);
+    let mut s = jumbo_switch("jg", &["--controller-pcap", &file]);
     s.ctl_ok(&["add-flow", "priority=100,icmp,actions=controller"]);
     assert_eq!(
         jumbo_ping(&s.c.ns_a, "10.9.0.2", 3),
@@ -266,7 +266,7 @@ fn ipv6_on(s: &Switched) {
 /// 8900 of payload, 8 of ICMPv6, 40 of IPv6, 14 of Ethernet.
 #[test]
 fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
-    let s = jumbo_switch("s6", &[]);
+    let s = jumbo_switch("j6", &[]);
     ipv6_on(&s);
     for flow in [
         "priority=100,in_port=1,icmp6,ipv6_dst=fd09::2,actions=output:2",
@@ -293,7 +293,7 @@ fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
 /// the transfer arrives intact.
 #[test]
 fn tcp_over_ipv6_in_jumbo_segments_is_intact() {
-    let mut s = jumbo_switch("s7", &[]);
+    let mut s = jumbo_switch("j7", &[]);
     ipv6_on(&s);
     common::switched::tcp_transfer_is_intact(&s.c.ns_a, &s.c.ns_b, "fd09::2", 4 * 1024 * 1024);
     let (j, _) = s.stop();
