@@ -40,6 +40,29 @@ fn ports(l4: &[u8]) -> u64 {
 /// [`FlowKey::parse_with_offsets`].
 #[inline]
 pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
+    extract_with::<false>(frame, frame.len(), in_port)
+}
+
+/// [`extract`] of a packet of `packet_len` bytes whose first segment is `head` (a packet
+/// larger than a frame, AF_XDP multi-buffer): lengths in the headers are checked against the
+/// whole packet, headers are read from `head` (they must lie in it whole). The same as
+/// [`extract`] of the whole packet's bytes for IPv4 and IPv6 (tagged or not); any other
+/// packet goes through the general parse of its head, its headers having no length the
+/// rest of the packet could fail.
+// Out of line, and apart from `extract`: a one-frame packet's parse does none of its work
+// (with it, 13 instructions more a packet).
+#[inline(never)]
+pub fn extract_packet(head: &[u8], packet_len: usize, in_port: u32) -> (FlowBits, HeaderOffsets) {
+    extract_with::<true>(head, packet_len, in_port)
+}
+
+/// The parse; `CHAIN`: `frame` is the head of a packet of `packet_len` bytes.
+#[inline(always)]
+fn extract_with<const CHAIN: bool>(
+    frame: &[u8],
+    packet_len: usize,
+    in_port: u32,
+) -> (FlowBits, HeaderOffsets) {
     // The fast path builds each word in a register and the flow once at the end: a flow
     // assembled in memory field by field, then copied, cost store-forwarding stalls.
     let Some(&[d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1]) =
@@ -62,6 +85,9 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
         l3 += VLAN_TAG_LEN;
     }
     if EtherType(dl_type) != EtherType::IPV4 {
+        if CHAIN && EtherType(dl_type) == EtherType::IPV6 {
+            return extract_ipv6_chain(frame, packet_len, in_port, l3);
+        }
         return extract_any(frame, in_port);
     }
     let word0 = u64::from(in_port) | (u64::from(dl_type) << 32) | (u64::from(vlan_tci) << 48);
@@ -70,12 +96,17 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
     // The checks of `Ipv4Packet::new_checked`: a header that fails them leaves the IP fields
     // absent, as the general parse does.
     let ip = &frame[l3..];
+    // The IP packet's length: what follows the head segment counts.
+    let ip_len = match CHAIN {
+        true => ip.len() + packet_len.saturating_sub(frame.len()),
+        false => ip.len(),
+    };
     let header_len = usize::from(ip.first().copied().unwrap_or(0) & 0x0f) * 4;
     let valid = ip.len() >= IPV4_MIN_LEN
         && ip[0] >> 4 == 4
         && header_len >= IPV4_MIN_LEN
         && header_len <= ip.len()
-        && (header_len..=ip.len()).contains(&usize::from(u16_at(ip, 2)));
+        && (header_len..=ip_len).contains(&usize::from(u16_at(ip, 2)));
     if valid {
         let total_len = usize::from(u16_at(ip, 2));
         let tos = ip[1];
@@ -87,14 +118,22 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
         offsets.l3 = Some(l3);
         // Later fragments carry no transport header; the first one does.
         if u16_at(ip, 6) & FRAG_OFFSET_MASK == 0 {
-            let l4 = &ip[header_len..total_len];
-            // The words the transport header fills, if it parsed whole.
+            // The transport bytes in the head; the segment's whole length for its checks.
+            let l4 = match CHAIN {
+                true => &ip[header_len..total_len.min(ip.len())],
+                false => &ip[header_len..total_len],
+            };
+            let l4_len = match CHAIN {
+                true => total_len - header_len,
+                false => l4.len(),
+            };
+            // The words the transport header fills, if it parsed whole (and lies in `head`).
             let transport = match IpProtocol(nw_proto) {
                 IpProtocol::TCP => (l4.len() >= TCP_MIN_LEN
                     && (TCP_MIN_LEN..=l4.len()).contains(&(usize::from(l4[12] >> 4) * 4)))
                 .then(|| (0, ports(l4))),
                 IpProtocol::UDP => (l4.len() >= UDP_LEN
-                    && (UDP_LEN..=l4.len()).contains(&usize::from(u16_at(l4, 4))))
+                    && (UDP_LEN..=l4_len).contains(&usize::from(u16_at(l4, 4))))
                 .then(|| (0, ports(l4))),
                 // ICMPv6 shares ICMP's first four bytes (the general parse reads either so).
                 IpProtocol::ICMP | IpProtocol::ICMPV6 => {
@@ -118,6 +157,119 @@ pub fn extract(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
 fn extract_any(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
     let (key, offsets) = FlowKey::parse_with_offsets(frame, in_port);
     (FlowBits::from_key(&key), offsets)
+}
+
+/// IPv6 extension headers walked over to reach the transport header, and how many at most:
+/// as the general parse ([`FlowKey::parse_with_offsets`]) does.
+const IPV6_HOP_BY_HOP: u8 = 0;
+const IPV6_ROUTING: u8 = 43;
+const IPV6_FRAGMENT: u8 = 44;
+const IPV6_DEST_OPTIONS: u8 = 60;
+const MAX_IPV6_EXTENSIONS: usize = 8;
+const IPV6_HEADER_LEN: usize = 40;
+
+/// The general parse of an IPv6 packet of `packet_len` bytes whose head segment is `head`,
+/// its IPv6 header at `l3`: what [`FlowKey::parse_with_offsets`] finds in the whole packet,
+/// the lengths checked against the whole packet, the headers read from the head (left out
+/// where they do not lie in it whole). The general parse of the head alone would find its
+/// payload length longer than the bytes and lose every L3 and L4 field.
+#[inline(never)]
+fn extract_ipv6_chain(
+    head: &[u8],
+    packet_len: usize,
+    in_port: u32,
+    l3: usize,
+) -> (FlowBits, HeaderOffsets) {
+    // The link layer as the general parse reads it (it stops where the head is cut).
+    let (mut key, _) = FlowKey::parse_with_offsets(&head[..l3], in_port);
+    let mut offsets = HeaderOffsets::default();
+    let ip = &head[l3..];
+    let ip_len = packet_len.saturating_sub(l3);
+    let done = |key: &FlowKey, offsets| (FlowBits::from_key(key), offsets);
+    // `Ipv6Packet::new_checked`'s checks, with the whole packet's length.
+    if ip.len() < IPV6_HEADER_LEN || ip[0] >> 4 != 6 {
+        return done(&key, offsets);
+    }
+    let payload_len = usize::from(u16_at(ip, 4));
+    if IPV6_HEADER_LEN + payload_len > ip_len {
+        return done(&key, offsets);
+    }
+    let address = |at: usize| u128::from_be_bytes(ip[at..at + 16].try_into().expect("16 bytes"));
+    key.ipv6_src = address(8);
+    key.ipv6_dst = address(24);
+    let traffic_class = (ip[0] << 4) | (ip[1] >> 4);
+    key.nw_tos = traffic_class & 0xfc;
+    key.nw_ecn = traffic_class & 0x03;
+    key.nw_ttl = ip[7];
+    offsets.l3 = Some(l3);
+    let mut next_header = ip[6];
+    let mut payload = &ip[IPV6_HEADER_LEN..(IPV6_HEADER_LEN + payload_len).min(ip.len())];
+    // The payload's length in the whole packet, as `payload` walks on.
+    let mut payload_whole = payload_len;
+    for _ in 0..MAX_IPV6_EXTENSIONS {
+        let header_len = match next_header {
+            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTIONS => match payload.get(1) {
+                Some(&units) => (usize::from(units) + 1) * 8,
+                None => break,
+            },
+            IPV6_FRAGMENT => 8,
+            _ => break,
+        };
+        let Some(header) = payload.get(..header_len) else {
+            break;
+        };
+        // A later fragment: the protocol is known, the transport header is not here.
+        if next_header == IPV6_FRAGMENT && u16_at(header, 2) >> 3 != 0 {
+            key.nw_proto = header[0];
+            return done(&key, offsets);
+        }
+        next_header = header[0];
+        payload = &payload[header_len..];
+        payload_whole -= header_len;
+    }
+    key.nw_proto = next_header;
+    let extension = matches!(
+        next_header,
+        IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_FRAGMENT | IPV6_DEST_OPTIONS
+    );
+    if !extension && transport_of_chain(&mut key, payload, payload_whole) {
+        // Where the general parse puts it: the IP bytes less what follows the header.
+        offsets.l4 = Some(l3 + ip_len - payload_whole);
+    }
+    done(&key, offsets)
+}
+
+/// The transport header of a chain into `key`, as the general parse reads it: `l4` is what
+/// the head holds of the segment, `whole` the segment's length in the whole packet. Whether
+/// a header the key knows parsed whole (and lies in the head).
+fn transport_of_chain(key: &mut FlowKey, l4: &[u8], whole: usize) -> bool {
+    match IpProtocol(key.nw_proto) {
+        IpProtocol::TCP => {
+            let parsed = l4.len() >= TCP_MIN_LEN
+                && (TCP_MIN_LEN..=l4.len().min(whole)).contains(&(usize::from(l4[12] >> 4) * 4));
+            if parsed {
+                (key.tp_src, key.tp_dst) = (u16_at(l4, 0), u16_at(l4, 2));
+            }
+            parsed
+        }
+        IpProtocol::UDP => {
+            let parsed =
+                l4.len() >= UDP_LEN && (UDP_LEN..=whole).contains(&usize::from(u16_at(l4, 4)));
+            if parsed {
+                (key.tp_src, key.tp_dst) = (u16_at(l4, 0), u16_at(l4, 2));
+            }
+            parsed
+        }
+        // ICMPv6 shares ICMP's first four bytes (type, code, checksum).
+        IpProtocol::ICMP | IpProtocol::ICMPV6 => {
+            let parsed = l4.len() >= ICMP_LEN;
+            if parsed {
+                (key.icmp_type, key.icmp_code) = (l4[0], l4[1]);
+            }
+            parsed
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +320,102 @@ mod tests {
         }
     }
 
+    /// A packet of several frames parses from its head as the whole packet's bytes do, as
+    /// long as the head holds its headers.
+    #[test]
+    fn a_head_segment_parses_as_its_whole_packet() {
+        for vlan in [false, true] {
+            for proto in [1, 6, 17, 47] {
+                for options in [0, 2] {
+                    let f = frame(vlan, options, proto, 200);
+                    let headers_end = 14 + 4 * usize::from(vlan) + 20 + 4 * options + 20;
+                    let whole = extract(&f, 3);
+                    assert!(whole.1.l3.is_some(), "{f:?}");
+                    for cut in headers_end..=f.len() {
+                        assert_eq!(extract_packet(&f[..cut], f.len(), 3), whole, "cut at {cut}");
+                    }
+                    // Alone, a head that claims more than it holds is no IPv4 packet.
+                    assert_eq!(extract(&f[..headers_end], 3).1.l3, None);
+                }
+            }
+        }
+    }
+
+    /// Ethernet / optional 802.1Q / IPv6 / an optional extension header (`ext`: hop-by-hop
+    /// options, or the fragment header of a later fragment) / `proto` with `l4_len` bytes.
+    fn ipv6_frame(vlan: bool, ext: Option<u8>, proto: u8, l4_len: usize) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        if vlan {
+            f.extend([0x81, 0x00, 0xa0, 0x64]);
+        }
+        f.extend([0x86, 0xdd, 0x62, 0x80, 0, 0]);
+        let ext_len = if ext.is_some() { 8 } else { 0 };
+        f.extend(((ext_len + l4_len) as u16).to_be_bytes());
+        f.extend([ext.unwrap_or(proto), 64]);
+        f.extend([0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend([0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        match ext {
+            Some(IPV6_FRAGMENT) => f.extend([proto, 0, 0x00, 0x08, 0, 0, 0, 1]),
+            Some(_) => f.extend([proto, 0, 1, 4, 0, 0, 0, 0]),
+            None => {}
+        }
+        let mut l4: Vec<u8> = (0..l4_len).map(|i| (i * 5 + 1) as u8).collect();
+        match proto {
+            6 => l4[12] = 0x50,
+            17 => l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes()),
+            _ => l4[0] = 128,
+        }
+        f.extend(l4);
+        f
+    }
+
+    /// An IPv6 packet of several frames parses from its head as the whole packet's bytes
+    /// do (the general parse), as long as the head holds its headers.
+    #[test]
+    fn an_ipv6_head_segment_parses_as_its_whole_packet() {
+        for vlan in [false, true] {
+            for ext in [None, Some(IPV6_HOP_BY_HOP), Some(IPV6_FRAGMENT)] {
+                for proto in [6, 17, 58, 47] {
+                    let f = ipv6_frame(vlan, ext, proto, 300);
+                    let headers_end = 14 + 4 * usize::from(vlan) + 40 + 8 + 20;
+                    let whole = general(&f, 3);
+                    assert!(whole.1.l3.is_some(), "{f:?}");
+                    assert_eq!(
+                        whole.1.l4.is_some(),
+                        proto != 47 && ext != Some(IPV6_FRAGMENT)
+                    );
+                    for cut in headers_end..=f.len() {
+                        let head = extract_packet(&f[..cut], f.len(), 3);
+                        assert_eq!(head, whole, "{vlan} {ext:?} {proto}: cut at {cut}");
+                    }
+                    // Alone, the head claims more than it holds: no IPv6 fields.
+                    assert_eq!(extract(&f[..headers_end], 3).1.l3, None);
+                }
+            }
+        }
+    }
+
+    fn near_ipv6() -> impl Strategy<Value = Vec<u8>> {
+        (
+            any::<bool>(),
+            prop::sample::select(vec![None, Some(IPV6_HOP_BY_HOP), Some(IPV6_FRAGMENT)]),
+            prop::sample::select(vec![6u8, 17, 58, 0]),
+            1usize..40,
+            proptest::collection::vec((0usize..100, any::<u8>()), 0..4),
+            0usize..100,
+        )
+            .prop_map(|(vlan, ext, proto, l4_len, flips, cut)| {
+                let mut f = ipv6_frame(vlan, ext, proto, l4_len.max(20));
+                for (at, byte) in flips {
+                    if let Some(b) = f.get_mut(at) {
+                        *b = byte;
+                    }
+                }
+                f.truncate(f.len().saturating_sub(cut % 8 * (cut / 50)));
+                f
+            })
+    }
+
     fn near_ipv4() -> impl Strategy<Value = Vec<u8>> {
         (
             any::<bool>(),
@@ -198,6 +446,16 @@ mod tests {
         #[test]
         fn same_as_the_general_parse_near_ipv4(f in near_ipv4(), in_port: u32) {
             prop_assert_eq!(extract(&f, in_port), general(&f, in_port));
+        }
+
+        /// The chain parse given a whole packet finds what the general parse does, on
+        /// arbitrary bytes too.
+        #[test]
+        fn a_whole_packet_parses_as_a_chain_as_it_does_alone(
+            f in prop_oneof![near_ipv4(), near_ipv6(), proptest::collection::vec(any::<u8>(), 0..96)],
+            in_port: u32,
+        ) {
+            prop_assert_eq!(extract_packet(&f, f.len(), in_port), general(&f, in_port));
         }
     }
 }

@@ -2,18 +2,36 @@
 //! VLAN tag can be pushed by moving 12 bytes of addresses instead of the whole payload — the way
 //! XDP frames keep `XDP_PACKET_HEADROOM` in front of the data.
 
-/// The frame is `buffer[start..start + len]`.
+/// The frame is `buffer[start..start + len]`. A packet larger than a UMEM frame (AF_XDP
+/// multi-buffer) is the head segment here and `tail` more bytes in continuation segments the
+/// datapath reads headers without: actions edit headers, which are all in the head.
 #[derive(Debug)]
 pub struct Frame<'a> {
     buffer: &'a mut [u8],
     start: usize,
     len: usize,
+    tail: Tail,
+}
+
+/// The continuation segments of a packet, as far as a parse and a checksum need them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// Bytes after the head segment.
+    pub len: usize,
+    /// Their ones' complement sum (as if they started at an even offset), when the caller
+    /// worked it out: only a packet whose transport checksum may need completing needs it.
+    pub sum: Option<u16>,
 }
 
 impl<'a> Frame<'a> {
     /// None if `start + len` is past the buffer's end.
     pub fn new(buffer: &'a mut [u8], start: usize, len: usize) -> Option<Frame<'a>> {
-        (start.checked_add(len)? <= buffer.len()).then_some(Frame { buffer, start, len })
+        (start.checked_add(len)? <= buffer.len()).then_some(Frame {
+            buffer,
+            start,
+            len,
+            tail: Tail::default(),
+        })
     }
 
     /// A frame filling the whole buffer (no room to grow).
@@ -23,7 +41,26 @@ impl<'a> Frame<'a> {
             buffer,
             start: 0,
             len,
+            tail: Tail::default(),
         }
+    }
+
+    /// The head segment of a longer packet, followed by `tail`.
+    pub fn with_tail(mut self, tail: Tail) -> Frame<'a> {
+        self.tail = tail;
+        self
+    }
+
+    /// What follows the head segment (nothing for a packet of one frame).
+    #[inline]
+    pub fn tail(&self) -> Tail {
+        self.tail
+    }
+
+    /// The whole packet's length: the head segment and its tail.
+    #[inline]
+    pub fn packet_len(&self) -> usize {
+        self.len + self.tail.len
     }
 
     pub fn data(&self) -> &[u8] {

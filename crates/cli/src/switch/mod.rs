@@ -470,8 +470,10 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
             serde_json::json!({
                 "port": n, "spec": info.spec, "mode": info.mode,
                 "link": wirespeed_switch::dpif::port_links::link_name(bridge.link(i)),
-                "rx_packets": s.rx_packets,
-                "tx_packets": s.tx_packets, "tx_stranded": s.tx_stranded, "copies": s.copies,
+                "multi_buffer": info.multi_buffer,
+                "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+                "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+                "tx_stranded": s.tx_stranded, "copies": s.copies,
                 "fast_path": fast_ports.as_ref().and_then(|f| f.get(n)).map(|f| serde_json::json!({
                     "rx_packets": f.rx_packets, "rx_bytes": f.rx_bytes,
                     "tx_packets": f.tx_packets, "tx_bytes": f.tx_bytes,

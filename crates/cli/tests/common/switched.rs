@@ -158,14 +158,15 @@ impl Switched {
 }
 
 /// Sends `bytes` random bytes over one TCP connection from namespace `client` to `server_ip`
-/// port 5001 in namespace `server`, and asserts the server received exactly them (count and
-/// SHA-256).
+/// (IPv4 or IPv6) port 5001 in namespace `server`, and asserts the server received exactly
+/// them (count and SHA-256).
 pub fn tcp_transfer_is_intact(client: &str, server: &str, server_ip: &str, bytes: usize) {
     let mut server = std::process::Command::new("ip")
         .args(["netns", "exec", server, "python3", "-c"])
         .arg(format!(
             "import socket,hashlib\n\
-             l=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             l=socket.socket(socket.AF_INET6 if ':' in '{server_ip}' else socket.AF_INET)\n\
+             l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
              l.settimeout(30); l.bind(('{server_ip}', 5001)); l.listen(1); print('listening', flush=True)\n\
              c,_=l.accept(); c.settimeout(30); h=hashlib.sha256(); n=0\n\
              while True:\n  b=c.recv(65536)\n  if not b: break\n  h.update(b); n+=len(b)\n\

@@ -701,6 +701,9 @@ fn open_xdp_groups(
 ) -> Result<Vec<Option<XdpGroup>>, PortError> {
     let xdp_opts = PortOptions {
         program_attached: fast_path.as_ref().map(|f| f.mode()),
+        // The datapath takes packets larger than a frame as chains: parsed from the head,
+        // moved whole between these ports, gathered or counted where they go elsewhere.
+        multi_buffer: true,
         ..opts.clone()
     };
     let groups: Vec<Option<XdpGroup>> = if xdp.is_empty() {

@@ -11,17 +11,21 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use wirespeed_metrics::{Published, ThreadFigures};
-use wirespeed_port::{Batch, FrameAudit, Idle, PortError, PortInfo, PortStats, Step, ThreadClock};
+use wirespeed_port::{
+    Batch, FrameAudit, Idle, MAX_SEGMENTS, PortError, PortInfo, PortStats, Step, ThreadClock,
+};
 
 use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
-use crate::dpif::port_set::{PortSet, Source};
-use crate::dpif::process::{BurstLock, execute_given, process};
+use crate::dpif::port_set::{LONGEST_PACKET, PortSet, Source};
+use crate::dpif::process::{
+    BurstLock, execute_given, may_complete_checksum, process, sum_of_segments,
+};
 use crate::dpif::thread_cache::ThreadCache;
 pub use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::SharedState;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
-use crate::frame::Frame;
+use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 use crate::rule::PacketInOrigin;
 
@@ -213,6 +217,8 @@ pub struct Pmd {
     emitted: Emitted,
     /// A packet from another backend, copied out with headroom in front.
     scratch: Vec<u8>,
+    /// A copy of a chain's packet made whole (the head as `emit` kept it, then the tails).
+    chain_bytes: Vec<u8>,
     pub counters: BridgeCounters,
     /// How the thread backs off when its ports give less than a burst.
     idle: Idle,
@@ -244,6 +250,8 @@ impl Pmd {
             verdict: Verdict::default(),
             emitted: Emitted::with_capacity(),
             scratch: vec![0; COPY_HEADROOM + COPY_MAX],
+            // The longest packet there is, so making a copy whole never allocates.
+            chain_bytes: Vec::with_capacity(LONGEST_PACKET),
             counters: BridgeCounters::default(),
             idle,
             cpu_clock: None,
@@ -395,10 +403,24 @@ impl Pmd {
             }
             received += self.rx.len();
             let in_port = self.ports.number(member);
+            // A burst without chains never looks at a packet's segments.
+            let chains = self.rx.has_chains();
             for i in 0..self.rx.len() {
                 let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
                 match self.ports.source(member) {
-                    Source::Umem => self.forward_in_place(in_port, addr, len, now, &mut round)?,
+                    Source::Umem if !chains || self.rx.more(i) == 0 => {
+                        self.forward_in_place(in_port, &mut [(addr, len)], now, &mut round)?
+                    }
+                    // A packet larger than a frame (multi-buffer): its segments, head first.
+                    Source::Umem => {
+                        let mut chain = [(0u64, 0u32); MAX_SEGMENTS];
+                        let n = self.rx.more(i) + 1;
+                        for (slot, segment) in chain.iter_mut().zip(self.rx.segments(i)) {
+                            *slot = segment;
+                        }
+                        self.forward_in_place(in_port, &mut chain[..n], now, &mut round)?
+                    }
+                    // Other backends deliver single frames.
                     Source::Own => {
                         self.forward_copy(member, in_port, addr, len, now, &mut round)?
                     }
@@ -416,23 +438,29 @@ impl Pmd {
         Ok(received)
     }
 
-    /// A frame in the UMEM: processed where it lies; the last AF_XDP output gets the frame
-    /// itself (its descriptor moves: netmap's swap), the others copies.
+    /// A packet in the UMEM (`segments`: its frame, or the frames of a chain, head first):
+    /// processed where it lies, headers in the head; the last AF_XDP output gets the packet
+    /// itself (its descriptors move: netmap's swap), the others copies.
     fn forward_in_place(
         &mut self,
         in_port: u32,
-        addr: u64,
-        len: u32,
+        segments: &mut [(u64, u32)],
         now: Duration,
         round: &mut Round<'_>,
     ) -> Result<(), PortError> {
+        let (addr, len) = segments[0];
+        let tail = match segments.len() {
+            1 => Tail::default(),
+            _ => self.tail_of(segments),
+        };
         let base = self.ports.umem_frame_base(addr);
         let (start, new_len) = {
             let (whole, offset) = self.ports.umem_frame_mut(addr);
-            let Some(mut frame) = Frame::new(whole, offset, len as usize) else {
-                self.ports.free_umem(addr, len);
+            let Some(frame) = Frame::new(whole, offset, len as usize) else {
+                self.ports.free_umem(segments);
                 return Ok(());
             };
+            let mut frame = frame.with_tail(tail);
             decide(
                 round,
                 &mut frame,
@@ -442,8 +470,10 @@ impl Pmd {
                 &mut self.emitted,
             )
         };
-        let (addr, len) = (base + start as u64, new_len as u32);
-        self.after_process(in_port, round, PacketPlace::Umem(addr, len))?;
+        // The head as the actions left it (a VLAN tag pushed or popped moves its start).
+        segments[0] = (base + start as u64, new_len as u32);
+        let segments = &*segments;
+        self.after_process(in_port, round, PacketPlace::Umem(segments))?;
         let outputs = self.verdict.outputs;
         let ports = outputs.as_slice();
         let last_moved = ports.iter().rposition(|&p| {
@@ -460,18 +490,37 @@ impl Pmd {
                 continue;
             };
             let queued = if Some(i) == last_moved {
-                self.ports.queue_move(member, addr, len)?
+                self.ports.queue_move(member, segments)?
             } else {
-                self.ports.queue_duplicate(member, addr, len)?
+                self.ports.queue_duplicate(member, segments)?
             };
             if !queued {
                 self.counters.no_frame += 1;
             }
         }
         if last_moved.is_none() {
-            self.ports.free_umem(addr, len);
+            self.ports.free_umem(segments);
         }
         Ok(())
+    }
+
+    /// The continuation segments of a chain (`segments`, head first) as the datapath needs
+    /// them: their length, and their sum when the head is one whose transport checksum may
+    /// need completing (the only time the datapath reads past the head).
+    #[inline(never)]
+    fn tail_of(&self, segments: &[(u64, u32)]) -> Tail {
+        let (&(addr, len), tails) = segments.split_first().expect("a head segment");
+        let sum = may_complete_checksum(self.ports.umem_packet(addr, len)).then(|| {
+            sum_of_segments(
+                tails
+                    .iter()
+                    .map(|&(addr, len)| self.ports.umem_packet(addr, len)),
+            )
+        });
+        Tail {
+            len: tails.iter().map(|&(_, len)| len as usize).sum(),
+            sum,
+        }
     }
 
     /// A frame in another backend's buffer: copied out (with headroom for a VLAN push),
@@ -591,7 +640,11 @@ impl Pmd {
         if !self.emitted.is_empty() {
             // Taken out (no allocation: its buffers come back below) so the loop can queue.
             let mut emitted = std::mem::take(&mut self.emitted);
-            let sent = self.send_emitted(in_port, round, &emitted);
+            let tails = match packet {
+                PacketPlace::Umem(segments) => &segments[1..],
+                PacketPlace::Bytes(_) => &[],
+            };
+            let sent = self.send_emitted(in_port, round, &emitted, tails);
             emitted.clear();
             self.emitted = emitted;
             sent?;
@@ -604,7 +657,9 @@ impl Pmd {
         {
             self.counters.to_controller += 1;
             let bytes = match packet {
-                PacketPlace::Umem(addr, len) => self.ports.umem_packet(addr, len),
+                // A chain is gathered: the controller gets the packet's first bytes and its
+                // whole length, as for any other.
+                PacketPlace::Umem(segments) => self.ports.umem_packet_bytes(segments),
                 PacketPlace::Bytes(bytes) => bytes,
             };
             let kept = &bytes[..bytes.len().min(usize::from(limit))];
@@ -618,14 +673,42 @@ impl Pmd {
         Ok(())
     }
 
-    /// Queues the copies `emit` made before a rewrite, or hands them to the controller.
+    /// Queues the copies `emit` made before a rewrite, or hands them to the controller. A
+    /// copy of a chain's packet is its head as it was then followed by `tails`, which no
+    /// action changes.
     fn send_emitted(
         &mut self,
         in_port: u32,
         round: &mut Round<'_>,
         emitted: &Emitted,
+        tails: &[(u64, u32)],
     ) -> Result<(), PortError> {
-        for (bytes, ports) in emitted.iter() {
+        let mut whole = std::mem::take(&mut self.chain_bytes);
+        let sent = self.send_emitted_copies(in_port, round, emitted, tails, &mut whole);
+        self.chain_bytes = whole;
+        sent
+    }
+
+    fn send_emitted_copies(
+        &mut self,
+        in_port: u32,
+        round: &mut Round<'_>,
+        emitted: &Emitted,
+        tails: &[(u64, u32)],
+        whole: &mut Vec<u8>,
+    ) -> Result<(), PortError> {
+        for (head, ports) in emitted.iter() {
+            let bytes = match tails {
+                [] => head,
+                _ => {
+                    whole.clear();
+                    whole.extend_from_slice(head);
+                    for &(addr, len) in tails {
+                        whole.extend_from_slice(self.ports.umem_packet(addr, len));
+                    }
+                    &whole[..]
+                }
+            };
             for &port in ports {
                 if let Some(limit) = controller_limit(port) {
                     self.counters.to_controller += 1;
@@ -730,8 +813,10 @@ fn decide(
 }
 
 /// Where a processed packet is, for the controller.
+#[derive(Clone, Copy)]
 enum PacketPlace<'a> {
-    Umem(u64, u32),
+    /// In the UMEM: its frame, or a chain's frames, head first.
+    Umem(&'a [(u64, u32)]),
     Bytes(&'a [u8]),
 }
 

@@ -16,6 +16,10 @@ use wirespeed_port::{Batch, FrameAudit, LinkState, Port, PortError, PortInfo, Po
 
 use crate::dpif::port_links::PortLinks;
 
+/// The longest packet there is: the longest IP packet with Ethernet and VLAN headers (and
+/// room to spare), what a gathered chain's buffer holds without growing.
+pub const LONGEST_PACKET: usize = u16::MAX as usize + 64;
+
 /// A port of another backend than AF_XDP, and what the thread keeps for it.
 pub struct OtherPort {
     pub port: Box<dyn Port + Send>,
@@ -65,6 +69,16 @@ pub struct PortSet {
     link: Vec<LinkState>,
     /// Per member: packets meant for it while its link was not up.
     link_down: Vec<u64>,
+    /// Per member: packets longer than it could take (it sends single frames shorter than
+    /// the packet, or fewer frames than its chain): dropped whole, never cut.
+    bad_chain: Vec<u64>,
+    /// Per group member: packets copied into chains of its frames (`alloc_copy` counts the
+    /// single-frame copies itself).
+    chain_copies: Vec<u64>,
+    /// A packet of several frames gathered for a port that takes contiguous bytes.
+    gather: Vec<u8>,
+    /// Where a copy longer than a frame is built, as a chain, before it is queued.
+    chain: Batch,
 }
 
 impl PortSet {
@@ -101,6 +115,11 @@ impl PortSet {
             others,
             link: vec![LinkState::Up; numbered.len()],
             link_down: vec![0; numbered.len()],
+            bad_chain: vec![0; numbered.len()],
+            chain_copies: vec![0; numbered.len()],
+            // The longest packet there is, so gathering never allocates.
+            gather: Vec::with_capacity(LONGEST_PACKET),
+            chain: Batch::with_capacity(1),
             links,
             members,
         }
@@ -287,52 +306,111 @@ impl PortSet {
         self.group().packet(addr, len)
     }
 
-    /// Queues a UMEM frame the caller holds on group member `member`: its descriptor moves.
-    /// Returns false (frame kept by the caller) when `member` is not in the group.
+    /// Queues a UMEM packet the caller holds on group member `member`: its descriptors move
+    /// (`segments`: its frame, or the frames of a chain, head first). Returns false (frames
+    /// kept by the caller) when `member` is not in the group.
     #[inline]
-    pub fn queue_move(&mut self, member: usize, addr: u64, len: u32) -> Result<bool, PortError> {
+    pub fn queue_move(
+        &mut self,
+        member: usize,
+        segments: &[(u64, u32)],
+    ) -> Result<bool, PortError> {
         let Place::Group(g) = self.members[member].1 else {
             return Ok(false);
         };
         if !self.is_up(member) {
             self.link_down[member] += 1;
-            self.free_umem(addr, len);
+            self.free_umem(segments);
             return Ok(true);
         }
-        if !self.tx[member].push(addr, len) {
+        let pushed = |tx: &mut Batch| match segments {
+            [(addr, len)] => tx.push(*addr, *len),
+            _ => tx.push_chain(segments),
+        };
+        if !pushed(&mut self.tx[member]) {
             // The batch is full: send it now (it empties) and start another.
             let group = self.group.as_mut().expect("group member");
             let sent = group.tx_burst(g, &mut self.tx[member]);
             self.absorb(member, sent)?;
-            return self.queue_move(member, addr, len);
+            if !self.is_up(member) {
+                self.link_down[member] += 1;
+                self.free_umem(segments);
+            } else if !pushed(&mut self.tx[member]) {
+                // Longer than any batch holds (no chain received is).
+                self.bad_chain[member] += 1;
+                self.free_umem(segments);
+            }
         }
         Ok(true)
     }
 
-    /// Queues a copy of the UMEM packet at `addr` on `member` (a fresh frame for a group
-    /// member, a slot of its own for another port). False when there was no room.
+    /// Queues a copy of the UMEM packet in `segments` (its frame, or a chain's, head first)
+    /// on `member`: a fresh frame for a group member (a chain of them for a chain), a slot
+    /// of its own for another port (a chain gathered into one, if the port takes that
+    /// many bytes; else counted as `tx_bad_chain`). False when there was no room.
     pub fn queue_duplicate(
         &mut self,
         member: usize,
-        addr: u64,
-        len: u32,
+        segments: &[(u64, u32)],
     ) -> Result<bool, PortError> {
         if !self.is_up(member) {
             self.link_down[member] += 1;
             return Ok(true);
         }
-        match self.members[member].1 {
-            Place::Group(g) => match self.group_mut().duplicate(g, addr, len) {
-                Some(copy) => self.queue_move(member, copy, len),
+        match (self.members[member].1, segments) {
+            (Place::Group(g), &[(addr, len)]) => match self.group_mut().duplicate(g, addr, len) {
+                Some(copy) => self.queue_move(member, &[(copy, len)]),
                 None => Ok(false),
             },
-            Place::Other(o) => {
+            // A chain: gathered, then copied into a chain of fresh frames (one copy counted
+            // for the packet, as for a packet of one frame).
+            (Place::Group(g), _) => {
+                let mut whole = std::mem::take(&mut self.gather);
+                let group = self.group.as_ref().expect("group member");
+                whole.clear();
+                for &(addr, len) in segments {
+                    whole.extend_from_slice(group.packet(addr, len));
+                }
+                let queued = self.queue_chain_copy(member, g, &whole);
+                self.gather = whole;
+                queued
+            }
+            // Longer than the port's frames: dropped whole and counted, never cut.
+            (Place::Other(o), _) => {
+                let total: u32 = segments.iter().map(|&(_, len)| len).sum();
+                if total > self.others[o].port.max_packet_len() {
+                    self.bad_chain[member] += 1;
+                    return Ok(true);
+                }
                 let group = self.group.as_ref().expect("a UMEM frame implies a group");
-                let bytes = group.packet(addr, len);
+                let bytes = match segments {
+                    &[(addr, len)] => group.packet(addr, len),
+                    _ => {
+                        self.gather.clear();
+                        for &(addr, len) in segments {
+                            self.gather.extend_from_slice(group.packet(addr, len));
+                        }
+                        &self.gather
+                    }
+                };
                 let queued = queue_other(&mut self.others[o], &mut self.tx[member], bytes);
                 self.queued_or_down(member, queued)
             }
         }
+    }
+
+    /// The bytes of the UMEM packet in `segments`, contiguous: its frame's in place, or a
+    /// chain's gathered into a buffer of the set's (a copy, for the controller).
+    pub fn umem_packet_bytes(&mut self, segments: &[(u64, u32)]) -> &[u8] {
+        let group = self.group.as_ref().expect("a UMEM frame implies a group");
+        if let &[(addr, len)] = segments {
+            return group.packet(addr, len);
+        }
+        self.gather.clear();
+        for &(addr, len) in segments {
+            self.gather.extend_from_slice(group.packet(addr, len));
+        }
+        &self.gather
     }
 
     /// Queues a copy of `bytes` on `member`. False when there was no room.
@@ -342,10 +420,18 @@ impl PortSet {
             return Ok(true);
         }
         match self.members[member].1 {
+            Place::Group(g) if bytes.len() > self.group().max_packet_len() as usize => {
+                self.queue_chain_copy(member, g, bytes)
+            }
             Place::Group(g) => match self.group_mut().alloc_copy(g, bytes) {
-                Some(copy) => self.queue_move(member, copy, bytes.len() as u32),
+                Some(copy) => self.queue_move(member, &[(copy, bytes.len() as u32)]),
                 None => Ok(false),
             },
+            // Longer than the port's frames: dropped whole and counted, never cut.
+            Place::Other(o) if bytes.len() > self.others[o].port.max_packet_len() as usize => {
+                self.bad_chain[member] += 1;
+                Ok(true)
+            }
             Place::Other(o) => {
                 let queued = queue_other(&mut self.others[o], &mut self.tx[member], bytes);
                 self.queued_or_down(member, queued)
@@ -353,13 +439,57 @@ impl PortSet {
         }
     }
 
-    /// Gives a UMEM frame the caller holds back to the pool.
+    /// Queues `bytes`, longer than a frame holds, on group member `g` (`member`) as a chain
+    /// of fresh frames; a member that sends single frames, or fewer than the chain needs,
+    /// counts it as `tx_bad_chain`. False when there were no frames for it.
+    fn queue_chain_copy(
+        &mut self,
+        member: usize,
+        g: usize,
+        bytes: &[u8],
+    ) -> Result<bool, PortError> {
+        let group = self.group.as_mut().expect("group member");
+        let chain = &mut self.chain;
+        if group.alloc_tx(g, chain, 1, bytes.len() as u32) == 0 {
+            return Ok(false);
+        }
+        // `alloc_tx` gives a member that sends fewer frames than the bytes need a shorter
+        // packet: never sent cut, given back and counted.
+        if chain.packet_len(0) as usize != bytes.len() {
+            group.release(chain);
+            self.bad_chain[member] += 1;
+            return Ok(true);
+        }
+        let mut segments = [(0u64, 0u32); wirespeed_port::MAX_SEGMENTS];
+        let mut at = 0;
+        for (j, (addr, len)) in chain.segments(0).enumerate() {
+            let take = len as usize;
+            group
+                .packet_mut(addr, len)
+                .copy_from_slice(&bytes[at..at + take]);
+            segments[j] = (addr, len);
+            at += take;
+        }
+        let n = chain.more(0) + 1;
+        // The frames move on to the member's queue (still held: no release).
+        chain.clear();
+        self.chain_copies[member] += 1;
+        self.queue_move(member, &segments[..n])
+    }
+
+    /// Gives a UMEM packet the caller holds back to the pool: its frame, or every frame of
+    /// its chain.
     #[inline]
-    pub fn free_umem(&mut self, addr: u64, len: u32) {
-        if !self.free.push(addr, len) {
+    pub fn free_umem(&mut self, segments: &[(u64, u32)]) {
+        let pushed = |free: &mut Batch| match segments {
+            [] => true,
+            [(addr, len)] => free.push(*addr, *len),
+            _ => free.push_chain(segments),
+        };
+        if !pushed(&mut self.free) {
             let group = self.group.as_mut().expect("a UMEM frame implies a group");
             group.release(&mut self.free);
-            self.free.push(addr, len);
+            pushed(&mut self.free);
         }
     }
 
@@ -433,6 +563,8 @@ impl PortSet {
             Place::Group(g) => {
                 let mut s = self.group_mut().stats(g);
                 s.drops.link_down += self.link_down[member];
+                s.drops.tx_bad_chain += self.bad_chain[member];
+                s.copies += self.chain_copies[member];
                 s
             }
             Place::Other(o) => {
@@ -440,6 +572,7 @@ impl PortSet {
                 let mut s = other.port.stats();
                 s.copies += other.copies;
                 s.drops.link_down += self.link_down[member];
+                s.drops.tx_bad_chain += self.bad_chain[member];
                 s
             }
         }

@@ -5,12 +5,13 @@
 //! while the thread's [`MacView`] knows both addresses.
 
 use core::time::Duration;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Mutex, MutexGuard};
 
 use wirespeed_packet::IpProtocol;
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::{FlowKey, HeaderOffsets};
-use wirespeed_packet::partial_checksum;
+use wirespeed_packet::{checksum, partial_checksum};
 
 use crate::action::Action;
 use crate::dpif::flow_cache::FlowCache;
@@ -18,9 +19,9 @@ use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
-use crate::extract::extract;
+use crate::extract::{extract, extract_packet};
 use crate::field::FlowBits;
-use crate::frame::Frame;
+use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 
 /// The bridge's [`SharedState`] as one poll-mode thread reaches it during a burst: locked the
@@ -119,14 +120,19 @@ pub fn process(
 ) {
     // Used where it was returned, not moved out: copying the flow out of the return slot
     // read it back with wider loads than it was written with (a store-forwarding stall).
-    let parsed = extract(frame.data(), in_port);
+    // A packet of several frames: parsed from its head, its lengths checked against the
+    // whole (out of line: one frame's parse stays the inlined `extract`).
+    let parsed = match frame.tail().len {
+        0 => extract(frame.data(), in_port),
+        _ => extract_packet(frame.data(), frame.packet_len(), in_port),
+    };
     let (flow, offsets) = (&parsed.0, parsed.1);
     let headers = PacketHeaders::of_flow(flow, offsets);
     let id = match cache.hit(flow) {
         Some(id) => id,
         None => cache.miss(shared.get().rules(), flow, now),
     };
-    let (megaflow, plan) = cache.credit_with_plan(id, frame.len(), now);
+    let (megaflow, plan) = cache.credit_with_plan(id, frame.packet_len(), now);
     let decision = &megaflow.decision;
     let normal = match plan {
         Plan::Drop(reason) => return verdict.drop_for(reason),
@@ -138,7 +144,7 @@ pub fn process(
                 true => verdict.outputs.push(port),
                 false => verdict.dropped = Some(DropReason::NoOutput),
             }
-            return offer_to_offload(shared, frame.data(), in_port, decision, completed, now);
+            return offer_to_offload(shared, frame, in_port, decision, completed, now);
         }
         Plan::Execute { normal } => normal,
     };
@@ -161,7 +167,7 @@ pub fn process(
     if let Some(origin) = decision.packet_in {
         verdict.packet_in = origin;
     }
-    offer_to_offload(shared, frame.data(), in_port, decision, completed, now);
+    offer_to_offload(shared, frame, in_port, decision, completed, now);
 }
 
 /// What the datapath runs for a megaflow, worked out once when it is installed (a cached
@@ -242,34 +248,158 @@ fn drop_reason(decision: &Decision) -> Option<DropReason> {
 fn complete_checksum(frame: &mut Frame<'_>, offsets: &HeaderOffsets, nw_proto: u8) -> bool {
     match (offsets.l3, offsets.l4) {
         (Some(l3), Some(l4)) if nw_proto == IpProtocol::TCP.0 || nw_proto == IpProtocol::UDP.0 => {
-            partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
+            match frame.tail() {
+                Tail { len: 0, .. } => {
+                    partial_checksum::complete_in_frame(frame.data_mut(), l3, l4)
+                }
+                tail => complete_in_chain(frame.data_mut(), l3, l4, tail),
+            }
         }
         _ => false,
     }
 }
 
+/// True when a packet starting with `head` is TCP or UDP over IPv4 or IPv6 (tagged or not):
+/// the packets whose transport checksum [`complete_checksum`] may complete, so the only ones
+/// that need the sum of their continuation segments ([`Tail::sum`]).
+pub fn may_complete_checksum(head: &[u8]) -> bool {
+    let (ethertype, l3) = match head.get(12..14) {
+        Some([0x81, 0x00] | [0x88, 0xa8]) => (head.get(16..18), 18),
+        ethertype => (ethertype, 14),
+    };
+    let protocol = match ethertype {
+        Some([0x08, 0x00]) => head.get(l3 + 9),
+        Some([0x86, 0xdd]) => head.get(l3 + 6),
+        _ => None,
+    };
+    matches!(protocol, Some(&6 | &17))
+}
+
+/// [`partial_checksum::complete_in_frame`] for a packet of several frames: `head` is its
+/// first segment, `tail` sums up the rest. The checksum covers every segment: a tail not
+/// summed (or segments that do not end where the IP packet does) is left alone, and so are
+/// IPv4 fragments and IPv6 with extension headers, as for one frame.
+#[cold]
+#[inline(never)]
+fn complete_in_chain(head: &mut [u8], l3: usize, l4: usize, tail: Tail) -> bool {
+    let Some(tail_sum) = tail.sum else {
+        return false;
+    };
+    // The protocol, where the IP packet ends, and the pseudo-header sum.
+    let (protocol, end, pseudo) = match head.get(l3).map(|v| v >> 4) {
+        Some(4) => {
+            let Some(ip) = head.get(l3..l3 + 20) else {
+                return false;
+            };
+            if ip[6] & 0x3f != 0 || ip[7] != 0 {
+                return false;
+            }
+            let end = l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            let length = end.saturating_sub(l4) as u16;
+            (
+                ip[9],
+                end,
+                checksum::pseudo_header_v4(src, dst, ip[9], length),
+            )
+        }
+        Some(6) => {
+            let Some(ip) = head.get(l3..l3 + 40) else {
+                return false;
+            };
+            if l4 != l3 + 40 {
+                return false;
+            }
+            let end = l4 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            let address = |at: usize| {
+                Ipv6Addr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).expect("16 bytes"))
+            };
+            let (src, dst) = (address(8), address(24));
+            let length = (end - l4) as u32;
+            (
+                ip[6],
+                end,
+                checksum::pseudo_header_v6(&src, &dst, ip[6], length),
+            )
+        }
+        _ => return false,
+    };
+    let at = l4
+        + match protocol {
+            6 => 16,
+            17 => 6,
+            _ => return false,
+        };
+    if end != head.len() + tail.len || l4 > end || at + 2 > head.len() {
+        return false;
+    }
+    // The tail's sum was worked out from an even offset: after a head part of odd length
+    // its bytes sit in the other lanes.
+    let tail_sum = match (head.len() - l4) % 2 {
+        0 => tail_sum,
+        _ => tail_sum.swap_bytes(),
+    };
+    let field = u16::from_be_bytes([head[at], head[at + 1]]);
+    let sum = |head: &[u8]| checksum::combine(&[pseudo, checksum::data(&head[l4..]), tail_sum]);
+    // As for one frame: only a field holding the pseudo-header sum, in a segment that does
+    // not verify, is partial.
+    if field != pseudo || sum(head) == 0xffff {
+        return false;
+    }
+    head[at..at + 2].fill(0);
+    let mut check = !sum(head);
+    if protocol == 17 && check == 0 {
+        // RFC 768: a computed zero is sent as all ones.
+        check = 0xffff;
+    }
+    head[at..at + 2].copy_from_slice(&check.to_be_bytes());
+    true
+}
+
+/// The ones' complement sum of `segments`' bytes one after another, from an even offset
+/// (a packet's continuation segments, for [`Tail::sum`]).
+pub fn sum_of_segments<'a>(segments: impl Iterator<Item = &'a [u8]>) -> u16 {
+    let (mut acc, mut odd) = (0u64, false);
+    for bytes in segments {
+        let sum = checksum::data(bytes);
+        // A segment that starts at an odd offset has its bytes in the other lanes.
+        acc += u64::from(if odd { sum.swap_bytes() } else { sum });
+        odd ^= bytes.len() % 2 == 1;
+    }
+    checksum::fold(acc)
+}
+
 /// Hands an executed decision to the offload when it could take it. Only `output:N` and
 /// `normal` decisions can go to the kernel's table; a packet that locked nothing changed no
 /// learned address, so it leaves the offload as it was.
+#[inline]
 fn offer_to_offload(
     shared: &mut BurstLock<'_>,
-    frame: &[u8],
+    frame: &Frame<'_>,
     in_port: u32,
     decision: &Decision,
     completed: bool,
     now: Duration,
 ) {
-    let offloadable = !completed
+    // The kernel's fast path leaves a packet of several frames to us, so one is no model
+    // for an entry (its later packets would need the lock for nothing); like a rewritten
+    // frame, it goes to the offload only for what it changed in the learning table.
+    if !shared.offload {
+        return;
+    }
+    let unfit = completed || frame.tail().len > 0;
+    let offloadable = !unfit
         && matches!(
             decision.actions.as_slice(),
             [Action::Output(_)] | [Action::Normal]
         );
-    if !shared.offload || !(offloadable || shared.is_locked()) {
+    if !(offloadable || shared.is_locked()) {
         return;
     }
     shared
         .get()
-        .after_decision(frame, in_port, decision, completed, now);
+        .after_decision(frame.data(), in_port, decision, unfit, now);
 }
 
 #[cfg(test)]
@@ -351,6 +481,160 @@ mod tests {
             assert_eq!(hit.1, given.1, "{rule} from {in_port}");
             assert_eq!(hit.0.outputs.as_slice(), outputs, "{rule} from {in_port}");
         }
+    }
+
+    /// Ethernet / IPv4 / `protocol` (TCP or UDP) with `payload` bytes, its transport
+    /// checksum left partial (the pseudo-header sum) as a host offloading checksums sends it.
+    fn partial(protocol: u8, payload: usize) -> Vec<u8> {
+        let l4_len = if protocol == 6 { 20 } else { 8 } + payload;
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend([
+            0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, protocol, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        f[16..18].copy_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+        let mut l4 = vec![0u8; l4_len];
+        l4[..4].copy_from_slice(&[0x04, 0xd2, 0x00, 0x50]);
+        match protocol {
+            6 => l4[12] = 0x50,
+            _ => l4[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes()),
+        }
+        for (i, b) in l4.iter_mut().enumerate().skip(20) {
+            *b = (i * 7 + 3) as u8;
+        }
+        let pseudo = checksum::pseudo_header_v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            protocol,
+            l4_len as u16,
+        );
+        let at = if protocol == 6 { 16 } else { 6 };
+        l4[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
+        f.extend(l4);
+        f
+    }
+
+    /// [`partial`] over IPv6.
+    fn partial6(protocol: u8, payload: usize) -> Vec<u8> {
+        let v4 = partial(protocol, payload);
+        let l4 = &v4[34..];
+        let mut f = vec![
+            2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd, 0x60, 0, 0, 0,
+        ];
+        f.extend((l4.len() as u16).to_be_bytes());
+        f.extend([protocol, 64]);
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8::2".parse().unwrap(),
+        );
+        f.extend(src.octets());
+        f.extend(dst.octets());
+        f.extend(l4);
+        let pseudo = checksum::pseudo_header_v6(&src, &dst, protocol, l4.len() as u32);
+        let at = 54 + if protocol == 6 { 16 } else { 6 };
+        f[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn a_partial_checksum_is_completed_over_every_segment() {
+        let built = [
+            (partial as fn(u8, usize) -> Vec<u8>, 34),
+            (partial6 as fn(u8, usize) -> Vec<u8>, 54),
+        ];
+        for (protocol, (build, l4)) in [6, 17].into_iter().flat_map(|p| built.map(|b| (p, b))) {
+            for payload in [999, 1000] {
+                let f = build(protocol, payload);
+                let mut whole = f.clone();
+                assert!(partial_checksum::complete_in_frame(&mut whole, 14, l4));
+                // Heads of odd and even lengths, tails cut into segments of odd and even
+                // lengths: the same checksum as over the whole packet's bytes.
+                for cut in [80, 81, 300, 301, f.len() - 1] {
+                    let mut head = f[..cut].to_vec();
+                    let rest = &f[cut..];
+                    let at = rest.len().min(7);
+                    let segments = [&rest[..at], &rest[at..]];
+                    let tail = Tail {
+                        len: rest.len(),
+                        sum: Some(sum_of_segments(segments.into_iter())),
+                    };
+                    assert!(complete_in_chain(&mut head, 14, l4, tail), "cut at {cut}");
+                    assert_eq!(head, whole[..cut], "{protocol}: cut at {cut}");
+                    // Complete now: left as it is.
+                    assert!(!complete_in_chain(&mut head, 14, l4, tail), "cut at {cut}");
+                    // Without the tail's sum it cannot be completed.
+                    let mut head = f[..cut].to_vec();
+                    let unsummed = Tail { sum: None, ..tail };
+                    assert!(!complete_in_chain(&mut head, 14, l4, unsummed));
+                    // A tail that does not end where the IP packet does.
+                    let short = Tail {
+                        len: tail.len - 1,
+                        ..tail
+                    };
+                    assert!(!complete_in_chain(&mut head, 14, l4, short));
+                    assert_eq!(head, f[..cut]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heads_that_may_need_their_tail_summed() {
+        assert!(may_complete_checksum(&partial(6, 0)));
+        assert!(may_complete_checksum(&partial(17, 0)));
+        let mut icmp = partial(17, 0);
+        icmp[23] = 1;
+        assert!(!may_complete_checksum(&icmp));
+        let mut tagged = partial(6, 0);
+        tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        assert!(may_complete_checksum(&tagged));
+        assert!(!may_complete_checksum(&tagged[..20]));
+        assert!(may_complete_checksum(&partial6(6, 0)));
+        assert!(may_complete_checksum(&partial6(17, 0)));
+        let mut icmp6 = partial6(17, 0);
+        icmp6[20] = 58;
+        assert!(!may_complete_checksum(&icmp6));
+        assert!(!may_complete_checksum(&[]));
+    }
+
+    /// The datapath's parse and counters see a chain's whole length from its head.
+    #[test]
+    fn a_chain_is_parsed_and_counted_whole() {
+        let f = partial(17, 5000);
+        let mut ofproto = Ofproto::without_rules();
+        for port in 1..=2 {
+            ofproto.add_port(port);
+        }
+        ofproto.tables.add(
+            parse_rule("priority=5,udp,tp_dst=80,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let ports = ofproto.ports().to_vec();
+        let mut macs = MacView::new(&ofproto.mac_table);
+        let ofproto = Mutex::new(ofproto);
+        let mut cache = FlowCache::default();
+        let mut head = f[..3000].to_vec();
+        let frame = Frame::new(&mut head, 0, 3000).unwrap();
+        let mut frame = frame.with_tail(Tail {
+            len: f.len() - 3000,
+            sum: None,
+        });
+        let mut verdict = Verdict::default();
+        let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
+        process(
+            &mut cache,
+            &mut shared,
+            &mut frame,
+            1,
+            Duration::ZERO,
+            &mut verdict,
+            &mut |_: &[u8], _: &[u32]| {},
+        );
+        assert_eq!(verdict.outputs.as_slice(), &[2], "the UDP rule matched");
+        let counted: Vec<(u64, u64)> = cache
+            .megaflows()
+            .map(|m| (m.n_packets, m.n_bytes))
+            .collect();
+        assert_eq!(counted, [(1, f.len() as u64)]);
     }
 
     #[test]
