@@ -148,6 +148,10 @@ fn chains_a_port_cannot_send_are_counted_and_their_frames_kept() {
                 ..PortOptions::default()
             },
         );
+        // A packet the port cannot send whole is never cut to fit: no frames for it.
+        let mut none = Batch::with_capacity(4);
+        let too_long = if multi_buffer { 18 * 4096 + 1 } else { 4097 };
+        assert_eq!(tx.alloc_tx(&mut none, 1, too_long), 0);
         let mut frames = Batch::with_capacity(32);
         assert_eq!(tx.alloc_tx(&mut frames, 24, 64), 24);
         let mut segments: Vec<(u64, u32)> = frames.iter().collect();

@@ -284,14 +284,14 @@ impl XdpGroup {
     }
 
     /// Appends up to `n` empty frames of `len` bytes to send on `port`: on a multi-buffer
-    /// port, a packet longer than a frame is a chain of whole frames.
+    /// port, a packet longer than a frame is a chain of whole frames. None (0) when the port
+    /// cannot send `len` bytes whole: a packet is never cut to fit.
     pub fn alloc_tx(&mut self, port: usize, batch: &mut Batch, n: usize, len: u32) -> usize {
         let frame = self.umem.frame_size();
-        if len > frame && self.members[port].info.multi_buffer.is_some() {
+        if len > frame {
             return self.alloc_chains(port, batch, n, len);
         }
         self.reclaim(port);
-        let len = len.min(frame);
         let n = n
             .min(batch.room())
             .min(self.pool.len())
@@ -304,14 +304,16 @@ impl XdpGroup {
         n
     }
 
-    /// `alloc_tx` of packets longer than a frame, on a multi-buffer port: at most as many
-    /// segments as the port sends.
+    /// `alloc_tx` of packets longer than a frame: chains of at most as many segments as the
+    /// port sends (none on a port without multi-buffer).
     fn alloc_chains(&mut self, port: usize, batch: &mut Batch, n: usize, len: u32) -> usize {
-        self.reclaim(port);
         let frame = self.umem.frame_size();
         let limit = self.members[port].info.multi_buffer.unwrap_or(1);
-        let len = len.min(frame * limit);
         let segments = len.div_ceil(frame) as usize;
+        if segments > limit as usize {
+            return 0;
+        }
+        self.reclaim(port);
         let n = n
             .min(batch.room())
             .min(batch.tail_room() / (segments - 1))

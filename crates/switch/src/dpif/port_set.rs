@@ -449,16 +449,15 @@ impl PortSet {
         bytes: &[u8],
     ) -> Result<bool, PortError> {
         let group = self.group.as_mut().expect("group member");
+        // A member that sends fewer frames than the bytes need: never sent cut, counted.
+        let longest = group.info(g).multi_buffer.unwrap_or(1) * group.frame_size();
+        if bytes.len() as u32 > longest {
+            self.bad_chain[member] += 1;
+            return Ok(true);
+        }
         let chain = &mut self.chain;
         if group.alloc_tx(g, chain, 1, bytes.len() as u32) == 0 {
             return Ok(false);
-        }
-        // `alloc_tx` gives a member that sends fewer frames than the bytes need a shorter
-        // packet: never sent cut, given back and counted.
-        if chain.packet_len(0) as usize != bytes.len() {
-            group.release(chain);
-            self.bad_chain[member] += 1;
-            return Ok(true);
         }
         let mut segments = [(0u64, 0u32); wirespeed_port::MAX_SEGMENTS];
         let mut at = 0;
