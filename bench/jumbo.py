@@ -133,18 +133,25 @@ def rows(size, tmp):
     pmd = lambda mode: lambda: receive(testpmd_argv(mode, size), "testpmd", size, tmp)
     sniff = lambda: receive(["netsniff-ng", "--in", IF_B, "--silent", "--jumbo-support", "--ring-size", "64MiB"],
                             "netsniff-ng", size, tmp)
+    # Fewer frames in circulation: the kernel's copies land in frames still in the caches,
+    # which counts for more the larger the packet (bench/README.md, "Frames in circulation").
+    few = ("--frames", "1024", "--ring-size", "512")
     if size > 3500:
         return [
             ("ceiling", "wirespeed xdpdrop", ws("xdpdrop")),
             ("rxdrop", "wirespeed AF_XDP", ws("rxdrop")),
-            ("rxdrop", "wirespeed AF_XDP skb mode", ws("rxdrop", "--xdp-mode", "skb")),
+            ("rxdrop", "wirespeed AF_XDP 1024 frames", ws("rxdrop", *few)),
+            ("rxdrop", "wirespeed AF_XDP skb mode, 1024 frames", ws("rxdrop", "--xdp-mode", "skb", *few)),
             ("rxdrop", "netsniff-ng", sniff),
             ("l2fwd", "wirespeed AF_XDP", ws("l2fwd")),
+            ("l2fwd", "wirespeed AF_XDP 1024 frames", ws("l2fwd", *few)),
         ]
     return [
         ("rxdrop", "wirespeed AF_XDP", ws("rxdrop")),
+        ("rxdrop", "wirespeed AF_XDP 1024 frames", ws("rxdrop", *few)),
         ("rxdrop", "testpmd af_xdp", pmd("rxonly")),
         ("l2fwd", "wirespeed AF_XDP", ws("l2fwd")),
+        ("l2fwd", "wirespeed AF_XDP 1024 frames", ws("l2fwd", *few)),
         ("l2fwd", "testpmd af_xdp", pmd("macswap")),
     ]
 
@@ -164,7 +171,7 @@ def main():
             for size, mtu in PHASES:
                 set_mtu(mtu)
                 chosen = [r for r in rows(size, tmp) if ONLY.search(f"{size} {r[0]} {r[1]}")]
-                cases = [(f"{size:>5} {w:<8} {t:<24}", lambda fn=fn: (fn(), None)) for w, t, fn in chosen]
+                cases = [(f"{size:>5} {w:<8} {t:<40}", lambda fn=fn: (fn(), None)) for w, t, fn in chosen]
                 for (workload, tool, _), row in zip(chosen, interleaved(cases, RUNS, log)):
                     results.append({"workload": workload, "tool": tool, "size": size, "mtu": mtu, **row})
     finally:
