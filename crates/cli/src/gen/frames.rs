@@ -16,9 +16,10 @@ pub enum SizePlan {
     Fixed(u32),
     /// Uniformly random in `lo..=hi` (a fixed seed: every run sends the same sizes).
     Range(u32, u32),
-    /// Sizes in turn: [`IMIX_PATTERN`] (sizes below the smallest frame of the protocol
-    /// raised to it), or the user's own mix (`--imix=64,1500,9000`).
+    /// [`IMIX_PATTERN`], with sizes below the smallest frame of the protocol raised to it.
     Imix(Vec<u32>),
+    /// The user's own mix (`--imix=64,1500,9000`), sizes in turn.
+    Mix(Vec<u32>),
 }
 
 impl SizePlan {
@@ -26,7 +27,7 @@ impl SizePlan {
         match self {
             SizePlan::Fixed(s) => *s,
             SizePlan::Range(lo, _) => *lo,
-            SizePlan::Imix(p) => *p.iter().min().unwrap_or(&64),
+            SizePlan::Imix(p) | SizePlan::Mix(p) => *p.iter().min().unwrap_or(&64),
         }
     }
 
@@ -34,7 +35,7 @@ impl SizePlan {
         match self {
             SizePlan::Fixed(s) => *s,
             SizePlan::Range(_, hi) => *hi,
-            SizePlan::Imix(p) => *p.iter().max().unwrap_or(&1500),
+            SizePlan::Imix(p) | SizePlan::Mix(p) => *p.iter().max().unwrap_or(&1500),
         }
     }
 
@@ -42,7 +43,9 @@ impl SizePlan {
         match self {
             SizePlan::Fixed(s) => *s as f64,
             SizePlan::Range(lo, hi) => (*lo as f64 + *hi as f64) / 2.0,
-            SizePlan::Imix(p) => p.iter().map(|&s| s as f64).sum::<f64>() / p.len() as f64,
+            SizePlan::Imix(p) | SizePlan::Mix(p) => {
+                p.iter().map(|&s| s as f64).sum::<f64>() / p.len() as f64
+            }
         }
     }
 
@@ -51,8 +54,8 @@ impl SizePlan {
         match self {
             SizePlan::Fixed(s) => s.to_string(),
             SizePlan::Range(lo, hi) => format!("{lo}-{hi}"),
-            SizePlan::Imix(p) if p[..] == IMIX_PATTERN[..] => "imix".to_string(),
-            SizePlan::Imix(p) => {
+            SizePlan::Imix(_) => "imix".to_string(),
+            SizePlan::Mix(p) => {
                 let sizes: Vec<String> = p.iter().map(u32::to_string).collect();
                 format!("imix={}", sizes.join(","))
             }
@@ -78,7 +81,7 @@ impl SizePlan {
                     })
                     .collect()
             }
-            SizePlan::Imix(p) => {
+            SizePlan::Imix(p) | SizePlan::Mix(p) => {
                 let mut out: Vec<(u32, u32)> = Vec::new();
                 for &s in p {
                     match out.iter_mut().find(|(size, _)| *size == s) {
@@ -228,7 +231,7 @@ impl PacketPlan {
                 self.rng ^= self.rng << 17;
                 lo + (self.rng % u64::from(hi - lo + 1)) as u32
             }
-            SizePlan::Imix(p) => {
+            SizePlan::Imix(p) | SizePlan::Mix(p) => {
                 let s = p[self.size_index];
                 self.size_index = (self.size_index + 1) % p.len();
                 s

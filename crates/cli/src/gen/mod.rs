@@ -279,7 +279,7 @@ impl GenArgs {
                 return Ok(SizePlan::Imix(pattern.to_vec()));
             }
             Some(list) => {
-                let plan = SizePlan::Imix(frames::parse_imix(list).map_err(anyhow::Error::msg)?);
+                let plan = SizePlan::Mix(frames::parse_imix(list).map_err(anyhow::Error::msg)?);
                 if plan.min() < min || plan.max() > max {
                     bail!(
                         "--imix={list}: out of range: {what} frames with the 18-byte test payload are {min} to {max} bytes on the wire"
