@@ -344,6 +344,37 @@ impl XdpGroup {
         Some(copy)
     }
 
+    /// A copy of a held chain (`segments`, head first) in fresh frames, segment by segment,
+    /// for sending on `port`: the copy's segments go into `copy`, and their number is
+    /// returned. None when the pool has too few frames, or `port` sends fewer segments (the
+    /// caller counts it). One copy is counted against `port`, as for a one-frame packet.
+    pub fn duplicate_chain(
+        &mut self,
+        port: usize,
+        segments: &[(u64, u32)],
+        copy: &mut [(u64, u32)],
+    ) -> Option<usize> {
+        let k = segments.len();
+        let limit = self.members[port].info.multi_buffer.unwrap_or(1) as usize;
+        if k > limit || k > copy.len() || self.pool.len() < k {
+            return None;
+        }
+        for (j, &(addr, len)) in segments.iter().enumerate() {
+            let frame = self.pool.alloc().unwrap_or_default();
+            if !self.umem.copy_packet(addr, len, frame) {
+                self.pool.free(frame);
+                for &(done, _) in &copy[..j] {
+                    self.pool.free(done);
+                }
+                return None;
+            }
+            copy[j] = (frame, len);
+        }
+        self.members[port].stats.copies += 1;
+        self.app_held += k as u64;
+        Some(k)
+    }
+
     /// The whole frame that holds `addr`, writable, and where `addr` is in it (the room in
     /// front is headroom a VLAN push can use).
     #[inline]

@@ -362,18 +362,20 @@ impl PortSet {
                 Some(copy) => self.queue_move(member, &[(copy, len)]),
                 None => Ok(false),
             },
-            // A chain: gathered, then copied into a chain of fresh frames (one copy counted
-            // for the packet, as for a packet of one frame).
+            // A chain: each segment copied into a fresh frame (one copy counted for the
+            // packet, as for a packet of one frame); a member that sends fewer segments
+            // counts it, never sent cut.
             (Place::Group(g), _) => {
-                let mut whole = std::mem::take(&mut self.gather);
-                let group = self.group.as_ref().expect("group member");
-                whole.clear();
-                for &(addr, len) in segments {
-                    whole.extend_from_slice(group.packet(addr, len));
+                let group = self.group.as_mut().expect("group member");
+                if segments.len() > group.info(g).multi_buffer.unwrap_or(1) as usize {
+                    self.bad_chain[member] += 1;
+                    return Ok(true);
                 }
-                let queued = self.queue_chain_copy(member, g, &whole);
-                self.gather = whole;
-                queued
+                let mut copy = [(0u64, 0u32); wirespeed_port::MAX_SEGMENTS];
+                match group.duplicate_chain(g, segments, &mut copy) {
+                    Some(k) => self.queue_move(member, &copy[..k]),
+                    None => Ok(false),
+                }
             }
             // Longer than the port's frames: dropped whole and counted, never cut.
             (Place::Other(o), _) => {
