@@ -165,7 +165,11 @@ impl Batch {
     /// The whole length of slot `i`'s packet, every segment counted.
     #[inline]
     pub fn packet_len(&self, i: usize) -> u32 {
-        self.frame_len(i) + self.tails(i).iter().map(|&(_, len)| len).sum::<u32>()
+        let head = self.frame_len(i);
+        match self.more[i] {
+            0 => head,
+            _ => head + self.tails(i).iter().map(|&(_, len)| len).sum::<u32>(),
+        }
     }
 
     /// The length of a continuation segment of slot `i` (for a sender that trims a chain).

@@ -59,11 +59,12 @@ pub(super) fn forward(
             // Nothing new: push out what is queued and reclaim completions, then idle.
             port.flush()?;
         } else {
+            let chains = batch.has_chains();
             for i in 0..batch.len() {
                 // The frame is the packet: swap its addresses in place, no copy. A packet
                 // of several frames has its Ethernet header in the first.
                 let (addr, len) = (batch.addr(i), batch.frame_len(i));
-                tally.bytes += batch.packet_len(i) as u64;
+                tally.bytes += u64::from(if chains { batch.packet_len(i) } else { len });
                 swap_macs(port.packet_mut(addr, len));
             }
             // Received frames go straight back out (move, never copy); a chain goes as
