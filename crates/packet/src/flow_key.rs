@@ -21,12 +21,60 @@ pub const VLAN_VID_MASK: u16 = 0x0fff;
 pub const VLAN_PCP_MASK: u16 = 0xe000;
 
 /// IPv6 extension headers walked over to reach the transport header (RFC 8200 §4).
-const IPV6_HOP_BY_HOP: u8 = 0;
-const IPV6_ROUTING: u8 = 43;
-const IPV6_FRAGMENT: u8 = 44;
-const IPV6_DEST_OPTIONS: u8 = 60;
+pub const IPV6_HOP_BY_HOP: u8 = 0;
+pub const IPV6_ROUTING: u8 = 43;
+pub const IPV6_FRAGMENT: u8 = 44;
+pub const IPV6_DEST_OPTIONS: u8 = 60;
 /// A lying chain of extension headers must not keep the parser busy.
 const MAX_IPV6_EXTENSIONS: usize = 8;
+
+/// Where an IPv6 packet's extension headers lead (see [`ipv6_upper_layer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Upper {
+    /// The protocol of what follows the last header walked over (`nw_proto`).
+    pub proto: u8,
+    /// Where it starts in the payload walked.
+    pub at: usize,
+    /// A transport header may start at `at`: the walk ended on a protocol that is not an
+    /// extension header (not on a later fragment, a cut header or the walk's bound).
+    pub transport: bool,
+}
+
+/// Walks the extension headers of an IPv6 packet from `next_header` over `payload` (what
+/// follows the fixed header), at most eight of them, as Open vSwitch's parse does. A later
+/// fragment's protocol is known but its transport header is not there.
+pub fn ipv6_upper_layer(next_header: u8, payload: &[u8]) -> Ipv6Upper {
+    let mut upper = Ipv6Upper {
+        proto: next_header,
+        at: 0,
+        transport: false,
+    };
+    for _ in 0..MAX_IPV6_EXTENSIONS {
+        let rest = &payload[upper.at..];
+        let header_len = match upper.proto {
+            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTIONS => match rest.get(1) {
+                Some(&units) => (usize::from(units) + 1) * 8,
+                None => return upper,
+            },
+            IPV6_FRAGMENT => 8,
+            _ => break,
+        };
+        let Some(header) = rest.get(..header_len) else {
+            return upper;
+        };
+        if upper.proto == IPV6_FRAGMENT && u16::from_be_bytes([header[2], header[3]]) >> 3 != 0 {
+            upper.proto = header[0];
+            return upper;
+        }
+        upper.proto = header[0];
+        upper.at += header_len;
+    }
+    upper.transport = !matches!(
+        upper.proto,
+        IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_FRAGMENT | IPV6_DEST_OPTIONS
+    );
+    upper
+}
 
 /// The header fields of one packet, in ovs-ofctl's names. Absent fields are zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -155,35 +203,11 @@ impl FlowKey {
         self.nw_tos = ip.traffic_class() & 0xfc;
         self.nw_ecn = ip.traffic_class() & 0x03;
         self.nw_ttl = ip.hop_limit();
-        let mut next_header = ip.next_header().0;
-        let mut payload = ip.payload();
-        for _ in 0..MAX_IPV6_EXTENSIONS {
-            let header_len = match next_header {
-                IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTIONS => match payload.get(1) {
-                    Some(&units) => (usize::from(units) + 1) * 8,
-                    None => break,
-                },
-                IPV6_FRAGMENT => 8,
-                _ => break,
-            };
-            let Some(header) = payload.get(..header_len) else {
-                break;
-            };
-            // A later fragment: the protocol is known, the transport header is not here.
-            if next_header == IPV6_FRAGMENT && u16::from_be_bytes([header[2], header[3]]) >> 3 != 0
-            {
-                self.nw_proto = header[0];
-                return (true, None);
-            }
-            next_header = header[0];
-            payload = &payload[header_len..];
-        }
-        self.nw_proto = next_header;
-        let l4 = bytes.len() - payload.len();
-        let parsed = !matches!(
-            next_header,
-            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_FRAGMENT | IPV6_DEST_OPTIONS
-        ) && self.parse_transport(payload);
+        let payload = ip.payload();
+        let upper = ipv6_upper_layer(ip.next_header().0, payload);
+        self.nw_proto = upper.proto;
+        let l4 = bytes.len() - payload.len() + upper.at;
+        let parsed = upper.transport && self.parse_transport(&payload[upper.at..]);
         (true, parsed.then_some(l4))
     }
 

@@ -83,7 +83,9 @@ pub struct PortStats {
     /// Packets received through the spill ring (each copied into a frame on the way).
     pub spilled: u64,
     /// Of `tx_packets`, those the kernel held when the interface went away: handed over,
-    /// never sent. (Kept apart so that tx_packets never goes down.)
+    /// never sent. (Kept apart so that tx_packets never goes down.) AF_XDP counts these by
+    /// the frames not completed, so a packet of several frames counts once for each: the
+    /// completion ring names frames, not the packets they belonged to.
     pub tx_stranded: u64,
     pub drops: DropCounters,
 }

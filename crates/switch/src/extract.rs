@@ -7,7 +7,7 @@
 
 use wirespeed_packet::EtherType;
 use wirespeed_packet::IpProtocol;
-use wirespeed_packet::flow_key::{FlowKey, HeaderOffsets, VLAN_PRESENT};
+use wirespeed_packet::flow_key::{FlowKey, HeaderOffsets, VLAN_PRESENT, ipv6_upper_layer};
 
 use crate::field::FlowBits;
 
@@ -159,13 +159,7 @@ fn extract_any(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
     (FlowBits::from_key(&key), offsets)
 }
 
-/// IPv6 extension headers walked over to reach the transport header, and how many at most:
-/// as the general parse ([`FlowKey::parse_with_offsets`]) does.
-const IPV6_HOP_BY_HOP: u8 = 0;
-const IPV6_ROUTING: u8 = 43;
-const IPV6_FRAGMENT: u8 = 44;
-const IPV6_DEST_OPTIONS: u8 = 60;
-const MAX_IPV6_EXTENSIONS: usize = 8;
+/// The fixed IPv6 header.
 const IPV6_HEADER_LEN: usize = 40;
 
 /// The general parse of an IPv6 packet of `packet_len` bytes whose head segment is `head`,
@@ -202,39 +196,14 @@ fn extract_ipv6_chain(
     key.nw_ecn = traffic_class & 0x03;
     key.nw_ttl = ip[7];
     offsets.l3 = Some(l3);
-    let mut next_header = ip[6];
-    let mut payload = &ip[IPV6_HEADER_LEN..(IPV6_HEADER_LEN + payload_len).min(ip.len())];
-    // The payload's length in the whole packet, as `payload` walks on.
-    let mut payload_whole = payload_len;
-    for _ in 0..MAX_IPV6_EXTENSIONS {
-        let header_len = match next_header {
-            IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_DEST_OPTIONS => match payload.get(1) {
-                Some(&units) => (usize::from(units) + 1) * 8,
-                None => break,
-            },
-            IPV6_FRAGMENT => 8,
-            _ => break,
-        };
-        let Some(header) = payload.get(..header_len) else {
-            break;
-        };
-        // A later fragment: the protocol is known, the transport header is not here.
-        if next_header == IPV6_FRAGMENT && u16_at(header, 2) >> 3 != 0 {
-            key.nw_proto = header[0];
-            return done(&key, offsets);
-        }
-        next_header = header[0];
-        payload = &payload[header_len..];
-        payload_whole -= header_len;
-    }
-    key.nw_proto = next_header;
-    let extension = matches!(
-        next_header,
-        IPV6_HOP_BY_HOP | IPV6_ROUTING | IPV6_FRAGMENT | IPV6_DEST_OPTIONS
-    );
-    if !extension && transport_of_chain(&mut key, payload, payload_whole) {
+    let payload = &ip[IPV6_HEADER_LEN..(IPV6_HEADER_LEN + payload_len).min(ip.len())];
+    let upper = ipv6_upper_layer(ip[6], payload);
+    key.nw_proto = upper.proto;
+    // The transport segment's length in the whole packet.
+    let whole = payload_len - upper.at;
+    if upper.transport && transport_of_chain(&mut key, &payload[upper.at..], whole) {
         // Where the general parse puts it: the IP bytes less what follows the header.
-        offsets.l4 = Some(l3 + ip_len - payload_whole);
+        offsets.l4 = Some(l3 + ip_len - whole);
     }
     done(&key, offsets)
 }
@@ -276,6 +245,7 @@ fn transport_of_chain(key: &mut FlowKey, l4: &[u8], whole: usize) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use wirespeed_packet::flow_key::{IPV6_FRAGMENT, IPV6_HOP_BY_HOP};
 
     fn general(frame: &[u8], in_port: u32) -> (FlowBits, HeaderOffsets) {
         let (key, offsets) = FlowKey::parse_with_offsets(frame, in_port);

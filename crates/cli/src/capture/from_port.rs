@@ -110,10 +110,7 @@ fn filter_in_kernel(
 
 /// The ready line on standard error, then the port's notes.
 pub(super) fn print_ready(args: &CaptureArgs, info: &PortInfo, counts: &Counts) {
-    let multi_buffer = info
-        .multi_buffer
-        .map(|n| format!(", multi-buffer: packets of up to {n} frames"))
-        .unwrap_or_default();
+    let multi_buffer = crate::run::ready::multi_buffer_text(info);
     eprintln!(
         "wirespeed capture: {} ready ({} backend, {} mode, batch {}{multi_buffer}), filter {}, {}",
         counts.source,

@@ -7,9 +7,7 @@ use wirespeed_port::PortInfo;
 /// line per note the port has about how it opened.
 pub fn announce_ready(tool: &str, info: &PortInfo, batch: u32, extra: Option<&str>) {
     let mut extra = extra.map(|e| format!(", {e}")).unwrap_or_default();
-    if let Some(n) = info.multi_buffer {
-        extra.push_str(&format!(", multi-buffer: packets of up to {n} frames"));
-    }
+    extra.push_str(&multi_buffer_text(info));
     eprintln!(
         "wirespeed {tool}: {} ready ({} backend, {} mode, batch {batch}{extra})",
         info.spec,
@@ -19,4 +17,12 @@ pub fn announce_ready(tool: &str, info: &PortInfo, batch: u32, extra: Option<&st
     for n in &info.notes {
         eprintln!("wirespeed: note: {n}");
     }
+}
+
+/// `, multi-buffer: packets of up to N frames` for a port that takes packets larger than a
+/// frame, else nothing: a part of every ready line.
+pub fn multi_buffer_text(info: &PortInfo) -> String {
+    info.multi_buffer
+        .map(|n| format!(", multi-buffer: packets of up to {n} frames"))
+        .unwrap_or_default()
 }
