@@ -8,7 +8,7 @@ use crate::field::{Field, FlowBits};
 use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
-pub const SETTABLE_FIELDS: [Field; 13] = [
+pub const SETTABLE_FIELDS: [Field; 14] = [
     Field::DlSrc,
     Field::DlDst,
     Field::NwSrc,
@@ -22,6 +22,8 @@ pub const SETTABLE_FIELDS: [Field; 13] = [
     Field::Ipv6Dst,
     Field::ArpSha,
     Field::ArpTha,
+    // The VNI an output to a tunnel port with key=flow sends; the packet is not touched.
+    Field::TunId,
 ];
 
 /// One action of a rule. A rule with no actions drops the packet.

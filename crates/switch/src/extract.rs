@@ -148,7 +148,7 @@ fn extract_with<const CHAIN: bool>(
             }
         }
     }
-    let flow = FlowBits([word0, word1, word2, word3, word4, 0, 0, 0, 0, 0, 0]);
+    let flow = FlowBits([word0, word1, word2, word3, word4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     (flow, offsets)
 }
 

@@ -17,11 +17,38 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 
-pub const FLOW_WORDS: usize = 11;
+pub const FLOW_WORDS: usize = 14;
 /// The words of a packet's flow as it arrives: all but the metadata's, which is zero then
 /// (only `write_metadata`, between tables, sets it). The datapath's caches hold arriving
-/// packets' flows and key on these alone ([`PacketKey`]).
-pub const PACKET_WORDS: usize = 10;
+/// packets' flows and key on these alone ([`PacketKey`]). The tunnel's words (10 to 12)
+/// are zero for a packet that did not come out of a tunnel.
+pub const PACKET_WORDS: usize = 13;
+/// The first of the tunnel metadata's words ([`TunnelMeta`]).
+const TUNNEL_WORD: usize = 10;
+
+/// What a packet's tunnel said about it, for the flow: set when a tunnel port decapsulates
+/// it (OVS's `flow_tnl`), zero otherwise.
+#[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
+pub struct TunnelMeta {
+    /// The VNI (VXLAN, Geneve), as `tun_id`.
+    pub id: u64,
+    /// The outer IPv4 source and destination, as `tun_src` and `tun_dst`.
+    pub src: u32,
+    pub dst: u32,
+    /// Geneve: the first eight bytes of the options, raw (the first TLV's class, type and
+    /// length, and its first four bytes of data), as `tun_opts`; zero without options.
+    pub opts: u64,
+}
+
+impl TunnelMeta {
+    /// Writes the metadata into a packet's flow.
+    #[inline]
+    pub fn write(&self, flow: &mut FlowBits) {
+        flow.0[TUNNEL_WORD] = self.id;
+        flow.0[TUNNEL_WORD + 1] = u64::from(self.src) | (u64::from(self.dst) << 32);
+        flow.0[TUNNEL_WORD + 2] = self.opts;
+    }
+}
 
 const ARP: u16 = wirespeed_packet::EtherType::ARP.0;
 
@@ -62,6 +89,10 @@ impl FlowBits {
             key.ipv6_src as u64,
             dst_high,
             key.ipv6_dst as u64,
+            // tunnel metadata: zero until a tunnel port writes it (TunnelMeta::write).
+            0,
+            0,
+            0,
             // metadata: zero as a packet arrives; `write_metadata` sets it between tables.
             0,
         ])
@@ -179,10 +210,11 @@ impl PacketKey {
 }
 
 /// [`PacketKey::hash64`]: wyhash's folded multiply on each pair of words, each word first
-/// mixed with a constant of its own so equal words in different places hash differently.
+/// mixed with a constant of its own so equal words in different places hash differently
+/// (the odd word last, with a constant).
 #[inline]
 pub fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
-    const K: [u64; PACKET_WORDS] = [
+    const K: [u64; PACKET_WORDS + 1] = [
         0xa076_1d64_78bd_642f,
         0xe703_7ed1_a0b4_28db,
         0x8ebc_6af0_9c88_c6e3,
@@ -193,6 +225,10 @@ pub fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
         0x94d0_49bb_1331_11eb,
         0x2545_f491_4f6c_dd1d,
         0x517c_c1b7_2722_0a95,
+        0x6c62_272e_07bb_0142,
+        0x62b8_2175_6295_c58d,
+        0x9fb2_1c65_1e98_df25,
+        0xc2b2_ae3d_27d4_eb4f,
     ];
     let fold = |a: u64, b: u64| {
         let product = u128::from(a) * u128::from(b);
@@ -203,6 +239,8 @@ pub fn hash_packet_words(words: &[u64; PACKET_WORDS]) -> u64 {
         let (a, b) = (2 * pair, 2 * pair + 1);
         sum = sum.wrapping_add(fold(words[a] ^ K[a], words[b] ^ K[b]));
     }
+    let last = PACKET_WORDS - 1;
+    sum = sum.wrapping_add(fold(words[last] ^ K[last], K[PACKET_WORDS]));
     fold(sum ^ K[0], K[1])
 }
 
@@ -264,6 +302,13 @@ pub enum Field {
     ArpOp,
     ArpSha,
     ArpTha,
+    /// The tunnel's VNI (the key a VXLAN or Geneve header carries).
+    TunId,
+    /// The outer IPv4 source and destination of a decapsulated packet.
+    TunSrc,
+    TunDst,
+    /// Geneve's first option, raw: see [`TunnelMeta::opts`].
+    TunOpts,
 }
 
 /// How a field's value is written and read in flow syntax.
@@ -277,7 +322,7 @@ pub enum ValueFormat {
 }
 
 impl Field {
-    pub const ALL: [Field; 23] = [
+    pub const ALL: [Field; 27] = [
         Field::InPort,
         Field::Metadata,
         Field::DlSrc,
@@ -301,6 +346,10 @@ impl Field {
         Field::ArpOp,
         Field::ArpSha,
         Field::ArpTha,
+        Field::TunId,
+        Field::TunSrc,
+        Field::TunDst,
+        Field::TunOpts,
     ];
 
     /// (word, shift, width in bits); 128-bit fields take two words, high word first.
@@ -328,7 +377,11 @@ impl Field {
             Field::ArpSha => (6, 0, 48),
             Field::Ipv6Dst => (8, 0, 128),
             Field::ArpTha => (8, 0, 48),
-            Field::Metadata => (10, 0, 64),
+            Field::TunId => (TUNNEL_WORD, 0, 64),
+            Field::TunSrc => (TUNNEL_WORD + 1, 0, 32),
+            Field::TunDst => (TUNNEL_WORD + 1, 32, 32),
+            Field::TunOpts => (TUNNEL_WORD + 2, 0, 64),
+            Field::Metadata => (13, 0, 64),
         }
     }
 
@@ -368,6 +421,10 @@ impl Field {
             Field::ArpOp => "arp_op",
             Field::ArpSha => "arp_sha",
             Field::ArpTha => "arp_tha",
+            Field::TunId => "tun_id",
+            Field::TunSrc => "tun_src",
+            Field::TunDst => "tun_dst",
+            Field::TunOpts => "tun_opts",
         }
     }
 
@@ -385,6 +442,9 @@ impl Field {
             "ip_ecn" => "nw_ecn",
             "icmpv4_type" => "icmp_type",
             "icmpv4_code" => "icmp_code",
+            "tunnel_id" => "tun_id",
+            "tun_ipv4_src" => "tun_src",
+            "tun_ipv4_dst" => "tun_dst",
             name => name,
         };
         Field::ALL.into_iter().find(|field| field.name() == name)
@@ -421,15 +481,26 @@ impl Field {
                 | Field::ArpTpa
                 | Field::ArpSha
                 | Field::ArpTha
+                | Field::TunId
+                | Field::TunSrc
+                | Field::TunDst
+                | Field::TunOpts
         )
     }
 
     pub fn value_format(self) -> ValueFormat {
         match self {
             Field::DlSrc | Field::DlDst | Field::ArpSha | Field::ArpTha => ValueFormat::Mac,
-            Field::NwSrc | Field::NwDst | Field::ArpSpa | Field::ArpTpa => ValueFormat::Ipv4,
+            Field::NwSrc
+            | Field::NwDst
+            | Field::ArpSpa
+            | Field::ArpTpa
+            | Field::TunSrc
+            | Field::TunDst => ValueFormat::Ipv4,
             Field::Ipv6Src | Field::Ipv6Dst => ValueFormat::Ipv6,
-            Field::DlType | Field::VlanTci | Field::Metadata => ValueFormat::Hex,
+            Field::DlType | Field::VlanTci | Field::Metadata | Field::TunId | Field::TunOpts => {
+                ValueFormat::Hex
+            }
             _ => ValueFormat::Decimal,
         }
     }
@@ -503,7 +574,12 @@ impl fmt::Display for FieldValue {
             ValueFormat::Ipv6 => write!(f, "{}", Ipv6Addr::from(value)),
             ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
             // As ovs-ofctl prints it (C's "%#x", which writes zero without "0x").
-            ValueFormat::Hex if self.field == Field::Metadata && value == 0 => f.write_str("0"),
+            ValueFormat::Hex
+                if matches!(self.field, Field::Metadata | Field::TunId | Field::TunOpts)
+                    && value == 0 =>
+            {
+                f.write_str("0")
+            }
             ValueFormat::Hex => write!(f, "0x{value:x}"),
             ValueFormat::Decimal => write!(f, "{value}"),
         }

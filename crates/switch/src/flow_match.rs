@@ -44,7 +44,11 @@ impl Prerequisite {
             | Field::DlSrc
             | Field::DlDst
             | Field::VlanTci
-            | Field::DlType => Prerequisite::None,
+            | Field::DlType
+            | Field::TunId
+            | Field::TunSrc
+            | Field::TunDst
+            | Field::TunOpts => Prerequisite::None,
         }
     }
 

@@ -14,7 +14,8 @@ use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
 
-/// The order `dump-flows` prints fields in after the shorthand, metadata, in_port and VLAN.
+/// The order `dump-flows` prints fields in after the shorthand, the tunnel's, metadata,
+/// in_port and VLAN.
 const PRINT_ORDER: [Field; 20] = [
     Field::DlSrc,
     Field::DlDst,
@@ -51,6 +52,10 @@ impl fmt::Display for MatchDisplay<'_> {
         });
         if let Some((name, ..)) = shorthand {
             parts.push(format_args!("{name}"))?;
+        }
+        // The tunnel's fields first, as ovs-ofctl prints them.
+        for field in [Field::TunId, Field::TunSrc, Field::TunDst, Field::TunOpts] {
+            write_field(&mut parts, flow_match, field)?;
         }
         write_field(&mut parts, flow_match, Field::Metadata)?;
         write_field(&mut parts, flow_match, Field::InPort)?;

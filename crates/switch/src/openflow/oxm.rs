@@ -50,6 +50,7 @@ pub mod field_no {
     pub const IPV6_DST: u8 = 27;
     pub const ICMPV6_TYPE: u8 = 29;
     pub const ICMPV6_CODE: u8 = 30;
+    pub const TUNNEL_ID: u8 = 38;
 }
 
 /// What an OXM field is in our terms: the field, its width on the wire in bytes, whether
@@ -109,6 +110,7 @@ impl OxmField {
             field_no::ARP_THA => f(Field::ArpTha, 6, true),
             field_no::IPV6_SRC => f(Field::Ipv6Src, 16, true),
             field_no::IPV6_DST => f(Field::Ipv6Dst, 16, true),
+            field_no::TUNNEL_ID => f(Field::TunId, 8, true),
             _ => return None,
         })
     }
@@ -314,6 +316,7 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
         field_no::ARP_THA,
         field_no::IPV6_SRC,
         field_no::IPV6_DST,
+        field_no::TUNNEL_ID,
     ] {
         if number == field_no::VLAN_PCP && !vid_present {
             continue;
