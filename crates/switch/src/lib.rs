@@ -64,6 +64,7 @@ pub mod offload;
 pub mod ofproto;
 pub mod openflow;
 pub mod rule;
+pub mod tunnel;
 
 pub use action::Action;
 pub use bridge::commands::{STRICT, STRICT_COMMANDS};

@@ -1,0 +1,256 @@
+//! A tunnel port's options as `--port N=vxlan:remote_ip=IP,...` writes them (Open vSwitch's
+//! `options:` of an interface of type vxlan or geneve).
+
+use core::fmt;
+use core::str::FromStr;
+use std::net::Ipv4Addr;
+
+use crate::tunnel::header::{GENEVE_PORT, VXLAN_PORT};
+
+/// The largest VNI: VXLAN and Geneve carry 24 bits.
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TunnelKind {
+    Vxlan,
+    Geneve,
+}
+
+impl TunnelKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan => "vxlan",
+            TunnelKind::Geneve => "geneve",
+        }
+    }
+
+    /// The IANA UDP port of the encapsulation.
+    pub fn default_port(self) -> u16 {
+        match self {
+            TunnelKind::Vxlan => VXLAN_PORT,
+            TunnelKind::Geneve => GENEVE_PORT,
+        }
+    }
+}
+
+/// The VNI a tunnel port sends and takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum TunnelKey {
+    /// This VNI only: packets of another are not the port's.
+    Fixed(u32),
+    /// Any VNI: received packets carry theirs as `tun_id`; sent ones take the flow's
+    /// `tun_id` (`set_field:N->tun_id`).
+    Flow,
+}
+
+/// A tunnel port's options.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct TunnelConfig {
+    pub kind: TunnelKind,
+    pub remote_ip: Ipv4Addr,
+    /// The underlay address packets leave from; by default the address of the interface
+    /// the route to `remote_ip` goes through.
+    pub local_ip: Option<Ipv4Addr>,
+    pub key: TunnelKey,
+    pub dst_port: u16,
+    /// Set DF in the outer IPv4 header (Open vSwitch's `df_default`, on by default).
+    pub df: bool,
+    /// Compute the outer UDP checksum (Open vSwitch's `csum`, off by default: zero is valid
+    /// over IPv4 and costs nothing per byte).
+    pub csum: bool,
+    pub ttl: u8,
+}
+
+/// Why a tunnel port's options were refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TunnelConfigError {
+    #[error("a {0} port needs remote_ip=IP (the far end of the tunnel)")]
+    NoRemote(&'static str),
+    #[error("key={0}: a VNI is at most {MAX_VNI} (24 bits), or key=flow")]
+    BadKey(String),
+    #[error("{option}={value}: {why}")]
+    BadValue {
+        option: String,
+        value: String,
+        why: &'static str,
+    },
+    #[error("unknown option '{0}' (remote_ip, local_ip, key, dst_port, df_default, csum, ttl)")]
+    UnknownOption(String),
+    #[error("'{0}' is not a tunnel (vxlan:OPTIONS or geneve:OPTIONS)")]
+    NotATunnel(String),
+}
+
+impl TunnelConfig {
+    /// Whether `spec` names a tunnel port (`vxlan:` or `geneve:`).
+    pub fn is_tunnel(spec: &str) -> bool {
+        spec.starts_with("vxlan:") || spec.starts_with("geneve:")
+    }
+
+    /// The VNI sent for a packet whose flow has `tun_id`.
+    #[inline]
+    pub fn vni(&self, tun_id: u64) -> u32 {
+        match self.key {
+            TunnelKey::Fixed(vni) => vni,
+            TunnelKey::Flow => (tun_id as u32) & MAX_VNI,
+        }
+    }
+
+    /// Whether a received packet of `vni` belongs to this port.
+    #[inline]
+    pub fn takes_vni(&self, vni: u32) -> bool {
+        match self.key {
+            TunnelKey::Fixed(key) => key == vni,
+            TunnelKey::Flow => true,
+        }
+    }
+}
+
+impl FromStr for TunnelConfig {
+    type Err = TunnelConfigError;
+
+    fn from_str(spec: &str) -> Result<TunnelConfig, TunnelConfigError> {
+        let (kind, options) = match spec.split_once(':') {
+            Some(("vxlan", options)) => (TunnelKind::Vxlan, options),
+            Some(("geneve", options)) => (TunnelKind::Geneve, options),
+            _ => return Err(TunnelConfigError::NotATunnel(spec.to_string())),
+        };
+        let bad = |option: &str, value: &str, why| TunnelConfigError::BadValue {
+            option: option.to_string(),
+            value: value.to_string(),
+            why,
+        };
+        let mut remote_ip = None;
+        let mut config = TunnelConfig {
+            kind,
+            remote_ip: Ipv4Addr::UNSPECIFIED,
+            local_ip: None,
+            key: TunnelKey::Fixed(0),
+            dst_port: kind.default_port(),
+            df: true,
+            csum: false,
+            ttl: 64,
+        };
+        let flag = |option: &str, value: &str| match value {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(bad(option, value, "true or false")),
+        };
+        for option in options.split(',').filter(|o| !o.is_empty()) {
+            let (name, value) = option
+                .split_once('=')
+                .ok_or_else(|| bad(option, "", "options are NAME=VALUE"))?;
+            match name {
+                "remote_ip" => {
+                    let ip: Ipv4Addr = value
+                        .parse()
+                        .map_err(|_| bad(name, value, "an IPv4 address"))?;
+                    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+                        return Err(bad(name, value, "a unicast IPv4 address"));
+                    }
+                    remote_ip = Some(ip);
+                }
+                "local_ip" => {
+                    let ip = value
+                        .parse()
+                        .map_err(|_| bad(name, value, "an IPv4 address"))?;
+                    config.local_ip = Some(ip);
+                }
+                "key" | "in_key" | "out_key" => {
+                    config.key = match value {
+                        "flow" => TunnelKey::Flow,
+                        _ => {
+                            let vni = crate::field::parse_uint(value)
+                                .filter(|&v| v <= u128::from(MAX_VNI))
+                                .ok_or_else(|| TunnelConfigError::BadKey(value.to_string()))?;
+                            TunnelKey::Fixed(vni as u32)
+                        }
+                    };
+                }
+                "dst_port" => {
+                    config.dst_port = value
+                        .parse()
+                        .ok()
+                        .filter(|&p| p != 0)
+                        .ok_or_else(|| bad(name, value, "a UDP port, 1 to 65535"))?;
+                }
+                "df_default" => config.df = flag(name, value)?,
+                "csum" => config.csum = flag(name, value)?,
+                "ttl" => {
+                    config.ttl = value
+                        .parse()
+                        .ok()
+                        .filter(|&t| t != 0)
+                        .ok_or_else(|| bad(name, value, "a TTL, 1 to 255"))?;
+                }
+                _ => return Err(TunnelConfigError::UnknownOption(name.to_string())),
+            }
+        }
+        config.remote_ip = remote_ip.ok_or(TunnelConfigError::NoRemote(kind.name()))?;
+        Ok(config)
+    }
+}
+
+impl fmt::Display for TunnelConfig {
+    /// As the port was given, every option spelled out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:remote_ip={}", self.kind.name(), self.remote_ip)?;
+        if let Some(local) = self.local_ip {
+            write!(f, ",local_ip={local}")?;
+        }
+        match self.key {
+            TunnelKey::Fixed(vni) => write!(f, ",key={vni}")?,
+            TunnelKey::Flow => f.write_str(",key=flow")?,
+        }
+        write!(
+            f,
+            ",dst_port={},df_default={},csum={},ttl={}",
+            self.dst_port, self.df, self.csum, self.ttl
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_with_open_vswitch_defaults() {
+        let config: TunnelConfig = "vxlan:remote_ip=192.0.2.2".parse().unwrap();
+        assert_eq!(config.kind, TunnelKind::Vxlan);
+        assert_eq!(config.remote_ip, Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(config.key, TunnelKey::Fixed(0));
+        assert_eq!(config.dst_port, 4789);
+        assert!(config.df && !config.csum);
+        let config: TunnelConfig =
+            "geneve:remote_ip=192.0.2.2,local_ip=192.0.2.1,key=flow,dst_port=7000,csum=true"
+                .parse()
+                .unwrap();
+        assert_eq!(config.kind, TunnelKind::Geneve);
+        assert_eq!(config.local_ip, Some(Ipv4Addr::new(192, 0, 2, 1)));
+        assert_eq!(config.key, TunnelKey::Flow);
+        assert_eq!(config.dst_port, 7000);
+        assert!(config.csum);
+        assert_eq!(config.vni(0x1_2345_6789), 0x45_6789);
+        let again: TunnelConfig = config.to_string().parse().unwrap();
+        assert_eq!(again, config);
+        let fixed: TunnelConfig = "vxlan:remote_ip=192.0.2.2,key=0xffffff".parse().unwrap();
+        assert_eq!(fixed.vni(7), MAX_VNI);
+        assert!(fixed.takes_vni(MAX_VNI) && !fixed.takes_vni(7));
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let err = |spec: &str| spec.parse::<TunnelConfig>().unwrap_err().to_string();
+        assert_eq!(
+            err("vxlan:key=5"),
+            "a vxlan port needs remote_ip=IP (the far end of the tunnel)"
+        );
+        assert!(err("vxlan:remote_ip=10.0.0.1,key=16777216").starts_with("key=16777216: a VNI"));
+        assert!(err("geneve:remote_ip=10.0.0.1,key=-1").starts_with("key=-1"));
+        assert!(err("vxlan:remote_ip=10.0.0.300").contains("an IPv4 address"));
+        assert!(err("vxlan:remote_ip=224.0.0.1").contains("unicast"));
+        assert!(err("vxlan:remote_ip=10.0.0.1,colour=red").starts_with("unknown option 'colour'"));
+        assert!(err("vxlan:remote_ip=10.0.0.1,dst_port=0").contains("a UDP port"));
+        assert!(err("gre:remote_ip=10.0.0.1").contains("not a tunnel"));
+    }
+}

@@ -1,0 +1,226 @@
+//! Tunnel ports (VXLAN, Geneve): ports of the bridge with no device of their own, carried
+//! over an `xdp:` port of the bridge (the underlay) that has an IPv4 address of the host.
+//!
+//! - receive: a poll-mode thread hands what an underlay receives to its [`TunnelPlane`]
+//!   first: UDP to a tunnel's local address and port is popped in place and enters the
+//!   pipeline on the tunnel port with `tun_id`, `tun_src`, `tun_dst` and `tun_opts` in its
+//!   flow ([`crate::field::TunnelMeta`]); ARP for a tunnel's local address is answered or
+//!   learned from; everything else is the underlay port's, as before.
+//! - send: an output to a tunnel port pushes the outer headers ([`header::OuterTemplate`],
+//!   made when the next hop's address is known, [`neighbours`]) and queues the packet on
+//!   the underlay: in place in the frame's headroom when the packet is the frame's last
+//!   output, else as a copy.
+//! - The caches key on the tunnel metadata (it is part of the flow); the kernel fast path
+//!   (`--offload`) never takes a tunnel's flows, whose input or output is not an AF_XDP
+//!   port: they stay in user space.
+
+pub mod config;
+pub mod header;
+pub mod neighbours;
+pub mod plane;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use wirespeed_packet::MacAddr;
+use wirespeed_port::{Backend, PortSpec};
+
+pub use config::{TunnelConfig, TunnelConfigError, TunnelKey, TunnelKind};
+pub use neighbours::Neighbours;
+pub use plane::{Landing, TunnelCounters, TunnelFigures, TunnelPlane};
+
+/// A tunnel port as the bridge opened it: its options and the underlay it is carried over.
+#[derive(Clone, Debug)]
+pub struct TunnelPort {
+    pub number: u32,
+    pub config: TunnelConfig,
+    /// The bridge port it is carried over, and that port's interface.
+    pub underlay: u32,
+    pub iface: String,
+    pub local_ip: Ipv4Addr,
+    pub local_mac: MacAddr,
+    /// The underlay's MTU: the longest outer IPv4 packet.
+    pub mtu: u32,
+}
+
+/// Every tunnel port of a bridge, and the next hops' addresses its threads share.
+#[derive(Debug, Default)]
+pub struct Tunnels {
+    pub ports: Vec<TunnelPort>,
+    pub neighbours: Neighbours,
+}
+
+/// Why a tunnel port could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    #[error(
+        "port {number}: local_ip {local} is not an address of any port of the bridge (the \
+         underlay must be one of its xdp: ports)"
+    )]
+    LocalNotOnBridge { number: u32, local: Ipv4Addr },
+    #[error(
+        "port {number}: the host's route to remote_ip {remote} goes through {iface}, which is \
+         not a port of the bridge (add --port N=xdp:{iface}, or give local_ip=)"
+    )]
+    RouteNotOnBridge {
+        number: u32,
+        remote: Ipv4Addr,
+        iface: String,
+    },
+    #[error("port {number}: the host has no route to remote_ip {remote}")]
+    NoRoute { number: u32, remote: Ipv4Addr },
+    #[error(
+        "port {number}: the underlay {spec} is not an xdp: port (tunnels are carried over \
+         AF_XDP ports only)"
+    )]
+    UnderlayNotXdp { number: u32, spec: String },
+    #[error(
+        "port {number}: the underlay {iface} has no IPv4 address (ip addr add ... dev {iface})"
+    )]
+    NoAddress { number: u32, iface: String },
+    #[error("port {number}: cannot read {iface}'s {what} from /sys/class/net")]
+    Sysfs {
+        number: u32,
+        iface: String,
+        what: &'static str,
+    },
+    #[error(
+        "port {number} and port {other} both listen on UDP {port} at {local} for the same far end and key"
+    )]
+    Clash {
+        number: u32,
+        other: u32,
+        port: u16,
+        local: Ipv4Addr,
+    },
+}
+
+impl Tunnels {
+    /// Opens `tunnels` (number, options) over the bridge's `ports`: finds each one's
+    /// underlay (the port with `local_ip`, else the one the host routes `remote_ip`
+    /// through), which must be an `xdp:` port.
+    pub fn open(
+        tunnels: &[(u32, TunnelConfig)],
+        ports: &[(u32, PortSpec)],
+    ) -> Result<Tunnels, TunnelError> {
+        let mut opened: Vec<TunnelPort> = Vec::new();
+        for (number, config) in tunnels {
+            let port = open_one(*number, config, ports)?;
+            let clash = opened.iter().find(|o| {
+                o.underlay == port.underlay
+                    && o.local_ip == port.local_ip
+                    && o.config.dst_port == port.config.dst_port
+                    && o.config.remote_ip == port.config.remote_ip
+                    && (o.config.key == port.config.key
+                        || o.config.key == TunnelKey::Flow
+                        || port.config.key == TunnelKey::Flow)
+            });
+            if let Some(other) = clash {
+                return Err(TunnelError::Clash {
+                    number: *number,
+                    other: other.number,
+                    port: port.config.dst_port,
+                    local: port.local_ip,
+                });
+            }
+            opened.push(port);
+        }
+        Ok(Tunnels {
+            ports: opened,
+            neighbours: Neighbours::default(),
+        })
+    }
+
+    /// The index of tunnel port `number`.
+    #[inline]
+    pub fn index_of(&self, number: u32) -> Option<usize> {
+        self.ports.iter().position(|p| p.number == number)
+    }
+}
+
+fn ipv4_addresses(iface: &str) -> Vec<Ipv4Addr> {
+    wirespeed_port::stack_addresses(iface)
+        .into_iter()
+        .filter_map(|a| match a {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
+}
+
+fn open_one(
+    number: u32,
+    config: &TunnelConfig,
+    ports: &[(u32, PortSpec)],
+) -> Result<TunnelPort, TunnelError> {
+    let (underlay, spec, local_ip) = match config.local_ip {
+        Some(local) => {
+            let (n, spec) = ports
+                .iter()
+                .find(|(_, spec)| ipv4_addresses(&spec.iface).contains(&local))
+                .ok_or(TunnelError::LocalNotOnBridge { number, local })?;
+            (*n, spec, local)
+        }
+        None => {
+            let route = neighbours::route_to(config.remote_ip).ok_or(TunnelError::NoRoute {
+                number,
+                remote: config.remote_ip,
+            })?;
+            let (n, spec) = ports
+                .iter()
+                .find(|(_, spec)| spec.iface == route.iface)
+                .ok_or_else(|| TunnelError::RouteNotOnBridge {
+                    number,
+                    remote: config.remote_ip,
+                    iface: route.iface.clone(),
+                })?;
+            let local =
+                *ipv4_addresses(&spec.iface)
+                    .first()
+                    .ok_or_else(|| TunnelError::NoAddress {
+                        number,
+                        iface: spec.iface.clone(),
+                    })?;
+            (*n, spec, local)
+        }
+    };
+    if spec.backend != Backend::Xdp {
+        return Err(TunnelError::UnderlayNotXdp {
+            number,
+            spec: spec.to_string(),
+        });
+    }
+    let sysfs = |what: &'static str| {
+        std::fs::read_to_string(format!("/sys/class/net/{}/{what}", spec.iface)).map_err(|_| {
+            TunnelError::Sysfs {
+                number,
+                iface: spec.iface.clone(),
+                what,
+            }
+        })
+    };
+    let local_mac = sysfs("address")?
+        .trim()
+        .parse()
+        .map_err(|_| TunnelError::Sysfs {
+            number,
+            iface: spec.iface.clone(),
+            what: "address",
+        })?;
+    let mtu = sysfs("mtu")?
+        .trim()
+        .parse()
+        .map_err(|_| TunnelError::Sysfs {
+            number,
+            iface: spec.iface.clone(),
+            what: "mtu",
+        })?;
+    Ok(TunnelPort {
+        number,
+        config: config.clone(),
+        underlay,
+        iface: spec.iface.clone(),
+        local_ip,
+        local_mac,
+        mtu,
+    })
+}

@@ -1,0 +1,249 @@
+//! Where a tunnel's packets go on the underlay: the route to the far end (the host's routing
+//! table), the next hop's MAC address (the host's neighbour table, else learned from ARP the
+//! switch sends and answers itself: the redirect program gives every packet of an underlay
+//! to the switch, so the host's stack never sees ARP there).
+//!
+//! The host's tables are read from procfs (`/proc/net/route`, `/proc/net/arp`: the same
+//! tables netlink dumps, for the namespace the switch runs in), and only while a tunnel has
+//! no neighbour: never per packet.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wirespeed_packet::MacAddr;
+
+/// The next hops' addresses the bridge knows, shared by its threads; `generation` moves on
+/// each change so a thread's own copy of a tunnel's headers knows to look again.
+#[derive(Default, Debug)]
+pub struct Neighbours {
+    table: Mutex<HashMap<Ipv4Addr, MacAddr>>,
+    generation: AtomicU64,
+}
+
+impl Neighbours {
+    pub fn get(&self, ip: Ipv4Addr) -> Option<MacAddr> {
+        self.lock().get(&ip).copied()
+    }
+
+    /// Records `ip` at `mac`; a change moves the generation on.
+    pub fn learn(&self, ip: Ipv4Addr, mac: MacAddr) {
+        if mac.is_multicast() || mac == MacAddr([0; 6]) {
+            return;
+        }
+        if self.lock().insert(ip, mac) != Some(mac) {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Ipv4Addr, MacAddr>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The host's route to an address: the interface, and the gateway unless on-link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub iface: String,
+    pub gateway: Option<Ipv4Addr>,
+}
+
+impl Route {
+    /// The address whose MAC the packets go to.
+    pub fn next_hop(&self, dst: Ipv4Addr) -> Ipv4Addr {
+        self.gateway.unwrap_or(dst)
+    }
+}
+
+/// The host's route to `dst` (longest prefix, then lowest metric), from `/proc/net/route`.
+pub fn route_to(dst: Ipv4Addr) -> Option<Route> {
+    let table = std::fs::read_to_string("/proc/net/route").ok()?;
+    best_route(&table, dst)
+}
+
+/// [`route_to`] over the text of `/proc/net/route`: addresses in hex, in the host's (little
+/// endian) byte order.
+fn best_route(table: &str, dst: Ipv4Addr) -> Option<Route> {
+    const RTF_UP: u32 = 0x1;
+    const RTF_GATEWAY: u32 = 0x2;
+    let hex = |text: &str| u32::from_str_radix(text, 16).ok();
+    let address = |text: &str| hex(text).map(|v| Ipv4Addr::from(v.swap_bytes()));
+    let mut best: Option<(u32, u32, Route)> = None;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 {
+            continue;
+        }
+        let (Some(net), Some(gateway), Some(flags), Some(metric), Some(mask)) = (
+            address(f[1]),
+            address(f[2]),
+            hex(f[3]),
+            f[6].parse::<u32>().ok(),
+            address(f[7]),
+        ) else {
+            continue;
+        };
+        let mask = u32::from(mask);
+        if flags & RTF_UP == 0 || u32::from(dst) & mask != u32::from(net) & mask {
+            continue;
+        }
+        let better = best
+            .as_ref()
+            .is_none_or(|&(m, metric_best, _)| mask > m || (mask == m && metric < metric_best));
+        if better {
+            let gateway = (flags & RTF_GATEWAY != 0).then_some(gateway);
+            let iface = f[0].to_string();
+            best = Some((mask, metric, Route { iface, gateway }));
+        }
+    }
+    best.map(|(_, _, route)| route)
+}
+
+/// The host's neighbour entry for `ip` on `iface`, if complete, from `/proc/net/arp`.
+pub fn kernel_neighbour(ip: Ipv4Addr, iface: &str) -> Option<MacAddr> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    neighbour_in(&table, ip, iface)
+}
+
+fn neighbour_in(table: &str, ip: Ipv4Addr, iface: &str) -> Option<MacAddr> {
+    const ATF_COM: u32 = 0x2;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let complete = f
+            .get(2)
+            .and_then(|flags| u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok())
+            .is_some_and(|flags| flags & ATF_COM != 0);
+        (f.len() >= 6 && f[0].parse() == Ok(ip) && f[5] == iface && complete)
+            .then(|| f[3].parse().ok())
+            .flatten()
+    })
+}
+
+/// An ARP request or reply on Ethernet, 42 bytes (the port pads it).
+pub fn arp_frame(
+    operation: u16,
+    src_mac: MacAddr,
+    src_ip: Ipv4Addr,
+    dst_mac: MacAddr,
+    target_mac: MacAddr,
+    target_ip: Ipv4Addr,
+) -> [u8; 42] {
+    let mut frame = [0u8; 42];
+    frame[0..6].copy_from_slice(&dst_mac.0);
+    frame[6..12].copy_from_slice(&src_mac.0);
+    frame[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    frame[14..22].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 0]);
+    frame[20..22].copy_from_slice(&operation.to_be_bytes());
+    frame[22..28].copy_from_slice(&src_mac.0);
+    frame[28..32].copy_from_slice(&src_ip.octets());
+    frame[32..38].copy_from_slice(&target_mac.0);
+    frame[38..42].copy_from_slice(&target_ip.octets());
+    frame
+}
+
+/// An ARP packet on Ethernet/IPv4, as far as the tunnels care.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Arp {
+    pub operation: u16,
+    pub sender_mac: MacAddr,
+    pub sender_ip: Ipv4Addr,
+    pub target_ip: Ipv4Addr,
+}
+
+/// The ARP packet in `frame`, if it is one (untagged, Ethernet and IPv4 addresses).
+pub fn parse_arp(frame: &[u8]) -> Option<Arp> {
+    if frame.len() < 42 || frame[12..14] != [0x08, 0x06] || frame[14..20] != [0, 1, 8, 0, 6, 4] {
+        return None;
+    }
+    let mac = |at: usize| MacAddr(frame[at..at + 6].try_into().expect("six bytes"));
+    let ip = |at: usize| Ipv4Addr::new(frame[at], frame[at + 1], frame[at + 2], frame[at + 3]);
+    Some(Arp {
+        operation: u16::from_be_bytes([frame[20], frame[21]]),
+        sender_mac: mac(22),
+        sender_ip: ip(28),
+        target_ip: ip(38),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTES: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0100000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n\
+eth0\t0000000A\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n\
+ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+
+    #[test]
+    fn the_longest_prefix_wins_and_a_gateway_is_the_next_hop() {
+        let on_link = best_route(ROUTES, Ipv4Addr::new(192, 168, 50, 2)).unwrap();
+        assert_eq!(on_link.iface, "ul0");
+        assert_eq!(on_link.gateway, None);
+        assert_eq!(
+            on_link.next_hop(Ipv4Addr::new(192, 168, 50, 2)),
+            Ipv4Addr::new(192, 168, 50, 2)
+        );
+        let default = best_route(ROUTES, Ipv4Addr::new(198, 51, 100, 7)).unwrap();
+        assert_eq!(default.iface, "eth0");
+        assert_eq!(default.gateway, Some(Ipv4Addr::new(10, 0, 0, 1)));
+        let local = best_route(ROUTES, Ipv4Addr::new(10, 0, 0, 9)).unwrap();
+        assert_eq!(local.iface, "eth0");
+        assert_eq!(local.gateway, None);
+        assert_eq!(best_route("Iface\n", Ipv4Addr::new(10, 0, 0, 9)), None);
+    }
+
+    #[test]
+    fn only_complete_neighbours_on_the_interface_count() {
+        let table = "IP address       HW type     Flags       HW address            Mask     Device\n\
+192.168.50.2     0x1         0x2         02:00:00:00:00:0b     *        ul0\n\
+192.168.50.3     0x1         0x0         00:00:00:00:00:00     *        ul0\n\
+192.168.50.4     0x1         0x2         02:00:00:00:00:0c     *        eth0\n";
+        let ip = |last| Ipv4Addr::new(192, 168, 50, last);
+        assert_eq!(
+            neighbour_in(table, ip(2), "ul0"),
+            Some(MacAddr([2, 0, 0, 0, 0, 0xb]))
+        );
+        assert_eq!(neighbour_in(table, ip(3), "ul0"), None);
+        assert_eq!(neighbour_in(table, ip(4), "ul0"), None);
+    }
+
+    #[test]
+    fn arp_frames_parse_back() {
+        let me = MacAddr([2, 0, 0, 0, 0, 0xa]);
+        let frame = arp_frame(
+            1,
+            me,
+            Ipv4Addr::new(192, 168, 50, 1),
+            MacAddr::BROADCAST,
+            MacAddr([0; 6]),
+            Ipv4Addr::new(192, 168, 50, 2),
+        );
+        let arp = parse_arp(&frame).unwrap();
+        assert_eq!(arp.operation, 1);
+        assert_eq!(arp.sender_mac, me);
+        assert_eq!(arp.sender_ip, Ipv4Addr::new(192, 168, 50, 1));
+        assert_eq!(arp.target_ip, Ipv4Addr::new(192, 168, 50, 2));
+        assert_eq!(parse_arp(&frame[..41]), None);
+    }
+
+    #[test]
+    fn learning_moves_the_generation_only_on_a_change() {
+        let neighbours = Neighbours::default();
+        let ip = Ipv4Addr::new(192, 168, 50, 2);
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]));
+        let first = neighbours.generation();
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]));
+        assert_eq!(neighbours.generation(), first);
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 2]));
+        assert_eq!(neighbours.generation(), first + 1);
+        assert_eq!(neighbours.get(ip), Some(MacAddr([2, 0, 0, 0, 0, 2])));
+        neighbours.learn(ip, MacAddr::BROADCAST);
+        assert_eq!(neighbours.get(ip), Some(MacAddr([2, 0, 0, 0, 0, 2])));
+    }
+}
