@@ -141,7 +141,7 @@ fn main() {
         let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
         verdict.reset();
         let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
-        let mut emit = |_: &[u8], _: &[u32]| {};
+        let mut emit = |_: &[u8], _: &[u32], _: u64| {};
         process(cache, &mut shared, &mut frame, 1, now, verdict, &mut emit);
     };
     per_packet(&mut frames, o.flows.max(100_000), |b| {

@@ -121,7 +121,7 @@ proptest! {
         let mut mac_table = MacTable::default();
         let mut bridge = ActionContext { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO };
         let mut verdict = wirespeed_switch::Verdict::default();
-        execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32]| {});
+        execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32], _: u64| {});
         prop_assume!(!ttl_drops);
         prop_assert!(verdict.dropped.is_some(), "rewrites alone output nowhere");
 

@@ -14,6 +14,7 @@ use clap::Args;
 use std::collections::BTreeMap;
 
 use wirespeed_port::PortSpec;
+use wirespeed_switch::tunnel::TunnelConfig;
 use wirespeed_switch::{Bridge, DEFAULT_CTL, PmdSnapshot, Work};
 
 /// Options of `wirespeed switch`.
@@ -73,15 +74,16 @@ times are to about that second. Templates go at start and every \
 flows: the flows whose key hashes to a multiple of N (about 1 in N, the same every run) are \
 reported with all their packets, the others not at all; the options record says so \
 (selectorAlgorithm 3, samplingSize 1, samplingPopulation N). dump-cache and --json count \
-records, messages and send errors."
+records, messages and send errors.\n\nTunnels: --port 10=vxlan:remote_ip=IP[,local_ip=IP][,key=VNI|flow][,dst_port=4789][,df_default=true][,csum=false][,ttl=64] (geneve: likewise, dst_port 6081), as Open vSwitch's options: for a port of type vxlan or geneve. The tunnel is carried over the bridge's xdp: port whose interface has local_ip, or by default the one the host routes remote_ip through (its first IPv4 address is local_ip): the underlay. What the underlay receives as UDP to local_ip on the tunnel's port from remote_ip (and the key's VNI; key=flow takes any) enters the bridge on the tunnel port without its outer headers, its flow carrying tun_id (the VNI), tun_src, tun_dst and, for Geneve, tun_opts (the first option's eight bytes, raw: class, type, length, data); everything else the underlay receives is its own, as before. An output to the tunnel port pushes Ethernet/IPv4/UDP/VXLAN or Geneve (the VNI is the key, or the flow's tun_id with key=flow: set_field:5->tun_id), the UDP source port from the inner flow, DF as df_default says, and queues it on the underlay. The next hop's address comes from the host's neighbour table, else from ARP the switch sends; the switch answers ARP for local_ip itself (the underlay's packets do not reach the host's stack). dump-ports counts each tunnel port's encapsulated and decapsulated packets and the drops: no_route, no_neighbour (an ARP request went out; the packets before its answer are dropped) and too_big (longer than the underlay's MTU once encapsulated: dropped, never cut; give the hosts a smaller MTU, or the underlay a larger one). --offload leaves tunnel ports' flows to user space."
 )]
 pub struct SwitchArgs {
     /// A port: [NUMBER=]SPEC, e.g. 1=xdp:veth1, 3=packet:eth0, 4=tap:ws0 (the host's own
     /// stack through tap device ws0, made if missing), 5=pipe:gen0 (another process, at the
     /// other end of pipe gen0) or 6=pcap:rx=in.pcap,tx=out.pcapng (in.pcap replayed into
     /// the bridge once, what the port sends recorded in out.pcapng; ,pace=1 replays at the
-    /// recorded pace; - is standard input or output) (numbers default to 1, 2, ... in
-    /// order).
+    /// recorded pace; - is standard input or output), or a tunnel port:
+    /// 10=vxlan:remote_ip=IP or 10=geneve:remote_ip=IP (see below) (numbers default to 1,
+    /// 2, ... in order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
     /// A file of flows to install at start, one a line, in ovs-ofctl's syntax (as
@@ -120,11 +122,36 @@ pub struct SwitchArgs {
     pub ipfix: ipfix::IpfixArgs,
 }
 
-/// `N=SPEC` or `SPEC`, numbered from `default`. A spec holds '=' only after its ':'
-/// (`pcap:rx=IN`), so an '=' before the first ':' ends a number.
-fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
+/// A `--port`: a port on a device or file, or a tunnel port.
+enum AnyPort {
+    Device(u32, PortSpec),
+    Tunnel(u32, TunnelConfig),
+}
+
+impl AnyPort {
+    fn number(&self) -> u32 {
+        match self {
+            AnyPort::Device(n, _) | AnyPort::Tunnel(n, _) => *n,
+        }
+    }
+}
+
+/// `N=SPEC` or `SPEC`, a tunnel's or any other's.
+fn parse_any_port(text: &str, default: u32) -> anyhow::Result<AnyPort> {
+    let (number, spec) = split_number(text, default)?;
+    if TunnelConfig::is_tunnel(spec) {
+        let config: TunnelConfig = spec.parse().with_context(|| format!("--port {text}"))?;
+        return Ok(AnyPort::Tunnel(number, config));
+    }
+    let (number, spec) = parse_port(text, default)?;
+    Ok(AnyPort::Device(number, spec))
+}
+
+/// `N=SPEC` or `SPEC`: the number (`default` when none) and the spec. A spec holds '=' only
+/// after its ':' (`pcap:rx=IN`), so an '=' before the first ':' ends a number.
+fn split_number(text: &str, default: u32) -> anyhow::Result<(u32, &str)> {
     let numbered = text.split_once('=').filter(|(n, _)| !n.contains(':'));
-    let (number, spec) = match numbered {
+    match numbered {
         Some((n, spec)) => {
             let n: u32 = n
                 .parse()
@@ -133,10 +160,15 @@ fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
                 .with_context(|| {
                     format!("--port {text}: port number '{n}' is not between 1 and 65279")
                 })?;
-            (n, spec)
+            Ok((n, spec))
         }
-        None => (default, text),
-    };
+        None => Ok((default, text)),
+    }
+}
+
+/// `N=SPEC` or `SPEC`, numbered from `default`, for a port on a device or file.
+fn parse_port(text: &str, default: u32) -> anyhow::Result<(u32, PortSpec)> {
+    let (number, spec) = split_number(text, default)?;
     let spec: PortSpec = spec.parse().with_context(|| format!("--port {text}"))?;
     if spec.many_queues() {
         bail!(
@@ -169,7 +201,7 @@ fn port_notes(bridge: &mut Bridge) -> Vec<String> {
 
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
-    let ports = numbered_ports(&args.ports)?;
+    let (ports, tunnels) = numbered_ports(&args.ports)?;
     let flows = match &args.flows {
         Some(path) => Some(
             std::fs::read_to_string(path).with_context(|| format!("--flows {}", path.display()))?,
@@ -184,7 +216,11 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     // Everything that can refuse the start comes before a port or a file is opened: a
     // refused start must not empty a capture file (perhaps one a running switch writes).
     if let (Some(text), Some(path)) = (&flows, &args.flows) {
-        let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+        let numbers: Vec<u32> = ports
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(tunnels.iter().map(|(n, _)| *n))
+            .collect();
         wirespeed_switch::bridge::commands::check_flows(text, &numbers)
             .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
     }
@@ -208,7 +244,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     };
     let ifaces: Vec<&str> = ports.iter().map(|(_, spec)| spec.iface.as_str()).collect();
     let opts = args.port.options(&ifaces, true, true);
-    let mut bridge = open_bridge(&ports, &opts, &cpus, controller, args.offload)?;
+    let mut bridge = open_bridge(&ports, &tunnels, &opts, &cpus, controller, args.offload)?;
     if let Some(config) = ipfix {
         bridge
             .export_flows(config)
@@ -319,14 +355,27 @@ fn add_flows(bridge: &mut Bridge, text: String, args: &SwitchArgs) -> anyhow::Re
     Ok(())
 }
 
+/// The bridge's ports on devices or files, and its tunnel ports.
+type Ports = (Vec<(u32, PortSpec)>, Vec<(u32, TunnelConfig)>);
+
 /// The `--port` arguments numbered from 1 (or as written), each interface once.
-fn numbered_ports(texts: &[String]) -> anyhow::Result<Vec<(u32, PortSpec)>> {
-    let mut ports = Vec::new();
+fn numbered_ports(texts: &[String]) -> anyhow::Result<Ports> {
+    let (mut ports, mut tunnels): Ports = (Vec::new(), Vec::new());
     for (i, text) in texts.iter().enumerate() {
-        let port = parse_port(text, i as u32 + 1)?;
-        if ports.iter().any(|(n, _): &(u32, PortSpec)| *n == port.0) {
-            bail!("--port {text}: port number {} is used twice", port.0);
+        let port = parse_any_port(text, i as u32 + 1)?;
+        let number = port.number();
+        let used =
+            ports.iter().any(|(n, _)| *n == number) || tunnels.iter().any(|(n, _)| *n == number);
+        if used {
+            bail!("--port {text}: port number {number} is used twice");
         }
+        let port = match port {
+            AnyPort::Tunnel(n, config) => {
+                tunnels.push((n, config));
+                continue;
+            }
+            AnyPort::Device(n, spec) => (n, spec),
+        };
         if let Some((n, spec)) = ports.iter().find(|(_, s)| s.same_place(&port.1)) {
             bail!(
                 "--port {text}: {} is already port {n} ({spec}); a bridge takes each interface \
@@ -336,18 +385,24 @@ fn numbered_ports(texts: &[String]) -> anyhow::Result<Vec<(u32, PortSpec)>> {
         }
         ports.push(port);
     }
-    Ok(ports)
+    if ports.is_empty() {
+        bail!(
+            "--port: a bridge of tunnel ports only has no underlay; add the xdp: port they are carried over"
+        );
+    }
+    Ok((ports, tunnels))
 }
 
 /// Opens the bridge's ports, saying what to change when a port has too few queues.
 fn open_bridge(
     ports: &[(u32, PortSpec)],
+    tunnels: &[(u32, TunnelConfig)],
     opts: &wirespeed_port::PortOptions,
     cpus: &[usize],
     controller: Box<dyn wirespeed_switch::Controller>,
     offload: bool,
 ) -> anyhow::Result<Bridge> {
-    match Bridge::open(ports, opts, cpus, controller, offload) {
+    match Bridge::open(ports, tunnels, opts, cpus, controller, offload) {
         Ok(bridge) => Ok(bridge),
         Err(e @ wirespeed_port::PortError::NoQueue { .. }) if cpus.len() > 1 => {
             Err(e).context(format!(
@@ -496,8 +551,29 @@ fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_json::V
         })
         .collect();
     let audits: Vec<_> = snapshots.iter().filter_map(|s| s.audit).collect();
+    let tunnel_totals = wirespeed_switch::bridge::commands::tunnel_totals(snapshots);
+    let tunnels: Vec<serde_json::Value> = bridge
+        .tunnels()
+        .ports
+        .iter()
+        .zip(&tunnel_totals.ports)
+        .map(|(t, c)| {
+            serde_json::json!({
+                "port": t.number, "spec": t.config.to_string(), "kind": t.config.kind.name(),
+                "underlay": t.underlay, "local_ip": t.local_ip.to_string(),
+                "remote_ip": t.config.remote_ip.to_string(), "mtu": t.mtu,
+                "decap_packets": c.decap_packets, "decap_bytes": c.decap_bytes,
+                "encap_packets": c.encap_packets, "encap_bytes": c.encap_bytes,
+                "drops": { "no_route": c.no_route, "no_neighbour": c.no_neighbour,
+                           "too_big": c.too_big },
+            })
+        })
+        .collect();
     serde_json::json!({
         "ports": ports,
+        "tunnels": tunnels,
+        "tunnel_malformed": tunnel_totals.malformed,
+        "tunnel_unmatched": tunnel_totals.unmatched,
         "pmds": pmds,
         "fast_path": fast_path,
         "unknown_port": c.unknown_port, "no_frame": c.no_frame, "to_controller": c.to_controller,

@@ -24,6 +24,7 @@ use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::RuleSelector;
 use crate::ofproto::state::{Ofproto, check_output_ports};
 use crate::rule::Rule;
+use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
@@ -229,7 +230,8 @@ fn port_selector(bridge: &Bridge, arg: &str) -> Result<Option<u32>, String> {
     if arg.is_empty() {
         return Ok(None);
     }
-    let numbers = bridge.numbers();
+    let mut numbers = bridge.numbers().to_vec();
+    numbers.extend(bridge.tunnels().ports.iter().map(|t| t.number));
     match arg.parse::<u32>() {
         Ok(n) if numbers.contains(&n) => Ok(Some(n)),
         _ => {
@@ -246,7 +248,9 @@ fn port_selector(bridge: &Bridge, arg: &str) -> Result<Option<u32>, String> {
 /// port is shown.
 fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
     let numbers = bridge.numbers().to_vec();
-    let (totals, c) = port_totals(&bridge.snapshots());
+    let snapshots = bridge.snapshots();
+    let (totals, c) = port_totals(&snapshots);
+    let tunnels = tunnel_totals(&snapshots);
     let fast = {
         let now = bridge.now();
         let mut dp = bridge.ofproto();
@@ -259,7 +263,12 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
                 .collect::<Vec<FastPortCounts>>()
         })
     };
-    let shown = if only.is_some() { 1 } else { numbers.len() };
+    let tunnel_ports = &bridge.tunnels().ports;
+    let shown = if only.is_some() {
+        1
+    } else {
+        numbers.len() + tunnel_ports.len()
+    };
     let mut out = format!("OFPST_PORT reply: {shown} ports\n");
     for (i, (n, s)) in numbers.iter().zip(&totals).enumerate() {
         if only.is_some_and(|only| only != *n) {
@@ -279,6 +288,28 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
         );
         write_port_extras(&mut out, bridge.link(i), s, fast.as_ref().map(|f| f[i]));
     }
+    for (port, t) in tunnel_ports.iter().zip(&tunnels.ports) {
+        if only.is_some_and(|only| only != port.number) {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  port {:>2}: rx pkts={}, bytes={}, drop=0, errs=0, frame=0, over=0, crc=0\n           \
+             tx pkts={}, bytes={}, drop={}, errs=0, coll=0\n           \
+             tunnel: decapsulated={}, encapsulated={}, no_route={}, no_neighbour={}, too_big={}",
+            port.number,
+            t.decap_packets,
+            t.decap_bytes,
+            t.encap_packets,
+            t.encap_bytes,
+            t.drops(),
+            t.decap_packets,
+            t.encap_packets,
+            t.no_route,
+            t.no_neighbour,
+            t.too_big
+        );
+    }
     if only.is_some() {
         return out.trim_end().to_string();
     }
@@ -294,7 +325,23 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
         c.no_frame,
         c.to_controller
     );
+    if !tunnel_ports.is_empty() {
+        let _ = write!(
+            out,
+            ", tunnel_malformed={}, tunnel_unmatched={}",
+            tunnels.malformed, tunnels.unmatched
+        );
+    }
     out
+}
+
+/// The tunnel ports' counters summed over the threads.
+pub fn tunnel_totals(snapshots: &[PmdSnapshot]) -> TunnelFigures {
+    let mut totals = TunnelFigures::default();
+    for snapshot in snapshots {
+        totals.add(&snapshot.tunnels);
+    }
+    totals
 }
 
 /// The lines `dump-ports` adds to ovs-ofctl's for one port: its link when not up, drops by
@@ -397,6 +444,17 @@ fn show(bridge: &mut Bridge) -> String {
          capabilities: FLOW_STATS PORT_STATS ARP_MATCH_IP\n\
          actions: {SHOWN_ACTIONS}"
     );
+    let mut ports = ports;
+    for tunnel in &bridge.tunnels().ports {
+        // As ovs-ofctl shows a tunnel port: a name, no address, always up.
+        let name = format!("{}{}", tunnel.config.kind.name(), tunnel.number);
+        let link = LinkState {
+            admin_up: true,
+            carrier: true,
+            ..LinkState::default()
+        };
+        ports.push((tunnel.number, name, link));
+    }
     for (n, name, link) in &ports {
         let mac = link.mac.unwrap_or(MacAddr([0; 6]));
         let config = if link.admin_up { "0" } else { "PORT_DOWN" };
@@ -411,9 +469,21 @@ fn show(bridge: &mut Bridge) -> String {
     let _ = write!(
         out,
         "\nwirespeed switch: {} ports, {} poll-mode threads",
-        numbers.len(),
+        ports.len(),
         snapshots.len()
     );
+    for tunnel in &bridge.tunnels().ports {
+        let _ = write!(
+            out,
+            "\n port {}: {} over port {} ({}, {}, MTU {})",
+            tunnel.number,
+            tunnel.config,
+            tunnel.underlay,
+            tunnel.iface,
+            tunnel.local_ip,
+            tunnel.mtu
+        );
+    }
     for (i, n) in numbers.iter().enumerate() {
         let link = bridge.link(i);
         if link != Link::Up {

@@ -46,6 +46,7 @@ use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
+use crate::tunnel::{TunnelConfig, TunnelPlane, Tunnels};
 use control::{Job, Request, Response};
 use metrics::BridgeFigures;
 use wirespeed_metrics::Published;
@@ -109,6 +110,8 @@ pub struct Bridge {
     /// Waits for the fast path's program outside the lock (see [`Bridge::settle_offload`]).
     barrier: Option<ProgramBarrier>,
     numbers: Vec<u32>,
+    /// The tunnel ports (not in `numbers`: no device, no link of their own).
+    tunnels: Arc<Tunnels>,
     /// Each port's spec, for messages.
     specs: Vec<String>,
     /// Whether each port's interface is up.
@@ -142,6 +145,7 @@ impl Bridge {
     /// of the plain redirect program.
     pub fn open(
         ports: &[(u32, PortSpec)],
+        tunnels: &[(u32, TunnelConfig)],
         opts: &PortOptions,
         pmd_cpus: &[usize],
         controller: Box<dyn Controller>,
@@ -149,6 +153,10 @@ impl Bridge {
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);
         check_thread_count(ports, threads)?;
+        // Before any port opens: a tunnel without an underlay refuses the start.
+        let tunnels = Arc::new(
+            Tunnels::open(tunnels, ports).map_err(|e| PortError::Unsupported(e.to_string()))?,
+        );
         let xdp: Vec<PortSpec> = ports
             .iter()
             .filter(|(_, s)| s.backend == Backend::Xdp)
@@ -163,9 +171,17 @@ impl Bridge {
         // Tap devices before the links: a tap made now has its index from here on.
         let mut taps = open_taps(ports)?;
         let links = Arc::new(port_links(ports));
-        let pmds = poll_mode_threads(ports, opts, groups, &mut taps, pmd_cpus, &links, clock)?;
+        let mut pmds = poll_mode_threads(ports, opts, groups, &mut taps, pmd_cpus, &links, clock)?;
+        if !tunnels.ports.is_empty() {
+            for pmd in &mut pmds {
+                pmd.set_tunnels(TunnelPlane::new(tunnels.clone()));
+            }
+        }
         let pmd_figures = pmds.iter().map(Pmd::published).collect();
-        let (ofproto, barrier) = ofproto_for(ports, fast_path)?;
+        let (mut ofproto, barrier) = ofproto_for(ports, fast_path)?;
+        for tunnel in &tunnels.ports {
+            ofproto.add_port(tunnel.number);
+        }
         // Made at the rules' generation: the first change is the first flush.
         let caches = (0..threads)
             .map(|_| {
@@ -181,6 +197,7 @@ impl Bridge {
             offload,
             barrier,
             numbers: ports.iter().map(|(n, _)| *n).collect(),
+            tunnels,
             specs: ports.iter().map(|(_, s)| s.to_string()).collect(),
             links_watched: crate::dpif::port_links::watch(&links).is_ok(),
             links,
@@ -328,6 +345,11 @@ impl Bridge {
         &self.numbers
     }
 
+    /// The tunnel ports.
+    pub fn tunnels(&self) -> &Tunnels {
+        &self.tunnels
+    }
+
     /// The state of the interface of port `i` (in the bridge's order), as last found.
     pub fn link(&self, i: usize) -> LinkState {
         self.links.get(i)
@@ -417,7 +439,12 @@ impl Bridge {
         };
         self.stop.store(false, Ordering::Relaxed);
         let ofproto = lock(&self.ofproto);
-        let ports = ofproto.ports().to_vec();
+        // A port that carries tunnels is left out of floods (normal's too): a broadcast it
+        // received would otherwise go into a tunnel, out of the far side's underlay and back,
+        // a loop between the two switches. output:N to it still sends there.
+        let underlays: Vec<u32> = self.tunnels.ports.iter().map(|t| t.underlay).collect();
+        let mut ports = ofproto.ports().to_vec();
+        ports.retain(|p| !underlays.contains(p));
         let views: Vec<MacView> = self
             .caches
             .iter()

@@ -19,15 +19,20 @@ use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{LONGEST_PACKET, PortSet, Source};
 use crate::dpif::process::{
-    BurstLock, execute_given, may_complete_checksum, process, sum_of_segments,
+    BurstLock, execute_given, may_complete_checksum, process, process_tunnelled, sum_of_segments,
 };
 use crate::dpif::thread_cache::ThreadCache;
 pub use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::SharedState;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
+use crate::field::TunnelMeta;
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 use crate::rule::PacketInOrigin;
+use crate::tunnel::{TunnelFigures, TunnelPlane};
+
+mod tunnel_io;
+use tunnel_io::Inner;
 
 /// Bursts between looks at the request channel and the stop flag.
 const CONTROL_EVERY: u32 = 64;
@@ -191,6 +196,8 @@ pub struct PmdSnapshot {
     pub ports: Vec<(PortInfo, PortStats, bool)>,
     pub counters: BridgeCounters,
     pub audit: Option<FrameAudit>,
+    /// The tunnel ports' counters in this thread (empty without tunnels).
+    pub tunnels: TunnelFigures,
 }
 
 /// What the control side can ask of a running thread.
@@ -220,6 +227,10 @@ pub struct Pmd {
     /// A copy of a chain's packet made whole (the head as `emit` kept it, then the tails).
     chain_bytes: Vec<u8>,
     pub counters: BridgeCounters,
+    /// The thread's side of the bridge's tunnel ports, if it has any.
+    tunnels: Option<TunnelPlane>,
+    /// Where a copy for a tunnel port is pushed (outer headers, then the inner frame).
+    encap: Vec<u8>,
     /// How the thread backs off when its ports give less than a burst.
     idle: Idle,
     /// Since the thread started (set on it), and its busy share when it stopped.
@@ -253,6 +264,8 @@ impl Pmd {
             // The longest packet there is, so making a copy whole never allocates.
             chain_bytes: Vec::with_capacity(LONGEST_PACKET),
             counters: BridgeCounters::default(),
+            tunnels: None,
+            encap: Vec::new(),
             idle,
             cpu_clock: None,
             busy_at_stop: None,
@@ -325,6 +338,11 @@ impl Pmd {
             ports,
             counters: self.counters,
             audit: self.ports.audit(),
+            tunnels: self
+                .tunnels
+                .as_ref()
+                .map(TunnelPlane::figures)
+                .unwrap_or_default(),
         }
     }
 
@@ -405,12 +423,22 @@ impl Pmd {
             let in_port = self.ports.number(member);
             // A burst without chains never looks at a packet's segments.
             let chains = self.rx.has_chains();
+            let underlay = self.is_underlay(in_port);
             for i in 0..self.rx.len() {
                 let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
                 match self.ports.source(member) {
-                    Source::Umem if !chains || self.rx.more(i) == 0 => {
-                        self.forward_in_place(in_port, &mut [(addr, len)], now, &mut round)?
-                    }
+                    Source::Umem if !chains || self.rx.more(i) == 0 => match underlay {
+                        false => self.forward_in_place(
+                            in_port,
+                            &mut [(addr, len)],
+                            None,
+                            now,
+                            &mut round,
+                        )?,
+                        true => {
+                            self.receive_on_underlay(in_port, &mut [(addr, len)], now, &mut round)?
+                        }
+                    },
                     // A packet larger than a frame (multi-buffer): its segments, head first.
                     Source::Umem => {
                         let mut chain = [(0u64, 0u32); MAX_SEGMENTS];
@@ -418,7 +446,18 @@ impl Pmd {
                         for (slot, segment) in chain.iter_mut().zip(self.rx.segments(i)) {
                             *slot = segment;
                         }
-                        self.forward_in_place(in_port, &mut chain[..n], now, &mut round)?
+                        match underlay {
+                            false => self.forward_in_place(
+                                in_port,
+                                &mut chain[..n],
+                                None,
+                                now,
+                                &mut round,
+                            )?,
+                            true => {
+                                self.receive_on_underlay(in_port, &mut chain[..n], now, &mut round)?
+                            }
+                        }
                     }
                     // Other backends deliver single frames.
                     Source::Own => {
@@ -445,6 +484,7 @@ impl Pmd {
         &mut self,
         in_port: u32,
         segments: &mut [(u64, u32)],
+        tunnel: Option<&TunnelMeta>,
         now: Duration,
         round: &mut Round<'_>,
     ) -> Result<(), PortError> {
@@ -465,6 +505,7 @@ impl Pmd {
                 round,
                 &mut frame,
                 in_port,
+                tunnel,
                 now,
                 &mut self.verdict,
                 &mut self.emitted,
@@ -476,17 +517,20 @@ impl Pmd {
         self.after_process(in_port, round, PacketPlace::Umem(segments))?;
         let outputs = self.verdict.outputs;
         let ports = outputs.as_slice();
-        let last_moved = ports.iter().rposition(|&p| {
-            self.ports
-                .member_of(p)
-                .is_some_and(|m| self.ports.is_group_member(m))
+        // A tunnel port's packet moves to its underlay, an AF_XDP port.
+        let last_moved = ports.iter().rposition(|&p| match self.ports.member_of(p) {
+            Some(m) => self.ports.is_group_member(m),
+            None => self.tunnel_of(p).is_some(),
         });
         for (i, &port) in ports.iter().enumerate() {
             if controller_limit(port).is_some() {
                 continue; // handed to the controller in after_process
             }
             let Some(member) = self.ports.member_of(port) else {
-                self.counters.unknown_port += 1;
+                match self.tunnel_of(port) {
+                    Some(t) => self.push_in_place(t, segments, Some(i) == last_moved, now)?,
+                    None => self.counters.unknown_port += 1,
+                }
                 continue;
             };
             let queued = if Some(i) == last_moved {
@@ -548,6 +592,7 @@ impl Pmd {
                 round,
                 &mut frame,
                 in_port,
+                None,
                 now,
                 &mut self.verdict,
                 &mut self.emitted,
@@ -576,7 +621,13 @@ impl Pmd {
                         continue; // handed to the controller in after_process
                     }
                     match self.ports.member_of(port) {
-                        None => self.counters.unknown_port += 1,
+                        None => match self.tunnel_of(port) {
+                            Some(t) => {
+                                let (tun_id, now) = (self.verdict.tun_id, self.clock.elapsed());
+                                self.push_copy(t, Inner::Bytes(packet), tun_id, now)?
+                            }
+                            None => self.counters.unknown_port += 1,
+                        },
                         Some(out) => {
                             if !self.ports.queue_copy(out, packet)? {
                                 self.counters.no_frame += 1;
@@ -619,7 +670,7 @@ impl Pmd {
                 actions,
                 now,
                 &mut self.verdict,
-                &mut |bytes: &[u8], ports: &[u32]| emitted.push(bytes, ports),
+                &mut |bytes: &[u8], ports: &[u32], tun_id: u64| emitted.push(bytes, ports, tun_id),
             );
             (frame.start(), frame.len())
         };
@@ -697,7 +748,7 @@ impl Pmd {
         tails: &[(u64, u32)],
         whole: &mut Vec<u8>,
     ) -> Result<(), PortError> {
-        for (head, ports) in emitted.iter() {
+        for (head, ports, tun_id) in emitted.iter() {
             let bytes = match tails {
                 [] => head,
                 _ => {
@@ -722,7 +773,13 @@ impl Pmd {
                     continue;
                 }
                 match self.ports.member_of(port) {
-                    None => self.counters.unknown_port += 1,
+                    None => match self.tunnel_of(port) {
+                        Some(t) => {
+                            let now = self.clock.elapsed();
+                            self.push_copy(t, Inner::Bytes(bytes), tun_id, now)?
+                        }
+                        None => self.counters.unknown_port += 1,
+                    },
                     Some(member) => {
                         if !self.ports.queue_copy(member, bytes)? {
                             self.counters.no_frame += 1;
@@ -743,6 +800,8 @@ impl Pmd {
 struct Emitted {
     bytes: Vec<u8>,
     ports: Vec<u32>,
+    /// Per copy: the flow's `tun_id` when its outputs ran.
+    tun_ids: Vec<u64>,
     /// Per copy: the end of its bytes and the end of its ports.
     ends: Vec<(usize, usize)>,
 }
@@ -753,14 +812,16 @@ impl Emitted {
         Emitted {
             bytes: Vec::with_capacity(4 * COPY_MAX),
             ports: Vec::with_capacity(64),
+            tun_ids: Vec::with_capacity(16),
             ends: Vec::with_capacity(16),
         }
     }
 
     #[inline]
-    fn push(&mut self, bytes: &[u8], ports: &[u32]) {
+    fn push(&mut self, bytes: &[u8], ports: &[u32], tun_id: u64) {
         self.bytes.extend_from_slice(bytes);
         self.ports.extend_from_slice(ports);
+        self.tun_ids.push(tun_id);
         self.ends.push((self.bytes.len(), self.ports.len()));
     }
 
@@ -771,44 +832,48 @@ impl Emitted {
     fn clear(&mut self) {
         self.bytes.clear();
         self.ports.clear();
+        self.tun_ids.clear();
         self.ends.clear();
     }
 
-    /// Each copy: its bytes, and the ports it goes to.
-    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32])> {
+    /// Each copy: its bytes, the ports it goes to, and its flow's `tun_id`.
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32], u64)> {
         let mut from = (0, 0);
-        self.ends.iter().map(move |&(bytes_end, ports_end)| {
-            let copy = (
-                &self.bytes[from.0..bytes_end],
-                &self.ports[from.1..ports_end],
-            );
-            from = (bytes_end, ports_end);
-            copy
-        })
+        self.ends
+            .iter()
+            .zip(&self.tun_ids)
+            .map(move |(&(bytes_end, ports_end), &tun_id)| {
+                let copy = (
+                    &self.bytes[from.0..bytes_end],
+                    &self.ports[from.1..ports_end],
+                    tun_id,
+                );
+                from = (bytes_end, ports_end);
+                copy
+            })
     }
 }
 
 /// Runs one frame through the datapath into `verdict` (and `emitted`, for copies made
 /// before a rewrite, into the thread's reused scratch space); where the frame now starts in
 /// its buffer, and its length.
+#[inline]
 fn decide(
     round: &mut Round<'_>,
     frame: &mut Frame<'_>,
     in_port: u32,
+    tunnel: Option<&TunnelMeta>,
     now: Duration,
     verdict: &mut Verdict,
     emitted: &mut Emitted,
 ) -> (usize, usize) {
     verdict.reset();
-    process(
-        &mut round.cache,
-        &mut round.shared,
-        frame,
-        in_port,
-        now,
-        verdict,
-        &mut |bytes: &[u8], ports: &[u32]| emitted.push(bytes, ports),
-    );
+    let emit = &mut |bytes: &[u8], ports: &[u32], tun_id: u64| emitted.push(bytes, ports, tun_id);
+    let (cache, shared) = (&mut round.cache, &mut round.shared);
+    match tunnel {
+        None => process(cache, shared, frame, in_port, now, verdict, emit),
+        Some(meta) => process_tunnelled(cache, shared, frame, in_port, meta, now, verdict, emit),
+    }
     (frame.start(), frame.len())
 }
 
@@ -846,14 +911,14 @@ mod tests {
         let mut emitted = Emitted::with_capacity();
         let capacity = emitted.bytes.capacity();
         for _ in 0..3 {
-            emitted.push(&[1, 2, 3], &[7]);
-            emitted.push(&[4], &[8, 9]);
+            emitted.push(&[1, 2, 3], &[7], 0);
+            emitted.push(&[4], &[8, 9], 5);
             let copies: Vec<_> = emitted.iter().collect();
             assert_eq!(
                 copies,
                 [
-                    (&[1u8, 2, 3][..], &[7u32][..]),
-                    (&[4u8][..], &[8u32, 9][..])
+                    (&[1u8, 2, 3][..], &[7u32][..], 0),
+                    (&[4u8][..], &[8u32, 9][..], 5)
                 ]
             );
             emitted.clear();

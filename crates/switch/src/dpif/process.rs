@@ -20,7 +20,7 @@ use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
 use crate::extract::{extract, extract_packet};
-use crate::field::FlowBits;
+use crate::field::{Field, FlowBits, TunnelMeta};
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 
@@ -109,6 +109,7 @@ impl Learning for BurstLock<'_> {
 /// `verdict` (kept by the caller across packets); see [`execute::execute`] for `emit`. The
 /// decision comes from `cache`; `shared` is locked only for a miss, a `normal` action its
 /// view of the learning table cannot answer, or a decision the offload may take.
+#[inline]
 pub fn process(
     cache: &mut FlowCache,
     shared: &mut BurstLock<'_>,
@@ -116,16 +117,59 @@ pub fn process(
     in_port: u32,
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32]),
+    emit: &mut impl FnMut(&[u8], &[u32], u64),
+) {
+    process_with(cache, shared, frame, in_port, None, now, verdict, emit);
+}
+
+/// [`process`] for the inner frame of a tunnel packet, popped by tunnel port `in_port`:
+/// `tunnel` goes into its flow.
+#[allow(clippy::too_many_arguments)]
+pub fn process_tunnelled(
+    cache: &mut FlowCache,
+    shared: &mut BurstLock<'_>,
+    frame: &mut Frame<'_>,
+    in_port: u32,
+    tunnel: &TunnelMeta,
+    now: Duration,
+    verdict: &mut Verdict,
+    emit: &mut impl FnMut(&[u8], &[u32], u64),
+) {
+    process_with(
+        cache,
+        shared,
+        frame,
+        in_port,
+        Some(tunnel),
+        now,
+        verdict,
+        emit,
+    );
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn process_with(
+    cache: &mut FlowCache,
+    shared: &mut BurstLock<'_>,
+    frame: &mut Frame<'_>,
+    in_port: u32,
+    tunnel: Option<&TunnelMeta>,
+    now: Duration,
+    verdict: &mut Verdict,
+    emit: &mut impl FnMut(&[u8], &[u32], u64),
 ) {
     // Used where it was returned, not moved out: copying the flow out of the return slot
     // read it back with wider loads than it was written with (a store-forwarding stall).
     // A packet of several frames: parsed from its head, its lengths checked against the
     // whole (out of line: one frame's parse stays the inlined `extract`).
-    let parsed = match frame.tail().len {
+    let mut parsed = match frame.tail().len {
         0 => extract(frame.data(), in_port),
         _ => extract_packet(frame.data(), frame.packet_len(), in_port),
     };
+    if let Some(tunnel) = tunnel {
+        tunnel.write(&mut parsed.0);
+    }
     let (flow, offsets) = (&parsed.0, parsed.1);
     let headers = PacketHeaders::of_flow(flow, offsets);
     let id = match cache.hit(flow) {
@@ -140,6 +184,7 @@ pub fn process(
             // What `execute` does for this one action, without its loop and flow copy.
             let completed = complete_checksum(frame, &offsets, headers.nw_proto);
             verdict.reset();
+            verdict.tun_id = Field::TunId.get(flow) as u64;
             match port != in_port {
                 true => verdict.outputs.push(port),
                 false => verdict.dropped = Some(DropReason::NoOutput),
@@ -206,7 +251,7 @@ pub fn execute_given(
     actions: &[Action],
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32]),
+    emit: &mut impl FnMut(&[u8], &[u32], u64),
 ) {
     let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
     complete_checksum(frame, &offsets, key.nw_proto);
@@ -436,7 +481,7 @@ mod tests {
             let mut frame = Frame::new(&mut buffer, 8, FRAME.len()).unwrap();
             let mut verdict = Verdict::default();
             let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
-            let mut emit = |_: &[u8], _: &[u32]| {};
+            let mut emit = |_: &[u8], _: &[u32], _: u64| {};
             match given {
                 Some(actions) => execute_given(
                     &mut shared,
@@ -627,7 +672,7 @@ mod tests {
             1,
             Duration::ZERO,
             &mut verdict,
-            &mut |_: &[u8], _: &[u32]| {},
+            &mut |_: &[u8], _: &[u32], _: u64| {},
         );
         assert_eq!(verdict.outputs.as_slice(), &[2], "the UDP rule matched");
         let counted: Vec<(u64, u64)> = cache

@@ -154,6 +154,9 @@ pub struct Verdict {
     pub dropped: Option<DropReason>,
     /// Where the packet-ins among `outputs` come from (set when there are any).
     pub packet_in: PacketInOrigin,
+    /// The flow's `tun_id` when the outputs ran: the VNI an output to a tunnel port with
+    /// `key=flow` sends.
+    pub tun_id: u64,
 }
 
 impl Verdict {
@@ -227,13 +230,16 @@ pub fn execute(
     packet: &mut Packet<'_, '_>,
     bridge: &mut ActionContext<'_>,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32]),
+    emit: &mut impl FnMut(&[u8], &[u32], u64),
 ) {
     verdict.reset();
     let mut unused_wildcards = FlowBits::ZERO;
     for action in actions {
         if rewrites_frame(action) && !verdict.outputs.is_empty() {
-            emit(packet.frame.data(), verdict.outputs.as_slice());
+            // The flow's tun_id as these outputs saw it (a tunnel port with key=flow
+            // sends it); set_field to it is a boundary too.
+            let tun_id = Field::TunId.get(&packet.flow) as u64;
+            emit(packet.frame.data(), verdict.outputs.as_slice(), tun_id);
             verdict.outputs.clear();
         }
         let in_port = packet.in_port;
@@ -273,6 +279,7 @@ pub fn execute(
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }
+    verdict.tun_id = Field::TunId.get(&packet.flow) as u64;
     if verdict.outputs.is_empty() {
         verdict.dropped = Some(DropReason::NoOutput);
     }
@@ -349,7 +356,7 @@ mod tests {
             &mut packet,
             &mut bridge,
             &mut verdict,
-            &mut |data: &[u8], ports: &[u32]| emitted.push((data.to_vec(), ports.to_vec())),
+            &mut |data: &[u8], ports: &[u32], _: u64| emitted.push((data.to_vec(), ports.to_vec())),
         );
         Run {
             verdict,

@@ -276,7 +276,7 @@ mod tests {
                 in_port,
                 now,
                 &mut verdict,
-                &mut |_: &[u8], _: &[u32]| {},
+                &mut |_: &[u8], _: &[u32], _: u64| {},
             );
             let locked = shared.taken() == 1;
             (verdict, locked)
