@@ -13,6 +13,7 @@ pub mod switched;
 pub mod tmux;
 pub mod traffic;
 pub mod tshark;
+pub mod tunnelled;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -38,6 +38,18 @@ pub fn tshark_fields(file: &str, fields: &[&str]) -> Vec<Vec<String>> {
 /// The expert messages tshark raises for a file (bad checksums and malformed packets
 /// among them): empty when every frame is clean.
 pub fn tshark_problems(file: &str) -> String {
+    tshark_problems_where(file, "")
+}
+
+/// [`tshark_problems`] in the frames that match the display filter `only` (all when empty).
+pub fn tshark_problems_where(file: &str, only: &str) -> String {
+    let problems = "(_ws.expert.severity >= warning || _ws.malformed || ip.checksum.status == 0 \
+                    || udp.checksum.status == 0 || tcp.checksum.status == 0 \
+                    || icmp.checksum.status == 0 || icmpv6.checksum.status == 0)";
+    let filter = match only {
+        "" => problems.to_string(),
+        only => format!("({only}) && {problems}"),
+    };
     must(&[
         "tshark",
         "-r",
@@ -50,6 +62,6 @@ pub fn tshark_problems(file: &str) -> String {
         "-o",
         "tcp.check_checksum:TRUE",
         "-Y",
-        "_ws.expert.severity >= warning || _ws.malformed || ip.checksum.status == 0 || udp.checksum.status == 0 || tcp.checksum.status == 0 || icmp.checksum.status == 0 || icmpv6.checksum.status == 0",
+        &filter,
     ])
 }
