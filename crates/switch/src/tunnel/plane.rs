@@ -311,6 +311,19 @@ impl TunnelPlane {
         }
     }
 
+    /// Gives tunnel `t` its next hop's MAC address without asking the host's tables or ARP
+    /// (a static neighbour: the stages example times pushing without I/O with it).
+    pub fn set_next_hop(&mut self, t: usize, mac: MacAddr) {
+        let port = &self.tunnels.ports[t];
+        let template = OuterTemplate::new(&port.config, port.local_mac, mac, port.local_ip);
+        self.resolved[t] = Resolved {
+            template: Some(template),
+            generation: self.tunnels.neighbours.generation(),
+            failure: None,
+            retry_at: Duration::ZERO,
+        };
+    }
+
     /// An ARP frame to send, and the underlay port it goes out of.
     pub fn take_pending(&mut self) -> Option<(u32, [u8; 42])> {
         self.pending.pop()
@@ -352,5 +365,125 @@ impl TunnelPlane {
             malformed: self.malformed,
             unmatched: self.unmatched,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tunnel::{TunnelConfig, TunnelPort};
+
+    const LOCAL: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const REMOTE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+    const MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+
+    /// A plane with tunnel port 10 (VXLAN, key 42) over bridge port 2, whose interface the
+    /// host has no route through (so pushing meets no route).
+    fn plane() -> TunnelPlane {
+        let port = TunnelPort {
+            number: 10,
+            config: "vxlan:remote_ip=192.0.2.2,key=42".parse().unwrap(),
+            underlay: 2,
+            iface: "ws-no-such0".to_string(),
+            local_ip: LOCAL,
+            local_mac: MAC,
+            mtu: 1500,
+        };
+        TunnelPlane::new(Arc::new(Tunnels {
+            ports: vec![port],
+            neighbours: Default::default(),
+        }))
+    }
+
+    /// What the far end pushes: `inner` in VXLAN with `vni`, from `src` to LOCAL.
+    fn from_far_end(src: Ipv4Addr, vni: u32, inner: &[u8]) -> Vec<u8> {
+        let config: TunnelConfig = format!("vxlan:remote_ip={LOCAL},key=flow").parse().unwrap();
+        let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src);
+        let mut packet = vec![0u8; OUTER_LEN];
+        packet.extend_from_slice(inner);
+        template.push(&mut packet, vni, 40000);
+        packet
+    }
+
+    #[test]
+    fn its_tunnels_packets_are_popped_and_others_counted_or_passed_on() {
+        let mut plane = plane();
+        assert!(plane.is_underlay(2) && !plane.is_underlay(1));
+        let inner = [7u8; 60];
+        let packet = from_far_end(REMOTE, 42, &inner);
+        let Landing::Tunnel { port, popped } = plane.arrive(2, &packet, packet.len()) else {
+            panic!("not popped");
+        };
+        assert_eq!(port, 10);
+        assert_eq!(&packet[popped.inner_at..][..popped.inner_len], &inner[..]);
+        assert_eq!(popped.meta.id, 42);
+        assert_eq!(plane.counters[0].decap_packets, 1);
+        assert_eq!(plane.counters[0].decap_bytes, 60);
+        // Another VNI, another far end: no port of ours.
+        let other_vni = from_far_end(REMOTE, 43, &inner);
+        assert_eq!(
+            plane.arrive(2, &other_vni, other_vni.len()),
+            Landing::Consumed
+        );
+        let stranger = from_far_end(Ipv4Addr::new(192, 0, 2, 9), 42, &inner);
+        assert_eq!(
+            plane.arrive(2, &stranger, stranger.len()),
+            Landing::Consumed
+        );
+        assert_eq!(plane.unmatched, 2);
+        // Bad outer checksum: malformed.
+        let mut bad = packet.clone();
+        bad[24] ^= 0xff;
+        assert_eq!(plane.arrive(2, &bad, bad.len()), Landing::Consumed);
+        assert_eq!(plane.malformed, 1);
+        // Not the tunnel's: the inner frame itself, as plain traffic.
+        assert_eq!(plane.arrive(2, &inner, inner.len()), Landing::Pipeline);
+        assert_eq!(plane.figures().ports[0].decap_packets, 1);
+    }
+
+    #[test]
+    fn arp_for_the_local_address_is_answered_and_its_sender_learned() {
+        let mut plane = plane();
+        let asker = MacAddr([2, 0, 0, 0, 0, 9]);
+        let request = arp_frame(1, asker, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), LOCAL);
+        assert_eq!(plane.arrive(2, &request, 42), Landing::Consumed);
+        assert_eq!(plane.tunnels().neighbours.get(REMOTE), Some(asker));
+        let (port, reply) = plane.take_pending().expect("a reply");
+        assert_eq!(port, 2);
+        let arp = parse_arp(&reply).unwrap();
+        assert_eq!(arp.operation, 2);
+        assert_eq!((arp.sender_mac, arp.sender_ip), (MAC, LOCAL));
+        assert_eq!(arp.target_ip, REMOTE);
+        assert_eq!(&reply[..6], &asker.0);
+        assert!(!plane.has_pending());
+        // ARP for someone else is the bridge's; so is ARP on another port.
+        let other = arp_frame(
+            1,
+            asker,
+            REMOTE,
+            MacAddr::BROADCAST,
+            MacAddr([0; 6]),
+            Ipv4Addr::new(192, 0, 2, 77),
+        );
+        assert_eq!(plane.arrive(2, &other, 42), Landing::Pipeline);
+        assert_eq!(plane.arrive(1, &request, 42), Landing::Pipeline);
+    }
+
+    #[test]
+    fn a_push_without_a_route_or_too_long_is_counted_and_nothing_is_written() {
+        let mut plane = plane();
+        let mut packet = vec![0u8; OUTER_LEN + 60];
+        let now = Duration::from_secs(5);
+        assert_eq!(plane.push(0, &mut packet, 0, now), Err(EncapDrop::NoRoute));
+        // Within the retry time the answer is the same, and the host is not asked again.
+        assert_eq!(plane.push(0, &mut packet, 0, now), Err(EncapDrop::NoRoute));
+        assert_eq!(plane.counters[0].no_route, 2);
+        assert!(packet[..OUTER_LEN].iter().all(|&b| b == 0));
+        let mut long = vec![0u8; OUTER_LEN + 1500 - 36 + 1];
+        assert_eq!(plane.push(0, &mut long, 0, now), Err(EncapDrop::TooBig));
+        assert_eq!(plane.counters[0].too_big, 1);
+        let mut longest = vec![0u8; OUTER_LEN + 1500 - 36];
+        assert_eq!(plane.push(0, &mut longest, 0, now), Err(EncapDrop::NoRoute));
+        assert_eq!(plane.counters[0].encap_packets, 0);
     }
 }
