@@ -125,6 +125,25 @@ fn against_the_kernel(kind: &str) {
         flows.contains("set_field:0x2a->tun_id,output:10"),
         "{flows}"
     );
+    let show = t.ctl_a(&["show"]);
+    assert!(
+        show.contains(" 10(vxlan10): addr:00:00:00:00:00:00")
+            && show.contains(&format!(
+                " port 10: vxlan:remote_ip={B_UNDERLAY},key=flow,dst_port=4789,\
+                 df_default=true,csum=false,ttl=64 over port 2 ({}, {A_UNDERLAY}, MTU 1500)",
+                t.ua
+            )),
+        "{show}"
+    );
+    let ports = t.ctl_a(&["dump-ports", "10"]);
+    assert!(
+        ports.contains("port 10: rx pkts=10, bytes=980,")
+            && ports.contains("tx pkts=10, bytes=980, drop=0")
+            && ports.contains(
+                "tunnel: decapsulated=10, encapsulated=10, no_route=0, no_neighbour=0, too_big=0"
+            ),
+        "{ports}"
+    );
     let j = t.stop_a();
     capture.stop(true);
     let tun = tunnel(&j);
@@ -180,6 +199,56 @@ fn assert_decoded(file: &str, kind: &str, count: usize) {
 #[test]
 fn the_kernels_vxlan_device_pings_a_switch_both_ways_and_tshark_sees_vni_42() {
     against_the_kernel("vxlan");
+}
+
+/// Hosts at MTU 8950: each 8900-byte ping arrives at a switch as a chain of frames, is
+/// pushed whole (gathered into one copy, sent as a chain on the 9000-byte underlay) and
+/// popped whole on the far side; a TCP transfer in such segments arrives intact.
+#[test]
+fn jumbo_frames_cross_the_tunnel_whole() {
+    let mut t = Tunnelled::new("tj", Far::Switch);
+    t.jumbo();
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    t.start_a(&format!("geneve:remote_ip={B_UNDERLAY},key=9"), JOIN);
+    t.start_b(&format!("geneve:remote_ip={A_UNDERLAY},key=9"), JOIN);
+    assert_eq!(ping_waiting(&t.ns_ha, "10.9.0.2", 3, 2, "8900"), 3);
+    common::switched::tcp_transfer_is_intact(&t.ns_ha, &t.ns_hb, "10.9.0.2", 1_000_000);
+    for j in [t.stop_a(), t.stop_b()] {
+        let tun = tunnel(&j);
+        assert_eq!(tun["drops"]["too_big"], 0, "{j}");
+        assert_eq!(j["ports"][1]["drops"]["tx_bad_chain"], 0, "{j}");
+        // Each side pushed its three 8942-byte ping frames (requests or replies), copied
+        // whole into chains on the underlay.
+        assert!(tun["encap_bytes"].as_u64().unwrap() > 3 * 8942, "{j}");
+        assert!(j["ports"][1]["copies"].as_u64().unwrap() >= 3, "{j}");
+    }
+}
+
+/// With --offload the kernel's fast path takes no tunnel flow (their input or output is no
+/// AF_XDP port): every packet is pushed and popped in user space, as without it.
+#[test]
+fn offloading_switches_leave_tunnel_flows_to_user_space() {
+    let mut t = Tunnelled::new("to", Far::Switch);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    t.start_a_with(
+        &format!("vxlan:remote_ip={B_UNDERLAY},key=7"),
+        JOIN,
+        &["--offload"],
+    );
+    t.start_b_with(
+        &format!("vxlan:remote_ip={A_UNDERLAY},key=7"),
+        JOIN,
+        &["--offload"],
+    );
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to B");
+    for j in [t.stop_a(), t.stop_b()] {
+        assert_eq!(j["fast_path"]["installed"], 0, "{j}");
+        assert_eq!(tunnel(&j)["encap_packets"], 5, "{j}");
+        assert_eq!(tunnel(&j)["decap_packets"], 5, "{j}");
+    }
+    t.assert_no_xdp_left();
 }
 
 /// Neither host's table knows the far underlay address: switch A's first output (host A's

@@ -37,6 +37,7 @@ pub struct Tunnelled {
     /// The underlay's middle: ma (towards ua) and mb (towards ub) in bridge br0.
     pub ns_u: String,
     pub ma: String,
+    pub mb: String,
     pub ha: String,
     pub sa1: String,
     pub ua: String,
@@ -64,6 +65,7 @@ impl Tunnelled {
             ns_hb: name("k"),
             ns_u: name("m"),
             ma: name("m"),
+            mb: name("n"),
             ha: name("h"),
             sa1: name("a"),
             ua: name("u"),
@@ -81,11 +83,10 @@ impl Tunnelled {
         for ns in [&t.ns_ha, &t.ns_sa, &t.ns_sb, &t.ns_hb, &t.ns_u] {
             super::add_namespace(ns);
         }
-        let mb = name("n");
         for (one, one_ns, other, other_ns) in [
             (&t.ha, &t.ns_ha, &t.sa1, &t.ns_sa),
             (&t.ua, &t.ns_sa, &t.ma, &t.ns_u),
-            (&mb, &t.ns_u, &t.ub, &t.ns_sb),
+            (&t.mb, &t.ns_u, &t.ub, &t.ns_sb),
             (&t.sb1, &t.ns_sb, &t.hb, &t.ns_hb),
         ] {
             must(&[
@@ -101,12 +102,12 @@ impl Tunnelled {
             (&t.ns_sb, &t.sb1),
             (&t.ns_hb, &t.hb),
             (&t.ns_u, &t.ma),
-            (&t.ns_u, &mb),
+            (&t.ns_u, &t.mb),
         ] {
             must(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
         must(&["ip", "-n", &t.ns_u, "link", "add", "br0", "type", "bridge"]);
-        for dev in [&t.ma, &mb] {
+        for dev in [&t.ma, &t.mb] {
             must(&["ip", "-n", &t.ns_u, "link", "set", dev, "master", "br0"]);
         }
         must(&["ip", "-n", &t.ns_u, "link", "set", "br0", "up"]);
@@ -220,13 +221,38 @@ impl Tunnelled {
     /// Starts switch A: port 1 towards host A, port 2 the underlay, port 10 `tunnel` (a
     /// tunnel port's spec, `vxlan:remote_ip=...`), with `flows`.
     pub fn start_a(&mut self, tunnel: &str, flows: &str) {
-        let s = start(&self.ns_sa, &self.sa1, &self.ua, tunnel, flows, &self.ctl_a);
+        self.start_a_with(tunnel, flows, &[]);
+    }
+
+    /// [`Tunnelled::start_a`] with `extra` options (`--offload`).
+    pub fn start_a_with(&mut self, tunnel: &str, flows: &str, extra: &[&str]) {
+        let s = start(
+            &self.ns_sa,
+            &self.sa1,
+            &self.ua,
+            tunnel,
+            flows,
+            &self.ctl_a,
+            extra,
+        );
         self.switch_a = Some(s);
     }
 
     /// Starts switch B, the mirror of A.
     pub fn start_b(&mut self, tunnel: &str, flows: &str) {
-        let s = start(&self.ns_sb, &self.sb1, &self.ub, tunnel, flows, &self.ctl_b);
+        self.start_b_with(tunnel, flows, &[]);
+    }
+
+    pub fn start_b_with(&mut self, tunnel: &str, flows: &str, extra: &[&str]) {
+        let s = start(
+            &self.ns_sb,
+            &self.sb1,
+            &self.ub,
+            tunnel,
+            flows,
+            &self.ctl_b,
+            extra,
+        );
         self.switch_b = Some(s);
     }
 
@@ -243,6 +269,25 @@ impl Tunnelled {
         let mut argv = vec![wirespeed(), "ctl", "--ctl", &self.ctl_a];
         argv.extend_from_slice(args);
         must(&argv)
+    }
+
+    /// Jumbo frames: every link at MTU 9000, the hosts at 8950 (room for the outer
+    /// headers), so a host's packet arrives at a switch as a chain of frames.
+    pub fn jumbo(&self) {
+        for (ns, dev) in [
+            (&self.ns_sa, &self.sa1),
+            (&self.ns_sa, &self.ua),
+            (&self.ns_u, &self.ma),
+            (&self.ns_u, &self.mb),
+            (&self.ns_sb, &self.ub),
+            (&self.ns_sb, &self.sb1),
+        ] {
+            must(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000"]);
+        }
+        must(&["ip", "-n", &self.ns_u, "link", "set", "br0", "mtu", "9000"]);
+        for (ns, dev) in [(&self.ns_ha, &self.ha), (&self.ns_hb, &self.hb)] {
+            must(&["ip", "-n", ns, "link", "set", dev, "mtu", "8950"]);
+        }
     }
 
     /// tcpdump on the underlay (both ways), writing `file`.
@@ -269,7 +314,15 @@ fn address(ns: &str, dev: &str, ip: &str) {
 pub const JOIN: &str =
     "in_port=1,actions=output:10\nin_port=10,actions=output:1\npriority=0,actions=drop\n";
 
-fn start(ns: &str, host: &str, underlay: &str, tunnel: &str, flows: &str, ctl: &str) -> Running {
+fn start(
+    ns: &str,
+    host: &str,
+    underlay: &str,
+    tunnel: &str,
+    flows: &str,
+    ctl: &str,
+    extra: &[&str],
+) -> Running {
     let file = format!("{ctl}.flows");
     std::fs::write(&file, flows).unwrap();
     let (p1, p2, p10) = (
@@ -277,10 +330,11 @@ fn start(ns: &str, host: &str, underlay: &str, tunnel: &str, flows: &str, ctl: &
         format!("2=xdp:{underlay}"),
         format!("10={tunnel}"),
     );
-    let args = [
+    let mut args = vec![
         "switch", "--port", &p1, "--port", &p2, "--port", &p10, "--flows", &file, "--ctl", ctl,
         "--json",
     ];
+    args.extend_from_slice(extra);
     let mut switch = spawn_in(ns, &args);
     switch.wait_ready();
     let _ = std::fs::remove_file(&file);

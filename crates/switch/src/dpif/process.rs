@@ -511,6 +511,75 @@ mod tests {
         [missed, hit, given]
     }
 
+    /// `FRAME` from tunnel port 10 with `tun_id`, through one cache over `rules`: the
+    /// verdict's outputs and tun_id.
+    fn tunnelled(rules: &[&str], tun_ids: &[u64]) -> Vec<(Vec<u32>, Option<DropReason>, u64)> {
+        let mut ofproto = Ofproto::without_rules();
+        for port in [1, 2, 10] {
+            ofproto.add_port(port);
+        }
+        for rule in rules {
+            ofproto
+                .tables
+                .add(parse_rule(rule).unwrap(), Duration::ZERO);
+        }
+        let ports = ofproto.ports().to_vec();
+        let mut macs = MacView::new(&ofproto.mac_table);
+        let ofproto = Mutex::new(ofproto);
+        let mut cache = FlowCache::default();
+        let mut verdicts = Vec::new();
+        for &id in tun_ids {
+            let mut buffer = FRAME.to_vec();
+            let mut frame = Frame::whole(&mut buffer);
+            let mut verdict = Verdict::default();
+            let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
+            let meta = TunnelMeta {
+                id,
+                src: 0xc000_0202,
+                dst: 0xc000_0201,
+                opts: 0,
+            };
+            process_tunnelled(
+                &mut cache,
+                &mut shared,
+                &mut frame,
+                10,
+                &meta,
+                Duration::ZERO,
+                &mut verdict,
+                &mut |_: &[u8], _: &[u32], _: u64| {},
+            );
+            verdicts.push((
+                verdict.outputs.as_slice().to_vec(),
+                verdict.dropped,
+                verdict.tun_id,
+            ));
+        }
+        verdicts
+    }
+
+    #[test]
+    fn the_caches_key_on_the_tunnel_metadata() {
+        // The same frame with VNI 42 (twice: a miss, then a hit), 43, then 42 again: a
+        // megaflow made for one VNI never answers for another.
+        let rules = [
+            "priority=10,in_port=10,tun_id=42,tun_src=192.0.2.2,actions=output:1",
+            "priority=5,in_port=10,actions=output:2",
+        ];
+        let got = tunnelled(&rules, &[42, 42, 43, 42]);
+        let outputs: Vec<&[u32]> = got.iter().map(|(o, _, _)| o.as_slice()).collect();
+        assert_eq!(outputs, [&[1][..], &[1], &[2], &[1]]);
+        // The lone output keeps the arriving tun_id for a key=flow port to send.
+        assert_eq!(got[2].2, 43);
+    }
+
+    #[test]
+    fn set_field_tun_id_is_what_the_outputs_after_it_send() {
+        let rules = ["in_port=10,actions=set_field:7->tun_id,output:1"];
+        let got = tunnelled(&rules, &[42]);
+        assert_eq!(got[0], (vec![1], None, 7));
+    }
+
     #[test]
     fn a_lone_output_runs_as_the_actions_would() {
         for (rule, in_port, outputs) in [

@@ -113,11 +113,13 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
             field.display(value),
             field.display(mask)
         )),
-        ValueFormat::Hex if field == Field::Metadata => parts.push(format_args!(
-            "{field}={}/{}",
-            field.display(value),
-            field.display(mask)
-        )),
+        ValueFormat::Hex if matches!(field, Field::Metadata | Field::TunId | Field::TunOpts) => {
+            parts.push(format_args!(
+                "{field}={}/{}",
+                field.display(value),
+                field.display(mask)
+            ))
+        }
         ValueFormat::Decimal | ValueFormat::Hex => {
             parts.push(format_args!("{field}=0x{value:x}/0x{mask:x}"))
         }
