@@ -429,6 +429,12 @@ impl XdpGroup {
         self.umem.packet(addr, len).unwrap_or(&[])
     }
 
+    /// Starts fetching the packet at `addr` into the CPU's cache (see `Umem::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, addr: u64) {
+        self.umem.prefetch(addr);
+    }
+
     #[inline]
     pub fn packet_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
         self.umem.packet_mut(addr, len).unwrap_or(&mut [])

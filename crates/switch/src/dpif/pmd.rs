@@ -424,8 +424,13 @@ impl Pmd {
             // A burst without chains never looks at a packet's segments.
             let chains = self.rx.has_chains();
             let underlay = self.is_underlay(in_port);
+            let umem = self.ports.source(member) == Source::Umem;
             for i in 0..self.rx.len() {
                 let (addr, len) = (self.rx.addr(i), self.rx.frame_len(i));
+                // The next packet's head on its way into the cache while this one is processed.
+                if umem && i + 1 < self.rx.len() {
+                    self.ports.prefetch_umem(self.rx.addr(i + 1));
+                }
                 match self.ports.source(member) {
                     Source::Umem if !chains || self.rx.more(i) == 0 => match underlay {
                         false => self.forward_in_place(

@@ -296,6 +296,14 @@ impl PortSet {
         self.group_mut().frame_mut(addr)
     }
 
+    /// Asks the CPU to fetch the first cache line of the UMEM packet at `addr` ahead of its
+    /// parse: on veth the kernel copied it in on the sending CPU, and the first read of a
+    /// packet's bytes was nine tenths of the switch's time in its datapath (perf).
+    #[inline]
+    pub fn prefetch_umem(&self, addr: u64) {
+        self.group().prefetch(addr);
+    }
+
     #[inline]
     pub fn umem_frame_base(&self, addr: u64) -> u64 {
         self.group().frame_base(addr)
