@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel soak fuzz clean
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
+	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (root)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
@@ -94,6 +95,12 @@ bench-switch: deps
 	$(CARGO) build --release
 	$(CARGO) build --release -p wirespeed-switch --example stages
 	/usr/bin/python3 bench/switch_peers.py
+
+bench-tunnel: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	$(CARGO) build --release -p wirespeed-switch --example stages
+	/usr/bin/python3 bench/tunnel.py
 
 bench-openflow: deps
 	@scripts/install-peers.sh
