@@ -15,20 +15,7 @@ fn jumbo_pair(tag: &str) -> NetPair {
     }
     net.address("10.77.0.1/24", "10.77.0.2/24");
     let b_mac = mac_of(&net.ns_b, &net.b);
-    must(&[
-        "ip",
-        "-n",
-        &net.ns_a,
-        "neigh",
-        "replace",
-        "10.77.0.2",
-        "lladdr",
-        &b_mac,
-        "dev",
-        &net.a,
-        "nud",
-        "permanent",
-    ]);
+    permanent_neighbour(&net.ns_a, &net.a, "10.77.0.2", &b_mac);
     net
 }
 

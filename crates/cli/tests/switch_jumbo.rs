@@ -29,20 +29,7 @@ fn jumbo_switch(tag: &str, extra: &[&str]) -> Switched {
         (&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b),
         (&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a),
     ] {
-        must(&[
-            "ip",
-            "-n",
-            ns,
-            "neigh",
-            "replace",
-            ip,
-            "lladdr",
-            mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ]);
+        permanent_neighbour(ns, dev, ip, mac);
     }
     s
 }
@@ -244,20 +231,7 @@ fn ipv6_on(s: &Switched) {
             must(&["ip", "netns", "exec", ns, "sysctl", "-qw", &knob]);
         }
         must(&["ip", "-n", ns, "addr", "add", me, "dev", dev, "nodad"]);
-        must(&[
-            "ip",
-            "-n",
-            ns,
-            "neigh",
-            "replace",
-            peer,
-            "lladdr",
-            peer_mac,
-            "dev",
-            dev,
-            "nud",
-            "permanent",
-        ]);
+        permanent_neighbour(ns, dev, peer, peer_mac);
     }
 }
 

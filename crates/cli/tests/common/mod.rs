@@ -654,6 +654,24 @@ pub fn mac_of(ns: &str, dev: &str) -> String {
         .to_string()
 }
 
+/// In namespace `ns`, `ip` is at `mac` on `dev` for good (no ARP for it).
+pub fn permanent_neighbour(ns: &str, dev: &str, ip: &str, mac: &str) {
+    must(&[
+        "ip",
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        ip,
+        "lladdr",
+        mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ]);
+}
+
 /// One counter of `ethtool -S`.
 pub fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
     let out = must(&["ip", "netns", "exec", ns, "ethtool", "-S", dev]);

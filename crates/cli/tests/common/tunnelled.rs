@@ -176,20 +176,7 @@ impl Tunnelled {
             (&self.ns_ha, &self.ha, "10.9.0.2", &mac_b),
             (&self.ns_b, &self.b, "10.9.0.1", &mac_a),
         ] {
-            must(&[
-                "ip",
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ]);
+            permanent_neighbour(ns, dev, ip, mac);
         }
     }
 
@@ -201,20 +188,7 @@ impl Tunnelled {
             (&self.ns_sa, &self.ua, B_UNDERLAY, &mac_b),
             (&self.ns_sb, &self.ub, A_UNDERLAY, &mac_a),
         ] {
-            must(&[
-                "ip",
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                ip,
-                "lladdr",
-                mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ]);
+            permanent_neighbour(ns, dev, ip, mac);
         }
     }
 
