@@ -295,6 +295,36 @@ fn a_packet_too_big_for_the_underlay_once_pushed_is_counted_not_sent() {
     assert_eq!(j["ports"][1]["tx_bytes"], 2 * (1400 + 28 + 14 + 50), "{j}");
 }
 
+/// The drops a working tunnel can meet, each by its name and count: pushes while the host
+/// has no route to the far end (no_route), and packets of a VNI the far side's port does not
+/// take (tunnel_unmatched there, never popped).
+#[test]
+fn no_route_and_another_vni_are_counted_by_name() {
+    let mut t = Tunnelled::new("tr", Far::Switch);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    t.start_a(&format!("vxlan:remote_ip={B_UNDERLAY},key=42"), JOIN);
+    t.start_b(&format!("vxlan:remote_ip={A_UNDERLAY},key=43"), JOIN);
+    // The route goes after switch A opened (it needs one to find its underlay).
+    let route = "192.168.77.0/24";
+    must(&["ip", "-n", &t.ns_sa, "route", "del", route, "dev", &t.ua]);
+    assert_eq!(ping_waiting(&t.ns_ha, "10.9.0.2", 2, 1, "56"), 0);
+    must(&["ip", "-n", &t.ns_sa, "route", "add", route, "dev", &t.ua]);
+    // Past the second that a failed tunnel waits before it looks at the host's tables again.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(ping_waiting(&t.ns_ha, "10.9.0.2", 3, 1, "56"), 0);
+    let (a, b) = (t.stop_a(), t.stop_b());
+    let tun = tunnel(&a);
+    assert_eq!(tun["drops"]["no_route"], 2, "{a}");
+    assert_eq!(tun["drops"]["no_neighbour"], 0, "{a}");
+    assert_eq!(tun["encap_packets"], 3, "{a}");
+    assert_eq!(a["ports"][1]["tx_packets"], 3, "{a}");
+    assert_eq!(b["tunnel_unmatched"], 3, "{b}");
+    assert_eq!(b["tunnel_malformed"], 0, "{b}");
+    assert_eq!(tunnel(&b)["decap_packets"], 0, "{b}");
+    assert_eq!(b["ports"][0]["tx_packets"], 0, "{b}");
+}
+
 /// Each refused start names the problem, exits non-zero, and leaves no program attached.
 #[test]
 fn bad_tunnel_ports_are_refused_with_the_reason() {
@@ -348,4 +378,28 @@ fn bad_tunnel_ports_are_refused_with_the_reason() {
         assert!(err.contains(reason), "{tunnel}: {err}");
         t.assert_no_xdp_left();
     }
+    // Two encapsulations on one UDP port: neither could tell its packets.
+    let out = run_in(
+        &t.ns_sa,
+        &[
+            "switch",
+            "--port",
+            &host,
+            "--port",
+            &underlay,
+            "--port",
+            "10=vxlan:remote_ip=192.168.77.2",
+            "--port",
+            "11=geneve:remote_ip=192.168.77.3,dst_port=4789",
+            "--duration",
+            "1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started: {err}");
+    assert!(
+        err.contains("port 11 and port 10 both listen on UDP 4789 at 192.168.77.1"),
+        "{err}"
+    );
+    t.assert_no_xdp_left();
 }

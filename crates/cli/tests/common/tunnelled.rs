@@ -171,25 +171,19 @@ impl Tunnelled {
     /// Each host knows the other's MAC address for good: no ARP inside the tunnel, so the
     /// counts are the test's packets alone.
     pub fn hosts_know_each_other(&self) {
-        let (mac_a, mac_b) = (mac_of(&self.ns_ha, &self.ha), mac_of(&self.ns_b, &self.b));
-        for (ns, dev, ip, mac) in [
-            (&self.ns_ha, &self.ha, "10.9.0.2", &mac_b),
-            (&self.ns_b, &self.b, "10.9.0.1", &mac_a),
-        ] {
-            permanent_neighbour(ns, dev, ip, mac);
-        }
+        know_each_other(
+            (&self.ns_ha, &self.ha, "10.9.0.1"),
+            (&self.ns_b, &self.b, "10.9.0.2"),
+        );
     }
 
     /// Switch A's host knows switch B's underlay address (and B's A's): the switches take
     /// their next hop from the host's neighbour table, no ARP on the underlay.
     pub fn underlays_know_each_other(&self) {
-        let (mac_a, mac_b) = (mac_of(&self.ns_sa, &self.ua), mac_of(&self.ns_sb, &self.ub));
-        for (ns, dev, ip, mac) in [
-            (&self.ns_sa, &self.ua, B_UNDERLAY, &mac_b),
-            (&self.ns_sb, &self.ub, A_UNDERLAY, &mac_a),
-        ] {
-            permanent_neighbour(ns, dev, ip, mac);
-        }
+        know_each_other(
+            (&self.ns_sa, &self.ua, A_UNDERLAY),
+            (&self.ns_sb, &self.ub, B_UNDERLAY),
+        );
     }
 
     /// Starts switch A: port 1 towards host A, port 2 the underlay, port 10 `tunnel` (a
@@ -276,6 +270,13 @@ impl Tunnelled {
             assert!(!out.contains("prog/xdp"), "{dev} still has XDP: {out}");
         }
     }
+}
+
+/// Two ends, each (namespace, device, its address), each knowing the other's MAC for good.
+fn know_each_other(one: (&str, &str, &str), other: (&str, &str, &str)) {
+    let (mac_one, mac_other) = (mac_of(one.0, one.1), mac_of(other.0, other.1));
+    permanent_neighbour(one.0, one.1, other.2, &mac_other);
+    permanent_neighbour(other.0, other.1, one.2, &mac_one);
 }
 
 fn address(ns: &str, dev: &str, ip: &str) {

@@ -432,18 +432,9 @@ impl Pmd {
                     self.ports.prefetch_umem(self.rx.addr(i + 1));
                 }
                 match self.ports.source(member) {
-                    Source::Umem if !chains || self.rx.more(i) == 0 => match underlay {
-                        false => self.forward_in_place(
-                            in_port,
-                            &mut [(addr, len)],
-                            None,
-                            now,
-                            &mut round,
-                        )?,
-                        true => {
-                            self.receive_on_underlay(in_port, &mut [(addr, len)], now, &mut round)?
-                        }
-                    },
+                    Source::Umem if !chains || self.rx.more(i) == 0 => {
+                        self.receive_umem(underlay, in_port, &mut [(addr, len)], now, &mut round)?
+                    }
                     // A packet larger than a frame (multi-buffer): its segments, head first.
                     Source::Umem => {
                         let mut chain = [(0u64, 0u32); MAX_SEGMENTS];
@@ -451,18 +442,7 @@ impl Pmd {
                         for (slot, segment) in chain.iter_mut().zip(self.rx.segments(i)) {
                             *slot = segment;
                         }
-                        match underlay {
-                            false => self.forward_in_place(
-                                in_port,
-                                &mut chain[..n],
-                                None,
-                                now,
-                                &mut round,
-                            )?,
-                            true => {
-                                self.receive_on_underlay(in_port, &mut chain[..n], now, &mut round)?
-                            }
-                        }
+                        self.receive_umem(underlay, in_port, &mut chain[..n], now, &mut round)?
                     }
                     // Other backends deliver single frames.
                     Source::Own => {
@@ -480,6 +460,23 @@ impl Pmd {
         }
         round.cache.stats.shared_bursts += round.shared.taken();
         Ok(received)
+    }
+
+    /// A packet received in the UMEM on `in_port`: to the tunnels first when the port is an
+    /// `underlay`, else straight through the datapath.
+    #[inline]
+    fn receive_umem(
+        &mut self,
+        underlay: bool,
+        in_port: u32,
+        segments: &mut [(u64, u32)],
+        now: Duration,
+        round: &mut Round<'_>,
+    ) -> Result<(), PortError> {
+        match underlay {
+            false => self.forward_in_place(in_port, segments, None, now, round),
+            true => self.receive_on_underlay(in_port, segments, now, round),
+        }
     }
 
     /// A packet in the UMEM (`segments`: its frame, or the frames of a chain, head first):

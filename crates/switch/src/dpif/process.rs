@@ -461,16 +461,24 @@ mod tests {
         0x04, 0xd2, 0x00, 0x35, 0x00, 0x08, 0x00, 0x00, // UDP, no checksum
     ];
 
+    /// A bridge's rules and state with `ports` and `rules`, nothing else.
+    fn ofproto_with(ports: &[u32], rules: &[&str]) -> Ofproto {
+        let mut ofproto = Ofproto::without_rules();
+        for &port in ports {
+            ofproto.add_port(port);
+        }
+        for rule in rules {
+            ofproto
+                .tables
+                .add(parse_rule(rule).unwrap(), Duration::ZERO);
+        }
+        ofproto
+    }
+
     /// The verdict and frame of `FRAME` from `in_port` through the cache (twice: a miss,
     /// then a hit), and through `execute_given` with the decision's actions.
     fn both_ways(rule: &str, in_port: u32) -> [(Verdict, Vec<u8>); 3] {
-        let mut ofproto = Ofproto::without_rules();
-        for port in 1..=3 {
-            ofproto.add_port(port);
-        }
-        ofproto
-            .tables
-            .add(parse_rule(rule).unwrap(), Duration::ZERO);
+        let ofproto = ofproto_with(&[1, 2, 3], &[rule]);
         let ports = ofproto.ports().to_vec();
         let mut macs = MacView::new(&ofproto.mac_table);
         let ofproto = Mutex::new(ofproto);
@@ -514,15 +522,7 @@ mod tests {
     /// `FRAME` from tunnel port 10 with `tun_id`, through one cache over `rules`: the
     /// verdict's outputs and tun_id.
     fn tunnelled(rules: &[&str], tun_ids: &[u64]) -> Vec<(Vec<u32>, Option<DropReason>, u64)> {
-        let mut ofproto = Ofproto::without_rules();
-        for port in [1, 2, 10] {
-            ofproto.add_port(port);
-        }
-        for rule in rules {
-            ofproto
-                .tables
-                .add(parse_rule(rule).unwrap(), Duration::ZERO);
-        }
+        let ofproto = ofproto_with(&[1, 2, 10], rules);
         let ports = ofproto.ports().to_vec();
         let mut macs = MacView::new(&ofproto.mac_table);
         let ofproto = Mutex::new(ofproto);

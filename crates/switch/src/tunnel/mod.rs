@@ -84,7 +84,8 @@ pub enum TunnelError {
         what: &'static str,
     },
     #[error(
-        "port {number} and port {other} both listen on UDP {port} at {local} for the same far end and key"
+        "port {number} and port {other} both listen on UDP {port} at {local}: give them other \
+         dst_port=, or (same encapsulation) another remote_ip or key"
     )]
     Clash {
         number: u32,
@@ -105,14 +106,17 @@ impl Tunnels {
         let mut opened: Vec<TunnelPort> = Vec::new();
         for (number, config) in tunnels {
             let port = open_one(*number, config, ports)?;
+            // Two ports take the same packets: one UDP port read as two encapsulations, or
+            // the same far end and key.
             let clash = opened.iter().find(|o| {
-                o.underlay == port.underlay
+                let same_port = o.underlay == port.underlay
                     && o.local_ip == port.local_ip
-                    && o.config.dst_port == port.config.dst_port
-                    && o.config.remote_ip == port.config.remote_ip
+                    && o.config.dst_port == port.config.dst_port;
+                let same_packets = o.config.remote_ip == port.config.remote_ip
                     && (o.config.key == port.config.key
                         || o.config.key == TunnelKey::Flow
-                        || port.config.key == TunnelKey::Flow)
+                        || port.config.key == TunnelKey::Flow);
+                same_port && (o.config.kind != port.config.kind || same_packets)
             });
             if let Some(other) = clash {
                 return Err(TunnelError::Clash {

@@ -16,6 +16,9 @@ use crate::tunnel::neighbours::{self, arp_frame, parse_arp};
 /// How long a tunnel without a neighbour waits before it asks again (an ARP request, the
 /// host's tables).
 const RETRY: Duration = Duration::from_secs(1);
+/// How long a tunnel's headers stand before the route is looked at again (it may have moved
+/// to another interface, or gone).
+const REVALIDATE: Duration = Duration::from_secs(5);
 
 /// One tunnel port's counters, in one thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,9 +78,11 @@ struct Resolved {
     template: Option<OuterTemplate>,
     /// The neighbour table's generation it was resolved at.
     generation: u64,
-    /// Why the last try failed, and when to try again.
+    /// Why the last try failed.
     failure: Option<EncapDrop>,
-    retry_at: Duration,
+    /// When to look at the host's tables again: [`RETRY`] after a failure, [`REVALIDATE`]
+    /// after a success.
+    next_look: Duration,
 }
 
 pub struct TunnelPlane {
@@ -234,7 +239,10 @@ impl TunnelPlane {
         }
         let generation = self.tunnels.neighbours.generation();
         let resolved = &self.resolved[t];
-        if resolved.template.is_none() || resolved.generation != generation {
+        if resolved.template.is_none()
+            || resolved.generation != generation
+            || now >= resolved.next_look
+        {
             self.resolve(t, generation, now);
         }
         let resolved = &self.resolved[t];
@@ -258,16 +266,16 @@ impl TunnelPlane {
     /// Works out tunnel `t`'s outer headers: the route to its far end, the next hop's
     /// address (known to the bridge, else the host's table, else ask by ARP). Looks at
     /// the host's tables at most every [`RETRY`] while it fails, unless a neighbour was
-    /// learned since.
+    /// learned since, and every [`REVALIDATE`] while it works.
     #[cold]
     fn resolve(&mut self, t: usize, generation: u64, now: Duration) {
         let resolved = &mut self.resolved[t];
         let learned_since = resolved.generation != generation;
-        if resolved.template.is_none() && !learned_since && now < resolved.retry_at {
+        if resolved.template.is_none() && !learned_since && now < resolved.next_look {
             return;
         }
         resolved.generation = generation;
-        resolved.retry_at = now + RETRY;
+        resolved.next_look = now + RETRY;
         let port = &self.tunnels.ports[t];
         let remote = port.config.remote_ip;
         let route = neighbours::route_to(remote).filter(|r| r.iface == port.iface);
@@ -292,6 +300,7 @@ impl TunnelPlane {
                     port.local_ip,
                 ));
                 resolved.failure = None;
+                resolved.next_look = now + REVALIDATE;
                 // What learning it moved on (the host's entry) is in the template already.
                 resolved.generation = neighbours.generation();
             }
@@ -320,7 +329,8 @@ impl TunnelPlane {
             template: Some(template),
             generation: self.tunnels.neighbours.generation(),
             failure: None,
-            retry_at: Duration::ZERO,
+            // A static neighbour: never looked up again.
+            next_look: Duration::MAX,
         };
     }
 
