@@ -21,8 +21,12 @@ The measured programs run on CPUs N..2N-1 (on 2 CPUs: the load's). Each figure i
 median of RUNS interleaved runs of DURATION seconds (Mpps; the receivers' own counts over
 their run, the switch's at the sink). Writes bench/results/<date>-scale-<host>.json,
 bench/SCALE.md (a table per machine, and how each row scales: its N-queue figure over N
-times its 1-queue one) and bench/scale.png. Environment: RUNS (3), DURATION (5), NS_LIST
+times its 1-queue one) and bench/scale-<host>.png. Environment: RUNS (3), DURATION (5), NS_LIST
 (the N to try, default "1 2 4 8"), ONLY (a regex of row names).
+
+`bench/scale.py --from RESULTS.json` writes SCALE.md's section and the chart from results
+measured elsewhere: bench/many-core/scale.sh runs this script on a lent many-core machine,
+which may have no matplotlib.
 """
 
 import datetime
@@ -177,6 +181,13 @@ def rows(n, tmp):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--from":
+        # Results measured elsewhere (bench/many-core/scale.sh on a lent machine): only the
+        # section and the chart are written, here, where matplotlib is.
+        day = re.match(r"\d{4}-\d{2}-\d{2}", os.path.basename(sys.argv[2]))
+        with open(sys.argv[2]) as f:
+            publish(json.load(f), day.group(0) if day else datetime.date.today().isoformat())
+        return
     if os.geteuid() != 0:
         sys.exit("bench-scale: needs root (namespaces, veths, XDP)")
     import signal
@@ -211,23 +222,37 @@ def main():
 
 
 def write(results, errors, ns_run, skipped):
-    machine = benchlib.machine()
-    host = re.sub(r"[^a-z0-9]+", "-", machine["cpu"].lower()).strip("-")[:40] + f"-{CPUS}cpu"
-    day = datetime.date.today().isoformat()
+    """Saves the figures as bench/results/<date>-scale-<host>.json, then publishes them."""
     table = {}
     for (row, n), v in results.items():
         table.setdefault(row, {})[n] = {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
     for (row, n), e in errors.items():
         table.setdefault(row, {})[n] = {"error": e}
-    path = os.path.join(ROOT, "bench", "results", f"{day}-scale-{host}.json")
+    record = {"machine": benchlib.machine(), "hostname": socket.gethostname(), "runs": RUNS, "duration": DURATION,
+              "queues": ns_run, "skipped": skipped, "results": table}
+    day = datetime.date.today().isoformat()
+    path = os.path.join(ROOT, "bench", "results", f"{day}-scale-{host_of(record['machine'])}.json")
     with open(path, "w") as f:
-        json.dump({"machine": machine, "hostname": socket.gethostname(), "runs": RUNS, "duration": DURATION,
-                   "queues": ns_run, "skipped": skipped, "results": table}, f, indent=1,
-                  default=str)
-    lines = [f"## {machine['cpu']}, {CPUS} CPUs, kernel {machine['kernel']} ({day})", "",
-             f"`make bench-scale` (bench/scale.py). Mpps, median of {RUNS} interleaved runs of {DURATION:g} s "
-             "(min-max). Load: the kernel engine from CPUs 0..N-1, one queue each; measured programs on CPUs "
-             + ("N..2N-1." if all(2 * n <= CPUS for n in ns_run) else
+        json.dump(record, f, indent=1, default=str)
+    publish(record, day)
+    log(f"wrote {path} and bench/SCALE.md")
+
+
+def host_of(machine):
+    return re.sub(r"[^a-z0-9]+", "-", machine["cpu"].lower()).strip("-")[:40] + f"-{machine['cpus']}cpu"
+
+
+def publish(record, day):
+    """Writes a machine's section of bench/SCALE.md, and its chart, from its results record."""
+    machine, ns_run, skipped, cpus = record["machine"], record["queues"], record["skipped"], record["machine"]["cpus"]
+    host = host_of(machine)
+    # Read back from JSON, the queue counts are strings.
+    table = {row: {int(n): c for n, c in by_n.items()} for row, by_n in record["results"].items()}
+    lines = [f"## {machine['cpu']}, {cpus} CPUs, kernel {machine['kernel']} ({day})", "",
+             f"`make bench-scale` (bench/scale.py). Mpps, median of {record['runs']} interleaved runs of "
+             f"{record['duration']:g} s (min-max). Load: the kernel engine from CPUs 0..N-1, one queue each; "
+             "measured programs on CPUs "
+             + ("N..2N-1." if all(2 * n <= cpus for n in ns_run) else
                 "1 and 0 (a 2-CPU machine: the load and the measured threads share the CPUs, so N=2 shows "
                 "contention, not scaling).")
              + (f" Left out: {'; '.join(skipped)}." if skipped else ""), "",
@@ -257,13 +282,12 @@ def write(results, errors, ns_run, skipped):
         "# Scaling across queues and cores\n\nOne section per machine `make bench-scale` ran on; "
         "goals (issue 33): the kernel engine and the switch (user space and --offload) at N queues "
         ">= 0.8 x N x their 1-queue rate, up to 8.\n\n")
-    head = f"## {machine['cpu']}, {CPUS} CPUs"
+    head = f"## {machine['cpu']}, {cpus} CPUs"
     parts = re.split(r"(?m)^(?=## )", text)
     parts = [p for p in parts if not p.startswith(head)]
     with open(md, "w") as f:
         f.write("".join(parts).rstrip("\n") + "\n\n" + section)
     chart(table, ns_run, host, machine)
-    log(f"wrote {path} and bench/SCALE.md")
 
 
 def chart(table, ns_run, host, machine):
@@ -282,7 +306,7 @@ def chart(table, ns_run, host, machine):
     ax.set_xticks(ns_run)
     ax.set_xlabel("queues (N)")
     ax.set_ylabel("Mpps")
-    ax.set_title(f"{machine['cpu']}, {CPUS} CPUs")
+    ax.set_title(f"{machine['cpu']}, {machine['cpus']} CPUs")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(ROOT, "bench", f"scale-{host}.png"), dpi=90)
