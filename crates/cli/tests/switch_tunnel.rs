@@ -4,6 +4,7 @@
 //! take what we push and we pop what they push); tshark decodes what crossed the underlay.
 
 mod common;
+use common::prometheus::{assert_promtool_accepts, sample, scrape_until};
 use common::tshark::{tshark_fields, tshark_problems_where};
 use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, Far, JOIN, Tunnelled};
 use common::*;
@@ -106,7 +107,14 @@ fn against_the_kernel(kind: &str) {
     let flows = "in_port=1,actions=set_field:42->tun_id,output:10\n\
                  in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.1,actions=output:1\n\
                  priority=0,actions=drop\n";
-    t.start_a(&format!("{kind}:remote_ip={B_UNDERLAY},key=flow"), flows);
+    // An OpenFlow listener and a Prometheus endpoint too: controllers and monitoring see
+    // the tunnel port (below).
+    must(&["ip", "-n", &t.ns_sa, "link", "set", "lo", "up"]);
+    t.start_a_with(
+        &format!("{kind}:remote_ip={B_UNDERLAY},key=flow"),
+        flows,
+        &["--openflow", "ptcp:", "--metrics", "9464"],
+    );
     let file = ScratchFile::new("tunnel.pcap");
     let capture = t.capture_underlay(&file);
     // The kernel's side first: its ARP for switch A's address is answered by the switch,
@@ -144,6 +152,7 @@ fn against_the_kernel(kind: &str) {
             ),
         "{ports}"
     );
+    controllers_and_prometheus_see_the_tunnel_port(&t.ns_sa, kind);
     let j = t.stop_a();
     capture.stop(true);
     let tun = tunnel(&j);
@@ -153,6 +162,60 @@ fn against_the_kernel(kind: &str) {
     assert_eq!(j["tunnel_unmatched"], 0, "{j}");
     assert_decoded(&file, kind, 20);
     t.assert_no_xdp_left();
+}
+
+/// After five pings each way through tunnel port 10 of the switch in `ns`: ovs-ofctl finds
+/// the port in PORT_DESC and its ten packets each way in the port statistics, and a
+/// Prometheus scrape (which promtool accepts) counts them, with no drop.
+fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
+    let ofctl = |args: &[&str]| {
+        let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
+        argv.push(args[0]);
+        argv.push("tcp:127.0.0.1:6653");
+        argv.extend_from_slice(&args[1..]);
+        must(&argv)
+    };
+    let desc = ofctl(&["dump-ports-desc"]);
+    // Host port, underlay, tunnel.
+    assert_eq!(desc.matches("): addr:").count(), 3, "{desc}");
+    assert!(
+        desc.contains(&format!(" 10({kind}10): addr:00:00:00:00:00:00")),
+        "{desc}"
+    );
+    let ports = ofctl(&["dump-ports", "10"]);
+    assert!(
+        ports.contains("port 10: rx pkts=10, bytes=980, drop=0, errs=0")
+            && ports.contains("tx pkts=10, bytes=980, drop=0, errs=0"),
+        "{ports}"
+    );
+    let all = ofctl(&["dump-ports"]);
+    assert!(all.contains("3 ports"), "{all}");
+    let name = format!("{kind}10");
+    let labels = [("port", "10"), ("name", name.as_str())];
+    let text = scrape_until(
+        ns,
+        "127.0.0.1:9464",
+        "wirespeed_switch_tunnel_encapsulated_packets_total",
+        &labels,
+        10.0,
+    );
+    assert_promtool_accepts(&text);
+    for (name, want) in [
+        ("wirespeed_switch_tunnel_decapsulated_packets_total", 10.0),
+        ("wirespeed_switch_tunnel_decapsulated_bytes_total", 980.0),
+        ("wirespeed_switch_tunnel_encapsulated_bytes_total", 980.0),
+    ] {
+        assert_eq!(sample(&text, name, &labels), want, "{name}\n{text}");
+    }
+    for reason in ["no_route", "no_neighbour", "too_big"] {
+        let with_reason = [("port", "10"), ("reason", reason)];
+        let n = sample(&text, "wirespeed_switch_tunnel_drops_total", &with_reason);
+        assert_eq!(n, 0.0, "{reason}\n{text}");
+    }
+    for reason in ["tunnel_malformed", "tunnel_unmatched"] {
+        let n = sample(&text, "wirespeed_switch_drops_total", &[("reason", reason)]);
+        assert_eq!(n, 0.0, "{reason}\n{text}");
+    }
 }
 
 /// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve) on its

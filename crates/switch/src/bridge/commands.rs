@@ -447,7 +447,7 @@ fn show(bridge: &mut Bridge) -> String {
     let mut ports = ports;
     for tunnel in &bridge.tunnels().ports {
         // As ovs-ofctl shows a tunnel port: a name, no address, always up.
-        let name = format!("{}{}", tunnel.config.kind.name(), tunnel.number);
+        let name = tunnel.name();
         let link = LinkState {
             admin_up: true,
             carrier: true,

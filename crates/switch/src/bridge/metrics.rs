@@ -15,6 +15,7 @@ use crate::dpif::pmd::lock;
 use crate::execute::DropReason;
 use crate::ipfix::exporter::ExportStats;
 use crate::offload::{FastPortCounts, OffloadSummary};
+use crate::tunnel::TunnelFigures;
 
 use super::Bridge;
 
@@ -56,6 +57,8 @@ pub type MetricsExtra = Arc<dyn Fn(&mut Exposition) + Send + Sync>;
 pub struct SwitchMetrics {
     /// Each thread's ports' labels, in the bridge's order.
     labels: Vec<Vec<PortLabels>>,
+    /// Each tunnel port's number and name (`vxlan10`), in the bridge's order.
+    tunnels: Vec<(String, String)>,
     pmds: Vec<Published<PmdFigures>>,
     bridge: Published<BridgeFigures>,
     extra: Option<MetricsExtra>,
@@ -88,6 +91,9 @@ impl SwitchMetrics {
                 frame_figures(&mut e, &[("thread", thread.as_str())], audit);
             }
             pmd_figures(&mut e, &thread, &f);
+            if !self.tunnels.is_empty() {
+                tunnel_figures(&mut e, &thread, &f.tunnels, &self.tunnels);
+            }
         }
         if let Some(b) = self.bridge.latest() {
             bridge_figures(&mut e, &b);
@@ -165,6 +171,73 @@ fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
         &labels,
         k.to_controller,
     );
+}
+
+/// A thread's tunnel ports' counts, and the underlay packets it could not pop.
+fn tunnel_figures(e: &mut Exposition, thread: &str, f: &TunnelFigures, ports: &[(String, String)]) {
+    for ((port, name), c) in ports.iter().zip(&f.ports) {
+        let labels = [
+            ("thread", thread),
+            ("port", port.as_str()),
+            ("name", name.as_str()),
+        ];
+        let counts = [
+            (
+                "wirespeed_switch_tunnel_decapsulated_packets_total",
+                "Packets that arrived through the tunnel port, outer headers taken off.",
+                c.decap_packets,
+            ),
+            (
+                "wirespeed_switch_tunnel_decapsulated_bytes_total",
+                "Bytes of the inner frames that arrived through the tunnel port.",
+                c.decap_bytes,
+            ),
+            (
+                "wirespeed_switch_tunnel_encapsulated_packets_total",
+                "Packets sent into the tunnel port, outer headers put on.",
+                c.encap_packets,
+            ),
+            (
+                "wirespeed_switch_tunnel_encapsulated_bytes_total",
+                "Bytes of the inner frames sent into the tunnel port.",
+                c.encap_bytes,
+            ),
+        ];
+        for (metric, help, n) in counts {
+            e.counter(metric, help, &labels, n);
+        }
+        for (reason, n) in [
+            ("no_route", c.no_route),
+            ("no_neighbour", c.no_neighbour),
+            ("too_big", c.too_big),
+        ] {
+            e.counter(
+                "wirespeed_switch_tunnel_drops_total",
+                "Packets the tunnel port could not send, by reason (no_route: the host's route \
+                 to the far end is not through the underlay; no_neighbour: the next hop's \
+                 address is not known yet; too_big: longer than the underlay's MTU once \
+                 pushed).",
+                &[
+                    ("thread", thread),
+                    ("port", port),
+                    ("name", name),
+                    ("reason", reason),
+                ],
+                n,
+            );
+        }
+    }
+    for (reason, n) in [
+        ("tunnel_malformed", f.malformed),
+        ("tunnel_unmatched", f.unmatched),
+    ] {
+        e.counter(
+            "wirespeed_switch_drops_total",
+            "Packets the datapath decided not to send, by reason.",
+            &[("thread", thread), ("reason", reason)],
+            n,
+        );
+    }
 }
 
 fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
@@ -327,8 +400,15 @@ impl Bridge {
                     .collect()
             })
             .collect();
+        let tunnels = self
+            .tunnels
+            .ports
+            .iter()
+            .map(|t| (t.number.to_string(), t.name()))
+            .collect();
         SwitchMetrics {
             labels,
+            tunnels,
             pmds: self.published_pmds(),
             bridge: self.figures.clone(),
             extra: self.metrics_extra.clone(),

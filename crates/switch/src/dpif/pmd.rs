@@ -300,6 +300,7 @@ impl Pmd {
             (cache.stats, cache.megaflows().count())
         };
         let ports: Vec<PortStats> = (0..self.ports.len()).map(|m| self.ports.stats(m)).collect();
+        let tunnels = self.tunnel_figures();
         let figures = || PmdFigures {
             cpu: self.cpu,
             time: ThreadFigures {
@@ -313,6 +314,7 @@ impl Pmd {
             counters: self.counters,
             cache,
             megaflows,
+            tunnels,
         };
         self.published.offer(figures);
     }
@@ -338,12 +340,15 @@ impl Pmd {
             ports,
             counters: self.counters,
             audit: self.ports.audit(),
-            tunnels: self
-                .tunnels
-                .as_ref()
-                .map(TunnelPlane::figures)
-                .unwrap_or_default(),
+            tunnels: self.tunnel_figures(),
         }
+    }
+
+    fn tunnel_figures(&self) -> TunnelFigures {
+        self.tunnels
+            .as_ref()
+            .map(TunnelPlane::figures)
+            .unwrap_or_default()
     }
 
     /// Pins the thread to its CPU (if it has one), then polls until `stop` is set.

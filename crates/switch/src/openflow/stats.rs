@@ -8,7 +8,7 @@ use wirespeed_port::{Backend, PortSpec};
 
 use crate::action::Action;
 use crate::bridge::Bridge;
-use crate::bridge::commands::port_totals;
+use crate::bridge::commands::{port_totals, tunnel_totals};
 use crate::bridge::link::LinkState;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::error::{OfpError, bad_request};
@@ -140,31 +140,47 @@ fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     })
 }
 
+/// Each port's counts; a tunnel port's are its packets popped (received) and pushed (sent),
+/// and the ones it could not push (dropped).
 fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError> {
     let numbers = bridge.numbers().to_vec();
-    if wanted != port::ANY && !numbers.contains(&wanted) {
+    let tunnel_numbers: Vec<u32> = bridge.tunnels().ports.iter().map(|t| t.number).collect();
+    if wanted != port::ANY && !numbers.contains(&wanted) && !tunnel_numbers.contains(&wanted) {
         return Err(bad_request::BAD_PORT);
     }
-    let (totals, _) = port_totals(&bridge.snapshots());
+    let snapshots = bridge.snapshots();
+    let (totals, _) = port_totals(&snapshots);
+    let tunnels = tunnel_totals(&snapshots);
+    let devices = numbers.iter().zip(&totals).map(|(&n, s)| {
+        let d = &s.drops;
+        let counts = PortCounts {
+            rx_packets: s.rx_packets,
+            tx_packets: s.tx_packets,
+            rx_bytes: s.rx_bytes,
+            tx_bytes: s.tx_bytes,
+            rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
+            tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
+            rx_errors: d.rx_invalid_desc,
+            tx_errors: d.tx_invalid_desc,
+        };
+        (n, counts)
+    });
+    let tunnelled = tunnel_numbers.iter().zip(&tunnels.ports).map(|(&n, t)| {
+        let counts = PortCounts {
+            rx_packets: t.decap_packets,
+            tx_packets: t.encap_packets,
+            rx_bytes: t.decap_bytes,
+            tx_bytes: t.encap_bytes,
+            tx_dropped: t.drops(),
+            ..PortCounts::default()
+        };
+        (n, counts)
+    });
     let alive = bridge.now();
-    Ok(numbers
-        .iter()
-        .zip(&totals)
-        .filter(|(n, _)| wanted == port::ANY || **n == wanted)
-        .map(|(n, s)| {
-            let d = &s.drops;
-            let counts = PortCounts {
-                rx_packets: s.rx_packets,
-                tx_packets: s.tx_packets,
-                rx_bytes: s.rx_bytes,
-                tx_bytes: s.tx_bytes,
-                rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
-                tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
-                rx_errors: d.rx_invalid_desc,
-                tx_errors: d.tx_invalid_desc,
-            };
-            reply::port_stats_entry(*n, &counts, alive)
-        })
+    Ok(devices
+        .chain(tunnelled)
+        .filter(|(n, _)| wanted == port::ANY || *n == wanted)
+        .map(|(n, counts)| reply::port_stats_entry(n, &counts, alive))
         .collect())
 }
 
@@ -175,7 +191,8 @@ pub(crate) fn interface(spec: &str) -> Option<String> {
 }
 
 /// Each port as `ofp_port` describes it: its interface's name, address and state (a port
-/// on no interface is named by its spec and always up).
+/// on no interface is named by its spec and always up), then the tunnel ports (`vxlan10`,
+/// no address, always up: they have no link of their own).
 pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
     bridge
         .numbers()
@@ -202,5 +219,13 @@ pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
                 speed_mbps: 0,
             },
         })
+        .chain(bridge.tunnels().ports.iter().map(|t| PortDesc {
+            port_no: t.number,
+            hw_addr: [0; 6],
+            name: t.name(),
+            admin_up: true,
+            carrier: true,
+            speed_mbps: 0,
+        }))
         .collect()
 }

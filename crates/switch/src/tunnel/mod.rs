@@ -42,6 +42,14 @@ pub struct TunnelPort {
     pub mtu: u32,
 }
 
+impl TunnelPort {
+    /// The port's name where a device port shows its interface's (`vxlan10`), as Open
+    /// vSwitch names a tunnel port by its interface.
+    pub fn name(&self) -> String {
+        format!("{}{}", self.config.kind.name(), self.number)
+    }
+}
+
 /// Every tunnel port of a bridge, and the next hops' addresses its threads share.
 #[derive(Debug, Default)]
 pub struct Tunnels {
