@@ -314,6 +314,54 @@ fn offloading_switches_leave_tunnel_flows_to_user_space() {
     t.assert_no_xdp_left();
 }
 
+/// The far end's underlay changes its MAC address and says so (a gratuitous ARP, which the
+/// kernel sends on a change with arp_notify): switch A takes the new address from it, so
+/// its packets keep arriving. The kernel drops frames for another MAC, so a switch that
+/// kept the old one would lose every packet from then on.
+#[test]
+fn a_far_end_that_changes_its_address_is_followed_from_its_gratuitous_arp() {
+    let mut t = Tunnelled::new("tg", Far::Kernel);
+    t.kernel_tunnel("vxlan", 42);
+    t.hosts_know_each_other();
+    let flows =
+        "in_port=1,actions=output:10\nin_port=10,actions=output:1\npriority=0,actions=drop\n";
+    t.start_a(&format!("vxlan:remote_ip={B_UNDERLAY},key=42"), flows);
+    // The kernel asks for switch A's address first: A learns the kernel's from that.
+    assert_eq!(ping(&t.ns_b, "10.9.0.1", 3), 3, "kernel to A");
+    must(&[
+        "ip",
+        "netns",
+        "exec",
+        &t.ns_sb,
+        "sysctl",
+        "-qw",
+        &format!("net.ipv4.conf.{}.arp_notify=1", t.ub),
+    ]);
+    must(&[
+        "ip",
+        "-n",
+        &t.ns_sb,
+        "link",
+        "set",
+        &t.ub,
+        "address",
+        "02:00:5e:00:b0:0b",
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        ping(&t.ns_ha, "10.9.0.2", 5),
+        5,
+        "A to the kernel, after the change"
+    );
+    let j = t.stop_a();
+    let tun = tunnel(&j);
+    // Three requests and replies one way, five the other.
+    assert_eq!(tun["encap_packets"], 8, "{j}");
+    assert_eq!(tun["decap_packets"], 8, "{j}");
+    assert_eq!(tun["drops"]["no_neighbour"], 0, "{j}");
+    t.assert_no_xdp_left();
+}
+
 /// Neither host's table knows the far underlay address: switch A's first output (host A's
 /// ARP request) is dropped and counted while switch A asks by ARP, which switch B answers
 /// for its own address; host A's retry then crosses, and every ping is answered.

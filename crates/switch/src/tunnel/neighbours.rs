@@ -3,10 +3,16 @@
 //! switch sends and answers itself: the redirect program gives every packet of an underlay
 //! to the switch, so the host's stack never sees ARP there).
 //!
+//! What the switch learned ages as the kernel's neighbour entries do: fresh for [`FRESH`]
+//! after it was last confirmed, then asked for again while still used, and forgotten after
+//! [`FORGOTTEN`] unanswered. ARP from a known neighbour confirms it, whoever it is for: a
+//! gratuitous ARP announcing a new address is followed at once.
+//!
 //! The host's tables are read from procfs (`/proc/net/route`, `/proc/net/arp`: the same
 //! tables netlink dumps, for the namespace the switch runs in), and only while a tunnel has
 //! no neighbour: never per packet.
 
+use core::time::Duration;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
@@ -14,25 +20,73 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use wirespeed_packet::MacAddr;
 
+/// A neighbour's address is used without question this long after it was last confirmed
+/// (learned, or heard from: an ARP from it); the kernel's own base reachable time.
+pub const FRESH: Duration = Duration::from_secs(30);
+/// ...then used while the tunnel asks again (an ARP request every time it revalidates),
+/// and forgotten unconfirmed this long after: three requests unanswered.
+pub const FORGOTTEN: Duration = Duration::from_secs(45);
+
 /// The next hops' addresses the bridge knows, shared by its threads; `generation` moves on
 /// each change so a thread's own copy of a tunnel's headers knows to look again.
 #[derive(Default, Debug)]
 pub struct Neighbours {
-    table: Mutex<HashMap<Ipv4Addr, MacAddr>>,
+    table: Mutex<HashMap<Ipv4Addr, Entry>>,
     generation: AtomicU64,
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    mac: MacAddr,
+    /// The bridge's clock when it was last learned or heard from.
+    confirmed: Duration,
+}
+
+/// What the bridge knows of a neighbour at a moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Known {
+    Fresh(MacAddr),
+    /// Use it, and ask again: it may have moved.
+    Stale(MacAddr),
+    Unknown,
+}
+
 impl Neighbours {
-    pub fn get(&self, ip: Ipv4Addr) -> Option<MacAddr> {
-        self.lock().get(&ip).copied()
+    /// What is known of `ip` at `now`; an entry unconfirmed for [`FORGOTTEN`] is forgotten
+    /// here (the generation moves on).
+    pub fn get(&self, ip: Ipv4Addr, now: Duration) -> Known {
+        let mut table = self.lock();
+        let Some(entry) = table.get(&ip).copied() else {
+            return Known::Unknown;
+        };
+        let age = now.saturating_sub(entry.confirmed);
+        if age < FRESH {
+            Known::Fresh(entry.mac)
+        } else if age < FORGOTTEN {
+            Known::Stale(entry.mac)
+        } else {
+            table.remove(&ip);
+            self.generation.fetch_add(1, Ordering::Release);
+            Known::Unknown
+        }
     }
 
-    /// Records `ip` at `mac`; a change moves the generation on.
-    pub fn learn(&self, ip: Ipv4Addr, mac: MacAddr) {
+    /// Whether `ip` has an entry, of any age.
+    pub fn knows(&self, ip: Ipv4Addr) -> bool {
+        self.lock().contains_key(&ip)
+    }
+
+    /// Records `ip` at `mac`, confirmed at `now`; a change of address moves the generation
+    /// on.
+    pub fn learn(&self, ip: Ipv4Addr, mac: MacAddr, now: Duration) {
         if mac.is_multicast() || mac == MacAddr([0; 6]) {
             return;
         }
-        if self.lock().insert(ip, mac) != Some(mac) {
+        let entry = Entry {
+            mac,
+            confirmed: now,
+        };
+        if self.lock().insert(ip, entry).map(|e| e.mac) != Some(mac) {
             self.generation.fetch_add(1, Ordering::Release);
         }
     }
@@ -42,7 +96,7 @@ impl Neighbours {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Ipv4Addr, MacAddr>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Ipv4Addr, Entry>> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -236,14 +290,43 @@ ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
     fn learning_moves_the_generation_only_on_a_change() {
         let neighbours = Neighbours::default();
         let ip = Ipv4Addr::new(192, 168, 50, 2);
-        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]));
+        let now = Duration::from_secs(1);
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]), now);
         let first = neighbours.generation();
-        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]));
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]), now);
         assert_eq!(neighbours.generation(), first);
-        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 2]));
+        neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 2]), now);
         assert_eq!(neighbours.generation(), first + 1);
-        assert_eq!(neighbours.get(ip), Some(MacAddr([2, 0, 0, 0, 0, 2])));
-        neighbours.learn(ip, MacAddr::BROADCAST);
-        assert_eq!(neighbours.get(ip), Some(MacAddr([2, 0, 0, 0, 0, 2])));
+        assert_eq!(
+            neighbours.get(ip, now),
+            Known::Fresh(MacAddr([2, 0, 0, 0, 0, 2]))
+        );
+        neighbours.learn(ip, MacAddr::BROADCAST, now);
+        assert_eq!(
+            neighbours.get(ip, now),
+            Known::Fresh(MacAddr([2, 0, 0, 0, 0, 2]))
+        );
+    }
+
+    #[test]
+    fn an_entry_goes_stale_then_is_forgotten_unless_confirmed() {
+        let neighbours = Neighbours::default();
+        let ip = Ipv4Addr::new(192, 168, 50, 2);
+        let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+        let at = |s: u64| Duration::from_secs(100 + s);
+        neighbours.learn(ip, mac, at(0));
+        assert_eq!(neighbours.get(ip, at(29)), Known::Fresh(mac));
+        assert_eq!(neighbours.get(ip, at(30)), Known::Stale(mac));
+        // Heard from again: fresh for another 30 s, and no change to look at.
+        let generation = neighbours.generation();
+        neighbours.learn(ip, mac, at(40));
+        assert_eq!(neighbours.generation(), generation);
+        assert_eq!(neighbours.get(ip, at(69)), Known::Fresh(mac));
+        assert_eq!(neighbours.get(ip, at(84)), Known::Stale(mac));
+        assert!(neighbours.knows(ip));
+        // Unanswered 45 s: forgotten, and the threads' headers made with it look again.
+        assert_eq!(neighbours.get(ip, at(85)), Known::Unknown);
+        assert!(!neighbours.knows(ip));
+        assert_eq!(neighbours.generation(), generation + 1);
     }
 }

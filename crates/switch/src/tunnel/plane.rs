@@ -11,7 +11,7 @@ use wirespeed_packet::MacAddr;
 
 use crate::tunnel::Tunnels;
 use crate::tunnel::header::{self, Arrival, OUTER_IP_OVERHEAD, OUTER_LEN, OuterTemplate, Popped};
-use crate::tunnel::neighbours::{self, arp_frame, parse_arp};
+use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
 
 /// How long a tunnel without a neighbour waits before it asks again (an ARP request, the
 /// host's tables).
@@ -152,10 +152,16 @@ impl TunnelPlane {
     }
 
     /// What the frame `head` (of a packet of `packet_len` bytes) received on underlay
-    /// `in_port` is.
-    pub fn arrive(&mut self, in_port: u32, head: &[u8], packet_len: usize) -> Landing {
+    /// `in_port` at `now` is.
+    pub fn arrive(
+        &mut self,
+        in_port: u32,
+        head: &[u8],
+        packet_len: usize,
+        now: Duration,
+    ) -> Landing {
         if head.len() >= 14 && head[12..14] == [0x08, 0x06] {
-            return self.arp(in_port, head);
+            return self.arp(in_port, head, now);
         }
         let (dst_port, kind, popped) =
             match header::classify(head, packet_len, &self.locals, &self.listening) {
@@ -193,20 +199,25 @@ impl TunnelPlane {
     }
 
     /// ARP on an underlay: for a tunnel's local address it is the tunnels' (the sender is
-    /// learned, a request answered), any other is the bridge's.
-    fn arp(&mut self, in_port: u32, frame: &[u8]) -> Landing {
+    /// learned, a request answered), any other is the bridge's, though what a known
+    /// neighbour says of itself in it is taken (a gratuitous ARP announcing a new address).
+    fn arp(&mut self, in_port: u32, frame: &[u8], now: Duration) -> Landing {
         let Some(arp) = parse_arp(frame) else {
             return Landing::Pipeline;
         };
+        let neighbours = &self.tunnels.neighbours;
         let ours = self
             .tunnels
             .ports
             .iter()
             .find(|p| p.underlay == in_port && p.local_ip == arp.target_ip);
         let Some(port) = ours else {
+            if neighbours.knows(arp.sender_ip) {
+                neighbours.learn(arp.sender_ip, arp.sender_mac, now);
+            }
             return Landing::Pipeline;
         };
-        self.tunnels.neighbours.learn(arp.sender_ip, arp.sender_mac);
+        neighbours.learn(arp.sender_ip, arp.sender_mac, now);
         if arp.operation == 1 {
             let reply = arp_frame(
                 2,
@@ -264,9 +275,10 @@ impl TunnelPlane {
     }
 
     /// Works out tunnel `t`'s outer headers: the route to its far end, the next hop's
-    /// address (known to the bridge, else the host's table, else ask by ARP). Looks at
-    /// the host's tables at most every [`RETRY`] while it fails, unless a neighbour was
-    /// learned since, and every [`REVALIDATE`] while it works.
+    /// address (known to the bridge, else the host's table, else ask by ARP; a stale one is
+    /// used and asked for again). Looks at the host's tables at most every [`RETRY`] while
+    /// it fails, unless a neighbour was learned since, and every [`REVALIDATE`] while it
+    /// works.
     #[cold]
     fn resolve(&mut self, t: usize, generation: u64, now: Duration) {
         let resolved = &mut self.resolved[t];
@@ -285,14 +297,10 @@ impl TunnelPlane {
             return;
         };
         let next_hop = route.next_hop(remote);
-        let neighbours = &self.tunnels.neighbours;
-        let mac = neighbours.get(next_hop).or_else(|| {
-            let mac = neighbours::kernel_neighbour(next_hop, &port.iface)?;
-            neighbours.learn(next_hop, mac);
-            Some(mac)
-        });
-        match mac {
+        match self.next_hop_mac(t, next_hop, now) {
             Some(mac) => {
+                let port = &self.tunnels.ports[t];
+                let resolved = &mut self.resolved[t];
                 resolved.template = Some(OuterTemplate::new(
                     &port.config,
                     port.local_mac,
@@ -302,22 +310,44 @@ impl TunnelPlane {
                 resolved.failure = None;
                 resolved.next_look = now + REVALIDATE;
                 // What learning it moved on (the host's entry) is in the template already.
-                resolved.generation = neighbours.generation();
+                resolved.generation = self.tunnels.neighbours.generation();
             }
             None => {
+                let resolved = &mut self.resolved[t];
                 resolved.template = None;
                 resolved.failure = Some(EncapDrop::NoNeighbour);
-                let request = arp_frame(
-                    1,
-                    port.local_mac,
-                    port.local_ip,
-                    MacAddr::BROADCAST,
-                    MacAddr([0; 6]),
-                    next_hop,
-                );
-                self.pending.push((port.underlay, request));
             }
         }
+    }
+
+    /// `next_hop`'s MAC address for tunnel `t`: the bridge's, else the host's table's.
+    /// Queues an ARP request for it where it is stale (still used) or unknown.
+    fn next_hop_mac(&mut self, t: usize, next_hop: Ipv4Addr, now: Duration) -> Option<MacAddr> {
+        let port = &self.tunnels.ports[t];
+        let neighbours = &self.tunnels.neighbours;
+        let (mac, ask) = match neighbours.get(next_hop, now) {
+            Known::Fresh(mac) => (Some(mac), false),
+            Known::Stale(mac) => (Some(mac), true),
+            Known::Unknown => {
+                let mac = neighbours::kernel_neighbour(next_hop, &port.iface);
+                if let Some(mac) = mac {
+                    neighbours.learn(next_hop, mac, now);
+                }
+                (mac, mac.is_none())
+            }
+        };
+        if ask {
+            let request = arp_frame(
+                1,
+                port.local_mac,
+                port.local_ip,
+                MacAddr::BROADCAST,
+                MacAddr([0; 6]),
+                next_hop,
+            );
+            self.pending.push((port.underlay, request));
+        }
+        mac
     }
 
     /// Gives tunnel `t` its next hop's MAC address without asking the host's tables or ARP
@@ -421,7 +451,9 @@ mod tests {
         assert!(plane.is_underlay(2) && !plane.is_underlay(1));
         let inner = [7u8; 60];
         let packet = from_far_end(REMOTE, 42, &inner);
-        let Landing::Tunnel { port, popped } = plane.arrive(2, &packet, packet.len()) else {
+        let Landing::Tunnel { port, popped } =
+            plane.arrive(2, &packet, packet.len(), Duration::ZERO)
+        else {
             panic!("not popped");
         };
         assert_eq!(port, 10);
@@ -432,22 +464,28 @@ mod tests {
         // Another VNI, another far end: no port of ours.
         let other_vni = from_far_end(REMOTE, 43, &inner);
         assert_eq!(
-            plane.arrive(2, &other_vni, other_vni.len()),
+            plane.arrive(2, &other_vni, other_vni.len(), Duration::ZERO),
             Landing::Consumed
         );
         let stranger = from_far_end(Ipv4Addr::new(192, 0, 2, 9), 42, &inner);
         assert_eq!(
-            plane.arrive(2, &stranger, stranger.len()),
+            plane.arrive(2, &stranger, stranger.len(), Duration::ZERO),
             Landing::Consumed
         );
         assert_eq!(plane.unmatched, 2);
         // Bad outer checksum: malformed.
         let mut bad = packet.clone();
         bad[24] ^= 0xff;
-        assert_eq!(plane.arrive(2, &bad, bad.len()), Landing::Consumed);
+        assert_eq!(
+            plane.arrive(2, &bad, bad.len(), Duration::ZERO),
+            Landing::Consumed
+        );
         assert_eq!(plane.malformed, 1);
         // Not the tunnel's: the inner frame itself, as plain traffic.
-        assert_eq!(plane.arrive(2, &inner, inner.len()), Landing::Pipeline);
+        assert_eq!(
+            plane.arrive(2, &inner, inner.len(), Duration::ZERO),
+            Landing::Pipeline
+        );
         assert_eq!(plane.figures().ports[0].decap_packets, 1);
     }
 
@@ -456,8 +494,14 @@ mod tests {
         let mut plane = plane();
         let asker = MacAddr([2, 0, 0, 0, 0, 9]);
         let request = arp_frame(1, asker, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), LOCAL);
-        assert_eq!(plane.arrive(2, &request, 42), Landing::Consumed);
-        assert_eq!(plane.tunnels().neighbours.get(REMOTE), Some(asker));
+        assert_eq!(
+            plane.arrive(2, &request, 42, Duration::ZERO),
+            Landing::Consumed
+        );
+        assert_eq!(
+            plane.tunnels().neighbours.get(REMOTE, Duration::ZERO),
+            Known::Fresh(asker)
+        );
         let (port, reply) = plane.take_pending().expect("a reply");
         assert_eq!(port, 2);
         let arp = parse_arp(&reply).unwrap();
@@ -475,8 +519,73 @@ mod tests {
             MacAddr([0; 6]),
             Ipv4Addr::new(192, 0, 2, 77),
         );
-        assert_eq!(plane.arrive(2, &other, 42), Landing::Pipeline);
-        assert_eq!(plane.arrive(1, &request, 42), Landing::Pipeline);
+        assert_eq!(
+            plane.arrive(2, &other, 42, Duration::ZERO),
+            Landing::Pipeline
+        );
+        assert_eq!(
+            plane.arrive(1, &request, 42, Duration::ZERO),
+            Landing::Pipeline
+        );
+    }
+
+    #[test]
+    fn a_known_neighbours_gratuitous_arp_moves_it_and_a_strangers_is_not_taken() {
+        let mut plane = plane();
+        let (old, new) = (MacAddr([2, 0, 0, 0, 0, 9]), MacAddr([2, 0, 0, 0, 0, 10]));
+        let request = arp_frame(1, old, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), LOCAL);
+        assert_eq!(
+            plane.arrive(2, &request, 42, Duration::ZERO),
+            Landing::Consumed
+        );
+        let _ = plane.take_pending();
+        let generation = plane.tunnels().neighbours.generation();
+        // Its announcement of a new address (for itself, not us) is the bridge's frame, and
+        // the tunnels follow the address.
+        let now = Duration::from_secs(3);
+        let announce = arp_frame(1, new, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), REMOTE);
+        assert_eq!(plane.arrive(2, &announce, 42, now), Landing::Pipeline);
+        let neighbours = &plane.tunnels().neighbours;
+        assert_eq!(neighbours.get(REMOTE, now), Known::Fresh(new));
+        assert_eq!(neighbours.generation(), generation + 1);
+        let stranger = Ipv4Addr::new(192, 0, 2, 9);
+        let announce = arp_frame(
+            1,
+            new,
+            stranger,
+            MacAddr::BROADCAST,
+            MacAddr([0; 6]),
+            stranger,
+        );
+        assert_eq!(plane.arrive(2, &announce, 42, now), Landing::Pipeline);
+        assert!(!plane.tunnels().neighbours.knows(stranger));
+        assert!(!plane.has_pending());
+    }
+
+    #[test]
+    fn a_stale_next_hop_is_used_and_asked_for_and_a_forgotten_one_only_asked_for() {
+        let mut plane = plane();
+        let mac = MacAddr([2, 0, 0, 0, 0, 9]);
+        let at = |s: u64| Duration::from_secs(100 + s);
+        plane.tunnels().neighbours.learn(REMOTE, mac, at(0));
+        assert_eq!(plane.next_hop_mac(0, REMOTE, at(10)), Some(mac));
+        assert!(!plane.has_pending());
+        let asked = |plane: &mut TunnelPlane| {
+            let (port, frame) = plane.take_pending().expect("an ARP request");
+            let arp = parse_arp(&frame).unwrap();
+            assert_eq!(port, 2);
+            assert_eq!(
+                (arp.operation, arp.target_ip, arp.sender_ip),
+                (1, REMOTE, LOCAL)
+            );
+            assert_eq!(&frame[..6], &MacAddr::BROADCAST.0);
+            assert!(!plane.has_pending());
+        };
+        assert_eq!(plane.next_hop_mac(0, REMOTE, at(31)), Some(mac));
+        asked(&mut plane);
+        // Unanswered: forgotten (and the host's table has none on this interface).
+        assert_eq!(plane.next_hop_mac(0, REMOTE, at(46)), None);
+        asked(&mut plane);
     }
 
     #[test]

@@ -50,7 +50,7 @@ impl Pmd {
         let packet_len: usize = segments.iter().map(|&(_, len)| len as usize).sum();
         let (addr, len) = segments[0];
         let plane = self.tunnels.as_mut().expect("an underlay has tunnels");
-        let landing = plane.arrive(in_port, self.ports.umem_packet(addr, len), packet_len);
+        let landing = plane.arrive(in_port, self.ports.umem_packet(addr, len), packet_len, now);
         self.send_pending()?;
         match landing {
             Landing::Pipeline => self.forward_in_place(in_port, segments, None, now, round),
