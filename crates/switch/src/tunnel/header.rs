@@ -467,4 +467,48 @@ mod tests {
         assert_eq!(popped.inner_len, 60);
         assert_eq!(popped.meta.opts, 0x0102_8001_dead_beef);
     }
+
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Hostile underlay input: a pushed packet with bytes changed (the outer IPv4
+            /// header's checksum made right again half the time, so the checks past it are
+            /// reached), cut short, and taken as a whole frame or as the head of a longer
+            /// chain. Classifying never panics, and what it pops lies inside the packet with
+            /// room for the inner Ethernet header in the frame at hand.
+            #[test]
+            fn a_changed_tunnel_packet_pops_within_its_bounds_or_not_at_all(
+                geneve in any::<bool>(),
+                changes in proptest::collection::vec((0usize..100, any::<u8>()), 0..6),
+                fix_sum in any::<bool>(),
+                keep in 0usize..120,
+                chained in prop_oneof![Just(0usize), 1usize..3000],
+            ) {
+                let config = config(if geneve { "geneve" } else { "vxlan" });
+                let mut packet = pushed(&config, 42);
+                for (at, byte) in changes {
+                    if let Some(b) = packet.get_mut(at) {
+                        *b = byte;
+                    }
+                }
+                let ihl = usize::from(packet[14] & 0x0f) * 4;
+                if fix_sum && ihl >= IPV4_LEN && ETHERNET_LEN + ihl <= packet.len() {
+                    packet[24..26].copy_from_slice(&[0, 0]);
+                    let sum = checksum::internet_checksum(&packet[ETHERNET_LEN..ETHERNET_LEN + ihl]);
+                    packet[24..26].copy_from_slice(&sum.to_be_bytes());
+                }
+                packet.truncate(keep);
+                let packet_len = packet.len() + chained;
+                let local = [Ipv4Addr::new(192, 0, 2, 1)];
+                let ports = [(4789, TunnelKind::Vxlan), (6081, TunnelKind::Geneve)];
+                if let Arrival::Tunnel(_, _, popped) = classify(&packet, packet_len, &local, &ports) {
+                    prop_assert!(popped.inner_len >= ETHERNET_LEN, "{popped:?}");
+                    prop_assert!(popped.inner_at + ETHERNET_LEN <= packet.len(), "{popped:?}");
+                    prop_assert!(popped.inner_at + popped.inner_len <= packet_len, "{popped:?}");
+                }
+            }
+        }
+    }
 }
