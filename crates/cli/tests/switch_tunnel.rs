@@ -165,8 +165,9 @@ fn against_the_kernel(kind: &str) {
 }
 
 /// After five pings each way through tunnel port 10 of the switch in `ns`: ovs-ofctl finds
-/// the port in PORT_DESC and its ten packets each way in the port statistics, and a
-/// Prometheus scrape (which promtool accepts) counts them, with no drop.
+/// the port in PORT_DESC and its ten packets each way in the port statistics, a Prometheus
+/// scrape (which promtool accepts) counts them, with no drop, and `wirespeed top` has a row
+/// for it.
 fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
     let ofctl = |args: &[&str]| {
         let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
@@ -216,6 +217,30 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
         let n = sample(&text, "wirespeed_switch_drops_total", &[("reason", reason)]);
         assert_eq!(n, 0.0, "{reason}\n{text}");
     }
+    // `wirespeed top` shows the tunnel port as a row of its own (no traffic now: no rate).
+    let out = must(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        wirespeed(),
+        "top",
+        "--metrics",
+        "127.0.0.1:9464",
+        "--count",
+        "1",
+        "--interval",
+        "0.2",
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON line");
+    let rows = j["ports"].as_array().expect("ports");
+    assert_eq!(rows.len(), 3, "{j}");
+    assert!(
+        rows.iter()
+            .any(|r| r["port"] == "10" && r["device"] == name && r["receive_packets"] == 0.0),
+        "{j}"
+    );
 }
 
 /// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve) on its

@@ -148,29 +148,49 @@ type AddToPort = fn(&mut PortRates, f64, &Sample);
 fn port_rates(change: &Changes<'_>, by_queue: bool) -> Vec<PortRates> {
     // Ordered by port number (as a number), then device and queue.
     let mut ports: BTreeMap<(u64, String, String, u64, String), PortRates> = BTreeMap::new();
-    let fields: [(&str, AddToPort); 5] = [
-        ("wirespeed_port_receive_packets_total", |p, v, _| {
-            p.receive_packets += v
-        }),
-        ("wirespeed_port_receive_bytes_total", |p, v, _| {
-            p.receive_bits += 8.0 * v
-        }),
-        ("wirespeed_port_transmit_packets_total", |p, v, _| {
-            p.transmit_packets += v
-        }),
-        ("wirespeed_port_transmit_bytes_total", |p, v, _| {
-            p.transmit_bits += 8.0 * v
-        }),
-        ("wirespeed_port_drops_total", |p, v, s| {
-            p.drops += v;
-            let reason = s.label("reason").unwrap_or("unknown").to_string();
-            *p.drops_by_reason.entry(reason).or_default() += v;
-        }),
+    let receive: AddToPort = |p, v, _| p.receive_packets += v;
+    let receive_bytes: AddToPort = |p, v, _| p.receive_bits += 8.0 * v;
+    let transmit: AddToPort = |p, v, _| p.transmit_packets += v;
+    let transmit_bytes: AddToPort = |p, v, _| p.transmit_bits += 8.0 * v;
+    let drops: AddToPort = |p, v, s| {
+        p.drops += v;
+        let reason = s.label("reason").unwrap_or("unknown").to_string();
+        *p.drops_by_reason.entry(reason).or_default() += v;
+    };
+    // A switch's tunnel port is a row too, named as its ports show it (`vxlan10`): what it
+    // popped is what it received, what it pushed what it sent.
+    let fields: [(&str, AddToPort); 10] = [
+        ("wirespeed_port_receive_packets_total", receive),
+        ("wirespeed_port_receive_bytes_total", receive_bytes),
+        ("wirespeed_port_transmit_packets_total", transmit),
+        ("wirespeed_port_transmit_bytes_total", transmit_bytes),
+        ("wirespeed_port_drops_total", drops),
+        (
+            "wirespeed_switch_tunnel_decapsulated_packets_total",
+            receive,
+        ),
+        (
+            "wirespeed_switch_tunnel_decapsulated_bytes_total",
+            receive_bytes,
+        ),
+        (
+            "wirespeed_switch_tunnel_encapsulated_packets_total",
+            transmit,
+        ),
+        (
+            "wirespeed_switch_tunnel_encapsulated_bytes_total",
+            transmit_bytes,
+        ),
+        ("wirespeed_switch_tunnel_drops_total", drops),
     ];
     for (name, add) in fields {
         for (sample, per_second) in change.of(name) {
             let port = sample.label("port").map(str::to_string);
-            let device = sample.label("device").unwrap_or("?").to_string();
+            let device = sample
+                .label("device")
+                .or_else(|| sample.label("name"))
+                .unwrap_or("?")
+                .to_string();
             let queue = by_queue
                 .then(|| sample.label("queue").map(str::to_string))
                 .flatten();
@@ -448,6 +468,43 @@ wirespeed_switch_rules{table="1"} 1
             .map(|p| (p.queue.as_deref(), p.receive_packets))
             .collect();
         assert_eq!(port2, vec![(Some("0"), 100.0), (Some("1"), 50.0)]);
+    }
+
+    #[test]
+    fn a_tunnel_port_is_a_row_of_its_own_summed_over_threads() {
+        let t0 = Instant::now();
+        let before = r#"
+wirespeed_switch_tunnel_decapsulated_packets_total{thread="0",port="10",name="vxlan10"} 100
+wirespeed_switch_tunnel_decapsulated_packets_total{thread="1",port="10",name="vxlan10"} 50
+wirespeed_switch_tunnel_encapsulated_bytes_total{thread="0",port="10",name="vxlan10"} 1000
+wirespeed_switch_tunnel_drops_total{thread="0",port="10",name="vxlan10",reason="no_neighbour"} 1
+"#;
+        let after = r#"
+wirespeed_switch_tunnel_decapsulated_packets_total{thread="0",port="10",name="vxlan10"} 300
+wirespeed_switch_tunnel_decapsulated_packets_total{thread="1",port="10",name="vxlan10"} 250
+wirespeed_switch_tunnel_encapsulated_bytes_total{thread="0",port="10",name="vxlan10"} 3000
+wirespeed_switch_tunnel_drops_total{thread="0",port="10",name="vxlan10",reason="no_neighbour"} 5
+wirespeed_port_receive_packets_total{device="veth0",queue="0",port="1"} 7
+"#;
+        let update = rates(
+            &scrape(t0, before, None),
+            &scrape(t0 + Duration::from_secs(2), after, None),
+            false,
+        );
+        assert_eq!(update.ports.len(), 2);
+        let tunnel = &update.ports[1];
+        assert_eq!(
+            (tunnel.port.as_deref(), tunnel.device.as_str()),
+            (Some("10"), "vxlan10")
+        );
+        assert_eq!(
+            [tunnel.receive_packets, tunnel.transmit_bits, tunnel.drops],
+            [200.0, 8000.0, 2.0]
+        );
+        assert_eq!(
+            tunnel.drops_by_reason,
+            BTreeMap::from([("no_neighbour".to_string(), 2.0)])
+        );
     }
 
     #[test]
