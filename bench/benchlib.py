@@ -1,4 +1,4 @@
-"""What bench/peers.py and bench/switch_peers.py share: running commands, starting programs in
+"""What the bench scripts share: running commands, starting programs in
 a namespace pinned to a CPU (each in a session of its own, so stopping one reaches every
 process it forked: trafgen runs its workers as children), waiting for them, stopping them, and
 reading wirespeed's JSON."""
@@ -30,6 +30,24 @@ def veth_pair(ns_a, if_a, ns_b, if_b):
     for ns, dev in ((ns_a, if_a), (ns_b, if_b)):
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         sh("ip", "-n", ns, "link", "set", dev, "up")
+
+
+def three_in_a_row(ns, ifs, queues=1):
+    """Three new namespaces in a row, ns["a"] - ns["m"] - ns["b"], joined by two veth pairs
+    (ifs["a"]-ifs["m0"], ifs["m1"]-ifs["b"]) of `queues` queues each way, IPv6 off (no
+    chatter), every end up with GRO on: NAPI, so frames sent with ndo_xdp_xmit (the kernel
+    engine's, a redirect's) are taken."""
+    for n in ns.values():
+        sh("ip", "netns", "add", n)
+        for scope in ("all", "default"):
+            sh("ip", "netns", "exec", n, "sysctl", "-qw", f"net.ipv6.conf.{scope}.disable_ipv6=1")
+    q = ("numrxqueues", str(queues), "numtxqueues", str(queues))
+    for (near, near_if), (far, far_if) in ((("a", "a"), ("m", "m0")), (("m", "m1"), ("b", "b"))):
+        sh("ip", "link", "add", ifs[near_if], *q, "netns", ns[near], "type", "veth", "peer", "name", ifs[far_if],
+           *q, "netns", ns[far])
+    for n, dev in (("a", "a"), ("m", "m0"), ("m", "m1"), ("b", "b")):
+        sh("ip", "-n", ns[n], "link", "set", ifs[dev], "up")
+        sh("ip", "netns", "exec", ns[n], "ethtool", "-K", ifs[dev], "gro", "on")
 
 
 def returns_sink(ns, dev):

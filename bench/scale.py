@@ -81,16 +81,7 @@ def cpus_for(n):
 
 
 def setup(n):
-    for ns in NS.values():
-        sh("ip", "netns", "add", ns)
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-    q = ("numrxqueues", str(n), "numtxqueues", str(n))
-    sh("ip", "link", "add", IF["a"], *q, "netns", NS["a"], "type", "veth", "peer", "name", IF["m0"], *q, "netns", NS["m"])
-    sh("ip", "link", "add", IF["m1"], *q, "netns", NS["m"], "type", "veth", "peer", "name", IF["b"], *q, "netns", NS["b"])
-    for ns, dev in ((NS["a"], IF["a"]), (NS["m"], IF["m0"]), (NS["m"], IF["m1"]), (NS["b"], IF["b"])):
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        # NAPI on every end, so frames sent with ndo_xdp_xmit are accepted.
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+    benchlib.three_in_a_row(NS, IF, queues=n)
 
 
 def cleanup():

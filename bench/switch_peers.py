@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import cpu_mhz, interleaved, sh, spawn, stop_all, wait_for, ws_json
+from benchlib import cpu_mhz, interleaved, sh, spawn, stop_all, three_in_a_row, wait_for, ws_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WS = os.path.join(ROOT, "target", "release", "wirespeed")
@@ -67,15 +67,7 @@ def inm(*argv, **kw):
 
 
 def setup():
-    for ns in NS.values():
-        sh("ip", "netns", "add", ns)
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-    sh("ip", "link", "add", IF["a"], "netns", NS["a"], "type", "veth", "peer", "name", IF["m0"], "netns", NS["m"])
-    sh("ip", "link", "add", IF["m1"], "netns", NS["m"], "type", "veth", "peer", "name", IF["b"], "netns", NS["b"])
-    for ns, dev in ((NS["a"], IF["a"]), (NS["m"], IF["m0"]), (NS["m"], IF["m1"]), (NS["b"], IF["b"])):
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        # NAPI on every end, so frames sent with ndo_xdp_xmit are accepted.
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
+    three_in_a_row(NS, IF)
 
 
 

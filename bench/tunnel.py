@@ -98,18 +98,9 @@ def cpu_seconds(pid):
 
 
 def setup():
-    for ns in NS.values():
-        sh("ip", "netns", "add", ns)
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1")
-    sh("ip", "link", "add", IF["a"], "netns", NS["a"], "type", "veth", "peer", "name", IF["m0"], "netns", NS["m"])
-    sh("ip", "link", "add", IF["m1"], "netns", NS["m"], "type", "veth", "peer", "name", IF["b"], "netns", NS["b"])
+    benchlib.three_in_a_row(NS, IF)
     for ns, dev in ((NS["m"], IF["m1"]), (NS["b"], IF["b"])):
         sh("ip", "-n", ns, "link", "set", dev, "mtu", str(UNDERLAY_MTU))
-    for ns, dev in ((NS["a"], IF["a"]), (NS["m"], IF["m0"]), (NS["m"], IF["m1"]), (NS["b"], IF["b"])):
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        # NAPI on every end, so frames sent with ndo_xdp_xmit (the kernel engine's) are taken.
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on")
 
 
 def cleanup():
