@@ -191,6 +191,25 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
     );
     let all = ofctl(&["dump-ports"]);
     assert!(all.contains("3 ports"), "{all}");
+    // A tunnel port has no link to set down: refused, as the specification's error.
+    let down = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow13",
+        "mod-port",
+        "tcp:127.0.0.1:6653",
+        "10",
+        "down",
+    ]);
+    let err = String::from_utf8_lossy(&down.stderr);
+    assert!(
+        !down.status.success() && err.contains("OFPPMFC_BAD_CONFIG"),
+        "{err}"
+    );
     let name = format!("{kind}10");
     let labels = [("port", "10"), ("name", name.as_str())];
     let text = scrape_until(
@@ -494,48 +513,30 @@ fn bad_tunnel_ports_are_refused_with_the_reason() {
             "local_ip 10.1.1.1 is not an address of any port of the bridge",
         ),
     ];
-    for (underlay, tunnel, reason) in cases {
-        let out = run_in(
-            &t.ns_sa,
-            &[
-                "switch",
-                "--port",
-                &host,
-                "--port",
-                underlay,
-                "--port",
-                tunnel,
-                "--duration",
-                "1",
-            ],
-        );
+    // The switch started with `ports` must refuse, naming `reason`, and leave nothing on.
+    let refused = |ports: &[&str], reason: &str| {
+        let mut args = vec!["switch"];
+        for port in ports {
+            args.extend(["--port", port]);
+        }
+        args.extend(["--duration", "1"]);
+        let out = run_in(&t.ns_sa, &args);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{tunnel}: started: {err}");
-        assert!(err.contains(reason), "{tunnel}: {err}");
+        assert!(!out.status.success(), "{ports:?}: started: {err}");
+        assert!(err.contains(reason), "{ports:?}: {err}");
         t.assert_no_xdp_left();
+    };
+    for (underlay, tunnel, reason) in cases {
+        refused(&[&host, underlay, tunnel], reason);
     }
     // Two encapsulations on one UDP port: neither could tell its packets.
-    let out = run_in(
-        &t.ns_sa,
+    refused(
         &[
-            "switch",
-            "--port",
             &host,
-            "--port",
             &underlay,
-            "--port",
             "10=vxlan:remote_ip=192.168.77.2",
-            "--port",
             "11=geneve:remote_ip=192.168.77.3,dst_port=4789",
-            "--duration",
-            "1",
         ],
+        "port 11 and port 10 both listen on UDP 4789 at 192.168.77.1",
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "started: {err}");
-    assert!(
-        err.contains("port 11 and port 10 both listen on UDP 4789 at 192.168.77.1"),
-        "{err}"
-    );
-    t.assert_no_xdp_left();
 }
