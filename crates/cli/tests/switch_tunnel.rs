@@ -6,7 +6,7 @@
 mod common;
 use common::prometheus::{assert_promtool_accepts, sample, scrape_until};
 use common::tshark::{tshark_fields, tshark_problems_where};
-use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, Far, JOIN, Tunnelled};
+use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, Far, JOIN, JOIN_VNI_42, Tunnelled};
 use common::*;
 
 /// An ICMP echo of ping's default 56 bytes on the wire, and with the outer headers.
@@ -104,15 +104,12 @@ fn against_the_kernel(kind: &str) {
     let mut t = Tunnelled::new("tk", Far::Kernel);
     t.kernel_tunnel(kind, 42);
     t.hosts_know_each_other();
-    let flows = "in_port=1,actions=set_field:42->tun_id,output:10\n\
-                 in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.1,actions=output:1\n\
-                 priority=0,actions=drop\n";
     // An OpenFlow listener and a Prometheus endpoint too: controllers and monitoring see
     // the tunnel port (below).
     must(&["ip", "-n", &t.ns_sa, "link", "set", "lo", "up"]);
     t.start_a_with(
         &format!("{kind}:remote_ip={B_UNDERLAY},key=flow"),
-        flows,
+        JOIN_VNI_42,
         &["--openflow", "ptcp:", "--metrics", "9464"],
     );
     let file = ScratchFile::new("tunnel.pcap");

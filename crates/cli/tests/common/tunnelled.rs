@@ -289,6 +289,13 @@ fn address(ns: &str, dev: &str, ip: &str) {
 pub const JOIN: &str =
     "in_port=1,actions=output:10\nin_port=10,actions=output:1\npriority=0,actions=drop\n";
 
+/// [`JOIN`] for a `key=flow` tunnel port towards the kernel's device (VNI 42, far end
+/// 192.168.77.2): the flows set the VNI going in and match it, and the outer addresses,
+/// coming out.
+pub const JOIN_VNI_42: &str = "in_port=1,actions=set_field:42->tun_id,output:10\n\
+     in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.1,actions=output:1\n\
+     priority=0,actions=drop\n";
+
 fn start(
     ns: &str,
     host: &str,
