@@ -4,10 +4,12 @@
 //! and bytes sent; tshark's cflow dissector decodes a capture of the export with no
 //! malformed packet; a collector started after the switch decodes records once the
 //! templates are sent again; flows the kernel's fast path carries (`--offload`) are
-//! reported from its counters; sampling reports whole flows; bad flags are refused.
+//! reported from its counters; sampling reports whole flows; flows through a tunnel carry
+//! its ends and VNI; bad flags are refused.
 
 mod common;
 use common::switched::{Setup, Switched, field};
+use common::tunnelled::{B_UNDERLAY, Far, JOIN_VNI_42, Tunnelled};
 use common::*;
 
 use std::process::{Child, Command, Stdio};
@@ -368,8 +370,9 @@ fn nfdump_and_tshark_read_each_flow_with_the_packets_and_bytes_the_switch_forwar
         ],
     );
     assert_eq!(messages.len(), captured.frames.len(), "{messages:?}");
-    // ...the templates first (IPv4, IPv6, the sampling options), with 1 in 1 sampled...
-    assert_eq!(messages[0][2], "256,257,258", "{messages:?}");
+    // ...the templates first (IPv4, IPv6, each again with a tunnel, the sampling
+    // options), with 1 in 1 sampled...
+    assert_eq!(messages[0][2], "256,257,259,260,258", "{messages:?}");
     assert_eq!(messages[0][3], "1", "{messages:?}");
     // ...each numbered by the data records before it (the options record is one)...
     let mut before = 0;
@@ -404,6 +407,144 @@ fn nfdump_and_tshark_read_each_flow_with_the_packets_and_bytes_the_switch_forwar
         ]
     };
     assert_eq!(ours, [want(5000), want(5001), want(5002)], "{messages:?}");
+}
+
+/// Each data record tshark decodes in `file` (the export's port decoded as cflow): the
+/// lines of its "Flow N" block, trimmed ("SrcAddr: 10.9.0.1", "Enterprise Private entry:
+/// (VMware Inc.) Type 893: Value (hex bytes): c0 a8 4d 02", ...).
+fn tshark_records(file: &str) -> Vec<Vec<String>> {
+    let decode = format!("udp.port=={PORT},cflow");
+    let text = must(&["tshark", "-r", file, "-n", "-d", &decode, "-V"]);
+    let mut records: Vec<Vec<String>> = Vec::new();
+    let mut open: Option<usize> = None;
+    for line in text.lines() {
+        let depth = line.len() - line.trim_start().len();
+        let trimmed = line.trim();
+        if let Some(number) = trimmed.strip_prefix("Flow ")
+            && number.parse::<u32>().is_ok()
+        {
+            open = Some(depth);
+            records.push(Vec::new());
+        } else if open.is_some_and(|at| depth > at) {
+            records.last_mut().unwrap().push(trimmed.to_string());
+        } else {
+            open = None;
+        }
+    }
+    records
+}
+
+/// A record's value after `label: `, or "" when it has none.
+fn value_of<'a>(record: &'a [String], label: &str) -> &'a str {
+    let prefix = format!("{label}: ");
+    record
+        .iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or("")
+}
+
+/// The hex bytes of a record's VMware element `id` (Open vSwitch's tunnel elements).
+fn vmware_element(record: &[String], id: u16) -> &str {
+    value_of(
+        record,
+        &format!("Enterprise Private entry: (VMware Inc.) Type {id}: Value (hex bytes)"),
+    )
+}
+
+/// Five pings each way between host A, behind the switch's tunnel port 10, and the kernel's
+/// vxlan device (VNI 42) across the underlay. nfdump lists the four ICMP flows (requests
+/// and replies each way) with exactly their packets and bytes; tshark finds in each record
+/// the tunnel as Open vSwitch reports one: what came out of it from the far end
+/// (192.168.77.2) to our address, what went in from ours to the far end, each over UDP to
+/// port 4789, tunnelType 1 (VXLAN), tunnelKey 42.
+#[test]
+fn flows_through_a_tunnel_carry_its_ends_and_vni() {
+    let mut t = Tunnelled::new("ti", Far::Kernel);
+    t.kernel_tunnel("vxlan", 42);
+    t.hosts_know_each_other();
+    must(&["ip", "-n", &t.ns_sa, "link", "set", "lo", "up"]);
+    let export = ScratchFile::new("ipfix.pcap");
+    let capture = Capture::tcpdump(&t.ns_sa, "lo", "inout", &export);
+    let collector = Collector::start(&t.ns_sa);
+    t.start_a_with(
+        &format!("vxlan:remote_ip={B_UNDERLAY},key=flow"),
+        JOIN_VNI_42,
+        &["--ipfix", &format!("127.0.0.1:{PORT}")],
+    );
+    assert_eq!(ping(&t.ns_b, "10.9.0.1", 5), 5, "kernel to A");
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to kernel");
+    let j = t.stop_a();
+    capture.stop(true);
+    let listed = collector.stop();
+    t.assert_no_xdp_left();
+    assert_eq!(j["ipfix"]["send_errors"], 0, "{j}");
+
+    // nfdump (which keeps no tunnel fields) still reads each record: four flows, five
+    // echoes each, 84 IP bytes an echo.
+    let mut icmp: Vec<(String, String, u16, u32, u32, u64, u64)> = listed
+        .iter()
+        .filter(|f| f.protocol == "1" && f.src.starts_with("10.9.0."))
+        .map(|f| {
+            let (src, dst) = (f.src.clone(), f.dst.clone());
+            (src, dst, f.dst_port, f.input, f.output, f.packets, f.bytes)
+        })
+        .collect();
+    icmp.sort();
+    let flow = |src: &str, dst: &str, icmp_type: u16, input: u32, output: u32| {
+        let (src, dst) = (src.to_string(), dst.to_string());
+        (src, dst, icmp_type << 8, input, output, 5, 5 * 84)
+    };
+    assert_eq!(
+        icmp,
+        [
+            flow("10.9.0.1", "10.9.0.2", 0, 1, 10),
+            flow("10.9.0.1", "10.9.0.2", 8, 1, 10),
+            flow("10.9.0.2", "10.9.0.1", 0, 10, 1),
+            flow("10.9.0.2", "10.9.0.1", 8, 10, 1),
+        ],
+        "{listed:#?}"
+    );
+
+    // tshark: the export decodes cleanly, enterprise elements and all...
+    let decode = format!("udp.port=={PORT},cflow");
+    let problems = must(&[
+        "tshark",
+        "-r",
+        &export,
+        "-n",
+        "-d",
+        &decode,
+        "-Y",
+        "_ws.malformed || _ws.expert.severity >= warning",
+    ]);
+    assert!(problems.trim().is_empty(), "tshark: {problems}");
+    // ...and every record of those flows names the tunnel, far end or ours first as the
+    // flow came out or went in: the input port, the outer source and destination, UDP,
+    // port 4789, VXLAN, VNI 42, and the packets.
+    let mut tunnels: Vec<String> = tshark_records(&export)
+        .iter()
+        .filter(|r| value_of(r, "SrcAddr").starts_with("10.9.0."))
+        .map(|r| {
+            let mut fields = vec![value_of(r, "InputInt")];
+            fields.extend([893, 894, 895, 897, 891, 892].map(|id| vmware_element(r, id)));
+            fields.push(value_of(r, "Packets"));
+            fields.join(" | ")
+        })
+        .collect();
+    tunnels.sort();
+    let (far, ours) = ("c0 a8 4d 02", "c0 a8 4d 01");
+    let tunnel = |input: &str, src: &str, dst: &str| {
+        format!("{input} | {src} | {dst} | 11 | 12 b5 | 01 | 00 00 2a | 5")
+    };
+    assert_eq!(
+        tunnels,
+        [
+            tunnel("1", ours, far),
+            tunnel("1", ours, far),
+            tunnel("10", far, ours),
+            tunnel("10", far, ours),
+        ],
+    );
 }
 
 /// The templates go out at start and every --ipfix-template-interval: a collector that

@@ -41,6 +41,17 @@ pub struct TunnelMeta {
 }
 
 impl TunnelMeta {
+    /// The metadata a flow holds (zero: its packet did not come out of a tunnel).
+    pub fn read(flow: &FlowBits) -> TunnelMeta {
+        let ends = flow.0[TUNNEL_WORD + 1];
+        TunnelMeta {
+            id: flow.0[TUNNEL_WORD],
+            src: ends as u32,
+            dst: (ends >> 32) as u32,
+            opts: flow.0[TUNNEL_WORD + 2],
+        }
+    }
+
     /// Writes the metadata into a packet's flow.
     #[inline]
     pub fn write(&self, flow: &mut FlowBits) {

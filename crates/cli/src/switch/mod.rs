@@ -57,7 +57,8 @@ same over TLS, with --private-key, --certificate and --ca-cert as ovs-vswitchd t
 checked, as in Open vSwitch). Not yet: meters.\n\n\
 --ipfix HOST:PORT exports flow records over IPFIX (RFC 7011, UDP) as Open vSwitch does, from \
 counters the datapath keeps anyway: with it on, each megaflow is exact on a record's fields \
-(addresses, protocol, ports or ICMP type and code, VLAN, input port, destination MAC), so \
+(addresses, protocol, ports or ICMP type and code, VLAN, input port, destination MAC, a \
+tunnel's VNI and outer addresses), so \
 it counts one flow, and the fast path's entries (--offload) are flows already; no packet \
 costs more. A record per IPv4 or IPv6 flow (not ARP and other non-IP traffic): addresses, \
 ports (ICMP: type * 256 + code as the destination port), protocol, VLAN id, \
@@ -65,7 +66,10 @@ ingressInterface and egressInterface (OpenFlow port numbers; egress 0 when the d
 not one port: several outputs, a flood, a drop, or normal to an address not learned), \
 packetDeltaCount, octetDeltaCount (IP bytes: each frame less its Ethernet and VLAN header, \
 so a short frame's padding counts), layer2OctetDeltaCount (frame bytes, no FCS), \
-flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason. The counters \
+flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason; a flow that \
+went out through a tunnel port, or else came in by one, also the tunnel in Open vSwitch's \
+enterprise elements (VMware, 6876): outer source and destination address, protocol, \
+destination port, tunnelType (1 VXLAN, 7 Geneve), tunnelKey (the VNI). The counters \
 are read once a second (beyond 8192 megaflows a thread, a share a second, each twice per idle \
 timeout): a flow is reported --ipfix-active-timeout after its report \
 began, once more when idle for --ipfix-idle-timeout, and every flow when the switch stops; \

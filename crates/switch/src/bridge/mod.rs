@@ -40,8 +40,8 @@ use crate::dpif::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, l
 use crate::dpif::port_links::PortLinks;
 use crate::dpif::port_set::{OtherPort, PortSet};
 use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
-use crate::ipfix::observe::{self, Egress};
-use crate::ipfix::{ExportConfig, ExportStats, FlowExporter, IpfixError, Observation};
+use crate::ipfix::observe::{self, Seen};
+use crate::ipfix::{ExportConfig, ExportStats, FlowExporter, IpfixError};
 use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
 use crate::ofproto::rule_table::InstalledRule;
@@ -256,7 +256,7 @@ impl Bridge {
         // waits while its share is read); all of them when stopping.
         let idle = exporter.config().timeouts.idle.as_secs() as usize;
         let rounds = if stopping { 1 } else { (idle / 2).max(1) };
-        let mut seen: Vec<(Observation, Egress)> = Vec::new();
+        let mut seen: Vec<Seen> = Vec::new();
         for cache in &self.caches {
             let lost = cache
                 .for_control()
@@ -275,9 +275,8 @@ impl Bridge {
                 offload.count_error();
             }
             let dp = &mut *ofproto;
-            for (mut flow, egress) in seen {
-                flow.egress = egress.resolve(&dp.mac_table);
-                exporter.observe(flow);
+            for flow in seen {
+                exporter.observe(flow.resolve(&dp.mac_table, &self.tunnels.ports));
             }
             if let Some(offload) = &mut dp.offload {
                 offload.take_flow_counts(|counts| exporter.observe(observe::fast_flow(&counts)));

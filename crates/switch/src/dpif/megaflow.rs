@@ -60,8 +60,8 @@ impl Megaflow {
 /// The bits a megaflow matches exactly when each megaflow must be one flow of a flow record
 /// (IPFIX): the input port, the Ethernet type, the VLAN tag (whether there is one too, so
 /// every packet has the same L2 header length), the destination MAC (where `normal` sends
-/// it), the IP addresses and protocol, and the transport ports or ICMP type and code.
-/// More exact bits never change a decision, only how many megaflows there are: one per
+/// it), the IP addresses and protocol, the transport ports or ICMP type and code, and the
+/// tunnel's VNI and outer addresses for a packet that came out of one. More exact bits never change a decision, only how many megaflows there are: one per
 /// such flow, as Open vSwitch's megaflows are with IPFIX on.
 pub fn flow_record_mask(flow: &FlowBits) -> FlowBits {
     let mut mask = FlowBits::ZERO;
@@ -71,6 +71,10 @@ pub fn flow_record_mask(flow: &FlowBits) -> FlowBits {
         }
     };
     exact(&[Field::InPort, Field::DlType, Field::VlanTci, Field::DlDst]);
+    // A packet out of a tunnel: the record says which far end and VNI it came from.
+    if Field::TunDst.get(flow) != 0 {
+        exact(&[Field::TunId, Field::TunSrc, Field::TunDst]);
+    }
     match Field::DlType.get(flow) as u16 {
         IPV4 => exact(&[Field::NwSrc, Field::NwDst, Field::NwProto]),
         IPV6 => exact(&[Field::Ipv6Src, Field::Ipv6Dst, Field::NwProto]),

@@ -215,6 +215,7 @@ mod tests {
                 dst_port: 9,
                 vlan: 0,
                 ingress: 1,
+                tunnel: None,
             },
             egress: 2,
             packets,

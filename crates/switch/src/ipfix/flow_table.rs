@@ -199,6 +199,7 @@ mod tests {
             dst_port: 9,
             vlan: 0,
             ingress: 1,
+            tunnel: None,
         }
     }
 

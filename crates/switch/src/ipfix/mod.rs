@@ -4,7 +4,8 @@
 //!
 //! - Where the counts come from ([`observe`]): with export on, every megaflow the upcall
 //!   installs is exact on a record's fields (addresses, protocol, ports or ICMP type and
-//!   code, VLAN, input port, destination MAC), so a megaflow is one flow and its
+//!   code, VLAN, input port, destination MAC, a tunnel's VNI and outer addresses), so a
+//!   megaflow is one flow and its
 //!   `n_packets` / `n_bytes` are that flow's; the kernel's fast path entries are exact
 //!   flows already. Once a second the control side takes what each counted since the
 //!   last look into the [`flow_table::FlowTable`]: beyond
@@ -14,6 +15,9 @@
 //! - When flows are reported ([`flow_table`]): after the active timeout of a report's first
 //!   packet, and once more when no packet came for the idle timeout; all of them when the
 //!   switch stops. Counts are deltas since the flow's last report.
+//! - Tunnels ([`observe::Seen::resolve`]): a flow that went out through a tunnel port, or
+//!   else came in by one, carries the tunnel's ends and VNI in Open vSwitch's enterprise
+//!   elements, under templates of their own.
 //! - What goes on the wire ([`message`], [`template`], [`record`]): messages of at most
 //!   1400 bytes over UDP; templates at start and every template interval; sequence numbers
 //!   counting the data records sent before each message; one observation domain.

@@ -11,11 +11,12 @@ use wirespeed_xdp::fast_path::key_fields;
 
 use crate::action::Action;
 use crate::dpif::megaflow::{Megaflow, flow_record_mask};
-use crate::field::{Field, FlowBits, mac_from_value};
+use crate::field::{Field, FlowBits, TunnelMeta, mac_from_value};
 use crate::ipfix::flow_table::Observation;
-use crate::ipfix::record::{Addresses, FlowKey};
+use crate::ipfix::record::{Addresses, FlowKey, TunnelEnds};
 use crate::mac_learning::MacTable;
 use crate::offload::FastFlowCounts;
+use crate::tunnel::TunnelPort;
 
 const ETHERNET_HEADER: u64 = 14;
 const VLAN_TAG: u64 = 4;
@@ -43,16 +44,61 @@ impl Egress {
     }
 }
 
+/// A megaflow's counts as a flow's, before the bridge's tables say where its packets went
+/// and so which tunnel, if any, they crossed ([`Seen::resolve`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    pub flow: Observation,
+    pub egress: Egress,
+    /// What the tunnel the packets came out of said (zero: they did not).
+    pub arrived: TunnelMeta,
+    /// The `tun_id` they left with: the flow's own, or the one its actions set.
+    pub sent_tun_id: u64,
+}
+
+impl Seen {
+    /// The flow with its output port (a `normal` flow's from `macs`) and the tunnel it
+    /// crossed among `tunnels`: the one it went out through, or else came in by, as Open
+    /// vSwitch reports.
+    pub fn resolve(self, macs: &MacTable, tunnels: &[TunnelPort]) -> Observation {
+        let mut flow = self.flow;
+        flow.egress = self.egress.resolve(macs);
+        let port = |number: u32| tunnels.iter().find(|t| number != 0 && t.number == number);
+        let sent = port(flow.egress).map(|t| TunnelEnds {
+            kind: t.config.kind,
+            src: t.local_ip,
+            dst: t.config.remote_ip,
+            dst_port: t.config.dst_port,
+            vni: t.config.vni(self.sent_tun_id),
+        });
+        let arrived = port(flow.key.ingress).map(|t| TunnelEnds {
+            kind: t.config.kind,
+            src: Ipv4Addr::from(self.arrived.src),
+            dst: Ipv4Addr::from(self.arrived.dst),
+            dst_port: t.config.dst_port,
+            vni: self.arrived.id as u32,
+        });
+        flow.key.tunnel = sent.or(arrived);
+        flow
+    }
+}
+
 /// A megaflow's counts (`packets`, `bytes` since they were last taken) as a flow's, and
 /// where its packets went; `None` for a megaflow that is not one flow (not IP, or not
 /// exact on a record's fields).
-pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<(Observation, Egress)> {
+pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
     let (flow, mask) = (megaflow.flow_match.value(), megaflow.flow_match.mask());
     if !flow_record_mask(flow).is_subset_of(mask) {
         return None;
     }
     let (key, l2_header) = flow_key(flow)?;
-    let egress = match megaflow.decision.actions.as_slice() {
+    let arrived = TunnelMeta::read(flow);
+    // A VNI set for a tunnel's output (`set_field:N->tun_id,output:T`) leaves it one port.
+    let (sent_tun_id, actions) = match megaflow.decision.actions.as_slice() {
+        [Action::SetField(Field::TunId, id), rest @ ..] => (*id as u64, rest),
+        actions => (arrived.id, actions),
+    };
+    let egress = match actions {
         [Action::Output(port)] => Egress::Port(*port),
         [Action::Normal] => Egress::Learned {
             vlan: key.vlan,
@@ -60,7 +106,7 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<(Observ
         },
         _ => Egress::None,
     };
-    let seen = Observation {
+    let flow = Observation {
         key,
         egress: 0,
         packets,
@@ -69,7 +115,12 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<(Observ
         first: megaflow.created,
         last: megaflow.used,
     };
-    Some((seen, egress))
+    Some(Seen {
+        flow,
+        egress,
+        arrived,
+        sent_tun_id,
+    })
 }
 
 /// The flow record key of an exact `flow`, and its frames' L2 header length.
@@ -102,6 +153,7 @@ fn flow_key(flow: &FlowBits) -> Option<(FlowKey, u64)> {
         dst_port,
         vlan: if tagged { tci & VLAN_VID_MASK } else { 0 },
         ingress: Field::InPort.get(flow) as u32,
+        tunnel: None,
     };
     Some((key, ETHERNET_HEADER + if tagged { VLAN_TAG } else { 0 }))
 }
@@ -123,6 +175,8 @@ pub fn fast_flow(counts: &FastFlowCounts<'_>) -> Observation {
         dst_port,
         vlan: fields.vlan.unwrap_or(0),
         ingress: counts.in_port,
+        // The fast path never carries a tunnel's flows.
+        tunnel: None,
     };
     Observation {
         key,
@@ -177,7 +231,9 @@ mod tests {
     fn an_exact_megaflow_is_one_flow() {
         let flow = udp_flow(VLAN_PRESENT | 0x2000 | 10);
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Normal]);
-        let (seen, egress) = megaflow(&m, 4, 4 * 100).unwrap();
+        let Seen {
+            flow: seen, egress, ..
+        } = megaflow(&m, 4, 4 * 100).unwrap();
         assert_eq!(
             seen.key,
             FlowKey {
@@ -187,6 +243,7 @@ mod tests {
                 dst_port: 9,
                 vlan: 10,
                 ingress: 1,
+                tunnel: None,
             }
         );
         assert_eq!(seen.l2_header, 18);
@@ -210,8 +267,8 @@ mod tests {
         let m = megaflow_of(flow, mask, vec![Action::Output(2)]);
         assert!(megaflow(&m, 1, 60).is_none());
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
-        let (seen, egress) = megaflow(&m, 1, 60).unwrap();
-        assert_eq!((egress, seen.l2_header), (Egress::Port(2), 14));
+        let seen = megaflow(&m, 1, 60).unwrap();
+        assert_eq!((seen.egress, seen.flow.l2_header), (Egress::Port(2), 14));
     }
 
     #[test]
@@ -221,7 +278,80 @@ mod tests {
         Field::IcmpType.set(&mut flow, 8);
         Field::IcmpCode.set(&mut flow, 0);
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
-        let (seen, _) = megaflow(&m, 1, 98).unwrap();
+        let seen = megaflow(&m, 1, 98).unwrap().flow;
         assert_eq!((seen.key.src_port, seen.key.dst_port), (0, 0x0800));
+    }
+
+    /// Tunnel port 10 (VXLAN, key=flow) from 192.168.77.1 to 192.168.77.2.
+    fn vxlan_port() -> TunnelPort {
+        TunnelPort {
+            number: 10,
+            config: "vxlan:remote_ip=192.168.77.2,key=flow".parse().unwrap(),
+            underlay: 2,
+            iface: "u0".to_string(),
+            local_ip: Ipv4Addr::new(192, 168, 77, 1),
+            local_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            mtu: 1500,
+        }
+    }
+
+    #[test]
+    fn a_flow_out_of_a_tunnel_carries_the_far_end_and_vni_it_came_with() {
+        let mut flow = udp_flow(0);
+        Field::InPort.set(&mut flow, 10);
+        let arrived = TunnelMeta {
+            id: 42,
+            src: u32::from(Ipv4Addr::new(192, 168, 77, 2)),
+            dst: u32::from(Ipv4Addr::new(192, 168, 77, 1)),
+            opts: 0,
+        };
+        arrived.write(&mut flow);
+        let mut loose = flow_record_mask(&flow);
+        Field::TunSrc.set(&mut loose, 0);
+        let m = megaflow_of(flow, loose, vec![Action::Output(1)]);
+        assert!(
+            megaflow(&m, 1, 60).is_none(),
+            "two far ends in one megaflow"
+        );
+        let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(1)]);
+        let seen = megaflow(&m, 1, 60).unwrap();
+        let resolved = seen.resolve(&MacTable::default(), &[vxlan_port()]);
+        assert_eq!(resolved.egress, 1);
+        assert_eq!(
+            resolved.key.tunnel,
+            Some(TunnelEnds {
+                kind: crate::tunnel::TunnelKind::Vxlan,
+                src: Ipv4Addr::new(192, 168, 77, 2),
+                dst: Ipv4Addr::new(192, 168, 77, 1),
+                dst_port: 4789,
+                vni: 42,
+            })
+        );
+    }
+
+    #[test]
+    fn a_flow_into_a_tunnel_carries_the_vni_its_actions_set() {
+        let flow = udp_flow(0);
+        let actions = vec![Action::SetField(Field::TunId, 7), Action::Output(10)];
+        let m = megaflow_of(flow, flow_record_mask(&flow), actions);
+        let seen = megaflow(&m, 1, 60).unwrap();
+        assert_eq!((seen.egress, seen.sent_tun_id), (Egress::Port(10), 7));
+        let resolved = seen.resolve(&MacTable::default(), &[vxlan_port()]);
+        assert_eq!(resolved.egress, 10);
+        let tunnel = resolved.key.tunnel.unwrap();
+        assert_eq!(
+            (tunnel.src, tunnel.dst, tunnel.vni),
+            (
+                Ipv4Addr::new(192, 168, 77, 1),
+                Ipv4Addr::new(192, 168, 77, 2),
+                7
+            )
+        );
+        // Not a tunnel's flow at all: no tunnel.
+        let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
+        let resolved = megaflow(&m, 1, 60)
+            .unwrap()
+            .resolve(&MacTable::default(), &[vxlan_port()]);
+        assert_eq!((resolved.egress, resolved.key.tunnel), (2, None));
     }
 }

@@ -4,7 +4,12 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::ipfix::template::{IPV4_TEMPLATE, IPV6_TEMPLATE, ipv4_fields, ipv6_fields, record_len};
+use crate::ipfix::template::{
+    IPV4_TEMPLATE, IPV4_TUNNEL_TEMPLATE, IPV6_TEMPLATE, IPV6_TUNNEL_TEMPLATE, TUNNEL_TYPE_GENEVE,
+    TUNNEL_TYPE_VXLAN, ipv4_fields, ipv4_tunnel_fields, ipv6_fields, ipv6_tunnel_fields,
+    record_len,
+};
+use crate::tunnel::TunnelKind;
 
 /// A flow's addresses.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -13,9 +18,31 @@ pub enum Addresses {
     V6(Ipv6Addr, Ipv6Addr),
 }
 
+/// The tunnel a flow's packets went out through, or else came in by (Open vSwitch reports
+/// the same one): the outer addresses and UDP destination port they had on the underlay,
+/// and the VNI.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct TunnelEnds {
+    pub kind: TunnelKind,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub dst_port: u16,
+    pub vni: u32,
+}
+
+impl TunnelEnds {
+    /// Open vSwitch's tunnelType.
+    fn tunnel_type(&self) -> u8 {
+        match self.kind {
+            TunnelKind::Vxlan => TUNNEL_TYPE_VXLAN,
+            TunnelKind::Geneve => TUNNEL_TYPE_GENEVE,
+        }
+    }
+}
+
 /// What makes a flow one flow: addresses, protocol, transport ports (ICMP: 0 and
-/// type * 256 + code, as NetFlow collectors read them), VLAN id (0 untagged) and the
-/// OpenFlow port it came in on.
+/// type * 256 + code, as NetFlow collectors read them), VLAN id (0 untagged), the
+/// OpenFlow port it came in on, and the tunnel it crossed, if any.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct FlowKey {
     pub addresses: Addresses,
@@ -24,6 +51,7 @@ pub struct FlowKey {
     pub dst_port: u16,
     pub vlan: u16,
     pub ingress: u32,
+    pub tunnel: Option<TunnelEnds>,
 }
 
 impl FlowKey {
@@ -52,6 +80,11 @@ impl FlowKey {
         eat(&self.dst_port.to_be_bytes());
         eat(&self.vlan.to_be_bytes());
         eat(&self.ingress.to_be_bytes());
+        if let Some(t) = &self.tunnel {
+            eat(&t.src.octets());
+            eat(&t.dst.octets());
+            eat(&t.vni.to_be_bytes());
+        }
         hash
     }
 }
@@ -64,6 +97,9 @@ pub enum EndReason {
     /// The switch stopped.
     ForcedEnd = 4,
 }
+
+/// The outer protocol of every tunnel the switch has (VXLAN and Geneve are over UDP).
+const UDP: u8 = 17;
 
 /// Nanoseconds since the Unix epoch.
 pub type UnixNanos = u64;
@@ -98,18 +134,23 @@ pub struct FlowRecord {
 
 impl FlowRecord {
     pub fn template_id(&self) -> u16 {
-        match self.key.addresses {
-            Addresses::V4(..) => IPV4_TEMPLATE,
-            Addresses::V6(..) => IPV6_TEMPLATE,
+        match (self.key.addresses, self.key.tunnel) {
+            (Addresses::V4(..), None) => IPV4_TEMPLATE,
+            (Addresses::V6(..), None) => IPV6_TEMPLATE,
+            (Addresses::V4(..), Some(_)) => IPV4_TUNNEL_TEMPLATE,
+            (Addresses::V6(..), Some(_)) => IPV6_TUNNEL_TEMPLATE,
         }
     }
 
-    /// The record's bytes under its template (see [`crate::ipfix::template::ipv4_fields`]).
+    /// The record's bytes under its template (see [`crate::ipfix::template::ipv4_fields`]
+    /// and [`crate::ipfix::template::ipv4_tunnel_fields`]).
     pub fn encode(&self) -> Vec<u8> {
-        let len = match self.key.addresses {
-            Addresses::V4(..) => record_len(&ipv4_fields()),
-            Addresses::V6(..) => record_len(&ipv6_fields()),
-        };
+        let len = record_len(&match (self.key.addresses, self.key.tunnel) {
+            (Addresses::V4(..), None) => ipv4_fields(),
+            (Addresses::V6(..), None) => ipv6_fields(),
+            (Addresses::V4(..), Some(_)) => ipv4_tunnel_fields(),
+            (Addresses::V6(..), Some(_)) => ipv6_tunnel_fields(),
+        });
         let mut out = Vec::with_capacity(len);
         match self.key.addresses {
             Addresses::V4(src, dst) => {
@@ -135,6 +176,14 @@ impl FlowRecord {
         out.extend_from_slice(&(self.start / 1_000_000).to_be_bytes());
         out.extend_from_slice(&(self.end / 1_000_000).to_be_bytes());
         out.push(self.reason as u8);
+        if let Some(t) = &self.key.tunnel {
+            out.extend_from_slice(&t.src.octets());
+            out.extend_from_slice(&t.dst.octets());
+            out.push(UDP);
+            out.extend_from_slice(&t.dst_port.to_be_bytes());
+            out.push(t.tunnel_type());
+            out.extend_from_slice(&t.vni.to_be_bytes()[1..]);
+        }
         debug_assert_eq!(out.len(), len);
         out
     }
@@ -164,6 +213,7 @@ mod tests {
                 dst_port: 9,
                 vlan: 10,
                 ingress: 1,
+                tunnel: None,
             },
             egress: 2,
             packets: 3,
@@ -199,6 +249,7 @@ mod tests {
             dst_port: 2,
             vlan: 0,
             ingress: 3,
+            tunnel: None,
         };
         let record = FlowRecord {
             key,
@@ -218,6 +269,53 @@ mod tests {
     }
 
     #[test]
+    fn a_tunnelled_record_ends_with_the_tunnel() {
+        let tunnel = TunnelEnds {
+            kind: TunnelKind::Vxlan,
+            src: Ipv4Addr::new(192, 168, 77, 2),
+            dst: Ipv4Addr::new(192, 168, 77, 1),
+            dst_port: 4789,
+            vni: 0x12_3456,
+        };
+        let mut record = FlowRecord {
+            key: FlowKey {
+                addresses: Addresses::V4(Ipv4Addr::new(10, 9, 0, 2), Ipv4Addr::new(10, 9, 0, 1)),
+                protocol: 1,
+                src_port: 0,
+                dst_port: 0x0800,
+                vlan: 0,
+                ingress: 10,
+                tunnel: Some(tunnel),
+            },
+            egress: 1,
+            packets: 5,
+            octets: 420,
+            layer2_octets: 490,
+            start: 0,
+            end: 0,
+            reason: EndReason::ForcedEnd,
+        };
+        assert_eq!(record.template_id(), 259);
+        let bytes = record.encode();
+        assert_eq!(bytes.len(), 80 + 15);
+        assert_eq!(
+            bytes[80..],
+            [
+                192, 168, 77, 2, 192, 168, 77, 1, 17, 0x12, 0xb5, 1, 0x12, 0x34, 0x56
+            ]
+        );
+        record.key.tunnel = Some(TunnelEnds {
+            kind: TunnelKind::Geneve,
+            ..tunnel
+        });
+        assert_eq!(
+            record.encode()[91],
+            7,
+            "Geneve is Open vSwitch's tunnelType 7"
+        );
+    }
+
+    #[test]
     fn the_sampling_hash_is_stable() {
         let key = FlowKey {
             addresses: Addresses::V4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)),
@@ -226,6 +324,7 @@ mod tests {
             dst_port: 2,
             vlan: 0,
             ingress: 1,
+            tunnel: None,
         };
         assert_eq!(key.stable_hash(), key.stable_hash());
         let other = FlowKey { src_port: 3, ..key };

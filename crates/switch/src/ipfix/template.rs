@@ -1,6 +1,9 @@
-//! The templates the switch exports under (RFC 7011 section 3.4): one for IPv4 flows, one
-//! for IPv6 flows, and an options template saying how flows were sampled. Information
-//! elements and their numbers are IANA's (RFC 7012, the IPFIX registry).
+//! The templates the switch exports under (RFC 7011 section 3.4): IPv4 flows and IPv6 flows,
+//! each with and without a tunnel, and an options template saying how flows were sampled.
+//! Information elements and their numbers are IANA's (RFC 7012, the IPFIX registry), but
+//! for a tunnel's, which IANA has none of: those are the enterprise elements Open vSwitch
+//! exports under VMware's enterprise number, so collectors that read its tunnel fields
+//! read ours.
 
 use crate::ipfix::message::{Message, OPTIONS_TEMPLATE_SET, TEMPLATE_SET};
 
@@ -8,16 +11,35 @@ use crate::ipfix::message::{Message, OPTIONS_TEMPLATE_SET, TEMPLATE_SET};
 pub const IPV4_TEMPLATE: u16 = 256;
 pub const IPV6_TEMPLATE: u16 = 257;
 pub const SAMPLING_TEMPLATE: u16 = 258;
+pub const IPV4_TUNNEL_TEMPLATE: u16 = 259;
+pub const IPV6_TUNNEL_TEMPLATE: u16 = 260;
 
 /// An information element and its length in a record.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Field {
     pub id: u16,
     pub len: u16,
+    /// The enterprise number of an element outside IANA's registry; 0 for IANA's.
+    pub enterprise: u32,
 }
 
 const fn field(id: u16, len: u16) -> Field {
-    Field { id, len }
+    Field {
+        id,
+        len,
+        enterprise: 0,
+    }
+}
+
+/// VMware's private enterprise number, under which Open vSwitch defines its tunnel elements.
+pub const VMWARE: u32 = 6876;
+
+const fn vmware(id: u16, len: u16) -> Field {
+    Field {
+        id,
+        len,
+        enterprise: VMWARE,
+    }
 }
 
 pub const OCTET_DELTA_COUNT: Field = field(1, 8);
@@ -42,6 +64,16 @@ pub const SELECTOR_ALGORITHM: Field = field(304, 2);
 pub const SAMPLING_SIZE: Field = field(309, 4);
 pub const SAMPLING_POPULATION: Field = field(310, 4);
 pub const LAYER2_OCTET_DELTA_COUNT: Field = field(352, 8);
+/// Open vSwitch's tunnel elements. tunnelType: 1 VXLAN, 7 Geneve ([`TUNNEL_TYPE_VXLAN`]).
+pub const TUNNEL_TYPE: Field = vmware(891, 1);
+/// The VNI, three bytes (Open vSwitch sends VXLAN's and Geneve's as three too).
+pub const TUNNEL_KEY: Field = vmware(892, 3);
+pub const TUNNEL_SOURCE_IPV4_ADDRESS: Field = vmware(893, 4);
+pub const TUNNEL_DESTINATION_IPV4_ADDRESS: Field = vmware(894, 4);
+pub const TUNNEL_PROTOCOL_IDENTIFIER: Field = vmware(895, 1);
+pub const TUNNEL_DESTINATION_TRANSPORT_PORT: Field = vmware(897, 2);
+pub const TUNNEL_TYPE_VXLAN: u8 = 1;
+pub const TUNNEL_TYPE_GENEVE: u8 = 7;
 
 /// The fields every flow record has after its addresses, in order.
 const FLOW_FIELDS: [Field; 13] = [
@@ -70,6 +102,31 @@ pub fn ipv6_fields() -> Vec<Field> {
     flow_fields(SOURCE_IPV6_ADDRESS, DESTINATION_IPV6_ADDRESS)
 }
 
+/// The fields a record of a flow that came in by a tunnel, or went out through one, has
+/// after [`ipv4_fields`]'s (or [`ipv6_fields`]'s), in Open vSwitch's order. Not the outer
+/// UDP source port (Open vSwitch's 896): a hash of the inner flow that the flow does not
+/// keep.
+const TUNNEL_FIELDS: [Field; 6] = [
+    TUNNEL_SOURCE_IPV4_ADDRESS,
+    TUNNEL_DESTINATION_IPV4_ADDRESS,
+    TUNNEL_PROTOCOL_IDENTIFIER,
+    TUNNEL_DESTINATION_TRANSPORT_PORT,
+    TUNNEL_TYPE,
+    TUNNEL_KEY,
+];
+
+pub fn ipv4_tunnel_fields() -> Vec<Field> {
+    let mut fields = ipv4_fields();
+    fields.extend_from_slice(&TUNNEL_FIELDS);
+    fields
+}
+
+pub fn ipv6_tunnel_fields() -> Vec<Field> {
+    let mut fields = ipv6_fields();
+    fields.extend_from_slice(&TUNNEL_FIELDS);
+    fields
+}
+
 fn flow_fields(src: Field, dst: Field) -> Vec<Field> {
     let mut fields = vec![src, dst];
     fields.extend_from_slice(&FLOW_FIELDS);
@@ -90,14 +147,21 @@ pub const SAMPLING_FIELDS: [Field; 3] = [SELECTOR_ALGORITHM, SAMPLING_SIZE, SAMP
 /// which spreads flows as a random choice would.
 pub const RANDOM_N_OUT_OF_N: u16 = 3;
 
-/// A template record: id, field count, then each field's (id, length).
+/// A template record: id, field count, then each field's (id, length), an enterprise
+/// element's id with its top bit set and followed by the enterprise number.
 fn template_record(id: u16, fields: &[Field]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + 4 * fields.len());
+    let mut out = Vec::with_capacity(4 + 8 * fields.len());
     out.extend_from_slice(&id.to_be_bytes());
     out.extend_from_slice(&(fields.len() as u16).to_be_bytes());
     for f in fields {
-        out.extend_from_slice(&f.id.to_be_bytes());
+        match f.enterprise {
+            0 => out.extend_from_slice(&f.id.to_be_bytes()),
+            _ => out.extend_from_slice(&(f.id | 0x8000).to_be_bytes()),
+        }
         out.extend_from_slice(&f.len.to_be_bytes());
+        if f.enterprise != 0 {
+            out.extend_from_slice(&f.enterprise.to_be_bytes());
+        }
     }
     out
 }
@@ -135,6 +199,16 @@ pub fn template_message(domain: u32, population: u32) -> Message {
         &template_record(IPV6_TEMPLATE, &ipv6_fields()),
         false,
     );
+    message.push(
+        TEMPLATE_SET,
+        &template_record(IPV4_TUNNEL_TEMPLATE, &ipv4_tunnel_fields()),
+        false,
+    );
+    message.push(
+        TEMPLATE_SET,
+        &template_record(IPV6_TUNNEL_TEMPLATE, &ipv6_tunnel_fields()),
+        false,
+    );
     let options = options_template_record(SAMPLING_TEMPLATE, &SAMPLING_SCOPE, &SAMPLING_FIELDS);
     message.push(OPTIONS_TEMPLATE_SET, &options, false);
     message.push(
@@ -169,12 +243,32 @@ mod tests {
     }
 
     #[test]
+    fn an_enterprise_element_carries_its_number() {
+        assert_eq!(
+            template_record(259, &[SOURCE_IPV4_ADDRESS, TUNNEL_KEY]),
+            [
+                1, 3, 0, 2, // id 259, 2 fields
+                0, 8, 0, 4, // sourceIPv4Address
+                0x83, 0x7c, 0, 3, 0, 0, 0x1a, 0xdc, // tunnelKey (892), VMware's 6876
+            ]
+        );
+    }
+
+    #[test]
     fn record_lengths() {
         assert_eq!(
             record_len(&ipv4_fields()),
             4 + 4 + 2 + 2 + 1 + 2 + 4 + 4 + 3 * 8 + 4 * 8 + 1
         );
         assert_eq!(record_len(&ipv6_fields()), record_len(&ipv4_fields()) + 24);
+        assert_eq!(
+            record_len(&ipv4_tunnel_fields()),
+            record_len(&ipv4_fields()) + 4 + 4 + 1 + 2 + 1 + 3
+        );
+        assert_eq!(
+            record_len(&ipv6_tunnel_fields()),
+            record_len(&ipv6_fields()) + 15
+        );
         assert_eq!(
             sampling_record(7, 4),
             [0, 0, 0, 7, 0, 3, 0, 0, 0, 1, 0, 0, 0, 4]
@@ -191,12 +285,16 @@ mod tests {
             domain: 9,
         };
         let bytes = message.finish(&header);
-        // Template set: 4 + (4 + 16 * 4) * 2; options template set: 4 + 6 + 4 * 4;
+        // Template set: 4 + (4 + 16 * 4) * 2 without tunnels, + (4 + 16 * 4 + 6 * 8) * 2
+        // with (an enterprise element takes 8 bytes); options template set: 4 + 6 + 4 * 4;
         // options data set: 4 + 14.
-        let template_set = 4 + 2 * (4 + 16 * 4);
+        let template_set: usize = 4 + 2 * (4 + 16 * 4) + 2 * (4 + 16 * 4 + 6 * 8);
         assert_eq!(bytes.len(), 16 + template_set + 26 + 18);
-        assert_eq!(&bytes[16..20], &[0, 2, 0, template_set as u8]);
+        assert_eq!(&bytes[16..18], &[0, 2]);
+        assert_eq!(&bytes[18..20], &(template_set as u16).to_be_bytes());
         assert_eq!(&bytes[20..24], &[1, 0, 0, 16]);
+        let ipv4_tunnel = 20 + 2 * (4 + 16 * 4);
+        assert_eq!(&bytes[ipv4_tunnel..ipv4_tunnel + 4], &[1, 3, 0, 22]);
         let options = 16 + template_set;
         assert_eq!(&bytes[options..options + 4], &[0, 3, 0, 26]);
         assert_eq!(&bytes[options + 26..options + 30], &[1, 2, 0, 18]);

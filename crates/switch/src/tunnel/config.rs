@@ -10,7 +10,7 @@ use crate::tunnel::header::{GENEVE_PORT, VXLAN_PORT};
 /// The largest VNI: VXLAN and Geneve carry 24 bits.
 pub const MAX_VNI: u32 = (1 << 24) - 1;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum TunnelKind {
     Vxlan,
     Geneve,
