@@ -6,7 +6,7 @@
 mod common;
 use common::prometheus::{assert_promtool_accepts, sample, scrape_until};
 use common::tshark::{tshark_fields, tshark_problems_where};
-use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, Far, JOIN, JOIN_VNI_42, Tunnelled};
+use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, C_UNDERLAY, Far, JOIN, JOIN_VNI_42, Tunnelled};
 use common::*;
 
 /// An ICMP echo of ping's default 56 bytes on the wire, and with the outer headers.
@@ -477,13 +477,82 @@ fn no_route_and_another_vni_are_counted_by_name() {
     assert_eq!(b["ports"][0]["tx_packets"], 0, "{b}");
 }
 
+/// One `remote_ip=flow` port (one tunnel port, the far end chosen per flow, as Antrea runs
+/// Open vSwitch) reaches two of the kernel's vxlan devices, each by the `tun_dst` its flows
+/// set: five pings each way with each far end, the port's counts exact, and tshark finds
+/// ten frames each way between our address and each far end, every one VNI 42.
+#[test]
+fn one_flow_port_reaches_two_far_ends_by_the_tun_dst_its_flows_set() {
+    let mut t = Tunnelled::new("tf", Far::Kernel);
+    t.kernel_tunnel("vxlan", 42);
+    t.second_kernel_tunnel(42);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    let flows = format!(
+        "in_port=1,ip,nw_dst=10.9.0.2,actions=set_field:42->tun_id,\
+         set_field:{B_UNDERLAY}->tun_dst,output:10\n\
+         in_port=1,ip,nw_dst=10.9.0.3,actions=set_field:42->tun_id,\
+         set_field:{C_UNDERLAY}->tun_dst,output:10\n\
+         in_port=10,tun_id=42,actions=output:1\n\
+         priority=0,actions=drop\n"
+    );
+    // No local_ip: the underlay is the bridge's one port with an address.
+    t.start_a("vxlan:remote_ip=flow,key=flow", &flows);
+    let file = ScratchFile::new("tunnel.pcap");
+    let capture = t.capture_underlay(&file);
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to B");
+    assert_eq!(ping(&t.ns_ha, "10.9.0.3", 5), 5, "A to C");
+    assert_eq!(ping(&t.ns_sb, "10.9.0.1", 5), 5, "B to A");
+    assert_eq!(ping(&t.ns_hb, "10.9.0.1", 5), 5, "C to A");
+    let show = t.ctl_a(&["show"]);
+    assert!(
+        show.contains(&format!(
+            " port 10: vxlan:remote_ip=flow,key=flow,dst_port=4789,df_default=true,csum=false,\
+             ttl=64 over port 2 ({}, {A_UNDERLAY}, MTU 1500)",
+            t.ua
+        )),
+        "{show}"
+    );
+    let j = t.stop_a();
+    capture.stop(true);
+    let tun = tunnel(&j);
+    assert_eq!(tun["encap_packets"], 20, "{j}");
+    assert_eq!(tun["decap_packets"], 20, "{j}");
+    assert_eq!(tun["encap_bytes"], 20 * ECHO, "{j}");
+    assert_eq!(tun["drops"]["no_route"], 0, "{j}");
+    assert_eq!(tun["drops"]["no_neighbour"], 0, "{j}");
+    assert_eq!(j["tunnel_unmatched"], 0, "{j}");
+    // Each VXLAN frame's outer addresses (tshark lists the inner ones after them).
+    let frames = tshark_fields(&file, &["udp.dstport", "vxlan.vni", "ip.src", "ip.dst"]);
+    let outer = |both: &str| both.split(',').next().unwrap_or("").to_string();
+    let crossed: Vec<(String, String)> = frames
+        .iter()
+        .filter(|f| f[0] == "4789")
+        .inspect(|f| assert_eq!(f[1], "42", "{f:?}"))
+        .map(|f| (outer(&f[2]), outer(&f[3])))
+        .collect();
+    assert_eq!(crossed.len(), 40, "{frames:?}");
+    for (src, dst) in [
+        (A_UNDERLAY, B_UNDERLAY),
+        (A_UNDERLAY, C_UNDERLAY),
+        (B_UNDERLAY, A_UNDERLAY),
+        (C_UNDERLAY, A_UNDERLAY),
+    ] {
+        let between = crossed.iter().filter(|(s, d)| s == src && d == dst).count();
+        assert_eq!(between, 10, "{src} > {dst}: {crossed:?}");
+    }
+    let problems = tshark_problems_where(&file, &format!("ip.src == {A_UNDERLAY}"));
+    assert!(problems.is_empty(), "{problems}");
+    t.assert_no_xdp_left();
+}
+
 /// Each refused start names the problem, exits non-zero, and leaves no program attached.
 #[test]
 fn bad_tunnel_ports_are_refused_with_the_reason() {
     let t = Tunnelled::new("te", Far::Switch);
     let (host, underlay) = (format!("1=xdp:{}", t.sa1), format!("2=xdp:{}", t.ua));
     let packet_underlay = format!("2=packet:{}", t.ua);
-    let cases: [(&str, &str, &str); 5] = [
+    let cases: [(&str, &str, &str); 6] = [
         (
             &underlay,
             "10=vxlan:key=5",
@@ -508,6 +577,12 @@ fn bad_tunnel_ports_are_refused_with_the_reason() {
             &underlay,
             "10=vxlan:remote_ip=192.168.77.2,local_ip=10.1.1.1",
             "local_ip 10.1.1.1 is not an address of any port of the bridge",
+        ),
+        (
+            &packet_underlay,
+            "10=vxlan:remote_ip=flow",
+            "remote_ip=flow needs local_ip= where the bridge has not exactly one xdp: port \
+             with an IPv4 address (it has 0)",
         ),
     ];
     // The switch started with `ports` must refuse, naming `reason`, and leave nothing on.

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
 use wirespeed_switch::extract::extract;
+use wirespeed_switch::field::TunnelOut;
 use wirespeed_switch::tunnel::header::{OUTER_LEN, OuterTemplate};
 use wirespeed_switch::tunnel::{Landing, TunnelConfig, TunnelPlane, TunnelPort, Tunnels};
 use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
@@ -116,9 +117,9 @@ fn tunnel(frames: &[Vec<u8>], len: usize) -> (TunnelPlane, Vec<Vec<u8>>) {
         ports: vec![port],
         neighbours: Default::default(),
     }));
-    plane.set_next_hop(0, far_mac);
+    plane.set_next_hop(0, remote, far_mac);
     let far: TunnelConfig = "vxlan:remote_ip=192.0.2.1,key=42".parse().expect("options");
-    let far = OuterTemplate::new(&far, far_mac, mac, remote);
+    let far = OuterTemplate::new(&far, far_mac, mac, remote, local);
     let arriving = frames
         .iter()
         .map(|f| {
@@ -178,7 +179,7 @@ fn main() {
         let mut frame = Frame::new(buffer, HEADROOM, len).expect("frame fits");
         verdict.reset();
         let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
-        let mut emit = |_: &[u8], _: &[u32], _: u64| {};
+        let mut emit = |_: &[u8], _: &[u32], _: TunnelOut| {};
         process(cache, &mut shared, &mut frame, 1, now, verdict, &mut emit);
     };
     per_packet(&mut frames, o.flows.max(100_000), |b| {
@@ -226,7 +227,7 @@ fn main() {
             black_box(landing);
         }));
         push = push.min(per_packet(&mut pushed, round, |p| {
-            black_box(plane.push(0, p, 0, now).is_ok());
+            black_box(plane.push(0, p, TunnelOut::default(), now).is_ok());
         }));
     }
     assert_eq!(

@@ -8,7 +8,7 @@ use crate::field::{Field, FlowBits};
 use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
-pub const SETTABLE_FIELDS: [Field; 14] = [
+pub const SETTABLE_FIELDS: [Field; 15] = [
     Field::DlSrc,
     Field::DlDst,
     Field::NwSrc,
@@ -22,8 +22,10 @@ pub const SETTABLE_FIELDS: [Field; 14] = [
     Field::Ipv6Dst,
     Field::ArpSha,
     Field::ArpTha,
-    // The VNI an output to a tunnel port with key=flow sends; the packet is not touched.
+    // The VNI an output to a tunnel port with key=flow sends, and the far end one with
+    // remote_ip=flow sends to; the packet is not touched.
     Field::TunId,
+    Field::TunDst,
 ];
 
 /// One action of a rule. A rule with no actions drops the packet.

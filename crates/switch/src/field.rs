@@ -61,6 +61,34 @@ impl TunnelMeta {
     }
 }
 
+/// What an output to a tunnel port sends with, from the flow as the output ran: the VNI
+/// (`tun_id`, for a `key=flow` port) and the far end (`tun_dst`, for a `remote_ip=flow`
+/// port).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TunnelOut {
+    pub id: u64,
+    pub dst: Ipv4Addr,
+}
+
+impl Default for TunnelOut {
+    fn default() -> TunnelOut {
+        TunnelOut {
+            id: 0,
+            dst: Ipv4Addr::UNSPECIFIED,
+        }
+    }
+}
+
+impl TunnelOut {
+    #[inline]
+    pub fn of(flow: &FlowBits) -> TunnelOut {
+        TunnelOut {
+            id: flow.0[TUNNEL_WORD],
+            dst: Ipv4Addr::from((flow.0[TUNNEL_WORD + 1] >> 32) as u32),
+        }
+    }
+}
+
 const ARP: u16 = wirespeed_packet::EtherType::ARP.0;
 
 /// A flow key, masked key or mask, packed (see [`Field::layout`]).

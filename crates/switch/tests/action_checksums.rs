@@ -12,6 +12,7 @@ use wirespeed_packet::frame_builder::{FrameSpec, IpPair, L4Kind};
 use wirespeed_packet::frame_reader::read_test_frame;
 use wirespeed_switch::execute::rewrite::PacketHeaders;
 use wirespeed_switch::execute::{ActionContext, Packet, execute};
+use wirespeed_switch::field::TunnelOut;
 use wirespeed_switch::{Action, Field, FlowBits, Frame, MacTable};
 
 const HEADROOM: usize = 8;
@@ -121,7 +122,7 @@ proptest! {
         let mut mac_table = MacTable::default();
         let mut bridge = ActionContext { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO };
         let mut verdict = wirespeed_switch::Verdict::default();
-        execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32], _: u64| {});
+        execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32], _: TunnelOut| {});
         prop_assume!(!ttl_drops);
         prop_assert!(verdict.dropped.is_some(), "rewrites alone output nowhere");
 

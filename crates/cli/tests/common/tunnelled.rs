@@ -17,6 +17,8 @@ use super::*;
 
 pub const A_UNDERLAY: &str = "192.168.77.1";
 pub const B_UNDERLAY: &str = "192.168.77.2";
+/// The second far end's underlay address ([`Tunnelled::second_kernel_tunnel`]).
+pub const C_UNDERLAY: &str = "192.168.77.3";
 /// The hosts' MTU: 1450 leaves the 50 bytes the outer headers take on a 1500-byte underlay.
 pub const HOST_MTU: &str = "1450";
 
@@ -44,6 +46,10 @@ pub struct Tunnelled {
     pub ub: String,
     pub sb1: String,
     pub hb: String,
+    /// The second far end's underlay veth ([`Tunnelled::second_kernel_tunnel`]): uc in
+    /// ns_hb, mc in br0.
+    pub uc: String,
+    pub mc: String,
     /// Where 10.9.0.2 lives: host B's namespace and device, or the kernel's tunnel device.
     pub ns_b: String,
     pub b: String,
@@ -72,6 +78,8 @@ impl Tunnelled {
             ub: name("v"),
             sb1: name("b"),
             hb: name("k"),
+            uc: name("w"),
+            mc: name("x"),
             ns_b: String::new(),
             b: String::new(),
             ctl_a: ScratchFile::new(&format!("{tag}a.sock")),
@@ -166,6 +174,65 @@ impl Tunnelled {
         must(&args);
         address(&self.ns_sb, "tun0", "10.9.0.2/24");
         must(&["ip", "-n", &self.ns_sb, "link", "set", "tun0", "up"]);
+    }
+
+    /// A second far end, for a `remote_ip=flow` port: in ns_hb (otherwise unused with the
+    /// kernel as the far side) a veth onto the underlay bridge with [`C_UNDERLAY`], and the
+    /// kernel's vxlan device with `vni` on it, 10.9.0.3. It and host A know each other's
+    /// MAC addresses, and so do its underlay and switch A's.
+    pub fn second_kernel_tunnel(&self, vni: u32) {
+        let (w, x) = (&self.uc, &self.mc);
+        must(&[
+            "ip",
+            "link",
+            "add",
+            w,
+            "netns",
+            &self.ns_hb,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            x,
+            "netns",
+            &self.ns_u,
+        ]);
+        must(&["ip", "-n", &self.ns_u, "link", "set", x, "master", "br0"]);
+        must(&["ip", "-n", &self.ns_u, "link", "set", x, "up"]);
+        must(&["ip", "-n", &self.ns_hb, "link", "set", w, "up"]);
+        let underlay = format!("{C_UNDERLAY}/24");
+        must(&["ip", "-n", &self.ns_hb, "addr", "add", &underlay, "dev", w]);
+        let vni = vni.to_string();
+        must(&[
+            "ip",
+            "-n",
+            &self.ns_hb,
+            "link",
+            "add",
+            "tun0",
+            "type",
+            "vxlan",
+            "id",
+            &vni,
+            "remote",
+            A_UNDERLAY,
+            "local",
+            C_UNDERLAY,
+            "dstport",
+            "4789",
+            "dev",
+            w,
+        ]);
+        address(&self.ns_hb, "tun0", "10.9.0.3/24");
+        must(&["ip", "-n", &self.ns_hb, "link", "set", "tun0", "up"]);
+        know_each_other(
+            (&self.ns_ha, &self.ha, "10.9.0.1"),
+            (&self.ns_hb, "tun0", "10.9.0.3"),
+        );
+        know_each_other(
+            (&self.ns_sa, &self.ua, A_UNDERLAY),
+            (&self.ns_hb, w, C_UNDERLAY),
+        );
     }
 
     /// Each host knows the other's MAC address for good: no ARP inside the tunnel, so the

@@ -26,6 +26,7 @@ pub use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::SharedState;
 use crate::execute::{DropCounters, DropReason, Verdict, controller_limit};
 use crate::field::TunnelMeta;
+use crate::field::TunnelOut;
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 use crate::rule::PacketInOrigin;
@@ -630,8 +631,8 @@ impl Pmd {
                     match self.ports.member_of(port) {
                         None => match self.tunnel_of(port) {
                             Some(t) => {
-                                let (tun_id, now) = (self.verdict.tun_id, self.clock.elapsed());
-                                self.push_copy(t, Inner::Bytes(packet), tun_id, now)?
+                                let (tunnel, now) = (self.verdict.tunnel, self.clock.elapsed());
+                                self.push_copy(t, Inner::Bytes(packet), tunnel, now)?
                             }
                             None => self.counters.unknown_port += 1,
                         },
@@ -677,7 +678,9 @@ impl Pmd {
                 actions,
                 now,
                 &mut self.verdict,
-                &mut |bytes: &[u8], ports: &[u32], tun_id: u64| emitted.push(bytes, ports, tun_id),
+                &mut |bytes: &[u8], ports: &[u32], tunnel: TunnelOut| {
+                    emitted.push(bytes, ports, tunnel)
+                },
             );
             (frame.start(), frame.len())
         };
@@ -755,7 +758,7 @@ impl Pmd {
         tails: &[(u64, u32)],
         whole: &mut Vec<u8>,
     ) -> Result<(), PortError> {
-        for (head, ports, tun_id) in emitted.iter() {
+        for (head, ports, tunnel) in emitted.iter() {
             let bytes = match tails {
                 [] => head,
                 _ => {
@@ -783,7 +786,7 @@ impl Pmd {
                     None => match self.tunnel_of(port) {
                         Some(t) => {
                             let now = self.clock.elapsed();
-                            self.push_copy(t, Inner::Bytes(bytes), tun_id, now)?
+                            self.push_copy(t, Inner::Bytes(bytes), tunnel, now)?
                         }
                         None => self.counters.unknown_port += 1,
                     },
@@ -807,8 +810,8 @@ impl Pmd {
 struct Emitted {
     bytes: Vec<u8>,
     ports: Vec<u32>,
-    /// Per copy: the flow's `tun_id` when its outputs ran.
-    tun_ids: Vec<u64>,
+    /// Per copy: the flow's `tun_id` and `tun_dst` when its outputs ran.
+    tunnels: Vec<TunnelOut>,
     /// Per copy: the end of its bytes and the end of its ports.
     ends: Vec<(usize, usize)>,
 }
@@ -819,16 +822,16 @@ impl Emitted {
         Emitted {
             bytes: Vec::with_capacity(4 * COPY_MAX),
             ports: Vec::with_capacity(64),
-            tun_ids: Vec::with_capacity(16),
+            tunnels: Vec::with_capacity(16),
             ends: Vec::with_capacity(16),
         }
     }
 
     #[inline]
-    fn push(&mut self, bytes: &[u8], ports: &[u32], tun_id: u64) {
+    fn push(&mut self, bytes: &[u8], ports: &[u32], tunnel: TunnelOut) {
         self.bytes.extend_from_slice(bytes);
         self.ports.extend_from_slice(ports);
-        self.tun_ids.push(tun_id);
+        self.tunnels.push(tunnel);
         self.ends.push((self.bytes.len(), self.ports.len()));
     }
 
@@ -839,21 +842,21 @@ impl Emitted {
     fn clear(&mut self) {
         self.bytes.clear();
         self.ports.clear();
-        self.tun_ids.clear();
+        self.tunnels.clear();
         self.ends.clear();
     }
 
-    /// Each copy: its bytes, the ports it goes to, and its flow's `tun_id`.
-    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32], u64)> {
+    /// Each copy: its bytes, the ports it goes to, and its flow's tunnel fields.
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32], TunnelOut)> {
         let mut from = (0, 0);
         self.ends
             .iter()
-            .zip(&self.tun_ids)
-            .map(move |(&(bytes_end, ports_end), &tun_id)| {
+            .zip(&self.tunnels)
+            .map(move |(&(bytes_end, ports_end), &tunnel)| {
                 let copy = (
                     &self.bytes[from.0..bytes_end],
                     &self.ports[from.1..ports_end],
-                    tun_id,
+                    tunnel,
                 );
                 from = (bytes_end, ports_end);
                 copy
@@ -875,7 +878,8 @@ fn decide(
     emitted: &mut Emitted,
 ) -> (usize, usize) {
     verdict.reset();
-    let emit = &mut |bytes: &[u8], ports: &[u32], tun_id: u64| emitted.push(bytes, ports, tun_id);
+    let emit =
+        &mut |bytes: &[u8], ports: &[u32], tunnel: TunnelOut| emitted.push(bytes, ports, tunnel);
     let (cache, shared) = (&mut round.cache, &mut round.shared);
     match tunnel {
         None => process(cache, shared, frame, in_port, now, verdict, emit),
@@ -917,15 +921,19 @@ mod tests {
     fn emitted_copies_come_back_in_order_and_reuse_their_space() {
         let mut emitted = Emitted::with_capacity();
         let capacity = emitted.bytes.capacity();
+        let vni = |id| TunnelOut {
+            id,
+            ..TunnelOut::default()
+        };
         for _ in 0..3 {
-            emitted.push(&[1, 2, 3], &[7], 0);
-            emitted.push(&[4], &[8, 9], 5);
+            emitted.push(&[1, 2, 3], &[7], vni(0));
+            emitted.push(&[4], &[8, 9], vni(5));
             let copies: Vec<_> = emitted.iter().collect();
             assert_eq!(
                 copies,
                 [
-                    (&[1u8, 2, 3][..], &[7u32][..], 0),
-                    (&[4u8][..], &[8u32, 9][..], 5)
+                    (&[1u8, 2, 3][..], &[7u32][..], vni(0)),
+                    (&[4u8][..], &[8u32, 9][..], vni(5))
                 ]
             );
             emitted.clear();

@@ -20,7 +20,7 @@ use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
 use crate::extract::{extract, extract_packet};
-use crate::field::{Field, FlowBits, TunnelMeta};
+use crate::field::{FlowBits, TunnelMeta, TunnelOut};
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 
@@ -117,7 +117,7 @@ pub fn process(
     in_port: u32,
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32], u64),
+    emit: &mut impl FnMut(&[u8], &[u32], TunnelOut),
 ) {
     process_with(cache, shared, frame, in_port, None, now, verdict, emit);
 }
@@ -133,7 +133,7 @@ pub fn process_tunnelled(
     tunnel: &TunnelMeta,
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32], u64),
+    emit: &mut impl FnMut(&[u8], &[u32], TunnelOut),
 ) {
     process_with(
         cache,
@@ -157,7 +157,7 @@ fn process_with(
     tunnel: Option<&TunnelMeta>,
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32], u64),
+    emit: &mut impl FnMut(&[u8], &[u32], TunnelOut),
 ) {
     // Used where it was returned, not moved out: copying the flow out of the return slot
     // read it back with wider loads than it was written with (a store-forwarding stall).
@@ -184,7 +184,7 @@ fn process_with(
             // What `execute` does for this one action, without its loop and flow copy.
             let completed = complete_checksum(frame, &offsets, headers.nw_proto);
             verdict.reset();
-            verdict.tun_id = Field::TunId.get(flow) as u64;
+            verdict.tunnel = TunnelOut::of(flow);
             match port != in_port {
                 true => verdict.outputs.push(port),
                 false => verdict.dropped = Some(DropReason::NoOutput),
@@ -251,7 +251,7 @@ pub fn execute_given(
     actions: &[Action],
     now: Duration,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32], u64),
+    emit: &mut impl FnMut(&[u8], &[u32], TunnelOut),
 ) {
     let (key, offsets) = FlowKey::parse_with_offsets(frame.data(), in_port);
     complete_checksum(frame, &offsets, key.nw_proto);
@@ -489,7 +489,7 @@ mod tests {
             let mut frame = Frame::new(&mut buffer, 8, FRAME.len()).unwrap();
             let mut verdict = Verdict::default();
             let mut shared = BurstLock::new(&ofproto, &mut macs, &ports, false);
-            let mut emit = |_: &[u8], _: &[u32], _: u64| {};
+            let mut emit = |_: &[u8], _: &[u32], _: TunnelOut| {};
             match given {
                 Some(actions) => execute_given(
                     &mut shared,
@@ -547,12 +547,12 @@ mod tests {
                 &meta,
                 Duration::ZERO,
                 &mut verdict,
-                &mut |_: &[u8], _: &[u32], _: u64| {},
+                &mut |_: &[u8], _: &[u32], _: TunnelOut| {},
             );
             verdicts.push((
                 verdict.outputs.as_slice().to_vec(),
                 verdict.dropped,
-                verdict.tun_id,
+                verdict.tunnel.id,
             ));
         }
         verdicts
@@ -741,7 +741,7 @@ mod tests {
             1,
             Duration::ZERO,
             &mut verdict,
-            &mut |_: &[u8], _: &[u32], _: u64| {},
+            &mut |_: &[u8], _: &[u32], _: TunnelOut| {},
         );
         assert_eq!(verdict.outputs.as_slice(), &[2], "the UDP rule matched");
         let counted: Vec<(u64, u64)> = cache

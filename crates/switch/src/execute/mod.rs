@@ -16,7 +16,7 @@ use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::Action;
-use crate::field::{Field, FlowBits, mac_from_value};
+use crate::field::{Field, FlowBits, TunnelOut, mac_from_value};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
 use crate::rule::PacketInOrigin;
@@ -154,9 +154,9 @@ pub struct Verdict {
     pub dropped: Option<DropReason>,
     /// Where the packet-ins among `outputs` come from (set when there are any).
     pub packet_in: PacketInOrigin,
-    /// The flow's `tun_id` when the outputs ran: the VNI an output to a tunnel port with
-    /// `key=flow` sends.
-    pub tun_id: u64,
+    /// The flow's `tun_id` and `tun_dst` when the outputs ran: what an output to a tunnel
+    /// port with `key=flow` or `remote_ip=flow` sends with.
+    pub tunnel: TunnelOut,
 }
 
 impl Verdict {
@@ -230,16 +230,17 @@ pub fn execute(
     packet: &mut Packet<'_, '_>,
     bridge: &mut ActionContext<'_>,
     verdict: &mut Verdict,
-    emit: &mut impl FnMut(&[u8], &[u32], u64),
+    emit: &mut impl FnMut(&[u8], &[u32], TunnelOut),
 ) {
     verdict.reset();
     let mut unused_wildcards = FlowBits::ZERO;
     for action in actions {
         if rewrites_frame(action) && !verdict.outputs.is_empty() {
-            // The flow's tun_id as these outputs saw it (a tunnel port with key=flow
-            // sends it); set_field to it is a boundary too.
-            let tun_id = Field::TunId.get(&packet.flow) as u64;
-            emit(packet.frame.data(), verdict.outputs.as_slice(), tun_id);
+            // The flow's tun_id and tun_dst as these outputs saw them (a tunnel port with
+            // key=flow or remote_ip=flow sends with them); set_field to them is a
+            // boundary too.
+            let tunnel = TunnelOut::of(&packet.flow);
+            emit(packet.frame.data(), verdict.outputs.as_slice(), tunnel);
             verdict.outputs.clear();
         }
         let in_port = packet.in_port;
@@ -279,7 +280,7 @@ pub fn execute(
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }
-    verdict.tun_id = Field::TunId.get(&packet.flow) as u64;
+    verdict.tunnel = TunnelOut::of(&packet.flow);
     if verdict.outputs.is_empty() {
         verdict.dropped = Some(DropReason::NoOutput);
     }
@@ -356,7 +357,9 @@ mod tests {
             &mut packet,
             &mut bridge,
             &mut verdict,
-            &mut |data: &[u8], ports: &[u32], _: u64| emitted.push((data.to_vec(), ports.to_vec())),
+            &mut |data: &[u8], ports: &[u32], _: TunnelOut| {
+                emitted.push((data.to_vec(), ports.to_vec()))
+            },
         );
         Run {
             verdict,

@@ -11,12 +11,12 @@ use wirespeed_xdp::fast_path::key_fields;
 
 use crate::action::Action;
 use crate::dpif::megaflow::{Megaflow, flow_record_mask};
-use crate::field::{Field, FlowBits, TunnelMeta, mac_from_value};
+use crate::field::{Field, FlowBits, TunnelMeta, TunnelOut, mac_from_value};
 use crate::ipfix::flow_table::Observation;
 use crate::ipfix::record::{Addresses, FlowKey, TunnelEnds};
 use crate::mac_learning::MacTable;
 use crate::offload::FastFlowCounts;
-use crate::tunnel::TunnelPort;
+use crate::tunnel::{Remote, TunnelPort};
 
 const ETHERNET_HEADER: u64 = 14;
 const VLAN_TAG: u64 = 4;
@@ -52,8 +52,8 @@ pub struct Seen {
     pub egress: Egress,
     /// What the tunnel the packets came out of said (zero: they did not).
     pub arrived: TunnelMeta,
-    /// The `tun_id` they left with: the flow's own, or the one its actions set.
-    pub sent_tun_id: u64,
+    /// The `tun_id` and `tun_dst` they left with: the flow's own, or those its actions set.
+    pub sent: TunnelOut,
 }
 
 impl Seen {
@@ -67,9 +67,12 @@ impl Seen {
         let sent = port(flow.egress).map(|t| TunnelEnds {
             kind: t.config.kind,
             src: t.local_ip,
-            dst: t.config.remote_ip,
+            dst: match t.config.remote_ip {
+                Remote::Ip(ip) => ip,
+                Remote::Flow => self.sent.dst,
+            },
             dst_port: t.config.dst_port,
-            vni: t.config.vni(self.sent_tun_id),
+            vni: t.config.vni(self.sent.id),
         });
         let arrived = port(flow.key.ingress).map(|t| TunnelEnds {
             kind: t.config.kind,
@@ -93,11 +96,21 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
     }
     let (key, l2_header) = flow_key(flow)?;
     let arrived = TunnelMeta::read(flow);
-    // A VNI set for a tunnel's output (`set_field:N->tun_id,output:T`) leaves it one port.
-    let (sent_tun_id, actions) = match megaflow.decision.actions.as_slice() {
-        [Action::SetField(Field::TunId, id), rest @ ..] => (*id as u64, rest),
-        actions => (arrived.id, actions),
-    };
+    // A VNI or far end set for a tunnel's output (`set_field:N->tun_id,output:T`) leaves it
+    // one port.
+    let mut sent = TunnelOut::of(flow);
+    let mut actions = megaflow.decision.actions.as_slice();
+    while let [
+        Action::SetField(field @ (Field::TunId | Field::TunDst), value),
+        rest @ ..,
+    ] = actions
+    {
+        match field {
+            Field::TunId => sent.id = *value as u64,
+            _ => sent.dst = Ipv4Addr::from(*value as u32),
+        }
+        actions = rest;
+    }
     let egress = match actions {
         [Action::Output(port)] => Egress::Port(*port),
         [Action::Normal] => Egress::Learned {
@@ -119,7 +132,7 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
         flow,
         egress,
         arrived,
-        sent_tun_id,
+        sent,
     })
 }
 
@@ -335,7 +348,7 @@ mod tests {
         let actions = vec![Action::SetField(Field::TunId, 7), Action::Output(10)];
         let m = megaflow_of(flow, flow_record_mask(&flow), actions);
         let seen = megaflow(&m, 1, 60).unwrap();
-        assert_eq!((seen.egress, seen.sent_tun_id), (Egress::Port(10), 7));
+        assert_eq!((seen.egress, seen.sent.id), (Egress::Port(10), 7));
         let resolved = seen.resolve(&MacTable::default(), &[vxlan_port()]);
         assert_eq!(resolved.egress, 10);
         let tunnel = resolved.key.tunnel.unwrap();
@@ -353,5 +366,28 @@ mod tests {
             .unwrap()
             .resolve(&MacTable::default(), &[vxlan_port()]);
         assert_eq!((resolved.egress, resolved.key.tunnel), (2, None));
+    }
+
+    #[test]
+    fn a_flow_into_a_remote_ip_flow_port_carries_the_far_end_its_actions_set() {
+        let port = TunnelPort {
+            number: 11,
+            config: "vxlan:remote_ip=flow,key=flow".parse().unwrap(),
+            ..vxlan_port()
+        };
+        let flow = udp_flow(0);
+        let far = Ipv4Addr::new(192, 168, 77, 3);
+        let actions = vec![
+            Action::SetField(Field::TunId, 7),
+            Action::SetField(Field::TunDst, u128::from(u32::from(far))),
+            Action::Output(11),
+        ];
+        let m = megaflow_of(flow, flow_record_mask(&flow), actions);
+        let resolved = megaflow(&m, 1, 60)
+            .unwrap()
+            .resolve(&MacTable::default(), &[port]);
+        assert_eq!(resolved.egress, 11);
+        let tunnel = resolved.key.tunnel.unwrap();
+        assert_eq!((tunnel.dst, tunnel.vni), (far, 7));
     }
 }

@@ -218,6 +218,7 @@ mod tests {
     use crate::dpif::process::{BurstLock, process};
     use crate::dpif::thread_cache::lock;
     use crate::execute::{DropReason, Verdict};
+    use crate::field::TunnelOut;
     use crate::frame::Frame;
     use crate::mac_learning::mac_view::MacView;
     use crate::ofctl::flow_parse::parse_rule;
@@ -276,7 +277,7 @@ mod tests {
                 in_port,
                 now,
                 &mut verdict,
-                &mut |_: &[u8], _: &[u32], _: u64| {},
+                &mut |_: &[u8], _: &[u32], _: TunnelOut| {},
             );
             let locked = shared.taken() == 1;
             (verdict, locked)

@@ -43,11 +43,42 @@ pub enum TunnelKey {
     Flow,
 }
 
+/// The far end a tunnel port sends to and takes packets from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Remote {
+    /// This address only.
+    Ip(Ipv4Addr),
+    /// Any (`remote_ip=flow`): received packets carry theirs as `tun_src`; sent ones go to
+    /// the flow's `tun_dst` (`set_field:IP->tun_dst`). A port with the far end's address
+    /// takes that far end's packets first, as in Open vSwitch.
+    Flow,
+}
+
+impl Remote {
+    /// Whether a packet from `src` may be this port's.
+    #[inline]
+    pub fn takes(self, src: Ipv4Addr) -> bool {
+        match self {
+            Remote::Ip(ip) => ip == src,
+            Remote::Flow => true,
+        }
+    }
+}
+
+impl fmt::Display for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Remote::Ip(ip) => write!(f, "{ip}"),
+            Remote::Flow => f.write_str("flow"),
+        }
+    }
+}
+
 /// A tunnel port's options.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct TunnelConfig {
     pub kind: TunnelKind,
-    pub remote_ip: Ipv4Addr,
+    pub remote_ip: Remote,
     /// The underlay address packets leave from; by default the address of the interface
     /// the route to `remote_ip` goes through.
     pub local_ip: Option<Ipv4Addr>,
@@ -64,7 +95,7 @@ pub struct TunnelConfig {
 /// Why a tunnel port's options were refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TunnelConfigError {
-    #[error("a {0} port needs remote_ip=IP (the far end of the tunnel)")]
+    #[error("a {0} port needs remote_ip=IP (the far end of the tunnel) or remote_ip=flow")]
     NoRemote(&'static str),
     #[error("key={0}: a VNI is at most {MAX_VNI} (24 bits), or key=flow")]
     BadKey(String),
@@ -122,7 +153,7 @@ impl FromStr for TunnelConfig {
         let mut remote_ip = None;
         let mut config = TunnelConfig {
             kind,
-            remote_ip: Ipv4Addr::UNSPECIFIED,
+            remote_ip: Remote::Flow,
             local_ip: None,
             key: TunnelKey::Fixed(0),
             dst_port: kind.default_port(),
@@ -140,6 +171,7 @@ impl FromStr for TunnelConfig {
                 .split_once('=')
                 .ok_or_else(|| bad(option, "", "options are NAME=VALUE"))?;
             match name {
+                "remote_ip" if value == "flow" => remote_ip = Some(Remote::Flow),
                 "remote_ip" => {
                     let ip: Ipv4Addr = value
                         .parse()
@@ -147,7 +179,7 @@ impl FromStr for TunnelConfig {
                     if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
                         return Err(bad(name, value, "a unicast IPv4 address"));
                     }
-                    remote_ip = Some(ip);
+                    remote_ip = Some(Remote::Ip(ip));
                 }
                 "local_ip" => {
                     let ip = value
@@ -217,7 +249,7 @@ mod tests {
     fn options_parse_with_open_vswitch_defaults() {
         let config: TunnelConfig = "vxlan:remote_ip=192.0.2.2".parse().unwrap();
         assert_eq!(config.kind, TunnelKind::Vxlan);
-        assert_eq!(config.remote_ip, Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(config.remote_ip, Remote::Ip(Ipv4Addr::new(192, 0, 2, 2)));
         assert_eq!(config.key, TunnelKey::Fixed(0));
         assert_eq!(config.dst_port, 4789);
         assert!(config.df && !config.csum);
@@ -236,6 +268,16 @@ mod tests {
         let fixed: TunnelConfig = "vxlan:remote_ip=192.0.2.2,key=0xffffff".parse().unwrap();
         assert_eq!(fixed.vni(7), MAX_VNI);
         assert!(fixed.takes_vni(MAX_VNI) && !fixed.takes_vni(7));
+        let any: TunnelConfig = "vxlan:remote_ip=flow,local_ip=192.0.2.1".parse().unwrap();
+        assert_eq!(any.remote_ip, Remote::Flow);
+        assert!(any.remote_ip.takes(Ipv4Addr::new(198, 51, 100, 7)));
+        assert!(!fixed.remote_ip.takes(Ipv4Addr::new(198, 51, 100, 7)));
+        assert_eq!(
+            any.to_string(),
+            "vxlan:remote_ip=flow,local_ip=192.0.2.1,key=0,dst_port=4789,df_default=true,\
+             csum=false,ttl=64"
+        );
+        assert_eq!(any.to_string().parse::<TunnelConfig>().unwrap(), any);
     }
 
     #[test]
@@ -243,7 +285,7 @@ mod tests {
         let err = |spec: &str| spec.parse::<TunnelConfig>().unwrap_err().to_string();
         assert_eq!(
             err("vxlan:key=5"),
-            "a vxlan port needs remote_ip=IP (the far end of the tunnel)"
+            "a vxlan port needs remote_ip=IP (the far end of the tunnel) or remote_ip=flow"
         );
         assert!(err("vxlan:remote_ip=10.0.0.1,key=16777216").starts_with("key=16777216: a VNI"));
         assert!(err("geneve:remote_ip=10.0.0.1,key=-1").starts_with("key=-1"));

@@ -52,6 +52,7 @@ impl OuterTemplate {
         src_mac: MacAddr,
         dst_mac: MacAddr,
         local: Ipv4Addr,
+        remote: Ipv4Addr,
     ) -> OuterTemplate {
         let mut bytes = [0u8; OUTER_LEN];
         bytes[0..6].copy_from_slice(&dst_mac.0);
@@ -65,7 +66,7 @@ impl OuterTemplate {
         ip[8] = config.ttl;
         ip[9] = 17;
         ip[12..16].copy_from_slice(&local.octets());
-        ip[16..20].copy_from_slice(&config.remote_ip.octets());
+        ip[16..20].copy_from_slice(&remote.octets());
         let ip_sum = ip
             .chunks_exact(2)
             .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
@@ -80,7 +81,7 @@ impl OuterTemplate {
             bytes,
             ip_sum,
             src: local,
-            dst: config.remote_ip,
+            dst: remote,
             csum: config.csum,
         }
     }
@@ -319,6 +320,7 @@ mod tests {
             MacAddr([2, 0, 0, 0, 0, 0xa]),
             MacAddr([2, 0, 0, 0, 0, 0xb]),
             local,
+            Ipv4Addr::new(192, 0, 2, 2),
         );
         let inner = inner();
         let mut packet = vec![0u8; OUTER_LEN];

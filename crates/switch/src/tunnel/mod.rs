@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortSpec};
 
-pub use config::{TunnelConfig, TunnelConfigError, TunnelKey, TunnelKind};
+pub use config::{Remote, TunnelConfig, TunnelConfigError, TunnelKey, TunnelKind};
 pub use neighbours::Neighbours;
 pub use plane::{Landing, TunnelCounters, TunnelFigures, TunnelPlane};
 
@@ -76,6 +76,11 @@ pub enum TunnelError {
     },
     #[error("port {number}: the host has no route to remote_ip {remote}")]
     NoRoute { number: u32, remote: Ipv4Addr },
+    #[error(
+        "port {number}: remote_ip=flow needs local_ip= where the bridge has not exactly one \
+         xdp: port with an IPv4 address (it has {found})"
+    )]
+    FlowNeedsLocal { number: u32, found: usize },
     #[error(
         "port {number}: the underlay {spec} is not an xdp: port (tunnels are carried over \
          AF_XDP ports only)"
@@ -164,25 +169,40 @@ fn open_one(
     config: &TunnelConfig,
     ports: &[(u32, PortSpec)],
 ) -> Result<TunnelPort, TunnelError> {
-    let (underlay, spec, local_ip) = match config.local_ip {
-        Some(local) => {
+    let (underlay, spec, local_ip) = match (config.local_ip, config.remote_ip) {
+        (Some(local), _) => {
             let (n, spec) = ports
                 .iter()
                 .find(|(_, spec)| ipv4_addresses(&spec.iface).contains(&local))
                 .ok_or(TunnelError::LocalNotOnBridge { number, local })?;
             (*n, spec, local)
         }
-        None => {
-            let route = neighbours::route_to(config.remote_ip).ok_or(TunnelError::NoRoute {
-                number,
-                remote: config.remote_ip,
-            })?;
+        // A far end per packet: the underlay is the one port with an address of the host.
+        (None, Remote::Flow) => {
+            let addressed: Vec<(u32, &PortSpec, Ipv4Addr)> = ports
+                .iter()
+                .filter(|(_, spec)| spec.backend == Backend::Xdp)
+                .filter_map(|(n, spec)| Some((*n, spec, *ipv4_addresses(&spec.iface).first()?)))
+                .collect();
+            match addressed.as_slice() {
+                [one] => *one,
+                _ => {
+                    return Err(TunnelError::FlowNeedsLocal {
+                        number,
+                        found: addressed.len(),
+                    });
+                }
+            }
+        }
+        (None, Remote::Ip(remote)) => {
+            let route =
+                neighbours::route_to(remote).ok_or(TunnelError::NoRoute { number, remote })?;
             let (n, spec) = ports
                 .iter()
                 .find(|(_, spec)| spec.iface == route.iface)
                 .ok_or_else(|| TunnelError::RouteNotOnBridge {
                     number,
-                    remote: config.remote_ip,
+                    remote,
                     iface: route.iface.clone(),
                 })?;
             let local =

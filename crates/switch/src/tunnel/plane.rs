@@ -4,14 +4,16 @@
 //! writes; the shared neighbour table is read only when its generation moves.
 
 use core::time::Duration;
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use wirespeed_packet::MacAddr;
 
-use crate::tunnel::Tunnels;
+use crate::field::{FlowHashBuilder, TunnelOut};
 use crate::tunnel::header::{self, Arrival, OUTER_IP_OVERHEAD, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
+use crate::tunnel::{Remote, TunnelPort, Tunnels};
 
 /// How long a tunnel without a neighbour waits before it asks again (an ARP request, the
 /// host's tables).
@@ -87,7 +89,11 @@ struct Resolved {
 
 pub struct TunnelPlane {
     tunnels: Arc<Tunnels>,
+    /// Per tunnel with one far end, its headers.
     resolved: Vec<Resolved>,
+    /// Per `remote_ip=flow` tunnel, each far end's headers: one per address the flows set
+    /// as `tun_dst` (constants of the rules, so as many as they name).
+    by_remote: Vec<HashMap<u32, Resolved, FlowHashBuilder>>,
     /// Per tunnel, in [`Tunnels::ports`]' order.
     pub counters: Vec<TunnelCounters>,
     /// Received on an underlay, to a local address and a tunnel's UDP port, but not a
@@ -119,6 +125,7 @@ impl TunnelPlane {
         listening.dedup();
         TunnelPlane {
             resolved: vec![Resolved::default(); tunnels.ports.len()],
+            by_remote: vec![HashMap::default(); tunnels.ports.len()],
             counters: vec![TunnelCounters::default(); tunnels.ports.len()],
             malformed: 0,
             unmatched: 0,
@@ -177,14 +184,23 @@ impl TunnelPlane {
             Ipv4Addr::from(popped.meta.dst),
         );
         let vni = popped.meta.id as u32;
-        let found = self.tunnels.ports.iter().position(|p| {
+        // A port with the far end's own address first, then one with remote_ip=flow.
+        let takes = |p: &TunnelPort, exact: bool| {
             p.underlay == in_port
                 && p.config.kind == kind
                 && p.config.dst_port == dst_port
                 && p.local_ip == dst
-                && p.config.remote_ip == src
                 && p.config.takes_vni(vni)
-        });
+                && match p.config.remote_ip {
+                    Remote::Ip(ip) => exact && ip == src,
+                    Remote::Flow => !exact,
+                }
+        };
+        let ports = &self.tunnels.ports;
+        let found = ports
+            .iter()
+            .position(|p| takes(p, true))
+            .or_else(|| ports.iter().position(|p| takes(p, false)));
         let Some(t) = found else {
             self.unmatched += 1;
             return Landing::Consumed;
@@ -233,13 +249,15 @@ impl TunnelPlane {
     }
 
     /// Pushes tunnel `t`'s outer headers onto `packet`: its first [`OUTER_LEN`] bytes are
-    /// room for them, the rest the inner frame. `tun_id` is the flow's, for `key=flow`.
+    /// room for them, the rest the inner frame. `out` is the flow's `tun_id` (for
+    /// `key=flow`) and `tun_dst` (for `remote_ip=flow`: a flow that set none is counted
+    /// `no_route`).
     #[inline]
     pub fn push(
         &mut self,
         t: usize,
         packet: &mut [u8],
-        tun_id: u64,
+        out: TunnelOut,
         now: Duration,
     ) -> Result<(), EncapDrop> {
         let inner_len = packet.len() - OUTER_LEN;
@@ -248,40 +266,61 @@ impl TunnelPlane {
             self.counters[t].too_big += 1;
             return Err(EncapDrop::TooBig);
         }
+        let remote = match port.config.remote_ip {
+            Remote::Ip(ip) => ip,
+            Remote::Flow if out.dst.is_unspecified() => {
+                self.counters[t].no_route += 1;
+                return Err(EncapDrop::NoRoute);
+            }
+            Remote::Flow => out.dst,
+        };
+        let vni = port.config.vni(out.id);
         let generation = self.tunnels.neighbours.generation();
-        let resolved = &self.resolved[t];
+        let resolved = self.slot(t, remote);
         if resolved.template.is_none()
             || resolved.generation != generation
             || now >= resolved.next_look
         {
-            self.resolve(t, generation, now);
+            self.resolve(t, remote, generation, now);
         }
-        let resolved = &self.resolved[t];
-        let Some(template) = &resolved.template else {
-            let failure = resolved.failure.unwrap_or(EncapDrop::NoNeighbour);
-            match failure {
-                EncapDrop::NoRoute => self.counters[t].no_route += 1,
-                _ => self.counters[t].no_neighbour += 1,
-            }
-            return Err(failure);
-        };
-        let config = &self.tunnels.ports[t].config;
         let src_port = header::source_port(&packet[OUTER_LEN..]);
-        template.push(packet, config.vni(tun_id), src_port);
+        let resolved = self.slot(t, remote);
+        let pushed = match &resolved.template {
+            Some(template) => {
+                template.push(packet, vni, src_port);
+                Ok(())
+            }
+            None => Err(resolved.failure.unwrap_or(EncapDrop::NoNeighbour)),
+        };
         let counters = &mut self.counters[t];
-        counters.encap_packets += 1;
-        counters.encap_bytes += inner_len as u64;
-        Ok(())
+        match pushed {
+            Ok(()) => {
+                counters.encap_packets += 1;
+                counters.encap_bytes += inner_len as u64;
+            }
+            Err(EncapDrop::NoRoute) => counters.no_route += 1,
+            Err(_) => counters.no_neighbour += 1,
+        }
+        pushed
     }
 
-    /// Works out tunnel `t`'s outer headers: the route to its far end, the next hop's
+    /// Tunnel `t`'s headers towards `remote` (empty the first time a flow names a far end).
+    #[inline]
+    fn slot(&mut self, t: usize, remote: Ipv4Addr) -> &mut Resolved {
+        match self.tunnels.ports[t].config.remote_ip {
+            Remote::Ip(_) => &mut self.resolved[t],
+            Remote::Flow => self.by_remote[t].entry(u32::from(remote)).or_default(),
+        }
+    }
+
+    /// Works out tunnel `t`'s outer headers to `remote`: the route to it, the next hop's
     /// address (known to the bridge, else the host's table, else ask by ARP; a stale one is
     /// used and asked for again). Looks at the host's tables at most every [`RETRY`] while
     /// it fails, unless a neighbour was learned since, and every [`REVALIDATE`] while it
     /// works.
     #[cold]
-    fn resolve(&mut self, t: usize, generation: u64, now: Duration) {
-        let resolved = &mut self.resolved[t];
+    fn resolve(&mut self, t: usize, remote: Ipv4Addr, generation: u64, now: Duration) {
+        let resolved = self.slot(t, remote);
         let learned_since = resolved.generation != generation;
         if resolved.template.is_none() && !learned_since && now < resolved.next_look {
             return;
@@ -289,31 +328,30 @@ impl TunnelPlane {
         resolved.generation = generation;
         resolved.next_look = now + RETRY;
         let port = &self.tunnels.ports[t];
-        let remote = port.config.remote_ip;
         let route = neighbours::route_to(remote).filter(|r| r.iface == port.iface);
         let Some(route) = route else {
+            let resolved = self.slot(t, remote);
             resolved.template = None;
             resolved.failure = Some(EncapDrop::NoRoute);
             return;
         };
         let next_hop = route.next_hop(remote);
-        match self.next_hop_mac(t, next_hop, now) {
-            Some(mac) => {
-                let port = &self.tunnels.ports[t];
-                let resolved = &mut self.resolved[t];
-                resolved.template = Some(OuterTemplate::new(
-                    &port.config,
-                    port.local_mac,
-                    mac,
-                    port.local_ip,
-                ));
+        let mac = self.next_hop_mac(t, next_hop, now);
+        let port = &self.tunnels.ports[t];
+        let template = mac.map(|mac| {
+            OuterTemplate::new(&port.config, port.local_mac, mac, port.local_ip, remote)
+        });
+        // What learning it moved on (the host's entry) is in the template already.
+        let generation = self.tunnels.neighbours.generation();
+        let resolved = self.slot(t, remote);
+        match template {
+            Some(template) => {
+                resolved.template = Some(template);
                 resolved.failure = None;
                 resolved.next_look = now + REVALIDATE;
-                // What learning it moved on (the host's entry) is in the template already.
-                resolved.generation = self.tunnels.neighbours.generation();
+                resolved.generation = generation;
             }
             None => {
-                let resolved = &mut self.resolved[t];
                 resolved.template = None;
                 resolved.failure = Some(EncapDrop::NoNeighbour);
             }
@@ -350,14 +388,16 @@ impl TunnelPlane {
         mac
     }
 
-    /// Gives tunnel `t` its next hop's MAC address without asking the host's tables or ARP
-    /// (a static neighbour: the stages example times pushing without I/O with it).
-    pub fn set_next_hop(&mut self, t: usize, mac: MacAddr) {
+    /// Gives tunnel `t` its next hop's MAC address towards `remote` without asking the
+    /// host's tables or ARP (a static neighbour: the stages example times pushing without
+    /// I/O with it).
+    pub fn set_next_hop(&mut self, t: usize, remote: Ipv4Addr, mac: MacAddr) {
         let port = &self.tunnels.ports[t];
-        let template = OuterTemplate::new(&port.config, port.local_mac, mac, port.local_ip);
-        self.resolved[t] = Resolved {
+        let template = OuterTemplate::new(&port.config, port.local_mac, mac, port.local_ip, remote);
+        let generation = self.tunnels.neighbours.generation();
+        *self.slot(t, remote) = Resolved {
             template: Some(template),
-            generation: self.tunnels.neighbours.generation(),
+            generation,
             failure: None,
             // A static neighbour: never looked up again.
             next_look: Duration::MAX,
@@ -435,10 +475,26 @@ mod tests {
         }))
     }
 
+    /// A plane with tunnel port 10 (VXLAN, key 42, far end 192.0.2.2) and, after it, port 11
+    /// (VXLAN, key 42, remote_ip=flow) over the same underlay.
+    fn plane_with_flow_port() -> TunnelPlane {
+        let fixed = plane();
+        let mut ports = fixed.tunnels().ports.clone();
+        ports.push(TunnelPort {
+            number: 11,
+            config: "vxlan:remote_ip=flow,key=42".parse().unwrap(),
+            ..ports[0].clone()
+        });
+        TunnelPlane::new(Arc::new(Tunnels {
+            ports,
+            neighbours: Default::default(),
+        }))
+    }
+
     /// What the far end pushes: `inner` in VXLAN with `vni`, from `src` to LOCAL.
     fn from_far_end(src: Ipv4Addr, vni: u32, inner: &[u8]) -> Vec<u8> {
         let config: TunnelConfig = format!("vxlan:remote_ip={LOCAL},key=flow").parse().unwrap();
-        let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src);
+        let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src, LOCAL);
         let mut packet = vec![0u8; OUTER_LEN];
         packet.extend_from_slice(inner);
         template.push(&mut packet, vni, 40000);
@@ -593,16 +649,69 @@ mod tests {
         let mut plane = plane();
         let mut packet = vec![0u8; OUTER_LEN + 60];
         let now = Duration::from_secs(5);
-        assert_eq!(plane.push(0, &mut packet, 0, now), Err(EncapDrop::NoRoute));
+        assert_eq!(
+            plane.push(0, &mut packet, TunnelOut::default(), now),
+            Err(EncapDrop::NoRoute)
+        );
         // Within the retry time the answer is the same, and the host is not asked again.
-        assert_eq!(plane.push(0, &mut packet, 0, now), Err(EncapDrop::NoRoute));
+        assert_eq!(
+            plane.push(0, &mut packet, TunnelOut::default(), now),
+            Err(EncapDrop::NoRoute)
+        );
         assert_eq!(plane.counters[0].no_route, 2);
         assert!(packet[..OUTER_LEN].iter().all(|&b| b == 0));
         let mut long = vec![0u8; OUTER_LEN + 1500 - 36 + 1];
-        assert_eq!(plane.push(0, &mut long, 0, now), Err(EncapDrop::TooBig));
+        assert_eq!(
+            plane.push(0, &mut long, TunnelOut::default(), now),
+            Err(EncapDrop::TooBig)
+        );
         assert_eq!(plane.counters[0].too_big, 1);
         let mut longest = vec![0u8; OUTER_LEN + 1500 - 36];
-        assert_eq!(plane.push(0, &mut longest, 0, now), Err(EncapDrop::NoRoute));
+        assert_eq!(
+            plane.push(0, &mut longest, TunnelOut::default(), now),
+            Err(EncapDrop::NoRoute)
+        );
         assert_eq!(plane.counters[0].encap_packets, 0);
+    }
+
+    #[test]
+    fn a_flow_port_takes_far_ends_no_other_port_names() {
+        let mut plane = plane_with_flow_port();
+        let inner = [7u8; 60];
+        for (from, port) in [(REMOTE, 10), (Ipv4Addr::new(192, 0, 2, 9), 11)] {
+            let packet = from_far_end(from, 42, &inner);
+            let landing = plane.arrive(2, &packet, packet.len(), Duration::ZERO);
+            let Landing::Tunnel { port: got, popped } = landing else {
+                panic!("from {from}: {landing:?}");
+            };
+            assert_eq!((got, Ipv4Addr::from(popped.meta.src)), (port, from));
+        }
+        assert_eq!(plane.counters[0].decap_packets, 1);
+        assert_eq!(plane.counters[1].decap_packets, 1);
+    }
+
+    #[test]
+    fn a_flow_port_sends_each_packet_to_its_flows_tun_dst() {
+        let mut plane = plane_with_flow_port();
+        let (b, c) = (Ipv4Addr::new(192, 0, 2, 2), Ipv4Addr::new(192, 0, 2, 3));
+        plane.set_next_hop(1, b, MacAddr([2, 0, 0, 0, 0, 0xb]));
+        plane.set_next_hop(1, c, MacAddr([2, 0, 0, 0, 0, 0xc]));
+        let now = Duration::from_secs(5);
+        for (dst, mac) in [(b, 0xb), (c, 0xc), (b, 0xb)] {
+            let mut packet = vec![0u8; OUTER_LEN + 60];
+            let out = TunnelOut { id: 0, dst };
+            assert_eq!(plane.push(1, &mut packet, out, now), Ok(()));
+            assert_eq!(packet[..6], [2, 0, 0, 0, 0, mac]);
+            assert_eq!(packet[26..30], LOCAL.octets());
+            assert_eq!(packet[30..34], dst.octets());
+        }
+        // A flow that named no far end has nowhere to go.
+        let mut packet = vec![0u8; OUTER_LEN + 60];
+        assert_eq!(
+            plane.push(1, &mut packet, TunnelOut::default(), now),
+            Err(EncapDrop::NoRoute)
+        );
+        let counters = plane.counters[1];
+        assert_eq!((counters.encap_packets, counters.no_route), (3, 1));
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wirespeed_port::PortError;
 
 use super::{Pmd, Round};
+use crate::field::TunnelOut;
 use crate::tunnel::header::OUTER_LEN;
 use crate::tunnel::{Landing, TunnelPlane};
 
@@ -81,20 +82,20 @@ impl Pmd {
         last: bool,
         now: Duration,
     ) -> Result<(), PortError> {
-        let tun_id = self.verdict.tun_id;
+        let tunnel = self.verdict.tunnel;
         if !last {
-            return self.push_copy(t, Inner::Umem(segments), tun_id, now);
+            return self.push_copy(t, Inner::Umem(segments), tunnel, now);
         }
         let (addr, len) = segments[0];
         let (frame, offset) = self.ports.umem_frame_mut(addr);
         if segments.len() > 1 || offset < OUTER_LEN {
-            self.push_copy(t, Inner::Umem(segments), tun_id, now)?;
+            self.push_copy(t, Inner::Umem(segments), tunnel, now)?;
             self.ports.free_umem(segments);
             return Ok(());
         }
         let packet = &mut frame[offset - OUTER_LEN..offset + len as usize];
         let plane = self.tunnels.as_mut().expect("a tunnel output has tunnels");
-        let pushed = plane.push(t, packet, tun_id, now);
+        let pushed = plane.push(t, packet, tunnel, now);
         let underlay = plane.underlay_of(t);
         match (pushed, self.ports.member_of(underlay)) {
             (Ok(()), Some(member)) => {
@@ -110,12 +111,12 @@ impl Pmd {
     }
 
     /// Output to tunnel `t` of a copy of `inner`, pushed in the thread's own buffer and
-    /// copied onto the underlay; `tun_id` is the flow's when the output ran.
+    /// copied onto the underlay; `tunnel` is the flow's when the output ran.
     pub(super) fn push_copy(
         &mut self,
         t: usize,
         inner: Inner<'_>,
-        tun_id: u64,
+        tunnel: TunnelOut,
         now: Duration,
     ) -> Result<(), PortError> {
         let mut packet = std::mem::take(&mut self.encap);
@@ -130,7 +131,7 @@ impl Pmd {
             }
         }
         let plane = self.tunnels.as_mut().expect("a tunnel output has tunnels");
-        let pushed = plane.push(t, &mut packet, tun_id, now);
+        let pushed = plane.push(t, &mut packet, tunnel, now);
         let underlay = plane.underlay_of(t);
         let queued = match (pushed, self.ports.member_of(underlay)) {
             (Ok(()), Some(member)) => self.ports.queue_copy(member, &packet),
