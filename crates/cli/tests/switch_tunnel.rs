@@ -166,13 +166,7 @@ fn against_the_kernel(kind: &str) {
 /// scrape (which promtool accepts) counts them, with no drop, and `wirespeed top` has a row
 /// for it.
 fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
-    let ofctl = |args: &[&str]| {
-        let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
-        argv.push(args[0]);
-        argv.push("tcp:127.0.0.1:6653");
-        argv.extend_from_slice(&args[1..]);
-        must(&argv)
-    };
+    let ofctl = |args: &[&str]| ovs_ofctl(ns, args);
     let desc = ofctl(&["dump-ports-desc"]);
     // Host port, underlay, tunnel.
     assert_eq!(desc.matches("): addr:").count(), 3, "{desc}");
@@ -257,6 +251,25 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
             .any(|r| r["port"] == "10" && r["device"] == name && r["receive_packets"] == 0.0),
         "{j}"
     );
+}
+
+/// `ovs-ofctl -O OpenFlow13 --no-names COMMAND tcp:127.0.0.1:6653 ARGS...` in `ns` (`args`
+/// is COMMAND then ARGS): what it prints.
+fn ovs_ofctl(ns: &str, args: &[&str]) -> String {
+    let mut argv = vec![
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow13",
+        "--no-names",
+    ];
+    argv.push(args[0]);
+    argv.push("tcp:127.0.0.1:6653");
+    argv.extend_from_slice(&args[1..]);
+    must(&argv)
 }
 
 /// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve) on its
@@ -479,8 +492,10 @@ fn no_route_and_another_vni_are_counted_by_name() {
 
 /// One `remote_ip=flow` port (one tunnel port, the far end chosen per flow, as Antrea runs
 /// Open vSwitch) reaches two of the kernel's vxlan devices, each by the `tun_dst` its flows
-/// set: five pings each way with each far end, the port's counts exact, and tshark finds
-/// ten frames each way between our address and each far end, every one VNI 42.
+/// set: the first far end's flows from the flow file, the second's from ovs-ofctl over
+/// OpenFlow 1.3 (tun_src and tun_dst as Nicira's fields), which it then lists as given.
+/// Five pings each way with each far end, the port's counts exact, and tshark finds ten
+/// frames each way between our address and each far end, every one VNI 42.
 #[test]
 fn one_flow_port_reaches_two_far_ends_by_the_tun_dst_its_flows_set() {
     let mut t = Tunnelled::new("tf", Far::Kernel);
@@ -491,13 +506,33 @@ fn one_flow_port_reaches_two_far_ends_by_the_tun_dst_its_flows_set() {
     let flows = format!(
         "in_port=1,ip,nw_dst=10.9.0.2,actions=set_field:42->tun_id,\
          set_field:{B_UNDERLAY}->tun_dst,output:10\n\
-         in_port=1,ip,nw_dst=10.9.0.3,actions=set_field:42->tun_id,\
-         set_field:{C_UNDERLAY}->tun_dst,output:10\n\
-         in_port=10,tun_id=42,actions=output:1\n\
+         in_port=10,tun_id=42,tun_src={B_UNDERLAY},actions=output:1\n\
          priority=0,actions=drop\n"
     );
+    must(&["ip", "-n", &t.ns_sa, "link", "set", "lo", "up"]);
     // No local_ip: the underlay is the bridge's one port with an address.
-    t.start_a("vxlan:remote_ip=flow,key=flow", &flows);
+    t.start_a_with(
+        "vxlan:remote_ip=flow,key=flow",
+        &flows,
+        &["--openflow", "ptcp:"],
+    );
+    let (to_c, from_c) = (
+        format!(
+            "in_port=1,ip,nw_dst=10.9.0.3,actions=set_field:42->tun_id,\
+             set_field:{C_UNDERLAY}->tun_dst,output:10"
+        ),
+        format!("in_port=10,tun_id=42,tun_src={C_UNDERLAY},actions=output:1"),
+    );
+    ovs_ofctl(&t.ns_sa, &["add-flow", &to_c]);
+    ovs_ofctl(&t.ns_sa, &["add-flow", &from_c]);
+    let listed = ovs_ofctl(&t.ns_sa, &["dump-flows"]);
+    assert!(
+        listed.contains(&format!(
+            "ip,in_port=1,nw_dst=10.9.0.3 actions=set_field:0x2a->tun_id,\
+             set_field:{C_UNDERLAY}->tun_dst,output:10"
+        )) && listed.contains(&format!("tun_id=0x2a,tun_src={C_UNDERLAY},in_port=10 ")),
+        "{listed}"
+    );
     let file = ScratchFile::new("tunnel.pcap");
     let capture = t.capture_underlay(&file);
     assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to B");

@@ -15,7 +15,7 @@ use crate::action::Action;
 use crate::field::Field;
 use crate::ofproto::rule_table::TABLE_COUNT;
 use crate::openflow::error::{OfpError, bad_action, bad_instruction};
-use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm};
+use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, wire_header};
 use crate::openflow::wire::{CML_NO_BUFFER, Reader, Writer, port};
 
 mod kind {
@@ -143,7 +143,9 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
         | field_no::IP_DSCP
         | field_no::IP_ECN
         | field_no::ARP_SHA
-        | field_no::ARP_THA => {
+        | field_no::ARP_THA
+        | field_no::TUNNEL_ID
+        | field_no::TUN_IPV4_DST => {
             if o.value > info.bits >> info.shift {
                 return Err(bad_action::BAD_SET_ARGUMENT);
             }
@@ -244,7 +246,8 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
     let set = |w: &mut Writer, number: u8, bytes: usize, value: u128| {
         let start = w.len();
         w.u16(kind::SET_FIELD).u16(0);
-        w.u16(0x8000).u8(number << 1).u8(bytes as u8);
+        let (class, number) = wire_header(number);
+        w.u16(class).u8(number << 1).u8(bytes as u8);
         w.slice(&value.to_be_bytes()[16 - bytes..]);
         w.pad8();
         w.set_len(start + 2, start);
@@ -283,6 +286,8 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 Field::NwEcn => field_no::IP_ECN,
                 Field::ArpSha => field_no::ARP_SHA,
                 Field::ArpTha => field_no::ARP_THA,
+                Field::TunId => field_no::TUNNEL_ID,
+                Field::TunDst => field_no::TUN_IPV4_DST,
                 _ => return,
             };
             let info = OxmField::of(number).expect("a field of ours");
@@ -398,6 +403,7 @@ mod tests {
             "write_metadata:0xffffffffffffffff",
             "mod_nw_ecn:2,set_field:1->nw_ecn,set_field:02:00:00:00:00:07->arp_sha",
             "set_field:02:00:00:00:00:08->arp_tha",
+            "set_field:42->tun_id,set_field:192.168.77.3->tun_dst,output:10",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }

@@ -2,7 +2,9 @@
 //! switch's [`Match`]. Each OXM field maps onto the bits of one of our fields (`ip_dscp` is
 //! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
 //! `udp_src` are both `tp_src`); one the flow key does not hold (`in_phy_port`, SCTP, ND,
-//! MPLS, PBB, tunnel id, IPv6 flow label and extension headers) is `BAD_FIELD`.
+//! MPLS, PBB, IPv6 flow label and extension headers) is `BAD_FIELD`. Besides the basic
+//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001), as
+//! Open vSwitch and its controllers send them for `tun_src` and `tun_dst`.
 
 use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
 
@@ -18,6 +20,13 @@ use crate::openflow::wire::{Reader, Writer};
 const MATCH_TYPE_OXM: u16 = 1;
 /// `OFPXMC_OPENFLOW_BASIC`.
 const CLASS_BASIC: u16 = 0x8000;
+/// `OFPXMC_NXM_1`: Nicira's extensible match fields.
+const CLASS_NXM_1: u16 = 0x0001;
+/// Nicira's numbers of the tunnel's outer IPv4 source and destination in [`CLASS_NXM_1`].
+const NXM_NX_TUN_IPV4_SRC: u8 = 31;
+const NXM_NX_TUN_IPV4_DST: u8 = 32;
+/// Numbers here go up to this (the basic class's are below 64; Nicira's ours are above).
+pub const FIELD_NUMBERS: usize = 128;
 /// The bits of `vlan_tci` that `vlan_vid` covers: the id and `OFPVID_PRESENT`.
 const VID_BITS: u128 = 0x1fff;
 
@@ -51,6 +60,29 @@ pub mod field_no {
     pub const ICMPV6_TYPE: u8 = 29;
     pub const ICMPV6_CODE: u8 = 30;
     pub const TUNNEL_ID: u8 = 38;
+    /// Nicira's tunnel addresses, numbered here past the basic class's fields (on the wire:
+    /// class 0x0001, fields 31 and 32).
+    pub const TUN_IPV4_SRC: u8 = 100;
+    pub const TUN_IPV4_DST: u8 = 101;
+}
+
+/// The class and number field `number` has on the wire.
+pub fn wire_header(number: u8) -> (u16, u8) {
+    match number {
+        field_no::TUN_IPV4_SRC => (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC),
+        field_no::TUN_IPV4_DST => (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST),
+        _ => (CLASS_BASIC, number),
+    }
+}
+
+/// Our number of the field a TLV's class and number name, if it is one we take.
+fn from_wire(class: u16, number: u8) -> Option<u8> {
+    match (class, number) {
+        (CLASS_BASIC, number) if usize::from(number) < 64 => Some(number),
+        (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC) => Some(field_no::TUN_IPV4_SRC),
+        (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST) => Some(field_no::TUN_IPV4_DST),
+        _ => None,
+    }
 }
 
 /// What an OXM field is in our terms: the field, its width on the wire in bytes, whether
@@ -111,6 +143,8 @@ impl OxmField {
             field_no::IPV6_SRC => f(Field::Ipv6Src, 16, true),
             field_no::IPV6_DST => f(Field::Ipv6Dst, 16, true),
             field_no::TUNNEL_ID => f(Field::TunId, 8, true),
+            field_no::TUN_IPV4_SRC => f(Field::TunSrc, 4, true),
+            field_no::TUN_IPV4_DST => f(Field::TunDst, 4, true),
             _ => return None,
         })
     }
@@ -129,16 +163,15 @@ pub struct Oxm {
     pub mask: Option<u128>,
 }
 
-/// Reads one OXM TLV of the basic class (a value of at most 16 bytes).
+/// Reads one OXM TLV of the basic class or a Nicira field of ours (a value of at most 16
+/// bytes).
 pub fn read_oxm(r: &mut Reader<'_>) -> Result<Oxm, OfpError> {
     let class = r.u16().map_err(|_| bad_match::BAD_LEN)?;
     let number_mask = r.u8().map_err(|_| bad_match::BAD_LEN)?;
     let len = usize::from(r.u8().map_err(|_| bad_match::BAD_LEN)?);
     let body = r.take(len).map_err(|_| bad_match::BAD_LEN)?;
-    if class != CLASS_BASIC {
-        return Err(bad_match::BAD_FIELD);
-    }
-    let (number, has_mask) = (number_mask >> 1, number_mask & 1 == 1);
+    let has_mask = number_mask & 1 == 1;
+    let number = from_wire(class, number_mask >> 1).ok_or(bad_match::BAD_FIELD)?;
     let Some(info) = OxmField::of(number) else {
         return Err(bad_match::BAD_FIELD);
     };
@@ -171,7 +204,7 @@ pub fn read_match(r: &mut Reader<'_>) -> Result<Match, OfpError> {
     r.skip(len.next_multiple_of(8) - len)
         .map_err(|_| bad_match::BAD_LEN)?;
     let mut flow_match = Match::ANY;
-    let mut seen = [false; 64];
+    let mut seen = [false; FIELD_NUMBERS];
     while !fields.is_empty() {
         let oxm = read_oxm(&mut fields)?;
         let seen = &mut seen[usize::from(oxm.number)];
@@ -209,7 +242,7 @@ pub fn add_oxm(flow_match: &mut Match, oxm: &Oxm) -> Result<(), OfpError> {
     Ok(())
 }
 
-fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
+fn check_prerequisites(m: &Match, seen: &[bool; FIELD_NUMBERS]) -> Result<(), OfpError> {
     let eth_type = m.exact(Field::DlType);
     let proto = m.exact(Field::NwProto);
     let ip = matches!(eth_type, Some(DL_TYPE_IPV4 | DL_TYPE_IPV6));
@@ -237,7 +270,7 @@ fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
         | field_no::ARP_THA => eth_type == Some(DL_TYPE_ARP),
         _ => true,
     };
-    match (0..64u8).find(|&n| seen[usize::from(n)] && !met(n)) {
+    match (0..FIELD_NUMBERS as u8).find(|&n| seen[usize::from(n)] && !met(n)) {
         Some(_) => Err(bad_match::BAD_PREREQ),
         None => Ok(()),
     }
@@ -245,7 +278,8 @@ fn check_prerequisites(m: &Match, seen: &[bool; 64]) -> Result<(), OfpError> {
 
 fn write_oxm(w: &mut Writer, number: u8, bytes: usize, value: u128, mask: Option<u128>) {
     let len = bytes * if mask.is_some() { 2 } else { 1 };
-    w.u16(CLASS_BASIC)
+    let (class, number) = wire_header(number);
+    w.u16(class)
         .u8(number << 1 | u8::from(mask.is_some()))
         .u8(len as u8);
     w.slice(&value.to_be_bytes()[16 - bytes..]);
@@ -317,6 +351,8 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
         field_no::IPV6_SRC,
         field_no::IPV6_DST,
         field_no::TUNNEL_ID,
+        field_no::TUN_IPV4_SRC,
+        field_no::TUN_IPV4_DST,
     ] {
         if number == field_no::VLAN_PCP && !vid_present {
             continue;
@@ -397,6 +433,7 @@ mod tests {
             "metadata=0x5/0xff,in_port=2",
             "arp,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:00/ff:00:00:00:00:00",
             "ipv6,ipv6_src=2001:db8::1,ipv6_dst=::2",
+            "in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.0/24",
         ] {
             let spec = parse_match(text).unwrap();
             assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
@@ -440,6 +477,51 @@ mod tests {
         assert_eq!(match_of(&dscp), Err(bad_match::BAD_VALUE));
         // A match whose length field runs past the message.
         assert_eq!(decoded(&[0, 1, 0, 40, 0, 0]), Err(bad_match::BAD_LEN));
+    }
+
+    #[test]
+    fn tunnel_addresses_are_nicira_fields() {
+        assert_eq!(
+            encoded("tun_src=192.168.77.2"),
+            [
+                0,
+                1,
+                0,
+                12, // OXM match, 12 bytes before padding
+                0,
+                1,
+                31 << 1,
+                4,
+                192,
+                168,
+                77,
+                2, // NXM_NX_TUN_IPV4_SRC
+                0,
+                0,
+                0,
+                0, // padding to 16
+            ]
+        );
+        // A basic-class field of that number is not it.
+        let basic = [
+            0,
+            1,
+            0,
+            12,
+            0x80,
+            0,
+            100 << 1,
+            4,
+            192,
+            168,
+            77,
+            2,
+            0,
+            0,
+            0,
+            0,
+        ];
+        assert_eq!(decoded(&basic), Err(bad_match::BAD_FIELD));
     }
 
     #[test]
