@@ -165,6 +165,46 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
     );
     let desc = s.ofctl_ok(&["dump-desc"]);
     assert!(desc.contains("Manufacturer: wirespeed"), "{desc}");
+    // Without --no-names, ovs-ofctl reads the table features (for table names) before a
+    // flow mod, and refuses a reply without the eight properties OpenFlow 1.3 requires.
+    let plain = |args: &[&str]| {
+        let mut argv = vec![
+            "ip",
+            "netns",
+            "exec",
+            &s.c.ns_m,
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+        ];
+        argv.extend([args[0], "tcp:127.0.0.1:6653"]);
+        argv.extend_from_slice(&args[1..]);
+        must(&argv)
+    };
+    let features = plain(&["dump-table-features"]);
+    assert!(
+        features.contains("table 0 (\"table0\"):")
+            && features.contains("next tables: 1-253")
+            && features.contains(
+                "instructions: apply_actions clear_actions write_actions write_metadata \
+                 goto_table"
+            )
+            && features.contains("table 253 (\"table253\")"),
+        "{features}"
+    );
+    plain(&[
+        "add-flow",
+        "table=3,priority=7,tun_src=192.0.2.9,actions=goto_table:5",
+    ]);
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains(
+            "table=3, n_packets=0, n_bytes=0, priority=7,tun_src=192.0.2.9 \
+             actions=goto_table:5"
+        ),
+        "{ctl_flows}"
+    );
+    plain(&["del-flows", "table=3"]);
 
     // packet-out: a UDP packet from the controller out of port 2 reaches host B.
     let mut capture = std::process::Command::new("ip")

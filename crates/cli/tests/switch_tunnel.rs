@@ -253,19 +253,10 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
     );
 }
 
-/// `ovs-ofctl -O OpenFlow13 --no-names COMMAND tcp:127.0.0.1:6653 ARGS...` in `ns` (`args`
-/// is COMMAND then ARGS): what it prints.
+/// `ovs-ofctl -O OpenFlow13 COMMAND tcp:127.0.0.1:6653 ARGS...` in `ns` (`args` is COMMAND
+/// then ARGS): what it prints.
 fn ovs_ofctl(ns: &str, args: &[&str]) -> String {
-    let mut argv = vec![
-        "ip",
-        "netns",
-        "exec",
-        ns,
-        "ovs-ofctl",
-        "-O",
-        "OpenFlow13",
-        "--no-names",
-    ];
+    let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
     argv.push(args[0]);
     argv.push("tcp:127.0.0.1:6653");
     argv.extend_from_slice(&args[1..]);

@@ -39,6 +39,56 @@ mod instruction {
     pub const METER: u16 = 6;
 }
 
+/// The actions the switch takes, in `apply_actions` and `write_actions` alike (Nicira's
+/// resubmit aside), as table features list them.
+pub const ACTION_TYPES: [u16; 7] = [
+    kind::OUTPUT,
+    kind::PUSH_VLAN,
+    kind::POP_VLAN,
+    kind::GROUP,
+    kind::SET_NW_TTL,
+    kind::DEC_NW_TTL,
+    kind::SET_FIELD,
+];
+
+/// The instructions the switch takes (not `meter`).
+pub const INSTRUCTION_TYPES: [u16; 5] = [
+    instruction::GOTO_TABLE,
+    instruction::WRITE_METADATA,
+    instruction::WRITE_ACTIONS,
+    instruction::APPLY_ACTIONS,
+    instruction::CLEAR_ACTIONS,
+];
+pub const GOTO_TABLE: u16 = instruction::GOTO_TABLE;
+
+/// The fields `set_field` may write, besides `vlan_vid` and `vlan_pcp` (which make
+/// [`Action::ModVlanVid`] and [`Action::ModVlanPcp`]).
+const SET_FIELDS: [u8; 16] = [
+    field_no::ETH_SRC,
+    field_no::ETH_DST,
+    field_no::IPV4_SRC,
+    field_no::IPV4_DST,
+    field_no::IPV6_SRC,
+    field_no::IPV6_DST,
+    field_no::TCP_SRC,
+    field_no::TCP_DST,
+    field_no::UDP_SRC,
+    field_no::UDP_DST,
+    field_no::IP_DSCP,
+    field_no::IP_ECN,
+    field_no::ARP_SHA,
+    field_no::ARP_THA,
+    field_no::TUNNEL_ID,
+    field_no::TUN_IPV4_DST,
+];
+
+/// Every field `set_field` takes, as table features list them.
+pub fn settable_field_numbers() -> impl Iterator<Item = u8> {
+    [field_no::VLAN_VID, field_no::VLAN_PCP]
+        .into_iter()
+        .chain(SET_FIELDS)
+}
+
 /// Nicira's experimenter id and `NXAST_RESUBMIT_TABLE`.
 const NX_VENDOR: u32 = 0x0000_2320;
 const NXAST_RESUBMIT_TABLE: u16 = 14;
@@ -130,22 +180,7 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
     Ok(match o.number {
         field_no::VLAN_VID => Action::ModVlanVid(o.value as u16 & VLAN_VID_MASK),
         field_no::VLAN_PCP => Action::ModVlanPcp(o.value as u8),
-        field_no::ETH_SRC
-        | field_no::ETH_DST
-        | field_no::IPV4_SRC
-        | field_no::IPV4_DST
-        | field_no::IPV6_SRC
-        | field_no::IPV6_DST
-        | field_no::TCP_SRC
-        | field_no::TCP_DST
-        | field_no::UDP_SRC
-        | field_no::UDP_DST
-        | field_no::IP_DSCP
-        | field_no::IP_ECN
-        | field_no::ARP_SHA
-        | field_no::ARP_THA
-        | field_no::TUNNEL_ID
-        | field_no::TUN_IPV4_DST => {
+        number if SET_FIELDS.contains(&number) => {
             if o.value > info.bits >> info.shift {
                 return Err(bad_action::BAD_SET_ARGUMENT);
             }

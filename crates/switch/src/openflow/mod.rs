@@ -29,5 +29,6 @@ pub mod oxm;
 pub mod reply;
 pub mod session;
 pub mod stats;
+pub mod table_features;
 pub mod tls;
 pub mod wire;

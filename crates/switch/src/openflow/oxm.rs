@@ -66,6 +66,51 @@ pub mod field_no {
     pub const TUN_IPV4_DST: u8 = 101;
 }
 
+/// Every field a match may hold, as table features list them.
+pub const MATCH_FIELDS: [u8; 30] = [
+    field_no::IN_PORT,
+    field_no::METADATA,
+    field_no::ETH_DST,
+    field_no::ETH_SRC,
+    field_no::ETH_TYPE,
+    field_no::VLAN_VID,
+    field_no::VLAN_PCP,
+    field_no::IP_DSCP,
+    field_no::IP_ECN,
+    field_no::IP_PROTO,
+    field_no::IPV4_SRC,
+    field_no::IPV4_DST,
+    field_no::TCP_SRC,
+    field_no::TCP_DST,
+    field_no::UDP_SRC,
+    field_no::UDP_DST,
+    field_no::ICMPV4_TYPE,
+    field_no::ICMPV4_CODE,
+    field_no::ARP_OP,
+    field_no::ARP_SPA,
+    field_no::ARP_TPA,
+    field_no::ARP_SHA,
+    field_no::ARP_THA,
+    field_no::IPV6_SRC,
+    field_no::IPV6_DST,
+    field_no::ICMPV6_TYPE,
+    field_no::ICMPV6_CODE,
+    field_no::TUNNEL_ID,
+    field_no::TUN_IPV4_SRC,
+    field_no::TUN_IPV4_DST,
+];
+
+/// An OXM header alone (class, number, whether a mask follows, length), as table features
+/// list fields: `masked` for a field that takes a mask.
+pub fn oxm_header(w: &mut Writer, number: u8, masked: bool) {
+    let Some(info) = OxmField::of(number) else {
+        return;
+    };
+    let (class, wire) = wire_header(number);
+    let len = info.bytes * if masked { 2 } else { 1 };
+    w.u16(class).u8(wire << 1 | u8::from(masked)).u8(len as u8);
+}
+
 /// The class and number field `number` has on the wire.
 pub fn wire_header(number: u8) -> (u16, u8) {
     match number {

@@ -178,16 +178,6 @@ pub fn table_stats_entry(table: u8, active: u32) -> Vec<u8> {
     w.bytes
 }
 
-/// A table's features with no properties (valid, and all a controller of ours needs).
-pub fn table_features_entry(table: u8) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.u16(64).u8(table).zeros(5);
-    w.text(&format!("table{table}"), 32);
-    // metadata_match and metadata_write: every bit of the metadata.
-    w.u64(u64::MAX).u64(u64::MAX).u32(0).u32(1_000_000);
-    w.bytes
-}
-
 /// Port counters: received and sent packets and bytes, drops and errors each way.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct PortCounts {
@@ -331,7 +321,6 @@ mod tests {
         assert_eq!(features(1, 2).len(), 32);
         assert_eq!(desc_body().len(), 1056);
         assert_eq!(table_stats_entry(0, 1).len(), 24);
-        assert_eq!(table_features_entry(0).len(), 64);
         assert_eq!(
             port_stats_entry(1, &PortCounts::default(), Duration::ZERO).len(),
             112

@@ -15,6 +15,7 @@ use crate::openflow::error::{OfpError, bad_request};
 use crate::openflow::flow_mod::selector_of;
 use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as mp};
 use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
+use crate::openflow::table_features::table_features_entry;
 use crate::openflow::wire::{TABLE_ALL, port};
 
 /// The reply to one MULTIPART request, in as many messages as it takes.
@@ -61,7 +62,7 @@ pub fn multipart(
         }
         MultipartRequest::TableFeatures => (
             mp::TABLE_FEATURES,
-            (0..N_TABLES).map(reply::table_features_entry).collect(),
+            (0..N_TABLES).map(table_features_entry).collect(),
         ),
         MultipartRequest::GroupFeatures => (mp::GROUP_FEATURES, vec![reply::group_features_body()]),
         MultipartRequest::MeterFeatures => (mp::METER_FEATURES, vec![reply::meter_features_body()]),
