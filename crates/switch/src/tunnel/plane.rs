@@ -277,17 +277,36 @@ impl TunnelPlane {
         let vni = port.config.vni(out.id);
         let generation = self.tunnels.neighbours.generation();
         let resolved = self.slot(t, remote);
-        if resolved.template.is_none()
-            || resolved.generation != generation
-            || now >= resolved.next_look
+        if let Some(template) = &resolved.template
+            && resolved.generation == generation
+            && now < resolved.next_look
         {
-            self.resolve(t, remote, generation, now);
+            template.push(packet, vni, header::source_port(&packet[OUTER_LEN..]));
+            let counters = &mut self.counters[t];
+            counters.encap_packets += 1;
+            counters.encap_bytes += inner_len as u64;
+            return Ok(());
         }
-        let src_port = header::source_port(&packet[OUTER_LEN..]);
+        self.push_resolving(t, remote, packet, vni, now)
+    }
+
+    /// [`TunnelPlane::push`] where the headers to `remote` are not known or due a look:
+    /// resolves them first (or counts why not).
+    #[cold]
+    fn push_resolving(
+        &mut self,
+        t: usize,
+        remote: Ipv4Addr,
+        packet: &mut [u8],
+        vni: u32,
+        now: Duration,
+    ) -> Result<(), EncapDrop> {
+        let generation = self.tunnels.neighbours.generation();
+        self.resolve(t, remote, generation, now);
         let resolved = self.slot(t, remote);
         let pushed = match &resolved.template {
             Some(template) => {
-                template.push(packet, vni, src_port);
+                template.push(packet, vni, header::source_port(&packet[OUTER_LEN..]));
                 Ok(())
             }
             None => Err(resolved.failure.unwrap_or(EncapDrop::NoNeighbour)),
@@ -296,7 +315,7 @@ impl TunnelPlane {
         match pushed {
             Ok(()) => {
                 counters.encap_packets += 1;
-                counters.encap_bytes += inner_len as u64;
+                counters.encap_bytes += (packet.len() - OUTER_LEN) as u64;
             }
             Err(EncapDrop::NoRoute) => counters.no_route += 1,
             Err(_) => counters.no_neighbour += 1,
