@@ -186,8 +186,10 @@ impl Socket {
     }
 
     /// Tells the kernel to send what is queued, if it asked for that (need_wakeup) or if it
-    /// cannot ask (sockets bound without need_wakeup). In copy mode a kick sends at most 32
-    /// frames, synchronously, so kick again while frames remain (bounded by the ring size).
+    /// cannot ask (sockets bound without need_wakeup). In copy mode a kick sends at most its
+    /// budget, synchronously (the ring, or 32 frames on kernels before 6.17, see
+    /// `XDP_MAX_TX_SKB_BUDGET`), and less when the completion ring is full, so kick again
+    /// while frames remain (bounded by the ring size).
     /// Busy or out-of-buffer answers are not errors: the descriptors stay queued and the
     /// next kick sends them.
     #[inline]
@@ -206,8 +208,9 @@ impl Socket {
         for _ in 0..rounds {
             if let Err(e) = sys::kick_tx(self.raw_fd()) {
                 return match e.raw_os_error() {
-                    // Copy mode answers EAGAIN when its 32-frame budget ran out with frames
-                    // left (__xsk_generic_xmit): that is the cue to kick again.
+                    // Copy mode answers EAGAIN when its budget ran out, or the completion
+                    // ring filled, with frames left (__xsk_generic_xmit): the frames before
+                    // were sent, and this is the cue to kick again.
                     Some(libc::EAGAIN) if tx.pending() > 0 => continue,
                     Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS) => Ok(()),
                     _ => Err(e),

@@ -340,8 +340,17 @@ fn size_rings(fd: &OwnedFd, config: &SocketConfig, own_fill: bool) -> Result<(),
             setup(step, sys::set_option(fd, libc::SOL_XDP, option, &size))?;
         }
     }
+    if config.tx_size > 0 {
+        // Copy mode sends at most 32 frames a kick unless told otherwise (Linux 6.17+):
+        // the whole ring a kick saves a system call every 32 frames. Older kernels refuse
+        // the option, and keep 32.
+        let _ = sys::set_option(fd, libc::SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &config.tx_size);
+    }
     Ok(())
 }
+
+/// How many frames one kick may send in copy mode (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17).
+const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
 /// The rings of a socket, mapped; None where the socket has no such ring.
 struct Rings {
