@@ -25,7 +25,8 @@ const CLASS_NXM_1: u16 = 0x0001;
 /// Nicira's numbers of the tunnel's outer IPv4 source and destination in [`CLASS_NXM_1`].
 const NXM_NX_TUN_IPV4_SRC: u8 = 31;
 const NXM_NX_TUN_IPV4_DST: u8 = 32;
-/// Numbers here go up to this (the basic class's are below 64; Nicira's ours are above).
+/// Our field numbers are below this: the basic class's below 64, ours for Nicira's fields
+/// above.
 pub const FIELD_NUMBERS: usize = 128;
 /// The bits of `vlan_tci` that `vlan_vid` covers: the id and `OFPVID_PRESENT`.
 const VID_BITS: u128 = 0x1fff;
@@ -526,46 +527,14 @@ mod tests {
 
     #[test]
     fn tunnel_addresses_are_nicira_fields() {
-        assert_eq!(
-            encoded("tun_src=192.168.77.2"),
-            [
-                0,
-                1,
-                0,
-                12, // OXM match, 12 bytes before padding
-                0,
-                1,
-                31 << 1,
-                4,
-                192,
-                168,
-                77,
-                2, // NXM_NX_TUN_IPV4_SRC
-                0,
-                0,
-                0,
-                0, // padding to 16
-            ]
-        );
-        // A basic-class field of that number is not it.
-        let basic = [
-            0,
-            1,
-            0,
-            12,
-            0x80,
-            0,
-            100 << 1,
-            4,
-            192,
-            168,
-            77,
-            2,
-            0,
-            0,
-            0,
-            0,
-        ];
+        let header = [0, 1, 0, 12]; // OXM match, 12 bytes before padding
+        let tun_src = [0, 1, 31 << 1, 4]; // NXM_NX_TUN_IPV4_SRC, 4 bytes
+        let address = [192, 168, 77, 2];
+        let padding = [0; 4];
+        let nicira = [header, tun_src, address, padding].concat();
+        assert_eq!(encoded("tun_src=192.168.77.2"), nicira);
+        // A basic-class field of our number for it is not it.
+        let basic = [header, [0x80, 0, 100 << 1, 4], address, padding].concat();
         assert_eq!(decoded(&basic), Err(bad_match::BAD_FIELD));
     }
 

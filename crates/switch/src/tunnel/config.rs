@@ -54,17 +54,6 @@ pub enum Remote {
     Flow,
 }
 
-impl Remote {
-    /// Whether a packet from `src` may be this port's.
-    #[inline]
-    pub fn takes(self, src: Ipv4Addr) -> bool {
-        match self {
-            Remote::Ip(ip) => ip == src,
-            Remote::Flow => true,
-        }
-    }
-}
-
 impl fmt::Display for Remote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -270,8 +259,6 @@ mod tests {
         assert!(fixed.takes_vni(MAX_VNI) && !fixed.takes_vni(7));
         let any: TunnelConfig = "vxlan:remote_ip=flow,local_ip=192.0.2.1".parse().unwrap();
         assert_eq!(any.remote_ip, Remote::Flow);
-        assert!(any.remote_ip.takes(Ipv4Addr::new(198, 51, 100, 7)));
-        assert!(!fixed.remote_ip.takes(Ipv4Addr::new(198, 51, 100, 7)));
         assert_eq!(
             any.to_string(),
             "vxlan:remote_ip=flow,local_ip=192.0.2.1,key=0,dst_port=4789,df_default=true,\
