@@ -284,6 +284,23 @@ fn tshark_cflow(file: &str, fields: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// tshark decodes every message of the export captured in `file` with no malformed packet
+/// and no warning.
+fn assert_cflow_clean(file: &str) {
+    let decode = format!("udp.port=={PORT},cflow");
+    let problems = must(&[
+        "tshark",
+        "-r",
+        file,
+        "-n",
+        "-d",
+        &decode,
+        "-Y",
+        "_ws.malformed || _ws.expert.severity >= warning",
+    ]);
+    assert!(problems.trim().is_empty(), "tshark: {problems}");
+}
+
 /// The numbers of a tshark field's comma-joined values.
 fn numbers(values: &str) -> Vec<u64> {
     values
@@ -338,18 +355,7 @@ fn nfdump_and_tshark_read_each_flow_with_the_packets_and_bytes_the_switch_forwar
     assert_eq!(ipfix["messages"], captured.frames.len() as u64, "{j}");
 
     // tshark: every message decodes cleanly...
-    let decode = format!("udp.port=={PORT},cflow");
-    let problems = must(&[
-        "tshark",
-        "-r",
-        &export,
-        "-n",
-        "-d",
-        &decode,
-        "-Y",
-        "_ws.malformed || _ws.expert.severity >= warning",
-    ]);
-    assert!(problems.trim().is_empty(), "tshark: {problems}");
+    assert_cflow_clean(&export);
     let messages = tshark_cflow(
         &export,
         &[
@@ -506,18 +512,7 @@ fn flows_through_a_tunnel_carry_its_ends_and_vni() {
     );
 
     // tshark: the export decodes cleanly, enterprise elements and all...
-    let decode = format!("udp.port=={PORT},cflow");
-    let problems = must(&[
-        "tshark",
-        "-r",
-        &export,
-        "-n",
-        "-d",
-        &decode,
-        "-Y",
-        "_ws.malformed || _ws.expert.severity >= warning",
-    ]);
-    assert!(problems.trim().is_empty(), "tshark: {problems}");
+    assert_cflow_clean(&export);
     // ...and every record of those flows names the tunnel, far end or ours first as the
     // flow came out or went in: the input port, the outer source and destination, UDP,
     // port 4789, VXLAN, VNI 42, and the packets.

@@ -167,20 +167,7 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
     assert!(desc.contains("Manufacturer: wirespeed"), "{desc}");
     // Without --no-names, ovs-ofctl reads the table features (for table names) before a
     // flow mod, and refuses a reply without the eight properties OpenFlow 1.3 requires.
-    let plain = |args: &[&str]| {
-        let mut argv = vec![
-            "ip",
-            "netns",
-            "exec",
-            &s.c.ns_m,
-            "ovs-ofctl",
-            "-O",
-            "OpenFlow13",
-        ];
-        argv.extend([args[0], "tcp:127.0.0.1:6653"]);
-        argv.extend_from_slice(&args[1..]);
-        must(&argv)
-    };
+    let plain = |args: &[&str]| ovs_ofctl13(&s.c.ns_m, args);
     let features = plain(&["dump-table-features"]);
     assert!(
         features.contains("table 0 (\"table0\"):")

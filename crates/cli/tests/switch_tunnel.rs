@@ -166,7 +166,7 @@ fn against_the_kernel(kind: &str) {
 /// scrape (which promtool accepts) counts them, with no drop, and `wirespeed top` has a row
 /// for it.
 fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
-    let ofctl = |args: &[&str]| ovs_ofctl(ns, args);
+    let ofctl = |args: &[&str]| ovs_ofctl13(ns, args);
     let desc = ofctl(&["dump-ports-desc"]);
     // Host port, underlay, tunnel.
     assert_eq!(desc.matches("): addr:").count(), 3, "{desc}");
@@ -251,16 +251,6 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
             .any(|r| r["port"] == "10" && r["device"] == name && r["receive_packets"] == 0.0),
         "{j}"
     );
-}
-
-/// `ovs-ofctl -O OpenFlow13 COMMAND tcp:127.0.0.1:6653 ARGS...` in `ns` (`args` is COMMAND
-/// then ARGS): what it prints.
-fn ovs_ofctl(ns: &str, args: &[&str]) -> String {
-    let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
-    argv.push(args[0]);
-    argv.push("tcp:127.0.0.1:6653");
-    argv.extend_from_slice(&args[1..]);
-    must(&argv)
 }
 
 /// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve) on its
@@ -514,9 +504,9 @@ fn one_flow_port_reaches_two_far_ends_by_the_tun_dst_its_flows_set() {
         ),
         format!("in_port=10,tun_id=42,tun_src={C_UNDERLAY},actions=output:1"),
     );
-    ovs_ofctl(&t.ns_sa, &["add-flow", &to_c]);
-    ovs_ofctl(&t.ns_sa, &["add-flow", &from_c]);
-    let listed = ovs_ofctl(&t.ns_sa, &["dump-flows"]);
+    ovs_ofctl13(&t.ns_sa, &["add-flow", &to_c]);
+    ovs_ofctl13(&t.ns_sa, &["add-flow", &from_c]);
+    let listed = ovs_ofctl13(&t.ns_sa, &["dump-flows"]);
     assert!(
         listed.contains(&format!(
             "ip,in_port=1,nw_dst=10.9.0.3 actions=set_field:0x2a->tun_id,\

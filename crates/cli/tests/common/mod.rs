@@ -399,6 +399,16 @@ fn summary_of(args: &[&str], out: Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// `ovs-ofctl -O OpenFlow13 COMMAND tcp:127.0.0.1:6653 ARGS...` in `ns` (`args` is COMMAND
+/// then ARGS), names and all (no `--no-names`: ovs-ofctl then reads the table features
+/// first): what it prints; it must succeed.
+pub fn ovs_ofctl13(ns: &str, args: &[&str]) -> String {
+    let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
+    argv.extend([args[0], "tcp:127.0.0.1:6653"]);
+    argv.extend_from_slice(&args[1..]);
+    must(&argv)
+}
+
 /// Pings from `ns` to `to`: how many of `count` replies came back.
 pub fn ping(ns: &str, to: &str, count: u32) -> u32 {
     let count = count.to_string();

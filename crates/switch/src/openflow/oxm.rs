@@ -67,7 +67,8 @@ pub mod field_no {
     pub const TUN_IPV4_DST: u8 = 101;
 }
 
-/// Every field a match may hold, as table features list them.
+/// Every field a match may hold, in the order a match is written and table features list
+/// them.
 pub const MATCH_FIELDS: [u8; 30] = [
     field_no::IN_PORT,
     field_no::METADATA,
@@ -372,34 +373,21 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
         let (value, mask) = m.field(Field::VlanTci);
         value & mask & u128::from(VLAN_PRESENT) != 0
     };
-    for number in [
-        field_no::IN_PORT,
-        field_no::METADATA,
-        field_no::ETH_DST,
-        field_no::ETH_SRC,
-        field_no::ETH_TYPE,
-        field_no::VLAN_VID,
-        field_no::VLAN_PCP,
-        field_no::IP_DSCP,
-        field_no::IP_ECN,
-        field_no::IP_PROTO,
-        field_no::IPV4_SRC,
-        field_no::IPV4_DST,
-        tp_src,
-        tp_dst,
-        icmp_type,
-        icmp_code,
-        field_no::ARP_OP,
-        field_no::ARP_SPA,
-        field_no::ARP_TPA,
-        field_no::ARP_SHA,
-        field_no::ARP_THA,
-        field_no::IPV6_SRC,
-        field_no::IPV6_DST,
-        field_no::TUNNEL_ID,
-        field_no::TUN_IPV4_SRC,
-        field_no::TUN_IPV4_DST,
-    ] {
+    for number in MATCH_FIELDS {
+        // Our tp_src is TCP's or UDP's, icmp_type ICMPv4's or ICMPv6's: the protocol says.
+        let another_protocols = match number {
+            field_no::TCP_SRC | field_no::TCP_DST | field_no::UDP_SRC | field_no::UDP_DST => {
+                number != tp_src && number != tp_dst
+            }
+            field_no::ICMPV4_TYPE
+            | field_no::ICMPV4_CODE
+            | field_no::ICMPV6_TYPE
+            | field_no::ICMPV6_CODE => number != icmp_type && number != icmp_code,
+            _ => false,
+        };
+        if another_protocols {
+            continue;
+        }
         if number == field_no::VLAN_PCP && !vid_present {
             continue;
         }
