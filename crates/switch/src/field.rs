@@ -42,6 +42,7 @@ pub struct TunnelMeta {
 
 impl TunnelMeta {
     /// The metadata a flow holds (zero: its packet did not come out of a tunnel).
+    #[inline]
     pub fn read(flow: &FlowBits) -> TunnelMeta {
         let ends = flow.0[TUNNEL_WORD + 1];
         TunnelMeta {
@@ -82,9 +83,10 @@ impl Default for TunnelOut {
 impl TunnelOut {
     #[inline]
     pub fn of(flow: &FlowBits) -> TunnelOut {
+        let meta = TunnelMeta::read(flow);
         TunnelOut {
-            id: flow.0[TUNNEL_WORD],
-            dst: Ipv4Addr::from((flow.0[TUNNEL_WORD + 1] >> 32) as u32),
+            id: meta.id,
+            dst: Ipv4Addr::from(meta.dst),
         }
     }
 }

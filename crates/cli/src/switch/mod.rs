@@ -86,7 +86,7 @@ pub struct SwitchArgs {
     /// other end of pipe gen0) or 6=pcap:rx=in.pcap,tx=out.pcapng (in.pcap replayed into
     /// the bridge once, what the port sends recorded in out.pcapng; ,pace=1 replays at the
     /// recorded pace; - is standard input or output), or a tunnel port:
-    /// 10=vxlan:remote_ip=IP or 10=geneve:remote_ip=IP (see below) (numbers default to 1,
+    /// 10=vxlan:remote_ip=IP|flow or 10=geneve:remote_ip=IP|flow (see below) (numbers default to 1,
     /// 2, ... in order).
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
