@@ -337,3 +337,27 @@ fn recv_at_its_defaults_circulates_32768_frames() {
     assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
     net.assert_no_xdp();
 }
+
+/// What the kernel delivered before the stop is received: a receiver held still (SIGSTOP)
+/// while frames arrive, then stopped with SIGINT the moment it runs again, still takes every
+/// frame waiting in its RX ring. Else a receiver whose CPU was taken loses frames that no
+/// counter names, and its losses no longer equal the drops on the way.
+#[test]
+fn a_receiver_stopped_by_a_signal_takes_what_was_delivered() {
+    let net = NetPair::new("gi");
+    let rx = recv_in_b(&net, &["--expect", "3000"]);
+    let pid = rx.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    let g = gen_in_a(&net, &["--count", "3000", "--rate", "100000"]);
+    assert_eq!(g["packets"].as_u64(), Some(3000), "{g}");
+    // The SIGINT waits while the process is stopped, and is handled first when it goes on.
+    must(&["kill", "-INT", &pid]);
+    must(&["kill", "-CONT", &pid]);
+    let (rj, log) = rx.finish();
+    let g0 = &rj["generators"][0];
+    assert_eq!(g0["received"].as_u64(), Some(3000), "{rj}\n{log}");
+    assert_eq!(g0["lost"].as_u64(), Some(0), "{rj}");
+    assert_eq!(rj["packets"].as_u64(), Some(3000), "{rj}");
+    assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
+    net.assert_no_xdp();
+}

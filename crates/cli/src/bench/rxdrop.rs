@@ -10,6 +10,7 @@ use super::{BenchArgs, Mode, announce_ready};
 use crate::run::clock::HOT_LOOP_CHECK;
 use crate::run::idle::PortIdle;
 use crate::run::meter::{Meter, RunLimit};
+use crate::run::rx_drain::rx_drain;
 
 pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Result<Summary> {
     let mut port =
@@ -40,7 +41,8 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     Ok(s.finish())
 }
 
-/// Receives until the run ends, or the port fails (its interface gone).
+/// Receives until the run ends, or the port fails (its interface gone); a run cut short
+/// still takes what had arrived.
 pub(super) fn receive(
     args: &BenchArgs,
     port: &mut dyn Port,
@@ -56,20 +58,13 @@ pub(super) fn receive(
     let mut scratch = Vec::new();
     while run.running(tally.packets) {
         let room = batch.room();
-        let n = port.rx_burst(&mut batch)?;
-        if !batch.has_chains() && verifier.is_none() {
-            // Only lengths to count: a burst of one-frame packets reads nothing else.
-            tally.bytes += batch.iter().map(|(_, len)| u64::from(len)).sum::<u64>();
-        } else {
-            for i in 0..batch.len() {
-                tally.bytes += u64::from(batch.packet_len(i));
-                if let Some(v) = verifier.as_deref_mut() {
-                    v.check(port.packet_bytes(&batch, i, &mut scratch));
-                }
-            }
-        }
-        tally.packets += n as u64;
-        port.release(&mut batch);
+        let n = take_burst(
+            port,
+            &mut batch,
+            verifier.as_deref_mut(),
+            tally,
+            &mut scratch,
+        )?;
         if idle.after_burst(port, n, room, &mut run)?.is_break() {
             break;
         }
@@ -78,5 +73,45 @@ pub(super) fn receive(
         }
         meter.tick_port(tally.packets, tally.bytes, port);
     }
+    if run.cut_short() {
+        rx_drain(port, run.remaining(tally.packets), |port| {
+            take_burst(
+                port,
+                &mut batch,
+                verifier.as_deref_mut(),
+                tally,
+                &mut scratch,
+            )
+        })?;
+    }
     Ok(())
+}
+
+/// One burst from `port`, counted (and verified, with a verifier); the packets it took.
+#[inline]
+fn take_burst(
+    port: &mut dyn Port,
+    batch: &mut Batch,
+    verifier: Option<&mut Verifier>,
+    tally: &mut Tally,
+    scratch: &mut Vec<u8>,
+) -> Result<usize, PortError> {
+    let n = port.rx_burst(batch)?;
+    match verifier {
+        // Only lengths to count: a burst of one-frame packets reads nothing else.
+        None if !batch.has_chains() => {
+            tally.bytes += batch.iter().map(|(_, len)| u64::from(len)).sum::<u64>();
+        }
+        mut verifier => {
+            for i in 0..batch.len() {
+                tally.bytes += u64::from(batch.packet_len(i));
+                if let Some(v) = verifier.as_deref_mut() {
+                    v.check(port.packet_bytes(batch, i, scratch));
+                }
+            }
+        }
+    }
+    tally.packets += n as u64;
+    port.release(batch);
+    Ok(n)
 }

@@ -22,15 +22,10 @@ use crate::run::clock::now_ns;
 use crate::run::idle::{Idle, Step};
 use crate::run::link_watch::LinkWatch;
 use crate::run::meter::RunLimit;
+use crate::run::rx_drain::DRAIN;
 
 /// Loop turns between looks at the clock and the stop flag.
 const HOT_LOOP_CHECK: u32 = 128;
-
-/// How long a stopped capture keeps taking what the port still holds. TPACKET_V3 hands a
-/// partly filled block over only once the kernel retires it (1 ms, rounded up to a jiffy:
-/// up to 10 ms), and a spilled packet may wait 10 ms for its place: both arrived before
-/// the stop.
-const DRAIN: Duration = Duration::from_millis(25);
 
 pub fn run(
     args: &CaptureArgs,

@@ -65,6 +65,12 @@ impl<'a> RunLimit<'a> {
         self.calls = self.every;
     }
 
+    /// The run was cut short, by a signal or its deadline, rather than ending at its count:
+    /// a receiver still takes what had arrived (`rx_drain`).
+    pub fn cut_short(&self) -> bool {
+        self.expired
+    }
+
     /// Packets still to go before the count limit.
     pub fn remaining(&self, done: u64) -> u64 {
         self.limit.saturating_sub(done)
