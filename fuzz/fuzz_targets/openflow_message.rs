@@ -1,6 +1,6 @@
 //! OpenFlow messages from a controller: any bytes decode to a message or the
-//! specification's error, never a panic or a read past them; a FLOW_MOD, GROUP_MOD or
-//! PACKET_OUT that decodes encodes back to bytes that decode to it again.
+//! specification's error, never a panic or a read past them; a FLOW_MOD, GROUP_MOD,
+//! PACKET_OUT or METER_MOD that decodes encodes back to bytes that decode to it again.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,6 +26,10 @@ fuzz_target!(|bytes: &[u8]| {
         Ok((header, Incoming::GroupMod(group_mod))) => {
             let again = decode(&group_mod.encode(header.xid)).map(|(_, m)| m);
             assert_eq!(again, Ok(Incoming::GroupMod(group_mod)));
+        }
+        Ok((header, Incoming::MeterMod(meter_mod))) => {
+            let again = decode(&meter_mod.encode(header.xid)).map(|(_, m)| m);
+            assert_eq!(again, Ok(Incoming::MeterMod(meter_mod)));
         }
         _ => {}
     }

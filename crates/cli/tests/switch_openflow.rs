@@ -173,8 +173,8 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
         features.contains("table 0 (\"table0\"):")
             && features.contains("next tables: 1-253")
             && features.contains(
-                "instructions: apply_actions clear_actions write_actions write_metadata \
-                 goto_table"
+                "instructions: meter apply_actions clear_actions write_actions \
+                 write_metadata goto_table"
             )
             && features.contains("table 253 (\"table253\")"),
         "{features}"
@@ -487,14 +487,20 @@ fn malformed_messages_get_the_specifications_errors() {
     c.send(&flow_mod);
     let (kind, code, _) = c.error();
     assert_eq!((kind, code), (4, 9));
-    // An instruction this switch does not have (meter 1): BAD_INSTRUCTION / UNSUP_INST.
+    // An instruction this switch does not have (type 7): BAD_INSTRUCTION / UNKNOWN_INST.
     let mut flow_mod = vec![4, 14, 0, 64, 0, 0, 0, 5];
     flow_mod.extend_from_slice(&[0; 40]);
     flow_mod.extend_from_slice(&[0, 1, 0, 4, 0, 0, 0, 0]);
-    flow_mod.extend_from_slice(&[0, 6, 0, 8, 0, 0, 0, 1]);
+    flow_mod.extend_from_slice(&[0, 7, 0, 8, 0, 0, 0, 1]);
     c.send(&flow_mod);
     let (kind, code, _) = c.error();
-    assert_eq!((kind, code), (3, 1));
+    assert_eq!((kind, code), (3, 0));
+    // A meter instruction naming a meter the switch does not have: METER_MOD_FAILED /
+    // INVALID_METER, as Open vSwitch answers.
+    flow_mod[57] = 6;
+    c.send(&flow_mod);
+    let (kind, code, _) = c.error();
+    assert_eq!((kind, code), (12, 2));
     assert!(c.is_up(), "the connection stays up after errors");
     assert_eq!(
         s.ctl_ok(&["dump-flows"]).lines().count(),
@@ -585,6 +591,106 @@ fn ovs_ofctl_groups_and_the_action_set() {
     // clear_actions after it, in table 1: nothing is left to send.
     s.ofctl_ok(&["add-flow", "table=1,priority=2,icmp,actions=clear_actions"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+}
+
+/// A meter from ovs-ofctl: one packet a second with a burst of 10, on the UDP flow from A.
+/// Of 1000 frames sent in a hundredth of a second, B receives exactly the burst; the meter's
+/// statistics, the switch's drops and ovs-ofctl agree on the 990 its band dropped. A flow
+/// naming a missing meter is refused, and deleting the meter deletes its flow.
+#[test]
+fn ovs_ofctl_meters_drop_what_exceeds_their_rate() {
+    let mut s = Switched::new("ofm", &["--openflow", "ptcp:"]);
+    let features = s.ofctl_ok(&["meter-features"]);
+    assert!(
+        features.contains("max_meter:4096")
+            && features.contains("band_types: drop")
+            && features.contains("capabilities: kbps pktps burst stats")
+            && features.contains("max_bands:1"),
+        "{features}"
+    );
+    let meter = "meter=1,pktps,burst,stats,bands=type=drop,rate=1,burst_size=10";
+    s.ofctl_ok(&["add-meter", meter]);
+    let (ok, text) = s.ofctl(&["add-meter", meter]);
+    assert!(!ok && text.contains("OFPMMFC_METER_EXISTS"), "{text}");
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=50,in_port=1,udp,actions=meter:1,output:2",
+    ]);
+    let port_b = format!("xdp:{}", s.c.b);
+    let mut rx = spawn_in(
+        &s.c.ns_b,
+        &[
+            "recv",
+            "--port",
+            &port_b,
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let port_a = format!("xdp:{}", s.c.a);
+    let g = run_json(
+        &s.c.ns_a,
+        &[
+            "gen",
+            "--port",
+            &port_a,
+            "--count",
+            "1000",
+            "--rate",
+            "100000",
+            "--generator-id",
+            "3",
+            "--json",
+            "-q",
+        ],
+    );
+    let frame = g["bytes"].as_u64().unwrap() / 1000;
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["generators"][0]["generator"], 3, "{rj}");
+    assert_eq!(rj["generators"][0]["received"], 10, "{rj}");
+    let stats = s.ofctl_ok(&["meter-stats"]);
+    let counts = format!(
+        "meter:1 flow_count:1 packet_in_count:1000 byte_in_count:{} duration:",
+        1000 * frame
+    );
+    let band = format!("0: packet_count:990 byte_count:{}", 990 * frame);
+    assert!(stats.contains(&counts) && stats.contains(&band), "{stats}");
+    let meters = s.ofctl_ok(&["dump-meters"]);
+    assert!(
+        meters.contains("meter=1 pktps burst stats bands=")
+            && meters.contains("type=drop rate=1 burst_size=10"),
+        "{meters}"
+    );
+    let of_flows = flows(&s).join("\n");
+    assert!(
+        of_flows.contains("priority=50,udp,in_port=1 actions=meter:1,output:2"),
+        "{of_flows}"
+    );
+    let ctl_flows = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl_flows.contains("priority=50,udp,in_port=1 actions=meter:1,output:2"),
+        "{ctl_flows}"
+    );
+    // A flow naming a meter the switch does not have is refused, as Open vSwitch does; ctl
+    // says where meters come from.
+    let (ok, text) = s.ofctl(&["add-flow", "priority=60,udp,actions=meter:9,output:2"]);
+    assert!(!ok && text.contains("OFPMMFC_INVALID_METER"), "{text}");
+    let refused = s.ctl(&["add-flow", "priority=60,udp,actions=meter:9,output:2"]);
+    assert!(
+        !refused.status.success()
+            && String::from_utf8_lossy(&refused.stderr)
+                .contains("meter:9: no such meter (meters are added over OpenFlow)"),
+        "{refused:?}"
+    );
+    // Deleting the meter deletes the flow that used it.
+    s.ofctl_ok(&["del-meter", "meter=1"]);
+    assert!(!flows(&s).join("\n").contains("meter:1"));
+    assert_eq!(s.ofctl_ok(&["dump-meters"]).lines().count(), 1);
+    let (j, _) = s.stop();
+    assert_eq!(j["bridge_drops"]["metered"], 990, "{j}");
 }
 
 /// A FLOW_MOD as a controller sends it, from ovs-ofctl's flow syntax.

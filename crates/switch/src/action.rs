@@ -68,6 +68,9 @@ pub enum Action {
     /// OpenFlow's `write_metadata`: the metadata's bits under the mask (second) become the
     /// value's (first), for the tables after this rule; the packet is not touched.
     WriteMetadata(u64, u64),
+    /// OpenFlow's `meter` instruction: the packet passes meter N ([`crate::meter`]) or is
+    /// dropped by its band. Always the first action of a rule, as the instruction runs first.
+    Meter(u32),
 }
 
 impl Action {
@@ -171,6 +174,7 @@ impl fmt::Display for Action {
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
             Action::Group(group) => write!(f, "group:{group}"),
+            Action::Meter(meter) => write!(f, "meter:{meter}"),
             Action::ClearActions => f.write_str("clear_actions"),
             // The actions it holds follow it: see `ActionList`, which brackets them.
             Action::WriteActions(_) => f.write_str("write_actions"),

@@ -19,7 +19,8 @@
 //!   through the interface it defines, [`dpif::upcall`] ([`Upcall`],
 //!   [`dpif::upcall::SharedState`], [`Decision`]), which `ofproto` implements: nothing in
 //!   `dpif` imports `ofproto`, `ofctl` or `bridge`;
-//! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`];
+//! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`],
+//!   [`meter`] (the rate limits rules name, shared by the threads);
 //! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`rule`], [`frame`],
 //!   [`error`].
 //!
@@ -59,6 +60,7 @@ pub mod frame;
 pub mod group;
 pub mod ipfix;
 pub mod mac_learning;
+pub mod meter;
 pub mod ofctl;
 pub mod offload;
 pub mod ofproto;

@@ -146,6 +146,12 @@ pub fn check_actions(rule: &Rule) -> Result<(), FlowError> {
                 )));
             }
         }
+        // As OpenFlow's instruction: before the actions (it runs first).
+        if let Action::Meter(_) = *action
+            && index != 0
+        {
+            return Err(error(format!("{action}: a meter comes first")));
+        }
         if let Action::GotoTable(table) = *action {
             if index + 1 != rule.actions.len() {
                 return Err(error(format!(

@@ -120,7 +120,7 @@ proptest! {
         let mut frame = Frame::new(&mut buffer, HEADROOM, frame_len).unwrap();
         let mut packet = Packet { frame: &mut frame, headers: PacketHeaders::new(&key, offsets), flow: FlowBits::from_key(&key), in_port: 1 };
         let mut mac_table = MacTable::default();
-        let mut bridge = ActionContext { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO };
+        let mut bridge = ActionContext { ports: &[1, 2], learning: &mut mac_table, now: Duration::ZERO, meters: &[] };
         let mut verdict = wirespeed_switch::Verdict::default();
         execute(&actions, &mut packet, &mut bridge, &mut verdict, &mut |_: &[u8], _: &[u32], _: TunnelOut| {});
         prop_assume!(!ttl_drops);

@@ -207,6 +207,7 @@ fn process_with(
         ports: shared.ports,
         learning: shared,
         now,
+        meters: &decision.meters,
     };
     execute::execute(&decision.actions, &mut packet, &mut bridge, verdict, emit);
     if let Some(origin) = decision.packet_in {
@@ -268,6 +269,7 @@ pub fn execute_given(
         ports: shared.ports,
         learning: shared,
         now,
+        meters: &[],
     };
     execute::execute(actions, &mut packet, &mut bridge, verdict, emit);
     verdict.packet_in = crate::rule::PacketInOrigin::of(None);

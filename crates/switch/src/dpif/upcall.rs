@@ -8,6 +8,7 @@ use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::field::FlowBits;
 use crate::mac_learning::MacTable;
+use crate::meter::MeterRef;
 use crate::rule::PacketInOrigin;
 
 /// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
@@ -20,6 +21,8 @@ pub struct Decision {
     pub too_deep: bool,
     /// The rule whose `controller` action came first, for OpenFlow's PACKET_IN.
     pub packet_in: Option<PacketInOrigin>,
+    /// The meters `actions` name, as they were when the flow was translated.
+    pub meters: Vec<MeterRef>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.

@@ -19,6 +19,7 @@ use crate::action::Action;
 use crate::field::{Field, FlowBits, TunnelOut, mac_from_value};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
+use crate::meter::MeterRef;
 use crate::rule::PacketInOrigin;
 use rewrite::PacketHeaders;
 
@@ -97,15 +98,18 @@ pub enum DropReason {
     NoRoom,
     /// The resubmit limits were hit while translating.
     ResubmitLimit,
+    /// The rule's meter found the flow over its rate (its band drops).
+    Metered,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::TableMiss,
         DropReason::NoOutput,
         DropReason::TtlExpired,
         DropReason::NoRoom,
         DropReason::ResubmitLimit,
+        DropReason::Metered,
     ];
 
     /// A short name for counters and logs.
@@ -116,6 +120,7 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoRoom => "no_room",
             DropReason::ResubmitLimit => "resubmit_limit",
+            DropReason::Metered => "metered",
         }
     }
 }
@@ -199,8 +204,10 @@ pub struct ActionContext<'a> {
     pub ports: &'a [u32],
     /// Used by `normal` only.
     pub learning: &'a mut dyn Learning,
-    /// The caller's clock, for MAC learning and ageing.
+    /// The caller's clock, for MAC learning and ageing, and the meters' buckets.
     pub now: Duration,
+    /// The meters the actions name (the decision's).
+    pub meters: &'a [MeterRef],
 }
 
 /// One packet being executed: its frame, where its headers are, and its flow as the actions
@@ -269,6 +276,13 @@ pub fn execute(
             Action::DecTtl => {
                 if !rewrite::dec_ttl(packet.frame, &packet.headers) {
                     return verdict.drop_for(DropReason::TtlExpired);
+                }
+            }
+            Action::Meter(id) => {
+                let meter = bridge.meters.iter().find(|m| m.0.config.id == id);
+                let len = packet.frame.packet_len() as u32;
+                if meter.is_some_and(|m| !m.0.admit(len, bridge.now)) {
+                    return verdict.drop_for(DropReason::Metered);
                 }
             }
             Action::Resubmit(_)
@@ -348,6 +362,7 @@ mod tests {
             ports: &[1, 2, 3],
             learning: mac_table,
             now: Duration::from_secs(1),
+            meters: &[],
         };
         let mut emitted = Vec::new();
         let mut verdict = Verdict::default();

@@ -100,6 +100,10 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
     // one port.
     let mut sent = TunnelOut::of(flow);
     let mut actions = megaflow.decision.actions.as_slice();
+    // A meter in front sends nowhere itself.
+    if let [Action::Meter(_), rest @ ..] = actions {
+        actions = rest;
+    }
     while let [
         Action::SetField(field @ (Field::TunId | Field::TunDst), value),
         rest @ ..,
@@ -282,6 +286,10 @@ mod tests {
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
         let seen = megaflow(&m, 1, 60).unwrap();
         assert_eq!((seen.egress, seen.flow.l2_header), (Egress::Port(2), 14));
+        // A meter in front of the output leaves it the flow's one port.
+        let actions = vec![Action::Meter(1), Action::Output(2)];
+        let m = megaflow_of(flow, flow_record_mask(&flow), actions);
+        assert_eq!(megaflow(&m, 1, 60).unwrap().egress, Egress::Port(2));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use crate::action::{Action, SETTABLE_FIELDS, mod_name};
 use crate::error::{FlowError, error, value_help};
 use crate::field::{Field, parse_uint};
+use crate::meter::METER_MAX;
 
 /// Parses the action list after `actions=`.
 pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
@@ -17,10 +18,9 @@ pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
             .and_then(|rest| rest.strip_suffix(')'))
         {
             let written = parse_actions(inner)?;
-            if written
-                .iter()
-                .any(|a| a.is_table_jump() && !matches!(a, Action::Group(_)))
-            {
+            if written.iter().any(|a| {
+                matches!(a, Action::Meter(_)) || a.is_table_jump() && !matches!(a, Action::Group(_))
+            }) {
                 return Err(error(format!(
                     "{token}: write_actions takes output, group and header actions only"
                 )));
@@ -120,6 +120,7 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "mod_vlan_pcp" | "set_vlan_pcp" => Ok(Action::ModVlanPcp(uint("PCP", 7)? as u8)),
         "goto_table" => Ok(Action::GotoTable(uint("TABLE", 254)? as u8)),
         "group" => Ok(Action::Group(uint("GROUP", 0xffff_ff00)? as u32)),
+        "meter" => Ok(Action::Meter(uint("METER", u128::from(METER_MAX))? as u32)),
         "write_metadata" => parse_write_metadata(token, needs("VALUE[/MASK]")?),
         "mod_nw_tos" => {
             let tos = uint("TOS", 255)?;
@@ -227,6 +228,16 @@ mod tests {
         assert_eq!(
             rule.actions,
             vec![Action::ModVlanVid(5), Action::ModVlanPcp(3)]
+        );
+    }
+
+    #[test]
+    fn a_meter_comes_first_and_prints_as_written() {
+        let rule = parse_rule("udp,actions=meter:7,output:2").unwrap();
+        assert_eq!(rule.actions, [Action::Meter(7), Action::Output(2)]);
+        assert_eq!(
+            crate::action::ActionList(&rule.actions).to_string(),
+            "meter:7,output:2"
         );
     }
 

@@ -602,6 +602,11 @@ mod tests {
                 "table=3,actions=goto_table:2",
                 "goto_table:2: must go to a later table than this rule's table 3",
             ),
+            ("actions=output:1,meter:2", "meter:2: a meter comes first"),
+            (
+                "actions=write_actions(meter:2)",
+                "write_actions(meter:2): write_actions takes output, group and header actions only",
+            ),
             (
                 "actions=set_field:1->in_port",
                 "set_field:1->in_port: field 'in_port' cannot be set",

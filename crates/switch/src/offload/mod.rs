@@ -627,6 +627,7 @@ mod tests {
             rules: vec![id],
             too_deep: false,
             packet_in: None,
+            meters: Vec::new(),
         };
         let frame = frame();
         let now = Duration::ZERO;
@@ -665,6 +666,7 @@ mod tests {
             rules: vec![],
             too_deep: false,
             packet_in: None,
+            meters: Vec::new(),
         };
         offload.consider(&frame(), 1, &decision, &tables, &macs, Duration::ZERO);
         assert_eq!(offload.entries.len(), 1);

@@ -10,6 +10,7 @@ use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
 use crate::group::Group;
+use crate::meter::{Meter, MeterConfig, MeterRef};
 use crate::rule::{Rule, RuleStats, check_actions};
 
 pub const TABLE_COUNT: usize = 255;
@@ -77,6 +78,7 @@ pub struct RuleTables {
     /// switch whose controllers are all gone: Open vSwitch's fail-open).
     fail_open: bool,
     groups: BTreeMap<u32, Group>,
+    meters: BTreeMap<u32, MeterRef>,
     /// Ports whose link is not up, for the groups' buckets that watch them.
     dead_ports: BTreeSet<u32>,
 }
@@ -133,6 +135,46 @@ impl RuleTables {
             out_group: Some(id),
             ..RuleSelector::default()
         })
+    }
+
+    pub fn meter(&self, id: u32) -> Option<&MeterRef> {
+        self.meters.get(&id)
+    }
+
+    /// Every meter, by id.
+    pub fn meters(&self) -> impl Iterator<Item = &MeterRef> {
+        self.meters.values()
+    }
+
+    /// Installs or replaces a meter (OpenFlow's METER_MOD add and modify), its bucket full
+    /// and its counts zero at `now`. The flows that name it take the new one.
+    pub fn set_meter(&mut self, config: MeterConfig, now: Duration) {
+        let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
+        self.meters.insert(config.id, meter);
+        self.generation += 1;
+    }
+
+    /// Removes a meter and the rules that use it (as OpenFlow says); the rules removed.
+    pub fn delete_meter(&mut self, id: u32) -> Vec<InstalledRule> {
+        if self.meters.remove(&id).is_none() {
+            return Vec::new();
+        }
+        self.generation += 1;
+        let ids: Vec<RuleId> = self
+            .iter()
+            .filter(|(_, installed)| installed.rule.actions.first() == Some(&Action::Meter(id)))
+            .map(|(id, _)| id)
+            .collect();
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// How many rules use meter `id`.
+    pub fn meter_flow_count(&self, id: u32) -> usize {
+        self.rules
+            .iter()
+            .flatten()
+            .filter(|installed| installed.rule.actions.first() == Some(&Action::Meter(id)))
+            .count()
     }
 
     /// Whether a bucket watching `port` may be used: its link is up.

@@ -84,12 +84,16 @@ impl Ofproto {
     /// and `mod-flows`).
     pub fn check_output_ports(&self, actions: &[Action]) -> Result<(), FlowError> {
         check_output_ports(&self.ports, actions)?;
-        match actions.iter().find_map(|a| match a {
-            Action::Group(g) if self.tables.group(*g).is_none() => Some(*g),
-            _ => None,
+        match actions.iter().find(|a| match a {
+            Action::Group(g) => self.tables.group(*g).is_none(),
+            Action::Meter(m) => self.tables.meter(*m).is_none(),
+            _ => false,
         }) {
-            Some(g) => Err(FlowError(format!(
+            Some(Action::Group(g)) => Err(FlowError(format!(
                 "group:{g}: no such group (groups are added over OpenFlow)"
+            ))),
+            Some(action) => Err(FlowError(format!(
+                "{action}: no such meter (meters are added over OpenFlow)"
             ))),
             None => Ok(()),
         }

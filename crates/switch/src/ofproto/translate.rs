@@ -173,6 +173,14 @@ impl<'a> Translation<'a> {
                     }
                 }
                 Action::Group(id) => self.run_group(id, depth),
+                Action::Meter(id) => {
+                    if let Some(meter) = self.tables.meter(id) {
+                        self.decision.actions.push(*action);
+                        if !self.decision.meters.contains(meter) {
+                            self.decision.meters.push(meter.clone());
+                        }
+                    }
+                }
                 _ => {
                     if matches!(action, Action::Controller(_)) && self.decision.packet_in.is_none()
                     {

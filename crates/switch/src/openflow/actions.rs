@@ -51,13 +51,14 @@ pub const ACTION_TYPES: [u16; 7] = [
     kind::SET_FIELD,
 ];
 
-/// The instructions the switch takes (not `meter`).
-pub const INSTRUCTION_TYPES: [u16; 5] = [
+/// The instructions the switch takes.
+pub const INSTRUCTION_TYPES: [u16; 6] = [
     instruction::GOTO_TABLE,
     instruction::WRITE_METADATA,
     instruction::WRITE_ACTIONS,
     instruction::APPLY_ACTIONS,
     instruction::CLEAR_ACTIONS,
+    instruction::METER,
 ];
 pub const GOTO_TABLE: u16 = instruction::GOTO_TABLE;
 
@@ -212,6 +213,7 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
     let mut clear = false;
     let mut goto = None;
     let mut metadata = None;
+    let mut meter = None;
     let mut seen = [false; 8];
     while !r.is_empty() {
         let kind = r.u16().map_err(|_| bad_instruction::BAD_LEN)?;
@@ -256,11 +258,20 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
                 body.skip(4)?;
                 metadata = Some(Action::WriteMetadata(body.u64()?, body.u64()?));
             }
-            instruction::METER => return Err(bad_instruction::UNSUP_INST),
+            instruction::METER => {
+                if len != 8 {
+                    return Err(bad_instruction::BAD_LEN);
+                }
+                meter = Some(Action::Meter(body.u32()?));
+            }
             _ => return Err(bad_instruction::UNKNOWN_INST),
         }
     }
-    // In the order the specification runs instructions: apply, clear, write, metadata, goto.
+    // In the order the specification runs instructions: meter, apply, clear, write,
+    // metadata, goto.
+    if let Some(meter) = meter {
+        apply.insert(0, meter);
+    }
     if clear {
         apply.push(Action::ClearActions);
     }
@@ -338,10 +349,12 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
         Action::Group(group) => {
             w.u16(kind::GROUP).u16(8).u32(group);
         }
+        // Instructions, not actions (`write_instructions`).
         Action::GotoTable(_)
         | Action::ClearActions
         | Action::WriteActions(_)
-        | Action::WriteMetadata(..) => {}
+        | Action::WriteMetadata(..)
+        | Action::Meter(_) => {}
     }
 }
 
@@ -352,9 +365,16 @@ pub fn write_actions(w: &mut Writer, actions: &[Action], udp: bool) {
     }
 }
 
-/// Writes a rule's actions as instructions: `apply_actions`, `clear_actions`,
+/// Writes a rule's actions as instructions: `meter`, `apply_actions`, `clear_actions`,
 /// `write_actions`, `write_metadata`, `goto_table`.
 pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
+    let actions = match actions.split_first() {
+        Some((Action::Meter(id), rest)) => {
+            w.u16(instruction::METER).u16(8).u32(*id);
+            rest
+        }
+        _ => actions,
+    };
     let marker = |a: &Action| {
         matches!(
             a,
@@ -481,10 +501,14 @@ mod tests {
             read(&[0, 2, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5]),
             Err(bad_instruction::BAD_LEN)
         );
-        // meter: there are none.
+        // meter: first, whatever the order on the wire; eight bytes.
         assert_eq!(
-            read(&[0, 6, 0, 8, 0, 0, 0, 1]),
-            Err(bad_instruction::UNSUP_INST)
+            read(&[0, 4, 0, 8, 0, 0, 0, 0, 0, 6, 0, 8, 0, 0, 0, 1]),
+            Ok(vec![Action::Meter(1)])
+        );
+        assert_eq!(
+            read(&[0, 6, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+            Err(bad_instruction::BAD_LEN)
         );
         assert_eq!(
             read(&[0, 1, 0, 9, 2, 0, 0, 0, 0]),

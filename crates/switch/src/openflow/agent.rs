@@ -19,6 +19,7 @@ use crate::openflow::flow_mod::{add_flow, delete_flows, modify_flows};
 use crate::openflow::message::{
     GroupMod, Incoming, OfFlowMod, PacketOut, PortMod, command, decode, group_command,
 };
+use crate::openflow::meters;
 use crate::openflow::reply::{self, N_TABLES};
 use crate::openflow::session::{Sessions, role};
 use crate::openflow::stats::{interface, multipart, port_descs};
@@ -71,7 +72,7 @@ impl Agent {
                 | Incoming::PacketOut(_)
                 | Incoming::PortMod(_)
                 | Incoming::GroupMod(_)
-                | Incoming::MeterMod
+                | Incoming::MeterMod(_)
                 | Incoming::TableMod
         );
         if is_slave && modifies {
@@ -136,7 +137,11 @@ impl Agent {
                 self.group_mod(bridge, gm)?;
                 vec![]
             }
-            Incoming::MeterMod => return Err(meter_mod_failed::OUT_OF_METERS),
+            Incoming::MeterMod(mm) => {
+                let removed = meters::meter_mod(bridge, &mm)?;
+                self.sessions.rules_removed(&removed, bridge.now());
+                vec![]
+            }
             // OpenFlow 1.3 deprecates the table configuration bits: nothing to do.
             Incoming::TableMod => vec![],
             Incoming::QueueGetConfig => return Err(bad_request::BAD_TYPE),

@@ -115,8 +115,15 @@ pub mod role_request_failed {
 
 pub mod meter_mod_failed {
     use super::*;
-    /// What a switch without meters answers every METER_MOD with (`OFPMMFC_OUT_OF_METERS`).
+    pub const METER_EXISTS: OfpError = e(12, 1);
+    pub const INVALID_METER: OfpError = e(12, 2);
+    pub const UNKNOWN_METER: OfpError = e(12, 3);
+    pub const BAD_COMMAND: OfpError = e(12, 4);
+    pub const BAD_FLAGS: OfpError = e(12, 5);
+    pub const BAD_RATE: OfpError = e(12, 6);
+    pub const BAD_BAND: OfpError = e(12, 8);
     pub const OUT_OF_METERS: OfpError = e(12, 10);
+    pub const OUT_OF_BANDS: OfpError = e(12, 11);
 }
 
 /// The most of a failed request an ERROR message echoes.

@@ -9,7 +9,7 @@ use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::flow_match::Match;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
-use crate::openflow::error::{OfpError, bad_action, flow_mod_failed};
+use crate::openflow::error::{OfpError, bad_action, flow_mod_failed, meter_mod_failed};
 use crate::openflow::message::{OfFlowMod, command, flow_flags};
 use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
 use crate::rule::{Rule, check_actions};
@@ -62,7 +62,7 @@ pub(crate) fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Re
     })
 }
 
-/// The ports and groups `actions` send to exist.
+/// The ports, groups and meter `actions` name exist.
 pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), OfpError> {
     let dp = bridge.ofproto();
     let missing_group = actions
@@ -70,6 +70,12 @@ pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), O
         .any(|a| matches!(a, Action::Group(g) if dp.tables.group(*g).is_none()));
     if missing_group {
         return Err(bad_action::BAD_OUT_GROUP);
+    }
+    // Open vSwitch's answer to a flow naming a meter it does not have.
+    if let Some(Action::Meter(m)) = actions.first()
+        && dp.tables.meter(*m).is_none()
+    {
+        return Err(meter_mod_failed::INVALID_METER);
     }
     dp.check_output_ports(actions)
         .map_err(|_| bad_action::BAD_OUT_PORT)

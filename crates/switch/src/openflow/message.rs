@@ -7,6 +7,7 @@ use crate::flow_match::Match;
 use crate::group::Bucket;
 use crate::openflow::actions::{ActionsIn, read_actions, read_instructions, write_actions};
 use crate::openflow::error::{OfpError, bad_request, flow_mod_failed, group_mod_failed};
+use crate::openflow::meters::{MeterMod, read_meter_mod, read_request_id};
 use crate::openflow::oxm::{read_match, write_match};
 use crate::openflow::wire::{
     HEADER_LEN, Header, OFP_VERSION, Reader, TABLE_ALL, Writer, msg, port,
@@ -97,8 +98,9 @@ pub enum MultipartRequest {
     Group,
     GroupDesc,
     GroupFeatures,
-    Meter,
-    MeterConfig,
+    /// A meter's statistics, or every meter's (`OFPM_ALL`).
+    Meter(u32),
+    MeterConfig(u32),
     MeterFeatures,
     /// Only the request without a body (the one that asks, not the one that sets).
     TableFeatures,
@@ -237,7 +239,7 @@ pub enum Incoming {
     },
     GetAsync,
     SetAsync(AsyncConfig),
-    MeterMod,
+    MeterMod(MeterMod),
 }
 
 /// Decodes one message: its header and what it says. `bytes` is exactly the message.
@@ -300,7 +302,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Incoming), OfpError> {
             };
             empty(&r, Incoming::SetAsync(config))?
         }
-        msg::METER_MOD => Incoming::MeterMod,
+        msg::METER_MOD => Incoming::MeterMod(read_meter_mod(&mut r)?),
         _ => return Err(bad_request::BAD_TYPE),
     };
     Ok((header, incoming))
@@ -507,8 +509,8 @@ fn multipart_request(r: &mut Reader<'_>) -> Result<MultipartRequest, OfpError> {
         multipart::GROUP => MultipartRequest::Group,
         multipart::GROUP_DESC => MultipartRequest::GroupDesc,
         multipart::GROUP_FEATURES => MultipartRequest::GroupFeatures,
-        multipart::METER => MultipartRequest::Meter,
-        multipart::METER_CONFIG => MultipartRequest::MeterConfig,
+        multipart::METER => MultipartRequest::Meter(read_request_id(r)?),
+        multipart::METER_CONFIG => MultipartRequest::MeterConfig(read_request_id(r)?),
         multipart::METER_FEATURES => MultipartRequest::MeterFeatures,
         multipart::TABLE_FEATURES if r.is_empty() => MultipartRequest::TableFeatures,
         multipart::PORT_DESC => MultipartRequest::PortDesc,

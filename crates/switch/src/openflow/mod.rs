@@ -6,7 +6,8 @@
 //! - [`oxm`], [`actions`]: matches, actions and instructions to and from the switch's own;
 //! - [`message`]: what a switch receives, decoded; [`reply`]: what it sends;
 //! - [`agent`]: one message handled on the bridge's control side, with [`flow_mod`] (the
-//!   rule tables' changes) and [`stats`] (the MULTIPART replies);
+//!   rule tables' changes), [`meters`] (METER_MOD and the meters' replies) and [`stats`]
+//!   (the MULTIPART replies);
 //! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
 //!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers; [`tls`]: `ssl:`
@@ -16,8 +17,8 @@
 //! datapath's actions like the tables, and so is the action set (`write_actions`,
 //! `clear_actions`), run in the specification's order when the pipeline ends; and
 //! `write_metadata` only changes the flow later tables look up (the metadata is a word of
-//! [`crate::FlowBits`], zero as every packet arrives). Not yet: meters (`OUT_OF_METERS`,
-//! zero in METER_FEATURES).
+//! [`crate::FlowBits`], zero as every packet arrives). Meters ([`crate::meter`]) are not:
+//! a flow keeps the meter it names, and every thread charges that one bucket.
 
 pub mod actions;
 pub mod agent;
@@ -25,6 +26,7 @@ pub mod connmgr;
 pub mod error;
 pub mod flow_mod;
 pub mod message;
+pub mod meters;
 pub mod oxm;
 pub mod reply;
 pub mod session;

@@ -265,10 +265,6 @@ pub fn group_stats_entry(
     w.bytes
 }
 
-pub fn meter_features_body() -> Vec<u8> {
-    vec![0; 16]
-}
-
 /// A PACKET_IN (never buffered): the packet's first `data.len()` bytes of `total_len`.
 pub fn packet_in(in_port: u32, origin: &PacketInOrigin, data: &[u8], total_len: usize) -> Vec<u8> {
     let mut w = Writer::message(msg::PACKET_IN, 0);

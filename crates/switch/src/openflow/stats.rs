@@ -14,6 +14,7 @@ use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::error::{OfpError, bad_request};
 use crate::openflow::flow_mod::selector_of;
 use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as mp};
+use crate::openflow::meters;
 use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
 use crate::openflow::table_features::table_features_entry;
 use crate::openflow::wire::{TABLE_ALL, port};
@@ -65,16 +66,25 @@ pub fn multipart(
             (0..N_TABLES).map(table_features_entry).collect(),
         ),
         MultipartRequest::GroupFeatures => (mp::GROUP_FEATURES, vec![reply::group_features_body()]),
-        MultipartRequest::MeterFeatures => (mp::METER_FEATURES, vec![reply::meter_features_body()]),
+        MultipartRequest::MeterFeatures => (mp::METER_FEATURES, vec![meters::features_body()]),
         MultipartRequest::Group => (mp::GROUP, group_stats(bridge)),
         MultipartRequest::GroupDesc => {
             let dp = bridge.ofproto();
             let entries = dp.tables.groups().map(reply::group_desc_entry).collect();
             (mp::GROUP_DESC, entries)
         }
-        // No meters or queues: empty lists.
-        MultipartRequest::Meter => (mp::METER, vec![]),
-        MultipartRequest::MeterConfig => (mp::METER_CONFIG, vec![]),
+        MultipartRequest::Meter(id) => {
+            let now = bridge.now();
+            (
+                mp::METER,
+                meters::stats_entries(&bridge.ofproto().tables, id, now),
+            )
+        }
+        MultipartRequest::MeterConfig(id) => (
+            mp::METER_CONFIG,
+            meters::config_entries(&bridge.ofproto().tables, id),
+        ),
+        // No queues: an empty list.
         MultipartRequest::Queue => (mp::QUEUE, vec![]),
     };
     Ok(reply::multipart(xid, kind, &entries))

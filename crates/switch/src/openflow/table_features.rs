@@ -116,12 +116,12 @@ mod tests {
             assert_eq!(kinds, [0, 2, 4, 6, 8, 10, 12, 14], "table {table}");
         }
         let first = properties(&table_features_entry(0));
-        // Instructions: five of four bytes; next tables: 1 to 253.
-        assert_eq!(first[0], (0, 4 + 5 * 4));
+        // Instructions: six of four bytes (meter among them); next tables: 1 to 253.
+        assert_eq!(first[0], (0, 4 + 6 * 4));
         assert_eq!(first[1], (2, 4 + usize::from(N_TABLES) - 1));
         assert_eq!(first[4], (8, 4 + MATCH_FIELDS.len() * 4));
         let last = properties(&table_features_entry(N_TABLES - 1));
-        assert_eq!(last[0], (0, 4 + 4 * 4), "no goto_table from the last table");
+        assert_eq!(last[0], (0, 4 + 5 * 4), "no goto_table from the last table");
         assert_eq!(last[1], (2, 4));
     }
 }
