@@ -46,6 +46,14 @@ impl Rule {
         port.is_none_or(|port| self.output_ports().any(|p| p == port))
     }
 
+    /// The meter its packets pass first, if it names one (`meter:N` is always first).
+    pub fn meter(&self) -> Option<u32> {
+        match self.actions.first() {
+            Some(Action::Meter(id)) => Some(*id),
+            _ => None,
+        }
+    }
+
     /// The output ports the actions name (`output:N`), for checking them against the bridge.
     pub fn output_ports(&self) -> impl Iterator<Item = u32> + '_ {
         self.actions.iter().filter_map(|action| match action {

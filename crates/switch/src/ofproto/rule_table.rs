@@ -162,7 +162,7 @@ impl RuleTables {
         self.generation += 1;
         let ids: Vec<RuleId> = self
             .iter()
-            .filter(|(_, installed)| installed.rule.actions.first() == Some(&Action::Meter(id)))
+            .filter(|(_, installed)| installed.rule.meter() == Some(id))
             .map(|(id, _)| id)
             .collect();
         ids.into_iter().filter_map(|id| self.remove(id)).collect()
@@ -173,7 +173,7 @@ impl RuleTables {
         self.rules
             .iter()
             .flatten()
-            .filter(|installed| installed.rule.actions.first() == Some(&Action::Meter(id)))
+            .filter(|installed| installed.rule.meter() == Some(id))
             .count()
     }
 

@@ -536,6 +536,43 @@ mod tests {
     }
 
     #[test]
+    fn a_meter_goes_with_the_decision_and_takes_its_rules_when_deleted() {
+        use crate::meter::{Band, MeterConfig, Unit};
+        let mut tables = tables(&[]);
+        let config = MeterConfig {
+            id: 4,
+            unit: Unit::Packets,
+            band: Some(Band {
+                rate: 10,
+                burst_size: 0,
+            }),
+            burst: false,
+            stats: false,
+        };
+        tables.set_meter(config, Duration::ZERO);
+        tables.add(
+            parse_rule("in_port=1,actions=meter:4,goto_table:1").unwrap(),
+            Duration::ZERO,
+        );
+        tables.add(
+            parse_rule("table=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut wildcards = FlowBits::default();
+        let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
+        assert_eq!(decision.actions, [Action::Meter(4), Action::Output(2)]);
+        assert_eq!(decision.meters, [tables.meter(4).unwrap().clone()]);
+        assert_eq!(tables.meter_flow_count(4), 1);
+        let generation = tables.generation();
+        let removed = tables.delete_meter(4);
+        assert_eq!(removed.len(), 1);
+        assert_eq!(removed[0].rule.meter(), Some(4));
+        assert!(tables.generation() > generation);
+        let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
+        assert_eq!(decision.actions, []);
+    }
+
+    #[test]
     fn table_miss_drops() {
         let tables = tables(&["in_port=1,actions=goto_table:1"]);
         let decision = translate(
