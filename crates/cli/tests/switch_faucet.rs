@@ -2,9 +2,10 @@
 //! project's virtual environment) switches three hosts on one VLAN, a TCP transfer arrives
 //! intact, an ACL takes effect after faucet reloads, tshark's OpenFlow dissector finds
 //! nothing malformed in the session, and when faucet dies a standalone switch goes on as a
-//! learning switch (a secure one with faucet's flows) and reconnects when faucet is back. A
-//! reactive learning switch of our own on os-ken moves ping and TCP with PACKET_IN,
-//! FLOW_MOD, PACKET_OUT and barriers, over TLS (`--controller ssl:`).
+//! learning switch (a secure one with faucet's flows) and reconnects when faucet is back;
+//! faucet's meters rate-limit an ACL's traffic. A reactive learning switch of our own on
+//! os-ken moves ping and TCP with PACKET_IN, FLOW_MOD, PACKET_OUT and barriers, over TLS
+//! (`--controller ssl:`).
 
 mod common;
 use common::certs::Ca;
@@ -161,6 +162,67 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
     assert_eq!(ping(0, 1, 2), 0, "secure: the ACL stays");
     let (j, _) = switch.interrupt();
     assert_eq!(j["frames"]["balanced"], true, "{j}");
+}
+
+/// faucet meters an ACL: ICMP from host 1 passes a meter of one packet a second (faucet's
+/// `meters:`, sent as a METER_MOD, and `meter:` in the ACL's instructions). Of ten pings
+/// in under half a second one is answered; the switch counts the other nine as metered,
+/// and faucet's log has no error from the switch.
+#[test]
+fn faucet_meters_an_acl() {
+    let (star, dp_id) = star("fcm");
+    let meter = "meters:\n  icmp_1pps:\n    meter_id: 1\n    entry:\n      flags: \"PKTPS\"\n      \
+                 bands:\n        - {type: \"DROP\", rate: 1}\n\
+                 acls:\n  slow_icmp:\n    - rule:\n        dl_type: 0x800\n        ip_proto: 1\n        \
+                 actions:\n          meter: icmp_1pps\n          allow: 1\n    - rule:\n        \
+                 actions:\n          allow: 1\n";
+    let yaml = faucet_yaml(&dp_id, false).replacen(
+        "      1:\n        native_vlan: office\n",
+        "      1:\n        native_vlan: office\n        acls_in: [slow_icmp]\n",
+        1,
+    );
+    let config = ScratchFile::new("fcm-faucet.yaml");
+    std::fs::write(&config, format!("{meter}{yaml}")).unwrap();
+    let faucet = OsKen::faucet(&star.ns_m, &config, "fcm");
+    let ctl = ScratchFile::new("fcm.sock");
+    let controller = [
+        "--controller",
+        "tcp:127.0.0.1:6653",
+        "--fail-mode",
+        "secure",
+    ];
+    let switch = star.switch(&ctl, &controller);
+    wait_for_flow(&ctl, "icmp,in_port=1 actions=meter:1,");
+    wait_for_flow(&ctl, FLOOD_RULE);
+    // Neighbours first (ARP is not metered), then ten pings 50 ms apart: the bucket holds
+    // one packet and earns less than another before the last.
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 1), 1);
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &star.hosts[0],
+        "ping",
+        "-n",
+        "-q",
+        "-c",
+        "10",
+        "-i",
+        "0.05",
+        "-W",
+        "1",
+        &star.ip(1),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("10 packets transmitted, 1 received"),
+        "{text}"
+    );
+    let (j, _) = switch.interrupt();
+    assert_eq!(j["bridge_drops"]["metered"], 9, "{j}");
+    let log = faucet.text();
+    assert!(!log.contains("OFError"), "{log}");
 }
 
 #[test]
