@@ -21,6 +21,12 @@ const RETRY: Duration = Duration::from_secs(1);
 /// How long a tunnel's headers stand before the route is looked at again (it may have moved
 /// to another interface, or gone).
 const REVALIDATE: Duration = Duration::from_secs(5);
+/// Far ends a `remote_ip=flow` tunnel keeps headers for before it looks for ones to forget:
+/// the rules may name thousands over a switch's life.
+const FAR_ENDS_KEPT: usize = 1024;
+/// How long a far end's headers are kept once no packet went to it (one in use is looked
+/// at every [`REVALIDATE`] at most), and how often the forgetting is done.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// One tunnel port's counters, in one thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -92,8 +98,11 @@ pub struct TunnelPlane {
     /// Per tunnel with one far end, its headers.
     resolved: Vec<Resolved>,
     /// Per `remote_ip=flow` tunnel, each far end's headers: one per address the flows set
-    /// as `tun_dst` (constants of the rules, so as many as they name).
+    /// as `tun_dst` (constants of the rules, so as many as they name; past
+    /// [`FAR_ENDS_KEPT`], those unused for [`FORGET_AFTER`] are forgotten).
     by_remote: Vec<HashMap<u32, Resolved, FlowHashBuilder>>,
+    /// When the far ends may next be looked over for ones to forget.
+    next_forget: Duration,
     /// Per tunnel, in [`Tunnels::ports`]' order.
     pub counters: Vec<TunnelCounters>,
     /// Received on an underlay, to a local address and a tunnel's UDP port, but not a
@@ -126,6 +135,7 @@ impl TunnelPlane {
         TunnelPlane {
             resolved: vec![Resolved::default(); tunnels.ports.len()],
             by_remote: vec![HashMap::default(); tunnels.ports.len()],
+            next_forget: Duration::ZERO,
             counters: vec![TunnelCounters::default(); tunnels.ports.len()],
             malformed: 0,
             unmatched: 0,
@@ -301,6 +311,7 @@ impl TunnelPlane {
         vni: u32,
         now: Duration,
     ) -> Result<(), EncapDrop> {
+        self.forget_idle_far_ends(t, now);
         let generation = self.tunnels.neighbours.generation();
         self.resolve(t, remote, generation, now);
         let resolved = self.slot(t, remote);
@@ -321,6 +332,18 @@ impl TunnelPlane {
             Err(_) => counters.no_neighbour += 1,
         }
         pushed
+    }
+
+    /// Past [`FAR_ENDS_KEPT`] far ends on tunnel `t`, forgets those no packet went to for
+    /// [`FORGET_AFTER`] (at most once in that time: a switch with more live far ends than
+    /// that pays for the look rarely).
+    fn forget_idle_far_ends(&mut self, t: usize, now: Duration) {
+        let far_ends = &mut self.by_remote[t];
+        if far_ends.len() <= FAR_ENDS_KEPT || now < self.next_forget {
+            return;
+        }
+        self.next_forget = now + FORGET_AFTER;
+        far_ends.retain(|_, resolved| now < resolved.next_look + FORGET_AFTER);
     }
 
     /// Tunnel `t`'s headers towards `remote` (empty the first time a flow names a far end).
@@ -732,5 +755,35 @@ mod tests {
         );
         let counters = plane.counters[1];
         assert_eq!((counters.encap_packets, counters.no_route), (3, 1));
+    }
+
+    #[test]
+    fn a_flow_port_forgets_far_ends_no_packet_went_to() {
+        let mut plane = plane_with_flow_port();
+        let push = |plane: &mut TunnelPlane, dst: u32, now: Duration| {
+            let mut packet = vec![0u8; OUTER_LEN + 60];
+            let out = TunnelOut {
+                id: 0,
+                dst: Ipv4Addr::from(0xc000_0000 + dst),
+            };
+            let _ = plane.push(1, &mut packet, out, now);
+        };
+        let start = Duration::from_secs(1);
+        for dst in 0..FAR_ENDS_KEPT as u32 + 10 {
+            push(&mut plane, dst, start);
+        }
+        assert_eq!(plane.by_remote[1].len(), FAR_ENDS_KEPT + 10);
+        // Two far ends stay in use; the rest go once they have been idle long enough (and a
+        // look is due: the first, as the map outgrew FAR_ENDS_KEPT, found none idle).
+        let mut now = start;
+        for _ in 0..4 {
+            now += FORGET_AFTER / 2;
+            push(&mut plane, 1, now);
+            push(&mut plane, 2, now);
+        }
+        push(&mut plane, 5000, now + RETRY);
+        let mut kept: Vec<u32> = plane.by_remote[1].keys().map(|a| a - 0xc000_0000).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, [1, 2, 5000]);
     }
 }
