@@ -658,6 +658,20 @@ fn ovs_ofctl_meters_drop_what_exceeds_their_rate() {
     );
     let band = format!("0: packet_count:990 byte_count:{}", 990 * frame);
     assert!(stats.contains(&counts) && stats.contains(&band), "{stats}");
+    // The same counts for Prometheus (published once a second), which promtool accepts.
+    let dropped = "wirespeed_switch_meter_dropped_packets_total{meter=\"1\"} 990";
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let mut metrics = s.ctl_ok(&["metrics"]);
+    while !metrics.contains(dropped) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+        metrics = s.ctl_ok(&["metrics"]);
+    }
+    assert!(
+        metrics.contains(dropped)
+            && metrics.contains("wirespeed_switch_meter_packets_total{meter=\"1\"} 1000"),
+        "{metrics}"
+    );
+    common::prometheus::assert_promtool_accepts(&metrics);
     let meters = s.ofctl_ok(&["dump-meters"]);
     assert!(
         meters.contains("meter=1 pktps burst stats bands=")

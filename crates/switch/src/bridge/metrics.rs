@@ -14,6 +14,7 @@ use crate::dpif::figures::PmdFigures;
 use crate::dpif::pmd::lock;
 use crate::execute::DropReason;
 use crate::ipfix::exporter::ExportStats;
+use crate::meter::MeterCounts;
 use crate::offload::{FastPortCounts, OffloadSummary};
 use crate::tunnel::TunnelFigures;
 
@@ -29,6 +30,8 @@ pub struct BridgeFigures {
     pub fast_path: Option<FastPathFigures>,
     /// The flow export's counts (`--ipfix`).
     pub ipfix: Option<ExportStats>,
+    /// Each meter's counts, by id.
+    pub meters: Vec<(u32, MeterCounts)>,
 }
 
 /// The kernel fast path's counts (`--offload`).
@@ -240,6 +243,37 @@ fn tunnel_figures(e: &mut Exposition, thread: &str, f: &TunnelFigures, ports: &[
     }
 }
 
+/// A meter's counts: what reached it, and what its band dropped.
+fn meter_figures(e: &mut Exposition, id: u32, c: &MeterCounts) {
+    let id = id.to_string();
+    let labels = [("meter", id.as_str())];
+    let counts = [
+        (
+            "wirespeed_switch_meter_packets_total",
+            "Packets that reached the meter (OpenFlow's packet_in_count).",
+            c.packets,
+        ),
+        (
+            "wirespeed_switch_meter_bytes_total",
+            "Bytes of the packets that reached the meter.",
+            c.bytes,
+        ),
+        (
+            "wirespeed_switch_meter_dropped_packets_total",
+            "Packets the meter's band dropped for being over its rate.",
+            c.band_packets,
+        ),
+        (
+            "wirespeed_switch_meter_dropped_bytes_total",
+            "Bytes of the packets the meter's band dropped.",
+            c.band_bytes,
+        ),
+    ];
+    for (name, help, n) in counts {
+        e.counter(name, help, &labels, n);
+    }
+}
+
 fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
     for (table, n) in &b.rules {
         e.gauge(
@@ -257,6 +291,9 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
     );
     if let Some(x) = &b.ipfix {
         ipfix_figures(e, x);
+    }
+    for (id, c) in &b.meters {
+        meter_figures(e, *id, c);
     }
     let Some(f) = &b.fast_path else {
         return;
@@ -428,6 +465,11 @@ impl Bridge {
             *rules.entry(r.rule.table).or_insert(0) += 1;
         }
         let learned = dp.mac_table.len();
+        let meters = dp
+            .tables
+            .meters()
+            .map(|m| (m.0.config.id, m.0.counts()))
+            .collect();
         let fast_path = dp.offload.as_ref().and_then(|o| {
             let s = o.summary().ok()?;
             Some(FastPathFigures {
@@ -441,6 +483,7 @@ impl Bridge {
             learned,
             fast_path,
             ipfix: self.flow_export().map(|(_, stats)| stats),
+            meters,
         };
         self.figures.offer(|| figures);
     }
