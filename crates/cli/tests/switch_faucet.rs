@@ -61,6 +61,13 @@ fn wait_for_flow(ctl: &str, needle: &str) {
 const FLOOD_RULE: &str = "priority=8192,dl_vlan=100 actions=strip_vlan,output:1,output:2,output:3";
 /// The ACL as faucet installs it.
 const ACL_RULE: &str = "icmp,in_port=1,nw_dst=10.9.0.2 actions=drop";
+/// A switch dialing faucet that forwards by faucet's flows alone.
+const SECURE_UNDER_FAUCET: [&str; 4] = [
+    "--controller",
+    "tcp:127.0.0.1:6653",
+    "--fail-mode",
+    "secure",
+];
 
 #[test]
 fn faucet_switches_three_hosts_applies_an_acl_and_standalone_outlives_it() {
@@ -139,13 +146,7 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
     std::fs::write(&config, faucet_yaml(&dp_id, true)).unwrap();
     let mut faucet = OsKen::faucet(&star.ns_m, &config, "fcs");
     let ctl = ScratchFile::new("fcs.sock");
-    let controller = [
-        "--controller",
-        "tcp:127.0.0.1:6653",
-        "--fail-mode",
-        "secure",
-    ];
-    let switch = star.switch(&ctl, &controller);
+    let switch = star.switch(&ctl, &SECURE_UNDER_FAUCET);
     wait_for_flow(&ctl, ACL_RULE);
     wait_for_flow(&ctl, FLOOD_RULE);
     let ping = |from: usize, to: usize, count| ping(&star.hosts[from], &star.ip(to), count);
@@ -185,13 +186,7 @@ fn faucet_meters_an_acl() {
     std::fs::write(&config, format!("{meter}{yaml}")).unwrap();
     let faucet = OsKen::faucet(&star.ns_m, &config, "fcm");
     let ctl = ScratchFile::new("fcm.sock");
-    let controller = [
-        "--controller",
-        "tcp:127.0.0.1:6653",
-        "--fail-mode",
-        "secure",
-    ];
-    let switch = star.switch(&ctl, &controller);
+    let switch = star.switch(&ctl, &SECURE_UNDER_FAUCET);
     wait_for_flow(&ctl, "icmp,in_port=1 actions=meter:1,");
     wait_for_flow(&ctl, FLOOD_RULE);
     // Neighbours first (ARP is not metered), then ten pings 50 ms apart: the bucket holds
