@@ -168,7 +168,8 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
 /// faucet meters an ACL: ICMP from host 1 passes a meter of one packet a second (faucet's
 /// `meters:`, sent as a METER_MOD, and `meter:` in the ACL's instructions). Of ten pings
 /// in under half a second one is answered; the switch counts the other nine as metered,
-/// and faucet's log has no error from the switch.
+/// and faucet's log has no error from the switch, which also takes faucet's meter on
+/// packet-ins (`packetin_pps`, the controller's meter).
 #[test]
 fn faucet_meters_an_acl() {
     let (star, dp_id) = star("fcm");
@@ -177,11 +178,18 @@ fn faucet_meters_an_acl() {
                  acls:\n  slow_icmp:\n    - rule:\n        dl_type: 0x800\n        ip_proto: 1\n        \
                  actions:\n          meter: icmp_1pps\n          allow: 1\n    - rule:\n        \
                  actions:\n          allow: 1\n";
-    let yaml = faucet_yaml(&dp_id, false).replacen(
-        "      1:\n        native_vlan: office\n",
-        "      1:\n        native_vlan: office\n        acls_in: [slow_icmp]\n",
-        1,
-    );
+    // packetin_pps: faucet's guard on its own CPU, the controller's meter.
+    let yaml = faucet_yaml(&dp_id, false)
+        .replacen(
+            "      1:\n        native_vlan: office\n",
+            "      1:\n        native_vlan: office\n        acls_in: [slow_icmp]\n",
+            1,
+        )
+        .replacen(
+            "    hardware: \"Open vSwitch\"\n",
+            "    hardware: \"Open vSwitch\"\n    packetin_pps: 100\n",
+            1,
+        );
     let config = ScratchFile::new("fcm-faucet.yaml");
     std::fs::write(&config, format!("{meter}{yaml}")).unwrap();
     let faucet = OsKen::faucet(&star.ns_m, &config, "fcm");

@@ -707,6 +707,35 @@ fn ovs_ofctl_meters_drop_what_exceeds_their_rate() {
     assert_eq!(j["bridge_drops"]["metered"], 990, "{j}");
 }
 
+/// Open vSwitch's `meter=controller`, which every packet-in passes: at one a second with a
+/// burst of 5, of 1000 frames a flow sends to the controller 5 become packet-ins and 995
+/// are counted as metered, by the meter and by the switch.
+#[test]
+fn the_controllers_meter_limits_packet_ins() {
+    let mut s = Switched::new("ofc", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&[
+        "add-meter",
+        "meter=controller,pktps,burst,stats,bands=type=drop,rate=1,burst_size=5",
+    ]);
+    s.ofctl_ok(&["add-flow", "priority=50,in_port=1,udp,actions=controller"]);
+    let port_a = format!("xdp:{}", s.c.a);
+    run_json(
+        &s.c.ns_a,
+        &[
+            "gen", "--port", &port_a, "--count", "1000", "--rate", "100000", "--json", "-q",
+        ],
+    );
+    let stats = s.ofctl_ok(&["meter-stats"]);
+    assert!(
+        stats.contains("meter:controller flow_count:0 packet_in_count:1000 ")
+            && stats.contains("0: packet_count:995 "),
+        "{stats}"
+    );
+    let (j, _) = s.stop();
+    assert_eq!(j["to_controller"], 5, "{j}");
+    assert_eq!(j["bridge_drops"]["metered"], 995, "{j}");
+}
+
 /// A FLOW_MOD as a controller sends it, from ovs-ofctl's flow syntax.
 fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
     use wirespeed_switch::openflow::message::OfFlowMod;

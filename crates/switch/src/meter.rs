@@ -15,6 +15,9 @@ use std::sync::Arc;
 
 /// The largest meter id (OpenFlow's `OFPM_MAX`); ids above it are virtual meters.
 pub const METER_MAX: u32 = 0xffff_0000;
+/// The virtual meter every packet-in passes (`OFPM_CONTROLLER`, ovs-ofctl's
+/// `meter=controller`): it rate-limits what the datapath sends to the controllers.
+pub const METER_CONTROLLER: u32 = 0xffff_fffe;
 /// Meters a bridge holds at most (METER_FEATURES' `max_meter`).
 pub const MAX_METERS: usize = 4096;
 
@@ -57,7 +60,7 @@ pub enum MeterError {
 impl fmt::Display for MeterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            MeterError::InvalidId => "meter ids are 1 to 4294901760",
+            MeterError::InvalidId => "meter ids are 1 to 4294901760, or the controller's",
             MeterError::ZeroRate => "a band's rate must be above 0",
         })
     }
@@ -65,7 +68,7 @@ impl fmt::Display for MeterError {
 
 impl MeterConfig {
     pub fn check(&self) -> Result<(), MeterError> {
-        if self.id == 0 || self.id > METER_MAX {
+        if self.id == 0 || (self.id > METER_MAX && self.id != METER_CONTROLLER) {
             return Err(MeterError::InvalidId);
         }
         match self.band {
@@ -228,7 +231,10 @@ impl fmt::Display for MeterConfig {
             Unit::Packets => "pktps",
             Unit::Kilobits => "kbps",
         };
-        write!(f, "meter={} {unit}", self.id)?;
+        match self.id {
+            METER_CONTROLLER => write!(f, "meter=controller {unit}")?,
+            id => write!(f, "meter={id} {unit}")?,
+        }
         if self.burst {
             f.write_str(" burst")?;
         }
@@ -338,6 +344,8 @@ mod tests {
         assert_eq!(config.check(), Err(MeterError::InvalidId));
         config.id = METER_MAX + 1;
         assert_eq!(config.check(), Err(MeterError::InvalidId));
+        config.id = METER_CONTROLLER;
+        assert_eq!(config.check(), Ok(()));
         config.id = 1;
         config.band = Some(Band {
             rate: 0,

@@ -19,7 +19,7 @@ use crate::action::Action;
 use crate::field::{Field, FlowBits, TunnelOut, mac_from_value};
 use crate::frame::Frame;
 use crate::mac_learning::MacTable;
-use crate::meter::MeterRef;
+use crate::meter::{METER_CONTROLLER, MeterRef};
 use crate::rule::PacketInOrigin;
 use rewrite::PacketHeaders;
 
@@ -241,6 +241,9 @@ pub fn execute(
 ) {
     verdict.reset();
     let mut unused_wildcards = FlowBits::ZERO;
+    // A packet-in the controller's meter held back: a packet that goes nowhere else was
+    // dropped by it.
+    let mut metered = false;
     for action in actions {
         if rewrites_frame(action) && !verdict.outputs.is_empty() {
             // The flow's tun_id and tun_dst as these outputs saw them (a tunnel port with
@@ -258,7 +261,18 @@ pub fn execute(
             Action::InPort => verdict.outputs.push(in_port),
             Action::Flood | Action::All => flood(bridge.ports, in_port, &mut verdict.outputs),
             Action::Normal => normal(&packet.flow, in_port, bridge, &mut verdict.outputs),
-            Action::Controller(max_len) => verdict.outputs.push(TO_CONTROLLER | u32::from(max_len)),
+            Action::Controller(max_len) => {
+                // The controller's meter, if it has one, decides whether a packet-in goes.
+                let limit = bridge
+                    .meters
+                    .iter()
+                    .find(|m| m.0.config.id == METER_CONTROLLER);
+                let len = packet.frame.packet_len() as u32;
+                match limit.is_none_or(|m| m.0.admit(len, bridge.now)) {
+                    true => verdict.outputs.push(TO_CONTROLLER | u32::from(max_len)),
+                    false => metered = true,
+                }
+            }
             Action::ModVlanVid(vid) => {
                 if !rewrite::set_vlan(packet.frame, &mut packet.headers, Some(vid), None) {
                     return verdict.drop_for(DropReason::NoRoom);
@@ -296,7 +310,10 @@ pub fn execute(
     }
     verdict.tunnel = TunnelOut::of(&packet.flow);
     if verdict.outputs.is_empty() {
-        verdict.dropped = Some(DropReason::NoOutput);
+        verdict.dropped = Some(match metered {
+            true => DropReason::Metered,
+            false => DropReason::NoOutput,
+        });
     }
 }
 
@@ -348,6 +365,16 @@ mod tests {
     }
 
     fn run(actions: &[Action], frame: &[u8], in_port: u32, mac_table: &mut MacTable) -> Run {
+        run_metered(actions, frame, in_port, mac_table, &[])
+    }
+
+    fn run_metered(
+        actions: &[Action],
+        frame: &[u8],
+        in_port: u32,
+        mac_table: &mut MacTable,
+        meters: &[MeterRef],
+    ) -> Run {
         let mut buffer = vec![0u8; 8 + frame.len()];
         buffer[8..].copy_from_slice(frame);
         let mut frame_view = Frame::new(&mut buffer, 8, frame.len()).unwrap();
@@ -362,7 +389,7 @@ mod tests {
             ports: &[1, 2, 3],
             learning: mac_table,
             now: Duration::from_secs(1),
-            meters: &[],
+            meters,
         };
         let mut emitted = Vec::new();
         let mut verdict = Verdict::default();
@@ -381,6 +408,45 @@ mod tests {
             emitted,
             frame: frame_view.data().to_vec(),
         }
+    }
+
+    #[test]
+    fn meters_drop_over_their_rate_and_the_controllers_holds_back_packet_ins() {
+        use crate::meter::{Band, Meter, MeterConfig, Unit};
+        let meter = |id, burst_size| {
+            let config = MeterConfig {
+                id,
+                unit: Unit::Packets,
+                band: Some(Band {
+                    rate: 1,
+                    burst_size,
+                }),
+                burst: true,
+                stats: false,
+            };
+            MeterRef(std::sync::Arc::new(Meter::new(config, Duration::ZERO)))
+        };
+        let meters = [meter(1, 2), meter(METER_CONTROLLER, 1)];
+        let mut macs = MacTable::default();
+        let mut run = |actions: &[Action]| {
+            let run = run_metered(actions, &FRAME, 1, &mut macs, &meters);
+            (run.verdict.outputs.as_slice().to_vec(), run.verdict.dropped)
+        };
+        let metered = [Action::Meter(1), Action::Output(2)];
+        assert_eq!(run(&metered), (vec![2], None));
+        assert_eq!(run(&metered), (vec![2], None));
+        assert_eq!(run(&metered), (vec![], Some(DropReason::Metered)));
+        let to_controller = TO_CONTROLLER | 64;
+        assert_eq!(run(&[Action::Controller(64)]), (vec![to_controller], None));
+        assert_eq!(
+            run(&[Action::Controller(64)]),
+            (vec![], Some(DropReason::Metered))
+        );
+        // The packet-in held back, the packet still goes where else it was sent.
+        let both = [Action::Controller(64), Action::Output(2)];
+        assert_eq!(run(&both), (vec![2], None));
+        assert_eq!(meters[0].0.counts().band_packets, 1);
+        assert_eq!(meters[1].0.counts().band_packets, 2);
     }
 
     #[test]

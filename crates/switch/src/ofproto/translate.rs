@@ -18,6 +18,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
 use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, GroupType};
+use crate::meter::METER_CONTROLLER;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
 
@@ -174,17 +175,16 @@ impl<'a> Translation<'a> {
                 }
                 Action::Group(id) => self.run_group(id, depth),
                 Action::Meter(id) => {
-                    if let Some(meter) = self.tables.meter(id) {
+                    if self.keep_meter(id) {
                         self.decision.actions.push(*action);
-                        if !self.decision.meters.contains(meter) {
-                            self.decision.meters.push(meter.clone());
-                        }
                     }
                 }
                 _ => {
-                    if matches!(action, Action::Controller(_)) && self.decision.packet_in.is_none()
-                    {
-                        self.decision.packet_in = Some(PacketInOrigin::of(rule));
+                    if matches!(action, Action::Controller(_)) {
+                        if self.decision.packet_in.is_none() {
+                            self.decision.packet_in = Some(PacketInOrigin::of(rule));
+                        }
+                        self.keep_meter(METER_CONTROLLER);
                     }
                     action.apply_to_flow(&mut self.flow, &mut self.dependencies);
                     if let Some(field) = action.derived_field() {
@@ -213,6 +213,17 @@ const SELECT_FIELDS: [Field; 10] = [
 ];
 
 impl Translation<'_> {
+    /// Keeps meter `id` with the decision, for the datapath to charge; whether there is one.
+    fn keep_meter(&mut self, id: u32) -> bool {
+        let Some(meter) = self.tables.meter(id) else {
+            return false;
+        };
+        if !self.decision.meters.contains(meter) {
+            self.decision.meters.push(meter.clone());
+        }
+        true
+    }
+
     /// The action set when the pipeline ends, in the specification's order; a group in it
     /// takes the place of its output.
     fn run_action_set(&mut self) {

@@ -8,6 +8,7 @@ use core::time::Duration;
 use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::flow_match::Match;
+use crate::meter::METER_MAX;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::openflow::error::{OfpError, bad_action, flow_mod_failed, meter_mod_failed};
 use crate::openflow::message::{OfFlowMod, command, flow_flags};
@@ -73,7 +74,7 @@ pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), O
     }
     // Open vSwitch's answer to a flow naming a meter it does not have.
     if let Some(Action::Meter(m)) = actions.first()
-        && dp.tables.meter(*m).is_none()
+        && (*m > METER_MAX || dp.tables.meter(*m).is_none())
     {
         return Err(meter_mod_failed::INVALID_METER);
     }
