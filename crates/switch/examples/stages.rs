@@ -8,11 +8,12 @@
 //! found) and pushing (the outer headers written in front of the frame).
 //!
 //! cargo run --release -p wirespeed-switch --example stages -- [--rules N] [--flows N]
-//!     [--packets N] [--size BYTES]
+//!     [--packets N] [--size BYTES] [--metered 1]
 //! prints one JSON object (nanoseconds; the benchmark turns them into cycles). Rules and
 //! flows are the benchmark's: N-1 drop rules the traffic misses over
 //! `priority=1,in_port=1,actions=output:2`; flows vary the UDP source port, then the source
-//! address, like `wirespeed gen --flows`.
+//! address, like `wirespeed gen --flows`. `--metered 1` puts a meter in front of that
+//! output, one whose rate every packet passes: what charging a meter costs.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -23,6 +24,7 @@ use wirespeed_packet::{MacAddr, UdpTemplate};
 use wirespeed_switch::dpif::process::{BurstLock, process};
 use wirespeed_switch::extract::extract;
 use wirespeed_switch::field::TunnelOut;
+use wirespeed_switch::meter::{Band, MeterConfig, Unit};
 use wirespeed_switch::tunnel::header::{OUTER_LEN, OuterTemplate};
 use wirespeed_switch::tunnel::{Landing, TunnelConfig, TunnelPlane, TunnelPort, Tunnels};
 use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
@@ -34,6 +36,7 @@ struct Options {
     flows: usize,
     packets: usize,
     size: usize,
+    metered: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -42,6 +45,7 @@ fn options() -> Result<Options, String> {
         flows: 1,
         packets: 5_000_000,
         size: 64,
+        metered: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -54,13 +58,14 @@ fn options() -> Result<Options, String> {
             "--flows" => o.flows = n.max(1),
             "--packets" => o.packets = n.max(1),
             "--size" => o.size = n,
+            "--metered" => o.metered = n != 0,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
     Ok(o)
 }
 
-fn rules(n: usize) -> String {
+fn rules(n: usize, metered: bool) -> String {
     let mut text = String::new();
     for i in 0..n - 1 {
         text += &format!(
@@ -72,7 +77,10 @@ fn rules(n: usize) -> String {
             1000 + i % 5000
         );
     }
-    text + "priority=1,in_port=1,actions=output:2\n"
+    match metered {
+        true => text + "priority=1,in_port=1,actions=meter:1,output:2\n",
+        false => text + "priority=1,in_port=1,actions=output:2\n",
+    }
 }
 
 /// One frame per flow, each with headroom in front (as a UMEM frame has).
@@ -163,7 +171,19 @@ fn main() {
     let mut ofproto = Ofproto::without_rules();
     ofproto.add_port(1);
     ofproto.add_port(2);
-    for rule in parse_flows(&rules(o.rules)).expect("the benchmark's rules parse") {
+    // A meter every packet passes: u32::MAX packets a second, a second's worth in the bucket.
+    let meter = MeterConfig {
+        id: 1,
+        unit: Unit::Packets,
+        band: Some(Band {
+            rate: u32::MAX,
+            burst_size: 0,
+        }),
+        burst: false,
+        stats: true,
+    };
+    ofproto.tables.set_meter(meter, Duration::ZERO);
+    for rule in parse_flows(&rules(o.rules, o.metered)).expect("the benchmark's rules parse") {
         ofproto.tables.add(rule, Duration::ZERO);
     }
     let len = o.size - 4;
@@ -247,7 +267,7 @@ fn main() {
         .map(|(k, v)| format!("\"{k}\": {v:.2}"))
         .collect();
     println!(
-        "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \
+        "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \"metered\": {}, \
          \"ns_per_packet\": {{{}}}, \
          \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}, \
          \"megaflows\": {}, \"masks\": {}}}}}",
@@ -255,6 +275,7 @@ fn main() {
         o.flows,
         o.size,
         o.packets,
+        o.metered,
         ns.join(", "),
         after.emc_hits - before.emc_hits,
         after.megaflow_hits - before.megaflow_hits,

@@ -20,6 +20,9 @@ pub const METER_MAX: u32 = 0xffff_0000;
 pub const METER_CONTROLLER: u32 = 0xffff_fffe;
 /// Meters a bridge holds at most (METER_FEATURES' `max_meter`).
 pub const MAX_METERS: usize = 4096;
+/// A rate of one unit a second earns a thousandth of a packet (or one bit, of a kilobit)
+/// in this many ns.
+const NS_PER_UNIT: u64 = 1_000_000;
 
 /// What a meter's rate and burst count.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -105,6 +108,9 @@ pub struct Meter {
     /// When it was installed, on the bridge's clock.
     pub installed_at: Duration,
     capacity: i64,
+    /// How long the rate takes to fill an empty bucket, in ns: a longer wait fills it, and
+    /// a shorter one earns little enough for the arithmetic to stay in 64 bits.
+    fill_ns: u64,
     /// Thousandths of a packet, or bits.
     tokens: AtomicI64,
     /// The bridge clock (ns) up to which the bucket has been refilled.
@@ -121,10 +127,12 @@ impl Meter {
         let capacity = config
             .band
             .map_or(0, |band| MeterConfig::capacity(&band, config.burst));
+        let rate = config.band.map_or(1, |band| u64::from(band.rate.max(1)));
         Meter {
             config,
             installed_at: now,
             capacity,
+            fill_ns: (capacity as u64 * NS_PER_UNIT).div_ceil(rate),
             tokens: AtomicI64::new(capacity),
             filled_to: AtomicU64::new(now.as_nanos() as u64),
             packets: AtomicU64::new(0),
@@ -172,17 +180,18 @@ impl Meter {
         let Some(elapsed) = now.checked_sub(last) else {
             return;
         };
-        let earned = u128::from(elapsed) * u128::from(rate) / 1_000_000;
-        if earned == 0 {
-            return;
-        }
         let capacity = self.capacity;
-        let (earned, to) = match earned >= capacity as u128 {
+        let (earned, to) = match elapsed >= self.fill_ns {
             // A full bucket keeps no credit for the time after it filled.
             true => (capacity, now),
+            // Under fill_ns, elapsed * rate is at most the capacity times 10^6 (< 2^63).
             false => {
-                let paid = earned * 1_000_000 / u128::from(rate);
-                (earned as i64, last + paid as u64)
+                let rate = u64::from(rate);
+                let earned = elapsed * rate / NS_PER_UNIT;
+                if earned == 0 {
+                    return;
+                }
+                (earned as i64, last + earned * NS_PER_UNIT / rate)
             }
         };
         // One thread takes the interval; another that raced it adds nothing.
@@ -313,6 +322,23 @@ mod tests {
         // 1 ms at 800 kbit/s is 800 bits: not yet one packet; 2 ms is one.
         assert_eq!(passed(&m, 5, 125, Duration::from_millis(1)), 0);
         assert_eq!(passed(&m, 5, 125, Duration::from_millis(2)), 1);
+    }
+
+    #[test]
+    fn the_largest_rates_and_bursts_stay_in_64_bits() {
+        for (rate, burst) in [
+            (u32::MAX, Some(u32::MAX)),
+            (u32::MAX, None),
+            (1, Some(u32::MAX)),
+        ] {
+            let m = meter(Unit::Kilobits, rate, burst);
+            assert!(m.admit(1500, Duration::ZERO));
+            assert!(m.admit(1500, Duration::from_nanos(1)));
+            assert!(m.admit(1500, Duration::from_secs(3600 * 24 * 365)));
+        }
+        // A full bucket at the slowest rate: one packet a second, but a burst of 2^32 - 1.
+        let m = meter(Unit::Packets, 1, Some(u32::MAX));
+        assert_eq!(passed(&m, 1000, 60, Duration::ZERO), 1000);
     }
 
     #[test]
