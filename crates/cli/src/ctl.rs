@@ -13,14 +13,17 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
     after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), mod-flows FLOW, \
 del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
-Prometheus' text format)\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
+flows that use it too, as OpenFlow says), dump-meters, meter-stats\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
 priority, 32768 if not given; ovs-ofctl's dump-flows has no strict form), in every table unless \
 table= is given; cookie=VALUE/MASK selects by cookie (/-1: all bits), and mod-flows' \
 cookie=VALUE sets a new one. priority= selects only with --strict.\n\nExamples:\n  \
 wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
 wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
-wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1"
+wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1\n  \
+wirespeed ctl add-meter meter=1,pktps,burst,stats,bands=type=drop,rate=1000,burst_size=100\n  \
+wirespeed ctl add-flow 'in_port=1,actions=meter:1,output:2'\n  wirespeed ctl meter-stats"
 )]
 pub struct CtlArgs {
     /// The switch's control socket.
@@ -32,7 +35,7 @@ pub struct CtlArgs {
     pub strict: bool,
     /// The command (see below).
     pub command: String,
-    /// Its argument: a flow, a match, or (add-flows) a file.
+    /// Its argument: a flow, a match, a meter, or (add-flows) a file.
     pub arg: Option<String>,
 }
 
@@ -43,6 +46,10 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             args.command
         ),
         ("add-flows", None) => bail!("add-flows needs a file of flows, one a line"),
+        ("add-meter" | "mod-meter", None) => bail!(
+            "{} needs a meter, e.g. 'meter=1,pktps,bands=type=drop,rate=1000'",
+            args.command
+        ),
         ("add-flows", Some(path)) if path == "-" => std::io::read_to_string(std::io::stdin())
             .context("add-flows: cannot read standard input")?,
         ("add-flows", Some(path)) => std::fs::read_to_string(&path)

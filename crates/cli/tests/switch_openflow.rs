@@ -696,7 +696,7 @@ fn ovs_ofctl_meters_drop_what_exceeds_their_rate() {
     assert!(
         !refused.status.success()
             && String::from_utf8_lossy(&refused.stderr)
-                .contains("meter:9: no such meter (meters are added over OpenFlow)"),
+                .contains("meter:9: no such meter (ctl add-meter adds one, as OpenFlow can)"),
         "{refused:?}"
     );
     // Deleting the meter deletes the flow that used it.

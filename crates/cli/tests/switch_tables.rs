@@ -1,6 +1,6 @@
 //! A running switch's rule tables: `--flows FILE` at start and `ctl add-flows FILE` (a bad
-//! line names itself and changes nothing), rules that time out, and forwarding between two
-//! AF_XDP ports that moves descriptors instead of copying.
+//! line names itself and changes nothing), meters from `ctl`, rules that time out, and
+//! forwarding between two AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
 use common::ScratchFile;
@@ -80,6 +80,83 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
         String::from_utf8_lossy(&missing.stderr).contains("/tmp/wirespeed-no-such.flows"),
         "{}",
         String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+/// Meters from `ctl`, in ovs-ofctl's syntax: added, shown, counted, changed and deleted
+/// with the flow that used one; a flow file, read before the bridge has any meter, may not
+/// name one, and the switch says so before it opens a port.
+#[test]
+fn ctl_adds_changes_and_deletes_meters() {
+    let s = Switched::new("sm", &[]);
+    let meter = "meter=1,pktps,burst,stats,bands=type=drop,rate=1,burst_size=10";
+    s.ctl_ok(&["add-meter", meter]);
+    assert_eq!(
+        s.ctl_ok(&["dump-meters"]).trim(),
+        "meter=1 pktps burst stats bands=type=drop rate=1 burst_size=10"
+    );
+    let again = s.ctl(&["add-meter", meter]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && err.contains("the meter exists"),
+        "{err}"
+    );
+    let bad = s.ctl(&["add-meter", "meter=2,pktps,bands=type=dscp_remark,rate=5"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("only drop bands"),
+        "{err}"
+    );
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=50,in_port=1,udp,actions=meter:1,output:2",
+    ]);
+    let stats = s.ctl_ok(&["meter-stats"]);
+    assert!(
+        stats.starts_with("meter:1 flow_count:1 packet_in_count:0 byte_in_count:0 duration:")
+            && stats
+                .trim_end()
+                .ends_with("bands: 0: packet_count:0 byte_count:0"),
+        "{stats}"
+    );
+    s.ctl_ok(&["mod-meter", "meter=1,kbps,bands=type=drop,rate=1000"]);
+    assert_eq!(
+        s.ctl_ok(&["dump-meters"]).trim(),
+        "meter=1 kbps bands=type=drop rate=1000"
+    );
+    let missing = s.ctl(&["mod-meter", "meter=3,kbps,bands=type=drop,rate=1"]);
+    assert!(!missing.status.success());
+    assert_eq!(
+        s.ctl_ok(&["del-meter", "meter=1"]).trim(),
+        "flows deleted with the meter: 1"
+    );
+    assert!(flows_of(&s).iter().all(|f| !f.contains("meter:")));
+    assert_eq!(s.ctl_ok(&["dump-meters"]).trim(), "");
+
+    let with_meter = write_flows("sm", "priority=50,udp,actions=meter:1,output:2\n");
+    let (ma, mb) = (format!("1=xdp:{}", s.c.ma), format!("2=xdp:{}", s.c.mb));
+    let ctl = ScratchFile::new("sm-refused.sock");
+    let out = common::sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &s.c.ns_m,
+        common::wirespeed(),
+        "switch",
+        "--port",
+        &ma,
+        "--port",
+        &mb,
+        "--ctl",
+        &ctl,
+        "--flows",
+        &with_meter,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("line 1: meter:1: no meters when the switch starts"),
+        "{err}"
     );
 }
 

@@ -182,7 +182,10 @@ fn main() {
         burst: false,
         stats: true,
     };
-    ofproto.tables.set_meter(meter, Duration::ZERO);
+    ofproto
+        .tables
+        .set_meter(meter, false, Duration::ZERO)
+        .expect("a valid meter");
     for rule in parse_flows(&rules(o.rules, o.metered)).expect("the benchmark's rules parse") {
         ofproto.tables.add(rule, Duration::ZERO);
     }

@@ -58,6 +58,12 @@ pub enum MeterError {
     InvalidId,
     /// A band's rate of 0.
     ZeroRate,
+    /// An add for a meter the bridge has.
+    Exists,
+    /// A modify for a meter the bridge does not have.
+    Unknown,
+    /// An add past [`MAX_METERS`].
+    TooMany,
 }
 
 impl fmt::Display for MeterError {
@@ -65,6 +71,9 @@ impl fmt::Display for MeterError {
         f.write_str(match self {
             MeterError::InvalidId => "meter ids are 1 to 4294901760, or the controller's",
             MeterError::ZeroRate => "a band's rate must be above 0",
+            MeterError::Exists => "the meter exists (mod-meter changes it)",
+            MeterError::Unknown => "no such meter",
+            MeterError::TooMany => "the bridge holds 4096 meters at most",
         })
     }
 }

@@ -9,8 +9,10 @@ use std::time::Duration;
 use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
+use crate::action::Action;
 use crate::bridge::control::{Request, Response};
 use crate::bridge::link::LinkState;
+use crate::bridge::meter_commands::{self, METER_COMMANDS};
 use crate::bridge::{Bridge, Work};
 use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
@@ -120,7 +122,12 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
         other => {
-            return Response::error(format!("unknown command '{other}' (known: {COMMANDS})"));
+            if let Some(answer) = meter_commands::run(bridge, other, arg) {
+                return answer;
+            }
+            return Response::error(format!(
+                "unknown command '{other}' (known: {COMMANDS}, {METER_COMMANDS})"
+            ));
         }
     };
     let now = bridge.now();
@@ -130,17 +137,33 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
 }
 
 /// Checks a flow file as `add-flows` would take it on a bridge with `ports`, before there
-/// is one: the switch refuses a bad `--flows` file before it opens a port or a file.
+/// is one: the switch refuses a bad `--flows` file before it opens a port or a file. A
+/// starting bridge has no groups or meters, so a flow naming one is refused too.
 pub fn check_flows(text: &str, ports: &[u32]) -> Result<(), String> {
     let rules = parse_flow_lines(text).map_err(|e| e.to_string())?;
-    match rules.iter().find_map(|(line, r)| {
-        check_output_ports(ports, &r.actions)
-            .err()
-            .map(|e| (line, e))
-    }) {
-        Some((line, e)) => Err(format!("line {line}: {e}")),
-        None => Ok(()),
+    for (line, r) in &rules {
+        check_output_ports(ports, &r.actions).map_err(|e| format!("line {line}: {e}"))?;
+        match r
+            .actions
+            .iter()
+            .find(|a| matches!(a, Action::Group(_) | Action::Meter(_)))
+        {
+            Some(a @ Action::Group(_)) => {
+                return Err(format!(
+                    "line {line}: {a}: no groups when the switch starts (groups are added \
+                     over OpenFlow, then their flows)"
+                ));
+            }
+            Some(a) => {
+                return Err(format!(
+                    "line {line}: {a}: no meters when the switch starts (ctl add-meter adds \
+                     one, then ctl add-flow its flows)"
+                ));
+            }
+            None => {}
+        }
     }
+    Ok(())
 }
 
 /// A parsed request that reads or changes the rule tables.

@@ -14,6 +14,7 @@
 pub mod commands;
 pub mod control;
 pub mod link;
+pub mod meter_commands;
 pub mod metrics;
 
 use std::collections::HashMap;

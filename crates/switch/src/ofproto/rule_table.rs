@@ -10,7 +10,7 @@ use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
 use crate::group::Group;
-use crate::meter::{Meter, MeterConfig, MeterRef};
+use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
 use crate::rule::{Rule, RuleStats, check_actions};
 
 pub const TABLE_COUNT: usize = 255;
@@ -146,12 +146,25 @@ impl RuleTables {
         self.meters.values()
     }
 
-    /// Installs or replaces a meter (OpenFlow's METER_MOD add and modify), its bucket full
-    /// and its counts zero at `now`. The flows that name it take the new one.
-    pub fn set_meter(&mut self, config: MeterConfig, now: Duration) {
+    /// Installs a meter (`replace`: replaces one; OpenFlow's METER_MOD add and modify), its
+    /// bucket full and its counts zero at `now`. The flows that name it take the new one.
+    pub fn set_meter(
+        &mut self,
+        config: MeterConfig,
+        replace: bool,
+        now: Duration,
+    ) -> Result<(), MeterError> {
+        config.check()?;
+        match (self.meters.contains_key(&config.id), replace) {
+            (true, false) => return Err(MeterError::Exists),
+            (false, true) => return Err(MeterError::Unknown),
+            (false, false) if self.meters.len() >= MAX_METERS => return Err(MeterError::TooMany),
+            _ => {}
+        }
         let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
         self.meters.insert(config.id, meter);
         self.generation += 1;
+        Ok(())
     }
 
     /// Removes a meter and the rules that use it (as OpenFlow says); the rules removed.
@@ -166,6 +179,17 @@ impl RuleTables {
             .map(|(id, _)| id)
             .collect();
         ids.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// Removes meter `only`, or every meter (None), and the rules that use them.
+    pub fn delete_meters(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
+        let ids: Vec<u32> = match only {
+            Some(id) => vec![id],
+            None => self.meters.keys().copied().collect(),
+        };
+        ids.into_iter()
+            .flat_map(|id| self.delete_meter(id))
+            .collect()
     }
 
     /// How many rules use meter `id`.

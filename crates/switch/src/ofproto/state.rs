@@ -93,7 +93,7 @@ impl Ofproto {
                 "group:{g}: no such group (groups are added over OpenFlow)"
             ))),
             Some(action) => Err(FlowError(format!(
-                "{action}: no such meter (meters are added over OpenFlow)"
+                "{action}: no such meter (ctl add-meter adds one, as OpenFlow can)"
             ))),
             None => Ok(()),
         }

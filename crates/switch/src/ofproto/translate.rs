@@ -560,7 +560,7 @@ mod tests {
             burst: false,
             stats: false,
         };
-        tables.set_meter(config, Duration::ZERO);
+        tables.set_meter(config, false, Duration::ZERO).unwrap();
         tables.add(
             parse_rule("in_port=1,actions=meter:4,goto_table:1").unwrap(),
             Duration::ZERO,

@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use crate::bridge::{Bridge, RemovedReason};
-use crate::meter::{Band, MAX_METERS, MeterConfig, MeterRef, Unit};
+use crate::meter::{Band, MAX_METERS, MeterConfig, MeterError, MeterRef, Unit};
 use crate::ofproto::rule_table::{InstalledRule, RuleTables};
 use crate::openflow::error::{OfpError, meter_mod_failed};
 use crate::openflow::wire::{Reader, Writer};
@@ -131,38 +131,23 @@ pub fn meter_mod(
     let id = mm.config.id;
     let now = bridge.now();
     if mm.command == meter_command::DELETE {
+        let only = (id != METER_ALL).then_some(id);
         let removed = bridge.edit(|dp| {
             let _ = dp.flush_offload(now);
-            let ids: Vec<u32> = match id {
-                METER_ALL => dp.tables.meters().map(|m| m.0.config.id).collect(),
-                id => vec![id],
-            };
-            ids.into_iter()
-                .flat_map(|id| dp.tables.delete_meter(id))
-                .collect::<Vec<_>>()
+            dp.tables.delete_meters(only)
         });
         let reason = RemovedReason::Delete;
         return Ok(removed.into_iter().map(|r| (r, reason)).collect());
     }
-    if mm.config.check().is_err() {
-        return Err(match mm.config.band {
-            Some(band) if band.rate == 0 => meter_mod_failed::BAD_RATE,
-            _ => meter_mod_failed::INVALID_METER,
-        });
-    }
-    {
-        let dp = bridge.ofproto();
-        let exists = dp.tables.meter(id).is_some();
-        match mm.command {
-            meter_command::ADD if exists => return Err(meter_mod_failed::METER_EXISTS),
-            meter_command::ADD if dp.tables.meters().count() >= MAX_METERS => {
-                return Err(meter_mod_failed::OUT_OF_METERS);
-            }
-            meter_command::MODIFY if !exists => return Err(meter_mod_failed::UNKNOWN_METER),
-            _ => {}
-        }
-    }
-    bridge.edit(|dp| dp.tables.set_meter(mm.config, now));
+    let replace = mm.command == meter_command::MODIFY;
+    let set = bridge.edit(|dp| dp.tables.set_meter(mm.config, replace, now));
+    set.map_err(|e| match e {
+        MeterError::InvalidId => meter_mod_failed::INVALID_METER,
+        MeterError::ZeroRate => meter_mod_failed::BAD_RATE,
+        MeterError::Exists => meter_mod_failed::METER_EXISTS,
+        MeterError::Unknown => meter_mod_failed::UNKNOWN_METER,
+        MeterError::TooMany => meter_mod_failed::OUT_OF_METERS,
+    })?;
     Ok(Vec::new())
 }
 
