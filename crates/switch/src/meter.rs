@@ -4,8 +4,9 @@
 //! live beside the rules ([`crate::RuleTables`]); a translated flow keeps the meters it
 //! names, so every poll-mode thread charges the same bucket.
 //!
-//! The bucket is OVS's: it holds thousandths of a packet (packets) or bits (kilobits), up
-//! to the burst, and refills at the rate; a packet passes if it can take its cost. Shared
+//! As in Open vSwitch, the bucket holds thousandths of a packet (packets) or bits
+//! (kilobits), up to the burst, and refills at the rate; a packet passes if it can take
+//! its cost. Shared
 //! by the threads, it is a few atomics: a metered packet pays for them, no other does.
 
 use core::fmt;
@@ -54,7 +55,7 @@ pub struct Band {
 /// Why a meter cannot be installed as given.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum MeterError {
-    /// Id 0, or a virtual meter's id.
+    /// Id 0, or a virtual meter's id other than the controller's.
     InvalidId,
     /// A band's rate of 0.
     ZeroRate,

@@ -11,6 +11,7 @@ use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::link_watch::settle_link_error;
 use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
 use crate::run::ready::announce_ready;
@@ -57,6 +58,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
     }
+    let ended = settle_link_error(ended, || port.link());
     let stats = port.stats();
     let mut s = GenSummary::new("socket", &spec, Some(port.info()));
     s.batch = args.port_flags.batch;

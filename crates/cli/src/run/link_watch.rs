@@ -1,6 +1,7 @@
 //! Link watch: a receiver notices its interface going away. An AF_XDP socket whose interface
 //! is deleted just receives nothing more (the kernel unbinds it and says so to no one), so a
 //! tool whose port has gone quiet asks, once a second, whether the interface is still there.
+//! And a sender that failed as its interface went down learns whether it was being deleted.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,8 @@ use wirespeed_port::{LinkState, Port, PortError};
 const EVERY: Duration = Duration::from_secs(1);
 /// Empty bursts between looks at the clock.
 const CALLS_PER_CLOCK: u32 = 64;
+/// How long an interface that failed a send as down is given to turn out deleted.
+const DELETION_SETTLES: Duration = Duration::from_millis(200);
 
 pub struct LinkWatch {
     next: Instant,
@@ -54,5 +57,61 @@ impl LinkWatch {
             LinkState::Gone => Err(PortError::InterfaceGone(spec())),
             LinkState::Up | LinkState::Down => Ok(()),
         }
+    }
+}
+
+/// A run that ended as its interface went down: deleting an interface takes it down first,
+/// and a send in between fails as down. If `link` (the port's) says gone within
+/// [`DELETION_SETTLES`], the error says the interface went away; any other error is kept.
+pub fn settle_link_error(
+    ended: anyhow::Result<()>,
+    link: impl Fn() -> LinkState,
+) -> anyhow::Result<()> {
+    let Err(e) = ended else {
+        return Ok(());
+    };
+    let Some(PortError::InterfaceDown(spec)) = e.downcast_ref::<PortError>() else {
+        return Err(e);
+    };
+    let until = Instant::now() + DELETION_SETTLES;
+    while Instant::now() < until {
+        if link() == LinkState::Gone {
+            return Err(PortError::InterfaceGone(spec.clone()).into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn down() -> anyhow::Result<()> {
+        Err(PortError::InterfaceDown("xdp:veth0".into()).into())
+    }
+
+    #[test]
+    fn a_send_that_failed_as_down_says_gone_once_the_interface_is() {
+        let looks = Cell::new(0);
+        let deleted_on_third_look = || {
+            looks.set(looks.get() + 1);
+            match looks.get() {
+                3 => LinkState::Gone,
+                _ => LinkState::Down,
+            }
+        };
+        let e = settle_link_error(down(), deleted_on_third_look).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "xdp:veth0: the interface went away (deleted)"
+        );
+        let e = settle_link_error(down(), || LinkState::Down).unwrap_err();
+        assert_eq!(e.to_string(), "xdp:veth0: the interface is down");
+        let other: anyhow::Result<()> = Err(anyhow::anyhow!("no room"));
+        let e = settle_link_error(other, || LinkState::Gone).unwrap_err();
+        assert_eq!(e.to_string(), "no room");
+        assert!(settle_link_error(Ok(()), || LinkState::Gone).is_ok());
     }
 }
