@@ -167,7 +167,7 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
 
 /// faucet meters an ACL: ICMP from host 1 passes a meter of one packet a second (faucet's
 /// `meters:`, sent as a METER_MOD, and `meter:` in the ACL's instructions). Of ten pings
-/// in under half a second one is answered; the switch counts the other nine as metered,
+/// in a tenth of a second one is answered; the switch counts the other nine as metered,
 /// and faucet's log has no error from the switch, which also takes faucet's meter on
 /// packet-ins (`packetin_pps`, the controller's meter).
 #[test]
@@ -197,7 +197,7 @@ fn faucet_meters_an_acl() {
     let switch = star.switch(&ctl, &SECURE_UNDER_FAUCET);
     wait_for_flow(&ctl, "icmp,in_port=1 actions=meter:1,");
     wait_for_flow(&ctl, FLOOD_RULE);
-    // Neighbours first (ARP is not metered), then ten pings 50 ms apart: the bucket holds
+    // Neighbours first (ARP is not metered), then ten pings 10 ms apart: the bucket holds
     // one packet and earns less than another before the last.
     assert_eq!(ping(&star.hosts[0], &star.ip(1), 1), 1);
     std::thread::sleep(Duration::from_millis(1100));
@@ -212,7 +212,7 @@ fn faucet_meters_an_acl() {
         "-c",
         "10",
         "-i",
-        "0.05",
+        "0.01",
         "-W",
         "1",
         &star.ip(1),
