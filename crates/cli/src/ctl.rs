@@ -14,7 +14,12 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
 Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
-flows that use it too, as OpenFlow says), dump-meters, meter-stats\n\nAs in ovs-ofctl, mod-flows, del-flows and \
+flows that use it too, as OpenFlow says), dump-meters, meter-stats, add-group GROUP, mod-group \
+GROUP, del-groups [group_id=ID] (deletes the flows that send to it too), dump-groups \
+[group_id=ID], dump-group-stats [group_id=ID]\n\nA group is ovs-ofctl's \
+group_id=ID,type=TYPE,bucket=...: type all (every bucket), select (one bucket a flow, by a \
+hash of it, weighted), indirect (its one bucket) or fast_failover, ff (the first bucket whose \
+watch_port is up); each bucket= holds weight:N, watch_port:PORT and its actions.\n\nAs in ovs-ofctl, mod-flows, del-flows and \
 dump-flows select the rules at least as specific as MATCH (with --strict: exactly MATCH, at its \
 priority, 32768 if not given; ovs-ofctl's dump-flows has no strict form), in every table unless \
 table= is given; cookie=VALUE/MASK selects by cookie (/-1: all bits), and mod-flows' \
@@ -23,7 +28,9 @@ wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed 
 wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
 wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1\n  \
 wirespeed ctl add-meter meter=1,pktps,burst,stats,bands=type=drop,rate=1000,burst_size=100\n  \
-wirespeed ctl add-flow 'in_port=1,actions=meter:1,output:2'\n  wirespeed ctl meter-stats"
+wirespeed ctl add-flow 'in_port=1,actions=meter:1,output:2'\n  wirespeed ctl meter-stats\n  \
+wirespeed ctl add-group 'group_id=1,type=select,bucket=output:2,bucket=weight:2,output:3'\n  \
+wirespeed ctl add-flow 'in_port=1,actions=group:1'\n  wirespeed ctl dump-group-stats"
 )]
 pub struct CtlArgs {
     /// The switch's control socket.
@@ -35,7 +42,7 @@ pub struct CtlArgs {
     pub strict: bool,
     /// The command (see below).
     pub command: String,
-    /// Its argument: a flow, a match, a meter, or (add-flows) a file.
+    /// Its argument: a flow, a match, a meter, a group, or (add-flows) a file.
     pub arg: Option<String>,
 }
 
@@ -46,6 +53,10 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             args.command
         ),
         ("add-flows", None) => bail!("add-flows needs a file of flows, one a line"),
+        ("add-group" | "mod-group", None) => bail!(
+            "{} needs a group, e.g. 'group_id=1,type=all,bucket=output:2,bucket=output:3'",
+            args.command
+        ),
         ("add-meter" | "mod-meter", None) => bail!(
             "{} needs a meter, e.g. 'meter=1,pktps,bands=type=drop,rate=1000'",
             args.command

@@ -1,5 +1,5 @@
 //! A running switch's rule tables: `--flows FILE` at start and `ctl add-flows FILE` (a bad
-//! line names itself and changes nothing), meters from `ctl`, rules that time out, and
+//! line names itself and changes nothing), meters and groups from `ctl`, rules that time out, and
 //! forwarding between two AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
@@ -158,6 +158,158 @@ fn ctl_adds_changes_and_deletes_meters() {
         err.contains("line 1: meter:1: no meters when the switch starts"),
         "{err}"
     );
+}
+
+/// The lines of an ovs-ofctl reply (its header line dropped, the leading space trimmed).
+fn ofctl_lines(text: &str) -> Vec<String> {
+    text.lines().skip(1).map(|l| l.trim().to_string()).collect()
+}
+
+/// `dump-group-stats` lines without their duration, which moves.
+fn without_duration(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| {
+            let (head, rest) = l.split_once(",duration=").expect(l);
+            format!("{head},{}", rest.split_once(',').expect(l).1)
+        })
+        .collect()
+}
+
+/// Groups from `ctl`, in ovs-ofctl's syntax: added, shown as ovs-ofctl shows them over
+/// OpenFlow, used by a flow that pings through them and counted exactly, refused with the
+/// reason when malformed or naming a port the bridge lacks, changed, and deleted with the
+/// flows that send to them.
+#[test]
+fn ctl_adds_changes_and_deletes_groups() {
+    let s = Switched::new("sg", &["--openflow", "ptcp:"]);
+    s.ctl_ok(&["add-group", "group_id=1,type=all,bucket=output:2"]);
+    s.ctl_ok(&[
+        "add-group",
+        "group_id=2,type=select,bucket=weight:3,actions=output:1,bucket=weight=0,output:2",
+    ]);
+    s.ctl_ok(&[
+        "add-group",
+        "group_id=3,type=fast_failover,bucket=watch_port:2,output:2,\
+         bucket=watch_port=1,output:1",
+    ]);
+    let groups: Vec<String> = s
+        .ctl_ok(&["dump-groups"])
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            "group_id=1,type=all,bucket=actions=output:2",
+            "group_id=2,type=select,bucket=weight:3,actions=output:1,bucket=weight:0,\
+             actions=output:2",
+            "group_id=3,type=ff,bucket=watch_port:2,actions=output:2,\
+             bucket=watch_port:1,actions=output:1",
+        ]
+    );
+    assert_eq!(
+        ofctl_lines(&s.ofctl_ok(&["dump-groups"])),
+        groups,
+        "ovs-ofctl agrees"
+    );
+    assert_eq!(
+        s.ctl_ok(&["dump-groups", "group_id=2"]).trim(),
+        groups[1],
+        "one group by its id"
+    );
+
+    // Refused, with the reason, and nothing changes.
+    for (group, reason) in [
+        (
+            "group_id=1,type=all,bucket=output:1",
+            "the group exists (mod-group changes it)",
+        ),
+        (
+            "group_id=4,type=all,bucket=output:9",
+            "output:9: no such port (the bridge has ports 1, 2)",
+        ),
+        (
+            "group_id=4,type=indirect,bucket=output:1,bucket=output:2",
+            "exactly one bucket",
+        ),
+        (
+            "group_id=4,type=fast_failover,bucket=output:1",
+            "needs watch_port",
+        ),
+        ("group_id=4,type=all,bucket=group:1", "no chaining"),
+        (
+            "group_id=4,type=any,bucket=output:1",
+            "type=any: a group's type is all, select",
+        ),
+        ("type=all,bucket=output:1", "a group needs group_id=ID"),
+    ] {
+        let out = s.ctl(&["add-group", group]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(reason),
+            "{group}: {err}"
+        );
+    }
+    let out = s.ctl(&["mod-group", "group_id=9,type=all,bucket=output:1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no such group"),
+        "{err}"
+    );
+    assert_eq!(
+        s.ctl_ok(&["dump-groups"]).lines().collect::<Vec<_>>(),
+        groups,
+        "refusals change nothing"
+    );
+
+    // A flow through group 1 and one through group 2: each ping crosses both.
+    s.ctl_ok(&["add-flow", "priority=50,in_port=1,icmp,actions=group:1"]);
+    s.ctl_ok(&["add-flow", "priority=50,in_port=2,icmp,actions=group:2"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let stats: Vec<String> = s
+        .ctl_ok(&["dump-group-stats"])
+        .lines()
+        .map(String::from)
+        .collect();
+    // 98-byte echo requests and replies; select keeps no count of the bucket taken.
+    assert_eq!(
+        without_duration(&stats),
+        [
+            "group_id=1,ref_count=1,packet_count=3,byte_count=294,\
+             bucket0:packet_count=3,byte_count=294",
+            "group_id=2,ref_count=1,packet_count=3,byte_count=294,\
+             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=0,byte_count=0",
+            "group_id=3,ref_count=0,packet_count=0,byte_count=0,\
+             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=0,byte_count=0",
+        ]
+    );
+    assert_eq!(
+        without_duration(&ofctl_lines(&s.ofctl_ok(&["dump-group-stats"]))),
+        without_duration(&stats),
+        "ovs-ofctl agrees"
+    );
+
+    // A bucket that sends back out of the input port sends nothing (OpenFlow's rule).
+    s.ctl_ok(&["mod-group", "group_id=1,type=all,bucket=output:1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    // Deleting a group deletes the flows that send to it.
+    assert_eq!(
+        s.ctl_ok(&["del-groups", "group_id=1"]).trim(),
+        "flows deleted with the group: 1"
+    );
+    let flows = flows_of(&s);
+    assert!(
+        flows.iter().all(|f| !f.contains("group:1")) && flows.iter().any(|f| f.contains("group:2")),
+        "{flows:?}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(
+        s.ctl_ok(&["del-groups"]).trim(),
+        "flows deleted with the group: 1"
+    );
+    assert_eq!(s.ctl_ok(&["dump-groups"]).trim(), "");
+    assert!(flows_of(&s).iter().all(|f| !f.contains("group:")));
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //! is live. They live beside the rules ([`crate::RuleTables`]) and are flattened into the
 //! datapath's actions when a flow is translated, as Open vSwitch does.
 
+use core::fmt;
+
 use crate::action::Action;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -24,6 +26,33 @@ impl GroupType {
             GroupType::Indirect => 2,
             GroupType::FastFailover => 3,
         }
+    }
+
+    /// ovs-ofctl's word for it as it prints it (`type=select`, `type=ff`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupType::All => "all",
+            GroupType::Select => "select",
+            GroupType::Indirect => "indirect",
+            GroupType::FastFailover => "ff",
+        }
+    }
+
+    /// The type a word names, as ovs-ofctl reads it (`ff` or `fast_failover`).
+    pub fn from_name(name: &str) -> Option<GroupType> {
+        Some(match name {
+            "all" => GroupType::All,
+            "select" => GroupType::Select,
+            "indirect" => GroupType::Indirect,
+            "ff" | "fast_failover" => GroupType::FastFailover,
+            _ => return None,
+        })
+    }
+
+    /// The weight a bucket has when none is given: 1 in a `select` group, else 0 (as
+    /// ovs-ofctl writes them, and leaves them out when printing).
+    pub fn default_weight(self) -> u16 {
+        u16::from(self == GroupType::Select)
     }
 
     pub fn from_number(n: u8) -> Option<GroupType> {
@@ -53,19 +82,81 @@ pub struct Group {
     pub buckets: Vec<Bucket>,
 }
 
+/// What passes through a group: the rules that send to it (its reference count) and their
+/// packets and bytes, which are the group's.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct GroupUsage {
+    pub rules: u32,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl GroupUsage {
+    /// Each bucket's packets and bytes: every bucket of an `all` or `indirect` group sees
+    /// every packet; no count is kept of which bucket a `select` or `fast_failover` flow
+    /// took, so theirs are 0.
+    pub fn per_bucket(self, kind: GroupType) -> (u64, u64) {
+        match kind {
+            GroupType::All | GroupType::Indirect => (self.packets, self.bytes),
+            GroupType::Select | GroupType::FastFailover => (0, 0),
+        }
+    }
+}
+
+/// The largest group id (`OFPG_MAX`); the ids above it name no one group.
+pub const GROUP_MAX: u32 = 0xffff_ff00;
+
+/// Groups a bridge holds at most: a controller's or a script's runaway adds are refused
+/// (OUT_OF_GROUPS) before they fill the memory the translation walks.
+pub const MAX_GROUPS: usize = 65_536;
+
 /// Why a group cannot be installed as given.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub enum GroupError {
     /// `indirect` takes exactly one bucket.
     IndirectBuckets,
     /// A `fast_failover` bucket watches no port.
     NoWatch,
-    /// A bucket sends to a group or a table (no chaining here).
+    /// A bucket sends to a group or a table, writes the action set or names a meter (no
+    /// chaining here).
     Chained,
+    /// An id above [`GROUP_MAX`].
+    InvalidId,
+    /// An add for a group the bridge has.
+    Exists,
+    /// A modify for a group the bridge does not have.
+    Unknown,
+    /// An add past [`MAX_GROUPS`].
+    TooMany,
+    /// A bucket outputs to a port the bridge does not have (the message names it).
+    BadOutPort(String),
 }
 
+impl fmt::Display for GroupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GroupError::IndirectBuckets => "an indirect group has exactly one bucket",
+            GroupError::NoWatch => "each bucket of a fast_failover group needs watch_port",
+            GroupError::Chained => {
+                "a bucket holds actions only: no group, table, action set or meter (no chaining)"
+            }
+            GroupError::InvalidId => "group ids are 0 to 4294967040",
+            GroupError::Exists => "the group exists (mod-group changes it)",
+            GroupError::Unknown => "no such group",
+            GroupError::TooMany => "the bridge holds 65536 groups at most",
+            GroupError::BadOutPort(why) => why,
+        })
+    }
+}
+
+impl std::error::Error for GroupError {}
+
 impl Group {
+    /// What a group must be whatever the bridge holds: its id, and buckets its type takes.
     pub fn check(&self) -> Result<(), GroupError> {
+        if self.id > GROUP_MAX {
+            return Err(GroupError::InvalidId);
+        }
         if self.kind == GroupType::Indirect && self.buckets.len() != 1 {
             return Err(GroupError::IndirectBuckets);
         }
@@ -74,15 +165,7 @@ impl Group {
         {
             return Err(GroupError::NoWatch);
         }
-        let chained = |a: &Action| {
-            matches!(
-                a,
-                Action::Group(_)
-                    | Action::GotoTable(_)
-                    | Action::Resubmit(_)
-                    | Action::WriteMetadata(..)
-            )
-        };
+        let chained = |a: &Action| a.is_table_jump() || matches!(a, Action::Meter(_));
         if self.buckets.iter().any(|b| b.actions.iter().any(chained)) {
             return Err(GroupError::Chained);
         }

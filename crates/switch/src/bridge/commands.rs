@@ -11,6 +11,7 @@ use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
 use crate::action::Action;
 use crate::bridge::control::{Request, Response};
+use crate::bridge::group_commands::{self, GROUP_COMMANDS};
 use crate::bridge::link::LinkState;
 use crate::bridge::meter_commands::{self, METER_COMMANDS};
 use crate::bridge::{Bridge, Work};
@@ -122,11 +123,13 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
         other => {
-            if let Some(answer) = meter_commands::run(bridge, other, arg) {
+            if let Some(answer) = meter_commands::run(bridge, other, arg)
+                .or_else(|| group_commands::run(bridge, other, arg))
+            {
                 return answer;
             }
             return Response::error(format!(
-                "unknown command '{other}' (known: {COMMANDS}, {METER_COMMANDS})"
+                "unknown command '{other}' (known: {COMMANDS}, {GROUP_COMMANDS}, {METER_COMMANDS})"
             ));
         }
     };
@@ -150,8 +153,8 @@ pub fn check_flows(text: &str, ports: &[u32]) -> Result<(), String> {
         {
             Some(a @ Action::Group(_)) => {
                 return Err(format!(
-                    "line {line}: {a}: no groups when the switch starts (groups are added \
-                     over OpenFlow, then their flows)"
+                    "line {line}: {a}: no groups when the switch starts (ctl add-group adds \
+                     one, then ctl add-flow its flows)"
                 ));
             }
             Some(a) => {

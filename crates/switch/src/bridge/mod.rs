@@ -13,6 +13,7 @@
 
 pub mod commands;
 pub mod control;
+pub mod group_commands;
 pub mod link;
 pub mod meter_commands;
 pub mod metrics;

@@ -41,7 +41,7 @@ pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
 }
 
 /// Splits at commas outside parentheses (`resubmit(,2)` holds one).
-fn split_top_level(text: &str) -> Result<Vec<&str>, FlowError> {
+pub(crate) fn split_top_level(text: &str) -> Result<Vec<&str>, FlowError> {
     let mut tokens = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (at, c) in text.char_indices() {

@@ -9,7 +9,7 @@ use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
-use crate::group::Group;
+use crate::group::{Group, GroupError, GroupUsage, MAX_GROUPS};
 use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
 use crate::rule::{Rule, RuleStats, check_actions};
 
@@ -119,10 +119,44 @@ impl RuleTables {
         self.groups.values()
     }
 
-    /// Installs or replaces a group (OpenFlow's GROUP_MOD add and modify).
-    pub fn set_group(&mut self, group: Group) {
+    /// Installs a group (`replace`: replaces one; OpenFlow's GROUP_MOD add and modify). The
+    /// bridge's ports are not checked here: [`crate::Ofproto::set_group`] does that.
+    pub fn set_group(&mut self, group: Group, replace: bool) -> Result<(), GroupError> {
+        group.check()?;
+        match (self.groups.contains_key(&group.id), replace) {
+            (true, false) => return Err(GroupError::Exists),
+            (false, true) => return Err(GroupError::Unknown),
+            (false, false) if self.groups.len() >= MAX_GROUPS => return Err(GroupError::TooMany),
+            _ => {}
+        }
         self.groups.insert(group.id, group);
         self.generation += 1;
+        Ok(())
+    }
+
+    /// Removes group `only`, or every group (None), and the rules that send to them.
+    pub fn delete_groups(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
+        let ids: Vec<u32> = match only {
+            Some(id) => vec![id],
+            None => self.groups.keys().copied().collect(),
+        };
+        ids.into_iter()
+            .flat_map(|id| self.delete_group(id))
+            .collect()
+    }
+
+    /// A group's statistics: how many rules send to it (its reference count) and their
+    /// packets and bytes, which are the group's (every packet of such a rule goes through it).
+    pub fn group_usage(&self, id: u32) -> GroupUsage {
+        let mut usage = GroupUsage::default();
+        for installed in self.rules.iter().flatten() {
+            if installed.rule.actions.contains(&Action::Group(id)) {
+                usage.rules += 1;
+                usage.packets += installed.stats.n_packets;
+                usage.bytes += installed.stats.n_bytes;
+            }
+        }
+        usage
     }
 
     /// Removes a group and the rules that send to it (as OpenFlow says); the rules removed.
@@ -429,6 +463,50 @@ mod tests {
             out_port: None,
             out_group: None,
         }
+    }
+
+    #[test]
+    fn groups_are_added_once_modified_if_known_and_bounded() {
+        let mut tables = tables(&["in_port=1,actions=group:1", "in_port=2,actions=group:1"]);
+        let group = |id: u32| {
+            crate::ofctl::group_text::parse_group(&format!(
+                "group_id={id},type=all,bucket=output:3"
+            ))
+            .unwrap()
+        };
+        let generation = tables.generation();
+        assert_eq!(tables.set_group(group(1), true), Err(GroupError::Unknown));
+        assert_eq!(tables.generation(), generation, "a refusal changes nothing");
+        assert_eq!(tables.set_group(group(1), false), Ok(()));
+        assert_eq!(tables.set_group(group(1), false), Err(GroupError::Exists));
+        assert_eq!(tables.set_group(group(1), true), Ok(()));
+        assert_eq!(tables.generation(), generation + 2);
+        let id = tables.iter().next().map(|(id, _)| id).unwrap();
+        for _ in 0..3 {
+            tables.credit(id, 98, Duration::ZERO);
+        }
+        assert_eq!(
+            tables.group_usage(1),
+            GroupUsage {
+                rules: 2,
+                packets: 3,
+                bytes: 294
+            }
+        );
+        for id in 2..MAX_GROUPS as u32 + 1 {
+            tables.set_group(group(id), false).unwrap();
+        }
+        assert_eq!(
+            tables.set_group(group(MAX_GROUPS as u32 + 1), false),
+            Err(GroupError::TooMany)
+        );
+        assert_eq!(
+            tables.delete_groups(Some(1)).len(),
+            2,
+            "its rules go with it"
+        );
+        assert_eq!(tables.delete_groups(None).len(), 0);
+        assert_eq!(tables.groups().count(), 0);
     }
 
     #[test]

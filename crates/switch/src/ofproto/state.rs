@@ -14,6 +14,7 @@ use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::upcall::{Decision, SharedState, Upcall};
 use crate::error::FlowError;
 use crate::flow_match::Match;
+use crate::group::{Group, GroupError};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
 use crate::ofproto::rule_table::RuleTables;
@@ -90,13 +91,33 @@ impl Ofproto {
             _ => false,
         }) {
             Some(Action::Group(g)) => Err(FlowError(format!(
-                "group:{g}: no such group (groups are added over OpenFlow)"
+                "group:{g}: no such group (ctl add-group adds one, as OpenFlow can)"
             ))),
             Some(action) => Err(FlowError(format!(
                 "{action}: no such meter (ctl add-meter adds one, as OpenFlow can)"
             ))),
             None => Ok(()),
         }
+    }
+
+    /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
+    /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
+    /// output to ports the bridge has. The offloaded flows go first (they may have been made
+    /// from the group as it was). Nothing changes when it is refused.
+    pub fn set_group(
+        &mut self,
+        group: Group,
+        replace: bool,
+        now: Duration,
+    ) -> Result<(), GroupError> {
+        group.check()?;
+        for bucket in &group.buckets {
+            check_output_ports(&self.ports, &bucket.actions)
+                .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
+        }
+        self.tables.set_group(group, replace)?;
+        let _ = self.flush_offload(now);
+        Ok(())
     }
 
     /// Credits what the kernel's fast path forwarded since the last call to the rules and

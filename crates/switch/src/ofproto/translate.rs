@@ -425,14 +425,19 @@ mod tests {
     #[test]
     fn all_group_runs_each_bucket_on_the_packet_as_the_rule_left_it() {
         let mut tables = tables(&["in_port=1,actions=group:7,output:3"]);
-        tables.set_group(crate::group::Group {
-            id: 7,
-            kind: GroupType::All,
-            buckets: vec![
-                bucket("output:4", 0, None),
-                bucket("mod_vlan_vid:5,output:2", 0, None),
-            ],
-        });
+        tables
+            .set_group(
+                crate::group::Group {
+                    id: 7,
+                    kind: GroupType::All,
+                    buckets: vec![
+                        bucket("output:4", 0, None),
+                        bucket("mod_vlan_vid:5,output:2", 0, None),
+                    ],
+                },
+                false,
+            )
+            .unwrap();
         let mut wildcards = FlowBits::ZERO;
         let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
         assert_eq!(
@@ -455,23 +460,33 @@ mod tests {
     #[test]
     fn select_is_stable_per_flow_and_fast_failover_follows_liveness() {
         let mut tables = tables(&["in_port=1,actions=group:1", "in_port=2,actions=group:2"]);
-        tables.set_group(crate::group::Group {
-            id: 1,
-            kind: GroupType::Select,
-            buckets: vec![
-                bucket("output:3", 1, None),
-                bucket("output:4", 1, None),
-                bucket("output:5", 0, None),
-            ],
-        });
-        tables.set_group(crate::group::Group {
-            id: 2,
-            kind: GroupType::FastFailover,
-            buckets: vec![
-                bucket("output:3", 0, Some(3)),
-                bucket("output:4", 0, Some(4)),
-            ],
-        });
+        tables
+            .set_group(
+                crate::group::Group {
+                    id: 1,
+                    kind: GroupType::Select,
+                    buckets: vec![
+                        bucket("output:3", 1, None),
+                        bucket("output:4", 1, None),
+                        bucket("output:5", 0, None),
+                    ],
+                },
+                false,
+            )
+            .unwrap();
+        tables
+            .set_group(
+                crate::group::Group {
+                    id: 2,
+                    kind: GroupType::FastFailover,
+                    buckets: vec![
+                        bucket("output:3", 0, Some(3)),
+                        bucket("output:4", 0, Some(4)),
+                    ],
+                },
+                false,
+            )
+            .unwrap();
         let mut chosen: Vec<(Vec<Action>, u32)> = Vec::new();
         for src in 0..64u128 {
             let packet = flow(&[(Field::InPort, 1), (Field::NwSrc, src)]);

@@ -219,15 +219,10 @@ impl Agent {
         const GROUP_ALL: u32 = 0xffff_fffc;
         let now = bridge.now();
         if gm.command == group_command::DELETE {
+            let only = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
             let removed = bridge.edit(|dp| {
                 let _ = dp.flush_offload(now);
-                let ids: Vec<u32> = match gm.group_id {
-                    GROUP_ALL => dp.tables.groups().map(|g| g.id).collect(),
-                    id => vec![id],
-                };
-                ids.into_iter()
-                    .flat_map(|id| dp.tables.delete_group(id))
-                    .collect::<Vec<_>>()
+                dp.tables.delete_groups(only)
             });
             let reasons: Vec<(InstalledRule, RemovedReason)> = removed
                 .into_iter()
@@ -236,41 +231,30 @@ impl Agent {
             self.sessions.rules_removed(&reasons, now);
             return Ok(());
         }
-        if gm.command != group_command::ADD && gm.command != group_command::MODIFY {
-            return Err(group_mod_failed::BAD_COMMAND);
-        }
+        let replace = match gm.command {
+            group_command::ADD => false,
+            group_command::MODIFY => true,
+            _ => return Err(group_mod_failed::BAD_COMMAND),
+        };
         let kind = GroupType::from_number(gm.kind).ok_or(group_mod_failed::BAD_TYPE)?;
-        if gm.group_id > port::MAX {
-            return Err(group_mod_failed::INVALID_GROUP);
-        }
         let group = Group {
             id: gm.group_id,
             kind,
             buckets: gm.buckets,
         };
-        group.check().map_err(|e| match e {
-            GroupError::IndirectBuckets => group_mod_failed::INVALID_GROUP,
-            GroupError::NoWatch => group_mod_failed::BAD_WATCH,
-            GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
-        })?;
-        {
-            let dp = bridge.ofproto();
-            for bucket in &group.buckets {
-                dp.check_output_ports(&bucket.actions)
-                    .map_err(|_| bad_action::BAD_OUT_PORT)?;
-            }
-            let exists = dp.tables.group(group.id).is_some();
-            match gm.command {
-                group_command::ADD if exists => return Err(group_mod_failed::GROUP_EXISTS),
-                group_command::MODIFY if !exists => return Err(group_mod_failed::UNKNOWN_GROUP),
-                _ => {}
-            }
-        }
-        bridge.edit(|dp| {
-            let _ = dp.flush_offload(now);
-            dp.tables.set_group(group);
-        });
-        Ok(())
+        bridge
+            .edit(|dp| dp.set_group(group, replace, now))
+            .map_err(|e| match e {
+                GroupError::IndirectBuckets | GroupError::InvalidId => {
+                    group_mod_failed::INVALID_GROUP
+                }
+                GroupError::NoWatch => group_mod_failed::BAD_WATCH,
+                GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
+                GroupError::Exists => group_mod_failed::GROUP_EXISTS,
+                GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
+                GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
+                GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
+            })
     }
 
     fn packet_out(&self, bridge: &mut Bridge, po: PacketOut) -> Result<(), OfpError> {

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use crate::group::{Group, GroupType};
+use crate::group::{Group, GroupUsage, MAX_GROUPS};
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::actions::write_instructions;
 use crate::openflow::message::{AsyncConfig, write_buckets};
@@ -221,16 +221,13 @@ pub fn group_features_body() -> Vec<u8> {
     let actions: u32 = [0u32, 17, 18, 23, 24, 25].iter().map(|t| 1 << t).sum();
     w.u32(0b1111).u32(0b11);
     for _ in 0..4 {
-        w.u32(MAX_GROUPS);
+        w.u32(MAX_GROUPS as u32);
     }
     for _ in 0..4 {
         w.u32(actions);
     }
     w.bytes
 }
-
-/// Groups a bridge takes (a number to tell controllers; nothing depends on it).
-pub const MAX_GROUPS: u32 = 65_536;
 
 pub fn group_desc_entry(g: &Group) -> Vec<u8> {
     let mut w = Writer::default();
@@ -240,26 +237,21 @@ pub fn group_desc_entry(g: &Group) -> Vec<u8> {
     w.bytes
 }
 
-/// A group's counters: those of the rules that send to it; per bucket the same for `all`
-/// and `indirect` (every bucket sees every packet), zero for `select` and `fast_failover`
-/// (no count is kept of which bucket a flow took).
-pub fn group_stats_entry(
-    g: &Group,
-    refs: u32,
-    packets: u64,
-    bytes: u64,
-    alive: Duration,
-) -> Vec<u8> {
+/// A group's counters: those of the rules that send to it, and each bucket's
+/// ([`GroupUsage::per_bucket`]).
+pub fn group_stats_entry(g: &Group, usage: GroupUsage, alive: Duration) -> Vec<u8> {
+    let GroupUsage {
+        rules,
+        packets,
+        bytes,
+    } = usage;
     let mut w = Writer::default();
-    w.u16(0).zeros(2).u32(g.id).u32(refs).zeros(4);
+    w.u16(0).zeros(2).u32(g.id).u32(rules).zeros(4);
     w.u64(packets).u64(bytes);
     w.u32(alive.as_secs() as u32).u32(alive.subsec_nanos());
-    let every = matches!(g.kind, GroupType::All | GroupType::Indirect);
+    let (bucket_packets, bucket_bytes) = usage.per_bucket(g.kind);
     for _ in &g.buckets {
-        match every {
-            true => w.u64(packets).u64(bytes),
-            false => w.u64(0).u64(0),
-        };
+        w.u64(bucket_packets).u64(bucket_bytes);
     }
     w.set_len(0, 0);
     w.bytes

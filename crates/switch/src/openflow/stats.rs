@@ -6,7 +6,6 @@ use core::time::Duration;
 
 use wirespeed_port::{Backend, PortSpec};
 
-use crate::action::Action;
 use crate::bridge::Bridge;
 use crate::bridge::commands::{port_totals, tunnel_totals};
 use crate::bridge::link::LinkState;
@@ -128,25 +127,14 @@ fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>
     Ok(entries)
 }
 
-/// Each group's statistics: the rules that send to it (its reference count) and their
-/// packets, which are the group's (every packet of such a rule goes through the group).
+/// Each group's statistics ([`crate::RuleTables::group_usage`]).
 fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     let now = bridge.now();
     bridge.edit(|dp| {
         let _ = dp.harvest_offload(now);
         dp.tables
             .groups()
-            .map(|g| {
-                let users: Vec<&InstalledRule> = dp
-                    .tables
-                    .iter()
-                    .map(|(_, r)| r)
-                    .filter(|r| r.rule.actions.contains(&Action::Group(g.id)))
-                    .collect();
-                let packets = users.iter().map(|r| r.stats.n_packets).sum();
-                let bytes = users.iter().map(|r| r.stats.n_bytes).sum();
-                reply::group_stats_entry(g, users.len() as u32, packets, bytes, now)
-            })
+            .map(|g| reply::group_stats_entry(g, dp.tables.group_usage(g.id), now))
             .collect()
     })
 }
