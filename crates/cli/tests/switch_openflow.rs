@@ -1,9 +1,9 @@
 //! `wirespeed switch --openflow ptcp:` driven by Open vSwitch's own `ovs-ofctl` over OpenFlow
 //! 1.3: flows added, changed and removed either way (OpenFlow or `wirespeed ctl`) show both
 //! ways and move real packets between namespaces; statistics, port descriptions, packet-out
-//! and port-mod answer as ovs-ofctl expects; malformed messages get the specification's
-//! errors and leave the connection up; over TLS (`pssl:`), each side checks the other's
-//! certificate.
+//! and port-mod answer as ovs-ofctl expects; bundles commit all or nothing; malformed
+//! messages get the specification's errors and leave the connection up; over TLS (`pssl:`),
+//! each side checks the other's certificate.
 
 mod common;
 use common::certs::Ca;
@@ -591,6 +591,89 @@ fn ovs_ofctl_groups_and_the_action_set() {
     // clear_actions after it, in table 1: nothing is left to send.
     s.ofctl_ok(&["add-flow", "table=1,priority=2,icmp,actions=clear_actions"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+}
+
+/// A file of flows for ovs-ofctl, removed when the test ends.
+fn flows_file(tag: &str, text: &str) -> ScratchFile {
+    let path = ScratchFile::new(&format!("{tag}.flows"));
+    std::fs::write(&*path, text).unwrap();
+    path
+}
+
+/// `ovs-ofctl --bundle` (ONF's bundles in OpenFlow 1.3): a file's flows staged and committed
+/// as one. A bundle with one flow the switch refuses changes nothing (ovs-ofctl reports that
+/// flow's error, then the commit's MSG_FAILED); replace-flows moves the table to a file's in
+/// one commit; a group, and the flow that uses it, go in bundles too.
+#[test]
+fn ovs_ofctl_bundles_commit_all_or_nothing() {
+    let s = Switched::new("ofb", &["--openflow", "ptcp:"]);
+    let good = flows_file(
+        "ofb-good",
+        "priority=50,in_port=1,icmp,actions=output:2\npriority=50,in_port=2,icmp,actions=output:1\n",
+    );
+    s.ofctl_ok(&["--bundle", "add-flows", &good]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let committed = flows(&s);
+    assert_eq!(
+        committed[..2],
+        [
+            "cookie=0x0, table=0, n_packets=3, n_bytes=294, priority=50,icmp,in_port=1 actions=output:2",
+            "cookie=0x0, table=0, n_packets=3, n_bytes=294, priority=50,icmp,in_port=2 actions=output:1",
+        ],
+        "{committed:?}"
+    );
+    assert_eq!(committed.len(), 3, "and the normal rule: {committed:?}");
+
+    let bad = flows_file(
+        "ofb-bad",
+        "priority=60,icmp,actions=drop\npriority=61,udp,actions=output:9\n",
+    );
+    let (ok, text) = s.ofctl(&["--bundle", "add-flows", &bad]);
+    assert!(
+        !ok && text.contains("Error OFPBAC_BAD_OUT_PORT for: OFPT_FLOW_MOD")
+            && text.contains("actions=output:9")
+            && text.contains("Error OFPBFC_MSG_FAILED for: ONFT_BUNDLE_CONTROL"),
+        "{text}"
+    );
+    assert_eq!(flows(&s), committed, "nothing of the refused bundle");
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 2),
+        2,
+        "its drop rule is not in"
+    );
+
+    let replacement = flows_file(
+        "ofb-replace",
+        "priority=0,actions=normal\npriority=70,udp,actions=drop\n",
+    );
+    s.ofctl_ok(&["--bundle", "replace-flows", &replacement]);
+    let replaced: Vec<String> = flows(&s)
+        .iter()
+        .map(|f| f.rsplit(", ").next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        replaced,
+        ["priority=70,udp actions=drop", "priority=0 actions=NORMAL"]
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+
+    s.ofctl_ok(&[
+        "--bundle",
+        "add-group",
+        "group_id=1,type=all,bucket=output:2",
+    ]);
+    s.ofctl_ok(&[
+        "--bundle",
+        "add-flow",
+        "priority=80,in_port=1,icmp,actions=group:1",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    let stats = s.ofctl_ok(&["dump-group-stats"]);
+    assert!(
+        stats.contains("group_id=1,")
+            && stats.contains("ref_count=1,packet_count=2,byte_count=196"),
+        "{stats}"
+    );
 }
 
 /// A meter from ovs-ofctl: one packet a second with a burst of 10, on the UDP flow from A.

@@ -66,7 +66,8 @@ impl RuleSelector {
     }
 }
 
-#[derive(Default)]
+/// Clone: a bundle's commit keeps the tables as they were, to put back if a change fails.
+#[derive(Clone, Default)]
 pub struct RuleTables {
     tables: Vec<Classifier>,
     /// Slots indexed by [`RuleId`]; freed slots are reused.

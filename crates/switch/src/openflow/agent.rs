@@ -3,6 +3,7 @@
 //! either way. Rule changes go through [`Bridge::edit`], so once a FLOW_MOD is handled no
 //! cache entry from before it is used, and the BARRIER_REPLY that follows means "in effect".
 
+use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -11,19 +12,20 @@ use wirespeed_packet::flow_key::FlowKey;
 use crate::bridge::Bridge;
 use crate::bridge::RemovedReason;
 use crate::field::FlowBits;
-use crate::group::{Group, GroupError, GroupType};
 use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::translate::translate_actions;
+use crate::openflow::bundle::{self, BundleControl, Bundles, control};
 use crate::openflow::error::*;
-use crate::openflow::flow_mod::{add_flow, delete_flows, modify_flows};
+use crate::openflow::flow_mod::apply_flow_mod;
+use crate::openflow::group_mod::apply_group_mod;
 use crate::openflow::message::{
-    GroupMod, Incoming, OfFlowMod, PacketOut, PortMod, command, decode, group_command,
+    GroupMod, Incoming, OfFlowMod, PacketOut, PortMod, command, decode,
 };
 use crate::openflow::meters;
-use crate::openflow::reply::{self, N_TABLES};
+use crate::openflow::reply;
 use crate::openflow::session::{Sessions, role};
 use crate::openflow::stats::{interface, multipart, port_descs};
-use crate::openflow::wire::{Header, NO_BUFFER, TABLE_ALL, msg, port};
+use crate::openflow::wire::{Header, NO_BUFFER, msg, port};
 
 /// What every session of a bridge shares on the control side.
 pub struct Agent {
@@ -74,6 +76,8 @@ impl Agent {
                 | Incoming::GroupMod(_)
                 | Incoming::MeterMod(_)
                 | Incoming::TableMod
+                | Incoming::BundleControl(_)
+                | Incoming::BundleAdd(_)
         );
         if is_slave && modifies {
             return Err(bad_request::IS_SLAVE);
@@ -134,7 +138,14 @@ impl Agent {
             }
             Incoming::Multipart(request) => multipart(bridge, xid, request)?,
             Incoming::GroupMod(gm) => {
-                self.group_mod(bridge, gm)?;
+                self.group_mod(bridge, &gm)?;
+                vec![]
+            }
+            Incoming::BundleControl(request) => {
+                vec![self.bundle_control(bridge, id, xid, &request)?]
+            }
+            Incoming::BundleAdd(add) => {
+                self.in_bundles(id, |b| b.add(add))?;
                 vec![]
             }
             Incoming::MeterMod(mm) => {
@@ -192,22 +203,9 @@ impl Agent {
     }
 
     fn flow_mod(&self, bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
-        if fm.table_id != TABLE_ALL && fm.table_id >= N_TABLES {
-            return Err(flow_mod_failed::BAD_TABLE_ID);
-        }
         let now = bridge.now();
-        match fm.command {
-            command::ADD => add_flow(bridge, fm, now)?,
-            command::MODIFY | command::MODIFY_STRICT => modify_flows(bridge, fm)?,
-            _ => {
-                let removed = delete_flows(bridge, fm, now);
-                let reasons: Vec<(InstalledRule, RemovedReason)> = removed
-                    .into_iter()
-                    .map(|r| (r, RemovedReason::Delete))
-                    .collect();
-                self.sessions.rules_removed(&reasons, now);
-            }
-        }
+        let removed = bridge.edit(|dp| apply_flow_mod(dp, fm, now))?;
+        self.rules_removed(removed, RemovedReason::Delete, now);
         // No buffers: the flow is in, the packet it names is not there to send.
         if fm.buffer_id != NO_BUFFER && fm.command <= command::MODIFY_STRICT {
             return Err(bad_request::BUFFER_UNKNOWN);
@@ -215,46 +213,62 @@ impl Agent {
         Ok(())
     }
 
-    fn group_mod(&self, bridge: &mut Bridge, gm: GroupMod) -> Result<(), OfpError> {
-        const GROUP_ALL: u32 = 0xffff_fffc;
+    fn group_mod(&self, bridge: &mut Bridge, gm: &GroupMod) -> Result<(), OfpError> {
         let now = bridge.now();
-        if gm.command == group_command::DELETE {
-            let only = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
-            let removed = bridge.edit(|dp| {
-                let _ = dp.flush_offload(now);
-                dp.tables.delete_groups(only)
-            });
-            let reasons: Vec<(InstalledRule, RemovedReason)> = removed
-                .into_iter()
-                .map(|r| (r, RemovedReason::GroupDelete))
-                .collect();
-            self.sessions.rules_removed(&reasons, now);
-            return Ok(());
-        }
-        let replace = match gm.command {
-            group_command::ADD => false,
-            group_command::MODIFY => true,
-            _ => return Err(group_mod_failed::BAD_COMMAND),
-        };
-        let kind = GroupType::from_number(gm.kind).ok_or(group_mod_failed::BAD_TYPE)?;
-        let group = Group {
-            id: gm.group_id,
-            kind,
-            buckets: gm.buckets,
-        };
-        bridge
-            .edit(|dp| dp.set_group(group, replace, now))
-            .map_err(|e| match e {
-                GroupError::IndirectBuckets | GroupError::InvalidId => {
-                    group_mod_failed::INVALID_GROUP
+        let removed = bridge.edit(|dp| apply_group_mod(dp, gm, now))?;
+        self.rules_removed(removed, RemovedReason::GroupDelete, now);
+        Ok(())
+    }
+
+    fn rules_removed(&self, removed: Vec<InstalledRule>, why: RemovedReason, now: Duration) {
+        let reasons: Vec<(InstalledRule, RemovedReason)> =
+            removed.into_iter().map(|r| (r, why)).collect();
+        self.sessions.rules_removed(&reasons, now);
+    }
+
+    /// `f` on session `id`'s bundles (a session gone has none).
+    fn in_bundles<R>(
+        &self,
+        id: u64,
+        f: impl FnOnce(&mut Bundles) -> Result<R, OfpError>,
+    ) -> Result<R, OfpError> {
+        self.sessions
+            .with(id, |s| f(&mut s.bundles))
+            .unwrap_or(Err(bundle_failed::BAD_ID))
+    }
+
+    /// BUNDLE_CONTROL: a bundle of session `id` opened, closed, committed or discarded.
+    /// A commit that fails sends the failed change's own error before the commit's.
+    fn bundle_control(
+        &self,
+        bridge: &mut Bridge,
+        id: u64,
+        xid: u32,
+        request: &BundleControl,
+    ) -> Result<Vec<u8>, OfpError> {
+        let BundleControl {
+            bundle_id, flags, ..
+        } = *request;
+        match request.kind {
+            control::OPEN_REQUEST => self.in_bundles(id, |b| b.open(bundle_id, flags))?,
+            control::CLOSE_REQUEST => self.in_bundles(id, |b| b.close(bundle_id, flags))?,
+            control::DISCARD_REQUEST => self.in_bundles(id, |b| b.discard(bundle_id))?,
+            control::COMMIT_REQUEST => {
+                let staged = self.in_bundles(id, |b| b.take(bundle_id, flags))?;
+                let now = bridge.now();
+                match bridge.edit(|dp| bundle::commit(dp, &staged, now)) {
+                    Ok(removed) => self.sessions.rules_removed(&removed, now),
+                    Err((i, e)) => {
+                        let message = &staged[i].1;
+                        let xid = Header::peek(message).map_or(xid, |h| h.xid);
+                        self.sessions.send(id, error_message(e, xid, message));
+                        return Err(bundle_failed::MSG_FAILED);
+                    }
                 }
-                GroupError::NoWatch => group_mod_failed::BAD_WATCH,
-                GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
-                GroupError::Exists => group_mod_failed::GROUP_EXISTS,
-                GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
-                GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
-                GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
-            })
+            }
+            _ => return Err(bundle_failed::BAD_TYPE),
+        }
+        Ok(request.reply(xid))
     }
 
     fn packet_out(&self, bridge: &mut Bridge, po: PacketOut) -> Result<(), OfpError> {

@@ -126,6 +126,25 @@ pub mod meter_mod_failed {
     pub const OUT_OF_BANDS: OfpError = e(12, 11);
 }
 
+/// ONF's bundle errors for OpenFlow 1.3 (OpenFlow 1.4's BUNDLE_FAILED): experimenter errors,
+/// whose code is ONF's number and whose ERROR message names ONF after it.
+pub mod bundle_failed {
+    use super::*;
+    pub const BAD_ID: OfpError = e(EXPERIMENTER, 2302);
+    pub const BUNDLE_CLOSED: OfpError = e(EXPERIMENTER, 2304);
+    pub const OUT_OF_BUNDLES: OfpError = e(EXPERIMENTER, 2305);
+    pub const BAD_TYPE: OfpError = e(EXPERIMENTER, 2306);
+    pub const BAD_FLAGS: OfpError = e(EXPERIMENTER, 2307);
+    pub const MSG_BAD_LEN: OfpError = e(EXPERIMENTER, 2308);
+    pub const MSG_BAD_XID: OfpError = e(EXPERIMENTER, 2309);
+    pub const MSG_UNSUP: OfpError = e(EXPERIMENTER, 2310);
+    pub const MSG_TOO_MANY: OfpError = e(EXPERIMENTER, 2312);
+    pub const MSG_FAILED: OfpError = e(EXPERIMENTER, 2313);
+}
+
+/// `OFPET_EXPERIMENTER`: the error type of the experimenters' errors (all ONF's here).
+pub const EXPERIMENTER: u16 = 0xffff;
+
 /// The most of a failed request an ERROR message echoes.
 pub const ECHOED_BYTES: usize = 64;
 
@@ -133,6 +152,9 @@ pub const ECHOED_BYTES: usize = 64;
 pub fn error_message(error: OfpError, xid: u32, request: &[u8]) -> Vec<u8> {
     let mut w = Writer::message(msg::ERROR, xid);
     w.u16(error.kind).u16(error.code);
+    if error.kind == EXPERIMENTER {
+        w.u32(crate::openflow::bundle::ONF_EXPERIMENTER);
+    }
     w.slice(&request[..request.len().min(ECHOED_BYTES)]);
     w.finish()
 }

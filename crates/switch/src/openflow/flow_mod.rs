@@ -1,17 +1,19 @@
 //! FLOW_MOD on the bridge's rule tables: add (with OpenFlow's overlap check and counters
-//! kept or reset), modify and delete (strict or not, by cookie, out_port and out_group),
-//! each one `Bridge::edit`, so the caches and the kernel's fast path follow before the next
-//! message is handled.
+//! kept or reset), modify and delete (strict or not, by cookie, out_port and out_group).
+//! Each works on the tables inside one `Bridge::edit` (the agent's, or a bundle's commit
+//! of many), so the caches and the kernel's fast path follow before the next message is
+//! handled.
 
 use core::time::Duration;
 
 use crate::action::Action;
-use crate::bridge::Bridge;
 use crate::flow_match::Match;
 use crate::meter::METER_MAX;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
+use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, flow_mod_failed, meter_mod_failed};
 use crate::openflow::message::{OfFlowMod, command, flow_flags};
+use crate::openflow::reply::N_TABLES;
 use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
 use crate::rule::{Rule, check_actions};
 
@@ -21,7 +23,23 @@ fn overlaps(a: &Match, b: &Match) -> bool {
     a.value().and(&both) == b.value().and(&both)
 }
 
-pub(crate) fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Result<(), OfpError> {
+/// A FLOW_MOD of any command; the rules it deleted.
+pub(crate) fn apply_flow_mod(
+    dp: &mut Ofproto,
+    fm: &OfFlowMod,
+    now: Duration,
+) -> Result<Vec<InstalledRule>, OfpError> {
+    if fm.table_id != TABLE_ALL && fm.table_id >= N_TABLES {
+        return Err(flow_mod_failed::BAD_TABLE_ID);
+    }
+    match fm.command {
+        command::ADD => add_flow(dp, fm, now).map(|()| Vec::new()),
+        command::MODIFY | command::MODIFY_STRICT => modify_flows(dp, fm, now).map(|()| Vec::new()),
+        _ => Ok(delete_flows(dp, fm, now)),
+    }
+}
+
+fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpError> {
     let rule = Rule {
         table: fm.table_id,
         priority: fm.priority,
@@ -33,39 +51,36 @@ pub(crate) fn add_flow(bridge: &mut Bridge, fm: &OfFlowMod, now: Duration) -> Re
         flags: fm.flags,
     };
     check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
-    check_targets(bridge, &rule.actions)?;
-    bridge.edit(|dp| {
-        if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
-            let clash = dp.tables.iter().any(|(_, r)| {
-                r.rule.table == rule.table
-                    && r.rule.priority == rule.priority
-                    && r.rule.flow_match != rule.flow_match
-                    && overlaps(&r.rule.flow_match, &rule.flow_match)
-            });
-            if clash {
-                return Err(flow_mod_failed::OVERLAP);
-            }
+    check_targets(dp, &rule.actions)?;
+    if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
+        let clash = dp.tables.iter().any(|(_, r)| {
+            r.rule.table == rule.table
+                && r.rule.priority == rule.priority
+                && r.rule.flow_match != rule.flow_match
+                && overlaps(&r.rule.flow_match, &rule.flow_match)
+        });
+        if clash {
+            return Err(flow_mod_failed::OVERLAP);
         }
-        // The kernel's fast path stops forwarding under the old rules first.
-        let _ = dp.flush_offload(now);
-        let replaced = dp
-            .tables
-            .find_exact(rule.table, &rule.flow_match, rule.priority)
-            .and_then(|id| dp.tables.get(id))
-            .map(|r| r.stats);
-        let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
-        let id = dp.tables.add(rule, now);
-        if let Some(old) = replaced.filter(|_| keep) {
-            dp.tables
-                .credit_many(id, old.n_packets, old.n_bytes, old.last_used);
-        }
-        Ok(())
-    })
+    }
+    // The kernel's fast path stops forwarding under the old rules first.
+    let _ = dp.flush_offload(now);
+    let replaced = dp
+        .tables
+        .find_exact(rule.table, &rule.flow_match, rule.priority)
+        .and_then(|id| dp.tables.get(id))
+        .map(|r| r.stats);
+    let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
+    let id = dp.tables.add(rule, now);
+    if let Some(old) = replaced.filter(|_| keep) {
+        dp.tables
+            .credit_many(id, old.n_packets, old.n_bytes, old.last_used);
+    }
+    Ok(())
 }
 
 /// The ports, groups and meter `actions` name exist.
-pub(crate) fn check_targets(bridge: &Bridge, actions: &[Action]) -> Result<(), OfpError> {
-    let dp = bridge.ofproto();
+pub(crate) fn check_targets(dp: &Ofproto, actions: &[Action]) -> Result<(), OfpError> {
     let missing_group = actions
         .iter()
         .any(|a| matches!(a, Action::Group(g) if dp.tables.group(*g).is_none()));
@@ -102,7 +117,7 @@ pub(crate) fn selector_of(
     }
 }
 
-pub(crate) fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), OfpError> {
+fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpError> {
     let strict = (fm.command == command::MODIFY_STRICT).then_some(fm.priority);
     // A modify ignores out_port and out_group (§7.3.4.1).
     let selector = selector_of(
@@ -112,33 +127,26 @@ pub(crate) fn modify_flows(bridge: &mut Bridge, fm: &OfFlowMod) -> Result<(), Of
         (fm.cookie, fm.cookie_mask),
         (port::ANY, GROUP_ANY),
     );
-    check_targets(bridge, &fm.actions)?;
-    let now = bridge.now();
-    bridge.edit(|dp| {
-        let _ = dp.flush_offload(now);
-        dp.tables
-            .modify(&selector, &fm.actions, None)
-            .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
-        if fm.flags & flow_flags::RESET_COUNTS != 0 {
-            let ids: Vec<_> = dp
-                .tables
-                .iter()
-                .filter(|(_, r)| selector.selects(&r.rule))
-                .map(|(id, _)| id)
-                .collect();
-            for id in ids {
-                dp.tables.reset_counts(id);
-            }
+    check_targets(dp, &fm.actions)?;
+    let _ = dp.flush_offload(now);
+    dp.tables
+        .modify(&selector, &fm.actions, None)
+        .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
+    if fm.flags & flow_flags::RESET_COUNTS != 0 {
+        let ids: Vec<_> = dp
+            .tables
+            .iter()
+            .filter(|(_, r)| selector.selects(&r.rule))
+            .map(|(id, _)| id)
+            .collect();
+        for id in ids {
+            dp.tables.reset_counts(id);
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
 
-pub(crate) fn delete_flows(
-    bridge: &mut Bridge,
-    fm: &OfFlowMod,
-    now: Duration,
-) -> Vec<InstalledRule> {
+fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<InstalledRule> {
     let strict = (fm.command == command::DELETE_STRICT).then_some(fm.priority);
     let selector = selector_of(
         fm.table_id,
@@ -147,8 +155,6 @@ pub(crate) fn delete_flows(
         (fm.cookie, fm.cookie_mask),
         (fm.out_port, fm.out_group),
     );
-    bridge.edit(|dp| {
-        let _ = dp.flush_offload(now);
-        dp.tables.delete_taking(&selector)
-    })
+    let _ = dp.flush_offload(now);
+    dp.tables.delete_taking(&selector)
 }

@@ -6,6 +6,7 @@ use crate::action::Action;
 use crate::flow_match::Match;
 use crate::group::Bucket;
 use crate::openflow::actions::{ActionsIn, read_actions, read_instructions, write_actions};
+use crate::openflow::bundle::{BundleAdd, BundleControl, decode_experimenter};
 use crate::openflow::error::{OfpError, bad_request, flow_mod_failed, group_mod_failed};
 use crate::openflow::meters::{MeterMod, read_meter_mod, read_request_id};
 use crate::openflow::oxm::{read_match, write_match};
@@ -219,6 +220,8 @@ pub enum Incoming {
     EchoRequest(Vec<u8>),
     EchoReply,
     Experimenter,
+    BundleControl(BundleControl),
+    BundleAdd(BundleAdd),
     FeaturesRequest,
     GetConfigRequest,
     SetConfig {
@@ -259,7 +262,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Incoming), OfpError> {
         msg::ERROR => Incoming::Error,
         msg::ECHO_REQUEST => Incoming::EchoRequest(r.rest().to_vec()),
         msg::ECHO_REPLY => Incoming::EchoReply,
-        msg::EXPERIMENTER => Incoming::Experimenter,
+        msg::EXPERIMENTER => decode_experimenter(&header, &mut r, bytes)?,
         msg::FEATURES_REQUEST => empty(&r, Incoming::FeaturesRequest)?,
         msg::GET_CONFIG_REQUEST => empty(&r, Incoming::GetConfigRequest)?,
         msg::SET_CONFIG => {

@@ -5,9 +5,10 @@
 //! - [`wire`], [`error`]: framing, numbers, a reader that never reads past a message;
 //! - [`oxm`], [`actions`]: matches, actions and instructions to and from the switch's own;
 //! - [`message`]: what a switch receives, decoded; [`reply`]: what it sends;
-//! - [`agent`]: one message handled on the bridge's control side, with [`flow_mod`] (the
-//!   rule tables' changes), [`meters`] (METER_MOD and the meters' replies) and [`stats`]
-//!   (the MULTIPART replies);
+//! - [`agent`]: one message handled on the bridge's control side, with [`flow_mod`] and
+//!   [`group_mod`] (the rule tables' changes), [`bundle`] (changes staged, then committed
+//!   all or none), [`meters`] (METER_MOD and the meters' replies) and [`stats`] (the
+//!   MULTIPART replies);
 //! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
 //!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers; [`tls`]: `ssl:`
@@ -22,9 +23,11 @@
 
 pub mod actions;
 pub mod agent;
+pub mod bundle;
 pub mod connmgr;
 pub mod error;
 pub mod flow_mod;
+pub mod group_mod;
 pub mod message;
 pub mod meters;
 pub mod oxm;

@@ -16,6 +16,7 @@ use crate::bridge::{BridgeEvents, RemovedReason};
 use crate::dpif::pmd::Controller;
 use crate::dpif::thread_cache::lock;
 use crate::ofproto::rule_table::InstalledRule;
+use crate::openflow::bundle::Bundles;
 use crate::openflow::message::AsyncConfig;
 use crate::openflow::message::flow_flags::SEND_FLOW_REM;
 use crate::openflow::reply::{self, PortDesc, port_reason};
@@ -47,6 +48,8 @@ pub struct Session {
     pub async_config: AsyncConfig,
     pub config_flags: u16,
     pub miss_send_len: u16,
+    /// The connection's open bundles (gone with it).
+    pub bundles: Bundles,
 }
 
 /// Which asynchronous message a mask in [`AsyncConfig`] is for.
@@ -108,6 +111,7 @@ impl Sessions {
             role: role::EQUAL,
             async_config: AsyncConfig::default(),
             config_flags: 0,
+            bundles: Bundles::default(),
             miss_send_len: 128,
         });
         self.open.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,48 @@
+//! GROUP_MOD on the bridge's groups: add, modify and delete (one group, or `OFPG_ALL`),
+//! through the same [`Ofproto::set_group`] as ctl's add-group, inside one `Bridge::edit`
+//! (the agent's, or a bundle's commit of many).
+
+use core::time::Duration;
+
+use crate::group::{Group, GroupError, GroupType};
+use crate::ofproto::rule_table::InstalledRule;
+use crate::ofproto::state::Ofproto;
+use crate::openflow::error::{OfpError, bad_action, group_mod_failed};
+use crate::openflow::message::{GroupMod, group_command};
+
+/// `OFPG_ALL`: a delete of every group.
+const GROUP_ALL: u32 = 0xffff_fffc;
+
+/// A GROUP_MOD of any command; the rules a delete took with its groups.
+pub(crate) fn apply_group_mod(
+    dp: &mut Ofproto,
+    gm: &GroupMod,
+    now: Duration,
+) -> Result<Vec<InstalledRule>, OfpError> {
+    let replace = match gm.command {
+        group_command::DELETE => {
+            let _ = dp.flush_offload(now);
+            let only = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
+            return Ok(dp.tables.delete_groups(only));
+        }
+        group_command::ADD => false,
+        group_command::MODIFY => true,
+        _ => return Err(group_mod_failed::BAD_COMMAND),
+    };
+    let kind = GroupType::from_number(gm.kind).ok_or(group_mod_failed::BAD_TYPE)?;
+    let group = Group {
+        id: gm.group_id,
+        kind,
+        buckets: gm.buckets.clone(),
+    };
+    dp.set_group(group, replace, now).map_err(|e| match e {
+        GroupError::IndirectBuckets | GroupError::InvalidId => group_mod_failed::INVALID_GROUP,
+        GroupError::NoWatch => group_mod_failed::BAD_WATCH,
+        GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
+        GroupError::Exists => group_mod_failed::GROUP_EXISTS,
+        GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
+        GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
+        GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
+    })?;
+    Ok(Vec::new())
+}
