@@ -1,7 +1,8 @@
 //! A tool whose interface is deleted under it ends with a clear error and a non-zero exit,
-//! after its summary (and `--json`), with what it wrote whole; a replay cut short reports
-//! what it did replay. (Before: receivers printed 0.000 Mpps until their duration ran out,
-//! then exited 0; gen and recv exited 1 without a summary.)
+//! after its summary (and `--json`), with what it wrote whole; senders, the kernel engines
+//! among them, count what they sent; a replay cut short reports what it did replay.
+//! (Before: receivers printed 0.000 Mpps until their duration ran out, then exited 0; gen
+//! and recv exited 1 without a summary.)
 
 mod common;
 
@@ -110,14 +111,32 @@ fn capture_ends_when_its_interface_goes_and_its_file_is_whole() {
     }
 }
 
+/// Runs a sending tool on A (`args`, with IFACE standing for A's interface), deletes the
+/// interface after half a second: the tool ends with the error, after a summary that counts
+/// what it sent under `sent`.
+fn sender_reports_what_it_sent_when_its_interface_goes(tag: &str, args: &[&str], sent: &str) {
+    let net = NetPair::new(tag);
+    let args: Vec<String> = args.iter().map(|a| a.replace("IFACE", &net.a)).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut sender = spawn_in(&net.ns_a, &args);
+    sender.wait_ready();
+    std::thread::sleep(Duration::from_millis(500));
+    must(&["ip", "-n", &net.ns_a, "link", "del", &net.a]);
+    let (code, stdout, stderr) = sender.exit();
+    assert_eq!(code, Some(1), "{args:?}: {stderr}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("no summary ({e}): {stdout}\n{stderr}"));
+    assert!(j[sent].as_u64().unwrap_or(0) > 0, "{args:?}: {j}");
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the interface went away"), "{args:?}: {j}");
+}
+
 #[test]
 fn gen_reports_what_it_sent_when_its_interface_goes() {
-    let net = NetPair::new("ig5");
-    let port = format!("xdp:{}", net.a);
     let args = [
         "gen",
         "--port",
-        &port,
+        "xdp:IFACE",
         "--rate",
         "10000",
         "--duration",
@@ -125,17 +144,22 @@ fn gen_reports_what_it_sent_when_its_interface_goes() {
         "--json",
         "-q",
     ];
-    let mut sender = spawn_in(&net.ns_a, &args);
-    sender.wait_ready();
-    std::thread::sleep(Duration::from_millis(500));
-    must(&["ip", "-n", &net.ns_a, "link", "del", &net.a]);
-    let (code, stdout, stderr) = sender.exit();
-    assert_eq!(code, Some(1), "{stderr}");
-    let j: serde_json::Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("no summary ({e}): {stdout}\n{stderr}"));
-    assert!(j["packets"].as_u64().unwrap() > 0, "{j}");
-    let error = j["error"].as_str().unwrap_or_default();
-    assert!(error.contains("the interface went away"), "{j}");
+    sender_reports_what_it_sent_when_its_interface_goes("ig5", &args, "packets");
+}
+
+#[test]
+fn bench_txpush_reports_what_it_sent_when_its_interface_goes() {
+    let args = [
+        "bench",
+        "txpush",
+        "--port",
+        "xdp:IFACE",
+        "--duration",
+        "60",
+        "--json",
+        "-q",
+    ];
+    sender_reports_what_it_sent_when_its_interface_goes("ig7", &args, "packets");
 }
 
 #[test]
@@ -165,4 +189,36 @@ fn recv_of_a_truncated_file_reports_what_it_replayed() {
     assert_eq!(j["generators"][0]["received"].as_u64(), Some(9), "{j}");
     let error = j["error"].as_str().unwrap_or_default();
     assert!(error.contains("truncated"), "{j}");
+}
+
+/// The kernel engines too (before: the kernel call's raw error, and no summary).
+#[test]
+fn the_kernel_engines_report_what_they_sent_when_their_interface_goes() {
+    let txpush = [
+        "bench",
+        "txpush",
+        "--engine",
+        "kernel",
+        "--port",
+        "xdp:IFACE",
+        "--duration",
+        "60",
+        "--json",
+        "-q",
+    ];
+    sender_reports_what_it_sent_when_its_interface_goes("ig8", &txpush, "packets");
+    let generator = [
+        "gen",
+        "--engine",
+        "kernel",
+        "--port",
+        "xdp:IFACE",
+        "--rate",
+        "100000",
+        "--duration",
+        "60",
+        "--json",
+        "-q",
+    ];
+    sender_reports_what_it_sent_when_its_interface_goes("ig9", &generator, "packets");
 }

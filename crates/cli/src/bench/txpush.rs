@@ -11,6 +11,7 @@ use wirespeed_port::{Batch, Port, PortSpec};
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Engine, Mode, announce_ready};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::link_watch::settle_link_error;
 use crate::run::live_frames::{self, LiveLoad, Prebuilt};
 use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
@@ -33,6 +34,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
     }
+    let ended = settle_link_error(ended, || port.link());
     let seconds = meter.elapsed().as_secs_f64();
     let frame_len = template.frame_len as u64;
     let stats = port.stats();
@@ -118,5 +120,6 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;
+    s.set_error(totals.ended);
     Ok(s.finish())
 }

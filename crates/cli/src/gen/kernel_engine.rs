@@ -186,5 +186,6 @@ pub fn send(
     }
     s.set_rate(args.rate);
     s.generator = args.generator_id;
+    s.set_error(totals.ended);
     Ok(s.finish())
 }

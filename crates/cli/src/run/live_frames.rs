@@ -11,8 +11,10 @@ use std::thread::ScopedJoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
+use wirespeed_port::{LinkState, PortError};
 use wirespeed_xdp::{LiveFrames, Variation};
 
+use crate::run::link_watch::settle_link_error;
 use crate::run::meter::{Measured, Meter};
 
 /// For the ready line: which CPUs send, when pinned.
@@ -59,6 +61,9 @@ pub struct LiveTotals {
     pub per_engine: Vec<u64>,
     pub bytes: u64,
     pub measured: Measured,
+    /// Why sending stopped early, if it did: a call that failed (the interface went away, say).
+    /// What was sent until then is counted above all the same.
+    pub ended: anyhow::Result<()>,
 }
 
 /// Each call sets up a page pool (milliseconds): one frame gets calls this long...
@@ -133,11 +138,11 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
                 };
                 let progress = &progress;
                 scope.spawn(move || {
-                    let sent = send(engine, load, &share, progress);
-                    if sent.is_err() {
+                    let (sent, ended) = send(engine, load, &share, progress);
+                    if ended.is_err() {
                         progress.halt.store(true, Ordering::Relaxed);
                     }
-                    sent
+                    (sent, ended)
                 })
             })
             .collect();
@@ -146,22 +151,41 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a kernel engine thread panicked")))
+                    .unwrap_or_else(|_| (0, Err(anyhow!("a kernel engine thread panicked"))))
             })
             .collect::<Vec<_>>()
     });
-    let per_thread = results.into_iter().collect::<anyhow::Result<Vec<u64>>>()?;
     let mut per_engine = vec![0u64; engine_of(threads - 1) + 1];
-    for (t, sent) in per_thread.iter().enumerate() {
+    let mut ended = Ok(());
+    for (t, (sent, thread_ended)) in results.into_iter().enumerate() {
         per_engine[engine_of(t)] += sent;
+        if ended.is_ok() {
+            ended = thread_ended;
+        }
     }
     let totals = LiveTotals {
         packets: progress.packets.load(Ordering::Relaxed),
         per_engine,
         bytes: progress.bytes.load(Ordering::Relaxed),
         measured: meter.measured(),
+        ended: ended.map_err(|e| link_error(e, load.iface, ifindex)),
     };
     Ok(totals)
+}
+
+/// A call that failed as its interface went down or away says so: deleting an interface
+/// takes it down first, and the calls in between fail ([`settle_link_error`] tells the two
+/// apart). With the interface up, the call's own error stands.
+fn link_error(e: anyhow::Error, iface: &str, ifindex: u32) -> anyhow::Error {
+    let link = || wirespeed_port::link_state(ifindex);
+    if link() == LinkState::Up {
+        return e;
+    }
+    let down = PortError::InterfaceDown(iface.to_string());
+    match settle_link_error(Err(down.into()), link) {
+        Err(e) => e,
+        Ok(()) => e,
+    }
 }
 
 /// Until every sending thread is done: halts them at a stop request or the deadline, and
@@ -236,15 +260,18 @@ fn share_of(count: u64, threads: usize, i: usize) -> u64 {
 }
 
 /// One thread: sends the frames in turn, each repeated in proportion to its weight, until
-/// its share of the count or the halt flag; returns how many it sent.
+/// its share of the count or the halt flag; returns how many it sent, and why it stopped
+/// early if a call failed.
 fn send(
     mut engine: ThreadEngine,
     load: &LiveLoad,
     share: &Share,
     progress: &Progress,
-) -> anyhow::Result<u64> {
-    if let Some(cpu) = share.cpu {
-        wirespeed_port::pin_thread(cpu)?;
+) -> (u64, anyhow::Result<()>) {
+    if let Some(cpu) = share.cpu
+        && let Err(e) = wirespeed_port::pin_thread(cpu)
+    {
+        return (0, Err(e.into()));
     }
     let frames = load.frames;
     let target = if frames.len() == 1 {
@@ -282,7 +309,9 @@ fn send(
             n = n.min(((r * left) as u64).max(1));
         }
         let call = Instant::now();
-        engine.send(&f.frame, n as u32, load.batch)?;
+        if let Err(e) = engine.send(&f.frame, n as u32, load.batch) {
+            return (sent, Err(e.into()));
+        }
         sent += n;
         progress.packets.fetch_add(n, Ordering::Relaxed);
         progress
@@ -307,7 +336,7 @@ fn send(
             }
         }
     }
-    Ok(sent)
+    (sent, Ok(()))
 }
 
 #[cfg(test)]
