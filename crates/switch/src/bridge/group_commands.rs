@@ -63,7 +63,10 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
                 dp.tables
                     .groups()
                     .filter(|g| only.is_none_or(|id| id == g.id))
-                    .map(|g| group_stats_line(g, dp.tables.group_usage(g.id), now))
+                    .map(|g| {
+                        let age = dp.tables.group_age(g.id, now);
+                        group_stats_line(g, dp.tables.group_usage(g.id), age)
+                    })
                     .collect()
             });
             Response::ok(lines.join("\n"))

@@ -78,7 +78,8 @@ pub struct RuleTables {
     /// Every packet is switched as by `normal`, whatever the rules say (a standalone
     /// switch whose controllers are all gone: Open vSwitch's fail-open).
     fail_open: bool,
-    groups: BTreeMap<u32, Group>,
+    /// Each group, and when it was added (a modify keeps the time, as Open vSwitch does).
+    groups: BTreeMap<u32, (Group, Duration)>,
     meters: BTreeMap<u32, MeterRef>,
     /// Ports whose link is not up, for the groups' buckets that watch them.
     dead_ports: BTreeSet<u32>,
@@ -112,25 +113,38 @@ impl RuleTables {
     }
 
     pub fn group(&self, id: u32) -> Option<&Group> {
-        self.groups.get(&id)
+        self.groups.get(&id).map(|(group, _)| group)
     }
 
     /// Every group, by id.
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.groups.values().map(|(group, _)| group)
+    }
+
+    /// How long group `id` has been there at `now` (its statistics' duration).
+    pub fn group_age(&self, id: u32, now: Duration) -> Duration {
+        self.groups
+            .get(&id)
+            .map_or(Duration::ZERO, |&(_, added)| now.saturating_sub(added))
     }
 
     /// Installs a group (`replace`: replaces one; OpenFlow's GROUP_MOD add and modify). The
     /// bridge's ports are not checked here: [`crate::Ofproto::set_group`] does that.
-    pub fn set_group(&mut self, group: Group, replace: bool) -> Result<(), GroupError> {
+    pub fn set_group(
+        &mut self,
+        group: Group,
+        replace: bool,
+        now: Duration,
+    ) -> Result<(), GroupError> {
         group.check()?;
-        match (self.groups.contains_key(&group.id), replace) {
-            (true, false) => return Err(GroupError::Exists),
-            (false, true) => return Err(GroupError::Unknown),
-            (false, false) if self.groups.len() >= MAX_GROUPS => return Err(GroupError::TooMany),
-            _ => {}
-        }
-        self.groups.insert(group.id, group);
+        let added = match (self.groups.get(&group.id), replace) {
+            (Some(_), false) => return Err(GroupError::Exists),
+            (None, true) => return Err(GroupError::Unknown),
+            (None, false) if self.groups.len() >= MAX_GROUPS => return Err(GroupError::TooMany),
+            (Some(&(_, added)), true) => added,
+            (None, false) => now,
+        };
+        self.groups.insert(group.id, (group, added));
         self.generation += 1;
         Ok(())
     }
@@ -476,11 +490,23 @@ mod tests {
             .unwrap()
         };
         let generation = tables.generation();
-        assert_eq!(tables.set_group(group(1), true), Err(GroupError::Unknown));
+        assert_eq!(
+            tables.set_group(group(1), true, Duration::ZERO),
+            Err(GroupError::Unknown)
+        );
         assert_eq!(tables.generation(), generation, "a refusal changes nothing");
-        assert_eq!(tables.set_group(group(1), false), Ok(()));
-        assert_eq!(tables.set_group(group(1), false), Err(GroupError::Exists));
-        assert_eq!(tables.set_group(group(1), true), Ok(()));
+        let (added, modified) = (Duration::from_secs(1), Duration::from_secs(5));
+        assert_eq!(tables.set_group(group(1), false, added), Ok(()));
+        assert_eq!(
+            tables.set_group(group(1), false, modified),
+            Err(GroupError::Exists)
+        );
+        assert_eq!(tables.set_group(group(1), true, modified), Ok(()));
+        assert_eq!(
+            tables.group_age(1, Duration::from_secs(6)),
+            Duration::from_secs(5),
+            "a modify keeps the group's age"
+        );
         assert_eq!(tables.generation(), generation + 2);
         let id = tables.iter().next().map(|(id, _)| id).unwrap();
         for _ in 0..3 {
@@ -495,10 +521,10 @@ mod tests {
             }
         );
         for id in 2..MAX_GROUPS as u32 + 1 {
-            tables.set_group(group(id), false).unwrap();
+            tables.set_group(group(id), false, Duration::ZERO).unwrap();
         }
         assert_eq!(
-            tables.set_group(group(MAX_GROUPS as u32 + 1), false),
+            tables.set_group(group(MAX_GROUPS as u32 + 1), false, Duration::ZERO),
             Err(GroupError::TooMany)
         );
         assert_eq!(

@@ -115,7 +115,7 @@ impl Ofproto {
             check_output_ports(&self.ports, &bucket.actions)
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
-        self.tables.set_group(group, replace)?;
+        self.tables.set_group(group, replace, now)?;
         let _ = self.flush_offload(now);
         Ok(())
     }

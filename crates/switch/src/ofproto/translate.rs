@@ -436,6 +436,7 @@ mod tests {
                     ],
                 },
                 false,
+                Duration::ZERO,
             )
             .unwrap();
         let mut wildcards = FlowBits::ZERO;
@@ -472,6 +473,7 @@ mod tests {
                     ],
                 },
                 false,
+                Duration::ZERO,
             )
             .unwrap();
         tables
@@ -485,6 +487,7 @@ mod tests {
                     ],
                 },
                 false,
+                Duration::ZERO,
             )
             .unwrap();
         let mut chosen: Vec<(Vec<Action>, u32)> = Vec::new();

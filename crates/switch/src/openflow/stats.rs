@@ -134,7 +134,10 @@ fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
         let _ = dp.harvest_offload(now);
         dp.tables
             .groups()
-            .map(|g| reply::group_stats_entry(g, dp.tables.group_usage(g.id), now))
+            .map(|g| {
+                let age = dp.tables.group_age(g.id, now);
+                reply::group_stats_entry(g, dp.tables.group_usage(g.id), age)
+            })
             .collect()
     })
 }
