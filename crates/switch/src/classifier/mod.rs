@@ -79,7 +79,6 @@ const STAGES: [&[Field]; 3] = [
 ];
 
 /// One early stage of a subtable: the mask so far, and how many rules have each value under it.
-#[derive(Clone)]
 struct Stage {
     mask: FlowBits,
     values: HashMap<FlowBits, u32, FlowHashBuilder>,
@@ -106,7 +105,6 @@ fn stages_of(mask: &FlowBits) -> Vec<Stage> {
     stages
 }
 
-#[derive(Clone)]
 struct Subtable {
     mask: FlowBits,
     stages: Vec<Stage>,
@@ -144,7 +142,6 @@ impl Subtable {
 }
 
 /// The rules of one table, searchable by flow.
-#[derive(Clone)]
 pub struct Classifier {
     /// Sorted by `max_priority`, highest first.
     subtables: Vec<Subtable>,

@@ -36,7 +36,6 @@ struct Node {
 }
 
 /// The prefixes of one field of width `width` (32 or 128), most significant bit first.
-#[derive(Clone)]
 pub struct PrefixTrie {
     width: u32,
     nodes: Vec<Node>,

@@ -66,8 +66,7 @@ impl RuleSelector {
     }
 }
 
-/// Clone: a bundle's commit keeps the tables as they were, to put back if a change fails.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct RuleTables {
     tables: Vec<Classifier>,
     /// Slots indexed by [`RuleId`]; freed slots are reused.
@@ -83,6 +82,23 @@ pub struct RuleTables {
     meters: BTreeMap<u32, MeterRef>,
     /// Ports whose link is not up, for the groups' buckets that watch them.
     dead_ports: BTreeSet<u32>,
+    /// While a bundle commits: how to take back each change made since it began.
+    journal: Option<Vec<Undo>>,
+}
+
+/// How to take back one change to the tables. The changes a bundle can hold (rules added,
+/// modified, deleted; their counts; groups set and deleted) note these while a journal is
+/// kept; meters, the fail mode and port liveness never change inside one.
+#[derive(Debug)]
+enum Undo {
+    /// A rule went into this slot: one that was free, or a new one at the end.
+    Added { id: RuleId, was_free: bool },
+    /// This rule left its slot.
+    Removed(RuleId, Box<InstalledRule>),
+    /// This rule's actions, cookie or counts were these.
+    Changed(RuleId, Box<(Rule, RuleStats)>),
+    /// A group's entry was this (None: there was none).
+    Group(u32, Option<(Group, Duration)>),
 }
 
 impl RuleTables {
@@ -96,6 +112,85 @@ impl RuleTables {
     /// Bumped by every change to any table; a cache entry made at another generation is stale.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Starts noting how to take back each change (a bundle's commit).
+    pub fn begin_undo(&mut self) {
+        self.journal = Some(Vec::new());
+    }
+
+    /// Keeps the changes made since [`RuleTables::begin_undo`].
+    pub fn keep(&mut self) {
+        self.journal = None;
+    }
+
+    /// Takes back every change made since [`RuleTables::begin_undo`], newest first: each
+    /// rule back in its slot with its rank and counts, each group as it was. Costs what
+    /// the changes did, not what the tables hold.
+    pub fn roll_back(&mut self) {
+        let Some(journal) = self.journal.take() else {
+            return;
+        };
+        for undo in journal.into_iter().rev() {
+            match undo {
+                Undo::Added { id, was_free } => {
+                    if let Some(installed) = self.rules[id.0 as usize].take() {
+                        let table = usize::from(installed.rule.table);
+                        self.tables[table].remove(&installed.rule.flow_match, id);
+                    }
+                    // Every later change is taken back: a new slot is the last one.
+                    match was_free {
+                        true => self.free.push(id.0),
+                        false => {
+                            self.rules.pop();
+                        }
+                    }
+                }
+                Undo::Removed(id, installed) => {
+                    // Every later change is taken back: its slot is the last one freed.
+                    if let Some(at) = self.free.iter().rposition(|&slot| slot == id.0) {
+                        self.free.remove(at);
+                    }
+                    let table = usize::from(installed.rule.table);
+                    self.tables[table].insert(&installed.rule.flow_match, installed.rank, id);
+                    self.rules[id.0 as usize] = Some(*installed);
+                }
+                Undo::Changed(id, before) => {
+                    if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
+                        (installed.rule, installed.stats) = *before;
+                    }
+                }
+                Undo::Group(id, before) => {
+                    match before {
+                        Some(entry) => self.groups.insert(id, entry),
+                        None => self.groups.remove(&id),
+                    };
+                }
+            }
+        }
+        self.generation += 1;
+    }
+
+    fn journaling(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// Notes how to take back a change, while a journal is kept.
+    fn note(&mut self, undo: Undo) {
+        if let Some(journal) = &mut self.journal {
+            journal.push(undo);
+        }
+    }
+
+    /// Notes rule `id` as it is, before a change to it.
+    fn note_changed(&mut self, id: RuleId) {
+        if !self.journaling() {
+            return;
+        }
+        if let Some(installed) = self.get(id) {
+            let before = Box::new((installed.rule.clone(), installed.stats));
+            self.note(Undo::Changed(id, before));
+        }
     }
 
     /// Whether the rules are set aside for `normal` switching (see [`RuleTables::set_fail_open`]).
@@ -144,7 +239,9 @@ impl RuleTables {
             (Some(&(_, added)), true) => added,
             (None, false) => now,
         };
-        self.groups.insert(group.id, (group, added));
+        let id = group.id;
+        let before = self.groups.insert(id, (group, added));
+        self.note(Undo::Group(id, before));
         self.generation += 1;
         Ok(())
     }
@@ -176,9 +273,10 @@ impl RuleTables {
 
     /// Removes a group and the rules that send to it (as OpenFlow says); the rules removed.
     pub fn delete_group(&mut self, id: u32) -> Vec<InstalledRule> {
-        if self.groups.remove(&id).is_none() {
+        let Some(before) = self.groups.remove(&id) else {
             return Vec::new();
-        }
+        };
+        self.note(Undo::Group(id, Some(before)));
         self.generation += 1;
         self.delete_taking(&RuleSelector {
             out_group: Some(id),
@@ -273,6 +371,7 @@ impl RuleTables {
 
     /// Zeroes a rule's packet and byte counts (OpenFlow's `RESET_COUNTS`).
     pub fn reset_counts(&mut self, id: RuleId) {
+        self.note_changed(id);
         if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
             installed.stats.n_packets = 0;
             installed.stats.n_bytes = 0;
@@ -303,11 +402,11 @@ impl RuleTables {
             seq: self.next_seq,
         };
         self.next_seq += 1;
-        let id = match self.free.pop() {
-            Some(slot) => RuleId(slot),
+        let (id, was_free) = match self.free.pop() {
+            Some(slot) => (RuleId(slot), true),
             None => {
                 self.rules.push(None);
-                RuleId(self.rules.len() as u32 - 1)
+                (RuleId(self.rules.len() as u32 - 1), false)
             }
         };
         self.tables[usize::from(rule.table)].insert(&rule.flow_match, rank, id);
@@ -316,6 +415,7 @@ impl RuleTables {
             stats: RuleStats::new(now),
             rank,
         });
+        self.note(Undo::Added { id, was_free });
         self.generation += 1;
         id
     }
@@ -326,6 +426,9 @@ impl RuleTables {
         let table = usize::from(installed.rule.table);
         self.tables[table].remove(&installed.rule.flow_match, id);
         self.free.push(id.0);
+        if self.journaling() {
+            self.note(Undo::Removed(id, Box::new(installed.clone())));
+        }
         self.generation += 1;
         Some(installed)
     }
@@ -359,6 +462,16 @@ impl RuleTables {
                 let mut changed = installed.rule.clone();
                 changed.actions = actions.to_vec();
                 check_actions(&changed)?;
+            }
+        }
+        if self.journaling() {
+            let selected: Vec<RuleId> = self
+                .iter()
+                .filter(|(_, installed)| selector.selects(&installed.rule))
+                .map(|(id, _)| id)
+                .collect();
+            for id in selected {
+                self.note_changed(id);
             }
         }
         let mut count = 0;
@@ -437,6 +550,7 @@ impl RuleTables {
 
     /// Counts one packet of `bytes` against the rule (a no-op for a rule no longer installed).
     pub fn credit(&mut self, id: RuleId, bytes: usize, now: Duration) {
+        self.note_changed(id);
         if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
             installed.stats.credit(bytes, now);
         }
@@ -444,6 +558,7 @@ impl RuleTables {
 
     /// Counts `packets` packets of `bytes` in all against the rule (as `credit`).
     pub fn credit_many(&mut self, id: RuleId, packets: u64, bytes: u64, now: Duration) {
+        self.note_changed(id);
         if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
             installed.stats.credit_many(packets, bytes, now);
         }
@@ -534,6 +649,85 @@ mod tests {
         );
         assert_eq!(tables.delete_groups(None).len(), 0);
         assert_eq!(tables.groups().count(), 0);
+    }
+
+    /// Everything a rollback must put back: each slot's rule, counts and rank, the groups
+    /// and their ages, and what a lookup finds.
+    fn snapshot(tables: &RuleTables) -> String {
+        let mut text = format!("{} rules, {} free\n", tables.len(), tables.free.len());
+        for (id, installed) in tables.iter() {
+            text += &format!("{id:?} {installed:?}\n");
+        }
+        for (id, entry) in &tables.groups {
+            text += &format!("group {id} {entry:?}\n");
+        }
+        for port in 1..4u128 {
+            let mut flow = FlowBits::ZERO;
+            crate::field::Field::InPort.set(&mut flow, port);
+            let mut wildcards = FlowBits::ZERO;
+            text += &format!(
+                "in_port={port} -> {:?}\n",
+                tables.lookup(0, &flow, &mut wildcards)
+            );
+        }
+        text
+    }
+
+    #[test]
+    fn a_rollback_takes_back_every_change_a_bundle_can_make() {
+        let mut tables = tables(&[
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=group:1",
+            "priority=1,actions=drop",
+        ]);
+        let group = |id: u32, port: u32| {
+            crate::ofctl::group_text::parse_group(&format!(
+                "group_id={id},type=all,bucket=output:{port}"
+            ))
+            .unwrap()
+        };
+        let second = Duration::from_secs(1);
+        tables.set_group(group(1, 3), false, second).unwrap();
+        tables.set_group(group(2, 3), false, second).unwrap();
+        let first = tables.iter().next().map(|(id, _)| id).unwrap();
+        tables.credit_many(first, 3, 180, second);
+        let before = snapshot(&tables);
+
+        tables.begin_undo();
+        let now = Duration::from_secs(9);
+        // A rule replaced (its counts gone), one added, one modified, one counted and
+        // reset, some deleted, a group changed, one added and one deleted with its rule.
+        tables.add(
+            parse_rule("priority=5,in_port=1,actions=output:3").unwrap(),
+            now,
+        );
+        tables.add(
+            parse_rule("priority=7,in_port=3,actions=output:1").unwrap(),
+            now,
+        );
+        tables
+            .modify(&selector("in_port=3", None), &[Action::Output(2)], Some(7))
+            .unwrap();
+        let id = tables.find_exact(0, &parse_match("in_port=3").unwrap().flow_match, 7);
+        tables.credit_many(id.unwrap(), 5, 300, now);
+        tables.reset_counts(id.unwrap());
+        tables.set_group(group(1, 1), true, now).unwrap();
+        tables.set_group(group(3, 2), false, now).unwrap();
+        assert_eq!(tables.delete_groups(Some(1)).len(), 1);
+        assert_eq!(tables.delete(&selector("priority=1", Some(1))), 1);
+        assert_ne!(snapshot(&tables), before);
+        tables.roll_back();
+        assert_eq!(snapshot(&tables), before);
+
+        // Changes after a rollback, and kept ones, are no longer taken back.
+        tables.begin_undo();
+        tables.add(
+            parse_rule("priority=9,in_port=3,actions=drop").unwrap(),
+            now,
+        );
+        tables.keep();
+        tables.roll_back();
+        assert_eq!(tables.len(), 4, "kept");
     }
 
     #[test]

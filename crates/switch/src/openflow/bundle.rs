@@ -3,8 +3,9 @@
 //! (the experimenter messages `ovs-ofctl -O OpenFlow13 --bundle` sends): BUNDLE_CONTROL opens,
 //! closes, commits or discards a bundle of the connection's, BUNDLE_ADD_MESSAGE stages a
 //! FLOW_MOD or GROUP_MOD in one. A commit applies the staged changes in order inside one
-//! `Bridge::edit`; the first that fails puts the tables back as they were, its error is sent
-//! for its message and the commit answers MSG_FAILED, as Open vSwitch does. Every bundle of a
+//! `Bridge::edit`; the first that fails puts the tables back as they were (each change
+//! taken back, [`crate::RuleTables::roll_back`]: the cost is the bundle's, not the tables'),
+//! its error is sent for its message and the commit answers MSG_FAILED, as Open vSwitch does. Every bundle of a
 //! connection goes with it.
 
 use core::time::Duration;
@@ -171,7 +172,7 @@ pub fn commit(
 ) -> Result<Vec<(InstalledRule, RemovedReason)>, (usize, OfpError)> {
     // The fast path's counts go to the rules first: a rollback must not lose them.
     let _ = dp.flush_offload(now);
-    let before = dp.tables.clone();
+    dp.tables.begin_undo();
     let mut removed = Vec::new();
     for (i, (change, _)) in staged.iter().enumerate() {
         let done = match change {
@@ -185,11 +186,12 @@ pub fn commit(
         match done {
             Ok((rules, why)) => removed.extend(rules.into_iter().map(|r| (r, why))),
             Err(e) => {
-                dp.tables = before;
+                dp.tables.roll_back();
                 return Err((i, e));
             }
         }
     }
+    dp.tables.keep();
     Ok(removed)
 }
 
