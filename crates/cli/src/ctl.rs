@@ -10,7 +10,9 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 /// Options of `wirespeed ctl`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), mod-flows FLOW, \
+    after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), replace-flows \
+FILE (the tables then hold exactly the file's flows: those already there as written keep their \
+counters, others are replaced, added or deleted, all in one change), mod-flows FLOW, \
 del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
 Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
@@ -42,7 +44,7 @@ pub struct CtlArgs {
     pub strict: bool,
     /// The command (see below).
     pub command: String,
-    /// Its argument: a flow, a match, a meter, a group, or (add-flows) a file.
+    /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows) a file.
     pub arg: Option<String>,
 }
 
@@ -52,7 +54,9 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             "{} needs a flow, e.g. 'in_port=1,actions=output:2'",
             args.command
         ),
-        ("add-flows", None) => bail!("add-flows needs a file of flows, one a line"),
+        ("add-flows" | "replace-flows", None) => {
+            bail!("{} needs a file of flows, one a line", args.command)
+        }
         ("add-group" | "mod-group", None) => bail!(
             "{} needs a group, e.g. 'group_id=1,type=all,bucket=output:2,bucket=output:3'",
             args.command
@@ -61,10 +65,12 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             "{} needs a meter, e.g. 'meter=1,pktps,bands=type=drop,rate=1000'",
             args.command
         ),
-        ("add-flows", Some(path)) if path == "-" => std::io::read_to_string(std::io::stdin())
-            .context("add-flows: cannot read standard input")?,
-        ("add-flows", Some(path)) => std::fs::read_to_string(&path)
-            .with_context(|| format!("add-flows: cannot read {path}"))?,
+        ("add-flows" | "replace-flows", Some(path)) if path == "-" => {
+            std::io::read_to_string(std::io::stdin())
+                .with_context(|| format!("{}: cannot read standard input", args.command))?
+        }
+        ("add-flows" | "replace-flows", Some(path)) => std::fs::read_to_string(&path)
+            .with_context(|| format!("{}: cannot read {path}", args.command))?,
         (_, arg) => arg.unwrap_or_default(),
     };
     let mut request = Request {

@@ -1,6 +1,7 @@
-//! A running switch's rule tables: `--flows FILE` at start and `ctl add-flows FILE` (a bad
-//! line names itself and changes nothing), meters and groups from `ctl`, rules that time out, and
-//! forwarding between two AF_XDP ports that moves descriptors instead of copying.
+//! A running switch's rule tables: `--flows FILE` at start, `ctl add-flows FILE` (a bad
+//! line names itself and changes nothing) and `ctl replace-flows FILE`, meters and groups
+//! from `ctl`, rules that time out, and forwarding between two AF_XDP ports that moves
+//! descriptors instead of copying.
 
 mod common;
 use common::ScratchFile;
@@ -80,6 +81,65 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
         String::from_utf8_lossy(&missing.stderr).contains("/tmp/wirespeed-no-such.flows"),
         "{}",
         String::from_utf8_lossy(&missing.stderr)
+    );
+}
+
+/// `ctl replace-flows FILE`: the table ends up holding exactly the file's flows in one
+/// change; a flow already there as written keeps its counters, a changed one is replaced,
+/// a missing one deleted; a file with a bad line changes nothing.
+#[test]
+fn replace_flows_makes_the_table_the_files() {
+    let start = write_flows(
+        "sr-start",
+        "priority=100,in_port=1,icmp,actions=output:2\npriority=100,in_port=2,icmp,actions=drop\n\
+         priority=90,udp,actions=drop\n",
+    );
+    let s = Switched::new("sr", &["--flows", &start]);
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 2),
+        0,
+        "the replies are dropped"
+    );
+    let file = write_flows(
+        "sr-new",
+        "# the same, changed, new; no udp rule, no normal rule\n\
+         priority=100,in_port=1,icmp,actions=output:2\npriority=100,in_port=2,icmp,actions=output:1\n\
+         priority=0,arp,actions=normal\n",
+    );
+    assert_eq!(
+        s.ctl_ok(&["replace-flows", &file]).trim(),
+        "1 flows added, 1 changed, 2 deleted, 1 kept"
+    );
+    assert_eq!(
+        flows_of(&s),
+        [
+            "priority=100,icmp,in_port=1 actions=output:2",
+            "priority=100,icmp,in_port=2 actions=output:1",
+            "priority=0,arp actions=NORMAL",
+        ]
+    );
+    let dump = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        dump.contains("n_packets=2, n_bytes=196, priority=100,icmp,in_port=1 actions=output:2"),
+        "the kept rule keeps its counters: {dump}"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+
+    let bad = write_flows(
+        "sr-bad",
+        "priority=5,actions=drop\npriority=6,udp,actions=output:7\n",
+    );
+    let out = s.ctl(&["replace-flows", &bad]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("line 2: output:7: no such port"),
+        "{err}"
+    );
+    assert_eq!(flows_of(&s).len(), 3, "nothing changed");
+    let none = s.ctl(&["replace-flows"]);
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("replace-flows needs a file of flows"),
+        "{none:?}"
     );
 }
 

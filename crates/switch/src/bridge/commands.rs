@@ -31,9 +31,9 @@ use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
-pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, mod-flows FLOW, del-flows [MATCH], \
-                            dump-flows [MATCH], dump-ports, show, dump-cache, fdb-show, \
-                            metrics";
+pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, replace-flows FILE, mod-flows FLOW, \
+                            del-flows [MATCH], dump-flows [MATCH], dump-ports, show, \
+                            dump-cache, fdb-show, metrics";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
 /// with exactly that match and priority, as ovs-ofctl's mod-flows and del-flows do (a strict
@@ -114,6 +114,10 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             Ok(rules) => Edit::Add(rules),
             Err(e) => return Response::error(e.to_string()),
         },
+        "replace-flows" => match parse_flow_lines(arg) {
+            Ok(rules) => Edit::Replace(rules),
+            Err(e) => return Response::error(e.to_string()),
+        },
         "mod-flows" => match parse_flow_mod(arg, strict) {
             Ok(flow_mod) => Edit::Modify(flow_mod),
             Err(e) => return Response::error(format!("{arg}: {e}")),
@@ -173,14 +177,16 @@ pub fn check_flows(text: &str, ports: &[u32]) -> Result<(), String> {
 enum Edit {
     /// Rules with their line numbers (add-flows names the line of a rule it refuses).
     Add(Vec<(usize, Rule)>),
+    /// The rules the tables are to hold, with their line numbers.
+    Replace(Vec<(usize, Rule)>),
     Modify(FlowMod),
     Delete(RuleSelector),
     /// The rules a selector picks (all for an empty match).
     Dump(RuleSelector),
 }
 
-/// Applies `edit` under the lock. Adding is all or nothing: every flow names known ports, or
-/// the table is unchanged.
+/// Applies `edit` under the lock. Adding and replacing are all or nothing: every flow names
+/// known ports, groups and meters, or the table is unchanged.
 fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
     // The kernel's counts go to the rules as they are now; before a change, the kernel stops
     // forwarding under them.
@@ -191,17 +197,26 @@ fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Res
     if let Err(e) = offload {
         return Response::error(format!("offload: {e}"));
     }
+    if let Edit::Add(rules) | Edit::Replace(rules) = &edit
+        && let Some((line, e)) = rules
+            .iter()
+            .find_map(|(line, r)| dp.check_output_ports(&r.actions).err().map(|e| (line, e)))
+    {
+        return Response::error(match flow {
+            Some(flow) => format!("{flow}: {e}"),
+            None => format!("line {line}: {e}"),
+        });
+    }
     match edit {
+        Edit::Replace(rules) => {
+            let rules = rules.into_iter().map(|(_, rule)| rule).collect();
+            let n = dp.tables.replace_all(rules, now);
+            Response::ok(format!(
+                "{} flows added, {} changed, {} deleted, {} kept",
+                n.added, n.changed, n.deleted, n.kept
+            ))
+        }
         Edit::Add(rules) => {
-            if let Some((line, e)) = rules
-                .iter()
-                .find_map(|(line, r)| dp.check_output_ports(&r.actions).err().map(|e| (line, e)))
-            {
-                return Response::error(match flow {
-                    Some(flow) => format!("{flow}: {e}"),
-                    None => format!("line {line}: {e}"),
-                });
-            }
             let n = rules.len();
             for (_, rule) in rules {
                 dp.tables.add(rule, now);

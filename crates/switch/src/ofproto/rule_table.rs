@@ -23,6 +23,15 @@ pub struct InstalledRule {
     pub rank: RuleRank,
 }
 
+/// What a `replace-flows` did, rule by rule.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct Replaced {
+    pub added: usize,
+    pub changed: usize,
+    pub deleted: usize,
+    pub kept: usize,
+}
+
 /// Which rules a `mod-flows` / `del-flows` applies to.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RuleSelector {
@@ -448,6 +457,43 @@ impl RuleTables {
         ids.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
+    /// `replace-flows`: the tables hold exactly `rules` afterwards (as ovs-ofctl's
+    /// replace-flows leaves them): a rule already there as given is kept with its counters,
+    /// one there with other actions, cookie, timeouts or flags is replaced, and a rule the
+    /// list does not name (by table, priority and match) is deleted.
+    pub fn replace_all(&mut self, rules: Vec<Rule>, now: Duration) -> Replaced {
+        let named: std::collections::HashSet<RuleId> = rules
+            .iter()
+            .filter_map(|r| self.find_exact(r.table, &r.flow_match, r.priority))
+            .collect();
+        let unnamed: Vec<RuleId> = self
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| !named.contains(id))
+            .collect();
+        let mut counts = Replaced {
+            deleted: unnamed.len(),
+            ..Replaced::default()
+        };
+        for id in unnamed {
+            self.remove(id);
+        }
+        for rule in rules {
+            match self.find_exact(rule.table, &rule.flow_match, rule.priority) {
+                Some(id) if self.get(id).is_some_and(|r| r.rule == rule) => counts.kept += 1,
+                Some(_) => {
+                    self.add(rule, now);
+                    counts.changed += 1;
+                }
+                None => {
+                    self.add(rule, now);
+                    counts.added += 1;
+                }
+            }
+        }
+        counts
+    }
+
     /// `mod-flows`: replaces the actions (and the cookie, when given) of the selected rules,
     /// keeping their counters; returns how many. All or nothing: the actions must be valid in
     /// every selected rule's table (`goto_table` goes forward from it), or nothing changes.
@@ -728,6 +774,46 @@ mod tests {
         tables.keep();
         tables.roll_back();
         assert_eq!(tables.len(), 4, "kept");
+    }
+
+    #[test]
+    fn replace_all_keeps_what_is_the_same_and_counts_each_change() {
+        let mut tables = tables(&[
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=output:1",
+            "priority=1,actions=drop",
+        ]);
+        let same = tables
+            .find_exact(0, &parse_match("in_port=1").unwrap().flow_match, 5)
+            .unwrap();
+        tables.credit_many(same, 3, 180, Duration::ZERO);
+        let rules = [
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=output:3",
+            "priority=9,icmp,actions=drop",
+            "table=1,priority=9,actions=drop",
+        ]
+        .map(|text| parse_rule(text).unwrap());
+        let counts = tables.replace_all(rules.to_vec(), Duration::from_secs(1));
+        assert_eq!(
+            counts,
+            Replaced {
+                added: 2,
+                changed: 1,
+                deleted: 1,
+                kept: 1
+            }
+        );
+        let now: Vec<&Rule> = tables.dump_order().iter().map(|r| &r.rule).collect();
+        assert_eq!(now.len(), 4);
+        assert!(rules.iter().all(|r| now.contains(&r)), "{now:?}");
+        assert_eq!(
+            tables.get(same).unwrap().stats.n_packets,
+            3,
+            "kept, with its counts"
+        );
+        let again = tables.replace_all(rules.to_vec(), Duration::from_secs(2));
+        assert_eq!(again.kept, 4, "{again:?}");
     }
 
     #[test]
