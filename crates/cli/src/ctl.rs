@@ -12,7 +12,9 @@ use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
 #[command(
     after_help = "Commands: add-flow FLOW, add-flows FILE (- for standard input), replace-flows \
 FILE (the tables then hold exactly the file's flows: those already there as written keep their \
-counters, others are replaced, added or deleted, all in one change), mod-flows FLOW, \
+counters, others are replaced, added or deleted, all in one change), diff-flows FILE (-RULE for \
+each flow only the switch has, or holds otherwise; +RULE for each of the file's it lacks; exit \
+status 2 when they differ, as ovs-ofctl's), mod-flows FLOW, \
 del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
 Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
@@ -44,7 +46,8 @@ pub struct CtlArgs {
     pub strict: bool,
     /// The command (see below).
     pub command: String,
-    /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows) a file.
+    /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows,
+    /// diff-flows) a file.
     pub arg: Option<String>,
 }
 
@@ -54,7 +57,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             "{} needs a flow, e.g. 'in_port=1,actions=output:2'",
             args.command
         ),
-        ("add-flows" | "replace-flows", None) => {
+        ("add-flows" | "replace-flows" | "diff-flows", None) => {
             bail!("{} needs a file of flows, one a line", args.command)
         }
         ("add-group" | "mod-group", None) => bail!(
@@ -65,12 +68,14 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             "{} needs a meter, e.g. 'meter=1,pktps,bands=type=drop,rate=1000'",
             args.command
         ),
-        ("add-flows" | "replace-flows", Some(path)) if path == "-" => {
+        ("add-flows" | "replace-flows" | "diff-flows", Some(path)) if path == "-" => {
             std::io::read_to_string(std::io::stdin())
                 .with_context(|| format!("{}: cannot read standard input", args.command))?
         }
-        ("add-flows" | "replace-flows", Some(path)) => std::fs::read_to_string(&path)
-            .with_context(|| format!("{}: cannot read {path}", args.command))?,
+        ("add-flows" | "replace-flows" | "diff-flows", Some(path)) => {
+            std::fs::read_to_string(&path)
+                .with_context(|| format!("{}: cannot read {path}", args.command))?
+        }
         (_, arg) => arg.unwrap_or_default(),
     };
     let mut request = Request {
@@ -100,6 +105,13 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             }
             _ => {}
         }
+        // As diff(1) and ovs-ofctl diff-flows: 2 says the two differ.
+        if request.command == "diff-flows" {
+            std::process::exit(EXIT_DIFFERENT);
+        }
     }
     Ok(())
 }
+
+/// diff-flows' exit status when the switch's flows and the file's differ.
+const EXIT_DIFFERENT: i32 = 2;

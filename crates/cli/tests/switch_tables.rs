@@ -86,9 +86,10 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
 
 /// `ctl replace-flows FILE`: the table ends up holding exactly the file's flows in one
 /// change; a flow already there as written keeps its counters, a changed one is replaced,
-/// a missing one deleted; a file with a bad line changes nothing.
+/// a missing one deleted; a file with a bad line changes nothing. `ctl diff-flows FILE`
+/// then names what differs, as ovs-ofctl's does.
 #[test]
-fn replace_flows_makes_the_table_the_files() {
+fn replace_flows_makes_the_table_the_files_and_diff_flows_says_how_they_differ() {
     let start = write_flows(
         "sr-start",
         "priority=100,in_port=1,icmp,actions=output:2\npriority=100,in_port=2,icmp,actions=drop\n\
@@ -140,6 +141,28 @@ fn replace_flows_makes_the_table_the_files() {
     assert!(
         String::from_utf8_lossy(&none.stderr).contains("replace-flows needs a file of flows"),
         "{none:?}"
+    );
+
+    // diff-flows: nothing between the table and the file it was made from (status 0), then
+    // each side's own (status 2).
+    let same = s.ctl(&["diff-flows", &file]);
+    assert_eq!(same.status.code(), Some(0), "{same:?}");
+    assert!(same.stdout.is_empty(), "{same:?}");
+    let other = write_flows(
+        "sr-other",
+        "priority=100,in_port=1,icmp,actions=output:2\npriority=100,in_port=2,icmp,actions=drop\n",
+    );
+    let diff = s.ctl(&["diff-flows", &other]);
+    assert_eq!(diff.status.code(), Some(2), "{diff:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&diff.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "-table=0,priority=100,icmp,in_port=2,actions=output:1",
+            "-table=0,priority=0,arp,actions=NORMAL",
+            "+table=0,priority=100,icmp,in_port=2,actions=drop",
+        ]
     );
 }
 

@@ -19,7 +19,7 @@ use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
 use crate::dpif::port_links::link_name;
 use crate::execute::DropReason;
-use crate::ofctl::flow_format::{MegaflowLine, dump_flows};
+use crate::ofctl::flow_format::{MegaflowLine, RuleDisplay, dump_flows};
 use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
@@ -31,9 +31,9 @@ use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
-pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, replace-flows FILE, mod-flows FLOW, \
-                            del-flows [MATCH], dump-flows [MATCH], dump-ports, show, \
-                            dump-cache, fdb-show, metrics";
+pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, replace-flows FILE, diff-flows FILE, \
+                            mod-flows FLOW, del-flows [MATCH], dump-flows [MATCH], dump-ports, \
+                            show, dump-cache, fdb-show, metrics";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
 /// with exactly that match and priority, as ovs-ofctl's mod-flows and del-flows do (a strict
@@ -118,6 +118,10 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             Ok(rules) => Edit::Replace(rules),
             Err(e) => return Response::error(e.to_string()),
         },
+        "diff-flows" => match parse_flow_lines(arg) {
+            Ok(rules) => Edit::Diff(rules.into_iter().map(|(_, rule)| rule).collect()),
+            Err(e) => return Response::error(e.to_string()),
+        },
         "mod-flows" => match parse_flow_mod(arg, strict) {
             Ok(flow_mod) => Edit::Modify(flow_mod),
             Err(e) => return Response::error(format!("{arg}: {e}")),
@@ -179,6 +183,8 @@ enum Edit {
     Add(Vec<(usize, Rule)>),
     /// The rules the tables are to hold, with their line numbers.
     Replace(Vec<(usize, Rule)>),
+    /// The rules to compare the tables with.
+    Diff(Vec<Rule>),
     Modify(FlowMod),
     Delete(RuleSelector),
     /// The rules a selector picks (all for an empty match).
@@ -191,7 +197,7 @@ fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Res
     // The kernel's counts go to the rules as they are now; before a change, the kernel stops
     // forwarding under them.
     let offload = match edit {
-        Edit::Dump(_) => dp.harvest_offload(now),
+        Edit::Dump(_) | Edit::Diff(_) => dp.harvest_offload(now),
         _ => dp.flush_offload(now),
     };
     if let Err(e) = offload {
@@ -208,6 +214,13 @@ fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Res
         });
     }
     match edit {
+        Edit::Diff(rules) => {
+            let (extra, wanted) = dp.tables.diff(&rules);
+            let lines: Vec<String> = (extra.iter().map(|r| format!("-{}", RuleDisplay(r))))
+                .chain(wanted.iter().map(|r| format!("+{}", RuleDisplay(r))))
+                .collect();
+            Response::ok(lines.join("\n"))
+        }
         Edit::Replace(rules) => {
             let rules = rules.into_iter().map(|(_, rule)| rule).collect();
             let n = dp.tables.replace_all(rules, now);

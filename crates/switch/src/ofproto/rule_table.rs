@@ -494,6 +494,36 @@ impl RuleTables {
         counts
     }
 
+    /// `diff-flows`: how the tables differ from `rules` (by table, priority and match, then
+    /// by what a rule holds): the rules only the tables have or hold otherwise, best first,
+    /// and the rules of `rules` they lack or hold otherwise, in `rules`' order.
+    pub fn diff<'a>(&'a self, rules: &'a [Rule]) -> (Vec<&'a Rule>, Vec<&'a Rule>) {
+        let mut same = std::collections::HashSet::new();
+        let mut wanted = Vec::new();
+        for rule in rules {
+            match self.find_exact(rule.table, &rule.flow_match, rule.priority) {
+                Some(id) if self.get(id).is_some_and(|r| r.rule == *rule) => {
+                    same.insert(id);
+                }
+                _ => wanted.push(rule),
+            }
+        }
+        let extra = self
+            .dump_order()
+            .into_iter()
+            .filter(|installed| {
+                let id = self.find_exact(
+                    installed.rule.table,
+                    &installed.rule.flow_match,
+                    installed.rule.priority,
+                );
+                !id.is_some_and(|id| same.contains(&id))
+            })
+            .map(|installed| &installed.rule)
+            .collect();
+        (extra, wanted)
+    }
+
     /// `mod-flows`: replaces the actions (and the cookie, when given) of the selected rules,
     /// keeping their counters; returns how many. All or nothing: the actions must be valid in
     /// every selected rule's table (`goto_table` goes forward from it), or nothing changes.
@@ -814,6 +844,45 @@ mod tests {
         );
         let again = tables.replace_all(rules.to_vec(), Duration::from_secs(2));
         assert_eq!(again.kept, 4, "{again:?}");
+    }
+
+    #[test]
+    fn diff_names_what_each_side_lacks_or_holds_otherwise() {
+        let tables = tables(&[
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=output:1",
+            "priority=1,actions=drop",
+        ]);
+        let rules = [
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=output:3",
+            "priority=9,icmp,actions=drop",
+        ]
+        .map(|text| parse_rule(text).unwrap());
+        let (extra, wanted) = tables.diff(&rules);
+        let text = |rules: Vec<&Rule>| -> Vec<String> {
+            rules
+                .iter()
+                .map(|r| crate::RuleDisplay(r).to_string())
+                .collect()
+        };
+        assert_eq!(
+            text(extra),
+            [
+                "table=0,priority=5,in_port=2,actions=output:1",
+                "table=0,priority=1,actions=drop"
+            ]
+        );
+        assert_eq!(
+            text(wanted),
+            [
+                "table=0,priority=5,in_port=2,actions=output:3",
+                "table=0,priority=9,icmp,actions=drop"
+            ]
+        );
+        let all: Vec<Rule> = tables.iter().map(|(_, r)| r.rule.clone()).collect();
+        let (extra, wanted) = tables.diff(&all);
+        assert!(extra.is_empty() && wanted.is_empty());
     }
 
     #[test]
