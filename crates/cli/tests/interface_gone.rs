@@ -162,35 +162,6 @@ fn bench_txpush_reports_what_it_sent_when_its_interface_goes() {
     sender_reports_what_it_sent_when_its_interface_goes("ig7", &args, "packets");
 }
 
-#[test]
-fn recv_of_a_truncated_file_reports_what_it_replayed() {
-    let file = ScratchFile::new("ig6.pcap");
-    let made = run_json_here(&[
-        "gen",
-        "--port",
-        &format!("pcap:{}", &*file),
-        "--count",
-        "10",
-        "--json",
-    ]);
-    assert_eq!(made["packets"].as_u64(), Some(10), "{made}");
-    // Cut the last record short.
-    let bytes = std::fs::read(&*file).unwrap();
-    std::fs::write(&*file, &bytes[..bytes.len() - 5]).unwrap();
-    let out = std::process::Command::new(wirespeed())
-        .args(["recv", "--port", &format!("pcap:{}", &*file), "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no summary ({e}): {stderr}"));
-    assert_eq!(j["packets"].as_u64(), Some(9), "{j}");
-    assert_eq!(j["generators"][0]["received"].as_u64(), Some(9), "{j}");
-    let error = j["error"].as_str().unwrap_or_default();
-    assert!(error.contains("truncated"), "{j}");
-}
-
 /// The kernel engines too (before: the kernel call's raw error, and no summary).
 #[test]
 fn the_kernel_engines_report_what_they_sent_when_their_interface_goes() {
@@ -221,4 +192,33 @@ fn the_kernel_engines_report_what_they_sent_when_their_interface_goes() {
         "-q",
     ];
     sender_reports_what_it_sent_when_its_interface_goes("ig9", &generator, "packets");
+}
+
+#[test]
+fn recv_of_a_truncated_file_reports_what_it_replayed() {
+    let file = ScratchFile::new("ig6.pcap");
+    let made = run_json_here(&[
+        "gen",
+        "--port",
+        &format!("pcap:{}", &*file),
+        "--count",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(made["packets"].as_u64(), Some(10), "{made}");
+    // Cut the last record short.
+    let bytes = std::fs::read(&*file).unwrap();
+    std::fs::write(&*file, &bytes[..bytes.len() - 5]).unwrap();
+    let out = std::process::Command::new(wirespeed())
+        .args(["recv", "--port", &format!("pcap:{}", &*file), "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no summary ({e}): {stderr}"));
+    assert_eq!(j["packets"].as_u64(), Some(9), "{j}");
+    assert_eq!(j["generators"][0]["received"].as_u64(), Some(9), "{j}");
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(error.contains("truncated"), "{j}");
 }
