@@ -5,8 +5,8 @@
 //! FLOW_MOD or GROUP_MOD in one. A commit applies the staged changes in order inside one
 //! `Bridge::edit`; the first that fails puts the tables back as they were (each change
 //! taken back, [`crate::RuleTables::roll_back`]: the cost is the bundle's, not the tables'),
-//! its error is sent for its message and the commit answers MSG_FAILED, as Open vSwitch does. Every bundle of a
-//! connection goes with it.
+//! its error is sent for its message and the commit answers MSG_FAILED, as Open vSwitch
+//! does. Every bundle of a connection goes with it.
 
 use core::time::Duration;
 use std::collections::BTreeMap;
@@ -76,7 +76,8 @@ pub fn decode_experimenter(
     message: &[u8],
 ) -> Result<Incoming, OfpError> {
     let (experimenter, kind) = (r.u32()?, r.u32()?);
-    if experimenter != ONF_EXPERIMENTER {
+    let bundles = [ONFT_BUNDLE_CONTROL, ONFT_BUNDLE_ADD_MESSAGE];
+    if experimenter != ONF_EXPERIMENTER || !bundles.contains(&kind) {
         return Ok(Incoming::Experimenter);
     }
     let (bundle_id, control_kind, flags) = (r.u32()?, r.u16()?, r.u16()?);
@@ -87,7 +88,7 @@ pub fn decode_experimenter(
             kind: control_kind,
             flags,
         })),
-        ONFT_BUNDLE_ADD_MESSAGE => {
+        _ => {
             let change = staged_change(header, r.rest())?;
             Ok(Incoming::BundleAdd(BundleAdd {
                 bundle_id,
@@ -96,7 +97,6 @@ pub fn decode_experimenter(
                 message: message.to_vec(),
             }))
         }
-        _ => Ok(Incoming::Experimenter),
     }
 }
 
@@ -403,6 +403,12 @@ mod tests {
         let mut other = Writer::message(msg::EXPERIMENTER, 1);
         other.u32(0x2320).u32(ONFT_BUNDLE_CONTROL);
         assert_eq!(decode(&other.finish()).unwrap().1, Incoming::Experimenter);
+        let mut onf_other = Writer::message(msg::EXPERIMENTER, 1);
+        onf_other.u32(ONF_EXPERIMENTER).u32(2400);
+        assert_eq!(
+            decode(&onf_other.finish()).unwrap().1,
+            Incoming::Experimenter
+        );
     }
 
     #[test]
