@@ -676,6 +676,67 @@ fn ovs_ofctl_bundles_commit_all_or_nothing() {
     );
 }
 
+/// A bundle is one change for the packets too: UDP from A crosses by a flow that ten
+/// bundles delete and put back while 20,000 frames go through, over a rule that drops UDP.
+/// Were a bundle's two changes applied apart, the frames between them would meet the drop
+/// rule; B receives every one and the drop rule none.
+#[test]
+fn no_packet_meets_a_bundle_half_applied() {
+    let mut s = Switched::new("ofa", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&["add-flow", "priority=1,udp,actions=drop"]);
+    s.ofctl_ok(&["add-flow", "priority=50,in_port=1,udp,actions=output:2"]);
+    let swap = flows_file(
+        "ofa-swap",
+        "delete in_port=1,udp\nadd priority=50,in_port=1,udp,actions=output:2\n",
+    );
+    let port_b = format!("xdp:{}", s.c.b);
+    let mut rx = spawn_in(
+        &s.c.ns_b,
+        &[
+            "recv",
+            "--port",
+            &port_b,
+            "--duration",
+            "60",
+            "--json",
+            "-q",
+        ],
+    );
+    rx.wait_ready();
+    let port_a = format!("xdp:{}", s.c.a);
+    let argv = [
+        "gen",
+        "--port",
+        &port_a,
+        "--count",
+        "20000",
+        "--rate",
+        "20000",
+        "--generator-id",
+        "4",
+        "--json",
+        "-q",
+    ];
+    let mut tx = spawn_in(&s.c.ns_a, &argv);
+    tx.wait_ready();
+    for _ in 0..10 {
+        s.ofctl_ok(&["--bundle", "add-flows", &swap]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, stdout, stderr) = tx.exit();
+    assert_eq!(code, Some(0), "{stderr}");
+    let g: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(g["packets"], 20000, "{g}");
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["generators"][0]["generator"], 4, "{rj}");
+    assert_eq!(rj["generators"][0]["received"], 20000, "{rj}");
+    let drop_rule = flows(&s)
+        .into_iter()
+        .find(|f| f.ends_with("priority=1,udp actions=drop"))
+        .expect("the drop rule");
+    assert!(drop_rule.contains("n_packets=0,"), "{drop_rule}");
+}
+
 /// A meter from ovs-ofctl: one packet a second with a burst of 10, on the UDP flow from A.
 /// Of 1000 frames sent in a hundredth of a second, B receives exactly the burst; the meter's
 /// statistics, the switch's drops and ovs-ofctl agree on the 990 its band dropped. A flow
