@@ -31,6 +31,7 @@ cookie=VALUE sets a new one. priority= selects only with --strict.\n\nExamples:\
 wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
 wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
 wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1\n  \
+wirespeed ctl diff-flows switch.flows || wirespeed ctl replace-flows switch.flows\n  \
 wirespeed ctl add-meter meter=1,pktps,burst,stats,bands=type=drop,rate=1000,burst_size=100\n  \
 wirespeed ctl add-flow 'in_port=1,actions=meter:1,output:2'\n  wirespeed ctl meter-stats\n  \
 wirespeed ctl add-group 'group_id=1,type=select,bucket=output:2,bucket=weight:2,output:3'\n  \

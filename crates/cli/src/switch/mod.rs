@@ -56,7 +56,8 @@ same over TLS, with --private-key, --certificate and --ca-cert as ovs-vswitchd t
 (each side checks the other's certificate against the CA; the controller's host name is not \
 checked, as in Open vSwitch). Meters (METER_MOD, and meter=controller, which limits \
 packet-ins) and groups (all, select, indirect, fast_failover) come from a controller or from \
-ctl (add-meter, add-group).\n\n\
+ctl (add-meter, add-group). Bundles (ovs-ofctl --bundle) commit their flow and group changes \
+as one, all or none.\n\n\
 --ipfix HOST:PORT exports flow records over IPFIX (RFC 7011, UDP) as Open vSwitch does, from \
 counters the datapath keeps anyway: with it on, each megaflow is exact on a record's fields \
 (addresses, protocol, ports or ICMP type and code, VLAN, input port, destination MAC, a \
