@@ -682,7 +682,7 @@ fn ovs_ofctl_bundles_commit_all_or_nothing() {
 /// rule; B receives every one and the drop rule none.
 #[test]
 fn no_packet_meets_a_bundle_half_applied() {
-    let mut s = Switched::new("ofa", &["--openflow", "ptcp:"]);
+    let s = Switched::new("ofa", &["--openflow", "ptcp:"]);
     s.ofctl_ok(&["add-flow", "priority=1,udp,actions=drop"]);
     s.ofctl_ok(&["add-flow", "priority=50,in_port=1,udp,actions=output:2"]);
     let swap = flows_file(
