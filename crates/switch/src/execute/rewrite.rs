@@ -62,7 +62,9 @@ impl PacketHeaders {
         let dl_type = EtherType(self.dl_type);
         match IpProtocol(self.nw_proto) {
             IpProtocol::TCP => Some((l4 + 16, false)),
-            IpProtocol::UDP => Some((l4 + 6, dl_type == EtherType::IPV4)),
+            // Over IPv6 too: 0 is "none" (a tunnel's, RFC 6935) and a computed 0 goes as
+            // 0xffff, as Open vSwitch patches it; a 0 written over IPv6 is a broken packet.
+            IpProtocol::UDP => Some((l4 + 6, true)),
             IpProtocol::ICMPV6 if dl_type == EtherType::IPV6 => Some((l4 + 2, false)),
             _ => None,
         }
@@ -272,6 +274,7 @@ pub fn strip_vlan(frame: &mut Frame<'_>, headers: &mut PacketHeaders) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv6Addr;
     use wirespeed_packet::icmp::Icmpv4Packet;
     use wirespeed_packet::ipv6::Ipv6Packet;
     use wirespeed_packet::tcp::TcpPacket;
@@ -441,6 +444,40 @@ mod tests {
         assert_eq!(key.arp_sha.0, [2, 0, 0, 0, 0, 7]);
         assert_eq!(key.arp_tha.0, [2, 0, 0, 0, 0, 8]);
         assert_eq!(key.arp_op, 1);
+    }
+
+    #[test]
+    fn an_ipv6_udp_checksum_that_comes_to_zero_is_sent_as_all_ones() {
+        let (src, dst) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+        let new_dst = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x99);
+        // Ethernet / IPv6 / UDP 1234 -> 53 with two bytes of payload, chosen below.
+        let mut frame = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x86, 0xdd];
+        frame.extend_from_slice(&[0x60, 0, 0, 0, 0, 10, 17, 64]);
+        frame.extend_from_slice(&src.octets());
+        frame.extend_from_slice(&dst.octets());
+        frame.extend_from_slice(&[0x04, 0xd2, 0x00, 0x35, 0x00, 0x0a, 0, 0, 0, 0]);
+        let udp = 54;
+        let sum_to = |frame: &[u8], to: &Ipv6Addr| {
+            checksum::combine(&[
+                checksum::pseudo_header_v6(&src, to, 17, 10),
+                checksum::data(&frame[udp..]),
+            ])
+        };
+        // The payload that makes the sum to the new address all ones: its checksum is 0.
+        let word = !sum_to(&frame, &new_dst);
+        frame[udp + 8..udp + 10].copy_from_slice(&word.to_be_bytes());
+        assert_eq!(sum_to(&frame, &new_dst), 0xffff);
+        let checksum = !sum_to(&frame, &dst);
+        frame[udp + 6..udp + 8].copy_from_slice(&checksum.to_be_bytes());
+        let headers = headers(&frame);
+        set_field(
+            &mut Frame::whole(&mut frame),
+            &headers,
+            Field::Ipv6Dst,
+            u128::from(new_dst),
+        );
+        assert_eq!(&frame[udp + 6..udp + 8], &[0xff, 0xff], "not 0: none");
+        assert_eq!(sum_to(&frame, &new_dst), 0xffff, "and it verifies");
     }
 
     #[test]
