@@ -600,6 +600,45 @@ fn flows_file(tag: &str, text: &str) -> ScratchFile {
     path
 }
 
+/// `recv` on B's end, ready: it counts each generator's frames until interrupted.
+fn receiver_on_b(s: &Switched) -> Running {
+    let port_b = format!("xdp:{}", s.c.b);
+    let args = [
+        "recv",
+        "--port",
+        &port_b,
+        "--duration",
+        "60",
+        "--json",
+        "-q",
+    ];
+    let mut rx = spawn_in(&s.c.ns_b, &args);
+    rx.wait_ready();
+    rx
+}
+
+/// `gen`'s arguments for `count` UDP frames from A's end at `rate` a second, as
+/// generator `id`.
+fn gen_from_a(s: &Switched, count: u32, rate: u32, id: u16) -> Vec<String> {
+    let port_a = format!("xdp:{}", s.c.a);
+    let (count, rate, id) = (count.to_string(), rate.to_string(), id.to_string());
+    [
+        "gen",
+        "--port",
+        &port_a,
+        "--count",
+        &count,
+        "--rate",
+        &rate,
+        "--generator-id",
+        &id,
+        "--json",
+        "-q",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// `ovs-ofctl --bundle` (ONF's bundles in OpenFlow 1.3): a file's flows staged and committed
 /// as one. A bundle with one flow the switch refuses changes nothing (ovs-ofctl reports that
 /// flow's error, then the commit's MSG_FAILED); replace-flows moves the table to a file's in
@@ -689,34 +728,9 @@ fn no_packet_meets_a_bundle_half_applied() {
         "ofa-swap",
         "delete in_port=1,udp\nadd priority=50,in_port=1,udp,actions=output:2\n",
     );
-    let port_b = format!("xdp:{}", s.c.b);
-    let mut rx = spawn_in(
-        &s.c.ns_b,
-        &[
-            "recv",
-            "--port",
-            &port_b,
-            "--duration",
-            "60",
-            "--json",
-            "-q",
-        ],
-    );
-    rx.wait_ready();
-    let port_a = format!("xdp:{}", s.c.a);
-    let argv = [
-        "gen",
-        "--port",
-        &port_a,
-        "--count",
-        "20000",
-        "--rate",
-        "20000",
-        "--generator-id",
-        "4",
-        "--json",
-        "-q",
-    ];
+    let rx = receiver_on_b(&s);
+    let argv = gen_from_a(&s, 20_000, 20_000, 4);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let mut tx = spawn_in(&s.c.ns_a, &argv);
     tx.wait_ready();
     for _ in 0..10 {
@@ -760,37 +774,10 @@ fn ovs_ofctl_meters_drop_what_exceeds_their_rate() {
         "add-flow",
         "priority=50,in_port=1,udp,actions=meter:1,output:2",
     ]);
-    let port_b = format!("xdp:{}", s.c.b);
-    let mut rx = spawn_in(
-        &s.c.ns_b,
-        &[
-            "recv",
-            "--port",
-            &port_b,
-            "--duration",
-            "60",
-            "--json",
-            "-q",
-        ],
-    );
-    rx.wait_ready();
-    let port_a = format!("xdp:{}", s.c.a);
-    let g = run_json(
-        &s.c.ns_a,
-        &[
-            "gen",
-            "--port",
-            &port_a,
-            "--count",
-            "1000",
-            "--rate",
-            "100000",
-            "--generator-id",
-            "3",
-            "--json",
-            "-q",
-        ],
-    );
+    let rx = receiver_on_b(&s);
+    let argv = gen_from_a(&s, 1000, 100_000, 3);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let g = run_json(&s.c.ns_a, &argv);
     let frame = g["bytes"].as_u64().unwrap() / 1000;
     let (rj, _) = rx.interrupt();
     assert_eq!(rj["generators"][0]["generator"], 3, "{rj}");
