@@ -184,6 +184,13 @@ fn ctl_adds_changes_and_deletes_meters() {
         !again.status.success() && err.contains("the meter exists"),
         "{err}"
     );
+    let zero = "meter=2,pktps,bands=type=drop,rate=0";
+    let out = s.ctl(&["add-meter", zero]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!("wirespeed: error: {zero}: a band's rate must be above 0"),
+        "said once, whole"
+    );
     let bad = s.ctl(&["add-meter", "meter=2,pktps,bands=type=dscp_remark,rate=5"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
@@ -314,25 +321,27 @@ fn ctl_adds_changes_and_deletes_groups() {
         ),
         (
             "group_id=4,type=indirect,bucket=output:1,bucket=output:2",
-            "exactly one bucket",
+            "an indirect group has exactly one bucket",
         ),
         (
             "group_id=4,type=fast_failover,bucket=output:1",
-            "needs watch_port",
+            "each bucket of a fast_failover group needs watch_port",
         ),
-        ("group_id=4,type=all,bucket=group:1", "no chaining"),
+        (
+            "group_id=4,type=all,bucket=group:1",
+            "a bucket holds actions only: no group, table, action set or meter (no chaining)",
+        ),
         (
             "group_id=4,type=any,bucket=output:1",
-            "type=any: a group's type is all, select",
+            "type=any: a group's type is all, select, indirect or fast_failover (ff)",
         ),
         ("type=all,bucket=output:1", "a group needs group_id=ID"),
     ] {
         let out = s.ctl(&["add-group", group]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(reason),
-            "{group}: {err}"
-        );
+        // Said once, whole: the group as given, then why.
+        assert!(!out.status.success(), "{group}");
+        assert_eq!(err.trim(), format!("wirespeed: error: {group}: {reason}"));
     }
     let out = s.ctl(&["mod-group", "group_id=9,type=all,bucket=output:1"]);
     let err = String::from_utf8_lossy(&out.stderr);

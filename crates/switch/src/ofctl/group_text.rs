@@ -67,7 +67,7 @@ pub fn parse_group(text: &str) -> Result<Group, FlowError> {
         .map(|tokens| parse_bucket(tokens, kind))
         .collect::<Result<Vec<Bucket>, FlowError>>()?;
     let group = Group { id, kind, buckets };
-    group.check().map_err(|e| error(format!("{text}: {e}")))?;
+    group.check().map_err(|e| error(e.to_string()))?;
     Ok(group)
 }
 

@@ -53,7 +53,7 @@ pub fn parse_meter(text: &str) -> Result<MeterConfig, FlowError> {
     if let Some(band) = band {
         config.band = Some(parse_band(band)?);
     }
-    config.check().map_err(|e| error(format!("{text}: {e}")))?;
+    config.check().map_err(|e| error(e.to_string()))?;
     Ok(config)
 }
 
