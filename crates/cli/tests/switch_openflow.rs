@@ -551,6 +551,14 @@ fn ovs_ofctl_groups_and_the_action_set() {
             && stats.contains("ref_count=1,packet_count=3,byte_count=294"),
         "{stats}"
     );
+    // The select group counts the bucket it chose, never the one of weight 0.
+    assert!(
+        stats.contains(
+            "ref_count=1,packet_count=3,byte_count=294,bucket0:packet_count=3,\
+             byte_count=294,bucket1:packet_count=0,byte_count=0"
+        ),
+        "{stats}"
+    );
     // ctl sees the flow with its group action.
     let ctl_flows = s.ctl_ok(&["dump-flows"]);
     assert!(

@@ -364,14 +364,15 @@ fn ctl_adds_changes_and_deletes_groups() {
         .lines()
         .map(String::from)
         .collect();
-    // 98-byte echo requests and replies; select keeps no count of the bucket taken.
+    // 98-byte echo requests and replies; select counts the bucket it chose (never one of
+    // weight 0).
     assert_eq!(
         without_duration(&stats),
         [
             "group_id=1,ref_count=1,packet_count=3,byte_count=294,\
              bucket0:packet_count=3,byte_count=294",
             "group_id=2,ref_count=1,packet_count=3,byte_count=294,\
-             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=0,byte_count=0",
+             bucket0:packet_count=3,byte_count=294,bucket1:packet_count=0,byte_count=0",
             "group_id=3,ref_count=0,packet_count=0,byte_count=0,\
              bucket0:packet_count=0,byte_count=0,bucket1:packet_count=0,byte_count=0",
         ]
@@ -382,9 +383,35 @@ fn ctl_adds_changes_and_deletes_groups() {
         "ovs-ofctl agrees"
     );
 
-    // A bucket that sends back out of the input port sends nothing (OpenFlow's rule).
+    // Through the fast-failover group: its first bucket's port is live, so that bucket
+    // counts; group 1 keeps what it counted.
+    s.ctl_ok(&["mod-flows", "in_port=1,icmp,actions=group:3"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    let stats = without_duration(&ofctl_lines(&s.ofctl_ok(&["dump-group-stats"])));
+    assert_eq!(
+        stats,
+        [
+            "group_id=1,ref_count=0,packet_count=3,byte_count=294,\
+             bucket0:packet_count=3,byte_count=294",
+            "group_id=2,ref_count=1,packet_count=5,byte_count=490,\
+             bucket0:packet_count=5,byte_count=490,bucket1:packet_count=0,byte_count=0",
+            "group_id=3,ref_count=1,packet_count=2,byte_count=196,\
+             bucket0:packet_count=2,byte_count=196,bucket1:packet_count=0,byte_count=0",
+        ],
+        "ovs-ofctl's view"
+    );
+    s.ctl_ok(&["mod-flows", "in_port=1,icmp,actions=group:1"]);
+
+    // A bucket that sends back out of the input port sends nothing (OpenFlow's rule). A
+    // modify starts the group's counts anew, as Open vSwitch does; the packets still
+    // passed through it.
     s.ctl_ok(&["mod-group", "group_id=1,type=all,bucket=output:1"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    assert_eq!(
+        without_duration(&[s.ctl_ok(&["dump-group-stats", "group_id=1"]).trim().into()]),
+        ["group_id=1,ref_count=1,packet_count=2,byte_count=196,\
+          bucket0:packet_count=2,byte_count=196"]
+    );
     // Deleting a group deletes the flows that send to it.
     assert_eq!(
         s.ctl_ok(&["del-groups", "group_id=1"]).trim(),

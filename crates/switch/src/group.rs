@@ -3,7 +3,9 @@
 //! bucket, `select` one live bucket chosen by a hash of the flow (weighted, and the same
 //! for a flow while the buckets stay), `fast_failover` the first bucket whose watched port
 //! is live. They live beside the rules ([`crate::RuleTables`]) and are flattened into the
-//! datapath's actions when a flow is translated, as Open vSwitch does.
+//! datapath's actions when a flow is translated, as Open vSwitch does; the translation notes
+//! each group a flow passes and the buckets it takes ([`GroupVisit`]), so the caches' counts
+//! come back to them as they come back to the rules.
 
 use core::fmt;
 
@@ -82,25 +84,78 @@ pub struct Group {
     pub buckets: Vec<Bucket>,
 }
 
-/// What passes through a group: the rules that send to it (its reference count) and their
-/// packets and bytes, which are the group's.
+/// Packets and bytes.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub struct GroupUsage {
-    pub rules: u32,
+pub struct Counts {
     pub packets: u64,
     pub bytes: u64,
 }
 
-impl GroupUsage {
-    /// Each bucket's packets and bytes: every bucket of an `all` or `indirect` group sees
-    /// every packet; no count is kept of which bucket a `select` or `fast_failover` flow
-    /// took, so theirs are 0.
-    pub fn per_bucket(self, kind: GroupType) -> (u64, u64) {
-        match kind {
-            GroupType::All | GroupType::Indirect => (self.packets, self.bytes),
-            GroupType::Select | GroupType::FastFailover => (0, 0),
+impl Counts {
+    fn add(&mut self, packets: u64, bytes: u64) {
+        self.packets += packets;
+        self.bytes += bytes;
+    }
+}
+
+/// Which of a group's buckets a flow's packets take.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BucketsTaken {
+    /// Every bucket (`all`).
+    Every,
+    /// This one (`indirect`, and the bucket `select` or `fast_failover` chose).
+    One(u32),
+    /// None: no bucket was live (or of weight above 0); the packet ends in the group.
+    Nothing,
+}
+
+/// A group a flow's packets pass through and the buckets they take there, as the
+/// translation found them; the datapath hands its counts back along these.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct GroupVisit {
+    pub group: u32,
+    pub taken: BucketsTaken,
+}
+
+/// What passed through a group since it was installed (or last modified, as in Open
+/// vSwitch): every visit's packets, and each bucket's share.
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+pub struct GroupCounts {
+    pub total: Counts,
+    pub buckets: Vec<Counts>,
+}
+
+impl GroupCounts {
+    /// Zero, for a group of `buckets` buckets.
+    pub fn new(buckets: usize) -> GroupCounts {
+        GroupCounts {
+            total: Counts::default(),
+            buckets: vec![Counts::default(); buckets],
         }
     }
+
+    /// Adds `packets` and `bytes` that took `taken` (a bucket the group no longer has is
+    /// counted in the total alone).
+    pub fn credit(&mut self, taken: BucketsTaken, packets: u64, bytes: u64) {
+        self.total.add(packets, bytes);
+        match taken {
+            BucketsTaken::Every => self.buckets.iter_mut().for_each(|b| b.add(packets, bytes)),
+            BucketsTaken::One(i) => {
+                if let Some(bucket) = self.buckets.get_mut(i as usize) {
+                    bucket.add(packets, bytes);
+                }
+            }
+            BucketsTaken::Nothing => {}
+        }
+    }
+}
+
+/// A group's statistics: the rules that send to it (its reference count) and what passed
+/// through it.
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+pub struct GroupUsage {
+    pub rules: u32,
+    pub counts: GroupCounts,
 }
 
 /// The largest group id (`OFPG_MAX`); the ids above it name no one group.
@@ -170,5 +225,23 @@ impl Group {
             return Err(GroupError::Chained);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_visit_counts_in_the_group_and_the_buckets_it_took() {
+        let mut counts = GroupCounts::new(3);
+        counts.credit(BucketsTaken::Every, 2, 200);
+        counts.credit(BucketsTaken::One(1), 5, 500);
+        counts.credit(BucketsTaken::Nothing, 7, 700);
+        // A bucket past the end (the group changed since the flow was translated).
+        counts.credit(BucketsTaken::One(3), 11, 1100);
+        let c = |packets, bytes| Counts { packets, bytes };
+        assert_eq!(counts.total, c(25, 2500));
+        assert_eq!(counts.buckets, vec![c(2, 200), c(7, 700), c(2, 200)]);
     }
 }

@@ -65,7 +65,7 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
                     .filter(|g| only.is_none_or(|id| id == g.id))
                     .map(|g| {
                         let age = dp.tables.group_age(g.id, now);
-                        group_stats_line(g, dp.tables.group_usage(g.id), age)
+                        group_stats_line(g, &dp.tables.group_usage(g.id), age)
                     })
                     .collect()
             });

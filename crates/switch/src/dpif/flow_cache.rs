@@ -183,7 +183,7 @@ impl FlowCache {
         self.megaflows.credit_with_plan(id, bytes, now)
     }
 
-    /// Credits the rules behind each megaflow with its packets since the last harvest. Call
+    /// Credits the rules (and groups) behind each megaflow with its packets since the last harvest. Call
     /// with the tables the megaflows were made from (before a change to them).
     pub fn harvest(&mut self, tables: &mut dyn Upcall) {
         for megaflow in self.megaflows.iter_mut() {
@@ -193,6 +193,9 @@ impl FlowCache {
             }
             for &id in &megaflow.decision.rules {
                 tables.credit(id, packets, bytes, megaflow.used);
+            }
+            for &visit in &megaflow.decision.groups {
+                tables.credit_group(visit, packets, bytes);
             }
         }
     }

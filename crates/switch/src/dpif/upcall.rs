@@ -7,6 +7,7 @@ use core::time::Duration;
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::field::FlowBits;
+use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
 use crate::meter::MeterRef;
 use crate::rule::PacketInOrigin;
@@ -23,6 +24,8 @@ pub struct Decision {
     pub packet_in: Option<PacketInOrigin>,
     /// The meters `actions` name, as they were when the flow was translated.
     pub meters: Vec<MeterRef>,
+    /// The groups the packets pass through and the buckets they take, to credit theirs.
+    pub groups: Vec<GroupVisit>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.
@@ -33,6 +36,8 @@ pub trait Upcall {
     fn generation(&self) -> u64;
     /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still there).
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration);
+    /// Credits `packets` and `bytes` to a group and the buckets they took (if it is still there).
+    fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64);
     /// Whether `rule` has an idle or hard timeout (or is gone): its counters need every packet.
     fn times_out(&self, rule: RuleId) -> bool;
 }

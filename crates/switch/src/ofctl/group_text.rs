@@ -160,20 +160,23 @@ pub fn group_line(group: &Group) -> String {
 }
 
 /// A `dump-group-stats` line, in ovs-ofctl's words: `group_id=1,duration=2.500s,ref_count=1,
-/// packet_count=3,byte_count=294,bucket0:packet_count=3,byte_count=294`; each bucket's
-/// counts as [`GroupUsage::per_bucket`] says.
-pub fn group_stats_line(group: &Group, usage: GroupUsage, alive: Duration) -> String {
+/// packet_count=3,byte_count=294,bucket0:packet_count=3,byte_count=294`.
+pub fn group_stats_line(group: &Group, usage: &GroupUsage, alive: Duration) -> String {
+    let total = usage.counts.total;
     let mut line = format!(
         "group_id={},duration={:.3}s,ref_count={},packet_count={},byte_count={}",
         group.id,
         alive.as_secs_f64(),
         usage.rules,
-        usage.packets,
-        usage.bytes
+        total.packets,
+        total.bytes
     );
-    let (packets, bytes) = usage.per_bucket(group.kind);
-    for i in 0..group.buckets.len() {
-        line += &format!(",bucket{i}:packet_count={packets},byte_count={bytes}");
+    let buckets = usage.counts.buckets.iter().take(group.buckets.len());
+    for (i, bucket) in buckets.enumerate() {
+        line += &format!(
+            ",bucket{i}:packet_count={},byte_count={}",
+            bucket.packets, bucket.bytes
+        );
     }
     line
 }
@@ -182,6 +185,7 @@ pub fn group_stats_line(group: &Group, usage: GroupUsage, alive: Duration) -> St
 mod tests {
     use super::*;
     use crate::action::Action;
+    use crate::group::{BucketsTaken, GroupCounts};
 
     #[test]
     fn groups_parse_and_print_as_ovs_ofctl_writes_them() {
@@ -269,23 +273,16 @@ mod tests {
     }
 
     #[test]
-    fn stats_lines_count_every_bucket_of_all_and_none_of_select() {
-        let usage = GroupUsage {
-            rules: 2,
-            packets: 3,
-            bytes: 294,
-        };
-        let all = parse_group("group_id=1,type=all,bucket=output:1,bucket=output:2").unwrap();
+    fn stats_lines_give_the_group_and_each_bucket() {
+        let group = parse_group("group_id=2,type=select,bucket=output:1,bucket=output:2").unwrap();
+        let mut counts = GroupCounts::new(2);
+        counts.credit(BucketsTaken::One(1), 3, 294);
+        counts.credit(BucketsTaken::Nothing, 1, 60);
+        let usage = GroupUsage { rules: 2, counts };
         assert_eq!(
-            group_stats_line(&all, usage, Duration::from_millis(2500)),
-            "group_id=1,duration=2.500s,ref_count=2,packet_count=3,byte_count=294,\
-             bucket0:packet_count=3,byte_count=294,bucket1:packet_count=3,byte_count=294"
-        );
-        let select = parse_group("group_id=2,type=select,bucket=output:1").unwrap();
-        assert_eq!(
-            group_stats_line(&select, usage, Duration::ZERO),
-            "group_id=2,duration=0.000s,ref_count=2,packet_count=3,byte_count=294,\
-             bucket0:packet_count=0,byte_count=0"
+            group_stats_line(&group, &usage, Duration::from_millis(2500)),
+            "group_id=2,duration=2.500s,ref_count=2,packet_count=4,byte_count=354,\
+             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=3,byte_count=294"
         );
     }
 }

@@ -56,6 +56,7 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::dpif::upcall::{Decision, Upcall};
+use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
 use transmit_watch::TransmitWatch;
 
@@ -71,6 +72,7 @@ const AGE_BATCH: usize = 8192;
 /// when they last moved.
 struct Entry {
     rules: Vec<RuleId>,
+    groups: Vec<GroupVisit>,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
@@ -299,6 +301,7 @@ impl Offload {
                     key,
                     Entry {
                         rules: decision.rules.clone(),
+                        groups: decision.groups.clone(),
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -527,6 +530,9 @@ fn credit(
     for &id in &entry.rules {
         tables.credit(id, packets, bytes, now);
     }
+    for &visit in &entry.groups {
+        tables.credit_group(visit, packets, bytes);
+    }
     let rx = ports.entry(entry.in_port).or_default();
     rx.rx_packets += packets;
     rx.rx_bytes += bytes;
@@ -582,7 +588,9 @@ fn learned_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::BucketsTaken;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofctl::group_text::parse_group;
     use crate::ofproto::rule_table::RuleTables;
     use std::net::Ipv4Addr;
     use wirespeed_packet::template::UdpTemplate;
@@ -625,6 +633,7 @@ mod tests {
         let decision = Decision {
             actions: vec![Action::Output(2)],
             rules: vec![id],
+            groups: vec![],
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
@@ -664,6 +673,7 @@ mod tests {
         let decision = Decision {
             actions: vec![Action::Normal],
             rules: vec![],
+            groups: vec![],
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
@@ -687,14 +697,20 @@ mod tests {
     #[test]
     fn bytes_read_after_their_packet_are_credited() {
         let mut tables = RuleTables::new();
+        let group = parse_group("group_id=1,type=indirect,bucket=output:2").unwrap();
+        tables.set_group(group, false, Duration::ZERO).unwrap();
         let id = tables.add(
-            parse_rule("in_port=1,actions=output:2").unwrap(),
+            parse_rule("in_port=1,actions=group:1").unwrap(),
             Duration::ZERO,
         );
         let mut macs = MacTable::default();
         let mut ports = HashMap::new();
         let mut entry = Entry {
             rules: vec![id],
+            groups: vec![GroupVisit {
+                group: 1,
+                taken: BucketsTaken::One(0),
+            }],
             in_port: 1,
             out_port: 2,
             credited: FlowCounts::default(),
@@ -715,6 +731,10 @@ mod tests {
         assert!(!read(3, 180));
         let stats = &tables.get(id).unwrap().stats;
         assert_eq!((stats.n_packets, stats.n_bytes), (3, 180));
+        let group = tables.group_usage(1).counts;
+        let counts = |c: crate::group::Counts| (c.packets, c.bytes);
+        assert_eq!(counts(group.total), (3, 180));
+        assert_eq!(counts(group.buckets[0]), (3, 180), "and its bucket's");
         assert_eq!(ports[&2].tx_bytes, 180);
         assert_eq!(ports[&1].rx_packets, 3);
     }

@@ -9,7 +9,7 @@ use crate::classifier::{Classifier, RuleId, RuleRank};
 use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
-use crate::group::{Group, GroupError, GroupUsage, MAX_GROUPS};
+use crate::group::{Group, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS};
 use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
 use crate::rule::{Rule, RuleStats, check_actions};
 
@@ -86,8 +86,7 @@ pub struct RuleTables {
     /// Every packet is switched as by `normal`, whatever the rules say (a standalone
     /// switch whose controllers are all gone: Open vSwitch's fail-open).
     fail_open: bool,
-    /// Each group, and when it was added (a modify keeps the time, as Open vSwitch does).
-    groups: BTreeMap<u32, (Group, Duration)>,
+    groups: BTreeMap<u32, InstalledGroup>,
     meters: BTreeMap<u32, MeterRef>,
     /// Ports whose link is not up, for the groups' buckets that watch them.
     dead_ports: BTreeSet<u32>,
@@ -107,7 +106,17 @@ enum Undo {
     /// This rule's actions, cookie or counts were these.
     Changed(RuleId, Box<(Rule, RuleStats)>),
     /// A group's entry was this (None: there was none).
-    Group(u32, Option<(Group, Duration)>),
+    Group(u32, Option<Box<InstalledGroup>>),
+}
+
+/// A group, when it was added (a modify keeps the time, as Open vSwitch does), and what
+/// passed through it since it was added or last modified (a modify starts its counts anew,
+/// as Open vSwitch's does: the buckets may be others).
+#[derive(Clone, Debug)]
+struct InstalledGroup {
+    group: Group,
+    added: Duration,
+    counts: GroupCounts,
 }
 
 impl RuleTables {
@@ -171,7 +180,7 @@ impl RuleTables {
                 }
                 Undo::Group(id, before) => {
                     match before {
-                        Some(entry) => self.groups.insert(id, entry),
+                        Some(entry) => self.groups.insert(id, *entry),
                         None => self.groups.remove(&id),
                     };
                 }
@@ -217,19 +226,19 @@ impl RuleTables {
     }
 
     pub fn group(&self, id: u32) -> Option<&Group> {
-        self.groups.get(&id).map(|(group, _)| group)
+        self.groups.get(&id).map(|g| &g.group)
     }
 
     /// Every group, by id.
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values().map(|(group, _)| group)
+        self.groups.values().map(|g| &g.group)
     }
 
     /// How long group `id` has been there at `now` (its statistics' duration).
     pub fn group_age(&self, id: u32, now: Duration) -> Duration {
         self.groups
             .get(&id)
-            .map_or(Duration::ZERO, |&(_, added)| now.saturating_sub(added))
+            .map_or(Duration::ZERO, |g| now.saturating_sub(g.added))
     }
 
     /// Installs a group (`replace`: replaces one; OpenFlow's GROUP_MOD add and modify). The
@@ -245,12 +254,18 @@ impl RuleTables {
             (Some(_), false) => return Err(GroupError::Exists),
             (None, true) => return Err(GroupError::Unknown),
             (None, false) if self.groups.len() >= MAX_GROUPS => return Err(GroupError::TooMany),
-            (Some(&(_, added)), true) => added,
+            (Some(installed), true) => installed.added,
             (None, false) => now,
         };
         let id = group.id;
-        let before = self.groups.insert(id, (group, added));
-        self.note(Undo::Group(id, before));
+        let counts = GroupCounts::new(group.buckets.len());
+        let installed = InstalledGroup {
+            group,
+            added,
+            counts,
+        };
+        let before = self.groups.insert(id, installed);
+        self.note(Undo::Group(id, before.map(Box::new)));
         self.generation += 1;
         Ok(())
     }
@@ -266,18 +281,29 @@ impl RuleTables {
             .collect()
     }
 
-    /// A group's statistics: how many rules send to it (its reference count) and their
-    /// packets and bytes, which are the group's (every packet of such a rule goes through it).
+    /// A group's statistics: how many rules send to it (its reference count) and what the
+    /// datapath credited to it and its buckets.
     pub fn group_usage(&self, id: u32) -> GroupUsage {
-        let mut usage = GroupUsage::default();
-        for installed in self.rules.iter().flatten() {
-            if installed.rule.actions.contains(&Action::Group(id)) {
-                usage.rules += 1;
-                usage.packets += installed.stats.n_packets;
-                usage.bytes += installed.stats.n_bytes;
-            }
+        let rules = self
+            .rules
+            .iter()
+            .flatten()
+            .filter(|installed| installed.rule.actions.contains(&Action::Group(id)))
+            .count() as u32;
+        let counts = self
+            .groups
+            .get(&id)
+            .map(|g| g.counts.clone())
+            .unwrap_or_default();
+        GroupUsage { rules, counts }
+    }
+
+    /// Adds packets that passed through a group to its counts and its buckets'; a group
+    /// gone since the flow was translated is passed over.
+    pub fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64) {
+        if let Some(installed) = self.groups.get_mut(&visit.group) {
+            installed.counts.credit(visit.taken, packets, bytes);
         }
-        usage
     }
 
     /// Removes a group and the rules that send to it (as OpenFlow says); the rules removed.
@@ -285,7 +311,7 @@ impl RuleTables {
         let Some(before) = self.groups.remove(&id) else {
             return Vec::new();
         };
-        self.note(Undo::Group(id, Some(before)));
+        self.note(Undo::Group(id, Some(Box::new(before))));
         self.generation += 1;
         self.delete_taking(&RuleSelector {
             out_group: Some(id),
@@ -649,6 +675,7 @@ impl RuleTables {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::{BucketsTaken, Counts};
     use crate::ofctl::flow_parse::{parse_match, parse_rule};
 
     fn tables(rules: &[&str]) -> RuleTables {
@@ -692,23 +719,38 @@ mod tests {
             tables.set_group(group(1), false, modified),
             Err(GroupError::Exists)
         );
+        let visit = GroupVisit {
+            group: 1,
+            taken: BucketsTaken::Every,
+        };
+        tables.credit_group(visit, 3, 294);
+        assert_eq!(tables.group_usage(1).counts.total.packets, 3);
         assert_eq!(tables.set_group(group(1), true, modified), Ok(()));
         assert_eq!(
             tables.group_age(1, Duration::from_secs(6)),
             Duration::from_secs(5),
             "a modify keeps the group's age"
         );
+        assert_eq!(
+            tables.group_usage(1).counts,
+            GroupCounts::new(1),
+            "and starts its counts anew"
+        );
         assert_eq!(tables.generation(), generation + 2);
-        let id = tables.iter().next().map(|(id, _)| id).unwrap();
-        for _ in 0..3 {
-            tables.credit(id, 98, Duration::ZERO);
-        }
+        tables.credit_group(visit, 3, 294);
+        tables.credit_group(GroupVisit { group: 9, ..visit }, 1, 60);
+        let three = Counts {
+            packets: 3,
+            bytes: 294,
+        };
         assert_eq!(
             tables.group_usage(1),
             GroupUsage {
                 rules: 2,
-                packets: 3,
-                bytes: 294
+                counts: GroupCounts {
+                    total: three,
+                    buckets: vec![three]
+                }
             }
         );
         for id in 2..MAX_GROUPS as u32 + 1 {
@@ -767,6 +809,11 @@ mod tests {
         tables.set_group(group(2, 3), false, second).unwrap();
         let first = tables.iter().next().map(|(id, _)| id).unwrap();
         tables.credit_many(first, 3, 180, second);
+        let visit = GroupVisit {
+            group: 1,
+            taken: BucketsTaken::One(0),
+        };
+        tables.credit_group(visit, 3, 180);
         let before = snapshot(&tables);
 
         tables.begin_undo();

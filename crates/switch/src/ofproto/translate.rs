@@ -17,7 +17,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
 use crate::field::{Field, FlowBits};
-use crate::group::{Bucket, GroupType};
+use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
 use crate::meter::METER_CONTROLLER;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
@@ -64,6 +64,10 @@ impl Upcall for RuleTables {
 
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration) {
         self.credit_many(rule, packets, bytes, used);
+    }
+
+    fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64) {
+        RuleTables::credit_group(self, visit, packets, bytes);
     }
 
     fn times_out(&self, rule: RuleId) -> bool {
@@ -237,58 +241,68 @@ impl Translation<'_> {
         self.run_actions(&set, None, 0);
     }
 
-    /// A group's buckets, as its type says (a group deleted meanwhile does nothing).
+    /// A group's buckets, as its type says (a group deleted meanwhile does nothing); the
+    /// visit is noted, so the group and the buckets taken are credited.
     fn run_group(&mut self, id: u32, depth: usize) {
         let tables: &RuleTables = self.tables;
         let Some(group) = tables.group(id) else {
             return;
         };
-        let live = |b: &&Bucket| b.watch_port.is_none_or(|p| tables.is_live(p));
-        match group.kind {
+        let live = |b: &Bucket| b.watch_port.is_none_or(|p| tables.is_live(p));
+        let chosen = match group.kind {
             GroupType::All => {
+                self.note_visit(id, BucketsTaken::Every);
                 for bucket in &group.buckets {
                     self.run_bucket(bucket, depth);
                 }
+                return;
             }
-            GroupType::Indirect => {
-                if let Some(bucket) = group.buckets.first() {
-                    self.run_bucket(bucket, depth);
-                }
+            GroupType::Indirect => Some(0),
+            GroupType::FastFailover => group.buckets.iter().position(live),
+            GroupType::Select => self.select_bucket(group, live),
+        };
+        match chosen {
+            Some(i) => {
+                self.note_visit(id, BucketsTaken::One(i as u32));
+                self.run_bucket(&group.buckets[i], depth);
             }
-            GroupType::FastFailover => {
-                if let Some(bucket) = group.buckets.iter().find(live) {
-                    self.run_bucket(bucket, depth);
-                }
-            }
-            GroupType::Select => {
-                // A bucket of weight 0 is never chosen (as in Open vSwitch).
-                let live: Vec<&Bucket> = group
-                    .buckets
-                    .iter()
-                    .filter(live)
-                    .filter(|b| b.weight > 0)
-                    .collect();
-                let total: u64 = live.iter().map(|b| u64::from(b.weight)).sum();
-                if total == 0 {
-                    return;
-                }
-                // The choice depends on these fields: the megaflow must keep them.
-                let mut mask = FlowBits::ZERO;
-                for field in SELECT_FIELDS {
-                    field.set(&mut mask, field.full_mask());
-                }
-                self.wildcards.or_assign(&mask);
-                let mut point = self.flow.and(&mask).hash64() % total;
-                for bucket in live {
-                    let weight = u64::from(bucket.weight);
-                    if point < weight {
-                        self.run_bucket(bucket, depth);
-                        break;
-                    }
-                    point -= weight;
-                }
-            }
+            None => self.note_visit(id, BucketsTaken::Nothing),
         }
+    }
+
+    /// The live bucket (of weight above 0: one of weight 0 is never chosen, as in Open
+    /// vSwitch) a `select` group gives this flow: weighted, by a hash of its connection.
+    fn select_bucket(&mut self, group: &Group, live: impl Fn(&Bucket) -> bool) -> Option<usize> {
+        let candidates = || {
+            group
+                .buckets
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| live(b) && b.weight > 0)
+        };
+        let total: u64 = candidates().map(|(_, b)| u64::from(b.weight)).sum();
+        if total == 0 {
+            return None;
+        }
+        // The choice depends on these fields: the megaflow must keep them.
+        let mut mask = FlowBits::ZERO;
+        for field in SELECT_FIELDS {
+            field.set(&mut mask, field.full_mask());
+        }
+        self.wildcards.or_assign(&mask);
+        let mut point = self.flow.and(&mask).hash64() % total;
+        for (i, bucket) in candidates() {
+            let weight = u64::from(bucket.weight);
+            if point < weight {
+                return Some(i);
+            }
+            point -= weight;
+        }
+        None
+    }
+
+    fn note_visit(&mut self, group: u32, taken: BucketsTaken) {
+        self.decision.groups.push(GroupVisit { group, taken });
     }
 
     /// One bucket, on the packet as it was before it: what the bucket rewrote is put back
@@ -456,6 +470,11 @@ mod tests {
             0xffff,
             "the tag was put back"
         );
+        assert_eq!(decision.groups, [visit(7, BucketsTaken::Every)]);
+    }
+
+    fn visit(group: u32, taken: BucketsTaken) -> GroupVisit {
+        GroupVisit { group, taken }
     }
 
     #[test]
@@ -494,7 +513,13 @@ mod tests {
         for src in 0..64u128 {
             let packet = flow(&[(Field::InPort, 1), (Field::NwSrc, src)]);
             let mut wildcards = FlowBits::ZERO;
-            let first = translate(&tables, &packet, &mut wildcards).actions;
+            let decision = translate(&tables, &packet, &mut wildcards);
+            let first = decision.actions;
+            let bucket = match first[..] {
+                [Action::Output(port)] => port - 3,
+                _ => panic!("one bucket's output: {first:?}"),
+            };
+            assert_eq!(decision.groups, [visit(1, BucketsTaken::One(bucket))]);
             assert_eq!(
                 translate(&tables, &packet, &mut FlowBits::default()).actions,
                 first
@@ -517,8 +542,14 @@ mod tests {
         tables.set_port_live(3, false);
         assert!(tables.generation() > generation);
         assert_eq!(failover(&tables).actions, [Action::Output(4)]);
+        assert_eq!(failover(&tables).groups, [visit(2, BucketsTaken::One(1))]);
         tables.set_port_live(4, false);
         assert!(failover(&tables).actions.is_empty());
+        assert_eq!(
+            failover(&tables).groups,
+            [visit(2, BucketsTaken::Nothing)],
+            "the packet still passed through the group"
+        );
     }
 
     #[test]

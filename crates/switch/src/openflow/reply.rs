@@ -237,21 +237,15 @@ pub fn group_desc_entry(g: &Group) -> Vec<u8> {
     w.bytes
 }
 
-/// A group's counters: those of the rules that send to it, and each bucket's
-/// ([`GroupUsage::per_bucket`]).
-pub fn group_stats_entry(g: &Group, usage: GroupUsage, alive: Duration) -> Vec<u8> {
-    let GroupUsage {
-        rules,
-        packets,
-        bytes,
-    } = usage;
+/// A group's counters and each bucket's.
+pub fn group_stats_entry(g: &Group, usage: &GroupUsage, alive: Duration) -> Vec<u8> {
+    let total = usage.counts.total;
     let mut w = Writer::default();
-    w.u16(0).zeros(2).u32(g.id).u32(rules).zeros(4);
-    w.u64(packets).u64(bytes);
+    w.u16(0).zeros(2).u32(g.id).u32(usage.rules).zeros(4);
+    w.u64(total.packets).u64(total.bytes);
     w.u32(alive.as_secs() as u32).u32(alive.subsec_nanos());
-    let (bucket_packets, bucket_bytes) = usage.per_bucket(g.kind);
-    for _ in &g.buckets {
-        w.u64(bucket_packets).u64(bucket_bytes);
+    for bucket in usage.counts.buckets.iter().take(g.buckets.len()) {
+        w.u64(bucket.packets).u64(bucket.bytes);
     }
     w.set_len(0, 0);
     w.bytes

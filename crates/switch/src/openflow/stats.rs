@@ -127,7 +127,7 @@ fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>
     Ok(entries)
 }
 
-/// Each group's statistics ([`crate::RuleTables::group_usage`]).
+/// Each group's statistics and its buckets' ([`crate::RuleTables::group_usage`]).
 fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     let now = bridge.now();
     bridge.edit(|dp| {
@@ -136,7 +136,7 @@ fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
             .groups()
             .map(|g| {
                 let age = dp.tables.group_age(g.id, now);
-                reply::group_stats_entry(g, dp.tables.group_usage(g.id), age)
+                reply::group_stats_entry(g, &dp.tables.group_usage(g.id), age)
             })
             .collect()
     })
