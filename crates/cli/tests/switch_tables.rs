@@ -1,6 +1,6 @@
 //! A running switch's rule tables: `--flows FILE` at start, `ctl add-flows FILE` (a bad
 //! line names itself and changes nothing) and `ctl replace-flows FILE`, meters and groups
-//! from `ctl`, rules that time out, and forwarding between two AF_XDP ports that moves
+//! from `ctl` and from `--meters` and `--groups` files at start, rules that time out, and forwarding between two AF_XDP ports that moves
 //! descriptors instead of copying.
 
 mod common;
@@ -167,8 +167,8 @@ fn replace_flows_makes_the_table_the_files_and_diff_flows_says_how_they_differ()
 }
 
 /// Meters from `ctl`, in ovs-ofctl's syntax: added, shown, counted, changed and deleted
-/// with the flow that used one; a flow file, read before the bridge has any meter, may not
-/// name one, and the switch says so before it opens a port.
+/// with the flow that used one; a flow file that names a meter no `--meters` file gives is
+/// refused, and the switch says so before it opens a port.
 #[test]
 fn ctl_adds_changes_and_deletes_meters() {
     let s = Switched::new("sm", &[]);
@@ -244,10 +244,125 @@ fn ctl_adds_changes_and_deletes_meters() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("line 1: meter:1: no meters when the switch starts"),
-        "{err}"
+    assert_eq!(
+        err.trim(),
+        format!(
+            "wirespeed: error: --flows {}: line 1: meter:1: no such meter (--meters FILE \
+             defines meters at start)",
+            &*with_meter
+        )
     );
+}
+
+/// `switch --meters FILE --groups FILE --flows FILE`: a switch that starts with its groups
+/// and meters, and flows that use them, forwarding and counting from the first packet; a
+/// file the bridge would refuse stops the start before anything is opened, naming the file
+/// and the line.
+#[test]
+fn groups_and_meters_from_files_at_start() {
+    let meters = write_flows(
+        "sgm-meters",
+        "# ping's budget
+meter=1,pktps,bands=type=drop,rate=1000
+",
+    );
+    let groups = write_flows(
+        "sgm-groups",
+        "group_id=1,type=select,bucket=output:2
+group_id=2,type=all,bucket=output:1
+",
+    );
+    let flows = write_flows(
+        "sgm-flows",
+        "priority=50,in_port=1,icmp,actions=meter:1,group:1
+         priority=50,in_port=2,icmp,actions=group:2
+",
+    );
+    let s = Switched::new(
+        "sgm",
+        &["--meters", &meters, "--groups", &groups, "--flows", &flows],
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        s.ctl_ok(&["dump-groups"]).lines().collect::<Vec<_>>(),
+        [
+            "group_id=1,type=select,bucket=actions=output:2",
+            "group_id=2,type=all,bucket=actions=output:1",
+        ]
+    );
+    let stats: Vec<String> = s
+        .ctl_ok(&["dump-group-stats"])
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        without_duration(&stats),
+        [
+            "group_id=1,ref_count=1,packet_count=3,byte_count=294,\
+             bucket0:packet_count=3,byte_count=294",
+            "group_id=2,ref_count=1,packet_count=3,byte_count=294,\
+             bucket0:packet_count=3,byte_count=294",
+        ]
+    );
+    let meter = s.ctl_ok(&["meter-stats"]);
+    assert!(
+        meter.starts_with("meter:1 flow_count:1 packet_in_count:3 byte_in_count:294 duration:"),
+        "{meter}"
+    );
+
+    // Refused starts: the flag, the file, the line and why; no control socket is left.
+    let (ma, mb) = (format!("1=xdp:{}", s.c.ma), format!("2=xdp:{}", s.c.mb));
+    let bad_port = write_flows(
+        "sgm-bad-port",
+        "group_id=1,type=all,bucket=output:1
+group_id=2,type=all,bucket=output:9
+",
+    );
+    let twice = write_flows(
+        "sgm-twice",
+        "meter=1,pktps
+#
+meter=1,kbps
+",
+    );
+    for (flag, file, why) in [
+        (
+            "--groups",
+            &bad_port,
+            "line 2: output:9: no such port (the bridge has ports 1, 2)",
+        ),
+        ("--meters", &twice, "line 3: meter 1 is given twice"),
+    ] {
+        let ctl = ScratchFile::new("sgm-refused.sock");
+        let out = common::sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &s.c.ns_m,
+            common::wirespeed(),
+            "switch",
+            "--port",
+            &ma,
+            "--port",
+            &mb,
+            "--ctl",
+            &ctl,
+            flag,
+            file,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(
+            err.trim(),
+            format!("wirespeed: error: {flag} {}: {why}", &**file)
+        );
+        assert!(
+            !std::path::Path::new(&*ctl).exists(),
+            "{flag}: the socket was made"
+        );
+    }
+    // The running switch was not disturbed.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
 }
 
 /// The lines of an ovs-ofctl reply (its header line dropped, the leading space trimmed).

@@ -3,6 +3,7 @@
 mod controller;
 mod ipfix;
 mod openflow;
+mod start_tables;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -94,9 +95,18 @@ pub struct SwitchArgs {
     #[arg(long = "port", required = true)]
     pub ports: Vec<String>,
     /// A file of flows to install at start, one a line, in ovs-ofctl's syntax (as
-    /// `ctl add-flows FILE` takes them).
-    #[arg(long)]
+    /// `ctl add-flows FILE` takes them); they may name the groups and meters of --groups
+    /// and --meters.
+    #[arg(long, value_name = "FILE")]
     pub flows: Option<PathBuf>,
+    /// A file of groups to install at start, one a line, as `ctl add-group` takes them
+    /// (group_id=1,type=select,bucket=output:2,bucket=output:3).
+    #[arg(long, value_name = "FILE")]
+    pub groups: Option<PathBuf>,
+    /// A file of meters to install at start, one a line, as `ctl add-meter` takes them
+    /// (meter=1,pktps,bands=type=drop,rate=1000).
+    #[arg(long, value_name = "FILE")]
+    pub meters: Option<PathBuf>,
     /// The control socket `wirespeed ctl` talks to.
     #[arg(long, default_value = DEFAULT_CTL)]
     pub ctl: PathBuf,
@@ -209,12 +219,7 @@ fn port_notes(bridge: &mut Bridge) -> Vec<String> {
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
     let (ports, tunnels) = numbered_ports(&args.ports)?;
-    let flows = match &args.flows {
-        Some(path) => Some(
-            std::fs::read_to_string(path).with_context(|| format!("--flows {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let start_tables = start_tables::read(&args)?;
     let cpus = pmd_cpus(&args)?;
     let to_stderr = report_to_stderr(&args, &ports)?;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();
@@ -222,15 +227,12 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     let stop = crate::run::signals::stop_flag()?;
     // Everything that can refuse the start comes before a port or a file is opened: a
     // refused start must not empty a capture file (perhaps one a running switch writes).
-    if let (Some(text), Some(path)) = (&flows, &args.flows) {
-        let numbers: Vec<u32> = ports
-            .iter()
-            .map(|(n, _)| *n)
-            .chain(tunnels.iter().map(|(n, _)| *n))
-            .collect();
-        wirespeed_switch::bridge::commands::check_flows(text, &numbers)
-            .map_err(|e| anyhow::anyhow!("--flows {}: {e}", path.display()))?;
-    }
+    let numbers: Vec<u32> = ports
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(tunnels.iter().map(|(n, _)| *n))
+        .collect();
+    start_tables::check(&args, &start_tables, &numbers)?;
     let targets = args.openflow.targets()?;
     let ipfix = args.ipfix.config()?;
     if args.openflow.enabled() && args.controller_pcap.is_some() {
@@ -273,9 +275,7 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
             args.openflow.fail_mode.name()
         );
     }
-    if let Some(text) = flows {
-        add_flows(&mut bridge, text, &args)?;
-    }
+    start_tables::load(&args, &start_tables, &mut bridge)?;
     if let Some(s) = sessions.clone() {
         bridge.set_metrics_extra(std::sync::Arc::new(move |e| openflow::metrics(e, &s)));
     }
@@ -342,24 +342,6 @@ fn open_controller(args: &SwitchArgs) -> anyhow::Result<Box<dyn wirespeed_switch
         ),
         None => Box::new(wirespeed_switch::LogController::default()),
     })
-}
-
-/// `--flows`: the file's flows into the bridge's tables, as `add-flows` would.
-fn add_flows(bridge: &mut Bridge, text: String, args: &SwitchArgs) -> anyhow::Result<()> {
-    let answer = bridge.handle(&wirespeed_switch::Request {
-        command: "add-flows".to_string(),
-        args: vec![text],
-    });
-    if !answer.ok {
-        bail!(
-            "--flows {}: {}",
-            args.flows
-                .as_ref()
-                .map_or(String::new(), |p| p.display().to_string()),
-            answer.output
-        );
-    }
-    Ok(())
 }
 
 /// The bridge's ports on devices or files, and its tunnel ports.

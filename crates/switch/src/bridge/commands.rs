@@ -9,7 +9,6 @@ use std::time::Duration;
 use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
-use crate::action::Action;
 use crate::bridge::control::{Request, Response};
 use crate::bridge::group_commands::{self, GROUP_COMMANDS};
 use crate::bridge::link::LinkState;
@@ -25,7 +24,7 @@ use crate::ofctl::flow_parse::{
 };
 use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::RuleSelector;
-use crate::ofproto::state::{Ofproto, check_output_ports};
+use crate::ofproto::state::Ofproto;
 use crate::rule::Rule;
 use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
@@ -145,36 +144,6 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
     // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
     let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
     bridge.edit(|ofproto| apply(ofproto, edit, flow, now))
-}
-
-/// Checks a flow file as `add-flows` would take it on a bridge with `ports`, before there
-/// is one: the switch refuses a bad `--flows` file before it opens a port or a file. A
-/// starting bridge has no groups or meters, so a flow naming one is refused too.
-pub fn check_flows(text: &str, ports: &[u32]) -> Result<(), String> {
-    let rules = parse_flow_lines(text).map_err(|e| e.to_string())?;
-    for (line, r) in &rules {
-        check_output_ports(ports, &r.actions).map_err(|e| format!("line {line}: {e}"))?;
-        match r
-            .actions
-            .iter()
-            .find(|a| matches!(a, Action::Group(_) | Action::Meter(_)))
-        {
-            Some(a @ Action::Group(_)) => {
-                return Err(format!(
-                    "line {line}: {a}: no groups when the switch starts (ctl add-group adds \
-                     one, then ctl add-flow its flows)"
-                ));
-            }
-            Some(a) => {
-                return Err(format!(
-                    "line {line}: {a}: no meters when the switch starts (ctl add-meter adds \
-                     one, then ctl add-flow its flows)"
-                ));
-            }
-            None => {}
-        }
-    }
-    Ok(())
 }
 
 /// A parsed request that reads or changes the rule tables.

@@ -17,6 +17,7 @@ pub mod group_commands;
 pub mod link;
 pub mod meter_commands;
 pub mod metrics;
+pub mod start_tables;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -94,16 +94,25 @@ pub fn parse_flows(text: &str) -> Result<Vec<Rule>, FlowError> {
 
 /// [`parse_flows`], each rule with its line number (from 1), for errors found later.
 pub fn parse_flow_lines(text: &str) -> Result<Vec<(usize, Rule)>, FlowError> {
-    let mut rules = Vec::new();
+    parse_lines(text, parse_rule)
+}
+
+/// A file of one item a line (flows, groups, meters), each with its line number; blank
+/// lines and `#` comments are skipped, and an error names its line.
+pub fn parse_lines<T>(
+    text: &str,
+    parse: impl Fn(&str) -> Result<T, FlowError>,
+) -> Result<Vec<(usize, T)>, FlowError> {
+    let mut items = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let rule = parse_rule(line).map_err(|e| error(format!("line {}: {e}", index + 1)))?;
-        rules.push((index + 1, rule));
+        let item = parse(line).map_err(|e| error(format!("line {}: {e}", index + 1)))?;
+        items.push((index + 1, item));
     }
-    Ok(rules)
+    Ok(items)
 }
 
 /// Parses `mod-flows`' argument: which rules (a [`RuleSelector`]: no `table=` means every table,
