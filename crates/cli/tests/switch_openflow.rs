@@ -897,6 +897,74 @@ fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
     OfFlowMod::for_rule(rule, command, flags).encode(xid)
 }
 
+/// Rules deleted by `ctl` rather than by a controller: the controllers hear of each that
+/// asked (FLOW_REMOVED, as a delete by another controller is told), whether `del-flows`,
+/// `replace-flows` or `del-groups` took it, and of none that did not ask.
+#[test]
+fn ctl_deletes_send_flow_removed() {
+    const SEND_FLOW_REM: u16 = 1;
+    let s = Switched::new("ofd", &["--openflow", "ptcp:"]);
+    let mut c = RawClient::connect(&s.c.ns_m);
+    c.send(&[4, 0, 0, 8, 0, 0, 0, 1]);
+    let add = |c: &mut RawClient, text: &str, flags: u16, xid: u32| {
+        c.send(&flow_mod(text, 0, flags, xid));
+    };
+    add(
+        &mut c,
+        "cookie=0x51,priority=8,tcp,actions=drop",
+        SEND_FLOW_REM,
+        2,
+    );
+    add(&mut c, "cookie=0x52,priority=8,udp,actions=drop", 0, 3);
+    add(
+        &mut c,
+        "cookie=0x53,priority=8,sctp,actions=drop",
+        SEND_FLOW_REM,
+        4,
+    );
+    assert!(c.is_up(), "the adds are in");
+    s.ctl_ok(&["add-group", "group_id=1,type=all,bucket=output:2"]);
+    add(
+        &mut c,
+        "cookie=0x54,priority=9,icmp,actions=group:1",
+        SEND_FLOW_REM,
+        5,
+    );
+    assert!(c.is_up());
+    // (message type, cookie, priority, reason)
+    let removed = |c: &mut RawClient| {
+        let m = c.read();
+        (
+            m[1],
+            u64::from_be_bytes(m[8..16].try_into().unwrap()),
+            u16::from_be_bytes([m[16], m[17]]),
+            m[18],
+        )
+    };
+
+    s.ctl_ok(&["del-flows", "tcp"]);
+    assert_eq!(removed(&mut c), (11, 0x51, 8, 2), "del-flows: DELETE");
+    s.ctl_ok(&["del-groups", "group_id=1"]);
+    assert_eq!(
+        removed(&mut c),
+        (11, 0x54, 9, 3),
+        "del-groups: GROUP_DELETE"
+    );
+    let file = common::ScratchFile::new("ofd.flows");
+    std::fs::write(
+        &*file,
+        "priority=0,actions=normal
+",
+    )
+    .unwrap();
+    assert_eq!(
+        s.ctl_ok(&["replace-flows", &file]).trim(),
+        "0 flows added, 0 changed, 2 deleted, 1 kept"
+    );
+    assert_eq!(removed(&mut c), (11, 0x53, 8, 2), "replace-flows: DELETE");
+    assert!(c.is_up(), "nothing for the udp rule, which did not ask");
+}
+
 #[test]
 fn flow_removed_roles_port_status_and_echo() {
     const SEND_FLOW_REM: u16 = 1;

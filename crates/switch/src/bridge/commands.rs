@@ -13,7 +13,7 @@ use crate::bridge::control::{Request, Response};
 use crate::bridge::group_commands::{self, GROUP_COMMANDS};
 use crate::bridge::link::LinkState;
 use crate::bridge::meter_commands::{self, METER_COMMANDS};
-use crate::bridge::{Bridge, Work};
+use crate::bridge::{Bridge, RemovedReason, Work};
 use crate::dpif::flow_cache::CacheStats;
 use crate::dpif::pmd::{BridgeCounters, PmdSnapshot};
 use crate::dpif::port_links::link_name;
@@ -23,7 +23,7 @@ use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
 use crate::offload::FastPortCounts;
-use crate::ofproto::rule_table::RuleSelector;
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::ofproto::state::Ofproto;
 use crate::rule::Rule;
 use crate::tunnel::TunnelFigures;
@@ -143,7 +143,10 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
     let now = bridge.now();
     // add-flow and mod-flows name their one flow in errors; add-flows' messages name the line.
     let flow = matches!(request.command.as_str(), "add-flow" | "mod-flows").then_some(arg);
-    bridge.edit(|ofproto| apply(ofproto, edit, flow, now))
+    let mut removed = Vec::new();
+    let response = bridge.edit(|ofproto| apply(ofproto, edit, flow, now, &mut removed));
+    bridge.tell_removed(removed, RemovedReason::Delete, now);
+    response
 }
 
 /// A parsed request that reads or changes the rule tables.
@@ -160,9 +163,16 @@ enum Edit {
     Dump(RuleSelector),
 }
 
-/// Applies `edit` under the lock. Adding and replacing are all or nothing: every flow names
-/// known ports, groups and meters, or the table is unchanged.
-fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Response {
+/// Applies `edit` under the lock; the rules it deleted go to `removed`. Adding and
+/// replacing are all or nothing: every flow names known ports, groups and meters, or the
+/// table is unchanged.
+fn apply(
+    dp: &mut Ofproto,
+    edit: Edit,
+    flow: Option<&str>,
+    now: Duration,
+    removed: &mut Vec<InstalledRule>,
+) -> Response {
     // The kernel's counts go to the rules as they are now; before a change, the kernel stops
     // forwarding under them.
     let offload = match edit {
@@ -192,7 +202,8 @@ fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Res
         }
         Edit::Replace(rules) => {
             let rules = rules.into_iter().map(|(_, rule)| rule).collect();
-            let n = dp.tables.replace_all(rules, now);
+            let (n, deleted) = dp.tables.replace_all(rules, now);
+            *removed = deleted;
             Response::ok(format!(
                 "{} flows added, {} changed, {} deleted, {} kept",
                 n.added, n.changed, n.deleted, n.kept
@@ -226,7 +237,7 @@ fn apply(dp: &mut Ofproto, edit: Edit, flow: Option<&str>, now: Duration) -> Res
             }
         }
         Edit::Delete(selector) => {
-            dp.tables.delete(&selector);
+            *removed = dp.tables.delete_taking(&selector);
             Response::ok("")
         }
         Edit::Dump(selector) => Response::ok(dump_flows(&dp.tables, &selector, now).join("\n")),

@@ -2,8 +2,8 @@
 //! `del-groups`, `dump-groups` and `dump-group-stats`, over the same groups as OpenFlow's
 //! GROUP_MOD.
 
-use crate::bridge::Bridge;
 use crate::bridge::control::Response;
+use crate::bridge::{Bridge, RemovedReason};
 use crate::ofctl::group_text::{group_line, group_stats_line, parse_group, parse_group_selector};
 
 /// The group commands, for `--help` and the answer to an unknown command.
@@ -40,8 +40,10 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
                 let _ = dp.flush_offload(now);
                 dp.tables.delete_groups(only)
             });
+            let n = removed.len();
+            bridge.tell_removed(removed, RemovedReason::GroupDelete, now);
             // OpenFlow's rule, which surprises: say so when it happened.
-            Response::ok(match removed.len() {
+            Response::ok(match n {
                 0 => String::new(),
                 n => format!("flows deleted with the group: {n}"),
             })

@@ -2,8 +2,8 @@
 //! `del-meter`, `dump-meters` and `meter-stats`, over the same meters as OpenFlow's
 //! METER_MOD.
 
-use crate::bridge::Bridge;
 use crate::bridge::control::Response;
+use crate::bridge::{Bridge, RemovedReason};
 use crate::ofctl::meter_text::{meter_stats_line, parse_meter, parse_meter_selector};
 
 /// The meter commands, for `--help` and the answer to an unknown command.
@@ -31,8 +31,10 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
                     let _ = dp.flush_offload(now);
                     dp.tables.delete_meters(only)
                 });
+                let n = removed.len();
+                bridge.tell_removed(removed, RemovedReason::Delete, now);
                 // OpenFlow's rule, which surprises: say so when it happened.
-                Response::ok(match removed.len() {
+                Response::ok(match n {
                     0 => String::new(),
                     n => format!("flows deleted with the meter: {n}"),
                 })

@@ -74,8 +74,8 @@ impl From<Job> for Work {
     }
 }
 
-/// Why rules left the tables without a `wirespeed ctl` request (OpenFlow's
-/// `ofp_flow_removed_reason`).
+/// Why rules left the tables (OpenFlow's `ofp_flow_removed_reason`): they timed out, or a
+/// `wirespeed ctl` request deleted them or their group or meter.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum RemovedReason {
     IdleTimeout = 0,
@@ -84,7 +84,8 @@ pub enum RemovedReason {
     GroupDelete = 3,
 }
 
-/// Who hears about what the bridge does by itself: rules timing out, ports changing.
+/// Who hears about what changes the bridge's controllers did not ask for: rules timing out
+/// or deleted by `wirespeed ctl`, ports changing.
 pub trait BridgeEvents: Send {
     fn rules_removed(&mut self, removed: &[(InstalledRule, RemovedReason)], now: Duration);
     /// Port `port`'s interface is now up, down, or gone (for good).
@@ -225,6 +226,18 @@ impl Bridge {
     /// Tells `events` about rules that time out and ports that change from now on.
     pub fn set_events(&mut self, events: Box<dyn BridgeEvents>) {
         self.events = Some(events);
+    }
+
+    /// Tells `events` about rules a `ctl` request deleted, as a controller's delete would
+    /// be told (FLOW_REMOVED to the controllers, for the rules that asked for it).
+    pub fn tell_removed(&mut self, removed: Vec<InstalledRule>, why: RemovedReason, now: Duration) {
+        if let Some(events) = &mut self.events
+            && !removed.is_empty()
+        {
+            let reasons: Vec<(InstalledRule, RemovedReason)> =
+                removed.into_iter().map(|r| (r, why)).collect();
+            events.rules_removed(&reasons, now);
+        }
     }
 
     /// Sends flow records to an IPFIX collector as `config` says (see [`crate::ipfix`]).

@@ -486,8 +486,13 @@ impl RuleTables {
     /// `replace-flows`: the tables hold exactly `rules` afterwards (as ovs-ofctl's
     /// replace-flows leaves them): a rule already there as given is kept with its counters,
     /// one there with other actions, cookie, timeouts or flags is replaced, and a rule the
-    /// list does not name (by table, priority and match) is deleted.
-    pub fn replace_all(&mut self, rules: Vec<Rule>, now: Duration) -> Replaced {
+    /// list does not name (by table, priority and match) is deleted. The counts, and the
+    /// rules deleted (for OpenFlow's FLOW_REMOVED).
+    pub fn replace_all(
+        &mut self,
+        rules: Vec<Rule>,
+        now: Duration,
+    ) -> (Replaced, Vec<InstalledRule>) {
         let named: std::collections::HashSet<RuleId> = rules
             .iter()
             .filter_map(|r| self.find_exact(r.table, &r.flow_match, r.priority))
@@ -501,9 +506,10 @@ impl RuleTables {
             deleted: unnamed.len(),
             ..Replaced::default()
         };
-        for id in unnamed {
-            self.remove(id);
-        }
+        let deleted = unnamed
+            .into_iter()
+            .filter_map(|id| self.remove(id))
+            .collect();
         for rule in rules {
             match self.find_exact(rule.table, &rule.flow_match, rule.priority) {
                 Some(id) if self.get(id).is_some_and(|r| r.rule == rule) => counts.kept += 1,
@@ -517,7 +523,7 @@ impl RuleTables {
                 }
             }
         }
-        counts
+        (counts, deleted)
     }
 
     /// `diff-flows`: how the tables differ from `rules` (by table, priority and match, then
@@ -871,7 +877,7 @@ mod tests {
             "table=1,priority=9,actions=drop",
         ]
         .map(|text| parse_rule(text).unwrap());
-        let counts = tables.replace_all(rules.to_vec(), Duration::from_secs(1));
+        let (counts, deleted) = tables.replace_all(rules.to_vec(), Duration::from_secs(1));
         assert_eq!(
             counts,
             Replaced {
@@ -881,6 +887,7 @@ mod tests {
                 kept: 1
             }
         );
+        assert_eq!(deleted.len(), 1);
         let now: Vec<&Rule> = tables.dump_order().iter().map(|r| &r.rule).collect();
         assert_eq!(now.len(), 4);
         assert!(rules.iter().all(|r| now.contains(&r)), "{now:?}");
@@ -889,7 +896,7 @@ mod tests {
             3,
             "kept, with its counts"
         );
-        let again = tables.replace_all(rules.to_vec(), Duration::from_secs(2));
+        let (again, _) = tables.replace_all(rules.to_vec(), Duration::from_secs(2));
         assert_eq!(again.kept, 4, "{again:?}");
     }
 
