@@ -647,6 +647,47 @@ fn gen_from_a(s: &Switched, count: u32, rate: u32, id: u16) -> Vec<String> {
     .to_vec()
 }
 
+/// `ovs-ofctl dump-tables`: each table's rules, the packets that looked it up and those
+/// that found a rule there, as the datapath's caches count them. 1000 UDP frames go
+/// through table 0 to table 1, which sends them to table 2, where they miss.
+#[test]
+fn ovs_ofctl_dump_tables_counts_lookups_and_matches() {
+    let s = Switched::new("oft", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&["add-flow", "table=0,priority=10,udp,actions=goto_table:1"]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "table=1,priority=10,udp,in_port=1,actions=goto_table:2",
+    ]);
+    let argv = gen_from_a(&s, 1000, 100_000, 5);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    assert_eq!(run_json(&s.c.ns_a, &argv)["packets"], 1000);
+    let text = s.ofctl_ok(&["dump-tables"]);
+    // "  table N:" then "    active=A, lookup=L, matched=M".
+    let table = |n: u8| -> (u64, u64, u64) {
+        let head = format!("table {n}:");
+        let mut lines = text.lines().skip_while(|l| l.trim() != head);
+        let counts = lines.nth(1).unwrap_or_else(|| panic!("{head} in {text}"));
+        let number = |name: &str| {
+            let (_, rest) = counts.split_once(&format!("{name}=")).expect(&text);
+            rest.split(',')
+                .next()
+                .unwrap()
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        (number("active"), number("lookup"), number("matched"))
+    };
+    assert_eq!(table(1), (1, 1000, 1000), "{text}");
+    assert_eq!(table(2), (0, 1000, 0), "{text}");
+    // Table 0 also takes the hosts' own packets (normal): every lookup finds a rule.
+    let (active, lookups, matched) = table(0);
+    assert!(
+        active == 2 && lookups >= 1000 && matched == lookups,
+        "{text}"
+    );
+}
+
 /// `ovs-ofctl --bundle` (ONF's bundles in OpenFlow 1.3): a file's flows staged and committed
 /// as one. A bundle with one flow the switch refuses changes nothing (ovs-ofctl reports that
 /// flow's error, then the commit's MSG_FAILED); replace-flows moves the table to a file's in

@@ -197,6 +197,9 @@ impl FlowCache {
             for &visit in &megaflow.decision.groups {
                 tables.credit_group(visit, packets, bytes);
             }
+            for &table in &megaflow.decision.missed {
+                tables.credit_miss(table, packets);
+            }
         }
     }
 

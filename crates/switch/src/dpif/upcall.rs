@@ -26,6 +26,9 @@ pub struct Decision {
     pub meters: Vec<MeterRef>,
     /// The groups the packets pass through and the buckets they take, to credit theirs.
     pub groups: Vec<GroupVisit>,
+    /// The tables whose lookup found no rule (a table miss), for the tables' counts; those
+    /// that found one are the tables of `rules`.
+    pub missed: Vec<u8>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.
@@ -38,6 +41,8 @@ pub trait Upcall {
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration);
     /// Credits `packets` and `bytes` to a group and the buckets they took (if it is still there).
     fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64);
+    /// Counts `packets` that looked up `table` and found no rule.
+    fn credit_miss(&mut self, table: u8, packets: u64);
     /// Whether `rule` has an idle or hard timeout (or is gone): its counters need every packet.
     fn times_out(&self, rule: RuleId) -> bool;
 }

@@ -73,6 +73,7 @@ const AGE_BATCH: usize = 8192;
 struct Entry {
     rules: Vec<RuleId>,
     groups: Vec<GroupVisit>,
+    missed: Vec<u8>,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
@@ -302,6 +303,7 @@ impl Offload {
                     Entry {
                         rules: decision.rules.clone(),
                         groups: decision.groups.clone(),
+                        missed: decision.missed.clone(),
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -533,6 +535,9 @@ fn credit(
     for &visit in &entry.groups {
         tables.credit_group(visit, packets, bytes);
     }
+    for &table in &entry.missed {
+        tables.credit_miss(table, packets);
+    }
     let rx = ports.entry(entry.in_port).or_default();
     rx.rx_packets += packets;
     rx.rx_bytes += bytes;
@@ -634,6 +639,7 @@ mod tests {
             actions: vec![Action::Output(2)],
             rules: vec![id],
             groups: vec![],
+            missed: vec![],
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
@@ -674,6 +680,7 @@ mod tests {
             actions: vec![Action::Normal],
             rules: vec![],
             groups: vec![],
+            missed: vec![],
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
@@ -711,6 +718,7 @@ mod tests {
                 group: 1,
                 taken: BucketsTaken::One(0),
             }],
+            missed: vec![],
             in_port: 1,
             out_port: 2,
             credited: FlowCounts::default(),

@@ -92,6 +92,16 @@ pub struct RuleTables {
     dead_ports: BTreeSet<u32>,
     /// While a bundle commits: how to take back each change made since it began.
     journal: Option<Vec<Undo>>,
+    /// Each table's lookups and the packets that found a rule there, as the datapath
+    /// credits them (OpenFlow's table statistics).
+    lookups: Vec<TableLookups>,
+}
+
+/// How many packets looked a table up, and how many found a rule.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct TableLookups {
+    pub lookups: u64,
+    pub matched: u64,
 }
 
 /// How to take back one change to the tables. The changes a bundle can hold (rules added,
@@ -123,6 +133,7 @@ impl RuleTables {
     pub fn new() -> RuleTables {
         RuleTables {
             tables: (0..TABLE_COUNT).map(|_| Classifier::default()).collect(),
+            lookups: vec![TableLookups::default(); TABLE_COUNT],
             ..RuleTables::default()
         }
     }
@@ -662,6 +673,24 @@ impl RuleTables {
         if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
             installed.stats.credit(bytes, now);
         }
+    }
+
+    /// Counts `packets` lookups of `table`, that found a rule or not.
+    pub fn count_lookups(&mut self, table: u8, packets: u64, matched: bool) {
+        if let Some(counts) = self.lookups.get_mut(usize::from(table)) {
+            counts.lookups += packets;
+            if matched {
+                counts.matched += packets;
+            }
+        }
+    }
+
+    /// Table `table`'s lookups and matches so far.
+    pub fn table_lookups(&self, table: u8) -> TableLookups {
+        self.lookups
+            .get(usize::from(table))
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Counts `packets` packets of `bytes` in all against the rule (as `credit`).

@@ -63,7 +63,14 @@ impl Upcall for RuleTables {
     }
 
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration) {
+        if let Some(table) = self.get(rule).map(|r| r.rule.table) {
+            self.count_lookups(table, packets, true);
+        }
         self.credit_many(rule, packets, bytes, used);
+    }
+
+    fn credit_miss(&mut self, table: u8, packets: u64) {
+        self.count_lookups(table, packets, false);
     }
 
     fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64) {
@@ -133,6 +140,7 @@ impl<'a> Translation<'a> {
             }
             self.wildcards.or_assign(&examined);
             let Some(id) = found else {
+                self.decision.missed.push(table);
                 return;
             };
             self.decision.rules.push(id);
@@ -351,6 +359,40 @@ mod tests {
             tables.add(parse_rule(text).unwrap(), Duration::ZERO);
         }
         tables
+    }
+
+    /// A miss is noted with its table, so the datapath's counts come back to each table
+    /// looked up: a lookup that found a rule through the rule, one that did not directly.
+    #[test]
+    fn each_table_counts_its_lookups_and_matches() {
+        let mut tables = tables(&[
+            "in_port=1,actions=goto_table:1",
+            "table=1,in_port=2,actions=drop",
+        ]);
+        let through = translate(
+            &tables,
+            &flow(&[(Field::InPort, 1)]),
+            &mut FlowBits::default(),
+        );
+        assert_eq!((through.rules.len(), &through.missed[..]), (1, &[1][..]));
+        let miss = translate(
+            &tables,
+            &flow(&[(Field::InPort, 3)]),
+            &mut FlowBits::default(),
+        );
+        assert_eq!((miss.rules.len(), &miss.missed[..]), (0, &[0][..]));
+
+        let upcall: &mut dyn Upcall = &mut tables;
+        upcall.credit(through.rules[0], 5, 300, Duration::ZERO);
+        for &table in &through.missed {
+            upcall.credit_miss(table, 5);
+        }
+        upcall.credit_miss(miss.missed[0], 2);
+        let counts =
+            |lookups, matched| crate::ofproto::rule_table::TableLookups { lookups, matched };
+        assert_eq!(tables.table_lookups(0), counts(7, 5));
+        assert_eq!(tables.table_lookups(1), counts(5, 0));
+        assert_eq!(tables.table_lookups(2), counts(0, 0));
     }
 
     fn flow(fields: &[(Field, u128)]) -> FlowBits {
@@ -647,7 +689,11 @@ mod tests {
             &flow(&[(Field::InPort, 2)]),
             &mut FlowBits::default(),
         );
-        assert_eq!(decision, Decision::default());
+        let miss = Decision {
+            missed: vec![0],
+            ..Decision::default()
+        };
+        assert_eq!(decision, miss);
     }
 
     #[test]

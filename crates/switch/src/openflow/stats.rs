@@ -40,18 +40,7 @@ pub fn multipart(
                 vec![reply::aggregate_body(packets, bytes, flows)],
             )
         }
-        MultipartRequest::Table => {
-            let mut active = vec![0u32; usize::from(N_TABLES)];
-            for (_, r) in bridge.ofproto().tables.iter() {
-                if let Some(count) = active.get_mut(usize::from(r.rule.table)) {
-                    *count += 1;
-                }
-            }
-            let entries = (0..N_TABLES)
-                .map(|t| reply::table_stats_entry(t, active[usize::from(t)]))
-                .collect();
-            (mp::TABLE, entries)
-        }
+        MultipartRequest::Table => (mp::TABLE, table_stats(bridge)),
         MultipartRequest::PortStats(wanted) => (mp::PORT_STATS, port_stats(bridge, wanted)?),
         MultipartRequest::PortDesc => {
             let mut w = crate::openflow::wire::Writer::default();
@@ -125,6 +114,25 @@ fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>
         entries.push(reply::flow_stats_entry(r, now))
     })?;
     Ok(entries)
+}
+
+/// Each table's rules, lookups and matches (the kernel's counts, with `--offload`, first).
+fn table_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
+    let now = bridge.now();
+    bridge.edit(|dp| {
+        let _ = dp.harvest_offload(now);
+        let mut active = vec![0u32; usize::from(N_TABLES)];
+        for (_, r) in dp.tables.iter() {
+            if let Some(count) = active.get_mut(usize::from(r.rule.table)) {
+                *count += 1;
+            }
+        }
+        (0..N_TABLES)
+            .map(|t| {
+                reply::table_stats_entry(t, active[usize::from(t)], dp.tables.table_lookups(t))
+            })
+            .collect()
+    })
 }
 
 /// Each group's statistics and its buckets' ([`crate::RuleTables::group_usage`]).
