@@ -940,7 +940,7 @@ fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
 
 /// Rules deleted by `ctl` rather than by a controller: the controllers hear of each that
 /// asked (FLOW_REMOVED, as a delete by another controller is told), whether `del-flows`,
-/// `replace-flows` or `del-groups` took it, and of none that did not ask.
+/// `replace-flows`, `del-groups` or `del-meter` took it, and of none that did not ask.
 #[test]
 fn ctl_deletes_send_flow_removed() {
     const SEND_FLOW_REM: u16 = 1;
@@ -971,6 +971,13 @@ fn ctl_deletes_send_flow_removed() {
         SEND_FLOW_REM,
         5,
     );
+    s.ctl_ok(&["add-meter", "meter=1,pktps,bands=type=drop,rate=10"]);
+    add(
+        &mut c,
+        "cookie=0x55,priority=9,arp,actions=meter:1,normal",
+        SEND_FLOW_REM,
+        6,
+    );
     assert!(c.is_up());
     // (message type, cookie, priority, reason)
     let removed = |c: &mut RawClient| {
@@ -991,6 +998,8 @@ fn ctl_deletes_send_flow_removed() {
         (11, 0x54, 9, 3),
         "del-groups: GROUP_DELETE"
     );
+    s.ctl_ok(&["del-meter", "meter=1"]);
+    assert_eq!(removed(&mut c), (11, 0x55, 9, 2), "del-meter: DELETE");
     let file = common::ScratchFile::new("ofd.flows");
     std::fs::write(
         &*file,

@@ -254,6 +254,63 @@ fn ctl_adds_changes_and_deletes_meters() {
     );
 }
 
+/// With `--offload`, the kernel forwards a group's flows after their first packet: its
+/// counts still come back to the group and the bucket taken, and a modify starts them anew
+/// even when the kernel forwarded packets since they were last read.
+#[test]
+fn group_counts_come_back_from_the_offload() {
+    let groups = write_flows(
+        "sgo-groups",
+        "group_id=1,type=indirect,bucket=output:2\n\
+         group_id=2,type=select,bucket=weight:0,output:2,bucket=output:1\n",
+    );
+    let flows = write_flows(
+        "sgo-flows",
+        "priority=50,in_port=1,icmp,actions=group:1\npriority=50,in_port=2,icmp,actions=group:2\n",
+    );
+    let s = Switched::new(
+        "sgo",
+        &["--offload", "--groups", &groups, "--flows", &flows],
+    );
+    // The hosts' veths take the kernel's XDP redirects only with NAPI on: GRO on.
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        common::must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+    let stats = |s: &Switched| -> Vec<String> {
+        let lines: Vec<String> = s
+            .ctl_ok(&["dump-group-stats"])
+            .lines()
+            .map(String::from)
+            .collect();
+        without_duration(&lines)
+    };
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    // Modified before any read: what the kernel forwarded is the old group's.
+    s.ctl_ok(&["mod-group", "group_id=1,type=indirect,bucket=output:2"]);
+    assert_eq!(
+        stats(&s),
+        [
+            "group_id=1,ref_count=1,packet_count=0,byte_count=0,\
+             bucket0:packet_count=0,byte_count=0",
+            "group_id=2,ref_count=1,packet_count=3,byte_count=294,\
+             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=3,byte_count=294",
+        ]
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(
+        stats(&s),
+        [
+            "group_id=1,ref_count=1,packet_count=2,byte_count=196,\
+             bucket0:packet_count=2,byte_count=196",
+            "group_id=2,ref_count=1,packet_count=5,byte_count=490,\
+             bucket0:packet_count=0,byte_count=0,bucket1:packet_count=5,byte_count=490",
+        ]
+    );
+    // The kernel carried the requests but each ping's first (each ping is its own flow).
+    let ports = s.ctl_ok(&["dump-ports", "1"]);
+    assert!(ports.contains("fast path: rx pkts=3,"), "{ports}");
+}
+
 /// `switch --meters FILE --groups FILE --flows FILE`: a switch that starts with its groups
 /// and meters, and flows that use them, forwarding and counting from the first packet; a
 /// file the bridge would refuse stops the start before anything is opened, naming the file

@@ -183,8 +183,9 @@ impl FlowCache {
         self.megaflows.credit_with_plan(id, bytes, now)
     }
 
-    /// Credits the rules (and groups) behind each megaflow with its packets since the last harvest. Call
-    /// with the tables the megaflows were made from (before a change to them).
+    /// Credits each megaflow's packets since the last harvest to what it was made from: its
+    /// rules, the groups and buckets it passes, and the tables it looked up. Call with the
+    /// tables the megaflows were made from (before a change to them).
     pub fn harvest(&mut self, tables: &mut dyn Upcall) {
         for megaflow in self.megaflows.iter_mut() {
             let (packets, bytes) = megaflow.take_uncredited();

@@ -37,7 +37,8 @@ pub trait Upcall {
     fn translate(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
     /// Changes with every change to the rules: a cache made before it is stale.
     fn generation(&self) -> u64;
-    /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still there).
+    /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still
+    /// there), and a lookup that found it to its table.
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration);
     /// Credits `packets` and `bytes` to a group and the buckets they took (if it is still there).
     fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64);

@@ -102,8 +102,9 @@ impl Ofproto {
 
     /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
     /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
-    /// output to ports the bridge has. The offloaded flows go first (they may have been made
-    /// from the group as it was). Nothing changes when it is refused.
+    /// output to ports the bridge has. The offloaded flows go first, their counts credited
+    /// to the group as it was (a modify starts the new one's from zero, and they may have
+    /// been made from the old buckets). The tables do not change when it is refused.
     pub fn set_group(
         &mut self,
         group: Group,
@@ -115,9 +116,8 @@ impl Ofproto {
             check_output_ports(&self.ports, &bucket.actions)
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
-        self.tables.set_group(group, replace, now)?;
         let _ = self.flush_offload(now);
-        Ok(())
+        self.tables.set_group(group, replace, now)
     }
 
     /// Credits what the kernel's fast path forwarded since the last call to the rules and

@@ -527,10 +527,12 @@ mod tests {
                 crate::group::Group {
                     id: 1,
                     kind: GroupType::Select,
+                    // The bucket of weight 0 first: a visit names a bucket by its place
+                    // among all of them, not among those that can be chosen.
                     buckets: vec![
+                        bucket("output:5", 0, None),
                         bucket("output:3", 1, None),
                         bucket("output:4", 1, None),
-                        bucket("output:5", 0, None),
                     ],
                 },
                 false,
@@ -558,7 +560,7 @@ mod tests {
             let decision = translate(&tables, &packet, &mut wildcards);
             let first = decision.actions;
             let bucket = match first[..] {
-                [Action::Output(port)] => port - 3,
+                [Action::Output(port)] => port - 2,
                 _ => panic!("one bucket's output: {first:?}"),
             };
             assert_eq!(decision.groups, [visit(1, BucketsTaken::One(bucket))]);
