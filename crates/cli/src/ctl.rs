@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wirespeed_switch::{DEFAULT_CTL, Request, STRICT, STRICT_COMMANDS};
+use wirespeed_switch::{DEFAULT_CTL, JSON, JSON_COMMANDS, Request, STRICT, STRICT_COMMANDS};
 
 /// Options of `wirespeed ctl`.
 #[derive(Debug, Args)]
@@ -31,6 +31,7 @@ cookie=VALUE sets a new one. priority= selects only with --strict.\n\nExamples:\
 wirespeed ctl add-flow 'cookie=0x7,priority=100,icmp,actions=drop'\n  wirespeed ctl del-flows icmp\n  \
 wirespeed ctl del-flows cookie=0x7/-1\n  wirespeed ctl --strict del-flows priority=100,icmp\n  \
 wirespeed ctl dump-flows\n  wirespeed ctl dump-flows table=1\n  \
+wirespeed ctl --json dump-flows icmp | jq '.[].n_packets'\n  \
 wirespeed ctl diff-flows switch.flows || wirespeed ctl replace-flows switch.flows\n  \
 wirespeed ctl add-meter meter=1,pktps,burst,stats,bands=type=drop,rate=1000,burst_size=100\n  \
 wirespeed ctl add-flow 'in_port=1,actions=meter:1,output:2'\n  wirespeed ctl meter-stats\n  \
@@ -45,6 +46,10 @@ pub struct CtlArgs {
     /// priority.
     #[arg(long)]
     pub strict: bool,
+    /// dump-flows, dump-ports, dump-group-stats: answer in JSON, for scripts (dump-ports:
+    /// the object `switch --json` prints at exit).
+    #[arg(long)]
+    pub json: bool,
     /// The command (see below).
     pub command: String,
     /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows,
@@ -92,6 +97,16 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             );
         }
         request.args.push(STRICT.to_string());
+    }
+    if args.json {
+        if !JSON_COMMANDS.contains(&request.command.as_str()) {
+            bail!(
+                "--json is for {} only, not {}",
+                JSON_COMMANDS.join(", "),
+                request.command
+            );
+        }
+        request.args.push(JSON.to_string());
     }
     let answer = wirespeed_switch::bridge::control::request(&args.ctl, &request)?;
     if !answer.ok {

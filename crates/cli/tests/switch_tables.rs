@@ -703,3 +703,63 @@ fn the_control_socket_is_the_switch_users_alone() {
         "{err}"
     );
 }
+
+/// `ctl --json`, for scripts: dump-flows, dump-group-stats and dump-ports answer one JSON
+/// value each, with the counts the text shows; other commands refuse it, saying which take it.
+#[test]
+fn ctl_answers_in_json_for_scripts() {
+    let s = Switched::new("sj", &[]);
+    s.ctl_ok(&["add-group", "group_id=1,type=select,bucket=output:2"]);
+    s.ctl_ok(&[
+        "add-flow",
+        "cookie=0x2a,priority=50,in_port=1,icmp,actions=group:1",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut argv = vec!["--json"];
+        argv.extend_from_slice(args);
+        let out = s.ctl_ok(&argv);
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+
+    let mut flows = json(&["dump-flows", "icmp"]);
+    assert!(flows[0]["duration"].as_f64().is_some(), "{flows}");
+    flows[0]["duration"] = serde_json::Value::Null;
+    assert_eq!(
+        flows,
+        serde_json::json!([{
+            "table": 0, "priority": 50, "cookie": "0x2a", "match": "icmp,in_port=1",
+            "actions": "group:1", "n_packets": 3, "n_bytes": 294, "duration": null,
+            "idle_timeout": 0, "hard_timeout": 0,
+        }])
+    );
+
+    let mut groups = json(&["dump-group-stats", "group_id=1"]);
+    groups[0]["duration"] = serde_json::Value::Null;
+    assert_eq!(
+        groups,
+        serde_json::json!([{
+            "group_id": 1, "type": "select", "duration": null, "ref_count": 1,
+            "packet_count": 3, "byte_count": 294,
+            "buckets": [{ "packet_count": 3, "byte_count": 294 }],
+        }])
+    );
+
+    // One port's part of the exit summary: the echo requests came in on port 1 (with the
+    // hosts' own packets beside them).
+    let ports = json(&["dump-ports", "1"]);
+    let port = &ports["ports"];
+    assert_eq!(port.as_array().map(Vec::len), Some(1), "{ports}");
+    assert_eq!(
+        (&port[0]["port"], &port[0]["link"]),
+        (&1.into(), &"up".into())
+    );
+    assert!(port[0]["rx_packets"].as_u64() >= Some(3), "{ports}");
+
+    let out = s.ctl(&["--json", "show"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "wirespeed: error: --json is for dump-flows, dump-ports, dump-group-stats only, not show"
+    );
+}

@@ -71,6 +71,7 @@ pub mod tunnel;
 pub use action::Action;
 pub use bridge::commands::{STRICT, STRICT_COMMANDS};
 pub use bridge::control::{ControlError, ControlServer, DEFAULT_CTL, Job, Request, Response};
+pub use bridge::ctl_json::{JSON, JSON_COMMANDS};
 pub use bridge::{Bridge, BridgeEvents, RemovedReason, Work};
 pub use classifier::RuleId;
 pub use dpif::flow_cache::{CacheStats, FlowCache};

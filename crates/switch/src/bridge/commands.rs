@@ -10,6 +10,7 @@ use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortError, PortSpec, PortStats};
 
 use crate::bridge::control::{Request, Response};
+use crate::bridge::ctl_json::{self, JSON, JSON_COMMANDS};
 use crate::bridge::group_commands::{self, GROUP_COMMANDS};
 use crate::bridge::link::LinkState;
 use crate::bridge::meter_commands::{self, METER_COMMANDS};
@@ -22,6 +23,7 @@ use crate::ofctl::flow_format::{MegaflowLine, RuleDisplay, dump_flows};
 use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
+use crate::ofctl::group_text::parse_group_selector;
 use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::ofproto::state::Ofproto;
@@ -77,7 +79,9 @@ fn clip_long_words(text: &str) -> String {
 
 fn run(bridge: &mut Bridge, request: &Request) -> Response {
     let arg = request.args.first().map(String::as_str).unwrap_or("");
-    let strict = request.args.get(1).is_some_and(|a| a == STRICT);
+    let flags = request.args.get(1..).unwrap_or_default();
+    let strict = flags.iter().any(|a| a == STRICT);
+    let json = flags.iter().any(|a| a == JSON);
     let command = request.command.as_str();
     if strict && !STRICT_COMMANDS.contains(&command) {
         return Response::error(format!(
@@ -85,14 +89,30 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             STRICT_COMMANDS.join(", ")
         ));
     }
+    if json && !JSON_COMMANDS.contains(&command) {
+        return Response::error(format!("{JSON} is for {} only", JSON_COMMANDS.join(", ")));
+    }
     let edit = match command {
         "show" | "dump-cache" | "fdb-show" | "metrics" if !arg.is_empty() => {
             return Response::error(format!("{command} takes no argument (got '{arg}')"));
         }
         "dump-ports" => {
             return match port_selector(bridge, arg) {
+                Ok(only) if json => Response::ok(ctl_json::ports(bridge, only).to_string()),
                 Ok(only) => Response::ok(dump_ports(bridge, only)),
                 Err(e) => Response::error(e),
+            };
+        }
+        "dump-flows" if json => {
+            return match parse_selector(arg, command, strict) {
+                Ok(selector) => Response::ok(ctl_json::flows(bridge, &selector).to_string()),
+                Err(e) => Response::error(format!("{arg}: {e}")),
+            };
+        }
+        "dump-group-stats" if json => {
+            return match parse_group_selector(arg) {
+                Ok(only) => Response::ok(ctl_json::group_stats(bridge, only).to_string()),
+                Err(e) => Response::error(format!("{arg}: {e}")),
             };
         }
         "show" => return Response::ok(show(bridge)),

@@ -13,11 +13,13 @@
 
 pub mod commands;
 pub mod control;
+pub mod ctl_json;
 pub mod group_commands;
 pub mod link;
 pub mod meter_commands;
 pub mod metrics;
 pub mod start_tables;
+pub mod summary;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
