@@ -13,6 +13,28 @@ fn write_flows(tag: &str, text: &str) -> ScratchFile {
     path
 }
 
+/// Starts a second switch on `s`'s ports with control socket `ctl` and `extra`, expected to
+/// refuse before it opens them: what it printed and how it ended.
+fn start_beside(s: &Switched, ctl: &str, extra: &[&str]) -> std::process::Output {
+    let (ma, mb) = (format!("1=xdp:{}", s.c.ma), format!("2=xdp:{}", s.c.mb));
+    let mut argv = vec![
+        "ip",
+        "netns",
+        "exec",
+        &s.c.ns_m,
+        common::wirespeed(),
+        "switch",
+        "--port",
+        &ma,
+        "--port",
+        &mb,
+        "--ctl",
+        ctl,
+    ];
+    argv.extend_from_slice(extra);
+    common::sh(&argv)
+}
+
 /// dump-flows' rules without their duration and counters, which move.
 fn flows_of(s: &Switched) -> Vec<String> {
     s.ctl_ok(&["dump-flows"])
@@ -224,24 +246,8 @@ fn ctl_adds_changes_and_deletes_meters() {
     assert_eq!(s.ctl_ok(&["dump-meters"]).trim(), "");
 
     let with_meter = write_flows("sm", "priority=50,udp,actions=meter:1,output:2\n");
-    let (ma, mb) = (format!("1=xdp:{}", s.c.ma), format!("2=xdp:{}", s.c.mb));
     let ctl = ScratchFile::new("sm-refused.sock");
-    let out = common::sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &s.c.ns_m,
-        common::wirespeed(),
-        "switch",
-        "--port",
-        &ma,
-        "--port",
-        &mb,
-        "--ctl",
-        &ctl,
-        "--flows",
-        &with_meter,
-    ]);
+    let out = start_beside(&s, &ctl, &["--flows", &with_meter]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
@@ -319,21 +325,16 @@ fn group_counts_come_back_from_the_offload() {
 fn groups_and_meters_from_files_at_start() {
     let meters = write_flows(
         "sgm-meters",
-        "# ping's budget
-meter=1,pktps,bands=type=drop,rate=1000
-",
+        "# ping's budget\nmeter=1,pktps,bands=type=drop,rate=1000\n",
     );
     let groups = write_flows(
         "sgm-groups",
-        "group_id=1,type=select,bucket=output:2
-group_id=2,type=all,bucket=output:1
-",
+        "group_id=1,type=select,bucket=output:2\ngroup_id=2,type=all,bucket=output:1\n",
     );
     let flows = write_flows(
         "sgm-flows",
-        "priority=50,in_port=1,icmp,actions=meter:1,group:1
-         priority=50,in_port=2,icmp,actions=group:2
-",
+        "priority=50,in_port=1,icmp,actions=meter:1,group:1\n\
+         priority=50,in_port=2,icmp,actions=group:2\n",
     );
     let s = Switched::new(
         "sgm",
@@ -368,20 +369,11 @@ group_id=2,type=all,bucket=output:1
     );
 
     // Refused starts: the flag, the file, the line and why; no control socket is left.
-    let (ma, mb) = (format!("1=xdp:{}", s.c.ma), format!("2=xdp:{}", s.c.mb));
     let bad_port = write_flows(
         "sgm-bad-port",
-        "group_id=1,type=all,bucket=output:1
-group_id=2,type=all,bucket=output:9
-",
+        "group_id=1,type=all,bucket=output:1\ngroup_id=2,type=all,bucket=output:9\n",
     );
-    let twice = write_flows(
-        "sgm-twice",
-        "meter=1,pktps
-#
-meter=1,kbps
-",
-    );
+    let twice = write_flows("sgm-twice", "meter=1,pktps\n#\nmeter=1,kbps\n");
     for (flag, file, why) in [
         (
             "--groups",
@@ -391,22 +383,7 @@ meter=1,kbps
         ("--meters", &twice, "line 3: meter 1 is given twice"),
     ] {
         let ctl = ScratchFile::new("sgm-refused.sock");
-        let out = common::sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &s.c.ns_m,
-            common::wirespeed(),
-            "switch",
-            "--port",
-            &ma,
-            "--port",
-            &mb,
-            "--ctl",
-            &ctl,
-            flag,
-            file,
-        ]);
+        let out = start_beside(&s, &ctl, &[flag, file]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(
