@@ -47,7 +47,7 @@ pub struct CtlArgs {
     #[arg(long)]
     pub strict: bool,
     /// dump-flows, dump-ports, dump-group-stats: answer in JSON, for scripts (dump-ports:
-    /// the object `switch --json` prints at exit).
+    /// the object `switch --json` prints at exit, less its OpenFlow and IPFIX parts).
     #[arg(long)]
     pub json: bool,
     /// The command (see below).

@@ -105,7 +105,10 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         }
         "dump-flows" if json => {
             return match parse_selector(arg, command, strict) {
-                Ok(selector) => Response::ok(ctl_json::flows(bridge, &selector).to_string()),
+                Ok(selector) => match ctl_json::flows(bridge, &selector) {
+                    Ok(flows) => Response::ok(flows.to_string()),
+                    Err(e) => Response::error(e),
+                },
                 Err(e) => Response::error(format!("{arg}: {e}")),
             };
         }

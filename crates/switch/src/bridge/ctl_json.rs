@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::action::ActionList;
 use crate::bridge::Bridge;
 use crate::bridge::summary::summary_json;
-use crate::ofctl::flow_format::MatchDisplay;
+use crate::ofctl::flow_format::{MatchDisplay, dumped_rules};
 use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 
 /// The commands that answer `--json`.
@@ -19,21 +19,20 @@ pub const JSON_COMMANDS: [&str; 3] = ["dump-flows", "dump-ports", "dump-group-st
 /// The request argument that asks for JSON.
 pub const JSON: &str = "--json";
 
-/// `dump-flows --json`: the rules `selector` picks, by table then best first.
-pub fn flows(bridge: &mut Bridge, selector: &RuleSelector) -> Value {
+/// `dump-flows --json`: the rules `selector` picks, by table then best first; as the text,
+/// an error if the kernel's counts cannot be read.
+pub fn flows(bridge: &mut Bridge, selector: &RuleSelector) -> Result<Value, String> {
     let now = bridge.now();
     bridge.edit(|dp| {
-        // A failed harvest shows the counts of the last one that worked, as the text does.
-        let _ = dp.harvest_offload(now);
-        flows_of(&dp.tables, selector, now)
+        dp.harvest_offload(now)
+            .map_err(|e| format!("offload: {e}"))?;
+        Ok(flows_of(&dp.tables, selector, now))
     })
 }
 
 fn flows_of(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Value {
-    let rules: Vec<Value> = tables
-        .dump_order()
+    let rules: Vec<Value> = dumped_rules(tables, selector)
         .into_iter()
-        .filter(|installed| selector.selects(&installed.rule))
         .map(|installed| {
             let (rule, stats) = (&installed.rule, &installed.stats);
             json!({
@@ -53,8 +52,9 @@ fn flows_of(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Valu
     Value::Array(rules)
 }
 
-/// `dump-ports --json`: the summary `switch --json` prints at exit, now; with `only`, its
-/// ports and tunnels are that one port.
+/// `dump-ports --json`: the summary `switch --json` prints at exit (less its OpenFlow and
+/// IPFIX parts), now; with `only`, its `ports` and `tunnels` hold that one port alone (the
+/// bridge's own counts stay the bridge's).
 pub fn ports(bridge: &mut Bridge, only: Option<u32>) -> Value {
     let snapshots = bridge.snapshots();
     let mut summary = summary_json(bridge, &snapshots);
@@ -72,6 +72,7 @@ pub fn ports(bridge: &mut Bridge, only: Option<u32>) -> Value {
 pub fn group_stats(bridge: &mut Bridge, only: Option<u32>) -> Value {
     let now = bridge.now();
     bridge.edit(|dp| {
+        // A failed harvest shows the counts of the last one that worked, as the text does.
         let _ = dp.harvest_offload(now);
         let groups: Vec<Value> = dp
             .tables

@@ -11,7 +11,7 @@ use crate::dpif::megaflow::Megaflow;
 use crate::field::{Field, ValueFormat};
 use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
-use crate::ofproto::rule_table::{RuleSelector, RuleTables};
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
 
 /// The order `dump-flows` prints fields in after the shorthand, the tunnel's, metadata,
@@ -240,13 +240,18 @@ impl fmt::Display for MegaflowLine<'_> {
     }
 }
 
+/// The rules `dump-flows` shows: those `selector` picks, by table then best first.
+pub fn dumped_rules<'a>(tables: &'a RuleTables, selector: &RuleSelector) -> Vec<&'a InstalledRule> {
+    let mut rules = tables.dump_order();
+    rules.retain(|installed| selector.selects(&installed.rule));
+    rules
+}
+
 /// `dump-flows`: one line per rule `selector` picks, by table then best first; `now` on the
 /// clock the rules were installed with.
 pub fn dump_flows(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Vec<String> {
-    tables
-        .dump_order()
+    dumped_rules(tables, selector)
         .into_iter()
-        .filter(|installed| selector.selects(&installed.rule))
         .map(|installed| {
             DumpLine {
                 rule: &installed.rule,

@@ -252,6 +252,18 @@ impl RuleTables {
             .map_or(Duration::ZERO, |g| now.saturating_sub(g.added))
     }
 
+    /// Whether [`Self::set_group`] would take `group`: well formed, and added if new (and
+    /// room is left) or replacing one there.
+    pub fn check_group(&self, group: &Group, replace: bool) -> Result<(), GroupError> {
+        group.check()?;
+        match (self.groups.contains_key(&group.id), replace) {
+            (true, false) => Err(GroupError::Exists),
+            (false, true) => Err(GroupError::Unknown),
+            (false, false) if self.groups.len() >= MAX_GROUPS => Err(GroupError::TooMany),
+            _ => Ok(()),
+        }
+    }
+
     /// Installs a group (`replace`: replaces one; OpenFlow's GROUP_MOD add and modify). The
     /// bridge's ports are not checked here: [`crate::Ofproto::set_group`] does that.
     pub fn set_group(
@@ -260,14 +272,8 @@ impl RuleTables {
         replace: bool,
         now: Duration,
     ) -> Result<(), GroupError> {
-        group.check()?;
-        let added = match (self.groups.get(&group.id), replace) {
-            (Some(_), false) => return Err(GroupError::Exists),
-            (None, true) => return Err(GroupError::Unknown),
-            (None, false) if self.groups.len() >= MAX_GROUPS => return Err(GroupError::TooMany),
-            (Some(installed), true) => installed.added,
-            (None, false) => now,
-        };
+        self.check_group(&group, replace)?;
+        let added = self.groups.get(&group.id).map_or(now, |g| g.added);
         let id = group.id;
         let counts = GroupCounts::new(group.buckets.len());
         let installed = InstalledGroup {

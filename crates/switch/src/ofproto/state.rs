@@ -104,7 +104,7 @@ impl Ofproto {
     /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
     /// output to ports the bridge has. The offloaded flows go first, their counts credited
     /// to the group as it was (a modify starts the new one's from zero, and they may have
-    /// been made from the old buckets). The tables do not change when it is refused.
+    /// been made from the old buckets). Nothing changes when it is refused.
     pub fn set_group(
         &mut self,
         group: Group,
@@ -116,6 +116,7 @@ impl Ofproto {
             check_output_ports(&self.ports, &bucket.actions)
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
+        self.tables.check_group(&group, replace)?;
         let _ = self.flush_offload(now);
         self.tables.set_group(group, replace, now)
     }
