@@ -15,7 +15,9 @@ FILE (the tables then hold exactly the file's flows: those already there as writ
 counters, others are replaced, added or deleted, all in one change), diff-flows FILE (-RULE for \
 each flow only the switch has, or holds otherwise; +RULE for each of the file's it lacks; exit \
 status 2 when they differ, as ovs-ofctl's), mod-flows FLOW, \
-del-flows [MATCH], dump-flows [MATCH], dump-ports [PORT], show, dump-cache, fdb-show (the \
+del-flows [MATCH], dump-flows [MATCH], dump-tables (each table's rules, and the packets that \
+looked it up and found a rule there; tables with neither are left out), dump-ports [PORT], \
+show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
 Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
 flows that use it too, as OpenFlow says), dump-meters, meter-stats, add-group GROUP, mod-group \
@@ -46,7 +48,7 @@ pub struct CtlArgs {
     /// priority.
     #[arg(long)]
     pub strict: bool,
-    /// dump-flows, dump-ports, dump-group-stats: answer in JSON, for scripts (dump-ports:
+    /// dump-flows, dump-tables, dump-ports, dump-group-stats: answer in JSON, for scripts (dump-ports:
     /// the object `switch --json` prints at exit, less its OpenFlow and IPFIX parts).
     #[arg(long)]
     pub json: bool,

@@ -737,6 +737,49 @@ fn ctl_answers_in_json_for_scripts() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "wirespeed: error: --json is for dump-flows, dump-ports, dump-group-stats only, not show"
+        "wirespeed: error: --json is for dump-flows, dump-tables, dump-ports, dump-group-stats only, \
+         not show"
     );
+}
+
+/// `ctl dump-tables`: each table's rules, the packets that looked it up and those that found
+/// a rule there. ICMP goes on to table 1, which sends the echo requests to B and has no rule
+/// for the replies: three of its six lookups match. Tables with neither rules nor lookups
+/// are left out.
+#[test]
+fn ctl_dump_tables_counts_each_tables_lookups() {
+    let s = Switched::new("sdt", &[]);
+    s.ctl_ok(&["add-flow", "priority=10,icmp,actions=goto_table:1"]);
+    s.ctl_ok(&[
+        "add-flow",
+        "table=1,priority=10,in_port=1,icmp,actions=output:2",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 0, "the replies miss");
+    let text = s.ctl_ok(&["dump-tables"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        (lines.len(), lines[0], lines[1]),
+        (5, "OFPST_TABLE reply:", "  table 0:")
+    );
+    // Table 0 also takes the hosts' own packets (normal): every lookup finds a rule.
+    let (lookups, matched) = lines[2]
+        .strip_prefix("    active=2, lookup=")
+        .and_then(|rest| rest.split_once(", matched="))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        lookups == matched && lookups.parse::<u64>().unwrap() >= 6,
+        "{text}"
+    );
+    assert_eq!(
+        lines[3..],
+        ["  table 1:", "    active=1, lookup=6, matched=3"]
+    );
+    let out = s.ctl_ok(&["--json", "dump-tables"]);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        json[1],
+        serde_json::json!({ "table": 1, "active": 1, "lookup": 6, "matched": 3 }),
+        "{json}"
+    );
+    assert_eq!(json.as_array().map(Vec::len), Some(2), "{json}");
 }

@@ -25,7 +25,7 @@ use crate::ofctl::flow_parse::{
 };
 use crate::ofctl::group_text::parse_group_selector;
 use crate::offload::FastPortCounts;
-use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector, TableStats};
 use crate::ofproto::state::Ofproto;
 use crate::rule::Rule;
 use crate::tunnel::TunnelFigures;
@@ -33,8 +33,8 @@ use wirespeed_port::LinkState as Link;
 
 /// The commands, for `--help` and for the answer to an unknown one.
 pub const COMMANDS: &str = "add-flow FLOW, add-flows FILE, replace-flows FILE, diff-flows FILE, \
-                            mod-flows FLOW, del-flows [MATCH], dump-flows [MATCH], dump-ports, \
-                            show, dump-cache, fdb-show, metrics";
+                            mod-flows FLOW, del-flows [MATCH], dump-flows [MATCH], dump-tables, \
+                            dump-ports, show, dump-cache, fdb-show, metrics";
 
 /// The commands that take `--strict` (a request's second argument): the match selects rules
 /// with exactly that match and priority, as ovs-ofctl's mod-flows and del-flows do (a strict
@@ -93,7 +93,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         return Response::error(format!("{JSON} is for {} only", JSON_COMMANDS.join(", ")));
     }
     let edit = match command {
-        "show" | "dump-cache" | "fdb-show" | "metrics" if !arg.is_empty() => {
+        "show" | "dump-cache" | "fdb-show" | "metrics" | "dump-tables" if !arg.is_empty() => {
             return Response::error(format!("{command} takes no argument (got '{arg}')"));
         }
         "dump-ports" => {
@@ -102,6 +102,13 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
                 Ok(only) => Response::ok(dump_ports(bridge, only)),
                 Err(e) => Response::error(e),
             };
+        }
+        "dump-tables" => {
+            let tables = shown_tables(bridge);
+            return Response::ok(match json {
+                true => ctl_json::tables(&tables).to_string(),
+                false => dump_tables(&tables),
+            });
         }
         "dump-flows" if json => {
             return match parse_selector(arg, command, strict) {
@@ -265,6 +272,32 @@ fn apply(
         }
         Edit::Dump(selector) => Response::ok(dump_flows(&dp.tables, &selector, now).join("\n")),
     }
+}
+
+/// The tables `dump-tables` shows, their counts up to date: table 0, and each other table
+/// that has rules or was looked up.
+fn shown_tables(bridge: &mut Bridge) -> Vec<TableStats> {
+    let now = bridge.now();
+    bridge.edit(|dp| {
+        // A failed harvest shows the counts of the last one that worked, as dump-ports does.
+        let _ = dp.harvest_offload(now);
+        let mut tables = dp.tables.table_stats();
+        tables.retain(|t| t.table == 0 || t.active > 0 || t.counts.lookups > 0);
+        tables
+    })
+}
+
+/// `dump-tables` in ovs-ofctl's shape, the tables with neither rules nor lookups left out.
+fn dump_tables(tables: &[TableStats]) -> String {
+    let mut out = "OFPST_TABLE reply:".to_string();
+    for t in tables {
+        let _ = write!(
+            out,
+            "\n  table {}:\n    active={}, lookup={}, matched={}",
+            t.table, t.active, t.counts.lookups, t.counts.matched
+        );
+    }
+    out
 }
 
 /// Each port's counters summed over the poll-mode threads, and the bridge's.

@@ -1,7 +1,8 @@
-//! `wirespeed ctl --json`: what `dump-flows`, `dump-ports` and `dump-group-stats` show, as
-//! one JSON value each, for scripts. The counts are the same as the text's (the kernel's
-//! fast path harvested first); matches and actions stay in ovs-ofctl's syntax, and cookies
-//! are hex strings, as a 64-bit number does not survive every JSON reader.
+//! `wirespeed ctl --json`: what `dump-flows`, `dump-tables`, `dump-ports` and
+//! `dump-group-stats` show, as one JSON value each, for scripts. The counts are the same as
+//! the text's (the kernel's fast path harvested first); matches and actions stay in
+//! ovs-ofctl's syntax, and cookies are hex strings, as a 64-bit number does not survive
+//! every JSON reader.
 
 use core::time::Duration;
 
@@ -11,10 +12,15 @@ use crate::action::ActionList;
 use crate::bridge::Bridge;
 use crate::bridge::summary::summary_json;
 use crate::ofctl::flow_format::{MatchDisplay, dumped_rules};
-use crate::ofproto::rule_table::{RuleSelector, RuleTables};
+use crate::ofproto::rule_table::{RuleSelector, RuleTables, TableStats};
 
 /// The commands that answer `--json`.
-pub const JSON_COMMANDS: [&str; 3] = ["dump-flows", "dump-ports", "dump-group-stats"];
+pub const JSON_COMMANDS: [&str; 4] = [
+    "dump-flows",
+    "dump-tables",
+    "dump-ports",
+    "dump-group-stats",
+];
 
 /// The request argument that asks for JSON.
 pub const JSON: &str = "--json";
@@ -50,6 +56,19 @@ fn flows_of(tables: &RuleTables, selector: &RuleSelector, now: Duration) -> Valu
         })
         .collect();
     Value::Array(rules)
+}
+
+/// `dump-tables --json`: each table shown, its rules, lookups and matches.
+pub fn tables(tables: &[TableStats]) -> Value {
+    tables
+        .iter()
+        .map(|t| {
+            json!({
+                "table": t.table, "active": t.active,
+                "lookup": t.counts.lookups, "matched": t.counts.matched,
+            })
+        })
+        .collect()
 }
 
 /// `dump-ports --json`: the summary `switch --json` prints at exit (less its OpenFlow and

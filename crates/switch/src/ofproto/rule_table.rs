@@ -97,6 +97,14 @@ pub struct RuleTables {
     lookups: Vec<TableLookups>,
 }
 
+/// A table's statistics: its rules, and what looked it up.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct TableStats {
+    pub table: u8,
+    pub active: u32,
+    pub counts: TableLookups,
+}
+
 /// How many packets looked a table up, and how many found a rule.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub struct TableLookups {
@@ -689,6 +697,21 @@ impl RuleTables {
                 counts.matched += packets;
             }
         }
+    }
+
+    /// Each table's rules, lookups and matches, table 0 first (OpenFlow's table statistics).
+    pub fn table_stats(&self) -> Vec<TableStats> {
+        let mut stats: Vec<TableStats> = (0..TABLE_COUNT)
+            .map(|t| TableStats {
+                table: t as u8,
+                active: 0,
+                counts: self.lookups[t],
+            })
+            .collect();
+        for installed in self.rules.iter().flatten() {
+            stats[usize::from(installed.rule.table)].active += 1;
+        }
+        stats
     }
 
     /// Table `table`'s lookups and matches so far.

@@ -4,7 +4,7 @@
 use core::time::Duration;
 
 use crate::group::{Group, GroupUsage, MAX_GROUPS};
-use crate::ofproto::rule_table::{InstalledRule, TableLookups};
+use crate::ofproto::rule_table::{InstalledRule, TableStats};
 use crate::openflow::actions::write_instructions;
 use crate::openflow::message::{AsyncConfig, write_buckets};
 use crate::openflow::oxm::{write_in_port_match, write_match};
@@ -173,10 +173,10 @@ pub fn aggregate_body(packets: u64, bytes: u64, flows: u32) -> Vec<u8> {
 }
 
 /// A table's statistics: its rules, and the packets that looked it up and found one.
-pub fn table_stats_entry(table: u8, active: u32, counts: TableLookups) -> Vec<u8> {
+pub fn table_stats_entry(stats: &TableStats) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(table).zeros(3).u32(active);
-    w.u64(counts.lookups).u64(counts.matched);
+    w.u8(stats.table).zeros(3).u32(stats.active);
+    w.u64(stats.counts.lookups).u64(stats.counts.matched);
     w.bytes
 }
 
@@ -304,7 +304,7 @@ mod tests {
     fn fixed_sizes_match_the_specification() {
         assert_eq!(features(1, 2).len(), 32);
         assert_eq!(desc_body().len(), 1056);
-        assert_eq!(table_stats_entry(0, 1, TableLookups::default()).len(), 24);
+        assert_eq!(table_stats_entry(&TableStats::default()).len(), 24);
         assert_eq!(
             port_stats_entry(1, &PortCounts::default(), Duration::ZERO).len(),
             112

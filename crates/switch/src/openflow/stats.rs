@@ -121,16 +121,11 @@ fn table_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     let now = bridge.now();
     bridge.edit(|dp| {
         let _ = dp.harvest_offload(now);
-        let mut active = vec![0u32; usize::from(N_TABLES)];
-        for (_, r) in dp.tables.iter() {
-            if let Some(count) = active.get_mut(usize::from(r.rule.table)) {
-                *count += 1;
-            }
-        }
-        (0..N_TABLES)
-            .map(|t| {
-                reply::table_stats_entry(t, active[usize::from(t)], dp.tables.table_lookups(t))
-            })
+        dp.tables
+            .table_stats()
+            .iter()
+            .take(usize::from(N_TABLES))
+            .map(reply::table_stats_entry)
             .collect()
     })
 }
