@@ -949,6 +949,57 @@ fn flow_mod(text: &str, command: u8, flags: u16, xid: u32) -> Vec<u8> {
     OfFlowMod::for_rule(rule, command, flags).encode(xid)
 }
 
+/// A bundle opened and then left alone for 10 s is dropped with ONF's TIMEOUT error echoing
+/// the request that opened it, as Open vSwitch does; the connection stays up, and the
+/// bundle's id is free again.
+#[test]
+fn an_idle_bundle_times_out() {
+    use wirespeed_switch::openflow::bundle::{BundleControl, control};
+    let s = Switched::new("obt", &["--openflow", "ptcp:"]);
+    let mut c = RawClient::connect(&s.c.ns_m);
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .unwrap();
+    c.send(&[4, 0, 0, 8, 0, 0, 0, 1]);
+    let open = |xid| {
+        let request = BundleControl {
+            bundle_id: 9,
+            kind: control::OPEN_REQUEST,
+            flags: 0,
+        };
+        (request.encode(xid), request.reply(xid))
+    };
+    let (request, reply) = open(42);
+    c.send(&request);
+    assert_eq!(c.read(), reply);
+    let opened = std::time::Instant::now();
+    let error = loop {
+        let m = c.read();
+        // The switch's ECHO_REQUESTs while it waits: answered, as a live controller does.
+        if m[1] == 2 {
+            let mut answer = m.clone();
+            answer[1] = 3;
+            c.send(&answer);
+            continue;
+        }
+        break m;
+    };
+    let waited = opened.elapsed();
+    // ERROR, xid 42; type EXPERIMENTER, code 2314 (TIMEOUT), ONF's id; the request echoed.
+    assert_eq!(&error[..2], &[4, 1], "{error:?}");
+    assert_eq!(&error[4..8], &42u32.to_be_bytes());
+    assert_eq!(&error[8..12], &[0xff, 0xff, 0x09, 0x0a], "{error:?}");
+    assert_eq!(&error[12..16], &0x4f4e_4600u32.to_be_bytes());
+    assert_eq!(&error[16..], &request[..]);
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(17),
+        "{waited:?}"
+    );
+    let (request, reply) = open(43);
+    c.send(&request);
+    assert_eq!(c.read(), reply, "the id is free again");
+}
+
 /// Rules deleted by `ctl` rather than by a controller: the controllers hear of each that
 /// asked (FLOW_REMOVED, as a delete by another controller is told), whether `del-flows`,
 /// `replace-flows`, `del-groups` or `del-meter` took it, and of none that did not ask.

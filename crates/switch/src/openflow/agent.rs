@@ -6,6 +6,7 @@
 use core::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use wirespeed_packet::flow_key::FlowKey;
 
@@ -226,6 +227,20 @@ impl Agent {
         self.sessions.rules_removed(&reasons, now);
     }
 
+    /// Drops session `id`'s bundles idle for [`bundle::BUNDLE_IDLE`] at `now`, answering
+    /// each one's opening message TIMEOUT (as Open vSwitch does).
+    pub fn expire_bundles(&self, id: u64, now: Instant) {
+        let expired = self
+            .sessions
+            .with(id, |s| s.bundles.expire(now))
+            .unwrap_or_default();
+        for opener in expired {
+            let xid = Header::peek(&opener).map_or(0, |h| h.xid);
+            let error = error_message(bundle_failed::TIMEOUT, xid, &opener);
+            self.sessions.send(id, error);
+        }
+    }
+
     /// `f` on session `id`'s bundles (a session gone has none).
     fn in_bundles<R>(
         &self,
@@ -250,7 +265,10 @@ impl Agent {
             bundle_id, flags, ..
         } = *request;
         match request.kind {
-            control::OPEN_REQUEST => self.in_bundles(id, |b| b.open(bundle_id, flags))?,
+            control::OPEN_REQUEST => {
+                let opener = request.encode(xid);
+                self.in_bundles(id, |b| b.open(bundle_id, flags, &opener))?
+            }
             control::CLOSE_REQUEST => self.in_bundles(id, |b| b.close(bundle_id, flags))?,
             control::DISCARD_REQUEST => self.in_bundles(id, |b| b.discard(bundle_id))?,
             control::COMMIT_REQUEST => {

@@ -10,11 +10,12 @@
 
 use core::time::Duration;
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use crate::bridge::RemovedReason;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
-use crate::openflow::error::{OfpError, bad_request, bundle_failed};
+use crate::openflow::error::{ECHOED_BYTES, OfpError, bad_request, bundle_failed};
 use crate::openflow::flow_mod::apply_flow_mod;
 use crate::openflow::group_mod::apply_group_mod;
 use crate::openflow::message::{GroupMod, Incoming, OfFlowMod, command, decode};
@@ -202,7 +203,15 @@ struct Bundle {
     flags: u16,
     closed: bool,
     staged: Vec<StagedMessage>,
+    /// When a message last touched it, and the start of the one that opened it (echoed in
+    /// the TIMEOUT error if it goes idle).
+    used: Instant,
+    opener: Vec<u8>,
 }
+
+/// How long a bundle may go untouched before it is dropped with a TIMEOUT error (Open
+/// vSwitch's default): a controller that forgets one does not hold its changes for ever.
+pub const BUNDLE_IDLE: Duration = Duration::from_secs(10);
 
 /// A connection's open bundles. Each refusal that Open vSwitch answers by dropping the
 /// bundle drops it here too, so a confused client starts again from nothing.
@@ -213,7 +222,8 @@ pub struct Bundles {
 }
 
 impl Bundles {
-    pub fn open(&mut self, id: u32, flags: u16) -> Result<(), OfpError> {
+    /// Opens bundle `id` for `opener`, the message that asked (its first bytes are kept).
+    pub fn open(&mut self, id: u32, flags: u16, opener: &[u8]) -> Result<(), OfpError> {
         if self.open.contains_key(&id) {
             self.drop_bundle(id);
             return Err(bundle_failed::BAD_ID);
@@ -230,6 +240,8 @@ impl Bundles {
                 flags,
                 closed: false,
                 staged: Vec::new(),
+                used: Instant::now(),
+                opener: opener[..opener.len().min(ECHOED_BYTES)].to_vec(),
             },
         );
         Ok(())
@@ -246,6 +258,7 @@ impl Bundles {
             return Err(bundle_failed::BAD_FLAGS);
         }
         bundle.closed = true;
+        bundle.used = Instant::now();
         Ok(())
     }
 
@@ -262,7 +275,7 @@ impl Bundles {
     /// Stages `add`'s change, opening its bundle if it is not open (as Open vSwitch does).
     pub fn add(&mut self, add: BundleAdd) -> Result<(), OfpError> {
         if !self.open.contains_key(&add.bundle_id) {
-            self.open(add.bundle_id, add.flags)?;
+            self.open(add.bundle_id, add.flags, &add.message)?;
         }
         let bundle = self.open.get(&add.bundle_id).expect("opened above");
         let refused = if bundle.closed {
@@ -281,7 +294,26 @@ impl Bundles {
         self.bytes += add.message.len();
         let bundle = self.open.get_mut(&add.bundle_id).expect("checked above");
         bundle.staged.push((add.change, add.message));
+        bundle.used = Instant::now();
         Ok(())
+    }
+
+    /// Drops the bundles untouched for [`BUNDLE_IDLE`] at `now`; the messages that opened
+    /// them (their first bytes), each to be answered TIMEOUT.
+    pub fn expire(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let idle: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(_, b)| now.saturating_duration_since(b.used) >= BUNDLE_IDLE)
+            .map(|(&id, _)| id)
+            .collect();
+        idle.into_iter()
+            .map(|id| {
+                let opener = self.open.get(&id).map(|b| b.opener.clone());
+                self.drop_bundle(id);
+                opener.unwrap_or_default()
+            })
+            .collect()
     }
 
     /// Takes bundle `id`'s changes to commit; the bundle is gone whatever the commit does.
@@ -415,8 +447,8 @@ mod tests {
     fn bundles_open_stage_close_and_are_taken_once() {
         let mut bundles = Bundles::default();
         assert_eq!(bundles.close(1, 0), Err(bundle_failed::BAD_ID));
-        assert_eq!(bundles.open(1, 4), Err(bundle_failed::BAD_FLAGS));
-        bundles.open(1, flag::ATOMIC).unwrap();
+        assert_eq!(bundles.open(1, 4, &[]), Err(bundle_failed::BAD_FLAGS));
+        bundles.open(1, flag::ATOMIC, &[]).unwrap();
         bundles.add(add(1, flag::ATOMIC, 2)).unwrap();
         // An add to a bundle not open opens it.
         bundles.add(add(2, 0, 1)).unwrap();
@@ -428,20 +460,20 @@ mod tests {
         );
         bundles.close(2, 0).unwrap();
         assert_eq!(bundles.add(add(2, 0, 1)), Err(bundle_failed::BUNDLE_CLOSED));
-        bundles.open(3, 0).unwrap();
+        bundles.open(3, 0, &[]).unwrap();
         assert_eq!(
-            bundles.open(3, 0),
+            bundles.open(3, 0, &[]),
             Err(bundle_failed::BAD_ID),
             "opened twice"
         );
-        bundles.open(4, 0).unwrap();
+        bundles.open(4, 0, &[]).unwrap();
         bundles.add(add(4, 0, 1)).unwrap();
         bundles.add(add(4, 0, 2)).unwrap();
         assert_eq!(
             bundles.take(4, flag::ORDERED).err(),
             Some(bundle_failed::BAD_FLAGS)
         );
-        bundles.open(4, 0).unwrap();
+        bundles.open(4, 0, &[]).unwrap();
         bundles.add(add(4, 0, 1)).unwrap();
         let staged = bundles.take(4, 0).unwrap();
         assert_eq!(staged.len(), 1);
@@ -450,14 +482,41 @@ mod tests {
         assert_eq!(bundles.bytes, 0, "every staged byte is let go");
     }
 
+    /// A bundle untouched for BUNDLE_IDLE goes, handing back what opened it; one touched
+    /// since stays.
+    #[test]
+    fn idle_bundles_expire_with_their_opener() {
+        let mut bundles = Bundles::default();
+        let opened = Instant::now();
+        let request = BundleControl {
+            bundle_id: 1,
+            kind: control::OPEN_REQUEST,
+            flags: 0,
+        }
+        .encode(7);
+        bundles.open(1, 0, &request).unwrap();
+        // Opened by its first add, which is kept whole up to the bytes an error echoes.
+        let first = add(2, 0, 1);
+        bundles.add(first.clone()).unwrap();
+        assert!(bundles.expire(opened + BUNDLE_IDLE / 2).is_empty());
+        let later = opened + BUNDLE_IDLE + Duration::from_millis(1);
+        let mut expired = bundles.expire(later);
+        expired.sort();
+        let mut want = vec![request, first.message[..ECHOED_BYTES].to_vec()];
+        want.sort();
+        assert_eq!(expired, want);
+        assert_eq!((bundles.open.len(), bundles.bytes), (0, 0));
+        assert_eq!(bundles.take(1, 0).err(), Some(bundle_failed::BAD_ID));
+    }
+
     #[test]
     fn a_client_cannot_hold_more_than_its_share() {
         let mut bundles = Bundles::default();
         for id in 0..MAX_BUNDLES as u32 {
-            bundles.open(id, 0).unwrap();
+            bundles.open(id, 0, &[]).unwrap();
         }
         assert_eq!(
-            bundles.open(MAX_BUNDLES as u32, 0),
+            bundles.open(MAX_BUNDLES as u32, 0, &[]),
             Err(bundle_failed::OUT_OF_BUNDLES)
         );
         let one = add(0, 0, 1);

@@ -344,6 +344,11 @@ fn read_messages(
     let mut chunk = vec![0u8; 1 << 16];
     let mut echo_sent = false;
     loop {
+        // Idle bundles go between reads; not while this connection's messages wait to be
+        // handled (one of them may be for the bundle).
+        if pending.load(Ordering::Acquire) == 0 {
+            agent.expire_bundles(id, Instant::now());
+        }
         match stream.read(&mut chunk) {
             Ok(0) => return Ok(()),
             Ok(n) => {

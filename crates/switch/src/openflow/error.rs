@@ -140,6 +140,7 @@ pub mod bundle_failed {
     pub const MSG_UNSUP: OfpError = e(EXPERIMENTER, 2310);
     pub const MSG_TOO_MANY: OfpError = e(EXPERIMENTER, 2312);
     pub const MSG_FAILED: OfpError = e(EXPERIMENTER, 2313);
+    pub const TIMEOUT: OfpError = e(EXPERIMENTER, 2314);
 }
 
 /// `OFPET_EXPERIMENTER`: the error type of the experimenters' errors (all ONF's here).
