@@ -20,7 +20,8 @@ looked it up and found a rule there; tables with neither are left out), dump-por
 show, dump-cache, fdb-show (the \
 learning table, as ovs-appctl fdb/show prints it), metrics (what --metrics serves, in \
 Prometheus' text format), add-meter METER, mod-meter METER, del-meter [meter=ID] (deletes the \
-flows that use it too, as OpenFlow says), dump-meters, meter-stats, add-group GROUP, mod-group \
+flows that use it too, as OpenFlow says), dump-meters, meter-stats, add-group GROUP, add-groups \
+FILE (one a line, all or none; - for standard input), mod-group \
 GROUP, del-groups [group_id=ID] (deletes the flows that send to it too), dump-groups \
 [group_id=ID], dump-group-stats [group_id=ID]\n\nA group is ovs-ofctl's \
 group_id=ID,type=TYPE,bucket=...: type all (every bucket), select (one bucket a flow, by a \
@@ -55,7 +56,7 @@ pub struct CtlArgs {
     /// The command (see below).
     pub command: String,
     /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows,
-    /// diff-flows) a file.
+    /// diff-flows, add-groups) a file.
     pub arg: Option<String>,
 }
 
@@ -68,6 +69,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         ("add-flows" | "replace-flows" | "diff-flows", None) => {
             bail!("{} needs a file of flows, one a line", args.command)
         }
+        ("add-groups", None) => bail!("add-groups needs a file of groups, one a line"),
         ("add-group" | "mod-group", None) => bail!(
             "{} needs a group, e.g. 'group_id=1,type=all,bucket=output:2,bucket=output:3'",
             args.command
@@ -76,11 +78,13 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             "{} needs a meter, e.g. 'meter=1,pktps,bands=type=drop,rate=1000'",
             args.command
         ),
-        ("add-flows" | "replace-flows" | "diff-flows", Some(path)) if path == "-" => {
+        ("add-flows" | "replace-flows" | "diff-flows" | "add-groups", Some(path))
+            if path == "-" =>
+        {
             std::io::read_to_string(std::io::stdin())
                 .with_context(|| format!("{}: cannot read standard input", args.command))?
         }
-        ("add-flows" | "replace-flows" | "diff-flows", Some(path)) => {
+        ("add-flows" | "replace-flows" | "diff-flows" | "add-groups", Some(path)) => {
             std::fs::read_to_string(&path)
                 .with_context(|| format!("{}: cannot read {path}", args.command))?
         }

@@ -418,7 +418,7 @@ fn without_duration(lines: &[String]) -> Vec<String> {
 /// Groups from `ctl`, in ovs-ofctl's syntax: added, shown as ovs-ofctl shows them over
 /// OpenFlow, used by a flow that pings through them and counted exactly, refused with the
 /// reason when malformed or naming a port the bridge lacks, changed, and deleted with the
-/// flows that send to them.
+/// flows that send to them; `add-groups FILE` adds a file's, all or none.
 #[test]
 fn ctl_adds_changes_and_deletes_groups() {
     let s = Switched::new("sg", &["--openflow", "ptcp:"]);
@@ -578,6 +578,31 @@ fn ctl_adds_changes_and_deletes_groups() {
     );
     assert_eq!(s.ctl_ok(&["dump-groups"]).trim(), "");
     assert!(flows_of(&s).iter().all(|f| !f.contains("group:")));
+
+    // add-groups FILE: all or none; a refusal names its line, and the group added before
+    // it is taken back.
+    let bad = write_flows(
+        "sg-groups-bad",
+        "group_id=5,type=all,bucket=output:1\n# next\ngroup_id=6,type=all,bucket=output:9\n",
+    );
+    let out = s.ctl(&["add-groups", &bad]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "wirespeed: error: line 3: output:9: no such port (the bridge has ports 1, 2)"
+    );
+    assert_eq!(s.ctl_ok(&["dump-groups"]).trim(), "", "nothing added");
+    let good = write_flows(
+        "sg-groups-good",
+        "group_id=5,type=all,bucket=output:1\ngroup_id=6,type=indirect,bucket=output:2\n",
+    );
+    assert_eq!(s.ctl_ok(&["add-groups", &good]).trim(), "2 groups added");
+    assert_eq!(
+        s.ctl_ok(&["dump-groups"]).lines().collect::<Vec<_>>(),
+        [
+            "group_id=5,type=all,bucket=actions=output:1",
+            "group_id=6,type=indirect,bucket=actions=output:2",
+        ]
+    );
 }
 
 #[test]

@@ -1,22 +1,32 @@
-//! `wirespeed ctl`'s group commands, in ovs-ofctl's words: `add-group`, `mod-group`,
-//! `del-groups`, `dump-groups` and `dump-group-stats`, over the same groups as OpenFlow's
-//! GROUP_MOD.
+//! `wirespeed ctl`'s group commands, in ovs-ofctl's words: `add-group`, `add-groups`,
+//! `mod-group`, `del-groups`, `dump-groups` and `dump-group-stats`, over the same groups as
+//! OpenFlow's GROUP_MOD.
 
 use crate::bridge::control::Response;
 use crate::bridge::{Bridge, RemovedReason};
+use crate::ofctl::flow_parse::parse_lines;
 use crate::ofctl::group_text::{group_line, group_stats_line, parse_group, parse_group_selector};
 
 /// The group commands, for `--help` and the answer to an unknown command.
-pub const GROUP_COMMANDS: &str = "add-group GROUP, mod-group GROUP, del-groups [group_id=ID], \
-                                  dump-groups [group_id=ID], dump-group-stats [group_id=ID]";
+pub const GROUP_COMMANDS: &str = "add-group GROUP, add-groups FILE, mod-group GROUP, \
+                                  del-groups [group_id=ID], dump-groups [group_id=ID], \
+                                  dump-group-stats [group_id=ID]";
 
 /// Runs group command `command` with its argument, or None if it is not one.
 pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
     if !matches!(
         command,
-        "add-group" | "mod-group" | "del-groups" | "dump-groups" | "dump-group-stats"
+        "add-group"
+            | "add-groups"
+            | "mod-group"
+            | "del-groups"
+            | "dump-groups"
+            | "dump-group-stats"
     ) {
         return None;
+    }
+    if command == "add-groups" {
+        return Some(add_groups(bridge, arg));
     }
     if matches!(command, "add-group" | "mod-group") {
         let group = match parse_group(arg) {
@@ -73,5 +83,26 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
             });
             Response::ok(lines.join("\n"))
         }
+    })
+}
+
+/// `add-groups FILE` (the file's text): its groups, one a line, all or none; a refusal
+/// names the line, as `add-flows` does.
+fn add_groups(bridge: &mut Bridge, text: &str) -> Response {
+    let groups = match parse_lines(text, parse_group) {
+        Ok(groups) => groups,
+        Err(e) => return Response::error(e.to_string()),
+    };
+    let (n, now) = (groups.len(), bridge.now());
+    bridge.edit(|dp| {
+        dp.tables.begin_undo();
+        for (line, group) in groups {
+            if let Err(e) = dp.set_group(group, false, now) {
+                dp.tables.roll_back();
+                return Response::error(format!("line {line}: {e}"));
+            }
+        }
+        dp.tables.keep();
+        Response::ok(format!("{n} groups added"))
     })
 }
