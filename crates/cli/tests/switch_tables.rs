@@ -282,19 +282,11 @@ fn group_counts_come_back_from_the_offload() {
     for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
         common::must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
     }
-    let stats = |s: &Switched| -> Vec<String> {
-        let lines: Vec<String> = s
-            .ctl_ok(&["dump-group-stats"])
-            .lines()
-            .map(String::from)
-            .collect();
-        without_duration(&lines)
-    };
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     // Modified before any read: what the kernel forwarded is the old group's.
     s.ctl_ok(&["mod-group", "group_id=1,type=indirect,bucket=output:2"]);
     assert_eq!(
-        stats(&s),
+        group_stats_of(&s),
         [
             "group_id=1,ref_count=1,packet_count=0,byte_count=0,\
              bucket0:packet_count=0,byte_count=0",
@@ -304,7 +296,7 @@ fn group_counts_come_back_from_the_offload() {
     );
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
     assert_eq!(
-        stats(&s),
+        group_stats_of(&s),
         [
             "group_id=1,ref_count=1,packet_count=2,byte_count=196,\
              bucket0:packet_count=2,byte_count=196",
@@ -348,13 +340,9 @@ fn groups_and_meters_from_files_at_start() {
             "group_id=2,type=all,bucket=actions=output:1",
         ]
     );
-    let stats: Vec<String> = s
-        .ctl_ok(&["dump-group-stats"])
-        .lines()
-        .map(String::from)
-        .collect();
+    let stats = group_stats_of(&s);
     assert_eq!(
-        without_duration(&stats),
+        stats,
         [
             "group_id=1,ref_count=1,packet_count=3,byte_count=294,\
              bucket0:packet_count=3,byte_count=294",
@@ -402,6 +390,16 @@ fn groups_and_meters_from_files_at_start() {
 /// The lines of an ovs-ofctl reply (its header line dropped, the leading space trimmed).
 fn ofctl_lines(text: &str) -> Vec<String> {
     text.lines().skip(1).map(|l| l.trim().to_string()).collect()
+}
+
+/// `ctl dump-group-stats`, each line without its duration.
+fn group_stats_of(s: &Switched) -> Vec<String> {
+    let lines: Vec<String> = s
+        .ctl_ok(&["dump-group-stats"])
+        .lines()
+        .map(String::from)
+        .collect();
+    without_duration(&lines)
 }
 
 /// `dump-group-stats` lines without their duration, which moves.
@@ -508,15 +506,11 @@ fn ctl_adds_changes_and_deletes_groups() {
     s.ctl_ok(&["add-flow", "priority=50,in_port=1,icmp,actions=group:1"]);
     s.ctl_ok(&["add-flow", "priority=50,in_port=2,icmp,actions=group:2"]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let stats: Vec<String> = s
-        .ctl_ok(&["dump-group-stats"])
-        .lines()
-        .map(String::from)
-        .collect();
+    let stats = group_stats_of(&s);
     // 98-byte echo requests and replies; select counts the bucket it chose (never one of
     // weight 0).
     assert_eq!(
-        without_duration(&stats),
+        stats,
         [
             "group_id=1,ref_count=1,packet_count=3,byte_count=294,\
              bucket0:packet_count=3,byte_count=294",
@@ -528,7 +522,7 @@ fn ctl_adds_changes_and_deletes_groups() {
     );
     assert_eq!(
         without_duration(&ofctl_lines(&s.ofctl_ok(&["dump-group-stats"]))),
-        without_duration(&stats),
+        stats,
         "ovs-ofctl agrees"
     );
 
