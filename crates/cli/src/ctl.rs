@@ -49,8 +49,9 @@ pub struct CtlArgs {
     /// priority.
     #[arg(long)]
     pub strict: bool,
-    /// dump-flows, dump-tables, dump-ports, dump-group-stats: answer in JSON, for scripts (dump-ports:
-    /// the object `switch --json` prints at exit, less its OpenFlow and IPFIX parts).
+    /// dump-flows, dump-tables, dump-ports, dump-group-stats, meter-stats: answer in JSON,
+    /// for scripts (dump-ports: the object `switch --json` prints at exit, less its OpenFlow
+    /// and IPFIX parts).
     #[arg(long)]
     pub json: bool,
     /// The command (see below).

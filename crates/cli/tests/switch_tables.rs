@@ -355,6 +355,17 @@ fn groups_and_meters_from_files_at_start() {
         meter.starts_with("meter:1 flow_count:1 packet_in_count:3 byte_in_count:294 duration:"),
         "{meter}"
     );
+    let mut meters: serde_json::Value =
+        serde_json::from_str(s.ctl_ok(&["--json", "meter-stats"]).trim()).unwrap();
+    meters[0]["duration"] = serde_json::Value::Null;
+    assert_eq!(
+        meters,
+        serde_json::json!([{
+            "meter_id": 1, "flow_count": 1, "packet_in_count": 3, "byte_in_count": 294,
+            "duration": null, "bands": [{ "packet_count": 0, "byte_count": 0 }],
+        }]),
+        "the same in JSON"
+    );
 
     // Refused starts: the flag, the file, the line and why; no control socket is left.
     let bad_port = write_flows(
@@ -756,8 +767,8 @@ fn ctl_answers_in_json_for_scripts() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
-        "wirespeed: error: --json is for dump-flows, dump-tables, dump-ports, dump-group-stats only, \
-         not show"
+        "wirespeed: error: --json is for dump-flows, dump-tables, dump-ports, dump-group-stats, \
+         meter-stats only, not show"
     );
 }
 

@@ -110,6 +110,9 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
                 false => dump_tables(&tables),
             });
         }
+        "meter-stats" if json && arg.is_empty() => {
+            return Response::ok(ctl_json::meter_stats(bridge).to_string());
+        }
         "dump-flows" if json => {
             return match parse_selector(arg, command, strict) {
                 Ok(selector) => match ctl_json::flows(bridge, &selector) {

@@ -1,5 +1,5 @@
-//! `wirespeed ctl --json`: what `dump-flows`, `dump-tables`, `dump-ports` and
-//! `dump-group-stats` show, as one JSON value each, for scripts. The counts are the same as
+//! `wirespeed ctl --json`: what `dump-flows`, `dump-tables`, `dump-ports`,
+//! `dump-group-stats` and `meter-stats` show, as one JSON value each, for scripts. The counts are the same as
 //! the text's (the kernel's fast path harvested first); matches and actions stay in
 //! ovs-ofctl's syntax, and cookies are hex strings, as a 64-bit number does not survive
 //! every JSON reader.
@@ -11,15 +11,17 @@ use serde_json::{Value, json};
 use crate::action::ActionList;
 use crate::bridge::Bridge;
 use crate::bridge::summary::summary_json;
+use crate::meter::METER_CONTROLLER;
 use crate::ofctl::flow_format::{MatchDisplay, dumped_rules};
 use crate::ofproto::rule_table::{RuleSelector, RuleTables, TableStats};
 
 /// The commands that answer `--json`.
-pub const JSON_COMMANDS: [&str; 4] = [
+pub const JSON_COMMANDS: [&str; 5] = [
     "dump-flows",
     "dump-tables",
     "dump-ports",
     "dump-group-stats",
+    "meter-stats",
 ];
 
 /// The request argument that asks for JSON.
@@ -69,6 +71,39 @@ pub fn tables(tables: &[TableStats]) -> Value {
             })
         })
         .collect()
+}
+
+/// `meter-stats --json`: each meter, the flows that use it, what it was offered and what
+/// its band dropped (an empty `bands` for a meter without one).
+pub fn meter_stats(bridge: &Bridge) -> Value {
+    let now = bridge.now();
+    let dp = bridge.ofproto();
+    let meters: Vec<Value> = dp
+        .tables
+        .meters()
+        .map(|m| {
+            let (meter, c) = (&m.0, m.0.counts());
+            let id = match meter.config.id {
+                METER_CONTROLLER => json!("controller"),
+                id => json!(id),
+            };
+            let bands: Vec<Value> = meter
+                .config
+                .band
+                .iter()
+                .map(|_| json!({ "packet_count": c.band_packets, "byte_count": c.band_bytes }))
+                .collect();
+            json!({
+                "meter_id": id,
+                "flow_count": dp.tables.meter_flow_count(meter.config.id),
+                "packet_in_count": c.packets,
+                "byte_in_count": c.bytes,
+                "duration": now.saturating_sub(meter.installed_at).as_secs_f64(),
+                "bands": bands,
+            })
+        })
+        .collect();
+    Value::Array(meters)
 }
 
 /// `dump-ports --json`: the summary `switch --json` prints at exit (less its OpenFlow and
