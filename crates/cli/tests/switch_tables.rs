@@ -1,7 +1,8 @@
 //! A running switch's rule tables: `--flows FILE` at start, `ctl add-flows FILE` (a bad
 //! line names itself and changes nothing) and `ctl replace-flows FILE`, meters and groups
-//! from `ctl` and from `--meters` and `--groups` files at start, rules that time out, and forwarding between two AF_XDP ports that moves
-//! descriptors instead of copying.
+//! from `ctl` and from `--meters` and `--groups` files at start, their counts (with the
+//! kernel forwarding too), `ctl dump-tables` and `ctl --json`, rules that time out, and
+//! forwarding between two AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
 use common::ScratchFile;

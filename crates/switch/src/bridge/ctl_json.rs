@@ -1,8 +1,8 @@
 //! `wirespeed ctl --json`: what `dump-flows`, `dump-tables`, `dump-ports`,
-//! `dump-group-stats` and `meter-stats` show, as one JSON value each, for scripts. The counts are the same as
-//! the text's (the kernel's fast path harvested first); matches and actions stay in
-//! ovs-ofctl's syntax, and cookies are hex strings, as a 64-bit number does not survive
-//! every JSON reader.
+//! `dump-group-stats` and `meter-stats` show, as one JSON value each, for scripts. The
+//! counts are the same as the text's (the kernel's fast path harvested first); matches and
+//! actions stay in ovs-ofctl's syntax, and cookies are hex strings, as a 64-bit number does
+//! not survive every JSON reader.
 
 use core::time::Duration;
 
