@@ -8,6 +8,7 @@
 //! come back to them as they come back to the rules.
 
 use core::fmt;
+use core::time::Duration;
 
 use crate::action::Action;
 
@@ -150,12 +151,13 @@ impl GroupCounts {
     }
 }
 
-/// A group's statistics: the rules that send to it (its reference count) and what passed
-/// through it.
+/// A group's statistics: the rules that send to it (its reference count), what passed
+/// through it, and how long it has been there (its statistics' duration).
 #[derive(Clone, Default, PartialEq, Eq, Debug)]
 pub struct GroupUsage {
     pub rules: u32,
     pub counts: GroupCounts,
+    pub age: Duration,
 }
 
 /// The largest group id (`OFPG_MAX`); the ids above it name no one group.

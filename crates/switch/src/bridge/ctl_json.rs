@@ -125,34 +125,28 @@ pub fn ports(bridge: &mut Bridge, only: Option<u32>) -> Value {
 /// `dump-group-stats --json`: each group (or group `only`), its counts and each bucket's.
 pub fn group_stats(bridge: &mut Bridge, only: Option<u32>) -> Value {
     let now = bridge.now();
-    bridge.edit(|dp| {
-        // A failed harvest shows the counts of the last one that worked, as the text does.
-        let _ = dp.harvest_offload(now);
-        let groups: Vec<Value> = dp
-            .tables
-            .groups()
-            .filter(|g| only.is_none_or(|id| id == g.id))
-            .map(|g| {
-                let usage = dp.tables.group_usage(g.id);
-                let buckets: Vec<Value> = usage
-                    .counts
-                    .buckets
-                    .iter()
-                    .map(|b| json!({ "packet_count": b.packets, "byte_count": b.bytes }))
-                    .collect();
-                json!({
-                    "group_id": g.id,
-                    "type": g.kind.name(),
-                    "duration": dp.tables.group_age(g.id, now).as_secs_f64(),
-                    "ref_count": usage.rules,
-                    "packet_count": usage.counts.total.packets,
-                    "byte_count": usage.counts.total.bytes,
-                    "buckets": buckets,
-                })
+    let groups: Vec<Value> = bridge
+        .edit(|dp| dp.group_stats(only, now))
+        .iter()
+        .map(|(g, usage)| {
+            let buckets: Vec<Value> = usage
+                .counts
+                .buckets
+                .iter()
+                .map(|b| json!({ "packet_count": b.packets, "byte_count": b.bytes }))
+                .collect();
+            json!({
+                "group_id": g.id,
+                "type": g.kind.name(),
+                "duration": usage.age.as_secs_f64(),
+                "ref_count": usage.rules,
+                "packet_count": usage.counts.total.packets,
+                "byte_count": usage.counts.total.bytes,
+                "buckets": buckets,
             })
-            .collect();
-        Value::Array(groups)
-    })
+        })
+        .collect();
+    Value::Array(groups)
 }
 
 #[cfg(test)]

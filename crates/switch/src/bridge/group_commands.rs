@@ -69,18 +69,11 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
             Response::ok(lines.join("\n"))
         }
         _ => {
-            // The counts of what the kernel forwarded (--offload) first, as dump-flows does.
-            let lines: Vec<String> = bridge.edit(|dp| {
-                let _ = dp.harvest_offload(now);
-                dp.tables
-                    .groups()
-                    .filter(|g| only.is_none_or(|id| id == g.id))
-                    .map(|g| {
-                        let age = dp.tables.group_age(g.id, now);
-                        group_stats_line(g, &dp.tables.group_usage(g.id), age)
-                    })
-                    .collect()
-            });
+            let lines: Vec<String> = bridge
+                .edit(|dp| dp.group_stats(only, now))
+                .iter()
+                .map(|(group, usage)| group_stats_line(group, usage))
+                .collect();
             Response::ok(lines.join("\n"))
         }
     })

@@ -2,8 +2,6 @@
 //! bucket=output:2` (`add-group`, `mod-group`), `group_id=1` (`del-groups`, `dump-groups`),
 //! and the lines of `dump-groups` and `dump-group-stats`.
 
-use core::time::Duration;
-
 use crate::action::ActionList;
 use crate::error::{FlowError, error};
 use crate::field::parse_uint;
@@ -161,12 +159,12 @@ pub fn group_line(group: &Group) -> String {
 
 /// A `dump-group-stats` line, in ovs-ofctl's words: `group_id=1,duration=2.500s,ref_count=1,
 /// packet_count=3,byte_count=294,bucket0:packet_count=3,byte_count=294`.
-pub fn group_stats_line(group: &Group, usage: &GroupUsage, alive: Duration) -> String {
+pub fn group_stats_line(group: &Group, usage: &GroupUsage) -> String {
     let total = usage.counts.total;
     let mut line = format!(
         "group_id={},duration={:.3}s,ref_count={},packet_count={},byte_count={}",
         group.id,
-        alive.as_secs_f64(),
+        usage.age.as_secs_f64(),
         usage.rules,
         total.packets,
         total.bytes
@@ -278,9 +276,13 @@ mod tests {
         let mut counts = GroupCounts::new(2);
         counts.credit(BucketsTaken::One(1), 3, 294);
         counts.credit(BucketsTaken::Nothing, 1, 60);
-        let usage = GroupUsage { rules: 2, counts };
+        let usage = GroupUsage {
+            rules: 2,
+            counts,
+            age: core::time::Duration::from_millis(2500),
+        };
         assert_eq!(
-            group_stats_line(&group, &usage, Duration::from_millis(2500)),
+            group_stats_line(&group, &usage),
             "group_id=2,duration=2.500s,ref_count=2,packet_count=4,byte_count=354,\
              bucket0:packet_count=0,byte_count=0,bucket1:packet_count=3,byte_count=294"
         );

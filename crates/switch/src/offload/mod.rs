@@ -739,7 +739,7 @@ mod tests {
         assert!(!read(3, 180));
         let stats = &tables.get(id).unwrap().stats;
         assert_eq!((stats.n_packets, stats.n_bytes), (3, 180));
-        let group = tables.group_usage(1).counts;
+        let group = tables.group_usage(1, now).counts;
         let counts = |c: crate::group::Counts| (c.packets, c.bytes);
         assert_eq!(counts(group.total), (3, 180));
         assert_eq!(counts(group.buckets[0]), (3, 180), "and its bucket's");

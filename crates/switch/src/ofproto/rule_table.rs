@@ -253,13 +253,6 @@ impl RuleTables {
         self.groups.values().map(|g| &g.group)
     }
 
-    /// How long group `id` has been there at `now` (its statistics' duration).
-    pub fn group_age(&self, id: u32, now: Duration) -> Duration {
-        self.groups
-            .get(&id)
-            .map_or(Duration::ZERO, |g| now.saturating_sub(g.added))
-    }
-
     /// Whether [`Self::set_group`] would take `group`: well formed, and added if new (and
     /// room is left) or replacing one there.
     pub fn check_group(&self, group: &Group, replace: bool) -> Result<(), GroupError> {
@@ -306,21 +299,26 @@ impl RuleTables {
             .collect()
     }
 
-    /// A group's statistics: how many rules send to it (its reference count) and what the
-    /// datapath credited to it and its buckets.
-    pub fn group_usage(&self, id: u32) -> GroupUsage {
+    /// A group's statistics at `now`: how many rules send to it (its reference count), what
+    /// the datapath credited to it and its buckets, and how long it has been there.
+    pub fn group_usage(&self, id: u32, now: Duration) -> GroupUsage {
         let rules = self
             .rules
             .iter()
             .flatten()
             .filter(|installed| installed.rule.actions.contains(&Action::Group(id)))
             .count() as u32;
-        let counts = self
-            .groups
-            .get(&id)
-            .map(|g| g.counts.clone())
-            .unwrap_or_default();
-        GroupUsage { rules, counts }
+        let Some(installed) = self.groups.get(&id) else {
+            return GroupUsage {
+                rules,
+                ..GroupUsage::default()
+            };
+        };
+        GroupUsage {
+            rules,
+            counts: installed.counts.clone(),
+            age: now.saturating_sub(installed.added),
+        }
     }
 
     /// Adds packets that passed through a group to its counts and its buckets'; a group
@@ -714,14 +712,6 @@ impl RuleTables {
         stats
     }
 
-    /// Table `table`'s lookups and matches so far.
-    pub fn table_lookups(&self, table: u8) -> TableLookups {
-        self.lookups
-            .get(usize::from(table))
-            .copied()
-            .unwrap_or_default()
-    }
-
     /// Counts `packets` packets of `bytes` in all against the rule (as `credit`).
     pub fn credit_many(&mut self, id: RuleId, packets: u64, bytes: u64, now: Duration) {
         self.note_changed(id);
@@ -788,15 +778,17 @@ mod tests {
             taken: BucketsTaken::Every,
         };
         tables.credit_group(visit, 3, 294);
-        assert_eq!(tables.group_usage(1).counts.total.packets, 3);
+        let six = Duration::from_secs(6);
+        assert_eq!(tables.group_usage(1, six).counts.total.packets, 3);
         assert_eq!(tables.set_group(group(1), true, modified), Ok(()));
+        let usage = tables.group_usage(1, six);
         assert_eq!(
-            tables.group_age(1, Duration::from_secs(6)),
+            usage.age,
             Duration::from_secs(5),
             "a modify keeps the group's age"
         );
         assert_eq!(
-            tables.group_usage(1).counts,
+            usage.counts,
             GroupCounts::new(1),
             "and starts its counts anew"
         );
@@ -808,14 +800,23 @@ mod tests {
             bytes: 294,
         };
         assert_eq!(
-            tables.group_usage(1),
+            tables.group_usage(1, six),
             GroupUsage {
                 rules: 2,
                 counts: GroupCounts {
                     total: three,
                     buckets: vec![three]
-                }
+                },
+                age: Duration::from_secs(5),
             }
+        );
+        assert_eq!(
+            tables.group_usage(9, six),
+            GroupUsage {
+                rules: 0,
+                ..GroupUsage::default()
+            },
+            "no such group, nothing credited"
         );
         for id in 2..MAX_GROUPS as u32 + 1 {
             tables.set_group(group(id), false, Duration::ZERO).unwrap();

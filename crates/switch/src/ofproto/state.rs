@@ -14,7 +14,7 @@ use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::upcall::{Decision, SharedState, Upcall};
 use crate::error::FlowError;
 use crate::flow_match::Match;
-use crate::group::{Group, GroupError};
+use crate::group::{Group, GroupError, GroupUsage};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
 use crate::ofproto::rule_table::RuleTables;
@@ -119,6 +119,17 @@ impl Ofproto {
         self.tables.check_group(&group, replace)?;
         let _ = self.flush_offload(now);
         self.tables.set_group(group, replace, now)
+    }
+
+    /// Each group (or group `only`) and its statistics at `now`, the kernel's counts
+    /// credited first (a failed harvest leaves those of the last one that worked).
+    pub fn group_stats(&mut self, only: Option<u32>, now: Duration) -> Vec<(Group, GroupUsage)> {
+        let _ = self.harvest_offload(now);
+        self.tables
+            .groups()
+            .filter(|g| only.is_none_or(|id| id == g.id))
+            .map(|g| (g.clone(), self.tables.group_usage(g.id, now)))
+            .collect()
     }
 
     /// Credits what the kernel's fast path forwarded since the last call to the rules and

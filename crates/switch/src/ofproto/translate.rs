@@ -390,9 +390,11 @@ mod tests {
         upcall.credit_miss(miss.missed[0], 2);
         let counts =
             |lookups, matched| crate::ofproto::rule_table::TableLookups { lookups, matched };
-        assert_eq!(tables.table_lookups(0), counts(7, 5));
-        assert_eq!(tables.table_lookups(1), counts(5, 0));
-        assert_eq!(tables.table_lookups(2), counts(0, 0));
+        let stats = tables.table_stats();
+        assert_eq!(stats[0].counts, counts(7, 5));
+        assert_eq!(stats[1].counts, counts(5, 0));
+        assert_eq!(stats[2].counts, counts(0, 0));
+        assert_eq!((stats[0].active, stats[1].active), (1, 1));
     }
 
     fn flow(fields: &[(Field, u128)]) -> FlowBits {

@@ -240,12 +240,13 @@ pub fn group_desc_entry(g: &Group) -> Vec<u8> {
 }
 
 /// A group's counters and each bucket's.
-pub fn group_stats_entry(g: &Group, usage: &GroupUsage, alive: Duration) -> Vec<u8> {
+pub fn group_stats_entry(g: &Group, usage: &GroupUsage) -> Vec<u8> {
     let total = usage.counts.total;
     let mut w = Writer::default();
     w.u16(0).zeros(2).u32(g.id).u32(usage.rules).zeros(4);
     w.u64(total.packets).u64(total.bytes);
-    w.u32(alive.as_secs() as u32).u32(alive.subsec_nanos());
+    w.u32(usage.age.as_secs() as u32)
+        .u32(usage.age.subsec_nanos());
     for bucket in usage.counts.buckets.iter().take(g.buckets.len()) {
         w.u64(bucket.packets).u64(bucket.bytes);
     }

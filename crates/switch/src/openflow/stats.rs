@@ -130,19 +130,14 @@ fn table_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     })
 }
 
-/// Each group's statistics and its buckets' ([`crate::RuleTables::group_usage`]).
+/// Each group's statistics and its buckets' ([`crate::Ofproto::group_stats`]).
 fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     let now = bridge.now();
-    bridge.edit(|dp| {
-        let _ = dp.harvest_offload(now);
-        dp.tables
-            .groups()
-            .map(|g| {
-                let age = dp.tables.group_age(g.id, now);
-                reply::group_stats_entry(g, &dp.tables.group_usage(g.id), age)
-            })
-            .collect()
-    })
+    bridge
+        .edit(|dp| dp.group_stats(None, now))
+        .iter()
+        .map(|(group, usage)| reply::group_stats_entry(group, usage))
+        .collect()
 }
 
 /// Each port's counts; a tunnel port's are its packets popped (received) and pushed (sent),
