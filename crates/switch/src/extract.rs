@@ -148,7 +148,8 @@ fn extract_with<const CHAIN: bool>(
             }
         }
     }
-    let flow = FlowBits([word0, word1, word2, word3, word4, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let mut flow = FlowBits::ZERO;
+    flow.0[..5].copy_from_slice(&[word0, word1, word2, word3, word4]);
     (flow, offsets)
 }
 

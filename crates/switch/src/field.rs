@@ -1,6 +1,7 @@
-//! Match fields and the packed flow: the flow key laid out in eleven 64-bit words, so
-//! matching, masking and hashing are word operations (OVS's `miniflow` idea without the
-//! sparseness).
+//! Match fields and the packed flow: the flow key laid out in 64-bit words, so matching,
+//! masking and hashing are word operations (OVS's `miniflow` idea without the sparseness).
+//! A packet fills the first [`PACKET_WORDS`]; the pipeline's own state (metadata and the
+//! sixteen registers) follows, zero as every packet arrives.
 //!
 //! The same [`FlowBits`] type holds a key, a masked key and a mask.
 //!
@@ -17,14 +18,22 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 
-pub const FLOW_WORDS: usize = 14;
-/// The words of a packet's flow as it arrives: all but the metadata's, which is zero then
-/// (only `write_metadata`, between tables, sets it). The datapath's caches hold arriving
+pub const FLOW_WORDS: usize = 22;
+/// The words of a packet's flow as it arrives: all but the metadata's and the registers',
+/// which are zero then (only actions, between tables, set them). The datapath's caches hold arriving
 /// packets' flows and key on these alone ([`PacketKey`]). The tunnel's words (10 to 12)
 /// are zero for a packet that did not come out of a tunnel.
 pub const PACKET_WORDS: usize = 13;
 /// The first of the tunnel metadata's words ([`TunnelMeta`]).
 const TUNNEL_WORD: usize = 10;
+/// The first of the registers' words, two registers a word.
+const REGISTER_WORD: usize = 14;
+/// How many 32-bit registers a flow has (`reg0` to `reg15`, as Open vSwitch's).
+pub const REGISTERS: u8 = 16;
+const REGISTER_NAMES: [&str; REGISTERS as usize] = [
+    "reg0", "reg1", "reg2", "reg3", "reg4", "reg5", "reg6", "reg7", "reg8", "reg9", "reg10",
+    "reg11", "reg12", "reg13", "reg14", "reg15",
+];
 
 /// What a packet's tunnel said about it, for the flow: set when a tunnel port decapsulates
 /// it (OVS's `flow_tnl`), zero otherwise.
@@ -134,7 +143,16 @@ impl FlowBits {
             0,
             0,
             0,
-            // metadata: zero as a packet arrives; `write_metadata` sets it between tables.
+            // metadata and registers: zero as a packet arrives; actions set them between
+            // tables.
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
             0,
         ])
     }
@@ -211,10 +229,11 @@ impl Hash for FlowBits {
     }
 }
 
-/// An arriving packet's flow, or a masked one, without the metadata ([`PACKET_WORDS`]): the
-/// key of the exact-match and megaflow caches. A megaflow whose mask has metadata bits
-/// matched them against the installing packet's zeros, which every packet has, so leaving
-/// them out of its key admits no packet it would not.
+/// An arriving packet's flow, or a masked one, without the pipeline's state
+/// ([`PACKET_WORDS`]): the key of the exact-match and megaflow caches. A megaflow whose mask
+/// has metadata or register bits matched them as the translation's actions left them: every
+/// packet arrives with zeros there, and what an action wrote from packet bits had those bits
+/// un-wildcarded, so leaving them out of its key admits no packet it would not.
 #[derive(Clone, Copy, Eq, Debug)]
 pub struct PacketKey(pub [u64; PACKET_WORDS]);
 
@@ -227,10 +246,9 @@ impl PartialEq for PacketKey {
 impl PacketKey {
     /// The key of an arriving packet's flow.
     pub fn of(flow: &FlowBits) -> PacketKey {
-        debug_assert_eq!(
-            Field::Metadata.get(flow),
-            0,
-            "a packet arrives without metadata"
+        debug_assert!(
+            flow.0[PACKET_WORDS..].iter().all(|&word| word == 0),
+            "a packet arrives without metadata or registers"
         );
         PacketKey::masked(flow, &FlowBits::ALL_ONES)
     }
@@ -350,6 +368,9 @@ pub enum Field {
     TunDst,
     /// Geneve's first option, raw: see [`TunnelMeta::opts`].
     TunOpts,
+    /// A 32-bit register (0 to 15, see [`REGISTERS`]): scratch space for the pipeline, set by
+    /// `load`, `move` and `set_field` for later tables; no packet carries it.
+    Reg(u8),
 }
 
 /// How a field's value is written and read in flow syntax.
@@ -363,7 +384,7 @@ pub enum ValueFormat {
 }
 
 impl Field {
-    pub const ALL: [Field; 27] = [
+    pub const ALL: [Field; 27 + REGISTERS as usize] = [
         Field::InPort,
         Field::Metadata,
         Field::DlSrc,
@@ -391,7 +412,34 @@ impl Field {
         Field::TunSrc,
         Field::TunDst,
         Field::TunOpts,
+        Field::Reg(0),
+        Field::Reg(1),
+        Field::Reg(2),
+        Field::Reg(3),
+        Field::Reg(4),
+        Field::Reg(5),
+        Field::Reg(6),
+        Field::Reg(7),
+        Field::Reg(8),
+        Field::Reg(9),
+        Field::Reg(10),
+        Field::Reg(11),
+        Field::Reg(12),
+        Field::Reg(13),
+        Field::Reg(14),
+        Field::Reg(15),
     ];
+
+    /// Register `n`, if there is one.
+    pub fn register(n: u8) -> Option<Field> {
+        (n < REGISTERS).then_some(Field::Reg(n))
+    }
+
+    /// Whether the field is the pipeline's own (metadata, a register), never a packet's: a
+    /// write to it steers later lookups and never reaches the datapath.
+    pub fn is_pipeline_state(self) -> bool {
+        matches!(self, Field::Metadata | Field::Reg(_))
+    }
 
     /// (word, shift, width in bits); 128-bit fields take two words, high word first.
     pub const fn layout(self) -> (usize, u32, u32) {
@@ -423,6 +471,7 @@ impl Field {
             Field::TunDst => (TUNNEL_WORD + 1, 32, 32),
             Field::TunOpts => (TUNNEL_WORD + 2, 0, 64),
             Field::Metadata => (13, 0, 64),
+            Field::Reg(n) => (REGISTER_WORD + n as usize / 2, (n as u32 % 2) * 32, 32),
         }
     }
 
@@ -466,6 +515,7 @@ impl Field {
             Field::TunSrc => "tun_src",
             Field::TunDst => "tun_dst",
             Field::TunOpts => "tun_opts",
+            Field::Reg(n) => REGISTER_NAMES[n as usize],
         }
     }
 
@@ -526,6 +576,7 @@ impl Field {
                 | Field::TunSrc
                 | Field::TunDst
                 | Field::TunOpts
+                | Field::Reg(_)
         )
     }
 
@@ -539,9 +590,12 @@ impl Field {
             | Field::TunSrc
             | Field::TunDst => ValueFormat::Ipv4,
             Field::Ipv6Src | Field::Ipv6Dst => ValueFormat::Ipv6,
-            Field::DlType | Field::VlanTci | Field::Metadata | Field::TunId | Field::TunOpts => {
-                ValueFormat::Hex
-            }
+            Field::DlType
+            | Field::VlanTci
+            | Field::Metadata
+            | Field::TunId
+            | Field::TunOpts
+            | Field::Reg(_) => ValueFormat::Hex,
             _ => ValueFormat::Decimal,
         }
     }
@@ -616,8 +670,10 @@ impl fmt::Display for FieldValue {
             ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
             // As ovs-ofctl prints it (C's "%#x", which writes zero without "0x").
             ValueFormat::Hex
-                if matches!(self.field, Field::Metadata | Field::TunId | Field::TunOpts)
-                    && value == 0 =>
+                if matches!(
+                    self.field,
+                    Field::Metadata | Field::TunId | Field::TunOpts | Field::Reg(_)
+                ) && value == 0 =>
             {
                 f.write_str("0")
             }
@@ -680,11 +736,16 @@ mod tests {
                 assert_eq!(other.overlaps(), Some(field));
             }
         }
-        // Only the metadata lies past a packet's words.
+        // Only the pipeline's state lies past a packet's words.
         for field in Field::ALL {
             let past = field.layout().0 >= PACKET_WORDS;
-            assert_eq!(past, field == Field::Metadata, "{field}");
+            assert_eq!(past, field.is_pipeline_state(), "{field}");
         }
+        assert_eq!(Field::from_name("reg15"), Some(Field::Reg(15)));
+        assert_eq!(
+            (Field::register(15), Field::register(16)),
+            (Some(Field::Reg(15)), None)
+        );
         let mut arp = FlowBits::ZERO;
         Field::ArpSha.set(&mut arp, u128::MAX);
         let mut ipv6 = FlowBits::ZERO;

@@ -48,7 +48,8 @@ impl Prerequisite {
             | Field::TunId
             | Field::TunSrc
             | Field::TunDst
-            | Field::TunOpts => Prerequisite::None,
+            | Field::TunOpts
+            | Field::Reg(_) => Prerequisite::None,
         }
     }
 

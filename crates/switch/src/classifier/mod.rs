@@ -57,9 +57,29 @@ struct Entry {
     id: RuleId,
 }
 
-/// The fields each stage adds, in lookup order; the last stage is the whole mask.
+/// The fields each stage adds, in lookup order; the last stage is the whole mask. The
+/// pipeline's state comes first with the input port, as in Open vSwitch.
 const STAGES: [&[Field]; 3] = [
-    &[Field::InPort, Field::Metadata],
+    &[
+        Field::InPort,
+        Field::Metadata,
+        Field::Reg(0),
+        Field::Reg(1),
+        Field::Reg(2),
+        Field::Reg(3),
+        Field::Reg(4),
+        Field::Reg(5),
+        Field::Reg(6),
+        Field::Reg(7),
+        Field::Reg(8),
+        Field::Reg(9),
+        Field::Reg(10),
+        Field::Reg(11),
+        Field::Reg(12),
+        Field::Reg(13),
+        Field::Reg(14),
+        Field::Reg(15),
+    ],
     &[Field::DlSrc, Field::DlDst, Field::VlanTci, Field::DlType],
     &[
         Field::NwSrc,

@@ -8,7 +8,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::ActionList;
 use crate::dpif::megaflow::Megaflow;
-use crate::field::{Field, ValueFormat};
+use crate::field::{Field, REGISTERS, ValueFormat};
 use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
@@ -53,7 +53,10 @@ impl fmt::Display for MatchDisplay<'_> {
         if let Some((name, ..)) = shorthand {
             parts.push(format_args!("{name}"))?;
         }
-        // The tunnel's fields first, as ovs-ofctl prints them.
+        // The registers, then the tunnel's fields, as ovs-ofctl prints them.
+        for field in (0..REGISTERS).map(Field::Reg) {
+            write_field(&mut parts, flow_match, field)?;
+        }
         for field in [Field::TunId, Field::TunSrc, Field::TunDst, Field::TunOpts] {
             write_field(&mut parts, flow_match, field)?;
         }
@@ -113,7 +116,12 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
             field.display(value),
             field.display(mask)
         )),
-        ValueFormat::Hex if matches!(field, Field::Metadata | Field::TunId | Field::TunOpts) => {
+        ValueFormat::Hex
+            if matches!(
+                field,
+                Field::Metadata | Field::TunId | Field::TunOpts | Field::Reg(_)
+            ) =>
+        {
             parts.push(format_args!(
                 "{field}={}/{}",
                 field.display(value),
@@ -308,6 +316,11 @@ mod tests {
         assert_eq!(
             dump("dl_vlan=0xffff,actions=controller"),
             "cookie=0x0, duration=1.234s, table=0, n_packets=3, n_bytes=180, vlan_tci=0x0000 actions=CONTROLLER:65535"
+        );
+        // Registers after the shorthand, before the tunnel's fields and in_port.
+        assert_eq!(
+            dump("table=2,in_port=3,ip,reg1=0,reg0=0x5/0xff,tun_id=7,actions=output:1"),
+            "cookie=0x0, duration=1.234s, table=2, n_packets=3, n_bytes=180, ip,reg0=0x5/0xff,reg1=0,tun_id=0x7,in_port=3 actions=output:1"
         );
         // An exact TCI no dl_vlan form says: no mask, as ovs-ofctl prints it.
         assert_eq!(

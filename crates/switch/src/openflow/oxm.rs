@@ -3,8 +3,9 @@
 //! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
 //! `udp_src` are both `tp_src`); one the flow key does not hold (`in_phy_port`, SCTP, ND,
 //! MPLS, PBB, IPv6 flow label and extension headers) is `BAD_FIELD`. Besides the basic
-//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001), as
-//! Open vSwitch and its controllers send them for `tun_src` and `tun_dst`.
+//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001) and
+//! registers (`NXM_NX_REG0` to `NXM_NX_REG15`), as Open vSwitch and its controllers send them
+//! for `tun_src`, `tun_dst` and `reg0` to `reg15`.
 
 use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
 
@@ -25,6 +26,8 @@ const CLASS_NXM_1: u16 = 0x0001;
 /// Nicira's numbers of the tunnel's outer IPv4 source and destination in [`CLASS_NXM_1`].
 const NXM_NX_TUN_IPV4_SRC: u8 = 31;
 const NXM_NX_TUN_IPV4_DST: u8 = 32;
+/// Nicira's register `n` is field `n` of [`CLASS_NXM_1`].
+const NXM_NX_REGISTERS: u8 = crate::field::REGISTERS;
 /// Our field numbers are below this: the basic class's below 64, ours for Nicira's fields
 /// above.
 pub const FIELD_NUMBERS: usize = 128;
@@ -65,11 +68,20 @@ pub mod field_no {
     /// class 0x0001, fields 31 and 32).
     pub const TUN_IPV4_SRC: u8 = 100;
     pub const TUN_IPV4_DST: u8 = 101;
+    /// Nicira's registers: `reg0` is this, `reg15` fifteen past it (on the wire: class
+    /// 0x0001, fields 0 to 15).
+    pub const REG0: u8 = 102;
+    pub const REG15: u8 = REG0 + 15;
+}
+
+/// Register `n`'s field number (`n` below 16).
+pub const fn register_field_no(n: u8) -> u8 {
+    field_no::REG0 + n
 }
 
 /// Every field a match may hold, in the order a match is written and table features list
 /// them.
-pub const MATCH_FIELDS: [u8; 30] = [
+pub const MATCH_FIELDS: [u8; 46] = [
     field_no::IN_PORT,
     field_no::METADATA,
     field_no::ETH_DST,
@@ -100,6 +112,22 @@ pub const MATCH_FIELDS: [u8; 30] = [
     field_no::TUNNEL_ID,
     field_no::TUN_IPV4_SRC,
     field_no::TUN_IPV4_DST,
+    register_field_no(0),
+    register_field_no(1),
+    register_field_no(2),
+    register_field_no(3),
+    register_field_no(4),
+    register_field_no(5),
+    register_field_no(6),
+    register_field_no(7),
+    register_field_no(8),
+    register_field_no(9),
+    register_field_no(10),
+    register_field_no(11),
+    register_field_no(12),
+    register_field_no(13),
+    register_field_no(14),
+    register_field_no(15),
 ];
 
 /// An OXM header alone (class, number, whether a mask follows, length), as table features
@@ -118,6 +146,7 @@ pub fn wire_header(number: u8) -> (u16, u8) {
     match number {
         field_no::TUN_IPV4_SRC => (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC),
         field_no::TUN_IPV4_DST => (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST),
+        field_no::REG0..=field_no::REG15 => (CLASS_NXM_1, number - field_no::REG0),
         _ => (CLASS_BASIC, number),
     }
 }
@@ -128,6 +157,7 @@ fn from_wire(class: u16, number: u8) -> Option<u8> {
         (CLASS_BASIC, number) if usize::from(number) < 64 => Some(number),
         (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC) => Some(field_no::TUN_IPV4_SRC),
         (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST) => Some(field_no::TUN_IPV4_DST),
+        (CLASS_NXM_1, n) if n < NXM_NX_REGISTERS => Some(register_field_no(n)),
         _ => None,
     }
 }
@@ -192,6 +222,7 @@ impl OxmField {
             field_no::TUNNEL_ID => f(Field::TunId, 8, true),
             field_no::TUN_IPV4_SRC => f(Field::TunSrc, 4, true),
             field_no::TUN_IPV4_DST => f(Field::TunDst, 4, true),
+            field_no::REG0..=field_no::REG15 => f(Field::Reg(number - field_no::REG0), 4, true),
             _ => return None,
         })
     }
@@ -468,6 +499,7 @@ mod tests {
             "arp,arp_sha=02:00:00:00:00:01,arp_tha=02:00:00:00:00:00/ff:00:00:00:00:00",
             "ipv6,ipv6_src=2001:db8::1,ipv6_dst=::2",
             "in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.0/24",
+            "reg0=0x5,reg15=0x100/0xff00,ip",
         ] {
             let spec = parse_match(text).unwrap();
             assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
@@ -524,6 +556,17 @@ mod tests {
         // A basic-class field of our number for it is not it.
         let basic = [header, [0x80, 0, 100 << 1, 4], address, padding].concat();
         assert_eq!(decoded(&basic), Err(bad_match::BAD_FIELD));
+        // NXM_NX_REG3 as ovs-ofctl sends reg3=0x5.
+        let reg3 = [0, 1, 3 << 1, 4];
+        assert_eq!(
+            encoded("reg3=5"),
+            [header, reg3, [0, 0, 0, 5], padding].concat()
+        );
+        assert_eq!(
+            decoded(&[header, [0, 1, 16 << 1, 4], [0, 0, 0, 5], padding].concat()),
+            Err(bad_match::BAD_FIELD),
+            "field 16 of the class is tun_id, eight bytes, not taken here"
+        );
     }
 
     #[test]
