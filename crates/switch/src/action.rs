@@ -6,6 +6,7 @@ use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::field::{Field, FlowBits};
 use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
+use crate::subfield::Subfield;
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
 pub const SETTABLE_FIELDS: [Field; 15] = [
@@ -49,9 +50,13 @@ pub enum Action {
     /// Sets the VLAN priority, pushing a tag (id 0) if the frame is untagged.
     ModVlanPcp(u8),
     StripVlan,
-    /// Writes a header field; `mod_dl_src:X` is `SetField(DlSrc, X)`. For `nw_tos` the value is
-    /// the ToS byte with the ECN bits clear (ovs-ofctl's convention).
+    /// Writes a header field, or a register; `mod_dl_src:X` is `SetField(DlSrc, X)`. For
+    /// `nw_tos` the value is the ToS byte with the ECN bits clear (ovs-ofctl's convention).
     SetField(Field, u128),
+    /// Nicira's `load:VALUE->DST`: writes a number into some bits of a field.
+    Load(Subfield, u64),
+    /// Nicira's `move:SRC->DST`: copies bits of one field into as many of another.
+    Move(Subfield, Subfield),
     /// Decrements the IPv4 TTL or IPv6 hop limit; drops the packet if it would reach zero.
     DecTtl,
     /// Looks the packet up in another table, then carries on with the next action.
@@ -74,11 +79,27 @@ pub enum Action {
 }
 
 impl Action {
-    /// What the rule's match must pin down for the action to make sense.
-    pub fn prerequisite(&self) -> Prerequisite {
+    /// What the rule's match must pin down for the action to make sense (a `move` reads one
+    /// field and writes another: two).
+    pub fn prerequisites(&self) -> [Prerequisite; 2] {
         match self {
-            Action::SetField(field, _) => Prerequisite::of(*field),
-            _ => Prerequisite::None,
+            Action::SetField(field, _) => [Prerequisite::of(*field), Prerequisite::None],
+            Action::Load(dst, _) => [Prerequisite::of(dst.field()), Prerequisite::None],
+            Action::Move(src, dst) => {
+                [Prerequisite::of(src.field()), Prerequisite::of(dst.field())]
+            }
+            _ => [Prerequisite::None; 2],
+        }
+    }
+
+    /// Whether the action only writes the pipeline's state (metadata, registers) for later
+    /// tables: the datapath never sees it.
+    pub fn writes_pipeline_state(&self) -> bool {
+        match self {
+            Action::WriteMetadata(..) => true,
+            Action::SetField(field, _) => field.is_pipeline_state(),
+            Action::Load(dst, _) | Action::Move(_, dst) => dst.field().is_pipeline_state(),
+            _ => false,
         }
     }
 
@@ -111,6 +132,10 @@ impl Action {
                 Field::VlanTci.set(flow, u128::from(tci));
             }
             Action::StripVlan => Field::VlanTci.set(flow, 0),
+            // What a move reads, the translation un-wildcards as it runs (see
+            // `crate::ofproto::translate`), so nothing is noted here.
+            Action::Load(dst, value) => dst.set(flow, u128::from(value)),
+            Action::Move(src, dst) => dst.set(flow, src.get(flow)),
             // Every packet arrives with metadata zero and only constants are written to it, so
             // the result depends on no packet bits.
             Action::WriteMetadata(value, mask) => {
@@ -139,7 +164,8 @@ impl Action {
         }
     }
 
-    /// True for the actions that only steer the lookup and never reach the datapath.
+    /// True for the actions that only steer the lookup and never reach the datapath as they
+    /// are (a `load` or `move` into a packet's field reaches it as the `set_field` it makes).
     pub fn is_table_jump(&self) -> bool {
         matches!(
             self,
@@ -149,7 +175,9 @@ impl Action {
                 | Action::ClearActions
                 | Action::WriteActions(_)
                 | Action::WriteMetadata(..)
-        )
+                | Action::Load(..)
+                | Action::Move(..)
+        ) || self.writes_pipeline_state()
     }
 }
 
@@ -171,6 +199,10 @@ impl fmt::Display for Action {
                 None => write!(f, "set_field:{}->{field}", field.display(value)),
             },
             Action::DecTtl => f.write_str("dec_ttl"),
+            // C's "%#x", as ovs-ofctl prints it: zero without "0x".
+            Action::Load(dst, 0) => write!(f, "load:0->{dst}"),
+            Action::Load(dst, value) => write!(f, "load:{value:#x}->{dst}"),
+            Action::Move(src, dst) => write!(f, "move:{src}->{dst}"),
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
             Action::Group(group) => write!(f, "group:{group}"),

@@ -21,8 +21,8 @@
 //!   `dpif` imports `ofproto`, `ofctl` or `bridge`;
 //! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`],
 //!   [`meter`] (the rate limits rules name, shared by the threads);
-//! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`rule`], [`frame`],
-//!   [`error`].
+//! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`subfield`] (the
+//!   bits `load` and `move` name), [`rule`], [`frame`], [`error`].
 //!
 //! How the pieces are driven:
 //! - receive path, per frame: [`dpif::process::process`] (parse → the thread's own
@@ -66,6 +66,7 @@ pub mod offload;
 pub mod ofproto;
 pub mod openflow;
 pub mod rule;
+pub mod subfield;
 pub mod tunnel;
 
 pub use action::Action;

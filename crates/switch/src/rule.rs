@@ -138,12 +138,13 @@ impl PacketInOrigin {
 /// The checks that need the whole rule: prerequisites of set actions, `goto_table` placement.
 pub fn check_actions(rule: &Rule) -> Result<(), FlowError> {
     for (index, action) in rule.actions.iter().enumerate() {
-        let prerequisite = action.prerequisite();
-        if !prerequisite.is_met_by(&rule.flow_match) {
-            return Err(error(format!(
-                "{action} requires {}",
-                prerequisite.describe()
-            )));
+        for prerequisite in action.prerequisites() {
+            if !prerequisite.is_met_by(&rule.flow_match) {
+                return Err(error(format!(
+                    "{action} requires {}",
+                    prerequisite.describe()
+                )));
+            }
         }
         // As OpenFlow's instruction: once, after the actions, before a goto_table.
         if let Action::WriteMetadata(..) = *action {

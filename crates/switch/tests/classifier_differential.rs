@@ -2,6 +2,8 @@
 //! tables with goto and resubmit), 100,000 random packets; the decision the caches give (EMC →
 //! megaflow → tables) must equal a brute-force linear search's, packet by packet, also after
 //! random rule changes between batches — and the per-rule packet counters must agree too.
+//! Rules write registers (`load`, `move` from the packet's bits) that later tables match, and
+//! move bits between a packet's fields, so every megaflow must have pinned what those read.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::FlowKey;
 use wirespeed_switch::classifier::{RuleId, RuleRank};
+use wirespeed_switch::subfield::Subfield;
 use wirespeed_switch::{
     Action, Decision, Field, FlowBits, FlowCache, Match, Rule, RuleSelector, RuleTables,
 };
@@ -168,6 +171,7 @@ fn random_value(rng: &mut Rng, field: Field) -> u128 {
             Field::DlSrc.parse_value(&mac(rng).to_string()).unwrap()
         }
         Field::Metadata => rng.pick(&[0u128, 1, 2, 0x101]),
+        Field::Reg(_) => rng.pick(&[0u128, 1, 2, 3, 5, 8, 0x101, 0x500]),
         Field::NwEcn => rng.pick(&[0u128, 1, 3]),
         Field::VlanTci => match rng.below(4) {
             0 => 0,
@@ -213,6 +217,12 @@ fn random_rule(rng: &mut Rng, shapes: &[Shape], table: u8) -> Rule {
         let mask = rng.pick(&[u64::MAX as u128, 0xff]);
         flow_match.set(Field::Metadata, random_value(rng, Field::Metadata), mask);
     }
+    // ...and at what earlier ones wrote to the registers.
+    if table > 0 && rng.chance(25) {
+        let register = rng.pick(&[Field::Reg(0), Field::Reg(1)]);
+        let mask = rng.pick(&[u32::MAX as u128, 0xff, 0xff00]);
+        flow_match.set(register, random_value(rng, register) & mask, mask);
+    }
     let mut rule = Rule::new(flow_match, random_actions(rng, shape.family, table));
     rule.table = table;
     rule.priority = rng.below(200) as u16;
@@ -225,9 +235,34 @@ fn random_actions(rng: &mut Rng, family: Family, table: u8) -> Vec<Action> {
         family,
         Family::Ip | Family::Tcp | Family::Udp | Family::Icmp
     );
+    let bits = |text: &str| Subfield::parse(text).unwrap();
     for _ in 0..rng.below(3) {
-        let action = match rng.below(6) {
+        let action = match rng.below(10) {
             0 => Action::SetField(Field::DlSrc, random_value(rng, Field::DlSrc)),
+            6 => {
+                let (dst, value) = rng.pick(&[
+                    ("NXM_NX_REG0[]", 0x101),
+                    ("NXM_NX_REG1[0..7]", 5),
+                    ("NXM_NX_REG0[8..15]", 5),
+                ]);
+                Action::Load(bits(dst), value)
+            }
+            7 => {
+                let mut moves = vec![
+                    ("NXM_OF_IN_PORT[0..7]", "NXM_NX_REG0[0..7]"),
+                    ("NXM_OF_ETH_SRC[0..7]", "NXM_NX_REG1[0..7]"),
+                    ("NXM_NX_REG0[0..7]", "NXM_NX_REG1[8..15]"),
+                ];
+                if ip {
+                    // The TTL an earlier dec_ttl computed from the packet's.
+                    moves.push(("NXM_NX_IP_TTL[]", "NXM_NX_REG0[0..7]"));
+                }
+                let (src, dst) = rng.pick(&moves);
+                Action::Move(bits(src), bits(dst))
+            }
+            8 if ip => Action::Move(bits("NXM_OF_IP_SRC[]"), bits("NXM_OF_IP_DST[]")),
+            8 => Action::Move(bits("NXM_NX_REG0[0..7]"), bits("NXM_OF_ETH_DST[0..7]")),
+            9 => Action::Load(bits("NXM_OF_ETH_SRC[0..3]"), 5),
             1 => Action::ModVlanVid(rng.below(4) as u16),
             2 => Action::StripVlan,
             3 if ip => Action::SetField(Field::NwDst, ipv4(rng) as u128),
@@ -319,8 +354,11 @@ fn random_flow(rng: &mut Rng, tables: &RuleTables, ids: &[RuleId]) -> FlowBits {
             *word = (*word & !mask) | value;
         }
     }
-    // Packets arrive without metadata; only write_metadata gives a flow any.
+    // Packets arrive without metadata or registers; only actions give a flow any.
     Field::Metadata.set(&mut flow, 0);
+    for register in 0..16 {
+        Field::Reg(register).set(&mut flow, 0);
+    }
     flow
 }
 
@@ -378,6 +416,17 @@ impl Reference {
                 Action::Resubmit(next) => flow = self.run_table(next, flow, decision),
                 Action::WriteMetadata(..) => {
                     action.apply_to_flow(&mut flow, &mut FlowBits::default())
+                }
+                // A register's write stays in the pipeline; a packet's field written by
+                // load or move reaches the datapath as the field's new value.
+                Action::Load(dst, _) | Action::Move(_, dst) => {
+                    action.apply_to_flow(&mut flow, &mut FlowBits::default());
+                    let field = dst.field();
+                    if !field.is_pipeline_state() {
+                        decision
+                            .actions
+                            .push(Action::SetField(field, field.get(&flow)));
+                    }
                 }
                 _ => {
                     if matches!(action, Action::Controller(_)) && decision.packet_in.is_none() {

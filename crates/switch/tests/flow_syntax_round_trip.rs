@@ -130,7 +130,11 @@ fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
                 Action::SetField(field, value)
             }
         };
-        if action.prerequisite().is_met_by(flow_match) {
+        if action
+            .prerequisites()
+            .iter()
+            .all(|p| p.is_met_by(flow_match))
+        {
             return action;
         }
     }

@@ -299,12 +299,16 @@ pub fn execute(
                     return verdict.drop_for(DropReason::Metered);
                 }
             }
+            // The translation's alone: a `load` or `move` into a packet's field reaches here
+            // as the `set_field` it makes.
             Action::Resubmit(_)
             | Action::GotoTable(_)
             | Action::Group(_)
             | Action::ClearActions
             | Action::WriteActions(_)
-            | Action::WriteMetadata(..) => {}
+            | Action::WriteMetadata(..)
+            | Action::Load(..)
+            | Action::Move(..) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

@@ -4,6 +4,7 @@ use crate::action::{Action, SETTABLE_FIELDS, mod_name};
 use crate::error::{FlowError, error, value_help};
 use crate::field::{Field, parse_uint};
 use crate::meter::METER_MAX;
+use crate::subfield::{Subfield, SubfieldError};
 
 /// Parses the action list after `actions=`.
 pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
@@ -132,6 +133,8 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
             Ok(Action::SetField(Field::NwTos, tos))
         }
         "set_field" => parse_set_field(token, needs("VALUE->FIELD")?),
+        "load" => parse_load(token, needs("VALUE->DST")?),
+        "move" => parse_move(token, needs("SRC->DST")?),
         _ => parse_mod(token, &name, needs("VALUE")),
     }
 }
@@ -182,7 +185,7 @@ fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
         .ok_or_else(|| error(format!("{token}: set_field needs VALUE->FIELD")))?;
     let field =
         Field::from_name(name).ok_or_else(|| error(format!("{token}: unknown field '{name}'")))?;
-    if !SETTABLE_FIELDS.contains(&field) {
+    if !SETTABLE_FIELDS.contains(&field) && !matches!(field, Field::Reg(_)) {
         return Err(error(format!("{token}: field '{field}' cannot be set")));
     }
     let value = field
@@ -194,6 +197,52 @@ fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
         )));
     }
     Ok(Action::SetField(field, value))
+}
+
+/// `load:VALUE->DST[BITS]`: a number of at most 64 bits into a field's bits.
+fn parse_load(token: &str, argument: &str) -> Result<Action, FlowError> {
+    let (value, dst) = argument
+        .split_once("->")
+        .ok_or_else(|| error(format!("{token}: load needs VALUE->DST")))?;
+    let dst = destination(token, dst)?;
+    if dst.n_bits > 64 {
+        return Err(error(format!(
+            "{token}: load writes at most 64 bits (set_field writes a whole field)"
+        )));
+    }
+    let value = parse_uint(value)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| error(format!("{token}: '{value}' is not a 64-bit number")))?;
+    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
+        return Err(error(format!("{token}: {}", SubfieldError::ValueTooWide)));
+    }
+    Ok(Action::Load(dst, value))
+}
+
+/// `move:SRC[BITS]->DST[BITS]`: as many bits each side.
+fn parse_move(token: &str, argument: &str) -> Result<Action, FlowError> {
+    let (src, dst) = argument
+        .split_once("->")
+        .ok_or_else(|| error(format!("{token}: move needs SRC->DST")))?;
+    let src = Subfield::parse(src).map_err(|e| error(format!("{token}: {e}")))?;
+    let dst = destination(token, dst)?;
+    if src.n_bits != dst.n_bits {
+        return Err(error(format!(
+            "{token}: {} ({} bits and {})",
+            SubfieldError::WidthsDiffer,
+            src.n_bits,
+            dst.n_bits
+        )));
+    }
+    Ok(Action::Move(src, dst))
+}
+
+/// The bits a `load` or `move` writes, if they may be written.
+fn destination(token: &str, text: &str) -> Result<Subfield, FlowError> {
+    let dst = Subfield::parse(text).map_err(|e| error(format!("{token}: {e}")))?;
+    dst.writable()
+        .map_err(|e| error(format!("{token}: {} ({e})", dst.nxm.info().name)))?;
+    Ok(dst)
 }
 
 #[cfg(test)]
@@ -228,6 +277,43 @@ mod tests {
         assert_eq!(
             rule.actions,
             vec![Action::ModVlanVid(5), Action::ModVlanPcp(3)]
+        );
+    }
+
+    #[test]
+    fn load_move_and_registers_print_as_ovs_ofctl_does() {
+        let text = "load:0x5->NXM_NX_REG0[],load:0->NXM_NX_REG1[0..15],move:NXM_OF_IN_PORT[]->NXM_NX_REG2[16..31],set_field:0x7->reg3,output:1";
+        let rule = parse_rule(&format!("actions={text}")).unwrap();
+        assert_eq!(crate::action::ActionList(&rule.actions).to_string(), text);
+        // The short names, as ovs-ofctl takes them.
+        let rule = parse_rule("udp,actions=move:udp_src[]->reg0[0..15],load:1->reg1[3]").unwrap();
+        assert_eq!(
+            crate::action::ActionList(&rule.actions).to_string(),
+            "move:NXM_OF_UDP_SRC[]->NXM_NX_REG0[0..15],load:0x1->NXM_NX_REG1[3]"
+        );
+        let refused = |text: &str| parse_rule(text).unwrap_err().to_string();
+        assert_eq!(
+            refused("actions=load:0x10->NXM_NX_REG0[0..3]"),
+            "load:0x10->NXM_NX_REG0[0..3]: the value does not fit in the bits"
+        );
+        assert_eq!(
+            refused("actions=move:NXM_NX_REG0[]->NXM_NX_REG1[0..15]"),
+            "move:NXM_NX_REG0[]->NXM_NX_REG1[0..15]: source and destination differ in width (32 bits and 16)"
+        );
+        assert_eq!(
+            refused("actions=load:1->NXM_OF_IN_PORT[]"),
+            "load:1->NXM_OF_IN_PORT[]: NXM_OF_IN_PORT (the field cannot be written)"
+        );
+        assert_eq!(
+            refused("actions=load:1->NXM_NX_IPV6_SRC[]"),
+            "load:1->NXM_NX_IPV6_SRC[]: load writes at most 64 bits (set_field writes a whole field)"
+        );
+        assert_eq!(
+            refused("actions=move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15]"),
+            "move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15] requires tcp or udp (dl_type and nw_proto)"
+        );
+        assert!(
+            refused("actions=write_actions(set_field:1->reg0)").contains("write_actions takes")
         );
     }
 

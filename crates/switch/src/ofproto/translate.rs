@@ -179,6 +179,10 @@ impl<'a> Translation<'a> {
                 Action::WriteMetadata(..) => {
                     action.apply_to_flow(&mut self.flow, &mut self.dependencies)
                 }
+                Action::SetField(field, _) if field.is_pipeline_state() => {
+                    action.apply_to_flow(&mut self.flow, &mut self.dependencies)
+                }
+                Action::Load(..) | Action::Move(..) => self.write_bits(action),
                 Action::Resubmit(target) => {
                     self.run_table(target, depth + 1);
                     if self.decision.too_deep {
@@ -307,6 +311,36 @@ impl Translation<'_> {
             point -= weight;
         }
         None
+    }
+
+    /// A `load` or `move`: the flow's bits change for later tables, and a packet's field
+    /// written becomes a `set_field` of the whole field for the datapath. What the value
+    /// written depends on is un-wildcarded at once (as OVS's xlate does for a move): the
+    /// source's bits, and for a packet's field the rest of it, which the `set_field` writes
+    /// back as this flow has it.
+    fn write_bits(&mut self, action: &Action) {
+        let (source, dst) = match *action {
+            Action::Load(dst, _) => (None, dst),
+            Action::Move(src, dst) => (Some(src), dst),
+            _ => return,
+        };
+        let field = dst.field();
+        let mut read = FlowBits::ZERO;
+        if let Some(src) = source {
+            src.field().or_mask(&mut read, src.mask());
+        }
+        if !field.is_pipeline_state() {
+            field.or_mask(&mut read, field.full_mask());
+        }
+        if read.and(&self.derived) != FlowBits::ZERO {
+            read.or_assign(&self.dependencies);
+        }
+        self.wildcards.or_assign(&read);
+        action.apply_to_flow(&mut self.flow, &mut self.dependencies);
+        if !field.is_pipeline_state() {
+            let value = field.get(&self.flow);
+            self.decision.actions.push(Action::SetField(field, value));
+        }
     }
 
     fn note_visit(&mut self, group: u32, taken: BucketsTaken) {
@@ -639,6 +673,57 @@ mod tests {
         assert_eq!(decision.actions, [Action::Output(4)]);
         // The packet's own metadata (always zero) is in the megaflow's key, harmlessly.
         assert_eq!(Field::Metadata.get(&wildcards), u128::from(u64::MAX));
+    }
+
+    /// Registers steer later tables and never reach the datapath; a move from a packet's
+    /// field pins the bits it read, however the register is used after.
+    #[test]
+    fn registers_steer_later_tables_and_pin_what_was_moved_into_them() {
+        let tables = tables(&[
+            "in_port=1,actions=move:NXM_OF_IN_PORT[]->NXM_NX_REG0[8..23],goto_table:1",
+            "in_port=2,actions=set_field:0x200->reg0,load:0x7->NXM_NX_REG5[28..31],goto_table:1",
+            "table=1,priority=2,reg0=0x100/0xff00,actions=output:3",
+            "table=1,priority=1,reg0=0x200,reg5=0x70000000,actions=output:4",
+        ]);
+        let mut wildcards = FlowBits::default();
+        let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
+        assert_eq!(decision.actions, [Action::Output(3)]);
+        assert_eq!(Field::InPort.get(&wildcards), 0xffff_ffff);
+        assert_eq!(Field::DlSrc.get(&wildcards), 0);
+        let decision = translate(&tables, &flow(&[(Field::InPort, 2)]), &mut wildcards);
+        assert_eq!(decision.actions, [Action::Output(4)]);
+        // The key the caches keep holds no register.
+        let key = crate::field::PacketKey::masked(&flow(&[(Field::InPort, 2)]), &wildcards);
+        assert_eq!(key.0[..], flow(&[(Field::InPort, 2)]).0[..key.0.len()]);
+    }
+
+    /// A load or move into a packet's field reaches the datapath as a set_field of the whole
+    /// field, so the bits it kept and the bits it moved are pinned in the megaflow.
+    #[test]
+    fn load_and_move_into_a_packet_become_set_field() {
+        let tables = tables(&[
+            "ip,actions=move:NXM_OF_IP_SRC[]->NXM_OF_IP_DST[],load:0xaa->NXM_OF_ETH_DST[0..7],output:2",
+        ]);
+        let packet = flow(&[
+            (Field::DlType, 0x0800),
+            (Field::NwSrc, 0x0a00_0001),
+            (Field::NwDst, 0x0a00_0002),
+            (Field::DlDst, 0x0200_0000_0001),
+        ]);
+        let mut wildcards = FlowBits::default();
+        let decision = translate(&tables, &packet, &mut wildcards);
+        assert_eq!(
+            decision.actions,
+            [
+                Action::SetField(Field::NwDst, 0x0a00_0001),
+                Action::SetField(Field::DlDst, 0x0200_0000_00aa),
+                Action::Output(2)
+            ]
+        );
+        assert_eq!(Field::NwSrc.get(&wildcards), 0xffff_ffff);
+        assert_eq!(Field::NwDst.get(&wildcards), 0xffff_ffff);
+        assert_eq!(Field::DlDst.get(&wildcards), 0xffff_ffff_ffff);
+        assert_eq!(Field::TpDst.get(&wildcards), 0);
     }
 
     #[test]

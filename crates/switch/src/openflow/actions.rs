@@ -6,8 +6,9 @@
 //!
 //! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
 //! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
-//! that tag. Nicira's `resubmit(,T)` (an experimenter action ovs-ofctl sends) is read and
-//! written, so flows with it survive a round trip.
+//! that tag. Nicira's `resubmit(,T)`, `load` (`NXAST_REG_LOAD`) and `move`
+//! (`NXAST_REG_MOVE`), experimenter actions ovs-ofctl sends, are read and written, so flows
+//! with them survive a round trip; `set_field` also writes the registers.
 
 use wirespeed_packet::flow_key::VLAN_VID_MASK;
 
@@ -15,8 +16,9 @@ use crate::action::Action;
 use crate::field::Field;
 use crate::ofproto::rule_table::TABLE_COUNT;
 use crate::openflow::error::{OfpError, bad_action, bad_instruction};
-use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, wire_header};
+use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, register_field_no, wire_header};
 use crate::openflow::wire::{CML_NO_BUFFER, Reader, Writer, port};
+use crate::subfield::{Nxm, Subfield};
 
 mod kind {
     pub const OUTPUT: u16 = 0;
@@ -88,10 +90,13 @@ pub fn settable_field_numbers() -> impl Iterator<Item = u8> {
     [field_no::VLAN_VID, field_no::VLAN_PCP]
         .into_iter()
         .chain(SET_FIELDS)
+        .chain(field_no::REG0..=field_no::REG15)
 }
 
-/// Nicira's experimenter id and `NXAST_RESUBMIT_TABLE`.
+/// Nicira's experimenter id and the subtypes of its actions taken here.
 const NX_VENDOR: u32 = 0x0000_2320;
+const NXAST_REG_MOVE: u16 = 6;
+const NXAST_REG_LOAD: u16 = 7;
 const NXAST_RESUBMIT_TABLE: u16 = 14;
 /// `OFPP_IN_PORT` in Nicira's 16-bit port numbers.
 const NX_IN_PORT: u16 = 0xfff8;
@@ -181,6 +186,7 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
     Ok(match o.number {
         field_no::VLAN_VID => Action::ModVlanVid(o.value as u16 & VLAN_VID_MASK),
         field_no::VLAN_PCP => Action::ModVlanPcp(o.value as u8),
+        field_no::REG0..=field_no::REG15 => Action::SetField(info.field, o.value),
         number if SET_FIELDS.contains(&number) => {
             if o.value > info.bits >> info.shift {
                 return Err(bad_action::BAD_SET_ARGUMENT);
@@ -191,13 +197,61 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
     })
 }
 
-/// Nicira's `resubmit(,TABLE)`: the one experimenter action taken.
+/// Nicira's `resubmit(,TABLE)`, `load` and `move`: the experimenter actions taken.
 fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     let vendor = body.u32()?;
     let subtype = body.u16()?;
-    if vendor != NX_VENDOR || subtype != NXAST_RESUBMIT_TABLE {
-        return Err(bad_action::BAD_TYPE);
+    match (vendor, subtype) {
+        (NX_VENDOR, NXAST_RESUBMIT_TABLE) => resubmit(body),
+        (NX_VENDOR, NXAST_REG_LOAD) => reg_load(body),
+        (NX_VENDOR, NXAST_REG_MOVE) => reg_move(body),
+        _ => Err(bad_action::BAD_TYPE),
     }
+}
+
+/// `NXAST_REG_LOAD`: the destination's bits (offset and width packed in 16 bits), its NXM
+/// header, a 64-bit value.
+fn reg_load(body: &mut Reader<'_>) -> Result<Action, OfpError> {
+    let ofs_nbits = body.u16()?;
+    let dst = destination(subfield(
+        body.u32()?,
+        ofs_nbits >> 6,
+        (ofs_nbits & 0x3f) + 1,
+    )?)?;
+    let value = body.u64()?;
+    if dst.n_bits < 64 && value >> dst.n_bits != 0 {
+        return Err(bad_action::BAD_ARGUMENT);
+    }
+    Ok(Action::Load(dst, value))
+}
+
+/// `NXAST_REG_MOVE`: the width, the source's and destination's offsets, their NXM headers.
+fn reg_move(body: &mut Reader<'_>) -> Result<Action, OfpError> {
+    let n_bits = body.u16()?;
+    let (src_ofs, dst_ofs) = (body.u16()?, body.u16()?);
+    let (src, dst) = (body.u32()?, body.u32()?);
+    if body.rest().iter().any(|&b| b != 0) {
+        return Err(bad_action::BAD_ARGUMENT);
+    }
+    Ok(Action::Move(
+        subfield(src, src_ofs, n_bits)?,
+        destination(subfield(dst, dst_ofs, n_bits)?)?,
+    ))
+}
+
+/// The bits an NXM header and offset name.
+fn subfield(header: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfpError> {
+    let nxm = Nxm::of_header(header).ok_or(bad_action::BAD_SET_TYPE)?;
+    Subfield::new(nxm, u32::from(ofs), u32::from(n_bits)).map_err(|_| bad_action::BAD_ARGUMENT)
+}
+
+/// `dst`, if `load` and `move` may write there.
+fn destination(dst: Subfield) -> Result<Subfield, OfpError> {
+    dst.writable().map_err(|_| bad_action::BAD_SET_TYPE)?;
+    Ok(dst)
+}
+
+fn resubmit(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     let in_port = body.u16()?;
     let table = body.u8()?;
     if in_port != NX_IN_PORT || usize::from(table) >= TABLE_COUNT {
@@ -334,6 +388,7 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 Field::ArpTha => field_no::ARP_THA,
                 Field::TunId => field_no::TUNNEL_ID,
                 Field::TunDst => field_no::TUN_IPV4_DST,
+                Field::Reg(n) => register_field_no(n),
                 _ => return,
             };
             let info = OxmField::of(number).expect("a field of ours");
@@ -348,6 +403,23 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
         }
         Action::Group(group) => {
             w.u16(kind::GROUP).u16(8).u32(group);
+        }
+        Action::Load(dst, value) => {
+            w.u16(kind::EXPERIMENTER).u16(24).u32(NX_VENDOR);
+            let ofs_nbits = u16::from(dst.ofs) << 6 | u16::from(dst.n_bits - 1);
+            w.u16(NXAST_REG_LOAD)
+                .u16(ofs_nbits)
+                .u32(dst.nxm.header())
+                .u64(value);
+        }
+        Action::Move(src, dst) => {
+            w.u16(kind::EXPERIMENTER).u16(24).u32(NX_VENDOR);
+            w.u16(NXAST_REG_MOVE)
+                .u16(u16::from(src.n_bits))
+                .u16(u16::from(src.ofs))
+                .u16(u16::from(dst.ofs))
+                .u32(src.nxm.header())
+                .u32(dst.nxm.header());
         }
         // Instructions, not actions (`write_instructions`).
         Action::GotoTable(_)
@@ -459,6 +531,8 @@ mod tests {
             "mod_nw_ecn:2,set_field:1->nw_ecn,set_field:02:00:00:00:00:07->arp_sha",
             "set_field:02:00:00:00:00:08->arp_tha",
             "set_field:42->tun_id,set_field:192.168.77.3->tun_dst,output:10",
+            "load:0x5->NXM_NX_REG0[],load:0->NXM_OF_ETH_DST[8..15],set_field:0x7->reg15",
+            "move:NXM_OF_IN_PORT[]->NXM_NX_REG1[16..31],move:OXM_OF_METADATA[0..31]->NXM_NX_REG2[]",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
@@ -474,6 +548,44 @@ mod tests {
                 0, 0, 0, 16, 0xff, 0xff, 0xff, 0xfd, 0xff, 0xff, 0, 0, 0, 0, 0, 0
             ]
         );
+    }
+
+    /// NXAST_REG_LOAD and NXAST_REG_MOVE laid out as Open vSwitch's `nx_action_reg_load` and
+    /// `nx_action_reg_move`.
+    #[test]
+    fn load_and_move_bytes() {
+        let load = parse_actions("load:0x5->NXM_NX_REG1[4..11]").unwrap();
+        let mut w = Writer::default();
+        write_actions(&mut w, &load, false);
+        #[rustfmt::skip]
+        let expected = [
+            0xff, 0xff, 0, 24, 0, 0, 0x23, 0x20, 0, 7,
+            0x01, 0x07, // ofs 4 << 6 | 8 bits - 1
+            0, 1, 0x02, 4, // NXM_NX_REG1
+            0, 0, 0, 0, 0, 0, 0, 5,
+        ];
+        assert_eq!(w.bytes, expected);
+        let moved = parse_actions("move:NXM_OF_ETH_SRC[0..31]->NXM_NX_REG0[]").unwrap();
+        let mut w = Writer::default();
+        write_actions(&mut w, &moved, false);
+        #[rustfmt::skip]
+        let expected = [
+            0xff, 0xff, 0, 24, 0, 0, 0x23, 0x20, 0, 6,
+            0, 32, 0, 0, 0, 0, // 32 bits, from bit 0 to bit 0
+            0, 0, 0x04, 6, // NXM_OF_ETH_SRC
+            0, 1, 0x00, 4, // NXM_NX_REG0
+        ];
+        assert_eq!(w.bytes, expected);
+        // A load past its bits; a move into a field that cannot be written (in_port).
+        let mut bad = expected;
+        bad[20..24].copy_from_slice(&[0, 0, 0, 2]);
+        bad[11] = 16;
+        let read = |b: &[u8]| read_actions(&mut Reader::new(b), ActionsIn::Rule);
+        assert_eq!(read(&bad), Err(bad_action::BAD_SET_TYPE));
+        let mut w = Writer::default();
+        write_actions(&mut w, &load, false);
+        w.bytes[22] = 1; // 0x105: nine bits
+        assert_eq!(read(&w.bytes), Err(bad_action::BAD_ARGUMENT));
     }
 
     #[test]
