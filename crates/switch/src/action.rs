@@ -92,17 +92,6 @@ impl Action {
         }
     }
 
-    /// Whether the action only writes the pipeline's state (metadata, registers) for later
-    /// tables: the datapath never sees it.
-    pub fn writes_pipeline_state(&self) -> bool {
-        match self {
-            Action::WriteMetadata(..) => true,
-            Action::SetField(field, _) => field.is_pipeline_state(),
-            Action::Load(dst, _) | Action::Move(_, dst) => dst.field().is_pipeline_state(),
-            _ => false,
-        }
-    }
-
     /// Applies the action to the flow a later table will see. When the new value is computed
     /// from the old (not a constant), sets in `dependencies` the bits it was computed from: a
     /// later lookup that examines [`Action::derived_field`] has examined those too.
@@ -164,8 +153,7 @@ impl Action {
         }
     }
 
-    /// True for the actions that only steer the lookup and never reach the datapath as they
-    /// are (a `load` or `move` into a packet's field reaches it as the `set_field` it makes).
+    /// True for the actions that only steer the lookup and never reach the datapath.
     pub fn is_table_jump(&self) -> bool {
         matches!(
             self,
@@ -175,9 +163,14 @@ impl Action {
                 | Action::ClearActions
                 | Action::WriteActions(_)
                 | Action::WriteMetadata(..)
-                | Action::Load(..)
-                | Action::Move(..)
-        ) || self.writes_pipeline_state()
+        )
+    }
+
+    /// Whether the action may go in OpenFlow's action set (`write_actions`): not one that
+    /// steers the lookup, a meter, nor Nicira's `load` and `move` (nor in Open vSwitch's).
+    pub fn fits_the_action_set(&self) -> bool {
+        !(self.is_table_jump() && !matches!(self, Action::Group(_))
+            || matches!(self, Action::Meter(_) | Action::Load(..) | Action::Move(..)))
     }
 }
 

@@ -19,9 +19,7 @@ pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
             .and_then(|rest| rest.strip_suffix(')'))
         {
             let written = parse_actions(inner)?;
-            if written.iter().any(|a| {
-                matches!(a, Action::Meter(_)) || a.is_table_jump() && !matches!(a, Action::Group(_))
-            }) {
+            if !written.iter().all(Action::fits_the_action_set) {
                 return Err(error(format!(
                     "{token}: write_actions takes output, group and header actions only"
                 )));
@@ -312,9 +310,12 @@ mod tests {
             refused("actions=move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15]"),
             "move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15] requires tcp or udp (dl_type and nw_proto)"
         );
-        assert!(
-            refused("actions=write_actions(set_field:1->reg0)").contains("write_actions takes")
-        );
+        for text in [
+            "actions=write_actions(load:1->reg0[])",
+            "actions=write_actions(move:reg1[]->reg0[])",
+        ] {
+            assert!(refused(text).contains("write_actions takes"), "{text}");
+        }
     }
 
     #[test]

@@ -551,6 +551,36 @@ mod tests {
         assert_eq!(decision.groups, [visit(7, BucketsTaken::Every)]);
     }
 
+    /// A bucket may load into a packet's field (as Open vSwitch's may); the next bucket sees
+    /// the packet as it was.
+    #[test]
+    fn a_bucket_loads_into_its_copy_only() {
+        let mut tables = tables(&["in_port=1,actions=group:7"]);
+        let all = |buckets| crate::group::Group {
+            id: 7,
+            kind: GroupType::All,
+            buckets,
+        };
+        let buckets = vec![
+            bucket("load:0xaa->NXM_OF_ETH_DST[0..7],output:2", 0, None),
+            bucket("output:4", 0, None),
+        ];
+        tables
+            .set_group(all(buckets), false, Duration::ZERO)
+            .unwrap();
+        let packet = flow(&[(Field::InPort, 1), (Field::DlDst, 0x0200_0000_0001)]);
+        let decision = translate(&tables, &packet, &mut FlowBits::default());
+        assert_eq!(
+            decision.actions,
+            [
+                Action::SetField(Field::DlDst, 0x0200_0000_00aa),
+                Action::Output(2),
+                Action::SetField(Field::DlDst, 0x0200_0000_0001),
+                Action::Output(4)
+            ]
+        );
+    }
+
     fn visit(group: u32, taken: BucketsTaken) -> GroupVisit {
         GroupVisit { group, taken }
     }

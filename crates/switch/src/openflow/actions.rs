@@ -298,7 +298,7 @@ pub fn read_instructions(r: &mut Reader<'_>, table: u8) -> Result<Vec<Action>, O
             instruction::WRITE_ACTIONS => {
                 body.skip(4)?;
                 written = read_actions(&mut body, ActionsIn::Rule)?;
-                if written.iter().any(|a| matches!(a, Action::Resubmit(_))) {
+                if !written.iter().all(Action::fits_the_action_set) {
                     return Err(bad_action::BAD_TYPE);
                 }
                 if written.len() > usize::from(u8::MAX) {
