@@ -84,10 +84,8 @@ impl Action {
     pub fn prerequisites(&self) -> [Prerequisite; 2] {
         match self {
             Action::SetField(field, _) => [Prerequisite::of(*field), Prerequisite::None],
-            Action::Load(dst, _) => [Prerequisite::of(dst.field()), Prerequisite::None],
-            Action::Move(src, dst) => {
-                [Prerequisite::of(src.field()), Prerequisite::of(dst.field())]
-            }
+            Action::Load(dst, _) => [dst.nxm.prerequisite(), Prerequisite::None],
+            Action::Move(src, dst) => [src.nxm.prerequisite(), dst.nxm.prerequisite()],
             _ => [Prerequisite::None; 2],
         }
     }

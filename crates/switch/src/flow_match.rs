@@ -26,6 +26,11 @@ pub enum Prerequisite {
     Arp,
     TcpOrUdp,
     Icmp,
+    /// One protocol of those, as an NXM field names it (`NXM_OF_UDP_SRC`).
+    Tcp,
+    Udp,
+    Icmpv4,
+    Icmpv6,
 }
 
 impl Prerequisite {
@@ -65,11 +70,18 @@ impl Prerequisite {
             Prerequisite::Ip => ip,
             Prerequisite::Arp => dl_type == Some(DL_TYPE_ARP),
             Prerequisite::TcpOrUdp => ip && matches!(nw_proto, Some(NW_PROTO_TCP | NW_PROTO_UDP)),
-            Prerequisite::Icmp => matches!(
-                (dl_type, nw_proto),
-                (Some(DL_TYPE_IPV4), Some(NW_PROTO_ICMP))
-                    | (Some(DL_TYPE_IPV6), Some(NW_PROTO_ICMPV6))
-            ),
+            Prerequisite::Icmp => {
+                Prerequisite::Icmpv4.is_met_by(flow_match)
+                    || Prerequisite::Icmpv6.is_met_by(flow_match)
+            }
+            Prerequisite::Tcp => ip && nw_proto == Some(NW_PROTO_TCP),
+            Prerequisite::Udp => ip && nw_proto == Some(NW_PROTO_UDP),
+            Prerequisite::Icmpv4 => {
+                (dl_type, nw_proto) == (Some(DL_TYPE_IPV4), Some(NW_PROTO_ICMP))
+            }
+            Prerequisite::Icmpv6 => {
+                (dl_type, nw_proto) == (Some(DL_TYPE_IPV6), Some(NW_PROTO_ICMPV6))
+            }
         }
     }
 
@@ -85,6 +97,10 @@ impl Prerequisite {
             Prerequisite::Icmp => {
                 "icmp (dl_type=0x0800,nw_proto=1) or icmp6 (dl_type=0x86dd,nw_proto=58)"
             }
+            Prerequisite::Tcp => "tcp or tcp6 (nw_proto=6)",
+            Prerequisite::Udp => "udp or udp6 (nw_proto=17)",
+            Prerequisite::Icmpv4 => "icmp (dl_type=0x0800,nw_proto=1)",
+            Prerequisite::Icmpv6 => "icmp6 (dl_type=0x86dd,nw_proto=58)",
         }
     }
 }

@@ -10,6 +10,7 @@ use core::fmt;
 
 use crate::action::SETTABLE_FIELDS;
 use crate::field::{Field, parse_uint};
+use crate::flow_match::Prerequisite;
 
 /// One NXM field: its name, its header's class and number, its width in bytes, and ours.
 pub struct NxmField {
@@ -91,12 +92,29 @@ const NXM_FIELDS: [NxmField; 46] = [
 pub struct Nxm(u8);
 
 impl Nxm {
+    /// Every NXM field `load` and `move` may name.
+    pub fn all() -> impl Iterator<Item = Nxm> {
+        (0..NXM_FIELDS.len() as u8).map(Nxm)
+    }
+
     pub fn info(self) -> &'static NxmField {
         &NXM_FIELDS[usize::from(self.0)]
     }
 
     pub fn field(self) -> Field {
         self.info().field
+    }
+
+    /// What a rule's match must pin down to read or write it: its field's, or its own
+    /// protocol's where the field is several protocols' (`NXM_OF_UDP_SRC` wants udp).
+    pub fn prerequisite(self) -> Prerequisite {
+        match (self.info().class, self.info().number) {
+            (NXM_OF, 9 | 10) => Prerequisite::Tcp,
+            (NXM_OF, 11 | 12) => Prerequisite::Udp,
+            (NXM_OF, 13 | 14) => Prerequisite::Icmpv4,
+            (NXM_NX, 21 | 22) => Prerequisite::Icmpv6,
+            _ => Prerequisite::of(self.field()),
+        }
     }
 
     /// Its width in bits: its bytes', or fewer where our field holds fewer.

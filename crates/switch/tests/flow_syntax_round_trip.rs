@@ -8,6 +8,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use wirespeed_switch::action::SETTABLE_FIELDS;
 use wirespeed_switch::flow_match::Prerequisite;
+use wirespeed_switch::subfield::{Nxm, Subfield};
 use wirespeed_switch::{Action, DumpLine, Field, Match, Rule, RuleDisplay, RuleStats, parse_rule};
 
 const FAMILIES: [(Option<u128>, Option<u128>); 11] = [
@@ -105,9 +106,42 @@ fn random_match(rng: &mut Rng) -> Match {
     flow_match
 }
 
+/// Random bits of a random NXM field: any for a source, writable and at most `widest` bits
+/// for a destination.
+fn random_subfield(rng: &mut Rng, destination: bool, widest: u32) -> Option<Subfield> {
+    let fields: Vec<Nxm> = Nxm::all()
+        .filter(|&nxm| !destination || Subfield::whole(nxm).writable().is_ok())
+        .collect();
+    let nxm = fields[rng.below(fields.len() as u64) as usize];
+    let n_bits = 1 + rng.below(u64::from(nxm.bits().min(widest))) as u32;
+    let ofs = rng.below(u64::from(nxm.bits() - n_bits + 1)) as u32;
+    Subfield::new(nxm, ofs, n_bits).ok()
+}
+
 fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
     loop {
-        let action = match rng.below(14) {
+        let action = match rng.below(16) {
+            14 => {
+                let Some(dst) = random_subfield(rng, true, 64) else {
+                    continue;
+                };
+                let value = rng.next() >> (64 - u32::from(dst.n_bits));
+                Action::Load(dst, value)
+            }
+            15 => {
+                let Some(src) = random_subfield(rng, false, 128) else {
+                    continue;
+                };
+                let fits = Nxm::all().filter(|&nxm| {
+                    nxm.bits() >= u32::from(src.n_bits) && Subfield::whole(nxm).writable().is_ok()
+                });
+                let fits: Vec<Nxm> = fits.collect();
+                let nxm = fits[rng.below(fits.len() as u64) as usize];
+                let room = nxm.bits() - u32::from(src.n_bits);
+                let ofs = rng.below(u64::from(room) + 1) as u32;
+                let dst = Subfield::new(nxm, ofs, u32::from(src.n_bits)).unwrap();
+                Action::Move(src, dst)
+            }
             0 => Action::Output(rng.next() as u32),
             1 => Action::Normal,
             2 => Action::Flood,

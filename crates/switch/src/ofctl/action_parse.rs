@@ -308,7 +308,7 @@ mod tests {
         );
         assert_eq!(
             refused("actions=move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15]"),
-            "move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15] requires tcp or udp (dl_type and nw_proto)"
+            "move:NXM_OF_TCP_SRC[]->NXM_NX_REG0[0..15] requires tcp or tcp6 (nw_proto=6)"
         );
         for text in [
             "actions=write_actions(load:1->reg0[])",
