@@ -1,5 +1,5 @@
-//! Open vSwitch's registers (`reg0` to `reg15`) and its `load`, `move` and `set_field`
-//! actions, driven by `ovs-ofctl` over OpenFlow 1.3: a three-table pipeline steers pings by
+//! Open vSwitch's registers (`reg0` to `reg15`) and its `load`, `move`, `set_field` and
+//! `output:SRC` actions, driven by `ovs-ofctl` over OpenFlow 1.3: a three-table pipeline steers pings by
 //! what earlier tables wrote into registers, a `load` into the packet's DSCP bits arrives as
 //! tcpdump sees it, and the flows read back the same through ovs-ofctl and `wirespeed ctl`.
 
@@ -8,14 +8,15 @@ use common::switched::Switched;
 use common::*;
 
 /// Table 0 notes where an echo came from in reg0 (a move from in_port, or a set_field),
-/// table 1 turns that into the port it goes to in reg1, table 2 sends it there.
+/// table 1 turns that into the port it goes to in reg1, table 2 sends it there (the replies
+/// out of the port reg1 holds).
 const PIPELINE: [&str; 6] = [
     "table=0,priority=10,icmp,in_port=1,actions=move:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15],goto_table:1",
     "table=0,priority=10,icmp,in_port=2,actions=set_field:2->reg0,goto_table:1",
     "table=1,priority=10,reg0=1,actions=load:0x2->NXM_NX_REG1[],goto_table:2",
     "table=1,priority=10,reg0=2,actions=load:0x1->NXM_NX_REG1[],goto_table:2",
     "table=2,priority=10,ip,reg1=0x2,actions=load:0x2e->NXM_OF_IP_TOS[2..7],output:2",
-    "table=2,priority=10,reg1=0x1/0xff,actions=output:1",
+    "table=2,priority=10,reg1=0x1/0xff,actions=output:NXM_NX_REG1[0..15]",
 ];
 
 /// The pipeline's lines of a dump (ovs-ofctl's or ctl's), without their durations.
@@ -59,7 +60,7 @@ fn ovs_ofctl_registers_steer_a_pipeline() {
         "cookie=0x0, table=1, n_packets=3, n_bytes=294, priority=10,reg0=0x1 actions=load:0x2->NXM_NX_REG1[],goto_table:2",
         "cookie=0x0, table=1, n_packets=3, n_bytes=294, priority=10,reg0=0x2 actions=load:0x1->NXM_NX_REG1[],goto_table:2",
         "cookie=0x0, table=2, n_packets=3, n_bytes=294, priority=10,ip,reg1=0x2 actions=load:0x2e->NXM_OF_IP_TOS[2..7],output:2",
-        "cookie=0x0, table=2, n_packets=3, n_bytes=294, priority=10,reg1=0x1/0xff actions=output:1",
+        "cookie=0x0, table=2, n_packets=3, n_bytes=294, priority=10,reg1=0x1/0xff actions=output:NXM_NX_REG1[0..15]",
     ];
     let mut from_ovs = pipeline_lines(&s.ofctl_ok(&["dump-flows"]));
     from_ovs.sort();

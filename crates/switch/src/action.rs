@@ -57,6 +57,9 @@ pub enum Action {
     Load(Subfield, u64),
     /// Nicira's `move:SRC->DST`: copies bits of one field into as many of another.
     Move(Subfield, Subfield),
+    /// Nicira's `output:SRC`: out of the port the bits hold as the action runs (a register
+    /// an earlier table loaded); none if they hold no port number.
+    OutputReg(Subfield),
     /// Decrements the IPv4 TTL or IPv6 hop limit; drops the packet if it would reach zero.
     DecTtl,
     /// Looks the packet up in another table, then carries on with the next action.
@@ -86,6 +89,7 @@ impl Action {
             Action::SetField(field, _) => [Prerequisite::of(*field), Prerequisite::None],
             Action::Load(dst, _) => [dst.nxm.prerequisite(), Prerequisite::None],
             Action::Move(src, dst) => [src.nxm.prerequisite(), dst.nxm.prerequisite()],
+            Action::OutputReg(src) => [src.nxm.prerequisite(), Prerequisite::None],
             _ => [Prerequisite::None; 2],
         }
     }
@@ -168,7 +172,10 @@ impl Action {
     /// steers the lookup, a meter, nor Nicira's `load` and `move` (nor in Open vSwitch's).
     pub fn fits_the_action_set(&self) -> bool {
         !(self.is_table_jump() && !matches!(self, Action::Group(_))
-            || matches!(self, Action::Meter(_) | Action::Load(..) | Action::Move(..)))
+            || matches!(
+                self,
+                Action::Meter(_) | Action::Load(..) | Action::Move(..) | Action::OutputReg(_)
+            ))
     }
 }
 
@@ -194,6 +201,7 @@ impl fmt::Display for Action {
             Action::Load(dst, 0) => write!(f, "load:0->{dst}"),
             Action::Load(dst, value) => write!(f, "load:{value:#x}->{dst}"),
             Action::Move(src, dst) => write!(f, "move:{src}->{dst}"),
+            Action::OutputReg(src) => write!(f, "output:{src}"),
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
             Action::Group(group) => write!(f, "group:{group}"),

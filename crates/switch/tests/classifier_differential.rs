@@ -278,8 +278,10 @@ fn random_actions(rng: &mut Rng, family: Family, table: u8) -> Vec<Action> {
             table + 1 + rng.below((TABLES - table - 1) as u64) as u8,
         ));
     }
-    match rng.below(8) {
+    match rng.below(10) {
         0 => {}
+        8 => actions.push(Action::OutputReg(bits("NXM_NX_REG0[0..7]"))),
+        9 => actions.push(Action::OutputReg(bits("NXM_OF_ETH_SRC[0..3]"))),
         1 => actions.push(Action::Normal),
         2 => actions.push(Action::Flood),
         3 => actions.push(Action::Controller(u16::MAX)),
@@ -428,6 +430,11 @@ impl Reference {
                             .push(Action::SetField(field, field.get(&flow)));
                     }
                 }
+                // Out of the port the bits hold, if they hold one.
+                Action::OutputReg(src) => match src.get(&flow) as u32 {
+                    0 => {}
+                    port => decision.actions.push(Action::Output(port)),
+                },
                 _ => {
                     if matches!(action, Action::Controller(_)) && decision.packet_in.is_none() {
                         decision.packet_in = Some(self.origins[id]);

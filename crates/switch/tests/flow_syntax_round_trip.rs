@@ -120,7 +120,13 @@ fn random_subfield(rng: &mut Rng, destination: bool, widest: u32) -> Option<Subf
 
 fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
     loop {
-        let action = match rng.below(16) {
+        let action = match rng.below(17) {
+            16 => {
+                let Some(src) = random_subfield(rng, false, 32) else {
+                    continue;
+                };
+                Action::OutputReg(src)
+            }
             14 => {
                 let Some(dst) = random_subfield(rng, true, 64) else {
                     continue;

@@ -300,7 +300,8 @@ pub fn execute(
                 }
             }
             // The translation's alone: a `load` or `move` into a packet's field reaches here
-            // as the `set_field` it makes.
+            // as the `set_field` it makes, an output from a register as the `output` to its
+            // port.
             Action::Resubmit(_)
             | Action::GotoTable(_)
             | Action::Group(_)
@@ -308,7 +309,8 @@ pub fn execute(
             | Action::WriteActions(_)
             | Action::WriteMetadata(..)
             | Action::Load(..)
-            | Action::Move(..) => {}
+            | Action::Move(..)
+            | Action::OutputReg(_) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

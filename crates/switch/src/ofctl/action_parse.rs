@@ -102,6 +102,15 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         _ => Ok(action),
     };
     match name.as_str() {
+        // `output:NXM_NX_REG0[0..15]`: the port a field's bits hold (ovs-ofctl's test: a '[').
+        "output" if argument.is_some_and(|a| a.contains('[')) => {
+            let src =
+                Subfield::parse(needs("SRC[BITS]")?).map_err(|e| error(format!("{token}: {e}")))?;
+            if src.n_bits > 32 {
+                return Err(error(format!("{token}: a port has at most 32 bits")));
+            }
+            Ok(Action::OutputReg(src))
+        }
         "output" => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
         "normal" => no_argument(Action::Normal),
         "flood" => no_argument(Action::Flood),
@@ -280,7 +289,7 @@ mod tests {
 
     #[test]
     fn load_move_and_registers_print_as_ovs_ofctl_does() {
-        let text = "load:0x5->NXM_NX_REG0[],load:0->NXM_NX_REG1[0..15],move:NXM_OF_IN_PORT[]->NXM_NX_REG2[16..31],set_field:0x7->reg3,output:1";
+        let text = "load:0x5->NXM_NX_REG0[],load:0->NXM_NX_REG1[0..15],move:NXM_OF_IN_PORT[]->NXM_NX_REG2[16..31],set_field:0x7->reg3,output:1,output:NXM_NX_REG0[0..15]";
         let rule = parse_rule(&format!("actions={text}")).unwrap();
         assert_eq!(crate::action::ActionList(&rule.actions).to_string(), text);
         // The short names, as ovs-ofctl takes them.
@@ -290,6 +299,10 @@ mod tests {
             "move:NXM_OF_UDP_SRC[]->NXM_NX_REG0[0..15],load:0x1->NXM_NX_REG1[3]"
         );
         let refused = |text: &str| parse_rule(text).unwrap_err().to_string();
+        assert_eq!(
+            refused("actions=output:NXM_NX_IPV6_SRC[0..63]"),
+            "output:NXM_NX_IPV6_SRC[0..63]: a port has at most 32 bits"
+        );
         assert_eq!(
             refused("actions=load:0x10->NXM_NX_REG0[0..3]"),
             "load:0x10->NXM_NX_REG0[0..3]: the value does not fit in the bits"

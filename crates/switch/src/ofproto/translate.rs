@@ -16,11 +16,16 @@ use crate::dpif::upcall::{Decision, Upcall};
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
+use crate::execute::TO_CONTROLLER;
 use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
 use crate::meter::METER_CONTROLLER;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
+use crate::subfield::Subfield;
+
+/// OpenFlow's `OFPP_MAX`: the reserved ports' numbers start here.
+const PORT_MAX: u32 = 0xffff_ff00;
 
 /// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
@@ -183,6 +188,7 @@ impl<'a> Translation<'a> {
                     action.apply_to_flow(&mut self.flow, &mut self.dependencies)
                 }
                 Action::Load(..) | Action::Move(..) => self.write_bits(action),
+                Action::OutputReg(src) => self.output_from(src),
                 Action::Resubmit(target) => {
                     self.run_table(target, depth + 1);
                     if self.decision.too_deep {
@@ -332,15 +338,35 @@ impl Translation<'_> {
         if !field.is_pipeline_state() {
             field.or_mask(&mut read, field.full_mask());
         }
-        if read.and(&self.derived) != FlowBits::ZERO {
-            read.or_assign(&self.dependencies);
-        }
-        self.wildcards.or_assign(&read);
+        self.depend_on(read);
         action.apply_to_flow(&mut self.flow, &mut self.dependencies);
         if !field.is_pipeline_state() {
             let value = field.get(&self.flow);
             self.decision.actions.push(Action::SetField(field, value));
         }
+    }
+
+    /// An output to the port `src`'s bits hold, which the megaflow pins; a number no port can
+    /// have (zero, OpenFlow's reserved ports, our controller flag) outputs nowhere.
+    fn output_from(&mut self, src: Subfield) {
+        let mut read = FlowBits::ZERO;
+        src.field().or_mask(&mut read, src.mask());
+        self.depend_on(read);
+        match u32::try_from(src.get(&self.flow)) {
+            Ok(port @ 1..PORT_MAX) if port & TO_CONTROLLER == 0 => {
+                self.decision.actions.push(Action::Output(port))
+            }
+            _ => {}
+        }
+    }
+
+    /// Un-wildcards the bits `read` of the flow, and what they were computed from if an
+    /// action computed them.
+    fn depend_on(&mut self, mut read: FlowBits) {
+        if read.and(&self.derived) != FlowBits::ZERO {
+            read.or_assign(&self.dependencies);
+        }
+        self.wildcards.or_assign(&read);
     }
 
     fn note_visit(&mut self, group: u32, taken: BucketsTaken) {
@@ -714,7 +740,18 @@ mod tests {
             "in_port=2,actions=set_field:0x200->reg0,load:0x7->NXM_NX_REG5[28..31],goto_table:1",
             "table=1,priority=2,reg0=0x100/0xff00,actions=output:3",
             "table=1,priority=1,reg0=0x200,reg5=0x70000000,actions=output:4",
+            "in_port=3,actions=load:0x4->NXM_NX_REG7[],output:NXM_NX_REG7[0..15],output:NXM_NX_REG6[]",
         ]);
+        let decision = translate(
+            &tables,
+            &flow(&[(Field::InPort, 3)]),
+            &mut FlowBits::default(),
+        );
+        assert_eq!(
+            decision.actions,
+            [Action::Output(4)],
+            "reg6 holds 0: no port"
+        );
         let mut wildcards = FlowBits::default();
         let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);
         assert_eq!(decision.actions, [Action::Output(3)]);

@@ -98,6 +98,7 @@ const NX_VENDOR: u32 = 0x0000_2320;
 const NXAST_REG_MOVE: u16 = 6;
 const NXAST_REG_LOAD: u16 = 7;
 const NXAST_RESUBMIT_TABLE: u16 = 14;
+const NXAST_OUTPUT_REG: u16 = 15;
 /// `OFPP_IN_PORT` in Nicira's 16-bit port numbers.
 const NX_IN_PORT: u16 = 0xfff8;
 /// `OFPBIC_DUP_INST`.
@@ -205,6 +206,7 @@ fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         (NX_VENDOR, NXAST_RESUBMIT_TABLE) => resubmit(body),
         (NX_VENDOR, NXAST_REG_LOAD) => reg_load(body),
         (NX_VENDOR, NXAST_REG_MOVE) => reg_move(body),
+        (NX_VENDOR, NXAST_OUTPUT_REG) => output_reg(body),
         _ => Err(bad_action::BAD_TYPE),
     }
 }
@@ -237,6 +239,18 @@ fn reg_move(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         subfield(src, src_ofs, n_bits)?,
         destination(subfield(dst, dst_ofs, n_bits)?)?,
     ))
+}
+
+/// `NXAST_OUTPUT_REG`: the source's bits (as a load's), its NXM header, a byte limit for
+/// the controller (unused: a register never holds the controller's port here), zeros.
+fn output_reg(body: &mut Reader<'_>) -> Result<Action, OfpError> {
+    let ofs_nbits = body.u16()?;
+    let src = subfield(body.u32()?, ofs_nbits >> 6, (ofs_nbits & 0x3f) + 1)?;
+    let _max_len = body.u16()?;
+    if src.n_bits > 32 || body.rest().iter().any(|&b| b != 0) {
+        return Err(bad_action::BAD_ARGUMENT);
+    }
+    Ok(Action::OutputReg(src))
 }
 
 /// The bits an NXM header and offset name.
@@ -412,6 +426,15 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 .u32(dst.nxm.header())
                 .u64(value);
         }
+        Action::OutputReg(src) => {
+            w.u16(kind::EXPERIMENTER).u16(24).u32(NX_VENDOR);
+            let ofs_nbits = u16::from(src.ofs) << 6 | u16::from(src.n_bits - 1);
+            w.u16(NXAST_OUTPUT_REG)
+                .u16(ofs_nbits)
+                .u32(src.nxm.header())
+                .u16(0)
+                .zeros(6);
+        }
         Action::Move(src, dst) => {
             w.u16(kind::EXPERIMENTER).u16(24).u32(NX_VENDOR);
             w.u16(NXAST_REG_MOVE)
@@ -533,6 +556,7 @@ mod tests {
             "set_field:42->tun_id,set_field:192.168.77.3->tun_dst,output:10",
             "load:0x5->NXM_NX_REG0[],load:0->NXM_OF_ETH_DST[8..15],set_field:0x7->reg15",
             "move:NXM_OF_IN_PORT[]->NXM_NX_REG1[16..31],move:OXM_OF_METADATA[0..31]->NXM_NX_REG2[]",
+            "output:NXM_NX_REG0[0..15],output:NXM_NX_REG3[]",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
