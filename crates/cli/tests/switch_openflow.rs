@@ -1166,3 +1166,31 @@ fn flow_removed_roles_port_status_and_echo() {
     let _ = other.stream.read_to_end(&mut rest);
     assert!(rest.is_empty(), "closed: {rest:?}");
 }
+
+/// `nw_ttl`, which ovs-ofctl sends over OpenFlow 1.3 as Nicira's `NXM_NX_IP_TTL` (the basic
+/// class has no TTL): pings leave host A with TTL 64 and take the rule that asks for it.
+#[test]
+fn ovs_ofctl_matches_the_ttl() {
+    let s = Switched::new("ofl", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=1,nw_ttl=64,actions=output:2",
+    ]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=1,nw_ttl=63,actions=drop",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let mut ttl_lines: Vec<String> = flows(&s)
+        .into_iter()
+        .filter(|l| l.contains("nw_ttl"))
+        .collect();
+    ttl_lines.sort();
+    assert_eq!(
+        ttl_lines,
+        [
+            "cookie=0x0, table=0, n_packets=0, n_bytes=0, priority=20,icmp,in_port=1,nw_ttl=63 actions=drop",
+            "cookie=0x0, table=0, n_packets=3, n_bytes=294, priority=20,icmp,in_port=1,nw_ttl=64 actions=output:2",
+        ]
+    );
+}

@@ -3,9 +3,9 @@
 //! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
 //! `udp_src` are both `tp_src`); one the flow key does not hold (`in_phy_port`, SCTP, ND,
 //! MPLS, PBB, IPv6 flow label and extension headers) is `BAD_FIELD`. Besides the basic
-//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001) and
-//! registers (`NXM_NX_REG0` to `NXM_NX_REG15`), as Open vSwitch and its controllers send them
-//! for `tun_src`, `tun_dst` and `reg0` to `reg15`.
+//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001), TTL
+//! (`NXM_NX_IP_TTL`) and registers (`NXM_NX_REG0` to `NXM_NX_REG15`), as Open vSwitch and its
+//! controllers send them for `tun_src`, `tun_dst`, `nw_ttl` and `reg0` to `reg15`.
 
 use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
 
@@ -26,6 +26,7 @@ const CLASS_NXM_1: u16 = 0x0001;
 /// Nicira's numbers of the tunnel's outer IPv4 source and destination in [`CLASS_NXM_1`].
 const NXM_NX_TUN_IPV4_SRC: u8 = 31;
 const NXM_NX_TUN_IPV4_DST: u8 = 32;
+const NXM_NX_IP_TTL: u8 = 29;
 /// Nicira's register `n` is field `n` of [`CLASS_NXM_1`].
 const NXM_NX_REGISTERS: u8 = crate::field::REGISTERS;
 /// Our field numbers are below this: the basic class's below 64, ours for Nicira's fields
@@ -72,6 +73,8 @@ pub mod field_no {
     /// 0x0001, fields 0 to 15).
     pub const REG0: u8 = 102;
     pub const REG15: u8 = REG0 + 15;
+    /// Nicira's IP TTL (on the wire: class 0x0001, field 29).
+    pub const IP_TTL: u8 = 118;
 }
 
 /// Register `n`'s field number (`n` below 16).
@@ -81,7 +84,7 @@ pub const fn register_field_no(n: u8) -> u8 {
 
 /// Every field a match may hold, in the order a match is written and table features list
 /// them.
-pub const MATCH_FIELDS: [u8; 46] = [
+pub const MATCH_FIELDS: [u8; 47] = [
     field_no::IN_PORT,
     field_no::METADATA,
     field_no::ETH_DST,
@@ -112,6 +115,7 @@ pub const MATCH_FIELDS: [u8; 46] = [
     field_no::TUNNEL_ID,
     field_no::TUN_IPV4_SRC,
     field_no::TUN_IPV4_DST,
+    field_no::IP_TTL,
     register_field_no(0),
     register_field_no(1),
     register_field_no(2),
@@ -147,6 +151,7 @@ pub fn wire_header(number: u8) -> (u16, u8) {
         field_no::TUN_IPV4_SRC => (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC),
         field_no::TUN_IPV4_DST => (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST),
         field_no::REG0..=field_no::REG15 => (CLASS_NXM_1, number - field_no::REG0),
+        field_no::IP_TTL => (CLASS_NXM_1, NXM_NX_IP_TTL),
         _ => (CLASS_BASIC, number),
     }
 }
@@ -158,6 +163,7 @@ fn from_wire(class: u16, number: u8) -> Option<u8> {
         (CLASS_NXM_1, NXM_NX_TUN_IPV4_SRC) => Some(field_no::TUN_IPV4_SRC),
         (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST) => Some(field_no::TUN_IPV4_DST),
         (CLASS_NXM_1, n) if n < NXM_NX_REGISTERS => Some(register_field_no(n)),
+        (CLASS_NXM_1, NXM_NX_IP_TTL) => Some(field_no::IP_TTL),
         _ => None,
     }
 }
@@ -223,6 +229,7 @@ impl OxmField {
             field_no::TUN_IPV4_SRC => f(Field::TunSrc, 4, true),
             field_no::TUN_IPV4_DST => f(Field::TunDst, 4, true),
             field_no::REG0..=field_no::REG15 => f(Field::Reg(number - field_no::REG0), 4, true),
+            field_no::IP_TTL => f(Field::NwTtl, 1, false),
             _ => return None,
         })
     }
@@ -330,7 +337,7 @@ fn check_prerequisites(m: &Match, seen: &[bool; FIELD_NUMBERS]) -> Result<(), Of
             let present = u128::from(VLAN_PRESENT);
             value & mask & present != 0
         }
-        field_no::IP_DSCP | field_no::IP_ECN | field_no::IP_PROTO => ip,
+        field_no::IP_DSCP | field_no::IP_ECN | field_no::IP_PROTO | field_no::IP_TTL => ip,
         field_no::IPV4_SRC | field_no::IPV4_DST => eth_type == Some(DL_TYPE_IPV4),
         field_no::IPV6_SRC | field_no::IPV6_DST => eth_type == Some(DL_TYPE_IPV6),
         field_no::TCP_SRC | field_no::TCP_DST => ip && proto == Some(NW_PROTO_TCP),
@@ -500,6 +507,7 @@ mod tests {
             "ipv6,ipv6_src=2001:db8::1,ipv6_dst=::2",
             "in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.0/24",
             "reg0=0x5,reg15=0x100/0xff00,ip",
+            "ipv6,nw_ttl=64",
         ] {
             let spec = parse_match(text).unwrap();
             assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
