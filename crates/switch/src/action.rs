@@ -168,14 +168,15 @@ impl Action {
         )
     }
 
-    /// Whether the action may go in OpenFlow's action set (`write_actions`): not one that
-    /// steers the lookup, a meter, nor Nicira's `load` and `move` (nor in Open vSwitch's).
+    /// Whether the action may go in OpenFlow's action set (`write_actions`): a group, not
+    /// another that steers the lookup, not a meter, nor Nicira's `load`, `move` and
+    /// `output:SRC` (nor in Open vSwitch's).
     pub fn fits_the_action_set(&self) -> bool {
-        !(self.is_table_jump() && !matches!(self, Action::Group(_))
-            || matches!(
-                self,
-                Action::Meter(_) | Action::Load(..) | Action::Move(..) | Action::OutputReg(_)
-            ))
+        match self {
+            Action::Group(_) => true,
+            Action::Meter(_) | Action::Load(..) | Action::Move(..) | Action::OutputReg(_) => false,
+            action => !action.is_table_jump(),
+        }
     }
 }
 

@@ -247,8 +247,13 @@ fn parse_move(token: &str, argument: &str) -> Result<Action, FlowError> {
 /// The bits a `load` or `move` writes, if they may be written.
 fn destination(token: &str, text: &str) -> Result<Subfield, FlowError> {
     let dst = Subfield::parse(text).map_err(|e| error(format!("{token}: {e}")))?;
-    dst.writable()
-        .map_err(|e| error(format!("{token}: {} ({e})", dst.nxm.info().name)))?;
+    dst.writable().map_err(|_| {
+        error(format!(
+            "{token}: {} cannot be written (load and move write registers, metadata and the \
+             fields set_field sets)",
+            dst.nxm.info().name
+        ))
+    })?;
     Ok(dst)
 }
 
@@ -313,7 +318,7 @@ mod tests {
         );
         assert_eq!(
             refused("actions=load:1->NXM_OF_IN_PORT[]"),
-            "load:1->NXM_OF_IN_PORT[]: NXM_OF_IN_PORT (the field cannot be written)"
+            "load:1->NXM_OF_IN_PORT[]: NXM_OF_IN_PORT cannot be written (load and move write registers, metadata and the fields set_field sets)"
         );
         assert_eq!(
             refused("actions=load:1->NXM_NX_IPV6_SRC[]"),

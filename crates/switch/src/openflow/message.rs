@@ -548,6 +548,26 @@ mod tests {
         assert_eq!(got, Incoming::FlowMod(sent));
     }
 
+    /// A FLOW_MOD laid out by hand as ovs-ofctl sends `reg0=5,ip,nw_ttl=64,
+    /// actions=load:5->NXM_NX_REG0[0..15],move:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],
+    /// output:NXM_NX_REG1[0..15]` (also the fuzz corpus's `flow_mod_registers`).
+    #[test]
+    fn a_flow_mod_with_registers_decodes() {
+        let bytes = include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_registers");
+        let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
+            panic!("a FLOW_MOD");
+        };
+        let rule = parse_rule(
+            "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=load:5->NXM_NX_REG0[0..15],\
+             move:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],output:NXM_NX_REG1[0..15]",
+        )
+        .unwrap();
+        assert_eq!(
+            (got.flow_match, got.actions),
+            (rule.flow_match, rule.actions)
+        );
+    }
+
     #[test]
     fn a_length_that_lies_is_bad_len() {
         let mut bytes = flow_mod_of("actions=drop", command::ADD).encode(1);
