@@ -5,8 +5,8 @@
 //! forwarding between two AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
-use common::ScratchFile;
 use common::switched::Switched;
+use common::{ScratchFile, wirespeed};
 
 fn write_flows(tag: &str, text: &str) -> ScratchFile {
     let path = ScratchFile::new(&format!("{tag}.flows"));
@@ -374,13 +374,19 @@ fn groups_and_meters_from_files_at_start() {
         "group_id=1,type=all,bucket=output:1\ngroup_id=2,type=all,bucket=output:9\n",
     );
     let twice = write_flows("sgm-twice", "meter=1,pktps\n#\nmeter=1,kbps\n");
+    let missing = format!("/tmp/ws-sgm-missing-{}", std::process::id());
     for (flag, file, why) in [
         (
             "--groups",
-            &bad_port,
+            missing.as_str(),
+            "No such file or directory (os error 2)",
+        ),
+        (
+            "--groups",
+            &*bad_port,
             "line 2: output:9: no such port (the bridge has ports 1, 2)",
         ),
-        ("--meters", &twice, "line 3: meter 1 is given twice"),
+        ("--meters", &*twice, "line 3: meter 1 is given twice"),
     ] {
         let ctl = ScratchFile::new("sgm-refused.sock");
         let out = start_beside(&s, &ctl, &[flag, file]);
@@ -388,7 +394,7 @@ fn groups_and_meters_from_files_at_start() {
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert_eq!(
             err.trim(),
-            format!("wirespeed: error: {flag} {}: {why}", &**file)
+            format!("wirespeed: error: {flag} {file}: {why}")
         );
         assert!(
             !std::path::Path::new(&*ctl).exists(),
@@ -608,6 +614,27 @@ fn ctl_adds_changes_and_deletes_groups() {
             "group_id=5,type=all,bucket=actions=output:1",
             "group_id=6,type=indirect,bucket=actions=output:2",
         ]
+    );
+    // add-groups - reads them from standard input, as add-flows - does.
+    let mut ctl = std::process::Command::new(wirespeed())
+        .args(["ctl", "--ctl", &s.ctl, "add-groups", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let groups = b"group_id=7,type=all,bucket=output:2\n";
+    std::io::Write::write_all(&mut ctl.stdin.take().unwrap(), groups).unwrap();
+    let done = ctl.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&done.stdout).trim(),
+        "1 groups added",
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        s.ctl_ok(&["dump-groups"])
+            .contains("group_id=7,type=all,bucket=actions=output:2")
     );
 }
 
