@@ -4,7 +4,7 @@ use crate::action::{Action, SETTABLE_FIELDS, mod_name};
 use crate::error::{FlowError, error, value_help};
 use crate::field::{Field, parse_uint};
 use crate::meter::METER_MAX;
-use crate::subfield::{Subfield, SubfieldError};
+use crate::subfield::{Nxm, Subfield, SubfieldError};
 
 /// Parses the action list after `actions=`.
 pub fn parse_actions(text: &str) -> Result<Vec<Action>, FlowError> {
@@ -195,6 +195,9 @@ fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
     if !SETTABLE_FIELDS.contains(&field) && !matches!(field, Field::Reg(_)) {
         return Err(error(format!("{token}: field '{field}' cannot be set")));
     }
+    if let (Field::Reg(_), Some((value, mask))) = (field, value.split_once('/')) {
+        return masked_register_write(token, field, value, mask);
+    }
     let value = field
         .parse_value(value)
         .ok_or_else(|| error(format!("{token}: {}", value_help(field))))?;
@@ -204,6 +207,37 @@ fn parse_set_field(token: &str, argument: &str) -> Result<Action, FlowError> {
         )));
     }
     Ok(Action::SetField(field, value))
+}
+
+/// `set_field:VALUE/MASK->regN`: the bits under the mask, which must be one run of ones, as
+/// the `load` of those bits that Open vSwitch sends for it over OpenFlow 1.3.
+fn masked_register_write(
+    token: &str,
+    field: Field,
+    value: &str,
+    mask: &str,
+) -> Result<Action, FlowError> {
+    let number = |text: &str| {
+        field
+            .parse_value(text)
+            .ok_or_else(|| error(format!("{token}: {}", value_help(field))))
+    };
+    let (value, mask) = (number(value)?, number(mask)?);
+    let ofs = mask.trailing_zeros();
+    let n_bits = (mask >> ofs).trailing_ones();
+    if mask == 0 || mask >> ofs >> n_bits != 0 {
+        return Err(error(format!(
+            "{token}: the mask must be one run of ones (load writes one run of bits)"
+        )));
+    }
+    if value & !mask != 0 {
+        return Err(error(format!(
+            "{token}: the value has bits outside the mask"
+        )));
+    }
+    let nxm = Nxm::from_name(field.name()).expect("every register has an NXM field");
+    let dst = Subfield::new(nxm, ofs, n_bits).expect("a run within the register");
+    Ok(Action::Load(dst, (value >> ofs) as u64))
 }
 
 /// `load:VALUE->DST[BITS]`: a number of at most 64 bits into a field's bits.
@@ -303,7 +337,21 @@ mod tests {
             crate::action::ActionList(&rule.actions).to_string(),
             "move:NXM_OF_UDP_SRC[]->NXM_NX_REG0[0..15],load:0x1->NXM_NX_REG1[3]"
         );
+        // A masked set_field is the load of its bits.
+        let rule = parse_rule("actions=set_field:0x500/0xff00->reg2").unwrap();
+        assert_eq!(
+            crate::action::ActionList(&rule.actions).to_string(),
+            "load:0x5->NXM_NX_REG2[8..15]"
+        );
         let refused = |text: &str| parse_rule(text).unwrap_err().to_string();
+        assert_eq!(
+            refused("actions=set_field:0x5/0x5->reg0"),
+            "set_field:0x5/0x5->reg0: the mask must be one run of ones (load writes one run of bits)"
+        );
+        assert_eq!(
+            refused("actions=set_field:0x7/0x3->reg0"),
+            "set_field:0x7/0x3->reg0: the value has bits outside the mask"
+        );
         assert_eq!(
             refused("actions=output:NXM_NX_IPV6_SRC[0..63]"),
             "output:NXM_NX_IPV6_SRC[0..63]: a port has at most 32 bits"
