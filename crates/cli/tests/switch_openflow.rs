@@ -7,7 +7,7 @@
 
 mod common;
 use common::certs::Ca;
-use common::switched::Switched;
+use common::switched::{Switched, flow_without_duration};
 use common::*;
 
 use std::io::{Read, Write};
@@ -19,14 +19,7 @@ fn flows(s: &Switched) -> Vec<String> {
     s.ofctl_ok(&["dump-flows"])
         .lines()
         .skip(1)
-        .map(|l| {
-            l.split(", ")
-                .filter(|f| !f.starts_with("duration="))
-                .collect::<Vec<_>>()
-                .join(", ")
-                .trim()
-                .to_string()
-        })
+        .map(flow_without_duration)
         .collect()
 }
 

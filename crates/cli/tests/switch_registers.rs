@@ -4,7 +4,7 @@
 //! tcpdump sees it, and the flows read back the same through ovs-ofctl and `wirespeed ctl`.
 
 mod common;
-use common::switched::Switched;
+use common::switched::{Switched, flow_without_duration};
 use common::*;
 
 /// Table 0 notes where an echo came from in reg0 (a move from in_port, or a set_field),
@@ -23,14 +23,7 @@ const PIPELINE: [&str; 6] = [
 fn pipeline_lines(dump: &str) -> Vec<String> {
     dump.lines()
         .filter(|l| l.contains("priority=10"))
-        .map(|l| {
-            l.split(", ")
-                .filter(|f| !f.starts_with("duration="))
-                .collect::<Vec<_>>()
-                .join(", ")
-                .trim()
-                .to_string()
-        })
+        .map(flow_without_duration)
         .collect()
 }
 

@@ -373,6 +373,21 @@ pub enum Field {
     Reg(u8),
 }
 
+/// `fields`, then the registers in order.
+pub const fn with_registers<const N: usize, const M: usize>(fields: [Field; N]) -> [Field; M] {
+    assert!(M == N + REGISTERS as usize);
+    let mut out = [Field::InPort; M];
+    let mut i = 0;
+    while i < M {
+        out[i] = match i < N {
+            true => fields[i],
+            false => Field::Reg((i - N) as u8),
+        };
+        i += 1;
+    }
+    out
+}
+
 /// How a field's value is written and read in flow syntax.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ValueFormat {
@@ -384,7 +399,7 @@ pub enum ValueFormat {
 }
 
 impl Field {
-    pub const ALL: [Field; 27 + REGISTERS as usize] = [
+    pub const ALL: [Field; 27 + REGISTERS as usize] = with_registers([
         Field::InPort,
         Field::Metadata,
         Field::DlSrc,
@@ -412,23 +427,7 @@ impl Field {
         Field::TunSrc,
         Field::TunDst,
         Field::TunOpts,
-        Field::Reg(0),
-        Field::Reg(1),
-        Field::Reg(2),
-        Field::Reg(3),
-        Field::Reg(4),
-        Field::Reg(5),
-        Field::Reg(6),
-        Field::Reg(7),
-        Field::Reg(8),
-        Field::Reg(9),
-        Field::Reg(10),
-        Field::Reg(11),
-        Field::Reg(12),
-        Field::Reg(13),
-        Field::Reg(14),
-        Field::Reg(15),
-    ];
+    ]);
 
     /// Register `n`, if there is one.
     pub fn register(n: u8) -> Option<Field> {

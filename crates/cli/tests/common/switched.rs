@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// A `dump-flows` line (ovs-ofctl's or ctl's) without its duration, which moves.
+pub fn flow_without_duration(line: &str) -> String {
+    line.split(", ")
+        .filter(|f| !f.starts_with("duration="))
+        .collect::<Vec<_>>()
+        .join(", ")
+        .trim()
+        .to_string()
+}
+
 /// Hosts A (10.9.0.1) and B (10.9.0.2) joined through a `wirespeed switch` in the middle
 /// namespace (port 1 towards A, port 2 towards B), with a control socket of its own.
 pub struct Switched {

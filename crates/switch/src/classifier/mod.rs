@@ -14,7 +14,7 @@ pub mod prefix_trie;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::field::{Field, FlowBits, FlowHashBuilder};
+use crate::field::{Field, FlowBits, FlowHashBuilder, with_registers};
 use crate::flow_match::Match;
 use prefix_trie::{PrefixMatch, PrefixTrie, prefix_length};
 
@@ -60,26 +60,7 @@ struct Entry {
 /// The fields each stage adds, in lookup order; the last stage is the whole mask. The
 /// pipeline's state comes first with the input port, as in Open vSwitch.
 const STAGES: [&[Field]; 3] = [
-    &[
-        Field::InPort,
-        Field::Metadata,
-        Field::Reg(0),
-        Field::Reg(1),
-        Field::Reg(2),
-        Field::Reg(3),
-        Field::Reg(4),
-        Field::Reg(5),
-        Field::Reg(6),
-        Field::Reg(7),
-        Field::Reg(8),
-        Field::Reg(9),
-        Field::Reg(10),
-        Field::Reg(11),
-        Field::Reg(12),
-        Field::Reg(13),
-        Field::Reg(14),
-        Field::Reg(15),
-    ],
+    &with_registers::<2, 18>([Field::InPort, Field::Metadata]),
     &[Field::DlSrc, Field::DlDst, Field::VlanTci, Field::DlType],
     &[
         Field::NwSrc,
