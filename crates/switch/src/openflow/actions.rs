@@ -6,9 +6,9 @@
 //!
 //! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
 //! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
-//! that tag. Nicira's `resubmit(,T)`, `load` (`NXAST_REG_LOAD`) and `move`
-//! (`NXAST_REG_MOVE`), experimenter actions ovs-ofctl sends, are read and written, so flows
-//! with them survive a round trip; `set_field` also writes the registers.
+//! that tag. Nicira's `resubmit(,T)`, `load` (`NXAST_REG_LOAD`), `move` (`NXAST_REG_MOVE`)
+//! and `output:SRC` (`NXAST_OUTPUT_REG`), experimenter actions ovs-ofctl sends, are read and
+//! written, so flows with them survive a round trip; `set_field` also writes the registers.
 
 use wirespeed_packet::flow_key::VLAN_VID_MASK;
 
@@ -198,7 +198,8 @@ fn set_field(o: &Oxm) -> Result<Action, OfpError> {
     })
 }
 
-/// Nicira's `resubmit(,TABLE)`, `load` and `move`: the experimenter actions taken.
+/// Nicira's `resubmit(,TABLE)`, `load`, `move` and `output:SRC`: the experimenter actions
+/// taken.
 fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     let vendor = body.u32()?;
     let subtype = body.u16()?;
