@@ -169,8 +169,9 @@ impl Action {
     }
 
     /// Whether the action may go in OpenFlow's action set (`write_actions`): a group, not
-    /// another that steers the lookup, not a meter, nor Nicira's `load`, `move` and
-    /// `output:SRC` (nor in Open vSwitch's).
+    /// another that steers the lookup, not a meter, nor Nicira's `output:SRC` (nor in Open
+    /// vSwitch's), nor `load` and `move`: Open vSwitch runs those in the set's set-field slot,
+    /// which here holds one action a field ([`action_set_slot`]), so they are refused.
     pub fn fits_the_action_set(&self) -> bool {
         match self {
             Action::Group(_) => true,

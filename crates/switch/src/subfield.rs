@@ -203,7 +203,8 @@ impl fmt::Display for SubfieldError {
 impl Subfield {
     /// `n_bits` of `nxm` from bit `ofs` up, if they are within it.
     pub fn new(nxm: Nxm, ofs: u32, n_bits: u32) -> Result<Subfield, SubfieldError> {
-        if n_bits == 0 || ofs + n_bits > nxm.bits() {
+        // In 64 bits: hostile numbers near u32::MAX must not wrap into range.
+        if n_bits == 0 || u64::from(ofs) + u64::from(n_bits) > u64::from(nxm.bits()) {
             return Err(SubfieldError::OutOfRange);
         }
         Ok(Subfield {
@@ -243,7 +244,11 @@ impl Subfield {
     /// Writes `value` (its low `n_bits`) into the bits, leaving the field's others.
     pub fn set(self, flow: &mut crate::field::FlowBits, value: u128) {
         let field = self.field();
-        let mask = self.mask();
+        let mut mask = self.mask();
+        // nw_tos holds the DSCP bits only (its ECN bits are nw_ecn's), as Open vSwitch keeps it.
+        if field == Field::NwTos {
+            mask &= 0xfc;
+        }
         let old = field.get(flow);
         field.set(flow, (old & !mask) | ((value << self.ofs) & mask));
     }
@@ -283,7 +288,7 @@ impl Subfield {
                     if end < start {
                         return Err(format!("{text}: the range ends before it starts"));
                     }
-                    Subfield::new(nxm, start, end - start + 1)
+                    Subfield::new(nxm, start, (end - start).saturating_add(1))
                 }
                 None => Subfield::new(nxm, bit(range)?, 1),
             },
@@ -336,6 +341,10 @@ mod tests {
             "NXM_NX_REG16[]: unknown field 'NXM_NX_REG16'"
         );
         assert!(Subfield::parse("reg0[5..1]").is_err());
+        // Numbers that would wrap a 32-bit sum.
+        assert!(Subfield::parse("reg0[4294967295]").is_err());
+        assert!(Subfield::parse("reg0[0..4294967295]").is_err());
+        assert!(Subfield::parse("reg0[4294967295..4294967295]").is_err());
         assert!(Subfield::parse("reg0[0..x]").is_err());
     }
 
@@ -350,6 +359,15 @@ mod tests {
         assert_eq!(Nxm::of_header(udp.header()), Some(udp));
         let tcp = Nxm::from_name("tcp_src").unwrap();
         assert_eq!(Nxm::of_header(tcp.header()), Some(tcp));
+        let mut flow = FlowBits::ZERO;
+        Subfield::parse("NXM_OF_IP_TOS[]")
+            .unwrap()
+            .set(&mut flow, 0xbb);
+        assert_eq!(
+            Field::NwTos.get(&flow),
+            0xb8,
+            "the ECN bits are not nw_tos's"
+        );
         let ecn = Nxm::from_name("NXM_NX_IP_ECN").unwrap();
         assert_eq!(
             (ecn.bits(), Subfield::whole(ecn).to_string()),

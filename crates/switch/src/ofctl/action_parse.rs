@@ -224,8 +224,9 @@ fn masked_register_write(
     };
     let (value, mask) = (number(value)?, number(mask)?);
     let ofs = mask.trailing_zeros();
-    let n_bits = (mask >> ofs).trailing_ones();
-    if mask == 0 || mask >> ofs >> n_bits != 0 {
+    // A zero mask has 128 trailing zeros: shifting by them would overflow.
+    let n_bits = (mask.checked_shr(ofs).unwrap_or(0)).trailing_ones();
+    if mask == 0 || (mask >> ofs).checked_shr(n_bits).unwrap_or(0) != 0 {
         return Err(error(format!(
             "{token}: the mask must be one run of ones (load writes one run of bits)"
         )));
@@ -348,6 +349,7 @@ mod tests {
             refused("actions=set_field:0x5/0x5->reg0"),
             "set_field:0x5/0x5->reg0: the mask must be one run of ones (load writes one run of bits)"
         );
+        assert!(refused("actions=set_field:0/0->reg0").contains("one run of ones"));
         assert_eq!(
             refused("actions=set_field:0x7/0x3->reg0"),
             "set_field:0x7/0x3->reg0: the value has bits outside the mask"

@@ -16,16 +16,12 @@ use crate::dpif::upcall::{Decision, Upcall};
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
-use crate::execute::TO_CONTROLLER;
 use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
 use crate::meter::METER_CONTROLLER;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
 use crate::subfield::Subfield;
-
-/// OpenFlow's `OFPP_MAX`: the reserved ports' numbers start here.
-const PORT_MAX: u32 = 0xffff_ff00;
 
 /// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
@@ -346,18 +342,21 @@ impl Translation<'_> {
         }
     }
 
-    /// An output to the port `src`'s bits hold, which the megaflow pins; a number no port can
-    /// have (zero, OpenFlow's reserved ports, our controller flag) outputs nowhere.
+    /// An output to the port `src`'s bits hold, which the megaflow pins. As in Open vSwitch,
+    /// the value is an OpenFlow 1.0 port number (16 bits): `0xfff8` is `in_port`, `0xfffb`
+    /// and `0xfffc` flood; the other reserved numbers, zero and anything wider output nowhere.
     fn output_from(&mut self, src: Subfield) {
         let mut read = FlowBits::ZERO;
         src.field().or_mask(&mut read, src.mask());
         self.depend_on(read);
-        match u32::try_from(src.get(&self.flow)) {
-            Ok(port @ 1..PORT_MAX) if port & TO_CONTROLLER == 0 => {
-                self.decision.actions.push(Action::Output(port))
-            }
-            _ => {}
-        }
+        let action = match src.get(&self.flow) {
+            0xfff8 => Action::InPort,
+            0xfffb => Action::Flood,
+            0xfffc => Action::All,
+            port @ 1..0xff00 => Action::Output(port as u32),
+            _ => return,
+        };
+        self.decision.actions.push(action);
     }
 
     /// Un-wildcards the bits `read` of the flow, and what they were computed from if an
@@ -740,7 +739,7 @@ mod tests {
             "in_port=2,actions=set_field:0x200->reg0,load:0x7->NXM_NX_REG5[28..31],goto_table:1",
             "table=1,priority=2,reg0=0x100/0xff00,actions=output:3",
             "table=1,priority=1,reg0=0x200,reg5=0x70000000,actions=output:4",
-            "in_port=3,actions=load:0x4->NXM_NX_REG7[],output:NXM_NX_REG7[0..15],output:NXM_NX_REG6[]",
+            "in_port=3,actions=load:0x4->NXM_NX_REG7[],output:NXM_NX_REG7[0..15],output:NXM_NX_REG6[],load:0x10004->NXM_NX_REG6[],output:NXM_NX_REG6[],load:0xfff8->NXM_NX_REG6[],output:NXM_NX_REG6[]",
         ]);
         let decision = translate(
             &tables,
@@ -749,8 +748,8 @@ mod tests {
         );
         assert_eq!(
             decision.actions,
-            [Action::Output(4)],
-            "reg6 holds 0: no port"
+            [Action::Output(4), Action::InPort],
+            "reg6 holds 0, then 0x10004 (past 16 bits): no port; 0xfff8 is in_port"
         );
         let mut wildcards = FlowBits::default();
         let decision = translate(&tables, &flow(&[(Field::InPort, 1)]), &mut wildcards);

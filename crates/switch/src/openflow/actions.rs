@@ -222,6 +222,9 @@ fn reg_load(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         (ofs_nbits & 0x3f) + 1,
     )?)?;
     let value = body.u64()?;
+    if !body.is_empty() {
+        return Err(bad_action::BAD_LEN);
+    }
     if dst.n_bits < 64 && value >> dst.n_bits != 0 {
         return Err(bad_action::BAD_ARGUMENT);
     }
@@ -257,12 +260,14 @@ fn output_reg(body: &mut Reader<'_>) -> Result<Action, OfpError> {
 /// The bits an NXM header and offset name.
 fn subfield(header: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfpError> {
     let nxm = Nxm::of_header(header).ok_or(bad_action::BAD_SET_TYPE)?;
-    Subfield::new(nxm, u32::from(ofs), u32::from(n_bits)).map_err(|_| bad_action::BAD_ARGUMENT)
+    // Open vSwitch's errors: bits outside the field are BAD_SET_LEN.
+    Subfield::new(nxm, u32::from(ofs), u32::from(n_bits)).map_err(|_| bad_action::BAD_SET_LEN)
 }
 
-/// `dst`, if `load` and `move` may write there.
+/// `dst`, if `load` and `move` may write there (else BAD_SET_ARGUMENT, Open vSwitch's error
+/// for a field it cannot write).
 fn destination(dst: Subfield) -> Result<Subfield, OfpError> {
-    dst.writable().map_err(|_| bad_action::BAD_SET_TYPE)?;
+    dst.writable().map_err(|_| bad_action::BAD_SET_ARGUMENT)?;
     Ok(dst)
 }
 
@@ -433,7 +438,7 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
             w.u16(NXAST_OUTPUT_REG)
                 .u16(ofs_nbits)
                 .u32(src.nxm.header())
-                .u16(0)
+                .u16(u16::MAX)
                 .zeros(6);
         }
         Action::Move(src, dst) => {
@@ -606,7 +611,7 @@ mod tests {
         bad[20..24].copy_from_slice(&[0, 0, 0, 2]);
         bad[11] = 16;
         let read = |b: &[u8]| read_actions(&mut Reader::new(b), ActionsIn::Rule);
-        assert_eq!(read(&bad), Err(bad_action::BAD_SET_TYPE));
+        assert_eq!(read(&bad), Err(bad_action::BAD_SET_ARGUMENT));
         let mut w = Writer::default();
         write_actions(&mut w, &load, false);
         w.bytes[22] = 1; // 0x105: nine bits
