@@ -10,7 +10,7 @@ use crate::dpif::megaflow::{
 };
 use crate::dpif::process::Plan;
 use crate::dpif::upcall::Upcall;
-use crate::field::{FlowBits, PacketKey, hash_packet_words};
+use crate::field::{FlowBits, PACKET_WORDS, PacketKey, hash_packet_words};
 use crate::flow_match::Match;
 
 /// Where lookups were answered.
@@ -156,6 +156,10 @@ impl FlowCache {
         self.stats.misses += 1;
         let mut wildcards = FlowBits::ZERO;
         let decision = tables.translate(flow, &mut wildcards);
+        // What the lookups saw of the pipeline's state (metadata, registers) the actions wrote
+        // from pinned packet bits or constants: no packet carries it, so the megaflow's mask
+        // leaves it out (one subtable for masks that differ only there).
+        wildcards.0[PACKET_WORDS..].fill(0);
         if self.flow_records {
             wildcards.or_assign(&flow_record_mask(flow));
         }
