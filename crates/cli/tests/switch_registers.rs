@@ -1,7 +1,8 @@
 //! Open vSwitch's registers (`reg0` to `reg15`) and its `load`, `move`, `set_field` and
-//! `output:SRC` actions, driven by `ovs-ofctl` over OpenFlow 1.3: a three-table pipeline steers pings by
-//! what earlier tables wrote into registers, a `load` into the packet's DSCP bits arrives as
-//! tcpdump sees it, and the flows read back the same through ovs-ofctl and `wirespeed ctl`.
+//! `output:SRC` actions, driven by `ovs-ofctl` over OpenFlow 1.3: a three-table pipeline
+//! steers pings by what earlier tables wrote into registers, a `load` into the packet's DSCP
+//! bits arrives as tcpdump sees it, and the flows read back the same through ovs-ofctl and
+//! `wirespeed ctl`.
 
 mod common;
 use common::switched::{Switched, flow_without_duration};

@@ -20,8 +20,8 @@ use wirespeed_packet::flow_key::FlowKey;
 
 pub const FLOW_WORDS: usize = 22;
 /// The words of a packet's flow as it arrives: all but the metadata's and the registers',
-/// which are zero then (only actions, between tables, set them). The datapath's caches hold arriving
-/// packets' flows and key on these alone ([`PacketKey`]). The tunnel's words (10 to 12)
+/// which are zero then (only actions, between tables, set them). The datapath's caches hold
+/// arriving packets' flows and key on these alone ([`PacketKey`]). The tunnel's words (10 to 12)
 /// are zero for a packet that did not come out of a tunnel.
 pub const PACKET_WORDS: usize = 13;
 /// The first of the tunnel metadata's words ([`TunnelMeta`]).
@@ -230,10 +230,10 @@ impl Hash for FlowBits {
 }
 
 /// An arriving packet's flow, or a masked one, without the pipeline's state
-/// ([`PACKET_WORDS`]): the key of the exact-match and megaflow caches. A megaflow whose mask
-/// has metadata or register bits matched them as the translation's actions left them: every
+/// ([`PACKET_WORDS`]): the key of the exact-match and megaflow caches. The lookups that made a
+/// megaflow saw the metadata and registers as the translation's actions left them: every
 /// packet arrives with zeros there, and what an action wrote from packet bits had those bits
-/// un-wildcarded, so leaving them out of its key admits no packet it would not.
+/// un-wildcarded, so leaving them out of its key (and its mask) admits no packet it would not.
 #[derive(Clone, Copy, Eq, Debug)]
 pub struct PacketKey(pub [u64; PACKET_WORDS]);
 
@@ -428,11 +428,6 @@ impl Field {
         Field::TunDst,
         Field::TunOpts,
     ]);
-
-    /// Register `n`, if there is one.
-    pub fn register(n: u8) -> Option<Field> {
-        (n < REGISTERS).then_some(Field::Reg(n))
-    }
 
     /// Whether the field is the pipeline's own (metadata, a register), never a packet's: a
     /// write to it steers later lookups and never reaches the datapath.
@@ -741,10 +736,7 @@ mod tests {
             assert_eq!(past, field.is_pipeline_state(), "{field}");
         }
         assert_eq!(Field::from_name("reg15"), Some(Field::Reg(15)));
-        assert_eq!(
-            (Field::register(15), Field::register(16)),
-            (Some(Field::Reg(15)), None)
-        );
+        assert_eq!(Field::from_name("reg16"), None);
         let mut arp = FlowBits::ZERO;
         Field::ArpSha.set(&mut arp, u128::MAX);
         let mut ipv6 = FlowBits::ZERO;
