@@ -6,6 +6,7 @@ use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::field::{Field, FlowBits};
 use crate::flow_match::{DL_TYPE_IPV4, DL_TYPE_IPV6, Prerequisite};
+use crate::learn::LearnId;
 use crate::subfield::Subfield;
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
@@ -60,6 +61,8 @@ pub enum Action {
     /// Nicira's `output:SRC`: out of the port the bits hold as the action runs (a register
     /// an earlier table loaded); none if they hold no port number.
     OutputReg(Subfield),
+    /// Nicira's `learn(...)`: adds a rule built from the packet's fields ([`crate::learn`]).
+    Learn(LearnId),
     /// Decrements the IPv4 TTL or IPv6 hop limit; drops the packet if it would reach zero.
     DecTtl,
     /// Looks the packet up in another table, then carries on with the next action.
@@ -83,14 +86,15 @@ pub enum Action {
 
 impl Action {
     /// What the rule's match must pin down for the action to make sense (a `move` reads one
-    /// field and writes another: two).
-    pub fn prerequisites(&self) -> [Prerequisite; 2] {
+    /// field and writes another: two; a `learn` reads as many as its specs name).
+    pub fn prerequisites(&self) -> Vec<Prerequisite> {
         match self {
-            Action::SetField(field, _) => [Prerequisite::of(*field), Prerequisite::None],
-            Action::Load(dst, _) => [dst.nxm.prerequisite(), Prerequisite::None],
-            Action::Move(src, dst) => [src.nxm.prerequisite(), dst.nxm.prerequisite()],
-            Action::OutputReg(src) => [src.nxm.prerequisite(), Prerequisite::None],
-            _ => [Prerequisite::None; 2],
+            Action::SetField(field, _) => vec![Prerequisite::of(*field)],
+            Action::Load(dst, _) => vec![dst.nxm.prerequisite()],
+            Action::Move(src, dst) => vec![src.nxm.prerequisite(), dst.nxm.prerequisite()],
+            Action::OutputReg(src) => vec![src.nxm.prerequisite()],
+            Action::Learn(id) => id.get().source_prerequisites().collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -175,7 +179,11 @@ impl Action {
     pub fn fits_the_action_set(&self) -> bool {
         match self {
             Action::Group(_) => true,
-            Action::Meter(_) | Action::Load(..) | Action::Move(..) | Action::OutputReg(_) => false,
+            Action::Meter(_)
+            | Action::Load(..)
+            | Action::Move(..)
+            | Action::OutputReg(_)
+            | Action::Learn(_) => false,
             action => !action.is_table_jump(),
         }
     }
@@ -204,6 +212,7 @@ impl fmt::Display for Action {
             Action::Load(dst, value) => write!(f, "load:{value:#x}->{dst}"),
             Action::Move(src, dst) => write!(f, "move:{src}->{dst}"),
             Action::OutputReg(src) => write!(f, "output:{src}"),
+            Action::Learn(id) => write!(f, "{}", id.get()),
             Action::Resubmit(table) => write!(f, "resubmit(,{table})"),
             Action::GotoTable(table) => write!(f, "goto_table:{table}"),
             Action::Group(group) => write!(f, "group:{group}"),

@@ -59,6 +59,7 @@ pub mod flow_match;
 pub mod frame;
 pub mod group;
 pub mod ipfix;
+pub mod learn;
 pub mod mac_learning;
 pub mod meter;
 pub mod ofctl;

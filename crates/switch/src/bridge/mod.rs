@@ -431,6 +431,11 @@ impl Bridge {
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }
             lock(&self.controller).tick();
+            if lock(&self.ofproto).tables.learned.is_pending() {
+                let now = self.now();
+                self.edit(|ofproto| ofproto.add_learned(now));
+                self.settle_offload();
+            }
             if !self.links_watched {
                 self.links.read();
             }

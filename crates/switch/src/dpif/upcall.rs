@@ -10,7 +10,7 @@ use crate::field::FlowBits;
 use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
 use crate::meter::MeterRef;
-use crate::rule::PacketInOrigin;
+use crate::rule::{PacketInOrigin, Rule};
 
 /// What happens to every packet of a flow: the datapath actions, in order (no table jumps; an
 /// empty list drops), and the rules that matched, as handles to credit their counters.
@@ -29,12 +29,16 @@ pub struct Decision {
     /// The tables whose lookup found no rule (a table miss), for the tables' counts; those
     /// that found one are the tables of `rules`.
     pub missed: Vec<u8>,
+    /// The rules its `learn` actions built, for the bridge to add (see [`Upcall::translate`]).
+    pub learned: Vec<Rule>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.
 pub trait Upcall {
     /// The decision for `flow`; every bit of `flow` it depended on is set in `wildcards`.
-    fn translate(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
+    /// The rules its `learn` actions built are kept for the control side to add, which
+    /// it does between rounds, as any change to the rules.
+    fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
     /// Changes with every change to the rules: a cache made before it is stale.
     fn generation(&self) -> u64;
     /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still

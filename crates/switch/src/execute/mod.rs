@@ -301,7 +301,7 @@ pub fn execute(
             }
             // The translation's alone: a `load` or `move` into a packet's field reaches here
             // as the `set_field` it makes, an output from a register as the `output` to its
-            // port.
+            // port; what a `learn` learned goes to the bridge with the decision.
             Action::Resubmit(_)
             | Action::GotoTable(_)
             | Action::Group(_)
@@ -310,7 +310,8 @@ pub fn execute(
             | Action::WriteMetadata(..)
             | Action::Load(..)
             | Action::Move(..)
-            | Action::OutputReg(_) => {}
+            | Action::OutputReg(_)
+            | Action::Learn(_) => {}
         }
         action.apply_to_flow(&mut packet.flow, &mut unused_wildcards);
     }

@@ -4,6 +4,7 @@ use crate::action::{Action, SETTABLE_FIELDS, mod_name};
 use crate::error::{FlowError, error, value_help};
 use crate::field::{Field, parse_uint};
 use crate::meter::METER_MAX;
+use crate::ofctl::learn_text::parse_learn;
 use crate::subfield::{Nxm, Subfield, SubfieldError};
 
 /// Parses the action list after `actions=`.
@@ -69,6 +70,12 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         return Ok(Action::Output(
             action_number(token, port, u128::from(u32::MAX))? as u32,
         ));
+    }
+    if let Some(inner) = token
+        .strip_prefix("learn(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        return parse_learn(token, inner);
     }
     if let Some(inner) = token
         .strip_prefix("resubmit(")

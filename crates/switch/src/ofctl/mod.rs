@@ -6,4 +6,5 @@ pub mod action_parse;
 pub mod flow_format;
 pub mod flow_parse;
 pub mod group_text;
+pub mod learn_text;
 pub mod meter_text;

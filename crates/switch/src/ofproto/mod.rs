@@ -2,6 +2,7 @@
 //! [`state::Ofproto`], what a bridge's threads share; it answers the datapath's upcalls
 //! ([`crate::dpif::upcall`]).
 
+pub mod learned;
 pub mod rule_table;
 pub mod state;
 pub mod translate;

@@ -11,6 +11,7 @@ use crate::field::FlowBits;
 use crate::flow_match::Match;
 use crate::group::{Group, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS};
 use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
+use crate::ofproto::learned::Learned;
 use crate::rule::{Rule, RuleStats, check_actions};
 
 pub const TABLE_COUNT: usize = 255;
@@ -95,6 +96,8 @@ pub struct RuleTables {
     /// Each table's lookups and the packets that found a rule there, as the datapath
     /// credits them (OpenFlow's table statistics).
     lookups: Vec<TableLookups>,
+    /// The rules translations learned, for the control side to add.
+    pub learned: Learned,
 }
 
 /// A table's statistics: its rules, and what looked it up.

@@ -17,6 +17,7 @@ use crate::flow_match::Match;
 use crate::group::{Group, GroupError, GroupUsage};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
+use crate::ofproto::learned;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::Rule;
 
@@ -73,6 +74,20 @@ impl Ofproto {
     pub fn remove_port(&mut self, port: u32) {
         self.ports.retain(|&p| p != port);
         self.mac_table.flush_port(port);
+    }
+
+    /// Adds the rules `learn` actions learned ([`crate::ofproto::learned`]) at `now`; how
+    /// many changed the tables (the kernel's fast path is emptied first, as for any rule).
+    pub fn add_learned(&mut self, now: Duration) -> usize {
+        let new = learned::take_new(&mut self.tables);
+        if !new.is_empty() {
+            let _ = self.flush_offload(now);
+        }
+        let added = new.len();
+        for rule in new {
+            self.tables.add(rule, now);
+        }
+        added
     }
 
     /// `add-flow`, refusing outputs to ports the bridge does not have.

@@ -18,6 +18,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
 use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
+use crate::learn::{LearnId, port_action};
 use crate::meter::METER_CONTROLLER;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
@@ -55,8 +56,10 @@ pub fn translate_actions(tables: &RuleTables, flow: &FlowBits, actions: &[Action
 /// The datapath's upcall lands here: a miss is translated through the tables, and the caches'
 /// counts come back to the rules they were made from.
 impl Upcall for RuleTables {
-    fn translate(&self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
-        translate(self, flow, wildcards)
+    fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
+        let mut decision = translate(self, flow, wildcards);
+        self.learned.push(std::mem::take(&mut decision.learned));
+        decision
     }
 
     fn generation(&self) -> u64 {
@@ -185,6 +188,7 @@ impl<'a> Translation<'a> {
                 }
                 Action::Load(..) | Action::Move(..) => self.write_bits(action),
                 Action::OutputReg(src) => self.output_from(src),
+                Action::Learn(id) => self.learn(id),
                 Action::Resubmit(target) => {
                     self.run_table(target, depth + 1);
                     if self.decision.too_deep {
@@ -342,21 +346,23 @@ impl Translation<'_> {
         }
     }
 
-    /// An output to the port `src`'s bits hold, which the megaflow pins. As in Open vSwitch,
-    /// the value is an OpenFlow 1.0 port number (16 bits): `0xfff8` is `in_port`, `0xfffb`
-    /// and `0xfffc` flood; the other reserved numbers, zero and anything wider output nowhere.
+    /// An output to the port `src`'s bits hold ([`port_action`]), which the megaflow pins.
     fn output_from(&mut self, src: Subfield) {
         let mut read = FlowBits::ZERO;
         src.field().or_mask(&mut read, src.mask());
         self.depend_on(read);
-        let action = match src.get(&self.flow) {
-            0xfff8 => Action::InPort,
-            0xfffb => Action::Flood,
-            0xfffc => Action::All,
-            port @ 1..0xff00 => Action::Output(port as u32),
-            _ => return,
-        };
-        self.decision.actions.push(action);
+        self.decision
+            .actions
+            .extend(port_action(src.get(&self.flow)));
+    }
+
+    /// A `learn`: the rule it builds from the flow as it is here goes with the decision,
+    /// and the bits it read are pinned, so every packet of the megaflow learns the same rule.
+    fn learn(&mut self, id: LearnId) {
+        let mut read = FlowBits::ZERO;
+        let rule = id.get().rule_for(&self.flow, &mut read);
+        self.depend_on(read);
+        self.decision.learned.push(rule);
     }
 
     /// Un-wildcards the bits `read` of the flow, and what they were computed from if an

@@ -9,6 +9,7 @@
 //! that tag. Nicira's `resubmit(,T)`, `load` (`NXAST_REG_LOAD`), `move` (`NXAST_REG_MOVE`)
 //! and `output:SRC` (`NXAST_OUTPUT_REG`), experimenter actions ovs-ofctl sends, are read and
 //! written, so flows with them survive a round trip; `set_field` also writes the registers.
+//! So is `learn` (`NXAST_LEARN`, in [`crate::openflow::learn_wire`]).
 
 use wirespeed_packet::flow_key::VLAN_VID_MASK;
 
@@ -16,6 +17,7 @@ use crate::action::Action;
 use crate::field::Field;
 use crate::ofproto::rule_table::TABLE_COUNT;
 use crate::openflow::error::{OfpError, bad_action, bad_instruction};
+use crate::openflow::learn_wire::{NXAST_LEARN, read_learn, write_learn};
 use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, register_field_no, wire_header};
 use crate::openflow::wire::{CML_NO_BUFFER, Reader, Writer, port};
 use crate::subfield::{Nxm, Subfield};
@@ -208,6 +210,7 @@ fn nicira(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         (NX_VENDOR, NXAST_REG_LOAD) => reg_load(body),
         (NX_VENDOR, NXAST_REG_MOVE) => reg_move(body),
         (NX_VENDOR, NXAST_OUTPUT_REG) => output_reg(body),
+        (NX_VENDOR, NXAST_LEARN) => read_learn(body),
         _ => Err(bad_action::BAD_TYPE),
     }
 }
@@ -450,6 +453,9 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 .u32(src.nxm.header())
                 .u32(dst.nxm.header());
         }
+        Action::Learn(id) => write_learn(w, &id.get(), |w| {
+            w.u16(kind::EXPERIMENTER).u16(0).u32(NX_VENDOR);
+        }),
         // Instructions, not actions (`write_instructions`).
         Action::GotoTable(_)
         | Action::ClearActions

@@ -300,12 +300,19 @@ impl Agent {
             return Err(bad_request::BAD_PACKET);
         }
         let decision = {
-            let ofproto = bridge.ofproto();
+            let mut ofproto = bridge.ofproto();
             ofproto
                 .check_output_ports(&po.actions)
                 .map_err(|_| bad_action::BAD_OUT_PORT)?;
             let key = FlowKey::parse(&po.data, po.in_port);
-            translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions)
+            let mut decision =
+                translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions);
+            // Added by the control side's next round, as a packet's.
+            ofproto
+                .tables
+                .learned
+                .push(std::mem::take(&mut decision.learned));
+            decision
         };
         bridge.send_packet(po.in_port, po.data, decision.actions);
         self.unsynced_sends.store(true, Ordering::Release);

@@ -28,6 +28,7 @@ pub mod connmgr;
 pub mod error;
 pub mod flow_mod;
 pub mod group_mod;
+pub mod learn_wire;
 pub mod message;
 pub mod meters;
 pub mod oxm;
