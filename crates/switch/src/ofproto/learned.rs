@@ -5,6 +5,8 @@
 //! those caches without crediting their counts; so the tables keep what was learned, and the
 //! control side adds it between rounds ([`crate::bridge::Bridge::edit`]), as any change.
 
+use std::collections::HashMap;
+
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::Rule;
 
@@ -21,12 +23,13 @@ pub struct Learned {
 }
 
 impl Learned {
-    /// Keeps `rules` for the control side (those past [`MAX_PENDING`] are dropped).
+    /// Keeps `rules` for the control side (those past [`MAX_PENDING`] are dropped). Cheap:
+    /// a translation calls it under the lock the poll-mode threads share.
     pub fn push(&mut self, rules: Vec<Rule>) {
         for rule in rules {
             if self.pending.len() >= MAX_PENDING {
                 self.dropped += 1;
-            } else if !self.pending.contains(&rule) {
+            } else {
                 self.pending.push(rule);
             }
         }
@@ -37,19 +40,31 @@ impl Learned {
     }
 }
 
-/// Takes the learned rules waiting, less those the tables hold already: a rule learned
-/// again changes nothing (its counts and timeouts go on, and the tables' generation stays,
-/// so no cache is emptied by every packet that learns it again). One with the same table,
-/// priority and match but other actions or timeouts stays, to replace it.
+/// Takes the learned rules waiting, the last learned of each table, priority and match,
+/// less those the tables hold already: a rule learned again changes nothing (its counts and
+/// timeouts go on, and the tables' generation stays, so no cache is emptied by every packet
+/// that learns it again). One with the same table, priority and match but other actions or
+/// timeouts stays, to replace it.
 pub fn take_new(tables: &mut RuleTables) -> Vec<Rule> {
-    let mut pending = std::mem::take(&mut tables.learned.pending);
-    pending.retain(|rule| {
-        tables
-            .find_exact(rule.table, &rule.flow_match, rule.priority)
-            .and_then(|id| tables.get(id))
-            .is_none_or(|installed| installed.rule != *rule)
-    });
+    let pending = std::mem::take(&mut tables.learned.pending);
+    let place = |rule: &Rule| (rule.table, rule.priority, rule.flow_match);
+    let last: HashMap<_, usize> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, rule)| (place(rule), i))
+        .collect();
     pending
+        .into_iter()
+        .enumerate()
+        .filter(|(i, rule)| last[&place(rule)] == *i)
+        .map(|(_, rule)| rule)
+        .filter(|rule| {
+            tables
+                .find_exact(rule.table, &rule.flow_match, rule.priority)
+                .and_then(|id| tables.get(id))
+                .is_none_or(|installed| installed.rule != *rule)
+        })
+        .collect()
 }
 
 #[cfg(test)]
