@@ -322,7 +322,7 @@ fn random_actions(rng: &mut Rng, family: Family, table: u8) -> Vec<Action> {
 /// with it how wide the megaflows come out) keeps as it was.
 fn add_learn(actions: &mut Vec<Action>, flow_match: &Match, family: Family) {
     let hash = flow_match.value().hash64();
-    if hash % 12 != 0 {
+    if !hash.is_multiple_of(12) {
         return;
     }
     let mut learns = vec![
