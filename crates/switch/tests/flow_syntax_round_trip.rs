@@ -8,6 +8,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use wirespeed_switch::action::SETTABLE_FIELDS;
 use wirespeed_switch::flow_match::Prerequisite;
+use wirespeed_switch::learn::{Learn, LearnId, LearnSource, LearnSpec};
 use wirespeed_switch::subfield::{Nxm, Subfield};
 use wirespeed_switch::{Action, DumpLine, Field, Match, Rule, RuleDisplay, RuleStats, parse_rule};
 
@@ -120,7 +121,11 @@ fn random_subfield(rng: &mut Rng, destination: bool, widest: u32) -> Option<Subf
 
 fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
     loop {
-        let action = match rng.below(17) {
+        let action = match rng.below(20) {
+            17..=19 => match random_learn(rng) {
+                Some(learn) => Action::Learn(learn),
+                None => continue,
+            },
             16 => {
                 let Some(src) = random_subfield(rng, false, 32) else {
                     continue;
@@ -178,6 +183,71 @@ fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
             return action;
         }
     }
+}
+
+/// A random learn that passes its own checks: settings, and up to four specs of every kind,
+/// after (half the time) the constants that let it match IPv4 TCP fields.
+fn random_learn(rng: &mut Rng) -> Option<LearnId> {
+    let maybe = |rng: &mut Rng| if rng.below(2) == 0 { 0 } else { rng.next() };
+    let mut learn = Learn {
+        table: rng.below(255) as u8,
+        priority: if rng.below(2) == 0 {
+            Rule::DEFAULT_PRIORITY
+        } else {
+            rng.next() as u16
+        },
+        idle_timeout: maybe(rng) as u16,
+        hard_timeout: maybe(rng) as u16,
+        cookie: maybe(rng),
+        send_flow_rem: rng.below(2) == 0,
+        specs: Vec::new(),
+    };
+    if rng.below(2) == 0 {
+        for (name, value) in [("NXM_OF_ETH_TYPE[]", 0x800), ("NXM_OF_IP_PROTO[]", 6)] {
+            learn.specs.push(LearnSpec::Match {
+                dst: Subfield::parse(name).unwrap(),
+                src: LearnSource::Value(value),
+            });
+        }
+    }
+    for _ in 0..rng.below(5) {
+        let immediate = rng.below(2) == 0;
+        let spec = match rng.below(3) {
+            0 => {
+                let dst = random_subfield(rng, false, 128)?;
+                let src = if immediate {
+                    LearnSource::Value(rng.wide() & (dst.mask() >> dst.ofs))
+                } else {
+                    LearnSource::Field(same_width(rng, dst.n_bits, false)?)
+                };
+                LearnSpec::Match { dst, src }
+            }
+            1 => {
+                let dst = random_subfield(rng, true, 64)?;
+                let src = if immediate {
+                    LearnSource::Value(rng.wide() & (dst.mask() >> dst.ofs))
+                } else {
+                    LearnSource::Field(same_width(rng, dst.n_bits, false)?)
+                };
+                LearnSpec::Load { dst, src }
+            }
+            _ => LearnSpec::Output(random_subfield(rng, false, 32)?),
+        };
+        learn.specs.push(spec);
+    }
+    learn.check().ok()?;
+    LearnId::keep(learn).ok()
+}
+
+/// Random bits of as many bits as `n_bits`, of a field that has them.
+fn same_width(rng: &mut Rng, n_bits: u8, destination: bool) -> Option<Subfield> {
+    let fits: Vec<Nxm> = Nxm::all()
+        .filter(|&nxm| nxm.bits() >= u32::from(n_bits))
+        .filter(|&nxm| !destination || Subfield::whole(nxm).writable().is_ok())
+        .collect();
+    let nxm = fits[rng.below(fits.len() as u64) as usize];
+    let ofs = rng.below(u64::from(nxm.bits() - u32::from(n_bits)) + 1) as u32;
+    Subfield::new(nxm, ofs, u32::from(n_bits)).ok()
 }
 
 fn random_rule(seed: u64) -> Rule {
@@ -337,7 +407,7 @@ fn our_match_and_actions(line: &str) -> String {
 /// form prints the same match and actions as our `dump-flows` line does.
 #[test]
 fn ovs_ofctl_prints_our_rules_as_we_do() {
-    let (mut compared, mut wider) = (0, 0);
+    let (mut compared, mut wider, mut learning) = (0, 0, 0);
     for seed in 0..1000u64 {
         let mut rule = random_rule(seed);
         // OpenFlow 1.0 has no goto_table (ovs-ofctl prints it as a resubmit) and no set-field
@@ -401,7 +471,12 @@ fn ovs_ofctl_prints_our_rules_as_we_do() {
             "{printed}"
         );
         compared += 1;
+        learning += usize::from(rule.actions.iter().any(|a| matches!(a, Action::Learn(_))));
     }
+    assert!(
+        learning >= 100,
+        "only {learning} rules with a learn compared"
+    );
     assert!(
         compared >= 600,
         "only {compared} rules compared ({wider} skipped)"
