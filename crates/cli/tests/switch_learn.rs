@@ -107,3 +107,39 @@ fn ovs_ofctl_learn_teaches_the_switch_where_hosts_are() {
     assert!(!ok && text.contains("OFPBAC_BAD_ARGUMENT"), "{text}");
     assert!(!s.ofctl_ok(&["dump-flows"]).contains("table=3"));
 }
+
+/// As in Open vSwitch, packets that take the learning path learn the rule again, which
+/// restarts its hard timeout: a learned rule with `hard_timeout=2` outlives 2 s while pings
+/// keep coming, and goes within the timeout (and a second's housekeeping) of the last one.
+#[test]
+fn learning_again_keeps_a_learned_rule_while_packets_come() {
+    let s = Switched::new("olh", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "table=0,priority=10,actions=learn(table=10,hard_timeout=2,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,10),resubmit(,1)",
+    ]);
+    s.ofctl_ok(&["add-flow", PIPELINE[1]]);
+    s.ofctl_ok(&["add-flow", PIPELINE[2]]);
+    // 20 pings 0.2 s apart: 4 s, twice the hard timeout.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 20), 20);
+    let dump = s.ofctl_ok(&["dump-flows", "table=10"]);
+    let learned: Vec<&str> = dump.lines().filter(|l| l.contains("dl_dst=")).collect();
+    assert_eq!(learned.len(), 2, "{dump}");
+    for line in learned {
+        let seconds: f64 = line
+            .split(", ")
+            .find_map(|f| f.strip_prefix("duration="))
+            .and_then(|d| d.trim_end_matches('s').parse().ok())
+            .unwrap_or_else(|| panic!("no duration: {line}"));
+        assert!(seconds > 3.0, "learned once, and kept: {line}");
+        assert!(line.contains("hard_timeout=2"), "{line}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while s.ofctl_ok(&["dump-flows", "table=10"]).contains("dl_dst=") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the learned rules outlived their hard timeout without packets"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

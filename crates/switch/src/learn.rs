@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::action::Action;
-use crate::field::{Field, FlowBits};
+use crate::field::{Field, FlowBits, ValueFormat};
 use crate::flow_match::{Match, Prerequisite};
 use crate::rule::Rule;
 use crate::subfield::{Nxm, Subfield};
@@ -68,18 +68,43 @@ impl Default for Learn {
     }
 }
 
-/// Why a learn is refused.
+/// Why a learn is refused: the kind (for OpenFlow's error) and what to tell a user.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct LearnError(pub String);
+pub struct LearnError {
+    pub kind: LearnErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LearnErrorKind {
+    /// A field the learned rule matches or loads lacks its protocol's match before it.
+    Prerequisite,
+    /// A load into a field that cannot be written.
+    ReadOnly,
+    /// Anything else: widths, values, the table, too many learns.
+    Argument,
+}
 
 impl fmt::Display for LearnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
 fn refuse(message: impl Into<String>) -> LearnError {
-    LearnError(message.into())
+    refuse_for(LearnErrorKind::Argument, message)
+}
+
+fn refuse_for(kind: LearnErrorKind, message: impl Into<String>) -> LearnError {
+    LearnError {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// Whether `value` has bits past the low `n_bits`.
+fn too_wide(value: u128, n_bits: u8) -> bool {
+    n_bits < 128 && value >> n_bits != 0
 }
 
 impl LearnSpec {
@@ -125,39 +150,38 @@ impl Learn {
                     "{dst}={src}: source and destination differ in width"
                 )));
             }
-            if let LearnSpec::Output(src) = spec
-                && src.n_bits > 32
-            {
-                return Err(refuse(format!("output:{src}: a port has at most 32 bits")));
-            }
             let Some(dst) = spec.destination() else {
                 continue;
             };
             let prerequisite = dst.nxm.prerequisite();
             if !prerequisite.is_met_by(&learned) {
-                return Err(refuse(format!(
-                    "{dst}: the learned rule must match {} first",
-                    prerequisite.describe()
-                )));
+                return Err(refuse_for(
+                    LearnErrorKind::Prerequisite,
+                    format!(
+                        "{dst}: the learned rule must match {} first",
+                        prerequisite.describe()
+                    ),
+                ));
             }
             match *spec {
                 LearnSpec::Match {
                     src: LearnSource::Value(value),
                     ..
                 } => {
-                    if value >> dst.n_bits != 0 {
+                    if too_wide(value, dst.n_bits) {
                         return Err(refuse(format!("{dst}={value:#x}: the value is too wide")));
                     }
                     set_bits(&mut learned, dst, value);
                 }
                 LearnSpec::Load { src, .. } => {
-                    dst.writable()
-                        .map_err(|e| refuse(format!("load:...->{dst}: {e}")))?;
+                    dst.writable().map_err(|e| {
+                        refuse_for(LearnErrorKind::ReadOnly, format!("load:...->{dst}: {e}"))
+                    })?;
                     if dst.n_bits > 64 {
                         return Err(refuse(format!("load:...->{dst}: at most 64 bits")));
                     }
                     if let LearnSource::Value(value) = src
-                        && value >> dst.n_bits != 0
+                        && too_wide(value, dst.n_bits)
                     {
                         return Err(refuse(format!(
                             "load:{value:#x}->{dst}: the value is too wide"
@@ -227,11 +251,16 @@ pub fn port_action(port: u128) -> Option<Action> {
     }
 }
 
-/// Makes `flow_match` match `dst`'s bits on `value`, over what it said of them before.
+/// Makes `flow_match` match `dst`'s bits on `value`, over what it said of them before. All of
+/// an NXM field narrower than ours (`NXM_OF_IN_PORT`, 16 bits of `in_port`'s 32) pins all of
+/// ours: a port number, not its low bits (which OpenFlow's `in_port` could not carry).
 fn set_bits(flow_match: &mut Match, dst: Subfield, value: u128) {
     let field = dst.field();
     let (old_value, old_mask) = flow_match.field(field);
-    let mask = dst.mask();
+    let mask = match dst == Subfield::whole(dst.nxm) {
+        true => field.full_mask(),
+        false => dst.mask(),
+    };
     flow_match.set(
         field,
         (old_value & !mask) | ((value << dst.ofs) & mask),
@@ -323,11 +352,12 @@ fn whole_name(nxm: Nxm) -> String {
     }
 }
 
-/// A whole field's value as Open vSwitch prints it in a learn (`eth_type=0x800`).
+/// A whole field's value as Open vSwitch prints it in a learn (`eth_type=0x800`; a zero in
+/// hexadecimal, as C's "%#x" writes it, `0`).
 fn whole_value(field: Field, value: u128) -> String {
-    match field {
-        Field::DlType => format!("{value:#x}"),
-        field => field.display(value).to_string(),
+    match field.value_format() {
+        ValueFormat::Hex => hex(value),
+        _ => field.display(value).to_string(),
     }
 }
 
@@ -429,6 +459,21 @@ mod tests {
         Field::DlSrc.set(&mut expected, Field::DlSrc.full_mask());
         Field::InPort.set(&mut expected, 0xffff);
         assert_eq!(read, expected);
+    }
+
+    #[test]
+    fn a_learned_in_port_is_the_whole_port_number() {
+        let learn = Learn {
+            specs: vec![LearnSpec::Match {
+                dst: sub("NXM_OF_IN_PORT[]"),
+                src: LearnSource::Field(sub("NXM_NX_REG1[0..15]")),
+            }],
+            ..Learn::default()
+        };
+        let mut flow = FlowBits::ZERO;
+        Field::Reg(1).set(&mut flow, 0x5_0007);
+        let rule = learn.rule_for(&flow, &mut FlowBits::default());
+        assert_eq!(rule.flow_match.exact(Field::InPort), Some(7));
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl Rule {
     /// True once the hard timeout has passed at `now`.
     pub fn is_hard_expired(&self, stats: &RuleStats, now: Duration) -> bool {
         self.hard_timeout != 0
-            && now.saturating_sub(stats.installed_at)
+            && now.saturating_sub(stats.modified_at)
                 >= Duration::from_secs(self.hard_timeout.into())
     }
 
@@ -84,6 +84,9 @@ pub struct RuleStats {
     pub n_packets: u64,
     pub n_bytes: u64,
     pub installed_at: Duration,
+    /// When it was installed, or last learned again: the hard timeout counts from here (Open
+    /// vSwitch's `modified`, which a `learn` of the same rule moves on).
+    pub modified_at: Duration,
     pub last_used: Duration,
 }
 
@@ -91,6 +94,7 @@ impl RuleStats {
     pub fn new(now: Duration) -> RuleStats {
         RuleStats {
             installed_at: now,
+            modified_at: now,
             last_used: now,
             ..RuleStats::default()
         }

@@ -291,6 +291,7 @@ fn dump(rule: &Rule) -> String {
         n_packets: 12,
         n_bytes: 3456,
         installed_at: Duration::from_millis(250),
+        modified_at: Duration::from_millis(250),
         last_used: Duration::from_secs(2),
     };
     DumpLine {

@@ -49,6 +49,7 @@ use crate::ipfix::observe::{self, Seen};
 use crate::ipfix::{ExportConfig, ExportStats, FlowExporter, IpfixError};
 use crate::mac_learning::mac_view::MacView;
 use crate::offload::Offload;
+use crate::ofproto::learned;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use crate::tunnel::{TunnelConfig, TunnelPlane, Tunnels};
@@ -431,11 +432,7 @@ impl Bridge {
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }
             lock(&self.controller).tick();
-            if lock(&self.ofproto).tables.learned.is_pending() {
-                let now = self.now();
-                self.edit(|ofproto| ofproto.add_learned(now));
-                self.settle_offload();
-            }
+            self.add_learned();
             if !self.links_watched {
                 self.links.read();
             }
@@ -653,14 +650,35 @@ impl Bridge {
         }
     }
 
+    /// Adds what the threads' `learn` actions learned ([`crate::ofproto::learned`]): with
+    /// every cache locked if that changes the rules, else (a rule learned again) under the
+    /// rules' lock alone.
+    fn add_learned(&mut self) {
+        let now = self.now();
+        let changes = {
+            let tables = &mut lock(&self.ofproto).tables;
+            tables.learned.is_pending() && learned::learn_again(tables, now)
+        };
+        if changes {
+            self.edit(|ofproto| ofproto.add_learned(now));
+            self.settle_offload();
+        }
+    }
+
     /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came,
     /// so with such rules each thread's cache is harvested first, one thread stopped at a
     /// time; all of them are stopped together only when a rule is due to go.
     fn expire_rules(&mut self, now: Duration) {
-        if lock(&self.ofproto).tables.has_idle_timeouts() {
+        let harvest = {
+            let tables = &lock(&self.ofproto).tables;
+            tables.has_idle_timeouts() || tables.has_learned_hard_timeouts()
+        };
+        if harvest {
             for cache in &self.caches {
                 cache.for_control().harvest(&mut lock(&self.ofproto).tables);
             }
+            // What the harvest learned again restarts hard timeouts before they are judged.
+            learned::learn_again(&mut lock(&self.ofproto).tables, now);
         }
         if lock(&self.ofproto).tables.any_expired(now) {
             let removed = self.edit(|ofproto| ofproto.tables.expire_taking(now));

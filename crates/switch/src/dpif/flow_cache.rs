@@ -188,7 +188,8 @@ impl FlowCache {
     }
 
     /// Credits each megaflow's packets since the last harvest to what it was made from: its
-    /// rules, the groups and buckets it passes, and the tables it looked up. Call with the
+    /// rules, the groups and buckets it passes, and the tables it looked up; what its
+    /// `learn`s learned, they learn again. Call with the
     /// tables the megaflows were made from (before a change to them).
     pub fn harvest(&mut self, tables: &mut dyn Upcall) {
         for megaflow in self.megaflows.iter_mut() {
@@ -204,6 +205,9 @@ impl FlowCache {
             }
             for &table in &megaflow.decision.missed {
                 tables.credit_miss(table, packets);
+            }
+            if !megaflow.decision.learned.is_empty() {
+                tables.learned_again(&megaflow.decision.learned);
             }
         }
     }

@@ -29,7 +29,8 @@ pub struct Decision {
     /// The tables whose lookup found no rule (a table miss), for the tables' counts; those
     /// that found one are the tables of `rules`.
     pub missed: Vec<u8>,
-    /// The rules its `learn` actions built, for the bridge to add (see [`Upcall::translate`]).
+    /// The rules its `learn` actions built, for the bridge to add (see [`Upcall::translate`]),
+    /// and to learn again while packets come ([`Upcall::learned_again`]).
     pub learned: Vec<Rule>,
 }
 
@@ -39,6 +40,9 @@ pub trait Upcall {
     /// The rules its `learn` actions built are kept for the control side to add, which
     /// it does between rounds, as any change to the rules.
     fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
+    /// A cached decision's `learn`s learned `rules` again: packets took it since the last
+    /// harvest.
+    fn learned_again(&mut self, rules: &[Rule]);
     /// Changes with every change to the rules: a cache made before it is stale.
     fn generation(&self) -> u64;
     /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still

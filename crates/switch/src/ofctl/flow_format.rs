@@ -282,6 +282,7 @@ mod tests {
             n_packets: 3,
             n_bytes: 180,
             installed_at: Duration::from_millis(500),
+            modified_at: Duration::from_millis(500),
             last_used: Duration::from_millis(900),
         };
         DumpLine {

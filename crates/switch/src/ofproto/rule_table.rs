@@ -624,6 +624,32 @@ impl RuleTables {
         Ok(count)
     }
 
+    /// Replaces one rule's actions and cookie, keeping its counters, timeouts and flags (what
+    /// a `learn` does to the rule it learned before with other actions: Open vSwitch's
+    /// MODIFY_STRICT).
+    pub fn modify_actions(&mut self, id: RuleId, actions: Vec<Action>, cookie: u64) {
+        self.note_changed(id);
+        if let Some(installed) = self.rules.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            installed.rule.actions = actions;
+            installed.rule.cookie = cookie;
+            self.generation += 1;
+        }
+    }
+
+    /// Restarts a rule's hard timeout at `now` (a `learn` learned it again). What the
+    /// datapath does with it is the same, so the generation stays.
+    pub fn restart_hard_timeout(&mut self, id: RuleId, now: Duration) {
+        if let Some(installed) = self.rules.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            installed.stats.modified_at = installed.stats.modified_at.max(now);
+        }
+    }
+
+    /// Moves the generation on without a change, so every cache is made anew (and its
+    /// `learn`s learn again).
+    pub fn invalidate_caches(&mut self) {
+        self.generation += 1;
+    }
+
     /// Removes the rules whose idle or hard timeout has passed at `now`; how many.
     pub fn expire(&mut self, now: Duration) -> usize {
         self.expire_taking(now).len()
@@ -643,6 +669,11 @@ impl RuleTables {
     pub fn has_idle_timeouts(&self) -> bool {
         self.iter()
             .any(|(_, installed)| installed.rule.idle_timeout != 0)
+    }
+
+    /// Whether a rule has a hard timeout that a `learn` may restart.
+    pub fn has_learned_hard_timeouts(&self) -> bool {
+        self.learned.any_hard_timeouts
     }
 
     /// Whether [`RuleTables::expire`] would remove a rule at `now`.

@@ -79,15 +79,11 @@ impl Ofproto {
     /// Adds the rules `learn` actions learned ([`crate::ofproto::learned`]) at `now`; how
     /// many changed the tables (the kernel's fast path is emptied first, as for any rule).
     pub fn add_learned(&mut self, now: Duration) -> usize {
-        let new = learned::take_new(&mut self.tables);
-        if !new.is_empty() {
-            let _ = self.flush_offload(now);
+        if !learned::learn_again(&mut self.tables, now) {
+            return 0;
         }
-        let added = new.len();
-        for rule in new {
-            self.tables.add(rule, now);
-        }
-        added
+        let _ = self.flush_offload(now);
+        learned::add_learned(&mut self.tables, now)
     }
 
     /// `add-flow`, refusing outputs to ports the bridge does not have.

@@ -57,9 +57,13 @@ pub fn translate_actions(tables: &RuleTables, flow: &FlowBits, actions: &[Action
 /// counts come back to the rules they were made from.
 impl Upcall for RuleTables {
     fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
-        let mut decision = translate(self, flow, wildcards);
-        self.learned.push(std::mem::take(&mut decision.learned));
+        let decision = translate(self, flow, wildcards);
+        self.learned.push(&decision.learned);
         decision
+    }
+
+    fn learned_again(&mut self, rules: &[Rule]) {
+        self.learned.push_again(rules);
     }
 
     fn generation(&self) -> u64 {

@@ -305,13 +305,10 @@ impl Agent {
                 .check_output_ports(&po.actions)
                 .map_err(|_| bad_action::BAD_OUT_PORT)?;
             let key = FlowKey::parse(&po.data, po.in_port);
-            let mut decision =
+            let decision =
                 translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions);
             // Added by the control side's next round, as a packet's.
-            ofproto
-                .tables
-                .learned
-                .push(std::mem::take(&mut decision.learned));
+            ofproto.tables.learned.push(&decision.learned);
             decision
         };
         bridge.send_packet(po.in_port, po.data, decision.actions);

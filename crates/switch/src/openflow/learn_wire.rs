@@ -5,7 +5,7 @@
 //! destination (a field's header and offset; none for an output), zeros to the end.
 
 use crate::action::Action;
-use crate::learn::{Learn, LearnId, LearnSource, LearnSpec, SEND_FLOW_REM};
+use crate::learn::{Learn, LearnErrorKind, LearnId, LearnSource, LearnSpec, SEND_FLOW_REM};
 use crate::openflow::error::{OfpError, bad_action};
 use crate::openflow::wire::{Reader, Writer};
 use crate::subfield::{Nxm, Subfield};
@@ -20,21 +20,23 @@ const DST_OUTPUT: u16 = 2 << 11;
 const DST_MASK: u16 = 3 << 11;
 /// ...and the width.
 const N_BITS_MASK: u16 = 0x3ff;
-/// The spec header bits Open vSwitch defines.
-const KNOWN_BITS: u16 = SRC_IMMEDIATE | DST_MASK | N_BITS_MASK;
-
-/// Reads a learn after its experimenter header and subtype. Open vSwitch's `fin_*` timeouts
-/// and `delete_learned` are refused (BAD_ARGUMENT), as is a spec this switch cannot learn.
+/// Reads a learn after its experimenter header and subtype, with Open vSwitch's errors:
+/// BAD_LEN for a spec cut short, BAD_SET_TYPE for an unknown field, BAD_SET_LEN for bits
+/// outside one, BAD_SET_ARGUMENT for a load into one that cannot be written,
+/// MATCH_INCONSISTENT for a match without its protocol's before it. The `fin_*` timeouts and
+/// `delete_learned` this switch does not do are refused (BAD_ARGUMENT).
 pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
-    let idle_timeout = body.u16()?;
-    let hard_timeout = body.u16()?;
-    let priority = body.u16()?;
-    let cookie = body.u64()?;
-    let flags = body.u16()?;
-    let table = body.u8()?;
-    let _pad = body.u8()?;
-    let (fin_idle, fin_hard) = (body.u16()?, body.u16()?);
-    if flags & !SEND_FLOW_REM != 0 || fin_idle != 0 || fin_hard != 0 {
+    let short = |_| bad_action::BAD_LEN;
+    let idle_timeout = body.u16().map_err(short)?;
+    let hard_timeout = body.u16().map_err(short)?;
+    let priority = body.u16().map_err(short)?;
+    let cookie = body.u64().map_err(short)?;
+    let flags = body.u16().map_err(short)?;
+    let table = body.u8().map_err(short)?;
+    let pad = body.u8().map_err(short)?;
+    let fin_idle = body.u16().map_err(short)?;
+    let fin_hard = body.u16().map_err(short)?;
+    if pad != 0 || flags & !SEND_FLOW_REM != 0 || fin_idle != 0 || fin_hard != 0 {
         return Err(bad_action::BAD_ARGUMENT);
     }
     let mut learn = Learn {
@@ -47,7 +49,7 @@ pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         specs: Vec::new(),
     };
     while body.remaining() >= 2 {
-        let header = body.u16()?;
+        let header = body.u16().map_err(short)?;
         if header == 0 {
             break;
         }
@@ -58,27 +60,31 @@ pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     }
     LearnId::keep(learn)
         .map(Action::Learn)
-        .map_err(|_| bad_action::BAD_ARGUMENT)
+        .map_err(|e| match e.kind {
+            LearnErrorKind::Prerequisite => bad_action::MATCH_INCONSISTENT,
+            LearnErrorKind::ReadOnly => bad_action::BAD_SET_ARGUMENT,
+            LearnErrorKind::Argument => bad_action::BAD_ARGUMENT,
+        })
 }
 
+/// One spec after its header (whose other bits, as Open vSwitch's, are ignored).
 fn read_spec(body: &mut Reader<'_>, header: u16) -> Result<LearnSpec, OfpError> {
+    let short = |_| bad_action::BAD_LEN;
     let n_bits = u32::from(header & N_BITS_MASK);
-    if header & !KNOWN_BITS != 0 || n_bits == 0 {
-        return Err(bad_action::BAD_ARGUMENT);
-    }
     let field = |body: &mut Reader<'_>| -> Result<Subfield, OfpError> {
-        let nxm = Nxm::of_header(body.u32()?).ok_or(bad_action::BAD_ARGUMENT)?;
-        Subfield::new(nxm, u32::from(body.u16()?), n_bits).map_err(|_| bad_action::BAD_ARGUMENT)
+        let nxm = Nxm::of_header(body.u32().map_err(short)?).ok_or(bad_action::BAD_SET_TYPE)?;
+        let ofs = body.u16().map_err(short)?;
+        Subfield::new(nxm, u32::from(ofs), n_bits).map_err(|_| bad_action::BAD_SET_LEN)
     };
     let src = if header & SRC_IMMEDIATE != 0 {
-        let words = n_bits.div_ceil(16) as usize;
-        let bytes = body.take(words * 2)?;
-        if bytes.len() > 16 && bytes[..bytes.len() - 16].iter().any(|&b| b != 0) {
-            return Err(bad_action::BAD_ARGUMENT);
-        }
-        let value = bytes
-            .iter()
-            .fold(0u128, |v, &b| v.wrapping_shl(8) | u128::from(b));
+        // Whole 16-bit words, of which only the low bits count.
+        let bytes = body.take(n_bits.div_ceil(16) as usize * 2).map_err(short)?;
+        let low = &bytes[bytes.len().saturating_sub(16)..];
+        let value = low.iter().fold(0u128, |v, &b| v << 8 | u128::from(b));
+        let value = match n_bits {
+            0..128 => value & ((1u128 << n_bits) - 1),
+            _ => value,
+        };
         LearnSource::Value(value)
     } else {
         LearnSource::Field(field(body)?)
@@ -143,4 +149,97 @@ pub fn write_learn(w: &mut Writer, learn: &Learn, experimenter: impl FnOnce(&mut
     }
     w.pad8();
     w.set_len(start + 2, start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_learn;
+    use crate::action::Action;
+    use crate::learn::{Learn, LearnSource, LearnSpec};
+    use crate::ofctl::action_parse::parse_actions;
+    use crate::openflow::actions::{ActionsIn, read_actions, write_actions};
+    use crate::openflow::error::{OfpError, bad_action};
+    use crate::openflow::wire::{Reader, Writer};
+    use crate::subfield::Subfield;
+
+    const LEARN: &str = "learn(table=10,eth_type=0x800,NXM_OF_VLAN_TCI[0..11],\
+                         NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+                         load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15])";
+
+    /// The learn above as Open vSwitch lays out `nx_action_learn` and its specs.
+    #[rustfmt::skip]
+    const BYTES: [u8; 88] = [
+        0xff, 0xff, 0, 88, 0x00, 0x00, 0x23, 0x20, 0, 16, // experimenter, NXAST_LEARN
+        0, 0, 0, 0, 0x80, 0, // idle, hard, priority
+        0, 0, 0, 0, 0, 0, 0, 0, // cookie
+        0, 0, 10, 0, 0, 0, 0, 0, // flags, table, pad, fin_idle, fin_hard
+        0x20, 0x10, 0x08, 0x00, 0, 0, 0x06, 0x02, 0, 0, // eth_type=0x800: value, dst
+        0x00, 0x0c, 0, 0, 0x08, 0x02, 0, 0, 0, 0, 0x08, 0x02, 0, 0, // VLAN_TCI[0..11]
+        0x00, 0x30, 0, 0, 0x04, 0x06, 0, 0, 0, 0, 0x02, 0x06, 0, 0, // ETH_DST=ETH_SRC
+        0x08, 0x10, 0, 0, 0x00, 0x02, 0, 0, 0, 1, 0x00, 0x04, 0, 0, // load IN_PORT->REG0
+        0, 0, 0, 0, // padding
+    ];
+
+    fn read(bytes: &[u8]) -> Result<Vec<Action>, OfpError> {
+        read_actions(&mut Reader::new(bytes), ActionsIn::Rule)
+    }
+
+    #[test]
+    fn lays_out_a_learn_as_open_vswitch() {
+        let actions = parse_actions(LEARN).unwrap();
+        let mut w = Writer::default();
+        write_actions(&mut w, &actions, false);
+        assert_eq!(w.bytes, BYTES);
+        assert_eq!(read(&BYTES), Ok(actions));
+    }
+
+    #[test]
+    fn refuses_what_open_vswitch_refuses_with_its_errors() {
+        let with = |at: usize, byte: u8| {
+            let mut bytes = BYTES;
+            bytes[at] = byte;
+            read(&bytes)
+        };
+        assert_eq!(with(27, 1), Err(bad_action::BAD_ARGUMENT), "pad");
+        assert_eq!(with(25, 2), Err(bad_action::BAD_ARGUMENT), "delete_learned");
+        assert_eq!(
+            with(29, 3),
+            Err(bad_action::BAD_ARGUMENT),
+            "fin_idle_timeout"
+        );
+        assert_eq!(
+            with(38, 0x7f),
+            Err(bad_action::BAD_SET_TYPE),
+            "no such field"
+        );
+        assert_eq!(
+            with(43, 40),
+            Err(bad_action::BAD_SET_LEN),
+            "bits past the field"
+        );
+        let mut bytes = BYTES;
+        bytes[78..82].copy_from_slice(&[0, 0, 0x06, 0x02]);
+        assert_eq!(
+            read(&bytes),
+            Err(bad_action::BAD_SET_ARGUMENT),
+            "load into ETH_TYPE"
+        );
+        // ip_src without eth_type=0x800 before it.
+        let unchecked = Learn {
+            specs: vec![LearnSpec::Match {
+                dst: Subfield::parse("NXM_OF_IP_SRC[]").unwrap(),
+                src: LearnSource::Value(1),
+            }],
+            ..Learn::default()
+        };
+        let mut w = Writer::default();
+        write_learn(&mut w, &unchecked, |w| {
+            w.u16(0xffff).u16(0).u32(0x2320);
+        });
+        assert_eq!(read(&w.bytes), Err(bad_action::MATCH_INCONSISTENT));
+        // A spec cut short.
+        let mut short = BYTES;
+        short[3] = 40;
+        assert_eq!(read(&short[..40]), Err(bad_action::BAD_LEN));
+    }
 }
