@@ -99,6 +99,23 @@ fn ovs_ofctl_learn_teaches_the_switch_where_hosts_are() {
         "the learning rule reads back as ovs-ofctl wrote it"
     );
 
+    // A PACKET_OUT learns too, and its rule is there before the next message.
+    let frame = format!("ffffffffffff020000000099{:0<100}", "88b5");
+    s.ofctl_ok(&[
+        "packet-out",
+        "1",
+        "learn(table=20,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])",
+        &frame,
+    ]);
+    let table_20: Vec<String> = lines(&s.ofctl_ok(&["dump-flows", "table=20"]), "table=20")
+        .iter()
+        .map(strip_counts)
+        .collect();
+    assert_eq!(
+        table_20,
+        ["table=20, dl_dst=02:00:00:00:00:99 actions=output:1"]
+    );
+
     // What this switch cannot learn is refused with OpenFlow's error, and nothing is added.
     let (ok, text) = s.ofctl(&[
         "add-flow",

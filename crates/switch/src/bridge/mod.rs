@@ -650,10 +650,10 @@ impl Bridge {
         }
     }
 
-    /// Adds what the threads' `learn` actions learned ([`crate::ofproto::learned`]): with
-    /// every cache locked if that changes the rules, else (a rule learned again) under the
-    /// rules' lock alone.
-    fn add_learned(&mut self) {
+    /// Adds what the threads' `learn` actions (and a PACKET_OUT's) learned
+    /// ([`crate::ofproto::learned`]): with every cache locked if that changes the rules,
+    /// else (a rule learned again) under the rules' lock alone.
+    pub fn add_learned(&mut self) {
         let now = self.now();
         let changes = {
             let tables = &mut lock(&self.ofproto).tables;

@@ -280,7 +280,9 @@ impl Offload {
             return;
         };
         let timed = decision.rules.iter().any(|&id| tables.times_out(id));
-        if timed {
+        // A flow that learns must pass the harvest, which learns again (see
+        // `crate::ofproto::learned`): the kernel's counts would not.
+        if timed || !decision.learned.is_empty() {
             return;
         }
         let Some(key) = fast_key(frame, in_if) else {
@@ -647,6 +649,13 @@ mod tests {
         };
         let frame = frame();
         let now = Duration::ZERO;
+        // A flow that learns stays in user space, where its packets learn again.
+        let learning = Decision {
+            learned: vec![parse_rule("table=1,actions=drop").unwrap()],
+            ..decision.clone()
+        };
+        offload.consider(&frame, 1, &learning, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 0);
         offload.consider(&frame, 1, &decision, &tables, &macs, now);
         assert_eq!((offload.entries.len(), offload.unsettled()), (1, None));
         offload.flush(&mut tables, &mut macs, now).unwrap();

@@ -307,10 +307,11 @@ impl Agent {
             let key = FlowKey::parse(&po.data, po.in_port);
             let decision =
                 translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions);
-            // Added by the control side's next round, as a packet's.
             ofproto.tables.learned.push(&decision.learned);
             decision
         };
+        // Before the next message: a BARRIER after it means the rule is there.
+        bridge.add_learned();
         bridge.send_packet(po.in_port, po.data, decision.actions);
         self.unsynced_sends.store(true, Ordering::Release);
         Ok(())
