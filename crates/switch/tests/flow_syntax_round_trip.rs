@@ -143,14 +143,7 @@ fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
                 let Some(src) = random_subfield(rng, false, 128) else {
                     continue;
                 };
-                let fits = Nxm::all().filter(|&nxm| {
-                    nxm.bits() >= u32::from(src.n_bits) && Subfield::whole(nxm).writable().is_ok()
-                });
-                let fits: Vec<Nxm> = fits.collect();
-                let nxm = fits[rng.below(fits.len() as u64) as usize];
-                let room = nxm.bits() - u32::from(src.n_bits);
-                let ofs = rng.below(u64::from(room) + 1) as u32;
-                let dst = Subfield::new(nxm, ofs, u32::from(src.n_bits)).unwrap();
+                let dst = same_width(rng, src.n_bits, true).unwrap();
                 Action::Move(src, dst)
             }
             0 => Action::Output(rng.next() as u32),
@@ -210,26 +203,26 @@ fn random_learn(rng: &mut Rng) -> Option<LearnId> {
             });
         }
     }
+    // A constant of `dst`'s width, or a field's bits as wide.
+    let source = |rng: &mut Rng, dst: Subfield| match rng.below(2) {
+        0 => Some(LearnSource::Value(rng.wide() & (dst.mask() >> dst.ofs))),
+        _ => same_width(rng, dst.n_bits, false).map(LearnSource::Field),
+    };
     for _ in 0..rng.below(5) {
-        let immediate = rng.below(2) == 0;
         let spec = match rng.below(3) {
             0 => {
                 let dst = random_subfield(rng, false, 128)?;
-                let src = if immediate {
-                    LearnSource::Value(rng.wide() & (dst.mask() >> dst.ofs))
-                } else {
-                    LearnSource::Field(same_width(rng, dst.n_bits, false)?)
-                };
-                LearnSpec::Match { dst, src }
+                LearnSpec::Match {
+                    dst,
+                    src: source(rng, dst)?,
+                }
             }
             1 => {
                 let dst = random_subfield(rng, true, 64)?;
-                let src = if immediate {
-                    LearnSource::Value(rng.wide() & (dst.mask() >> dst.ofs))
-                } else {
-                    LearnSource::Field(same_width(rng, dst.n_bits, false)?)
-                };
-                LearnSpec::Load { dst, src }
+                LearnSpec::Load {
+                    dst,
+                    src: source(rng, dst)?,
+                }
             }
             _ => LearnSpec::Output(random_subfield(rng, false, 32)?),
         };
@@ -239,7 +232,8 @@ fn random_learn(rng: &mut Rng) -> Option<LearnId> {
     LearnId::keep(learn).ok()
 }
 
-/// Random bits of as many bits as `n_bits`, of a field that has them.
+/// Random bits, as many as `n_bits`, of a field that has them (and, for a `destination`,
+/// that `load` and `move` may write).
 fn same_width(rng: &mut Rng, n_bits: u8, destination: bool) -> Option<Subfield> {
     let fits: Vec<Nxm> = Nxm::all()
         .filter(|&nxm| nxm.bits() >= u32::from(n_bits))
