@@ -568,6 +568,26 @@ mod tests {
         );
     }
 
+    /// The same FLOW_MOD with a learn (the learn of `learn_wire`'s tests; the fuzz corpus's
+    /// `flow_mod_learn`).
+    #[test]
+    fn a_flow_mod_with_a_learn_decodes() {
+        let bytes = include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_learn");
+        let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
+            panic!("a FLOW_MOD");
+        };
+        let rule = parse_rule(
+            "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=learn(table=10,eth_type=0x800,\
+             NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+             load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15])",
+        )
+        .unwrap();
+        assert_eq!(
+            (got.flow_match, got.actions),
+            (rule.flow_match, rule.actions)
+        );
+    }
+
     #[test]
     fn a_length_that_lies_is_bad_len() {
         let mut bytes = flow_mod_of("actions=drop", command::ADD).encode(1);
