@@ -2,7 +2,9 @@
 //! pipeline of Open vSwitch's advanced tutorial (learn where each source is, then send by
 //! what was learned, flooding what is not known yet). The first ping floods and teaches the
 //! switch both hosts; after it, pings go by the learned rules, which ovs-ofctl and
-//! `wirespeed ctl` read back as Open vSwitch prints them, with exact counts.
+//! `wirespeed ctl` read back as Open vSwitch prints them, with exact counts. Then the
+//! tutorial's own VLAN learning switch, its tables as written there, judged by tcpdump on
+//! both hosts.
 
 mod common;
 use common::switched::{Switched, field, flow_without_duration};
@@ -159,4 +161,122 @@ fn learning_again_keeps_a_learned_rule_while_packets_come() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// Open vSwitch's advanced tutorial, its tables as written there (ports 1 and 2 of its four:
+/// 1 a trunk, 2 an access port of VLAN 20): table 0 admits, table 1 tags what the access port
+/// sends, table 2 learns each source's port per VLAN, table 3 looks the destination up,
+/// table 4 sends it out, untagged on the access port, flooding what is not learned yet.
+const TUTORIAL: [&str; 13] = [
+    "table=0,dl_src=01:00:00:00:00:00/01:00:00:00:00:00,actions=drop",
+    "table=0,dl_dst=01:80:c2:00:00:00/ff:ff:ff:ff:ff:f0,actions=drop",
+    "table=0,priority=0,actions=resubmit(,1)",
+    "table=1,priority=0,actions=drop",
+    "table=1,priority=99,in_port=1,actions=resubmit(,2)",
+    "table=1,priority=99,in_port=2,vlan_tci=0,actions=mod_vlan_vid:20,resubmit(,2)",
+    "table=2 actions=learn(table=10, NXM_OF_VLAN_TCI[0..11], NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[], load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]), resubmit(,3)",
+    "table=3 priority=50 actions=resubmit(,10), resubmit(,4)",
+    "table=3 priority=99 dl_dst=01:00:00:00:00:00/01:00:00:00:00:00 actions=resubmit(,4)",
+    "table=4 reg0=1 actions=1",
+    "table=4 reg0=2 actions=strip_vlan,2",
+    "table=4 reg0=0 priority=99 dl_vlan=20 actions=1,strip_vlan,2",
+    "table=4 reg0=0 priority=50 actions=1",
+];
+
+#[test]
+fn open_vswitch_tutorials_vlan_learning_switch_runs_unchanged() {
+    let s = Switched::new("otu", &["--openflow", "ptcp:"]);
+    // Through ctl, which reads ovs-ofctl's syntax: over OpenFlow 1.3 ovs-ofctl itself refuses
+    // `strip_vlan` where the match does not say the packet is tagged (the tutorial uses
+    // OpenFlow 1.0, which this switch does not speak).
+    s.ctl_ok(&["del-flows"]);
+    for flow in TUTORIAL {
+        s.ctl_ok(&["add-flow", flow]);
+    }
+    // This kernel has no 802.1Q devices: host A's tagged frames come from `gen --vlan 20`.
+    let (mac_a, mac_b) = ("02:00:00:00:00:0a", mac_of(&s.c.ns_b, &s.c.b));
+    let send = |ns: &str, dev: &str, vlan: Option<&str>, src: &str, dst: &str, count: u32| {
+        let port = format!("xdp:{dev}");
+        let count = count.to_string();
+        let mut args = vec!["gen", "--port", &port, "--src-mac", src, "--dst-mac", dst];
+        args.extend(["--count", &count, "--json"]);
+        if let Some(vlan) = vlan {
+            args.extend(["--vlan", vlan]);
+        }
+        run_json(ns, &args);
+    };
+    let learned = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let dump = s.ofctl_ok(&["dump-flows", "table=10"]);
+            if lines(&dump, "table=10").len() == n {
+                return dump;
+            }
+            assert!(std::time::Instant::now() < deadline, "learned: {dump}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let id = std::process::id();
+    let at_a = Capture::tcpdump_inbound(&s.c.ns_a, &s.c.a, &format!("/tmp/ws-otu-{id}-a.pcap"));
+    let at_b = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &format!("/tmp/ws-otu-{id}-b.pcap"));
+
+    // A, on the trunk, to B, not learned yet: flooded, untagged out of the access port.
+    send(&s.c.ns_a, &s.c.a, Some("20"), mac_a, &mac_b, 5);
+    learned(1);
+    // B, on the access port, to A, learned: tagged out of the trunk only.
+    send(&s.c.ns_b, &s.c.b, None, &mac_b, mac_a, 7);
+    learned(2);
+    // A to B, learned now: untagged out of the access port only.
+    send(&s.c.ns_a, &s.c.a, Some("20"), mac_a, &mac_b, 5);
+
+    let from = |frames: Vec<Vec<u8>>, mac: &str| -> Vec<Vec<u8>> {
+        let mac: Vec<u8> = mac
+            .split(':')
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
+        frames
+            .into_iter()
+            .filter(|f| f.len() > 14 && f[6..12] == mac[..])
+            .collect()
+    };
+    let at_a = from(at_a.stop(false).frames, &mac_b);
+    let at_b = from(at_b.stop(false).frames, mac_a);
+    assert_eq!(at_a.len(), 7, "B's frames on the trunk");
+    for f in &at_a {
+        assert_eq!(f[12..16], [0x81, 0x00, 0x00, 20], "tagged VLAN 20");
+    }
+    assert_eq!(at_b.len(), 10, "A's frames on the access port");
+    for f in &at_b {
+        assert_eq!(f[12..14], [0x08, 0x00], "untagged");
+    }
+
+    let after = s.ofctl_ok(&["dump-flows"]);
+    for (rule, packets) in [
+        ("dl_vlan=20", 5),
+        ("reg0=0x1 ", 7),
+        ("reg0=0x2 ", 5),
+        ("priority=50,reg0=0", 0),
+        ("in_port=2,vlan_tci=0x0000", 7),
+        (&*format!("dl_dst={mac_a}"), 7),
+        (&*format!("dl_dst={mac_b}"), 5),
+    ] {
+        assert_eq!(field(&after, rule, "n_packets"), packets, "{rule}: {after}");
+    }
+    let learned = lines(&after, "table=10");
+    let mut tails: Vec<&str> = learned
+        .iter()
+        .map(|l| l.split(", ").last().unwrap_or_default())
+        .collect();
+    tails.sort();
+    let mut expected = [
+        format!("vlan_tci=0x0014/0x0fff,dl_dst={mac_a} actions=load:0x1->NXM_NX_REG0[0..15]"),
+        format!("vlan_tci=0x0014/0x0fff,dl_dst={mac_b} actions=load:0x2->NXM_NX_REG0[0..15]"),
+    ];
+    expected.sort();
+    assert_eq!(tails, expected, "{after}");
+    assert_eq!(
+        lines(&s.ctl_ok(&["dump-flows"]), "table=10"),
+        learned,
+        "ctl prints them as ovs-ofctl"
+    );
 }
