@@ -9,7 +9,7 @@
 
 use core::fmt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::action::Action;
 use crate::field::{Field, FlowBits, ValueFormat};
@@ -21,6 +21,11 @@ use crate::subfield::{Nxm, Subfield};
 pub const SEND_FLOW_REM: u16 = 1;
 /// Distinct learns kept at most; a controller sending more is refused.
 pub const MAX_LEARNS: usize = 65536;
+/// Specs a learn holds at most (Open vSwitch's are bounded by the action's 64 KiB only).
+pub const MAX_SPECS: usize = 256;
+/// Specs all kept learns hold at most (about 12 MB): the table is never emptied, so a
+/// controller varying large learns must not grow it without end.
+pub const MAX_KEPT_SPECS: usize = 1 << 18;
 
 /// Where a spec's bits come from: the packet's field as translated, or a constant.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -369,28 +374,36 @@ pub struct LearnId(u32);
 struct Kept {
     learns: Vec<Arc<Learn>>,
     ids: HashMap<Arc<Learn>, u32>,
+    specs: usize,
 }
 
-fn kept() -> &'static Mutex<Kept> {
-    static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
-    KEPT.get_or_init(Mutex::default)
+/// Read by every translation that meets a learn, written when a new one is parsed.
+fn kept() -> &'static RwLock<Kept> {
+    static KEPT: OnceLock<RwLock<Kept>> = OnceLock::new();
+    KEPT.get_or_init(RwLock::default)
 }
 
 impl LearnId {
     /// The handle of `learn` (checked first), the same for equal learns; refused past
-    /// [`MAX_LEARNS`] distinct ones.
+    /// [`MAX_SPECS`] specs, or when [`MAX_LEARNS`] distinct ones or [`MAX_KEPT_SPECS`] specs
+    /// are kept.
     pub fn keep(learn: Learn) -> Result<LearnId, LearnError> {
+        if learn.specs.len() > MAX_SPECS {
+            return Err(refuse(format!("more than {MAX_SPECS} specs")));
+        }
         learn.check()?;
-        let mut kept = kept().lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = kept().write().unwrap_or_else(|e| e.into_inner());
         if let Some(&id) = kept.ids.get(&learn) {
             return Ok(LearnId(id));
         }
-        if kept.learns.len() >= MAX_LEARNS {
+        if kept.learns.len() >= MAX_LEARNS || kept.specs + learn.specs.len() > MAX_KEPT_SPECS {
             return Err(refuse(format!(
-                "more than {MAX_LEARNS} different learn actions"
+                "more different learn actions than the switch keeps ({MAX_LEARNS}, or \
+                 {MAX_KEPT_SPECS} specs in all)"
             )));
         }
         let id = kept.learns.len() as u32;
+        kept.specs += learn.specs.len();
         let learn = Arc::new(learn);
         kept.learns.push(learn.clone());
         kept.ids.insert(learn, id);
@@ -398,7 +411,7 @@ impl LearnId {
     }
 
     pub fn get(self) -> Arc<Learn> {
-        let kept = kept().lock().unwrap_or_else(|e| e.into_inner());
+        let kept = kept().read().unwrap_or_else(|e| e.into_inner());
         kept.learns[self.0 as usize].clone()
     }
 }
@@ -519,6 +532,18 @@ mod tests {
             src: LearnSource::Value(0x10),
         };
         assert!(with(vec![too_wide]).is_err());
+    }
+
+    #[test]
+    fn a_learn_holds_at_most_max_specs() {
+        let spec = LearnSpec::Output(sub("NXM_OF_IN_PORT[]"));
+        let learn = |n: usize| Learn {
+            specs: vec![spec; n],
+            ..Learn::default()
+        };
+        assert!(LearnId::keep(learn(MAX_SPECS)).is_ok());
+        let refused = LearnId::keep(learn(MAX_SPECS + 1)).unwrap_err();
+        assert_eq!(refused.message, "more than 256 specs");
     }
 
     #[test]

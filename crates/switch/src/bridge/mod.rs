@@ -650,11 +650,17 @@ impl Bridge {
         }
     }
 
-    /// Adds what the threads' `learn` actions (and a PACKET_OUT's) learned
-    /// ([`crate::ofproto::learned`]): with every cache locked if that changes the rules,
-    /// else (a rule learned again) under the rules' lock alone.
-    pub fn add_learned(&mut self) {
+    /// Adds what the threads' `learn` actions learned ([`crate::ofproto::learned`]): with
+    /// every cache locked if that changes the rules, else (a rule learned again) under the
+    /// rules' lock alone. If the queue was full, the caches are harvested first: their
+    /// megaflows learn again what was dropped.
+    fn add_learned(&mut self) {
         let now = self.now();
+        if lock(&self.ofproto).tables.learned.take_harvest_soon() {
+            for cache in &self.caches {
+                cache.for_control().harvest(&mut lock(&self.ofproto).tables);
+            }
+        }
         let changes = {
             let tables = &mut lock(&self.ofproto).tables;
             tables.learned.is_pending() && learned::learn_again(tables, now)

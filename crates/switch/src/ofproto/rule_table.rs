@@ -644,12 +644,6 @@ impl RuleTables {
         }
     }
 
-    /// Moves the generation on without a change, so every cache is made anew (and its
-    /// `learn`s learn again).
-    pub fn invalidate_caches(&mut self) {
-        self.generation += 1;
-    }
-
     /// Removes the rules whose idle or hard timeout has passed at `now`; how many.
     pub fn expire(&mut self, now: Duration) -> usize {
         self.expire_taking(now).len()

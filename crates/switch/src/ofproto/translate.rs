@@ -63,7 +63,7 @@ impl Upcall for RuleTables {
     }
 
     fn learned_again(&mut self, rules: &[Rule]) {
-        self.learned.push_again(rules);
+        self.learned.push(rules);
     }
 
     fn generation(&self) -> u64 {

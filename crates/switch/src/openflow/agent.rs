@@ -299,19 +299,20 @@ impl Agent {
         if po.data.len() < 14 {
             return Err(bad_request::BAD_PACKET);
         }
-        let decision = {
-            let mut ofproto = bridge.ofproto();
+        let mut decision = {
+            let ofproto = bridge.ofproto();
             ofproto
                 .check_output_ports(&po.actions)
                 .map_err(|_| bad_action::BAD_OUT_PORT)?;
             let key = FlowKey::parse(&po.data, po.in_port);
-            let decision =
-                translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions);
-            ofproto.tables.learned.push(&decision.learned);
-            decision
+            translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions)
         };
-        // Before the next message: a BARRIER after it means the rule is there.
-        bridge.add_learned();
+        // Now, not through the threads' bounded queue: a BARRIER after it means the rule is
+        // there.
+        if !decision.learned.is_empty() {
+            let (rules, now) = (std::mem::take(&mut decision.learned), bridge.now());
+            bridge.edit(|ofproto| ofproto.add_learned_rules(rules, now));
+        }
         bridge.send_packet(po.in_port, po.data, decision.actions);
         self.unsynced_sends.store(true, Ordering::Release);
         Ok(())
