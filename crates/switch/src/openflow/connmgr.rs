@@ -6,7 +6,8 @@
 //! eight bytes ends the connection: nothing after it can be framed), answers HELLO and
 //! ECHO itself, and hands everything else to the bridge's control side as a
 //! [`Work::Call`], so it is handled in order with `wirespeed ctl`'s requests. Silence for
-//! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection.
+//! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection. The
+//! listeners serve at most [`MAX_CONNECTIONS`] at once.
 
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
@@ -33,6 +34,56 @@ pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
 pub const MAX_PENDING: usize = 256;
 /// The longest wait between two attempts to reach a controller.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(8);
+/// Connections the listening sockets serve at once (each takes two threads); one more is
+/// closed as it comes, so a peer that opens connections without end cannot make threads
+/// without end. Controllers the switch dials are not counted.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// One of the [`MAX_CONNECTIONS`] a connection holds, given back when it ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
+        if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Slot(open.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Says on stderr that connections were refused: the first at once, then at most a line
+/// a second with how many, so a flood of them does not flood the terminal.
+#[derive(Default)]
+struct Refusals {
+    last: Option<Instant>,
+    unsaid: u64,
+}
+
+impl Refusals {
+    fn refused(&mut self, peer: io::Result<SocketAddr>) {
+        self.unsaid += 1;
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        let peer = peer.map_or("?".into(), |a| a.to_string());
+        eprintln!(
+            "wirespeed switch: OpenFlow: closed {} connection(s), the last from {peer}: \
+             {MAX_CONNECTIONS} are open",
+            self.unsaid
+        );
+        (self.last, self.unsaid) = (Some(Instant::now()), 0);
+    }
+}
 
 /// What a connection runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,16 +225,23 @@ pub fn start(
     if fail_open {
         set_fail_open(&work, true);
     }
+    let open = Arc::new(AtomicUsize::new(0));
     for (listener, tls) in listeners {
-        let (agent, work) = (agent.clone(), work.clone());
+        let (agent, work, open) = (agent.clone(), work.clone(), open.clone());
         std::thread::Builder::new()
             .name("openflow-listen".into())
             .spawn(move || {
+                let mut refusals = Refusals::default();
                 for stream in listener.incoming().flatten() {
+                    let Some(slot) = Slot::take(&open) else {
+                        refusals.refused(stream.peer_addr());
+                        continue;
+                    };
                     let (agent, work, tls) = (agent.clone(), work.clone(), tls.clone());
                     let _ = std::thread::Builder::new()
                         .name("openflow".into())
                         .spawn(move || {
+                            let _slot = slot;
                             let stream = match tls {
                                 None => Stream::Tcp(stream),
                                 Some(tls) => match tls.accept(stream) {

@@ -1,0 +1,52 @@
+//! The OpenFlow listener serves at most 64 connections at once: a peer opening more has
+//! the one past the limit closed as it comes (no HELLO, no thread), and a place freed is
+//! served again. ovs-ofctl works once the flood is gone.
+
+mod common;
+use common::switched::Switched;
+use common::*;
+
+/// Opens 64 connections (each must get the switch's HELLO), then one more, then closes one
+/// and opens another: prints what became of the last two.
+const FLOOD: &str = r#"
+import socket, time
+def hello(s):
+    s.settimeout(5)
+    try:
+        data = s.recv(8)
+    except OSError:
+        return False
+    return len(data) == 8 and data[1] == 0
+held = []
+for i in range(64):
+    s = socket.create_connection(("127.0.0.1", 6653))
+    assert hello(s), f"connection {i} got no HELLO"
+    held.append(s)
+extra = socket.create_connection(("127.0.0.1", 6653))
+print("65th", "served" if hello(extra) else "closed")
+held.pop().close()
+for attempt in range(30):
+    again = socket.create_connection(("127.0.0.1", 6653))
+    if hello(again):
+        print("after one closed", "served")
+        break
+    time.sleep(0.1)
+else:
+    print("after one closed", "closed")
+"#;
+
+#[test]
+fn at_most_64_openflow_connections_at_once() {
+    let s = Switched::new("ofc", &["--openflow", "ptcp:"]);
+    let out = must(&[
+        "ip",
+        "netns",
+        "exec",
+        &s.c.ns_m,
+        "/usr/bin/python3",
+        "-c",
+        FLOOD,
+    ]);
+    assert_eq!(out, "65th closed\nafter one closed served\n");
+    assert!(s.ofctl_ok(&["show"]).contains("OFPT_FEATURES_REPLY"));
+}
