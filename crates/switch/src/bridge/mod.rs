@@ -650,17 +650,11 @@ impl Bridge {
         }
     }
 
-    /// Adds what the threads' `learn` actions learned ([`crate::ofproto::learned`]): with
-    /// every cache locked if that changes the rules, else (a rule learned again) under the
-    /// rules' lock alone. If the queue was full, the caches are harvested first: their
-    /// megaflows learn again what was dropped.
+    /// Adds what the threads' `learn` actions learned ([`crate::ofproto::learned`]), with
+    /// every cache locked if that changes the rules (a rule installed meanwhile only has
+    /// its hard timeout restarted, under the rules' lock alone).
     fn add_learned(&mut self) {
         let now = self.now();
-        if lock(&self.ofproto).tables.learned.take_harvest_soon() {
-            for cache in &self.caches {
-                cache.for_control().harvest(&mut lock(&self.ofproto).tables);
-            }
-        }
         let changes = {
             let tables = &mut lock(&self.ofproto).tables;
             tables.learned.is_pending() && learned::learn_again(tables, now)
@@ -680,11 +674,10 @@ impl Bridge {
             tables.has_idle_timeouts() || tables.has_learned_hard_timeouts()
         };
         if harvest {
+            // What the harvest learns again restarts hard timeouts before they are judged.
             for cache in &self.caches {
                 cache.for_control().harvest(&mut lock(&self.ofproto).tables);
             }
-            // What the harvest learned again restarts hard timeouts before they are judged.
-            learned::learn_again(&mut lock(&self.ofproto).tables, now);
         }
         if lock(&self.ofproto).tables.any_expired(now) {
             let removed = self.edit(|ofproto| ofproto.tables.expire_taking(now));

@@ -207,7 +207,7 @@ impl FlowCache {
                 tables.credit_miss(table, packets);
             }
             if !megaflow.decision.learned.is_empty() {
-                tables.learned_again(&megaflow.decision.learned);
+                tables.learned_again(&megaflow.decision.learned, megaflow.used);
             }
         }
     }

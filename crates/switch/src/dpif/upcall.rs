@@ -41,8 +41,8 @@ pub trait Upcall {
     /// it does between rounds, as any change to the rules.
     fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision;
     /// A cached decision's `learn`s learned `rules` again: packets took it since the last
-    /// harvest.
-    fn learned_again(&mut self, rules: &[Rule]);
+    /// harvest, the last at `used`.
+    fn learned_again(&mut self, rules: &[Rule], used: Duration);
     /// Changes with every change to the rules: a cache made before it is stale.
     fn generation(&self) -> u64;
     /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still

@@ -31,11 +31,10 @@ fn place(rule: &Rule) -> Place {
 #[derive(Default, Debug)]
 pub struct Learned {
     pending: HashMap<Place, Rule>,
-    /// Learned rules dropped because [`MAX_PENDING`] places were waiting.
+    /// Learned rules dropped because [`MAX_PENDING`] places were waiting. The queue holds
+    /// only rules that change the tables ([`queue`]), so a full one is followed by a change,
+    /// which empties the caches: a dropped rule's flow learns it again at its next packet.
     pub dropped: u64,
-    /// A rule was dropped: the megaflows that learned it still hold it, so a harvest soon
-    /// learns it again.
-    harvest_soon: bool,
     /// A learned rule with a hard timeout was seen: harvests must learn again.
     pub any_hard_timeouts: bool,
 }
@@ -52,18 +51,12 @@ impl Learned {
                 self.pending.insert(place, rule.clone());
             } else {
                 self.dropped += 1;
-                self.harvest_soon = true;
             }
         }
     }
 
     pub fn is_pending(&self) -> bool {
         !self.pending.is_empty()
-    }
-
-    /// Whether a rule was dropped since the last call: the caches should be harvested.
-    pub fn take_harvest_soon(&mut self) -> bool {
-        std::mem::take(&mut self.harvest_soon)
     }
 }
 
@@ -94,20 +87,41 @@ fn fate(tables: &RuleTables, rule: &Rule) -> Fate {
     }
 }
 
-/// Restarts at `now` the hard timeouts of the waiting rules the tables hold already, and
-/// keeps waiting only those that change the tables; whether there are any (the control side
-/// then adds them with every cache locked, [`add_learned`]). Learning a rule again thus
-/// empties no cache.
-pub fn learn_again(tables: &mut RuleTables, now: Duration) -> bool {
-    let mut pending = std::mem::take(&mut tables.learned.pending);
-    pending.retain(|_, rule| match fate(tables, rule) {
+/// Queues the learned `rules` that would change the tables; one the tables hold already
+/// takes no place in the queue, and has its hard timeout restarted at `used` if a packet
+/// learned it again then (a harvest's), so the queue holds new and changed rules only.
+pub fn queue(tables: &mut RuleTables, rules: &[Rule], used: Option<Duration>) {
+    for rule in rules {
+        match (fate(tables, rule), used) {
+            (Fate::Again(id), Some(used)) => tables.restart_hard_timeout(id, used),
+            (Fate::Again(_), None) => {}
+            _ => tables.learned.push(std::slice::from_ref(rule)),
+        }
+    }
+}
+
+/// Restarts at `now` the hard timeouts of `rules` the tables hold already; the others,
+/// which change the tables.
+fn changing(tables: &mut RuleTables, rules: Vec<Rule>, now: Duration) -> Vec<Rule> {
+    let mut rules = rules;
+    rules.retain(|rule| match fate(tables, rule) {
         Fate::Again(id) => {
             tables.restart_hard_timeout(id, now);
             false
         }
         _ => true,
     });
-    tables.learned.pending = pending;
+    rules
+}
+
+/// Restarts at `now` the hard timeouts of the waiting rules the tables hold already (one
+/// may have come in since it was queued), and keeps waiting only those that change the
+/// tables; whether there are any (the control side then adds them with every cache locked,
+/// [`add_learned`]).
+pub fn learn_again(tables: &mut RuleTables, now: Duration) -> bool {
+    let rules = take_pending(tables);
+    let rules = changing(tables, rules, now);
+    tables.learned.pending = rules.into_iter().map(|rule| (place(&rule), rule)).collect();
     tables.learned.is_pending()
 }
 
@@ -118,20 +132,29 @@ pub fn take_pending(tables: &mut RuleTables) -> Vec<Rule> {
         .collect()
 }
 
-/// Puts learned `rules` (one a place) in the tables at `now`; how many changed them.
-pub fn add_learned(tables: &mut RuleTables, rules: Vec<Rule>, now: Duration) -> usize {
-    let mut changed = 0;
+/// Puts learned `rules` (one a place) in the tables at `now`; `before_a_change` runs once,
+/// before the first that changes them (the caller empties the kernel's fast path). How many
+/// changed them.
+pub fn add_learned(
+    tables: &mut RuleTables,
+    rules: Vec<Rule>,
+    now: Duration,
+    before_a_change: impl FnOnce(&mut RuleTables),
+) -> usize {
+    let rules = changing(tables, rules, now);
+    if !rules.is_empty() {
+        before_a_change(tables);
+    }
+    let changed = rules.len();
     for rule in rules {
         match fate(tables, &rule) {
             Fate::Again(id) => tables.restart_hard_timeout(id, now),
             Fate::Modify(id) => {
                 tables.modify_actions(id, rule.actions, rule.cookie);
                 tables.restart_hard_timeout(id, now);
-                changed += 1;
             }
             Fate::Add => {
                 tables.add(rule, now);
-                changed += 1;
             }
         }
     }
@@ -147,7 +170,7 @@ mod tests {
 
     fn add_pending(tables: &mut RuleTables, now: Duration) -> usize {
         let rules = take_pending(tables);
-        add_learned(tables, rules, now)
+        add_learned(tables, rules, now, |_| {})
     }
 
     #[test]
@@ -215,7 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn the_queue_holds_distinct_places_and_asks_for_a_harvest_when_full() {
+    fn the_queue_holds_distinct_places_and_rules_that_change_the_tables() {
         let mut tables = RuleTables::new();
         let rules: Vec<Rule> = (0..MAX_PENDING as u16 + 10)
             .map(|p| {
@@ -225,15 +248,21 @@ mod tests {
             })
             .collect();
         // The same rules again take no more room.
-        tables.learned.push(&rules[..MAX_PENDING]);
-        tables.learned.push(&rules[..MAX_PENDING]);
-        assert!(!tables.learned.take_harvest_soon());
-        tables.learned.push(&rules);
+        queue(&mut tables, &rules[..MAX_PENDING], None);
+        queue(&mut tables, &rules[..MAX_PENDING], None);
+        assert_eq!(tables.learned.dropped, 0);
+        queue(&mut tables, &rules, None);
         assert_eq!(tables.learned.dropped, 10);
-        assert!(tables.learned.take_harvest_soon());
-        assert!(!tables.learned.take_harvest_soon(), "once");
         let generation = tables.generation();
         assert_eq!(add_pending(&mut tables, Duration::ZERO), MAX_PENDING);
+        assert_eq!(tables.generation(), generation + MAX_PENDING as u64);
+        // Installed, they take no room when learned again; a harvest's restarts them.
+        queue(
+            &mut tables,
+            &rules[..MAX_PENDING],
+            Some(Duration::from_secs(3)),
+        );
+        assert!(!tables.learned.is_pending());
         assert_eq!(tables.generation(), generation + MAX_PENDING as u64);
     }
 }

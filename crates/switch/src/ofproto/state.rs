@@ -79,20 +79,25 @@ impl Ofproto {
     /// Adds the rules `learn` actions learned ([`crate::ofproto::learned`]) at `now`; how
     /// many changed the tables.
     pub fn add_learned(&mut self, now: Duration) -> usize {
-        learned::learn_again(&mut self.tables, now);
         let rules = learned::take_pending(&mut self.tables);
         self.add_learned_rules(rules, now)
     }
 
     /// Puts learned `rules` (one a place: a PACKET_OUT's, or those waiting) in the tables at
     /// `now`; how many changed them (the kernel's fast path is emptied first, as for any
-    /// rule).
+    /// change to the rules).
     pub fn add_learned_rules(&mut self, rules: Vec<Rule>, now: Duration) -> usize {
-        if rules.is_empty() {
-            return 0;
-        }
-        let _ = self.flush_offload(now);
-        learned::add_learned(&mut self.tables, rules, now)
+        let Ofproto {
+            tables,
+            offload,
+            mac_table,
+            ..
+        } = self;
+        learned::add_learned(tables, rules, now, |tables| {
+            if let Some(offload) = offload {
+                let _ = offload.flush(tables, mac_table, now);
+            }
+        })
     }
 
     /// `add-flow`, refusing outputs to ports the bridge does not have.

@@ -20,6 +20,7 @@ use crate::field::{Field, FlowBits};
 use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
 use crate::learn::{LearnId, port_action};
 use crate::meter::METER_CONTROLLER;
+use crate::ofproto::learned;
 use crate::ofproto::rule_table::RuleTables;
 use crate::rule::{PacketInOrigin, Rule};
 use crate::subfield::Subfield;
@@ -58,12 +59,12 @@ pub fn translate_actions(tables: &RuleTables, flow: &FlowBits, actions: &[Action
 impl Upcall for RuleTables {
     fn translate(&mut self, flow: &FlowBits, wildcards: &mut FlowBits) -> Decision {
         let decision = translate(self, flow, wildcards);
-        self.learned.push(&decision.learned);
+        learned::queue(self, &decision.learned, None);
         decision
     }
 
-    fn learned_again(&mut self, rules: &[Rule]) {
-        self.learned.push(rules);
+    fn learned_again(&mut self, rules: &[Rule], used: Duration) {
+        learned::queue(self, rules, Some(used));
     }
 
     fn generation(&self) -> u64 {

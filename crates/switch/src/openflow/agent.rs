@@ -309,9 +309,14 @@ impl Agent {
         };
         // Now, not through the threads' bounded queue: a BARRIER after it means the rule is
         // there.
+        // What the threads learned before goes first (the edit's harvest queues what cached
+        // flows learn again), so it cannot overwrite this later.
         if !decision.learned.is_empty() {
             let (rules, now) = (std::mem::take(&mut decision.learned), bridge.now());
-            bridge.edit(|ofproto| ofproto.add_learned_rules(rules, now));
+            bridge.edit(|ofproto| {
+                ofproto.add_learned(now);
+                ofproto.add_learned_rules(rules, now)
+            });
         }
         bridge.send_packet(po.in_port, po.data, decision.actions);
         self.unsynced_sends.store(true, Ordering::Release);
