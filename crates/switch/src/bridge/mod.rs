@@ -665,16 +665,12 @@ impl Bridge {
         }
     }
 
-    /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came,
-    /// so with such rules each thread's cache is harvested first, one thread stopped at a
-    /// time; all of them are stopped together only when a rule is due to go.
+    /// Idle and hard timeouts. An idle timeout goes by when the rule's packets last came, and
+    /// a learned rule's hard timeout restarts when packets learn it again (at a harvest), so
+    /// with such rules each thread's cache is harvested first, one thread stopped at a time;
+    /// all of them are stopped together only when a rule is due to go.
     fn expire_rules(&mut self, now: Duration) {
-        let harvest = {
-            let tables = &lock(&self.ofproto).tables;
-            tables.has_idle_timeouts() || tables.has_learned_hard_timeouts()
-        };
-        if harvest {
-            // What the harvest learns again restarts hard timeouts before they are judged.
+        if lock(&self.ofproto).tables.has_timeouts() {
             for cache in &self.caches {
                 cache.for_control().harvest(&mut lock(&self.ofproto).tables);
             }

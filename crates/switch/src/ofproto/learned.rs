@@ -35,23 +35,18 @@ pub struct Learned {
     /// only rules that change the tables ([`queue`]), so a full one is followed by a change,
     /// which empties the caches: a dropped rule's flow learns it again at its next packet.
     pub dropped: u64,
-    /// A learned rule with a hard timeout was seen: harvests must learn again.
-    pub any_hard_timeouts: bool,
 }
 
 impl Learned {
-    /// Keeps `rules` (a translation's, or a harvested megaflow's learned again), each
-    /// replacing what was waiting for its place. Cheap: a translation calls it under the
-    /// lock the poll-mode threads share.
-    pub fn push(&mut self, rules: &[Rule]) {
-        for rule in rules {
-            self.any_hard_timeouts |= rule.hard_timeout != 0;
-            let place = place(rule);
-            if self.pending.len() < MAX_PENDING || self.pending.contains_key(&place) {
-                self.pending.insert(place, rule.clone());
-            } else {
-                self.dropped += 1;
-            }
+    /// Keeps `rule` (a translation's, or a harvested megaflow's learned again), replacing
+    /// what was waiting for its place. Cheap: a translation calls it under the lock the
+    /// poll-mode threads share.
+    pub fn push(&mut self, rule: &Rule) {
+        let place = place(rule);
+        if self.pending.len() < MAX_PENDING || self.pending.contains_key(&place) {
+            self.pending.insert(place, rule.clone());
+        } else {
+            self.dropped += 1;
         }
     }
 
@@ -95,7 +90,7 @@ pub fn queue(tables: &mut RuleTables, rules: &[Rule], used: Option<Duration>) {
         match (fate(tables, rule), used) {
             (Fate::Again(id), Some(used)) => tables.restart_hard_timeout(id, used),
             (Fate::Again(_), None) => {}
-            _ => tables.learned.push(std::slice::from_ref(rule)),
+            _ => tables.learned.push(rule),
         }
     }
 }
@@ -178,12 +173,13 @@ mod tests {
         let mut tables = RuleTables::new();
         let text = "table=10,hard_timeout=5,dl_dst=0a:00:00:00:00:01,actions=output:1";
         let rule = parse_rule(text).unwrap();
-        tables.learned.push(&[rule.clone(), rule.clone()]);
+        tables.learned.push(&rule);
+        tables.learned.push(&rule);
         assert!(learn_again(&mut tables, Duration::ZERO));
         assert_eq!(add_pending(&mut tables, Duration::ZERO), 1);
-        assert!(tables.has_learned_hard_timeouts());
+        assert!(tables.has_timeouts());
         let generation = tables.generation();
-        tables.learned.push(std::slice::from_ref(&rule));
+        tables.learned.push(&rule);
         assert!(
             !learn_again(&mut tables, 4 * SECOND),
             "nothing changes the tables"
@@ -210,7 +206,8 @@ mod tests {
         let moved = parse_rule(&text.replace("output:1", "output:2")).unwrap();
         let other = parse_rule(&text.replace("output:1", "output:3")).unwrap();
         // The last learned for the place is the one that counts.
-        tables.learned.push(&[other, moved.clone()]);
+        tables.learned.push(&other);
+        tables.learned.push(&moved);
         assert!(learn_again(&mut tables, 9 * SECOND));
         let generation = tables.generation();
         assert_eq!(add_pending(&mut tables, 9 * SECOND), 1);
@@ -232,7 +229,8 @@ mod tests {
         let installed = parse_rule("table=10,dl_dst=0a:00:00:00:00:01,actions=output:1").unwrap();
         let id = tables.add(installed.clone(), Duration::ZERO);
         let moved = parse_rule("table=10,dl_dst=0a:00:00:00:00:01,actions=output:2").unwrap();
-        tables.learned.push(&[moved, installed.clone()]);
+        tables.learned.push(&moved);
+        tables.learned.push(&installed);
         assert!(!learn_again(&mut tables, SECOND), "the rule as it is");
         assert_eq!(tables.get(id).unwrap().rule, installed);
     }

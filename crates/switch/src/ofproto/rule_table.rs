@@ -659,15 +659,12 @@ impl RuleTables {
         ids.into_iter().filter_map(|id| self.remove(id)).collect()
     }
 
-    /// Whether any rule has an idle timeout (its expiry depends on when packets came).
-    pub fn has_idle_timeouts(&self) -> bool {
-        self.iter()
-            .any(|(_, installed)| installed.rule.idle_timeout != 0)
-    }
-
-    /// Whether a rule has a hard timeout that a `learn` may restart.
-    pub fn has_learned_hard_timeouts(&self) -> bool {
-        self.learned.any_hard_timeouts
+    /// Whether any rule's expiry depends on when packets came: an idle timeout, or a hard
+    /// timeout a `learn` that packets take restarts.
+    pub fn has_timeouts(&self) -> bool {
+        self.iter().any(|(_, installed)| {
+            installed.rule.idle_timeout != 0 || installed.rule.hard_timeout != 0
+        })
     }
 
     /// Whether [`RuleTables::expire`] would remove a rule at `now`.
