@@ -54,11 +54,11 @@ fn ovs_ofctl_learn_teaches_the_switch_where_hosts_are() {
         assert!(std::time::Instant::now() < deadline, "nothing learned");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let count = |dump: &str, within: &str| field(dump, within, "n_packets");
     let before = s.ofctl_ok(&["dump-flows"]);
 
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     let after = s.ofctl_ok(&["dump-flows"]);
+    // Each echo and reply is a 98-byte frame.
     for (rule, more) in [
         (format!("dl_dst={mac_a}"), 3),
         (format!("dl_dst={mac_b}"), 3),
@@ -66,11 +66,13 @@ fn ovs_ofctl_learn_teaches_the_switch_where_hosts_are() {
         ("output:NXM_NX_REG0".to_string(), 6),
         ("actions=learn".to_string(), 6),
     ] {
-        assert_eq!(
-            count(&after, &rule) - count(&before, &rule),
-            more,
-            "{rule}: {after}"
-        );
+        for (name, unit) in [("n_packets", 1), ("n_bytes", 98)] {
+            assert_eq!(
+                field(&after, &rule, name) - field(&before, &rule, name),
+                more * unit,
+                "{rule} {name}: {after}"
+            );
+        }
     }
 
     // Learned rules read back as Open vSwitch prints them, by ovs-ofctl and by ctl.
@@ -244,23 +246,30 @@ fn open_vswitch_tutorials_vlan_learning_switch_runs_unchanged() {
     assert_eq!(at_a.len(), 7, "B's frames on the trunk");
     for f in &at_a {
         assert_eq!(f[12..16], [0x81, 0x00, 0x00, 20], "tagged VLAN 20");
+        assert_eq!(f.len(), 64, "B's 60 bytes and the tag");
     }
     assert_eq!(at_b.len(), 10, "A's frames on the access port");
     for f in &at_b {
         assert_eq!(f[12..14], [0x08, 0x00], "untagged");
+        assert_eq!(f.len(), 60, "A's 64 bytes less the tag");
     }
 
     let after = s.ofctl_ok(&["dump-flows"]);
-    for (rule, packets) in [
-        ("dl_vlan=20", 5),
-        ("reg0=0x1 ", 7),
-        ("reg0=0x2 ", 5),
-        ("priority=50,reg0=0", 0),
-        ("in_port=2,vlan_tci=0x0000", 7),
-        (&*format!("dl_dst={mac_a}"), 7),
-        (&*format!("dl_dst={mac_b}"), 5),
+    // gen's default frames: B's untagged 60 bytes (64 on the wire); A's tagged ones the
+    // smallest that hold the tag, the headers and gen's test payload, 64 bytes.
+    let (from_a, from_b) = (64, 60);
+    for (rule, packets, size) in [
+        ("dl_vlan=20", 5, from_a),
+        ("reg0=0x1 ", 7, from_b),
+        ("reg0=0x2 ", 5, from_a),
+        ("priority=50,reg0=0", 0, from_a),
+        ("in_port=2,vlan_tci=0x0000", 7, from_b),
+        (&*format!("dl_dst={mac_a}"), 7, from_b),
+        (&*format!("dl_dst={mac_b}"), 5, from_a),
     ] {
         assert_eq!(field(&after, rule, "n_packets"), packets, "{rule}: {after}");
+        let bytes = field(&after, rule, "n_bytes");
+        assert_eq!(bytes, packets * size, "{rule}: {after}");
     }
     let learned = lines(&after, "table=10");
     let mut tails: Vec<&str> = learned

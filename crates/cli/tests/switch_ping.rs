@@ -64,15 +64,8 @@ fn ping_both_ways_and_a_drop_rule_stops_it() {
         "{port2}"
     );
     // add-flows - reads the flows from standard input.
-    let mut ctl = std::process::Command::new(wirespeed())
-        .args(["ctl", "--ctl", &s.ctl, "add-flows", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let flows = b"priority=7,arp,actions=normal\npriority=8,icmp,actions=normal\n";
-    std::io::Write::write_all(&mut ctl.stdin.take().unwrap(), flows).unwrap();
-    let done = ctl.wait_with_output().unwrap();
+    let done = s.ctl_with_input(&["add-flows", "-"], flows);
     assert!(
         done.status.success(),
         "{}",

@@ -5,8 +5,8 @@
 //! forwarding between two AF_XDP ports that moves descriptors instead of copying.
 
 mod common;
+use common::ScratchFile;
 use common::switched::Switched;
-use common::{ScratchFile, wirespeed};
 
 fn write_flows(tag: &str, text: &str) -> ScratchFile {
     let path = ScratchFile::new(&format!("{tag}.flows"));
@@ -616,16 +616,8 @@ fn ctl_adds_changes_and_deletes_groups() {
         ]
     );
     // add-groups - reads them from standard input, as add-flows - does.
-    let mut ctl = std::process::Command::new(wirespeed())
-        .args(["ctl", "--ctl", &s.ctl, "add-groups", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let groups = b"group_id=7,type=all,bucket=output:2\n";
-    std::io::Write::write_all(&mut ctl.stdin.take().unwrap(), groups).unwrap();
-    let done = ctl.wait_with_output().unwrap();
+    let done = s.ctl_with_input(&["add-groups", "-"], groups);
     assert_eq!(
         String::from_utf8_lossy(&done.stdout).trim(),
         "1 groups added",

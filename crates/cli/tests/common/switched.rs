@@ -145,6 +145,20 @@ impl Switched {
         sh(&argv)
     }
 
+    /// `ctl ARGS` with `input` on its standard input (`add-flows -`, `add-groups -`).
+    pub fn ctl_with_input(&self, args: &[&str], input: &[u8]) -> std::process::Output {
+        let mut ctl = std::process::Command::new(wirespeed())
+            .args(["ctl", "--ctl", &self.ctl])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut ctl.stdin.take().unwrap(), input).unwrap();
+        ctl.wait_with_output().unwrap()
+    }
+
     pub fn ctl_ok(&self, args: &[&str]) -> String {
         let out = self.ctl(args);
         assert!(

@@ -548,44 +548,33 @@ mod tests {
         assert_eq!(got, Incoming::FlowMod(sent));
     }
 
-    /// A FLOW_MOD laid out by hand as ovs-ofctl sends `reg0=5,ip,nw_ttl=64,
-    /// actions=load:5->NXM_NX_REG0[0..15],move:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],
-    /// output:NXM_NX_REG1[0..15]` (also the fuzz corpus's `flow_mod_registers`).
+    /// FLOW_MODs laid out by hand as ovs-ofctl sends them (the fuzz corpus's seeds): one with
+    /// registers, `load`, `move` and `output:SRC`; the same with a learn (`learn_wire`'s).
     #[test]
-    fn a_flow_mod_with_registers_decodes() {
-        let bytes = include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_registers");
-        let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
-            panic!("a FLOW_MOD");
-        };
-        let rule = parse_rule(
-            "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=load:5->NXM_NX_REG0[0..15],\
-             move:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],output:NXM_NX_REG1[0..15]",
-        )
-        .unwrap();
-        assert_eq!(
-            (got.flow_match, got.actions),
-            (rule.flow_match, rule.actions)
-        );
-    }
-
-    /// The same FLOW_MOD with a learn (the learn of `learn_wire`'s tests; the fuzz corpus's
-    /// `flow_mod_learn`).
-    #[test]
-    fn a_flow_mod_with_a_learn_decodes() {
-        let bytes = include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_learn");
-        let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
-            panic!("a FLOW_MOD");
-        };
-        let rule = parse_rule(
-            "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=learn(table=10,eth_type=0x800,\
-             NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
-             load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15])",
-        )
-        .unwrap();
-        assert_eq!(
-            (got.flow_match, got.actions),
-            (rule.flow_match, rule.actions)
-        );
+    fn hand_made_flow_mods_decode() {
+        for (bytes, text) in [
+            (
+                &include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_registers")[..],
+                "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=load:5->NXM_NX_REG0[0..15],\
+                 move:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],output:NXM_NX_REG1[0..15]",
+            ),
+            (
+                &include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_learn")[..],
+                "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=learn(table=10,eth_type=0x800,\
+                 NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+                 load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15])",
+            ),
+        ] {
+            let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
+                panic!("a FLOW_MOD");
+            };
+            let rule = parse_rule(text).unwrap();
+            assert_eq!(
+                (got.flow_match, got.actions),
+                (rule.flow_match, rule.actions),
+                "{text}"
+            );
+        }
     }
 
     #[test]
