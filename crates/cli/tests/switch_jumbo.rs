@@ -219,29 +219,13 @@ fn a_chain_for_the_controller_is_gathered_whole() {
     }
 }
 
-/// Hosts A (fd09::1) and B (fd09::2) on IPv6 as well, knowing each other for good.
-fn ipv6_on(s: &Switched) {
-    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
-    for (ns, dev, me, peer, peer_mac) in [
-        (&s.c.ns_a, &s.c.a, "fd09::1/64", "fd09::2", &mac_b),
-        (&s.c.ns_b, &s.c.b, "fd09::2/64", "fd09::1", &mac_a),
-    ] {
-        for knob in ["all", "default", dev.as_str()] {
-            let knob = format!("net.ipv6.conf.{knob}.disable_ipv6=0");
-            must(&["ip", "netns", "exec", ns, "sysctl", "-qw", &knob]);
-        }
-        must(&["ip", "-n", ns, "addr", "add", me, "dev", dev, "nodad"]);
-        permanent_neighbour(ns, dev, peer, peer_mac);
-    }
-}
-
 /// IPv6 too: a jumbo echo is parsed from its head with its whole length, so rules on its
 /// IPv6 fields match it (everything else is dropped), and the rules count its whole bytes:
 /// 8900 of payload, 8 of ICMPv6, 40 of IPv6, 14 of Ethernet.
 #[test]
 fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
     let s = jumbo_switch("j6", &[]);
-    ipv6_on(&s);
+    s.ipv6_on();
     for flow in [
         "priority=100,in_port=1,icmp6,ipv6_dst=fd09::2,actions=output:2",
         "priority=100,in_port=2,icmp6,ipv6_dst=fd09::1,actions=output:1",
@@ -268,7 +252,7 @@ fn jumbo_ipv6_pings_match_rules_on_their_ipv6_fields() {
 #[test]
 fn tcp_over_ipv6_in_jumbo_segments_is_intact() {
     let mut s = jumbo_switch("j7", &[]);
-    ipv6_on(&s);
+    s.ipv6_on();
     common::switched::tcp_transfer_is_intact(&s.c.ns_a, &s.c.ns_b, "fd09::2", 4 * 1024 * 1024);
     let (j, _) = s.stop();
     let (packets, bytes) = (

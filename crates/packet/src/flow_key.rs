@@ -109,6 +109,10 @@ pub struct FlowKey {
     /// ARP's sender and target hardware addresses.
     pub arp_sha: MacAddr,
     pub arp_tha: MacAddr,
+    /// TCP's flags and the reserved bits above them (12 bits: see [`TcpPacket::control_bits`]).
+    pub tcp_flags: u16,
+    /// IPv6's flow label (20 bits).
+    pub ipv6_label: u32,
 }
 
 /// Where the parsed headers start in the frame, found by the same single parse, so actions can
@@ -203,6 +207,7 @@ impl FlowKey {
         self.nw_tos = ip.traffic_class() & 0xfc;
         self.nw_ecn = ip.traffic_class() & 0x03;
         self.nw_ttl = ip.hop_limit();
+        self.ipv6_label = ip.flow_label();
         let payload = ip.payload();
         let upper = ipv6_upper_layer(ip.next_header().0, payload);
         self.nw_proto = upper.proto;
@@ -220,6 +225,7 @@ impl FlowKey {
                 };
                 self.tp_src = tcp.src_port();
                 self.tp_dst = tcp.dst_port();
+                self.tcp_flags = tcp.control_bits();
             }
             IpProtocol::UDP => {
                 let Ok(udp) = UdpPacket::new_checked(bytes) else {
@@ -309,6 +315,7 @@ mod tests {
                 nw_ttl: 64,
                 tp_src: 1234,
                 tp_dst: 80,
+                tcp_flags: 0x002,
                 ..FlowKey::default()
             }
         );

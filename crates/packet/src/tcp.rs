@@ -33,6 +33,8 @@ mod field {
 }
 
 const FLAGS_MASK: u16 = 0x01ff;
+/// The flags with the three reserved bits above them: the 12 bits after the data offset.
+const CONTROL_MASK: u16 = 0x0fff;
 
 /// A view of a TCP segment. After `new_checked`, the data offset is known to be at least 20 and
 /// to fit in the buffer.
@@ -109,6 +111,12 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// The control bits; test them with the constants of [`flags`].
     pub fn flags(&self) -> u16 {
         self.u16_at(field::OFFSET_FLAGS) & FLAGS_MASK
+    }
+
+    /// The flags and the three reserved bits above them (the low 12 bits of the word at
+    /// offset 12), as Open vSwitch's `tcp_flags` match field holds them.
+    pub fn control_bits(&self) -> u16 {
+        self.u16_at(field::OFFSET_FLAGS) & CONTROL_MASK
     }
 
     pub fn syn(&self) -> bool {

@@ -10,7 +10,7 @@ use crate::learn::LearnId;
 use crate::subfield::Subfield;
 
 /// The fields `set_field` (and the `mod_*` spellings) may write.
-pub const SETTABLE_FIELDS: [Field; 15] = [
+pub const SETTABLE_FIELDS: [Field; 16] = [
     Field::DlSrc,
     Field::DlDst,
     Field::NwSrc,
@@ -22,6 +22,7 @@ pub const SETTABLE_FIELDS: [Field; 15] = [
     Field::TpDst,
     Field::Ipv6Src,
     Field::Ipv6Dst,
+    Field::Ipv6Label,
     Field::ArpSha,
     Field::ArpTha,
     // The VNI an output to a tunnel port with key=flow sends, and the far end one with

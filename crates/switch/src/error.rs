@@ -29,6 +29,11 @@ pub(crate) fn value_help(field: Field) -> String {
         );
     }
     match field.value_format() {
+        ValueFormat::TcpFlags => format!(
+            "'{field}' takes flags joined by | (syn|ack: exactly those set), flags each set \
+             or not (+syn-ack: SYN set and ACK not, the others any), or a number up to \
+             0xfff[/mask]; the flags: fin syn rst psh ack urg ece cwr ns"
+        ),
         ValueFormat::Mac => format!("'{field}' takes a MAC address like aa:bb:cc:dd:ee:ff[/mask]"),
         ValueFormat::Ipv4 => {
             format!("'{field}' takes an IPv4 address like 10.0.0.1[/prefix or /mask]")

@@ -35,6 +35,12 @@ fn ports(l4: &[u8]) -> u64 {
     u64::from(u32_at(l4, 0).rotate_left(16))
 }
 
+/// TCP's flags and the reserved bits above them, where the flow packs them (`tcp_flags`).
+#[inline(always)]
+fn tcp_flags(l4: &[u8]) -> u64 {
+    u64::from(u16_at(l4, 12) & 0x0fff) << 32
+}
+
 /// Parses `frame` (from its Ethernet header) that arrived on `in_port`: its flow and where
 /// its L3 and L4 headers are; the same as [`FlowBits::from_key`] of
 /// [`FlowKey::parse_with_offsets`].
@@ -131,7 +137,7 @@ fn extract_with<const CHAIN: bool>(
             let transport = match IpProtocol(nw_proto) {
                 IpProtocol::TCP => (l4.len() >= TCP_MIN_LEN
                     && (TCP_MIN_LEN..=l4.len()).contains(&(usize::from(l4[12] >> 4) * 4)))
-                .then(|| (0, ports(l4))),
+                .then(|| (0, ports(l4) | tcp_flags(l4))),
                 IpProtocol::UDP => (l4.len() >= UDP_LEN
                     && (UDP_LEN..=l4_len).contains(&usize::from(u16_at(l4, 4))))
                 .then(|| (0, ports(l4))),
@@ -196,6 +202,7 @@ fn extract_ipv6_chain(
     key.nw_tos = traffic_class & 0xfc;
     key.nw_ecn = traffic_class & 0x03;
     key.nw_ttl = ip[7];
+    key.ipv6_label = u32_at(ip, 0) & 0x000f_ffff;
     offsets.l3 = Some(l3);
     let payload = &ip[IPV6_HEADER_LEN..(IPV6_HEADER_LEN + payload_len).min(ip.len())];
     let upper = ipv6_upper_layer(ip[6], payload);
@@ -219,6 +226,7 @@ fn transport_of_chain(key: &mut FlowKey, l4: &[u8], whole: usize) -> bool {
                 && (TCP_MIN_LEN..=l4.len().min(whole)).contains(&(usize::from(l4[12] >> 4) * 4));
             if parsed {
                 (key.tp_src, key.tp_dst) = (u16_at(l4, 0), u16_at(l4, 2));
+                key.tcp_flags = u16_at(l4, 12) & 0x0fff;
             }
             parsed
         }

@@ -6,7 +6,8 @@
 //! The same [`FlowBits`] type holds a key, a masked key and a mask.
 //!
 //! ARP's hardware addresses share the words of IPv6's addresses (as OVS's `struct flow` shares
-//! `nw_src` between IPv4 and ARP): no packet has both, and every match on either pins
+//! `nw_src` between IPv4 and ARP), IPv6's flow label the bits of ARP's sender address, and
+//! TCP's flags those of ARP's opcode: no packet has both, and every match on either pins
 //! `dl_type` (the prerequisites), so a rule for one never admits a packet of the other.
 //! [`Field::overlaps`] names the pairs; code that lists a match's fields shows the one its
 //! `dl_type` means.
@@ -132,9 +133,10 @@ impl FlowBits {
             u64::from(key.tp_src)
                 | (u64::from(key.tp_dst) << 16)
                 | (u64::from(key.arp_op) << 32)
+                | (u64::from(key.tcp_flags) << 32)
                 | (u64::from(key.icmp_code) << 48)
                 | (u64::from(key.nw_ecn) << 56),
-            u64::from(key.arp_spa) | (u64::from(key.arp_tpa) << 32),
+            u64::from(key.arp_spa) | u64::from(key.ipv6_label) | (u64::from(key.arp_tpa) << 32),
             src_high,
             key.ipv6_src as u64,
             dst_high,
@@ -361,6 +363,10 @@ pub enum Field {
     ArpOp,
     ArpSha,
     ArpTha,
+    /// TCP's flags and the three reserved bits above them (12 bits), as Open vSwitch's.
+    TcpFlags,
+    /// IPv6's flow label (20 bits).
+    Ipv6Label,
     /// The tunnel's VNI (the key a VXLAN or Geneve header carries).
     TunId,
     /// The outer IPv4 source and destination of a decapsulated packet.
@@ -396,10 +402,13 @@ pub enum ValueFormat {
     Mac,
     Ipv4,
     Ipv6,
+    /// Flag names joined by `|` (`syn|ack`), or a number; masked, `+syn-ack` (see
+    /// [`crate::tcp_flags`]).
+    TcpFlags,
 }
 
 impl Field {
-    pub const ALL: [Field; 27 + REGISTERS as usize] = with_registers([
+    pub const ALL: [Field; 29 + REGISTERS as usize] = with_registers([
         Field::InPort,
         Field::Metadata,
         Field::DlSrc,
@@ -423,6 +432,8 @@ impl Field {
         Field::ArpOp,
         Field::ArpSha,
         Field::ArpTha,
+        Field::TcpFlags,
+        Field::Ipv6Label,
         Field::TunId,
         Field::TunSrc,
         Field::TunDst,
@@ -452,9 +463,11 @@ impl Field {
             Field::TpSrc => (4, 0, 16),
             Field::TpDst => (4, 16, 16),
             Field::ArpOp => (4, 32, 16),
+            Field::TcpFlags => (4, 32, 12),
             Field::IcmpCode => (4, 48, 8),
             Field::NwEcn => (4, 56, 2),
             Field::ArpSpa => (5, 0, 32),
+            Field::Ipv6Label => (5, 0, 20),
             Field::ArpTpa => (5, 32, 32),
             Field::Ipv6Src => (6, 0, 128),
             Field::ArpSha => (6, 0, 48),
@@ -476,6 +489,10 @@ impl Field {
             Field::Ipv6Src => Some(Field::ArpSha),
             Field::ArpTha => Some(Field::Ipv6Dst),
             Field::Ipv6Dst => Some(Field::ArpTha),
+            Field::TcpFlags => Some(Field::ArpOp),
+            Field::ArpOp => Some(Field::TcpFlags),
+            Field::Ipv6Label => Some(Field::ArpSpa),
+            Field::ArpSpa => Some(Field::Ipv6Label),
             _ => None,
         }
     }
@@ -505,6 +522,8 @@ impl Field {
             Field::ArpOp => "arp_op",
             Field::ArpSha => "arp_sha",
             Field::ArpTha => "arp_tha",
+            Field::TcpFlags => "tcp_flags",
+            Field::Ipv6Label => "ipv6_label",
             Field::TunId => "tun_id",
             Field::TunSrc => "tun_src",
             Field::TunDst => "tun_dst",
@@ -566,6 +585,8 @@ impl Field {
                 | Field::ArpTpa
                 | Field::ArpSha
                 | Field::ArpTha
+                | Field::TcpFlags
+                | Field::Ipv6Label
                 | Field::TunId
                 | Field::TunSrc
                 | Field::TunDst
@@ -589,7 +610,9 @@ impl Field {
             | Field::Metadata
             | Field::TunId
             | Field::TunOpts
+            | Field::Ipv6Label
             | Field::Reg(_) => ValueFormat::Hex,
+            Field::TcpFlags => ValueFormat::TcpFlags,
             _ => ValueFormat::Decimal,
         }
     }
@@ -631,6 +654,7 @@ impl Field {
             }
             ValueFormat::Ipv4 => u128::from(u32::from(text.parse::<Ipv4Addr>().ok()?)),
             ValueFormat::Ipv6 => u128::from(text.parse::<Ipv6Addr>().ok()?),
+            ValueFormat::TcpFlags => u128::from(crate::tcp_flags::parse_exact(text)?),
             ValueFormat::Decimal | ValueFormat::Hex => parse_uint(text)?,
         };
         (value <= self.full_mask()).then_some(value)
@@ -662,11 +686,16 @@ impl fmt::Display for FieldValue {
             ValueFormat::Ipv4 => write!(f, "{}", Ipv4Addr::from(value as u32)),
             ValueFormat::Ipv6 => write!(f, "{}", Ipv6Addr::from(value)),
             ValueFormat::Hex if self.field == Field::DlType => write!(f, "0x{value:04x}"),
+            ValueFormat::TcpFlags => crate::tcp_flags::write_exact(f, value as u16),
             // As ovs-ofctl prints it (C's "%#x", which writes zero without "0x").
             ValueFormat::Hex
                 if matches!(
                     self.field,
-                    Field::Metadata | Field::TunId | Field::TunOpts | Field::Reg(_)
+                    Field::Metadata
+                        | Field::TunId
+                        | Field::TunOpts
+                        | Field::Ipv6Label
+                        | Field::Reg(_)
                 ) && value == 0 =>
             {
                 f.write_str("0")
@@ -777,6 +806,21 @@ mod tests {
         let bits = FlowBits::from_key(&arp);
         assert_eq!(Field::ArpSha.get(&bits), 0x0200_0000_0009);
         assert_eq!(Field::ArpTha.get(&bits), 0x0200_0000_000a);
+        // TCP's flags and IPv6's flow label lie where ARP's opcode and sender address do.
+        let tcp6 = FlowKey {
+            dl_type: 0x86dd,
+            nw_proto: 6,
+            tp_dst: 443,
+            tcp_flags: 0x812,
+            ipv6_label: 0xf_1234,
+            ..FlowKey::default()
+        };
+        let bits = FlowBits::from_key(&tcp6);
+        assert_eq!(Field::TcpFlags.get(&bits), 0x812);
+        assert_eq!(Field::Ipv6Label.get(&bits), 0xf_1234);
+        assert_eq!(Field::TpDst.get(&bits), 443);
+        assert_eq!(Field::ArpOp.get(&bits), 0x812);
+        assert_eq!(Field::ArpSpa.get(&bits), 0xf_1234);
     }
 
     #[test]

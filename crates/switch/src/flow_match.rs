@@ -37,12 +37,13 @@ impl Prerequisite {
     pub fn of(field: Field) -> Prerequisite {
         match field {
             Field::NwSrc | Field::NwDst => Prerequisite::Ipv4,
-            Field::Ipv6Src | Field::Ipv6Dst => Prerequisite::Ipv6,
+            Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6Label => Prerequisite::Ipv6,
             Field::NwProto | Field::NwTos | Field::NwEcn | Field::NwTtl => Prerequisite::Ip,
             Field::ArpSpa | Field::ArpTpa | Field::ArpOp | Field::ArpSha | Field::ArpTha => {
                 Prerequisite::Arp
             }
             Field::TpSrc | Field::TpDst => Prerequisite::TcpOrUdp,
+            Field::TcpFlags => Prerequisite::Tcp,
             Field::IcmpType | Field::IcmpCode => Prerequisite::Icmp,
             Field::InPort
             | Field::Metadata
@@ -257,10 +258,14 @@ mod tests {
         let mut flow_match = tcp_match();
         flow_match.add(Field::TpSrc, 80, 0xffff).unwrap();
         assert_eq!(flow_match.unmet_prerequisite(), None);
+        // In a TCP match, the bits ARP's opcode shares are TCP's flags.
         flow_match.add(Field::ArpOp, 1, 0xffff).unwrap();
+        assert_eq!(flow_match.unmet_prerequisite(), None);
+        assert!(flow_match.owns(Field::TcpFlags) && !flow_match.owns(Field::ArpOp));
+        flow_match.add(Field::ArpTpa, 1, 0xffff_ffff).unwrap();
         assert_eq!(
             flow_match.unmet_prerequisite(),
-            Some((Field::ArpOp, Prerequisite::Arp))
+            Some((Field::ArpTpa, Prerequisite::Arp))
         );
     }
 

@@ -22,7 +22,8 @@
 //! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`],
 //!   [`meter`] (the rate limits rules name, shared by the threads);
 //! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`subfield`] (the
-//!   bits `load` and `move` name), [`rule`], [`frame`], [`error`].
+//!   bits `load` and `move` name), [`rule`], [`frame`], [`error`], [`tcp_flags`] (that
+//!   field's flow syntax).
 //!
 //! How the pieces are driven:
 //! - receive path, per frame: [`dpif::process::process`] (parse → the thread's own
@@ -68,6 +69,7 @@ pub mod ofproto;
 pub mod openflow;
 pub mod rule;
 pub mod subfield;
+pub mod tcp_flags;
 pub mod tunnel;
 
 pub use action::Action;

@@ -38,7 +38,7 @@ const fn nxm(name: &'static str, class: u16, number: u8, bytes: u8, field: Field
 /// The fields `load` and `move` may name: each of ours once at least (`tcp_src` and
 /// `udp_src` are both `tp_src`), metadata by its OXM name as ovs-ofctl writes it (it has no
 /// NXM one). Geneve's options are not here: their NXM fields are variable-length.
-const NXM_FIELDS: [NxmField; 46] = [
+const NXM_FIELDS: [NxmField; 48] = [
     nxm("NXM_OF_IN_PORT", NXM_OF, 0, 2, Field::InPort),
     nxm("NXM_OF_ETH_DST", NXM_OF, 1, 6, Field::DlDst),
     nxm("NXM_OF_ETH_SRC", NXM_OF, 2, 6, Field::DlSrc),
@@ -80,10 +80,12 @@ const NXM_FIELDS: [NxmField; 46] = [
     nxm("NXM_NX_IPV6_DST", NXM_NX, 20, 16, Field::Ipv6Dst),
     nxm("NXM_NX_ICMPV6_TYPE", NXM_NX, 21, 1, Field::IcmpType),
     nxm("NXM_NX_ICMPV6_CODE", NXM_NX, 22, 1, Field::IcmpCode),
+    nxm("NXM_NX_IPV6_LABEL", NXM_NX, 27, 4, Field::Ipv6Label),
     nxm("NXM_NX_IP_ECN", NXM_NX, 28, 1, Field::NwEcn),
     nxm("NXM_NX_IP_TTL", NXM_NX, 29, 1, Field::NwTtl),
     nxm("NXM_NX_TUN_IPV4_SRC", NXM_NX, 31, 4, Field::TunSrc),
     nxm("NXM_NX_TUN_IPV4_DST", NXM_NX, 32, 4, Field::TunDst),
+    nxm("NXM_NX_TCP_FLAGS", NXM_NX, 34, 2, Field::TcpFlags),
     nxm("OXM_OF_METADATA", OXM_OF, 2, 8, Field::Metadata),
 ];
 

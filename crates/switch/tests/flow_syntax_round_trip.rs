@@ -406,8 +406,8 @@ fn ovs_ofctl_prints_our_rules_as_we_do() {
     for seed in 0..1000u64 {
         let mut rule = random_rule(seed);
         // OpenFlow 1.0 has no goto_table (ovs-ofctl prints it as a resubmit) and no set-field
-        // for an IPv6 address (two NXM loads), ECN, an ARP hardware address, tun_id or tun_dst
-        // (NXM loads).
+        // for an IPv6 address (two NXM loads), the flow label, ECN, an ARP hardware address,
+        // tun_id or tun_dst (NXM loads).
         rule.actions.retain(|a| {
             !matches!(
                 a,
@@ -415,6 +415,7 @@ fn ovs_ofctl_prints_our_rules_as_we_do() {
                     | Action::SetField(
                         Field::Ipv6Src
                             | Field::Ipv6Dst
+                            | Field::Ipv6Label
                             | Field::NwEcn
                             | Field::ArpSha
                             | Field::ArpTha

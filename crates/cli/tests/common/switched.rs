@@ -169,6 +169,23 @@ impl Switched {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Hosts A (fd09::1) and B (fd09::2) on IPv6 as well, knowing each other for good.
+    pub fn ipv6_on(&self) {
+        let c = &self.c;
+        let (mac_a, mac_b) = (mac_of(&c.ns_a, &c.a), mac_of(&c.ns_b, &c.b));
+        for (ns, dev, me, peer, peer_mac) in [
+            (&c.ns_a, &c.a, "fd09::1/64", "fd09::2", &mac_b),
+            (&c.ns_b, &c.b, "fd09::2/64", "fd09::1", &mac_a),
+        ] {
+            for knob in ["all", "default", dev.as_str()] {
+                let knob = format!("net.ipv6.conf.{knob}.disable_ipv6=0");
+                must(&["ip", "netns", "exec", ns, "sysctl", "-qw", &knob]);
+            }
+            must(&["ip", "-n", ns, "addr", "add", me, "dev", dev, "nodad"]);
+            permanent_neighbour(ns, dev, peer, peer_mac);
+        }
+    }
+
     /// Pings from `ns` to `to`: how many of `count` replies came back.
     pub fn ping(&self, ns: &str, to: &str, count: u32) -> u32 {
         super::ping(ns, to, count)

@@ -67,6 +67,7 @@ const STAGES: [&[Field]; 3] = [
         Field::NwDst,
         Field::Ipv6Src,
         Field::Ipv6Dst,
+        Field::Ipv6Label,
         Field::NwProto,
         Field::NwTos,
         Field::NwEcn,

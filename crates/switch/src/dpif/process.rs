@@ -15,12 +15,13 @@ use wirespeed_packet::{checksum, partial_checksum};
 
 use crate::action::Action;
 use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::megaflow::Megaflow;
 use crate::dpif::thread_cache::lock;
 use crate::dpif::upcall::{Decision, SharedState};
 use crate::execute::rewrite::PacketHeaders;
 use crate::execute::{self, ActionContext, DropReason, Learning, Packet, Verdict};
 use crate::extract::{extract, extract_packet};
-use crate::field::{FlowBits, TunnelMeta, TunnelOut};
+use crate::field::{Field, FlowBits, TunnelMeta, TunnelOut};
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
 
@@ -189,7 +190,7 @@ fn process_with(
                 true => verdict.outputs.push(port),
                 false => verdict.dropped = Some(DropReason::NoOutput),
             }
-            return offer_to_offload(shared, frame, in_port, decision, completed, now);
+            return offer_to_offload(shared, frame, in_port, megaflow, completed, now);
         }
         Plan::Execute { normal } => normal,
     };
@@ -213,7 +214,7 @@ fn process_with(
     if let Some(origin) = decision.packet_in {
         verdict.packet_in = origin;
     }
-    offer_to_offload(shared, frame, in_port, decision, completed, now);
+    offer_to_offload(shared, frame, in_port, megaflow, completed, now);
 }
 
 /// What the datapath runs for a megaflow, worked out once when it is installed (a cached
@@ -417,25 +418,29 @@ pub fn sum_of_segments<'a>(segments: impl Iterator<Item = &'a [u8]>) -> u16 {
     checksum::fold(acc)
 }
 
-/// Hands an executed decision to the offload when it could take it. Only `output:N` and
-/// `normal` decisions can go to the kernel's table; a packet that locked nothing changed no
-/// learned address, so it leaves the offload as it was.
+/// Hands a megaflow's executed decision to the offload when it could take it. Only
+/// `output:N` and `normal` decisions can go to the kernel's table; a packet that locked
+/// nothing changed no learned address, so it leaves the offload as it was.
 #[inline]
 fn offer_to_offload(
     shared: &mut BurstLock<'_>,
     frame: &Frame<'_>,
     in_port: u32,
-    decision: &Decision,
+    megaflow: &Megaflow,
     completed: bool,
     now: Duration,
 ) {
     // The kernel's fast path leaves a packet of several frames to us, so one is no model
-    // for an entry (its later packets would need the lock for nothing); like a rewritten
-    // frame, it goes to the offload only for what it changed in the learning table.
+    // for an entry (its later packets would need the lock for nothing); nor is a packet of
+    // a megaflow that pins TCP's flags, which the kernel's key leaves out (the flow's next
+    // packets may be decided otherwise). Like a rewritten frame, it goes to the offload
+    // only for what it changed in the learning table.
     if !shared.offload {
         return;
     }
-    let unfit = completed || frame.tail().len > 0;
+    let decision = &megaflow.decision;
+    let by_tcp_flags = Field::TcpFlags.get(megaflow.flow_match.mask()) != 0;
+    let unfit = completed || frame.tail().len > 0 || by_tcp_flags;
     let offloadable = !unfit
         && matches!(
             decision.actions.as_slice(),

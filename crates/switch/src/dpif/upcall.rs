@@ -61,14 +61,15 @@ pub trait Upcall {
 pub trait SharedState {
     fn rules(&mut self) -> &mut dyn Upcall;
     fn mac_table(&mut self) -> &mut MacTable;
-    /// After a frame's decision ran: offers it to the kernel's fast path (unless the frame was
-    /// `rewritten` on the way), and flushes the fast path if a learned address it used moved.
+    /// After a frame's decision ran: offers it to the kernel's fast path (unless the frame is
+    /// `unfit` to model an entry: rewritten on the way, one of several frames, or decided by
+    /// TCP's flags), and flushes the fast path if a learned address it used moved.
     fn after_decision(
         &mut self,
         frame: &[u8],
         in_port: u32,
         decision: &Decision,
-        rewritten: bool,
+        unfit: bool,
         now: Duration,
     );
 }

@@ -142,6 +142,16 @@ pub fn set_field(frame: &mut Frame<'_>, headers: &PacketHeaders, field: Field, v
                 patch_checksum(data, at, zero_is_none, old_sum, new_sum);
             }
         }
+        Field::Ipv6Label => {
+            // No checksum covers it.
+            let Some(l3) = headers.ipv6() else { return };
+            let Some(bytes) = data.get_mut(l3 + 1..l3 + 4) else {
+                return;
+            };
+            let label = (value as u32).to_be_bytes();
+            bytes[0] = (bytes[0] & 0xf0) | (label[1] & 0x0f);
+            bytes[1..].copy_from_slice(&label[2..]);
+        }
         Field::NwTos => set_tos_bits(data, headers, value as u8, 0xfc),
         Field::NwEcn => set_tos_bits(data, headers, value as u8, 0x03),
         Field::ArpSha | Field::ArpTha => {
@@ -429,6 +439,25 @@ mod tests {
         set_field(&mut Frame::whole(&mut buffer), &headers, Field::NwEcn, 1);
         let key = FlowKey::parse(&buffer, 1);
         assert_eq!((key.nw_tos, key.nw_ecn), (0x28, 1));
+        // The flow label shares its first byte with the traffic class, which it keeps.
+        set_field(
+            &mut Frame::whole(&mut buffer),
+            &headers,
+            Field::Ipv6Label,
+            0xf_ffff,
+        );
+        set_field(
+            &mut Frame::whole(&mut buffer),
+            &headers,
+            Field::Ipv6Label,
+            0xa_bcde,
+        );
+        let key = FlowKey::parse(&buffer, 1);
+        assert_eq!(
+            (key.ipv6_label, key.nw_tos, key.nw_ecn),
+            (0xa_bcde, 0x28, 1)
+        );
+        assert!(checksums_ok(&buffer));
     }
 
     #[test]

@@ -13,10 +13,11 @@ use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
 use crate::rule::{Rule, RuleStats};
+use crate::tcp_flags;
 
 /// The order `dump-flows` prints fields in after the shorthand, the tunnel's, metadata,
 /// in_port and VLAN.
-const PRINT_ORDER: [Field; 20] = [
+const PRINT_ORDER: [Field; 22] = [
     Field::DlSrc,
     Field::DlDst,
     Field::DlType,
@@ -24,6 +25,7 @@ const PRINT_ORDER: [Field; 20] = [
     Field::NwDst,
     Field::Ipv6Src,
     Field::Ipv6Dst,
+    Field::Ipv6Label,
     Field::ArpSpa,
     Field::ArpTpa,
     Field::ArpOp,
@@ -35,6 +37,7 @@ const PRINT_ORDER: [Field; 20] = [
     Field::NwTtl,
     Field::TpSrc,
     Field::TpDst,
+    Field::TcpFlags,
     Field::IcmpType,
     Field::IcmpCode,
 ];
@@ -67,7 +70,7 @@ impl fmt::Display for MatchDisplay<'_> {
             let covered = shorthand.is_some_and(|(_, _, nw_proto)| {
                 field == Field::DlType || (field == Field::NwProto && nw_proto.is_some())
             });
-            // ARP's hardware addresses share IPv6's bits (see crate::field).
+            // ARP's fields share IPv6's and TCP's bits (see crate::field).
             if !covered && flow_match.owns(field) {
                 write_field(&mut parts, flow_match, field)?;
             }
@@ -98,6 +101,13 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
         return Ok(());
     }
     let full = field.full_mask();
+    // The match prints the flow label five digits wide (`set_field` and `learn` do not).
+    if field == Field::Ipv6Label {
+        return match mask == full {
+            true => parts.push(format_args!("{field}=0x{value:05x}")),
+            false => parts.push(format_args!("{field}=0x{value:05x}/0x{mask:05x}")),
+        };
+    }
     // nw_tos ignores the ECN bits: its whole mask is 0xfc, printed as a plain value.
     if mask == full || (field == Field::NwTos && mask == 0xfc) {
         return parts.push(format_args!("{field}={}", field.display(value)));
@@ -115,6 +125,13 @@ fn write_field(parts: &mut Parts<'_, '_>, flow_match: &Match, field: Field) -> f
             "{field}={}/{}",
             field.display(value),
             field.display(mask)
+        )),
+        ValueFormat::TcpFlags => parts.push(format_args!(
+            "{field}={}",
+            tcp_flags::Masked {
+                value: value as u16,
+                mask: mask as u16
+            }
         )),
         ValueFormat::Hex
             if matches!(

@@ -17,6 +17,7 @@ use crate::flow_match::{
 use crate::ofctl::action_parse::parse_actions;
 use crate::ofproto::rule_table::RuleSelector;
 use crate::rule::{Rule, check_actions};
+use crate::tcp_flags;
 
 /// The match part of a flow: what `del-flows` takes, and the first half of `add-flow`'s.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -201,16 +202,15 @@ pub fn parse_match(text: &str) -> Result<MatchSpec, FlowError> {
         parse_match_token(token, &mut spec)?;
     }
     // Fields that share bits (see crate::field) cannot be told apart in the match alone, so
-    // each one named must meet its own prerequisite.
+    // each one named must meet its own prerequisite (and is the one the error names).
     let shared = tokens
         .iter()
         .filter_map(|token| Field::from_name(token.split_once('=').map_or(token, |(k, _)| k)))
         .filter(|field| field.overlaps().is_some())
         .map(|field| (field, Prerequisite::of(field)));
     let unmet = spec.flow_match.unmet_prerequisite();
-    if let Some((field, prerequisite)) = unmet
-        .into_iter()
-        .chain(shared)
+    if let Some((field, prerequisite)) = shared
+        .chain(unmet)
         .find(|(_, p)| !p.is_met_by(&spec.flow_match))
     {
         return Err(error(format!(
@@ -364,8 +364,13 @@ fn number(key: &str, text: &str, max: u128) -> Result<u128, FlowError> {
     }
 }
 
-/// `value` or `value/mask`; IP addresses also take `/prefix-length`.
+/// `value` or `value/mask`; IP addresses also take `/prefix-length`, and `tcp_flags` the
+/// flags set and not (`+syn-ack`).
 fn parse_masked(field: Field, text: &str) -> Option<(u128, u128)> {
+    if field == Field::TcpFlags {
+        let (value, mask) = tcp_flags::parse_masked(text)?;
+        return Some((u128::from(value), u128::from(mask)));
+    }
     let (value, mask) = match text.split_once('/') {
         Some(_) if !field.maskable() => return None,
         Some((value, mask)) => (value, Some(mask)),
@@ -505,6 +510,37 @@ mod tests {
             "arp_tha requires arp (dl_type=0x0806)"
         );
         assert!(parse_rule("arp,arp_sha=02:00:00:00:00:01,actions=drop").is_ok());
+        assert_eq!(
+            e("udp,tcp_flags=+syn,actions=drop"),
+            "tcp_flags requires tcp or tcp6 (nw_proto=6)"
+        );
+        assert_eq!(
+            e("arp,ipv6_label=5,actions=drop"),
+            "ipv6_label requires ipv6 (dl_type=0x86dd)"
+        );
+        assert_eq!(
+            e("tcp,tcp_flags=+syn+syn,actions=drop"),
+            format!("tcp_flags=+syn+syn: {}", value_help(Field::TcpFlags))
+        );
+        assert_eq!(
+            e("ipv6,ipv6_label=0x100000,actions=drop"),
+            "ipv6_label=0x100000: 'ipv6_label' takes a number up to 1048575[/mask]"
+        );
+        for (text, field, value, mask) in [
+            ("tcp,tcp_flags=+syn-ack", Field::TcpFlags, 0x002, 0x012),
+            ("tcp6,tcp_flags=syn|ack", Field::TcpFlags, 0x012, 0xfff),
+            ("tcp,tcp_flags=0x012/0x0ff", Field::TcpFlags, 0x012, 0x0ff),
+            (
+                "ipv6,ipv6_label=0x12345",
+                Field::Ipv6Label,
+                0x12345,
+                0xfffff,
+            ),
+            ("ipv6,ipv6_label=5/0xf0001", Field::Ipv6Label, 1, 0xf0001),
+        ] {
+            let rule = parse_rule(&format!("{text},actions=drop")).unwrap();
+            assert_eq!(rule.flow_match.field(field), (value, mask), "{text}");
+        }
         let rule = parse_rule(
             "table=2 tcp nw_src=10.1.2.3/16 nw_dst=10.0.0.0/255.0.255.0 tp_dst=0x1000/0xf000 \
              dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00 actions=drop",

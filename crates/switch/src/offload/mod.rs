@@ -8,7 +8,9 @@
 //! - Decisions: an entry is installed only for the decision `[output:N]` (N not the input
 //!   port), or `[normal]` when the destination is a learned unicast address on another port,
 //!   from rules without timeouts, under a key that holds every byte the flow key is made
-//!   from, so every packet the kernel forwards would have got the same decision here.
+//!   from but TCP's flags, so every packet the kernel forwards would have got the same
+//!   decision here (a megaflow that pins TCP's flags is no model for an entry: see
+//!   `dpif::process`).
 //! - MAC learning: a `normal` entry depends on where its destination was learned; when such
 //!   an address moves or is forgotten ([`MacTable::changed_since`]) every entry is flushed
 //!   as for a rule change (other addresses' changes leave the table alone), and the kernel's packets of a `normal` flow refresh its source address's

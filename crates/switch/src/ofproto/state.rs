@@ -211,7 +211,7 @@ impl SharedState for Ofproto {
         frame: &[u8],
         in_port: u32,
         decision: &Decision,
-        rewritten: bool,
+        unfit: bool,
         now: Duration,
     ) {
         let Some(offload) = &mut self.offload else {
@@ -221,7 +221,7 @@ impl SharedState for Ofproto {
         // decisions the fast path takes never rewrite the frame; a completed checksum did,
         // and that flow's next packets will come partial too, which the kernel leaves to us:
         // an entry for them would never be used.
-        if !rewritten {
+        if !unfit {
             offload.consider(frame, in_port, decision, &self.tables, &self.mac_table, now);
         }
         if !offload.flush_failed()

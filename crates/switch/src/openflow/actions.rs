@@ -68,13 +68,14 @@ pub const GOTO_TABLE: u16 = instruction::GOTO_TABLE;
 
 /// The fields `set_field` may write, besides `vlan_vid` and `vlan_pcp` (which make
 /// [`Action::ModVlanVid`] and [`Action::ModVlanPcp`]).
-const SET_FIELDS: [u8; 16] = [
+const SET_FIELDS: [u8; 17] = [
     field_no::ETH_SRC,
     field_no::ETH_DST,
     field_no::IPV4_SRC,
     field_no::IPV4_DST,
     field_no::IPV6_SRC,
     field_no::IPV6_DST,
+    field_no::IPV6_FLABEL,
     field_no::TCP_SRC,
     field_no::TCP_DST,
     field_no::UDP_SRC,
@@ -401,6 +402,7 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
                 Field::NwDst => field_no::IPV4_DST,
                 Field::Ipv6Src => field_no::IPV6_SRC,
                 Field::Ipv6Dst => field_no::IPV6_DST,
+                Field::Ipv6Label => field_no::IPV6_FLABEL,
                 Field::TpSrc if udp => field_no::UDP_SRC,
                 Field::TpSrc => field_no::TCP_SRC,
                 Field::TpDst if udp => field_no::UDP_DST,

@@ -2,10 +2,12 @@
 //! switch's [`Match`]. Each OXM field maps onto the bits of one of our fields (`ip_dscp` is
 //! the top six bits of `nw_tos`, `vlan_vid` the low thirteen of `vlan_tci`, `tcp_src` and
 //! `udp_src` are both `tp_src`); one the flow key does not hold (`in_phy_port`, SCTP, ND,
-//! MPLS, PBB, IPv6 flow label and extension headers) is `BAD_FIELD`. Besides the basic
-//! class, Nicira's tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001), TTL
-//! (`NXM_NX_IP_TTL`) and registers (`NXM_NX_REG0` to `NXM_NX_REG15`), as Open vSwitch and its
-//! controllers send them for `tun_src`, `tun_dst`, `nw_ttl` and `reg0` to `reg15`.
+//! MPLS, PBB and IPv6 extension headers) is `BAD_FIELD`. Besides the basic class, Nicira's
+//! tunnel addresses (`NXM_NX_TUN_IPV4_SRC` and `_DST`, class 0x0001), TTL (`NXM_NX_IP_TTL`),
+//! TCP flags (`NXM_NX_TCP_FLAGS`) and registers (`NXM_NX_REG0` to `NXM_NX_REG15`), as Open
+//! vSwitch and its controllers send them for `tun_src`, `tun_dst`, `nw_ttl`, `tcp_flags` and
+//! `reg0` to `reg15`. Open vSwitch sends `tcp_flags` over OpenFlow 1.3 as ONF's experimenter
+//! field (`ONFOXM_ET_TCP_FLAGS`, what OpenFlow 1.5 made basic), which is read too.
 
 use wirespeed_packet::flow_key::{VLAN_PCP_MASK, VLAN_PRESENT};
 
@@ -27,6 +29,12 @@ const CLASS_NXM_1: u16 = 0x0001;
 const NXM_NX_TUN_IPV4_SRC: u8 = 31;
 const NXM_NX_TUN_IPV4_DST: u8 = 32;
 const NXM_NX_IP_TTL: u8 = 29;
+const NXM_NX_TCP_FLAGS: u8 = 34;
+/// `OFPXMC_EXPERIMENTER`: the header is followed by the experimenter's id.
+const CLASS_EXPERIMENTER: u16 = 0xffff;
+/// ONF's experimenter id, and its number of `tcp_flags` under it.
+const ONF_EXPERIMENTER: u32 = 0x4f4e_4600;
+const ONFOXM_ET_TCP_FLAGS: u8 = 42;
 /// Nicira's register `n` is field `n` of [`CLASS_NXM_1`].
 const NXM_NX_REGISTERS: u8 = crate::field::REGISTERS;
 /// Our field numbers are below this: the basic class's below 64, ours for Nicira's fields
@@ -62,6 +70,7 @@ pub mod field_no {
     pub const ARP_THA: u8 = 25;
     pub const IPV6_SRC: u8 = 26;
     pub const IPV6_DST: u8 = 27;
+    pub const IPV6_FLABEL: u8 = 28;
     pub const ICMPV6_TYPE: u8 = 29;
     pub const ICMPV6_CODE: u8 = 30;
     pub const TUNNEL_ID: u8 = 38;
@@ -75,6 +84,9 @@ pub mod field_no {
     pub const REG15: u8 = REG0 + 15;
     /// Nicira's IP TTL (on the wire: class 0x0001, field 29).
     pub const IP_TTL: u8 = 118;
+    /// Nicira's TCP flags (on the wire: class 0x0001, field 34; or ONF's experimenter
+    /// field 42).
+    pub const TCP_FLAGS: u8 = 119;
 }
 
 /// Register `n`'s field number (`n` below 16).
@@ -84,7 +96,7 @@ pub const fn register_field_no(n: u8) -> u8 {
 
 /// Every field a match may hold, in the order a match is written and table features list
 /// them.
-pub const MATCH_FIELDS: [u8; 47] = [
+pub const MATCH_FIELDS: [u8; 49] = [
     field_no::IN_PORT,
     field_no::METADATA,
     field_no::ETH_DST,
@@ -110,12 +122,14 @@ pub const MATCH_FIELDS: [u8; 47] = [
     field_no::ARP_THA,
     field_no::IPV6_SRC,
     field_no::IPV6_DST,
+    field_no::IPV6_FLABEL,
     field_no::ICMPV6_TYPE,
     field_no::ICMPV6_CODE,
     field_no::TUNNEL_ID,
     field_no::TUN_IPV4_SRC,
     field_no::TUN_IPV4_DST,
     field_no::IP_TTL,
+    field_no::TCP_FLAGS,
     register_field_no(0),
     register_field_no(1),
     register_field_no(2),
@@ -152,6 +166,7 @@ pub fn wire_header(number: u8) -> (u16, u8) {
         field_no::TUN_IPV4_DST => (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST),
         field_no::REG0..=field_no::REG15 => (CLASS_NXM_1, number - field_no::REG0),
         field_no::IP_TTL => (CLASS_NXM_1, NXM_NX_IP_TTL),
+        field_no::TCP_FLAGS => (CLASS_NXM_1, NXM_NX_TCP_FLAGS),
         _ => (CLASS_BASIC, number),
     }
 }
@@ -164,6 +179,7 @@ fn from_wire(class: u16, number: u8) -> Option<u8> {
         (CLASS_NXM_1, NXM_NX_TUN_IPV4_DST) => Some(field_no::TUN_IPV4_DST),
         (CLASS_NXM_1, n) if n < NXM_NX_REGISTERS => Some(register_field_no(n)),
         (CLASS_NXM_1, NXM_NX_IP_TTL) => Some(field_no::IP_TTL),
+        (CLASS_NXM_1, NXM_NX_TCP_FLAGS) => Some(field_no::TCP_FLAGS),
         _ => None,
     }
 }
@@ -225,11 +241,13 @@ impl OxmField {
             field_no::ARP_THA => f(Field::ArpTha, 6, true),
             field_no::IPV6_SRC => f(Field::Ipv6Src, 16, true),
             field_no::IPV6_DST => f(Field::Ipv6Dst, 16, true),
+            field_no::IPV6_FLABEL => f(Field::Ipv6Label, 4, true),
             field_no::TUNNEL_ID => f(Field::TunId, 8, true),
             field_no::TUN_IPV4_SRC => f(Field::TunSrc, 4, true),
             field_no::TUN_IPV4_DST => f(Field::TunDst, 4, true),
             field_no::REG0..=field_no::REG15 => f(Field::Reg(number - field_no::REG0), 4, true),
             field_no::IP_TTL => f(Field::NwTtl, 1, false),
+            field_no::TCP_FLAGS => f(Field::TcpFlags, 2, true),
             _ => return None,
         })
     }
@@ -248,15 +266,27 @@ pub struct Oxm {
     pub mask: Option<u128>,
 }
 
-/// Reads one OXM TLV of the basic class or a Nicira field of ours (a value of at most 16
-/// bytes).
+/// Reads one OXM TLV of the basic class, a Nicira field of ours, or ONF's `tcp_flags` (a
+/// value of at most 16 bytes).
 pub fn read_oxm(r: &mut Reader<'_>) -> Result<Oxm, OfpError> {
     let class = r.u16().map_err(|_| bad_match::BAD_LEN)?;
     let number_mask = r.u8().map_err(|_| bad_match::BAD_LEN)?;
     let len = usize::from(r.u8().map_err(|_| bad_match::BAD_LEN)?);
-    let body = r.take(len).map_err(|_| bad_match::BAD_LEN)?;
+    let mut body = r.take(len).map_err(|_| bad_match::BAD_LEN)?;
     let has_mask = number_mask & 1 == 1;
-    let number = from_wire(class, number_mask >> 1).ok_or(bad_match::BAD_FIELD)?;
+    let number = match class {
+        // The length counts the experimenter's id, which comes first.
+        CLASS_EXPERIMENTER => {
+            let (id, rest) = body.split_first_chunk::<4>().ok_or(bad_match::BAD_LEN)?;
+            body = rest;
+            match (u32::from_be_bytes(*id), number_mask >> 1) {
+                (ONF_EXPERIMENTER, ONFOXM_ET_TCP_FLAGS) => field_no::TCP_FLAGS,
+                _ => return Err(bad_match::BAD_FIELD),
+            }
+        }
+        _ => from_wire(class, number_mask >> 1).ok_or(bad_match::BAD_FIELD)?,
+    };
+    let len = body.len();
     let Some(info) = OxmField::of(number) else {
         return Err(bad_match::BAD_FIELD);
     };
@@ -339,8 +369,12 @@ fn check_prerequisites(m: &Match, seen: &[bool; FIELD_NUMBERS]) -> Result<(), Of
         }
         field_no::IP_DSCP | field_no::IP_ECN | field_no::IP_PROTO | field_no::IP_TTL => ip,
         field_no::IPV4_SRC | field_no::IPV4_DST => eth_type == Some(DL_TYPE_IPV4),
-        field_no::IPV6_SRC | field_no::IPV6_DST => eth_type == Some(DL_TYPE_IPV6),
-        field_no::TCP_SRC | field_no::TCP_DST => ip && proto == Some(NW_PROTO_TCP),
+        field_no::IPV6_SRC | field_no::IPV6_DST | field_no::IPV6_FLABEL => {
+            eth_type == Some(DL_TYPE_IPV6)
+        }
+        field_no::TCP_SRC | field_no::TCP_DST | field_no::TCP_FLAGS => {
+            ip && proto == Some(NW_PROTO_TCP)
+        }
         field_no::UDP_SRC | field_no::UDP_DST => ip && proto == Some(NW_PROTO_UDP),
         field_no::ICMPV4_TYPE | field_no::ICMPV4_CODE => {
             eth_type == Some(DL_TYPE_IPV4) && proto == Some(NW_PROTO_ICMP)
@@ -429,7 +463,7 @@ pub fn write_oxms(w: &mut Writer, m: &Match) {
         if number == field_no::VLAN_PCP && !vid_present {
             continue;
         }
-        // ARP's hardware addresses and IPv6's addresses share bits (see crate::field).
+        // ARP's fields share bits with IPv6's and TCP's (see crate::field).
         if OxmField::of(number).is_some_and(|info| !m.owns(info.field)) {
             continue;
         }
@@ -508,6 +542,10 @@ mod tests {
             "in_port=10,tun_id=42,tun_src=192.168.77.2,tun_dst=192.168.77.0/24",
             "reg0=0x5,reg15=0x100/0xff00,ip",
             "ipv6,nw_ttl=64",
+            "tcp,tcp_flags=+syn-ack",
+            "tcp6,tcp_flags=fin|ack",
+            "ipv6,ipv6_label=0x12345",
+            "ipv6,ipv6_label=0x10000/0xf0000",
         ] {
             let spec = parse_match(text).unwrap();
             assert_eq!(decoded(&encoded(text)), Ok(spec.flow_match), "{text}");
@@ -551,6 +589,89 @@ mod tests {
         assert_eq!(match_of(&dscp), Err(bad_match::BAD_VALUE));
         // A match whose length field runs past the message.
         assert_eq!(decoded(&[0, 1, 0, 40, 0, 0]), Err(bad_match::BAD_LEN));
+    }
+
+    /// `tcp_flags` goes out as Nicira's field and comes in as that or as ONF's experimenter
+    /// field (as Open vSwitch sends it over OpenFlow 1.3); the flow label is a basic field.
+    #[test]
+    fn tcp_flags_and_the_flow_label() {
+        let tcp = [0x80, 0, 10, 2, 0x08, 0, 0x80, 0, 20, 1, 6]; // eth_type ip, ip_proto 6
+        let nicira = [0, 1, 34 << 1 | 1, 4, 0, 0x02, 0, 0x12]; // NXM_NX_TCP_FLAGS, masked
+        let header = [0, 1, 0, 4 + (tcp.len() + nicira.len()) as u8];
+        let mut expected = [&header[..], &tcp, &nicira].concat();
+        expected.resize(expected.len().next_multiple_of(8), 0);
+        assert_eq!(encoded("tcp,tcp_flags=+syn-ack"), expected);
+        let onf = [
+            0xff,
+            0xff,
+            42 << 1 | 1,
+            8,
+            0x4f,
+            0x4e,
+            0x46,
+            0,
+            0,
+            0x02,
+            0,
+            0x12,
+        ];
+        let header = [0, 1, 0, 4 + (tcp.len() + onf.len()) as u8];
+        let mut bytes = [&header[..], &tcp, &onf].concat();
+        bytes.resize(bytes.len().next_multiple_of(8), 0);
+        let want = parse_match("tcp,tcp_flags=+syn-ack").unwrap().flow_match;
+        assert_eq!(decoded(&bytes), Ok(want));
+        // Another experimenter's field, or ONF's without its id, is none of ours.
+        bytes[19] = 0x47;
+        assert_eq!(decoded(&bytes), Err(bad_match::BAD_FIELD));
+        let cut = [
+            0,
+            1,
+            0,
+            8,
+            0xff,
+            0xff,
+            42 << 1,
+            2,
+            0,
+            0x02,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        assert_eq!(decoded(&cut), Err(bad_match::BAD_LEN));
+        // tcp_flags needs TCP; the flow label IPv6, and 20 bits.
+        let udp = [0x80, 0, 10, 2, 0x08, 0, 0x80, 0, 20, 1, 17];
+        let header = [0, 1, 0, 4 + (udp.len() + nicira.len()) as u8];
+        let mut bytes = [&header[..], &udp, &nicira].concat();
+        bytes.resize(bytes.len().next_multiple_of(8), 0);
+        assert_eq!(decoded(&bytes), Err(bad_match::BAD_PREREQ));
+        let label = |value: u8| {
+            let oxms = [
+                0x80,
+                0,
+                10,
+                2,
+                0x86,
+                0xdd,
+                0x80,
+                0,
+                28 << 1,
+                4,
+                0,
+                value,
+                0,
+                1,
+            ];
+            let mut bytes = [&[0, 1, 0, 4 + oxms.len() as u8][..], &oxms].concat();
+            bytes.resize(bytes.len().next_multiple_of(8), 0);
+            decoded(&bytes)
+        };
+        let want = parse_match("ipv6,ipv6_label=0xf0001").unwrap().flow_match;
+        assert_eq!(label(0x0f), Ok(want));
+        assert_eq!(label(0x10), Err(bad_match::BAD_VALUE));
     }
 
     #[test]
