@@ -433,7 +433,8 @@ fn ovs_ofctl_prints_our_rules_as_we_do() {
         rule.flow_match.set(Field::TunOpts, 0, 0);
         for field in [Field::InPort, Field::NwProto, Field::NwTtl, Field::ArpOp] {
             let (value, mask) = rule.flow_match.field(field);
-            if mask != 0 {
+            // ARP's opcode's bits are TCP's flags in a TCP match.
+            if mask != 0 && rule.flow_match.owns(field) {
                 let most = if field == Field::InPort { 0xfeff } else { 0xff };
                 rule.flow_match
                     .set(field, value.min(most), field.full_mask());

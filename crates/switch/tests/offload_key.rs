@@ -30,8 +30,14 @@ proptest! {
         changed.extend(std::iter::repeat_n(0u8, extra));
         let i = at.index(changed.len());
         changed[i] = value;
+        // The key leaves TCP's flags out: a megaflow that pins them never becomes an entry
+        // (dpif::process).
+        let without_flags = |frame: &[u8]| FlowKey {
+            tcp_flags: 0,
+            ..FlowKey::parse(frame, 1)
+        };
         if fast_key(&changed, 3) == key {
-            prop_assert_eq!(FlowKey::parse(&changed, 1), FlowKey::parse(&original, 1));
+            prop_assert_eq!(without_flags(&changed), without_flags(&original));
         }
     }
 

@@ -58,7 +58,10 @@ struct Entry {
 }
 
 /// The fields each stage adds, in lookup order; the last stage is the whole mask. The
-/// pipeline's state comes first with the input port, as in Open vSwitch.
+/// pipeline's state comes first with the input port, as in Open vSwitch. ARP's opcode is
+/// left to the last stage with the transport's fields: its bits are TCP's flags in a TCP
+/// flow, which a lookup must not look at before it knows the protocol is TCP (a UDP flow's
+/// megaflow would pin them, and lose the offload, whose key has no flags).
 const STAGES: [&[Field]; 3] = [
     &with_registers::<2, 18>([Field::InPort, Field::Metadata]),
     &[Field::DlSrc, Field::DlDst, Field::VlanTci, Field::DlType],
@@ -74,7 +77,6 @@ const STAGES: [&[Field]; 3] = [
         Field::NwTtl,
         Field::ArpSpa,
         Field::ArpTpa,
-        Field::ArpOp,
         Field::ArpSha,
         Field::ArpTha,
     ],

@@ -439,7 +439,10 @@ fn offer_to_offload(
         return;
     }
     let decision = &megaflow.decision;
-    let by_tcp_flags = Field::TcpFlags.get(megaflow.flow_match.mask()) != 0;
+    // (In an ARP flow those bits are the opcode's.)
+    let (value, mask) = (megaflow.flow_match.value(), megaflow.flow_match.mask());
+    let by_tcp_flags = Field::TcpFlags.get(mask) != 0
+        && Field::NwProto.get(value) == u128::from(IpProtocol::TCP.0);
     let unfit = completed || frame.tail().len > 0 || by_tcp_flags;
     let offloadable = !unfit
         && matches!(

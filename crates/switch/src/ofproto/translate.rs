@@ -509,6 +509,34 @@ mod tests {
         assert_eq!(Field::TpDst.get(&wildcards), 0);
     }
 
+    /// TCP's flags share ARP's opcode's bits: a lookup looks at them only once it knows the
+    /// flow is TCP, so a UDP flow's megaflow leaves them out (and can be offloaded).
+    #[test]
+    fn tcp_flags_are_examined_only_in_tcp_flows() {
+        let tables = tables(&[
+            "priority=20,tcp,tcp_flags=+fin,actions=drop",
+            "priority=30,tcp,tp_dst=22,tcp_flags=+syn,actions=drop",
+            "priority=10,actions=output:2",
+        ]);
+        let packet = |proto: u128| {
+            flow(&[
+                (Field::InPort, 1),
+                (Field::DlType, 0x0800),
+                (Field::NwProto, proto),
+                (Field::TpDst, 22),
+                (Field::TcpFlags, 0x002),
+            ])
+        };
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet(17), &mut wildcards);
+        assert_eq!(decision.actions, vec![Action::Output(2)]);
+        assert_eq!(Field::TcpFlags.get(&wildcards), 0);
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet(6), &mut wildcards);
+        assert_eq!(decision.actions, vec![]);
+        assert_eq!(Field::TcpFlags.get(&wildcards), 0x002);
+    }
+
     #[test]
     fn dec_ttl_examined_later_pins_the_ttl_and_unexamined_does_not() {
         let tables = tables(&[
