@@ -59,6 +59,17 @@ impl Prerequisite {
         }
     }
 
+    /// The fields [`Prerequisite::is_met_by`] reads.
+    pub fn fields(self) -> &'static [Field] {
+        match self {
+            Prerequisite::None => &[],
+            Prerequisite::Ipv4 | Prerequisite::Ipv6 | Prerequisite::Ip | Prerequisite::Arp => {
+                &[Field::DlType]
+            }
+            _ => &[Field::DlType, Field::NwProto],
+        }
+    }
+
     /// True if every packet `flow_match` admits has the protocol this prerequisite asks for.
     pub fn is_met_by(self, flow_match: &Match) -> bool {
         let dl_type = flow_match.exact(Field::DlType);

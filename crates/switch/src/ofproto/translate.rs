@@ -17,6 +17,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::{SETTABLE_FIELDS, action_set_slot};
 use crate::field::{Field, FlowBits};
+use crate::flow_match::Match;
 use crate::group::{Bucket, BucketsTaken, Group, GroupType, GroupVisit};
 use crate::learn::{LearnId, port_action};
 use crate::meter::METER_CONTROLLER;
@@ -172,6 +173,9 @@ impl<'a> Translation<'a> {
         let mut rest = actions;
         while let Some((action, tail)) = rest.split_first() {
             rest = tail;
+            if !self.prerequisites_met(action) {
+                continue;
+            }
             match *action {
                 Action::ClearActions => self.action_set.clear(),
                 Action::WriteActions(n) => {
@@ -240,6 +244,23 @@ const SELECT_FIELDS: [Field; 10] = [
 ];
 
 impl Translation<'_> {
+    /// Whether the flow has the fields `action` reads or writes. A rule's actions always do
+    /// (they were checked against its match, and no action changes the protocol), but a
+    /// group's buckets and a PACKET_OUT's actions meet no match: there an action on a field
+    /// the packet lacks (an IPv6 flow label in an ARP packet, whose bits are ARP's sender
+    /// address) is skipped, as Open vSwitch skips it. What the answer read is pinned.
+    fn prerequisites_met(&mut self, action: &Action) -> bool {
+        let prerequisites = action.prerequisites();
+        if prerequisites.is_empty() {
+            return true;
+        }
+        for field in prerequisites.iter().flat_map(|p| p.fields()) {
+            field.or_mask(self.wildcards, field.full_mask());
+        }
+        let flow = Match::exactly(&self.flow);
+        prerequisites.iter().all(|p| p.is_met_by(&flow))
+    }
+
     /// Keeps meter `id` with the decision, for the datapath to charge; whether there is one.
     fn keep_meter(&mut self, id: u32) -> bool {
         let Some(meter) = self.tables.meter(id) else {
@@ -647,6 +668,47 @@ mod tests {
 
     fn visit(group: u32, taken: BucketsTaken) -> GroupVisit {
         GroupVisit { group, taken }
+    }
+
+    /// A bucket meets no rule's match: an action on a field the packet lacks is skipped
+    /// there, so it cannot write ARP's bits as IPv6's flow label (and a learn then read them).
+    #[test]
+    fn a_bucket_skips_actions_on_fields_the_packet_lacks() {
+        let mut tables = tables(&["arp,actions=group:7"]);
+        let buckets = vec![bucket(
+            "set_field:0x5->ipv6_label,learn(table=1,eth_type=0x806,NXM_OF_ARP_SPA[]),output:2",
+            0,
+            None,
+        )];
+        let group = crate::group::Group {
+            id: 7,
+            kind: GroupType::All,
+            buckets,
+        };
+        tables.set_group(group, false, Duration::ZERO).unwrap();
+        let packet = flow(&[
+            (Field::DlType, 0x0806),
+            (Field::ArpSpa, 0x0a00_0001),
+            (Field::ArpOp, 1),
+        ]);
+        let mut wildcards = FlowBits::ZERO;
+        let decision = translate(&tables, &packet, &mut wildcards);
+        assert_eq!(decision.actions, [Action::Output(2)]);
+        let learned = &decision.learned[0].flow_match;
+        assert_eq!(learned.exact(Field::ArpSpa), Some(0x0a00_0001));
+        // An IPv6 packet's label is written (and put back after the bucket).
+        tables.add(parse_rule("ipv6,actions=group:7").unwrap(), Duration::ZERO);
+        let packet = flow(&[(Field::DlType, 0x86dd), (Field::Ipv6Label, 1)]);
+        let decision = translate(&tables, &packet, &mut wildcards);
+        assert_eq!(
+            decision.actions,
+            [
+                Action::SetField(Field::Ipv6Label, 5),
+                Action::Output(2),
+                Action::SetField(Field::Ipv6Label, 1)
+            ]
+        );
+        assert!(decision.learned.is_empty(), "ARP's learn is skipped");
     }
 
     #[test]
