@@ -47,6 +47,7 @@ fn prometheus_reads_the_counts_the_switch_reports() {
         "wirespeed_switch_cache_hits_total",
         "wirespeed_switch_upcalls_total",
         "wirespeed_switch_rules",
+        "wirespeed_switch_learned_rules_dropped_total",
     ] {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
@@ -62,6 +63,11 @@ fn prometheus_reads_the_counts_the_switch_reports() {
         sample(&text, "wirespeed_switch_rules", &[("table", "0")]),
         1.0,
         "the normal rule"
+    );
+    assert_eq!(
+        sample(&text, "wirespeed_switch_learned_rules_dropped_total", &[]),
+        0.0,
+        "no learn, nothing dropped"
     );
     let via_ctl = s.ctl_ok(&["metrics"]);
     assert_promtool_accepts(&via_ctl);

@@ -132,7 +132,7 @@ fn replace_flows_makes_the_table_the_files_and_diff_flows_says_how_they_differ()
     );
     assert_eq!(
         s.ctl_ok(&["replace-flows", &file]).trim(),
-        "1 flows added, 1 changed, 2 deleted, 1 kept"
+        "1 flow added, 1 changed, 2 deleted, 1 kept"
     );
     assert_eq!(
         flows_of(&s),
@@ -620,7 +620,7 @@ fn ctl_adds_changes_and_deletes_groups() {
     let done = s.ctl_with_input(&["add-groups", "-"], groups);
     assert_eq!(
         String::from_utf8_lossy(&done.stdout).trim(),
-        "1 groups added",
+        "1 group added",
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );

@@ -58,6 +58,14 @@ const LONGEST_QUOTED: usize = 200;
 
 /// `text` with each word (a run without spaces) longer than LONGEST_QUOTED cut to its start
 /// and how long it was: a megabyte of bad action is named, not echoed.
+/// `1 flow added`, `2 flows added`: how many of `what` a command added.
+pub(crate) fn added(n: usize, what: &str) -> String {
+    match n {
+        1 => format!("1 {what} added"),
+        n => format!("{n} {what}s added"),
+    }
+}
+
 fn clip_long_words(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(4096));
     for (i, word) in text.split(' ').enumerate() {
@@ -238,8 +246,11 @@ fn apply(
             let (n, deleted) = dp.tables.replace_all(rules, now);
             *removed = deleted;
             Response::ok(format!(
-                "{} flows added, {} changed, {} deleted, {} kept",
-                n.added, n.changed, n.deleted, n.kept
+                "{}, {} changed, {} deleted, {} kept",
+                added(n.added, "flow"),
+                n.changed,
+                n.deleted,
+                n.kept
             ))
         }
         Edit::Add(rules) => {
@@ -249,7 +260,7 @@ fn apply(
             }
             Response::ok(match flow {
                 Some(_) => String::new(),
-                None => format!("{n} flows added"),
+                None => added(n, "flow"),
             })
         }
         Edit::Modify(m) => {
@@ -671,6 +682,10 @@ fn dump_cache(bridge: &Bridge) -> String {
                 let _ = write!(out, "\nfast_path: {e}");
             }
         }
+    }
+    let learned_rules_dropped = bridge.ofproto().tables.learned.dropped;
+    if learned_rules_dropped > 0 {
+        let _ = write!(out, "\nlearn: dropped={learned_rules_dropped}");
     }
     if let Some((config, e)) = bridge.flow_export() {
         let _ = write!(

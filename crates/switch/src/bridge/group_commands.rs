@@ -2,6 +2,7 @@
 //! `mod-group`, `del-groups`, `dump-groups` and `dump-group-stats`, over the same groups as
 //! OpenFlow's GROUP_MOD.
 
+use crate::bridge::commands::added;
 use crate::bridge::control::Response;
 use crate::bridge::{Bridge, RemovedReason};
 use crate::ofctl::flow_parse::parse_lines;
@@ -96,6 +97,6 @@ fn add_groups(bridge: &mut Bridge, text: &str) -> Response {
             }
         }
         dp.tables.keep();
-        Response::ok(format!("{n} groups added"))
+        Response::ok(added(n, "group"))
     })
 }

@@ -27,6 +27,8 @@ pub struct BridgeFigures {
     pub rules: BTreeMap<u8, usize>,
     /// Addresses in the learning table.
     pub learned: usize,
+    /// Rules `learn` actions built that a full queue dropped ([`crate::ofproto::learned`]).
+    pub learned_rules_dropped: u64,
     pub fast_path: Option<FastPathFigures>,
     /// The flow export's counts (`--ipfix`).
     pub ipfix: Option<ExportStats>,
@@ -289,6 +291,13 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         &[],
         b.learned as f64,
     );
+    e.counter(
+        "wirespeed_switch_learned_rules_dropped_total",
+        "Rules learn actions built, dropped because the queue to the rule tables was full \
+         (their flows learn them again at their next packet).",
+        &[],
+        b.learned_rules_dropped,
+    );
     if let Some(x) = &b.ipfix {
         ipfix_figures(e, x);
     }
@@ -465,6 +474,7 @@ impl Bridge {
             *rules.entry(r.rule.table).or_insert(0) += 1;
         }
         let learned = dp.mac_table.len();
+        let learned_rules_dropped = dp.tables.learned.dropped;
         let meters = dp
             .tables
             .meters()
@@ -481,6 +491,7 @@ impl Bridge {
         let figures = BridgeFigures {
             rules,
             learned,
+            learned_rules_dropped,
             fast_path,
             ipfix: self.flow_export().map(|(_, stats)| stats),
             meters,
