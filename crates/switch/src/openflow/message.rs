@@ -549,7 +549,8 @@ mod tests {
     }
 
     /// FLOW_MODs laid out by hand as ovs-ofctl sends them (the fuzz corpus's seeds): one with
-    /// registers, `load`, `move` and `output:SRC`; the same with a learn (`learn_wire`'s).
+    /// registers, `load`, `move` and `output:SRC`; the same with a learn (`learn_wire`'s); one
+    /// matching `tcp_flags` as ONF's experimenter field.
     #[test]
     fn hand_made_flow_mods_decode() {
         for (bytes, text) in [
@@ -563,6 +564,10 @@ mod tests {
                 "priority=0x8000,ip,reg0=5,nw_ttl=64,actions=learn(table=10,eth_type=0x800,\
                  NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
                  load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15])",
+            ),
+            (
+                &include_bytes!("../../../../fuzz/corpus/openflow_message/flow_mod_tcp_flags")[..],
+                "priority=0x8000,tcp,tcp_flags=+syn-ack,actions=output:2",
             ),
         ] {
             let (_, Incoming::FlowMod(got)) = decode(bytes).unwrap() else {
