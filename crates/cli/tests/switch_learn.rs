@@ -123,7 +123,7 @@ fn ovs_ofctl_learn_teaches_the_switch_where_hosts_are() {
     // What this switch cannot learn is refused with OpenFlow's error, and nothing is added.
     let (ok, text) = s.ofctl(&[
         "add-flow",
-        "table=3,actions=learn(table=10,delete_learned,NXM_OF_ETH_DST[])",
+        "table=3,actions=learn(table=10,fin_idle_timeout=5,NXM_OF_ETH_DST[])",
     ]);
     assert!(!ok && text.contains("OFPBAC_BAD_ARGUMENT"), "{text}");
     assert!(!s.ofctl_ok(&["dump-flows"]).contains("table=3"));
@@ -162,6 +162,85 @@ fn learning_again_keeps_a_learned_rule_while_packets_come() {
             "the learned rules outlived their hard timeout without packets"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `delete_learned`, as in Open vSwitch: deleting the learning rule deletes the rules it
+/// learned (those of its learn's table with its learn's cookie), and the controllers hear of
+/// each that asked (FLOW_REMOVED, reason delete). Other rules of that table stay.
+#[test]
+fn deleting_a_delete_learned_rule_deletes_what_it_learned() {
+    let s = Switched::new("odl", &["--openflow", "ptcp:"]);
+    let learning = "table=0,priority=10,actions=learn(table=10,cookie=0x5,send_flow_rem,\
+                    delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+                    load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,10),resubmit(,1)";
+    for flow in [
+        learning,
+        PIPELINE[1],
+        PIPELINE[2],
+        "table=10,cookie=0x6,dl_dst=02:00:00:00:00:99,actions=drop",
+    ] {
+        s.ofctl_ok(&["add-flow", flow]);
+    }
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
+    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
+    // A controller that stays connected and prints what the switch tells it (on stderr).
+    let unixctl = ScratchFile::new("odl-monitor.ctl");
+    let told = ScratchFile::new("odl-monitor.out");
+    let mut monitor = std::process::Command::new("ip")
+        .args(["netns", "exec", &s.c.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
+        .arg(format!("--unixctl={}", &*unixctl))
+        .args(["monitor", "tcp:127.0.0.1:6653"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&*told).unwrap())
+        .spawn()
+        .unwrap();
+
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while lines(&s.ofctl_ok(&["dump-flows"]), "table=10").len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "nothing learned");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dump = s.ofctl_ok(&["dump-flows", "table=0"]);
+    assert!(
+        dump.contains("learn(table=10,send_flow_rem,delete_learned,cookie=0x5,"),
+        "ovs-ofctl reads the learn back: {dump}"
+    );
+
+    s.ofctl_ok(&["del-flows", "--strict", "table=0,priority=10"]);
+    let table_10 = lines(&s.ofctl_ok(&["dump-flows"]), "table=10");
+    assert_eq!(table_10.len(), 1, "{table_10:?}");
+    assert!(table_10[0].contains("cookie=0x6"), "{table_10:?}");
+    // FLOW_REMOVED for each learned rule (they asked), not for the learning rule (it did
+    // not).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let removed = loop {
+        let text = std::fs::read_to_string(&*told).unwrap();
+        let removed: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("OFPT_FLOW_REMOVED"))
+            .map(str::to_string)
+            .collect();
+        if removed.len() >= 2 || std::time::Instant::now() > deadline {
+            break removed;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    let text = std::fs::read_to_string(&*told).unwrap();
+    assert_eq!(removed.len(), 2, "{text}");
+    assert_eq!(text.matches("OFPT_FLOW_REMOVED").count(), 2, "{text}");
+    for mac in [&mac_a, &mac_b] {
+        assert!(
+            removed.iter().any(|l| l.contains(&format!("dl_dst={mac}"))
+                && l.contains("reason=delete")
+                && l.contains("table_id=10")),
+            "{mac}: {text}"
+        );
     }
 }
 

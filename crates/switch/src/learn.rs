@@ -19,6 +19,8 @@ use crate::subfield::{Nxm, Subfield};
 
 /// OpenFlow's `OFPFF_SEND_FLOW_REM`: a learned rule with `send_flow_rem` has it.
 pub const SEND_FLOW_REM: u16 = 1;
+/// Nicira's `NX_LEARN_F_DELETE_LEARNED`, on the wire (`delete_learned`).
+pub const DELETE_LEARNED: u16 = 1 << 1;
 /// Distinct learns kept at most; a controller sending more is refused.
 pub const MAX_LEARNS: usize = 65536;
 /// Specs a learn holds at most (Open vSwitch's are bounded by the action's 64 KiB only).
@@ -55,6 +57,10 @@ pub struct Learn {
     pub cookie: u64,
     /// The learned rule sends a FLOW_REMOVED when it goes (`send_flow_rem`).
     pub send_flow_rem: bool,
+    /// When the last rule holding a learn with this one's table and cookie and this flag
+    /// goes, every rule of that table with that cookie goes too (`delete_learned`, as in
+    /// Open vSwitch: see [`crate::ofproto::learned::delete_learned_flows`]).
+    pub delete_learned: bool,
     pub specs: Vec<LearnSpec>,
 }
 
@@ -68,6 +74,7 @@ impl Default for Learn {
             hard_timeout: 0,
             cookie: 0,
             send_flow_rem: false,
+            delete_learned: false,
             specs: Vec::new(),
         }
     }
@@ -289,6 +296,9 @@ impl fmt::Display for Learn {
         if self.send_flow_rem {
             f.write_str(",send_flow_rem")?;
         }
+        if self.delete_learned {
+            f.write_str(",delete_learned")?;
+        }
         if self.cookie != 0 {
             write!(f, ",cookie={:#x}", self.cookie)?;
         }
@@ -375,6 +385,7 @@ struct Kept {
     learns: Vec<Arc<Learn>>,
     ids: HashMap<Arc<Learn>, u32>,
     specs: usize,
+    any_delete_learned: bool,
 }
 
 /// Read by every translation that meets a learn, written when a new one is parsed.
@@ -404,6 +415,7 @@ impl LearnId {
         }
         let id = kept.learns.len() as u32;
         kept.specs += learn.specs.len();
+        kept.any_delete_learned |= learn.delete_learned;
         let learn = Arc::new(learn);
         kept.learns.push(learn.clone());
         kept.ids.insert(learn, id);
@@ -413,6 +425,15 @@ impl LearnId {
     pub fn get(self) -> Arc<Learn> {
         let kept = kept().read().unwrap_or_else(|e| e.into_inner());
         kept.learns[self.0 as usize].clone()
+    }
+
+    /// Whether any learn kept so far has `delete_learned` (none: the tables need not be
+    /// looked at for it after a change).
+    pub fn any_delete_learned() -> bool {
+        kept()
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .any_delete_learned
     }
 }
 

@@ -193,6 +193,7 @@ fn random_learn(rng: &mut Rng) -> Option<LearnId> {
         hard_timeout: maybe(rng) as u16,
         cookie: maybe(rng),
         send_flow_rem: rng.below(2) == 0,
+        delete_learned: rng.below(2) == 0,
         specs: Vec::new(),
     };
     if rng.below(2) == 0 {
@@ -371,9 +372,13 @@ fn ovs_match_and_actions(line: &str) -> String {
                 .any(|p| w.starts_with(p))
         })
         .collect();
-    let text = words.join(" ");
-    // OpenFlow 1.0 has no set-field for the TTL: ovs-ofctl writes it as an NXM load.
-    let (head, actions) = text.split_once("actions=").unwrap_or((&text, ""));
+    ttl_loads_as_set_field(&words.join(" "))
+}
+
+/// OpenFlow 1.0 has no set-field for the TTL: ovs-ofctl writes it as an NXM load, which a
+/// whole-field load of ours is too. Both sides read it as the set-field.
+fn ttl_loads_as_set_field(text: &str) -> String {
+    let (head, actions) = text.split_once("actions=").unwrap_or((text, ""));
     let actions: Vec<String> = actions
         .split(',')
         .map(|a| {
@@ -392,10 +397,11 @@ fn ovs_match_and_actions(line: &str) -> String {
 /// The same part of our `dump-flows` line: after the counters, without the timeouts.
 fn our_match_and_actions(line: &str) -> String {
     let rest = line.split_once("n_bytes=3456, ").expect("a dump line").1;
-    rest.split(", ")
+    let words: Vec<&str> = rest
+        .split(", ")
         .filter(|w| !w.starts_with("idle_timeout=") && !w.starts_with("hard_timeout="))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    ttl_loads_as_set_field(&words.join(", "))
 }
 
 /// ovs-ofctl judges the shape: for random rules, `ovs-ofctl parse-flow` of our `add-flow`

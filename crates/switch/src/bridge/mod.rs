@@ -243,6 +243,17 @@ impl Bridge {
         }
     }
 
+    /// Tells `events` about the rules `delete_learned` learns took with them, whatever
+    /// change took the learns (a delete, a timeout, a replace), as Open vSwitch tells them:
+    /// deleted.
+    fn tell_deleted_with_learns(&mut self) {
+        let deleted = std::mem::take(&mut lock(&self.ofproto).deleted_with_learns);
+        if !deleted.is_empty() {
+            let now = self.now();
+            self.tell_removed(deleted, RemovedReason::Delete, now);
+        }
+    }
+
     /// Sends flow records to an IPFIX collector as `config` says (see [`crate::ipfix`]).
     /// Call before [`Bridge::serve`]: the threads' megaflows are exact on a record's fields
     /// from their first packet on.
@@ -391,7 +402,7 @@ impl Bridge {
     pub fn edit<R>(&self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
         let mut caches: Vec<ControlGuard<'_>> =
             self.caches.iter().map(|c| c.for_control()).collect();
-        crate::ofproto::state::edit(&mut lock(&self.ofproto), &mut caches, change)
+        crate::ofproto::state::edit(&mut lock(&self.ofproto), &mut caches, self.now(), change)
     }
 
     /// Runs `read` on each thread's cache in turn (locked, between two of its rounds).
@@ -444,6 +455,7 @@ impl Bridge {
                 self.housekeeping();
                 self.publish_figures();
             }
+            self.tell_deleted_with_learns();
         }
         let parked = self.park();
         // Every flow's last report, from the threads' final counts.

@@ -1,5 +1,6 @@
 //! `learn(...)` in ovs-ofctl's flow syntax: the learned rule's settings (`table=10`,
-//! `priority=`, `idle_timeout=`, `hard_timeout=`, `cookie=`, `send_flow_rem`) and its specs:
+//! `priority=`, `idle_timeout=`, `hard_timeout=`, `cookie=`, `send_flow_rem`,
+//! `delete_learned`) and its specs:
 //!
 //! - `FIELD[BITS]` matches those bits on the packet's own;
 //! - `DST[BITS]=SRC[BITS]` matches DST on SRC's value (`NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[]`);
@@ -41,10 +42,8 @@ pub fn parse_learn(token: &str, inner: &str) -> Result<Action, FlowError> {
             ("hard_timeout", Some(v)) => learn.hard_timeout = number(v, 0xffff)? as u16,
             ("cookie", Some(v)) => learn.cookie = number(v, u64::MAX)?,
             ("send_flow_rem", None) => learn.send_flow_rem = true,
-            (
-                "fin_idle_timeout" | "fin_hard_timeout" | "delete_learned" | "limit" | "result_dst",
-                _,
-            ) => {
+            ("delete_learned", None) => learn.delete_learned = true,
+            ("fin_idle_timeout" | "fin_hard_timeout" | "limit" | "result_dst", _) => {
                 return Err(fail("not supported by this switch".into()));
             }
             _ => learn.specs.push(parse_spec(part).map_err(fail)?),
@@ -158,7 +157,7 @@ mod tests {
     fn refuses_with_the_reason() {
         for (text, reason) in [
             ("learn(table=255)", "'255' is not a number up to 254"),
-            ("learn(delete_learned)", "not supported by this switch"),
+            ("learn(limit=10)", "not supported by this switch"),
             ("learn(fin_idle_timeout=3)", "not supported by this switch"),
             (
                 "learn(nw_src=10.0.0.1)",

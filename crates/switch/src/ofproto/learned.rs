@@ -8,14 +8,56 @@
 //! As in Open vSwitch, a rule is learned again while packets take the learning path: the
 //! cached decision keeps what it learned, and each harvest of a megaflow that had packets
 //! learns it again, which restarts the learned rule's hard timeout.
+//!
+//! And as in Open vSwitch, a learn with `delete_learned` takes its learned rules with it:
+//! when no rule holds such a learn of a table and cookie any more, every rule of that table
+//! with that cookie goes ([`delete_learned_flows`], after each change to the tables).
 
 use core::time::Duration;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::flow_match::Match;
-use crate::ofproto::rule_table::RuleTables;
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
 use crate::rule::Rule;
+
+/// After a change: for each table and cookie of a `delete_learned` learn that a rule held
+/// when it went or changed, and that no rule holds any more, deletes the rules of that table
+/// with that cookie (and so on for learns those held). The rules deleted, for FLOW_REMOVED.
+pub fn delete_learned_flows(tables: &mut RuleTables) -> Vec<InstalledRule> {
+    let mut deleted = Vec::new();
+    loop {
+        let released: HashSet<(u8, u64)> = tables.take_released_learns().into_iter().collect();
+        if released.is_empty() {
+            return deleted;
+        }
+        let held = delete_learned_holders(tables);
+        for &(table, cookie) in released.difference(&held) {
+            deleted.extend(tables.delete_taking(&RuleSelector {
+                table: Some(table),
+                cookie: Some((cookie, u64::MAX)),
+                ..RuleSelector::default()
+            }));
+        }
+    }
+}
+
+/// The table and cookie of every `delete_learned` learn the rules' actions hold.
+fn delete_learned_holders(tables: &RuleTables) -> HashSet<(u8, u64)> {
+    let mut held = HashSet::new();
+    for (_, installed) in tables.iter() {
+        for action in &installed.rule.actions {
+            if let Action::Learn(id) = action {
+                let learn = id.get();
+                if learn.delete_learned {
+                    held.insert((learn.table, learn.cookie));
+                }
+            }
+        }
+    }
+    held
+}
 
 /// Distinct learned rules kept at most between two of the control side's visits.
 pub const MAX_PENDING: usize = 4096;
@@ -166,6 +208,60 @@ mod tests {
     fn add_pending(tables: &mut RuleTables, now: Duration) -> usize {
         let rules = take_pending(tables);
         add_learned(tables, rules, now, |_| {})
+    }
+
+    /// As in Open vSwitch: the learned rules (table 10, cookie 5) go with the last rule that
+    /// holds a `delete_learned` learn of that table and cookie, however it went, and a rule
+    /// they took takes its own learned rules in turn. Others stay.
+    #[test]
+    fn delete_learned_takes_the_learned_rules_with_the_last_learn() {
+        let learn = "learn(table=10,cookie=0x5,delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[])";
+        let mut tables = RuleTables::new();
+        for text in [
+            format!("priority=10,in_port=1,actions={learn},output:2"),
+            format!("priority=10,in_port=2,actions={learn},output:1"),
+            "table=10,cookie=0x5,dl_dst=0a:00:00:00:00:01,actions=drop".into(),
+            "table=10,cookie=0x6,dl_dst=0a:00:00:00:00:02,actions=drop".into(),
+            "table=11,cookie=0x5,dl_dst=0a:00:00:00:00:03,actions=drop".into(),
+            // A learned rule that learns in turn.
+            "table=10,cookie=0x5,dl_dst=0a:00:00:00:00:04,\
+             actions=learn(table=20,cookie=0x7,delete_learned,NXM_OF_ETH_SRC[])"
+                .into(),
+            "table=20,cookie=0x7,dl_src=0a:00:00:00:00:05,actions=drop".into(),
+        ] {
+            tables.add(parse_rule(&text).unwrap(), Duration::ZERO);
+        }
+        let remaining = |tables: &RuleTables| {
+            let mut left: Vec<(u8, u64)> = tables
+                .iter()
+                .map(|(_, r)| (r.rule.table, r.rule.cookie))
+                .collect();
+            left.sort();
+            left
+        };
+        let select = |text: &str| RuleSelector {
+            flow_match: crate::ofctl::flow_parse::parse_match(text)
+                .unwrap()
+                .flow_match,
+            ..RuleSelector::default()
+        };
+        // One of two holders goes: the other holds the learn still.
+        tables.delete_taking(&select("in_port=1"));
+        assert!(delete_learned_flows(&mut tables).is_empty());
+        assert_eq!(remaining(&tables).len(), 6);
+        // The last one's actions change: its learn goes, and the rules with it.
+        tables
+            .modify(&select("in_port=2"), &[Action::Output(1)], None)
+            .unwrap();
+        let deleted = delete_learned_flows(&mut tables);
+        let mut gone: Vec<(u8, u64)> = deleted
+            .iter()
+            .map(|r| (r.rule.table, r.rule.cookie))
+            .collect();
+        gone.sort();
+        assert_eq!(gone, [(10, 5), (10, 5), (20, 7)]);
+        assert_eq!(remaining(&tables), [(0, 0), (10, 6), (11, 5)]);
+        assert!(!tables.has_released_learns());
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct RuleTables {
     lookups: Vec<TableLookups>,
     /// The rules translations learned, for the control side to add.
     pub learned: Learned,
+    /// The table and cookie of each `delete_learned` learn a rule held when it went or its
+    /// actions changed, since the last look ([`crate::ofproto::learned::delete_learned_flows`]).
+    released_learns: Vec<(u8, u64)>,
 }
 
 /// A table's statistics: its rules, and what looked it up.
@@ -138,6 +141,19 @@ struct InstalledGroup {
     group: Group,
     added: Duration,
     counts: GroupCounts,
+}
+
+/// Notes the table and cookie of each `delete_learned` learn in `actions` (a rule's that
+/// goes or changes).
+fn note_released_learns(released: &mut Vec<(u8, u64)>, actions: &[Action]) {
+    for action in actions {
+        if let Action::Learn(id) = action {
+            let learn = id.get();
+            if learn.delete_learned {
+                released.push((learn.table, learn.cookie));
+            }
+        }
+    }
 }
 
 impl RuleTables {
@@ -484,6 +500,7 @@ impl RuleTables {
     /// Removes one rule; None if `id` is not installed.
     pub fn remove(&mut self, id: RuleId) -> Option<InstalledRule> {
         let installed = self.rules.get_mut(id.0 as usize)?.take()?;
+        note_released_learns(&mut self.released_learns, &installed.rule.actions);
         let table = usize::from(installed.rule.table);
         self.tables[table].remove(&installed.rule.flow_match, id);
         self.free.push(id.0);
@@ -611,6 +628,7 @@ impl RuleTables {
         let mut count = 0;
         for installed in self.rules.iter_mut().flatten() {
             if selector.selects(&installed.rule) {
+                note_released_learns(&mut self.released_learns, &installed.rule.actions);
                 installed.rule.actions = actions.to_vec();
                 if let Some(cookie) = new_cookie {
                     installed.rule.cookie = cookie;
@@ -630,10 +648,22 @@ impl RuleTables {
     pub fn modify_actions(&mut self, id: RuleId, actions: Vec<Action>, cookie: u64) {
         self.note_changed(id);
         if let Some(installed) = self.rules.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            note_released_learns(&mut self.released_learns, &installed.rule.actions);
             installed.rule.actions = actions;
             installed.rule.cookie = cookie;
             self.generation += 1;
         }
+    }
+
+    /// The table and cookie of each `delete_learned` learn a rule held when it went or its
+    /// actions changed since the last call (some other rule may hold one still).
+    pub fn take_released_learns(&mut self) -> Vec<(u8, u64)> {
+        std::mem::take(&mut self.released_learns)
+    }
+
+    /// Whether [`RuleTables::take_released_learns`] has any to give.
+    pub fn has_released_learns(&self) -> bool {
+        !self.released_learns.is_empty()
     }
 
     /// Restarts a rule's hard timeout at `now` (a `learn` learned it again). What the

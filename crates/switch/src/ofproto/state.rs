@@ -18,7 +18,7 @@ use crate::group::{Group, GroupError, GroupUsage};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
 use crate::ofproto::learned;
-use crate::ofproto::rule_table::RuleTables;
+use crate::ofproto::rule_table::{InstalledRule, RuleTables};
 use crate::rule::Rule;
 
 /// What the poll-mode threads of a bridge share: its rules, its learning table, its
@@ -29,6 +29,9 @@ pub struct Ofproto {
     /// The kernel's fast path, when the bridge offloads flows there.
     pub offload: Option<Offload>,
     ports: Vec<u32>,
+    /// Rules a `delete_learned` took with the learn that learned them ([`edit`]), for the
+    /// bridge to tell the controllers (FLOW_REMOVED).
+    pub deleted_with_learns: Vec<InstalledRule>,
 }
 
 impl Default for Ofproto {
@@ -57,6 +60,7 @@ impl Ofproto {
             mac_table: MacTable::default(),
             offload: None,
             ports: Vec::new(),
+            deleted_with_learns: Vec::new(),
         }
     }
 
@@ -237,16 +241,24 @@ impl SharedState for Ofproto {
 
 /// Runs `change` on the datapath for the control side, with `caches` (every thread's,
 /// locked) harvested first, so their counts go to the rules they were made from, and
-/// emptied after if the rules changed.
+/// emptied after if the rules changed. The rules a `delete_learned` learn that went takes
+/// with it go in the same change ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
     ofproto: &mut Ofproto,
     caches: &mut [impl DerefMut<Target = FlowCache>],
+    now: Duration,
     change: impl FnOnce(&mut Ofproto) -> R,
 ) -> R {
     for cache in caches.iter_mut() {
         cache.harvest(&mut ofproto.tables);
     }
     let result = change(ofproto);
+    if ofproto.tables.has_released_learns() {
+        // Rules are about to go: the kernel's entries first, as before any change.
+        let _ = ofproto.flush_offload(now);
+        let deleted = learned::delete_learned_flows(&mut ofproto.tables);
+        ofproto.deleted_with_learns.extend(deleted);
+    }
     let generation = ofproto.tables.generation();
     for cache in caches.iter_mut() {
         cache.revalidate(generation);
@@ -346,7 +358,12 @@ mod tests {
         }
 
         fn edit<R>(&mut self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
-            edit(&mut lock(&self.ofproto), &mut [&mut self.cache], change)
+            edit(
+                &mut lock(&self.ofproto),
+                &mut [&mut self.cache],
+                Duration::ZERO,
+                change,
+            )
         }
 
         /// The (n_packets, n_bytes) of each rule, in dump order, after a harvest.

@@ -5,7 +5,9 @@
 //! destination (a field's header and offset; none for an output), zeros to the end.
 
 use crate::action::Action;
-use crate::learn::{Learn, LearnErrorKind, LearnId, LearnSource, LearnSpec, SEND_FLOW_REM};
+use crate::learn::{
+    DELETE_LEARNED, Learn, LearnErrorKind, LearnId, LearnSource, LearnSpec, SEND_FLOW_REM,
+};
 use crate::openflow::error::{OfpError, bad_action};
 use crate::openflow::wire::{Reader, Writer};
 use crate::subfield::{Nxm, Subfield};
@@ -24,7 +26,8 @@ const N_BITS_MASK: u16 = 0x3ff;
 /// BAD_LEN for a spec cut short, BAD_SET_TYPE for an unknown field, BAD_SET_LEN for bits
 /// outside one, BAD_SET_ARGUMENT for a load into one that cannot be written,
 /// MATCH_INCONSISTENT for a match without its protocol's before it. The `fin_*` timeouts and
-/// `delete_learned` this switch does not do are refused (BAD_ARGUMENT).
+/// the flag `result_dst` needs (Open vSwitch's `learn2`, which this switch does not take)
+/// are refused (BAD_ARGUMENT).
 pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     let short = |_| bad_action::BAD_LEN;
     let idle_timeout = body.u16().map_err(short)?;
@@ -36,7 +39,8 @@ pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
     let pad = body.u8().map_err(short)?;
     let fin_idle = body.u16().map_err(short)?;
     let fin_hard = body.u16().map_err(short)?;
-    if pad != 0 || flags & !SEND_FLOW_REM != 0 || fin_idle != 0 || fin_hard != 0 {
+    if pad != 0 || flags & !(SEND_FLOW_REM | DELETE_LEARNED) != 0 || fin_idle != 0 || fin_hard != 0
+    {
         return Err(bad_action::BAD_ARGUMENT);
     }
     let mut learn = Learn {
@@ -46,6 +50,7 @@ pub fn read_learn(body: &mut Reader<'_>) -> Result<Action, OfpError> {
         hard_timeout,
         cookie,
         send_flow_rem: flags & SEND_FLOW_REM != 0,
+        delete_learned: flags & DELETE_LEARNED != 0,
         specs: Vec::new(),
     };
     while body.remaining() >= 2 {
@@ -112,11 +117,17 @@ pub fn write_learn(w: &mut Writer, learn: &Learn, experimenter: impl FnOnce(&mut
         .u16(learn.hard_timeout)
         .u16(learn.priority)
         .u64(learn.cookie)
-        .u16(if learn.send_flow_rem {
-            SEND_FLOW_REM
-        } else {
-            0
-        })
+        .u16(
+            if learn.send_flow_rem {
+                SEND_FLOW_REM
+            } else {
+                0
+            } | if learn.delete_learned {
+                DELETE_LEARNED
+            } else {
+                0
+            },
+        )
         .u8(learn.table)
         .u8(0)
         .u16(0)
@@ -201,7 +212,18 @@ mod tests {
             read(&bytes)
         };
         assert_eq!(with(27, 1), Err(bad_action::BAD_ARGUMENT), "pad");
-        assert_eq!(with(25, 2), Err(bad_action::BAD_ARGUMENT), "delete_learned");
+        assert_eq!(with(25, 4), Err(bad_action::BAD_ARGUMENT), "write_result");
+        // delete_learned is taken, and written back.
+        let Ok(actions) = with(25, 2) else {
+            panic!("delete_learned refused");
+        };
+        let Action::Learn(id) = actions[0] else {
+            panic!("{actions:?}");
+        };
+        assert!(id.get().delete_learned);
+        let mut w = Writer::default();
+        write_actions(&mut w, &actions, false);
+        assert_eq!(w.bytes[25], 2);
         assert_eq!(
             with(29, 3),
             Err(bad_action::BAD_ARGUMENT),
