@@ -385,7 +385,6 @@ struct Kept {
     learns: Vec<Arc<Learn>>,
     ids: HashMap<Arc<Learn>, u32>,
     specs: usize,
-    any_delete_learned: bool,
 }
 
 /// Read by every translation that meets a learn, written when a new one is parsed.
@@ -415,7 +414,6 @@ impl LearnId {
         }
         let id = kept.learns.len() as u32;
         kept.specs += learn.specs.len();
-        kept.any_delete_learned |= learn.delete_learned;
         let learn = Arc::new(learn);
         kept.learns.push(learn.clone());
         kept.ids.insert(learn, id);
@@ -425,15 +423,6 @@ impl LearnId {
     pub fn get(self) -> Arc<Learn> {
         let kept = kept().read().unwrap_or_else(|e| e.into_inner());
         kept.learns[self.0 as usize].clone()
-    }
-
-    /// Whether any learn kept so far has `delete_learned` (none: the tables need not be
-    /// looked at for it after a change).
-    pub fn any_delete_learned() -> bool {
-        kept()
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .any_delete_learned
     }
 }
 

@@ -56,8 +56,6 @@ pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
 /// Longest word an error message quotes whole.
 const LONGEST_QUOTED: usize = 200;
 
-/// `text` with each word (a run without spaces) longer than LONGEST_QUOTED cut to its start
-/// and how long it was: a megabyte of bad action is named, not echoed.
 /// `1 flow added`, `2 flows added`: how many of `what` a command added.
 pub(crate) fn added(n: usize, what: &str) -> String {
     match n {
@@ -66,6 +64,8 @@ pub(crate) fn added(n: usize, what: &str) -> String {
     }
 }
 
+/// `text` with each word (a run without spaces) longer than LONGEST_QUOTED cut to its start
+/// and how long it was: a megabyte of bad action is named, not echoed.
 fn clip_long_words(text: &str) -> String {
     let mut out = String::with_capacity(text.len().min(4096));
     for (i, word) in text.split(' ').enumerate() {

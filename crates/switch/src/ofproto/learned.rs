@@ -19,12 +19,16 @@ use std::collections::{HashMap, HashSet};
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::flow_match::Match;
-use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
+use crate::ofproto::rule_table::{InstalledRule, RuleTables};
 use crate::rule::Rule;
 
 /// After a change: for each table and cookie of a `delete_learned` learn that a rule held
 /// when it went or changed, and that no rule holds any more, deletes the rules of that table
 /// with that cookie (and so on for learns those held). The rules deleted, for FLOW_REMOVED.
+/// Rules learned for those and still waiting in the queue go too (Open vSwitch's learned
+/// flows are in the tables at once). The decision is taken once, at the end of the change:
+/// a request of several flows (`add-flows`, `replace-flows`, a bundle) is one change here,
+/// where Open vSwitch decides after each flow_mod.
 pub fn delete_learned_flows(tables: &mut RuleTables) -> Vec<InstalledRule> {
     let mut deleted = Vec::new();
     loop {
@@ -33,13 +37,21 @@ pub fn delete_learned_flows(tables: &mut RuleTables) -> Vec<InstalledRule> {
             return deleted;
         }
         let held = delete_learned_holders(tables);
-        for &(table, cookie) in released.difference(&held) {
-            deleted.extend(tables.delete_taking(&RuleSelector {
-                table: Some(table),
-                cookie: Some((cookie, u64::MAX)),
-                ..RuleSelector::default()
-            }));
+        let gone: HashSet<(u8, u64)> = released.difference(&held).copied().collect();
+        if gone.is_empty() {
+            continue;
         }
+        tables
+            .learned
+            .pending
+            .retain(|_, rule| !gone.contains(&(rule.table, rule.cookie)));
+        // One pass over the rules, however many learns went.
+        let ids: Vec<RuleId> = tables
+            .iter()
+            .filter(|(_, r)| gone.contains(&(r.rule.table, r.rule.cookie)))
+            .map(|(id, _)| id)
+            .collect();
+        deleted.extend(ids.into_iter().filter_map(|id| tables.remove(id)));
     }
 }
 
@@ -202,6 +214,7 @@ pub fn add_learned(
 mod tests {
     use super::*;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofproto::rule_table::RuleSelector;
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -262,6 +275,38 @@ mod tests {
         assert_eq!(gone, [(10, 5), (10, 5), (20, 7)]);
         assert_eq!(remaining(&tables), [(0, 0), (10, 6), (11, 5)]);
         assert!(!tables.has_released_learns());
+    }
+
+    /// A bundle that failed took back its changes: a learning rule it added and deleted
+    /// again releases nothing, and what table 10 held with that cookie stays. A learned rule
+    /// still queued for the control side goes with its learn.
+    #[test]
+    fn delete_learned_after_a_roll_back_and_with_rules_queued() {
+        let learn = "learn(table=10,cookie=0x5,delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[])";
+        let learning = parse_rule(&format!("priority=10,actions={learn}")).unwrap();
+        let mut tables = RuleTables::new();
+        let learned = "table=10,cookie=0x5,dl_dst=0a:00:00:00:00:01,actions=drop";
+        tables.add(parse_rule(learned).unwrap(), Duration::ZERO);
+        tables.begin_undo();
+        let id = tables.add(learning.clone(), Duration::ZERO);
+        tables.remove(id);
+        tables.roll_back();
+        assert!(delete_learned_flows(&mut tables).is_empty());
+        assert_eq!(tables.len(), 1);
+
+        let id = tables.add(learning, Duration::ZERO);
+        let queued = "table=10,cookie=0x5,dl_dst=0a:00:00:00:00:02,actions=drop";
+        tables.learned.push(&parse_rule(queued).unwrap());
+        let kept = "table=10,cookie=0x6,dl_dst=0a:00:00:00:00:03,actions=drop";
+        tables.learned.push(&parse_rule(kept).unwrap());
+        tables.remove(id);
+        assert_eq!(delete_learned_flows(&mut tables).len(), 1);
+        assert_eq!(
+            add_pending(&mut tables, Duration::ZERO),
+            1,
+            "cookie 0x6's alone"
+        );
+        assert_eq!(tables.len(), 1);
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct RuleTables {
     /// The table and cookie of each `delete_learned` learn a rule held when it went or its
     /// actions changed, since the last look ([`crate::ofproto::learned::delete_learned_flows`]).
     released_learns: Vec<(u8, u64)>,
+    /// How many of those there were when the journal began: a roll back takes back the
+    /// rest with the changes that noted them.
+    released_before_journal: usize,
 }
 
 /// A table's statistics: its rules, and what looked it up.
@@ -173,6 +176,7 @@ impl RuleTables {
     /// Starts noting how to take back each change (a bundle's commit).
     pub fn begin_undo(&mut self) {
         self.journal = Some(Vec::new());
+        self.released_before_journal = self.released_learns.len();
     }
 
     /// Keeps the changes made since [`RuleTables::begin_undo`].
@@ -187,6 +191,7 @@ impl RuleTables {
         let Some(journal) = self.journal.take() else {
             return;
         };
+        self.released_learns.truncate(self.released_before_journal);
         for undo in journal.into_iter().rev() {
             match undo {
                 Undo::Added { id, was_free } => {

@@ -173,7 +173,8 @@ impl<'a> Translation<'a> {
         let mut rest = actions;
         while let Some((action, tail)) = rest.split_first() {
             rest = tail;
-            if !self.prerequisites_met(action) {
+            // A rule's own actions were checked against its match when it was added.
+            if rule.is_none() && !self.prerequisites_met(action) {
                 continue;
             }
             match *action {
@@ -246,9 +247,12 @@ const SELECT_FIELDS: [Field; 10] = [
 impl Translation<'_> {
     /// Whether the flow has the fields `action` reads or writes. A rule's actions always do
     /// (they were checked against its match, and no action changes the protocol), but a
-    /// group's buckets and a PACKET_OUT's actions meet no match: there an action on a field
-    /// the packet lacks (an IPv6 flow label in an ARP packet, whose bits are ARP's sender
-    /// address) is skipped, as Open vSwitch skips it. What the answer read is pinned.
+    /// group's buckets, the action set and a PACKET_OUT's actions meet no match: there an
+    /// action on a field the packet lacks (an IPv6 flow label in an ARP packet, whose bits
+    /// are ARP's sender address) is skipped. What the answer read is pinned. Open vSwitch
+    /// skips only such a `set_field` (its fields do not share bits), and refuses such a
+    /// PACKET_OUT; here `load`, `move`, `output:SRC` and `learn` are skipped too, as they
+    /// would read or write another protocol's field.
     fn prerequisites_met(&mut self, action: &Action) -> bool {
         let prerequisites = action.prerequisites();
         if prerequisites.is_empty() {
