@@ -241,17 +241,8 @@ fn the_openflow_side_and_the_flow_export_are_in_both_scrapes() {
             "127.0.0.1:4739",
         ],
     );
-    // A client that stays connected while the scrapes look (its unixctl socket in a
-    // scratch file: it makes one, and /var/run/openvswitch may not exist).
-    let unixctl = ScratchFile::new("monitor.ctl");
-    let mut monitor = std::process::Command::new("ip")
-        .args(["netns", "exec", &s.c.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
-        .arg(format!("--unixctl={}", &*unixctl))
-        .args(["monitor", "tcp:127.0.0.1:6653"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // A client that stays connected while the scrapes look.
+    let monitor = s.monitor();
     let text = common::prometheus::scrape_until(
         &s.c.ns_m,
         METRICS,
@@ -275,6 +266,5 @@ fn the_openflow_side_and_the_flow_export_are_in_both_scrapes() {
         ) >= 1.0,
         "{via_ctl}"
     );
-    let _ = monitor.kill();
-    let _ = monitor.wait();
+    drop(monitor);
 }

@@ -11,16 +11,7 @@ const ECHO_BYTES: u64 = 118;
 
 /// Pings host B (fd09::2) from host A `count` times with flow label `label`: the replies.
 fn ping_with_label(s: &Switched, label: &str, count: u32) -> u32 {
-    let count = count.to_string();
-    let out = sh(&[
-        "ip", "netns", "exec", &s.c.ns_a, "ping", "-6", "-n", "-c", &count, "-i", "0.2", "-W", "1",
-        "-F", label, "fd09::2",
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split(", ")
-        .find_map(|part| part.strip_suffix(" received"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no ping summary: {text}"))
+    ping_with(&s.c.ns_a, "fd09::2", count, &["-6", "-F", label])
 }
 
 #[test]
@@ -35,7 +26,7 @@ fn ovs_ofctl_rules_match_and_rewrite_the_flow_label() {
     ] {
         s.ofctl_ok(&["add-flow", flow]);
     }
-    let file = format!("/tmp/ws-fla-{}.pcap", std::process::id());
+    let file = ScratchFile::new("fla.pcap");
     let at_b = Capture::tcpdump_inbound(&s.c.ns_b, &s.c.b, &file);
     for (label, count) in [("0x12345", 3), ("0x1abcd", 2), ("0x2abcd", 2)] {
         assert_eq!(ping_with_label(&s, label, count), count, "label {label}");
@@ -44,7 +35,6 @@ fn ovs_ofctl_rules_match_and_rewrite_the_flow_label() {
 
     // The echo requests B received, by label, as tcpdump prints them.
     let printed = must(&["tcpdump", "-nv", "-r", &file]);
-    let _ = std::fs::remove_file(&file);
     let mut labels: Vec<&str> = printed
         .lines()
         .filter(|l| l.contains("fd09::1 > fd09::2"))

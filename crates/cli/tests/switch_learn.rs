@@ -185,17 +185,8 @@ fn deleting_a_delete_learned_rule_deletes_what_it_learned() {
     let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
     permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
     permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
-    // A controller that stays connected and prints what the switch tells it (on stderr).
-    let unixctl = ScratchFile::new("odl-monitor.ctl");
-    let told = ScratchFile::new("odl-monitor.out");
-    let mut monitor = std::process::Command::new("ip")
-        .args(["netns", "exec", &s.c.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
-        .arg(format!("--unixctl={}", &*unixctl))
-        .args(["monitor", "tcp:127.0.0.1:6653"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&*told).unwrap())
-        .spawn()
-        .unwrap();
+    // A controller that stays connected and prints what the switch tells it.
+    let monitor = s.monitor();
 
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -216,24 +207,19 @@ fn deleting_a_delete_learned_rule_deletes_what_it_learned() {
     // FLOW_REMOVED for each learned rule (they asked), not for the learning rule (it did
     // not).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let removed = loop {
-        let text = std::fs::read_to_string(&*told).unwrap();
-        let removed: Vec<String> = text
-            .lines()
-            .filter(|l| l.contains("OFPT_FLOW_REMOVED"))
-            .map(str::to_string)
-            .collect();
-        if removed.len() >= 2 || std::time::Instant::now() > deadline {
-            break removed;
-        }
+    while monitor.told().matches("OFPT_FLOW_REMOVED").count() < 2
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    }
+    // No more come after them.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let _ = monitor.kill();
-    let _ = monitor.wait();
-    let text = std::fs::read_to_string(&*told).unwrap();
+    let text = monitor.told();
+    let removed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("OFPT_FLOW_REMOVED"))
+        .collect();
     assert_eq!(removed.len(), 2, "{text}");
-    assert_eq!(text.matches("OFPT_FLOW_REMOVED").count(), 2, "{text}");
     for mac in [&mac_a, &mac_b] {
         assert!(
             removed.iter().any(|l| l.contains(&format!("dl_dst={mac}"))

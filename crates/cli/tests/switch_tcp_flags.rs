@@ -52,8 +52,12 @@ fn ovs_ofctl_tcp_flags_let_only_one_side_open_connections() {
 
     // A opens a connection to B, sends, and closes; B reads to the end and closes its side.
     s.tcp_transfer_is_intact(100_000);
-    // B's attempt is not refused by A: it never reaches A.
+    // B's attempt is not refused by A: it never reaches A. Its one SYN is dropped.
     assert_eq!(try_connect(&s.c.ns_b, "10.9.0.1"), "timeout");
+    let flows = s.ofctl_ok(&["dump-flows"]);
+    let dropped = "in_port=2,tcp_flags=+syn-ack";
+    assert_eq!(field(&flows, dropped, "n_packets"), 1, "{flows}");
+    assert_eq!(field(&flows, dropped, "n_bytes"), SYN_BYTES, "{flows}");
     // Without the firewall, A would refuse it.
     s.ofctl_ok(&[
         "del-flows",

@@ -411,10 +411,18 @@ pub fn ovs_ofctl13(ns: &str, args: &[&str]) -> String {
 
 /// Pings from `ns` to `to`: how many of `count` replies came back.
 pub fn ping(ns: &str, to: &str, count: u32) -> u32 {
+    ping_with(ns, to, count, &[])
+}
+
+/// [`ping`] with `extra` on ping's command line (`-6 -F LABEL`).
+pub fn ping_with(ns: &str, to: &str, count: u32, extra: &[&str]) -> u32 {
     let count = count.to_string();
-    let out = sh(&[
-        "ip", "netns", "exec", ns, "ping", "-n", "-c", &count, "-i", "0.2", "-W", "1", to,
-    ]);
+    let mut argv = vec![
+        "ip", "netns", "exec", ns, "ping", "-n", "-c", &count, "-i", "0.2", "-W", "1",
+    ];
+    argv.extend_from_slice(extra);
+    argv.push(to);
+    let out = sh(&argv);
     let text = String::from_utf8_lossy(&out.stdout);
     text.split(", ")
         .find_map(|part| part.strip_suffix(" received"))

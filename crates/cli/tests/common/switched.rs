@@ -186,6 +186,36 @@ impl Switched {
         }
     }
 
+    /// `ovs-ofctl monitor` connected to the switch's `--openflow ptcp:`, printing what the
+    /// switch tells a controller; stopped when dropped.
+    pub fn monitor(&self) -> Monitor {
+        // Its unixctl socket in a scratch file: it makes one, and /var/run/openvswitch may
+        // not exist.
+        let unixctl = ScratchFile::new("monitor.ctl");
+        let told = ScratchFile::new("monitor.out");
+        let child = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.c.ns_m,
+                "ovs-ofctl",
+                "-O",
+                "OpenFlow13",
+            ])
+            .arg(format!("--unixctl={}", &*unixctl))
+            .args(["monitor", "tcp:127.0.0.1:6653"])
+            .stdout(std::process::Stdio::null())
+            // It prints the messages on stderr.
+            .stderr(std::fs::File::create(&*told).unwrap())
+            .spawn()
+            .unwrap();
+        Monitor {
+            child,
+            told,
+            _unixctl: unixctl,
+        }
+    }
+
     /// Pings from `ns` to `to`: how many of `count` replies came back.
     pub fn ping(&self, ns: &str, to: &str, count: u32) -> u32 {
         super::ping(ns, to, count)
@@ -195,6 +225,27 @@ impl Switched {
     /// 10.9.0.2:5001) and asserts B received exactly them (count and SHA-256).
     pub fn tcp_transfer_is_intact(&self, bytes: usize) {
         tcp_transfer_is_intact(&self.c.ns_a, &self.c.ns_b, "10.9.0.2", bytes);
+    }
+}
+
+/// A running `ovs-ofctl monitor` ([`Switched::monitor`]).
+pub struct Monitor {
+    child: std::process::Child,
+    told: ScratchFile,
+    _unixctl: ScratchFile,
+}
+
+impl Monitor {
+    /// What it printed so far.
+    pub fn told(&self) -> String {
+        std::fs::read_to_string(&*self.told).unwrap_or_default()
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
