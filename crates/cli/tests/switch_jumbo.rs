@@ -111,6 +111,27 @@ fn jumbo_flows(tag: &str, flows: &[&str]) -> serde_json::Value {
         s.ctl_ok(&["add-flow", flow]);
     }
     must(&["ip", "-n", &s.c.ns_m, "link", "set", &tap, "up"]);
+    // The switch hears of the link asynchronously: a ping sent before would be counted as
+    // link_down on port 3, not as the chain it cannot send.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let shown = s.ctl_ok(&["show"]);
+        let port_3 = shown
+            .split(&format!(" 3({tap})"))
+            .nth(1)
+            .unwrap_or_default();
+        let state = port_3
+            .lines()
+            .find(|l| l.trim_start().starts_with("state:"));
+        if state.is_some_and(|l| !l.contains("LINK_DOWN")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "port 3 stays down: {shown}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert_eq!(jumbo_ping(&s.c.ns_a, "10.9.0.2", 3), 3, "A to B");
     let (j, _) = s.stop();
     assert_eq!(j["ports"][2]["spec"], format!("tap:{tap}"), "{j}");
