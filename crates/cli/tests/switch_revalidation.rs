@@ -1,10 +1,70 @@
 //! Revalidation under traffic: a forwarding rule is replaced by a drop rule while packets
 //! flow; no packet sent after `wirespeed ctl` returned reaches the far side, whether the flow
-//! was forwarded in user space or by the kernel's fast path (`--offload`).
+//! was forwarded in user space or by the kernel's fast path (`--offload`). And revalidation
+//! is precise: a rule a controller adds for another host leaves the cached flows of these
+//! two, while one that concerns them takes their packets at once.
 
 mod common;
-use common::switched::Switched;
+use common::prometheus::{assert_promtool_accepts, sample};
+use common::switched::{Switched, field};
 use common::*;
+
+/// A controller's forwarding by destination, one rule a host (table 1, behind table 0),
+/// added with ovs-ofctl. A rule for a third host cannot decide A's or B's packets
+/// otherwise: their cached flows stay, and ping's next packets are all cache hits. A rule
+/// that outranks B's takes A's echoes to B at once, and only that one flow is revalidated.
+#[test]
+fn a_rule_for_another_host_leaves_the_cached_flows() {
+    let s = Switched::new("rp", &["--openflow", "ptcp:"]);
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
+    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
+    for flow in [
+        "table=0,actions=goto_table:1".to_string(),
+        format!("table=1,dl_dst={mac_a},actions=output:1"),
+        format!("table=1,dl_dst={mac_b},actions=output:2"),
+    ] {
+        s.ofctl_ok(&["add-flow", &flow]);
+    }
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
+    // One translation a direction.
+    assert_eq!(stat("misses"), 2);
+
+    s.ofctl_ok(&[
+        "add-flow",
+        "table=1,dl_dst=02:00:00:00:00:99,actions=output:2",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        (stat("misses"), stat("stale"), stat("flushes")),
+        (2, 0, 0),
+        "the rule for another host revalidated A's or B's flow"
+    );
+
+    let drop = format!("table=1,priority=40000,icmp,dl_dst={mac_b},actions=drop");
+    s.ofctl_ok(&["add-flow", &drop]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    assert_eq!(
+        (stat("misses"), stat("stale"), stat("flushes")),
+        (3, 1, 0),
+        "only A's echoes to B were translated again"
+    );
+    let metrics = s.ctl_ok(&["metrics"]);
+    assert_promtool_accepts(&metrics);
+    let thread = [("thread", "0")];
+    assert_eq!(
+        sample(&metrics, "wirespeed_switch_stale_megaflows_total", &thread),
+        1.0
+    );
+    let flows = s.ofctl_ok(&["dump-flows"]);
+    assert_eq!(field(&flows, "priority=40000", "n_packets"), 2, "{flows}");
+    assert_eq!(
+        field(&flows, &format!("dl_dst={mac_a}"), "n_packets"),
+        6,
+        "{flows}"
+    );
+}
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -35,8 +35,10 @@
 //!   allocated unless a miss is translated.
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
-//!   thread's cache is locked, harvested into the rules' counters, and emptied after a change,
-//!   so no packet handled after it meets an entry made before it;
+//!   thread's cache is locked, harvested into the rules' counters, and revalidated after a
+//!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed could decide
+//!   otherwise go, the rest stay; other changes empty the caches), so no packet handled
+//!   after it meets an entry the change made wrong;
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its

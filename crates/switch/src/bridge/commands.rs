@@ -709,8 +709,8 @@ fn dump_cache(bridge: &Bridge) -> String {
 
 fn cache_stats_line(s: &CacheStats) -> String {
     format!(
-        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, shared_bursts={}",
-        s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.shared_bursts
+        "emc_hits={}, megaflow_hits={}, misses={}, flushes={}, stale={}, shared_bursts={}",
+        s.emc_hits, s.megaflow_hits, s.misses, s.flushes, s.stale, s.shared_bursts
     )
 }
 

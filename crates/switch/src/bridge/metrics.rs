@@ -142,10 +142,16 @@ fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
     );
     e.counter(
         "wirespeed_switch_revalidations_total",
-        "Times the thread's caches were emptied because the rules changed or the megaflow \
-         cache was full.",
+        "Times the thread's caches were emptied: groups, meters or many rules changed at \
+         once, or the megaflow cache was full.",
         &labels,
         c.flushes,
+    );
+    e.counter(
+        "wirespeed_switch_stale_megaflows_total",
+        "Megaflows removed because a rule change could decide their packets otherwise.",
+        &labels,
+        c.stale,
     );
     e.gauge(
         "wirespeed_switch_megaflows",

@@ -193,7 +193,7 @@ impl Bridge {
         let caches = (0..threads)
             .map(|_| {
                 let cache = ThreadCache::default();
-                cache.for_control().revalidate(ofproto.tables.generation());
+                cache.for_control().revalidate(&ofproto.tables);
                 Arc::new(cache)
             })
             .collect();

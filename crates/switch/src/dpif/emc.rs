@@ -101,6 +101,23 @@ impl ExactMatchCache {
     pub fn clear(&mut self) {
         self.slots.fill(FREE_SLOT);
     }
+
+    /// Points each entry at its megaflow's new id (`moved[old]`), and frees those whose
+    /// megaflow went (None), after [`crate::dpif::megaflow::MegaflowCache::remove_where`].
+    pub fn remap(&mut self, moved: &[Option<MegaflowId>]) {
+        for slot in &mut self.slots {
+            if slot.megaflow == FREE {
+                continue;
+            }
+            *slot = match moved.get(slot.megaflow as usize).copied().flatten() {
+                Some(id) => EmcSlot {
+                    check: slot.check,
+                    megaflow: id.0,
+                },
+                None => FREE_SLOT,
+            };
+        }
+    }
 }
 
 #[cfg(test)]

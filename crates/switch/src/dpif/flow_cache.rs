@@ -9,6 +9,7 @@ use crate::dpif::megaflow::{
     DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, flow_record_mask,
 };
 use crate::dpif::process::Plan;
+use crate::dpif::revalidate::{Changes, MAX_PRECISE_CHANGES};
 use crate::dpif::upcall::Upcall;
 use crate::field::{FlowBits, PACKET_WORDS, PacketKey, hash_packet_words};
 use crate::flow_match::Match;
@@ -20,8 +21,12 @@ pub struct CacheStats {
     pub megaflow_hits: u64,
     /// Slow-path translations (each installs a megaflow).
     pub misses: u64,
-    /// Times both caches were emptied (a rule change, or the megaflow cache full).
+    /// Times both caches were emptied (a change to groups, meters or many rules at once, or
+    /// the megaflow cache full).
     pub flushes: u64,
+    /// Megaflows removed because a change to a rule could decide their packets otherwise
+    /// (the rest stay: see [`crate::dpif::revalidate`]).
+    pub stale: u64,
     /// Bursts in which the poll-mode thread owning the cache locked the bridge's shared
     /// state (for a miss, a `normal` address its view did not hold, or the offload).
     pub shared_bursts: u64,
@@ -33,6 +38,7 @@ impl CacheStats {
         self.megaflow_hits += other.megaflow_hits;
         self.misses += other.misses;
         self.flushes += other.flushes;
+        self.stale += other.stale;
         self.shared_bursts += other.shared_bursts;
     }
 }
@@ -107,11 +113,7 @@ impl FlowCache {
     /// single-threaded caller that edits `tables` directly (a change shows at the next lookup;
     /// counts made before it are dropped, not harvested).
     pub fn lookup(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, bytes: usize) -> &Megaflow {
-        // Revalidation, the simplest correct way: any rule change empties both caches. A precise
-        // revalidator (OVS re-translates every megaflow and keeps the unchanged ones) costs a
-        // slow-path run per entry anyway; rule changes are rare next to packets, and a flush
-        // costs one burst of misses.
-        self.revalidate(tables.generation());
+        self.revalidate(&*tables);
         let id = match self.hit(flow) {
             Some(id) => id,
             None => self.miss(tables, flow, Duration::ZERO),
@@ -212,12 +214,33 @@ impl FlowCache {
         }
     }
 
-    /// Empties the caches if the rules changed since their entries were made (harvest
-    /// first: counts still in them are dropped).
-    pub fn revalidate(&mut self, generation: u64) {
-        if self.generation != generation {
-            self.flush();
-            self.generation = generation;
+    /// After the rules changed since the entries were made, removes those the changes could
+    /// decide otherwise (see [`crate::dpif::revalidate`]), or all of them (harvest first:
+    /// counts still in them are dropped).
+    pub fn revalidate(&mut self, tables: &dyn Upcall) {
+        let generation = tables.generation();
+        if self.generation == generation {
+            return;
+        }
+        match tables.changes_since(self.generation) {
+            Some(changes) if changes.len() <= MAX_PRECISE_CHANGES => {
+                self.remove_stale(&Changes::new(changes))
+            }
+            _ => self.flush(),
+        }
+        self.generation = generation;
+    }
+
+    /// Removes the megaflows `changes` touch, and their exact-match entries.
+    fn remove_stale(&mut self, changes: &Changes) {
+        let (stale, moved) = self.megaflows.remove_where(|m| changes.touch(m));
+        if stale.is_empty() {
+            return;
+        }
+        self.stats.stale += stale.len() as u64;
+        self.emc.remap(&moved);
+        if self.flow_records {
+            self.retire(stale);
         }
     }
 
@@ -228,7 +251,8 @@ impl FlowCache {
         }
         self.emc.clear();
         if self.flow_records {
-            self.retire();
+            let all = self.megaflows.take_all();
+            self.retire(all);
         } else {
             self.megaflows.clear();
         }
@@ -236,9 +260,8 @@ impl FlowCache {
         self.stats.flushes += 1;
     }
 
-    /// Empties the megaflow cache, keeping those with counts not yet in a flow record.
-    fn retire(&mut self) {
-        let mut megaflows = self.megaflows.take_all();
+    /// Keeps the `megaflows` emptied out that have counts not yet in a flow record.
+    fn retire(&mut self, mut megaflows: Vec<Megaflow>) {
         megaflows.retain(|m| m.n_packets != m.exported.0 || m.n_bytes != m.exported.1);
         let room = DEFAULT_MEGAFLOW_CAPACITY.saturating_sub(self.retired.len());
         if megaflows.len() > room {
@@ -305,7 +328,7 @@ mod tests {
     use crate::action::Action;
     use crate::field::Field;
     use crate::ofctl::flow_parse::parse_rule;
-    use crate::ofproto::rule_table::RuleTables;
+    use crate::ofproto::rule_table::{RuleSelector, RuleTables};
 
     fn flow(in_port: u128, nw_dst: u128) -> FlowBits {
         let mut flow = FlowBits::ZERO;
@@ -337,6 +360,7 @@ mod tests {
                 megaflow_hits: 1,
                 misses: 1,
                 flushes: 0,
+                stale: 0,
                 shared_bursts: 0
             }
         );
@@ -371,7 +395,109 @@ mod tests {
                 .actions
                 .is_empty()
         );
+        assert_eq!((cache.stats.flushes, cache.stats.stale), (0, 1));
+    }
+
+    /// A rule change removes the megaflows it could decide otherwise; the others keep
+    /// answering, from the EMC too, though their places in the cache moved.
+    #[test]
+    fn a_rule_change_removes_only_what_it_touches() {
+        let mut tables = RuleTables::new();
+        for rule in [
+            "priority=5,in_port=1,actions=output:2",
+            "priority=5,in_port=2,actions=output:1",
+        ] {
+            tables.add(parse_rule(rule).unwrap(), Duration::ZERO);
+        }
+        let mut cache = FlowCache::default();
+        let actions = |cache: &mut FlowCache, tables: &mut RuleTables, in_port| {
+            let megaflow = cache.lookup(tables, &flow(in_port, 1), 60);
+            megaflow.decision.actions.clone()
+        };
+        assert_eq!(actions(&mut cache, &mut tables, 2), [Action::Output(1)]);
+        assert_eq!(actions(&mut cache, &mut tables, 1), [Action::Output(2)]);
+        tables.add(
+            parse_rule("priority=9,in_port=2,ip,nw_dst=0.0.0.1,actions=drop").unwrap(),
+            Duration::ZERO,
+        );
+        // in_port=1's megaflow stays (it moved to the first place) and its EMC entry with it.
+        assert_eq!(actions(&mut cache, &mut tables, 1), [Action::Output(2)]);
+        assert_eq!((cache.stats.emc_hits, cache.stats.misses), (1, 2));
+        assert_eq!(actions(&mut cache, &mut tables, 2), []);
+        assert_eq!((cache.stats.misses, cache.stats.stale), (3, 1));
+        // A rule gone takes the megaflows that found it.
+        let gone = tables.find_exact(
+            0,
+            &parse_rule("priority=5,in_port=1,actions=drop")
+                .unwrap()
+                .flow_match,
+            5,
+        );
+        tables.remove(gone.unwrap());
+        assert_eq!(actions(&mut cache, &mut tables, 1), []);
+        assert_eq!(actions(&mut cache, &mut tables, 2), []);
+        assert_eq!((cache.stats.misses, cache.stats.stale), (4, 2));
+        assert_eq!(cache.stats.flushes, 0);
+        // A change the log cannot say (here the fail mode) empties the caches.
+        tables.set_fail_open(true);
+        assert_eq!(actions(&mut cache, &mut tables, 2), [Action::Normal]);
         assert_eq!(cache.stats.flushes, 1);
+    }
+
+    /// A later table looks up the flow as the actions left it: a rule added there is tested
+    /// against the rewritten address and the register written, not the packet's own.
+    #[test]
+    fn a_lookup_after_a_rewrite_is_revalidated_as_it_saw_the_flow() {
+        let mut tables = RuleTables::new();
+        for rule in [
+            "in_port=1,ip,nw_dst=0.0.0.1,actions=mod_nw_dst:0.0.0.9,load:7->NXM_NX_REG0[],goto_table:1",
+            "table=1,priority=1,actions=output:2",
+        ] {
+            tables.add(parse_rule(rule).unwrap(), Duration::ZERO);
+        }
+        let mut cache = FlowCache::default();
+        let mut after = |rule: &str, tables: &mut RuleTables| {
+            tables.add(parse_rule(rule).unwrap(), Duration::ZERO);
+            let decision = &cache.lookup(tables, &flow(1, 1), 60).decision;
+            (decision.actions.last().copied(), cache.stats.stale)
+        };
+        let output = Some(Action::Output(2));
+        assert_eq!(after("table=2,actions=drop", &mut tables), (output, 0));
+        // Neither the packet's address nor the register's value as the packet came.
+        assert_eq!(
+            after(
+                "table=1,priority=5,ip,nw_dst=0.0.0.1,actions=drop",
+                &mut tables
+            ),
+            (output, 0)
+        );
+        assert_eq!(
+            after("table=1,priority=5,reg0=0,actions=drop", &mut tables),
+            (output, 0)
+        );
+        assert_eq!(
+            after("table=1,priority=5,reg0=8,actions=drop", &mut tables),
+            (output, 0)
+        );
+        // What the lookup saw.
+        let set_field = Some(Action::SetField(Field::NwDst, 9));
+        assert_eq!(
+            after("table=1,priority=6,reg0=7,actions=drop", &mut tables),
+            (set_field, 1)
+        );
+        tables.delete(&RuleSelector {
+            table: Some(1),
+            flow_match: parse_rule("reg0=7,actions=drop").unwrap().flow_match,
+            ..RuleSelector::default()
+        });
+        assert_eq!(after("table=2,actions=drop", &mut tables), (output, 2));
+        assert_eq!(
+            after(
+                "table=1,priority=7,ip,nw_dst=0.0.0.9,actions=drop",
+                &mut tables
+            ),
+            (set_field, 3)
+        );
     }
 
     #[test]

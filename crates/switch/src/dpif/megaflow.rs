@@ -218,6 +218,44 @@ impl MegaflowCache {
         self.plans.clear();
     }
 
+    /// Removes the megaflows `stale` picks and hands them back, with where each megaflow
+    /// went: `moved[old id]` is its new id, None if it was removed. The rest keep their
+    /// order, counts and plans.
+    pub fn remove_where(
+        &mut self,
+        mut stale: impl FnMut(&Megaflow) -> bool,
+    ) -> (Vec<Megaflow>, Vec<Option<MegaflowId>>) {
+        let picked: Vec<bool> = self.megaflows.iter().map(&mut stale).collect();
+        if !picked.contains(&true) {
+            return (Vec::new(), Vec::new());
+        }
+        let mut removed = Vec::new();
+        let mut moved = Vec::with_capacity(picked.len());
+        let megaflows = std::mem::take(&mut self.megaflows);
+        let plans = std::mem::take(&mut self.plans);
+        for ((megaflow, plan), stale) in megaflows.into_iter().zip(plans).zip(picked) {
+            if stale {
+                removed.push(megaflow);
+                moved.push(None);
+            } else {
+                moved.push(Some(MegaflowId(self.megaflows.len() as u32)));
+                self.megaflows.push(megaflow);
+                self.plans.push(plan);
+            }
+        }
+        for subtable in &mut self.subtables {
+            subtable.flows.retain(|_, id| match moved[id.0 as usize] {
+                Some(new) => {
+                    *id = new;
+                    true
+                }
+                None => false,
+            });
+        }
+        self.subtables.retain(|subtable| !subtable.flows.is_empty());
+        (removed, moved)
+    }
+
     /// Empties the cache, handing back its megaflows.
     pub fn take_all(&mut self) -> Vec<Megaflow> {
         self.subtables.clear();

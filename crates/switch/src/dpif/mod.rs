@@ -10,5 +10,6 @@ pub mod pmd;
 pub mod port_links;
 pub mod port_set;
 pub mod process;
+pub mod revalidate;
 pub mod thread_cache;
 pub mod upcall;

@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::revalidate::{RuleChange, TableLookup};
 use crate::field::FlowBits;
 use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
@@ -32,6 +33,8 @@ pub struct Decision {
     /// The rules its `learn` actions built, for the bridge to add (see [`Upcall::translate`]),
     /// and to learn again while packets come ([`Upcall::learned_again`]).
     pub learned: Vec<Rule>,
+    /// Each table lookup, in order, for revalidation after a rule change.
+    pub lookups: Vec<TableLookup>,
 }
 
 /// The rules, as the datapath reaches them on a miss and when it hands back counts.
@@ -45,6 +48,10 @@ pub trait Upcall {
     fn learned_again(&mut self, rules: &[Rule], used: Duration);
     /// Changes with every change to the rules: a cache made before it is stale.
     fn generation(&self) -> u64;
+    /// The changes to the rules since `generation`, one a generation, if each is a rule's
+    /// (see [`crate::dpif::revalidate`]); None if some other change came between, or it was
+    /// too long ago.
+    fn changes_since(&self, generation: u64) -> Option<&[RuleChange]>;
     /// Credits `packets` and `bytes`, last seen at `used`, to rule `rule` (if it is still
     /// there), and a lookup that found it to its table.
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration);

@@ -648,6 +648,7 @@ mod tests {
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
+            lookups: Vec::new(),
         };
         let frame = frame();
         let now = Duration::ZERO;
@@ -697,6 +698,7 @@ mod tests {
             too_deep: false,
             packet_in: None,
             meters: Vec::new(),
+            lookups: Vec::new(),
         };
         offload.consider(&frame(), 1, &decision, &tables, &macs, Duration::ZERO);
         assert_eq!(offload.entries.len(), 1);

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::Action;
 use crate::classifier::{Classifier, RuleId, RuleRank};
+use crate::dpif::revalidate::{MAX_PRECISE_CHANGES, RuleChange};
 use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
@@ -84,6 +85,9 @@ pub struct RuleTables {
     free: Vec<u32>,
     next_seq: u64,
     generation: u64,
+    /// The change of each generation after `log_since`, while each is one rule's.
+    change_log: Vec<RuleChange>,
+    log_since: u64,
     /// Every packet is switched as by `normal`, whatever the rules say (a standalone
     /// switch whose controllers are all gone: Open vSwitch's fail-open).
     fail_open: bool,
@@ -173,6 +177,34 @@ impl RuleTables {
         self.generation
     }
 
+    /// The changes since `generation`, if the log holds them all (see
+    /// [`crate::dpif::revalidate`]).
+    pub fn changes_since(&self, generation: u64) -> Option<&[RuleChange]> {
+        let from = generation.checked_sub(self.log_since)?;
+        self.change_log.get(usize::try_from(from).ok()?..)
+    }
+
+    /// A new generation, for a change to one rule.
+    fn changed(&mut self, change: RuleChange) {
+        self.generation += 1;
+        // The log keeps the last changes, as many as a revalidation tests one by one: a
+        // cache older than those is emptied.
+        if self.change_log.len() == MAX_PRECISE_CHANGES {
+            let forgotten = MAX_PRECISE_CHANGES / 2;
+            self.change_log.drain(..forgotten);
+            self.log_since += forgotten as u64;
+        }
+        self.change_log.push(change);
+    }
+
+    /// A new generation, for a change the log cannot say: every cache made before it is
+    /// emptied.
+    fn changed_everything(&mut self) {
+        self.generation += 1;
+        self.change_log.clear();
+        self.log_since = self.generation;
+    }
+
     /// Starts noting how to take back each change (a bundle's commit).
     pub fn begin_undo(&mut self) {
         self.journal = Some(Vec::new());
@@ -229,7 +261,7 @@ impl RuleTables {
                 }
             }
         }
-        self.generation += 1;
+        self.changed_everything();
     }
 
     fn journaling(&self) -> bool {
@@ -264,7 +296,7 @@ impl RuleTables {
     pub fn set_fail_open(&mut self, on: bool) {
         if self.fail_open != on {
             self.fail_open = on;
-            self.generation += 1;
+            self.changed_everything();
         }
     }
 
@@ -308,7 +340,7 @@ impl RuleTables {
         };
         let before = self.groups.insert(id, installed);
         self.note(Undo::Group(id, before.map(Box::new)));
-        self.generation += 1;
+        self.changed_everything();
         Ok(())
     }
 
@@ -359,7 +391,7 @@ impl RuleTables {
             return Vec::new();
         };
         self.note(Undo::Group(id, Some(Box::new(before))));
-        self.generation += 1;
+        self.changed_everything();
         self.delete_taking(&RuleSelector {
             out_group: Some(id),
             ..RuleSelector::default()
@@ -392,7 +424,7 @@ impl RuleTables {
         }
         let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
         self.meters.insert(config.id, meter);
-        self.generation += 1;
+        self.changed_everything();
         Ok(())
     }
 
@@ -401,7 +433,7 @@ impl RuleTables {
         if self.meters.remove(&id).is_none() {
             return Vec::new();
         }
-        self.generation += 1;
+        self.changed_everything();
         let ids: Vec<RuleId> = self
             .iter()
             .filter(|(_, installed)| installed.rule.meter() == Some(id))
@@ -442,7 +474,7 @@ impl RuleTables {
             false => self.dead_ports.insert(port),
         };
         if changed && !self.groups.is_empty() {
-            self.generation += 1;
+            self.changed_everything();
         }
     }
 
@@ -498,7 +530,15 @@ impl RuleTables {
             rank,
         });
         self.note(Undo::Added { id, was_free });
-        self.generation += 1;
+        let installed = &self.rules[id.0 as usize]
+            .as_ref()
+            .expect("just installed")
+            .rule;
+        self.changed(RuleChange::Added {
+            table: installed.table,
+            priority: installed.priority,
+            flow_match: Box::new(installed.flow_match),
+        });
         id
     }
 
@@ -512,7 +552,7 @@ impl RuleTables {
         if self.journaling() {
             self.note(Undo::Removed(id, Box::new(installed.clone())));
         }
-        self.generation += 1;
+        self.changed(RuleChange::Changed(id));
         Some(installed)
     }
 
@@ -630,21 +670,24 @@ impl RuleTables {
                 self.note_changed(id);
             }
         }
-        let mut count = 0;
-        for installed in self.rules.iter_mut().flatten() {
+        let mut modified = Vec::new();
+        for (slot, installed) in self.rules.iter_mut().enumerate() {
+            let Some(installed) = installed else {
+                continue;
+            };
             if selector.selects(&installed.rule) {
                 note_released_learns(&mut self.released_learns, &installed.rule.actions);
                 installed.rule.actions = actions.to_vec();
                 if let Some(cookie) = new_cookie {
                     installed.rule.cookie = cookie;
                 }
-                count += 1;
+                modified.push(RuleId(slot as u32));
             }
         }
-        if count > 0 {
-            self.generation += 1;
+        for &id in &modified {
+            self.changed(RuleChange::Changed(id));
         }
-        Ok(count)
+        Ok(modified.len())
     }
 
     /// Replaces one rule's actions and cookie, keeping its counters, timeouts and flags (what
@@ -656,7 +699,7 @@ impl RuleTables {
             note_released_learns(&mut self.released_learns, &installed.rule.actions);
             installed.rule.actions = actions;
             installed.rule.cookie = cookie;
-            self.generation += 1;
+            self.changed(RuleChange::Changed(id));
         }
     }
 

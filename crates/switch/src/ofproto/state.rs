@@ -259,9 +259,8 @@ pub fn edit<R>(
         let deleted = learned::delete_learned_flows(&mut ofproto.tables);
         ofproto.deleted_with_learns.extend(deleted);
     }
-    let generation = ofproto.tables.generation();
     for cache in caches.iter_mut() {
-        cache.revalidate(generation);
+        cache.revalidate(&ofproto.tables);
     }
     result
 }

@@ -12,6 +12,7 @@ use core::time::Duration;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::revalidate::{self, RuleChange, TableLookup};
 use crate::dpif::upcall::{Decision, Upcall};
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
@@ -72,6 +73,10 @@ impl Upcall for RuleTables {
         RuleTables::generation(self)
     }
 
+    fn changes_since(&self, generation: u64) -> Option<&[RuleChange]> {
+        RuleTables::changes_since(self, generation)
+    }
+
     fn credit(&mut self, rule: RuleId, packets: u64, bytes: u64, used: Duration) {
         if let Some(table) = self.get(rule).map(|r| r.rule.table) {
             self.count_lookups(table, packets, true);
@@ -95,7 +100,9 @@ impl Upcall for RuleTables {
 
 struct Translation<'a> {
     tables: &'a RuleTables,
-    /// The flow as the actions so far have changed it.
+    /// The flow as the packet arrived...
+    input: FlowBits,
+    /// ...and as the actions so far have changed it.
     flow: FlowBits,
     wildcards: &'a mut FlowBits,
     /// Fields of `flow` that actions computed from packet bits...
@@ -116,6 +123,7 @@ impl<'a> Translation<'a> {
     ) -> Translation<'a> {
         Translation {
             tables,
+            input: *flow,
             flow: *flow,
             wildcards,
             derived: FlowBits::ZERO,
@@ -149,6 +157,13 @@ impl<'a> Translation<'a> {
                 examined.or_assign(&self.dependencies);
             }
             self.wildcards.or_assign(&examined);
+            self.decision.lookups.push(TableLookup {
+                table,
+                found: found
+                    .and_then(|id| self.tables.get(id))
+                    .map(|r| r.rule.priority),
+                seen: revalidate::seen(&self.input, &self.flow, self.wildcards, &self.derived),
+            });
             let Some(id) = found else {
                 self.decision.missed.push(table);
                 return;
@@ -951,6 +966,11 @@ mod tests {
         );
         let miss = Decision {
             missed: vec![0],
+            lookups: vec![TableLookup {
+                table: 0,
+                found: None,
+                seen: None,
+            }],
             ..Decision::default()
         };
         assert_eq!(decision, miss);
