@@ -36,6 +36,20 @@ pub struct Megaflow {
 }
 
 impl Megaflow {
+    /// A megaflow installed at `now`, no packet counted yet.
+    pub fn new(flow_match: Match, decision: Decision, now: Duration) -> Megaflow {
+        Megaflow {
+            flow_match,
+            decision,
+            n_packets: 0,
+            n_bytes: 0,
+            used: now,
+            credited: (0, 0),
+            created: now,
+            exported: (0, 0),
+        }
+    }
+
     /// Counts not yet credited to the rules, marked credited.
     pub fn take_uncredited(&mut self) -> (u64, u64) {
         let new = (
@@ -189,16 +203,8 @@ impl MegaflowCache {
         let key = PacketKey::masked(flow_match.value(), &mask);
         self.subtables[index].flows.insert(key, id);
         self.plans.push(Plan::of(&decision));
-        self.megaflows.push(Megaflow {
-            flow_match,
-            decision,
-            n_packets: 0,
-            n_bytes: 0,
-            used: now,
-            credited: (0, 0),
-            created: now,
-            exported: (0, 0),
-        });
+        self.megaflows
+            .push(Megaflow::new(flow_match, decision, now));
         id
     }
 

@@ -155,20 +155,12 @@ mod tests {
     }
 
     fn megaflow(flow_match: Match, rules: &[u32], lookups: Vec<TableLookup>) -> Megaflow {
-        Megaflow {
-            flow_match,
-            decision: Decision {
-                rules: rules.iter().map(|&id| RuleId(id)).collect(),
-                lookups,
-                ..Decision::default()
-            },
-            n_packets: 0,
-            n_bytes: 0,
-            used: Duration::ZERO,
-            credited: (0, 0),
-            created: Duration::ZERO,
-            exported: (0, 0),
-        }
+        let decision = Decision {
+            rules: rules.iter().map(|&id| RuleId(id)).collect(),
+            lookups,
+            ..Decision::default()
+        };
+        Megaflow::new(flow_match, decision, Duration::ZERO)
     }
 
     fn lookup(table: u8, found: Option<u16>) -> TableLookup {

@@ -361,18 +361,14 @@ mod tests {
     fn megaflow_lines() {
         use crate::dpif::upcall::Decision;
         let rule = parse_rule("in_port=1,ip,actions=output:2").unwrap();
+        let decision = Decision {
+            actions: rule.actions,
+            ..Decision::default()
+        };
         let megaflow = Megaflow {
-            flow_match: rule.flow_match,
-            decision: Decision {
-                actions: rule.actions,
-                ..Decision::default()
-            },
             n_packets: 3,
             n_bytes: 180,
-            used: Duration::ZERO,
-            credited: (0, 0),
-            created: Duration::ZERO,
-            exported: (0, 0),
+            ..Megaflow::new(rule.flow_match, decision, Duration::ZERO)
         };
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),
