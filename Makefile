@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh bench/many-core/pack.sh bench/many-core/scale.sh bench/many-core/profile-engine.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel bench-churn soak fuzz clean
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (root)"
+	@echo "make bench-churn  rule changes under traffic: precise revalidation against flushing the caches"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
@@ -48,7 +49,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read()); ast.parse(open('bench/rule_churn.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \
@@ -101,6 +102,10 @@ bench-tunnel: deps
 	$(CARGO) build --release
 	$(CARGO) build --release -p wirespeed-switch --example stages
 	/usr/bin/python3 bench/tunnel.py
+
+bench-churn: deps
+	$(CARGO) build --release -p wirespeed-switch --example rule_churn
+	/usr/bin/python3 bench/rule_churn.py
 
 bench-openflow: deps
 	@scripts/install-peers.sh
