@@ -203,12 +203,6 @@ impl Match {
         self.mask.is_subset_of(&other.mask) && other.value.and(&self.mask) == self.value
     }
 
-    /// Whether some flow is admitted by both: the two agree on every bit both pin.
-    pub fn intersects(&self, other: &Match) -> bool {
-        (0..self.value.0.len())
-            .all(|i| (self.value.0[i] ^ other.value.0[i]) & self.mask.0[i] & other.mask.0[i] == 0)
-    }
-
     /// Whether the bits of `field` are that field's here, not those of the field it shares
     /// them with ([`Field::overlaps`]): they are unless the other's prerequisite is met.
     pub fn owns(&self, field: Field) -> bool {

@@ -142,8 +142,9 @@ fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
     );
     e.counter(
         "wirespeed_switch_revalidations_total",
-        "Times the thread's caches were emptied: groups, meters or many rules changed at \
-         once, or the megaflow cache was full.",
+        "Times the thread's caches were emptied: groups, meters, port liveness, the fail \
+         mode or many rules changed at once, a bundle was rolled back, or the megaflow cache \
+         was full.",
         &labels,
         c.flushes,
     );

@@ -189,7 +189,7 @@ impl Bridge {
         for tunnel in &tunnels.ports {
             ofproto.add_port(tunnel.number);
         }
-        // Made at the rules' generation: the first change is the first flush.
+        // Made at the rules' generation: the first change is the first to revalidate.
         let caches = (0..threads)
             .map(|_| {
                 let cache = ThreadCache::default();
@@ -397,8 +397,8 @@ impl Bridge {
 
     /// Runs `change` on the datapath with every thread's cache locked (each thread between
     /// two rounds of bursts): the caches' counts are credited to the rules first, and if the
-    /// rules changed the caches are emptied before the threads go on, so no packet they
-    /// handle afterwards meets an entry made under the old rules.
+    /// rules changed the caches are revalidated before the threads go on, so no packet they
+    /// handle afterwards meets an entry the change made wrong.
     pub fn edit<R>(&self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
         let mut caches: Vec<ControlGuard<'_>> =
             self.caches.iter().map(|c| c.for_control()).collect();

@@ -21,8 +21,8 @@ pub struct CacheStats {
     pub megaflow_hits: u64,
     /// Slow-path translations (each installs a megaflow).
     pub misses: u64,
-    /// Times both caches were emptied (a change to groups, meters or many rules at once, or
-    /// the megaflow cache full).
+    /// Times both caches were emptied (a change to groups, meters, port liveness, the fail
+    /// mode or many rules at once, a bundle rolled back, or the megaflow cache full).
     pub flushes: u64,
     /// Megaflows removed because a change to a rule could decide their packets otherwise
     /// (the rest stay: see [`crate::dpif::revalidate`]).
@@ -239,6 +239,9 @@ impl FlowCache {
         }
         self.stats.stale += stale.len() as u64;
         self.emc.remap(&moved);
+        // Flow records go on from the same megaflow, in its new place.
+        let cursor = self.counts_cursor.min(moved.len());
+        self.counts_cursor = moved[..cursor].iter().flatten().count();
         if self.flow_records {
             self.retire(stale);
         }
@@ -498,6 +501,41 @@ mod tests {
             ),
             (set_field, 3)
         );
+    }
+
+    /// The tables' log keeps every change a revalidation tests one by one, however many
+    /// came before; more at once empty the caches.
+    #[test]
+    fn changes_up_to_the_limit_never_flush() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::default();
+        let add = |tables: &mut RuleTables, n: usize| {
+            let rule = format!(
+                "in_port=9,ip,nw_dst=10.0.{}.{},actions=drop",
+                n / 256,
+                n % 256
+            );
+            tables.add(parse_rule(&rule).unwrap(), Duration::ZERO);
+        };
+        let mut added = 0;
+        for _ in 0..5 {
+            for _ in 0..MAX_PRECISE_CHANGES {
+                add(&mut tables, added);
+                added += 1;
+            }
+            cache.lookup(&mut tables, &flow(1, 1), 60);
+        }
+        assert_eq!((cache.stats.misses, cache.stats.flushes), (1, 0));
+        for _ in 0..=MAX_PRECISE_CHANGES {
+            add(&mut tables, added);
+            added += 1;
+        }
+        cache.lookup(&mut tables, &flow(1, 1), 60);
+        assert_eq!((cache.stats.misses, cache.stats.flushes), (2, 1));
     }
 
     #[test]

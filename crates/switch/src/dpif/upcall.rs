@@ -46,7 +46,7 @@ pub trait Upcall {
     /// A cached decision's `learn`s learned `rules` again: packets took it since the last
     /// harvest, the last at `used`.
     fn learned_again(&mut self, rules: &[Rule], used: Duration);
-    /// Changes with every change to the rules: a cache made before it is stale.
+    /// Changes with every change to the rules: a cache made before it revalidates.
     fn generation(&self) -> u64;
     /// The changes to the rules since `generation`, one a generation, if each is a rule's
     /// (see [`crate::dpif::revalidate`]); None if some other change came between, or it was

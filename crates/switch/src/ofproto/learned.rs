@@ -86,8 +86,9 @@ fn place(rule: &Rule) -> Place {
 pub struct Learned {
     pending: HashMap<Place, Rule>,
     /// Learned rules dropped because [`MAX_PENDING`] places were waiting. The queue holds
-    /// only rules that change the tables ([`queue`]), so a full one is followed by a change,
-    /// which empties the caches: a dropped rule's flow learns it again at its next packet.
+    /// only rules that change the tables ([`queue`]), so a full one is followed by changes;
+    /// a dropped rule's megaflow, kept or not, learns it again: at the next harvest after
+    /// its packets ([`crate::dpif::upcall::Upcall::learned_again`]), or at its next miss.
     pub dropped: u64,
 }
 

@@ -1,5 +1,7 @@
 //! The rule tables of a bridge: up to 255 classifiers, the installed rules with their counters,
-//! and the generation number every change bumps so the caches know to revalidate.
+//! the generation number every change bumps so the caches know to revalidate, and the log
+//! of the last changes to single rules, which says what to revalidate
+//! ([`crate::dpif::revalidate`]).
 
 use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,7 +174,8 @@ impl RuleTables {
         }
     }
 
-    /// Bumped by every change to any table; a cache entry made at another generation is stale.
+    /// Bumped by every change to any table; a cache made at another generation revalidates
+    /// ([`RuleTables::changes_since`]).
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -187,12 +190,11 @@ impl RuleTables {
     /// A new generation, for a change to one rule.
     fn changed(&mut self, change: RuleChange) {
         self.generation += 1;
-        // The log keeps the last changes, as many as a revalidation tests one by one: a
-        // cache older than those is emptied.
-        if self.change_log.len() == MAX_PRECISE_CHANGES {
-            let forgotten = MAX_PRECISE_CHANGES / 2;
-            self.change_log.drain(..forgotten);
-            self.log_since += forgotten as u64;
+        // The log keeps at least the last changes a revalidation tests one by one: a cache
+        // older than those is emptied.
+        if self.change_log.len() == 2 * MAX_PRECISE_CHANGES {
+            self.change_log.drain(..MAX_PRECISE_CHANGES);
+            self.log_since += MAX_PRECISE_CHANGES as u64;
         }
         self.change_log.push(change);
     }

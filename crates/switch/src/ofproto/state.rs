@@ -241,7 +241,7 @@ impl SharedState for Ofproto {
 
 /// Runs `change` on the datapath for the control side, with `caches` (every thread's,
 /// locked) harvested first, so their counts go to the rules they were made from, and
-/// emptied after if the rules changed. The rules a `delete_learned` learn that went takes
+/// revalidated after if the rules changed ([`FlowCache::revalidate`]). The rules a `delete_learned` learn that went takes
 /// with it go in the same change ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
     ofproto: &mut Ofproto,

@@ -12,7 +12,7 @@ use core::time::Duration;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
-use crate::dpif::revalidate::{self, RuleChange, TableLookup};
+use crate::dpif::revalidate::{self, RuleChange, Seen, TableLookup};
 use crate::dpif::upcall::{Decision, Upcall};
 use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
@@ -111,6 +111,8 @@ struct Translation<'a> {
     dependencies: FlowBits,
     decision: Decision,
     lookups: usize,
+    /// Lookups whose record keeps what they saw of a rewritten flow ([`Seen::Written`]).
+    seen_kept: usize,
     /// OpenFlow's action set: what `write_actions` put there, run when the pipeline ends.
     action_set: Vec<Action>,
 }
@@ -130,6 +132,7 @@ impl<'a> Translation<'a> {
             dependencies: FlowBits::ZERO,
             decision: Decision::default(),
             lookups: 0,
+            seen_kept: 0,
             action_set: Vec::new(),
         }
     }
@@ -162,8 +165,21 @@ impl<'a> Translation<'a> {
                 found: found
                     .and_then(|id| self.tables.get(id))
                     .map(|r| r.rule.priority),
-                seen: revalidate::seen(&self.input, &self.flow, self.wildcards, &self.derived),
+                seen: revalidate::seen(
+                    &self.input,
+                    &self.flow,
+                    self.wildcards,
+                    &self.derived,
+                    self.seen_kept,
+                ),
             });
+            if let Some(TableLookup {
+                seen: Seen::Written(_),
+                ..
+            }) = self.decision.lookups.last()
+            {
+                self.seen_kept += 1;
+            }
             let Some(id) = found else {
                 self.decision.missed.push(table);
                 return;
@@ -969,7 +985,7 @@ mod tests {
             lookups: vec![TableLookup {
                 table: 0,
                 found: None,
-                seen: None,
+                seen: Seen::Arrived,
             }],
             ..Decision::default()
         };
