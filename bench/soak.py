@@ -12,8 +12,8 @@ lost; the soak runs at the highest rate that lost nothing. Then the soak itself:
 - every FLAP_EVERY seconds the switch's side of B's link goes down for FLAP_DOWN seconds
   (what is meant for port 2 meanwhile is counted as link_down);
 - every second a flow changes: a rule that matches nothing of the load is added or deleted
-  in turn, and every tenth second the forwarding rule is modified to itself (each change
-  empties every cache: the load is decided afresh).
+  in turn (the load's cached flows stay), and every tenth second the forwarding rule is
+  modified to itself (the load's cached flows go: it is decided afresh).
 At the end: each of A's frames reached port 1 or was counted at port 1 by reason (or by A's
 veth, dropped on sending); each was sent out of port 2 or counted there by reason; B
 received exactly what port 2 sent, less what the veths of B's link counted as dropped (its
@@ -241,8 +241,8 @@ def write(result):
         "(CPU 0), host C is a third port, and `wirespeed switch` (CPU 1) forwards with",
         f"`{FORWARD}`. Every {FLAP_EVERY:.0f} s the switch's side of B's link goes down for",
         f"{FLAP_DOWN:.0f} s; every second a flow changes (an unrelated rule added or deleted in",
-        "turn, the forwarding rule modified to itself every tenth second: each change empties",
-        "every cache). The rate is the highest of 10-second trials that lost nothing.",
+        "turn, which leaves the load's cached flows; the forwarding rule modified to itself every",
+        "tenth second, which takes them). The rate is the highest of 10-second trials that lost nothing.",
         "",
         f"Measured {day} on {result['machine']['cpu']}, Linux {result['machine']['kernel']}, "
         f"{result['machine']['cpus']} CPUs.",

@@ -7,9 +7,9 @@
 //! Each thread has a flow cache of its own and locks the bridge's shared [`Ofproto`] only
 //! in a burst that needs it (see [`crate::ofproto::state`]). The control side (`wirespeed ctl`
 //! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
-//! rules with every thread's cache locked, harvests their counts first and empties them
-//! after ([`Bridge::edit`]), so once a request is answered no packet is handled by a cache
-//! entry from before it.
+//! rules with every thread's cache locked, harvests their counts first and revalidates them
+//! after ([`Bridge::edit`]), so once a request is answered no packet meets a cache entry the
+//! change made wrong.
 
 pub mod commands;
 pub mod control;
