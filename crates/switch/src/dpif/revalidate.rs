@@ -16,8 +16,9 @@
 //! revalidators instead translate every datapath flow again and compare; this test costs,
 //! for each megaflow, a set lookup per rule it found and, per lookup, a compare of the words
 //! each rule added in that table pins: a few nanoseconds, not a translation. The caches are
-//! locked meanwhile: with 150,000 megaflows and 64 rules added to one table, some tens of
-//! milliseconds.
+//! locked meanwhile: 128 rules added to one table, tested against 150,000 megaflows on
+//! every word, took 54 ms a cache; the test now reads only the words a rule pins, and takes
+//! at most [`MAX_PRECISE_CHANGES`] changes.
 
 use crate::classifier::RuleId;
 use crate::dpif::megaflow::Megaflow;
