@@ -526,21 +526,18 @@ impl RuleTables {
             }
         };
         self.tables[usize::from(rule.table)].insert(&rule.flow_match, rank, id);
+        let added = RuleChange::Added {
+            table: rule.table,
+            priority: rule.priority,
+            flow_match: Box::new(rule.flow_match),
+        };
         self.rules[id.0 as usize] = Some(InstalledRule {
             rule,
             stats: RuleStats::new(now),
             rank,
         });
         self.note(Undo::Added { id, was_free });
-        let installed = &self.rules[id.0 as usize]
-            .as_ref()
-            .expect("just installed")
-            .rule;
-        self.changed(RuleChange::Added {
-            table: installed.table,
-            priority: installed.priority,
-            flow_match: Box::new(installed.flow_match),
-        });
+        self.changed(added);
         id
     }
 
