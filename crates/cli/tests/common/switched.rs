@@ -104,16 +104,8 @@ impl Switched {
     /// [`Switched::ofctl`] to `target` (`ssl:127.0.0.1:6653`), with `options` before `args`'
     /// own (the TLS files).
     pub fn ofctl_via(&self, target: &str, options: &[String], args: &[&str]) -> (bool, String) {
-        let mut argv = vec![
-            "ip",
-            "netns",
-            "exec",
-            &self.c.ns_m,
-            "ovs-ofctl",
-            "-O",
-            "OpenFlow13",
-            "--no-names",
-        ];
+        let mut argv = self.ofctl_command().to_vec();
+        argv.push("--no-names");
         argv.extend(options.iter().map(String::as_str));
         let own = args.iter().take_while(|a| a.starts_with("--")).count();
         argv.extend_from_slice(&args[..own]);
@@ -125,6 +117,20 @@ impl Switched {
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         (out.status.success(), text)
+    }
+
+    /// `ovs-ofctl -O OpenFlow13` in the switch's namespace, for options and a command to
+    /// follow.
+    fn ofctl_command(&self) -> [&str; 7] {
+        [
+            "ip",
+            "netns",
+            "exec",
+            &self.c.ns_m,
+            "ovs-ofctl",
+            "-O",
+            "OpenFlow13",
+        ]
     }
 
     /// [`Switched::ofctl`], which must succeed.
@@ -193,15 +199,9 @@ impl Switched {
         // not exist.
         let unixctl = ScratchFile::new("monitor.ctl");
         let told = ScratchFile::new("monitor.out");
-        let child = std::process::Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.c.ns_m,
-                "ovs-ofctl",
-                "-O",
-                "OpenFlow13",
-            ])
+        let [program, prefix @ ..] = self.ofctl_command();
+        let child = std::process::Command::new(program)
+            .args(prefix)
             .arg(format!("--unixctl={}", &*unixctl))
             .args(["monitor", "tcp:127.0.0.1:6653"])
             .stdout(std::process::Stdio::null())

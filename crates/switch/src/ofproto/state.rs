@@ -241,8 +241,9 @@ impl SharedState for Ofproto {
 
 /// Runs `change` on the datapath for the control side, with `caches` (every thread's,
 /// locked) harvested first, so their counts go to the rules they were made from, and
-/// revalidated after if the rules changed ([`FlowCache::revalidate`]). The rules a `delete_learned` learn that went takes
-/// with it go in the same change ([`learned::delete_learned_flows`]).
+/// revalidated after if the rules changed ([`FlowCache::revalidate`]). The rules a
+/// `delete_learned` learn that went takes with it go in the same change
+/// ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
     ofproto: &mut Ofproto,
     caches: &mut [impl DerefMut<Target = FlowCache>],

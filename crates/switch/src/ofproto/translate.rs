@@ -160,36 +160,31 @@ impl<'a> Translation<'a> {
                 examined.or_assign(&self.dependencies);
             }
             self.wildcards.or_assign(&examined);
+            let tables: &'a RuleTables = self.tables;
+            let rule = found.map(|id| {
+                &tables
+                    .get(id)
+                    .expect("the classifier returns installed rules")
+                    .rule
+            });
+            let seen = revalidate::seen(
+                &self.input,
+                &self.flow,
+                self.wildcards,
+                &self.derived,
+                self.seen_kept,
+            );
+            self.seen_kept += usize::from(matches!(seen, Seen::Written(_)));
             self.decision.lookups.push(TableLookup {
                 table,
-                found: found
-                    .and_then(|id| self.tables.get(id))
-                    .map(|r| r.rule.priority),
-                seen: revalidate::seen(
-                    &self.input,
-                    &self.flow,
-                    self.wildcards,
-                    &self.derived,
-                    self.seen_kept,
-                ),
+                found: rule.map(|rule| rule.priority),
+                seen,
             });
-            if let Some(TableLookup {
-                seen: Seen::Written(_),
-                ..
-            }) = self.decision.lookups.last()
-            {
-                self.seen_kept += 1;
-            }
-            let Some(id) = found else {
+            let (Some(id), Some(rule)) = (found, rule) else {
                 self.decision.missed.push(table);
                 return;
             };
             self.decision.rules.push(id);
-            let tables: &'a RuleTables = self.tables;
-            let rule = &tables
-                .get(id)
-                .expect("the classifier returns installed rules")
-                .rule;
             match self.run_actions(&rule.actions, Some(rule), depth) {
                 Some(target) => table = target,
                 None => return,
