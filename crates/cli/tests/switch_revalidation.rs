@@ -1,8 +1,9 @@
 //! Revalidation under traffic: a forwarding rule is replaced by a drop rule while packets
 //! flow; no packet sent after `wirespeed ctl` returned reaches the far side, whether the flow
 //! was forwarded in user space or by the kernel's fast path (`--offload`). And revalidation
-//! is precise: a rule a controller adds for another host leaves the cached flows of these
-//! two, while one that concerns them takes their packets at once.
+//! is precise, in user space's caches and in the kernel's: a rule a controller adds for
+//! another host leaves the cached flows of these two, while one that concerns them takes
+//! their packets at once.
 
 mod common;
 use common::prometheus::{assert_promtool_accepts, sample};
@@ -16,16 +17,7 @@ use common::*;
 #[test]
 fn a_rule_for_another_host_leaves_the_cached_flows() {
     let s = Switched::new("rp", &["--openflow", "ptcp:"]);
-    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
-    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
-    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
-    for flow in [
-        "table=0,actions=goto_table:1".to_string(),
-        format!("table=1,dl_dst={mac_a},actions=output:1"),
-        format!("table=1,dl_dst={mac_b},actions=output:2"),
-    ] {
-        s.ofctl_ok(&["add-flow", &flow]);
-    }
+    let (mac_a, mac_b) = forward_by_destination(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
     // One translation a direction.
@@ -64,6 +56,75 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
         6,
         "{flows}"
     );
+}
+
+/// Table 0 goes to table 1, where one rule a host outputs to its port (added with
+/// ovs-ofctl); the hosts know each other's addresses, so only their pings cross. Their
+/// MAC addresses, A's and B's.
+fn forward_by_destination(s: &Switched) -> (String, String) {
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
+    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
+    for flow in [
+        "table=0,actions=goto_table:1".to_string(),
+        format!("table=1,dl_dst={mac_a},actions=output:1"),
+        format!("table=1,dl_dst={mac_b},actions=output:2"),
+    ] {
+        s.ofctl_ok(&["add-flow", &flow]);
+    }
+    (mac_a, mac_b)
+}
+
+/// The same with `--offload`: each direction's first echo installs its flow in the kernel,
+/// which forwards the rest. A rule for another host leaves both entries, and the kernel
+/// forwards every later packet; the rule that outranks B's takes only A's echoes to B out
+/// of the kernel, and every packet is counted once, by the rule that decided it.
+#[test]
+fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
+    let s = Switched::new("rk", &["--openflow", "ptcp:", "--offload"]);
+    // The hosts' veths receive the kernel's XDP redirects only with NAPI on.
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+    let (mac_a, mac_b) = forward_by_destination(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
+    let entries = || (fast("flows"), fast("installed"), fast("revalidated"));
+    assert_eq!(entries(), (2, 2, 0));
+    // The first echo and its reply went up; the rest the kernel forwarded.
+    assert_eq!(fast("kernel_hits"), 4);
+
+    s.ofctl_ok(&[
+        "add-flow",
+        "table=1,dl_dst=02:00:00:00:00:99,actions=output:2",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        (entries(), fast("flushes"), fast("kernel_hits")),
+        ((2, 2, 0), 0, 10),
+        "the rule for another host took A's or B's flow out of the kernel"
+    );
+
+    let drop = format!("table=1,priority=40000,icmp,dl_dst={mac_b},actions=drop");
+    s.ofctl_ok(&["add-flow", &drop]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
+    assert_eq!(
+        (entries(), fast("flushes"), fast("kernel_hits")),
+        ((1, 2, 1), 0, 10),
+        "only A's echoes to B left the kernel"
+    );
+    let flows = s.ofctl_ok(&["dump-flows"]);
+    for (rule, packets) in [
+        ("priority=40000".to_string(), 2),
+        (format!("dl_dst={mac_a}"), 6),
+        (format!("dl_dst={mac_b} actions=output:2"), 6),
+    ] {
+        assert_eq!(
+            field(&flows, &rule, "n_packets"),
+            packets,
+            "{rule}: {flows}"
+        );
+    }
 }
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -218,7 +218,7 @@ fn apply(
     // forwarding under them.
     let offload = match edit {
         Edit::Dump(_) | Edit::Diff(_) => dp.harvest_offload(now),
-        _ => dp.flush_offload(now),
+        _ => dp.suspend_offload(now),
     };
     if let Err(e) = offload {
         return Response::error(format!("offload: {e}"));
@@ -665,12 +665,15 @@ fn dump_cache(bridge: &Bridge) -> String {
             Ok(o) => {
                 let _ = write!(
                     out,
-                    "\nfast_path: flows={}, installed={}, table_full={}, aged={}, errors={}, \
-                     kernel_hits={}, sent_up={}, stale={}, blocked={}",
+                    "\nfast_path: flows={}, installed={}, table_full={}, aged={}, \
+                     revalidated={}, flushes={}, errors={}, kernel_hits={}, sent_up={}, \
+                     stale={}, blocked={}",
                     o.flows,
                     o.installed,
                     o.table_full,
                     o.aged,
+                    o.revalidated,
+                    o.flushes,
                     o.errors,
                     o.kernel.hits,
                     o.kernel.misses,

@@ -337,6 +337,18 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
             f.summary.aged,
         ),
         (
+            "wirespeed_switch_fast_path_revalidated_total",
+            "Flows removed from the kernel fast path because a rule change could decide \
+             their packets otherwise.",
+            f.summary.revalidated,
+        ),
+        (
+            "wirespeed_switch_fast_path_flushes_total",
+            "Times every flow left the kernel fast path at once (a change to groups, meters, \
+             ports or learned addresses, or more rule changes than are tested one by one).",
+            f.summary.flushes,
+        ),
+        (
             "wirespeed_switch_fast_path_errors_total",
             "Fast path table operations that failed.",
             f.summary.errors,

@@ -617,8 +617,10 @@ impl Bridge {
             }
         }
         drop(ofproto);
-        // Groups' buckets that watch a port follow its link.
+        // Groups' buckets that watch a port follow its link (in the kernel too: a bucket
+        // may watch a port other than the one it outputs to).
         self.edit(|dp| {
+            let _ = dp.suspend_offload(now);
             for change in &changes {
                 let up = change.now == LinkState::Up;
                 dp.tables.set_port_live(self.numbers[change.port], up);

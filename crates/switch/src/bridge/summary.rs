@@ -28,7 +28,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
                 let summary = match o.summary() {
                     Ok(f) => serde_json::json!({
                         "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
-                        "aged": f.aged,
+                        "aged": f.aged, "revalidated": f.revalidated, "flushes": f.flushes,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,
                         "blocked": f.kernel.blocked,

@@ -454,7 +454,7 @@ fn offer_to_offload(
     }
     shared
         .get()
-        .after_decision(frame.data(), in_port, decision, unfit, now);
+        .after_decision(frame.data(), in_port, megaflow, unfit, now);
 }
 
 #[cfg(test)]

@@ -139,10 +139,17 @@ impl Changes {
     /// Whether the changes could decide some packet of `megaflow` otherwise.
     pub fn touch(&self, megaflow: &Megaflow) -> bool {
         let decision = &megaflow.decision;
-        if decision.rules.iter().any(|id| self.changed.contains(id)) {
+        self.touches(&megaflow.flow_match, &decision.rules, &decision.lookups)
+    }
+
+    /// Whether the changes could decide otherwise some packet of the flows `flow_match`
+    /// holds, decided by `rules` after `lookups` (a megaflow's, or the kernel's entry made
+    /// from it).
+    pub fn touches(&self, flow_match: &Match, rules: &[RuleId], lookups: &[TableLookup]) -> bool {
+        if rules.iter().any(|id| self.changed.contains(id)) {
             return true;
         }
-        decision.lookups.iter().any(|lookup| {
+        lookups.iter().any(|lookup| {
             let first = self
                 .added
                 .partition_point(|added| added.table < lookup.table);
@@ -151,7 +158,7 @@ impl Changes {
                 .take_while(|added| added.table == lookup.table)
                 .filter(|added| lookup.found.is_none_or(|found| added.priority > found))
                 .any(|added| match &lookup.seen {
-                    Seen::Arrived => added.admits_some_arrival(&megaflow.flow_match),
+                    Seen::Arrived => added.admits_some_arrival(flow_match),
                     Seen::Written(seen) => added.may_match(seen.value(), seen.mask()),
                     Seen::Unknown => true,
                 })

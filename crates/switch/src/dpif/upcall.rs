@@ -6,6 +6,7 @@ use core::time::Duration;
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::megaflow::Megaflow;
 use crate::dpif::revalidate::{RuleChange, TableLookup};
 use crate::field::FlowBits;
 use crate::group::GroupVisit;
@@ -68,14 +69,15 @@ pub trait Upcall {
 pub trait SharedState {
     fn rules(&mut self) -> &mut dyn Upcall;
     fn mac_table(&mut self) -> &mut MacTable;
-    /// After a frame's decision ran: offers it to the kernel's fast path (unless the frame is
-    /// `unfit` to model an entry: rewritten on the way, one of several frames, or decided by
-    /// TCP's flags), and flushes the fast path if a learned address it used moved.
+    /// After a frame's decision (its megaflow's) ran: offers it to the kernel's fast path
+    /// (unless the frame is `unfit` to model an entry: rewritten on the way, one of several
+    /// frames, or decided by TCP's flags), and flushes the fast path if a learned address
+    /// it used moved.
     fn after_decision(
         &mut self,
         frame: &[u8],
         in_port: u32,
-        decision: &Decision,
+        megaflow: &Megaflow,
         unfit: bool,
         now: Duration,
     );

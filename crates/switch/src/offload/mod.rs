@@ -19,7 +19,12 @@
 //!   port it was last seen on rather than being flooded.)
 //! - Rule changes: before any rule changes, every entry is made stale in one map write, the
 //!   kernel is waited for until no packet is being forwarded on one any more, and they are
-//!   counted and removed; so once `ctl` returns, no packet is handled under the old rules.
+//!   counted ([`Offload::suspend`]). After the change, the entries whose packets it could
+//!   decide otherwise are removed, tested as their megaflows are
+//!   ([`crate::dpif::revalidate`]), and the rest made valid again in one more write
+//!   ([`Offload::resume`]); so once `ctl` returns, no packet is handled under the old rules.
+//!   Changes to groups, meters or ports, or more rule changes at once than are tested one
+//!   by one, still remove every entry ([`Offload::flush`]).
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
@@ -57,7 +62,10 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 
 use crate::action::Action;
 use crate::classifier::RuleId;
-use crate::dpif::upcall::{Decision, Upcall};
+use crate::dpif::megaflow::Megaflow;
+use crate::dpif::revalidate::{Changes, MAX_PRECISE_CHANGES, TableLookup};
+use crate::dpif::upcall::Upcall;
+use crate::flow_match::Match;
 use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
 use transmit_watch::TransmitWatch;
@@ -76,6 +84,9 @@ struct Entry {
     rules: Vec<RuleId>,
     groups: Vec<GroupVisit>,
     missed: Vec<u8>,
+    /// Its megaflow's match and table lookups, to revalidate it as the megaflow is.
+    flow_match: Match,
+    lookups: Vec<TableLookup>,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
@@ -136,6 +147,11 @@ pub struct OffloadSummary {
     pub table_full: u64,
     /// Entries removed for being idle.
     pub aged: u64,
+    /// Entries removed because a rule change could decide their packets otherwise.
+    pub revalidated: u64,
+    /// Times every entry was removed at once (a change to groups, meters, ports or learned
+    /// addresses, or more rule changes at once than are tested one by one).
+    pub flushes: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
     pub kernel: FastPathCounters,
@@ -151,7 +167,11 @@ pub struct Offload {
     installed: u64,
     table_full: u64,
     aged: u64,
+    revalidated: u64,
+    flushes: u64,
     errors: u64,
+    /// The rules' generation when the entries were suspended for a change to them.
+    suspended: Option<u64>,
     /// The kernel refused an install for want of room: none is tried until one is freed.
     full: bool,
     /// Keys [`Offload::age`] has still to look at in this round.
@@ -187,7 +207,10 @@ impl Offload {
             installed: 0,
             table_full: 0,
             aged: 0,
+            revalidated: 0,
+            flushes: 0,
             errors: 0,
+            suspended: None,
             full: false,
             to_age: Vec::new(),
             dsts: HashMap::new(),
@@ -247,18 +270,19 @@ impl Offload {
         }
     }
 
-    /// Installs an entry for `frame` (received on `in_port`, its decision just executed) if
-    /// the decision is one the kernel can carry out exactly, and the frame is one the fast
-    /// path parses.
+    /// Installs an entry for `frame` (received on `in_port`, its megaflow's decision just
+    /// executed) if the decision is one the kernel can carry out exactly, and the frame is
+    /// one the fast path parses.
     pub fn consider(
         &mut self,
         frame: &[u8],
         in_port: u32,
-        decision: &Decision,
+        megaflow: &Megaflow,
         tables: &dyn Upcall,
         macs: &MacTable,
         now: Duration,
     ) {
+        let decision = &megaflow.decision;
         let (out_port, learns, depends) = match decision.actions.as_slice() {
             [Action::Output(port)] => (*port, None, None),
             [Action::Normal] => match learned_destination(frame, macs, now) {
@@ -308,6 +332,8 @@ impl Offload {
                         rules: decision.rules.clone(),
                         groups: decision.groups.clone(),
                         missed: decision.missed.clone(),
+                        flow_match: megaflow.flow_match,
+                        lookups: decision.lookups.clone(),
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -394,22 +420,107 @@ impl Offload {
                 continue;
             }
             if now.saturating_sub(entry.last_moved) >= IDLE_TIMEOUT {
-                self.fast_path.remove(&key)?;
-                let Some(entry) = self.entries.remove(&key) else {
-                    continue;
-                };
-                if let Some(dst) = entry.depends
-                    && let Some(count) = self.dsts.get_mut(&dst)
-                {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.dsts.remove(&dst);
-                    }
-                }
-                self.keep_removed(key, entry);
+                self.remove(key)?;
                 self.aged += 1;
-                self.full = false;
             }
+        }
+        Ok(())
+    }
+
+    /// Removes the entry of `key` from the kernel's table and from those kept here.
+    fn remove(&mut self, key: FastKey) -> Result<(), XdpError> {
+        self.fast_path.remove(&key)?;
+        let Some(entry) = self.entries.remove(&key) else {
+            return Ok(());
+        };
+        if let Some(dst) = entry.depends
+            && let Some(count) = self.dsts.get_mut(&dst)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.dsts.remove(&dst);
+            }
+        }
+        self.keep_removed(key, entry);
+        self.full = false;
+        Ok(())
+    }
+
+    /// Before the rules change: stops the kernel forwarding on any entry and credits their
+    /// counts, keeping the entries for [`Offload::resume`], which must follow the change
+    /// ([`crate::ofproto::state::edit`] calls it).
+    pub fn suspend(
+        &mut self,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        // With no entry, the kernel forwards nothing to stop (and nothing is installed
+        // until the change is over: the caller holds the lock `consider` is called under).
+        if self.suspended.is_some() || self.entries.is_empty() {
+            return Ok(());
+        }
+        let generation = tables.generation();
+        let result = self
+            .fast_path
+            .suspend()
+            .and_then(|()| self.harvest(tables, macs, now));
+        match result {
+            Ok(()) => self.suspended = Some(generation),
+            // Housekeeping flushes: the kernel may still forward on the entries until then.
+            Err(_) => self.flush_failed = true,
+        }
+        result
+    }
+
+    /// After the rules changed: removes the entries whose packets the changes could decide
+    /// otherwise (every one if they are not all known, or too many to test one by one), and
+    /// lets the kernel forward on the rest again.
+    pub fn resume(
+        &mut self,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        let Some(generation) = self.suspended.take() else {
+            return Ok(());
+        };
+        let result = self
+            .remove_touched(generation, tables, macs, now)
+            .and_then(|()| self.fast_path.resume());
+        if result.is_err() {
+            self.flush_failed = true;
+        }
+        result
+    }
+
+    fn remove_touched(
+        &mut self,
+        generation: u64,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        let touched: Vec<FastKey> = match tables.changes_since(generation) {
+            Some(changes) if changes.len() <= MAX_PRECISE_CHANGES => {
+                let changes = Changes::new(changes);
+                self.entries
+                    .iter()
+                    .filter(|(_, e)| changes.touches(&e.flow_match, &e.rules, &e.lookups))
+                    .map(|(key, _)| *key)
+                    .collect()
+            }
+            _ => return self.flush_entries(tables, macs, now),
+        };
+        if !touched.is_empty() {
+            self.removals += 1;
+        }
+        for key in touched {
+            self.remove(key)?;
+            self.revalidated += 1;
         }
         Ok(())
     }
@@ -443,6 +554,7 @@ impl Offload {
         self.harvest(tables, macs, now)?;
         if !self.entries.is_empty() {
             self.removals += 1;
+            self.flushes += 1;
         }
         for key in self.entries.keys() {
             self.fast_path.remove(key)?;
@@ -505,6 +617,8 @@ impl Offload {
             installed: self.installed,
             table_full: self.table_full,
             aged: self.aged,
+            revalidated: self.revalidated,
+            flushes: self.flushes,
             errors: self.errors,
             kernel: self.fast_path.counters()?,
         })
@@ -597,6 +711,9 @@ fn learned_destination(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dpif::revalidate::Seen;
+    use crate::dpif::upcall::Decision;
+    use crate::field::Field;
     use crate::group::BucketsTaken;
     use crate::ofctl::flow_parse::parse_rule;
     use crate::ofctl::group_text::parse_group;
@@ -606,11 +723,15 @@ mod tests {
     use wirespeed_xdp::AttachMode;
 
     fn frame() -> Vec<u8> {
+        frame_to(Ipv4Addr::new(10, 0, 0, 2))
+    }
+
+    fn frame_to(dst_ip: Ipv4Addr) -> Vec<u8> {
         let template = UdpTemplate {
             src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
             dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
             src_ip: Ipv4Addr::new(10, 0, 0, 1),
-            dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+            dst_ip,
             src_port: 1000,
             dst_port: 2000,
             frame_len: 60,
@@ -657,6 +778,8 @@ mod tests {
             learned: vec![parse_rule("table=1,actions=drop").unwrap()],
             ..decision.clone()
         };
+        let learning = Megaflow::new(Match::ANY, learning, now);
+        let decision = Megaflow::new(Match::ANY, decision, now);
         offload.consider(&frame, 1, &learning, &tables, &macs, now);
         assert_eq!(offload.entries.len(), 0);
         offload.consider(&frame, 1, &decision, &tables, &macs, now);
@@ -677,6 +800,71 @@ mod tests {
         offload.settled_at(offload.unsettled().unwrap());
         offload.flush(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.unsettled(), None);
+    }
+
+    /// A rule change suspends the kernel's entries; the resume removes only those whose
+    /// packets the change could decide otherwise, and a change the rules' log cannot say
+    /// removes them all.
+    #[test]
+    fn a_resume_removes_only_the_entries_a_change_touches() {
+        let mut offload = offload();
+        let mut tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let now = Duration::ZERO;
+        let id = tables.add(parse_rule("in_port=1,actions=output:2").unwrap(), now);
+        let to = |host: u8| {
+            let mut flow_match = Match::ANY;
+            flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
+            flow_match.add(Field::DlType, 0x0800, u128::MAX).unwrap();
+            let dst = Ipv4Addr::new(10, 0, 0, host);
+            flow_match
+                .add(Field::NwDst, u32::from(dst).into(), u128::MAX)
+                .unwrap();
+            let decision = Decision {
+                actions: vec![Action::Output(2)],
+                rules: vec![id],
+                lookups: vec![TableLookup {
+                    table: 0,
+                    found: Some(32768),
+                    seen: Seen::Arrived,
+                }],
+                ..Decision::default()
+            };
+            (frame_to(dst), Megaflow::new(flow_match, decision, now))
+        };
+        for (frame, megaflow) in [to(2), to(3)] {
+            offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        }
+        assert_eq!(offload.entries.len(), 2);
+        offload.suspend(&mut tables, &mut macs, now).unwrap();
+        assert!(offload.suspended.is_some());
+        tables.add(
+            parse_rule("priority=40000,ip,nw_dst=10.0.0.3,actions=drop").unwrap(),
+            now,
+        );
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        let kept: Vec<[u8; 4]> = offload
+            .entries
+            .keys()
+            .map(|key| wirespeed_xdp::fast_path::key_fields(key).dst)
+            .collect();
+        assert_eq!(kept, [[10, 0, 0, 2]]);
+        let summary = offload.summary().unwrap();
+        assert_eq!((summary.revalidated, summary.flushes), (1, 0));
+        assert!(
+            offload.unsettled().is_some(),
+            "an entry went: installs wait"
+        );
+
+        offload.suspend(&mut tables, &mut macs, now).unwrap();
+        tables.set_fail_open(true);
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.entries.len(), 0);
+        let summary = offload.summary().unwrap();
+        assert_eq!((summary.revalidated, summary.flushes), (1, 1));
+        // With no entry there is nothing to stop.
+        offload.suspend(&mut tables, &mut macs, now).unwrap();
+        assert!(offload.suspended.is_none());
     }
 
     /// A `normal` entry depends on where its destination was learned: that address moving
@@ -700,7 +888,8 @@ mod tests {
             meters: Vec::new(),
             lookups: Vec::new(),
         };
-        offload.consider(&frame(), 1, &decision, &tables, &macs, Duration::ZERO);
+        let megaflow = Megaflow::new(Match::ANY, decision, Duration::ZERO);
+        offload.consider(&frame(), 1, &megaflow, &tables, &macs, Duration::ZERO);
         assert_eq!(offload.entries.len(), 1);
         assert!(!offload.macs_changed(&macs));
         macs.learn(0, other, 1, Duration::ZERO);
@@ -734,6 +923,8 @@ mod tests {
                 taken: BucketsTaken::One(0),
             }],
             missed: vec![],
+            flow_match: Match::ANY,
+            lookups: vec![],
             in_port: 1,
             out_port: 2,
             credited: FlowCounts::default(),

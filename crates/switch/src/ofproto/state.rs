@@ -11,7 +11,8 @@ use wirespeed_xdp::XdpError;
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::dpif::flow_cache::FlowCache;
-use crate::dpif::upcall::{Decision, SharedState, Upcall};
+use crate::dpif::megaflow::Megaflow;
+use crate::dpif::upcall::{SharedState, Upcall};
 use crate::error::FlowError;
 use crate::flow_match::Match;
 use crate::group::{Group, GroupError, GroupUsage};
@@ -88,7 +89,7 @@ impl Ofproto {
     }
 
     /// Puts learned `rules` (one a place: a PACKET_OUT's, or those waiting) in the tables at
-    /// `now`; how many changed them (the kernel's fast path is emptied first, as for any
+    /// `now`; how many changed them (the kernel's fast path is suspended first, as for any
     /// change to the rules).
     pub fn add_learned_rules(&mut self, rules: Vec<Rule>, now: Duration) -> usize {
         let Ofproto {
@@ -99,7 +100,7 @@ impl Ofproto {
         } = self;
         learned::add_learned(tables, rules, now, |tables| {
             if let Some(offload) = offload {
-                let _ = offload.flush(tables, mac_table, now);
+                let _ = offload.suspend(tables, mac_table, now);
             }
         })
     }
@@ -178,7 +179,18 @@ impl Ofproto {
         }
     }
 
-    /// Empties the kernel's fast path, its counts credited: call before changing the rules.
+    /// Stops the kernel's fast path forwarding, its counts credited: call in
+    /// [`edit`]'s change, before changing the rules. After the change, `edit` removes the
+    /// entries it touched and lets the kernel go on with the rest ([`Offload::resume`]).
+    pub fn suspend_offload(&mut self, now: Duration) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) => offload.suspend(&mut self.tables, &mut self.mac_table, now),
+            None => Ok(()),
+        }
+    }
+
+    /// Empties the kernel's fast path, its counts credited: call before a change the rules'
+    /// log cannot say (groups, meters, ports).
     pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.flush(&mut self.tables, &mut self.mac_table, now),
@@ -214,7 +226,7 @@ impl SharedState for Ofproto {
         &mut self,
         frame: &[u8],
         in_port: u32,
-        decision: &Decision,
+        megaflow: &Megaflow,
         unfit: bool,
         now: Duration,
     ) {
@@ -226,7 +238,7 @@ impl SharedState for Ofproto {
         // and that flow's next packets will come partial too, which the kernel leaves to us:
         // an entry for them would never be used.
         if !unfit {
-            offload.consider(frame, in_port, decision, &self.tables, &self.mac_table, now);
+            offload.consider(frame, in_port, megaflow, &self.tables, &self.mac_table, now);
         }
         if !offload.flush_failed()
             && offload.macs_changed(&self.mac_table)
@@ -241,7 +253,8 @@ impl SharedState for Ofproto {
 
 /// Runs `change` on the datapath for the control side, with `caches` (every thread's,
 /// locked) harvested first, so their counts go to the rules they were made from, and
-/// revalidated after if the rules changed ([`FlowCache::revalidate`]). The rules a
+/// revalidated after if the rules changed ([`FlowCache::revalidate`]), as is the kernel's
+/// fast path if `change` suspended it ([`Ofproto::suspend_offload`]). The rules a
 /// `delete_learned` learn that went takes with it go in the same change
 /// ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
@@ -255,13 +268,24 @@ pub fn edit<R>(
     }
     let result = change(ofproto);
     if ofproto.tables.has_released_learns() {
-        // Rules are about to go: the kernel's entries first, as before any change.
-        let _ = ofproto.flush_offload(now);
+        // Rules are about to go: the kernel stops first, as before any change (if the
+        // change did not stop it already).
+        let _ = ofproto.suspend_offload(now);
         let deleted = learned::delete_learned_flows(&mut ofproto.tables);
         ofproto.deleted_with_learns.extend(deleted);
     }
     for cache in caches.iter_mut() {
         cache.revalidate(&ofproto.tables);
+    }
+    let Ofproto {
+        tables,
+        offload,
+        mac_table,
+        ..
+    } = ofproto;
+    if let Some(offload) = offload {
+        // A failure is the flush's to retry (housekeeping), as for any flush.
+        let _ = offload.resume(tables, mac_table, now);
     }
     result
 }

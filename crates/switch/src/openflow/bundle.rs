@@ -172,7 +172,7 @@ pub fn commit(
     now: Duration,
 ) -> Result<Vec<(InstalledRule, RemovedReason)>, (usize, OfpError)> {
     // The fast path's counts go to the rules first: a rollback must not lose them.
-    let _ = dp.flush_offload(now);
+    let _ = dp.suspend_offload(now);
     dp.tables.begin_undo();
     let mut removed = Vec::new();
     for (i, (change, _)) in staged.iter().enumerate() {

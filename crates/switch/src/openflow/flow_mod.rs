@@ -64,7 +64,7 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
         }
     }
     // The kernel's fast path stops forwarding under the old rules first.
-    let _ = dp.flush_offload(now);
+    let _ = dp.suspend_offload(now);
     let replaced = dp
         .tables
         .find_exact(rule.table, &rule.flow_match, rule.priority)
@@ -128,7 +128,7 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
         (port::ANY, GROUP_ANY),
     );
     check_targets(dp, &fm.actions)?;
-    let _ = dp.flush_offload(now);
+    let _ = dp.suspend_offload(now);
     dp.tables
         .modify(&selector, &fm.actions, None)
         .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
@@ -155,6 +155,6 @@ fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<Installe
         (fm.cookie, fm.cookie_mask),
         (fm.out_port, fm.out_group),
     );
-    let _ = dp.flush_offload(now);
+    let _ = dp.suspend_offload(now);
     dp.tables.delete_taking(&selector)
 }

@@ -390,6 +390,23 @@ impl FastPath {
         self.barrier.wait()
     }
 
+    /// Stops the kernel forwarding on every entry for now, as [`FastPath::invalidate_all`]
+    /// does, but keeps them: [`FastPath::resume`] makes those still there valid again.
+    /// Entries installed meanwhile wait for the resume too.
+    pub fn suspend(&mut self) -> Result<(), XdpError> {
+        self.generation_map
+            .set(0, self.generation.wrapping_add(1), 0)
+            .map_err(map_error("fp_generation"))?;
+        self.barrier.wait()
+    }
+
+    /// The kernel forwards on the entries again (after [`FastPath::suspend`]).
+    pub fn resume(&mut self) -> Result<(), XdpError> {
+        self.generation_map
+            .set(0, self.generation, 0)
+            .map_err(map_error("fp_generation"))
+    }
+
     /// A handle that waits for the program (see [`ProgramBarrier`]) without this.
     pub fn barrier(&self) -> Result<ProgramBarrier, XdpError> {
         self.barrier.reopen()
