@@ -129,17 +129,28 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// The forwarding rule replaced: the same match and priority.
+const REPLACING_DROP: &str = "priority=100,in_port=1,actions=drop";
+/// A rule that outranks it: the forwarding rule stays, and the kernel goes on forwarding
+/// through the change (`Offload::watch`) until its entry is found touched.
+const OUTRANKING_DROP: &str = "priority=200,in_port=1,actions=drop";
+
 #[test]
 fn no_packet_sent_after_ctl_returns_is_forwarded() {
-    replace_forwarding_with_drop("sr", false);
+    replace_forwarding_with_drop("sr", false, REPLACING_DROP);
 }
 
 #[test]
 fn no_packet_sent_after_ctl_returns_is_forwarded_by_the_kernel() {
-    replace_forwarding_with_drop("so", true);
+    replace_forwarding_with_drop("so", true, REPLACING_DROP);
 }
 
-fn replace_forwarding_with_drop(tag: &str, offload: bool) {
+#[test]
+fn no_packet_sent_after_ctl_adds_a_rule_above_is_forwarded_by_the_kernel() {
+    replace_forwarding_with_drop("sa", true, OUTRANKING_DROP);
+}
+
+fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str) {
     let s = Switched::new(tag, if offload { &["--offload"] } else { &[] });
     if offload {
         // The far host's veth receives the kernel's XDP redirects only with NAPI on.
@@ -165,7 +176,7 @@ fn replace_forwarding_with_drop(tag: &str, offload: bool) {
     );
     tx.wait_ready();
     std::thread::sleep(Duration::from_millis(1000));
-    s.ctl_ok(&["add-flow", "priority=100,in_port=1,actions=drop"]);
+    s.ctl_ok(&["add-flow", drop]);
     let returned = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -193,10 +204,8 @@ fn replace_forwarding_with_drop(tag: &str, offload: bool) {
         "only {before} packets crossed before the change; sender {sent}"
     );
     let flows = s.ctl_ok(&["dump-flows"]);
-    assert!(
-        flows.contains("priority=100,in_port=1 actions=drop"),
-        "{flows}"
-    );
+    let (rule, _) = drop.rsplit_once(",actions").unwrap();
+    assert!(flows.contains(&format!("{rule} actions=drop")), "{flows}");
     if offload {
         let cache = s.ctl_ok(&["dump-cache"]);
         let hits: u64 = cache

@@ -620,7 +620,7 @@ impl Bridge {
         // Groups' buckets that watch a port follow its link (in the kernel too: a bucket
         // may watch a port other than the one it outputs to).
         self.edit(|dp| {
-            let _ = dp.suspend_offload(now);
+            dp.watch_offload();
             for change in &changes {
                 let up = change.now == LinkState::Up;
                 dp.tables.set_port_live(self.numbers[change.port], up);

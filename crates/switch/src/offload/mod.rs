@@ -17,14 +17,17 @@
 //!   entry when they are harvested, as if user space had seen them. (Between an address
 //!   ageing out and the next housekeeping round, up to a second, its flows still go to the
 //!   port it was last seen on rather than being flooded.)
-//! - Rule changes: before any rule changes, every entry is made stale in one map write, the
-//!   kernel is waited for until no packet is being forwarded on one any more, and they are
-//!   counted ([`Offload::suspend`]). After the change, the entries whose packets it could
-//!   decide otherwise are removed, tested as their megaflows are
-//!   ([`crate::dpif::revalidate`]), and the rest made valid again in one more write
-//!   ([`Offload::resume`]); so once `ctl` returns, no packet is handled under the old rules.
-//!   Changes to groups, meters or ports, or more rule changes at once than are tested one
-//!   by one, still remove every entry ([`Offload::flush`]).
+//! - Rule changes: after a change, the entries whose packets it could decide otherwise are
+//!   made stale in one map write, the kernel is waited for until no packet is being
+//!   forwarded on one any more, and they are counted and removed, tested as their
+//!   megaflows are ([`crate::dpif::revalidate`]); the rest are made valid again in one more
+//!   write ([`Offload::resume`]). So once `ctl` returns, no packet is handled under the old
+//!   rules. A change that may take rules away stops the kernel before it instead
+//!   ([`Offload::suspend`]), so the counts of the rules that go are complete; one that
+//!   only adds rules or changes their actions lets it forward meanwhile
+//!   ([`Offload::watch`]), and stops nothing if it touches no entry. Changes to groups,
+//!   meters or ports, or more rule changes at once than are tested one by one, still
+//!   remove every entry ([`Offload::flush`]).
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
@@ -136,6 +139,17 @@ pub struct FastPortCounts {
     pub tx_blocked: bool,
 }
 
+/// A change to the rules in progress, from the rules' generation before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Suspension {
+    /// The kernel goes on forwarding: no rule goes, so the entries' counts still have
+    /// their rules after the change.
+    Watching(u64),
+    /// The kernel stopped and the counts were taken before the change, which may take
+    /// rules away.
+    Stopped(u64),
+}
+
 /// The state of the offload, for `dump-cache`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OffloadSummary {
@@ -170,8 +184,9 @@ pub struct Offload {
     revalidated: u64,
     flushes: u64,
     errors: u64,
-    /// The rules' generation when the entries were suspended for a change to them.
-    suspended: Option<u64>,
+    /// The rules' generation before the change being made, if entries are to be
+    /// revalidated after it ([`Offload::resume`]).
+    suspension: Option<Suspension>,
     /// The kernel refused an install for want of room: none is tried until one is freed.
     full: bool,
     /// Keys [`Offload::age`] has still to look at in this round.
@@ -210,7 +225,7 @@ impl Offload {
             revalidated: 0,
             flushes: 0,
             errors: 0,
-            suspended: None,
+            suspension: None,
             full: false,
             to_age: Vec::new(),
             dsts: HashMap::new(),
@@ -446,29 +461,45 @@ impl Offload {
         Ok(())
     }
 
-    /// Before the rules change: stops the kernel forwarding on any entry and credits their
-    /// counts, keeping the entries for [`Offload::resume`], which must follow the change
-    /// ([`crate::ofproto::state::edit`] calls it).
+    /// Before a change that takes no rule away (adds rules, changes their actions, or
+    /// changes no rule): the kernel goes on forwarding, and [`Offload::resume`], which must
+    /// follow the change ([`crate::ofproto::state::edit`] calls it), stops and removes the
+    /// entries the change touched.
+    pub fn watch(&mut self, tables: &dyn Upcall) {
+        // With no entry there is nothing to revalidate (and nothing is installed until the
+        // change is over: the caller holds the lock `consider` is called under).
+        if self.suspension.is_none() && !self.entries.is_empty() {
+            self.suspension = Some(Suspension::Watching(tables.generation()));
+        }
+    }
+
+    /// Before a change that may take rules away: stops the kernel forwarding on any entry
+    /// and credits their counts while the rules are all there, keeping the entries for
+    /// [`Offload::resume`], which must follow the change.
     pub fn suspend(
         &mut self,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        // With no entry, the kernel forwards nothing to stop (and nothing is installed
-        // until the change is over: the caller holds the lock `consider` is called under).
-        if self.suspended.is_some() || self.entries.is_empty() {
-            return Ok(());
-        }
-        let generation = tables.generation();
+        let generation = match self.suspension {
+            Some(Suspension::Stopped(_)) => return Ok(()),
+            // Changes since then took no rule away: their counts are still the rules'.
+            Some(Suspension::Watching(generation)) => generation,
+            None if self.entries.is_empty() => return Ok(()),
+            None => tables.generation(),
+        };
         let result = self
             .fast_path
             .suspend()
             .and_then(|()| self.harvest(tables, macs, now));
         match result {
-            Ok(()) => self.suspended = Some(generation),
+            Ok(()) => self.suspension = Some(Suspension::Stopped(generation)),
             // Housekeeping flushes: the kernel may still forward on the entries until then.
-            Err(_) => self.flush_failed = true,
+            Err(_) => {
+                self.suspension = None;
+                self.flush_failed = true;
+            }
         }
         result
     }
@@ -482,11 +513,11 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        let Some(generation) = self.suspended.take() else {
+        let Some(suspension) = self.suspension.take() else {
             return Ok(());
         };
         let result = self
-            .remove_touched(generation, tables, macs, now)
+            .remove_touched(suspension, tables, macs, now)
             .and_then(|()| self.fast_path.resume());
         if result.is_err() {
             self.flush_failed = true;
@@ -496,11 +527,15 @@ impl Offload {
 
     fn remove_touched(
         &mut self,
-        generation: u64,
+        suspension: Suspension,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
+        let (generation, stopped) = match suspension {
+            Suspension::Watching(generation) => (generation, false),
+            Suspension::Stopped(generation) => (generation, true),
+        };
         if self.entries.is_empty() {
             return Ok(());
         }
@@ -515,9 +550,21 @@ impl Offload {
             }
             _ => return self.flush_entries(tables, macs, now),
         };
-        if !touched.is_empty() {
-            self.removals += 1;
+        if touched.is_empty() {
+            return Ok(());
         }
+        if !stopped {
+            // The kernel forwarded on them through the change: stopped now, their last
+            // packets are credited to their rules, all still there.
+            self.fast_path.suspend()?;
+            for key in &touched {
+                if let Some(entry) = self.entries.get_mut(key) {
+                    let counts = self.fast_path.counts(key)?;
+                    credit(entry, counts, &mut self.ports, tables, macs, now);
+                }
+            }
+        }
+        self.removals += 1;
         for key in touched {
             self.remove(key)?;
             self.revalidated += 1;
@@ -836,35 +883,60 @@ mod tests {
             offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
         }
         assert_eq!(offload.entries.len(), 2);
+        let kept = |offload: &Offload| -> Vec<[u8; 4]> {
+            let fields = wirespeed_xdp::fast_path::key_fields;
+            offload.entries.keys().map(|key| fields(key).dst).collect()
+        };
+        let mut barrier = offload.fast_path.barrier().unwrap();
+        let mut settle = |offload: &mut Offload| {
+            let round = offload.unsettled().expect("an entry went: installs wait");
+            barrier.wait().unwrap();
+            offload.settled_at(round);
+        };
+
+        // A rule added for another host: the kernel goes on, nothing is touched.
+        offload.watch(&tables);
+        assert!(matches!(offload.suspension, Some(Suspension::Watching(_))));
+        tables.add(
+            parse_rule("priority=40000,ip,nw_dst=10.0.0.9,actions=drop").unwrap(),
+            now,
+        );
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!((offload.entries.len(), offload.unsettled()), (2, None));
+
+        // One that outranks the rule for 10.0.0.3, the kernel stopped before it or not.
         offload.suspend(&mut tables, &mut macs, now).unwrap();
-        assert!(offload.suspended.is_some());
+        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
         tables.add(
             parse_rule("priority=40000,ip,nw_dst=10.0.0.3,actions=drop").unwrap(),
             now,
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        let kept: Vec<[u8; 4]> = offload
-            .entries
-            .keys()
-            .map(|key| wirespeed_xdp::fast_path::key_fields(key).dst)
-            .collect();
-        assert_eq!(kept, [[10, 0, 0, 2]]);
-        let summary = offload.summary().unwrap();
-        assert_eq!((summary.revalidated, summary.flushes), (1, 0));
-        assert!(
-            offload.unsettled().is_some(),
-            "an entry went: installs wait"
+        assert_eq!(kept(&offload), [[10, 0, 0, 2]]);
+        settle(&mut offload);
+        let (frame, megaflow) = to(3);
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        offload.watch(&tables);
+        tables.add(
+            parse_rule("priority=40000,ip,nw_dst=10.0.0.2,actions=drop").unwrap(),
+            now,
         );
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(kept(&offload), [[10, 0, 0, 3]]);
+        let summary = offload.summary().unwrap();
+        assert_eq!((summary.revalidated, summary.flushes), (2, 0));
+        settle(&mut offload);
 
-        offload.suspend(&mut tables, &mut macs, now).unwrap();
+        offload.watch(&tables);
         tables.set_fail_open(true);
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.entries.len(), 0);
         let summary = offload.summary().unwrap();
-        assert_eq!((summary.revalidated, summary.flushes), (1, 1));
-        // With no entry there is nothing to stop.
+        assert_eq!((summary.revalidated, summary.flushes), (2, 1));
+        // With no entry there is nothing to stop or revalidate.
         offload.suspend(&mut tables, &mut macs, now).unwrap();
-        assert!(offload.suspended.is_none());
+        offload.watch(&tables);
+        assert_eq!(offload.suspension, None);
     }
 
     /// A `normal` entry depends on where its destination was learned: that address moving

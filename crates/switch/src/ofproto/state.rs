@@ -89,18 +89,15 @@ impl Ofproto {
     }
 
     /// Puts learned `rules` (one a place: a PACKET_OUT's, or those waiting) in the tables at
-    /// `now`; how many changed them (the kernel's fast path is suspended first, as for any
-    /// change to the rules).
+    /// `now`; how many changed them (they add rules or change actions, never take one
+    /// away: the kernel's fast path goes on forwarding, see [`Ofproto::watch_offload`]).
     pub fn add_learned_rules(&mut self, rules: Vec<Rule>, now: Duration) -> usize {
         let Ofproto {
-            tables,
-            offload,
-            mac_table,
-            ..
+            tables, offload, ..
         } = self;
         learned::add_learned(tables, rules, now, |tables| {
             if let Some(offload) = offload {
-                let _ = offload.suspend(tables, mac_table, now);
+                offload.watch(tables);
             }
         })
     }
@@ -179,9 +176,18 @@ impl Ofproto {
         }
     }
 
-    /// Stops the kernel's fast path forwarding, its counts credited: call in
-    /// [`edit`]'s change, before changing the rules. After the change, `edit` removes the
-    /// entries it touched and lets the kernel go on with the rest ([`Offload::resume`]).
+    /// Call in [`edit`]'s change before a change that takes no rule away (adds rules,
+    /// changes actions, or changes none): the kernel's fast path goes on forwarding, and
+    /// after the change `edit` removes the entries it touched ([`Offload::resume`]).
+    pub fn watch_offload(&mut self) {
+        if let Some(offload) = &mut self.offload {
+            offload.watch(&self.tables);
+        }
+    }
+
+    /// Stops the kernel's fast path forwarding, its counts credited: call in [`edit`]'s
+    /// change before a change that may take rules away. After the change, `edit` removes
+    /// the entries it touched and lets the kernel go on with the rest ([`Offload::resume`]).
     pub fn suspend_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.suspend(&mut self.tables, &mut self.mac_table, now),

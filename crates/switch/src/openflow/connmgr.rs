@@ -295,10 +295,9 @@ impl Stream {
 
 fn set_fail_open(work: &Sender<Work>, on: bool) {
     let _ = work.send(Work::Call(Box::new(move |bridge: &mut Bridge| {
-        let now = bridge.now();
         bridge.edit(|dp| {
             // Flows the kernel forwards under the rules, or under `normal`, go too.
-            let _ = dp.suspend_offload(now);
+            dp.watch_offload();
             dp.tables.set_fail_open(on)
         });
     })));

@@ -63,13 +63,18 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
             return Err(flow_mod_failed::OVERLAP);
         }
     }
-    // The kernel's fast path stops forwarding under the old rules first.
-    let _ = dp.suspend_offload(now);
     let replaced = dp
         .tables
         .find_exact(rule.table, &rule.flow_match, rule.priority)
         .and_then(|id| dp.tables.get(id))
         .map(|r| r.stats);
+    // A rule replaced goes: the kernel's fast path stops first, its counts complete.
+    match replaced {
+        Some(_) => {
+            let _ = dp.suspend_offload(now);
+        }
+        None => dp.watch_offload(),
+    }
     let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
     let id = dp.tables.add(rule, now);
     if let Some(old) = replaced.filter(|_| keep) {
@@ -128,7 +133,13 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
         (port::ANY, GROUP_ANY),
     );
     check_targets(dp, &fm.actions)?;
-    let _ = dp.suspend_offload(now);
+    // No rule goes, but counts reset must not take the kernel's later.
+    match fm.flags & flow_flags::RESET_COUNTS {
+        0 => dp.watch_offload(),
+        _ => {
+            let _ = dp.suspend_offload(now);
+        }
+    }
     dp.tables
         .modify(&selector, &fm.actions, None)
         .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
