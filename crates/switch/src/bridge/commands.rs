@@ -214,26 +214,25 @@ fn apply(
     now: Duration,
     removed: &mut Vec<InstalledRule>,
 ) -> Response {
-    // The kernel's counts go to the rules as they are now. Before a change that may take
-    // rules away the kernel stops forwarding under them, so their counts are complete;
-    // otherwise it goes on, and only the flows the change touched stop, after it.
-    let replaces = |rules: &[(usize, Rule)]| {
-        rules.iter().any(|(_, r)| {
-            let found = dp.tables.find_exact(r.table, &r.flow_match, r.priority);
-            found.is_some()
-        })
-    };
+    // The kernel's counts go to the rules as they are now. Before a change that takes
+    // rules away the kernel stops forwarding under them, if it forwards under them, so
+    // their counts are complete; otherwise it goes on, and only the flows the change
+    // touched stop, after it.
     let offload = match &edit {
         Edit::Dump(_) | Edit::Diff(_) => dp.harvest_offload(now),
-        Edit::Modify(_) => {
-            dp.watch_offload();
-            Ok(())
+        Edit::Modify(_) => dp.offload_before_taking(&[], now),
+        Edit::Add(rules) => {
+            let replaced: Vec<_> = rules
+                .iter()
+                .filter_map(|(_, r)| dp.tables.find_exact(r.table, &r.flow_match, r.priority))
+                .collect();
+            dp.offload_before_taking(&replaced, now)
         }
-        Edit::Add(rules) if !replaces(rules) => {
-            dp.watch_offload();
-            Ok(())
+        Edit::Delete(selector) => {
+            let going = dp.tables.selected(selector);
+            dp.offload_before_taking(&going, now)
         }
-        Edit::Add(_) | Edit::Replace(_) | Edit::Delete(_) => dp.suspend_offload(now),
+        Edit::Replace(_) => dp.suspend_offload(now),
     };
     if let Err(e) = offload {
         return Response::error(format!("offload: {e}"));

@@ -473,6 +473,17 @@ impl Offload {
         }
     }
 
+    /// Whether some entry's packets count for one of `rules`.
+    pub fn counts_for_any(&self, rules: &[RuleId]) -> bool {
+        if rules.is_empty() {
+            return false;
+        }
+        let rules: HashSet<RuleId> = rules.iter().copied().collect();
+        self.entries
+            .values()
+            .any(|entry| entry.rules.iter().any(|id| rules.contains(id)))
+    }
+
     /// Before a change that may take rules away: stops the kernel forwarding on any entry
     /// and credits their counts while the rules are all there, keeping the entries for
     /// [`Offload::resume`], which must follow the change.
@@ -893,6 +904,11 @@ mod tests {
             barrier.wait().unwrap();
             offload.settled_at(round);
         };
+
+        // Only a rule an entry counts for needs the kernel stopped before it goes.
+        let other = tables.add(parse_rule("in_port=2,actions=output:1").unwrap(), now);
+        assert!(offload.counts_for_any(&[other, id]));
+        assert!(!offload.counts_for_any(&[other]));
 
         // A rule added for another host: the kernel goes on, nothing is touched.
         offload.watch(&tables);

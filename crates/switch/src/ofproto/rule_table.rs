@@ -562,12 +562,16 @@ impl RuleTables {
 
     /// Removes the selected rules and hands them back (for OpenFlow's FLOW_REMOVED).
     pub fn delete_taking(&mut self, selector: &RuleSelector) -> Vec<InstalledRule> {
-        let ids: Vec<RuleId> = self
-            .iter()
+        let ids = self.selected(selector);
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// The rules `selector` picks.
+    pub fn selected(&self, selector: &RuleSelector) -> Vec<RuleId> {
+        self.iter()
             .filter(|(_, installed)| selector.selects(&installed.rule))
             .map(|(id, _)| id)
-            .collect();
-        ids.into_iter().filter_map(|id| self.remove(id)).collect()
+            .collect()
     }
 
     /// `replace-flows`: the tables hold exactly `rules` afterwards (as ovs-ofctl's

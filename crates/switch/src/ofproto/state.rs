@@ -185,6 +185,26 @@ impl Ofproto {
         }
     }
 
+    /// Call in [`edit`]'s change before one that takes the rules `going` away, or resets
+    /// their counts: the kernel's fast path stops first only if some entry's packets count
+    /// for one of them ([`Ofproto::suspend_offload`]), so their counts are complete;
+    /// otherwise it goes on forwarding ([`Ofproto::watch_offload`]), as no entry was
+    /// decided by them.
+    pub fn offload_before_taking(
+        &mut self,
+        going: &[RuleId],
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) if offload.counts_for_any(going) => self.suspend_offload(now),
+            Some(offload) => {
+                offload.watch(&self.tables);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Stops the kernel's fast path forwarding, its counts credited: call in [`edit`]'s
     /// change before a change that may take rules away. After the change, `edit` removes
     /// the entries it touched and lets the kernel go on with the rest ([`Offload::resume`]).

@@ -63,18 +63,13 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
             return Err(flow_mod_failed::OVERLAP);
         }
     }
-    let replaced = dp
+    let replacing = dp
         .tables
-        .find_exact(rule.table, &rule.flow_match, rule.priority)
-        .and_then(|id| dp.tables.get(id))
-        .map(|r| r.stats);
-    // A rule replaced goes: the kernel's fast path stops first, its counts complete.
-    match replaced {
-        Some(_) => {
-            let _ = dp.suspend_offload(now);
-        }
-        None => dp.watch_offload(),
-    }
+        .find_exact(rule.table, &rule.flow_match, rule.priority);
+    let replaced = replacing.and_then(|id| dp.tables.get(id)).map(|r| r.stats);
+    // A rule replaced goes: its counts from the kernel's fast path come first.
+    let going: Vec<_> = replacing.into_iter().collect();
+    let _ = dp.offload_before_taking(&going, now);
     let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
     let id = dp.tables.add(rule, now);
     if let Some(old) = replaced.filter(|_| keep) {
@@ -134,12 +129,11 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
     );
     check_targets(dp, &fm.actions)?;
     // No rule goes, but counts reset must not take the kernel's later.
-    match fm.flags & flow_flags::RESET_COUNTS {
-        0 => dp.watch_offload(),
-        _ => {
-            let _ = dp.suspend_offload(now);
-        }
-    }
+    let resetting = match fm.flags & flow_flags::RESET_COUNTS {
+        0 => Vec::new(),
+        _ => dp.tables.selected(&selector),
+    };
+    let _ = dp.offload_before_taking(&resetting, now);
     dp.tables
         .modify(&selector, &fm.actions, None)
         .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
@@ -166,6 +160,7 @@ fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<Installe
         (fm.cookie, fm.cookie_mask),
         (fm.out_port, fm.out_group),
     );
-    let _ = dp.suspend_offload(now);
+    let going = dp.tables.selected(&selector);
+    let _ = dp.offload_before_taking(&going, now);
     dp.tables.delete_taking(&selector)
 }
