@@ -142,7 +142,8 @@ struct {
 } fp_barrier SEC(".maps");
 
 // Packets forwarded here; packets sent up to a socket; of those, how many had an entry
-// from before the last rule change, and how many an entry to a blocked port.
+// made stale (by a rule change, or suspended while one was made), and how many an entry
+// to a blocked port.
 enum { FP_HIT, FP_MISS, FP_STALE, FP_BLOCKED, FP_COUNTERS };
 
 struct {

@@ -23,10 +23,7 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
     // One translation a direction.
     assert_eq!(stat("misses"), 2);
 
-    s.ofctl_ok(&[
-        "add-flow",
-        "table=1,dl_dst=02:00:00:00:00:99,actions=output:2",
-    ]);
+    s.ofctl_ok(&["add-flow", ANOTHER_HOST]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
         (stat("misses"), stat("stale"), stat("flushes")),
@@ -50,13 +47,21 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
         1.0
     );
     let flows = s.ofctl_ok(&["dump-flows"]);
-    assert_eq!(field(&flows, "priority=40000", "n_packets"), 2, "{flows}");
+    assert_eq!(
+        field(&flows, "priority=40000,icmp", "n_packets"),
+        2,
+        "{flows}"
+    );
     assert_eq!(
         field(&flows, &format!("dl_dst={mac_a}"), "n_packets"),
         6,
         "{flows}"
     );
 }
+
+/// A rule for a third host, above the hosts' rules (a rule below them could not win, so only
+/// its match keeps A's and B's flows).
+const ANOTHER_HOST: &str = "table=1,priority=40000,dl_dst=02:00:00:00:00:99,actions=output:2";
 
 /// Table 0 goes to table 1, where one rule a host outputs to its port (added with
 /// ovs-ofctl); the hosts know each other's addresses, so only their pings cross. Their
@@ -94,10 +99,7 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     // The first echo and its reply went up; the rest the kernel forwarded.
     assert_eq!(fast("kernel_hits"), 4);
 
-    s.ofctl_ok(&[
-        "add-flow",
-        "table=1,dl_dst=02:00:00:00:00:99,actions=output:2",
-    ]);
+    s.ofctl_ok(&["add-flow", ANOTHER_HOST]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
         (entries(), fast("flushes"), fast("kernel_hits")),
@@ -115,7 +117,7 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     );
     let flows = s.ofctl_ok(&["dump-flows"]);
     for (rule, packets) in [
-        ("priority=40000".to_string(), 2),
+        ("priority=40000,icmp".to_string(), 2),
         (format!("dl_dst={mac_a}"), 6),
         (format!("dl_dst={mac_b} actions=output:2"), 6),
     ] {

@@ -345,7 +345,8 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         (
             "wirespeed_switch_fast_path_flushes_total",
             "Times every flow left the kernel fast path at once (a change to groups, meters, \
-             ports or learned addresses, or more rule changes than are tested one by one).",
+             the fail mode or port liveness, many rule changes at once, a port link down, a \
+             learned address moved).",
             f.summary.flushes,
         ),
         (

@@ -718,7 +718,8 @@ impl Bridge {
         response
     }
 
-    /// After the fast path removed entries (ageing, a flush): waits for its program outside
+    /// After the fast path removed entries (ageing, a flush; a rule change's revalidation
+    /// waits itself): waits for its program outside
     /// the lock, about 10 ms in which the poll-mode threads go on but install nothing, then
     /// lets them install again (see "Reuse" in [`crate::offload`]).
     fn settle_offload(&mut self) {

@@ -70,6 +70,30 @@ pub enum Seen {
     Unknown,
 }
 
+/// The packets a decision was made for, as they arrive: the packet words (flow words below
+/// [`PACKET_WORDS`]) every one has alike (`mask`), and their values. A megaflow's match, or
+/// the exact flow of a kernel fast path entry.
+#[derive(Clone, Copy)]
+pub struct Arrival<'a> {
+    pub value: &'a [u64; PACKET_WORDS],
+    pub mask: &'a [u64; PACKET_WORDS],
+}
+
+impl<'a> Arrival<'a> {
+    /// The packets `flow_match` holds.
+    pub fn of(flow_match: &'a Match) -> Arrival<'a> {
+        let packet_words = |bits: &'a FlowBits| -> &'a [u64; PACKET_WORDS] {
+            bits.0[..PACKET_WORDS]
+                .try_into()
+                .expect("the packet words lead the flow")
+        };
+        Arrival {
+            value: packet_words(flow_match.value()),
+            mask: packet_words(flow_match.mask()),
+        }
+    }
+}
+
 /// The changes a batch of megaflows is tested against, sorted for the test.
 pub struct Changes {
     changed: HashSet<RuleId>,
@@ -93,11 +117,11 @@ impl Added {
             .all(|&(i, v, m)| (v ^ value.0[i]) & m & known.0[i] == 0)
     }
 
-    /// Whether it admits some packet of a megaflow as the packet arrives: agreeing with
-    /// the megaflow's match, with metadata and registers zero.
-    fn admits_some_arrival(&self, megaflow: &Match) -> bool {
+    /// Whether it admits some packet of `arrival` as the packet arrives, with metadata and
+    /// registers zero.
+    fn admits_some_arrival(&self, arrival: Arrival<'_>) -> bool {
         self.words.iter().all(|&(i, v, m)| match i < PACKET_WORDS {
-            true => (v ^ megaflow.value().0[i]) & m & megaflow.mask().0[i] == 0,
+            true => (v ^ arrival.value[i]) & m & arrival.mask[i] == 0,
             false => v & m == 0,
         })
     }
@@ -139,13 +163,13 @@ impl Changes {
     /// Whether the changes could decide some packet of `megaflow` otherwise.
     pub fn touch(&self, megaflow: &Megaflow) -> bool {
         let decision = &megaflow.decision;
-        self.touches(&megaflow.flow_match, &decision.rules, &decision.lookups)
+        let arrival = Arrival::of(&megaflow.flow_match);
+        self.touches(arrival, &decision.rules, &decision.lookups)
     }
 
-    /// Whether the changes could decide otherwise some packet of the flows `flow_match`
-    /// holds, decided by `rules` after `lookups` (a megaflow's, or the kernel's entry made
-    /// from it).
-    pub fn touches(&self, flow_match: &Match, rules: &[RuleId], lookups: &[TableLookup]) -> bool {
+    /// Whether the changes could decide otherwise some packet of `arrival`, decided by
+    /// `rules` after `lookups` (a megaflow's, or a kernel entry's made from one).
+    pub fn touches(&self, arrival: Arrival<'_>, rules: &[RuleId], lookups: &[TableLookup]) -> bool {
         if rules.iter().any(|id| self.changed.contains(id)) {
             return true;
         }
@@ -158,7 +182,7 @@ impl Changes {
                 .take_while(|added| added.table == lookup.table)
                 .filter(|added| lookup.found.is_none_or(|found| added.priority > found))
                 .any(|added| match &lookup.seen {
-                    Seen::Arrived => added.admits_some_arrival(flow_match),
+                    Seen::Arrived => added.admits_some_arrival(arrival),
                     Seen::Written(seen) => added.may_match(seen.value(), seen.mask()),
                     Seen::Unknown => true,
                 })

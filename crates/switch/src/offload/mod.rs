@@ -13,21 +13,24 @@
 //!   `dpif::process`).
 //! - MAC learning: a `normal` entry depends on where its destination was learned; when such
 //!   an address moves or is forgotten ([`MacTable::changed_since`]) every entry is flushed
-//!   as for a rule change (other addresses' changes leave the table alone), and the kernel's packets of a `normal` flow refresh its source address's
-//!   entry when they are harvested, as if user space had seen them. (Between an address
+//!   (other addresses' changes leave the table alone), and the kernel's packets of a
+//!   `normal` flow refresh its source address's entry when they are harvested, as if user
+//!   space had seen them. (Between an address
 //!   ageing out and the next housekeeping round, up to a second, its flows still go to the
 //!   port it was last seen on rather than being flooded.)
 //! - Rule changes: after a change, the entries whose packets it could decide otherwise are
 //!   made stale in one map write, the kernel is waited for until no packet is being
-//!   forwarded on one any more, and they are counted and removed, tested as their
-//!   megaflows are ([`crate::dpif::revalidate`]); the rest are made valid again in one more
-//!   write ([`Offload::resume`]). So once `ctl` returns, no packet is handled under the old
-//!   rules. A change that may take rules away stops the kernel before it instead
-//!   ([`Offload::suspend`]), so the counts of the rules that go are complete; one that
-//!   only adds rules or changes their actions lets it forward meanwhile
-//!   ([`Offload::watch`]), and stops nothing if it touches no entry. Changes to groups,
-//!   meters or ports, or more rule changes at once than are tested one by one, still
-//!   remove every entry ([`Offload::flush`]).
+//!   forwarded on one any more, and they are counted and removed, each tested on its own
+//!   flow with its megaflow's lookups ([`crate::dpif::revalidate`]); the program is waited
+//!   for again, and the rest made valid in one more write ([`Offload::resume`]). So once
+//!   `ctl` returns, no packet is handled under the old rules. A change that takes away
+//!   rules some entry counts for stops the kernel before it instead
+//!   ([`Offload::suspend_for`]), so their counts are complete; one that only adds rules or
+//!   changes actions, or takes rules away no entry counts for, lets it forward meanwhile
+//!   ([`Offload::watch`]), and stops nothing if it touches no entry. A change the rules'
+//!   log cannot say (groups, meters, the fail mode, port liveness with groups, a bundle
+//!   rolled back) or more rule changes at once than are tested one by one still remove
+//!   every entry, as do port links going down ([`Offload::flush`]).
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
@@ -66,9 +69,10 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 use crate::action::Action;
 use crate::classifier::RuleId;
 use crate::dpif::megaflow::Megaflow;
-use crate::dpif::revalidate::{Changes, MAX_PRECISE_CHANGES, TableLookup};
+use crate::dpif::revalidate::{Arrival, Changes, MAX_PRECISE_CHANGES, TableLookup};
 use crate::dpif::upcall::Upcall;
-use crate::flow_match::Match;
+use crate::extract::extract;
+use crate::field::{Field, FlowBits, PACKET_WORDS};
 use crate::group::GroupVisit;
 use crate::mac_learning::MacTable;
 use transmit_watch::TransmitWatch;
@@ -87,8 +91,10 @@ struct Entry {
     rules: Vec<RuleId>,
     groups: Vec<GroupVisit>,
     missed: Vec<u8>,
-    /// Its megaflow's match and table lookups, to revalidate it as the megaflow is.
-    flow_match: Match,
+    /// Its flow's packet words as the packet arrived (TCP's flags aside, see
+    /// [`arrival_mask`]) and its megaflow's table lookups, to revalidate it as the
+    /// megaflow is, but on its own flow.
+    arrival: [u64; PACKET_WORDS],
     lookups: Vec<TableLookup>,
     in_port: u32,
     out_port: u32,
@@ -163,8 +169,9 @@ pub struct OffloadSummary {
     pub aged: u64,
     /// Entries removed because a rule change could decide their packets otherwise.
     pub revalidated: u64,
-    /// Times every entry was removed at once (a change to groups, meters, ports or learned
-    /// addresses, or more rule changes at once than are tested one by one).
+    /// Times every entry was removed at once (a change the rules' log cannot say, more rule
+    /// changes at once than are tested one by one, a port link down, a learned address
+    /// moved).
     pub flushes: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
@@ -306,7 +313,9 @@ impl Offload {
             },
             _ => return,
         };
-        if self.full || self.removals != self.settled {
+        // (During a change to the rules an entry would skip its revalidation; the lock
+        // `consider` is called under keeps it from running then anyway.)
+        if self.full || self.removals != self.settled || self.suspension.is_some() {
             return;
         }
         if decision.too_deep || out_port == in_port {
@@ -347,7 +356,7 @@ impl Offload {
                         rules: decision.rules.clone(),
                         groups: decision.groups.clone(),
                         missed: decision.missed.clone(),
-                        flow_match: megaflow.flow_match,
+                        arrival: packet_words(&extract(frame, in_port).0),
                         lookups: decision.lookups.clone(),
                         in_port,
                         out_port,
@@ -473,19 +482,28 @@ impl Offload {
         }
     }
 
-    /// Whether some entry's packets count for one of `rules`.
-    pub fn counts_for_any(&self, rules: &[RuleId]) -> bool {
-        if rules.is_empty() {
-            return false;
+    /// Before a change that takes the rules `going` away, or resets their counts: if some
+    /// entry's packets count for one of them, stops the kernel forwarding and credits
+    /// those entries' counts while the rules are there; otherwise as [`Offload::watch`]
+    /// (an entry decided by other rules is not decided otherwise by their going).
+    pub fn suspend_for(
+        &mut self,
+        going: &[RuleId],
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        let going: HashSet<RuleId> = going.iter().copied().collect();
+        let counts_for_going = |entry: &Entry| entry.rules.iter().any(|id| going.contains(id));
+        if !self.entries.values().any(counts_for_going) {
+            self.watch(tables);
+            return Ok(());
         }
-        let rules: HashSet<RuleId> = rules.iter().copied().collect();
-        self.entries
-            .values()
-            .any(|entry| entry.rules.iter().any(|id| rules.contains(id)))
+        self.stop_and_harvest(counts_for_going, tables, macs, now)
     }
 
-    /// Before a change that may take rules away: stops the kernel forwarding on any entry
-    /// and credits their counts while the rules are all there, keeping the entries for
+    /// Before a change that may take any rule away: stops the kernel forwarding and
+    /// credits every entry's counts while the rules are all there, keeping the entries for
     /// [`Offload::resume`], which must follow the change.
     pub fn suspend(
         &mut self,
@@ -493,24 +511,44 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        self.stop_and_harvest(|_| true, tables, macs, now)
+    }
+
+    /// Stops the kernel forwarding on every entry (if it was not), then credits the counts
+    /// of those `harvest` picks. A change made before, in the same edit, took no rule
+    /// away ([`Suspension::Watching`]): their counts are still the rules'.
+    fn stop_and_harvest(
+        &mut self,
+        harvest: impl Fn(&Entry) -> bool,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
         let generation = match self.suspension {
-            Some(Suspension::Stopped(_)) => return Ok(()),
-            // Changes since then took no rule away: their counts are still the rules'.
-            Some(Suspension::Watching(generation)) => generation,
-            None if self.entries.is_empty() => return Ok(()),
-            None => tables.generation(),
-        };
-        let result = self
-            .fast_path
-            .suspend()
-            .and_then(|()| self.harvest(tables, macs, now));
-        match result {
-            Ok(()) => self.suspension = Some(Suspension::Stopped(generation)),
-            // Housekeeping flushes: the kernel may still forward on the entries until then.
-            Err(_) => {
-                self.suspension = None;
-                self.flush_failed = true;
+            Some(Suspension::Stopped(generation)) => Ok(generation),
+            Some(Suspension::Watching(generation)) => self.fast_path.suspend().map(|()| generation),
+            None => {
+                let generation = tables.generation();
+                self.fast_path.suspend().map(|()| generation)
             }
+        };
+        let result = generation.and_then(|generation| {
+            self.suspension = Some(Suspension::Stopped(generation));
+            for (key, entry) in &mut self.entries {
+                if harvest(entry) {
+                    let counts = self.fast_path.counts(key)?;
+                    credit(entry, counts, &mut self.ports, tables, macs, now);
+                }
+            }
+            Ok(())
+        });
+        if result.is_err() {
+            // Housekeeping flushes; until then the entries may be stale or forwarding.
+            self.suspension = None;
+            self.flush_failed = true;
         }
         result
     }
@@ -527,52 +565,68 @@ impl Offload {
         let Some(suspension) = self.suspension.take() else {
             return Ok(());
         };
+        // No generation is written back while a flush is owed: entries a failed stop or
+        // removal left stale would forward again, untested.
+        if self.flush_failed {
+            return self.flush(tables, macs, now);
+        }
         let result = self
             .remove_touched(suspension, tables, macs, now)
-            .and_then(|()| self.fast_path.resume());
+            .and_then(|stopped| match stopped {
+                true => self.fast_path.resume(),
+                false => Ok(()),
+            });
         if result.is_err() {
             self.flush_failed = true;
         }
         result
     }
 
+    /// Removes the entries the changes since `suspension` touched, their last counts
+    /// credited (to rules still there, or to rules that went whose counts were taken before:
+    /// nothing new then); whether the kernel is stopped at the end.
     fn remove_touched(
         &mut self,
         suspension: Suspension,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
-    ) -> Result<(), XdpError> {
-        let (generation, stopped) = match suspension {
+    ) -> Result<bool, XdpError> {
+        let (generation, mut stopped) = match suspension {
             Suspension::Watching(generation) => (generation, false),
             Suspension::Stopped(generation) => (generation, true),
         };
-        if self.entries.is_empty() {
-            return Ok(());
-        }
+        let arrival_mask = arrival_mask();
         let touched: Vec<FastKey> = match tables.changes_since(generation) {
             Some(changes) if changes.len() <= MAX_PRECISE_CHANGES => {
                 let changes = Changes::new(changes);
                 self.entries
                     .iter()
-                    .filter(|(_, e)| changes.touches(&e.flow_match, &e.rules, &e.lookups))
+                    .filter(|(_, e)| {
+                        let arrival = Arrival {
+                            value: &e.arrival,
+                            mask: &arrival_mask,
+                        };
+                        changes.touches(arrival, &e.rules, &e.lookups)
+                    })
                     .map(|(key, _)| *key)
                     .collect()
             }
-            _ => return self.flush_entries(tables, macs, now),
+            _ if self.entries.is_empty() => Vec::new(),
+            // (It leaves the kernel on a new generation: nothing to resume.)
+            _ => return self.flush_entries(tables, macs, now).map(|()| false),
         };
         if touched.is_empty() {
-            return Ok(());
+            return Ok(stopped);
         }
         if !stopped {
-            // The kernel forwarded on them through the change: stopped now, their last
-            // packets are credited to their rules, all still there.
             self.fast_path.suspend()?;
-            for key in &touched {
-                if let Some(entry) = self.entries.get_mut(key) {
-                    let counts = self.fast_path.counts(key)?;
-                    credit(entry, counts, &mut self.ports, tables, macs, now);
-                }
+            stopped = true;
+        }
+        for key in &touched {
+            if let Some(entry) = self.entries.get_mut(key) {
+                let counts = self.fast_path.counts(key)?;
+                credit(entry, counts, &mut self.ports, tables, macs, now);
             }
         }
         self.removals += 1;
@@ -580,7 +634,12 @@ impl Offload {
             self.remove(key)?;
             self.revalidated += 1;
         }
-        Ok(())
+        // A run that found a removed entry before its removal could still read the
+        // generation after the resume and forward on it: the program is waited for first,
+        // which settles the removals too.
+        self.fast_path.wait_for_program()?;
+        self.settled = self.removals;
+        Ok(stopped)
     }
 
     /// Before the rules change: stops the kernel forwarding on any entry, credits their
@@ -683,6 +742,21 @@ impl Offload {
     }
 }
 
+/// The packet words of `flow`.
+fn packet_words(flow: &FlowBits) -> [u64; PACKET_WORDS] {
+    flow.0[..PACKET_WORDS]
+        .try_into()
+        .expect("the packet words lead the flow")
+}
+
+/// The bits an entry's packets have alike: every packet word's but TCP's flags, which the
+/// kernel's key leaves out (an entry is made only from a megaflow that does not pin them).
+fn arrival_mask() -> [u64; PACKET_WORDS] {
+    let mut mask = FlowBits::ALL_ONES;
+    Field::TcpFlags.set(&mut mask, 0);
+    packet_words(&mask)
+}
+
 /// Adds what the kernel counted for `entry` since its last credit to its rules and ports;
 /// whether anything had moved. The kernel adds a packet's count and its bytes one after the
 /// other, so a read can fall between them: bytes that come without a packet are still
@@ -771,7 +845,7 @@ mod tests {
     use super::*;
     use crate::dpif::revalidate::Seen;
     use crate::dpif::upcall::Decision;
-    use crate::field::Field;
+    use crate::flow_match::Match;
     use crate::group::BucketsTaken;
     use crate::ofctl::flow_parse::parse_rule;
     use crate::ofctl::group_text::parse_group;
@@ -899,20 +973,22 @@ mod tests {
             offload.entries.keys().map(|key| fields(key).dst).collect()
         };
         let mut barrier = offload.fast_path.barrier().unwrap();
-        let mut settle = |offload: &mut Offload| {
-            let round = offload.unsettled().expect("an entry went: installs wait");
-            barrier.wait().unwrap();
-            offload.settled_at(round);
-        };
-
         // Only a rule an entry counts for needs the kernel stopped before it goes.
         let other = tables.add(parse_rule("in_port=2,actions=output:1").unwrap(), now);
-        assert!(offload.counts_for_any(&[other, id]));
-        assert!(!offload.counts_for_any(&[other]));
+        offload
+            .suspend_for(&[other], &mut tables, &mut macs, now)
+            .unwrap();
+        assert!(matches!(offload.suspension, Some(Suspension::Watching(_))));
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        offload
+            .suspend_for(&[other, id], &mut tables, &mut macs, now)
+            .unwrap();
+        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.entries.len(), 2);
 
         // A rule added for another host: the kernel goes on, nothing is touched.
         offload.watch(&tables);
-        assert!(matches!(offload.suspension, Some(Suspension::Watching(_))));
         tables.add(
             parse_rule("priority=40000,ip,nw_dst=10.0.0.9,actions=drop").unwrap(),
             now,
@@ -920,16 +996,18 @@ mod tests {
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!((offload.entries.len(), offload.unsettled()), (2, None));
 
-        // One that outranks the rule for 10.0.0.3, the kernel stopped before it or not.
+        // One that outranks the rule for 10.0.0.3, the kernel stopped before it or not;
+        // the resume waits for the program, so installs need not.
         offload.suspend(&mut tables, &mut macs, now).unwrap();
-        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
         tables.add(
             parse_rule("priority=40000,ip,nw_dst=10.0.0.3,actions=drop").unwrap(),
             now,
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        assert_eq!(kept(&offload), [[10, 0, 0, 2]]);
-        settle(&mut offload);
+        assert_eq!(
+            (kept(&offload), offload.unsettled()),
+            (vec![[10, 0, 0, 2]], None)
+        );
         let (frame, megaflow) = to(3);
         offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
         offload.watch(&tables);
@@ -938,17 +1016,36 @@ mod tests {
             now,
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        assert_eq!(kept(&offload), [[10, 0, 0, 3]]);
+        assert_eq!(
+            (kept(&offload), offload.unsettled()),
+            (vec![[10, 0, 0, 3]], None)
+        );
         let summary = offload.summary().unwrap();
         assert_eq!((summary.revalidated, summary.flushes), (2, 0));
-        settle(&mut offload);
 
+        // A flush owed (a stop or removal that failed) is made at the resume instead: no
+        // generation goes back while entries it did not test may be there.
+        offload.watch(&tables);
+        offload.flush_failed = true;
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!((offload.entries.len(), offload.flush_failed), (0, false));
+        let summary = offload.summary().unwrap();
+        assert_eq!((summary.revalidated, summary.flushes), (2, 1));
+        let round = offload
+            .unsettled()
+            .expect("a flush that removed entries is unsettled");
+        barrier.wait().unwrap();
+        offload.settled_at(round);
+
+        // A change the rules' log cannot say removes every entry.
+        let (frame, megaflow) = to(3);
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
         offload.watch(&tables);
         tables.set_fail_open(true);
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.entries.len(), 0);
         let summary = offload.summary().unwrap();
-        assert_eq!((summary.revalidated, summary.flushes), (2, 1));
+        assert_eq!((summary.revalidated, summary.flushes), (2, 2));
         // With no entry there is nothing to stop or revalidate.
         offload.suspend(&mut tables, &mut macs, now).unwrap();
         offload.watch(&tables);
@@ -1011,7 +1108,7 @@ mod tests {
                 taken: BucketsTaken::One(0),
             }],
             missed: vec![],
-            flow_match: Match::ANY,
+            arrival: [0; PACKET_WORDS],
             lookups: vec![],
             in_port: 1,
             out_port: 2,

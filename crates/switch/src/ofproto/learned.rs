@@ -183,8 +183,8 @@ pub fn take_pending(tables: &mut RuleTables) -> Vec<Rule> {
 }
 
 /// Puts learned `rules` (one a place) in the tables at `now`; `before_a_change` runs once,
-/// before the first that changes them (the caller empties the kernel's fast path). How many
-/// changed them.
+/// before the first that changes them (the caller has the kernel's fast path revalidated
+/// after: they take no rule away). How many changed them.
 pub fn add_learned(
     tables: &mut RuleTables,
     rules: Vec<Rule>,

@@ -187,20 +187,15 @@ impl Ofproto {
 
     /// Call in [`edit`]'s change before one that takes the rules `going` away, or resets
     /// their counts: the kernel's fast path stops first only if some entry's packets count
-    /// for one of them ([`Ofproto::suspend_offload`]), so their counts are complete;
-    /// otherwise it goes on forwarding ([`Ofproto::watch_offload`]), as no entry was
-    /// decided by them.
+    /// for one of them, so their counts are complete ([`Offload::suspend_for`]); otherwise
+    /// it goes on forwarding, as for [`Ofproto::watch_offload`].
     pub fn offload_before_taking(
         &mut self,
         going: &[RuleId],
         now: Duration,
     ) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) if offload.counts_for_any(going) => self.suspend_offload(now),
-            Some(offload) => {
-                offload.watch(&self.tables);
-                Ok(())
-            }
+            Some(offload) => offload.suspend_for(going, &mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
         }
     }
@@ -216,7 +211,7 @@ impl Ofproto {
     }
 
     /// Empties the kernel's fast path, its counts credited: call before a change the rules'
-    /// log cannot say (groups, meters, ports).
+    /// log cannot say (groups, meters).
     pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.flush(&mut self.tables, &mut self.mac_table, now),

@@ -63,7 +63,8 @@ pub struct FastPathCounters {
     /// Packets sent up to a socket (not those of queues without one, which go to the stack
     /// uncounted).
     pub misses: u64,
-    /// Of those, packets whose entry predated the last rule change...
+    /// Of those, packets whose entry was stale (by a rule change, or suspended while one
+    /// was made)...
     pub stale: u64,
     /// ...and packets whose entry sends to a blocked port ([`TxFailures::blocked`]).
     pub blocked: u64,
@@ -391,12 +392,17 @@ impl FastPath {
     }
 
     /// Stops the kernel forwarding on every entry for now, as [`FastPath::invalidate_all`]
-    /// does, but keeps them: [`FastPath::resume`] makes those still there valid again.
-    /// Entries installed meanwhile wait for the resume too.
+    /// does, but keeps them: [`FastPath::resume`] makes those still there valid again (so
+    /// install none meanwhile: it would be valid then too).
     pub fn suspend(&mut self) -> Result<(), XdpError> {
         self.generation_map
             .set(0, self.generation.wrapping_add(1), 0)
             .map_err(map_error("fp_generation"))?;
+        self.barrier.wait()
+    }
+
+    /// Returns when no program run that started before the call is still going.
+    pub fn wait_for_program(&mut self) -> Result<(), XdpError> {
         self.barrier.wait()
     }
 
