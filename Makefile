@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
 SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh bench/many-core/pack.sh bench/many-core/scale.sh bench/many-core/profile-engine.sh
 
-.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel bench-churn soak fuzz clean
+.PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel bench-churn bench-churn-peers soak fuzz clean
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (root)"
 	@echo "make bench-churn  rule changes under traffic: precise revalidation against flushing the caches"
+	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
@@ -106,6 +107,11 @@ bench-tunnel: deps
 bench-churn: deps
 	$(CARGO) build --release -p wirespeed-switch --example rule_churn
 	/usr/bin/python3 bench/rule_churn.py
+
+bench-churn-peers: deps
+	@scripts/install-peers.sh
+	$(CARGO) build --release
+	/usr/bin/python3 bench/churn_peers.py
 
 bench-openflow: deps
 	@scripts/install-peers.sh

@@ -12,6 +12,14 @@ a plain socket client (no controller framework in the way), run inside the switc
                                             from the packet to its PACKET_IN and to the barrier
   openflow_driver.py flows PORT FILE        the FLOW_MODs of FILE (lines of the form the
                                             benchmark writes), then a barrier
+  openflow_driver.py hosts PORT FIRST N     a controller's rule a host: N rules
+                                            ip,nw_src=FIRST+i -> output:2 (the rest dropped);
+                                            prints {"flows", "errors"}
+  openflow_driver.py churn PORT RATE SECONDS ADDR
+                                            RATE changes a second for SECONDS: a rule for host
+                                            ADDR added, then deleted, and so on, each waited
+                                            for with a BARRIER; prints {"changes", "errors",
+                                            "median_us", "p99_us"} (the barrier's round trip)
 """
 
 import ctypes
@@ -206,6 +214,44 @@ def flows(port, path):
     print(json.dumps({"flows": c.flow_count(), "errors": c.errors}))
 
 
+def host_rule(addr, command=0):
+    """A host rule: ip,nw_src=ADDR (dotted) -> output:2, priority 100."""
+    src = bytes(int(x) for x in addr.split("."))
+    m = match(oxm(5, b"\x08\x00"), oxm(11, src))
+    return flow_mod(0, 100, m, apply(output(2)) if command == 0 else b"", command=command)
+
+
+def hosts(port, first, n):
+    c = Connection(port)
+    c.sock.sendall(flow_mod(0xFF, 0, match(), b"", command=3))  # delete all
+    base = struct.unpack("!I", bytes(int(x) for x in first.split(".")))[0]
+    rules = [host_rule(".".join(str(b) for b in struct.pack("!I", base + i))) for i in range(n)]
+    for i in range(0, n, 1000):
+        c.sock.sendall(b"".join(rules[i:i + 1000]))
+        c.barrier()
+    print(json.dumps({"flows": c.flow_count(), "errors": c.errors}))
+
+
+def churn(port, rate, seconds, addr):
+    c = Connection(port)
+    add, delete = host_rule(addr), host_rule(addr, command=4)  # DELETE_STRICT
+    waits = []
+    start = time.perf_counter()
+    n = int(rate * seconds)
+    for i in range(n):
+        pause = start + i / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        t0 = time.perf_counter()
+        c.sock.sendall(delete if i % 2 else add)
+        c.barrier(xid=100 + i)
+        waits.append((time.perf_counter() - t0) * 1e6)
+    waits.sort()
+    print(json.dumps({"changes": n, "errors": c.errors, "seconds": time.perf_counter() - start,
+                      "median_us": statistics.median(waits) if waits else None,
+                      "p99_us": waits[int(len(waits) * 0.99)] if waits else None}))
+
+
 if __name__ == "__main__":
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "setup":
@@ -214,5 +260,9 @@ if __name__ == "__main__":
         rtt(port, int(sys.argv[3]), sys.argv[4], sys.argv[5])
     elif mode == "flows":
         flows(port, sys.argv[3])
+    elif mode == "hosts":
+        hosts(port, sys.argv[3], int(sys.argv[4]))
+    elif mode == "churn":
+        churn(port, float(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""make bench-churn-peers: rule changes under real traffic, wirespeed switch against Open
+vSwitch (userspace datapath, afxdp ports), both driven over OpenFlow by the same controller
+(bench/openflow_driver.py).
+
+bench/switch_peers.py's namespaces: the generator in A on CPU 0, the switch in M, an XDP drop
+counter in B (the sink). Each switch's poll-mode thread on CPU 1; its other threads (OpenFlow,
+revalidation) not pinned, as in bench/openflow.py; the driver on CPU 0. A controller's rule a
+host, HOSTS of them (`ip,nw_src=HOST,actions=output:2`), and the load `wirespeed gen
+--engine kernel --flows HOSTS --src-port 65535`: one flow from each host, so HOSTS megaflows.
+While it runs the controller changes the rules RATE times a second: a rule for a host outside
+the traffic added, then deleted, each change waited for with a BARRIER. Such a change cannot
+decide any flow of the load otherwise: Open vSwitch's revalidators translate every datapath
+flow again after each; wirespeed tests each megaflow against the change
+(crates/switch/src/dpif/revalidate.rs), and with --offload each kernel entry too.
+
+Figures per switch and rate: Mpps at the sink (median and min-max of RUNS interleaved runs),
+the switch process's CPU seconds (user and system, every thread) over the measured window,
+and the changes' barrier round trip (median, p99). Writes
+bench/results/<date>-churn-peers.json and bench/CHURN-PEERS.md.
+Environment: RUNS (3), DURATION (10), HOSTS (10000), RATES ("0 10 100"), ONLY (regex of
+switch names). `churn_peers.py --from RESULTS.json` writes the table again from a run's
+results.
+"""
+
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import switch_peers as sp
+from benchlib import interleaved, machine, spawn, stop_all, wait_for, ws_json
+
+ROOT = sp.ROOT
+WS = sp.WS
+DRIVER = os.path.join(ROOT, "bench", "openflow_driver.py")
+RUNS = int(os.environ.get("RUNS", "3"))
+DURATION = float(os.environ.get("DURATION", "10"))
+HOSTS = int(os.environ.get("HOSTS", "10000"))
+RATES = [float(r) for r in os.environ.get("RATES", "0 10 100").split()]
+ONLY = re.compile(os.environ.get("ONLY", "."))
+PORT = 6653
+DRIVER_CPU = "0"
+FIRST_HOST = "10.1.0.1"
+OUTSIDE_HOST = "10.250.0.1"
+# Per case label: what each run measured besides Mpps.
+EXTRA = {}
+
+
+def log(msg):
+    print(f"bench-churn-peers: {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid):
+    """User and system CPU seconds of a process so far (all its threads)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def driver_argv(*args):
+    return ["ip", "netns", "exec", sp.NS["m"], "taskset", "-c", DRIVER_CPU, "/usr/bin/python3", DRIVER, *args]
+
+
+def install_hosts():
+    r = subprocess.run(driver_argv("hosts", str(PORT), FIRST_HOST, str(HOSTS)), capture_output=True, text=True,
+                       timeout=300)
+    got = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
+    if not got or got["errors"] or got["flows"] != HOSTS:
+        raise RuntimeError(f"host rules not installed: {got or r.stderr.strip()[-300:]}")
+
+
+def wirespeed_up(tmp, extra):
+    """wirespeed switch, poll-mode thread on the switch CPU; its pid."""
+    out = open(os.path.join(tmp, "switch.out"), "w")
+    argv = [WS, "switch", "--port", f"1=xdp:{sp.IF['m0']}", "--port", f"2=xdp:{sp.IF['m1']}", "--ctl",
+            os.path.join(tmp, "ctl.sock"), "--openflow", f"ptcp:{PORT}", "--pmd-cpus", sp.SWITCH_CPU, *extra]
+    w = spawn(sp.NS["m"], None, argv, out)
+    wait_for(out.name, r" ready", w)
+    return w.pid
+
+
+def ovs_up(_tmp, _extra):
+    """ovs-vswitchd as bench/openflow.py starts it (its own ptcp:, OpenFlow 1.3); its pid."""
+    sp.ovs_start()
+    vsctl = ["ovs-vsctl", f"--db=unix:{sp.OVS_DIR}/db.sock"]
+    sp.inm(*vsctl, "set", "bridge", "br0", "protocols=OpenFlow13", env=sp.ovs_env())
+    sp.inm(*vsctl, "set-controller", "br0", f"ptcp:{PORT}:127.0.0.1", env=sp.ovs_env())
+    time.sleep(1)
+    return int(open(os.path.join(sp.OVS_DIR, "ovs-vswitchd.pid")).read())
+
+
+def load(seconds):
+    return [WS, "gen", "--engine", "kernel", "--port", f"xdp:{sp.IF['a']}", "--flows", str(HOSTS),
+            "--src-port", "65535", "--src-ip", FIRST_HOST, "--dst-ip", "10.9.0.2", "--size", "64",
+            "--duration", str(seconds), "--quiet"]
+
+
+def measure(label, up, down, extra, rate, tmp):
+    """One run: Mpps at the sink while the controller makes `rate` changes a second."""
+    def run():
+        paths = {n: os.path.join(tmp, n) for n in ("sink", "load", "churn")}
+        try:
+            pid = up(tmp, extra)
+            install_hosts()
+            with open(paths["sink"], "w") as sout, open(paths["load"], "w") as lout, \
+                    open(paths["churn"], "w") as cout:
+                gen = spawn(sp.NS["a"], sp.GEN_CPU, load(DURATION + 5), lout)
+                # Every host's first packet has made its megaflow (and kernel entry).
+                time.sleep(2)
+                if gen.poll() is not None:
+                    raise RuntimeError(f"load exited: {open(paths['load']).read()[-300:]}")
+                before = cpu_seconds(pid)
+                churn = None
+                if rate:
+                    churn = subprocess.Popen(driver_argv("churn", str(PORT), str(rate), str(DURATION),
+                                                         OUTSIDE_HOST), stdout=cout, stderr=subprocess.STDOUT)
+                sink = spawn(sp.NS["b"], sp.SINK_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{sp.IF['b']}",
+                                                        "--duration", str(DURATION), "--quiet", "--json"], sout)
+                sink.wait(DURATION + 30)
+                cpu = cpu_seconds(pid) - before
+                changes = {}
+                if churn:
+                    churn.wait(DURATION + 60)
+                    changes = ws_json(paths["churn"])
+                    if changes["errors"]:
+                        raise RuntimeError(f"the switch refused changes: {changes}")
+            mpps = ws_json(paths["sink"])["mpps"]
+        finally:
+            stop_all()
+            down()
+        EXTRA.setdefault(label, []).append({"cpu_s": round(cpu, 2), **changes})
+        log(f"{label}: {mpps:.3f} Mpps, CPU {cpu:.2f} s, changes {changes}")
+        return mpps, None
+    return run
+
+
+def main():
+    if sys.argv[1:2] == ["--from"]:
+        saved = json.load(open(sys.argv[2]))
+        write(saved["results"], saved["date"], saved["host"])
+        return
+    if os.geteuid() != 0:
+        sys.exit("bench-churn-peers: needs root (namespaces, XDP): try sudo make bench-churn-peers")
+    for tool in ("ovs-vsctl", "ovs-vswitchd", "taskset"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            sys.exit(f"bench-churn-peers: {tool} is not installed (make bench-churn-peers installs it)")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    log(f"load average {open('/proc/loadavg').read().split()[0]} (numbers are noisy when it is above 0.5)")
+    switches = [("wirespeed switch", wirespeed_up, stop_all, []),
+                ("wirespeed switch --offload", wirespeed_up, stop_all, ["--offload"]),
+                ("Open vSwitch netdev", ovs_up, sp.ovs_stop, [])]
+    switches = [s for s in switches if ONLY.search(s[0])]
+    results = []
+    try:
+        sp.setup()
+        for ns in sp.NS.values():
+            sp.sh("ip", "-n", ns, "link", "set", "lo", "up")
+        with tempfile.TemporaryDirectory(prefix="wirespeed-churn.") as tmp:
+            cases = [(f"{name} at {rate:g}/s", measure(f"{name} at {rate:g}/s", up, down, extra, rate, tmp))
+                     for name, up, down, extra in switches for rate in RATES]
+            rows = interleaved(cases, RUNS, log)
+            for (label, _), row, (name, rate) in zip(cases, rows, [(s[0], r) for s in switches for r in RATES]):
+                results.append({"switch": name, "rate": rate, **row, "runs_extra": EXTRA.get(label, [])})
+    finally:
+        sp.cleanup()
+    write(results)
+
+
+def median_of(extra, key):
+    values = [e[key] for e in extra if e.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def write(results, date=None, host=None):
+    if date is None:
+        date = datetime.date.today().isoformat()
+        host = machine(switch=sp.SWITCH_CPU, driver=DRIVER_CPU, generator=sp.GEN_CPU)
+        os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+        with open(os.path.join(ROOT, "bench", "results", f"{date}-churn-peers.json"), "w") as f:
+            json.dump({"date": date, "host": host, "runs": RUNS, "duration_s": DURATION, "hosts": HOSTS,
+                       "results": results}, f, indent=1)
+    ovs = {r["rate"]: r.get("median") for r in results if r["switch"] == "Open vSwitch netdev"}
+    fmt = lambda v, spec: format(v, spec) if v is not None else "n/a"
+    lines = [f"# Rule changes under traffic: wirespeed switch against Open vSwitch ({date})", "",
+             f"{host['cpu']}, {host['cpus']} CPUs, Linux {host['kernel']}. Made by `make bench-churn-peers` "
+             "(bench/churn_peers.py; its header says the set-up). Generator on CPU 0, each switch's poll-mode "
+             f"thread on CPU {sp.SWITCH_CPU}, its other threads not pinned, the OpenFlow driver on CPU "
+             f"{DRIVER_CPU}. {HOSTS:,} host rules (`ip,nw_src=HOST,actions=output:2`), one 64-byte UDP flow "
+             f"from each host; the controller adds and deletes a rule for a host outside the traffic RATE "
+             f"times a second, each change followed by a BARRIER. Mpps at the sink: median (min-max) of "
+             f"{RUNS} interleaved runs of {DURATION:g} s. CPU: the switch process's user and system seconds "
+             "over the window (median), every thread: a poll-mode thread busy all the time is 1 s a second. "
+             "Changes made: how many a second the driver managed (each waits for the last one's barrier). "
+             "A barrier's round trip: wirespeed answers once every cache and kernel entry the change could "
+             "touch is revalidated; Open vSwitch answers once its tables changed, and its revalidators "
+             "update the datapath's flows after.",
+             "", "| switch | changes/s asked | made | Mpps | / Open vSwitch | CPU s | barrier µs, median / p99 |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        fig = f"{r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})" if r.get("median") is not None else \
+            f"failed: {r['error']}"
+        peer = ovs.get(r["rate"])
+        ratio = f"{r['median'] / peer:.2f}x" if peer and r.get("median") and r["switch"] != "Open vSwitch netdev" \
+            else ""
+        extra = r["runs_extra"]
+        barrier = "" if not r["rate"] else \
+            f"{fmt(median_of(extra, 'median_us'), '.0f')} / {fmt(median_of(extra, 'p99_us'), '.0f')}"
+        made = [e["changes"] / e["seconds"] for e in extra if e.get("seconds")]
+        made = f"{statistics.median(made):.0f}" if made else ""
+        lines.append(f"| {r['switch']} | {r['rate']:g} | {made} | {fig} | {ratio} | "
+                     f"{fmt(median_of(extra, 'cpu_s'), '.1f')} | {barrier} |")
+    lines.append("")
+    with open(os.path.join(ROOT, "bench", "CHURN-PEERS.md"), "w") as f:
+        f.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
