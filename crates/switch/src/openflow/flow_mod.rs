@@ -162,5 +162,5 @@ fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<Installe
     );
     let going = dp.tables.selected(&selector);
     let _ = dp.offload_before_taking(&going, now);
-    dp.tables.delete_taking(&selector)
+    dp.tables.remove_all(going)
 }
