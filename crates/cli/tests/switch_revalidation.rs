@@ -80,17 +80,51 @@ fn forward_by_destination(s: &Switched) -> (String, String) {
     (mac_a, mac_b)
 }
 
+/// A controller adds B's rule again, unchanged (an ADD on the same match and priority
+/// replaces the rule, its counts kept): the echoes the kernel forwarded under the old rule
+/// are counted by the new one, and its entry is made again under it.
+#[test]
+fn a_rule_replaced_keeps_what_the_kernel_counted() {
+    let s = offloading_switch("rc");
+    let (_, mac_b) = forward_by_destination(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let to_b = format!("table=1,dl_dst={mac_b},actions=output:2");
+    s.ofctl_ok(&["add-flow", &to_b]);
+    let packets = |s: &Switched| {
+        let flows = s.ofctl_ok(&["dump-flows"]);
+        field(
+            &flows,
+            &format!("dl_dst={mac_b} actions=output:2"),
+            "n_packets",
+        )
+    };
+    assert_eq!(packets(&s), 3, "the kernel's echoes went with the old rule");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(packets(&s), 5);
+    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
+    assert_eq!(
+        (fast("flows"), fast("installed"), fast("revalidated")),
+        (2, 3, 1)
+    );
+}
+
+/// A switch that offloads, with an OpenFlow listener; the hosts' veths take the kernel's
+/// XDP redirects (NAPI on).
+fn offloading_switch(tag: &str) -> Switched {
+    let s = Switched::new(tag, &["--openflow", "ptcp:", "--offload"]);
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+    s
+}
+
 /// The same with `--offload`: each direction's first echo installs its flow in the kernel,
 /// which forwards the rest. A rule for another host leaves both entries, and the kernel
 /// forwards every later packet; the rule that outranks B's takes only A's echoes to B out
 /// of the kernel, and every packet is counted once, by the rule that decided it.
 #[test]
 fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
-    let s = Switched::new("rk", &["--openflow", "ptcp:", "--offload"]);
-    // The hosts' veths receive the kernel's XDP redirects only with NAPI on.
-    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
-        must(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
-    }
+    let s = offloading_switch("rk");
     let (mac_a, mac_b) = forward_by_destination(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);

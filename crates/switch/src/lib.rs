@@ -42,10 +42,10 @@
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
-//!   counters ([`Ofproto::harvest_offload`]), suspends it before any rule change
-//!   ([`Ofproto::suspend_offload`]) and, after it, removes the entries the change touched as
-//!   the caches' megaflows are ([`Offload::resume`]); other changes flush it
-//!   ([`Ofproto::flush_offload`]).
+//!   counters ([`Ofproto::harvest_offload`]), and around each rule change
+//!   ([`Ofproto::watch_offload`], [`Ofproto::offload_before_taking`]) removes the entries the
+//!   change touched as the caches' megaflows are ([`Offload::resume`]); group changes and
+//!   the like flush it ([`Ofproto::flush_offload`]).
 //! - flow export (`--ipfix`): [`ipfix`] reports flows from the megaflows' and the fast
 //!   path's counters, taken by housekeeping ([`Bridge::export_flows`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after

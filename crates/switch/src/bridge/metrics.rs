@@ -344,9 +344,9 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         ),
         (
             "wirespeed_switch_fast_path_flushes_total",
-            "Times every flow left the kernel fast path at once (a change to groups, meters, \
-             the fail mode or port liveness, many rule changes at once, a port link down, a \
-             learned address moved).",
+            "Times every flow left the kernel fast path at once (a change to groups, a meter \
+             deleted, the fail mode or port liveness, many rule changes at once, a port link \
+             down, a learned address moved).",
             f.summary.flushes,
         ),
         (

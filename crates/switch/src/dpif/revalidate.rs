@@ -57,6 +57,22 @@ pub struct TableLookup {
     pub seen: Seen,
 }
 
+impl TableLookup {
+    /// The lookup, without what it saw of a flow rewritten before it (any rule added to its
+    /// table then counts as a match): smaller to keep, and only more cautious.
+    pub fn unseen(&self) -> TableLookup {
+        let seen = match self.seen {
+            Seen::Arrived => Seen::Arrived,
+            Seen::Written(_) | Seen::Unknown => Seen::Unknown,
+        };
+        TableLookup {
+            table: self.table,
+            found: self.found,
+            seen,
+        }
+    }
+}
+
 /// What a lookup saw of the flow.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Seen {
@@ -267,6 +283,22 @@ mod tests {
         let flow = megaflow(exact(&[(Field::InPort, 1)]), &[4, 9], vec![]);
         assert!(Changes::new(&[RuleChange::Changed(RuleId(9))]).touch(&flow));
         assert!(!Changes::new(&[RuleChange::Changed(RuleId(5))]).touch(&flow));
+    }
+
+    /// A lookup after a rewrite kept without what it saw (as a kernel entry keeps it) takes
+    /// any rule added to its table as a match.
+    #[test]
+    fn a_lookup_kept_unseen_takes_any_rule_added_to_its_table() {
+        let written = TableLookup {
+            table: 1,
+            found: None,
+            seen: Seen::Written(Box::new(exact(&[(Field::NwDst, 7)]))),
+        };
+        let other_host = || Changes::new(&[added(1, 5, exact(&[(Field::NwDst, 8)]))]);
+        let flow = |lookup| megaflow(Match::ANY, &[], vec![lookup]);
+        assert!(!other_host().touch(&flow(written.clone())));
+        assert!(other_host().touch(&flow(written.unseen())));
+        assert_eq!(lookup(0, Some(3)).unseen(), lookup(0, Some(3)));
     }
 
     #[test]

@@ -28,9 +28,10 @@
 //!   ([`Offload::suspend_for`]), so their counts are complete; one that only adds rules or
 //!   changes actions, or takes rules away no entry counts for, lets it forward meanwhile
 //!   ([`Offload::watch`]), and stops nothing if it touches no entry. A change the rules'
-//!   log cannot say (groups, meters, the fail mode, port liveness with groups, a bundle
-//!   rolled back) or more rule changes at once than are tested one by one still remove
-//!   every entry, as do port links going down ([`Offload::flush`]).
+//!   log cannot say (groups, a meter deleted, the fail mode, port liveness with groups, a
+//!   bundle rolled back) or more rule changes at once than are tested one by one still
+//!   remove every entry, as do port links going down ([`Offload::flush`]). (Adding or
+//!   changing a meter changes no entry: a metered decision is never offloaded.)
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
@@ -93,7 +94,8 @@ struct Entry {
     missed: Vec<u8>,
     /// Its flow's packet words as the packet arrived (TCP's flags aside, see
     /// [`arrival_mask`]) and its megaflow's table lookups, to revalidate it as the
-    /// megaflow is, but on its own flow.
+    /// megaflow is, but on its own flow. (A lookup after a rewrite is kept without what it
+    /// saw, [`TableLookup::unseen`]: 24 bytes, not 376.)
     arrival: [u64; PACKET_WORDS],
     lookups: Vec<TableLookup>,
     in_port: u32,
@@ -148,8 +150,8 @@ pub struct FastPortCounts {
 /// A change to the rules in progress, from the rules' generation before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Suspension {
-    /// The kernel goes on forwarding: no rule goes, so the entries' counts still have
-    /// their rules after the change.
+    /// The kernel goes on forwarding: no rule an entry counts for goes, so the entries'
+    /// counts still have their rules after the change.
     Watching(u64),
     /// The kernel stopped and the counts were taken before the change, which may take
     /// rules away.
@@ -357,7 +359,7 @@ impl Offload {
                         groups: decision.groups.clone(),
                         missed: decision.missed.clone(),
                         arrival: packet_words(&extract(frame, in_port).0),
-                        lookups: decision.lookups.clone(),
+                        lookups: decision.lookups.iter().map(TableLookup::unseen).collect(),
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -562,14 +564,16 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        let Some(suspension) = self.suspension.take() else {
-            return Ok(());
-        };
+        let suspension = self.suspension.take();
         // No generation is written back while a flush is owed: entries a failed stop or
-        // removal left stale would forward again, untested.
+        // removal left stale would forward again, untested. And a stop that failed left no
+        // suspension, but the change went ahead: the flush is made before the edit ends.
         if self.flush_failed {
             return self.flush(tables, macs, now);
         }
+        let Some(suspension) = suspension else {
+            return Ok(());
+        };
         let result = self
             .remove_touched(suspension, tables, macs, now)
             .and_then(|stopped| match stopped {
@@ -642,8 +646,10 @@ impl Offload {
         Ok(stopped)
     }
 
-    /// Before the rules change: stops the kernel forwarding on any entry, credits their
-    /// counts, and removes them (the next packets of those flows are decided afresh).
+    /// Stops the kernel forwarding on any entry, credits their counts, and removes them (the
+    /// next packets of those flows are decided afresh): before a change to groups or a
+    /// meter deleted, at a port link down or a learned address moved, or a change the
+    /// rules' log cannot say.
     pub fn flush(
         &mut self,
         tables: &mut dyn Upcall,

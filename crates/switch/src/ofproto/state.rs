@@ -275,7 +275,8 @@ impl SharedState for Ofproto {
 /// Runs `change` on the datapath for the control side, with `caches` (every thread's,
 /// locked) harvested first, so their counts go to the rules they were made from, and
 /// revalidated after if the rules changed ([`FlowCache::revalidate`]), as is the kernel's
-/// fast path if `change` suspended it ([`Ofproto::suspend_offload`]). The rules a
+/// fast path if `change` said it would change them ([`Ofproto::watch_offload`],
+/// [`Ofproto::offload_before_taking`], [`Ofproto::suspend_offload`]). The rules a
 /// `delete_learned` learn that went takes with it go in the same change
 /// ([`learned::delete_learned_flows`]).
 pub fn edit<R>(

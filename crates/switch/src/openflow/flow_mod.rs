@@ -66,10 +66,11 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
     let replacing = dp
         .tables
         .find_exact(rule.table, &rule.flow_match, rule.priority);
-    let replaced = replacing.and_then(|id| dp.tables.get(id)).map(|r| r.stats);
-    // A rule replaced goes: its counts from the kernel's fast path come first.
+    // A rule replaced goes: its counts from the kernel's fast path come first, and go on
+    // to the new rule with the rest.
     let going: Vec<_> = replacing.into_iter().collect();
     let _ = dp.offload_before_taking(&going, now);
+    let replaced = replacing.and_then(|id| dp.tables.get(id)).map(|r| r.stats);
     let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
     let id = dp.tables.add(rule, now);
     if let Some(old) = replaced.filter(|_| keep) {
