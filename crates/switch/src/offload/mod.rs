@@ -548,7 +548,8 @@ impl Offload {
             Ok(())
         });
         if result.is_err() {
-            // Housekeeping flushes; until then the entries may be stale or forwarding.
+            // The flush owed is made at the resume (housekeeping retries one that fails);
+            // until then the entries may be stale or forwarding.
             self.suspension = None;
             self.flush_failed = true;
         }
