@@ -101,10 +101,16 @@ fn a_rule_replaced_keeps_what_the_kernel_counted() {
     assert_eq!(packets(&s), 3, "the kernel's echoes went with the old rule");
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
     assert_eq!(packets(&s), 5);
+    // One stop: before the old rule went, its echoes' entry read.
     let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
     assert_eq!(
-        (fast("flows"), fast("installed"), fast("revalidated")),
-        (2, 3, 1)
+        (
+            fast("flows"),
+            fast("installed"),
+            fast("revalidated"),
+            fast("stops")
+        ),
+        (2, 3, 1, 1)
     );
 }
 
@@ -133,20 +139,33 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     // The first echo and its reply went up; the rest the kernel forwarded.
     assert_eq!(fast("kernel_hits"), 4);
 
+    // Alone, and in a bundle with one more: the kernel never stops forwarding.
     s.ofctl_ok(&["add-flow", ANOTHER_HOST]);
+    let bundled = ANOTHER_HOST.replace(":99", ":98");
+    s.ofctl_ok(&["--bundle", "add-flow", &bundled]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
-        (entries(), fast("flushes"), fast("kernel_hits")),
-        ((2, 2, 0), 0, 10),
-        "the rule for another host took A's or B's flow out of the kernel"
+        (
+            entries(),
+            fast("flushes"),
+            fast("stops"),
+            fast("kernel_hits")
+        ),
+        ((2, 2, 0), 0, 0, 10),
+        "the rules for other hosts took A's or B's flow out of the kernel, or stopped it"
     );
 
     let drop = format!("table=1,priority=40000,icmp,dl_dst={mac_b},actions=drop");
     s.ofctl_ok(&["add-flow", &drop]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
     assert_eq!(
-        (entries(), fast("flushes"), fast("kernel_hits")),
-        ((1, 2, 1), 0, 10),
+        (
+            entries(),
+            fast("flushes"),
+            fast("stops"),
+            fast("kernel_hits")
+        ),
+        ((1, 2, 1), 0, 1, 10),
         "only A's echoes to B left the kernel"
     );
     let flows = s.ofctl_ok(&["dump-flows"]);

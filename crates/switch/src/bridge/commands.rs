@@ -680,14 +680,15 @@ fn dump_cache(bridge: &Bridge) -> String {
                 let _ = write!(
                     out,
                     "\nfast_path: flows={}, installed={}, table_full={}, aged={}, \
-                     revalidated={}, flushes={}, errors={}, kernel_hits={}, sent_up={}, \
-                     stale={}, blocked={}",
+                     revalidated={}, flushes={}, stops={}, errors={}, kernel_hits={}, \
+                     sent_up={}, stale={}, blocked={}",
                     o.flows,
                     o.installed,
                     o.table_full,
                     o.aged,
                     o.revalidated,
                     o.flushes,
+                    o.stops,
                     o.errors,
                     o.kernel.hits,
                     o.kernel.misses,

@@ -350,6 +350,12 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
             f.summary.flushes,
         ),
         (
+            "wirespeed_switch_fast_path_stops_total",
+            "Times a rule change stopped the kernel fast path (its packets went to user space \
+             meanwhile).",
+            f.summary.stops,
+        ),
+        (
             "wirespeed_switch_fast_path_errors_total",
             "Fast path table operations that failed.",
             f.summary.errors,

@@ -29,6 +29,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
                     Ok(f) => serde_json::json!({
                         "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
                         "aged": f.aged, "revalidated": f.revalidated, "flushes": f.flushes,
+                        "stops": f.stops,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,
                         "blocked": f.kernel.blocked,

@@ -175,6 +175,10 @@ pub struct OffloadSummary {
     /// changes at once than are tested one by one, a port link down, a learned address
     /// moved).
     pub flushes: u64,
+    /// Times a rule change stopped the kernel forwarding on every entry (its packets went to
+    /// user space meanwhile): before rules some entry counted for went, or after a change
+    /// that touched an entry.
+    pub stops: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
     pub kernel: FastPathCounters,
@@ -192,6 +196,7 @@ pub struct Offload {
     aged: u64,
     revalidated: u64,
     flushes: u64,
+    stops: u64,
     errors: u64,
     /// The rules' generation before the change being made, if entries are to be
     /// revalidated after it ([`Offload::resume`]).
@@ -233,6 +238,7 @@ impl Offload {
             aged: 0,
             revalidated: 0,
             flushes: 0,
+            stops: 0,
             errors: 0,
             suspension: None,
             full: false,
@@ -531,10 +537,10 @@ impl Offload {
     ) -> Result<(), XdpError> {
         let generation = match self.suspension {
             Some(Suspension::Stopped(generation)) => Ok(generation),
-            Some(Suspension::Watching(generation)) => self.fast_path.suspend().map(|()| generation),
+            Some(Suspension::Watching(generation)) => self.stop().map(|()| generation),
             None => {
                 let generation = tables.generation();
-                self.fast_path.suspend().map(|()| generation)
+                self.stop().map(|()| generation)
             }
         };
         let result = generation.and_then(|generation| {
@@ -625,7 +631,7 @@ impl Offload {
             return Ok(stopped);
         }
         if !stopped {
-            self.fast_path.suspend()?;
+            self.stop()?;
             stopped = true;
         }
         for key in &touched {
@@ -645,6 +651,12 @@ impl Offload {
         self.fast_path.wait_for_program()?;
         self.settled = self.removals;
         Ok(stopped)
+    }
+
+    /// Stops the kernel forwarding on every entry until [`FastPath::resume`].
+    fn stop(&mut self) -> Result<(), XdpError> {
+        self.stops += 1;
+        self.fast_path.suspend()
     }
 
     /// Stops the kernel forwarding on any entry, credits their counts, and removes them (the
@@ -743,6 +755,7 @@ impl Offload {
             aged: self.aged,
             revalidated: self.revalidated,
             flushes: self.flushes,
+            stops: self.stops,
             errors: self.errors,
             kernel: self.fast_path.counters()?,
         })

@@ -171,8 +171,10 @@ pub fn commit(
     staged: &[StagedMessage],
     now: Duration,
 ) -> Result<Vec<(InstalledRule, RemovedReason)>, (usize, OfpError)> {
-    // The fast path's counts go to the rules first: a rollback must not lose them.
-    let _ = dp.suspend_offload(now);
+    // The kernel's fast path goes on forwarding: each change takes the counts of the rules it
+    // takes away first (`offload_before_taking`), so a rollback, which puts them back in
+    // their slots with their counts, loses none, and the others stay their rules'.
+    dp.watch_offload();
     dp.tables.begin_undo();
     let mut removed = Vec::new();
     for (i, (change, _)) in staged.iter().enumerate() {
