@@ -28,8 +28,12 @@ use crate::rule::Rule;
 /// Rules learned for those and still waiting in the queue go too (Open vSwitch's learned
 /// flows are in the tables at once). The decision is taken once, at the end of the change:
 /// a request of several flows (`add-flows`, `replace-flows`, a bundle) is one change here,
-/// where Open vSwitch decides after each flow_mod.
-pub fn delete_learned_flows(tables: &mut RuleTables) -> Vec<InstalledRule> {
+/// where Open vSwitch decides after each flow_mod. `before_removing` is given the rules
+/// about to go first (the kernel's fast path takes their counts then).
+pub fn delete_learned_flows(
+    tables: &mut RuleTables,
+    mut before_removing: impl FnMut(&mut RuleTables, &[RuleId]),
+) -> Vec<InstalledRule> {
     let mut deleted = Vec::new();
     loop {
         let released: HashSet<(u8, u64)> = tables.take_released_learns().into_iter().collect();
@@ -51,7 +55,8 @@ pub fn delete_learned_flows(tables: &mut RuleTables) -> Vec<InstalledRule> {
             .filter(|(_, r)| gone.contains(&(r.rule.table, r.rule.cookie)))
             .map(|(id, _)| id)
             .collect();
-        deleted.extend(ids.into_iter().filter_map(|id| tables.remove(id)));
+        before_removing(tables, &ids);
+        deleted.extend(tables.remove_all(ids));
     }
 }
 
@@ -261,13 +266,20 @@ mod tests {
         };
         // One of two holders goes: the other holds the learn still.
         tables.delete_taking(&select("in_port=1"));
-        assert!(delete_learned_flows(&mut tables).is_empty());
+        let mut told = Vec::new();
+        assert!(delete_learned_flows(&mut tables, |_, ids| told.extend_from_slice(ids)).is_empty());
         assert_eq!(remaining(&tables).len(), 6);
-        // The last one's actions change: its learn goes, and the rules with it.
+        // The last one's actions change: its learn goes, and the rules with it, each round
+        // of them told before it goes.
         tables
             .modify(&select("in_port=2"), &[Action::Output(1)], None)
             .unwrap();
-        let deleted = delete_learned_flows(&mut tables);
+        let deleted = delete_learned_flows(&mut tables, |tables, ids| {
+            assert!(ids.iter().all(|&id| tables.get(id).is_some()));
+            told.extend_from_slice(ids);
+        });
+        assert_eq!(told.len(), deleted.len());
+        assert!(told.iter().all(|&id| tables.get(id).is_none()));
         let mut gone: Vec<(u8, u64)> = deleted
             .iter()
             .map(|r| (r.rule.table, r.rule.cookie))
@@ -292,7 +304,7 @@ mod tests {
         let id = tables.add(learning.clone(), Duration::ZERO);
         tables.remove(id);
         tables.roll_back();
-        assert!(delete_learned_flows(&mut tables).is_empty());
+        assert!(delete_learned_flows(&mut tables, |_, _| ()).is_empty());
         assert_eq!(tables.len(), 1);
 
         let id = tables.add(learning, Duration::ZERO);
@@ -301,7 +313,7 @@ mod tests {
         let kept = "table=10,cookie=0x6,dl_dst=0a:00:00:00:00:03,actions=drop";
         tables.learned.push(&parse_rule(kept).unwrap());
         tables.remove(id);
-        assert_eq!(delete_learned_flows(&mut tables).len(), 1);
+        assert_eq!(delete_learned_flows(&mut tables, |_, _| ()).len(), 1);
         assert_eq!(
             add_pending(&mut tables, Duration::ZERO),
             1,

@@ -290,11 +290,20 @@ pub fn edit<R>(
     }
     let result = change(ofproto);
     if ofproto.tables.has_released_learns() {
-        // Rules are about to go: the kernel stops first, as before any change (if the
-        // change did not stop it already).
-        let _ = ofproto.suspend_offload(now);
-        let deleted = learned::delete_learned_flows(&mut ofproto.tables);
-        ofproto.deleted_with_learns.extend(deleted);
+        let Ofproto {
+            tables,
+            offload,
+            mac_table,
+            deleted_with_learns,
+            ..
+        } = ofproto;
+        // Rules are about to go: the kernel's counts for them first, as for any change.
+        let deleted = learned::delete_learned_flows(tables, |tables, going| {
+            if let Some(offload) = offload {
+                let _ = offload.suspend_for(going, tables, mac_table, now);
+            }
+        });
+        deleted_with_learns.extend(deleted);
     }
     for cache in caches.iter_mut() {
         cache.revalidate(&ofproto.tables);
