@@ -34,19 +34,19 @@ import sys
 import tempfile
 import time
 
+import openflow
 import switch_peers as sp
-from benchlib import interleaved, machine, spawn, stop_all, wait_for, ws_json
+from benchlib import interleaved, machine, spawn, stop_all, ws_json
 
 ROOT = sp.ROOT
 WS = sp.WS
-DRIVER = os.path.join(ROOT, "bench", "openflow_driver.py")
+PORT = openflow.PORT
+DRIVER_CPU = openflow.DRIVER_CPU
 RUNS = int(os.environ.get("RUNS", "3"))
 DURATION = float(os.environ.get("DURATION", "10"))
 HOSTS = int(os.environ.get("HOSTS", "10000"))
 RATES = [float(r) for r in os.environ.get("RATES", "0 10 100").split()]
 ONLY = re.compile(os.environ.get("ONLY", "."))
-PORT = 6653
-DRIVER_CPU = "0"
 FIRST_HOST = "10.1.0.1"
 OUTSIDE_HOST = "10.250.0.1"
 # Per case label: what each run measured besides Mpps.
@@ -64,34 +64,24 @@ def cpu_seconds(pid):
 
 
 def driver_argv(*args):
-    return ["ip", "netns", "exec", sp.NS["m"], "taskset", "-c", DRIVER_CPU, "/usr/bin/python3", DRIVER, *args]
+    return ["ip", "netns", "exec", sp.NS["m"], "taskset", "-c", DRIVER_CPU, "/usr/bin/python3", openflow.DRIVER,
+            *args]
 
 
 def install_hosts():
-    r = subprocess.run(driver_argv("hosts", str(PORT), FIRST_HOST, str(HOSTS)), capture_output=True, text=True,
-                       timeout=300)
-    got = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
-    if not got or got["errors"] or got["flows"] != HOSTS:
-        raise RuntimeError(f"host rules not installed: {got or r.stderr.strip()[-300:]}")
+    got = openflow.driver("hosts", str(PORT), FIRST_HOST, str(HOSTS))
+    if got["errors"] or got["flows"] != HOSTS:
+        raise RuntimeError(f"host rules not installed: {got}")
 
 
 def wirespeed_up(tmp, extra):
-    """wirespeed switch, poll-mode thread on the switch CPU; its pid."""
-    out = open(os.path.join(tmp, "switch.out"), "w")
-    argv = [WS, "switch", "--port", f"1=xdp:{sp.IF['m0']}", "--port", f"2=xdp:{sp.IF['m1']}", "--ctl",
-            os.path.join(tmp, "ctl.sock"), "--openflow", f"ptcp:{PORT}", "--pmd-cpus", sp.SWITCH_CPU, *extra]
-    w = spawn(sp.NS["m"], None, argv, out)
-    wait_for(out.name, r" ready", w)
-    return w.pid
+    """wirespeed switch as bench/openflow.py starts it, poll-mode thread on the switch CPU; its pid."""
+    return openflow.wirespeed_up(tmp, ["--openflow", f"ptcp:{PORT}", "--pmd-cpus", sp.SWITCH_CPU, *extra]).pid
 
 
 def ovs_up(_tmp, _extra):
     """ovs-vswitchd as bench/openflow.py starts it (its own ptcp:, OpenFlow 1.3); its pid."""
-    sp.ovs_start()
-    vsctl = ["ovs-vsctl", f"--db=unix:{sp.OVS_DIR}/db.sock"]
-    sp.inm(*vsctl, "set", "bridge", "br0", "protocols=OpenFlow13", env=sp.ovs_env())
-    sp.inm(*vsctl, "set-controller", "br0", f"ptcp:{PORT}:127.0.0.1", env=sp.ovs_env())
-    time.sleep(1)
+    openflow.ovs_up()
     return int(open(os.path.join(sp.OVS_DIR, "ovs-vswitchd.pid")).read())
 
 

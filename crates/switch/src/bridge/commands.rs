@@ -218,6 +218,10 @@ fn apply(
     // rules away the kernel stops forwarding under them, if it forwards under them, so
     // their counts are complete; otherwise it goes on, and only the flows the change
     // touched stop, after it.
+    let deleting = match &edit {
+        Edit::Delete(selector) => dp.tables.selected(selector),
+        _ => Vec::new(),
+    };
     let offload = match &edit {
         Edit::Dump(_) | Edit::Diff(_) => dp.harvest_offload(now),
         Edit::Modify(_) => dp.offload_before_taking(&[], now),
@@ -228,10 +232,7 @@ fn apply(
                 .collect();
             dp.offload_before_taking(&replaced, now)
         }
-        Edit::Delete(selector) => {
-            let going = dp.tables.selected(selector);
-            dp.offload_before_taking(&going, now)
-        }
+        Edit::Delete(_) => dp.offload_before_taking(&deleting, now),
         Edit::Replace(_) => dp.suspend_offload(now),
     };
     if let Err(e) = offload {
@@ -294,8 +295,8 @@ fn apply(
                 }),
             }
         }
-        Edit::Delete(selector) => {
-            *removed = dp.tables.delete_taking(&selector);
+        Edit::Delete(_) => {
+            *removed = dp.tables.remove_all(deleting);
             Response::ok("")
         }
         Edit::Dump(selector) => Response::ok(dump_flows(&dp.tables, &selector, now).join("\n")),

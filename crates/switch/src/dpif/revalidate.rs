@@ -98,14 +98,9 @@ pub struct Arrival<'a> {
 impl<'a> Arrival<'a> {
     /// The packets `flow_match` holds.
     pub fn of(flow_match: &'a Match) -> Arrival<'a> {
-        let packet_words = |bits: &'a FlowBits| -> &'a [u64; PACKET_WORDS] {
-            bits.0[..PACKET_WORDS]
-                .try_into()
-                .expect("the packet words lead the flow")
-        };
         Arrival {
-            value: packet_words(flow_match.value()),
-            mask: packet_words(flow_match.mask()),
+            value: flow_match.value().packet_words(),
+            mask: flow_match.mask().packet_words(),
         }
     }
 }

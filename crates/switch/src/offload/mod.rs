@@ -364,7 +364,7 @@ impl Offload {
                         rules: decision.rules.clone(),
                         groups: decision.groups.clone(),
                         missed: decision.missed.clone(),
-                        arrival: packet_words(&extract(frame, in_port).0),
+                        arrival: *extract(frame, in_port).0.packet_words(),
                         lookups: decision.lookups.iter().map(TableLookup::unseen).collect(),
                         in_port,
                         out_port,
@@ -392,11 +392,25 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        for (key, entry) in &mut self.entries {
-            let counts = self.fast_path.counts(key)?;
-            credit(entry, counts, &mut self.ports, tables, macs, now);
-        }
+        self.credit_where(|_| true, tables, macs, now)?;
         self.read_transmits()
+    }
+
+    /// Credits what the kernel counted for the entries `pick` picks since their last credit.
+    fn credit_where(
+        &mut self,
+        pick: impl Fn(&Entry) -> bool,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        for (key, entry) in &mut self.entries {
+            if pick(entry) {
+                let counts = self.fast_path.counts(key)?;
+                credit(entry, counts, &mut self.ports, tables, macs, now);
+            }
+        }
+        Ok(())
     }
 
     /// Whether an address a `normal` entry depends on moved or was forgotten (then call
@@ -545,13 +559,7 @@ impl Offload {
         };
         let result = generation.and_then(|generation| {
             self.suspension = Some(Suspension::Stopped(generation));
-            for (key, entry) in &mut self.entries {
-                if harvest(entry) {
-                    let counts = self.fast_path.counts(key)?;
-                    credit(entry, counts, &mut self.ports, tables, macs, now);
-                }
-            }
-            Ok(())
+            self.credit_where(harvest, tables, macs, now)
         });
         if result.is_err() {
             // The flush owed is made at the resume (housekeeping retries one that fails);
@@ -762,19 +770,12 @@ impl Offload {
     }
 }
 
-/// The packet words of `flow`.
-fn packet_words(flow: &FlowBits) -> [u64; PACKET_WORDS] {
-    flow.0[..PACKET_WORDS]
-        .try_into()
-        .expect("the packet words lead the flow")
-}
-
 /// The bits an entry's packets have alike: every packet word's but TCP's flags, which the
 /// kernel's key leaves out (an entry is made only from a megaflow that does not pin them).
 fn arrival_mask() -> [u64; PACKET_WORDS] {
     let mut mask = FlowBits::ALL_ONES;
     Field::TcpFlags.set(&mut mask, 0);
-    packet_words(&mask)
+    *mask.packet_words()
 }
 
 /// Adds what the kernel counted for `entry` since its last credit to its rules and ports;
