@@ -3,7 +3,7 @@
 //! was forwarded in user space or by the kernel's fast path (`--offload`). And revalidation
 //! is precise, in user space's caches and in the kernel's: a rule a controller adds for
 //! another host leaves the cached flows of these two, while one that concerns them takes
-//! their packets at once.
+//! their packets at once; so does a change to a group, for the flows that pass through it.
 
 mod common;
 use common::prometheus::{assert_promtool_accepts, sample};
@@ -273,4 +273,117 @@ fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str) {
             "the flow must have been forwarded by the kernel before the change: {cache}"
         );
     }
+}
+
+/// Table 0 goes to table 1, where A's rule outputs to its port and B's passes through group
+/// 1, which does (added with ovs-ofctl); the hosts know each other's addresses.
+fn forward_through_group(s: &Switched) {
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
+    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
+    s.ofctl_ok(&["add-group", "group_id=1,type=indirect,bucket=output:2"]);
+    for flow in [
+        "table=0,actions=goto_table:1".to_string(),
+        format!("table=1,dl_dst={mac_a},actions=output:1"),
+        format!("table=1,dl_dst={mac_b},actions=group:1"),
+    ] {
+        s.ofctl_ok(&["add-flow", &flow]);
+    }
+}
+
+/// Group 2, which no flow passes through, added, modified and deleted by a controller.
+fn change_an_unused_group(s: &Switched) {
+    s.ofctl_ok(&["add-group", "group_id=2,type=indirect,bucket=output:2"]);
+    s.ofctl_ok(&["mod-group", "group_id=2,type=all,bucket=output:1"]);
+    s.ofctl_ok(&["del-groups", "group_id=2"]);
+}
+
+/// Group 1's packets since it was added or last modified.
+fn group_1_packets(s: &Switched) -> u64 {
+    field(
+        &s.ofctl_ok(&["dump-group-stats", "group_id=1"]),
+        "group_id=1",
+        "packet_count",
+    )
+}
+
+/// A controller changes its groups: a group no flow passes through leaves every cached
+/// flow, and group 1 modified takes only A's echoes to B (which pass through it) to be
+/// translated again.
+#[test]
+fn a_group_changed_revalidates_only_the_flows_through_it() {
+    let s = Switched::new("rg", &["--openflow", "ptcp:"]);
+    forward_through_group(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
+    assert_eq!(stat("misses"), 2);
+
+    change_an_unused_group(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        (stat("misses"), stat("stale"), stat("flushes")),
+        (2, 0, 0),
+        "group 2 revalidated A's or B's flow"
+    );
+    assert_eq!(group_1_packets(&s), 6);
+
+    s.ofctl_ok(&["mod-group", "group_id=1,type=all,bucket=output:2"]);
+    assert_eq!(group_1_packets(&s), 0, "a modify starts the counts anew");
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(
+        (stat("misses"), stat("stale"), stat("flushes")),
+        (3, 1, 0),
+        "only A's echoes to B were translated again"
+    );
+    assert_eq!(group_1_packets(&s), 2);
+}
+
+/// The same with `--offload`: group 2's changes leave both kernel entries forwarding, and
+/// group 1 modified takes only A's echoes to B out of the kernel, its counts credited to
+/// the group as it was.
+#[test]
+fn a_group_changed_leaves_the_kernel_s_other_flows() {
+    let s = offloading_switch("rj");
+    forward_through_group(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
+    let entries = || (fast("flows"), fast("installed"), fast("revalidated"));
+    assert_eq!(entries(), (2, 2, 0));
+    assert_eq!(fast("kernel_hits"), 4);
+
+    change_an_unused_group(&s);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        (
+            entries(),
+            fast("flushes"),
+            fast("stops"),
+            fast("kernel_hits")
+        ),
+        ((2, 2, 0), 0, 0, 10),
+        "group 2 took A's or B's flow out of the kernel, or stopped it"
+    );
+    assert_eq!(group_1_packets(&s), 6);
+
+    // The kernel forwards one more echo, not yet read when the group changes.
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 1), 1);
+    s.ofctl_ok(&["mod-group", "group_id=1,type=all,bucket=output:2"]);
+    assert_eq!(
+        group_1_packets(&s),
+        0,
+        "a modify starts the counts anew, the kernel's echo counted before"
+    );
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    // One stop: before the group changed, the entry through it read and then removed.
+    assert_eq!(
+        (
+            entries(),
+            fast("flushes"),
+            fast("stops"),
+            fast("kernel_hits")
+        ),
+        ((2, 3, 1), 0, 1, 15),
+        "only A's echoes to B left the kernel"
+    );
+    assert_eq!(group_1_packets(&s), 2);
 }

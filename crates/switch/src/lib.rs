@@ -36,16 +36,17 @@
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
 //!   thread's cache is locked, harvested into the rules' counters, and revalidated after a
-//!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed could decide
-//!   otherwise go, the rest stay; other changes empty the caches), so no packet handled
-//!   after it meets an entry the change made wrong;
+//!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed, or a group
+//!   changed, could decide otherwise go, the rest stay; other changes empty the caches), so
+//!   no packet handled after it meets an entry the change made wrong;
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
 //!   counters ([`Ofproto::harvest_offload`]), and around each rule change
-//!   ([`Ofproto::watch_offload`], [`Ofproto::offload_before_taking`]) removes the entries the
-//!   change touched as the caches' megaflows are ([`Offload::resume`]); group changes and
-//!   the like flush it ([`Ofproto::flush_offload`]).
+//!   ([`Ofproto::watch_offload`], [`Ofproto::offload_before_taking`],
+//!   [`Ofproto::offload_before_groups`]) removes the entries the change touched as the
+//!   caches' megaflows are ([`Offload::resume`]); meter deletes and the like flush it
+//!   ([`Ofproto::flush_offload`]).
 //! - flow export (`--ipfix`): [`ipfix`] reports flows from the megaflows' and the fast
 //!   path's counters, taken by housekeeping ([`Bridge::export_flows`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after

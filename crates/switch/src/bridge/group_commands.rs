@@ -47,10 +47,7 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
     let now = bridge.now();
     Some(match command {
         "del-groups" => {
-            let removed = bridge.edit(|dp| {
-                let _ = dp.flush_offload(now);
-                dp.tables.delete_groups(only)
-            });
+            let removed = bridge.edit(|dp| dp.delete_groups(only, now));
             let n = removed.len();
             bridge.tell_removed(removed, RemovedReason::GroupDelete, now);
             // OpenFlow's rule, which surprises: say so when it happened.

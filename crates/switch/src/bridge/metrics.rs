@@ -142,9 +142,8 @@ fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
     );
     e.counter(
         "wirespeed_switch_revalidations_total",
-        "Times the thread's caches were emptied: groups, meters, port liveness, the fail \
-         mode or many rules changed at once, a bundle was rolled back, or the megaflow cache \
-         was full.",
+        "Times the thread's caches were emptied: meters, the fail mode or many rules \
+         changed at once, a bundle was rolled back, or the megaflow cache was full.",
         &labels,
         c.flushes,
     );
@@ -344,9 +343,9 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         ),
         (
             "wirespeed_switch_fast_path_flushes_total",
-            "Times every flow left the kernel fast path at once (a change to groups, a meter \
-             deleted, the fail mode or port liveness, many rule changes at once, a port link \
-             down, a learned address moved).",
+            "Times every flow left the kernel fast path at once (a meter deleted, the fail \
+             mode changed, many rule changes at once, a port link down, a learned address \
+             moved).",
             f.summary.flushes,
         ),
         (

@@ -9,10 +9,13 @@
 //! - a rule added alters only lookups of its table that found nothing or a rule of lower
 //!   priority (an older rule wins a tie), and of those only where some packet of the
 //!   megaflow could match it: its match and what the lookup saw of the flow agree on every
-//!   bit both pin.
+//!   bit both pin;
+//! - a group added, modified or deleted alters exactly the megaflows whose translation
+//!   passed through it ([`crate::group::GroupVisit`]), and so does a port whose link went up
+//!   or down, for each group with a bucket that watches it.
 //!
-//! Changes to groups, meters, port liveness or the fail mode, a bundle rolled back, or more
-//! changes at once than [`MAX_PRECISE_CHANGES`], still empty the caches. Open vSwitch's
+//! Changes to meters or the fail mode, a bundle rolled back, or more changes at once than
+//! [`MAX_PRECISE_CHANGES`], still empty the caches. Open vSwitch's
 //! revalidators instead translate every datapath flow again and compare; this test costs,
 //! for each megaflow, a set lookup per rule it found and, per lookup, a compare of the words
 //! each rule added in that table pins: a few nanoseconds, not a translation. The caches are
@@ -24,6 +27,7 @@ use crate::classifier::RuleId;
 use crate::dpif::megaflow::Megaflow;
 use crate::field::{FlowBits, PACKET_WORDS};
 use crate::flow_match::Match;
+use crate::group::GroupVisit;
 use std::collections::HashSet;
 
 /// More changes at once than this (an `add-flows` of a table, a `replace-flows`) empty the
@@ -45,6 +49,9 @@ pub enum RuleChange {
     },
     /// This rule went, or its actions or cookie changed (its slot may hold another since).
     Changed(RuleId),
+    /// This group was added, modified or deleted, or a port one of its buckets watches went
+    /// up or down.
+    Group(u32),
 }
 
 /// One table lookup of a translation: which table, the priority of the rule it found, and
@@ -108,6 +115,7 @@ impl<'a> Arrival<'a> {
 /// The changes a batch of megaflows is tested against, sorted for the test.
 pub struct Changes {
     changed: HashSet<RuleId>,
+    groups: HashSet<u32>,
     /// By table: each rule added.
     added: Vec<Added>,
 }
@@ -142,6 +150,7 @@ impl Changes {
     pub fn new(changes: &[RuleChange]) -> Changes {
         let mut sorted = Changes {
             changed: HashSet::new(),
+            groups: HashSet::new(),
             added: Vec::new(),
         };
         for change in changes {
@@ -165,6 +174,9 @@ impl Changes {
                 RuleChange::Changed(id) => {
                     sorted.changed.insert(*id);
                 }
+                RuleChange::Group(id) => {
+                    sorted.groups.insert(*id);
+                }
             }
         }
         sorted.added.sort_by_key(|added| added.table);
@@ -175,13 +187,27 @@ impl Changes {
     pub fn touch(&self, megaflow: &Megaflow) -> bool {
         let decision = &megaflow.decision;
         let arrival = Arrival::of(&megaflow.flow_match);
-        self.touches(arrival, &decision.rules, &decision.lookups)
+        self.touches(
+            arrival,
+            &decision.rules,
+            &decision.lookups,
+            &decision.groups,
+        )
     }
 
     /// Whether the changes could decide otherwise some packet of `arrival`, decided by
-    /// `rules` after `lookups` (a megaflow's, or a kernel entry's made from one).
-    pub fn touches(&self, arrival: Arrival<'_>, rules: &[RuleId], lookups: &[TableLookup]) -> bool {
-        if rules.iter().any(|id| self.changed.contains(id)) {
+    /// `rules` after `lookups`, through the groups `visits` (a megaflow's, or a kernel
+    /// entry's made from one).
+    pub fn touches(
+        &self,
+        arrival: Arrival<'_>,
+        rules: &[RuleId],
+        lookups: &[TableLookup],
+        visits: &[GroupVisit],
+    ) -> bool {
+        if rules.iter().any(|id| self.changed.contains(id))
+            || visits.iter().any(|v| self.groups.contains(&v.group))
+        {
             return true;
         }
         lookups.iter().any(|lookup| {
@@ -238,6 +264,7 @@ mod tests {
     use super::*;
     use crate::dpif::upcall::Decision;
     use crate::field::Field;
+    use crate::group::BucketsTaken;
     use core::time::Duration;
 
     fn exact(fields: &[(Field, u128)]) -> Match {
@@ -278,6 +305,19 @@ mod tests {
         let flow = megaflow(exact(&[(Field::InPort, 1)]), &[4, 9], vec![]);
         assert!(Changes::new(&[RuleChange::Changed(RuleId(9))]).touch(&flow));
         assert!(!Changes::new(&[RuleChange::Changed(RuleId(5))]).touch(&flow));
+    }
+
+    #[test]
+    fn a_group_changed_touches_what_passed_through_it() {
+        let mut flow = megaflow(exact(&[(Field::InPort, 1)]), &[4], vec![]);
+        flow.decision.groups = vec![GroupVisit {
+            group: 7,
+            taken: BucketsTaken::One(0),
+        }];
+        assert!(Changes::new(&[RuleChange::Group(7)]).touch(&flow));
+        assert!(!Changes::new(&[RuleChange::Group(8)]).touch(&flow));
+        flow.decision.groups.clear();
+        assert!(!Changes::new(&[RuleChange::Group(7)]).touch(&flow));
     }
 
     /// A lookup after a rewrite kept without what it saw (as a kernel entry keeps it) takes

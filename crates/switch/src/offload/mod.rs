@@ -24,12 +24,12 @@
 //!   flow with its megaflow's lookups ([`crate::dpif::revalidate`]); the program is waited
 //!   for again, and the rest made valid in one more write ([`Offload::resume`]). So once
 //!   `ctl` returns, no packet is handled under the old rules. A change that takes away
-//!   rules some entry counts for stops the kernel before it instead
-//!   ([`Offload::suspend_for`]), so their counts are complete; one that only adds rules or
-//!   changes actions, or takes rules away no entry counts for, lets it forward meanwhile
-//!   ([`Offload::watch`]), and stops nothing if it touches no entry. A change the rules'
-//!   log cannot say (groups, a meter deleted, the fail mode, port liveness with groups, a
-//!   bundle rolled back) or more rule changes at once than are tested one by one still
+//!   rules some entry counts for, or changes a group some entry passes through, stops the
+//!   kernel before it instead ([`Offload::suspend_for`]), so their counts are complete; one
+//!   that only adds rules or changes actions, or takes rules away no entry counts for, lets
+//!   it forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
+//!   change the rules' log cannot say (a meter deleted, the fail mode, a bundle rolled
+//!   back) or more rule changes at once than are tested one by one still
 //!   remove every entry, as do port links going down ([`Offload::flush`]). (Adding or
 //!   changing a meter changes no entry: a metered decision is never offloaded.)
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
@@ -504,19 +504,25 @@ impl Offload {
         }
     }
 
-    /// Before a change that takes the rules `going` away, or resets their counts: if some
-    /// entry's packets count for one of them, stops the kernel forwarding and credits
-    /// those entries' counts while the rules are there; otherwise as [`Offload::watch`]
-    /// (an entry decided by other rules is not decided otherwise by their going).
+    /// Before a change that takes the rules `going` away, or resets their counts, or
+    /// changes the groups `groups` (a modify starts a group's counts anew, a delete takes
+    /// it away): if some entry's packets count for one of them, stops the kernel forwarding
+    /// and credits those entries' counts while the rules and groups are as they were;
+    /// otherwise as [`Offload::watch`] (an entry decided by other rules and groups is not
+    /// decided otherwise by the change).
     pub fn suspend_for(
         &mut self,
         going: &[RuleId],
+        groups: &[u32],
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
         let going: HashSet<RuleId> = going.iter().copied().collect();
-        let counts_for_going = |entry: &Entry| entry.rules.iter().any(|id| going.contains(id));
+        let counts_for_going = |entry: &Entry| {
+            entry.rules.iter().any(|id| going.contains(id))
+                || entry.groups.iter().any(|v| groups.contains(&v.group))
+        };
         if !self.entries.values().any(counts_for_going) {
             self.watch(tables);
             return Ok(());
@@ -626,7 +632,7 @@ impl Offload {
                             value: &e.arrival,
                             mask: &arrival_mask,
                         };
-                        changes.touches(arrival, &e.rules, &e.lookups)
+                        changes.touches(arrival, &e.rules, &e.lookups, &e.groups)
                     })
                     .map(|(key, _)| *key)
                     .collect()
@@ -668,9 +674,8 @@ impl Offload {
     }
 
     /// Stops the kernel forwarding on any entry, credits their counts, and removes them (the
-    /// next packets of those flows are decided afresh): before a change to groups or a
-    /// meter deleted, at a port link down or a learned address moved, or a change the
-    /// rules' log cannot say.
+    /// next packets of those flows are decided afresh): before a meter deleted, at a port
+    /// link down or a learned address moved, or a change the rules' log cannot say.
     pub fn flush(
         &mut self,
         tables: &mut dyn Upcall,
@@ -955,6 +960,80 @@ mod tests {
         assert_eq!(offload.unsettled(), None);
     }
 
+    /// A frame from port 1 to 10.0.0.`host`, and its megaflow: output to port 2 by rule
+    /// `id`, through the groups `visits`.
+    fn output_to_host(host: u8, id: RuleId, visits: Vec<GroupVisit>) -> (Vec<u8>, Megaflow) {
+        let mut flow_match = Match::ANY;
+        flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
+        flow_match.add(Field::DlType, 0x0800, u128::MAX).unwrap();
+        let dst = Ipv4Addr::new(10, 0, 0, host);
+        flow_match
+            .add(Field::NwDst, u32::from(dst).into(), u128::MAX)
+            .unwrap();
+        let decision = Decision {
+            actions: vec![Action::Output(2)],
+            rules: vec![id],
+            groups: visits,
+            lookups: vec![TableLookup {
+                table: 0,
+                found: Some(32768),
+                seen: Seen::Arrived,
+            }],
+            ..Decision::default()
+        };
+        (
+            frame_to(dst),
+            Megaflow::new(flow_match, decision, Duration::ZERO),
+        )
+    }
+
+    /// A change to a group stops the kernel first only if an entry's packets pass through
+    /// it, and the resume removes only those entries.
+    #[test]
+    fn a_group_change_takes_only_the_entries_through_it() {
+        let mut offload = offload();
+        let mut tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let now = Duration::ZERO;
+        let group = |id| parse_group(&format!("group_id={id},type=indirect,bucket=output:2"));
+        tables.set_group(group(5).unwrap(), false, now).unwrap();
+        let id = tables.add(parse_rule("in_port=1,actions=group:5").unwrap(), now);
+        let visit = GroupVisit {
+            group: 5,
+            taken: BucketsTaken::One(0),
+        };
+        for (frame, megaflow) in [
+            output_to_host(2, id, vec![visit]),
+            output_to_host(3, id, vec![]),
+        ] {
+            offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        }
+        assert_eq!(offload.entries.len(), 2);
+        offload
+            .suspend_for(&[], &[6], &mut tables, &mut macs, now)
+            .unwrap();
+        assert!(matches!(offload.suspension, Some(Suspension::Watching(_))));
+        tables.set_group(group(6).unwrap(), false, now).unwrap();
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        offload
+            .suspend_for(&[], &[5], &mut tables, &mut macs, now)
+            .unwrap();
+        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
+        tables.set_group(group(5).unwrap(), true, now).unwrap();
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        let kept: Vec<[u8; 4]> = offload
+            .entries
+            .keys()
+            .map(|key| wirespeed_xdp::fast_path::key_fields(key).dst)
+            .collect();
+        assert_eq!(kept, [[10, 0, 0, 3]]);
+        let summary = offload.summary().unwrap();
+        assert_eq!(
+            (summary.revalidated, summary.flushes, summary.stops),
+            (1, 0, 1)
+        );
+    }
+
     /// A rule change suspends the kernel's entries; the resume removes only those whose
     /// packets the change could decide otherwise, and a change the rules' log cannot say
     /// removes them all.
@@ -965,26 +1044,7 @@ mod tests {
         let mut macs = MacTable::default();
         let now = Duration::ZERO;
         let id = tables.add(parse_rule("in_port=1,actions=output:2").unwrap(), now);
-        let to = |host: u8| {
-            let mut flow_match = Match::ANY;
-            flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
-            flow_match.add(Field::DlType, 0x0800, u128::MAX).unwrap();
-            let dst = Ipv4Addr::new(10, 0, 0, host);
-            flow_match
-                .add(Field::NwDst, u32::from(dst).into(), u128::MAX)
-                .unwrap();
-            let decision = Decision {
-                actions: vec![Action::Output(2)],
-                rules: vec![id],
-                lookups: vec![TableLookup {
-                    table: 0,
-                    found: Some(32768),
-                    seen: Seen::Arrived,
-                }],
-                ..Decision::default()
-            };
-            (frame_to(dst), Megaflow::new(flow_match, decision, now))
-        };
+        let to = |host: u8| output_to_host(host, id, vec![]);
         for (frame, megaflow) in [to(2), to(3)] {
             offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
         }
@@ -997,12 +1057,12 @@ mod tests {
         // Only a rule an entry counts for needs the kernel stopped before it goes.
         let other = tables.add(parse_rule("in_port=2,actions=output:1").unwrap(), now);
         offload
-            .suspend_for(&[other], &mut tables, &mut macs, now)
+            .suspend_for(&[other], &[], &mut tables, &mut macs, now)
             .unwrap();
         assert!(matches!(offload.suspension, Some(Suspension::Watching(_))));
         offload.resume(&mut tables, &mut macs, now).unwrap();
         offload
-            .suspend_for(&[other, id], &mut tables, &mut macs, now)
+            .suspend_for(&[other, id], &[], &mut tables, &mut macs, now)
             .unwrap();
         assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
         offload.resume(&mut tables, &mut macs, now).unwrap();

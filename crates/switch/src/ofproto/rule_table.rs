@@ -54,6 +54,14 @@ pub struct RuleSelector {
 }
 
 impl RuleSelector {
+    /// Every rule with a `group` action to group `id` (those its delete takes with it).
+    pub fn sending_to_group(id: u32) -> RuleSelector {
+        RuleSelector {
+            out_group: Some(id),
+            ..RuleSelector::default()
+        }
+    }
+
     pub fn selects(&self, rule: &Rule) -> bool {
         if self.table.is_some_and(|table| table != rule.table) {
             return false;
@@ -342,7 +350,7 @@ impl RuleTables {
         };
         let before = self.groups.insert(id, installed);
         self.note(Undo::Group(id, before.map(Box::new)));
-        self.changed_everything();
+        self.changed(RuleChange::Group(id));
         Ok(())
     }
 
@@ -393,11 +401,8 @@ impl RuleTables {
             return Vec::new();
         };
         self.note(Undo::Group(id, Some(Box::new(before))));
-        self.changed_everything();
-        self.delete_taking(&RuleSelector {
-            out_group: Some(id),
-            ..RuleSelector::default()
-        })
+        self.changed(RuleChange::Group(id));
+        self.delete_taking(&RuleSelector::sending_to_group(id))
     }
 
     pub fn meter(&self, id: u32) -> Option<&MeterRef> {
@@ -469,14 +474,23 @@ impl RuleTables {
         !self.dead_ports.contains(&port)
     }
 
-    /// A port's link went up or down; groups whose buckets watch ports are translated again.
+    /// A port's link went up or down; the flows through groups with a bucket that watches
+    /// it are translated again.
     pub fn set_port_live(&mut self, port: u32, live: bool) {
         let changed = match live {
             true => self.dead_ports.remove(&port),
             false => self.dead_ports.insert(port),
         };
-        if changed && !self.groups.is_empty() {
-            self.changed_everything();
+        if !changed {
+            return;
+        }
+        let watching: Vec<u32> = self
+            .groups()
+            .filter(|g| g.buckets.iter().any(|b| b.watch_port == Some(port)))
+            .map(|g| g.id)
+            .collect();
+        for id in watching {
+            self.changed(RuleChange::Group(id));
         }
     }
 
@@ -904,6 +918,42 @@ mod tests {
             found += ids.len();
         }
         assert_eq!(found, 8);
+    }
+
+    /// A group's changes are logged for precise revalidation: its own, the rules a delete
+    /// takes with it, and a port's liveness for each group with a bucket watching it.
+    #[test]
+    fn group_changes_are_logged_one_by_one() {
+        let mut tables = tables(&["in_port=1,actions=group:1", "in_port=2,actions=output:2"]);
+        let add = |tables: &mut RuleTables, text: &str| {
+            let group = crate::ofctl::group_text::parse_group(text).unwrap();
+            tables.set_group(group, false, Duration::ZERO).unwrap();
+        };
+        let generation = tables.generation();
+        add(&mut tables, "group_id=1,type=all,bucket=output:3");
+        add(
+            &mut tables,
+            "group_id=2,type=fast_failover,bucket=watch_port:3,output:3,\
+             bucket=watch_port:4,output:4",
+        );
+        add(
+            &mut tables,
+            "group_id=3,type=select,bucket=output:4,bucket=watch_port:5,output:5",
+        );
+        tables.set_port_live(4, false);
+        tables.set_port_live(4, false);
+        tables.set_port_live(5, false);
+        tables.set_port_live(6, false);
+        let first_rule = tables.iter().next().unwrap().0;
+        assert_eq!(tables.delete_groups(Some(1)).len(), 1);
+        assert_eq!(
+            tables.changes_since(generation).unwrap(),
+            [1, 2, 3, 2, 3, 1]
+                .map(RuleChange::Group)
+                .into_iter()
+                .chain([RuleChange::Changed(first_rule)])
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]

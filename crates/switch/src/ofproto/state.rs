@@ -19,7 +19,7 @@ use crate::group::{Group, GroupError, GroupUsage};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
 use crate::ofproto::learned;
-use crate::ofproto::rule_table::{InstalledRule, RuleTables};
+use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
 use crate::rule::Rule;
 
 /// What the poll-mode threads of a bridge share: its rules, its learning table, its
@@ -129,9 +129,10 @@ impl Ofproto {
 
     /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
     /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
-    /// output to ports the bridge has. The offloaded flows go first, their counts credited
-    /// to the group as it was (a modify starts the new one's from zero, and they may have
-    /// been made from the old buckets). Nothing changes when it is refused.
+    /// output to ports the bridge has. The offloaded flows through the group go first,
+    /// their counts credited to the group as it was (a modify starts the new one's from
+    /// zero, and they were made from the old buckets); the others go on. Nothing changes
+    /// when it is refused.
     pub fn set_group(
         &mut self,
         group: Group,
@@ -144,8 +145,27 @@ impl Ofproto {
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
         self.tables.check_group(&group, replace)?;
-        let _ = self.flush_offload(now);
+        let _ = self.offload_before_groups(&[group.id], &[], now);
         self.tables.set_group(group, replace, now)
+    }
+
+    /// Removes group `only`, or every group (None), and the rules that send to them (as
+    /// OpenFlow's GROUP_MOD delete and ctl's del-groups do); the rules removed. The
+    /// offloaded flows through those groups or counting for those rules go first, their
+    /// counts credited.
+    pub fn delete_groups(&mut self, only: Option<u32>, now: Duration) -> Vec<InstalledRule> {
+        let groups: Vec<u32> = match only {
+            Some(id) => vec![id],
+            None => self.tables.groups().map(|g| g.id).collect(),
+        };
+        if self.offload.is_some() {
+            let going: Vec<RuleId> = groups
+                .iter()
+                .flat_map(|&id| self.tables.selected(&RuleSelector::sending_to_group(id)))
+                .collect();
+            let _ = self.offload_before_groups(&groups, &going, now);
+        }
+        self.tables.delete_groups(only)
     }
 
     /// Each group (or group `only`) and its statistics at `now`, the kernel's counts
@@ -195,7 +215,26 @@ impl Ofproto {
         now: Duration,
     ) -> Result<(), XdpError> {
         match &mut self.offload {
-            Some(offload) => offload.suspend_for(going, &mut self.tables, &mut self.mac_table, now),
+            Some(offload) => {
+                offload.suspend_for(going, &[], &mut self.tables, &mut self.mac_table, now)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Call in [`edit`]'s change before the groups `groups` change, and the rules `going` go
+    /// with them: as [`Ofproto::offload_before_taking`], for the entries through the groups
+    /// too.
+    pub fn offload_before_groups(
+        &mut self,
+        groups: &[u32],
+        going: &[RuleId],
+        now: Duration,
+    ) -> Result<(), XdpError> {
+        match &mut self.offload {
+            Some(offload) => {
+                offload.suspend_for(going, groups, &mut self.tables, &mut self.mac_table, now)
+            }
             None => Ok(()),
         }
     }
@@ -211,7 +250,7 @@ impl Ofproto {
     }
 
     /// Empties the kernel's fast path, its counts credited: call before a change the rules'
-    /// log cannot say (groups, meters).
+    /// log cannot say (meters).
     pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.flush(&mut self.tables, &mut self.mac_table, now),
@@ -300,7 +339,7 @@ pub fn edit<R>(
         // Rules are about to go: the kernel's counts for them first, as for any change.
         let deleted = learned::delete_learned_flows(tables, |tables, going| {
             if let Some(offload) = offload {
-                let _ = offload.suspend_for(going, tables, mac_table, now);
+                let _ = offload.suspend_for(going, &[], tables, mac_table, now);
             }
         });
         deleted_with_learns.extend(deleted);
@@ -351,7 +390,6 @@ mod tests {
     use crate::frame::Frame;
     use crate::mac_learning::mac_view::MacView;
     use crate::ofctl::flow_parse::parse_rule;
-    use crate::ofproto::rule_table::RuleSelector;
     use std::sync::Mutex;
 
     const FRAME: [u8; 42] = [

@@ -316,10 +316,12 @@ impl Translation<'_> {
     }
 
     /// A group's buckets, as its type says (a group deleted meanwhile does nothing); the
-    /// visit is noted, so the group and the buckets taken are credited.
+    /// visit is noted, so the group and the buckets taken are credited, and a change to the
+    /// group (or its adding, when missing) revalidates the flow.
     fn run_group(&mut self, id: u32, depth: usize) {
         let tables: &RuleTables = self.tables;
         let Some(group) = tables.group(id) else {
+            self.note_visit(id, BucketsTaken::Nothing);
             return;
         };
         let live = |b: &Bucket| b.watch_port.is_none_or(|p| tables.is_live(p));
@@ -698,6 +700,20 @@ mod tests {
 
     fn visit(group: u32, taken: BucketsTaken) -> GroupVisit {
         GroupVisit { group, taken }
+    }
+
+    /// A group that is not there does nothing, and the visit is noted: the group's adding
+    /// revalidates the flow.
+    #[test]
+    fn a_missing_group_is_noted_as_visited() {
+        let tables = tables(&["in_port=1,actions=group:7,output:3"]);
+        let decision = translate(
+            &tables,
+            &flow(&[(Field::InPort, 1)]),
+            &mut FlowBits::default(),
+        );
+        assert_eq!(decision.actions, [Action::Output(3)]);
+        assert_eq!(decision.groups, [visit(7, BucketsTaken::Nothing)]);
     }
 
     /// A bucket meets no rule's match: an action on a field the packet lacks is skipped

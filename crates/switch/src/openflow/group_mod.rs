@@ -21,9 +21,8 @@ pub(crate) fn apply_group_mod(
 ) -> Result<Vec<InstalledRule>, OfpError> {
     let replace = match gm.command {
         group_command::DELETE => {
-            let _ = dp.flush_offload(now);
             let only = (gm.group_id != GROUP_ALL).then_some(gm.group_id);
-            return Ok(dp.tables.delete_groups(only));
+            return Ok(dp.delete_groups(only, now));
         }
         group_command::ADD => false,
         group_command::MODIFY => true,
