@@ -20,7 +20,7 @@ help:
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (root)"
 	@echo "make bench-churn  rule changes under traffic: precise revalidation against flushing the caches"
-	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root)"
+	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root; CHANGE=group: group changes)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"
@@ -50,7 +50,7 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read()); ast.parse(open('bench/rule_churn.py').read())"
+	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read()); ast.parse(open('bench/rule_churn.py').read()); ast.parse(open('bench/churn_peers.py').read())"
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \

@@ -9,7 +9,9 @@ revalidation) not pinned, as in bench/openflow.py; the driver on CPU 0. A contro
 host, HOSTS of them (`ip,nw_src=HOST,actions=output:2`), and the load `wirespeed gen
 --engine kernel --flows HOSTS --src-port 65535`: one flow from each host, so HOSTS megaflows.
 While it runs the controller changes the rules RATE times a second: a rule for a host outside
-the traffic added, then deleted, each change waited for with a BARRIER. Such a change cannot
+the traffic added, then deleted, each change waited for with a BARRIER. With CHANGE=group, the
+changes are to a group instead: group 1 (indirect), which a rule for a host outside the traffic
+sends to, modified to output to port 1, then back to port 2, and so on. Such a change cannot
 decide any flow of the load otherwise: Open vSwitch's revalidators translate every datapath
 flow again after each; wirespeed tests each megaflow against the change
 (crates/switch/src/dpif/revalidate.rs), and with --offload each kernel entry too.
@@ -17,10 +19,12 @@ flow again after each; wirespeed tests each megaflow against the change
 Figures per switch and rate: Mpps at the sink (median and min-max of RUNS interleaved runs),
 the switch process's CPU seconds (user and system, every thread) over the measured window,
 and the changes' barrier round trip (median, p99). Writes
-bench/results/<date>-churn-peers.json and bench/CHURN-PEERS.md.
+bench/results/<date>-churn-peers.json and bench/CHURN-PEERS.md (CHANGE=group:
+<date>-churn-peers-groups.json and CHURN-PEERS-GROUPS.md).
 Environment: RUNS (3), DURATION (10), HOSTS (10000), RATES ("0 10 100"), ONLY (regex of
-switch names). `churn_peers.py --from RESULTS.json` writes the table again from a run's
-results.
+switch names), CHANGE (rule or group). `churn_peers.py --from RESULTS.json [--before
+OLD.json COMMIT]` writes the table again from a run's results, with rows from a run of the
+build before COMMIT beside them (the same script run from a worktree of COMMIT's parent).
 """
 
 import datetime
@@ -47,6 +51,15 @@ DURATION = float(os.environ.get("DURATION", "10"))
 HOSTS = int(os.environ.get("HOSTS", "10000"))
 RATES = [float(r) for r in os.environ.get("RATES", "0 10 100").split()]
 ONLY = re.compile(os.environ.get("ONLY", "."))
+CHANGE = os.environ.get("CHANGE", "rule")
+# What a change is, and where its results go.
+CHANGES = {
+    "rule": ("Rule changes", "adds and deletes a rule for a host outside the traffic", "churn-peers",
+             "CHURN-PEERS.md"),
+    "group": ("Group changes", "modifies group 1 (indirect), to which only a rule for a host outside the "
+              "traffic sends, to output to port 1, then to port 2, and so on", "churn-peers-groups",
+              "CHURN-PEERS-GROUPS.md"),
+}
 FIRST_HOST = "10.1.0.1"
 OUTSIDE_HOST = "10.250.0.1"
 # Per case label: what each run measured besides Mpps.
@@ -109,7 +122,8 @@ def measure(label, up, down, extra, rate, tmp):
                 churn = None
                 if rate:
                     churn = subprocess.Popen(driver_argv("churn", str(PORT), str(rate), str(DURATION),
-                                                         OUTSIDE_HOST), stdout=cout, stderr=subprocess.STDOUT)
+                                                         OUTSIDE_HOST, CHANGE),
+                                             stdout=cout, stderr=subprocess.STDOUT)
                 sink = spawn(sp.NS["b"], sp.SINK_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{sp.IF['b']}",
                                                         "--duration", str(DURATION), "--quiet", "--json"], sout)
                 sink.wait(DURATION + 30)
@@ -133,8 +147,15 @@ def measure(label, up, down, extra, rate, tmp):
 def main():
     if sys.argv[1:2] == ["--from"]:
         saved = json.load(open(sys.argv[2]))
-        write(saved["results"], saved["date"], saved["host"])
+        results = saved["results"]
+        if sys.argv[3:4] == ["--before"]:
+            commit = sys.argv[5]
+            results += [{**r, "switch": f"{r['switch']}, before {commit}"}
+                        for r in json.load(open(sys.argv[4]))["results"]]
+        write(results, saved["date"], saved["host"], saved.get("change", "rule"))
         return
+    if CHANGE not in CHANGES:
+        sys.exit(f"bench-churn-peers: CHANGE={CHANGE}: not rule or group")
     if os.geteuid() != 0:
         sys.exit("bench-churn-peers: needs root (namespaces, XDP): try sudo make bench-churn-peers")
     for tool in ("ovs-vsctl", "ovs-vswitchd", "taskset"):
@@ -167,29 +188,34 @@ def median_of(extra, key):
     return statistics.median(values) if values else None
 
 
-def write(results, date=None, host=None):
+def write(results, date=None, host=None, change=CHANGE):
+    title, what, name, doc = CHANGES[change]
     if date is None:
         date = datetime.date.today().isoformat()
         host = machine(switch=sp.SWITCH_CPU, driver=DRIVER_CPU, generator=sp.GEN_CPU)
         os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-        with open(os.path.join(ROOT, "bench", "results", f"{date}-churn-peers.json"), "w") as f:
+        with open(os.path.join(ROOT, "bench", "results", f"{date}-{name}.json"), "w") as f:
             json.dump({"date": date, "host": host, "runs": RUNS, "duration_s": DURATION, "hosts": HOSTS,
-                       "results": results}, f, indent=1)
+                       "change": change, "results": results}, f, indent=1)
     ovs = {r["rate"]: r.get("median") for r in results if r["switch"] == "Open vSwitch netdev"}
     fmt = lambda v, spec: format(v, spec) if v is not None else "n/a"
-    lines = [f"# Rule changes under traffic: wirespeed switch against Open vSwitch ({date})", "",
-             f"{host['cpu']}, {host['cpus']} CPUs, Linux {host['kernel']}. Made by `make bench-churn-peers` "
+    made_by = "make bench-churn-peers" if change == "rule" else f"CHANGE={change} make bench-churn-peers"
+    lines = [f"# {title} under traffic: wirespeed switch against Open vSwitch ({date})", "",
+             f"{host['cpu']}, {host['cpus']} CPUs, Linux {host['kernel']}. Made by `{made_by}` "
              "(bench/churn_peers.py; its header says the set-up). Generator on CPU 0, each switch's poll-mode "
              f"thread on CPU {sp.SWITCH_CPU}, its other threads not pinned, the OpenFlow driver on CPU "
              f"{DRIVER_CPU}. {HOSTS:,} host rules (`ip,nw_src=HOST,actions=output:2`), one 64-byte UDP flow "
-             f"from each host; the controller adds and deletes a rule for a host outside the traffic RATE "
+             f"from each host; the controller {what} RATE "
              f"times a second, each change followed by a BARRIER. Mpps at the sink: median (min-max) of "
              f"{RUNS} interleaved runs of {DURATION:g} s. CPU: the switch process's user and system seconds "
              "over the window (median), every thread: a poll-mode thread busy all the time is 1 s a second. "
              "Changes made: how many a second the driver managed (each waits for the last one's barrier). "
              "A barrier's round trip: wirespeed answers once every cache and kernel entry the change could "
              "touch is revalidated; Open vSwitch answers once its tables changed, and its revalidators "
-             "update the datapath's flows after.",
+             "update the datapath's flows after." + (
+                 " Rows marked \"before COMMIT\" are the build before that commit, run once each on the same "
+                 "host the same day (its results file is beside this run's)."
+                 if any(", before " in r["switch"] for r in results) else ""),
              "", "| switch | changes/s asked | made | Mpps | / Open vSwitch | CPU s | barrier µs, median / p99 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
@@ -206,7 +232,7 @@ def write(results, date=None, host=None):
         lines.append(f"| {r['switch']} | {r['rate']:g} | {made} | {fig} | {ratio} | "
                      f"{fmt(median_of(extra, 'cpu_s'), '.1f')} | {barrier} |")
     lines.append("")
-    with open(os.path.join(ROOT, "bench", "CHURN-PEERS.md"), "w") as f:
+    with open(os.path.join(ROOT, "bench", doc), "w") as f:
         f.write("\n".join(lines))
 
 

@@ -15,11 +15,14 @@ a plain socket client (no controller framework in the way), run inside the switc
   openflow_driver.py hosts PORT FIRST N     a controller's rule a host: N rules
                                             ip,nw_src=FIRST+i -> output:2 (the rest dropped);
                                             prints {"flows", "errors"}
-  openflow_driver.py churn PORT RATE SECONDS ADDR
+  openflow_driver.py churn PORT RATE SECONDS ADDR [rule|group]
                                             RATE changes a second for SECONDS: a rule for host
-                                            ADDR added, then deleted, and so on, each waited
-                                            for with a BARRIER; prints {"changes", "errors",
-                                            "median_us", "p99_us"} (the barrier's round trip)
+                                            ADDR added, then deleted, and so on (rule); or
+                                            group 1, which host ADDR's rule sends to, modified
+                                            to output to port 1, then to port 2, and so on
+                                            (group); each waited for with a BARRIER; prints
+                                            {"changes", "errors", "median_us", "p99_us"} (the
+                                            barrier's round trip)
 """
 
 import ctypes
@@ -33,7 +36,7 @@ import time
 
 VERSION = 4
 HELLO, ERROR, ECHO_REQUEST, ECHO_REPLY = 0, 1, 2, 3
-FEATURES_REQUEST, PACKET_IN, FLOW_MOD, MULTIPART_REQUEST, SET_ASYNC = 5, 10, 14, 18, 28
+FEATURES_REQUEST, PACKET_IN, FLOW_MOD, GROUP_MOD, MULTIPART_REQUEST, SET_ASYNC = 5, 10, 14, 15, 18, 28
 MULTIPART_REPLY, BARRIER_REQUEST, BARRIER_REPLY = 19, 20, 21
 CONTROLLER, ANY = 0xFFFFFFFD, 0xFFFFFFFF
 
@@ -67,6 +70,17 @@ def goto(table):
 def flow_mod(table, priority, m, instructions, command=0):
     body = struct.pack("!QQBBHHHIIIH2x", 0, 0, table, command, 0, 0, priority, ANY, ANY, ANY, 0)
     return msg(FLOW_MOD, body + m + instructions)
+
+
+def group_action(group):
+    return struct.pack("!HHI", 22, 8, group)
+
+
+def indirect_group(group, port, command=0):
+    """A GROUP_MOD (0 add, 1 modify) of an indirect group whose one bucket outputs to port."""
+    actions = output(port)
+    bucket = struct.pack("!HHII4x", 16 + len(actions), 0, ANY, ANY) + actions
+    return msg(GROUP_MOD, struct.pack("!HBxI", command, 2, group) + bucket)
 
 
 class Connection:
@@ -232,9 +246,15 @@ def hosts(port, first, n):
     print(json.dumps({"flows": c.flow_count(), "errors": c.errors}))
 
 
-def churn(port, rate, seconds, addr):
+def churn(port, rate, seconds, addr, change="rule"):
     c = Connection(port)
     add, delete = host_rule(addr), host_rule(addr, command=4)  # DELETE_STRICT
+    if change == "group":
+        src = bytes(int(x) for x in addr.split("."))
+        c.sock.sendall(indirect_group(1, 2) + flow_mod(0, 100, match(oxm(5, b"\x08\x00"), oxm(11, src)),
+                                                       apply(group_action(1))))
+        c.barrier(xid=99)
+        add, delete = indirect_group(1, 1, command=1), indirect_group(1, 2, command=1)
     waits = []
     start = time.perf_counter()
     n = int(rate * seconds)
@@ -263,6 +283,6 @@ if __name__ == "__main__":
     elif mode == "hosts":
         hosts(port, sys.argv[3], int(sys.argv[4]))
     elif mode == "churn":
-        churn(port, float(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
+        churn(port, float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], *sys.argv[6:7])
     else:
         sys.exit(__doc__)
