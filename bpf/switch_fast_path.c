@@ -42,6 +42,7 @@ struct fp_action {
 	__u32 generation; // valid only while equal to fp_generation[0]
 	__u64 packets;
 	__u64 bytes;
+	__u64 tcp_flags; // TCP's flags (12 bits) of every packet forwarded, ORed
 };
 
 struct {
@@ -175,8 +176,9 @@ static __always_inline int partial_checksum(__u8 *l3, __u8 *field, __u32 total)
 	return (((__u32)field[0] << 8) | field[1]) == sum;
 }
 
-// Fills `key` (zeroed by the caller) and returns 0 when the packet is one the fast path takes.
-static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
+// Fills `key` (zeroed by the caller) and returns 0 when the packet is one the fast path takes;
+// a TCP segment's flags (not in the key: any flags take the flow's entry) go in `tcp_flags`.
+static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key, __u64 *tcp_flags)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -233,6 +235,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct fp_key *key)
 		if (partial_checksum(l3, l4 + 16, total))
 			return -1;
 		__builtin_memcpy(key->l4, l4, 4);
+		*tcp_flags = ((__u64)(l4[12] & 0x0f) << 8) | l4[13];
 		return 0;
 	}
 	case IPPROTO_UDP: {
@@ -294,12 +297,13 @@ int switch_fast_path(struct xdp_md *ctx)
 	__u32 ifindex = ctx->ingress_ifindex;
 	__u32 queue = ctx->rx_queue_index;
 	struct fp_key key;
+	__u64 tcp_flags = 0;
 	__u32 *slot, index;
 	int parsed;
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.ifindex = ifindex;
-	parsed = parse(ctx, &key);
+	parsed = parse(ctx, &key, &tcp_flags);
 	probe(parsed, &key);
 	// Only the queues the bridge has a socket on are its port; the others' packets go on
 	// to the stack, offloaded flow or not.
@@ -326,6 +330,9 @@ int switch_fast_path(struct xdp_md *ctx)
 					__sync_fetch_and_add(&action->packets, 1);
 					__sync_fetch_and_add(&action->bytes,
 							     ctx->data_end - ctx->data);
+					// Written only when a flag is new: most packets write nothing.
+					if (tcp_flags & ~action->tcp_flags)
+						__sync_fetch_and_or(&action->tcp_flags, tcp_flags);
 					count(FP_HIT);
 					return bpf_redirect_map(&fp_devs, out, 0);
 				}

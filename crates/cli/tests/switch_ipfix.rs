@@ -45,6 +45,8 @@ struct Flow {
     vlan: u16,
     start: f64,
     end: f64,
+    /// TCP's flags the flow's packets had, as nfdump prints them (`........` for none).
+    flags: String,
 }
 
 impl Collector {
@@ -107,13 +109,13 @@ impl Collector {
             "-N",
             "-o",
             // Not %ter: nfdump 1.7.1 prints its milliseconds wrong; end = start + duration.
-            "fmt:%sa|%da|%sp|%dp|%pr|%pkt|%byt|%in|%out|%svln|%tsr|%td",
+            "fmt:%sa|%da|%sp|%dp|%pr|%pkt|%byt|%in|%out|%svln|%tsr|%td|%flg",
         ]);
         out.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|line| {
                 let f: Vec<&str> = line.split('|').map(str::trim).collect();
-                assert_eq!(f.len(), 12, "{line}");
+                assert_eq!(f.len(), 13, "{line}");
                 let n = |i: usize| -> u64 {
                     f[i].parse()
                         .unwrap_or_else(|_| panic!("field {i} of {line}"))
@@ -135,6 +137,7 @@ impl Collector {
                     vlan: n(9) as u16,
                     start: t(10),
                     end: t(10) + t(11),
+                    flags: f[12].to_string(),
                 }
             })
             .collect()
@@ -598,6 +601,62 @@ fn flows_the_kernel_forwards_are_reported_from_its_counters() {
         .unwrap_or(0);
     assert!(fast >= 500, "the kernel forwarded {fast} of 600: {j}");
     assert_flows(&listed, &[5000, 5001, 5002], 200, (begun, unix_now()));
+}
+
+/// A TCP connection's two flows carry the flags their packets had (tcpControlBits): the
+/// client's SYN, ACK, PSH (its data) and FIN, the server's SYN, ACK and FIN.
+#[test]
+fn tcp_flows_carry_their_packets_flags() {
+    let (s, collector) = exporting("it", Setup::default(), &[]);
+    assert_tcp_flags(s, collector);
+}
+
+/// The same with `--offload`, the hosts' checksums complete (the kernel leaves partial ones
+/// to user space): after each direction's first packet the kernel forwards the connection,
+/// and its flags come from the kernel's entries.
+#[test]
+fn tcp_flows_the_kernel_forwards_carry_their_packets_flags() {
+    let (s, collector) = exporting("ik", Setup::default(), &["--offload"]);
+    for (ns, dev) in [(&s.c.ns_a, &s.c.a), (&s.c.ns_b, &s.c.b)] {
+        must(&[
+            "ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on", "tx", "off",
+        ]);
+    }
+    let kernel = assert_tcp_flags(s, collector);
+    assert!(kernel >= 20, "the kernel forwarded {kernel} packets");
+}
+
+/// One TCP connection from A to B port 5001 (200,000 bytes), then the flags nfdump lists
+/// for each direction; the packets the kernel's fast path forwarded.
+fn assert_tcp_flags(mut s: Switched, collector: Collector) -> u64 {
+    s.tcp_transfer_is_intact(200_000);
+    let (j, _) = s.stop();
+    let mut tcp: Vec<(String, String, u16, u16, String)> = collector
+        .stop()
+        .into_iter()
+        .filter(|f| f.protocol == "6")
+        .map(|f| (f.src, f.dst, f.src_port, f.dst_port, f.flags))
+        .collect();
+    tcp.sort();
+    let client_port = tcp.iter().find(|f| f.3 == 5001).map_or(0, |f| f.2);
+    let ends = |src: &str, dst: &str, sp: u16, dp: u16, flags: &str| {
+        (src.to_string(), dst.to_string(), sp, dp, flags.to_string())
+    };
+    assert_eq!(
+        tcp,
+        [
+            ends("10.9.0.1", "10.9.0.2", client_port, 5001, "...AP.SF"),
+            ends("10.9.0.2", "10.9.0.1", 5001, client_port, "...A..SF"),
+        ],
+        "nfdump's TCP flows"
+    );
+    (0..2)
+        .map(|p| {
+            j["ports"][p]["fast_path"]["rx_packets"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// A tagged flow's record has its VLAN id, and IP bytes are its frames less Ethernet and

@@ -290,8 +290,8 @@ impl Bridge {
         for cache in &self.caches {
             let lost = cache
                 .for_control()
-                .take_flow_counts(rounds, |megaflow, packets, bytes| {
-                    seen.extend(observe::megaflow(megaflow, packets, bytes));
+                .take_flow_counts(rounds, |megaflow, counts| {
+                    seen.extend(observe::megaflow(megaflow, counts));
                 });
             exporter.count_lost(lost);
         }

@@ -6,12 +6,12 @@ use core::time::Duration;
 
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{
-    DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, flow_record_mask,
+    DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, Unexported, flow_record_mask,
 };
 use crate::dpif::process::Plan;
 use crate::dpif::revalidate::{Changes, MAX_PRECISE_CHANGES};
 use crate::dpif::upcall::Upcall;
-use crate::field::{FlowBits, PACKET_WORDS, PacketKey, hash_packet_words};
+use crate::field::{Field, FlowBits, PACKET_WORDS, PacketKey, hash_packet_words};
 use crate::flow_match::Match;
 
 /// Where lookups were answered.
@@ -178,15 +178,22 @@ impl FlowCache {
         self.megaflows.credit(id, bytes, now)
     }
 
-    /// [`Self::credit`], with what the datapath runs for the megaflow.
+    /// [`Self::credit`] of a packet of `flow`, with what the datapath runs for the megaflow.
+    /// Its TCP flags are kept for flow records only: without them the packet costs nothing
+    /// more.
     #[inline]
     pub fn credit_with_plan(
         &mut self,
         id: MegaflowId,
         bytes: usize,
+        flow: &FlowBits,
         now: Duration,
     ) -> (&Megaflow, Plan) {
-        self.megaflows.credit_with_plan(id, bytes, now)
+        let tcp_flags = match self.flow_records {
+            true => Field::TcpFlags.get(flow) as u16,
+            false => 0,
+        };
+        self.megaflows.credit_with_plan(id, bytes, tcp_flags, now)
     }
 
     /// Credits each megaflow's packets since the last harvest to what it was made from: its
@@ -277,19 +284,19 @@ impl FlowCache {
         }
     }
 
-    /// Hands `each` the megaflows with counts not yet in a flow record and those counts
-    /// (packets, bytes), marked as taken: every one emptied out since the last call, and
+    /// Hands `each` the megaflows with counts not yet in a flow record and those counts,
+    /// marked as taken: every one emptied out since the last call, and
     /// of those in the cache the next share, so that each is looked at once every `rounds`
     /// calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread waits while they are read).
     /// Returns how many emptied megaflows could not be kept since the last call.
     pub fn take_flow_counts(
         &mut self,
         rounds: usize,
-        mut each: impl FnMut(&Megaflow, u64, u64),
+        mut each: impl FnMut(&Megaflow, Unexported),
     ) -> u64 {
         for mut megaflow in std::mem::take(&mut self.retired) {
-            let (packets, bytes) = megaflow.take_unexported();
-            each(&megaflow, packets, bytes);
+            let counts = megaflow.take_unexported();
+            each(&megaflow, counts);
         }
         let megaflows = self.megaflows.as_mut_slice();
         let len = megaflows.len();
@@ -301,9 +308,9 @@ impl FlowCache {
         };
         for i in 0..share {
             let megaflow = &mut megaflows[(start + i) % len];
-            let (packets, bytes) = megaflow.take_unexported();
-            if packets != 0 || bytes != 0 {
-                each(megaflow, packets, bytes);
+            let counts = megaflow.take_unexported();
+            if counts.packets != 0 || counts.bytes != 0 {
+                each(megaflow, counts);
             }
         }
         self.counts_cursor = (start + share) % len.max(1);
@@ -591,18 +598,19 @@ mod tests {
         }
         assert!(cache.stats.flushes >= 2, "{:?}", cache.stats);
         let mut seen = Vec::new();
-        let lost = cache.take_flow_counts(1, |m, packets, bytes| {
+        let lost = cache.take_flow_counts(1, |m, counts| {
             assert_eq!(m.flow_match.field(Field::NwDst).1, 0xffff_ffff);
-            seen.push((Field::NwDst.get(m.flow_match.value()), packets, bytes));
+            let dst = Field::NwDst.get(m.flow_match.value());
+            seen.push((dst, counts.packets, counts.bytes));
         });
         seen.sort();
         assert_eq!(lost, 0);
         assert_eq!(seen, (0..5).map(|d| (d, 3, 180)).collect::<Vec<_>>());
         // Taken: nothing new until more packets come.
-        cache.take_flow_counts(1, |_, _, _| panic!("counted twice"));
+        cache.take_flow_counts(1, |_, _| panic!("counted twice"));
         cache.lookup(&mut tables, &flow(1, 4), 60);
         let mut again = Vec::new();
-        cache.take_flow_counts(1, |_, packets, bytes| again.push((packets, bytes)));
+        cache.take_flow_counts(1, |_, counts| again.push((counts.packets, counts.bytes)));
         assert_eq!(again, [(1, 60)]);
     }
 
@@ -622,7 +630,7 @@ mod tests {
         }
         let mut take = |rounds| {
             let mut n = 0;
-            cache.take_flow_counts(rounds, |_, packets, _| n += packets);
+            cache.take_flow_counts(rounds, |_, counts| n += counts.packets);
             n
         };
         let half = flows as u64 / 2;
@@ -634,7 +642,7 @@ mod tests {
             cache.lookup(&mut tables, &flow(1, nw_dst), 60);
         }
         let mut n = 0;
-        cache.take_flow_counts(50, |_, packets, _| n += packets);
+        cache.take_flow_counts(50, |_, counts| n += counts.packets);
         assert_eq!(n, 10);
     }
 

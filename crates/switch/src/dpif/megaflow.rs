@@ -33,6 +33,16 @@ pub struct Megaflow {
     pub created: Duration,
     /// How much of the counts has gone into flow records (IPFIX), apart from the rules'.
     pub exported: (u64, u64),
+    /// TCP's flags of the packets counted since the last flow record, ORed.
+    pub tcp_flags: u16,
+}
+
+/// What a megaflow counted since its counts last went into a flow record.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub struct Unexported {
+    pub packets: u64,
+    pub bytes: u64,
+    pub tcp_flags: u16,
 }
 
 impl Megaflow {
@@ -47,6 +57,7 @@ impl Megaflow {
             credited: (0, 0),
             created: now,
             exported: (0, 0),
+            tcp_flags: 0,
         }
     }
 
@@ -61,11 +72,12 @@ impl Megaflow {
     }
 
     /// Counts not yet in a flow record, marked as in one.
-    pub fn take_unexported(&mut self) -> (u64, u64) {
-        let new = (
-            self.n_packets - self.exported.0,
-            self.n_bytes - self.exported.1,
-        );
+    pub fn take_unexported(&mut self) -> Unexported {
+        let new = Unexported {
+            packets: self.n_packets - self.exported.0,
+            bytes: self.n_bytes - self.exported.1,
+            tcp_flags: std::mem::take(&mut self.tcp_flags),
+        };
         self.exported = (self.n_packets, self.n_bytes);
         new
     }
@@ -166,20 +178,25 @@ impl MegaflowCache {
     }
 
     pub fn credit(&mut self, id: MegaflowId, bytes: usize, now: Duration) -> &Megaflow {
-        self.credit_with_plan(id, bytes, now).0
+        self.credit_with_plan(id, bytes, 0, now).0
     }
 
-    /// [`Self::credit`], with the megaflow's [`Plan`].
+    /// [`Self::credit`] of a packet with TCP's flags `tcp_flags` (0: none, or not TCP), with
+    /// the megaflow's [`Plan`].
     #[inline]
     pub fn credit_with_plan(
         &mut self,
         id: MegaflowId,
         bytes: usize,
+        tcp_flags: u16,
         now: Duration,
     ) -> (&Megaflow, Plan) {
         let megaflow = &mut self.megaflows[id.0 as usize];
         megaflow.n_packets += 1;
         megaflow.n_bytes += bytes as u64;
+        if tcp_flags != 0 {
+            megaflow.tcp_flags |= tcp_flags;
+        }
         megaflow.used = now;
         (megaflow, self.plans[id.0 as usize])
     }
@@ -308,6 +325,27 @@ mod tests {
         assert_eq!((cache.len(), cache.subtable_count()), (1, 1));
         cache.clear();
         assert!(cache.is_empty());
+    }
+
+    /// A megaflow ORs its packets' TCP flags until a flow record takes them.
+    #[test]
+    fn tcp_flags_gather_until_taken() {
+        let mut cache = MegaflowCache::new(16);
+        let id = cache.insert(Match::ANY, Decision::default(), Duration::ZERO);
+        for flags in [0x002, 0x010, 0x018] {
+            cache.credit_with_plan(id, 60, flags, Duration::ZERO);
+        }
+        let megaflow = &mut cache.megaflows[id.0 as usize];
+        let taken = megaflow.take_unexported();
+        assert_eq!(
+            taken,
+            Unexported {
+                packets: 3,
+                bytes: 180,
+                tcp_flags: 0x01a
+            }
+        );
+        assert_eq!(megaflow.take_unexported(), Unexported::default());
     }
 
     #[test]

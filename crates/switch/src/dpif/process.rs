@@ -177,7 +177,7 @@ fn process_with(
         Some(id) => id,
         None => cache.miss(shared.get().rules(), flow, now),
     };
-    let (megaflow, plan) = cache.credit_with_plan(id, frame.packet_len(), now);
+    let (megaflow, plan) = cache.credit_with_plan(id, frame.packet_len(), flow, now);
     let decision = &megaflow.decision;
     let normal = match plan {
         Plan::Drop(reason) => return verdict.drop_for(reason),

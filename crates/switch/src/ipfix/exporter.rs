@@ -221,6 +221,7 @@ mod tests {
             packets,
             frame_bytes: packets * 60,
             l2_header: 14,
+            tcp_flags: 0,
             first: S,
             last: S,
         }
@@ -243,7 +244,7 @@ mod tests {
         // Templates first: no data record before; the sampling options record is one.
         let (sequence, _, domain) = receive(&collector);
         assert_eq!((sequence, domain), (0, 77));
-        // 40 flows of 80-byte records: 17 fit one message (16 + 4 + 17 * 80 = 1380).
+        // 40 flows of 82-byte records: 16 fit one message (16 + 4 + 16 * 82 = 1332).
         for port in 0..40 {
             exporter.observe(seen(port, 3));
         }
@@ -251,10 +252,10 @@ mod tests {
         let messages: Vec<_> = (0..3).map(|_| receive(&collector)).collect();
         assert_eq!(
             messages.iter().map(|m| m.0).collect::<Vec<_>>(),
-            [1, 18, 35]
+            [1, 17, 33]
         );
-        assert_eq!(messages[0].1, 16 + 4 + 17 * 80);
-        assert_eq!(messages[2].1, 16 + 4 + 6 * 80);
+        assert_eq!(messages[0].1, 16 + 4 + 16 * 82);
+        assert_eq!(messages[2].1, 16 + 4 + 8 * 82);
         let stats = exporter.stats();
         assert_eq!((stats.records, stats.messages, stats.templates), (40, 4, 1));
         assert_eq!(stats.send_errors, 0);

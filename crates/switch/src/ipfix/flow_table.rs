@@ -19,6 +19,8 @@ pub struct Observation {
     pub frame_bytes: u64,
     /// Bytes in front of the IP header in each of its frames (Ethernet, VLAN tag).
     pub l2_header: u64,
+    /// TCP's flags of those packets, ORed (0 when not TCP).
+    pub tcp_flags: u16,
     /// When the counting place was made (its first packet) and when its last packet came.
     pub first: Duration,
     pub last: Duration,
@@ -40,6 +42,7 @@ struct FlowState {
     packets: u64,
     octets: u64,
     frame_bytes: u64,
+    tcp_flags: u16,
     /// The first and last packet of what is to be reported.
     start: Duration,
     last: Duration,
@@ -87,6 +90,11 @@ impl FlowTable {
     /// Adds what one place in the datapath counted for a flow.
     pub fn observe(&mut self, seen: Observation) {
         if seen.packets == 0 && seen.frame_bytes == 0 {
+            // The kernel ORs a packet's flags in after counting it: a read between the two
+            // brings them later, alone.
+            if let Some(flow) = self.flows.get_mut(&seen.key) {
+                flow.tcp_flags |= seen.tcp_flags;
+            }
             return;
         }
         if !self.samples(&seen.key) {
@@ -101,6 +109,7 @@ impl FlowTable {
             packets: 0,
             octets: 0,
             frame_bytes: 0,
+            tcp_flags: 0,
             start: seen.first,
             last: seen.last,
             reported: None,
@@ -121,6 +130,7 @@ impl FlowTable {
         flow.packets += seen.packets;
         flow.octets += octets;
         flow.frame_bytes += seen.frame_bytes;
+        flow.tcp_flags |= seen.tcp_flags;
     }
 
     /// The reports due at `now`: flows idle for the idle timeout (then forgotten), and
@@ -175,10 +185,12 @@ fn report(
         start: at(flow.start.min(flow.last)),
         end: at(flow.last),
         reason,
+        tcp_flags: flow.tcp_flags,
     };
     flow.packets = 0;
     flow.octets = 0;
     flow.frame_bytes = 0;
+    flow.tcp_flags = 0;
     flow.reported = Some(now);
     record
 }
@@ -210,6 +222,7 @@ mod tests {
             packets,
             frame_bytes: packets * 100,
             l2_header: 14,
+            tcp_flags: 0,
             first,
             last,
         }
@@ -269,6 +282,33 @@ mod tests {
         assert_eq!(records[2].reason, EndReason::ForcedEnd);
         let total: u64 = records.iter().map(|r| r.packets).sum::<u64>();
         assert_eq!(total, 1300);
+    }
+
+    /// A report has the flags of the packets since the last one, from every place that
+    /// counted them; flags the kernel brought alone join a flow already there.
+    #[test]
+    fn tcp_flags_are_ored_per_report() {
+        let mut table = table();
+        let with_flags = |packets, tcp_flags| Observation {
+            tcp_flags,
+            ..seen(1, packets, S, S)
+        };
+        table.observe(with_flags(1, 0x002));
+        table.observe(with_flags(2, 0x010));
+        table.observe(with_flags(0, 0x001));
+        table.observe(Observation {
+            key: key(2),
+            ..with_flags(0, 0x004)
+        });
+        let mut records = Vec::new();
+        table.expire(61 * S, &mut records);
+        table.observe(with_flags(1, 0x018));
+        table.drain(62 * S, &mut records);
+        let flags: Vec<(u16, u64, u16)> = records
+            .iter()
+            .map(|r| (r.key.src_port, r.packets, r.tcp_flags))
+            .collect();
+        assert_eq!(flags, [(1, 3, 0x013), (1, 1, 0x018)]);
     }
 
     #[test]

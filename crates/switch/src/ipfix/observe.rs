@@ -10,7 +10,7 @@ use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 use wirespeed_xdp::fast_path::key_fields;
 
 use crate::action::Action;
-use crate::dpif::megaflow::{Megaflow, flow_record_mask};
+use crate::dpif::megaflow::{Megaflow, Unexported, flow_record_mask};
 use crate::field::{Field, FlowBits, TunnelMeta, TunnelOut, mac_from_value};
 use crate::ipfix::flow_table::Observation;
 use crate::ipfix::record::{Addresses, FlowKey, TunnelEnds};
@@ -86,10 +86,10 @@ impl Seen {
     }
 }
 
-/// A megaflow's counts (`packets`, `bytes` since they were last taken) as a flow's, and
-/// where its packets went; `None` for a megaflow that is not one flow (not IP, or not
-/// exact on a record's fields).
-pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
+/// A megaflow's counts (since they were last taken) as a flow's, and where its packets
+/// went; `None` for a megaflow that is not one flow (not IP, or not exact on a record's
+/// fields).
+pub fn megaflow(megaflow: &Megaflow, counts: Unexported) -> Option<Seen> {
     let (flow, mask) = (megaflow.flow_match.value(), megaflow.flow_match.mask());
     if !flow_record_mask(flow).is_subset_of(mask) {
         return None;
@@ -126,8 +126,9 @@ pub fn megaflow(megaflow: &Megaflow, packets: u64, bytes: u64) -> Option<Seen> {
     let flow = Observation {
         key,
         egress: 0,
-        packets,
-        frame_bytes: bytes,
+        packets: counts.packets,
+        frame_bytes: counts.bytes,
+        tcp_flags: counts.tcp_flags,
         l2_header,
         first: megaflow.created,
         last: megaflow.used,
@@ -200,6 +201,7 @@ pub fn fast_flow(counts: &FastFlowCounts<'_>) -> Observation {
         egress: counts.out_port,
         packets: counts.packets,
         frame_bytes: counts.bytes,
+        tcp_flags: counts.tcp_flags,
         l2_header: ETHERNET_HEADER + if fields.vlan.is_some() { VLAN_TAG } else { 0 },
         first: counts.installed,
         last: counts.last_moved,
@@ -228,6 +230,14 @@ mod tests {
         flow
     }
 
+    fn counts(packets: u64, bytes: u64) -> Unexported {
+        Unexported {
+            packets,
+            bytes,
+            tcp_flags: 0,
+        }
+    }
+
     fn megaflow_of(flow: FlowBits, mask: FlowBits, actions: Vec<Action>) -> Megaflow {
         Megaflow {
             flow_match: Match::new(flow, mask),
@@ -241,6 +251,7 @@ mod tests {
             credited: (0, 0),
             created: Duration::from_secs(2),
             exported: (0, 0),
+            tcp_flags: 0,
         }
     }
 
@@ -250,7 +261,7 @@ mod tests {
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Normal]);
         let Seen {
             flow: seen, egress, ..
-        } = megaflow(&m, 4, 4 * 100).unwrap();
+        } = megaflow(&m, counts(4, 4 * 100)).unwrap();
         assert_eq!(
             seen.key,
             FlowKey {
@@ -282,14 +293,14 @@ mod tests {
         let mut mask = flow_record_mask(&flow);
         Field::TpSrc.set(&mut mask, 0);
         let m = megaflow_of(flow, mask, vec![Action::Output(2)]);
-        assert!(megaflow(&m, 1, 60).is_none());
+        assert!(megaflow(&m, counts(1, 60)).is_none());
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
-        let seen = megaflow(&m, 1, 60).unwrap();
+        let seen = megaflow(&m, counts(1, 60)).unwrap();
         assert_eq!((seen.egress, seen.flow.l2_header), (Egress::Port(2), 14));
         // A meter in front of the output leaves it the flow's one port.
         let actions = vec![Action::Meter(1), Action::Output(2)];
         let m = megaflow_of(flow, flow_record_mask(&flow), actions);
-        assert_eq!(megaflow(&m, 1, 60).unwrap().egress, Egress::Port(2));
+        assert_eq!(megaflow(&m, counts(1, 60)).unwrap().egress, Egress::Port(2));
     }
 
     #[test]
@@ -299,7 +310,7 @@ mod tests {
         Field::IcmpType.set(&mut flow, 8);
         Field::IcmpCode.set(&mut flow, 0);
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
-        let seen = megaflow(&m, 1, 98).unwrap().flow;
+        let seen = megaflow(&m, counts(1, 98)).unwrap().flow;
         assert_eq!((seen.key.src_port, seen.key.dst_port), (0, 0x0800));
     }
 
@@ -331,11 +342,11 @@ mod tests {
         Field::TunSrc.set(&mut loose, 0);
         let m = megaflow_of(flow, loose, vec![Action::Output(1)]);
         assert!(
-            megaflow(&m, 1, 60).is_none(),
+            megaflow(&m, counts(1, 60)).is_none(),
             "two far ends in one megaflow"
         );
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(1)]);
-        let seen = megaflow(&m, 1, 60).unwrap();
+        let seen = megaflow(&m, counts(1, 60)).unwrap();
         let resolved = seen.resolve(&MacTable::default(), &[vxlan_port()]);
         assert_eq!(resolved.egress, 1);
         assert_eq!(
@@ -355,7 +366,7 @@ mod tests {
         let flow = udp_flow(0);
         let actions = vec![Action::SetField(Field::TunId, 7), Action::Output(10)];
         let m = megaflow_of(flow, flow_record_mask(&flow), actions);
-        let seen = megaflow(&m, 1, 60).unwrap();
+        let seen = megaflow(&m, counts(1, 60)).unwrap();
         assert_eq!((seen.egress, seen.sent.id), (Egress::Port(10), 7));
         let resolved = seen.resolve(&MacTable::default(), &[vxlan_port()]);
         assert_eq!(resolved.egress, 10);
@@ -370,7 +381,7 @@ mod tests {
         );
         // Not a tunnel's flow at all: no tunnel.
         let m = megaflow_of(flow, flow_record_mask(&flow), vec![Action::Output(2)]);
-        let resolved = megaflow(&m, 1, 60)
+        let resolved = megaflow(&m, counts(1, 60))
             .unwrap()
             .resolve(&MacTable::default(), &[vxlan_port()]);
         assert_eq!((resolved.egress, resolved.key.tunnel), (2, None));
@@ -391,7 +402,7 @@ mod tests {
             Action::Output(11),
         ];
         let m = megaflow_of(flow, flow_record_mask(&flow), actions);
-        let resolved = megaflow(&m, 1, 60)
+        let resolved = megaflow(&m, counts(1, 60))
             .unwrap()
             .resolve(&MacTable::default(), &[port]);
         assert_eq!(resolved.egress, 11);

@@ -130,6 +130,8 @@ pub struct FlowRecord {
     pub start: UnixNanos,
     pub end: UnixNanos,
     pub reason: EndReason,
+    /// TCP's flags of its packets, ORed (0 when not TCP).
+    pub tcp_flags: u16,
 }
 
 impl FlowRecord {
@@ -176,6 +178,7 @@ impl FlowRecord {
         out.extend_from_slice(&(self.start / 1_000_000).to_be_bytes());
         out.extend_from_slice(&(self.end / 1_000_000).to_be_bytes());
         out.push(self.reason as u8);
+        out.extend_from_slice(&self.tcp_flags.to_be_bytes());
         if let Some(t) = &self.key.tunnel {
             out.extend_from_slice(&t.src.octets());
             out.extend_from_slice(&t.dst.octets());
@@ -222,6 +225,7 @@ mod tests {
             start: 1_000_000_000_250_000_000,
             end: 1_000_000_001_000_000_000,
             reason: EndReason::IdleTimeout,
+            tcp_flags: 0,
         };
         assert_eq!(record.template_id(), 256);
         let start_seconds = (1_000_000_000 + NTP_UNIX_OFFSET) as u32;
@@ -236,7 +240,7 @@ mod tests {
         expected.extend_from_slice(&[0, 0, 0, 0]);
         expected.extend_from_slice(&1_000_000_000_250u64.to_be_bytes());
         expected.extend_from_slice(&1_000_000_001_000u64.to_be_bytes());
-        expected.push(1);
+        expected.extend_from_slice(&[1, 0, 0]);
         assert_eq!(record.encode(), expected);
     }
 
@@ -260,12 +264,17 @@ mod tests {
             start: 0,
             end: 0,
             reason: EndReason::ForcedEnd,
+            tcp_flags: 0x019,
         };
         let bytes = record.encode();
         assert_eq!(record.template_id(), 257);
-        assert_eq!(bytes.len(), 104);
+        assert_eq!(bytes.len(), 106);
         assert_eq!(bytes[..16], "fd00::1".parse::<Ipv6Addr>().unwrap().octets());
-        assert_eq!(bytes[103], 4);
+        assert_eq!(
+            bytes[103..],
+            [4, 0, 0x19],
+            "ForcedEnd, then FIN, PSH and ACK"
+        );
     }
 
     #[test]
@@ -294,12 +303,13 @@ mod tests {
             start: 0,
             end: 0,
             reason: EndReason::ForcedEnd,
+            tcp_flags: 0,
         };
         assert_eq!(record.template_id(), 259);
         let bytes = record.encode();
-        assert_eq!(bytes.len(), 80 + 15);
+        assert_eq!(bytes.len(), 82 + 15);
         assert_eq!(
-            bytes[80..],
+            bytes[82..],
             [
                 192, 168, 77, 2, 192, 168, 77, 1, 17, 0x12, 0xb5, 1, 0x12, 0x34, 0x56
             ]
@@ -309,7 +319,7 @@ mod tests {
             ..tunnel
         });
         assert_eq!(
-            record.encode()[91],
+            record.encode()[93],
             7,
             "Geneve is Open vSwitch's tunnelType 7"
         );

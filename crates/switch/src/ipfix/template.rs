@@ -45,6 +45,9 @@ const fn vmware(id: u16, len: u16) -> Field {
 pub const OCTET_DELTA_COUNT: Field = field(1, 8);
 pub const PACKET_DELTA_COUNT: Field = field(2, 8);
 pub const PROTOCOL_IDENTIFIER: Field = field(4, 1);
+/// TCP's flags of the flow's packets, ORed (RFC 7125: the 16 bits of the header's word
+/// past its offset; 0 for a flow not TCP).
+pub const TCP_CONTROL_BITS: Field = field(6, 2);
 pub const SOURCE_TRANSPORT_PORT: Field = field(7, 2);
 pub const SOURCE_IPV4_ADDRESS: Field = field(8, 4);
 pub const INGRESS_INTERFACE: Field = field(10, 4);
@@ -93,7 +96,8 @@ const FLOW_FIELDS: [Field; 13] = [
     FLOW_END_MILLISECONDS,
 ];
 
-/// The template of an IPv4 flow record: addresses, then [`FLOW_FIELDS`], then the end reason.
+/// The template of an IPv4 flow record: addresses, then [`FLOW_FIELDS`], then the end reason
+/// and TCP's flags.
 pub fn ipv4_fields() -> Vec<Field> {
     flow_fields(SOURCE_IPV4_ADDRESS, DESTINATION_IPV4_ADDRESS)
 }
@@ -130,7 +134,7 @@ pub fn ipv6_tunnel_fields() -> Vec<Field> {
 fn flow_fields(src: Field, dst: Field) -> Vec<Field> {
     let mut fields = vec![src, dst];
     fields.extend_from_slice(&FLOW_FIELDS);
-    fields.push(FLOW_END_REASON);
+    fields.extend_from_slice(&[FLOW_END_REASON, TCP_CONTROL_BITS]);
     fields
 }
 
@@ -258,7 +262,7 @@ mod tests {
     fn record_lengths() {
         assert_eq!(
             record_len(&ipv4_fields()),
-            4 + 4 + 2 + 2 + 1 + 2 + 4 + 4 + 3 * 8 + 4 * 8 + 1
+            4 + 4 + 2 + 2 + 1 + 2 + 4 + 4 + 3 * 8 + 4 * 8 + 1 + 2
         );
         assert_eq!(record_len(&ipv6_fields()), record_len(&ipv4_fields()) + 24);
         assert_eq!(
@@ -285,16 +289,16 @@ mod tests {
             domain: 9,
         };
         let bytes = message.finish(&header);
-        // Template set: 4 + (4 + 16 * 4) * 2 without tunnels, + (4 + 16 * 4 + 6 * 8) * 2
+        // Template set: 4 + (4 + 17 * 4) * 2 without tunnels, + (4 + 17 * 4 + 6 * 8) * 2
         // with (an enterprise element takes 8 bytes); options template set: 4 + 6 + 4 * 4;
         // options data set: 4 + 14.
-        let template_set: usize = 4 + 2 * (4 + 16 * 4) + 2 * (4 + 16 * 4 + 6 * 8);
+        let template_set: usize = 4 + 2 * (4 + 17 * 4) + 2 * (4 + 17 * 4 + 6 * 8);
         assert_eq!(bytes.len(), 16 + template_set + 26 + 18);
         assert_eq!(&bytes[16..18], &[0, 2]);
         assert_eq!(&bytes[18..20], &(template_set as u16).to_be_bytes());
-        assert_eq!(&bytes[20..24], &[1, 0, 0, 16]);
-        let ipv4_tunnel = 20 + 2 * (4 + 16 * 4);
-        assert_eq!(&bytes[ipv4_tunnel..ipv4_tunnel + 4], &[1, 3, 0, 22]);
+        assert_eq!(&bytes[20..24], &[1, 0, 0, 17]);
+        let ipv4_tunnel = 20 + 2 * (4 + 17 * 4);
+        assert_eq!(&bytes[ipv4_tunnel..ipv4_tunnel + 4], &[1, 3, 0, 23]);
         let options = 16 + template_set;
         assert_eq!(&bytes[options..options + 4], &[0, 3, 0, 26]);
         assert_eq!(&bytes[options + 26..options + 30], &[1, 2, 0, 18]);

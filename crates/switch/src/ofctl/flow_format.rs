@@ -374,16 +374,7 @@ mod tests {
             MegaflowLine(&megaflow).to_string(),
             "ip,in_port=1, packets:3, bytes:180, actions:output:2"
         );
-        let megaflow = Megaflow {
-            flow_match: Match::ANY,
-            decision: Decision::default(),
-            n_packets: 0,
-            n_bytes: 0,
-            used: Duration::ZERO,
-            credited: (0, 0),
-            created: Duration::ZERO,
-            exported: (0, 0),
-        };
+        let megaflow = Megaflow::new(Match::ANY, Decision::default(), Duration::ZERO);
         assert_eq!(
             MegaflowLine(&megaflow).to_string(),
             "any, packets:0, bytes:0, actions:drop"

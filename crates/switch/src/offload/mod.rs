@@ -114,7 +114,7 @@ struct Entry {
 
 impl Entry {
     fn has_unexported(&self) -> bool {
-        self.credited.packets != self.exported.packets || self.credited.bytes != self.exported.bytes
+        self.credited != self.exported
     }
 }
 
@@ -128,6 +128,9 @@ pub struct FastFlowCounts<'a> {
     pub out_port: u32,
     pub packets: u64,
     pub bytes: u64,
+    /// TCP's flags of every packet the entry forwarded since it was installed (the kernel
+    /// ORs them and cannot take them back without losing counts), not since the last time.
+    pub tcp_flags: u16,
     /// When it was installed and when its counts last moved (the bridge's clock).
     pub installed: Duration,
     pub last_moved: Duration,
@@ -840,6 +843,7 @@ fn take_unexported(key: &FastKey, entry: &mut Entry, each: &mut impl FnMut(FastF
         out_port: entry.out_port,
         packets,
         bytes,
+        tcp_flags: entry.credited.tcp_flags,
         installed: entry.installed,
         last_moved: entry.last_moved,
     });
@@ -1202,7 +1206,11 @@ mod tests {
         };
         let now = Duration::from_secs(1);
         let mut read = |packets, bytes| {
-            let counts = FlowCounts { packets, bytes };
+            let counts = FlowCounts {
+                packets,
+                bytes,
+                tcp_flags: 0,
+            };
             credit(&mut entry, counts, &mut ports, &mut tables, &mut macs, now)
         };
         assert!(read(2, 120));

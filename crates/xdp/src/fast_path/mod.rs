@@ -22,8 +22,9 @@ const PROGRAM: &str = "switch_fast_path";
 pub const MAX_PORTS: u32 = 64;
 pub const MAX_QUEUES: u32 = 64;
 
-/// `struct fp_action`: out slot then generation (two u32 in one word), packets, bytes.
-type ActionWords = [u64; 3];
+/// `struct fp_action`: out slot then generation (two u32 in one word), packets, bytes, TCP
+/// flags.
+type ActionWords = [u64; 4];
 /// `struct fp_tx`: frames failed, then the last error (i32, first in memory) and padding.
 type TxWords = [u64; 2];
 /// `struct fp_config`: the namespace cookie, then fp_devs' map id (u32, first in memory)
@@ -53,6 +54,8 @@ pub struct TxFailures {
 pub struct FlowCounts {
     pub packets: u64,
     pub bytes: u64,
+    /// TCP's flags of every packet it forwarded, ORed (12 bits, as the flow's `tcp_flags`).
+    pub tcp_flags: u16,
 }
 
 /// The program's own counters, summed over CPUs.
@@ -350,7 +353,7 @@ impl FastPath {
         let mut head = [0u8; 8];
         head[..4].copy_from_slice(&out_slot.to_ne_bytes());
         head[4..].copy_from_slice(&self.generation.to_ne_bytes());
-        let words = [u64::from_ne_bytes(head), 0, 0];
+        let words = [u64::from_ne_bytes(head), 0, 0, 0];
         match self.flows.insert(key, words, 0) {
             Ok(()) => Ok(true),
             Err(aya::maps::MapError::SyscallError(s))
@@ -365,7 +368,11 @@ impl FastPath {
     /// What the entry of `key` has counted (zero when there is none).
     pub fn counts(&self, key: &FastKey) -> Result<FlowCounts, XdpError> {
         match self.flows.get(key, 0) {
-            Ok([_, packets, bytes]) => Ok(FlowCounts { packets, bytes }),
+            Ok([_, packets, bytes, tcp_flags]) => Ok(FlowCounts {
+                packets,
+                bytes,
+                tcp_flags: tcp_flags as u16,
+            }),
             Err(aya::maps::MapError::KeyNotFound) => Ok(FlowCounts::default()),
             Err(e) => Err(map_error("fp_flows")(e)),
         }
