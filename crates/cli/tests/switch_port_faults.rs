@@ -211,3 +211,55 @@ fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
     assert_eq!(j["ports"][1]["link"], "gone", "{j}");
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }
+
+/// With `--offload`, a port going down takes only the kernel's flows to and from it out:
+/// host 0's pings to host 1 go on in the kernel, none installed again. (ICMP goes by rules
+/// to each host's address, so no entry depends on an address learned on the port.)
+#[test]
+fn a_port_down_leaves_the_fast_path_s_other_flows() {
+    let star = NetStar::new("pfk", 3);
+    for host in &star.hosts {
+        must(&[
+            "ip", "netns", "exec", host, "ethtool", "-K", host, "gro", "on",
+        ]);
+    }
+    let sock = ScratchFile::new("pfk.sock");
+    let switch = star.switch(&sock, &["--offload"]);
+    for i in 0..3 {
+        let rule = format!(
+            "priority=10,icmp,nw_dst={},actions=output:{}",
+            star.ip(i),
+            i + 1
+        );
+        ctl(&sock, &["add-flow", &rule]);
+    }
+    for to in [1, 2] {
+        assert_eq!(ping(&star.hosts[0], &star.ip(to), 3), 3);
+    }
+    let fast = |name| field(&ctl(&sock, &["dump-cache"]), "fast_path:", name);
+    assert_eq!((fast("flows"), fast("installed")), (4, 4));
+    let hits = fast("kernel_hits");
+
+    star.set_port(2, "down");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        (
+            fast("flows"),
+            fast("port_down"),
+            fast("flushes"),
+            fast("stops")
+        ),
+        (2, 2, 0, 1),
+        "only the flows to and from port 3 left the kernel"
+    );
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
+    assert_eq!(
+        (fast("installed"), fast("kernel_hits")),
+        (4, hits + 6),
+        "the kernel forwarded every echo and reply, on the entries it had"
+    );
+    let (j, _) = switch.interrupt();
+    assert_eq!(j["ports"][2]["fast_path"]["rx_packets"], 2, "{j}");
+    assert_eq!(j["fast_path"]["port_down"], 2, "{j}");
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}

@@ -681,13 +681,14 @@ fn dump_cache(bridge: &Bridge) -> String {
                 let _ = write!(
                     out,
                     "\nfast_path: flows={}, installed={}, table_full={}, aged={}, \
-                     revalidated={}, flushes={}, stops={}, errors={}, kernel_hits={}, \
-                     sent_up={}, stale={}, blocked={}",
+                     revalidated={}, port_down={}, flushes={}, stops={}, errors={}, \
+                     kernel_hits={}, sent_up={}, stale={}, blocked={}",
                     o.flows,
                     o.installed,
                     o.table_full,
                     o.aged,
                     o.revalidated,
+                    o.port_down,
                     o.flushes,
                     o.stops,
                     o.errors,

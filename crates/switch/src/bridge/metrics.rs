@@ -342,16 +342,21 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
             f.summary.revalidated,
         ),
         (
+            "wirespeed_switch_fast_path_port_down_total",
+            "Flows removed from the kernel fast path because a port they come from or go to \
+             went down or away.",
+            f.summary.port_down,
+        ),
+        (
             "wirespeed_switch_fast_path_flushes_total",
             "Times every flow left the kernel fast path at once (a meter deleted, the fail \
-             mode changed, many rule changes at once, a port link down, a learned address \
-             moved).",
+             mode changed, many rule changes at once, a learned address moved).",
             f.summary.flushes,
         ),
         (
             "wirespeed_switch_fast_path_stops_total",
-            "Times a rule change stopped the kernel fast path (its packets went to user space \
-             meanwhile).",
+            "Times a rule change or a port going down stopped the kernel fast path (its \
+             packets went to user space meanwhile).",
             f.summary.stops,
         ),
         (

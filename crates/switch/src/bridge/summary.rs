@@ -28,7 +28,8 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
                 let summary = match o.summary() {
                     Ok(f) => serde_json::json!({
                         "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
-                        "aged": f.aged, "revalidated": f.revalidated, "flushes": f.flushes,
+                        "aged": f.aged, "revalidated": f.revalidated,
+                        "port_down": f.port_down, "flushes": f.flushes,
                         "stops": f.stops,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,

@@ -30,7 +30,9 @@
 //!   it forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
 //!   change the rules' log cannot say (a meter deleted, the fail mode, a bundle rolled
 //!   back) or more rule changes at once than are tested one by one still
-//!   remove every entry, as do port links going down ([`Offload::flush`]). (Adding or
+//!   remove every entry ([`Offload::flush`]). A port going down or away takes the entries
+//!   to and from it out the same way, counted, and leaves the rest ([`Offload::port_link`]).
+//!   (Adding or
 //!   changing a meter changes no entry: a metered decision is never offloaded.)
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
@@ -174,13 +176,14 @@ pub struct OffloadSummary {
     pub aged: u64,
     /// Entries removed because a rule change could decide their packets otherwise.
     pub revalidated: u64,
+    /// Entries removed because a port they come from or go to went down or away.
+    pub port_down: u64,
     /// Times every entry was removed at once (a change the rules' log cannot say, more rule
-    /// changes at once than are tested one by one, a port link down, a learned address
-    /// moved).
+    /// changes at once than are tested one by one, a learned address moved).
     pub flushes: u64,
     /// Times a rule change stopped the kernel forwarding on every entry (its packets went to
     /// user space meanwhile): before rules some entry counted for went, or after a change
-    /// that touched an entry.
+    /// that touched an entry; and a port going down that some entry used.
     pub stops: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
@@ -198,6 +201,7 @@ pub struct Offload {
     table_full: u64,
     aged: u64,
     revalidated: u64,
+    port_down: u64,
     flushes: u64,
     stops: u64,
     errors: u64,
@@ -240,6 +244,7 @@ impl Offload {
             table_full: 0,
             aged: 0,
             revalidated: 0,
+            port_down: 0,
             flushes: 0,
             stops: 0,
             errors: 0,
@@ -281,8 +286,9 @@ impl Offload {
     }
 
     /// Port `port`'s interface went down or away (`up` false), or came back: while it is
-    /// not up no entry is installed to or from it, and those there are flushed (their
-    /// counts credited), so its flows go through user space, which counts them.
+    /// not up no entry is installed to or from it, and those there are removed (their
+    /// counts credited), so its flows go through user space, which counts them. The other
+    /// entries stay.
     pub fn port_link(
         &mut self,
         port: u32,
@@ -296,11 +302,28 @@ impl Offload {
             return Ok(());
         }
         self.down.insert(port);
-        let uses = |e: &Entry| e.in_port == port || e.out_port == port;
-        match self.entries.values().any(uses) {
-            true => self.flush(tables, macs, now),
-            false => Ok(()),
+        if self.flush_failed {
+            return self.flush(tables, macs, now);
         }
+        let using: Vec<FastKey> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.in_port == port || e.out_port == port)
+            .map(|(key, _)| *key)
+            .collect();
+        let n = using.len() as u64;
+        let result = self
+            .remove_entries(using, false, tables, macs, now)
+            .and_then(|stopped| match stopped {
+                true => self.fast_path.resume(),
+                false => Ok(()),
+            });
+        match result {
+            Ok(()) => self.port_down += n,
+            // Housekeeping retries it as a flush.
+            Err(_) => self.flush_failed = true,
+        }
+        result
     }
 
     /// Installs an entry for `frame` (received on `in_port`, its megaflow's decision just
@@ -620,7 +643,7 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<bool, XdpError> {
-        let (generation, mut stopped) = match suspension {
+        let (generation, stopped) = match suspension {
             Suspension::Watching(generation) => (generation, false),
             Suspension::Stopped(generation) => (generation, true),
         };
@@ -644,23 +667,39 @@ impl Offload {
             // (It leaves the kernel on a new generation: nothing to resume.)
             _ => return self.flush_entries(tables, macs, now).map(|()| false),
         };
-        if touched.is_empty() {
+        let n = touched.len() as u64;
+        let stopped = self.remove_entries(touched, stopped, tables, macs, now)?;
+        self.revalidated += n;
+        Ok(stopped)
+    }
+
+    /// Removes the entries of `keys`, their last counts credited, the kernel stopped first
+    /// (if it was not: `stopped`) so none is missed; whether the kernel is stopped at the
+    /// end (the caller resumes it).
+    fn remove_entries(
+        &mut self,
+        keys: Vec<FastKey>,
+        mut stopped: bool,
+        tables: &mut dyn Upcall,
+        macs: &mut MacTable,
+        now: Duration,
+    ) -> Result<bool, XdpError> {
+        if keys.is_empty() {
             return Ok(stopped);
         }
         if !stopped {
             self.stop()?;
             stopped = true;
         }
-        for key in &touched {
+        for key in &keys {
             if let Some(entry) = self.entries.get_mut(key) {
                 let counts = self.fast_path.counts(key)?;
                 credit(entry, counts, &mut self.ports, tables, macs, now);
             }
         }
         self.removals += 1;
-        for key in touched {
+        for key in keys {
             self.remove(key)?;
-            self.revalidated += 1;
         }
         // A run that found a removed entry before its removal could still read the
         // generation after the resume and forward on it: the program is waited for first,
@@ -770,6 +809,7 @@ impl Offload {
             table_full: self.table_full,
             aged: self.aged,
             revalidated: self.revalidated,
+            port_down: self.port_down,
             flushes: self.flushes,
             stops: self.stops,
             errors: self.errors,
@@ -967,6 +1007,16 @@ mod tests {
     /// A frame from port 1 to 10.0.0.`host`, and its megaflow: output to port 2 by rule
     /// `id`, through the groups `visits`.
     fn output_to_host(host: u8, id: RuleId, visits: Vec<GroupVisit>) -> (Vec<u8>, Megaflow) {
+        output_to_host_on(host, 2, id, visits)
+    }
+
+    /// [`output_to_host`] out of port `out`.
+    fn output_to_host_on(
+        host: u8,
+        out: u32,
+        id: RuleId,
+        visits: Vec<GroupVisit>,
+    ) -> (Vec<u8>, Megaflow) {
         let mut flow_match = Match::ANY;
         flow_match.add(Field::InPort, 1, u128::MAX).unwrap();
         flow_match.add(Field::DlType, 0x0800, u128::MAX).unwrap();
@@ -975,7 +1025,7 @@ mod tests {
             .add(Field::NwDst, u32::from(dst).into(), u128::MAX)
             .unwrap();
         let decision = Decision {
-            actions: vec![Action::Output(2)],
+            actions: vec![Action::Output(out)],
             rules: vec![id],
             groups: visits,
             lookups: vec![TableLookup {
@@ -989,6 +1039,50 @@ mod tests {
             frame_to(dst),
             Megaflow::new(flow_match, decision, Duration::ZERO),
         )
+    }
+
+    /// A port that goes down takes out the entries to and from it, counted, and leaves the
+    /// others forwarding.
+    #[test]
+    fn a_port_down_takes_out_only_its_entries() {
+        let fast_path = FastPath::attach(&[], AttachMode::Skb, false, false)
+            .expect("load the fast path (the tests run as root)");
+        let mut offload = Offload::new(fast_path, &[(1, 1001, 0), (2, 1002, 1), (3, 1003, 2)]);
+        let mut tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let now = Duration::ZERO;
+        let id = tables.add(parse_rule("in_port=1,actions=output:2").unwrap(), now);
+        for (frame, megaflow) in [
+            output_to_host_on(2, 2, id, vec![]),
+            output_to_host_on(3, 3, id, vec![]),
+        ] {
+            offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        }
+        assert_eq!(offload.entries.len(), 2);
+        offload
+            .port_link(3, false, &mut tables, &mut macs, now)
+            .unwrap();
+        let kept: Vec<u32> = offload.entries.values().map(|e| e.out_port).collect();
+        assert_eq!(kept, [2]);
+        let summary = offload.summary().unwrap();
+        assert_eq!(
+            (summary.port_down, summary.flushes, summary.stops),
+            (1, 0, 1)
+        );
+        assert_eq!(
+            offload.unsettled(),
+            None,
+            "the removal waited for the program"
+        );
+        // Nothing goes to or from it while it is down; once up, it takes entries again.
+        let (frame, megaflow) = output_to_host_on(3, 3, id, vec![]);
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 1);
+        offload
+            .port_link(3, true, &mut tables, &mut macs, now)
+            .unwrap();
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 2);
     }
 
     /// A change to a group stops the kernel first only if an entry's packets pass through
