@@ -19,14 +19,13 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
     let s = Switched::new("rp", &["--openflow", "ptcp:"]);
     let (mac_a, mac_b) = forward_by_destination(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
     // One translation a direction.
-    assert_eq!(stat("misses"), 2);
+    assert_eq!(cache_state(&s).0, 2);
 
     s.ofctl_ok(&["add-flow", ANOTHER_HOST]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
-        (stat("misses"), stat("stale"), stat("flushes")),
+        cache_state(&s),
         (2, 0, 0),
         "the rule for another host revalidated A's or B's flow"
     );
@@ -35,7 +34,7 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
     s.ofctl_ok(&["add-flow", &drop]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
     assert_eq!(
-        (stat("misses"), stat("stale"), stat("flushes")),
+        cache_state(&s),
         (3, 1, 0),
         "only A's echoes to B were translated again"
     );
@@ -57,6 +56,20 @@ fn a_rule_for_another_host_leaves_the_cached_flows() {
         6,
         "{flows}"
     );
+}
+
+/// The caches' translations, megaflows revalidated away and flushes (`dump-cache`).
+fn cache_state(s: &Switched) -> (u64, u64, u64) {
+    let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
+    (stat("misses"), stat("stale"), stat("flushes"))
+}
+
+/// The kernel's fast path (`dump-cache`): its entries (now, ever installed, revalidated
+/// away), flushes, stops and the packets it forwarded.
+fn kernel_state(s: &Switched) -> ((u64, u64, u64), u64, u64, u64) {
+    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
+    let entries = (fast("flows"), fast("installed"), fast("revalidated"));
+    (entries, fast("flushes"), fast("stops"), fast("kernel_hits"))
 }
 
 /// A rule for a third host, above the hosts' rules (a rule below them could not win, so only
@@ -102,16 +115,8 @@ fn a_rule_replaced_keeps_what_the_kernel_counted() {
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
     assert_eq!(packets(&s), 5);
     // One stop: before the old rule went, its echoes' entry read.
-    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
-    assert_eq!(
-        (
-            fast("flows"),
-            fast("installed"),
-            fast("revalidated"),
-            fast("stops")
-        ),
-        (2, 3, 1, 1)
-    );
+    let (entries, _, stops, _) = kernel_state(&s);
+    assert_eq!((entries, stops), ((2, 3, 1), 1));
 }
 
 /// A switch that offloads, with an OpenFlow listener; the hosts' veths take the kernel's
@@ -133,11 +138,9 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     let s = offloading_switch("rk");
     let (mac_a, mac_b) = forward_by_destination(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
-    let entries = || (fast("flows"), fast("installed"), fast("revalidated"));
-    assert_eq!(entries(), (2, 2, 0));
+    let (entries, _, _, kernel_hits) = kernel_state(&s);
     // The first echo and its reply went up; the rest the kernel forwarded.
-    assert_eq!(fast("kernel_hits"), 4);
+    assert_eq!((entries, kernel_hits), ((2, 2, 0), 4));
 
     // Alone, and in a bundle with one more: the kernel never stops forwarding.
     s.ofctl_ok(&["add-flow", ANOTHER_HOST]);
@@ -145,12 +148,7 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     s.ofctl_ok(&["--bundle", "add-flow", &bundled]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
-        (
-            entries(),
-            fast("flushes"),
-            fast("stops"),
-            fast("kernel_hits")
-        ),
+        kernel_state(&s),
         ((2, 2, 0), 0, 0, 10),
         "the rules for other hosts took A's or B's flow out of the kernel, or stopped it"
     );
@@ -159,12 +157,7 @@ fn a_rule_for_another_host_leaves_the_kernel_s_flows() {
     s.ofctl_ok(&["add-flow", &drop]);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 0);
     assert_eq!(
-        (
-            entries(),
-            fast("flushes"),
-            fast("stops"),
-            fast("kernel_hits")
-        ),
+        kernel_state(&s),
         ((1, 2, 1), 0, 1, 10),
         "only A's echoes to B left the kernel"
     );
@@ -315,13 +308,12 @@ fn a_group_changed_revalidates_only_the_flows_through_it() {
     let s = Switched::new("rg", &["--openflow", "ptcp:"]);
     forward_through_group(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let stat = |name| field(&s.ctl_ok(&["dump-cache"]), "emc_hits=", name);
-    assert_eq!(stat("misses"), 2);
+    assert_eq!(cache_state(&s).0, 2);
 
     change_an_unused_group(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
-        (stat("misses"), stat("stale"), stat("flushes")),
+        cache_state(&s),
         (2, 0, 0),
         "group 2 revalidated A's or B's flow"
     );
@@ -331,7 +323,7 @@ fn a_group_changed_revalidates_only_the_flows_through_it() {
     assert_eq!(group_1_packets(&s), 0, "a modify starts the counts anew");
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
     assert_eq!(
-        (stat("misses"), stat("stale"), stat("flushes")),
+        cache_state(&s),
         (3, 1, 0),
         "only A's echoes to B were translated again"
     );
@@ -346,20 +338,13 @@ fn a_group_changed_leaves_the_kernel_s_other_flows() {
     let s = offloading_switch("rj");
     forward_through_group(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
-    let fast = |name| field(&s.ctl_ok(&["dump-cache"]), "fast_path:", name);
-    let entries = || (fast("flows"), fast("installed"), fast("revalidated"));
-    assert_eq!(entries(), (2, 2, 0));
-    assert_eq!(fast("kernel_hits"), 4);
+    let (entries, _, _, kernel_hits) = kernel_state(&s);
+    assert_eq!((entries, kernel_hits), ((2, 2, 0), 4));
 
     change_an_unused_group(&s);
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
     assert_eq!(
-        (
-            entries(),
-            fast("flushes"),
-            fast("stops"),
-            fast("kernel_hits")
-        ),
+        kernel_state(&s),
         ((2, 2, 0), 0, 0, 10),
         "group 2 took A's or B's flow out of the kernel, or stopped it"
     );
@@ -376,12 +361,7 @@ fn a_group_changed_leaves_the_kernel_s_other_flows() {
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
     // One stop: before the group changed, the entry through it read and then removed.
     assert_eq!(
-        (
-            entries(),
-            fast("flushes"),
-            fast("stops"),
-            fast("kernel_hits")
-        ),
+        kernel_state(&s),
         ((2, 3, 1), 0, 1, 15),
         "only A's echoes to B left the kernel"
     );
