@@ -176,17 +176,23 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }
 
-#[test]
-fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
-    let star = NetStar::new("pfo", 3);
-    // The hosts take the kernel's XDP redirects only with NAPI on.
+/// A star of three hosts (`tag`) around a switch with `--offload` on control socket `sock`;
+/// the hosts take the kernel's XDP redirects (NAPI on).
+fn offloading_star(tag: &str, sock: &ScratchFile) -> (NetStar, Running) {
+    let star = NetStar::new(tag, 3);
     for host in &star.hosts {
         must(&[
             "ip", "netns", "exec", host, "ethtool", "-K", host, "gro", "on",
         ]);
     }
+    let switch = star.switch(sock, &["--offload"]);
+    (star, switch)
+}
+
+#[test]
+fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
     let sock = ScratchFile::new("pfo.sock");
-    let switch = star.switch(&sock, &["--offload"]);
+    let (star, switch) = offloading_star("pfo", &sock);
     for to in [1, 2] {
         assert_eq!(ping(&star.hosts[0], &star.ip(to), 3), 3);
     }
@@ -217,14 +223,8 @@ fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
 /// to each host's address, so no entry depends on an address learned on the port.)
 #[test]
 fn a_port_down_leaves_the_fast_path_s_other_flows() {
-    let star = NetStar::new("pfk", 3);
-    for host in &star.hosts {
-        must(&[
-            "ip", "netns", "exec", host, "ethtool", "-K", host, "gro", "on",
-        ]);
-    }
     let sock = ScratchFile::new("pfk.sock");
-    let switch = star.switch(&sock, &["--offload"]);
+    let (star, switch) = offloading_star("pfk", &sock);
     for i in 0..3 {
         let rule = format!(
             "priority=10,icmp,nw_dst={},actions=output:{}",
