@@ -367,3 +367,43 @@ fn a_group_changed_leaves_the_kernel_s_other_flows() {
     );
     assert_eq!(group_1_packets(&s), 2);
 }
+
+/// A controller changes a meter's rate: only the flows it meters are translated again (they
+/// held the meter as it was), and a meter no flow uses, added, modified and deleted, leaves
+/// every cached flow. A's echoes to B pass meter 1; B's replies pass none.
+#[test]
+fn a_meter_changed_revalidates_only_the_flows_it_meters() {
+    let s = Switched::new("rm", &["--openflow", "ptcp:"]);
+    let (mac_a, mac_b) = (mac_of(&s.c.ns_a, &s.c.a), mac_of(&s.c.ns_b, &s.c.b));
+    permanent_neighbour(&s.c.ns_a, &s.c.a, "10.9.0.2", &mac_b);
+    permanent_neighbour(&s.c.ns_b, &s.c.b, "10.9.0.1", &mac_a);
+    s.ofctl_ok(&["add-meter", "meter=1,pktps,bands=type=drop,rate=1000"]);
+    for flow in [
+        format!("dl_dst={mac_a},actions=output:1"),
+        format!("dl_dst={mac_b},actions=meter:1,output:2"),
+    ] {
+        s.ofctl_ok(&["add-flow", &flow]);
+    }
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(cache_state(&s).0, 2);
+
+    s.ofctl_ok(&["add-meter", "meter=2,pktps,bands=type=drop,rate=1000"]);
+    s.ofctl_ok(&["mod-meter", "meter=2,pktps,bands=type=drop,rate=2000"]);
+    s.ofctl_ok(&["del-meter", "meter=2"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    assert_eq!(
+        cache_state(&s),
+        (2, 0, 0),
+        "meter 2 revalidated A's or B's flow"
+    );
+
+    s.ofctl_ok(&["mod-meter", "meter=1,pktps,bands=type=drop,rate=2000"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(
+        cache_state(&s),
+        (3, 1, 0),
+        "only A's echoes to B were translated again"
+    );
+    let stats = s.ofctl_ok(&["meter-stats", "meter=1"]);
+    assert!(stats.contains("packet_in_count:2 "), "{stats}");
+}

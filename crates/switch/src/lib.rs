@@ -45,8 +45,8 @@
 //!   counters ([`Ofproto::harvest_offload`]), and around each rule change
 //!   ([`Ofproto::watch_offload`], [`Ofproto::offload_before_taking`],
 //!   [`Ofproto::offload_before_groups`]) removes the entries the change touched as the
-//!   caches' megaflows are ([`Offload::resume`]); meter deletes and the like flush it
-//!   ([`Ofproto::flush_offload`]).
+//!   caches' megaflows are ([`Offload::resume`]; a change the rules' log cannot say, such
+//!   as the fail mode, empties it).
 //! - flow export (`--ipfix`): [`ipfix`] reports flows from the megaflows' and the fast
 //!   path's counters, taken by housekeeping ([`Bridge::export_flows`]).
 //! - housekeeping, about once a second: [`RuleTables::expire`] (idle and hard timeouts, after

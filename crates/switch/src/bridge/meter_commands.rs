@@ -27,10 +27,7 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
         "del-meter" => match parse_meter_selector(arg) {
             Ok(only) => {
                 let now = bridge.now();
-                let removed = bridge.edit(|dp| {
-                    let _ = dp.flush_offload(now);
-                    dp.tables.delete_meters(only)
-                });
+                let removed = bridge.edit(|dp| dp.delete_meters(only, now));
                 let n = removed.len();
                 bridge.tell_removed(removed, RemovedReason::Delete, now);
                 // OpenFlow's rule, which surprises: say so when it happened.

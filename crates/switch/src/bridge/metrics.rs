@@ -142,8 +142,8 @@ fn pmd_figures(e: &mut Exposition, thread: &str, f: &PmdFigures) {
     );
     e.counter(
         "wirespeed_switch_revalidations_total",
-        "Times the thread's caches were emptied: meters, the fail mode or many rules \
-         changed at once, a bundle was rolled back, or the megaflow cache was full.",
+        "Times the thread's caches were emptied: the fail mode or many rules changed at \
+         once, a bundle was rolled back, or the megaflow cache was full.",
         &labels,
         c.flushes,
     );
@@ -349,8 +349,8 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         ),
         (
             "wirespeed_switch_fast_path_flushes_total",
-            "Times every flow left the kernel fast path at once (a meter deleted, the fail \
-             mode changed, many rule changes at once, a learned address moved).",
+            "Times every flow left the kernel fast path at once (the fail mode changed, a \
+             bundle rolled back, many rule changes at once, a learned address moved).",
             f.summary.flushes,
         ),
         (

@@ -21,8 +21,8 @@ pub struct CacheStats {
     pub megaflow_hits: u64,
     /// Slow-path translations (each installs a megaflow).
     pub misses: u64,
-    /// Times both caches were emptied (a change to meters, the fail mode or many rules at
-    /// once, a bundle rolled back, or the megaflow cache full).
+    /// Times both caches were emptied (a change to the fail mode or many rules at once, a
+    /// bundle rolled back, or the megaflow cache full).
     pub flushes: u64,
     /// Megaflows removed because a change to a rule could decide their packets otherwise
     /// (the rest stay: see [`crate::dpif::revalidate`]).

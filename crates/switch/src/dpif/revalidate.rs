@@ -12,9 +12,11 @@
 //!   bit both pin;
 //! - a group added, modified or deleted alters exactly the megaflows whose translation
 //!   passed through it ([`crate::group::GroupVisit`]), and so does a port whose link went up
-//!   or down, for each group with a bucket that watches it.
+//!   or down, for each group with a bucket that watches it;
+//! - a meter added, modified or deleted alters exactly the megaflows that pass it (they
+//!   hold the meter as it was: [`crate::dpif::upcall::Decision::meters`]).
 //!
-//! Changes to meters or the fail mode, a bundle rolled back, or more changes at once than
+//! A change to the fail mode, a bundle rolled back, or more changes at once than
 //! [`MAX_PRECISE_CHANGES`], still empty the caches. Open vSwitch's
 //! revalidators instead translate every datapath flow again and compare; this test costs,
 //! for each megaflow, a set lookup per rule it found and, per lookup, a compare of the words
@@ -52,6 +54,8 @@ pub enum RuleChange {
     /// This group was added, modified or deleted, or a port one of its buckets watches went
     /// up or down.
     Group(u32),
+    /// This meter was added, modified or deleted.
+    Meter(u32),
 }
 
 /// One table lookup of a translation: which table, the priority of the rule it found, and
@@ -116,6 +120,7 @@ impl<'a> Arrival<'a> {
 pub struct Changes {
     changed: HashSet<RuleId>,
     groups: HashSet<u32>,
+    meters: HashSet<u32>,
     /// By table: each rule added.
     added: Vec<Added>,
 }
@@ -151,6 +156,7 @@ impl Changes {
         let mut sorted = Changes {
             changed: HashSet::new(),
             groups: HashSet::new(),
+            meters: HashSet::new(),
             added: Vec::new(),
         };
         for change in changes {
@@ -177,6 +183,9 @@ impl Changes {
                 RuleChange::Group(id) => {
                     sorted.groups.insert(*id);
                 }
+                RuleChange::Meter(id) => {
+                    sorted.meters.insert(*id);
+                }
             }
         }
         sorted.added.sort_by_key(|added| added.table);
@@ -187,17 +196,21 @@ impl Changes {
     pub fn touch(&self, megaflow: &Megaflow) -> bool {
         let decision = &megaflow.decision;
         let arrival = Arrival::of(&megaflow.flow_match);
-        self.touches(
-            arrival,
-            &decision.rules,
-            &decision.lookups,
-            &decision.groups,
-        )
+        decision
+            .meters
+            .iter()
+            .any(|meter| self.meters.contains(&meter.0.config.id))
+            || self.touches(
+                arrival,
+                &decision.rules,
+                &decision.lookups,
+                &decision.groups,
+            )
     }
 
     /// Whether the changes could decide otherwise some packet of `arrival`, decided by
-    /// `rules` after `lookups`, through the groups `visits` (a megaflow's, or a kernel
-    /// entry's made from one).
+    /// `rules` after `lookups`, through the groups `visits` and no meter (a megaflow's, or
+    /// a kernel entry's made from one: the kernel never takes a metered decision).
     pub fn touches(
         &self,
         arrival: Arrival<'_>,
@@ -318,6 +331,18 @@ mod tests {
         assert!(!Changes::new(&[RuleChange::Group(8)]).touch(&flow));
         flow.decision.groups.clear();
         assert!(!Changes::new(&[RuleChange::Group(7)]).touch(&flow));
+    }
+
+    #[test]
+    fn a_meter_changed_touches_what_it_meters() {
+        let config = crate::ofctl::meter_text::parse_meter("meter=3,pktps,bands=type=drop,rate=10");
+        let meter = crate::meter::Meter::new(config.unwrap(), Duration::ZERO);
+        let mut flow = megaflow(exact(&[(Field::InPort, 1)]), &[4], vec![]);
+        flow.decision.meters = vec![crate::meter::MeterRef(std::sync::Arc::new(meter))];
+        assert!(Changes::new(&[RuleChange::Meter(3)]).touch(&flow));
+        assert!(!Changes::new(&[RuleChange::Meter(2)]).touch(&flow));
+        flow.decision.meters.clear();
+        assert!(!Changes::new(&[RuleChange::Meter(3)]).touch(&flow));
     }
 
     /// A lookup after a rewrite kept without what it saw (as a kernel entry keeps it) takes

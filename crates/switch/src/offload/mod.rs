@@ -28,12 +28,12 @@
 //!   kernel before it instead ([`Offload::suspend_for`]), so their counts are complete; one
 //!   that only adds rules or changes actions, or takes rules away no entry counts for, lets
 //!   it forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
-//!   change the rules' log cannot say (a meter deleted, the fail mode, a bundle rolled
-//!   back) or more rule changes at once than are tested one by one still
-//!   remove every entry ([`Offload::flush`]). A port going down or away takes the entries
-//!   to and from it out the same way, counted, and leaves the rest ([`Offload::port_link`]).
-//!   (Adding or
-//!   changing a meter changes no entry: a metered decision is never offloaded.)
+//!   change the rules' log cannot say (the fail mode, a bundle rolled back) or more rule
+//!   changes at once than are tested one by one still remove every entry
+//!   ([`Offload::flush`]). A port going down or away takes the entries to and from it out
+//!   the same way, counted, and leaves the rest ([`Offload::port_link`]). (A meter added,
+//!   changed or deleted changes no entry: a metered decision is never offloaded; the rules
+//!   a meter's delete takes had no entry either.)
 //!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
 //!   decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
@@ -716,8 +716,8 @@ impl Offload {
     }
 
     /// Stops the kernel forwarding on any entry, credits their counts, and removes them (the
-    /// next packets of those flows are decided afresh): before a meter deleted, at a port
-    /// link down or a learned address moved, or a change the rules' log cannot say.
+    /// next packets of those flows are decided afresh): when a learned address moved, or
+    /// after a change the rules' log cannot say.
     pub fn flush(
         &mut self,
         tables: &mut dyn Upcall,

@@ -431,7 +431,7 @@ impl RuleTables {
         }
         let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
         self.meters.insert(config.id, meter);
-        self.changed_everything();
+        self.changed(RuleChange::Meter(config.id));
         Ok(())
     }
 
@@ -440,13 +440,17 @@ impl RuleTables {
         if self.meters.remove(&id).is_none() {
             return Vec::new();
         }
-        self.changed_everything();
-        let ids: Vec<RuleId> = self
-            .iter()
+        self.changed(RuleChange::Meter(id));
+        let ids = self.metered_by(id);
+        ids.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// The rules that pass meter `id`.
+    pub fn metered_by(&self, id: u32) -> Vec<RuleId> {
+        self.iter()
             .filter(|(_, installed)| installed.rule.meter() == Some(id))
             .map(|(id, _)| id)
-            .collect();
-        ids.into_iter().filter_map(|id| self.remove(id)).collect()
+            .collect()
     }
 
     /// Removes meter `only`, or every meter (None), and the rules that use them.
@@ -953,6 +957,41 @@ mod tests {
                 .into_iter()
                 .chain([RuleChange::Changed(first_rule)])
                 .collect::<Vec<_>>()
+        );
+    }
+
+    /// A meter's changes are logged as its own, and the rules its delete takes as theirs.
+    #[test]
+    fn meter_changes_are_logged_one_by_one() {
+        let mut tables = tables(&["in_port=2,actions=output:2"]);
+        let meter = |text| crate::ofctl::meter_text::parse_meter(text).unwrap();
+        tables
+            .set_meter(
+                meter("meter=5,pktps,bands=type=drop,rate=10"),
+                false,
+                Duration::ZERO,
+            )
+            .unwrap();
+        let metered = tables.add(
+            parse_rule("in_port=1,actions=meter:5,output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let generation = tables.generation();
+        tables
+            .set_meter(
+                meter("meter=5,pktps,bands=type=drop,rate=20"),
+                true,
+                Duration::ZERO,
+            )
+            .unwrap();
+        assert_eq!(tables.delete_meters(Some(5)).len(), 1);
+        assert_eq!(
+            tables.changes_since(generation).unwrap(),
+            [
+                RuleChange::Meter(5),
+                RuleChange::Meter(5),
+                RuleChange::Changed(metered)
+            ]
         );
     }
 

@@ -222,6 +222,22 @@ impl Ofproto {
         }
     }
 
+    /// Removes meter `only`, or every meter (None), and the rules that pass them (as
+    /// OpenFlow's METER_MOD delete and ctl's del-meter do); the rules removed. The kernel
+    /// never takes a metered decision, so its entries stay.
+    pub fn delete_meters(&mut self, only: Option<u32>, now: Duration) -> Vec<InstalledRule> {
+        let meters: Vec<u32> = match only {
+            Some(id) => vec![id],
+            None => self.tables.meters().map(|m| m.0.config.id).collect(),
+        };
+        let going: Vec<RuleId> = meters
+            .iter()
+            .flat_map(|&id| self.tables.metered_by(id))
+            .collect();
+        let _ = self.offload_before_taking(&going, now);
+        self.tables.delete_meters(only)
+    }
+
     /// Call in [`edit`]'s change before the groups `groups` change, and the rules `going` go
     /// with them: as [`Ofproto::offload_before_taking`], for the entries through the groups
     /// too.
@@ -245,15 +261,6 @@ impl Ofproto {
     pub fn suspend_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.suspend(&mut self.tables, &mut self.mac_table, now),
-            None => Ok(()),
-        }
-    }
-
-    /// Empties the kernel's fast path, its counts credited: call before a change the rules'
-    /// log cannot say (meters).
-    pub fn flush_offload(&mut self, now: Duration) -> Result<(), XdpError> {
-        match &mut self.offload {
-            Some(offload) => offload.flush(&mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
         }
     }

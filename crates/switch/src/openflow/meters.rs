@@ -132,10 +132,7 @@ pub fn meter_mod(
     let now = bridge.now();
     if mm.command == meter_command::DELETE {
         let only = (id != METER_ALL).then_some(id);
-        let removed = bridge.edit(|dp| {
-            let _ = dp.flush_offload(now);
-            dp.tables.delete_meters(only)
-        });
+        let removed = bridge.edit(|dp| dp.delete_meters(only, now));
         let reason = RemovedReason::Delete;
         return Ok(removed.into_iter().map(|r| (r, reason)).collect());
     }
