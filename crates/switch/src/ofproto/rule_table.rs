@@ -431,7 +431,12 @@ impl RuleTables {
         }
         let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
         self.meters.insert(config.id, meter);
-        self.changed(RuleChange::Meter(config.id));
+        // A flow translated while the controller meter was missing holds no meter for its
+        // packet-ins: adding that one must reach every flow.
+        match config.id {
+            crate::meter::METER_CONTROLLER => self.changed_everything(),
+            id => self.changed(RuleChange::Meter(id)),
+        }
         Ok(())
     }
 
