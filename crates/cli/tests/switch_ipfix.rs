@@ -5,7 +5,7 @@
 //! malformed packet; a collector started after the switch decodes records once the
 //! templates are sent again; flows the kernel's fast path carries (`--offload`) are
 //! reported from its counters; sampling reports whole flows; flows through a tunnel carry
-//! its ends and VNI; bad flags are refused.
+//! its ends and VNI; TCP flows carry their flags; bad flags are refused.
 
 mod common;
 use common::switched::{Setup, Switched, field};

@@ -36,8 +36,9 @@
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
 //!   thread's cache is locked, harvested into the rules' counters, and revalidated after a
-//!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed, or a group
-//!   changed, could decide otherwise go, the rest stay; other changes empty the caches), so
+//!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed, a group or
+//!   meter changed, or a watched port's liveness could decide otherwise go, the rest stay;
+//!   the fail mode, a rolled-back bundle and many changes at once empty the caches), so
 //!   no packet handled after it meets an entry the change made wrong;
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the

@@ -62,14 +62,17 @@ as one, all or none.\n\n\
 counters the datapath keeps anyway: with it on, each megaflow is exact on a record's fields \
 (addresses, protocol, ports or ICMP type and code, VLAN, input port, destination MAC, a \
 tunnel's VNI and outer addresses), so \
-it counts one flow, and the fast path's entries (--offload) are flows already; no packet \
-costs more. A record per IPv4 or IPv6 flow (not ARP and other non-IP traffic): addresses, \
+it counts one flow, and the fast path's entries (--offload) are flows already; the only \
+work added per packet is TCP's flags ORed into the flow's megaflow (or its kernel entry, \
+when a flag is new). A record per IPv4 or IPv6 flow (not ARP and other non-IP traffic): addresses, \
 ports (ICMP: type * 256 + code as the destination port), protocol, VLAN id, \
 ingressInterface and egressInterface (OpenFlow port numbers; egress 0 when the decision is \
 not one port: several outputs, a flood, a drop, or normal to an address not learned), \
 packetDeltaCount, octetDeltaCount (IP bytes: each frame less its Ethernet and VLAN header, \
 so a short frame's padding counts), layer2OctetDeltaCount (frame bytes, no FCS), \
-flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason; a flow that \
+flowStartNanoseconds and flowEndNanoseconds (and milliseconds), flowEndReason, \
+tcpControlBits (TCP's flags since the last report; a flow the kernel forwards: since its \
+entry was made); a flow that \
 went out through a tunnel port, or else came in by one, also the tunnel in Open vSwitch's \
 enterprise elements (VMware, 6876): outer source and destination address, protocol, \
 destination port, tunnelType (1 VXLAN, 7 Geneve), tunnelKey (the VNI). The counters \

@@ -24,7 +24,8 @@ pub struct Decision {
     pub too_deep: bool,
     /// The rule whose `controller` action came first, for OpenFlow's PACKET_IN.
     pub packet_in: Option<PacketInOrigin>,
-    /// The meters `actions` name, as they were when the flow was translated.
+    /// The meters `actions` name, and the controller meter for its packet-ins when there was
+    /// one, as they were when the flow was translated.
     pub meters: Vec<MeterRef>,
     /// The groups the packets pass through and the buckets they take, to credit theirs.
     pub groups: Vec<GroupVisit>,

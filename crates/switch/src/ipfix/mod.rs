@@ -1,7 +1,8 @@
 //! IPFIX flow export (RFC 7011, information elements of RFC 7012 and IANA's registry), as
 //! Open vSwitch's bridge exporter sends it: one record per flow, from counters the datapath
 //! already keeps; the only work per packet is TCP's flags ORed into the megaflow (or the
-//! kernel entry, when a flag is new), which Open vSwitch's records lack.
+//! kernel entry, when a flag is new): tcpControlBits, which Open vSwitch's records lack
+//! (they count some flags' packets instead).
 //!
 //! - Where the counts come from ([`observe`]): with export on, every megaflow the upcall
 //!   installs is exact on a record's fields (addresses, protocol, ports or ICMP type and

@@ -45,8 +45,8 @@ const fn vmware(id: u16, len: u16) -> Field {
 pub const OCTET_DELTA_COUNT: Field = field(1, 8);
 pub const PACKET_DELTA_COUNT: Field = field(2, 8);
 pub const PROTOCOL_IDENTIFIER: Field = field(4, 1);
-/// TCP's flags of the flow's packets, ORed (RFC 7125: the 16 bits of the header's word
-/// past its offset; 0 for a flow not TCP).
+/// TCP's flags of the flow's packets, ORed (RFC 7125: the header's 12 flag bits, the top
+/// four zero; 0 for a flow not TCP).
 pub const TCP_CONTROL_BITS: Field = field(6, 2);
 pub const SOURCE_TRANSPORT_PORT: Field = field(7, 2);
 pub const SOURCE_IPV4_ADDRESS: Field = field(8, 4);
