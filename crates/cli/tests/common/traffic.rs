@@ -7,11 +7,15 @@ use super::*;
 /// CPU can stall for longer than the default 1024 entries last (10 ms at that rate; seen
 /// in CI).
 pub fn recv_in_b(net: &NetPair, extra: &[&str]) -> Running {
-    let port = format!("xdp:{}", net.b);
+    recv_on_port_in_b(net, &format!("xdp:{}", net.b), extra)
+}
+
+/// As `recv_in_b`, on `port` of B's end (`xdp:B@all`, with `--cpus` in `extra`).
+pub fn recv_on_port_in_b(net: &NetPair, port: &str, extra: &[&str]) -> Running {
     let mut args = vec![
         "recv",
         "--port",
-        &port,
+        port,
         "--duration",
         "60",
         "--json",
