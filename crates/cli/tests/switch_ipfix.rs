@@ -8,6 +8,7 @@
 //! its ends and VNI; TCP flows carry their flags; bad flags are refused.
 
 mod common;
+use common::ovs_far_end::OvsFarEnd;
 use common::switched::{Setup, Switched, field};
 use common::tunnelled::{B_UNDERLAY, Far, JOIN_VNI_42, Tunnelled};
 use common::*;
@@ -379,9 +380,12 @@ fn nfdump_and_tshark_read_each_flow_with_the_packets_and_bytes_the_switch_forwar
         ],
     );
     assert_eq!(messages.len(), captured.frames.len(), "{messages:?}");
-    // ...the templates first (IPv4, IPv6, each again with a tunnel, the sampling
-    // options), with 1 in 1 sampled...
-    assert_eq!(messages[0][2], "256,257,259,260,258", "{messages:?}");
+    // ...the templates first (IPv4, IPv6, each again with VXLAN's or Geneve's tunnel and
+    // with GRE's, the sampling options), with 1 in 1 sampled...
+    assert_eq!(
+        messages[0][2], "256,257,259,260,261,262,258",
+        "{messages:?}"
+    );
     assert_eq!(messages[0][3], "1", "{messages:?}");
     // ...each numbered by the data records before it (the options record is one)...
     let mut before = 0;
@@ -471,17 +475,35 @@ fn flows_through_a_tunnel_carry_its_ends_and_vni() {
     let mut t = Tunnelled::new("ti", Far::Kernel);
     t.kernel_tunnel("vxlan", 42);
     t.hosts_know_each_other();
+    flows_are_reported_with_their_tunnel(&mut t, "vxlan", "11 | 12 b5 | 01 | 00 00 2a");
+}
+
+/// The same across GRE with Open vSwitch the far end (this kernel has no GRE): IP protocol
+/// 47, no port, tunnelType 2 (GRE) and the key in four bytes, as Open vSwitch sends them.
+#[test]
+fn flows_through_gre_carry_its_ends_and_four_byte_key() {
+    let mut t = Tunnelled::new("tg", Far::Switch);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    let _ovs = OvsFarEnd::start(&t, "gre", "key=42");
+    flows_are_reported_with_their_tunnel(&mut t, "gre", "2f | 00 00 | 02 | 00 00 00 2a");
+}
+
+/// Five pings each way across switch A's tunnel port 10 of `kind` (key=flow, the flows
+/// setting 42) to `t`'s far end, exported by IPFIX; `outer` is what tshark must find of the
+/// tunnel in each record after its addresses: protocol, port, tunnelType, tunnelKey.
+fn flows_are_reported_with_their_tunnel(t: &mut Tunnelled, kind: &str, outer: &str) {
     must(&["ip", "-n", &t.ns_sa, "link", "set", "lo", "up"]);
     let export = ScratchFile::new("ipfix.pcap");
     let capture = Capture::tcpdump(&t.ns_sa, "lo", "inout", &export);
     let collector = Collector::start(&t.ns_sa);
     t.start_a_with(
-        &format!("vxlan:remote_ip={B_UNDERLAY},key=flow"),
+        &format!("{kind}:remote_ip={B_UNDERLAY},key=flow"),
         JOIN_VNI_42,
         &["--ipfix", &format!("127.0.0.1:{PORT}")],
     );
-    assert_eq!(ping(&t.ns_b, "10.9.0.1", 5), 5, "kernel to A");
-    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to kernel");
+    assert_eq!(ping(&t.ns_b, "10.9.0.1", 5), 5, "far end to A");
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to far end");
     let j = t.stop_a();
     capture.stop(true);
     let listed = collector.stop();
@@ -517,8 +539,8 @@ fn flows_through_a_tunnel_carry_its_ends_and_vni() {
     // tshark: the export decodes cleanly, enterprise elements and all...
     assert_cflow_clean(&export);
     // ...and every record of those flows names the tunnel, far end or ours first as the
-    // flow came out or went in: the input port, the outer source and destination, UDP,
-    // port 4789, VXLAN, VNI 42, and the packets.
+    // flow came out or went in: the input port, the outer source and destination, the
+    // tunnel's `outer` fields, and the packets.
     let mut tunnels: Vec<String> = tshark_records(&export)
         .iter()
         .filter(|r| value_of(r, "SrcAddr").starts_with("10.9.0."))
@@ -531,9 +553,8 @@ fn flows_through_a_tunnel_carry_its_ends_and_vni() {
         .collect();
     tunnels.sort();
     let (far, ours) = ("c0 a8 4d 02", "c0 a8 4d 01");
-    let tunnel = |input: &str, src: &str, dst: &str| {
-        format!("{input} | {src} | {dst} | 11 | 12 b5 | 01 | 00 00 2a | 5")
-    };
+    let tunnel =
+        |input: &str, src: &str, dst: &str| format!("{input} | {src} | {dst} | {outer} | 5");
     assert_eq!(
         tunnels,
         [

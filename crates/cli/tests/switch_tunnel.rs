@@ -1,17 +1,30 @@
-//! Tunnel ports (VXLAN, Geneve): host A behind a `wirespeed switch`, host B behind another
-//! or the kernel's own tunnel device, the two sides joined only by the underlay veth. ping
-//! and TCP judge the path; the kernel's vxlan and geneve devices judge our headers (they
-//! take what we push and we pop what they push); tshark decodes what crossed the underlay.
+//! Tunnel ports (VXLAN, Geneve, GRE): host A behind a `wirespeed switch`, host B behind
+//! another or the kernel's own tunnel device, the two sides joined only by the underlay
+//! veth. ping and TCP judge the path; the kernel's vxlan device judges our headers (it takes
+//! what we push and we pop what it pushes); tshark decodes what crossed the underlay. This
+//! kernel has neither Geneve nor GRE: two switches and tshark judge those.
 
 mod common;
+use common::ovs_far_end::OvsFarEnd;
 use common::prometheus::{assert_promtool_accepts, sample, scrape_until};
 use common::tshark::{tshark_fields, tshark_problems_where};
 use common::tunnelled::{A_UNDERLAY, B_UNDERLAY, C_UNDERLAY, Far, JOIN, JOIN_VNI_42, Tunnelled};
 use common::*;
 
-/// An ICMP echo of ping's default 56 bytes on the wire, and with the outer headers.
+/// An ICMP echo of ping's default 56 bytes on the wire.
 const ECHO: u64 = 98;
-const ECHO_PUSHED: u64 = ECHO + 50;
+
+/// The outer headers a tunnel port of `kind` with `options` pushes: Ethernet, IPv4, then
+/// UDP and VXLAN or Geneve, or GRE's four bytes and its key and checksum if asked for.
+fn outer_len(kind: &str, options: &str) -> u64 {
+    match kind {
+        "gre" => {
+            let has = |option: &str| u64::from(options.contains(option));
+            38 + 4 * has("key=") + 4 * has("csum=true")
+        }
+        _ => 50,
+    }
+}
 
 /// `count` pings from `ns` to `to`, waiting up to `wait` seconds for the last: how many were
 /// answered.
@@ -36,12 +49,18 @@ fn tunnel(j: &serde_json::Value) -> &serde_json::Value {
 /// Five pings each way between hosts behind two switches, every count exact; then a TCP
 /// transfer arrives intact.
 fn two_switches(kind: &str) {
+    two_switches_with(kind, ",key=42", ",key=42");
+}
+
+/// [`two_switches`] with switch A's tunnel port given `a_options` and switch B's
+/// `b_options`; tshark finds `file`'s frames from A as A's options say.
+fn two_switches_with(kind: &str, a_options: &str, b_options: &str) -> ScratchFile {
     let mut t = Tunnelled::new("tn", Far::Switch);
     t.hosts_know_each_other();
     t.underlays_know_each_other();
     let (to_b, to_a) = (
-        format!("{kind}:remote_ip={B_UNDERLAY},key=42"),
-        format!("{kind}:remote_ip={A_UNDERLAY},key=42"),
+        format!("{kind}:remote_ip={B_UNDERLAY}{a_options}"),
+        format!("{kind}:remote_ip={A_UNDERLAY}{b_options}"),
     );
     t.start_a(&to_b, JOIN);
     t.start_b(&to_a, JOIN);
@@ -51,7 +70,11 @@ fn two_switches(kind: &str) {
     assert_eq!(ping(&t.ns_hb, "10.9.0.1", 5), 5, "B to A");
     capture.stop(true);
     assert_decoded(&file, kind, 20);
-    for j in [t.stop_a(), t.stop_b()] {
+    let pushed = [
+        ECHO + outer_len(kind, a_options),
+        ECHO + outer_len(kind, b_options),
+    ];
+    for (j, pushed) in [t.stop_a(), t.stop_b()].into_iter().zip(pushed) {
         let tun = tunnel(&j);
         assert_eq!(tun["kind"], kind, "{j}");
         // Five requests and five replies each way, each side.
@@ -65,7 +88,7 @@ fn two_switches(kind: &str) {
         assert_eq!(host["rx_packets"], 10, "{j}");
         assert_eq!(host["tx_packets"], 10, "{j}");
         assert_eq!(underlay["tx_packets"], 10, "{j}");
-        assert_eq!(underlay["tx_bytes"], 10 * ECHO_PUSHED, "{j}");
+        assert_eq!(underlay["tx_bytes"], 10 * pushed, "{j}");
         // Anything else the underlay brought (a 54-byte frame, now and then) went to the
         // pipeline as the underlay's own, and the flows dropped it.
         let other = j["bridge_drops"]["no_output"].as_u64().unwrap();
@@ -83,6 +106,7 @@ fn two_switches(kind: &str) {
         assert_eq!(tun["drops"]["too_big"], 0, "{j}");
     }
     t.assert_no_xdp_left();
+    file
 }
 
 #[test]
@@ -93,6 +117,71 @@ fn ping_and_tcp_cross_two_switches_through_vxlan() {
 #[test]
 fn ping_and_tcp_cross_two_switches_through_geneve() {
     two_switches("geneve");
+}
+
+/// GRE with key 42 both ways, switch A adding GRE's checksum and switch B none (the
+/// receiver checks one where it comes): tshark finds every checksum A sent right.
+#[test]
+fn ping_and_tcp_cross_two_switches_through_gre() {
+    let file = two_switches_with("gre", ",key=42,csum=true", ",key=42");
+    let frames = tshark_fields(
+        &file,
+        &["gre.flags.checksum", "gre.checksum.status", "ip.src"],
+    );
+    let from_a: Vec<&Vec<String>> = frames
+        .iter()
+        .filter(|f| f[2] == format!("{A_UNDERLAY},10.9.0.1"))
+        .collect();
+    assert_eq!(from_a.len(), 10, "{frames:?}");
+    for f in from_a {
+        assert_eq!((f[0].as_str(), f[1].as_str()), ("1", "1"), "{f:?}");
+    }
+}
+
+/// Open vSwitch's userspace datapath as the far end of GRE, key 42 and checksums both ways
+/// (this kernel has no GRE device to judge): it takes what switch A pushes (it drops a
+/// wrong checksum or key) and switch A pops what it pushes. Five pings each way, every count
+/// exact on both switches; tshark decodes every frame as GRE with key 42 and finds every
+/// checksum right; then a TCP transfer arrives intact.
+#[test]
+fn open_vswitch_takes_our_gre_and_we_take_its() {
+    let mut t = Tunnelled::new("to", Far::Switch);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    let ovs = OvsFarEnd::start(&t, "gre", "key=42,csum=true");
+    let to_b = format!("gre:remote_ip={B_UNDERLAY},key=42,csum=true");
+    t.start_a(&to_b, JOIN);
+    let file = ScratchFile::new("gre.pcap");
+    let capture = t.capture_underlay(&file);
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 5), 5, "A to B");
+    assert_eq!(ping(&t.ns_hb, "10.9.0.1", 5), 5, "B to A");
+    capture.stop(true);
+    assert_decoded(&file, "gre", 20);
+    let frames = tshark_fields(&file, &["gre.proto", "gre.checksum.status"]);
+    let sums: Vec<&str> = frames
+        .iter()
+        .filter(|f| f[0] == "0x6558")
+        .map(|f| f[1].as_str())
+        .collect();
+    assert_eq!(sums, ["1"; 20], "{frames:?}");
+    let flows = ovs.ofctl(&["dump-flows", "br-int"]);
+    assert_eq!(flows.matches("n_packets=10,").count(), 2, "{flows}");
+    let j = t.stop_a();
+    let tun = tunnel(&j);
+    assert_eq!(tun["kind"], "gre", "{j}");
+    assert_eq!(tun["encap_packets"], 10, "{j}");
+    assert_eq!(tun["decap_packets"], 10, "{j}");
+    assert_eq!(tun["encap_bytes"], 10 * ECHO, "{j}");
+    assert_eq!(tun["decap_bytes"], 10 * ECHO, "{j}");
+    assert_eq!(j["ports"][1]["tx_bytes"], 10 * (ECHO + 46), "{j}");
+    assert_eq!(j["tunnel_malformed"], 0, "{j}");
+    assert_eq!(j["tunnel_unmatched"], 0, "{j}");
+    t.start_a(&to_b, JOIN);
+    common::switched::tcp_transfer_is_intact(&t.ns_ha, &t.ns_hb, "10.9.0.2", 2_000_000);
+    let j = t.stop_a();
+    assert!(tunnel(&j)["decap_packets"].as_u64().unwrap() > 100, "{j}");
+    assert_eq!(j["tunnel_malformed"], 0, "{j}");
+    t.assert_no_xdp_left();
 }
 
 /// Switch A (key=flow: the flows set and match tun_id) against the kernel's own `kind`
@@ -253,18 +342,20 @@ fn controllers_and_prometheus_see_the_tunnel_port(ns: &str, kind: &str) {
     );
 }
 
-/// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve) on its
-/// port with VNI 42, half of them from switch A, half echo requests and half replies, and
-/// finds no problem (bad checksums, malformed headers) in any frame switch A sent.
+/// tshark decodes `count` frames of the capture `file` as `kind` (vxlan or geneve on its
+/// port, or gre carrying Ethernet) with VNI (key) 42, half of them from switch A, half echo
+/// requests and half replies, and finds no problem (bad checksums, malformed headers) in
+/// any frame switch A sent.
 fn assert_decoded(file: &str, kind: &str, count: usize) {
-    let (port, vni_field) = match kind {
-        "vxlan" => ("4789", "vxlan.vni"),
-        _ => ("6081", "geneve.vni"),
+    let (field, value, vni_field) = match kind {
+        "vxlan" => ("udp.dstport", "4789", "vxlan.vni"),
+        "geneve" => ("udp.dstport", "6081", "geneve.vni"),
+        _ => ("gre.proto", "0x6558", "gre.key"),
     };
-    let frames = tshark_fields(file, &["udp.dstport", vni_field, "icmp.type", "ip.src"]);
-    let tunnelled: Vec<&Vec<String>> = frames.iter().filter(|f| f[0] == port).collect();
+    let frames = tshark_fields(file, &[field, vni_field, "icmp.type", "ip.src"]);
+    let tunnelled: Vec<&Vec<String>> = frames.iter().filter(|f| f[0] == value).collect();
     assert_eq!(tunnelled.len(), count, "{frames:?}");
-    // tshark writes a VXLAN VNI in decimal and a Geneve one in hex.
+    // tshark writes a VXLAN VNI in decimal, a Geneve one and a GRE key in hex.
     let vni = |text: &str| match text.strip_prefix("0x") {
         Some(hex) => u32::from_str_radix(hex, 16).ok(),
         None => text.parse().ok(),

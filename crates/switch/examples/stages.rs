@@ -133,7 +133,7 @@ fn tunnel(frames: &[Vec<u8>], len: usize) -> (TunnelPlane, Vec<Vec<u8>>) {
         .map(|f| {
             let mut packet = vec![0u8; OUTER_LEN];
             packet.extend_from_slice(&f[HEADROOM..HEADROOM + len]);
-            far.push(&mut packet, 42, 50000);
+            far.push(&mut packet, 42);
             packet
         })
         .collect();

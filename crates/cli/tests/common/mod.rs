@@ -5,6 +5,7 @@
 
 pub mod certs;
 pub mod faucet;
+pub mod ovs_far_end;
 pub mod pcaps;
 pub mod prometheus;
 pub mod scenarios;

@@ -5,9 +5,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::ipfix::template::{
-    IPV4_TEMPLATE, IPV4_TUNNEL_TEMPLATE, IPV6_TEMPLATE, IPV6_TUNNEL_TEMPLATE, TUNNEL_TYPE_GENEVE,
-    TUNNEL_TYPE_VXLAN, ipv4_fields, ipv4_tunnel_fields, ipv6_fields, ipv6_tunnel_fields,
-    record_len,
+    Field, IPV4_GRE_TEMPLATE, IPV4_TEMPLATE, IPV4_TUNNEL_TEMPLATE, IPV6_GRE_TEMPLATE,
+    IPV6_TEMPLATE, IPV6_TUNNEL_TEMPLATE, TUNNEL_TYPE_GENEVE, TUNNEL_TYPE_GRE, TUNNEL_TYPE_VXLAN,
+    ipv4_fields, ipv4_gre_fields, ipv4_tunnel_fields, ipv6_fields, ipv6_gre_fields,
+    ipv6_tunnel_fields, record_len,
 };
 use crate::tunnel::TunnelKind;
 
@@ -19,8 +20,8 @@ pub enum Addresses {
 }
 
 /// The tunnel a flow's packets went out through, or else came in by (Open vSwitch reports
-/// the same one): the outer addresses and UDP destination port they had on the underlay,
-/// and the VNI.
+/// the same one): the outer addresses and UDP destination port (0 for GRE) they had on the
+/// underlay, and the VNI (GRE's key).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct TunnelEnds {
     pub kind: TunnelKind,
@@ -36,6 +37,15 @@ impl TunnelEnds {
         match self.kind {
             TunnelKind::Vxlan => TUNNEL_TYPE_VXLAN,
             TunnelKind::Geneve => TUNNEL_TYPE_GENEVE,
+            TunnelKind::Gre => TUNNEL_TYPE_GRE,
+        }
+    }
+
+    /// The outer IP protocol.
+    fn protocol(&self) -> u8 {
+        match self.kind {
+            TunnelKind::Vxlan | TunnelKind::Geneve => UDP,
+            TunnelKind::Gre => GRE,
         }
     }
 }
@@ -98,8 +108,9 @@ pub enum EndReason {
     ForcedEnd = 4,
 }
 
-/// The outer protocol of every tunnel the switch has (VXLAN and Geneve are over UDP).
+/// The outer IP protocols of the switch's tunnels: VXLAN and Geneve are over UDP.
 const UDP: u8 = 17;
+const GRE: u8 = 47;
 
 /// Nanoseconds since the Unix epoch.
 pub type UnixNanos = u64;
@@ -135,24 +146,28 @@ pub struct FlowRecord {
 }
 
 impl FlowRecord {
-    pub fn template_id(&self) -> u16 {
-        match (self.key.addresses, self.key.tunnel) {
-            (Addresses::V4(..), None) => IPV4_TEMPLATE,
-            (Addresses::V6(..), None) => IPV6_TEMPLATE,
-            (Addresses::V4(..), Some(_)) => IPV4_TUNNEL_TEMPLATE,
-            (Addresses::V6(..), Some(_)) => IPV6_TUNNEL_TEMPLATE,
+    /// The template the record is sent under, and its fields.
+    fn template(&self) -> (u16, fn() -> Vec<Field>) {
+        let v4 = matches!(self.key.addresses, Addresses::V4(..));
+        match (v4, self.key.tunnel.map(|t| t.kind)) {
+            (true, None) => (IPV4_TEMPLATE, ipv4_fields),
+            (false, None) => (IPV6_TEMPLATE, ipv6_fields),
+            (true, Some(TunnelKind::Gre)) => (IPV4_GRE_TEMPLATE, ipv4_gre_fields),
+            (false, Some(TunnelKind::Gre)) => (IPV6_GRE_TEMPLATE, ipv6_gre_fields),
+            (true, Some(_)) => (IPV4_TUNNEL_TEMPLATE, ipv4_tunnel_fields),
+            (false, Some(_)) => (IPV6_TUNNEL_TEMPLATE, ipv6_tunnel_fields),
         }
     }
 
-    /// The record's bytes under its template (see [`crate::ipfix::template::ipv4_fields`]
-    /// and [`crate::ipfix::template::ipv4_tunnel_fields`]).
+    pub fn template_id(&self) -> u16 {
+        self.template().0
+    }
+
+    /// The record's bytes under its template (see [`crate::ipfix::template::ipv4_fields`],
+    /// [`crate::ipfix::template::ipv4_tunnel_fields`] and
+    /// [`crate::ipfix::template::ipv4_gre_fields`]).
     pub fn encode(&self) -> Vec<u8> {
-        let len = record_len(&match (self.key.addresses, self.key.tunnel) {
-            (Addresses::V4(..), None) => ipv4_fields(),
-            (Addresses::V6(..), None) => ipv6_fields(),
-            (Addresses::V4(..), Some(_)) => ipv4_tunnel_fields(),
-            (Addresses::V6(..), Some(_)) => ipv6_tunnel_fields(),
-        });
+        let len = record_len(&(self.template().1)());
         let mut out = Vec::with_capacity(len);
         match self.key.addresses {
             Addresses::V4(src, dst) => {
@@ -182,10 +197,13 @@ impl FlowRecord {
         if let Some(t) = &self.key.tunnel {
             out.extend_from_slice(&t.src.octets());
             out.extend_from_slice(&t.dst.octets());
-            out.push(UDP);
+            out.push(t.protocol());
             out.extend_from_slice(&t.dst_port.to_be_bytes());
             out.push(t.tunnel_type());
-            out.extend_from_slice(&t.vni.to_be_bytes()[1..]);
+            match t.kind {
+                TunnelKind::Gre => out.extend_from_slice(&t.vni.to_be_bytes()),
+                _ => out.extend_from_slice(&t.vni.to_be_bytes()[1..]),
+            }
         }
         debug_assert_eq!(out.len(), len);
         out
@@ -322,6 +340,21 @@ mod tests {
             record.encode()[93],
             7,
             "Geneve is Open vSwitch's tunnelType 7"
+        );
+        record.key.tunnel = Some(TunnelEnds {
+            kind: TunnelKind::Gre,
+            dst_port: 0,
+            vni: 0xdead_beef,
+            ..tunnel
+        });
+        assert_eq!(record.template_id(), 261);
+        let bytes = record.encode();
+        assert_eq!(bytes.len(), 82 + 16);
+        assert_eq!(
+            bytes[82..],
+            [
+                192, 168, 77, 2, 192, 168, 77, 1, 47, 0, 0, 2, 0xde, 0xad, 0xbe, 0xef
+            ]
         );
     }
 

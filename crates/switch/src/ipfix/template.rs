@@ -1,5 +1,6 @@
 //! The templates the switch exports under (RFC 7011 section 3.4): IPv4 flows and IPv6 flows,
-//! each with and without a tunnel, and an options template saying how flows were sampled.
+//! each without a tunnel, with VXLAN's or Geneve's (a 3-byte key) and with GRE's (a 4-byte
+//! key), and an options template saying how flows were sampled.
 //! Information elements and their numbers are IANA's (RFC 7012, the IPFIX registry), but
 //! for a tunnel's, which IANA has none of: those are the enterprise elements Open vSwitch
 //! exports under VMware's enterprise number, so collectors that read its tunnel fields
@@ -13,6 +14,8 @@ pub const IPV6_TEMPLATE: u16 = 257;
 pub const SAMPLING_TEMPLATE: u16 = 258;
 pub const IPV4_TUNNEL_TEMPLATE: u16 = 259;
 pub const IPV6_TUNNEL_TEMPLATE: u16 = 260;
+pub const IPV4_GRE_TEMPLATE: u16 = 261;
+pub const IPV6_GRE_TEMPLATE: u16 = 262;
 
 /// An information element and its length in a record.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -67,15 +70,19 @@ pub const SELECTOR_ALGORITHM: Field = field(304, 2);
 pub const SAMPLING_SIZE: Field = field(309, 4);
 pub const SAMPLING_POPULATION: Field = field(310, 4);
 pub const LAYER2_OCTET_DELTA_COUNT: Field = field(352, 8);
-/// Open vSwitch's tunnel elements. tunnelType: 1 VXLAN, 7 Geneve ([`TUNNEL_TYPE_VXLAN`]).
+/// Open vSwitch's tunnel elements. tunnelType: 1 VXLAN, 2 GRE, 7 Geneve
+/// ([`TUNNEL_TYPE_VXLAN`]).
 pub const TUNNEL_TYPE: Field = vmware(891, 1);
 /// The VNI, three bytes (Open vSwitch sends VXLAN's and Geneve's as three too).
 pub const TUNNEL_KEY: Field = vmware(892, 3);
+/// GRE's key, four bytes (as Open vSwitch sends it).
+pub const GRE_TUNNEL_KEY: Field = vmware(892, 4);
 pub const TUNNEL_SOURCE_IPV4_ADDRESS: Field = vmware(893, 4);
 pub const TUNNEL_DESTINATION_IPV4_ADDRESS: Field = vmware(894, 4);
 pub const TUNNEL_PROTOCOL_IDENTIFIER: Field = vmware(895, 1);
 pub const TUNNEL_DESTINATION_TRANSPORT_PORT: Field = vmware(897, 2);
 pub const TUNNEL_TYPE_VXLAN: u8 = 1;
+pub const TUNNEL_TYPE_GRE: u8 = 2;
 pub const TUNNEL_TYPE_GENEVE: u8 = 7;
 
 /// The fields every flow record has after its addresses, in order.
@@ -128,6 +135,20 @@ pub fn ipv4_tunnel_fields() -> Vec<Field> {
 pub fn ipv6_tunnel_fields() -> Vec<Field> {
     let mut fields = ipv6_fields();
     fields.extend_from_slice(&TUNNEL_FIELDS);
+    fields
+}
+
+/// [`ipv4_tunnel_fields`] with GRE's four-byte key.
+pub fn ipv4_gre_fields() -> Vec<Field> {
+    with_gre_key(ipv4_tunnel_fields())
+}
+
+pub fn ipv6_gre_fields() -> Vec<Field> {
+    with_gre_key(ipv6_tunnel_fields())
+}
+
+fn with_gre_key(mut fields: Vec<Field>) -> Vec<Field> {
+    *fields.last_mut().expect("the tunnel key is last") = GRE_TUNNEL_KEY;
     fields
 }
 
@@ -213,6 +234,16 @@ pub fn template_message(domain: u32, population: u32) -> Message {
         &template_record(IPV6_TUNNEL_TEMPLATE, &ipv6_tunnel_fields()),
         false,
     );
+    message.push(
+        TEMPLATE_SET,
+        &template_record(IPV4_GRE_TEMPLATE, &ipv4_gre_fields()),
+        false,
+    );
+    message.push(
+        TEMPLATE_SET,
+        &template_record(IPV6_GRE_TEMPLATE, &ipv6_gre_fields()),
+        false,
+    );
     let options = options_template_record(SAMPLING_TEMPLATE, &SAMPLING_SCOPE, &SAMPLING_FIELDS);
     message.push(OPTIONS_TEMPLATE_SET, &options, false);
     message.push(
@@ -274,6 +305,11 @@ mod tests {
             record_len(&ipv6_fields()) + 15
         );
         assert_eq!(
+            record_len(&ipv4_gre_fields()),
+            record_len(&ipv4_tunnel_fields()) + 1
+        );
+        assert_eq!(ipv6_gre_fields().last(), Some(&GRE_TUNNEL_KEY));
+        assert_eq!(
             sampling_record(7, 4),
             [0, 0, 0, 7, 0, 3, 0, 0, 0, 1, 0, 0, 0, 4]
         );
@@ -289,16 +325,21 @@ mod tests {
             domain: 9,
         };
         let bytes = message.finish(&header);
-        // Template set: 4 + (4 + 17 * 4) * 2 without tunnels, + (4 + 17 * 4 + 6 * 8) * 2
-        // with (an enterprise element takes 8 bytes); options template set: 4 + 6 + 4 * 4;
-        // options data set: 4 + 14.
-        let template_set: usize = 4 + 2 * (4 + 17 * 4) + 2 * (4 + 17 * 4 + 6 * 8);
+        // Template set: 4 + (4 + 17 * 4) * 2 without tunnels, + (4 + 17 * 4 + 6 * 8) * 4
+        // with (VXLAN or Geneve, and GRE; an enterprise element takes 8 bytes); options
+        // template set: 4 + 6 + 4 * 4; options data set: 4 + 14.
+        let template_set: usize = 4 + 2 * (4 + 17 * 4) + 4 * (4 + 17 * 4 + 6 * 8);
         assert_eq!(bytes.len(), 16 + template_set + 26 + 18);
         assert_eq!(&bytes[16..18], &[0, 2]);
         assert_eq!(&bytes[18..20], &(template_set as u16).to_be_bytes());
         assert_eq!(&bytes[20..24], &[1, 0, 0, 17]);
         let ipv4_tunnel = 20 + 2 * (4 + 17 * 4);
         assert_eq!(&bytes[ipv4_tunnel..ipv4_tunnel + 4], &[1, 3, 0, 23]);
+        let ipv4_gre = ipv4_tunnel + 2 * (4 + 17 * 4 + 6 * 8);
+        assert_eq!(&bytes[ipv4_gre..ipv4_gre + 4], &[1, 5, 0, 23]);
+        // The last field, GRE's key: 892 with the enterprise bit, four bytes.
+        let key = ipv4_gre + 4 + 17 * 4 + 5 * 8;
+        assert_eq!(&bytes[key..key + 4], &[0x83, 0x7c, 0, 4]);
         let options = 16 + template_set;
         assert_eq!(&bytes[options..options + 4], &[0, 3, 0, 26]);
         assert_eq!(&bytes[options + 26..options + 30], &[1, 2, 0, 18]);

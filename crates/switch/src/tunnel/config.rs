@@ -1,5 +1,5 @@
 //! A tunnel port's options as `--port N=vxlan:remote_ip=IP,...` writes them (Open vSwitch's
-//! `options:` of an interface of type vxlan or geneve).
+//! `options:` of an interface of type vxlan, geneve or gre).
 
 use core::fmt;
 use core::str::FromStr;
@@ -14,6 +14,9 @@ pub const MAX_VNI: u32 = (1 << 24) - 1;
 pub enum TunnelKind {
     Vxlan,
     Geneve,
+    /// Ethernet over GRE (RFC 2784 and 2890's key; the kernel's gretap, Open vSwitch's
+    /// gre): IP protocol 47, no UDP.
+    Gre,
 }
 
 impl TunnelKind {
@@ -21,26 +24,39 @@ impl TunnelKind {
         match self {
             TunnelKind::Vxlan => "vxlan",
             TunnelKind::Geneve => "geneve",
+            TunnelKind::Gre => "gre",
         }
     }
 
-    /// The IANA UDP port of the encapsulation.
+    /// The IANA UDP port of the encapsulation; 0 for GRE, which UDP does not carry.
     pub fn default_port(self) -> u16 {
         match self {
             TunnelKind::Vxlan => VXLAN_PORT,
             TunnelKind::Geneve => GENEVE_PORT,
+            TunnelKind::Gre => 0,
+        }
+    }
+
+    /// The largest key: a 24-bit VNI, or GRE's 32-bit key.
+    pub fn max_key(self) -> u32 {
+        match self {
+            TunnelKind::Vxlan | TunnelKind::Geneve => MAX_VNI,
+            TunnelKind::Gre => u32::MAX,
         }
     }
 }
 
-/// The VNI a tunnel port sends and takes.
+/// The key (VXLAN's and Geneve's VNI, GRE's key) a tunnel port sends and takes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum TunnelKey {
-    /// This VNI only: packets of another are not the port's.
+    /// This key only: packets of another are not the port's.
     Fixed(u32),
-    /// Any VNI: received packets carry theirs as `tun_id`; sent ones take the flow's
+    /// Any key: received packets carry theirs as `tun_id`; sent ones take the flow's
     /// `tun_id` (`set_field:N->tun_id`).
     Flow,
+    /// GRE without a key (no `key=` given): none is sent, and packets without one (or with
+    /// key 0, as in Open vSwitch) are the port's, with `tun_id` 0.
+    Absent,
 }
 
 /// The far end a tunnel port sends to and takes packets from.
@@ -88,6 +104,8 @@ pub enum TunnelConfigError {
     NoRemote(&'static str),
     #[error("key={0}: a VNI is at most {MAX_VNI} (24 bits), or key=flow")]
     BadKey(String),
+    #[error("key={0}: a GRE key is at most 4294967295 (32 bits), or key=flow")]
+    BadGreKey(String),
     #[error("{option}={value}: {why}")]
     BadValue {
         option: String,
@@ -96,31 +114,35 @@ pub enum TunnelConfigError {
     },
     #[error("unknown option '{0}' (remote_ip, local_ip, key, dst_port, df_default, csum, ttl)")]
     UnknownOption(String),
-    #[error("'{0}' is not a tunnel (vxlan:OPTIONS or geneve:OPTIONS)")]
+    #[error("'{0}' is not a tunnel (vxlan:OPTIONS, geneve:OPTIONS or gre:OPTIONS)")]
     NotATunnel(String),
 }
 
 impl TunnelConfig {
-    /// Whether `spec` names a tunnel port (`vxlan:` or `geneve:`).
+    /// Whether `spec` names a tunnel port (`vxlan:`, `geneve:` or `gre:`).
     pub fn is_tunnel(spec: &str) -> bool {
-        spec.starts_with("vxlan:") || spec.starts_with("geneve:")
+        ["vxlan:", "geneve:", "gre:"]
+            .iter()
+            .any(|kind| spec.starts_with(kind))
     }
 
-    /// The VNI sent for a packet whose flow has `tun_id`.
+    /// The key (VNI) sent for a packet whose flow has `tun_id`.
     #[inline]
     pub fn vni(&self, tun_id: u64) -> u32 {
         match self.key {
             TunnelKey::Fixed(vni) => vni,
-            TunnelKey::Flow => (tun_id as u32) & MAX_VNI,
+            TunnelKey::Flow => (tun_id as u32) & self.kind.max_key(),
+            TunnelKey::Absent => 0,
         }
     }
 
-    /// Whether a received packet of `vni` belongs to this port.
+    /// Whether a received packet of key (VNI) `vni` belongs to this port.
     #[inline]
     pub fn takes_vni(&self, vni: u32) -> bool {
         match self.key {
             TunnelKey::Fixed(key) => key == vni,
             TunnelKey::Flow => true,
+            TunnelKey::Absent => vni == 0,
         }
     }
 }
@@ -132,6 +154,7 @@ impl FromStr for TunnelConfig {
         let (kind, options) = match spec.split_once(':') {
             Some(("vxlan", options)) => (TunnelKind::Vxlan, options),
             Some(("geneve", options)) => (TunnelKind::Geneve, options),
+            Some(("gre", options)) => (TunnelKind::Gre, options),
             _ => return Err(TunnelConfigError::NotATunnel(spec.to_string())),
         };
         let bad = |option: &str, value: &str, why| TunnelConfigError::BadValue {
@@ -144,7 +167,10 @@ impl FromStr for TunnelConfig {
             kind,
             remote_ip: Remote::Flow,
             local_ip: None,
-            key: TunnelKey::Fixed(0),
+            key: match kind {
+                TunnelKind::Gre => TunnelKey::Absent,
+                TunnelKind::Vxlan | TunnelKind::Geneve => TunnelKey::Fixed(0),
+            },
             dst_port: kind.default_port(),
             df: true,
             csum: false,
@@ -181,11 +207,23 @@ impl FromStr for TunnelConfig {
                         "flow" => TunnelKey::Flow,
                         _ => {
                             let vni = crate::field::parse_uint(value)
-                                .filter(|&v| v <= u128::from(MAX_VNI))
-                                .ok_or_else(|| TunnelConfigError::BadKey(value.to_string()))?;
+                                .filter(|&v| v <= u128::from(kind.max_key()))
+                                .ok_or_else(|| match kind {
+                                    TunnelKind::Gre => {
+                                        TunnelConfigError::BadGreKey(value.to_string())
+                                    }
+                                    _ => TunnelConfigError::BadKey(value.to_string()),
+                                })?;
                             TunnelKey::Fixed(vni as u32)
                         }
                     };
+                }
+                "dst_port" if kind == TunnelKind::Gre => {
+                    return Err(bad(
+                        name,
+                        value,
+                        "GRE is not carried in UDP: it has no port",
+                    ));
                 }
                 "dst_port" => {
                     config.dst_port = value
@@ -221,11 +259,15 @@ impl fmt::Display for TunnelConfig {
         match self.key {
             TunnelKey::Fixed(vni) => write!(f, ",key={vni}")?,
             TunnelKey::Flow => f.write_str(",key=flow")?,
+            TunnelKey::Absent => {}
+        }
+        if self.kind != TunnelKind::Gre {
+            write!(f, ",dst_port={}", self.dst_port)?;
         }
         write!(
             f,
-            ",dst_port={},df_default={},csum={},ttl={}",
-            self.dst_port, self.df, self.csum, self.ttl
+            ",df_default={},csum={},ttl={}",
+            self.df, self.csum, self.ttl
         )
     }
 }
@@ -268,6 +310,31 @@ mod tests {
     }
 
     #[test]
+    fn gre_keys_are_32_bits_and_may_be_absent() {
+        let keyless: TunnelConfig = "gre:remote_ip=192.0.2.2".parse().unwrap();
+        assert_eq!(keyless.kind, TunnelKind::Gre);
+        assert_eq!(keyless.key, TunnelKey::Absent);
+        assert_eq!(keyless.dst_port, 0);
+        assert_eq!(keyless.vni(7), 0);
+        assert!(keyless.takes_vni(0) && !keyless.takes_vni(7));
+        assert_eq!(
+            keyless.to_string(),
+            "gre:remote_ip=192.0.2.2,df_default=true,csum=false,ttl=64"
+        );
+        assert_eq!(
+            keyless.to_string().parse::<TunnelConfig>().unwrap(),
+            keyless
+        );
+        let keyed: TunnelConfig = "gre:remote_ip=192.0.2.2,key=0xffffffff".parse().unwrap();
+        assert_eq!(keyed.key, TunnelKey::Fixed(u32::MAX));
+        let flow: TunnelConfig = "gre:remote_ip=192.0.2.2,key=flow,csum=true"
+            .parse()
+            .unwrap();
+        assert_eq!(flow.vni(0x1_2345_6789), 0x2345_6789);
+        assert_eq!(flow.to_string().parse::<TunnelConfig>().unwrap(), flow);
+    }
+
+    #[test]
     fn bad_options_are_named() {
         let err = |spec: &str| spec.parse::<TunnelConfig>().unwrap_err().to_string();
         assert_eq!(
@@ -280,6 +347,11 @@ mod tests {
         assert!(err("vxlan:remote_ip=224.0.0.1").contains("unicast"));
         assert!(err("vxlan:remote_ip=10.0.0.1,colour=red").starts_with("unknown option 'colour'"));
         assert!(err("vxlan:remote_ip=10.0.0.1,dst_port=0").contains("a UDP port"));
-        assert!(err("gre:remote_ip=10.0.0.1").contains("not a tunnel"));
+        assert!(err("ipip:remote_ip=10.0.0.1").contains("not a tunnel"));
+        assert!(err("gre:remote_ip=10.0.0.1,key=4294967296").starts_with("key=4294967296: a GRE"));
+        assert_eq!(
+            err("gre:remote_ip=10.0.0.1,dst_port=4789"),
+            "dst_port=4789: GRE is not carried in UDP: it has no port"
+        );
     }
 }

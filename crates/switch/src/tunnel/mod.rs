@@ -1,11 +1,12 @@
-//! Tunnel ports (VXLAN, Geneve): ports of the bridge with no device of their own, carried
+//! Tunnel ports (VXLAN, Geneve, GRE): ports of the bridge with no device of their own, carried
 //! over an `xdp:` port of the bridge (the underlay) that has an IPv4 address of the host.
 //!
 //! - receive: a poll-mode thread hands what an underlay receives to its [`TunnelPlane`]
-//!   first: UDP to a tunnel's local address and port is popped in place and enters the
-//!   pipeline on the tunnel port with `tun_id`, `tun_src`, `tun_dst` and `tun_opts` in its
-//!   flow ([`crate::field::TunnelMeta`]); ARP for a tunnel's local address is answered or
-//!   learned from; everything else is the underlay port's, as before.
+//!   first: UDP to a tunnel's local address and port, or GRE to it, is popped in place and
+//!   enters the pipeline on the tunnel port with `tun_id`, `tun_src`, `tun_dst` and
+//!   `tun_opts` in its flow ([`crate::field::TunnelMeta`]); ARP for a tunnel's local
+//!   address is answered or learned from; everything else is the underlay port's, as
+//!   before.
 //! - send: an output to a tunnel port pushes the outer headers ([`header::OuterTemplate`],
 //!   made when the next hop's address is known, [`neighbours`]) and queues the packet on
 //!   the underlay: in place in the frame's headroom when the packet is the frame's last
@@ -47,6 +48,12 @@ impl TunnelPort {
     /// vSwitch names a tunnel port by its interface.
     pub fn name(&self) -> String {
         format!("{}{}", self.config.kind.name(), self.number)
+    }
+
+    /// What the outer IPv4 packet adds to an inner frame, against [`TunnelPort::mtu`].
+    #[inline]
+    pub fn outer_ip_overhead(&self) -> usize {
+        header::outer_ip_overhead(&self.config)
     }
 }
 
@@ -126,7 +133,7 @@ impl Tunnels {
                     && o.local_ip == port.local_ip
                     && o.config.dst_port == port.config.dst_port;
                 let same_packets = o.config.remote_ip == port.config.remote_ip
-                    && (o.config.key == port.config.key
+                    && (o.config.vni(0) == port.config.vni(0)
                         || o.config.key == TunnelKey::Flow
                         || port.config.key == TunnelKey::Flow);
                 same_port && (o.config.kind != port.config.kind || same_packets)

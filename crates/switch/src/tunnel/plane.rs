@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wirespeed_packet::MacAddr;
 
 use crate::field::{FlowHashBuilder, TunnelOut};
-use crate::tunnel::header::{self, Arrival, OUTER_IP_OVERHEAD, OUTER_LEN, OuterTemplate, Popped};
+use crate::tunnel::header::{self, Arrival, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
 use crate::tunnel::{Remote, TunnelPort, Tunnels};
 
@@ -105,6 +105,9 @@ pub struct TunnelPlane {
     next_forget: Duration,
     /// Per tunnel, in [`Tunnels::ports`]' order.
     pub counters: Vec<TunnelCounters>,
+    /// Per tunnel, what its outer headers add to an IPv4 packet ([`TunnelPort::mtu`]'s
+    /// check), worked out once.
+    ip_overheads: Vec<usize>,
     /// Received on an underlay, to a local address and a tunnel's UDP port, but not a
     /// packet any tunnel can take: a bad header, a fragment, Geneve critical options
     /// ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
@@ -137,6 +140,11 @@ impl TunnelPlane {
             by_remote: vec![HashMap::default(); tunnels.ports.len()],
             next_forget: Duration::ZERO,
             counters: vec![TunnelCounters::default(); tunnels.ports.len()],
+            ip_overheads: tunnels
+                .ports
+                .iter()
+                .map(|p| p.outer_ip_overhead())
+                .collect(),
             malformed: 0,
             unmatched: 0,
             underlays,
@@ -261,7 +269,8 @@ impl TunnelPlane {
     /// Pushes tunnel `t`'s outer headers onto `packet`: its first [`OUTER_LEN`] bytes are
     /// room for them, the rest the inner frame. `out` is the flow's `tun_id` (for
     /// `key=flow`) and `tun_dst` (for `remote_ip=flow`: a flow that set none is counted
-    /// `no_route`).
+    /// `no_route`). The packet to send starts the returned number of bytes in (GRE's
+    /// headers are shorter than the room).
     #[inline]
     pub fn push(
         &mut self,
@@ -269,10 +278,10 @@ impl TunnelPlane {
         packet: &mut [u8],
         out: TunnelOut,
         now: Duration,
-    ) -> Result<(), EncapDrop> {
+    ) -> Result<usize, EncapDrop> {
         let inner_len = packet.len() - OUTER_LEN;
         let port = &self.tunnels.ports[t];
-        if inner_len + OUTER_IP_OVERHEAD > port.mtu as usize {
+        if inner_len + self.ip_overheads[t] > port.mtu as usize {
             self.counters[t].too_big += 1;
             return Err(EncapDrop::TooBig);
         }
@@ -291,11 +300,11 @@ impl TunnelPlane {
             && resolved.generation == generation
             && now < resolved.next_look
         {
-            template.push(packet, vni, header::source_port(&packet[OUTER_LEN..]));
+            let at = template.push(packet, vni);
             let counters = &mut self.counters[t];
             counters.encap_packets += 1;
             counters.encap_bytes += inner_len as u64;
-            return Ok(());
+            return Ok(at);
         }
         self.push_resolving(t, remote, packet, vni, now)
     }
@@ -310,21 +319,18 @@ impl TunnelPlane {
         packet: &mut [u8],
         vni: u32,
         now: Duration,
-    ) -> Result<(), EncapDrop> {
+    ) -> Result<usize, EncapDrop> {
         self.forget_idle_far_ends(t, now);
         let generation = self.tunnels.neighbours.generation();
         self.resolve(t, remote, generation, now);
         let resolved = self.slot(t, remote);
         let pushed = match &resolved.template {
-            Some(template) => {
-                template.push(packet, vni, header::source_port(&packet[OUTER_LEN..]));
-                Ok(())
-            }
+            Some(template) => Ok(template.push(packet, vni)),
             None => Err(resolved.failure.unwrap_or(EncapDrop::NoNeighbour)),
         };
         let counters = &mut self.counters[t];
         match pushed {
-            Ok(()) => {
+            Ok(_) => {
                 counters.encap_packets += 1;
                 counters.encap_bytes += (packet.len() - OUTER_LEN) as u64;
             }
@@ -539,7 +545,7 @@ mod tests {
         let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src, LOCAL);
         let mut packet = vec![0u8; OUTER_LEN];
         packet.extend_from_slice(inner);
-        template.push(&mut packet, vni, 40000);
+        template.push(&mut packet, vni);
         packet
     }
 
@@ -716,6 +722,47 @@ mod tests {
         assert_eq!(plane.counters[0].encap_packets, 0);
     }
 
+    /// A GRE port with a key pushes 42 bytes at the end of the room (the packet starts 8
+    /// bytes in), with the key from the flow, and its MTU check counts 28 bytes of outer
+    /// IPv4 and GRE, not VXLAN's 36; what the far end pushes is popped onto it.
+    #[test]
+    fn a_gre_port_pushes_its_shorter_headers_and_pops_its_own() {
+        let mut port = plane().tunnels().ports[0].clone();
+        port.config = "gre:remote_ip=192.0.2.2,key=flow".parse().unwrap();
+        let mut plane = TunnelPlane::new(Arc::new(Tunnels {
+            ports: vec![port],
+            neighbours: Default::default(),
+        }));
+        plane.set_next_hop(0, REMOTE, MacAddr([2, 0, 0, 0, 0, 0xb]));
+        let now = Duration::from_secs(5);
+        let out = TunnelOut {
+            id: 0x1_0000_002a,
+            dst: Ipv4Addr::UNSPECIFIED,
+        };
+        let mut longest = vec![0u8; OUTER_LEN + 1500 - 28];
+        assert_eq!(plane.push(0, &mut longest, out, now), Ok(8));
+        let packet = &longest[8..];
+        assert_eq!(packet[23], 47);
+        assert_eq!(u16::from_be_bytes([packet[16], packet[17]]), 1500);
+        assert_eq!(packet[34..42], [0x20, 0, 0x65, 0x58, 0, 0, 0, 0x2a]);
+        let mut long = vec![0u8; OUTER_LEN + 1500 - 28 + 1];
+        assert_eq!(plane.push(0, &mut long, out, now), Err(EncapDrop::TooBig));
+        // From the far end: its own headers, key 42.
+        let config: TunnelConfig = format!("gre:remote_ip={LOCAL},key=42").parse().unwrap();
+        let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, REMOTE, LOCAL);
+        let mut arriving = vec![0u8; OUTER_LEN];
+        arriving.extend_from_slice(&[7u8; 60]);
+        let at = far.push(&mut arriving, 42);
+        let arriving = &arriving[at..];
+        let landing = plane.arrive(2, arriving, arriving.len(), now);
+        let Landing::Tunnel { port, popped } = landing else {
+            panic!("{landing:?}");
+        };
+        assert_eq!((port, popped.inner_at, popped.meta.id), (10, 42, 42));
+        assert_eq!(plane.counters[0].encap_packets, 1);
+        assert_eq!(plane.counters[0].decap_packets, 1);
+    }
+
     #[test]
     fn a_flow_port_takes_far_ends_no_other_port_names() {
         let mut plane = plane_with_flow_port();
@@ -742,7 +789,7 @@ mod tests {
         for (dst, mac) in [(b, 0xb), (c, 0xc), (b, 0xb)] {
             let mut packet = vec![0u8; OUTER_LEN + 60];
             let out = TunnelOut { id: 0, dst };
-            assert_eq!(plane.push(1, &mut packet, out, now), Ok(()));
+            assert_eq!(plane.push(1, &mut packet, out, now), Ok(0));
             assert_eq!(packet[..6], [2, 0, 0, 0, 0, mac]);
             assert_eq!(packet[26..30], LOCAL.octets());
             assert_eq!(packet[30..34], dst.octets());

@@ -98,8 +98,9 @@ impl Pmd {
         let pushed = plane.push(t, packet, tunnel, now);
         let underlay = plane.underlay_of(t);
         match (pushed, self.ports.member_of(underlay)) {
-            (Ok(()), Some(member)) => {
-                let moved = [(addr - OUTER_LEN as u64, len + OUTER_LEN as u32)];
+            (Ok(at), Some(member)) => {
+                let outer = OUTER_LEN - at;
+                let moved = [(addr - outer as u64, len + outer as u32)];
                 if !self.ports.queue_move(member, &moved)? {
                     self.counters.no_frame += 1;
                     self.ports.free_umem(segments);
@@ -134,7 +135,7 @@ impl Pmd {
         let pushed = plane.push(t, &mut packet, tunnel, now);
         let underlay = plane.underlay_of(t);
         let queued = match (pushed, self.ports.member_of(underlay)) {
-            (Ok(()), Some(member)) => self.ports.queue_copy(member, &packet),
+            (Ok(at), Some(member)) => self.ports.queue_copy(member, &packet[at..]),
             _ => Ok(true),
         };
         self.encap = packet;
