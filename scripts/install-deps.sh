@@ -30,6 +30,10 @@ have netsniff-ng || need_pkgs+=(netsniff-ng)
 have ping || need_pkgs+=(iputils-ping)
 # ovs-ofctl (openvswitch-common, no daemon) judges the switch's flow syntax.
 have ovs-ofctl || need_pkgs+=(openvswitch-common)
+# ovsdb-server and ovs-vswitchd (openvswitch-switch): Open vSwitch's userspace datapath is the
+# far end of the GRE tunnel tests (this kernel has no GRE); each test runs its own, in its
+# namespace.
+have ovs-vswitchd || need_pkgs+=(openvswitch-switch)
 # openssl makes the certificates of the OpenFlow TLS tests.
 have openssl || need_pkgs+=(openssl)
 # nfcapd and nfdump (nfdump) collect and read the switch's IPFIX export in its tests.
