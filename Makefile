@@ -18,7 +18,7 @@ help:
 	@echo "make bench  the full benchmark into bench/results/ and bench/README.md (root)"
 	@echo "make bench-peers  wirespeed against testpmd, trafgen... into bench/RESULTS.md (root)"
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
-	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (root)"
+	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (KIND=gre: GRE's) (root)"
 	@echo "make bench-churn  rule changes under traffic: precise revalidation against flushing the caches"
 	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root; CHANGE=group: group changes)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"

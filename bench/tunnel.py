@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""make bench-tunnel: VXLAN encapsulation and decapsulation, wirespeed switch against Open
-vSwitch's userspace datapath (netdev, afxdp ports, native userspace tunnelling), same set-up,
-same run, interleaved.
+"""make bench-tunnel: VXLAN encapsulation and decapsulation (KIND=gre: Ethernet over GRE with a
+key), wirespeed switch against Open vSwitch's userspace datapath (netdev, afxdp ports, native
+userspace tunnelling), same set-up, same run, interleaved.
 
 Three namespaces in a row, made here and removed on every exit:
     A (hosts) --veth a0/m0-- M (the switch under test) --veth m1/b0 (the underlay)-- B (remote)
@@ -30,10 +30,12 @@ On veth the receiving end's kernel work runs on the sender's CPU: the load's fra
 ports on CPU 0, the switch's own sends are received (by the sink's XDP program) on CPU 1.
 Figures: the sink's steady rate (xdpdrop's), and the switch process's user CPU per packet at
 /proc/cpuinfo's clock (both switches busy-poll, so it is mostly 1 CPU / rate).
-Writes bench/results/<date>-tunnel.json and bench/TUNNEL.md. Environment: RUNS (3), DURATION
+Writes bench/results/<date>-tunnel.json and bench/TUNNEL.md (KIND=gre: <date>-tunnel-gre.json
+and bench/TUNNEL-GRE.md; key 42 in the GRE header, no checksum). Environment: RUNS (3), DURATION
 (8), SIZES ("64 1500": the plain frame's size on the wire; the underlay's MTU is 1600 so a
 1500-byte frame fits once encapsulated), ONLY (regex of row names, e.g. "encap").
-`bench/tunnel.py --markdown bench/results/DATE-tunnel.json` rewrites TUNNEL.md from a run's record.
+`bench/tunnel.py --markdown bench/results/DATE-tunnel.json` rewrites TUNNEL.md from a run's record
+(a GRE run's record names its kind).
 """
 
 import datetime
@@ -58,6 +60,7 @@ RUNS = int(os.environ.get("RUNS", "3"))
 DURATION = float(os.environ.get("DURATION", "8"))
 SIZES = [int(s) for s in os.environ.get("SIZES", "64 1500").split()]
 ONLY = re.compile(os.environ.get("ONLY", "."))
+KIND = os.environ.get("KIND", "vxlan")
 LOAD_CPU, SWITCH_CPU, SINK_CPU = "0", "1", "0"
 P = f"wst{os.getpid() % 100000}"
 NS = {"a": P + "a", "m": P + "m", "b": P + "b"}
@@ -123,8 +126,8 @@ def ip_checksum(hdr):
     return (~s) & 0xFFFF
 
 
-def ipv4(src, dst, payload, ident=0):
-    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), ident, 0x4000, 64, 17, 0,
+def ipv4(src, dst, payload, ident=0, proto=17):
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), ident, 0x4000, 64, proto, 0,
                       bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))))
     return hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:] + payload
 
@@ -138,11 +141,22 @@ def inner_frame(size):
     return mac_bytes(INNER_DST_MAC) + mac_bytes(INNER_SRC_MAC) + b"\x08\x00" + ipv4("10.0.0.1", "10.0.0.2", udp)
 
 
-def vxlan_frame(size, dst_mac, src_mac):
+def tunnel_frame(size, dst_mac, src_mac):
+    """The plain frame of `size` as the remote end sends it through the tunnel of KIND."""
     inner = inner_frame(size)
+    outer = mac_bytes(dst_mac) + mac_bytes(src_mac) + b"\x08\x00"
+    if KIND == "gre":
+        gre = struct.pack("!HHI", 0x2000, 0x6558, VNI) + inner
+        return outer + ipv4(REMOTE_IP, LOCAL_IP, gre, proto=47)
     vx = struct.pack("!BBHI", 0x08, 0, 0, VNI << 8) + inner
     udp = struct.pack("!HHHH", 49152, VXLAN_PORT, 8 + len(vx), 0) + vx
-    return mac_bytes(dst_mac) + mac_bytes(src_mac) + b"\x08\x00" + ipv4(REMOTE_IP, LOCAL_IP, udp)
+    return outer + ipv4(REMOTE_IP, LOCAL_IP, udp)
+
+
+def outer_len():
+    """What the tunnel of KIND adds in front of a frame: Ethernet, IPv4, then UDP and VXLAN,
+    or GRE with its key."""
+    return 42 if KIND == "gre" else 50
 
 
 def write_pcap(path, frames):
@@ -194,7 +208,7 @@ def ovs_start():
     vsctl("set", "Open_vSwitch", ".", f"other_config:pmd-cpu-mask={1 << int(SWITCH_CPU):#x}")
     vsctl("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev")
     vsctl("add-port", "br-int", IF["m0"], "--", "set", "interface", IF["m0"], "type=afxdp", "ofport_request=1")
-    vsctl("add-port", "br-int", "vxlan0", "--", "set", "interface", "vxlan0", "type=vxlan",
+    vsctl("add-port", "br-int", "tun0", "--", "set", "interface", "tun0", f"type={KIND}",
           f"options:remote_ip={REMOTE_IP}", f"options:key={VNI}", "ofport_request=10")
     vsctl("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev",
           f"other_config:hwaddr={mac_of(NS['m'], IF['m1'])}")
@@ -247,7 +261,7 @@ def ws_argv(tmp):
     with open(flows, "w") as f:
         f.write("in_port=1,actions=output:10\nin_port=10,actions=output:1\npriority=0,actions=drop\n")
     return [WS, "switch", "--port", f"1=xdp:{IF['m0']}", "--port", f"2=xdp:{IF['m1']}", "--port",
-            f"10=vxlan:remote_ip={REMOTE_IP},key={VNI}", "--flows", flows, "--ctl", os.path.join(tmp, "ctl.sock"),
+            f"10={KIND}:remote_ip={REMOTE_IP},key={VNI}", "--flows", flows, "--ctl", os.path.join(tmp, "ctl.sock"),
             "--pmd-cpus", SWITCH_CPU, "--json"]
 
 
@@ -262,8 +276,8 @@ def direction(name, size, tmp):
         write_pcap(pcap, [inner])
         load_ns, load_if, sink_ns, sink_if = NS["a"], IF["a"], NS["b"], IF["b"]
     else:
-        pcap = os.path.join(tmp, f"vxlan-{size}.pcap")
-        write_pcap(pcap, [vxlan_frame(size, mac_of(NS["m"], IF["m1"]), mac_of(NS["b"], IF["b"]))])
+        pcap = os.path.join(tmp, f"{KIND}-{size}.pcap")
+        write_pcap(pcap, [tunnel_frame(size, mac_of(NS["m"], IF["m1"]), mac_of(NS["b"], IF["b"]))])
         load_ns, load_if, sink_ns, sink_if = NS["b"], IF["b"], NS["a"], IF["a"]
 
     def load(seconds):
@@ -285,13 +299,21 @@ def check_frames(name, frames, inner, want):
             eth, ip, udp, vx = fr[:14], fr[14:34], fr[34:42], fr[42:50]
             checks = [
                 (eth[12:14] == b"\x08\x00", "not IPv4"),
-                (ip[9] == 17, "not UDP"),
                 (ip[12:16] == bytes(map(int, LOCAL_IP.split("."))), "outer source"),
                 (ip[16:20] == bytes(map(int, REMOTE_IP.split("."))), "outer destination"),
-                (struct.unpack("!H", udp[2:4])[0] == VXLAN_PORT, "UDP port"),
-                (vx[0] & 0x08 and struct.unpack("!I", vx[4:8])[0] >> 8 == VNI, "VXLAN VNI"),
-                (fr[50:50 + len(inner)] == inner, "inner frame"),
+                (fr[outer_len():outer_len() + len(inner)] == inner, "inner frame"),
             ]
+            if KIND == "gre":
+                checks += [
+                    (ip[9] == 47, "not GRE"),
+                    (fr[34:42] == struct.pack("!HHI", 0x2000, 0x6558, VNI), "GRE header and key"),
+                ]
+            else:
+                checks += [
+                    (ip[9] == 17, "not UDP"),
+                    (struct.unpack("!H", udp[2:4])[0] == VXLAN_PORT, "UDP port"),
+                    (vx[0] & 0x08 and struct.unpack("!I", vx[4:8])[0] >> 8 == VNI, "VXLAN VNI"),
+                ]
             fails = [w for ok_, w in checks if not ok_]
             ok, why = not fails, ", ".join(fails)
         if ok:
@@ -308,8 +330,9 @@ def check(name, d, tmp):
     load_ns, load_if, sink_ns, sink_if, _, pcap, inner = d
     cap = os.path.join(tmp, "check.pcap")
     with open(os.path.join(tmp, "tcpdump"), "w") as out:
+        what = "ip proto 47" if KIND == "gre" and name == "encap" else "udp"
         td = spawn(sink_ns, SINK_CPU, ["tcpdump", "-i", sink_if, "-nn", "-U", "-s", "2000", "-w", cap,
-                                       "-c", "10", "udp"], out)
+                                       "-c", "10", what], out)
         wait_for(os.path.join(tmp, "tcpdump"), r"listening on", td)
         for _ in range(3):
             sh("ip", "netns", "exec", load_ns, WS, "gen", "--port", f"xdp:{load_if}", "--pcap", pcap, "--fast",
@@ -415,6 +438,8 @@ def measured(name, size, tool, tmp):
 
 
 def main():
+    if KIND not in KIND_TEXT:
+        sys.exit(f"bench-tunnel: KIND={KIND}: vxlan or gre")
     if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
         write_md(json.load(open(sys.argv[2])))
         return
@@ -446,7 +471,7 @@ def main():
 
 
 def stages():
-    """What a VXLAN port adds to the datapath's own work, timed without I/O on the switch's CPU
+    """What a port of KIND adds to the datapath's own work, timed without I/O on the switch's CPU
     (crates/switch/examples/stages.rs: pop and push beside parse, lookup and actions), the
     fastest of 3 runs (each already the fastest of 5 rounds), in cycles at /proc/cpuinfo's clock."""
     if not os.path.exists(STAGES):
@@ -454,7 +479,8 @@ def stages():
         return None
     best = {}
     for _ in range(3):
-        r = subprocess.run(["taskset", "-c", str(SWITCH_CPU), STAGES], capture_output=True, text=True)
+        argv = ["taskset", "-c", str(SWITCH_CPU), STAGES] + (["--gre", "1"] if KIND == "gre" else [])
+        r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
             log(f"stages: {r.stderr.strip()[-200:]}")
             return None
@@ -473,7 +499,7 @@ def write(results, stage_row=None):
     commit = sh("git", "-C", ROOT, "describe", "--always", "--dirty", check=False).strip()
     built = datetime.datetime.fromtimestamp(os.path.getmtime(WS), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     commit = f"tree {commit} at the run, binary built {built}" if commit else f"binary built {built}"
-    record = {"date": date, "machine": machine, "runs": RUNS, "duration_s": DURATION,
+    record = {"date": date, "kind": KIND, "machine": machine, "runs": RUNS, "duration_s": DURATION,
               "wirespeed": f"{ws_version} ({commit})" if commit else ws_version, "ovs": ovs[0] if ovs else None,
               "set_up": {"local_ip": LOCAL_IP, "remote_ip": REMOTE_IP, "vni": VNI, "udp_port": VXLAN_PORT,
                          "underlay_mtu": UNDERLAY_MTU},
@@ -481,14 +507,35 @@ def write(results, stage_row=None):
               "runs_with_a_build_running": sorted(set(DISTURBED)), "results": results,
               "stages": stage_row}
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", f"{date}-tunnel.json"), "w") as f:
+    with open(os.path.join(ROOT, "bench", "results", f"{date}-{files(KIND)[0]}.json"), "w") as f:
         json.dump(record, f, indent=1)
     write_md(record)
+
+
+def files(kind):
+    """A run's record's name (without the date and .json) and its Markdown's, for `kind`."""
+    return ("tunnel", "TUNNEL.md") if kind == "vxlan" else (f"tunnel-{kind}", f"TUNNEL-{kind.upper()}.md")
+
+
+# What the Markdown says of each kind: its name, what the switch pushes, the far end's frame.
+KIND_TEXT = {
+    "vxlan": ("VXLAN", "Ethernet/IPv4/UDP/VXLAN", f"VNI {VNI}, UDP {VXLAN_PORT}",
+              "(Ethernet, IPv4 header and checksum, UDP port, VXLAN flags)",
+              "(lengths, IPv4 checksum, the UDP source port from the inner flow's hash, the VNI)"),
+    "gre": ("GRE", "Ethernet/IPv4/GRE (key, no checksum)",
+            f"GRE key {VNI} (Ethernet inside, no checksum, no sequence number)",
+            "(Ethernet, IPv4 header and checksum, GRE flags, protocol and key)",
+            "(lengths, IPv4 checksum, the key)"),
+}
 
 
 def write_md(record):
     """bench/TUNNEL.md from a run's record (`bench/tunnel.py --markdown FILE.json` redoes it)."""
     date, machine, results = record["date"], record["machine"], record["results"]
+    kind = record.get("kind", "vxlan")
+    name, pushed, keyed, popped_checks, pushed_fields = KIND_TEXT[kind]
+    raw, md = files(kind)
+    outer = 42 if kind == "gre" else 50
     runs, duration, disturbed = record["runs"], record["duration_s"], record["runs_with_a_build_running"]
     ws_version, ovs = record["wirespeed"], [record["ovs"]] if record.get("ovs") else []
     get = lambda size, n, t: next((r for r in results if r["size"] == size and r["direction"] == n
@@ -497,34 +544,35 @@ def write_md(record):
     quiet = (f"A cargo/rustc build was running during some of the {runs_done} runs "
              f"({', '.join(disturbed)}): those figures are disturbed."
              if disturbed else "No cargo/rustc build ran during any run.")
-    lines = [f"# VXLAN encapsulation and decapsulation: wirespeed switch against Open vSwitch ({date})", "",
+    lines = [f"# {name} encapsulation and decapsulation: wirespeed switch against Open vSwitch ({date})", "",
              f"Host: {machine['cpu']}, {machine['cpus']} CPUs, kernel {machine['kernel']} (a VM). "
              f"{ws_version}; {ovs[0] if ovs else 'Open vSwitch'}. Load average at the start "
-             f"{record.get('load_average_at_start') or '?'}. {quiet} Made by `make bench-tunnel` (bench/tunnel.py). "
-             f"Raw runs: [`results/{date}-tunnel.json`](results/{date}-tunnel.json).", "",
+             f"{record.get('load_average_at_start') or '?'}. {quiet} Made by "
+             f"`{'KIND=gre ' if kind == 'gre' else ''}make bench-tunnel` (bench/tunnel.py). "
+             f"Raw runs: [`results/{date}-{raw}.json`](results/{date}-{raw}.json).", "",
              "## Method", "",
              "Three namespaces: A (hosts) --veth-- M (the switch) --veth (the underlay, MTU "
              f"{UNDERLAY_MTU})-- B (the remote VTEP). Local address {LOCAL_IP}/{PREFIX_LEN} on the underlay, remote "
              f"{REMOTE_IP} (B's MAC, a permanent neighbour for wirespeed, `ovs-appctl tnl/arp/set` for Open vSwitch), "
-             f"VNI {VNI}, UDP {VXLAN_PORT}.", "",
+             f"{keyed}.", "",
              f"- encap: the kernel engine (`wirespeed gen --engine kernel --pcap`, one plain IPv4/UDP frame) on CPU "
-             f"{LOAD_CPU} sends from A into the switch's host port; the switch pushes Ethernet/IPv4/UDP/VXLAN and "
+             f"{LOAD_CPU} sends from A into the switch's host port; the switch pushes {pushed} and "
              "sends on the underlay; `wirespeed bench xdpdrop` on B's end counts.",
-             f"- decap: the same engine replays one VXLAN frame (to the underlay's MAC, {REMOTE_IP} -> {LOCAL_IP}, "
-             f"UDP {VXLAN_PORT}, VNI {VNI}, around the same plain frame) from B into the underlay; the switch pops "
+             f"- decap: the same engine replays one {name} frame (to the underlay's MAC, {REMOTE_IP} -> {LOCAL_IP}, "
+             f"{keyed}, around the same plain frame) from B into the underlay; the switch pops "
              "the outer headers and sends the inner frame out of the host port; xdpdrop on A's end counts.",
              "- wirespeed: `wirespeed switch --port 1=xdp:M0 --port 2=xdp:M1 --port "
-             f"10=vxlan:remote_ip={REMOTE_IP},key={VNI} --pmd-cpus {SWITCH_CPU}`, flows in_port=1 -> 10, in_port=10 -> 1, "
+             f"10={kind}:remote_ip={REMOTE_IP},key={VNI} --pmd-cpus {SWITCH_CPU}`, flows in_port=1 -> 10, in_port=10 -> 1, "
              "the local address on M1.",
              "- Open vSwitch, userspace datapath with native tunnelling (its Documentation/howto/userspace-tunneling.rst): "
-             "br-int (datapath_type=netdev) with M0 (type=afxdp, ofport 1) and vxlan0 (type=vxlan, "
+             f"br-int (datapath_type=netdev) with M0 (type=afxdp, ofport 1) and tun0 (type={kind}, "
              f"options:remote_ip={REMOTE_IP}, options:key={VNI}, ofport 10), flows in_port=1 -> 10 and in_port=10 -> 1; "
              "br-phy (netdev, other_config:hwaddr = M1's MAC, so both switches own the same addresses) with M1 "
              "(afxdp), the local address on br-phy's LOCAL port, flows M1 -> LOCAL and LOCAL -> M1 (NORMAL's "
              f"work with two ports); pmd-cpu-mask={1 << int(SWITCH_CPU):#x}.",
              "- Each run starts the switch afresh (wirespeed or ovsdb-server + ovs-vswitchd in a private run "
              "directory), sends ten frames through it with tcpdump on the sink, and checks them byte for byte "
-             f"(encap: IPv4 {LOCAL_IP} -> {REMOTE_IP}, UDP {VXLAN_PORT}, VNI {VNI}, the inner frame as sent; decap: "
+             f"(encap: IPv4 {LOCAL_IP} -> {REMOTE_IP}, {keyed}, the inner frame as sent; decap: "
              "the inner frame as sent); then checks that Open vSwitch's datapath flows hold tnl_push (encap) or "
              "tnl_pop (decap), or that wirespeed's tunnel counters moved; only then is the sink's rate taken "
              f"over {duration:g} s (its steady rate: the median second without the first two and the last). Runs "
@@ -534,7 +582,7 @@ def write_md(record):
              f"receiving end's kernel work runs on the sender's CPU: the copy of the load's frames into the switch's "
              f"AF_XDP rings runs on CPU {LOAD_CPU} (which limits the load both switches get: the same for both), "
              f"the sink's XDP drop of what the switch sends on CPU {SWITCH_CPU}. AF_XDP on veth is copy mode.",
-             "- Size: the plain (inner) frame on the wire, FCS included; encapsulated it is 50 bytes longer. "
+             f"- Size: the plain (inner) frame on the wire, FCS included; encapsulated it is {outer} bytes longer. "
              "User cycles/packet: the switch process's user-space CPU time over the window (/proc/PID/stat) per "
              "packet that reached the sink, at /proc/cpuinfo's clock; both switches poll, so it counts empty "
              "polls too. Kernel cycles/packet: its kernel time likewise (on veth, what the switch sends is received "
@@ -588,9 +636,9 @@ def write_md(record):
         lines += ["## What the tunnel adds to the datapath, without I/O (goal <= 60 cycles for push or pop)", "",
                   "crates/switch/examples/stages.rs on the switch's CPU, 64-byte frames, one flow, the fastest of "
                   f"3 runs of 5 rounds, at {st['mhz']:.0f} MHz. pop: a packet an underlay received checked "
-                  "(Ethernet, IPv4 header and checksum, UDP port, VXLAN flags) and its tunnel port found; push: "
-                  "the outer headers written from the tunnel's template (lengths, IPv4 checksum, the UDP source "
-                  "port from the inner flow's hash, the VNI) in front of the frame. For scale, the datapath's "
+                  f"{popped_checks} and its tunnel port found; push: "
+                  f"the outer headers written from the tunnel's template {pushed_fields} in front of the frame. "
+                  "For scale, the datapath's "
                   "own stages on the same run (bench/SWITCH.md's table):", "",
                   "| parse | lookup | actions | datapath total | tunnel pop | tunnel push |",
                   "| --- | --- | --- | --- | --- | --- |",
@@ -598,7 +646,7 @@ def write_md(record):
                   f"{c['tunnel_push']} |", "",
                   f"- pop: {c['tunnel_pop']} cycles ({'met' if c['tunnel_pop'] <= 60 else 'not met'}); "
                   f"push: {c['tunnel_push']} cycles ({'met' if c['tunnel_push'] <= 60 else 'not met'})", ""]
-    with open(os.path.join(ROOT, "bench", "TUNNEL.md"), "w") as f:
+    with open(os.path.join(ROOT, "bench", md), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 

@@ -4,11 +4,12 @@
 //! Each stage's cost is the difference between loops that stop after it (each loop's fastest
 //! of 5 interleaved rounds). The switch's benchmark (bench/switch_peers.py) puts the I/O
 //! stage beside it: the switch's whole user-space time per packet, less these. What a VXLAN
-//! tunnel port adds is timed alone: popping (an underlay's packet checked, its tunnel port
-//! found) and pushing (the outer headers written in front of the frame).
+//! tunnel port (a GRE one with `--gre 1`) adds is timed alone: popping (an underlay's packet
+//! checked, its tunnel port found) and pushing (the outer headers written in front of the
+//! frame).
 //!
 //! cargo run --release -p wirespeed-switch --example stages -- [--rules N] [--flows N]
-//!     [--packets N] [--size BYTES] [--metered 1]
+//!     [--packets N] [--size BYTES] [--metered 1] [--gre 1]
 //! prints one JSON object (nanoseconds; the benchmark turns them into cycles). Rules and
 //! flows are the benchmark's: N-1 drop rules the traffic misses over
 //! `priority=1,in_port=1,actions=output:2`; flows vary the UDP source port, then the source
@@ -37,6 +38,7 @@ struct Options {
     packets: usize,
     size: usize,
     metered: bool,
+    gre: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -46,6 +48,7 @@ fn options() -> Result<Options, String> {
         packets: 5_000_000,
         size: 64,
         metered: false,
+        gre: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -59,6 +62,7 @@ fn options() -> Result<Options, String> {
             "--packets" => o.packets = n.max(1),
             "--size" => o.size = n,
             "--metered" => o.metered = n != 0,
+            "--gre" => o.gre = n != 0,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -107,14 +111,16 @@ fn frames(o: &Options) -> Result<Vec<Vec<u8>>, String> {
         .collect()
 }
 
-/// A plane with one VXLAN port (10, key 42) over port 2, its next hop known, and the
-/// packets its far end would send it: `frames` pushed.
-fn tunnel(frames: &[Vec<u8>], len: usize) -> (TunnelPlane, Vec<Vec<u8>>) {
+/// A plane with one tunnel port of `kind` (10, key 42) over port 2, its next hop known, and
+/// the packets its far end would send it: `frames` pushed.
+fn tunnel(frames: &[Vec<u8>], len: usize, kind: &str) -> (TunnelPlane, Vec<Vec<u8>>) {
     let (local, remote) = (Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(192, 0, 2, 2));
     let (mac, far_mac) = (MacAddr([2, 0, 0, 0, 0, 0xa]), MacAddr([2, 0, 0, 0, 0, 0xb]));
     let port = TunnelPort {
         number: 10,
-        config: "vxlan:remote_ip=192.0.2.2,key=42".parse().expect("options"),
+        config: format!("{kind}:remote_ip=192.0.2.2,key=42")
+            .parse()
+            .expect("options"),
         underlay: 2,
         iface: "ul0".to_string(),
         local_ip: local,
@@ -126,15 +132,17 @@ fn tunnel(frames: &[Vec<u8>], len: usize) -> (TunnelPlane, Vec<Vec<u8>>) {
         neighbours: Default::default(),
     }));
     plane.set_next_hop(0, remote, far_mac);
-    let far: TunnelConfig = "vxlan:remote_ip=192.0.2.1,key=42".parse().expect("options");
+    let far: TunnelConfig = format!("{kind}:remote_ip=192.0.2.1,key=42")
+        .parse()
+        .expect("options");
     let far = OuterTemplate::new(&far, far_mac, mac, remote, local);
     let arriving = frames
         .iter()
         .map(|f| {
             let mut packet = vec![0u8; OUTER_LEN];
             packet.extend_from_slice(&f[HEADROOM..HEADROOM + len]);
-            far.push(&mut packet, 42);
-            packet
+            let at = far.push(&mut packet, 42);
+            packet.split_off(at)
         })
         .collect();
     (plane, arriving)
@@ -233,7 +241,8 @@ fn main() {
     }
     assert_eq!(verdict.outputs.as_slice(), &[2], "the traffic is forwarded");
     let after = cache.stats;
-    let (mut plane, mut arriving) = tunnel(&frames, len);
+    let kind = if o.gre { "gre" } else { "vxlan" };
+    let (mut plane, mut arriving) = tunnel(&frames, len, kind);
     let (mut pop, mut push) = (f64::MAX, f64::MAX);
     let mut pushed: Vec<Vec<u8>> = frames
         .iter()
@@ -271,7 +280,7 @@ fn main() {
         .collect();
     println!(
         "{{\"rules\": {}, \"flows\": {}, \"size\": {}, \"packets\": {}, \"metered\": {}, \
-         \"ns_per_packet\": {{{}}}, \
+         \"tunnel\": \"{kind}\", \"ns_per_packet\": {{{}}}, \
          \"cache\": {{\"emc_hits\": {}, \"megaflow_hits\": {}, \"misses\": {}, \
          \"megaflows\": {}, \"masks\": {}}}}}",
         o.rules,
