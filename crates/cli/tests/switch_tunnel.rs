@@ -181,6 +181,7 @@ fn open_vswitch_takes_our_gre_and_we_take_its() {
     let j = t.stop_a();
     assert!(tunnel(&j)["decap_packets"].as_u64().unwrap() > 100, "{j}");
     assert_eq!(j["tunnel_malformed"], 0, "{j}");
+    assert_eq!(j["tunnel_unmatched"], 0, "{j}");
     t.assert_no_xdp_left();
 }
 
@@ -720,5 +721,25 @@ fn bad_tunnel_ports_are_refused_with_the_reason() {
             "11=geneve:remote_ip=192.168.77.3,dst_port=4789",
         ],
         "port 11 and port 10 both listen on UDP 4789 at 192.168.77.1",
+    );
+    // Two GRE ports for one far end, one with no key and one with key 0: the same packets.
+    refused(
+        &[
+            &host,
+            &underlay,
+            "10=gre:remote_ip=192.168.77.2",
+            "11=gre:remote_ip=192.168.77.2,key=0",
+        ],
+        "port 11 and port 10 both take GRE at 192.168.77.1 from the same remote_ip with the \
+         same key",
+    );
+    // GRE has no UDP port to give.
+    refused(
+        &[
+            &host,
+            &underlay,
+            "10=gre:remote_ip=192.168.77.2,dst_port=4789",
+        ],
+        "dst_port=4789: GRE is not carried in UDP: it has no port",
     );
 }

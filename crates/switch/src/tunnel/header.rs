@@ -156,6 +156,7 @@ impl OuterTemplate {
     /// that fills the rest of it, with key (VNI) `vni`. The packet to send starts the
     /// returned number of bytes in (0 but for GRE, whose headers are shorter than the room).
     #[inline]
+    #[must_use = "the packet to send starts this many bytes into the room"]
     pub fn push(&self, packet: &mut [u8], vni: u32) -> usize {
         let (room, inner) = packet.split_at_mut(OUTER_LEN);
         let room: &mut [u8; OUTER_LEN] = room.try_into().expect("the outer headers' room");
@@ -331,12 +332,19 @@ pub fn classify(
                 return Arrival::Other;
             };
             let dst_port = u16::from_be_bytes([udp[2], udp[3]]);
-            let Some(&(_, kind)) = ports.iter().find(|(port, _)| *port == dst_port) else {
+            let udp_tunnel =
+                |&&(port, kind): &&(u16, TunnelKind)| port == dst_port && kind != TunnelKind::Gre;
+            let Some(&(_, kind)) = ports.iter().find(udp_tunnel) else {
                 return Arrival::Other;
             };
             (dst_port, kind, UDP_LEN + TUNNEL_HEADER_LEN)
         }
         GRE if ports.iter().any(|&(_, kind)| kind == TunnelKind::Gre) => {
+            // The IPv4 header and GRE's base header in the frame at hand (a chain's first
+            // frame can be shorter than a long header with options).
+            if head.len() < l4_at + GRE_BASE_LEN {
+                return Arrival::Malformed;
+            }
             (0, TunnelKind::Gre, GRE_BASE_LEN)
         }
         _ => return Arrival::Other,
@@ -616,6 +624,18 @@ mod tests {
             panic!("a sequence number");
         };
         assert_eq!((popped.inner_at, popped.meta.id), (50, 5));
+        // A chain's first frame too short for a long IPv4 header (options) and GRE's.
+        let mut options = good.clone();
+        options[14] = 0x4f;
+        assert_eq!(
+            classify(&options[..50], options.len(), &local, &ports),
+            Arrival::Malformed
+        );
+        // UDP to port 0 is not GRE's.
+        let vxlan: TunnelConfig = "vxlan:remote_ip=192.0.2.2,dst_port=1".parse().unwrap();
+        let mut udp = pushed(&vxlan, 5);
+        udp[36..38].copy_from_slice(&[0, 0]);
+        assert_eq!(classify(&udp, udp.len(), &local, &ports), Arrival::Other);
         // Without a GRE port listening, GRE is any other packet.
         assert_eq!(
             classify(&good, good.len(), &local, &[(4789, TunnelKind::Vxlan)]),

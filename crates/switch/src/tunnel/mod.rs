@@ -113,6 +113,15 @@ pub enum TunnelError {
         port: u16,
         local: Ipv4Addr,
     },
+    #[error(
+        "port {number} and port {other} both take GRE at {local} from the same remote_ip with \
+         the same key: give one another remote_ip or key"
+    )]
+    GreClash {
+        number: u32,
+        other: u32,
+        local: Ipv4Addr,
+    },
 }
 
 impl Tunnels {
@@ -139,11 +148,18 @@ impl Tunnels {
                 same_port && (o.config.kind != port.config.kind || same_packets)
             });
             if let Some(other) = clash {
-                return Err(TunnelError::Clash {
-                    number: *number,
-                    other: other.number,
-                    port: port.config.dst_port,
-                    local: port.local_ip,
+                return Err(match port.config.kind {
+                    TunnelKind::Gre => TunnelError::GreClash {
+                        number: *number,
+                        other: other.number,
+                        local: port.local_ip,
+                    },
+                    _ => TunnelError::Clash {
+                        number: *number,
+                        other: other.number,
+                        port: port.config.dst_port,
+                        local: port.local_ip,
+                    },
                 });
             }
             opened.push(port);

@@ -545,7 +545,7 @@ mod tests {
         let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src, LOCAL);
         let mut packet = vec![0u8; OUTER_LEN];
         packet.extend_from_slice(inner);
-        template.push(&mut packet, vni);
+        assert_eq!(template.push(&mut packet, vni), 0, "VXLAN fills the room");
         packet
     }
 
