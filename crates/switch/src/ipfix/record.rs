@@ -5,7 +5,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::ipfix::template::{
-    Field, IPV4_GRE_TEMPLATE, IPV4_TEMPLATE, IPV4_TUNNEL_TEMPLATE, IPV6_GRE_TEMPLATE,
+    FieldsOf, IPV4_GRE_TEMPLATE, IPV4_TEMPLATE, IPV4_TUNNEL_TEMPLATE, IPV6_GRE_TEMPLATE,
     IPV6_TEMPLATE, IPV6_TUNNEL_TEMPLATE, TUNNEL_TYPE_GENEVE, TUNNEL_TYPE_GRE, TUNNEL_TYPE_VXLAN,
     ipv4_fields, ipv4_gre_fields, ipv4_tunnel_fields, ipv6_fields, ipv6_gre_fields,
     ipv6_tunnel_fields, record_len,
@@ -147,7 +147,7 @@ pub struct FlowRecord {
 
 impl FlowRecord {
     /// The template the record is sent under, and its fields.
-    fn template(&self) -> (u16, fn() -> Vec<Field>) {
+    fn template(&self) -> (u16, FieldsOf) {
         let v4 = matches!(self.key.addresses, Addresses::V4(..));
         match (v4, self.key.tunnel.map(|t| t.kind)) {
             (true, None) => (IPV4_TEMPLATE, ipv4_fields),

@@ -159,6 +159,9 @@ fn flow_fields(src: Field, dst: Field) -> Vec<Field> {
     fields
 }
 
+/// A template's fields, listed by a function ([`ipv4_fields`] and the others).
+pub type FieldsOf = fn() -> Vec<Field>;
+
 /// Bytes of a record under `fields`.
 pub fn record_len(fields: &[Field]) -> usize {
     fields.iter().map(|f| usize::from(f.len)).sum()
@@ -214,36 +217,17 @@ pub fn sampling_record(domain: u32, population: u32) -> Vec<u8> {
 /// all it needs from one datagram): what goes out at start and every template interval.
 pub fn template_message(domain: u32, population: u32) -> Message {
     let mut message = Message::new();
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV4_TEMPLATE, &ipv4_fields()),
-        false,
-    );
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV6_TEMPLATE, &ipv6_fields()),
-        false,
-    );
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV4_TUNNEL_TEMPLATE, &ipv4_tunnel_fields()),
-        false,
-    );
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV6_TUNNEL_TEMPLATE, &ipv6_tunnel_fields()),
-        false,
-    );
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV4_GRE_TEMPLATE, &ipv4_gre_fields()),
-        false,
-    );
-    message.push(
-        TEMPLATE_SET,
-        &template_record(IPV6_GRE_TEMPLATE, &ipv6_gre_fields()),
-        false,
-    );
+    let templates: [(u16, FieldsOf); 6] = [
+        (IPV4_TEMPLATE, ipv4_fields),
+        (IPV6_TEMPLATE, ipv6_fields),
+        (IPV4_TUNNEL_TEMPLATE, ipv4_tunnel_fields),
+        (IPV6_TUNNEL_TEMPLATE, ipv6_tunnel_fields),
+        (IPV4_GRE_TEMPLATE, ipv4_gre_fields),
+        (IPV6_GRE_TEMPLATE, ipv6_gre_fields),
+    ];
+    for (id, fields) in templates {
+        message.push(TEMPLATE_SET, &template_record(id, &fields()), false);
+    }
     let options = options_template_record(SAMPLING_TEMPLATE, &SAMPLING_SCOPE, &SAMPLING_FIELDS);
     message.push(OPTIONS_TEMPLATE_SET, &options, false);
     message.push(
