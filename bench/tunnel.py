@@ -153,10 +153,10 @@ def tunnel_frame(size, dst_mac, src_mac):
     return outer + ipv4(REMOTE_IP, LOCAL_IP, udp)
 
 
-def outer_len():
-    """What the tunnel of KIND adds in front of a frame: Ethernet, IPv4, then UDP and VXLAN,
+def outer_len(kind=KIND):
+    """What a tunnel of `kind` adds in front of a frame: Ethernet, IPv4, then UDP and VXLAN,
     or GRE with its key."""
-    return 42 if KIND == "gre" else 50
+    return 42 if kind == "gre" else 50
 
 
 def write_pcap(path, frames):
@@ -535,7 +535,7 @@ def write_md(record):
     kind = record.get("kind", "vxlan")
     name, pushed, keyed, popped_checks, pushed_fields = KIND_TEXT[kind]
     raw, md = files(kind)
-    outer = 42 if kind == "gre" else 50
+    outer = outer_len(kind)
     runs, duration, disturbed = record["runs"], record["duration_s"], record["runs_with_a_build_running"]
     ws_version, ovs = record["wirespeed"], [record["ovs"]] if record.get("ovs") else []
     get = lambda size, n, t: next((r for r in results if r["size"] == size and r["direction"] == n

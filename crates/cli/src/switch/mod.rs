@@ -75,7 +75,8 @@ tcpControlBits (TCP's flags since the last report; a flow the kernel forwards: s
 entry was made); a flow that \
 went out through a tunnel port, or else came in by one, also the tunnel in Open vSwitch's \
 enterprise elements (VMware, 6876): outer source and destination address, protocol, \
-destination port, tunnelType (1 VXLAN, 7 Geneve), tunnelKey (the VNI). The counters \
+destination port (0 for GRE, protocol 47), tunnelType (1 VXLAN, 2 GRE, 7 Geneve), tunnelKey \
+(the VNI in three bytes, GRE's key in four, under templates of their own). The counters \
 are read once a second (beyond 8192 megaflows a thread, a share a second, each twice per idle \
 timeout): a flow is reported --ipfix-active-timeout after its report \
 began, once more when idle for --ipfix-idle-timeout, and every flow when the switch stops; \

@@ -763,6 +763,59 @@ mod tests {
         assert_eq!(plane.counters[0].decap_packets, 1);
     }
 
+    /// A GRE port with key 42 and no key: each takes its own packets; another key is
+    /// counted unmatched, a GRE packet it cannot read (routing present) malformed, and
+    /// neither reaches the pipeline.
+    #[test]
+    fn gre_packets_of_another_key_or_unreadable_are_counted_by_name() {
+        let mut keyed = plane().tunnels().ports[0].clone();
+        keyed.config = "gre:remote_ip=192.0.2.2,key=42".parse().unwrap();
+        let keyless = TunnelPort {
+            number: 11,
+            config: "gre:remote_ip=192.0.2.3".parse().unwrap(),
+            ..keyed.clone()
+        };
+        let mut plane = TunnelPlane::new(Arc::new(Tunnels {
+            ports: vec![keyed, keyless],
+            neighbours: Default::default(),
+        }));
+        let now = Duration::ZERO;
+        let arriving = |from: Ipv4Addr, spec: &str, key: u32| {
+            let config: TunnelConfig = spec.parse().unwrap();
+            let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, from, LOCAL);
+            let mut packet = vec![0u8; OUTER_LEN];
+            packet.extend_from_slice(&[7u8; 60]);
+            let at = far.push(&mut packet, key);
+            packet.split_off(at)
+        };
+        let to_a = format!("gre:remote_ip={LOCAL},key=flow");
+        let to_a_keyless = format!("gre:remote_ip={LOCAL}");
+        let third = Ipv4Addr::new(192, 0, 2, 3);
+        for (from, spec, key, want) in [
+            (REMOTE, to_a.as_str(), 42, Some(10)),
+            (third, to_a_keyless.as_str(), 0, Some(11)),
+            (REMOTE, to_a.as_str(), 43, None),
+            (third, to_a.as_str(), 7, None),
+        ] {
+            let packet = arriving(from, spec, key);
+            let landing = plane.arrive(2, &packet, packet.len(), now);
+            match want {
+                Some(port) => assert!(
+                    matches!(landing, Landing::Tunnel { port: got, .. } if got == port),
+                    "{from} key {key}: {landing:?}"
+                ),
+                None => assert_eq!(landing, Landing::Consumed, "{from} key {key}"),
+            }
+        }
+        let mut routed = arriving(REMOTE, &to_a, 42);
+        routed[34] |= 0x40;
+        let landing = plane.arrive(2, &routed, routed.len(), now);
+        assert_eq!(landing, Landing::Consumed);
+        assert_eq!((plane.unmatched, plane.malformed), (2, 1));
+        assert_eq!(plane.counters[0].decap_packets, 1);
+        assert_eq!(plane.counters[1].decap_packets, 1);
+    }
+
     #[test]
     fn a_flow_port_takes_far_ends_no_other_port_names() {
         let mut plane = plane_with_flow_port();
