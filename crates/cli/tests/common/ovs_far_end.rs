@@ -175,17 +175,10 @@ impl OvsFarEnd {
         self.run(&argv)
     }
 
+    /// ovs-appctl to this ovs-vswitchd: its default target, found from the pid file in
+    /// the run directory `run` names.
     pub fn appctl(&self, args: &[&str]) -> String {
-        let ctl = format!("--target={}", self.dir.path("ovs-vswitchd.ctl"));
-        let pid = std::fs::read_to_string(self.dir.path("ovs-vswitchd.pid")).unwrap_or_default();
-        let target = match pid.trim() {
-            "" => ctl,
-            pid => format!(
-                "--target={}",
-                self.dir.path(&format!("ovs-vswitchd.{pid}.ctl"))
-            ),
-        };
-        let mut argv = vec!["ovs-appctl", &target];
+        let mut argv = vec!["ovs-appctl"];
         argv.extend_from_slice(args);
         self.run(&argv)
     }
