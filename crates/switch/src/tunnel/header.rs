@@ -290,38 +290,42 @@ pub struct Popped {
     pub meta: TunnelMeta,
 }
 
+/// Where a tunnel listens on its underlay: its local address, UDP destination port (0 for
+/// GRE) and kind.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Listener {
+    pub local: Ipv4Addr,
+    pub dst_port: u16,
+    pub kind: TunnelKind,
+}
+
 /// What a frame received on an underlay is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Arrival {
-    /// Not UDP to a local address on a tunnel port, nor GRE to one where a GRE tunnel
-    /// listens: the bridge's, as any other packet.
+    /// Not UDP to an address and port where a VXLAN or Geneve tunnel listens, nor GRE to
+    /// an address where a GRE tunnel does: the bridge's, as any other packet.
     Other,
     /// A tunnel packet, its UDP destination port (0 for GRE) and the inner frame.
     Tunnel(u16, TunnelKind, Popped),
-    /// To a local address on a tunnel port, but not a packet the tunnel can take (bad
+    /// To where a tunnel listens, but not a packet the tunnel can take (bad
     /// header, fragment, Geneve critical options, GRE with routing or a bad checksum, not
     /// Ethernet inside).
     Malformed,
 }
 
 /// What `head` (the first `head.len()` bytes of a packet of `packet_len`) is, for an
-/// underlay whose tunnels listen at `local` on `ports` (UDP port, kind; GRE's port is 0).
+/// underlay whose tunnels are `listeners`.
 /// A GRE checksum is verified where `head` is the whole packet. Inlined: an
 /// [`Arrival`] returned through memory was read back wider than it was written (a
 /// store-forwarding stall, a fifth of a pop).
 #[inline(always)]
-pub fn classify(
-    head: &[u8],
-    packet_len: usize,
-    local: &[Ipv4Addr],
-    ports: &[(u16, TunnelKind)],
-) -> Arrival {
+pub fn classify(head: &[u8], packet_len: usize, listeners: &[Listener]) -> Arrival {
     if head.len() < TUNNEL_AT || head[12..14] != [0x08, 0x00] {
         return Arrival::Other;
     }
     let ip = &head[ETHERNET_LEN..];
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    if ip[0] >> 4 != 4 || !local.contains(&dst) {
+    if ip[0] >> 4 != 4 {
         return Arrival::Other;
     }
     let ihl = usize::from(ip[0] & 0x0f) * 4;
@@ -332,14 +336,18 @@ pub fn classify(
                 return Arrival::Other;
             };
             let dst_port = u16::from_be_bytes([udp[2], udp[3]]);
-            let udp_tunnel =
-                |&&(port, kind): &&(u16, TunnelKind)| port == dst_port && kind != TunnelKind::Gre;
-            let Some(&(_, kind)) = ports.iter().find(udp_tunnel) else {
+            let listens = |l: &&Listener| {
+                l.local == dst && l.dst_port == dst_port && l.kind != TunnelKind::Gre
+            };
+            let Some(listener) = listeners.iter().find(listens) else {
                 return Arrival::Other;
             };
-            (dst_port, kind, UDP_LEN + TUNNEL_HEADER_LEN)
+            (dst_port, listener.kind, UDP_LEN + TUNNEL_HEADER_LEN)
         }
-        GRE if ports.iter().any(|&(_, kind)| kind == TunnelKind::Gre) => {
+        GRE if listeners
+            .iter()
+            .any(|l| l.local == dst && l.kind == TunnelKind::Gre) =>
+        {
             // The IPv4 header and GRE's base header in the frame at hand (a chain's first
             // frame can be shorter than a long header with options).
             if head.len() < l4_at + GRE_BASE_LEN {
@@ -483,6 +491,18 @@ mod tests {
             .unwrap()
     }
 
+    /// Tunnels of each kind on `ports` (UDP port, kind) at each address of `local`.
+    fn listeners(local: &[Ipv4Addr], ports: &[(u16, TunnelKind)]) -> Vec<Listener> {
+        let at = |&local| {
+            ports.iter().map(move |&(dst_port, kind)| Listener {
+                local,
+                dst_port,
+                kind,
+            })
+        };
+        local.iter().flat_map(at).collect()
+    }
+
     fn inner() -> Vec<u8> {
         let mut frame = vec![0u8; 60];
         frame[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
@@ -527,7 +547,7 @@ mod tests {
             // The far end sees it addressed to itself.
             let ports = [(config.dst_port, config.kind)];
             let Arrival::Tunnel(port, got, popped) =
-                classify(&packet, packet.len(), &local, &ports)
+                classify(&packet, packet.len(), &listeners(&local, &ports))
             else {
                 panic!("{kind}: not popped");
             };
@@ -569,7 +589,7 @@ mod tests {
                 assert!(checksum::verify(&packet[34..]), "{spec}: GRE checksum");
             }
             let Arrival::Tunnel(port, kind, popped) =
-                classify(&packet, packet.len(), &local, &ports)
+                classify(&packet, packet.len(), &listeners(&local, &ports))
             else {
                 panic!("{spec}: not popped");
             };
@@ -591,7 +611,7 @@ mod tests {
         let changed = |at: usize, byte: u8| {
             let mut p = good.clone();
             p[at] = byte;
-            classify(&p, p.len(), &local, &ports)
+            classify(&p, p.len(), &listeners(&local, &ports))
         };
         assert_eq!(changed(34, 0xe0), Arrival::Malformed, "routing");
         assert_eq!(changed(35, 0x01), Arrival::Malformed, "version 1 (PPTP)");
@@ -605,7 +625,7 @@ mod tests {
         let mut head = good.clone();
         head[60] = 0x77;
         assert!(matches!(
-            classify(&head[..80], head.len(), &local, &ports),
+            classify(&head[..80], head.len(), &listeners(&local, &ports)),
             Arrival::Tunnel(..)
         ));
         // A sequence number is skipped.
@@ -620,7 +640,8 @@ mod tests {
         seq[38..40].copy_from_slice(&[0, 0]);
         let sum = checksum::internet_checksum(&seq[34..]);
         seq[38..40].copy_from_slice(&sum.to_be_bytes());
-        let Arrival::Tunnel(_, _, popped) = classify(&seq, seq.len(), &local, &ports) else {
+        let Arrival::Tunnel(_, _, popped) = classify(&seq, seq.len(), &listeners(&local, &ports))
+        else {
             panic!("a sequence number");
         };
         assert_eq!((popped.inner_at, popped.meta.id), (50, 5));
@@ -628,17 +649,24 @@ mod tests {
         let mut options = good.clone();
         options[14] = 0x4f;
         assert_eq!(
-            classify(&options[..50], options.len(), &local, &ports),
+            classify(&options[..50], options.len(), &listeners(&local, &ports)),
             Arrival::Malformed
         );
         // UDP to port 0 is not GRE's.
         let vxlan: TunnelConfig = "vxlan:remote_ip=192.0.2.2,dst_port=1".parse().unwrap();
         let mut udp = pushed(&vxlan, 5);
         udp[36..38].copy_from_slice(&[0, 0]);
-        assert_eq!(classify(&udp, udp.len(), &local, &ports), Arrival::Other);
+        assert_eq!(
+            classify(&udp, udp.len(), &listeners(&local, &ports)),
+            Arrival::Other
+        );
         // Without a GRE port listening, GRE is any other packet.
         assert_eq!(
-            classify(&good, good.len(), &local, &[(4789, TunnelKind::Vxlan)]),
+            classify(
+                &good,
+                good.len(),
+                &listeners(&local, &[(4789, TunnelKind::Vxlan)])
+            ),
             Arrival::Other
         );
     }
@@ -682,38 +710,58 @@ mod tests {
         let mut bad_sum = good.clone();
         bad_sum[24] ^= 1;
         assert_eq!(
-            classify(&bad_sum, bad_sum.len(), &local, &ports),
+            classify(&bad_sum, bad_sum.len(), &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let mut fragment = good.clone();
         fragment[20] |= 0x20; // MF
         assert_eq!(
-            classify(&fragment, fragment.len(), &local, &ports),
+            classify(&fragment, fragment.len(), &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let mut no_i = good.clone();
         no_i[TUNNEL_AT] = 0;
         assert_eq!(
-            classify(&no_i, no_i.len(), &local, &ports),
+            classify(&no_i, no_i.len(), &listeners(&local, &ports)),
             Arrival::Malformed
         );
         // A head of a longer packet (a chain) is popped; an IPv4 length past the packet's
         // end is a lie.
         assert!(matches!(
-            classify(&good[..80], good.len(), &local, &ports),
+            classify(&good[..80], good.len(), &listeners(&local, &ports)),
             Arrival::Tunnel(..)
         ));
         assert_eq!(
-            classify(&good[..80], 100, &local, &ports),
+            classify(&good[..80], 100, &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let elsewhere = [Ipv4Addr::new(192, 0, 2, 9)];
         assert_eq!(
-            classify(&good, good.len(), &elsewhere, &ports),
+            classify(&good, good.len(), &listeners(&elsewhere, &ports)),
             Arrival::Other
         );
-        assert_eq!(classify(&good, good.len(), &local, &[]), Arrival::Other);
-        assert_eq!(classify(&inner(), 60, &local, &ports), Arrival::Other);
+        // Its port at another address, and another kind at its address, are not it.
+        let crossed = [
+            Listener {
+                local: elsewhere[0],
+                dst_port: ports[0].0,
+                kind: ports[0].1,
+            },
+            Listener {
+                local: local[0],
+                dst_port: 0,
+                kind: TunnelKind::Gre,
+            },
+        ];
+        assert_eq!(classify(&good, good.len(), &crossed), Arrival::Other);
+        assert_eq!(
+            classify(&good, good.len(), &listeners(&local, &[])),
+            Arrival::Other
+        );
+        assert_eq!(
+            classify(&inner(), 60, &listeners(&local, &ports)),
+            Arrival::Other
+        );
         let geneve = TunnelConfig {
             kind: TunnelKind::Geneve,
             ..config.clone()
@@ -722,7 +770,7 @@ mod tests {
         critical[TUNNEL_AT + 1] |= GENEVE_CRITICAL;
         let ports = [(geneve.dst_port, TunnelKind::Geneve)];
         assert_eq!(
-            classify(&critical, critical.len(), &local, &ports),
+            classify(&critical, critical.len(), &listeners(&local, &ports)),
             Arrival::Malformed
         );
     }
@@ -745,7 +793,7 @@ mod tests {
         packet[24..26].copy_from_slice(&sum.to_be_bytes());
         let local = [Ipv4Addr::new(192, 0, 2, 2)];
         let ports = [(config.dst_port, TunnelKind::Geneve)];
-        let arrival = classify(&packet, packet.len(), &local, &ports);
+        let arrival = classify(&packet, packet.len(), &listeners(&local, &ports));
         let Arrival::Tunnel(_, _, popped) = arrival else {
             panic!("not popped: {arrival:?}");
         };
@@ -793,7 +841,7 @@ mod tests {
                     (6081, TunnelKind::Geneve),
                     (0, TunnelKind::Gre),
                 ];
-                if let Arrival::Tunnel(_, _, popped) = classify(&packet, packet_len, &local, &ports) {
+                if let Arrival::Tunnel(_, _, popped) = classify(&packet, packet_len, &listeners(&local, &ports)) {
                     prop_assert!(popped.inner_len >= ETHERNET_LEN, "{popped:?}");
                     prop_assert!(popped.inner_at + ETHERNET_LEN <= packet.len(), "{popped:?}");
                     prop_assert!(popped.inner_at + popped.inner_len <= packet_len, "{popped:?}");

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wirespeed_packet::MacAddr;
 
 use crate::field::{FlowHashBuilder, TunnelOut};
-use crate::tunnel::header::{self, Arrival, OUTER_LEN, OuterTemplate, Popped};
+use crate::tunnel::header::{self, Arrival, Listener, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
 use crate::tunnel::{Remote, TunnelPort, Tunnels};
 
@@ -113,10 +113,9 @@ pub struct TunnelPlane {
     /// ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
     pub malformed: u64,
     pub unmatched: u64,
-    /// The underlays' port numbers, and the addresses and UDP ports tunnels listen on.
+    /// The underlays' port numbers, and where the tunnels over each listen.
     underlays: Vec<u32>,
-    locals: Vec<Ipv4Addr>,
-    listening: Vec<(u16, crate::tunnel::TunnelKind)>,
+    listening: Vec<Vec<Listener>>,
     /// ARP to send: (underlay port, frame).
     pending: Vec<(u32, [u8; 42])>,
 }
@@ -126,15 +125,23 @@ impl TunnelPlane {
         let mut underlays: Vec<u32> = tunnels.ports.iter().map(|p| p.underlay).collect();
         underlays.sort_unstable();
         underlays.dedup();
-        let mut locals: Vec<Ipv4Addr> = tunnels.ports.iter().map(|p| p.local_ip).collect();
-        locals.sort_unstable();
-        locals.dedup();
-        let mut listening: Vec<_> = tunnels
-            .ports
+        let listening = underlays
             .iter()
-            .map(|p| (p.config.dst_port, p.config.kind))
+            .map(|&underlay| {
+                let mut over: Vec<Listener> = Vec::new();
+                for p in tunnels.ports.iter().filter(|p| p.underlay == underlay) {
+                    let listener = Listener {
+                        local: p.local_ip,
+                        dst_port: p.config.dst_port,
+                        kind: p.config.kind,
+                    };
+                    if !over.contains(&listener) {
+                        over.push(listener);
+                    }
+                }
+                over
+            })
             .collect();
-        listening.dedup();
         TunnelPlane {
             resolved: vec![Resolved::default(); tunnels.ports.len()],
             by_remote: vec![HashMap::default(); tunnels.ports.len()],
@@ -148,7 +155,6 @@ impl TunnelPlane {
             malformed: 0,
             unmatched: 0,
             underlays,
-            locals,
             listening,
             pending: Vec::new(),
             tunnels,
@@ -188,8 +194,11 @@ impl TunnelPlane {
         if head.len() >= 14 && head[12..14] == [0x08, 0x06] {
             return self.arp(in_port, head, now);
         }
+        let Some(over) = self.underlays.iter().position(|&u| u == in_port) else {
+            return Landing::Pipeline;
+        };
         let (dst_port, kind, popped) =
-            match header::classify(head, packet_len, &self.locals, &self.listening) {
+            match header::classify(head, packet_len, &self.listening[over]) {
                 Arrival::Other => return Landing::Pipeline,
                 Arrival::Malformed => {
                     self.malformed += 1;
@@ -812,6 +821,64 @@ mod tests {
         let landing = plane.arrive(2, &routed, routed.len(), now);
         assert_eq!(landing, Landing::Consumed);
         assert_eq!((plane.unmatched, plane.malformed), (2, 1));
+        assert_eq!(plane.counters[0].decap_packets, 1);
+        assert_eq!(plane.counters[1].decap_packets, 1);
+    }
+
+    /// A tunnel listens at its own local address, on its own underlay, for its own kind:
+    /// VXLAN over port 2 at LOCAL and GRE over port 3 at another address. Tunnel packets
+    /// to the other's address or kind, or on the other underlay, are the bridge's (as in
+    /// Open vSwitch, whose native tunnels match address, protocol and port together), not
+    /// counted as unmatched or malformed and dropped.
+    #[test]
+    fn a_tunnel_takes_only_its_own_address_kind_and_underlay() {
+        let vxlan = plane().tunnels().ports[0].clone();
+        let second = Ipv4Addr::new(192, 0, 2, 5);
+        let gre = TunnelPort {
+            number: 11,
+            config: "gre:remote_ip=192.0.2.2".parse().unwrap(),
+            underlay: 3,
+            local_ip: second,
+            ..vxlan.clone()
+        };
+        let mut plane = TunnelPlane::new(Arc::new(Tunnels {
+            ports: vec![vxlan, gre],
+            neighbours: Default::default(),
+        }));
+        let arriving = |kind: &str, to: Ipv4Addr| {
+            let config: TunnelConfig = format!("{kind}:remote_ip={to},key=flow").parse().unwrap();
+            let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, REMOTE, to);
+            let mut packet = vec![0u8; OUTER_LEN];
+            packet.extend_from_slice(&[7u8; 60]);
+            let at = far.push(&mut packet, if kind == "gre" { 0 } else { 42 });
+            packet.split_off(at)
+        };
+        for (kind, to, underlay, want) in [
+            ("vxlan", LOCAL, 2, Some(10)),
+            ("gre", second, 3, Some(11)),
+            ("gre", LOCAL, 2, None),
+            ("vxlan", second, 3, None),
+            ("vxlan", LOCAL, 3, None),
+            ("gre", second, 2, None),
+        ] {
+            let packet = arriving(kind, to);
+            let landing = plane.arrive(underlay, &packet, packet.len(), Duration::ZERO);
+            match want {
+                Some(port) => assert!(
+                    matches!(landing, Landing::Tunnel { port: got, .. } if got == port),
+                    "{kind} to {to} on {underlay}: {landing:?}"
+                ),
+                None => assert_eq!(landing, Landing::Pipeline, "{kind} to {to} on {underlay}"),
+            }
+        }
+        // GRE it could not read, to an address where no GRE tunnel listens, is not its either.
+        let mut routed = arriving("gre", LOCAL);
+        routed[34] |= 0x40;
+        assert_eq!(
+            plane.arrive(2, &routed, routed.len(), Duration::ZERO),
+            Landing::Pipeline
+        );
+        assert_eq!((plane.unmatched, plane.malformed), (0, 0));
         assert_eq!(plane.counters[0].decap_packets, 1);
         assert_eq!(plane.counters[1].decap_packets, 1);
     }
