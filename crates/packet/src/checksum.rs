@@ -57,6 +57,20 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
     !data(bytes)
 }
 
+/// Ones' complement sum of `first` and then each of `rest`, as if they were one slice (a
+/// packet in a chain of frames). A part of odd length shifts the byte lanes of the next, whose
+/// sum is then byte-swapped (RFC 1071 §2(B)) before it is added.
+pub fn data_chained(first: &[u8], rest: &[&[u8]]) -> u16 {
+    let mut acc = u64::from(data(first));
+    let mut odd = first.len() % 2 == 1;
+    for part in rest {
+        let sum = data(part);
+        acc += u64::from(if odd { sum.swap_bytes() } else { sum });
+        odd ^= part.len() % 2 == 1;
+    }
+    fold(acc)
+}
+
 /// True if `bytes`, checksum field included, sum to 0xffff (RFC 1071 §1: verification).
 pub fn verify(bytes: &[u8]) -> bool {
     data(bytes) == 0xffff
@@ -194,6 +208,22 @@ mod tests {
         #[test]
         fn fast_sum_equals_naive(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             prop_assert_eq!(data(&bytes), naive_sum(&bytes));
+        }
+
+        #[test]
+        fn a_chain_sums_as_one_slice_wherever_it_is_cut(
+            bytes in proptest::collection::vec(any::<u8>(), 0..300),
+            cuts in proptest::collection::vec(0usize..300, 0..4),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut parts: Vec<&[u8]> = Vec::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([bytes.len()]) {
+                parts.push(&bytes[from..cut]);
+                from = cut;
+            }
+            prop_assert_eq!(data_chained(parts[0], &parts[1..]), naive_sum(&bytes));
         }
 
         #[test]

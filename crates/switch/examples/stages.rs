@@ -254,7 +254,7 @@ fn main() {
         .collect();
     for _ in 0..ROUNDS {
         pop = pop.min(per_packet(&mut arriving, round, |p| {
-            let landing = plane.arrive(2, p, p.len(), Duration::ZERO);
+            let landing = plane.arrive(2, p, &[], Duration::ZERO);
             assert!(matches!(landing, Landing::Tunnel { port: 10, .. }));
             black_box(landing);
         }));

@@ -313,13 +313,13 @@ pub enum Arrival {
     Malformed,
 }
 
-/// What `head` (the first `head.len()` bytes of a packet of `packet_len`) is, for an
-/// underlay whose tunnels are `listeners`.
-/// A GRE checksum is verified where `head` is the whole packet. Inlined: an
-/// [`Arrival`] returned through memory was read back wider than it was written (a
+/// What a packet (its first frame `head`, then the frames `tail` of a chain, if any) is, for
+/// an underlay whose tunnels are `listeners`. Only a GRE checksum reads past `head`. Inlined:
+/// an [`Arrival`] returned through memory was read back wider than it was written (a
 /// store-forwarding stall, a fifth of a pop).
 #[inline(always)]
-pub fn classify(head: &[u8], packet_len: usize, listeners: &[Listener]) -> Arrival {
+pub fn classify(head: &[u8], tail: &[&[u8]], listeners: &[Listener]) -> Arrival {
+    let packet_len = head.len() + tail.iter().map(|frame| frame.len()).sum::<usize>();
     if head.len() < TUNNEL_AT || head[12..14] != [0x08, 0x00] {
         return Arrival::Other;
     }
@@ -371,7 +371,7 @@ pub fn classify(head: &[u8], packet_len: usize, listeners: &[Listener]) -> Arriv
     }
     let tunnel_at = l4_at + UDP_LEN;
     let (inner_at, vni, opts) = match kind {
-        TunnelKind::Gre => match gre(head, l4_at, ip_end, packet_len) {
+        TunnelKind::Gre => match gre(head, tail, l4_at, ip_end) {
             Some((inner_at, key)) => (inner_at, key, 0),
             None => return Arrival::Malformed,
         },
@@ -436,12 +436,12 @@ fn udp_tunnel(
     }
 }
 
-/// A GRE header at `gre_at` of an IP packet ending at `ip_end`: where the inner frame starts
-/// and the key (0 without one), or `None` if the tunnel cannot take it: version other than
-/// 0, routing, not Ethernet inside, or a checksum that is wrong (checked where `head` is the
-/// whole packet; a chain's later frames are not at hand). A sequence number is skipped.
+/// A GRE header at `gre_at` of an IP packet ending at `ip_end` (a chain's ends with its last
+/// frame, `tail`'s): where the inner frame starts and the key (0 without one), or `None` if
+/// the tunnel cannot take it: version other than 0, routing, not Ethernet inside, or a wrong
+/// checksum. A sequence number is skipped.
 #[inline(always)]
-fn gre(head: &[u8], gre_at: usize, ip_end: usize, packet_len: usize) -> Option<(usize, u32)> {
+fn gre(head: &[u8], tail: &[&[u8]], gre_at: usize, ip_end: usize) -> Option<(usize, u32)> {
     let base = head.get(gre_at..gre_at + GRE_BASE_LEN)?;
     let flags = u16::from_be_bytes([base[0], base[1]]);
     let protocol = u16::from_be_bytes([base[2], base[3]]);
@@ -450,7 +450,11 @@ fn gre(head: &[u8], gre_at: usize, ip_end: usize, packet_len: usize) -> Option<(
     }
     let mut next = gre_at + GRE_BASE_LEN;
     if flags & GRE_C != 0 {
-        if packet_len == head.len() && !checksum::verify(head.get(gre_at..ip_end)?) {
+        let sum = match tail {
+            [] => checksum::data(head.get(gre_at..ip_end)?),
+            _ => checksum::data_chained(head.get(gre_at..)?, tail),
+        };
+        if sum != 0xffff {
             return None;
         }
         next += 4;
@@ -547,7 +551,7 @@ mod tests {
             // The far end sees it addressed to itself.
             let ports = [(config.dst_port, config.kind)];
             let Arrival::Tunnel(port, got, popped) =
-                classify(&packet, packet.len(), &listeners(&local, &ports))
+                classify(&packet, &[], &listeners(&local, &ports))
             else {
                 panic!("{kind}: not popped");
             };
@@ -589,7 +593,7 @@ mod tests {
                 assert!(checksum::verify(&packet[34..]), "{spec}: GRE checksum");
             }
             let Arrival::Tunnel(port, kind, popped) =
-                classify(&packet, packet.len(), &listeners(&local, &ports))
+                classify(&packet, &[], &listeners(&local, &ports))
             else {
                 panic!("{spec}: not popped");
             };
@@ -611,7 +615,7 @@ mod tests {
         let changed = |at: usize, byte: u8| {
             let mut p = good.clone();
             p[at] = byte;
-            classify(&p, p.len(), &listeners(&local, &ports))
+            classify(&p, &[], &listeners(&local, &ports))
         };
         assert_eq!(changed(34, 0xe0), Arrival::Malformed, "routing");
         assert_eq!(changed(35, 0x01), Arrival::Malformed, "version 1 (PPTP)");
@@ -621,13 +625,27 @@ mod tests {
             Arrival::Malformed,
             "a wrong GRE checksum"
         );
-        // The head of a chain: the checksum is over frames not at hand, so not checked.
-        let mut head = good.clone();
-        head[60] = 0x77;
-        assert!(matches!(
-            classify(&head[..80], head.len(), &listeners(&local, &ports)),
-            Arrival::Tunnel(..)
-        ));
+        // A chain's checksum covers every frame, cut at odd and even lengths: right, it is
+        // popped; a byte changed in a later frame, it is not.
+        let chain = |p: &[u8], cuts: &[usize]| {
+            let mut frames: Vec<&[u8]> = Vec::new();
+            let mut from = cuts[0];
+            for &cut in &cuts[1..] {
+                frames.push(&p[from..cut]);
+                from = cut;
+            }
+            frames.push(&p[from..]);
+            classify(&p[..cuts[0]], &frames, &listeners(&local, &ports))
+        };
+        for cuts in [[60, 71, 90], [61, 77, 78], [80, 81, 100]] {
+            assert!(
+                matches!(chain(&good, &cuts), Arrival::Tunnel(..)),
+                "{cuts:?}"
+            );
+            let mut bad = good.clone();
+            bad[101] ^= 0x10;
+            assert_eq!(chain(&bad, &cuts), Arrival::Malformed, "{cuts:?}");
+        }
         // A sequence number is skipped.
         let mut seq = good.clone();
         seq[34] |= 0x10;
@@ -640,8 +658,7 @@ mod tests {
         seq[38..40].copy_from_slice(&[0, 0]);
         let sum = checksum::internet_checksum(&seq[34..]);
         seq[38..40].copy_from_slice(&sum.to_be_bytes());
-        let Arrival::Tunnel(_, _, popped) = classify(&seq, seq.len(), &listeners(&local, &ports))
-        else {
+        let Arrival::Tunnel(_, _, popped) = classify(&seq, &[], &listeners(&local, &ports)) else {
             panic!("a sequence number");
         };
         assert_eq!((popped.inner_at, popped.meta.id), (50, 5));
@@ -649,7 +666,11 @@ mod tests {
         let mut options = good.clone();
         options[14] = 0x4f;
         assert_eq!(
-            classify(&options[..50], options.len(), &listeners(&local, &ports)),
+            classify(
+                &options[..50],
+                &[&options[50..]],
+                &listeners(&local, &ports)
+            ),
             Arrival::Malformed
         );
         // UDP to port 0 is not GRE's.
@@ -657,16 +678,12 @@ mod tests {
         let mut udp = pushed(&vxlan, 5);
         udp[36..38].copy_from_slice(&[0, 0]);
         assert_eq!(
-            classify(&udp, udp.len(), &listeners(&local, &ports)),
+            classify(&udp, &[], &listeners(&local, &ports)),
             Arrival::Other
         );
         // Without a GRE port listening, GRE is any other packet.
         assert_eq!(
-            classify(
-                &good,
-                good.len(),
-                &listeners(&local, &[(4789, TunnelKind::Vxlan)])
-            ),
+            classify(&good, &[], &listeners(&local, &[(4789, TunnelKind::Vxlan)])),
             Arrival::Other
         );
     }
@@ -710,34 +727,34 @@ mod tests {
         let mut bad_sum = good.clone();
         bad_sum[24] ^= 1;
         assert_eq!(
-            classify(&bad_sum, bad_sum.len(), &listeners(&local, &ports)),
+            classify(&bad_sum, &[], &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let mut fragment = good.clone();
         fragment[20] |= 0x20; // MF
         assert_eq!(
-            classify(&fragment, fragment.len(), &listeners(&local, &ports)),
+            classify(&fragment, &[], &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let mut no_i = good.clone();
         no_i[TUNNEL_AT] = 0;
         assert_eq!(
-            classify(&no_i, no_i.len(), &listeners(&local, &ports)),
+            classify(&no_i, &[], &listeners(&local, &ports)),
             Arrival::Malformed
         );
         // A head of a longer packet (a chain) is popped; an IPv4 length past the packet's
         // end is a lie.
         assert!(matches!(
-            classify(&good[..80], good.len(), &listeners(&local, &ports)),
+            classify(&good[..80], &[&good[80..]], &listeners(&local, &ports)),
             Arrival::Tunnel(..)
         ));
         assert_eq!(
-            classify(&good[..80], 100, &listeners(&local, &ports)),
+            classify(&good[..80], &[&good[80..100]], &listeners(&local, &ports)),
             Arrival::Malformed
         );
         let elsewhere = [Ipv4Addr::new(192, 0, 2, 9)];
         assert_eq!(
-            classify(&good, good.len(), &listeners(&elsewhere, &ports)),
+            classify(&good, &[], &listeners(&elsewhere, &ports)),
             Arrival::Other
         );
         // Its port at another address, and another kind at its address, are not it.
@@ -753,13 +770,13 @@ mod tests {
                 kind: TunnelKind::Gre,
             },
         ];
-        assert_eq!(classify(&good, good.len(), &crossed), Arrival::Other);
+        assert_eq!(classify(&good, &[], &crossed), Arrival::Other);
         assert_eq!(
-            classify(&good, good.len(), &listeners(&local, &[])),
+            classify(&good, &[], &listeners(&local, &[])),
             Arrival::Other
         );
         assert_eq!(
-            classify(&inner(), 60, &listeners(&local, &ports)),
+            classify(&inner(), &[], &listeners(&local, &ports)),
             Arrival::Other
         );
         let geneve = TunnelConfig {
@@ -770,7 +787,7 @@ mod tests {
         critical[TUNNEL_AT + 1] |= GENEVE_CRITICAL;
         let ports = [(geneve.dst_port, TunnelKind::Geneve)];
         assert_eq!(
-            classify(&critical, critical.len(), &listeners(&local, &ports)),
+            classify(&critical, &[], &listeners(&local, &ports)),
             Arrival::Malformed
         );
     }
@@ -793,7 +810,7 @@ mod tests {
         packet[24..26].copy_from_slice(&sum.to_be_bytes());
         let local = [Ipv4Addr::new(192, 0, 2, 2)];
         let ports = [(config.dst_port, TunnelKind::Geneve)];
-        let arrival = classify(&packet, packet.len(), &listeners(&local, &ports));
+        let arrival = classify(&packet, &[], &listeners(&local, &ports));
         let Arrival::Tunnel(_, _, popped) = arrival else {
             panic!("not popped: {arrival:?}");
         };
@@ -834,6 +851,8 @@ mod tests {
                     packet[24..26].copy_from_slice(&sum.to_be_bytes());
                 }
                 packet.truncate(keep);
+                let rest = vec![0u8; chained];
+                let tail: &[&[u8]] = if chained == 0 { &[] } else { &[&rest] };
                 let packet_len = packet.len() + chained;
                 let local = [Ipv4Addr::new(192, 0, 2, 1)];
                 let ports = [
@@ -841,7 +860,7 @@ mod tests {
                     (6081, TunnelKind::Geneve),
                     (0, TunnelKind::Gre),
                 ];
-                if let Arrival::Tunnel(_, _, popped) = classify(&packet, packet_len, &listeners(&local, &ports)) {
+                if let Arrival::Tunnel(_, _, popped) = classify(&packet, tail, &listeners(&local, &ports)) {
                     prop_assert!(popped.inner_len >= ETHERNET_LEN, "{popped:?}");
                     prop_assert!(popped.inner_at + ETHERNET_LEN <= packet.len(), "{popped:?}");
                     prop_assert!(popped.inner_at + popped.inner_len <= packet_len, "{popped:?}");

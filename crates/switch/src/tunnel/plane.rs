@@ -182,30 +182,23 @@ impl TunnelPlane {
         self.tunnels.ports[t].underlay
     }
 
-    /// What the frame `head` (of a packet of `packet_len` bytes) received on underlay
-    /// `in_port` at `now` is.
-    pub fn arrive(
-        &mut self,
-        in_port: u32,
-        head: &[u8],
-        packet_len: usize,
-        now: Duration,
-    ) -> Landing {
+    /// What a packet received on underlay `in_port` at `now` is: its first frame `head`, then
+    /// the frames `tail` of a chain, if any.
+    pub fn arrive(&mut self, in_port: u32, head: &[u8], tail: &[&[u8]], now: Duration) -> Landing {
         if head.len() >= 14 && head[12..14] == [0x08, 0x06] {
             return self.arp(in_port, head, now);
         }
         let Some(over) = self.underlays.iter().position(|&u| u == in_port) else {
             return Landing::Pipeline;
         };
-        let (dst_port, kind, popped) =
-            match header::classify(head, packet_len, &self.listening[over]) {
-                Arrival::Other => return Landing::Pipeline,
-                Arrival::Malformed => {
-                    self.malformed += 1;
-                    return Landing::Consumed;
-                }
-                Arrival::Tunnel(dst_port, kind, popped) => (dst_port, kind, popped),
-            };
+        let (dst_port, kind, popped) = match header::classify(head, tail, &self.listening[over]) {
+            Arrival::Other => return Landing::Pipeline,
+            Arrival::Malformed => {
+                self.malformed += 1;
+                return Landing::Consumed;
+            }
+            Arrival::Tunnel(dst_port, kind, popped) => (dst_port, kind, popped),
+        };
         let (src, dst) = (
             Ipv4Addr::from(popped.meta.src),
             Ipv4Addr::from(popped.meta.dst),
@@ -564,9 +557,7 @@ mod tests {
         assert!(plane.is_underlay(2) && !plane.is_underlay(1));
         let inner = [7u8; 60];
         let packet = from_far_end(REMOTE, 42, &inner);
-        let Landing::Tunnel { port, popped } =
-            plane.arrive(2, &packet, packet.len(), Duration::ZERO)
-        else {
+        let Landing::Tunnel { port, popped } = plane.arrive(2, &packet, &[], Duration::ZERO) else {
             panic!("not popped");
         };
         assert_eq!(port, 10);
@@ -577,12 +568,12 @@ mod tests {
         // Another VNI, another far end: no port of ours.
         let other_vni = from_far_end(REMOTE, 43, &inner);
         assert_eq!(
-            plane.arrive(2, &other_vni, other_vni.len(), Duration::ZERO),
+            plane.arrive(2, &other_vni, &[], Duration::ZERO),
             Landing::Consumed
         );
         let stranger = from_far_end(Ipv4Addr::new(192, 0, 2, 9), 42, &inner);
         assert_eq!(
-            plane.arrive(2, &stranger, stranger.len(), Duration::ZERO),
+            plane.arrive(2, &stranger, &[], Duration::ZERO),
             Landing::Consumed
         );
         assert_eq!(plane.unmatched, 2);
@@ -590,13 +581,13 @@ mod tests {
         let mut bad = packet.clone();
         bad[24] ^= 0xff;
         assert_eq!(
-            plane.arrive(2, &bad, bad.len(), Duration::ZERO),
+            plane.arrive(2, &bad, &[], Duration::ZERO),
             Landing::Consumed
         );
         assert_eq!(plane.malformed, 1);
         // Not the tunnel's: the inner frame itself, as plain traffic.
         assert_eq!(
-            plane.arrive(2, &inner, inner.len(), Duration::ZERO),
+            plane.arrive(2, &inner, &[], Duration::ZERO),
             Landing::Pipeline
         );
         assert_eq!(plane.figures().ports[0].decap_packets, 1);
@@ -608,7 +599,7 @@ mod tests {
         let asker = MacAddr([2, 0, 0, 0, 0, 9]);
         let request = arp_frame(1, asker, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), LOCAL);
         assert_eq!(
-            plane.arrive(2, &request, 42, Duration::ZERO),
+            plane.arrive(2, &request, &[], Duration::ZERO),
             Landing::Consumed
         );
         assert_eq!(
@@ -633,11 +624,11 @@ mod tests {
             Ipv4Addr::new(192, 0, 2, 77),
         );
         assert_eq!(
-            plane.arrive(2, &other, 42, Duration::ZERO),
+            plane.arrive(2, &other, &[], Duration::ZERO),
             Landing::Pipeline
         );
         assert_eq!(
-            plane.arrive(1, &request, 42, Duration::ZERO),
+            plane.arrive(1, &request, &[], Duration::ZERO),
             Landing::Pipeline
         );
     }
@@ -648,7 +639,7 @@ mod tests {
         let (old, new) = (MacAddr([2, 0, 0, 0, 0, 9]), MacAddr([2, 0, 0, 0, 0, 10]));
         let request = arp_frame(1, old, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), LOCAL);
         assert_eq!(
-            plane.arrive(2, &request, 42, Duration::ZERO),
+            plane.arrive(2, &request, &[], Duration::ZERO),
             Landing::Consumed
         );
         let _ = plane.take_pending();
@@ -657,7 +648,7 @@ mod tests {
         // the tunnels follow the address.
         let now = Duration::from_secs(3);
         let announce = arp_frame(1, new, REMOTE, MacAddr::BROADCAST, MacAddr([0; 6]), REMOTE);
-        assert_eq!(plane.arrive(2, &announce, 42, now), Landing::Pipeline);
+        assert_eq!(plane.arrive(2, &announce, &[], now), Landing::Pipeline);
         let neighbours = &plane.tunnels().neighbours;
         assert_eq!(neighbours.get(REMOTE, now), Known::Fresh(new));
         assert_eq!(neighbours.generation(), generation + 1);
@@ -670,7 +661,7 @@ mod tests {
             MacAddr([0; 6]),
             stranger,
         );
-        assert_eq!(plane.arrive(2, &announce, 42, now), Landing::Pipeline);
+        assert_eq!(plane.arrive(2, &announce, &[], now), Landing::Pipeline);
         assert!(!plane.tunnels().neighbours.knows(stranger));
         assert!(!plane.has_pending());
     }
@@ -763,7 +754,7 @@ mod tests {
         arriving.extend_from_slice(&[7u8; 60]);
         let at = far.push(&mut arriving, 42);
         let arriving = &arriving[at..];
-        let landing = plane.arrive(2, arriving, arriving.len(), now);
+        let landing = plane.arrive(2, arriving, &[], now);
         let Landing::Tunnel { port, popped } = landing else {
             panic!("{landing:?}");
         };
@@ -807,7 +798,7 @@ mod tests {
             (third, to_a.as_str(), 7, None),
         ] {
             let packet = arriving(from, spec, key);
-            let landing = plane.arrive(2, &packet, packet.len(), now);
+            let landing = plane.arrive(2, &packet, &[], now);
             match want {
                 Some(port) => assert!(
                     matches!(landing, Landing::Tunnel { port: got, .. } if got == port),
@@ -818,7 +809,7 @@ mod tests {
         }
         let mut routed = arriving(REMOTE, &to_a, 42);
         routed[34] |= 0x40;
-        let landing = plane.arrive(2, &routed, routed.len(), now);
+        let landing = plane.arrive(2, &routed, &[], now);
         assert_eq!(landing, Landing::Consumed);
         assert_eq!((plane.unmatched, plane.malformed), (2, 1));
         assert_eq!(plane.counters[0].decap_packets, 1);
@@ -862,7 +853,7 @@ mod tests {
             ("gre", second, 2, None),
         ] {
             let packet = arriving(kind, to);
-            let landing = plane.arrive(underlay, &packet, packet.len(), Duration::ZERO);
+            let landing = plane.arrive(underlay, &packet, &[], Duration::ZERO);
             match want {
                 Some(port) => assert!(
                     matches!(landing, Landing::Tunnel { port: got, .. } if got == port),
@@ -875,7 +866,7 @@ mod tests {
         let mut routed = arriving("gre", LOCAL);
         routed[34] |= 0x40;
         assert_eq!(
-            plane.arrive(2, &routed, routed.len(), Duration::ZERO),
+            plane.arrive(2, &routed, &[], Duration::ZERO),
             Landing::Pipeline
         );
         assert_eq!((plane.unmatched, plane.malformed), (0, 0));
@@ -889,7 +880,7 @@ mod tests {
         let inner = [7u8; 60];
         for (from, port) in [(REMOTE, 10), (Ipv4Addr::new(192, 0, 2, 9), 11)] {
             let packet = from_far_end(from, 42, &inner);
-            let landing = plane.arrive(2, &packet, packet.len(), Duration::ZERO);
+            let landing = plane.arrive(2, &packet, &[], Duration::ZERO);
             let Landing::Tunnel { port: got, popped } = landing else {
                 panic!("from {from}: {landing:?}");
             };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use wirespeed_port::PortError;
+use wirespeed_port::{MAX_SEGMENTS, PortError};
 
 use super::{Pmd, Round};
 use crate::field::TunnelOut;
@@ -48,10 +48,15 @@ impl Pmd {
         now: Duration,
         round: &mut Round<'_>,
     ) -> Result<(), PortError> {
-        let packet_len: usize = segments.iter().map(|&(_, len)| len as usize).sum();
         let (addr, len) = segments[0];
+        // A chain's later frames, read only for a GRE checksum.
+        let mut tail: [&[u8]; MAX_SEGMENTS] = [&[]; MAX_SEGMENTS];
+        for (frame, &(addr, len)) in tail.iter_mut().zip(&segments[1..]) {
+            *frame = self.ports.umem_packet(addr, len);
+        }
+        let tail = &tail[..segments.len() - 1];
         let plane = self.tunnels.as_mut().expect("an underlay has tunnels");
-        let landing = plane.arrive(in_port, self.ports.umem_packet(addr, len), packet_len, now);
+        let landing = plane.arrive(in_port, self.ports.umem_packet(addr, len), tail, now);
         self.send_pending()?;
         match landing {
             Landing::Pipeline => self.forward_in_place(in_port, segments, None, now, round),
