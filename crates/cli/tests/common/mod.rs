@@ -155,18 +155,9 @@ impl NetPair {
         p
     }
 
-    /// Frames the veth pair dropped: both ends' rx_dropped + tx_dropped, less the frames
-    /// veth counts twice (an XDP frame that found the peer's ring full is in the sender's
-    /// tx_dropped and in the peer's rx_dropped; a failed XDP_TX the other way round).
+    /// Frames the veth pair dropped ([`veth_end_drops`] of both ends).
     pub fn veth_drops(&self) -> u64 {
-        [(&self.ns_a, &self.a), (&self.ns_b, &self.b)]
-            .iter()
-            .map(|(ns, dev)| {
-                link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped")
-                    - ethtool_sum(ns, dev, "_xdp_xmit_errors")
-                    - ethtool_sum(ns, dev, "_xdp_tx_errors")
-            })
-            .sum()
+        veth_end_drops(&self.ns_a, &self.a) + veth_end_drops(&self.ns_b, &self.b)
     }
 
     /// No XDP program is attached to either end.
@@ -797,7 +788,7 @@ impl NetChain {
         }
     }
 
-    /// Every veth end's rx_dropped + tx_dropped, summed.
+    /// Frames the chain's veths dropped ([`veth_end_drops`] of every end).
     pub fn veth_drops(&self) -> u64 {
         [
             (&self.ns_a, &self.a),
@@ -806,7 +797,7 @@ impl NetChain {
             (&self.ns_b, &self.b),
         ]
         .iter()
-        .map(|(ns, dev)| link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped"))
+        .map(|(ns, dev)| veth_end_drops(ns, dev))
         .sum()
     }
 }
@@ -817,6 +808,16 @@ impl Drop for NetChain {
             let _ = sh(&["ip", "netns", "del", ns]);
         }
     }
+}
+
+/// Frames one veth end dropped: its rx_dropped + tx_dropped, less the frames veth counts at
+/// both ends (an XDP frame that found the peer's ring full is in the sender's tx_dropped and
+/// in the peer's rx_dropped; a failed XDP_TX the other way round), so that summed over both
+/// ends of a pair each drop counts once.
+pub fn veth_end_drops(ns: &str, dev: &str) -> u64 {
+    link_stat(ns, dev, "rx", "dropped") + link_stat(ns, dev, "tx", "dropped")
+        - ethtool_sum(ns, dev, "_xdp_xmit_errors")
+        - ethtool_sum(ns, dev, "_xdp_tx_errors")
 }
 
 /// A tmpfs of `size` (as mount takes it: 256k) mounted at a new directory `path`, unmounted
