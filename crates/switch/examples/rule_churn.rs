@@ -3,7 +3,8 @@
 //! through parse and the caches (as the `stages` example's lookup stage), one megaflow a
 //! host. Every `--every` packets the controller adds a rule for a new host, as the bridge's
 //! control side does it: the cache's counts harvested, the rule added, the cache
-//! revalidated.
+//! revalidated. With `--delete 1` every other change deletes the rule the change before
+//! added instead, as a controller that adds and takes back a rule (bench/churn_peers.py).
 //!
 //! Two policies, in interleaved rounds (the fastest of 5 each, the change's cost included):
 //! `precise`, what the switch does (only the megaflows the new rule could decide
@@ -11,7 +12,7 @@
 //! (every megaflow goes, and every flow misses again).
 //!
 //! cargo run --release -p wirespeed-switch --example rule_churn -- [--hosts N] [--flows N]
-//!     [--packets N] [--every N]
+//!     [--packets N] [--every N] [--delete 1]
 //! prints one JSON object: nanoseconds a packet, and per policy the misses, megaflows
 //! removed and flushes.
 
@@ -32,6 +33,7 @@ struct Options {
     flows: usize,
     packets: usize,
     every: usize,
+    delete: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -40,6 +42,7 @@ fn options() -> Result<Options, String> {
         flows: 100_000,
         packets: 5_000_000,
         every: 50_000,
+        delete: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -52,6 +55,7 @@ fn options() -> Result<Options, String> {
             "--flows" => o.flows = n.max(1),
             "--packets" => o.packets = n.max(1),
             "--every" => o.every = n.max(1),
+            "--delete" => o.delete = n != 0,
             _ => return Err(format!("unknown option {flag}")),
         }
     }
@@ -101,8 +105,8 @@ fn frames(o: &Options) -> Vec<Vec<u8>> {
 
 const HEADROOM: usize = 64;
 
-/// One round: `packets` packets round robin over `frames`, a rule added every `every`;
-/// nanoseconds a packet.
+/// One round: `packets` packets round robin over `frames`, a rule added (or, with
+/// `delete`, the last one added deleted) every `every`; nanoseconds a packet.
 fn round(
     tables: &mut RuleTables,
     cache: &mut FlowCache,
@@ -114,6 +118,7 @@ fn round(
     let now = Duration::from_secs(1);
     let start = Instant::now();
     let mut next = 0;
+    let mut last_added = None;
     for packet in 1..=o.packets {
         let flow = extract(&frames[next][HEADROOM..], 1).0;
         let id = match cache.hit(&flow) {
@@ -127,11 +132,19 @@ fn round(
         }
         if packet % o.every == 0 {
             cache.harvest(tables);
-            let rule = parse_flows(&host_rule(*added, true)).expect("the added rule parses");
-            *added += 1;
-            for rule in rule {
-                tables.add(rule, now);
+            match last_added.take() {
+                Some(id) => {
+                    tables.remove(id);
+                }
+                None => {
+                    let rules = parse_flows(&host_rule(*added, true)).expect("the rule parses");
+                    for rule in rules {
+                        let id = tables.add(rule, now);
+                        last_added = o.delete.then_some(id);
+                    }
+                }
             }
+            *added += 1;
             if policy == Policy::Flush {
                 cache.flush();
             }

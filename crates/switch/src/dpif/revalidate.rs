@@ -30,6 +30,7 @@ use crate::dpif::megaflow::Megaflow;
 use crate::field::{FlowBits, PACKET_WORDS};
 use crate::flow_match::Match;
 use crate::group::GroupVisit;
+use crate::meter::MeterRef;
 use std::collections::HashSet;
 
 /// More changes at once than this (an `add-flows` of a table, a `replace-flows`) empty the
@@ -118,7 +119,8 @@ impl<'a> Arrival<'a> {
 
 /// The changes a batch of megaflows is tested against, sorted for the test.
 pub struct Changes {
-    changed: HashSet<RuleId>,
+    /// Sorted: a binary search of a few ids, not a SipHash per rule of every megaflow.
+    changed: Vec<RuleId>,
     groups: HashSet<u32>,
     meters: HashSet<u32>,
     /// By table: each rule added.
@@ -154,7 +156,7 @@ impl Added {
 impl Changes {
     pub fn new(changes: &[RuleChange]) -> Changes {
         let mut sorted = Changes {
-            changed: HashSet::new(),
+            changed: Vec::new(),
             groups: HashSet::new(),
             meters: HashSet::new(),
             added: Vec::new(),
@@ -178,7 +180,7 @@ impl Changes {
                     });
                 }
                 RuleChange::Changed(id) => {
-                    sorted.changed.insert(*id);
+                    sorted.changed.push(*id);
                 }
                 RuleChange::Group(id) => {
                     sorted.groups.insert(*id);
@@ -189,6 +191,8 @@ impl Changes {
             }
         }
         sorted.added.sort_by_key(|added| added.table);
+        sorted.changed.sort_unstable();
+        sorted.changed.dedup();
         sorted
     }
 
@@ -196,10 +200,8 @@ impl Changes {
     pub fn touch(&self, megaflow: &Megaflow) -> bool {
         let decision = &megaflow.decision;
         let arrival = Arrival::of(&megaflow.flow_match);
-        decision
-            .meters
-            .iter()
-            .any(|meter| self.meters.contains(&meter.0.config.id))
+        let metered = |meter: &MeterRef| self.meters.contains(&meter.0.config.id);
+        (!self.meters.is_empty() && decision.meters.iter().any(metered))
             || self.touches(
                 arrival,
                 &decision.rules,
@@ -218,25 +220,30 @@ impl Changes {
         lookups: &[TableLookup],
         visits: &[GroupVisit],
     ) -> bool {
-        if rules.iter().any(|id| self.changed.contains(id))
-            || visits.iter().any(|v| self.groups.contains(&v.group))
+        // A list is read only when some change could be in it: over many megaflows each read
+        // is a cache miss (the lists lie apart), and most changes are of one kind.
+        let changed = |id| self.changed.binary_search(id).is_ok();
+        let in_groups = |v: &GroupVisit| self.groups.contains(&v.group);
+        if (!self.changed.is_empty() && rules.iter().any(changed))
+            || (!self.groups.is_empty() && visits.iter().any(in_groups))
         {
             return true;
         }
-        lookups.iter().any(|lookup| {
-            let first = self
-                .added
-                .partition_point(|added| added.table < lookup.table);
-            self.added[first..]
-                .iter()
-                .take_while(|added| added.table == lookup.table)
-                .filter(|added| lookup.found.is_none_or(|found| added.priority > found))
-                .any(|added| match &lookup.seen {
-                    Seen::Arrived => added.admits_some_arrival(arrival),
-                    Seen::Written(seen) => added.may_match(seen.value(), seen.mask()),
-                    Seen::Unknown => true,
-                })
-        })
+        !self.added.is_empty()
+            && lookups.iter().any(|lookup| {
+                let first = self
+                    .added
+                    .partition_point(|added| added.table < lookup.table);
+                self.added[first..]
+                    .iter()
+                    .take_while(|added| added.table == lookup.table)
+                    .filter(|added| lookup.found.is_none_or(|found| added.priority > found))
+                    .any(|added| match &lookup.seen {
+                        Seen::Arrived => added.admits_some_arrival(arrival),
+                        Seen::Written(seen) => added.may_match(seen.value(), seen.mask()),
+                        Seen::Unknown => true,
+                    })
+            })
     }
 }
 
