@@ -213,8 +213,9 @@ def write(results, date=None, host=None, change=CHANGE):
              "A barrier's round trip: wirespeed answers once every cache and kernel entry the change could "
              "touch is revalidated; Open vSwitch answers once its tables changed, and its revalidators "
              "update the datapath's flows after." + (
-                 " Rows marked \"before COMMIT\" are the build before that commit, run once each on the same "
-                 "host the same day (its results file is beside this run's)."
+                 " Rows marked \"before COMMIT\" are the build before that commit, measured the same way "
+                 "in a pass of their own on the same host the same day (its results file is beside "
+                 "this run's)."
                  if any(", before " in r["switch"] for r in results) else ""),
              "", "| switch | changes/s asked | made | Mpps | / Open vSwitch | CPU s | barrier µs, median / p99 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
