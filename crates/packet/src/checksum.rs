@@ -2,7 +2,8 @@
 //!
 //! Sums here are ones' complement sums folded to 16 bits but *not* complemented, so they can be
 //! combined; the checksum field holds `!sum`. Every slice passed in must start at an even offset
-//! of the checksummed area (headers do), otherwise the byte lanes of `combine` do not line up.
+//! of the checksummed area (headers do), otherwise the byte lanes of `combine` do not line up;
+//! `data_chained` sums parts at any offsets after the first.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -57,13 +58,12 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
     !data(bytes)
 }
 
-/// Ones' complement sum of `first` and then each of `rest`, as if they were one slice (a
-/// packet in a chain of frames). A part of odd length shifts the byte lanes of the next, whose
-/// sum is then byte-swapped (RFC 1071 §2(B)) before it is added.
-pub fn data_chained(first: &[u8], rest: &[&[u8]]) -> u16 {
-    let mut acc = u64::from(data(first));
-    let mut odd = first.len() % 2 == 1;
-    for part in rest {
+/// Ones' complement sum of `parts` one after another, as if they were one slice (a packet in
+/// a chain of frames), the first at an even offset. A part of odd length shifts the byte
+/// lanes of the next, whose sum is then byte-swapped (RFC 1071 §2(B)) before it is added.
+pub fn data_chained<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u16 {
+    let (mut acc, mut odd) = (0u64, false);
+    for part in parts {
         let sum = data(part);
         acc += u64::from(if odd { sum.swap_bytes() } else { sum });
         odd ^= part.len() % 2 == 1;
@@ -223,7 +223,7 @@ mod tests {
                 parts.push(&bytes[from..cut]);
                 from = cut;
             }
-            prop_assert_eq!(data_chained(parts[0], &parts[1..]), naive_sum(&bytes));
+            prop_assert_eq!(data_chained(parts), naive_sum(&bytes));
         }
 
         #[test]

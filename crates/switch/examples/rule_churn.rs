@@ -202,12 +202,13 @@ fn main() {
         }
     }
     println!(
-        "{{\"hosts\": {}, \"flows\": {}, \"packets\": {}, \"every\": {}, \
+        "{{\"hosts\": {}, \"flows\": {}, \"packets\": {}, \"every\": {}, \"delete\": {}, \
          \"precise\": {}, \"flush\": {}, \"flush_over_precise\": {:.2}}}",
         o.hosts,
         o.flows,
         o.packets,
         o.every,
+        o.delete,
         stats_json(best[0], &totals[0], changes[0]),
         stats_json(best[1], &totals[1], changes[1]),
         best[1] / best[0]

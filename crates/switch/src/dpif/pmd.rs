@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use wirespeed_metrics::{Published, ThreadFigures};
+use wirespeed_packet::checksum;
 use wirespeed_port::{
     Batch, FrameAudit, Idle, MAX_SEGMENTS, PortError, PortInfo, PortStats, Step, ThreadClock,
 };
@@ -19,7 +20,7 @@ use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
 use crate::dpif::port_set::{LONGEST_PACKET, PortSet, Source};
 use crate::dpif::process::{
-    BurstLock, execute_given, may_complete_checksum, process, process_tunnelled, sum_of_segments,
+    BurstLock, execute_given, may_complete_checksum, process, process_tunnelled,
 };
 use crate::dpif::thread_cache::ThreadCache;
 pub use crate::dpif::thread_cache::lock;
@@ -563,7 +564,7 @@ impl Pmd {
     fn tail_of(&self, segments: &[(u64, u32)]) -> Tail {
         let (&(addr, len), tails) = segments.split_first().expect("a head segment");
         let sum = may_complete_checksum(self.ports.umem_packet(addr, len)).then(|| {
-            sum_of_segments(
+            checksum::data_chained(
                 tails
                     .iter()
                     .map(|&(addr, len)| self.ports.umem_packet(addr, len)),

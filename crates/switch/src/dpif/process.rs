@@ -405,19 +405,6 @@ fn complete_in_chain(head: &mut [u8], l3: usize, l4: usize, tail: Tail) -> bool 
     true
 }
 
-/// The ones' complement sum of `segments`' bytes one after another, from an even offset
-/// (a packet's continuation segments, for [`Tail::sum`]).
-pub fn sum_of_segments<'a>(segments: impl Iterator<Item = &'a [u8]>) -> u16 {
-    let (mut acc, mut odd) = (0u64, false);
-    for bytes in segments {
-        let sum = checksum::data(bytes);
-        // A segment that starts at an odd offset has its bytes in the other lanes.
-        acc += u64::from(if odd { sum.swap_bytes() } else { sum });
-        odd ^= bytes.len() % 2 == 1;
-    }
-    checksum::fold(acc)
-}
-
 /// Hands a megaflow's executed decision to the offload when it could take it. Only
 /// `output:N` and `normal` decisions can go to the kernel's table; a packet that locked
 /// nothing changed no learned address, so it leaves the offload as it was.
@@ -679,7 +666,7 @@ mod tests {
                     let segments = [&rest[..at], &rest[at..]];
                     let tail = Tail {
                         len: rest.len(),
-                        sum: Some(sum_of_segments(segments.into_iter())),
+                        sum: Some(checksum::data_chained(segments)),
                     };
                     assert!(complete_in_chain(&mut head, 14, l4, tail), "cut at {cut}");
                     assert_eq!(head, whole[..cut], "{protocol}: cut at {cut}");

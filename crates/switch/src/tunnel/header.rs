@@ -452,7 +452,11 @@ fn gre(head: &[u8], tail: &[&[u8]], gre_at: usize, ip_end: usize) -> Option<(usi
     if flags & GRE_C != 0 {
         let sum = match tail {
             [] => checksum::data(head.get(gre_at..ip_end)?),
-            _ => checksum::data_chained(head.get(gre_at..)?, tail),
+            // A chain's IP packet ends with its last frame.
+            _ => {
+                let first = head.get(gre_at..ip_end.min(head.len()))?;
+                checksum::data_chained(std::iter::once(first).chain(tail.iter().copied()))
+            }
         };
         if sum != 0xffff {
             return None;

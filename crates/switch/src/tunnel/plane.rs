@@ -108,8 +108,8 @@ pub struct TunnelPlane {
     /// Per tunnel, what its outer headers add to an IPv4 packet ([`TunnelPort::mtu`]'s
     /// check), worked out once.
     ip_overheads: Vec<usize>,
-    /// Received on an underlay, to a local address and a tunnel's UDP port, but not a
-    /// packet any tunnel can take: a bad header, a fragment, Geneve critical options
+    /// Received on an underlay where one of its tunnels listens (its address, and its UDP
+    /// port or GRE), but not a packet any tunnel can take: a bad header, a fragment, Geneve critical options
     /// ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
     pub malformed: u64,
     pub unmatched: u64,

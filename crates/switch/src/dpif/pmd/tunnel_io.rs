@@ -49,14 +49,20 @@ impl Pmd {
         round: &mut Round<'_>,
     ) -> Result<(), PortError> {
         let (addr, len) = segments[0];
-        // A chain's later frames, read only for a GRE checksum.
-        let mut tail: [&[u8]; MAX_SEGMENTS] = [&[]; MAX_SEGMENTS];
-        for (frame, &(addr, len)) in tail.iter_mut().zip(&segments[1..]) {
-            *frame = self.ports.umem_packet(addr, len);
-        }
-        let tail = &tail[..segments.len() - 1];
+        let head = self.ports.umem_packet(addr, len);
         let plane = self.tunnels.as_mut().expect("an underlay has tunnels");
-        let landing = plane.arrive(in_port, self.ports.umem_packet(addr, len), tail, now);
+        let landing = match segments.len() {
+            1 => plane.arrive(in_port, head, &[], now),
+            // A chain's later frames (read only for a GRE checksum), gathered only for a
+            // chain: a single frame does not pay for the array.
+            n => {
+                let mut tail: [&[u8]; MAX_SEGMENTS] = [&[]; MAX_SEGMENTS];
+                for (frame, &(addr, len)) in tail.iter_mut().zip(&segments[1..]) {
+                    *frame = self.ports.umem_packet(addr, len);
+                }
+                plane.arrive(in_port, head, &tail[..n - 1], now)
+            }
+        };
         self.send_pending()?;
         match landing {
             Landing::Pipeline => self.forward_in_place(in_port, segments, None, now, round),
