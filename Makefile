@@ -33,7 +33,7 @@ help:
 	@echo "make soak   30 minutes of gen -> switch -> recv, a port flapping, flows changing (root)"
 	@echo "make fuzz   each fuzz target (fuzz/) for FUZZ_SECONDS (60), or FUZZ_RUNS inputs; nightly"
 	@echo "make build  release build: target/release/wirespeed"
-	@echo "make lint   cargo fmt --check, clippy -D warnings, shell and Python syntax"
+	@echo "make lint   cargo fmt --check, clippy -D warnings, the fuzz targets compile, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
 
 deps:
@@ -48,6 +48,9 @@ demo: deps
 lint: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	# fuzz/ is a crate of its own (libFuzzer): checked here so a changed API cannot break a
+	# target unseen; running them needs nightly (make fuzz).
+	$(CARGO) check --manifest-path fuzz/Cargo.toml --bins
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
 	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read()); ast.parse(open('bench/rule_churn.py').read()); ast.parse(open('bench/churn_peers.py').read())"
