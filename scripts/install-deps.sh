@@ -14,6 +14,8 @@ have llvm-strip || need_pkgs+=(llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
 [ -f /usr/include/linux/if_xdp.h ] || need_pkgs+=(linux-libc-dev)
 have cc || need_pkgs+=(gcc)
+# c++ builds libFuzzer, which make lint compiles the fuzz targets against.
+have c++ || need_pkgs+=(g++)
 [ -f /usr/include/stdio.h ] || need_pkgs+=(libc6-dev)
 have ip || need_pkgs+=(iproute2)
 have ethtool || need_pkgs+=(ethtool)
