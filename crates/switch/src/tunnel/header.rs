@@ -864,7 +864,8 @@ mod tests {
                     (6081, TunnelKind::Geneve),
                     (0, TunnelKind::Gre),
                 ];
-                if let Arrival::Tunnel(_, _, popped) = classify(&packet, tail, &listeners(&local, &ports)) {
+                let listening = listeners(&local, &ports);
+                if let Arrival::Tunnel(_, _, popped) = classify(&packet, tail, &listening) {
                     prop_assert!(popped.inner_len >= ETHERNET_LEN, "{popped:?}");
                     prop_assert!(popped.inner_at + ETHERNET_LEN <= packet.len(), "{popped:?}");
                     prop_assert!(popped.inner_at + popped.inner_len <= packet_len, "{popped:?}");

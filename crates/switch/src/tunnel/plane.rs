@@ -109,8 +109,8 @@ pub struct TunnelPlane {
     /// check), worked out once.
     ip_overheads: Vec<usize>,
     /// Received on an underlay where one of its tunnels listens (its address, and its UDP
-    /// port or GRE), but not a packet any tunnel can take: a bad header, a fragment, Geneve critical options
-    /// ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
+    /// port or GRE), but not a packet any tunnel can take: a bad header, a fragment, Geneve
+    /// critical options ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
     pub malformed: u64,
     pub unmatched: u64,
     /// The underlays' port numbers, and where the tunnels over each listen.
