@@ -2,9 +2,10 @@
 //! destination, one rule a host (`--hosts`); packets of `--flows` UDP flows to those hosts go
 //! through parse and the caches (as the `stages` example's lookup stage), one megaflow a
 //! host. Every `--every` packets the controller adds a rule for a new host, as the bridge's
-//! control side does it: the cache's counts harvested, the rule added, the cache
-//! revalidated. With `--delete 1` every other change deletes the rule the change before
-//! added instead, as a controller that adds and takes back a rule (bench/churn_peers.py).
+//! control side does it: the rule added, the cache revalidated (the megaflows it removes
+//! credited). With `--delete 1` every other change deletes the rule the change before added
+//! instead, its megaflows' counts harvested first, as a controller that adds and takes back
+//! a rule (bench/churn_peers.py).
 //!
 //! Two policies, in interleaved rounds (the fastest of 5 each, the change's cost included):
 //! `precise`, what the switch does (only the megaflows the new rule could decide
@@ -131,9 +132,9 @@ fn round(
             next = 0;
         }
         if packet % o.every == 0 {
-            cache.harvest(tables);
             match last_added.take() {
                 Some(id) => {
+                    cache.harvest_for(tables, &[id], &[]);
                     tables.remove(id);
                 }
                 None => {
@@ -181,7 +182,7 @@ fn main() {
                 tables.add(rule, Duration::ZERO);
             }
             let mut cache = FlowCache::default();
-            cache.revalidate(&tables);
+            cache.revalidate(&mut tables);
             let mut added = 0;
             let warm = Options {
                 every: usize::MAX,

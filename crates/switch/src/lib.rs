@@ -35,7 +35,8 @@
 //!   allocated unless a miss is translated.
 //! - control path: [`parse_rule`] / [`parse_flows`] / [`parse_flow_mod`] / [`parse_selector`] and
 //!   [`RuleTables`]' `add` / `modify` / `delete`, always through [`Bridge::edit`]: every
-//!   thread's cache is locked, harvested into the rules' counters, and revalidated after a
+//!   thread's cache is locked, harvested into the rules' counters where the change needs
+//!   them (the rules it takes away, or all to show counters), and revalidated after a
 //!   change ([`dpif::revalidate`]: the megaflows a rule added, gone or changed, a group or
 //!   meter changed, or a watched port's liveness could decide otherwise go, the rest stay;
 //!   the fail mode, a rolled-back bundle and many changes at once empty the caches), so
@@ -43,9 +44,9 @@
 //!   [`ofctl::flow_format::dump_flows`] for `dump-flows`, [`MegaflowLine`] for `dump-cache`.
 //! - offload (`--offload`): [`Offload::consider`] after a decision installs the flow in the
 //!   kernel's fast path when the kernel can carry it out exactly; the control path harvests its
-//!   counters ([`Ofproto::harvest_offload`]), and around each rule change
-//!   ([`Ofproto::watch_offload`], [`Ofproto::offload_before_taking`],
-//!   [`Ofproto::offload_before_groups`]) removes the entries the change touched as the
+//!   counters ([`Ofproto::harvest`]), and around each rule change
+//!   ([`Ofproto::watch_offload`], [`Ofproto::before_taking`],
+//!   [`Ofproto::before_groups`]) removes the entries the change touched as the
 //!   caches' megaflows are ([`Offload::resume`]; a change the rules' log cannot say, such
 //!   as the fail mode, empties it).
 //! - flow export (`--ipfix`): [`ipfix`] reports flows from the megaflows' and the fast

@@ -223,17 +223,17 @@ fn apply(
         _ => Vec::new(),
     };
     let offload = match &edit {
-        Edit::Dump(_) | Edit::Diff(_) => dp.harvest_offload(now),
-        Edit::Modify(_) => dp.offload_before_taking(&[], now),
+        Edit::Dump(_) | Edit::Diff(_) => dp.harvest(now),
+        Edit::Modify(_) => dp.before_taking(&[], now),
         Edit::Add(rules) => {
             let replaced: Vec<_> = rules
                 .iter()
                 .filter_map(|(_, r)| dp.tables.find_exact(r.table, &r.flow_match, r.priority))
                 .collect();
-            dp.offload_before_taking(&replaced, now)
+            dp.before_taking(&replaced, now)
         }
-        Edit::Delete(_) => dp.offload_before_taking(&deleting, now),
-        Edit::Replace(_) => dp.suspend_offload(now),
+        Edit::Delete(_) => dp.before_taking(&deleting, now),
+        Edit::Replace(_) => dp.before_taking_any(now),
     };
     if let Err(e) = offload {
         return Response::error(format!("offload: {e}"));
@@ -309,7 +309,7 @@ fn shown_tables(bridge: &mut Bridge) -> Vec<TableStats> {
     let now = bridge.now();
     bridge.edit(|dp| {
         // A failed harvest shows the counts of the last one that worked, as dump-ports does.
-        let _ = dp.harvest_offload(now);
+        let _ = dp.harvest(now);
         let mut tables = dp.tables.table_stats();
         tables.retain(|t| t.table == 0 || t.active > 0 || t.counts.lookups > 0);
         tables

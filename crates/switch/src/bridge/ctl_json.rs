@@ -32,8 +32,7 @@ pub const JSON: &str = "--json";
 pub fn flows(bridge: &mut Bridge, selector: &RuleSelector) -> Result<Value, String> {
     let now = bridge.now();
     bridge.edit(|dp| {
-        dp.harvest_offload(now)
-            .map_err(|e| format!("offload: {e}"))?;
+        dp.harvest(now).map_err(|e| format!("offload: {e}"))?;
         Ok(flows_of(&dp.tables, selector, now))
     })
 }

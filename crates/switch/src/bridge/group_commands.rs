@@ -86,7 +86,7 @@ fn add_groups(bridge: &mut Bridge, text: &str) -> Response {
     };
     let (n, now) = (groups.len(), bridge.now());
     bridge.edit(|dp| {
-        dp.tables.begin_undo();
+        dp.begin_undo();
         for (line, group) in groups {
             if let Err(e) = dp.set_group(group, false, now) {
                 dp.tables.roll_back();

@@ -7,8 +7,8 @@
 //! Each thread has a flow cache of its own and locks the bridge's shared [`Ofproto`] only
 //! in a burst that needs it (see [`crate::ofproto::state`]). The control side (`wirespeed ctl`
 //! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
-//! rules with every thread's cache locked, harvests their counts first and revalidates them
-//! after ([`Bridge::edit`]), so once a request is answered no packet meets a cache entry the
+//! rules with every thread's cache locked, harvests the counts the change needs and
+//! revalidates them after ([`Bridge::edit`]), so once a request is answered no packet meets a cache entry the
 //! change made wrong.
 
 pub mod commands;
@@ -193,7 +193,7 @@ impl Bridge {
         let caches = (0..threads)
             .map(|_| {
                 let cache = ThreadCache::default();
-                cache.for_control().revalidate(&ofproto.tables);
+                cache.for_control().revalidate(&mut ofproto.tables);
                 Arc::new(cache)
             })
             .collect();
@@ -396,9 +396,10 @@ impl Bridge {
     }
 
     /// Runs `change` on the datapath with every thread's cache locked (each thread between
-    /// two rounds of bursts): the caches' counts are credited to the rules first, and if the
-    /// rules changed the caches are revalidated before the threads go on, so no packet they
-    /// handle afterwards meets an entry the change made wrong.
+    /// two rounds of bursts): the change credits the caches' counts it needs to the rules
+    /// ([`crate::ofproto::state::edit`] says how), and if the rules changed the caches are
+    /// revalidated before the threads go on, so no packet they handle afterwards meets an
+    /// entry the change made wrong.
     pub fn edit<R>(&self, change: impl FnOnce(&mut Ofproto) -> R) -> R {
         let mut caches: Vec<ControlGuard<'_>> =
             self.caches.iter().map(|c| c.for_control()).collect();
@@ -690,7 +691,11 @@ impl Bridge {
             }
         }
         if lock(&self.ofproto).tables.any_expired(now) {
-            let removed = self.edit(|ofproto| ofproto.tables.expire_taking(now));
+            let removed = self.edit(|ofproto| {
+                // Packets since the harvest above may keep a rule.
+                ofproto.harvest_caches();
+                ofproto.tables.expire_taking(now)
+            });
             if let Some(events) = &mut self.events {
                 let reasons: Vec<(InstalledRule, RemovedReason)> = removed
                     .into_iter()

@@ -4,6 +4,8 @@
 
 use core::time::Duration;
 
+use crate::classifier::RuleId;
+use crate::dpif::digest;
 use crate::dpif::emc::{DEFAULT_EMC_ENTRIES, ExactMatchCache};
 use crate::dpif::megaflow::{
     DEFAULT_MEGAFLOW_CAPACITY, Megaflow, MegaflowCache, MegaflowId, Unexported, flow_record_mask,
@@ -67,6 +69,28 @@ pub struct FlowCache {
     pub stats: CacheStats,
 }
 
+/// Credits `megaflow`'s packets since it was last credited to `tables` (see
+/// [`FlowCache::harvest`]).
+fn credit(megaflow: &mut Megaflow, tables: &mut dyn Upcall) {
+    let (packets, bytes) = megaflow.take_uncredited();
+    if packets == 0 {
+        return;
+    }
+    let decision = &megaflow.decision;
+    for &id in &decision.rules {
+        tables.credit(id, packets, bytes, megaflow.used);
+    }
+    for &visit in &decision.groups {
+        tables.credit_group(visit, packets, bytes);
+    }
+    for &table in &decision.missed {
+        tables.credit_miss(table, packets);
+    }
+    if !decision.learned.is_empty() {
+        tables.learned_again(&decision.learned, megaflow.used);
+    }
+}
+
 /// After this many EMC misses in a row the EMC is thrashing (more flows than it holds), and
 /// only one lookup in [`EMC_THRASHING_EVERY`] probes it (and, missing, enters its flow):
 /// the rest go straight to the megaflows, without the EMC's hash, its cold line of checks,
@@ -102,6 +126,12 @@ impl FlowCache {
         }
     }
 
+    /// An empty cache that takes no room, to hold a thread's place while its cache is
+    /// elsewhere ([`crate::ofproto::state::edit`]).
+    pub fn stand_in() -> FlowCache {
+        FlowCache::new(0, 1)
+    }
+
     /// Makes flow records from this cache's megaflows from now on (see
     /// [`flow_record_mask`]); call before the thread handles a packet.
     pub fn keep_flow_records(&mut self) {
@@ -110,10 +140,10 @@ impl FlowCache {
 
     /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`:
     /// the poll-mode threads' path ([`Self::hit`], [`Self::miss`], [`Self::credit`]) for a
-    /// single-threaded caller that edits `tables` directly (a change shows at the next lookup;
-    /// counts made before it are dropped, not harvested).
+    /// single-threaded caller that edits `tables` directly (a change shows at the next lookup,
+    /// and one that takes rules away harvests first, as [`Self::revalidate`] says).
     pub fn lookup(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, bytes: usize) -> &Megaflow {
-        self.revalidate(&*tables);
+        self.revalidate(tables);
         let id = match self.hit(flow) {
             Some(id) => id,
             None => self.miss(tables, flow, Duration::ZERO),
@@ -198,51 +228,75 @@ impl FlowCache {
 
     /// Credits each megaflow's packets since the last harvest to what it was made from: its
     /// rules, the groups and buckets it passes, and the tables it looked up; what its
-    /// `learn`s learned, they learn again. Call with the
-    /// tables the megaflows were made from (before a change to them).
+    /// `learn`s learned, they learn again. Call with the tables the megaflows were made
+    /// from, before a change takes any of those rules or groups away or resets their counts
+    /// ([`Self::harvest_for`] does only the megaflows such a change needs).
     pub fn harvest(&mut self, tables: &mut dyn Upcall) {
         for megaflow in self.megaflows.iter_mut() {
-            let (packets, bytes) = megaflow.take_uncredited();
-            if packets == 0 {
+            credit(megaflow, tables);
+        }
+    }
+
+    /// [`Self::harvest`] of only the megaflows made from one of `rules` or passing one of
+    /// `groups` (both sorted): before a change takes those away or resets their counts, so
+    /// theirs are complete. The others' counts can wait: their rules stay in their slots.
+    /// When rules go, so do the megaflows that learn: what they learned from packets
+    /// before the change is learned before it, as when every change harvested first, and
+    /// a learned rule deleted does not come back from them.
+    pub fn harvest_for(&mut self, tables: &mut dyn Upcall, rules: &[RuleId], groups: &[u32]) {
+        if rules.is_empty() && groups.is_empty() {
+            return;
+        }
+        let rule_bits = digest::bits(rules.iter().map(|r| r.0));
+        let group_bits = digest::bits(groups.iter().copied());
+        let learning = !rules.is_empty();
+        for (digest, megaflow) in self.megaflows.iter_mut_digested() {
+            if !(digest.may_name(rule_bits, group_bits, 0) || (learning && digest.learns())) {
                 continue;
             }
-            for &id in &megaflow.decision.rules {
-                tables.credit(id, packets, bytes, megaflow.used);
-            }
-            for &visit in &megaflow.decision.groups {
-                tables.credit_group(visit, packets, bytes);
-            }
-            for &table in &megaflow.decision.missed {
-                tables.credit_miss(table, packets);
-            }
-            if !megaflow.decision.learned.is_empty() {
-                tables.learned_again(&megaflow.decision.learned, megaflow.used);
+            let decision = &megaflow.decision;
+            let from_rules = || (decision.rules.iter()).any(|r| rules.binary_search(r).is_ok());
+            let through_groups =
+                || (decision.groups.iter()).any(|v| groups.binary_search(&v.group).is_ok());
+            let learns = learning && !decision.learned.is_empty();
+            if megaflow.has_uncredited() && (learns || from_rules() || through_groups()) {
+                credit(megaflow, tables);
             }
         }
     }
 
     /// After the rules changed since the entries were made, removes those the changes could
-    /// decide otherwise (see [`crate::dpif::revalidate`]), or all of them (harvest first:
-    /// counts still in them are dropped).
-    pub fn revalidate(&mut self, tables: &dyn Upcall) {
+    /// decide otherwise (see [`crate::dpif::revalidate`]), or all of them, their counts
+    /// credited to `tables` first. A change that took rules or groups away, or reset their
+    /// counts, harvested their megaflows before ([`Self::harvest_for`]): what is left to
+    /// credit counts for rules still in their slots.
+    pub fn revalidate(&mut self, tables: &mut dyn Upcall) {
         let generation = tables.generation();
         if self.generation == generation {
             return;
         }
         match tables.changes_since(self.generation) {
             Some(changes) if changes.len() <= MAX_PRECISE_CHANGES => {
-                self.remove_stale(&Changes::new(changes))
+                self.remove_stale(&Changes::new(changes), tables)
             }
-            _ => self.flush(),
+            _ => {
+                self.harvest(tables);
+                self.flush();
+            }
         }
         self.generation = generation;
     }
 
-    /// Removes the megaflows `changes` touch, and their exact-match entries.
-    fn remove_stale(&mut self, changes: &Changes) {
-        let (stale, moved) = self.megaflows.remove_where(|m| changes.touch(m));
+    /// Removes the megaflows `changes` touch, and their exact-match entries, crediting
+    /// their counts to `tables`.
+    fn remove_stale(&mut self, changes: &Changes, tables: &mut dyn Upcall) {
+        let (mut stale, moved) = (self.megaflows)
+            .remove_where(|digest, megaflow| changes.touch_digested(digest, megaflow));
         if stale.is_empty() {
             return;
+        }
+        for megaflow in &mut stale {
+            credit(megaflow, tables);
         }
         self.stats.stale += stale.len() as u64;
         self.emc.remap(&moved);

@@ -6,6 +6,7 @@
 use core::time::Duration;
 use std::collections::HashMap;
 
+use crate::dpif::digest::Digest;
 use crate::dpif::process::Plan;
 use crate::dpif::upcall::Decision;
 use crate::field::{Field, FlowBits, FlowHashBuilder, PacketKey};
@@ -59,6 +60,11 @@ impl Megaflow {
             exported: (0, 0),
             tcp_flags: 0,
         }
+    }
+
+    /// Whether packets came since its counts were last credited to the rules.
+    pub fn has_uncredited(&self) -> bool {
+        self.n_packets != self.credited.0
     }
 
     /// Counts not yet credited to the rules, marked credited.
@@ -132,6 +138,8 @@ pub struct MegaflowCache {
     megaflows: Vec<Megaflow>,
     /// What the datapath runs for each megaflow, worked out once from its decision.
     plans: Vec<Plan>,
+    /// Each megaflow's decision in bits, for the control side's passes over them all.
+    digests: Vec<Digest>,
     capacity: usize,
 }
 
@@ -141,6 +149,7 @@ impl MegaflowCache {
             subtables: Vec::new(),
             megaflows: Vec::new(),
             plans: Vec::new(),
+            digests: Vec::new(),
             capacity,
         }
     }
@@ -220,6 +229,7 @@ impl MegaflowCache {
         let key = PacketKey::masked(flow_match.value(), &mask);
         self.subtables[index].flows.insert(key, id);
         self.plans.push(Plan::of(&decision));
+        self.digests.push(Digest::of(&decision));
         self.megaflows
             .push(Megaflow::new(flow_match, decision, now));
         id
@@ -239,16 +249,21 @@ impl MegaflowCache {
         self.subtables.clear();
         self.megaflows.clear();
         self.plans.clear();
+        self.digests.clear();
     }
 
-    /// Removes the megaflows `stale` picks and hands them back, with where each megaflow
-    /// went: `moved[old id]` is its new id, None if it was removed. The rest keep their
-    /// order, counts and plans.
+    /// Removes the megaflows `stale` picks (given each one's digest first, and the
+    /// megaflow to look into) and hands them back, with where each megaflow went:
+    /// `moved[old id]` is its new id, None if it was removed. The rest keep their order,
+    /// counts and plans.
     pub fn remove_where(
         &mut self,
-        mut stale: impl FnMut(&Megaflow) -> bool,
+        mut stale: impl FnMut(&Digest, &Megaflow) -> bool,
     ) -> (Vec<Megaflow>, Vec<Option<MegaflowId>>) {
-        let picked: Vec<bool> = self.megaflows.iter().map(&mut stale).collect();
+        let picked: Vec<bool> = (self.digests.iter())
+            .zip(&self.megaflows)
+            .map(|(digest, megaflow)| stale(digest, megaflow))
+            .collect();
         if !picked.contains(&true) {
             return (Vec::new(), Vec::new());
         }
@@ -256,7 +271,9 @@ impl MegaflowCache {
         let mut moved = Vec::with_capacity(picked.len());
         let megaflows = std::mem::take(&mut self.megaflows);
         let plans = std::mem::take(&mut self.plans);
-        for ((megaflow, plan), stale) in megaflows.into_iter().zip(plans).zip(picked) {
+        let digests = std::mem::take(&mut self.digests);
+        let each = megaflows.into_iter().zip(plans).zip(digests).zip(picked);
+        for (((megaflow, plan), digest), stale) in each {
             if stale {
                 removed.push(megaflow);
                 moved.push(None);
@@ -264,6 +281,7 @@ impl MegaflowCache {
                 moved.push(Some(MegaflowId(self.megaflows.len() as u32)));
                 self.megaflows.push(megaflow);
                 self.plans.push(plan);
+                self.digests.push(digest);
             }
         }
         for subtable in &mut self.subtables {
@@ -283,6 +301,7 @@ impl MegaflowCache {
     pub fn take_all(&mut self) -> Vec<Megaflow> {
         self.subtables.clear();
         self.plans.clear();
+        self.digests.clear();
         std::mem::take(&mut self.megaflows)
     }
 
@@ -292,6 +311,11 @@ impl MegaflowCache {
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Megaflow> {
         self.megaflows.iter_mut()
+    }
+
+    /// Each megaflow with its digest.
+    pub fn iter_mut_digested(&mut self) -> impl Iterator<Item = (&Digest, &mut Megaflow)> {
+        self.digests.iter().zip(self.megaflows.iter_mut())
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [Megaflow] {

@@ -2,6 +2,7 @@
 //! poll-mode thread's own cache, ports and loop, and the port sets a thread serves. A miss goes
 //! up through [`upcall`], the interface this layer defines and `ofproto` implements.
 
+pub mod digest;
 pub mod emc;
 pub mod figures;
 pub mod flow_cache;

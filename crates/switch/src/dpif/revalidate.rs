@@ -27,6 +27,7 @@
 //! at most [`MAX_PRECISE_CHANGES`] changes.
 
 use crate::classifier::RuleId;
+use crate::dpif::digest::{Digest, bits};
 use crate::dpif::megaflow::Megaflow;
 use crate::field::{FlowBits, PACKET_WORDS};
 use crate::flow_match::Match;
@@ -126,6 +127,8 @@ pub struct Changes {
     meters: HashSet<u32>,
     /// By table: each rule added.
     added: Vec<Added>,
+    /// The changed rules, groups and meters as a [`Digest`]'s bits.
+    digest_bits: (u64, u64, u64),
 }
 
 /// A rule added: its table and priority, and the words its match pins (index, value,
@@ -161,6 +164,7 @@ impl Changes {
             groups: HashSet::new(),
             meters: HashSet::new(),
             added: Vec::new(),
+            digest_bits: (0, 0, 0),
         };
         for change in changes {
             match change {
@@ -194,7 +198,21 @@ impl Changes {
         sorted.added.sort_by_key(|added| added.table);
         sorted.changed.sort_unstable();
         sorted.changed.dedup();
+        sorted.digest_bits = (
+            bits(sorted.changed.iter().map(|r| r.0)),
+            bits(sorted.groups.iter().copied()),
+            bits(sorted.meters.iter().copied()),
+        );
         sorted
+    }
+
+    /// [`Changes::touch`], the megaflow looked into only if its `digest` says the changes
+    /// may be there.
+    pub fn touch_digested(&self, digest: &Digest, megaflow: &Megaflow) -> bool {
+        let (rules, groups, meters) = self.digest_bits;
+        let may = digest.may_name(rules, groups, meters)
+            || (self.added.iter()).any(|added| digest.may_lose_to(added.table, added.priority));
+        may && self.touch(megaflow)
     }
 
     /// Whether the changes could decide some packet of `megaflow` otherwise.
@@ -305,6 +323,18 @@ mod tests {
         Megaflow::new(flow_match, decision, Duration::ZERO)
     }
 
+    /// [`Changes::touch`], which the digest's test agrees with.
+    fn touched(changes: &Changes, megaflow: &Megaflow) -> bool {
+        let touch = changes.touch(megaflow);
+        let digest = Digest::of(&megaflow.decision);
+        assert_eq!(
+            changes.touch_digested(&digest, megaflow),
+            touch,
+            "the digest disagrees"
+        );
+        touch
+    }
+
     fn lookup(table: u8, found: Option<u16>) -> TableLookup {
         TableLookup {
             table,
@@ -324,8 +354,14 @@ mod tests {
     #[test]
     fn a_rule_gone_or_changed_touches_what_found_it() {
         let flow = megaflow(exact(&[(Field::InPort, 1)]), &[4, 9], vec![]);
-        assert!(Changes::new(&[RuleChange::Changed(RuleId(9))]).touch(&flow));
-        assert!(!Changes::new(&[RuleChange::Changed(RuleId(5))]).touch(&flow));
+        assert!(touched(
+            &Changes::new(&[RuleChange::Changed(RuleId(9))]),
+            &flow
+        ));
+        assert!(!touched(
+            &Changes::new(&[RuleChange::Changed(RuleId(5))]),
+            &flow
+        ));
     }
 
     #[test]
@@ -335,10 +371,10 @@ mod tests {
             group: 7,
             taken: BucketsTaken::One(0),
         }];
-        assert!(Changes::new(&[RuleChange::Group(7)]).touch(&flow));
-        assert!(!Changes::new(&[RuleChange::Group(8)]).touch(&flow));
+        assert!(touched(&Changes::new(&[RuleChange::Group(7)]), &flow));
+        assert!(!touched(&Changes::new(&[RuleChange::Group(8)]), &flow));
         flow.decision.groups.clear();
-        assert!(!Changes::new(&[RuleChange::Group(7)]).touch(&flow));
+        assert!(!touched(&Changes::new(&[RuleChange::Group(7)]), &flow));
     }
 
     #[test]
@@ -347,10 +383,10 @@ mod tests {
         let meter = crate::meter::Meter::new(config.unwrap(), Duration::ZERO);
         let mut flow = megaflow(exact(&[(Field::InPort, 1)]), &[4], vec![]);
         flow.decision.meters = vec![crate::meter::MeterRef(std::sync::Arc::new(meter))];
-        assert!(Changes::new(&[RuleChange::Meter(3)]).touch(&flow));
-        assert!(!Changes::new(&[RuleChange::Meter(2)]).touch(&flow));
+        assert!(touched(&Changes::new(&[RuleChange::Meter(3)]), &flow));
+        assert!(!touched(&Changes::new(&[RuleChange::Meter(2)]), &flow));
         flow.decision.meters.clear();
-        assert!(!Changes::new(&[RuleChange::Meter(3)]).touch(&flow));
+        assert!(!touched(&Changes::new(&[RuleChange::Meter(3)]), &flow));
     }
 
     /// A lookup after a rewrite kept without what it saw (as a kernel entry keeps it) takes
@@ -364,8 +400,8 @@ mod tests {
         };
         let other_host = || Changes::new(&[added(1, 5, exact(&[(Field::NwDst, 8)]))]);
         let flow = |lookup| megaflow(Match::ANY, &[], vec![lookup]);
-        assert!(!other_host().touch(&flow(written.clone())));
-        assert!(other_host().touch(&flow(written.unseen())));
+        assert!(!touched(&other_host(), &flow(written.clone())));
+        assert!(touched(&other_host(), &flow(written.unseen())));
         assert_eq!(lookup(0, Some(3)).unseen(), lookup(0, Some(3)));
     }
 
@@ -373,7 +409,7 @@ mod tests {
     fn a_rule_added_touches_lookups_it_could_win() {
         let to_b = exact(&[(Field::DlDst, 0xb)]);
         let flow = megaflow(to_b, &[1], vec![lookup(0, Some(10)), lookup(2, None)]);
-        let touch = |change| Changes::new(&[change]).touch(&flow);
+        let touch = |change| touched(&Changes::new(&[change]), &flow);
         // Another destination: no packet of the megaflow matches it.
         assert!(!touch(added(2, 5, exact(&[(Field::DlDst, 0xc)]))));
         assert!(touch(added(2, 5, to_b)));
@@ -413,7 +449,7 @@ mod tests {
             }],
         );
         let touch =
-            |fields: &[(Field, u128)]| Changes::new(&[added(1, 1, exact(fields))]).touch(&flow);
+            |fields: &[(Field, u128)]| touched(&Changes::new(&[added(1, 1, exact(fields))]), &flow);
         assert!(touch(&[(Field::Reg(1), 7), (Field::DlDst, 0xb)]));
         assert!(!touch(&[(Field::Reg(1), 8)]));
         assert!(!touch(&[(Field::Reg(2), 1)]));

@@ -29,7 +29,7 @@ use crate::rule::Rule;
 /// flows are in the tables at once). The decision is taken once, at the end of the change:
 /// a request of several flows (`add-flows`, `replace-flows`, a bundle) is one change here,
 /// where Open vSwitch decides after each flow_mod. `before_removing` is given the rules
-/// about to go first (the kernel's fast path takes their counts then).
+/// about to go first (their counts are taken then, the caches' and the kernel's).
 pub fn delete_learned_flows(
     tables: &mut RuleTables,
     mut before_removing: impl FnMut(&mut RuleTables, &[RuleId]),

@@ -1,10 +1,11 @@
 //! What a bridge's poll-mode threads share, owned by the OpenFlow layer: the rule tables, the
 //! learning table and the offload ([`Ofproto`]), reached by the datapath through the
 //! [`SharedState`] upcall interface, and edited by the control side with every thread's cache
-//! locked, harvested and then revalidated ([`edit`]).
+//! locked, harvested where the change needs counts and then revalidated ([`edit`]).
 
 use core::ops::DerefMut;
 use core::time::Duration;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use wirespeed_xdp::XdpError;
 
@@ -33,6 +34,14 @@ pub struct Ofproto {
     /// Rules a `delete_learned` took with the learn that learned them ([`edit`]), for the
     /// bridge to tell the controllers (FLOW_REMOVED).
     pub deleted_with_learns: Vec<InstalledRule>,
+    /// While an [`edit`] runs, the poll-mode threads' caches, swapped in from behind their
+    /// locks (which hold these stand-ins meanwhile), so that a change harvests just the
+    /// counts it needs ([`Ofproto::before_taking`], [`Ofproto::harvest`]); stand-ins
+    /// otherwise.
+    caches: Vec<FlowCache>,
+    /// Whether the caches were all harvested in this edit: no packet has come since (the
+    /// threads wait), so there is nothing more to harvest.
+    harvested: bool,
 }
 
 impl Default for Ofproto {
@@ -62,6 +71,8 @@ impl Ofproto {
             offload: None,
             ports: Vec::new(),
             deleted_with_learns: Vec::new(),
+            caches: Vec::new(),
+            harvested: false,
         }
     }
 
@@ -82,8 +93,11 @@ impl Ofproto {
     }
 
     /// Adds the rules `learn` actions learned ([`crate::ofproto::learned`]) at `now`; how
-    /// many changed the tables.
+    /// many changed the tables. Every cache is harvested first, so what the packets they
+    /// hold learned again is among them (a rule dropped from a full queue, a newer version
+    /// of one).
     pub fn add_learned(&mut self, now: Duration) -> usize {
+        self.harvest_caches();
         let rules = learned::take_pending(&mut self.tables);
         self.add_learned_rules(rules, now)
     }
@@ -145,33 +159,31 @@ impl Ofproto {
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
         self.tables.check_group(&group, replace)?;
-        let _ = self.offload_before_groups(&[group.id], &[], now);
+        let _ = self.before_groups(&[group.id], &[], now);
         self.tables.set_group(group, replace, now)
     }
 
     /// Removes group `only`, or every group (None), and the rules that send to them (as
-    /// OpenFlow's GROUP_MOD delete and ctl's del-groups do); the rules removed. The
-    /// offloaded flows through those groups or counting for those rules go first, their
-    /// counts credited.
+    /// OpenFlow's GROUP_MOD delete and ctl's del-groups do); the rules removed. The counts
+    /// of the flows through those groups or counting for those rules are credited first,
+    /// and the offloaded ones go.
     pub fn delete_groups(&mut self, only: Option<u32>, now: Duration) -> Vec<InstalledRule> {
         let groups: Vec<u32> = match only {
             Some(id) => vec![id],
             None => self.tables.groups().map(|g| g.id).collect(),
         };
-        if self.offload.is_some() {
-            let going: Vec<RuleId> = groups
-                .iter()
-                .flat_map(|&id| self.tables.selected(&RuleSelector::sending_to_group(id)))
-                .collect();
-            let _ = self.offload_before_groups(&groups, &going, now);
-        }
+        let going: Vec<RuleId> = groups
+            .iter()
+            .flat_map(|&id| self.tables.selected(&RuleSelector::sending_to_group(id)))
+            .collect();
+        let _ = self.before_groups(&groups, &going, now);
         self.tables.delete_groups(only)
     }
 
-    /// Each group (or group `only`) and its statistics at `now`, the kernel's counts
-    /// credited first (a failed harvest leaves those of the last one that worked).
+    /// Each group (or group `only`) and its statistics at `now`, harvested first (a failed
+    /// harvest of the kernel's counts leaves those of the last one that worked).
     pub fn group_stats(&mut self, only: Option<u32>, now: Duration) -> Vec<(Group, GroupUsage)> {
-        let _ = self.harvest_offload(now);
+        let _ = self.harvest(now);
         self.tables
             .groups()
             .filter(|g| only.is_none_or(|id| id == g.id))
@@ -179,8 +191,36 @@ impl Ofproto {
             .collect()
     }
 
+    /// Credits what the threads' caches (in an [`edit`]) and the kernel's fast path counted
+    /// since the last harvest to the rules, groups and tables: call in the change before
+    /// counters are shown. A failed harvest of the kernel's counts leaves those of the last
+    /// one that worked.
+    pub fn harvest(&mut self, now: Duration) -> Result<(), XdpError> {
+        self.harvest_caches();
+        self.harvest_offload(now)
+    }
+
+    /// [`Ofproto::harvest`] of the threads' caches alone.
+    pub fn harvest_caches(&mut self) {
+        if self.harvested {
+            return;
+        }
+        for cache in &mut self.caches {
+            cache.harvest(&mut self.tables);
+        }
+        self.harvested = true;
+    }
+
+    /// Starts changes that may be taken back ([`RuleTables::begin_undo`]), every cache
+    /// harvested first: a roll-back puts the rules' counts back as they were when it began,
+    /// so counts credited after would be lost.
+    pub fn begin_undo(&mut self) {
+        self.harvest_caches();
+        self.tables.begin_undo();
+    }
+
     /// Credits what the kernel's fast path forwarded since the last call to the rules and
-    /// ports (before counters are shown).
+    /// ports (the caches' counts wait for [`Ofproto::harvest`]).
     pub fn harvest_offload(&mut self, now: Duration) -> Result<(), XdpError> {
         match &mut self.offload {
             Some(offload) => offload.harvest(&mut self.tables, &mut self.mac_table, now),
@@ -206,20 +246,12 @@ impl Ofproto {
     }
 
     /// Call in [`edit`]'s change before one that takes the rules `going` away, or resets
-    /// their counts: the kernel's fast path stops first only if some entry's packets count
-    /// for one of them, so their counts are complete ([`Offload::suspend_for`]); otherwise
-    /// it goes on forwarding, as for [`Ofproto::watch_offload`].
-    pub fn offload_before_taking(
-        &mut self,
-        going: &[RuleId],
-        now: Duration,
-    ) -> Result<(), XdpError> {
-        match &mut self.offload {
-            Some(offload) => {
-                offload.suspend_for(going, &[], &mut self.tables, &mut self.mac_table, now)
-            }
-            None => Ok(()),
-        }
+    /// their counts, so that their counts are complete: the caches' megaflows made from them
+    /// are harvested ([`FlowCache::harvest_for`]), and the kernel's fast path stops first if
+    /// some entry's packets count for one of them ([`Offload::suspend_for`]); otherwise it
+    /// goes on forwarding, as for [`Ofproto::watch_offload`].
+    pub fn before_taking(&mut self, going: &[RuleId], now: Duration) -> Result<(), XdpError> {
+        self.before_groups(&[], going, now)
     }
 
     /// Removes meter `only`, or every meter (None), and the rules that pass them (as
@@ -234,31 +266,42 @@ impl Ofproto {
             .iter()
             .flat_map(|&id| self.tables.metered_by(id))
             .collect();
-        let _ = self.offload_before_taking(&going, now);
+        let _ = self.before_taking(&going, now);
         self.tables.delete_meters(only)
     }
 
     /// Call in [`edit`]'s change before the groups `groups` change, and the rules `going` go
-    /// with them: as [`Ofproto::offload_before_taking`], for the entries through the groups
-    /// too.
-    pub fn offload_before_groups(
+    /// with them: as [`Ofproto::before_taking`], for the megaflows and entries through the
+    /// groups too.
+    pub fn before_groups(
         &mut self,
         groups: &[u32],
         going: &[RuleId],
         now: Duration,
     ) -> Result<(), XdpError> {
+        let mut going = going.to_vec();
+        going.sort_unstable();
+        let mut groups = groups.to_vec();
+        groups.sort_unstable();
+        if !self.harvested {
+            for cache in &mut self.caches {
+                cache.harvest_for(&mut self.tables, &going, &groups);
+            }
+        }
         match &mut self.offload {
             Some(offload) => {
-                offload.suspend_for(going, groups, &mut self.tables, &mut self.mac_table, now)
+                offload.suspend_for(&going, &groups, &mut self.tables, &mut self.mac_table, now)
             }
             None => Ok(()),
         }
     }
 
-    /// Stops the kernel's fast path forwarding, its counts credited: call in [`edit`]'s
-    /// change before a change that may take rules away. After the change, `edit` removes
-    /// the entries it touched and lets the kernel go on with the rest ([`Offload::resume`]).
-    pub fn suspend_offload(&mut self, now: Duration) -> Result<(), XdpError> {
+    /// Harvests every cache and stops the kernel's fast path forwarding, its counts
+    /// credited: call in [`edit`]'s change before a change that may take any rules away.
+    /// After the change, `edit` removes the entries it touched and lets the kernel go on
+    /// with the rest ([`Offload::resume`]).
+    pub fn before_taking_any(&mut self, now: Duration) -> Result<(), XdpError> {
+        self.harvest_caches();
         match &mut self.offload {
             Some(offload) => offload.suspend(&mut self.tables, &mut self.mac_table, now),
             None => Ok(()),
@@ -318,31 +361,49 @@ impl SharedState for Ofproto {
     }
 }
 
-/// Runs `change` on the datapath for the control side, with `caches` (every thread's,
-/// locked) harvested first, so their counts go to the rules they were made from, and
-/// revalidated after if the rules changed ([`FlowCache::revalidate`]), as is the kernel's
-/// fast path if `change` said it would change them ([`Ofproto::watch_offload`],
-/// [`Ofproto::offload_before_taking`], [`Ofproto::suspend_offload`]). The rules a
-/// `delete_learned` learn that went takes with it go in the same change
-/// ([`learned::delete_learned_flows`]).
+/// Runs `change` on the datapath for the control side with `caches` (every thread's,
+/// locked) in `ofproto`, and revalidates them after if the rules changed
+/// ([`FlowCache::revalidate`]), as it does the kernel's fast path if `change` said it would
+/// change it. The change says what it needs of the counts the caches hold: all of them
+/// to show them ([`Ofproto::harvest`]), or those of the rules it takes away or resets
+/// ([`Ofproto::before_taking`], [`Ofproto::before_groups`], [`Ofproto::before_taking_any`]);
+/// the rest go to their rules when revalidation removes their megaflows, or at the next
+/// harvest. So a change that only adds rules, and replaces none, harvests nothing. The
+/// rules a `delete_learned` learn that went takes with it go in the same change, every
+/// cache harvested first ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
     ofproto: &mut Ofproto,
     caches: &mut [impl DerefMut<Target = FlowCache>],
     now: Duration,
     change: impl FnOnce(&mut Ofproto) -> R,
 ) -> R {
-    for cache in caches.iter_mut() {
-        cache.harvest(&mut ofproto.tables);
-    }
-    let result = change(ofproto);
+    ofproto
+        .caches
+        .resize_with(caches.len(), FlowCache::stand_in);
+    ofproto.harvested = false;
+    swap_caches(ofproto, caches);
+    // The threads get their caches back even if the change panics.
+    let result = match catch_unwind(AssertUnwindSafe(|| change(ofproto))) {
+        Ok(result) => result,
+        Err(panic) => {
+            swap_caches(ofproto, caches);
+            resume_unwind(panic)
+        }
+    };
     if ofproto.tables.has_released_learns() {
-        let Ofproto {
-            tables,
-            offload,
-            mac_table,
-            deleted_with_learns,
-            ..
-        } = ofproto;
+        // What the caches' megaflows learned before the change is learned before the
+        // learned rules go, not after, when it would put them back.
+        ofproto.harvest_caches();
+    }
+    let Ofproto {
+        tables,
+        offload,
+        mac_table,
+        deleted_with_learns,
+        caches: editing,
+        ..
+    } = ofproto;
+    if tables.has_released_learns() {
         // Rules are about to go: the kernel's counts for them first, as for any change.
         let deleted = learned::delete_learned_flows(tables, |tables, going| {
             if let Some(offload) = offload {
@@ -351,9 +412,10 @@ pub fn edit<R>(
         });
         deleted_with_learns.extend(deleted);
     }
-    for cache in caches.iter_mut() {
-        cache.revalidate(&ofproto.tables);
+    for cache in editing.iter_mut() {
+        cache.revalidate(tables);
     }
+    swap_caches(ofproto, caches);
     let Ofproto {
         tables,
         offload,
@@ -365,6 +427,13 @@ pub fn edit<R>(
         let _ = offload.resume(tables, mac_table, now);
     }
     result
+}
+
+/// Swaps the threads' `caches` with those `ofproto` holds: stand-ins for the caches, or back.
+fn swap_caches(ofproto: &mut Ofproto, caches: &mut [impl DerefMut<Target = FlowCache>]) {
+    for (cache, held) in caches.iter_mut().zip(&mut ofproto.caches) {
+        core::mem::swap(&mut **cache, held);
+    }
 }
 
 /// An error naming the first `output:N` of `actions` whose port is not one of `ports`.
@@ -469,6 +538,7 @@ mod tests {
         /// The (n_packets, n_bytes) of each rule, in dump order, after a harvest.
         fn counts(&mut self) -> Vec<(u64, u64)> {
             self.edit(|ofproto| {
+                ofproto.harvest_caches();
                 let rules = ofproto.tables.dump_order();
                 rules
                     .iter()
@@ -576,6 +646,107 @@ mod tests {
         assert_eq!(reused, id, "the slot is reused");
         assert_eq!(thread.send(1).0.outputs.as_slice(), &[3]);
         assert_eq!(thread.counts(), vec![(1, 42)]);
+    }
+
+    /// A change harvests only the counts it needs: an add leaves them in the cache, a rule
+    /// taken away has every packet when it goes, even with its slot reused in the same
+    /// change, and a megaflow the change removes credits its rule on the way out.
+    #[test]
+    fn a_change_harvests_only_the_counts_it_takes() {
+        let mut thread = Thread::new(Ofproto::without_rules(), &[1, 2, 3]);
+        let rules = [
+            "in_port=1,udp,actions=output:2",
+            "in_port=2,udp,actions=output:1",
+        ];
+        let [a, b] = rules.map(|r| {
+            let rule = parse_rule(r).unwrap();
+            thread
+                .edit(|ofproto| ofproto.add_rule(rule, Duration::ZERO))
+                .unwrap()
+        });
+        for in_port in [1, 1, 1, 2, 2] {
+            thread.send(in_port);
+        }
+        let unrelated = parse_rule("priority=5,tcp,actions=drop").unwrap();
+        thread
+            .edit(|ofproto| ofproto.add_rule(unrelated, Duration::ZERO))
+            .unwrap();
+        let stats = |thread: &Thread, id| lock(&thread.ofproto).tables.get(id).unwrap().stats;
+        assert_eq!(stats(&thread, a).n_packets, 0, "the add harvested nothing");
+        thread.send(1);
+
+        let (removed, reused, over_b) = thread.edit(|ofproto| {
+            ofproto.before_taking(&[a], Duration::ZERO).unwrap();
+            let removed = ofproto.tables.remove(a).unwrap();
+            let reused = ofproto.add_rule(
+                parse_rule("in_port=1,udp,actions=output:3").unwrap(),
+                Duration::ZERO,
+            );
+            let over_b = ofproto.add_rule(
+                parse_rule("priority=40000,in_port=2,udp,actions=drop").unwrap(),
+                Duration::ZERO,
+            );
+            (removed, reused.unwrap(), over_b.unwrap())
+        });
+        assert_eq!(reused, a, "the slot is reused");
+        assert_eq!((removed.stats.n_packets, removed.stats.n_bytes), (4, 168));
+        assert_eq!(
+            stats(&thread, b).n_packets,
+            2,
+            "b's megaflow went, its counts to b"
+        );
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[3]);
+        assert_eq!(thread.send(2).0.dropped, Some(DropReason::NoOutput));
+        thread.edit(|ofproto| ofproto.harvest_caches());
+        let counts = [reused, b, over_b].map(|id| {
+            let s = stats(&thread, id);
+            (s.n_packets, s.n_bytes)
+        });
+        assert_eq!(counts, [(1, 42), (2, 84), (1, 42)]);
+    }
+
+    /// A change that drops a `delete_learned` learn deletes what it learned, and packets
+    /// the cache counted before the change do not learn it back after.
+    #[test]
+    fn a_learned_rule_deleted_with_its_learn_stays_deleted() {
+        let mut thread = Thread::new(Ofproto::without_rules(), &[1, 2]);
+        let learn = "learn(table=10,cookie=0x5,delete_learned,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[])";
+        let learning = parse_rule(&format!("udp,actions={learn},output:2")).unwrap();
+        thread
+            .edit(|ofproto| ofproto.add_rule(learning, Duration::ZERO))
+            .unwrap();
+        thread.send(1);
+        assert_eq!(
+            thread.edit(|ofproto| ofproto.add_learned(Duration::ZERO)),
+            1
+        );
+        let in_table_10 = |thread: &Thread| {
+            let ofproto = lock(&thread.ofproto);
+            (ofproto.tables.iter())
+                .filter(|(_, r)| r.rule.table == 10)
+                .count()
+        };
+        assert_eq!(in_table_10(&thread), 1);
+        thread.send(1);
+        thread.send(1);
+
+        let deleted = thread.edit(|ofproto| {
+            ofproto.before_taking(&[], Duration::ZERO).unwrap();
+            let changed = ofproto
+                .tables
+                .modify(&udp_rules(), &[Action::Output(2)], None);
+            assert_eq!(changed.unwrap(), 1);
+            std::mem::take(&mut ofproto.deleted_with_learns)
+        });
+        assert!(deleted.is_empty(), "taken at the end of the change");
+        let deleted = std::mem::take(&mut lock(&thread.ofproto).deleted_with_learns);
+        assert_eq!(deleted.len(), 1);
+        assert_eq!(in_table_10(&thread), 0);
+        assert_eq!(
+            thread.edit(|ofproto| ofproto.add_learned(Duration::ZERO)),
+            0
+        );
+        assert_eq!(in_table_10(&thread), 0, "learned back from packets before");
     }
 
     #[test]

@@ -309,8 +309,8 @@ impl Agent {
         };
         // Now, not through the threads' bounded queue: a BARRIER after it means the rule is
         // there.
-        // What the threads learned before goes first (the edit's harvest queues what cached
-        // flows learn again), so it cannot overwrite this later.
+        // What the threads learned before goes first (`add_learned` harvests the caches,
+        // which queues what cached flows learn again), so it cannot overwrite this later.
         if !decision.learned.is_empty() {
             let (rules, now) = (std::mem::take(&mut decision.learned), bridge.now());
             bridge.edit(|ofproto| {

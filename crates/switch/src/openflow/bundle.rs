@@ -172,10 +172,10 @@ pub fn commit(
     now: Duration,
 ) -> Result<Vec<(InstalledRule, RemovedReason)>, (usize, OfpError)> {
     // The kernel's fast path goes on forwarding: each change takes the counts of the rules it
-    // takes away first (`offload_before_taking`), so a rollback, which puts them back in
+    // takes away first (`before_taking`), so a rollback, which puts them back in
     // their slots with their counts, loses none, and the others stay their rules'.
     dp.watch_offload();
-    dp.tables.begin_undo();
+    dp.begin_undo();
     let mut removed = Vec::new();
     for (i, (change, _)) in staged.iter().enumerate() {
         let done = match change {

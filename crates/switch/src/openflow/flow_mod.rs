@@ -69,7 +69,7 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
     // A rule replaced goes: its counts from the kernel's fast path come first, and go on
     // to the new rule with the rest.
     let going: Vec<_> = replacing.into_iter().collect();
-    let _ = dp.offload_before_taking(&going, now);
+    let _ = dp.before_taking(&going, now);
     let replaced = replacing.and_then(|id| dp.tables.get(id)).map(|r| r.stats);
     let keep = fm.flags & flow_flags::RESET_COUNTS == 0;
     let id = dp.tables.add(rule, now);
@@ -134,7 +134,7 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
         0 => Vec::new(),
         _ => dp.tables.selected(&selector),
     };
-    let _ = dp.offload_before_taking(&resetting, now);
+    let _ = dp.before_taking(&resetting, now);
     dp.tables
         .modify(&selector, &fm.actions, None)
         .map_err(|_| bad_action::MATCH_INCONSISTENT)?;
@@ -162,6 +162,6 @@ fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<Installe
         (fm.out_port, fm.out_group),
     );
     let going = dp.tables.selected(&selector);
-    let _ = dp.offload_before_taking(&going, now);
+    let _ = dp.before_taking(&going, now);
     dp.tables.remove_all(going)
 }

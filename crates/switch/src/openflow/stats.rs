@@ -97,7 +97,7 @@ fn selected_rules(
         (req.out_port, req.out_group),
     );
     bridge.edit(|dp| {
-        let _ = dp.harvest_offload(now);
+        let _ = dp.harvest(now);
         for r in dp.tables.dump_order() {
             if selector.selects(&r.rule) {
                 each(r);
@@ -120,7 +120,7 @@ fn flow_stats(bridge: &mut Bridge, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>
 fn table_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
     let now = bridge.now();
     bridge.edit(|dp| {
-        let _ = dp.harvest_offload(now);
+        let _ = dp.harvest(now);
         dp.tables
             .table_stats()
             .iter()
