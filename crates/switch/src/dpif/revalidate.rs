@@ -206,13 +206,17 @@ impl Changes {
         sorted
     }
 
+    /// Whether the changes may touch a decision with `digest`: if not, they do not.
+    pub fn may_touch(&self, digest: &Digest) -> bool {
+        let (rules, groups, meters) = self.digest_bits;
+        digest.may_name(rules, groups, meters)
+            || (self.added.iter()).any(|added| digest.may_lose_to(added.table, added.priority))
+    }
+
     /// [`Changes::touch`], the megaflow looked into only if its `digest` says the changes
     /// may be there.
     pub fn touch_digested(&self, digest: &Digest, megaflow: &Megaflow) -> bool {
-        let (rules, groups, meters) = self.digest_bits;
-        let may = digest.may_name(rules, groups, meters)
-            || (self.added.iter()).any(|added| digest.may_lose_to(added.table, added.priority));
-        may && self.touch(megaflow)
+        self.may_touch(digest) && self.touch(megaflow)
     }
 
     /// Whether the changes could decide some packet of `megaflow` otherwise.

@@ -73,6 +73,7 @@ use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, 
 
 use crate::action::Action;
 use crate::classifier::RuleId;
+use crate::dpif::digest::Digest;
 use crate::dpif::megaflow::Megaflow;
 use crate::dpif::revalidate::TableLookup;
 use crate::dpif::upcall::Upcall;
@@ -102,6 +103,9 @@ struct Entry {
     /// saw, [`TableLookup::unseen`]: 24 bytes, not 376.)
     arrival: [u64; PACKET_WORDS],
     lookups: Vec<TableLookup>,
+    /// Its decision in bits, so a pass over every entry after a change looks into its
+    /// lists only where the change may be there.
+    digest: Digest,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
@@ -394,6 +398,7 @@ impl Offload {
                         missed: decision.missed.clone(),
                         arrival: *extract(frame, in_port).0.packet_words(),
                         lookups: decision.lookups.iter().map(TableLookup::unseen).collect(),
+                        digest: Digest::of(decision),
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -1049,6 +1054,7 @@ mod tests {
             missed: vec![],
             arrival: [0; PACKET_WORDS],
             lookups: vec![],
+            digest: Digest::of(&Decision::default()),
             in_port: 1,
             out_port: 2,
             credited: FlowCounts::default(),

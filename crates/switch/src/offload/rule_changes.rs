@@ -10,6 +10,7 @@ use wirespeed_xdp::fast_path::FastKey;
 
 use super::{Entry, Offload, Suspension, arrival_mask, credit};
 use crate::classifier::RuleId;
+use crate::dpif::digest::bits;
 use crate::dpif::revalidate::{Arrival, Changes, MAX_PRECISE_CHANGES};
 use crate::dpif::upcall::Upcall;
 use crate::mac_learning::MacTable;
@@ -41,10 +42,15 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
+        let (rule_bits, group_bits) = (
+            bits(going.iter().map(|r| r.0)),
+            bits(groups.iter().copied()),
+        );
         let going: HashSet<RuleId> = going.iter().copied().collect();
         let counts_for_going = |entry: &Entry| {
-            entry.rules.iter().any(|id| going.contains(id))
-                || entry.groups.iter().any(|v| groups.contains(&v.group))
+            entry.digest.may_name(rule_bits, group_bits, 0)
+                && (entry.rules.iter().any(|id| going.contains(id))
+                    || entry.groups.iter().any(|v| groups.contains(&v.group)))
         };
         if !self.entries.values().any(counts_for_going) {
             self.watch(tables);
@@ -150,6 +156,7 @@ impl Offload {
                 let changes = Changes::new(changes);
                 self.entries
                     .iter()
+                    .filter(|(_, e)| changes.may_touch(&e.digest))
                     .filter(|(_, e)| {
                         let arrival = Arrival {
                             value: &e.arrival,
