@@ -57,11 +57,11 @@ def main():
              f"/proc/cpuinfo's {mhz:.0f} MHz. Made by `make bench-churn` (bench/rule_churn.py, the `rule_churn` "
              "example of crates/switch: parse, caches and slow path, no I/O). 10,000 host rules, 100,000 UDP "
              f"flows to those hosts, {PACKETS:,} packets per round; every N packets a controller adds a rule for "
-             "a new host (harvest, add, revalidate, as the bridge does). The fastest of 5 interleaved rounds "
+             "a new host (add, revalidate; as the bridge does it, an add harvests no counts). The fastest of 5 interleaved rounds "
              "per policy. `flush` is the switch before precise revalidation: every change emptied the caches.",
              "A change's cost is its round's time over the round without changes, per change: for "
-             "`precise` the harvest and the test of every megaflow against the new rule, for `flush` the "
-             "harvest and the misses after it. Only where changes take a large share of the time (the first "
+             "`precise` the test of every megaflow against the new rule (its digest, dpif/digest.rs), for "
+             "`flush` the harvest of every count, then the misses after it. Only where changes take a large share of the time (the first "
              "rows) is that figure more than noise: a difference of a few ns a packet between rounds.",
              "", "| a change every | changes | precise ns (cycles)/packet | misses | megaflows removed "
              "| flush ns (cycles)/packet | misses | flush / precise | µs a change, precise / flush |",

@@ -10,7 +10,7 @@
 //! Two policies, in interleaved rounds (the fastest of 5 each, the change's cost included):
 //! `precise`, what the switch does (only the megaflows the new rule could decide
 //! otherwise go, [`wirespeed_switch::dpif::revalidate`]), and `flush`, what it did before
-//! (every megaflow goes, and every flow misses again).
+//! (every megaflow's counts harvested, every megaflow gone, and every flow misses again).
 //!
 //! cargo run --release -p wirespeed-switch --example rule_churn -- [--hosts N] [--flows N]
 //!     [--packets N] [--every N] [--delete 1]
@@ -147,6 +147,7 @@ fn round(
             }
             *added += 1;
             if policy == Policy::Flush {
+                cache.harvest(tables);
                 cache.flush();
             }
             cache.revalidate(tables);
