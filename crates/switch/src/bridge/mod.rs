@@ -8,8 +8,8 @@
 //! in a burst that needs it (see [`crate::ofproto::state`]). The control side (`wirespeed ctl`
 //! requests, housekeeping) runs on the thread that calls [`Bridge::run`]; it changes the
 //! rules with every thread's cache locked, harvests the counts the change needs and
-//! revalidates them after ([`Bridge::edit`]), so once a request is answered no packet meets a cache entry the
-//! change made wrong.
+//! revalidates them after ([`Bridge::edit`]), so once a request is answered no packet meets
+//! a cache entry the change made wrong.
 
 pub mod commands;
 pub mod control;

@@ -47,8 +47,8 @@ impl CacheStats {
 
 /// One poll-mode thread's caches (DESIGN rule 3: no thread reads another's). Their
 /// megaflows count packets; the rules are credited from those counts when the control side
-/// harvests them ([`FlowCache::harvest`]), before any rule change and before counters are
-/// shown.
+/// harvests them ([`FlowCache::harvest`]) before counters are shown, before a change takes
+/// their rules away ([`FlowCache::harvest_for`]), and as revalidation removes them.
 pub struct FlowCache {
     emc: ExactMatchCache,
     megaflows: MegaflowCache,
@@ -140,8 +140,9 @@ impl FlowCache {
 
     /// The megaflow deciding `flow` under the current rules, counted for a packet of `bytes`:
     /// the poll-mode threads' path ([`Self::hit`], [`Self::miss`], [`Self::credit`]) for a
-    /// single-threaded caller that edits `tables` directly (a change shows at the next lookup,
-    /// and one that takes rules away harvests first, as [`Self::revalidate`] says).
+    /// single-threaded caller that edits `tables` directly (a change shows at the next lookup;
+    /// before one that takes rules away the caller harvests them, as [`Self::revalidate`]
+    /// says).
     pub fn lookup(&mut self, tables: &mut dyn Upcall, flow: &FlowBits, bytes: usize) -> &Megaflow {
         self.revalidate(tables);
         let id = match self.hit(flow) {
@@ -240,9 +241,9 @@ impl FlowCache {
     /// [`Self::harvest`] of only the megaflows made from one of `rules` or passing one of
     /// `groups` (both sorted): before a change takes those away or resets their counts, so
     /// theirs are complete. The others' counts can wait: their rules stay in their slots.
-    /// When rules go, so do the megaflows that learn: what they learned from packets
-    /// before the change is learned before it, as when every change harvested first, and
-    /// a learned rule deleted does not come back from them.
+    /// When rules go, the megaflows that learn are harvested too: what they learned from
+    /// packets before the change is learned before it, and a learned rule deleted does
+    /// not come back from them.
     pub fn harvest_for(&mut self, tables: &mut dyn Upcall, rules: &[RuleId], groups: &[u32]) {
         if rules.is_empty() && groups.is_empty() {
             return;

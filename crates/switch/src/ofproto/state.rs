@@ -143,10 +143,10 @@ impl Ofproto {
 
     /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
     /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
-    /// output to ports the bridge has. The offloaded flows through the group go first,
-    /// their counts credited to the group as it was (a modify starts the new one's from
-    /// zero, and they were made from the old buckets); the others go on. Nothing changes
-    /// when it is refused.
+    /// output to ports the bridge has. The counts of the flows through the group are
+    /// credited to it as it was first (a modify starts the new one's from zero, and they
+    /// were made from the old buckets), and the offloaded ones go; the others go on.
+    /// Nothing changes when it is refused.
     pub fn set_group(
         &mut self,
         group: Group,
@@ -368,9 +368,10 @@ impl SharedState for Ofproto {
 /// to show them ([`Ofproto::harvest`]), or those of the rules it takes away or resets
 /// ([`Ofproto::before_taking`], [`Ofproto::before_groups`], [`Ofproto::before_taking_any`]);
 /// the rest go to their rules when revalidation removes their megaflows, or at the next
-/// harvest. So a change that only adds rules, and replaces none, harvests nothing. The
-/// rules a `delete_learned` learn that went takes with it go in the same change, every
-/// cache harvested first ([`learned::delete_learned_flows`]).
+/// harvest. So a change that only adds rules, replaces none and learns none
+/// ([`Ofproto::add_learned`] harvests all), harvests nothing. The rules a `delete_learned`
+/// learn that went takes with it go in the same change, every cache harvested first
+/// ([`learned::delete_learned_flows`]).
 pub fn edit<R>(
     ofproto: &mut Ofproto,
     caches: &mut [impl DerefMut<Target = FlowCache>],
@@ -382,14 +383,30 @@ pub fn edit<R>(
         .resize_with(caches.len(), FlowCache::stand_in);
     ofproto.harvested = false;
     swap_caches(ofproto, caches);
-    // The threads get their caches back even if the change panics.
-    let result = match catch_unwind(AssertUnwindSafe(|| change(ofproto))) {
-        Ok(result) => result,
-        Err(panic) => {
-            swap_caches(ofproto, caches);
-            resume_unwind(panic)
-        }
-    };
+    let done = catch_unwind(AssertUnwindSafe(|| {
+        let result = change(ofproto);
+        after_change(ofproto, now);
+        result
+    }));
+    // The threads get their caches back, even after a panic.
+    swap_caches(ofproto, caches);
+    let result = done.unwrap_or_else(|panic| resume_unwind(panic));
+    let Ofproto {
+        tables,
+        offload,
+        mac_table,
+        ..
+    } = ofproto;
+    if let Some(offload) = offload {
+        // A failure is the flush's to retry (housekeeping), as for any flush.
+        let _ = offload.resume(tables, mac_table, now);
+    }
+    result
+}
+
+/// What follows a change in [`edit`], the caches still in `ofproto`: the learned rules a
+/// `delete_learned` learn that went takes with it go, and the caches are revalidated.
+fn after_change(ofproto: &mut Ofproto, now: Duration) {
     if ofproto.tables.has_released_learns() {
         // What the caches' megaflows learned before the change is learned before the
         // learned rules go, not after, when it would put them back.
@@ -415,18 +432,6 @@ pub fn edit<R>(
     for cache in editing.iter_mut() {
         cache.revalidate(tables);
     }
-    swap_caches(ofproto, caches);
-    let Ofproto {
-        tables,
-        offload,
-        mac_table,
-        ..
-    } = ofproto;
-    if let Some(offload) = offload {
-        // A failure is the flush's to retry (housekeeping), as for any flush.
-        let _ = offload.resume(tables, mac_table, now);
-    }
-    result
 }
 
 /// Swaps the threads' `caches` with those `ofproto` holds: stand-ins for the caches, or back.
@@ -747,6 +752,21 @@ mod tests {
             0
         );
         assert_eq!(in_table_10(&thread), 0, "learned back from packets before");
+    }
+
+    /// The threads' caches go into the shared state for a change and come back after it,
+    /// even when the change panics.
+    #[test]
+    fn a_change_that_panics_gives_the_threads_their_caches_back() {
+        let mut thread = Thread::new(Ofproto::new(), &[1, 2, 3]);
+        thread.send(1);
+        let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            thread.edit(|_| panic!("a change that fails (this test's)"))
+        }));
+        assert!(panicked.is_err());
+        let hits = thread.cache.stats.emc_hits;
+        assert_eq!(thread.send(1).0.outputs.as_slice(), &[2, 3]);
+        assert_eq!(thread.cache.stats.emc_hits, hits + 1, "its own cache again");
     }
 
     #[test]
