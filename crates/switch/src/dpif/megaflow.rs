@@ -23,6 +23,9 @@ pub struct MegaflowId(pub u32);
 #[derive(Clone, Debug)]
 pub struct Megaflow {
     pub flow_match: Match,
+    /// Fixed when the megaflow is installed: its cache keeps a [`Digest`] of it made then,
+    /// which revalidation trusts, so a megaflow that should decide otherwise is replaced,
+    /// never edited.
     pub decision: Decision,
     pub n_packets: u64,
     pub n_bytes: u64,
