@@ -21,6 +21,10 @@
 #define MAX_QUEUES 64
 #define MAX_FLOWS 262144
 #define VLAN_PRESENT 0x1000
+// Entries fall in FP_CLASSES classes (by a hash of their key, chosen in user space), so a rule
+// change can stop the kernel forwarding on the classes of the entries it touches and leave
+// the rest forwarding.
+#define FP_CLASSES 64
 
 struct fp_key {
 	__u32 ifindex;
@@ -38,8 +42,9 @@ struct fp_key {
 };
 
 struct fp_action {
-	__u32 out_slot; // the output port's slot (fp_devs, fp_tx)
-	__u32 generation; // valid only while equal to fp_generation[0]
+	__u16 out_slot; // the output port's slot (fp_devs, fp_tx)
+	__u16 class; // below FP_CLASSES
+	__u32 generation; // valid only while equal to fp_validity's, and its class not stopped
 	__u64 packets;
 	__u64 bytes;
 	__u64 tcp_flags; // TCP's flags (12 bits) of every packet forwarded, ORed
@@ -52,12 +57,21 @@ struct {
 	__type(value, struct fp_action);
 } fp_flows SEC(".maps");
 
+// Which entries the program may forward on. One word for all classes, so user space stops or
+// resumes any set of them in one write; a reader may see a write half done, which is why
+// user space waits for the program after a stop.
+struct fp_validity {
+	__u32 generation;
+	__u32 pad;
+	__u64 stopped; // bit c: the entries of class c are stopped
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
-} fp_generation SEC(".maps");
+	__type(value, struct fp_validity);
+} fp_validity SEC(".maps");
 
 // ifindex -> the port's slot; the socket of (slot, queue) is xsks[slot * MAX_QUEUES + queue].
 struct {
@@ -318,9 +332,10 @@ int switch_fast_path(struct xdp_md *ctx)
 
 		if (action) {
 			__u32 zero = 0;
-			__u32 *generation = bpf_map_lookup_elem(&fp_generation, &zero);
+			struct fp_validity *valid = bpf_map_lookup_elem(&fp_validity, &zero);
 
-			if (generation && action->generation == *generation) {
+			if (valid && action->generation == valid->generation &&
+			    !((valid->stopped >> (action->class % FP_CLASSES)) & 1)) {
 				__u32 out = action->out_slot;
 				__u32 *blocked = bpf_map_lookup_elem(&fp_blocked, &out);
 

@@ -681,8 +681,8 @@ fn dump_cache(bridge: &Bridge) -> String {
                 let _ = write!(
                     out,
                     "\nfast_path: flows={}, installed={}, table_full={}, aged={}, \
-                     revalidated={}, port_down={}, flushes={}, stops={}, errors={}, \
-                     kernel_hits={}, sent_up={}, stale={}, blocked={}",
+                     revalidated={}, port_down={}, flushes={}, stops={}, stopped_classes={}, \
+                     errors={}, kernel_hits={}, sent_up={}, stale={}, blocked={}",
                     o.flows,
                     o.installed,
                     o.table_full,
@@ -691,6 +691,7 @@ fn dump_cache(bridge: &Bridge) -> String {
                     o.port_down,
                     o.flushes,
                     o.stops,
+                    o.stopped_classes,
                     o.errors,
                     o.kernel.hits,
                     o.kernel.misses,

@@ -355,9 +355,15 @@ fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
         ),
         (
             "wirespeed_switch_fast_path_stops_total",
-            "Times a rule change or a port going down stopped the kernel fast path (its \
-             packets went to user space meanwhile).",
+            "Times a rule change or a port going down stopped the kernel fast path on some \
+             flows (their packets went to user space meanwhile).",
             f.summary.stops,
+        ),
+        (
+            "wirespeed_switch_fast_path_stopped_classes_total",
+            "Classes of flows those stops took, of 64 each (a stop takes the classes, by a \
+             hash of the flow, of the flows it needs).",
+            f.summary.stopped_classes,
         ),
         (
             "wirespeed_switch_fast_path_errors_total",

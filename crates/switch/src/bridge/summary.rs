@@ -30,7 +30,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
                         "flows": f.flows, "installed": f.installed, "table_full": f.table_full,
                         "aged": f.aged, "revalidated": f.revalidated,
                         "port_down": f.port_down, "flushes": f.flushes,
-                        "stops": f.stops,
+                        "stops": f.stops, "stopped_classes": f.stopped_classes,
                         "errors": f.errors, "kernel_hits": f.kernel.hits,
                         "sent_up": f.kernel.misses, "stale": f.kernel.stale,
                         "blocked": f.kernel.blocked,

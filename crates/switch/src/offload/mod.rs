@@ -18,24 +18,25 @@
 //!   space had seen them. (Between an address
 //!   ageing out and the next housekeeping round, up to a second, its flows still go to the
 //!   port it was last seen on rather than being flooded.)
-//! - Rule changes: after a change, the entries whose packets it could decide otherwise are
-//!   made stale in one map write, the kernel is waited for until no packet is being
-//!   forwarded on one any more, and they are counted and removed, each tested on its own
-//!   flow with its megaflow's lookups ([`crate::dpif::revalidate`]); the program is waited
-//!   for again, and the rest made valid in one more write ([`Offload::resume`]). So once
-//!   `ctl` returns, no packet is handled under the old rules. A change that takes away
-//!   rules some entry counts for, or changes a group some entry passes through, stops the
-//!   kernel before it instead ([`Offload::suspend_for`]), so their counts are complete; one
-//!   that only adds rules or changes actions, or takes rules away no entry counts for, lets
-//!   it forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
+//! - Rule changes: after a change, the entries whose packets it could decide otherwise
+//!   (each tested on its own flow with its megaflow's lookups, [`crate::dpif::revalidate`])
+//!   are stopped in one map write, with the rest of their classes: the entries fall in 64
+//!   classes by a hash of their key, and the others go on forwarding. The kernel is waited
+//!   for until no packet is being forwarded on a stopped entry any more, the touched ones
+//!   are counted and removed, the program is waited for again, and the classes are made
+//!   valid in one more write ([`Offload::resume`]). So once `ctl` returns, no packet is
+//!   handled under the old rules. A change that takes away rules some entry counts for, or
+//!   changes a group some entry passes through, stops those entries' classes before it
+//!   instead ([`Offload::suspend_for`]), so their counts are complete; one that only adds
+//!   rules or changes actions, or takes rules away no entry counts for, lets the kernel
+//!   forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
 //!   change the rules' log cannot say (the fail mode, a bundle rolled back) or more rule
 //!   changes at once than are tested one by one still remove every entry
 //!   ([`Offload::flush`]). A port going down or away takes the entries to and from it out
 //!   the same way, counted, and leaves the rest ([`Offload::port_link`]). (A meter added,
 //!   changed or deleted changes no entry: a metered decision is never offloaded; the rules
-//!   a meter's delete takes had no entry either.)
-//!   Rules with timeouts are never behind an entry, so expiry cannot change an offloaded
-//!   decision.
+//!   a meter's delete takes had no entry either.) Rules with timeouts are never behind an
+//!   entry, so expiry cannot change an offloaded decision.
 //! - Counters: the kernel counts each entry's packets and bytes; [`Offload::harvest`] adds
 //!   what is new to the entry's rules and ports before every `dump-flows` or `dump-ports`.
 //! - Flow records (`--ipfix`): an entry's counts, as last credited, go into flow records too
@@ -69,7 +70,9 @@ use std::time::Duration;
 use wirespeed_packet::MacAddr;
 use wirespeed_packet::flow_key::VLAN_VID_MASK;
 use wirespeed_xdp::XdpError;
-use wirespeed_xdp::fast_path::{FastKey, FastPath, FastPathCounters, FlowCounts, fast_key};
+use wirespeed_xdp::fast_path::{
+    Classes, FastKey, FastPath, FastPathCounters, FlowCounts, fast_key,
+};
 
 use crate::action::Action;
 use crate::classifier::RuleId;
@@ -164,9 +167,10 @@ enum Suspension {
     /// The kernel goes on forwarding: no rule an entry counts for goes, so the entries'
     /// counts still have their rules after the change.
     Watching(u64),
-    /// The kernel stopped and the counts were taken before the change, which may take
-    /// rules away.
-    Stopped(u64),
+    /// The kernel stopped forwarding on the entries of these classes, and their counts
+    /// were taken before the change, which may take rules away (the other entries' counts
+    /// have their rules still).
+    Stopped(u64, Classes),
 }
 
 /// The state of the offload, for `dump-cache`.
@@ -187,10 +191,15 @@ pub struct OffloadSummary {
     /// Times every entry was removed at once (a change the rules' log cannot say, more rule
     /// changes at once than are tested one by one, a learned address moved).
     pub flushes: u64,
-    /// Times a rule change stopped the kernel forwarding on every entry (its packets went to
-    /// user space meanwhile): before rules some entry counted for went, or after a change
-    /// that touched an entry; and a port going down that some entry used.
+    /// Times the kernel was stopped forwarding on classes of entries not stopped already
+    /// (their packets went to user space meanwhile): before rules some entry counted for
+    /// went, and after a change that touched an entry (one change may do both); and a port
+    /// going down that some entry used.
     pub stops: u64,
+    /// The classes of entries those stops took in all (of
+    /// [`wirespeed_xdp::fast_path::CLASSES`] each: a stop takes the classes of the entries it
+    /// needs, each a share of all the entries, by a hash of their keys).
+    pub stopped_classes: u64,
     /// Map operations that failed otherwise.
     pub errors: u64,
     pub kernel: FastPathCounters,
@@ -210,6 +219,7 @@ pub struct Offload {
     port_down: u64,
     flushes: u64,
     stops: u64,
+    stopped_classes: u64,
     errors: u64,
     /// The rules' generation before the change being made, if entries are to be
     /// revalidated after it ([`Offload::resume`]).
@@ -253,6 +263,7 @@ impl Offload {
             port_down: 0,
             flushes: 0,
             stops: 0,
+            stopped_classes: 0,
             errors: 0,
             suspension: None,
             full: false,
@@ -319,11 +330,8 @@ impl Offload {
             .collect();
         let n = using.len() as u64;
         let result = self
-            .remove_entries(using, false, tables, macs, now)
-            .and_then(|stopped| match stopped {
-                true => self.fast_path.resume(),
-                false => Ok(()),
-            });
+            .remove_entries(using, Classes::NONE, tables, macs, now)
+            .and_then(|stopped| self.fast_path.resume(stopped));
         match result {
             Ok(()) => self.port_down += n,
             // Housekeeping retries it as a flush.
@@ -577,6 +585,7 @@ impl Offload {
             port_down: self.port_down,
             flushes: self.flushes,
             stops: self.stops,
+            stopped_classes: self.stopped_classes,
             errors: self.errors,
             kernel: self.fast_path.counters()?,
         })
@@ -881,7 +890,7 @@ mod tests {
         offload
             .suspend_for(&[], &[5], &mut tables, &mut macs, now)
             .unwrap();
-        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
+        assert!(matches!(offload.suspension, Some(Suspension::Stopped(..))));
         tables.set_group(group(5).unwrap(), true, now).unwrap();
         offload.resume(&mut tables, &mut macs, now).unwrap();
         let kept: Vec<[u8; 4]> = offload
@@ -927,7 +936,7 @@ mod tests {
         offload
             .suspend_for(&[other, id], &[], &mut tables, &mut macs, now)
             .unwrap();
-        assert!(matches!(offload.suspension, Some(Suspension::Stopped(_))));
+        assert!(matches!(offload.suspension, Some(Suspension::Stopped(..))));
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.entries.len(), 2);
 
@@ -994,6 +1003,92 @@ mod tests {
         offload.suspend(&mut tables, &mut macs, now).unwrap();
         offload.watch(&tables);
         assert_eq!(offload.suspension, None);
+    }
+
+    /// A change stops the kernel only on the classes of the entries it needs: the others
+    /// go on forwarding throughout.
+    #[test]
+    fn a_change_stops_only_the_classes_of_the_entries_it_needs() {
+        let mut offload = offload();
+        let mut tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let now = Duration::ZERO;
+        let low = tables.add(parse_rule("in_port=1,actions=output:2").unwrap(), now);
+        let high = "priority=40000,ip,nw_dst=10.0.0.2,actions=output:2";
+        let high = tables.add(parse_rule(high).unwrap(), now);
+        let key = |host: u8| fast_key(&frame_to(Ipv4Addr::new(10, 0, 0, host)), 1001).unwrap();
+        let class_of = wirespeed_xdp::fast_path::class_of;
+        // Host 2's entry counts for `high`; the others, in other classes, for `low`.
+        let others: Vec<u8> = (3..=12)
+            .filter(|&h| class_of(&key(h)) != class_of(&key(2)))
+            .collect();
+        assert!(others.len() >= 8);
+        let hosts = std::iter::once((2, high)).chain(others.iter().map(|&h| (h, low)));
+        for (host, rule) in hosts {
+            let (frame, megaflow) = output_to_host(host, rule, vec![]);
+            offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        }
+        assert_eq!(offload.entries.len(), 1 + others.len());
+        let forwarding = |offload: &Offload| -> Vec<u8> {
+            (2..=12)
+                .filter(|&h| offload.fast_path.forwards(&key(h)).unwrap())
+                .collect()
+        };
+        let all: Vec<u8> = std::iter::once(2).chain(others.iter().copied()).collect();
+        assert_eq!(forwarding(&offload), all);
+
+        // `high` goes: only host 2's class stops while its counts are taken.
+        offload
+            .suspend_for(&[high], &[], &mut tables, &mut macs, now)
+            .unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key(2)]));
+        assert_eq!(forwarding(&offload), others);
+        tables.remove(high);
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::NONE);
+        assert_eq!(forwarding(&offload), others);
+        assert!(!offload.entries.contains_key(&key(2)));
+
+        // A rule above the host of an entry with a class-mate: only their class stops while
+        // the entry goes, and the class-mate forwards again after.
+        let same_class = |h: u8, g: u8| h != g && class_of(&key(h)) == class_of(&key(g));
+        let touched = *(others.iter())
+            .find(|&&h| others.iter().any(|&g| same_class(h, g)))
+            .expect("two of ten hosts in one class");
+        offload.watch(&tables);
+        let above = format!("priority=40000,ip,nw_dst=10.0.0.{touched},actions=drop");
+        tables.add(parse_rule(&above).unwrap(), now);
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        let others: Vec<u8> = others.into_iter().filter(|&h| h != touched).collect();
+        assert_eq!(forwarding(&offload), others);
+        let summary = offload.summary().unwrap();
+        assert_eq!(
+            (summary.revalidated, summary.stops, summary.stopped_classes),
+            (2, 2, 2)
+        );
+
+        // A change that may take any rule stops every class.
+        offload.suspend(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(forwarding(&offload), Vec::<u8>::new());
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(forwarding(&offload), others);
+        let summary = offload.summary().unwrap();
+        let classes = Classes::of(offload.entries.keys()).len();
+        assert_eq!(
+            (summary.stops, summary.stopped_classes),
+            (3, 2 + u64::from(classes))
+        );
+
+        // A change the rules' log cannot say, made with classes stopped, removes every
+        // entry and leaves no class stopped.
+        offload
+            .suspend_for(&[low], &[], &mut tables, &mut macs, now)
+            .unwrap();
+        assert_eq!(offload.fast_path.stopped().len(), classes);
+        tables.set_fail_open(true);
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::NONE);
+        assert_eq!((offload.entries.len(), forwarding(&offload)), (0, vec![]));
     }
 
     /// A `normal` entry depends on where its destination was learned: that address moving

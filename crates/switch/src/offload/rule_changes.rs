@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use wirespeed_xdp::XdpError;
-use wirespeed_xdp::fast_path::FastKey;
+use wirespeed_xdp::fast_path::{Classes, FastKey};
 
 use super::{Entry, Offload, Suspension, arrival_mask, credit};
 use crate::classifier::RuleId;
@@ -31,9 +31,9 @@ impl Offload {
     /// Before a change that takes the rules `going` away, or resets their counts, or
     /// changes the groups `groups` (a modify starts a group's counts anew, a delete takes
     /// it away): if some entry's packets count for one of them, stops the kernel forwarding
-    /// and credits those entries' counts while the rules and groups are as they were;
-    /// otherwise as [`Offload::watch`] (an entry decided by other rules and groups is not
-    /// decided otherwise by the change).
+    /// on those entries' classes and credits their counts while the rules and groups are as
+    /// they were; otherwise as [`Offload::watch`] (an entry decided by other rules and
+    /// groups is not decided otherwise by the change).
     pub fn suspend_for(
         &mut self,
         going: &[RuleId],
@@ -59,9 +59,9 @@ impl Offload {
         self.stop_and_harvest(counts_for_going, tables, macs, now)
     }
 
-    /// Before a change that may take any rule away: stops the kernel forwarding and
-    /// credits every entry's counts while the rules are all there, keeping the entries for
-    /// [`Offload::resume`], which must follow the change.
+    /// Before a change that may take any rule away: stops the kernel forwarding on every
+    /// entry and credits their counts while the rules are all there, keeping the entries
+    /// for [`Offload::resume`], which must follow the change.
     pub fn suspend(
         &mut self,
         tables: &mut dyn Upcall,
@@ -74,9 +74,10 @@ impl Offload {
         self.stop_and_harvest(|_| true, tables, macs, now)
     }
 
-    /// Stops the kernel forwarding on every entry (if it was not), then credits the counts
-    /// of those `harvest` picks. A change made before, in the same edit, took no rule
-    /// away ([`Suspension::Watching`]): their counts are still the rules'.
+    /// Stops the kernel forwarding on the classes of the entries `harvest` picks (those not
+    /// stopped already), then credits those entries' counts. A change made before, in the
+    /// same edit, took no rule away ([`Suspension::Watching`]): their counts are still the
+    /// rules'.
     fn stop_and_harvest(
         &mut self,
         harvest: impl Fn(&Entry) -> bool,
@@ -84,16 +85,15 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        let generation = match self.suspension {
-            Some(Suspension::Stopped(generation)) => Ok(generation),
-            Some(Suspension::Watching(generation)) => self.stop().map(|()| generation),
-            None => {
-                let generation = tables.generation();
-                self.stop().map(|()| generation)
-            }
+        let (generation, stopped) = match self.suspension {
+            Some(Suspension::Stopped(generation, stopped)) => (generation, stopped),
+            Some(Suspension::Watching(generation)) => (generation, Classes::NONE),
+            None => (tables.generation(), Classes::NONE),
         };
-        let result = generation.and_then(|generation| {
-            self.suspension = Some(Suspension::Stopped(generation));
+        let picked = self.entries.iter().filter(|(_, e)| harvest(e));
+        let classes = Classes::of(picked.map(|(key, _)| key)).union(stopped);
+        let result = self.stop(classes).and_then(|()| {
+            self.suspension = Some(Suspension::Stopped(generation, classes));
             self.credit_where(harvest, tables, macs, now)
         });
         if result.is_err() {
@@ -107,7 +107,7 @@ impl Offload {
 
     /// After the rules changed: removes the entries whose packets the changes could decide
     /// otherwise (every one if they are not all known, or too many to test one by one), and
-    /// lets the kernel forward on the rest again.
+    /// lets the kernel forward on the rest of the classes it stopped again.
     pub fn resume(
         &mut self,
         tables: &mut dyn Upcall,
@@ -126,10 +126,7 @@ impl Offload {
         };
         let result = self
             .remove_touched(suspension, tables, macs, now)
-            .and_then(|stopped| match stopped {
-                true => self.fast_path.resume(),
-                false => Ok(()),
-            });
+            .and_then(|stopped| self.fast_path.resume(stopped));
         if result.is_err() {
             self.flush_failed = true;
         }
@@ -138,17 +135,17 @@ impl Offload {
 
     /// Removes the entries the changes since `suspension` touched, their last counts
     /// credited (to rules still there, or to rules that went whose counts were taken before:
-    /// nothing new then); whether the kernel is stopped at the end.
+    /// nothing new then); the classes stopped at the end.
     fn remove_touched(
         &mut self,
         suspension: Suspension,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
-    ) -> Result<bool, XdpError> {
+    ) -> Result<Classes, XdpError> {
         let (generation, stopped) = match suspension {
-            Suspension::Watching(generation) => (generation, false),
-            Suspension::Stopped(generation) => (generation, true),
+            Suspension::Watching(generation) => (generation, Classes::NONE),
+            Suspension::Stopped(generation, stopped) => (generation, stopped),
         };
         let arrival_mask = arrival_mask();
         let touched: Vec<FastKey> = match tables.changes_since(generation) {
@@ -169,7 +166,11 @@ impl Offload {
             }
             _ if self.entries.is_empty() => Vec::new(),
             // (It leaves the kernel on a new generation: nothing to resume.)
-            _ => return self.flush_entries(tables, macs, now).map(|()| false),
+            _ => {
+                return self
+                    .flush_entries(tables, macs, now)
+                    .map(|()| Classes::NONE);
+            }
         };
         let n = touched.len() as u64;
         let stopped = self.remove_entries(touched, stopped, tables, macs, now)?;
@@ -178,23 +179,21 @@ impl Offload {
     }
 
     /// Removes the entries of `keys`, their last counts credited, the kernel stopped first
-    /// (if it was not: `stopped`) so none is missed; whether the kernel is stopped at the
-    /// end (the caller resumes it).
+    /// on their classes (those not in `stopped` already) so no packet is missed; the classes
+    /// stopped at the end (the caller resumes them).
     pub(super) fn remove_entries(
         &mut self,
         keys: Vec<FastKey>,
-        mut stopped: bool,
+        stopped: Classes,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
-    ) -> Result<bool, XdpError> {
+    ) -> Result<Classes, XdpError> {
         if keys.is_empty() {
             return Ok(stopped);
         }
-        if !stopped {
-            self.stop()?;
-            stopped = true;
-        }
+        let stopped = Classes::of(&keys).union(stopped);
+        self.stop(stopped)?;
         for key in &keys {
             if let Some(entry) = self.entries.get_mut(key) {
                 let counts = self.fast_path.counts(key)?;
@@ -213,10 +212,15 @@ impl Offload {
         Ok(stopped)
     }
 
-    /// Stops the kernel forwarding on every entry until [`FastPath::resume`].
-    fn stop(&mut self) -> Result<(), XdpError> {
-        self.stops += 1;
-        self.fast_path.suspend()
+    /// Stops the kernel forwarding on the entries of `classes` until [`FastPath::resume`]
+    /// (a stop only if some were not stopped).
+    fn stop(&mut self, classes: Classes) -> Result<(), XdpError> {
+        let new = classes.minus(self.fast_path.stopped());
+        if !new.is_empty() {
+            self.stops += 1;
+            self.stopped_classes += u64::from(new.len());
+        }
+        self.fast_path.suspend(classes)
     }
 
     /// Stops the kernel forwarding on any entry, credits their counts, and removes them (the

@@ -247,9 +247,10 @@ impl Ofproto {
 
     /// Call in [`edit`]'s change before one that takes the rules `going` away, or resets
     /// their counts, so that their counts are complete: the caches' megaflows made from them
-    /// are harvested ([`FlowCache::harvest_for`]), and the kernel's fast path stops first if
-    /// some entry's packets count for one of them ([`Offload::suspend_for`]); otherwise it
-    /// goes on forwarding, as for [`Ofproto::watch_offload`].
+    /// are harvested ([`FlowCache::harvest_for`]), and the kernel's fast path first stops
+    /// forwarding on the entries whose packets count for one of them, and the rest of their
+    /// classes ([`Offload::suspend_for`]); the others go on, as for
+    /// [`Ofproto::watch_offload`].
     pub fn before_taking(&mut self, going: &[RuleId], now: Duration) -> Result<(), XdpError> {
         self.before_groups(&[], going, now)
     }

@@ -1,9 +1,11 @@
 //! The switch's in-kernel fast path (bpf/switch_fast_path.c): one program attached to every
 //! AF_XDP port of a bridge, its flow table, and the sockets it sends the rest to.
 
+mod classes;
 mod key;
 mod probe;
 
+pub use classes::{CLASSES, Classes, class_of};
 pub use key::{FastKey, KEY_LEN, KeyFields, fast_key, key_fields};
 pub use probe::{PROBE_IFINDEX, Probe};
 
@@ -22,9 +24,12 @@ const PROGRAM: &str = "switch_fast_path";
 pub const MAX_PORTS: u32 = 64;
 pub const MAX_QUEUES: u32 = 64;
 
-/// `struct fp_action`: out slot then generation (two u32 in one word), packets, bytes, TCP
-/// flags.
+/// `struct fp_action`: out slot and class (two u16), then generation (u32) in one word,
+/// packets, bytes, TCP flags.
 type ActionWords = [u64; 4];
+/// `struct fp_validity`: the generation (u32, first in memory) and padding, then the classes
+/// stopped.
+type ValidityWords = [u64; 2];
 /// `struct fp_tx`: frames failed, then the last error (i32, first in memory) and padding.
 type TxWords = [u64; 2];
 /// `struct fp_config`: the namespace cookie, then fp_devs' map id (u32, first in memory)
@@ -76,7 +81,7 @@ pub struct FastPathCounters {
 /// The program attached to a bridge's interfaces; detached from all when dropped.
 pub struct FastPath {
     flows: HashMap<MapData, FastKey, ActionWords>,
-    generation_map: Array<MapData, u32>,
+    validity: Array<MapData, ValidityWords>,
     ports: HashMap<MapData, u32, u32>,
     xsks: XskMap<MapData>,
     devs: DevMap<MapData>,
@@ -86,7 +91,10 @@ pub struct FastPath {
     config: Array<MapData, ConfigWords>,
     counters: PerCpuArray<MapData, u64>,
     barrier: ProgramBarrier,
+    /// What fp_validity holds: entries of another generation are stale, and those of the
+    /// classes `stopped` are not forwarded on for now.
     generation: u32,
+    stopped: Classes,
     mode: AttachMode,
     // Dropped last: detaching the program from every interface (and the tracepoints).
     ebpf: aya::Ebpf,
@@ -221,7 +229,7 @@ impl FastPath {
         };
         Ok(FastPath {
             flows: take(&mut ebpf, "fp_flows")?,
-            generation_map: take(&mut ebpf, "fp_generation")?,
+            validity: take(&mut ebpf, "fp_validity")?,
             ports: take(&mut ebpf, "fp_ports")?,
             xsks: take(&mut ebpf, "xsks")?,
             devs,
@@ -232,6 +240,7 @@ impl FastPath {
             counters: take(&mut ebpf, "fp_counters")?,
             barrier: take_barrier(&mut ebpf)?,
             generation: 0,
+            stopped: Classes::NONE,
             mode,
             ebpf,
         })
@@ -347,11 +356,13 @@ impl FastPath {
             .map_err(map_error("xsks"))
     }
 
-    /// Forwards packets with `key` out of port `out_slot` from now on, counting them; false
-    /// when the table is full.
+    /// Forwards packets with `key` out of port `out_slot` from now on (once its class is
+    /// not stopped: install none while one is), counting them; false when the table is full.
     pub fn install(&mut self, key: &FastKey, out_slot: u32) -> Result<bool, XdpError> {
+        debug_assert!(out_slot < MAX_PORTS);
         let mut head = [0u8; 8];
-        head[..4].copy_from_slice(&out_slot.to_ne_bytes());
+        head[..2].copy_from_slice(&(out_slot as u16).to_ne_bytes());
+        head[2..4].copy_from_slice(&(class_of(key) as u16).to_ne_bytes());
         head[4..].copy_from_slice(&self.generation.to_ne_bytes());
         let words = [u64::from_ne_bytes(head), 0, 0, 0];
         match self.flows.insert(key, words, 0) {
@@ -386,26 +397,64 @@ impl FastPath {
         }
     }
 
+    /// Whether the program forwards on the entry of `key` now (as the kernel's maps say).
+    pub fn forwards(&self, key: &FastKey) -> Result<bool, XdpError> {
+        let head = match self.flows.get(key, 0) {
+            Ok([head, ..]) => head.to_ne_bytes(),
+            Err(aya::maps::MapError::KeyNotFound) => return Ok(false),
+            Err(e) => return Err(map_error("fp_flows")(e)),
+        };
+        let [word, stopped] = self.validity.get(&0, 0).map_err(map_error("fp_validity"))?;
+        let word = word.to_ne_bytes();
+        let class = u16::from_ne_bytes([head[2], head[3]]);
+        let generation = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]);
+        let valid = u32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+        Ok(generation == valid && stopped >> (u32::from(class) % CLASSES) & 1 == 0)
+    }
+
+    /// Has the program forward on the entries of `generation` but those of the classes
+    /// `stopped`.
+    fn set_validity(&mut self, generation: u32, stopped: Classes) -> Result<(), XdpError> {
+        let mut word = [0u8; 8];
+        word[..4].copy_from_slice(&generation.to_ne_bytes());
+        self.validity
+            .set(0, [u64::from_ne_bytes(word), stopped.bits()], 0)
+            .map_err(map_error("fp_validity"))?;
+        (self.generation, self.stopped) = (generation, stopped);
+        Ok(())
+    }
+
     /// Makes every entry installed so far stale at once. When this returns, no packet is
     /// being forwarded or counted on them any more, not even one the program was handling
     /// during the change (they keep their final counts until removed).
     pub fn invalidate_all(&mut self) -> Result<(), XdpError> {
+        // The classes stopped stay stopped until the program was waited for: a run that read
+        // the old generation and then the new classes would forward on a stopped entry.
         let generation = self.generation.wrapping_add(1);
-        self.generation_map
-            .set(0, generation, 0)
-            .map_err(map_error("fp_generation"))?;
-        self.generation = generation;
-        self.barrier.wait()
+        self.set_validity(generation, self.stopped)?;
+        self.barrier.wait()?;
+        self.set_validity(generation, Classes::NONE)
     }
 
-    /// Stops the kernel forwarding on every entry for now, as [`FastPath::invalidate_all`]
-    /// does, but keeps them: [`FastPath::resume`] makes those still there valid again (so
-    /// install none meanwhile: it would be valid then too).
-    pub fn suspend(&mut self) -> Result<(), XdpError> {
-        self.generation_map
-            .set(0, self.generation.wrapping_add(1), 0)
-            .map_err(map_error("fp_generation"))?;
-        self.barrier.wait()
+    /// Stops the kernel forwarding on the entries of the classes `classes` for now, as
+    /// [`FastPath::invalidate_all`] does, but keeps them: [`FastPath::resume`] makes those
+    /// still there valid again (so install none meanwhile: it would be valid then too). The
+    /// other classes' entries go on forwarding. Waits for the program only if a class was
+    /// not stopped already.
+    pub fn suspend(&mut self, classes: Classes) -> Result<(), XdpError> {
+        let before = self.stopped;
+        if classes.minus(before).is_empty() {
+            return Ok(());
+        }
+        self.set_validity(self.generation, before.union(classes))?;
+        // A class counts as stopped once the program was waited for: a failed wait leaves
+        // it to be waited for by the next stop.
+        self.barrier.wait().inspect_err(|_| self.stopped = before)
+    }
+
+    /// The classes stopped now (and the program waited for since).
+    pub fn stopped(&self) -> Classes {
+        self.stopped
     }
 
     /// Returns when no program run that started before the call is still going.
@@ -413,11 +462,13 @@ impl FastPath {
         self.barrier.wait()
     }
 
-    /// The kernel forwards on the entries again (after [`FastPath::suspend`]).
-    pub fn resume(&mut self) -> Result<(), XdpError> {
-        self.generation_map
-            .set(0, self.generation, 0)
-            .map_err(map_error("fp_generation"))
+    /// The kernel forwards on the entries of the classes `classes` again (after
+    /// [`FastPath::suspend`]).
+    pub fn resume(&mut self, classes: Classes) -> Result<(), XdpError> {
+        if classes.is_empty() {
+            return Ok(());
+        }
+        self.set_validity(self.generation, self.stopped.minus(classes))
     }
 
     /// A handle that waits for the program (see [`ProgramBarrier`]) without this.
