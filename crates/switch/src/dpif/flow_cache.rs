@@ -301,9 +301,9 @@ impl FlowCache {
         }
         self.stats.stale += stale.len() as u64;
         self.emc.remap(&moved);
-        // Flow records go on from the same megaflow, in its new place.
-        let cursor = self.counts_cursor.min(moved.len());
-        self.counts_cursor = moved[..cursor].iter().flatten().count();
+        // Flow records go on from the same place: a megaflow moved there from past it is
+        // looked at in the next round instead.
+        self.counts_cursor = self.counts_cursor.min(self.megaflows.len());
         if self.flow_records {
             self.retire(stale);
         }

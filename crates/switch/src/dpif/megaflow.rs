@@ -257,47 +257,70 @@ impl MegaflowCache {
 
     /// Removes the megaflows `stale` picks (given each one's digest first, and the
     /// megaflow to look into) and hands them back, with where each megaflow went:
-    /// `moved[old id]` is its new id, None if it was removed. The rest keep their order,
-    /// counts and plans.
+    /// `moved[old id]` is its new id, None if it was removed. The last megaflows move into
+    /// the places freed, so a change that touches a few of many moves a few (the rest keep
+    /// their places); each keeps its counts and plan.
     pub fn remove_where(
         &mut self,
         mut stale: impl FnMut(&Digest, &Megaflow) -> bool,
     ) -> (Vec<Megaflow>, Vec<Option<MegaflowId>>) {
-        let picked: Vec<bool> = (self.digests.iter())
+        let picked: Vec<usize> = (self.digests.iter())
             .zip(&self.megaflows)
-            .map(|(digest, megaflow)| stale(digest, megaflow))
+            .enumerate()
+            .filter(|(_, (digest, megaflow))| stale(digest, megaflow))
+            .map(|(i, _)| i)
             .collect();
-        if !picked.contains(&true) {
+        if picked.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        let mut removed = Vec::new();
-        let mut moved = Vec::with_capacity(picked.len());
-        let megaflows = std::mem::take(&mut self.megaflows);
-        let plans = std::mem::take(&mut self.plans);
-        let digests = std::mem::take(&mut self.digests);
-        let each = megaflows.into_iter().zip(plans).zip(digests).zip(picked);
-        for (((megaflow, plan), digest), stale) in each {
-            if stale {
-                removed.push(megaflow);
-                moved.push(None);
-            } else {
-                moved.push(Some(MegaflowId(self.megaflows.len() as u32)));
-                self.megaflows.push(megaflow);
-                self.plans.push(plan);
-                self.digests.push(digest);
+        let mut moved: Vec<Option<MegaflowId>> = (0..self.megaflows.len() as u32)
+            .map(|i| Some(MegaflowId(i)))
+            .collect();
+        // `at[place]`: the old id of the megaflow there now.
+        let mut at: Vec<u32> = (0..self.megaflows.len() as u32).collect();
+        let mut removed = Vec::with_capacity(picked.len());
+        // From the last picked down, so the megaflow moved into a freed place was not
+        // picked (every picked one above it has gone already).
+        for &place in picked.iter().rev() {
+            let gone = self.megaflows.swap_remove(place);
+            self.plans.swap_remove(place);
+            self.digests.swap_remove(place);
+            // Its table's entry names its place; `moved` its old id.
+            Self::relink(&mut self.subtables, &gone, MegaflowId(place as u32), None);
+            moved[at[place] as usize] = None;
+            let last = at.pop().expect("one place a megaflow");
+            if place < at.len() {
+                at[place] = last;
+                let (from, to) = (MegaflowId(at.len() as u32), MegaflowId(place as u32));
+                moved[last as usize] = Some(to);
+                Self::relink(&mut self.subtables, &self.megaflows[place], from, Some(to));
             }
-        }
-        for subtable in &mut self.subtables {
-            subtable.flows.retain(|_, id| match moved[id.0 as usize] {
-                Some(new) => {
-                    *id = new;
-                    true
-                }
-                None => false,
-            });
+            removed.push(gone);
         }
         self.subtables.retain(|subtable| !subtable.flows.is_empty());
         (removed, moved)
+    }
+
+    /// Points `megaflow`'s entry in its mask's table, if it is `id`'s (an entry replaced by
+    /// a later insert of the same flow is not), at `new`, or takes it out (None).
+    fn relink(
+        subtables: &mut [MegaflowSubtable],
+        megaflow: &Megaflow,
+        id: MegaflowId,
+        new: Option<MegaflowId>,
+    ) {
+        let mask = megaflow.flow_match.mask();
+        let Some(subtable) = subtables.iter_mut().find(|s| s.mask == *mask) else {
+            return;
+        };
+        let key = PacketKey::masked(megaflow.flow_match.value(), mask);
+        match (subtable.flows.get_mut(&key), new) {
+            (Some(entry), Some(new)) if *entry == id => *entry = new,
+            (Some(entry), None) if *entry == id => {
+                subtable.flows.remove(&key);
+            }
+            _ => {}
+        }
     }
 
     /// Empties the cache, handing back its megaflows.
@@ -394,6 +417,91 @@ mod tests {
             assert_eq!(cache.lookup(&flow), Some(id));
             Field::InPort.set(&mut flow, 2);
             assert_eq!(cache.lookup(&flow), None);
+        }
+    }
+
+    /// Megaflow `n` of [`removals_move_only_the_last_megaflows`]: in_port=n, and for odd n
+    /// a second mask (nw_dst too); its actions name it.
+    fn numbered(n: u32) -> (Match, Decision, FlowBits) {
+        let mut flow_match = Match::ANY;
+        flow_match.add(Field::InPort, n.into(), u128::MAX).unwrap();
+        let mut flow = FlowBits::ZERO;
+        Field::InPort.set(&mut flow, n.into());
+        if n % 2 == 1 {
+            flow_match.add(Field::NwDst, 9, u128::MAX).unwrap();
+            Field::NwDst.set(&mut flow, 9);
+        }
+        let decision = Decision {
+            actions: vec![Action::Output(n)],
+            rules: vec![crate::classifier::RuleId(n)],
+            ..Decision::default()
+        };
+        (flow_match, decision, flow)
+    }
+
+    /// Every way of removing some of 8 megaflows (and of 9, one of them in twice: the first
+    /// entry of its flow replaced in its table): the removed ones are handed back, `moved`
+    /// says where each of the rest went, and each is found in its new place with its own
+    /// decision, plan and digest. The rest keep their places unless they were last.
+    #[test]
+    fn removals_move_only_the_last_megaflows() {
+        for twice in [false, true] {
+            let n = if twice { 9 } else { 8 };
+            for picks in 0u32..1 << n {
+                let mut cache = MegaflowCache::new(16);
+                for i in 0..n {
+                    let (flow_match, decision, _) = numbered(i.min(7));
+                    cache.insert(flow_match, decision, Duration::ZERO);
+                }
+                let picked = |i: u32| picks >> i & 1 == 1;
+                let mut seen = 0u32;
+                let (removed, moved) = cache.remove_where(|_, _| {
+                    seen += 1;
+                    picked(seen - 1)
+                });
+                if picks == 0 {
+                    assert!(removed.is_empty() && moved.is_empty());
+                    continue;
+                }
+                let port = |m: &Megaflow| match m.decision.actions[..] {
+                    [Action::Output(port)] => port,
+                    _ => unreachable!("numbered megaflows output"),
+                };
+                let mut gone: Vec<u32> = removed.iter().map(port).collect();
+                gone.sort_unstable();
+                let want: Vec<u32> = (0..n).filter(|&i| picked(i)).map(|i| i.min(7)).collect();
+                assert_eq!(gone, want, "picks {picks:b}");
+                assert_eq!(cache.len() as u32, n - picks.count_ones());
+                for old in 0..n {
+                    let Some(new) = moved[old as usize] else {
+                        assert!(picked(old));
+                        continue;
+                    };
+                    assert!(!picked(old));
+                    assert!(new.0 == old || old >= cache.len() as u32, "{old} moved");
+                    let (flow_match, decision, flow) = numbered(old.min(7));
+                    let megaflow = cache.get(new);
+                    assert_eq!(
+                        (&megaflow.flow_match, &megaflow.decision),
+                        (&flow_match, &decision)
+                    );
+                    assert_eq!(cache.plans[new.0 as usize], Plan::of(&decision));
+                    assert_eq!(cache.digests[new.0 as usize], Digest::of(&decision));
+                    // The table has the flow's last entry: the first of 7's (replaced) is
+                    // found by none, as before the removals.
+                    let shadowed = old == 7 && twice;
+                    assert_eq!(cache.lookup(&flow) == Some(new), !shadowed, "{old}");
+                }
+                // A flow whose table entry went is found nowhere; tables emptied go.
+                for m in 0..8 {
+                    let entry = if twice && m == 7 { 8 } else { m };
+                    assert_eq!(cache.lookup(&numbered(m).2).is_some(), !picked(entry));
+                }
+                let entered = |i: u32| !(picked(i) || twice && i == 7);
+                let masks = (0..n).filter(|&i| entered(i)).map(|i| i.min(7) % 2);
+                let masks: std::collections::HashSet<u32> = masks.collect();
+                assert_eq!(cache.subtable_count(), masks.len());
+            }
         }
     }
 }
