@@ -332,6 +332,8 @@ int switch_fast_path(struct xdp_md *ctx)
 
 		if (action) {
 			__u32 zero = 0;
+			// Read after the entry was found: user space removes an entry with its class
+			// stopped, and resumes the class only once the program has been waited for.
 			struct fp_validity *valid = bpf_map_lookup_elem(&fp_validity, &zero);
 
 			if (valid && action->generation == valid->generation &&

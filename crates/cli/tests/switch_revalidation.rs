@@ -185,21 +185,41 @@ const OUTRANKING_DROP: &str = "priority=200,in_port=1,actions=drop";
 
 #[test]
 fn no_packet_sent_after_ctl_returns_is_forwarded() {
-    replace_forwarding_with_drop("sr", false, REPLACING_DROP);
+    replace_forwarding_with_drop("sr", false, REPLACING_DROP, By::Ctl);
 }
 
 #[test]
 fn no_packet_sent_after_ctl_returns_is_forwarded_by_the_kernel() {
-    replace_forwarding_with_drop("so", true, REPLACING_DROP);
+    replace_forwarding_with_drop("so", true, REPLACING_DROP, By::Ctl);
 }
 
 #[test]
 fn no_packet_sent_after_ctl_adds_a_rule_above_is_forwarded_by_the_kernel() {
-    replace_forwarding_with_drop("sa", true, OUTRANKING_DROP);
+    replace_forwarding_with_drop("sa", true, OUTRANKING_DROP, By::Ctl);
 }
 
-fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str) {
-    let s = Switched::new(tag, if offload { &["--offload"] } else { &[] });
+/// The same over OpenFlow: ovs-ofctl returns at the BARRIER_REPLY behind its FLOW_MOD,
+/// which the switch sends before the stopped class of the entry it removed forwards again.
+#[test]
+fn no_packet_sent_after_a_barrier_is_forwarded_by_the_kernel() {
+    replace_forwarding_with_drop("sb", true, OUTRANKING_DROP, By::OpenFlow);
+}
+
+/// Who makes the change: `wirespeed ctl`, or a controller (ovs-ofctl, with a barrier).
+enum By {
+    Ctl,
+    OpenFlow,
+}
+
+fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str, by: By) {
+    let mut args = match by {
+        By::Ctl => vec![],
+        By::OpenFlow => vec!["--openflow", "ptcp:"],
+    };
+    if offload {
+        args.push("--offload");
+    }
+    let s = Switched::new(tag, &args);
     if offload {
         // The far host's veth receives the kernel's XDP redirects only with NAPI on.
         must(&[
@@ -224,7 +244,10 @@ fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str) {
     );
     tx.wait_ready();
     std::thread::sleep(Duration::from_millis(1000));
-    s.ctl_ok(&["add-flow", drop]);
+    match by {
+        By::Ctl => s.ctl_ok(&["add-flow", drop]),
+        By::OpenFlow => s.ofctl_ok(&["add-flow", drop]),
+    };
     let returned = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -241,7 +264,7 @@ fn replace_forwarding_with_drop(tag: &str, offload: bool, drop: &str) {
         let after = (p.timestamp_ns.wrapping_sub(t0) & MASK) < (1 << 47);
         assert!(
             !after,
-            "packet {} was sent {} ns after ctl returned and still arrived",
+            "packet {} was sent {} ns after the change returned and still arrived",
             p.seq,
             (p.timestamp_ns.wrapping_sub(t0)) & MASK
         );

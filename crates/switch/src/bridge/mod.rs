@@ -24,7 +24,7 @@ pub mod summary;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -429,17 +429,24 @@ impl Bridge {
         self.publish_figures();
         let mut last_housekeeping = Instant::now();
         while keep_going() && !self.a_thread_ended() {
-            match jobs.recv_timeout(CONTROL_TICK) {
+            let work = match jobs.try_recv() {
+                Ok(work) => Ok(work),
+                // The fast path settles when nothing waits, not between an OpenFlow change
+                // and the BARRIER behind it: the change is in force when it is answered.
+                Err(TryRecvError::Empty) => {
+                    self.settle_offload();
+                    jobs.recv_timeout(CONTROL_TICK)
+                }
+                Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            };
+            match work {
                 // A job its client's side withdrew is not done: the client was told so.
                 Ok(Work::Ctl(job)) if job.take() => {
                     let response = self.answer(&job.request, &mut handler);
                     let _ = job.reply.send(response);
                 }
                 Ok(Work::Ctl(_)) => {}
-                Ok(Work::Call(call)) => {
-                    call(self);
-                    self.settle_offload();
-                }
+                Ok(Work::Call(call)) => call(self),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => std::thread::sleep(CONTROL_TICK),
             }
@@ -723,10 +730,11 @@ impl Bridge {
         response
     }
 
-    /// After the fast path removed entries (ageing, a flush; a rule change's revalidation
-    /// waits itself): waits for its program outside
-    /// the lock, about 10 ms in which the poll-mode threads go on but install nothing, then
-    /// lets them install again (see "Reuse" in [`crate::offload`]).
+    /// After the fast path removed entries (ageing, a flush, a rule change's revalidation):
+    /// waits for its program outside the lock, about 10 ms in which the poll-mode threads go
+    /// on but install nothing, then lets them install again (see "Reuse" in
+    /// [`crate::offload`]) and the kernel forward on the classes of the entries a rule
+    /// change removed.
     fn settle_offload(&mut self) {
         let Some(barrier) = &mut self.barrier else {
             return;
@@ -739,11 +747,10 @@ impl Bridge {
             return;
         };
         let waited = barrier.wait();
-        if let Some(offload) = &mut lock(&self.ofproto).offload {
-            match waited {
-                Ok(()) => offload.settled_at(round),
-                Err(_) => offload.count_error(),
-            }
+        if let Some(offload) = &mut lock(&self.ofproto).offload
+            && waited.and_then(|()| offload.settled_at(round)).is_err()
+        {
+            offload.count_error();
         }
     }
 

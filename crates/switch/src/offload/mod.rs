@@ -22,10 +22,12 @@
 //!   (each tested on its own flow with its megaflow's lookups, [`crate::dpif::revalidate`])
 //!   are stopped in one map write, with the rest of their classes: the entries fall in 64
 //!   classes by a hash of their key, and the others go on forwarding. The kernel is waited
-//!   for until no packet is being forwarded on a stopped entry any more, the touched ones
-//!   are counted and removed, the program is waited for again, and the classes are made
-//!   valid in one more write ([`Offload::resume`]). So once `ctl` returns, no packet is
-//!   handled under the old rules. A change that takes away rules some entry counts for, or
+//!   for until no packet is being forwarded on a stopped entry any more, and the touched
+//!   ones are counted and removed ([`Offload::resume`]). A run that found one just before
+//!   its removal reads its class stopped after, so the class stays stopped until the
+//!   program has been waited for again, which the bridge does outside its lock once no
+//!   request waits ([`Offload::settled_at`]): a BARRIER behind the change is answered
+//!   first. So once `ctl` or a barrier returns, no packet is handled under the old rules. A change that takes away rules some entry counts for, or
 //!   changes a group some entry passes through, stops those entries' classes before it
 //!   instead ([`Offload::suspend_for`]), so their counts are complete; one that only adds
 //!   rules or changes actions, or takes rules away no entry counts for, lets the kernel
@@ -50,7 +52,8 @@
 //!   install at once, so a program run that found the entry just before its removal could
 //!   read the new flow's action. After a removal nothing is installed until the program has
 //!   been waited for ([`Offload::unsettled`], [`Offload::settled_at`]; the bridge waits
-//!   outside its lock after housekeeping and after each command). A table that does not
+//!   outside its lock after housekeeping, after each `ctl` command, and whenever no request
+//!   waits). A table that does not
 //!   preallocate (BPF_F_NO_PREALLOC) would not need this, but forwarded 15-25 % fewer
 //!   packets here.
 //! - Transmit failures: the kernel counts a packet when it redirects it, so one whose
@@ -236,6 +239,10 @@ pub struct Offload {
     /// since: installs wait until they are equal (see Reuse above).
     removals: u64,
     settled: u64,
+    /// Classes stopped whose entries were removed: they resume once the program has been
+    /// waited for after removal round `resume_after`.
+    to_resume: Classes,
+    resume_after: u64,
     /// The last flush failed: housekeeping retries it, not every packet.
     flush_failed: bool,
     /// Ports whose interface is down or gone: no entry goes to or comes from them.
@@ -272,6 +279,8 @@ impl Offload {
             macs_seen: 0,
             removals: 0,
             settled: 0,
+            to_resume: Classes::NONE,
+            resume_after: 0,
             flush_failed: false,
             down: HashSet::new(),
             flow_records: false,
@@ -331,7 +340,7 @@ impl Offload {
         let n = using.len() as u64;
         let result = self
             .remove_entries(using, Classes::NONE, tables, macs, now)
-            .and_then(|stopped| self.fast_path.resume(stopped));
+            .and_then(|stopped| self.resume_unremoved(stopped));
         match result {
             Ok(()) => self.port_down += n,
             // Housekeeping retries it as a flush.
@@ -539,9 +548,20 @@ impl Offload {
         (self.removals != self.settled).then_some(self.removals)
     }
 
-    /// The program was waited for after removal round `round`: installs may reuse entries.
-    pub fn settled_at(&mut self, round: u64) {
+    /// The program was waited for after removal round `round`: installs may reuse entries,
+    /// and the classes stopped while entries of theirs were removed forward again.
+    pub fn settled_at(&mut self, round: u64) -> Result<(), XdpError> {
         self.settled = self.settled.max(round);
+        if round < self.resume_after || self.to_resume.is_empty() {
+            return Ok(());
+        }
+        let classes = std::mem::take(&mut self.to_resume);
+        let resumed = self.fast_path.resume(classes);
+        if resumed.is_err() {
+            // Housekeeping's flush leaves nothing stopped.
+            self.flush_failed = true;
+        }
+        resumed
     }
 
     /// What port `port` moved through the fast path, as of the last harvest.
@@ -767,13 +787,13 @@ mod tests {
         offload.consider(&frame, 1, &decision, &tables, &macs, now);
         assert_eq!(offload.entries.len(), 0, "installed before the wait");
         barrier.wait().unwrap();
-        offload.settled_at(round);
+        offload.settled_at(round).unwrap();
         assert_eq!(offload.unsettled(), None);
         offload.consider(&frame, 1, &decision, &tables, &macs, now);
         assert_eq!(offload.entries.len(), 1);
         // A flush of an empty table removes nothing and leaves nothing to wait for.
         offload.flush(&mut tables, &mut macs, now).unwrap();
-        offload.settled_at(offload.unsettled().unwrap());
+        offload.settled_at(offload.unsettled().unwrap()).unwrap();
         offload.flush(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.unsettled(), None);
     }
@@ -843,11 +863,14 @@ mod tests {
             (summary.port_down, summary.flushes, summary.stops),
             (1, 0, 1)
         );
-        assert_eq!(
-            offload.unsettled(),
-            None,
-            "the removal waited for the program"
-        );
+        // The removed entry's class forwards again once the program has been waited for.
+        let key = |host: u8| fast_key(&frame_to(Ipv4Addr::new(10, 0, 0, host)), 1001).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key(3)]));
+        let mut barrier = offload.fast_path.barrier().unwrap();
+        barrier.wait().unwrap();
+        offload.settled_at(offload.unsettled().unwrap()).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::NONE);
+        assert!(offload.fast_path.forwards(&key(2)).unwrap());
         // Nothing goes to or from it while it is down; once up, it takes entries again.
         let (frame, megaflow) = output_to_host_on(3, 3, id, vec![]);
         offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
@@ -949,19 +972,25 @@ mod tests {
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!((offload.entries.len(), offload.unsettled()), (2, None));
 
-        // One that outranks the rule for 10.0.0.3, the kernel stopped before it or not;
-        // the resume waits for the program, so installs need not.
+        // One that outranks the rule for 10.0.0.3, the kernel stopped before it or not:
+        // the removed entry's class stays stopped, and nothing is installed, until the
+        // program has been waited for.
+        let key = |host: u8| fast_key(&to(host).0, 1001).unwrap();
         offload.suspend(&mut tables, &mut macs, now).unwrap();
         tables.add(
             parse_rule("priority=40000,ip,nw_dst=10.0.0.3,actions=drop").unwrap(),
             now,
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        assert_eq!(
-            (kept(&offload), offload.unsettled()),
-            (vec![[10, 0, 0, 2]], None)
-        );
+        assert_eq!(kept(&offload), vec![[10, 0, 0, 2]]);
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key(3)]));
+        let round = offload.unsettled().expect("a removal is unsettled");
         let (frame, megaflow) = to(3);
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        assert_eq!(offload.entries.len(), 1, "installed before the wait");
+        barrier.wait().unwrap();
+        offload.settled_at(round).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::NONE);
         offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
         offload.watch(&tables);
         tables.add(
@@ -969,10 +998,11 @@ mod tests {
             now,
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        assert_eq!(
-            (kept(&offload), offload.unsettled()),
-            (vec![[10, 0, 0, 3]], None)
-        );
+        assert_eq!(kept(&offload), vec![[10, 0, 0, 3]]);
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key(2)]));
+        barrier.wait().unwrap();
+        offload.settled_at(offload.unsettled().unwrap()).unwrap();
+        assert!(offload.fast_path.forwards(&key(3)).unwrap());
         let summary = offload.summary().unwrap();
         assert_eq!((summary.revalidated, summary.flushes), (2, 0));
 
@@ -988,7 +1018,7 @@ mod tests {
             .unsettled()
             .expect("a flush that removed entries is unsettled");
         barrier.wait().unwrap();
-        offload.settled_at(round);
+        offload.settled_at(round).unwrap();
 
         // A change the rules' log cannot say removes every entry.
         let (frame, megaflow) = to(3);
@@ -1036,6 +1066,11 @@ mod tests {
         };
         let all: Vec<u8> = std::iter::once(2).chain(others.iter().copied()).collect();
         assert_eq!(forwarding(&offload), all);
+        let mut barrier = offload.fast_path.barrier().unwrap();
+        let mut settle = |offload: &mut Offload| {
+            barrier.wait().unwrap();
+            offload.settled_at(offload.unsettled().unwrap()).unwrap();
+        };
 
         // `high` goes: only host 2's class stops while its counts are taken.
         offload
@@ -1045,12 +1080,16 @@ mod tests {
         assert_eq!(forwarding(&offload), others);
         tables.remove(high);
         offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert!(!offload.entries.contains_key(&key(2)));
+        // Its class stays stopped until the program has been waited for.
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key(2)]));
+        settle(&mut offload);
         assert_eq!(offload.fast_path.stopped(), Classes::NONE);
         assert_eq!(forwarding(&offload), others);
-        assert!(!offload.entries.contains_key(&key(2)));
 
         // A rule above the host of an entry with a class-mate: only their class stops while
-        // the entry goes, and the class-mate forwards again after.
+        // the entry goes, and the class-mate forwards again once the program has been
+        // waited for.
         let same_class = |h: u8, g: u8| h != g && class_of(&key(h)) == class_of(&key(g));
         let touched = *(others.iter())
             .find(|&&h| others.iter().any(|&g| same_class(h, g)))
@@ -1060,6 +1099,12 @@ mod tests {
         tables.add(parse_rule(&above).unwrap(), now);
         offload.resume(&mut tables, &mut macs, now).unwrap();
         let others: Vec<u8> = others.into_iter().filter(|&h| h != touched).collect();
+        let unstopped: Vec<u8> = (others.iter().copied())
+            .filter(|&h| !same_class(h, touched))
+            .collect();
+        assert!(unstopped.len() < others.len());
+        assert_eq!(forwarding(&offload), unstopped);
+        settle(&mut offload);
         assert_eq!(forwarding(&offload), others);
         let summary = offload.summary().unwrap();
         assert_eq!(
@@ -1067,11 +1112,12 @@ mod tests {
             (2, 2, 2)
         );
 
-        // A change that may take any rule stops every class.
+        // A change that may take any rule stops every class; with none of their entries
+        // removed they forward again at once.
         offload.suspend(&mut tables, &mut macs, now).unwrap();
         assert_eq!(forwarding(&offload), Vec::<u8>::new());
         offload.resume(&mut tables, &mut macs, now).unwrap();
-        assert_eq!(forwarding(&offload), others);
+        assert_eq!((forwarding(&offload), offload.unsettled()), (others, None));
         let summary = offload.summary().unwrap();
         let classes = Classes::of(offload.entries.keys()).len();
         assert_eq!(

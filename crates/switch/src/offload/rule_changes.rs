@@ -126,7 +126,7 @@ impl Offload {
         };
         let result = self
             .remove_touched(suspension, tables, macs, now)
-            .and_then(|stopped| self.fast_path.resume(stopped));
+            .and_then(|stopped| self.resume_unremoved(stopped));
         if result.is_err() {
             self.flush_failed = true;
         }
@@ -180,7 +180,8 @@ impl Offload {
 
     /// Removes the entries of `keys`, their last counts credited, the kernel stopped first
     /// on their classes (those not in `stopped` already) so no packet is missed; the classes
-    /// stopped at the end (the caller resumes them).
+    /// stopped at the end. Their classes stay stopped until the program has been waited for
+    /// ([`Offload::settled_at`]); the caller resumes the others.
     pub(super) fn remove_entries(
         &mut self,
         keys: Vec<FastKey>,
@@ -201,15 +202,22 @@ impl Offload {
             }
         }
         self.removals += 1;
+        // A run that found a removed entry before its removal reads the classes stopped
+        // after it, so it forwards nothing as long as they stay stopped: until the program
+        // has been waited for, which settles the removals too. The bridge waits outside its
+        // lock, after answering.
+        self.to_resume = self.to_resume.union(Classes::of(&keys));
+        self.resume_after = self.removals;
         for key in keys {
             self.remove(key)?;
         }
-        // A run that found a removed entry before its removal could still read the
-        // generation after the resume and forward on it: the program is waited for first,
-        // which settles the removals too.
-        self.fast_path.wait_for_program()?;
-        self.settled = self.removals;
         Ok(stopped)
+    }
+
+    /// Lets the kernel forward again on the classes `stopped` whose entries were not
+    /// removed (those that were resume once the program has been waited for).
+    pub(super) fn resume_unremoved(&mut self, stopped: Classes) -> Result<(), XdpError> {
+        self.fast_path.resume(stopped.minus(self.to_resume))
     }
 
     /// Stops the kernel forwarding on the entries of `classes` until [`FastPath::resume`]
@@ -261,6 +269,8 @@ impl Offload {
         for (key, entry) in std::mem::take(&mut self.entries) {
             self.keep_removed(key, entry);
         }
+        // (invalidate_all left no class stopped.)
+        self.to_resume = Classes::NONE;
         self.to_age.clear();
         self.full = false;
         self.dsts.clear();
