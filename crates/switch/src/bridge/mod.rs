@@ -428,15 +428,19 @@ impl Bridge {
         self.export_flow_records(false);
         self.publish_figures();
         let mut last_housekeeping = Instant::now();
+        let mut last_settle = Instant::now();
         while keep_going() && !self.a_thread_ended() {
-            let work = match jobs.try_recv() {
+            // The fast path settles when nothing waits, not between an OpenFlow change and
+            // the BARRIER behind it (the change is in force when it is answered), and at
+            // least once a tick while requests keep coming.
+            let next = jobs.try_recv();
+            if next.is_err() || last_settle.elapsed() >= CONTROL_TICK {
+                self.settle_offload();
+                last_settle = Instant::now();
+            }
+            let work = match next {
                 Ok(work) => Ok(work),
-                // The fast path settles when nothing waits, not between an OpenFlow change
-                // and the BARRIER behind it: the change is in force when it is answered.
-                Err(TryRecvError::Empty) => {
-                    self.settle_offload();
-                    jobs.recv_timeout(CONTROL_TICK)
-                }
+                Err(TryRecvError::Empty) => jobs.recv_timeout(CONTROL_TICK),
                 Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
             };
             match work {

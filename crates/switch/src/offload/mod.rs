@@ -27,9 +27,9 @@
 //!   its removal reads its class stopped after, so the class stays stopped until the
 //!   program has been waited for again, which the bridge does outside its lock once no
 //!   request waits ([`Offload::settled_at`]): a BARRIER behind the change is answered
-//!   first. So once `ctl` or a barrier returns, no packet is handled under the old rules. A change that takes away rules some entry counts for, or
-//!   changes a group some entry passes through, stops those entries' classes before it
-//!   instead ([`Offload::suspend_for`]), so their counts are complete; one that only adds
+//!   first. So once `ctl` or a barrier returns, no packet is handled under the old rules.
+//!   A change that takes away rules some entry counts for, or changes a group some entry
+//!   passes through, stops those entries' classes before it instead ([`Offload::suspend_for`]), so their counts are complete; one that only adds
 //!   rules or changes actions, or takes rules away no entry counts for, lets the kernel
 //!   forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
 //!   change the rules' log cannot say (the fail mode, a bundle rolled back) or more rule
@@ -552,7 +552,9 @@ impl Offload {
     /// and the classes stopped while entries of theirs were removed forward again.
     pub fn settled_at(&mut self, round: u64) -> Result<(), XdpError> {
         self.settled = self.settled.max(round);
-        if round < self.resume_after || self.to_resume.is_empty() {
+        // While a flush is owed, a removal may have failed and left a touched entry: its
+        // class stays stopped until the flush (which leaves none stopped).
+        if round < self.resume_after || self.to_resume.is_empty() || self.flush_failed {
             return Ok(());
         }
         let classes = std::mem::take(&mut self.to_resume);
@@ -1135,6 +1137,37 @@ mod tests {
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.fast_path.stopped(), Classes::NONE);
         assert_eq!((offload.entries.len(), forwarding(&offload)), (0, vec![]));
+    }
+
+    /// With a flush owed (as a removal that failed leaves it), the class of an entry removed
+    /// stays stopped when the program has been waited for: the flush, which removes every
+    /// entry, leaves none stopped.
+    #[test]
+    fn a_flush_owed_keeps_the_removed_entries_classes_stopped() {
+        let mut offload = offload();
+        let mut tables = RuleTables::new();
+        let mut macs = MacTable::default();
+        let now = Duration::ZERO;
+        let id = tables.add(parse_rule("in_port=1,actions=output:2").unwrap(), now);
+        let (frame, megaflow) = output_to_host(2, id, vec![]);
+        offload.consider(&frame, 1, &megaflow, &tables, &macs, now);
+        let key = fast_key(&frame, 1001).unwrap();
+        assert!(offload.fast_path.forwards(&key).unwrap());
+        offload.watch(&tables);
+        let drop = "priority=40000,ip,nw_dst=10.0.0.2,actions=drop";
+        tables.add(parse_rule(drop).unwrap(), now);
+        offload.resume(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::of([&key]));
+        offload.flush_failed = true;
+        let mut barrier = offload.fast_path.barrier().unwrap();
+        barrier.wait().unwrap();
+        offload.settled_at(offload.unsettled().unwrap()).unwrap();
+        assert_eq!(
+            (offload.fast_path.stopped(), offload.unsettled()),
+            (Classes::of([&key]), None)
+        );
+        offload.flush(&mut tables, &mut macs, now).unwrap();
+        assert_eq!(offload.fast_path.stopped(), Classes::NONE);
     }
 
     /// A `normal` entry depends on where its destination was learned: that address moving

@@ -205,7 +205,7 @@ impl Offload {
         // A run that found a removed entry before its removal reads the classes stopped
         // after it, so it forwards nothing as long as they stay stopped: until the program
         // has been waited for, which settles the removals too. The bridge waits outside its
-        // lock, after answering.
+        // lock: after answering the OpenFlow messages queued, before answering `ctl`.
         self.to_resume = self.to_resume.union(Classes::of(&keys));
         self.resume_after = self.removals;
         for key in keys {

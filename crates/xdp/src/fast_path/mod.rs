@@ -457,11 +457,6 @@ impl FastPath {
         self.stopped
     }
 
-    /// Returns when no program run that started before the call is still going.
-    pub fn wait_for_program(&mut self) -> Result<(), XdpError> {
-        self.barrier.wait()
-    }
-
     /// The kernel forwards on the entries of the classes `classes` again (after
     /// [`FastPath::suspend`]).
     pub fn resume(&mut self, classes: Classes) -> Result<(), XdpError> {
