@@ -20,7 +20,7 @@ help:
 	@echo "make bench-switch the switch against the Linux bridge, tc mirred, Open vSwitch (root)"
 	@echo "make bench-tunnel the switch's VXLAN encap and decap against Open vSwitch's (KIND=gre: GRE's) (root)"
 	@echo "make bench-churn  rule changes under traffic: precise revalidation against flushing the caches"
-	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root; CHANGE=group: group changes)"
+	@echo "make bench-churn-peers rule changes under real traffic against Open vSwitch (root; CHANGE=group: group changes; CHANGE=touch: changes to a flow of the traffic)"
 	@echo "make bench-openflow OpenFlow flow setup, PACKET_IN round trip against Open vSwitch (root)"
 	@echo "make bench-capture wirespeed capture against tcpdump -w and netsniff-ng (root)"
 	@echo "make bench-pcap   tcpdump through pcap-run against tcpdump and wirespeed capture (root)"

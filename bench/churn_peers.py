@@ -14,15 +14,19 @@ changes are to a group instead: group 1 (indirect), which a rule for a host outs
 sends to, modified to output to port 1, then back to port 2, and so on. Such a change cannot
 decide any flow of the load otherwise: Open vSwitch's revalidators translate every datapath
 flow again after each; wirespeed tests each megaflow against the change
-(crates/switch/src/dpif/revalidate.rs), and with --offload each kernel entry too.
+(crates/switch/src/dpif/revalidate.rs), and with --offload each kernel entry too. With
+CHANGE=touch each change does decide one flow anew: a rule for the first host of the traffic,
+above its own and with the same actions, added then deleted (the flow's megaflow, and kernel
+entry, go; its packets go where they went).
 
 Figures per switch and rate: Mpps at the sink (median and min-max of RUNS interleaved runs),
 the switch process's CPU seconds (user and system, every thread) over the measured window,
 and the changes' barrier round trip (median, p99). Writes
 bench/results/<date>-churn-peers.json and bench/CHURN-PEERS.md (CHANGE=group:
-<date>-churn-peers-groups.json and CHURN-PEERS-GROUPS.md).
+<date>-churn-peers-groups.json and CHURN-PEERS-GROUPS.md; CHANGE=touch:
+<date>-churn-peers-touch.json and CHURN-PEERS-TOUCH.md).
 Environment: RUNS (3), DURATION (10), HOSTS (10000), RATES ("0 10 100"), ONLY (regex of
-switch names), CHANGE (rule or group). `churn_peers.py --from RESULTS.json [--before
+switch names), CHANGE (rule, group or touch). `churn_peers.py --from RESULTS.json [--before
 OLD.json COMMIT]` writes the table again from a run's results, with rows from a run of the
 build before COMMIT beside them (the same script run from a worktree of COMMIT's parent).
 """
@@ -59,6 +63,9 @@ CHANGES = {
     "group": ("Group changes", "modifies group 1 (indirect), to which only a rule for a host outside the "
               "traffic sends, to output to port 1, then to port 2, and so on", "churn-peers-groups",
               "CHURN-PEERS-GROUPS.md"),
+    "touch": ("Rule changes touching a flow", "adds and deletes a rule for one host of the traffic, "
+              "above its own and with the same actions (so each change decides that host's flow anew)",
+              "churn-peers-touch", "CHURN-PEERS-TOUCH.md"),
 }
 FIRST_HOST = "10.1.0.1"
 OUTSIDE_HOST = "10.250.0.1"
@@ -121,8 +128,9 @@ def measure(label, up, down, extra, rate, tmp):
                 before = cpu_seconds(pid)
                 churn = None
                 if rate:
+                    host = FIRST_HOST if CHANGE == "touch" else OUTSIDE_HOST
                     churn = subprocess.Popen(driver_argv("churn", str(PORT), str(rate), str(DURATION),
-                                                         OUTSIDE_HOST, CHANGE),
+                                                         host, CHANGE),
                                              stdout=cout, stderr=subprocess.STDOUT)
                 sink = spawn(sp.NS["b"], sp.SINK_CPU, [WS, "bench", "xdpdrop", "--port", f"xdp:{sp.IF['b']}",
                                                         "--duration", str(DURATION), "--quiet", "--json"], sout)
@@ -155,7 +163,7 @@ def main():
         write(results, saved["date"], saved["host"], saved.get("change", "rule"))
         return
     if CHANGE not in CHANGES:
-        sys.exit(f"bench-churn-peers: CHANGE={CHANGE}: not rule or group")
+        sys.exit(f"bench-churn-peers: CHANGE={CHANGE}: not rule, group or touch")
     if os.geteuid() != 0:
         sys.exit("bench-churn-peers: needs root (namespaces, XDP): try sudo make bench-churn-peers")
     for tool in ("ovs-vsctl", "ovs-vswitchd", "taskset"):

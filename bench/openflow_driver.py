@@ -228,11 +228,11 @@ def flows(port, path):
     print(json.dumps({"flows": c.flow_count(), "errors": c.errors}))
 
 
-def host_rule(addr, command=0):
-    """A host rule: ip,nw_src=ADDR (dotted) -> output:2, priority 100."""
+def host_rule(addr, command=0, priority=100):
+    """A host rule: ip,nw_src=ADDR (dotted) -> output:2, priority PRIORITY."""
     src = bytes(int(x) for x in addr.split("."))
     m = match(oxm(5, b"\x08\x00"), oxm(11, src))
-    return flow_mod(0, 100, m, apply(output(2)) if command == 0 else b"", command=command)
+    return flow_mod(0, priority, m, apply(output(2)) if command == 0 else b"", command=command)
 
 
 def hosts(port, first, n):
@@ -255,6 +255,10 @@ def churn(port, rate, seconds, addr, change="rule"):
                                                        apply(group_action(1))))
         c.barrier(xid=99)
         add, delete = indirect_group(1, 1, command=1), indirect_group(1, 2, command=1)
+    elif change == "touch":
+        # A rule above the host's own, with its actions: the host's flow is decided anew by
+        # each change (its megaflow and kernel entry go), though its packets go where they went.
+        add, delete = host_rule(addr, priority=200), host_rule(addr, command=4, priority=200)
     waits = []
     start = time.perf_counter()
     n = int(rate * seconds)
