@@ -109,9 +109,8 @@ struct Entry {
     /// saw, [`TableLookup::unseen`]: 24 bytes, not 376.)
     arrival: [u64; PACKET_WORDS],
     lookups: Vec<TableLookup>,
-    /// Its decision in bits, so a pass over every entry after a change looks into its
-    /// lists only where the change may be there.
-    digest: Digest,
+    /// Its place in [`Offload::digests`] and [`Offload::places`].
+    place: usize,
     in_port: u32,
     out_port: u32,
     credited: FlowCounts,
@@ -214,6 +213,11 @@ pub struct Offload {
     ifindex: HashMap<u32, (u32, u32)>,
     transmits: TransmitWatch,
     entries: HashMap<FastKey, Entry>,
+    /// Each entry's decision in bits, and its key, in a dense array of their own: a pass
+    /// over every entry after a change reads these (about 80 bytes an entry, not the 400
+    /// of an entry) and looks into the entry only where the change may be there.
+    digests: Vec<Digest>,
+    places: Vec<FastKey>,
     ports: HashMap<u32, FastPortCounts>,
     installed: u64,
     table_full: u64,
@@ -262,6 +266,8 @@ impl Offload {
             ifindex: ports.iter().map(|&(n, i, slot)| (n, (i, slot))).collect(),
             transmits: TransmitWatch::new(&slots),
             entries: HashMap::new(),
+            digests: Vec::new(),
+            places: Vec::new(),
             ports: HashMap::new(),
             installed: 0,
             table_full: 0,
@@ -407,6 +413,8 @@ impl Offload {
                     }
                     *self.dsts.entry(dst).or_default() += 1;
                 }
+                self.digests.push(Digest::of(decision));
+                self.places.push(key);
                 self.entries.insert(
                     key,
                     Entry {
@@ -415,7 +423,7 @@ impl Offload {
                         missed: decision.missed.clone(),
                         arrival: *extract(frame, in_port).0.packet_words(),
                         lookups: decision.lookups.iter().map(TableLookup::unseen).collect(),
-                        digest: Digest::of(decision),
+                        place: self.places.len() - 1,
                         in_port,
                         out_port,
                         credited: FlowCounts::default(),
@@ -442,25 +450,40 @@ impl Offload {
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        self.credit_where(|_| true, tables, macs, now)?;
+        self.credit_picked(None, tables, macs, now)?;
         self.read_transmits()
     }
 
-    /// Credits what the kernel counted for the entries `pick` picks since their last credit.
-    fn credit_where(
+    /// Credits what the kernel counted since their last credit for the entries of `keys`
+    /// (None: every entry).
+    fn credit_picked(
         &mut self,
-        pick: impl Fn(&Entry) -> bool,
+        keys: Option<&[FastKey]>,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
     ) -> Result<(), XdpError> {
-        for (key, entry) in &mut self.entries {
-            if pick(entry) {
+        let Some(keys) = keys else {
+            for (key, entry) in &mut self.entries {
+                let counts = self.fast_path.counts(key)?;
+                credit(entry, counts, &mut self.ports, tables, macs, now);
+            }
+            return Ok(());
+        };
+        for key in keys {
+            if let Some(entry) = self.entries.get_mut(key) {
                 let counts = self.fast_path.counts(key)?;
                 credit(entry, counts, &mut self.ports, tables, macs, now);
             }
         }
         Ok(())
+    }
+
+    /// The entries whose digest `may` says a change may concern, with their keys.
+    fn digested(&self, may: impl Fn(&Digest) -> bool) -> impl Iterator<Item = (&FastKey, &Entry)> {
+        (self.digests.iter().zip(&self.places))
+            .filter(move |(digest, _)| may(digest))
+            .map(|(_, key)| (key, &self.entries[key]))
     }
 
     /// Whether an address a `normal` entry depends on moved or was forgotten (then call
@@ -529,6 +552,13 @@ impl Offload {
         let Some(entry) = self.entries.remove(&key) else {
             return Ok(());
         };
+        // The last entry's digest and key move to its place.
+        self.digests.swap_remove(entry.place);
+        self.places.swap_remove(entry.place);
+        if let Some(moved) = self.places.get(entry.place) {
+            let moved = self.entries.get_mut(moved).expect("a place an entry");
+            moved.place = entry.place;
+        }
         if let Some(dst) = entry.depends
             && let Some(count) = self.dsts.get_mut(&dst)
         {
@@ -738,6 +768,16 @@ mod tests {
         let mut frame = vec![0; 60];
         template.write(&mut frame, 1, 1).unwrap();
         frame
+    }
+
+    /// Every entry has its digest and key at its place in the dense arrays, and nothing else
+    /// is there.
+    fn assert_dense(offload: &Offload) {
+        let n = offload.entries.len();
+        assert_eq!((offload.digests.len(), offload.places.len()), (n, n));
+        for (place, key) in offload.places.iter().enumerate() {
+            assert_eq!(offload.entries[key].place, place);
+        }
     }
 
     /// The program loaded, attached nowhere: its maps work (needs root, as the tests that
@@ -985,6 +1025,7 @@ mod tests {
         );
         offload.resume(&mut tables, &mut macs, now).unwrap();
         assert_eq!(kept(&offload), vec![[10, 0, 0, 2]]);
+        assert_dense(&offload);
         assert_eq!(offload.fast_path.stopped(), Classes::of([&key(3)]));
         let round = offload.unsettled().expect("a removal is unsettled");
         let (frame, megaflow) = to(3);
@@ -1101,6 +1142,7 @@ mod tests {
         tables.add(parse_rule(&above).unwrap(), now);
         offload.resume(&mut tables, &mut macs, now).unwrap();
         let others: Vec<u8> = others.into_iter().filter(|&h| h != touched).collect();
+        assert_dense(&offload);
         let unstopped: Vec<u8> = (others.iter().copied())
             .filter(|&h| !same_class(h, touched))
             .collect();
@@ -1168,6 +1210,7 @@ mod tests {
         );
         offload.flush(&mut tables, &mut macs, now).unwrap();
         assert_eq!(offload.fast_path.stopped(), Classes::NONE);
+        assert_dense(&offload);
     }
 
     /// A `normal` entry depends on where its destination was learned: that address moving
@@ -1228,7 +1271,7 @@ mod tests {
             missed: vec![],
             arrival: [0; PACKET_WORDS],
             lookups: vec![],
-            digest: Digest::of(&Decision::default()),
+            place: 0,
             in_port: 1,
             out_port: 2,
             credited: FlowCounts::default(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use wirespeed_xdp::XdpError;
 use wirespeed_xdp::fast_path::{Classes, FastKey};
 
-use super::{Entry, Offload, Suspension, arrival_mask, credit};
+use super::{Offload, Suspension, arrival_mask, credit};
 use crate::classifier::RuleId;
 use crate::dpif::digest::bits;
 use crate::dpif::revalidate::{Arrival, Changes, MAX_PRECISE_CHANGES};
@@ -47,16 +47,19 @@ impl Offload {
             bits(groups.iter().copied()),
         );
         let going: HashSet<RuleId> = going.iter().copied().collect();
-        let counts_for_going = |entry: &Entry| {
-            entry.digest.may_name(rule_bits, group_bits, 0)
-                && (entry.rules.iter().any(|id| going.contains(id))
-                    || entry.groups.iter().any(|v| groups.contains(&v.group)))
-        };
-        if !self.entries.values().any(counts_for_going) {
+        let counting: Vec<FastKey> = self
+            .digested(|digest| digest.may_name(rule_bits, group_bits, 0))
+            .filter(|(_, entry)| {
+                entry.rules.iter().any(|id| going.contains(id))
+                    || entry.groups.iter().any(|v| groups.contains(&v.group))
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        if counting.is_empty() {
             self.watch(tables);
             return Ok(());
         }
-        self.stop_and_harvest(counts_for_going, tables, macs, now)
+        self.stop_and_harvest(Some(&counting), tables, macs, now)
     }
 
     /// Before a change that may take any rule away: stops the kernel forwarding on every
@@ -71,16 +74,16 @@ impl Offload {
         if self.entries.is_empty() {
             return Ok(());
         }
-        self.stop_and_harvest(|_| true, tables, macs, now)
+        self.stop_and_harvest(None, tables, macs, now)
     }
 
-    /// Stops the kernel forwarding on the classes of the entries `harvest` picks (those not
-    /// stopped already), then credits those entries' counts. A change made before, in the
-    /// same edit, took no rule away ([`Suspension::Watching`]): their counts are still the
-    /// rules'.
+    /// Stops the kernel forwarding on the classes of the entries of `harvest` (None: every
+    /// entry; those not stopped already), then credits those entries' counts. A change made
+    /// before, in the same edit, took no rule away ([`Suspension::Watching`]): their counts
+    /// are still the rules'.
     fn stop_and_harvest(
         &mut self,
-        harvest: impl Fn(&Entry) -> bool,
+        harvest: Option<&[FastKey]>,
         tables: &mut dyn Upcall,
         macs: &mut MacTable,
         now: Duration,
@@ -90,11 +93,14 @@ impl Offload {
             Some(Suspension::Watching(generation)) => (generation, Classes::NONE),
             None => (tables.generation(), Classes::NONE),
         };
-        let picked = self.entries.iter().filter(|(_, e)| harvest(e));
-        let classes = Classes::of(picked.map(|(key, _)| key)).union(stopped);
+        let picked = match harvest {
+            Some(keys) => Classes::of(keys),
+            None => Classes::of(&self.places),
+        };
+        let classes = picked.union(stopped);
         let result = self.stop(classes).and_then(|()| {
             self.suspension = Some(Suspension::Stopped(generation, classes));
-            self.credit_where(harvest, tables, macs, now)
+            self.credit_picked(harvest, tables, macs, now)
         });
         if result.is_err() {
             // The flush owed is made at the resume (housekeeping retries one that fails);
@@ -151,9 +157,7 @@ impl Offload {
         let touched: Vec<FastKey> = match tables.changes_since(generation) {
             Some(changes) if changes.len() <= MAX_PRECISE_CHANGES => {
                 let changes = Changes::new(changes);
-                self.entries
-                    .iter()
-                    .filter(|(_, e)| changes.may_touch(&e.digest))
+                self.digested(|digest| changes.may_touch(digest))
                     .filter(|(_, e)| {
                         let arrival = Arrival {
                             value: &e.arrival,
@@ -269,6 +273,8 @@ impl Offload {
         for (key, entry) in std::mem::take(&mut self.entries) {
             self.keep_removed(key, entry);
         }
+        self.digests.clear();
+        self.places.clear();
         // (invalidate_all left no class stopped.)
         self.to_resume = Classes::NONE;
         self.to_age.clear();
