@@ -428,15 +428,16 @@ impl Bridge {
         self.export_flow_records(false);
         self.publish_figures();
         let mut last_housekeeping = Instant::now();
-        let mut last_settle = Instant::now();
+        let mut kept_waiting: Option<Instant> = None;
         while keep_going() && !self.a_thread_ended() {
             // The fast path settles when nothing waits, not between an OpenFlow change and
-            // the BARRIER behind it (the change is in force when it is answered), and at
-            // least once a tick while requests keep coming.
+            // the BARRIER behind it (the change is in force when it is answered), and once
+            // requests have kept it waiting for a tick.
             let next = jobs.try_recv();
-            if next.is_err() || last_settle.elapsed() >= CONTROL_TICK {
+            let waited = kept_waiting.get_or_insert_with(Instant::now).elapsed();
+            if next.is_err() || waited >= CONTROL_TICK {
                 self.settle_offload();
-                last_settle = Instant::now();
+                kept_waiting = None;
             }
             let work = match next {
                 Ok(work) => Ok(work),

@@ -352,9 +352,10 @@ impl FlowCache {
     }
 
     /// Hands `each` the megaflows with counts not yet in a flow record and those counts,
-    /// marked as taken: every one emptied out since the last call, and
-    /// of those in the cache the next share, so that each is looked at once every `rounds`
-    /// calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread waits while they are read).
+    /// marked as taken: every one emptied out since the last call, those a removal moved to
+    /// before the share last read, and of those in the cache the next share, so that each is
+    /// looked at once every `rounds` calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread
+    /// waits while they are read).
     /// Returns how many emptied megaflows could not be kept since the last call.
     pub fn take_flow_counts(
         &mut self,
@@ -469,7 +470,7 @@ mod tests {
             vec![Action::Output(2)]
         );
         tables.add(
-            parse_rule("priority=40000,ip,nw_dst=0.0.0.1,actions=drop").unwrap(),
+            parse_rule("priority=9,ip,nw_dst=0.0.0.1,actions=drop").unwrap(),
             Duration::ZERO,
         );
         assert!(
@@ -751,6 +752,49 @@ mod tests {
         // The rest of the second half, the moved one with its two packets among them.
         assert_eq!(take(&mut cache), flows as u64 / 2 - 1 + 2);
         assert_eq!(take(&mut cache), 0, "read twice");
+    }
+
+    /// Two removals before the next read: the megaflow moved by the first goes in the
+    /// second, and the one moved into its place is read instead; every count is read once.
+    #[test]
+    fn moved_megaflows_are_followed_across_removals() {
+        let mut tables = RuleTables::new();
+        tables.add(
+            parse_rule("in_port=1,actions=output:2").unwrap(),
+            Duration::ZERO,
+        );
+        let mut cache = FlowCache::new(0, 100_000);
+        cache.keep_flow_records();
+        let flows = 2 * FLOW_COUNTS_BATCH as u128;
+        for nw_dst in 0..flows {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        let take = |cache: &mut FlowCache| {
+            let mut n = 0;
+            cache.take_flow_counts(2, |_, counts| n += counts.packets);
+            n
+        };
+        assert_eq!(take(&mut cache), flows as u64 / 2);
+        let drop = |nw_dst: u128| {
+            format!(
+                "priority=40000,ip,nw_dst=0.0.{}.{},actions=drop",
+                nw_dst >> 8,
+                nw_dst & 0xff
+            )
+        };
+        // The second megaflow goes and the last moves to its place, a packet more...
+        tables.add(parse_rule(&drop(1)).unwrap(), Duration::ZERO);
+        cache.lookup(&mut tables, &flow(1, flows - 1), 60);
+        // ...then that one goes (its two packets kept for its record) and the one before
+        // it moves there, a packet more.
+        tables.add(parse_rule(&drop(flows - 1)).unwrap(), Duration::ZERO);
+        cache.lookup(&mut tables, &flow(1, flows - 2), 60);
+        assert_eq!(cache.stats.stale, 2);
+        // The second half's packets, the last two flows' twice.
+        assert_eq!(take(&mut cache), flows as u64 / 2 + 2);
+        assert_eq!(take(&mut cache), 0, "read twice");
+        cache.flush();
+        assert_eq!(take(&mut cache), 0);
     }
 
     #[test]

@@ -26,11 +26,12 @@
 //!   ones are counted and removed ([`Offload::resume`]). A run that found one just before
 //!   its removal reads its class stopped after, so the class stays stopped until the
 //!   program has been waited for again, which the bridge does outside its lock once no
-//!   request waits ([`Offload::settled_at`]): a BARRIER behind the change is answered
-//!   first. So once `ctl` or a barrier returns, no packet is handled under the old rules.
-//!   A change that takes away rules some entry counts for, or changes a group some entry
-//!   passes through, stops those entries' classes before it instead ([`Offload::suspend_for`]), so their counts are complete; one that only adds
-//!   rules or changes actions, or takes rules away no entry counts for, lets the kernel
+//!   request waits, or requests have kept it waiting for a tick ([`Offload::settled_at`]):
+//!   a BARRIER queued behind the change is answered first. So once `ctl` or a barrier
+//!   returns, no packet is handled under the old rules. A change that takes away rules
+//!   some entry counts for, or changes a group some entry passes through, stops those
+//!   entries' classes before it instead ([`Offload::suspend_for`]), so their counts are
+//!   complete; one that only adds rules or changes actions, or takes rules away no entry counts for, lets the kernel
 //!   forward meanwhile ([`Offload::watch`]), and stops nothing if it touches no entry. A
 //!   change the rules' log cannot say (the fail mode, a bundle rolled back) or more rule
 //!   changes at once than are tested one by one still remove every entry
@@ -52,10 +53,9 @@
 //!   install at once, so a program run that found the entry just before its removal could
 //!   read the new flow's action. After a removal nothing is installed until the program has
 //!   been waited for ([`Offload::unsettled`], [`Offload::settled_at`]; the bridge waits
-//!   outside its lock after housekeeping, after each `ctl` command, and whenever no request
-//!   waits). A table that does not
-//!   preallocate (BPF_F_NO_PREALLOC) would not need this, but forwarded 15-25 % fewer
-//!   packets here.
+//!   outside its lock after housekeeping, after each `ctl` command, and when no request
+//!   waits). A table that does not preallocate (BPF_F_NO_PREALLOC) would not need this,
+//!   but forwarded 15-25 % fewer packets here.
 //! - Transmit failures: the kernel counts a packet when it redirects it, so one whose
 //!   transmit then fails (a veth peer without NAPI, a frame over the port's MTU) counts for
 //!   its rule like any packet that matched it. The failures are counted per port

@@ -77,8 +77,8 @@ impl Offload {
         self.stop_and_harvest(None, tables, macs, now)
     }
 
-    /// Stops the kernel forwarding on the classes of the entries of `harvest` (None: every
-    /// entry; those not stopped already), then credits those entries' counts. A change made
+    /// Stops the kernel forwarding on the classes of the entries of `harvest` (None: of
+    /// every entry) not stopped already, then credits those entries' counts. A change made
     /// before, in the same edit, took no rule away ([`Suspension::Watching`]): their counts
     /// are still the rules'.
     fn stop_and_harvest(
@@ -209,7 +209,8 @@ impl Offload {
         // A run that found a removed entry before its removal reads the classes stopped
         // after it, so it forwards nothing as long as they stay stopped: until the program
         // has been waited for, which settles the removals too. The bridge waits outside its
-        // lock: after answering the OpenFlow messages queued, before answering `ctl`.
+        // lock: after answering the OpenFlow messages queued (unless they kept coming for a
+        // tick), before answering `ctl`.
         self.to_resume = self.to_resume.union(Classes::of(&keys));
         self.resume_after = self.removals;
         for key in keys {
