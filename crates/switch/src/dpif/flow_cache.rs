@@ -654,18 +654,25 @@ mod tests {
         assert_eq!(cache.stats.misses, 1, "one megaflow for all");
     }
 
-    /// With flow records kept, a megaflow is one flow (exact on nw_dst here although the
-    /// rule looks at in_port alone), and the counts of megaflows emptied out by a full
-    /// cache wait for the exporter: it sees every packet once.
-    #[test]
-    fn flow_records_see_every_count_across_flushes() {
+    /// A rule sending port 1's packets to port 2, and a cache of `capacity` megaflows (no
+    /// EMC) that keeps flow records.
+    fn recording(capacity: usize) -> (RuleTables, FlowCache) {
         let mut tables = RuleTables::new();
         tables.add(
             parse_rule("in_port=1,actions=output:2").unwrap(),
             Duration::ZERO,
         );
-        let mut cache = FlowCache::new(0, 2);
+        let mut cache = FlowCache::new(0, capacity);
         cache.keep_flow_records();
+        (tables, cache)
+    }
+
+    /// With flow records kept, a megaflow is one flow (exact on nw_dst here although the
+    /// rule looks at in_port alone), and the counts of megaflows emptied out by a full
+    /// cache wait for the exporter: it sees every packet once.
+    #[test]
+    fn flow_records_see_every_count_across_flushes() {
+        let (mut tables, mut cache) = recording(2);
         for nw_dst in 0..5u128 {
             for _ in 0..3 {
                 cache.lookup(&mut tables, &flow(1, nw_dst), 60);
@@ -692,13 +699,7 @@ mod tests {
     /// Many megaflows are read a share a call, each once per `rounds` calls.
     #[test]
     fn flow_counts_are_taken_a_share_at_a_time() {
-        let mut tables = RuleTables::new();
-        tables.add(
-            parse_rule("in_port=1,actions=output:2").unwrap(),
-            Duration::ZERO,
-        );
-        let mut cache = FlowCache::new(0, 100_000);
-        cache.keep_flow_records();
+        let (mut tables, mut cache) = recording(100_000);
         let flows = 3 * FLOW_COUNTS_BATCH as u128;
         for nw_dst in 0..flows {
             cache.lookup(&mut tables, &flow(1, nw_dst), 60);
@@ -721,27 +722,31 @@ mod tests {
         assert_eq!(n, 10);
     }
 
+    /// Flows for two batches of flow records, a megaflow each with a packet, the first half
+    /// of their counts read (`take`: read the next half).
+    const TWO_BATCHES: u128 = 2 * FLOW_COUNTS_BATCH as u128;
+
+    fn half_read() -> (RuleTables, FlowCache) {
+        let (mut tables, mut cache) = recording(100_000);
+        for nw_dst in 0..TWO_BATCHES {
+            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
+        }
+        assert_eq!(take(&mut cache), TWO_BATCHES as u64 / 2);
+        (tables, cache)
+    }
+
+    fn take(cache: &mut FlowCache) -> u64 {
+        let mut n = 0;
+        cache.take_flow_counts(2, |_, counts| n += counts.packets);
+        n
+    }
+
     /// A rule change that removes a megaflow moves the last one into its place: past the
     /// share already read, the moved one is read at the next call, not a round late.
     #[test]
     fn a_megaflow_moved_before_the_share_read_is_not_skipped() {
-        let mut tables = RuleTables::new();
-        tables.add(
-            parse_rule("in_port=1,actions=output:2").unwrap(),
-            Duration::ZERO,
-        );
-        let mut cache = FlowCache::new(0, 100_000);
-        cache.keep_flow_records();
-        let flows = 2 * FLOW_COUNTS_BATCH as u128;
-        for nw_dst in 0..flows {
-            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
-        }
-        let take = |cache: &mut FlowCache| {
-            let mut n = 0;
-            cache.take_flow_counts(2, |_, counts| n += counts.packets);
-            n
-        };
-        assert_eq!(take(&mut cache), flows as u64 / 2);
+        let (mut tables, mut cache) = half_read();
+        let flows = TWO_BATCHES;
         // The second megaflow goes; the last (unread, a packet more) moves to its place.
         tables.add(
             parse_rule("priority=40000,ip,nw_dst=0.0.0.1,actions=drop").unwrap(),
@@ -758,23 +763,8 @@ mod tests {
     /// second, and the one moved into its place is read instead; every count is read once.
     #[test]
     fn moved_megaflows_are_followed_across_removals() {
-        let mut tables = RuleTables::new();
-        tables.add(
-            parse_rule("in_port=1,actions=output:2").unwrap(),
-            Duration::ZERO,
-        );
-        let mut cache = FlowCache::new(0, 100_000);
-        cache.keep_flow_records();
-        let flows = 2 * FLOW_COUNTS_BATCH as u128;
-        for nw_dst in 0..flows {
-            cache.lookup(&mut tables, &flow(1, nw_dst), 60);
-        }
-        let take = |cache: &mut FlowCache| {
-            let mut n = 0;
-            cache.take_flow_counts(2, |_, counts| n += counts.packets);
-            n
-        };
-        assert_eq!(take(&mut cache), flows as u64 / 2);
+        let (mut tables, mut cache) = half_read();
+        let flows = TWO_BATCHES;
         let drop = |nw_dst: u128| {
             format!(
                 "priority=40000,ip,nw_dst=0.0.{}.{},actions=drop",
