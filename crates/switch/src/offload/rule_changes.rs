@@ -197,7 +197,8 @@ impl Offload {
         if keys.is_empty() {
             return Ok(stopped);
         }
-        let stopped = Classes::of(&keys).union(stopped);
+        let removed = Classes::of(&keys);
+        let stopped = removed.union(stopped);
         self.stop(stopped)?;
         for key in &keys {
             if let Some(entry) = self.entries.get_mut(key) {
@@ -211,7 +212,7 @@ impl Offload {
         // has been waited for, which settles the removals too. The bridge waits outside its
         // lock: after answering the OpenFlow messages queued (unless they kept coming for a
         // tick), before answering `ctl`.
-        self.to_resume = self.to_resume.union(Classes::of(&keys));
+        self.to_resume = self.to_resume.union(removed);
         self.resume_after = self.removals;
         for key in keys {
             self.remove(key)?;

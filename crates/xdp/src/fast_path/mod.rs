@@ -397,7 +397,9 @@ impl FastPath {
         }
     }
 
-    /// Whether the program forwards on the entry of `key` now (as the kernel's maps say).
+    /// Whether the entry of `key` is valid now, neither stale nor of a stopped class (as the
+    /// kernel's maps say): the program forwards on it unless its output port is blocked
+    /// ([`TxFailures::blocked`]).
     pub fn forwards(&self, key: &FastKey) -> Result<bool, XdpError> {
         let head = match self.flows.get(key, 0) {
             Ok([head, ..]) => head.to_ne_bytes(),
