@@ -1,4 +1,7 @@
 //! The `wirespeed` command. Thin: argument parsing and output; the work is in the library.
+// The arguments' doc comments are their --help text (clap), where `xdp:IFACE[@QUEUE]` means
+// an optional part, not a link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod args;
 mod bench;

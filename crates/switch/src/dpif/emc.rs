@@ -65,7 +65,7 @@ impl ExactMatchCache {
     }
 
     /// `key` is a [`PacketKey`]'s words (an arriving flow's, in place) and `hash` their
-    /// [`hash_packet_words`], computed once per packet by the caller.
+    /// [`hash_packet_words`](crate::field::hash_packet_words), computed once per packet by the caller.
     #[inline]
     pub fn lookup(&self, key: &[u64; PACKET_WORDS], hash: u64) -> Option<MegaflowId> {
         if !self.is_enabled() {

@@ -308,7 +308,7 @@ fn complete_checksum(frame: &mut Frame<'_>, offsets: &HeaderOffsets, nw_proto: u
 }
 
 /// True when a packet starting with `head` is TCP or UDP over IPv4 or IPv6 (tagged or not):
-/// the packets whose transport checksum [`complete_checksum`] may complete, so the only ones
+/// the packets whose transport checksum `complete_checksum` may complete, so the only ones
 /// that need the sum of their continuation segments ([`Tail::sum`]).
 pub fn may_complete_checksum(head: &[u8]) -> bool {
     let (ethertype, l3) = match head.get(12..14) {

@@ -96,7 +96,7 @@ pub enum Seen {
     /// The bits of the flow at the lookup that every packet of the megaflow has alike, and
     /// their values.
     Written(Box<Match>),
-    /// Not kept ([`MAX_SEEN`]): any flow.
+    /// Not kept (a lookup beyond the first `MAX_SEEN` after a rewrite): any flow.
     Unknown,
 }
 

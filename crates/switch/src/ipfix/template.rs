@@ -103,7 +103,7 @@ const FLOW_FIELDS: [Field; 13] = [
     FLOW_END_MILLISECONDS,
 ];
 
-/// The template of an IPv4 flow record: addresses, then [`FLOW_FIELDS`], then the end reason
+/// The template of an IPv4 flow record: addresses, then `FLOW_FIELDS`, then the end reason
 /// and TCP's flags.
 pub fn ipv4_fields() -> Vec<Field> {
     flow_fields(SOURCE_IPV4_ADDRESS, DESTINATION_IPV4_ADDRESS)
