@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use crate::spool::{Chunk, Output, WriteError};
@@ -109,12 +110,21 @@ impl Output for FileOutput {
 
 /// Standard output (`-w -`): one stream, never rotated, so `open` only writes the header.
 pub struct StdoutOutput {
-    out: io::Stdout,
+    /// A descriptor of its own on standard output, taken at `open`. `io::Stdout` buffers by
+    /// lines: a packet's bytes after its last 0x0a byte would wait for the next packet, and
+    /// a reader of the pipe (`| tcpdump -r -`) would see each packet one packet late.
+    out: Option<File>,
 }
 
 impl StdoutOutput {
     pub fn new() -> StdoutOutput {
-        StdoutOutput { out: io::stdout() }
+        StdoutOutput { out: None }
+    }
+
+    fn stream(&mut self) -> io::Result<&mut File> {
+        self.out
+            .as_mut()
+            .ok_or_else(|| io::Error::other("standard output written before it was opened"))
     }
 }
 
@@ -126,19 +136,29 @@ impl Default for StdoutOutput {
 
 impl Output for StdoutOutput {
     fn open(&mut self, _path: &Path, header: &[u8]) -> io::Result<()> {
-        write_all_counted(&mut self.out.lock(), header).map_err(|(_, e)| e)
+        // Whatever was printed before goes first.
+        io::stdout().flush()?;
+        let out = self
+            .out
+            .insert(File::from(io::stdout().as_fd().try_clone_to_owned()?));
+        write_all_counted(out, header).map_err(|(_, e)| e)
     }
 
     fn write(&mut self, chunk: &Chunk) -> Result<(), WriteError> {
-        write_all_counted(&mut self.out.lock(), &chunk.bytes).map_err(|(done, error)| WriteError {
+        let out = self.stream().map_err(|error| WriteError {
+            written_packets: 0,
+            error,
+        })?;
+        write_all_counted(out, &chunk.bytes).map_err(|(done, error)| WriteError {
             written_packets: whole_packets(chunk, done).0,
             error,
         })
     }
 
     fn close(&mut self, trailer: &[u8]) -> io::Result<()> {
-        let mut out = self.out.lock();
-        write_all_counted(&mut out, trailer).map_err(|(_, e)| e)?;
-        out.flush()
+        match self.out.as_mut() {
+            Some(out) => write_all_counted(out, trailer).map_err(|(_, e)| e),
+            None => Ok(()),
+        }
     }
 }

@@ -526,3 +526,61 @@ fn a_stopped_capture_loses_nothing_with_its_spill_ring() {
     assert_eq!(judge(&file), (2000, 2000 * FRAME_LEN));
     net.assert_no_xdp();
 }
+
+/// `-w -` into a pipe: each packet's record reaches the reader when it is captured, not when
+/// the next packet comes (as `tcpdump -U -w - | tcpdump -r -` shows each at once).
+#[test]
+fn a_packet_written_to_a_pipe_reaches_its_reader_before_the_next() {
+    use std::io::Read;
+    let _one = serial();
+    let net = NetPair::new("cp");
+    let port = format!("packet:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &["capture", "--port", &port, "-w", "-", "--format", "pcap"],
+    );
+    let mut out = cap.take_stdout();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    cap.wait_ready();
+    const HEADER: usize = 24;
+    const RECORD: usize = 16 + FRAME_LEN as usize;
+    let mut got = Vec::new();
+    for packets in 1..=2 {
+        send(&net, 1);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < HEADER + packets * RECORD && std::time::Instant::now() < until {
+            if let Ok(bytes) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                got.extend(bytes);
+            }
+        }
+        assert_eq!(
+            got.len(),
+            HEADER + packets * RECORD,
+            "packet {packets}: the pipe holds the header and {packets} whole records"
+        );
+    }
+    must(&["kill", "-INT", &cap.pid().to_string()]);
+    let (code, _, log) = cap.exit();
+    assert_eq!(code, Some(0), "{log}");
+    while let Ok(bytes) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+        got.extend(bytes);
+    }
+    assert_eq!(
+        got.len(),
+        HEADER + 2 * RECORD,
+        "nothing more at the end: {log}"
+    );
+    assert_eq!(
+        &got[..4],
+        &0xa1b2_3c4du32.to_le_bytes(),
+        "a pcap header (nanosecond) first"
+    );
+}

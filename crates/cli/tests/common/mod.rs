@@ -224,6 +224,11 @@ impl Running {
         panic!("never said {needle:?}: {:?}", self.log);
     }
 
+    /// Its standard output, to read as it comes (`finish` and `exit` then find it empty).
+    pub fn take_stdout(&mut self) -> std::process::ChildStdout {
+        self.child.as_mut().unwrap().stdout.take().unwrap()
+    }
+
     /// The process id (wirespeed's: ip netns exec execs it).
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
