@@ -112,6 +112,33 @@ fn our_selection_from_pcapng_equals_tcpdumps() {
     }
 }
 
+/// Options after the filter's words, or between them, are options (as tcpdump's getopt takes
+/// them: `tcpdump -r F tcp -c 3 -w O`), not words of the filter.
+#[test]
+fn options_may_follow_the_filter_as_in_tcpdump() {
+    let dir = TempDir::new("filter-order");
+    let input = dir.path("mixed.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(400));
+    let theirs = dir.path("theirs.pcap");
+    let (ok, _, err) = run_tool(&[
+        "tcpdump", "-r", &input, "tcp", "or", "udp", "-c", "7", "-w", &theirs,
+    ]);
+    assert!(ok, "tcpdump: {err}");
+    let theirs = read_records(&theirs);
+    assert_eq!(theirs.len(), 7);
+    let ours = dir.path("ours.pcap");
+    for args in [
+        vec!["tcp", "or", "udp", "-c", "7", "-w", &ours],
+        vec!["tcp", "-c", "7", "or", "udp", "-w", &ours],
+    ] {
+        let mut argv = vec!["capture", "-r", &input, "--format", "pcap"];
+        argv.extend(args.iter().copied());
+        let (code, _, err) = wirespeed_out(&argv);
+        assert_eq!(code, Some(0), "{argv:?}: {err}");
+        assert_eq!(read_records(&ours), theirs, "{argv:?}");
+    }
+}
+
 #[test]
 fn json_counts_add_up_offline() {
     let dir = TempDir::new("filters-json");

@@ -181,8 +181,10 @@ pub struct CaptureArgs {
     /// a queue. --json gives each thread's counts and busy share in `threads`.
     #[arg(long, value_name = "LIST", conflicts_with = "read")]
     pub cpus: Option<String>,
-    /// The filter, in tcpdump syntax (several words are joined with spaces).
-    #[arg(value_name = "FILTER", trailing_var_arg = true)]
+    /// The filter, in tcpdump syntax (several words are joined with spaces). Options may
+    /// come after its words, as in tcpdump (`-r F tcp -c 3`); put `--` before a filter with
+    /// a word that starts with `-`.
+    #[arg(value_name = "FILTER")]
     pub filter: Vec<String>,
 }
 
