@@ -511,4 +511,26 @@ fn a_reader_closing_the_pipe_ends_the_capture_quietly() {
             "{counts}"
         );
     }
+    // Without --json: what was not written is not called dropped, and the lines say why.
+    let mut child = Command::new(common::wirespeed())
+        .args(["capture", "-r", &input, "-w", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[lines.len() - 1]
+            .ends_with(" packets not written: the output's reader closed the pipe"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("dropped"),
+        "a file loses nothing on the way: {err}"
+    );
 }

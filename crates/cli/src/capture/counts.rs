@@ -30,7 +30,8 @@ pub struct Counts {
     pub written: u64,
     /// Lost before reaching us: the kernel, the rings, bad descriptors (by reason in `drops`).
     pub dropped_by_kernel: u64,
-    /// Matched but not written: the writer was behind, or a write failed.
+    /// Matched but not written: the writer was behind, a write failed, or the output's
+    /// reader closed the pipe (`output_closed`).
     pub dropped_by_writer: u64,
     /// Of `received`, those the XDP program set aside in the spill ring while we were
     /// behind (AF_XDP with a spill ring): late, but not lost.
@@ -119,11 +120,21 @@ impl Counts {
         eprintln!("{} packets received", self.received);
         eprintln!("{} packets {matched}", self.matched);
         eprintln!("{} packets written", self.written);
-        eprintln!(
-            "{} packets dropped by kernel or ring",
-            self.dropped_by_kernel
-        );
-        eprintln!("{} packets dropped by writer", self.dropped_by_writer);
+        // A file (-r) has no kernel or ring to lose packets in.
+        if self.backend.is_some() {
+            eprintln!(
+                "{} packets dropped by kernel or ring",
+                self.dropped_by_kernel
+            );
+        }
+        match self.output_closed {
+            // Not lost on the way: the capture stopped before writing them.
+            true => eprintln!(
+                "{} packets not written: the output's reader closed the pipe",
+                self.dropped_by_writer
+            ),
+            false => eprintln!("{} packets dropped by writer", self.dropped_by_writer),
+        }
         if self.spilled > 0 {
             eprintln!(
                 "{} packets received late, through the spill ring",
@@ -132,9 +143,6 @@ impl Counts {
         }
         if self.after_stop > 0 {
             eprintln!("{} packets after the stop, not examined", self.after_stop);
-        }
-        if self.output_closed {
-            eprintln!("the output's reader closed the pipe: capture stopped");
         }
     }
 }

@@ -107,12 +107,16 @@ fn filter_in_kernel(
 pub(super) fn print_ready(args: &CaptureArgs, info: &PortInfo, counts: &Counts) {
     let multi_buffer = crate::run::ready::multi_buffer_text(info);
     eprintln!(
-        "wirespeed capture: {} ready ({} backend, {} mode, batch {}{multi_buffer}), filter {}, {}",
+        "wirespeed capture: {} ready ({} backend, {} mode, batch {}{multi_buffer}), {}, {}",
         counts.source,
         info.backend.name(),
         info.mode,
         args.batch,
-        counts.filter_location.as_deref().unwrap_or("none"),
+        match counts.filter_location.as_deref() {
+            None => "no filter",
+            Some("user+kernel") => "filter in the kernel and user space",
+            Some(_) => "filter in user space",
+        },
         describe_output(args)
     );
     for n in &info.notes {
