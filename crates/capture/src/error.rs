@@ -27,7 +27,7 @@ pub enum ErrorKind {
         need: u64,
         have: u64,
     },
-    #[error("not a pcap or pcapng capture file (starts with {magic:02x?})")]
+    #[error("not a pcap or pcapng capture file ({})", first_bytes(.magic))]
     NotCapture { magic: Vec<u8> },
     #[error("malformed at byte {offset}: {reason}")]
     Malformed { offset: u64, reason: String },
@@ -59,5 +59,20 @@ impl CaptureError {
     /// For callers that accept only some link types (replay needs Ethernet).
     pub fn unsupported_link_type(path: impl AsRef<Path>, link_type: u16) -> CaptureError {
         CaptureError::new(path, ErrorKind::UnsupportedLinkType(link_type))
+    }
+}
+
+/// How a file that is not a capture starts: as text when it is text ("root" for
+/// /etc/passwd), else its bytes in hex.
+fn first_bytes(magic: &[u8]) -> String {
+    match magic {
+        [] => "it is empty".to_string(),
+        _ if magic.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => {
+            format!("it starts with {:?}", String::from_utf8_lossy(magic))
+        }
+        _ => {
+            let hex: Vec<String> = magic.iter().map(|b| format!("{b:02x}")).collect();
+            format!("it starts with bytes {}", hex.join(" "))
+        }
     }
 }

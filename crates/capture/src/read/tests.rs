@@ -266,9 +266,20 @@ fn pcapng_truncated_block() {
 fn not_a_capture_file() {
     let e = reader(b"hello world, not a capture").err().unwrap();
     assert!(matches!(e.kind, ErrorKind::NotCapture { .. }), "{e}");
-    assert!(e.to_string().contains("not a pcap or pcapng"), "{e}");
+    assert!(
+        e.to_string()
+            .ends_with("not a pcap or pcapng capture file (it starts with \"hell\")"),
+        "{e}"
+    );
     let e = reader(b"").err().unwrap();
     assert!(matches!(e.kind, ErrorKind::NotCapture { ref magic } if magic.is_empty()));
+    assert!(e.to_string().ends_with("(it is empty)"), "{e}");
+    let e = reader(&[0x7f, b'E', b'L', b'F', 2]).err().unwrap();
+    assert!(
+        e.to_string()
+            .ends_with("(it starts with bytes 7f 45 4c 46)"),
+        "{e}"
+    );
 }
 
 #[test]
