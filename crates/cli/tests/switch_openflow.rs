@@ -1187,3 +1187,37 @@ fn ovs_ofctl_matches_the_ttl() {
         ]
     );
 }
+
+/// `set_queue` (a QoS controller's way of choosing an egress queue) installs, reads back as
+/// written, and forwards: these ports have one queue each, as an Open vSwitch port without
+/// QoS has.
+#[test]
+fn ovs_ofctl_set_queue_installs_and_forwards() {
+    let s = Switched::new("ofq", &["--openflow", "ptcp:"]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=1,actions=set_queue:3,output:2",
+    ]);
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=2,actions=write_actions(set_queue:4,output:1)",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let mut queue_lines: Vec<String> = flows(&s)
+        .into_iter()
+        .filter(|l| l.contains("set_queue"))
+        .collect();
+    queue_lines.sort();
+    assert_eq!(
+        queue_lines,
+        [
+            "cookie=0x0, table=0, n_packets=3, n_bytes=294, priority=20,icmp,in_port=1 actions=set_queue:3,output:2",
+            "cookie=0x0, table=0, n_packets=3, n_bytes=294, priority=20,icmp,in_port=2 actions=write_actions(set_queue:4,output:1)",
+        ]
+    );
+    let ctl = s.ctl_ok(&["dump-flows"]);
+    assert!(
+        ctl.contains("icmp,in_port=1 actions=set_queue:3,output:2"),
+        "{ctl}"
+    );
+}

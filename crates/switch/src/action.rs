@@ -66,6 +66,11 @@ pub enum Action {
     Learn(LearnId),
     /// Decrements the IPv4 TTL or IPv6 hop limit; drops the packet if it would reach zero.
     DecTtl,
+    /// OpenFlow's `set_queue`: which of the output port's queues the packet leaves by. These
+    /// ports have one queue each (nothing configures QoS on them), so it changes nothing the
+    /// datapath does, as in Open vSwitch on a port without QoS; it is kept and shown so a
+    /// controller's rules with it install and read back as written.
+    SetQueue(u32),
     /// Looks the packet up in another table, then carries on with the next action.
     Resubmit(u8),
     /// Continues in a later table; always the last action of a rule.
@@ -208,6 +213,7 @@ impl fmt::Display for Action {
                 None => write!(f, "set_field:{}->{field}", field.display(value)),
             },
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::SetQueue(queue) => write!(f, "set_queue:{queue}"),
             // C's "%#x", as ovs-ofctl prints it: zero without "0x".
             Action::Load(dst, 0) => write!(f, "load:0->{dst}"),
             Action::Load(dst, value) => write!(f, "load:{value:#x}->{dst}"),
@@ -242,6 +248,7 @@ pub fn action_set_slot(action: &Action) -> (u8, Option<Field>) {
         Action::DecTtl => (3, None),
         Action::ModVlanPcp(_) => (4, None),
         Action::SetField(field, _) => (4, Some(field)),
+        Action::SetQueue(_) => (5, None),
         Action::Group(_) => (6, None),
         _ => (7, None),
     }

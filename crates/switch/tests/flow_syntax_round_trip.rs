@@ -121,7 +121,8 @@ fn random_subfield(rng: &mut Rng, destination: bool, widest: u32) -> Option<Subf
 
 fn random_action(rng: &mut Rng, flow_match: &Match) -> Action {
     loop {
-        let action = match rng.below(20) {
+        let action = match rng.below(21) {
+            20 => Action::SetQueue(rng.next() as u32),
             17..=19 => match random_learn(rng) {
                 Some(learn) => Action::Learn(learn),
                 None => continue,

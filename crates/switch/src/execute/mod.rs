@@ -301,8 +301,10 @@ pub fn execute(
             }
             // The translation's alone: a `load` or `move` into a packet's field reaches here
             // as the `set_field` it makes, an output from a register as the `output` to its
-            // port; what a `learn` learned goes to the bridge with the decision.
-            Action::Resubmit(_)
+            // port; what a `learn` learned goes to the bridge with the decision; a
+            // `set_queue` changes nothing here (one queue a port).
+            Action::SetQueue(_)
+            | Action::Resubmit(_)
             | Action::GotoTable(_)
             | Action::Group(_)
             | Action::ClearActions

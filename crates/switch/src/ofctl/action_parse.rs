@@ -129,6 +129,7 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         },
         "strip_vlan" => no_argument(Action::StripVlan),
         "dec_ttl" => no_argument(Action::DecTtl),
+        "set_queue" => Ok(Action::SetQueue(uint("QUEUE", u128::from(u32::MAX))? as u32)),
         "drop" => Err(error("drop must be the only action")),
         // set_vlan_*: OpenFlow 1.1's names, as `show` lists them and ovs-ofctl reads them.
         "mod_vlan_vid" | "set_vlan_vid" => Ok(Action::ModVlanVid(uint("VID", 4095)? as u16)),
@@ -332,6 +333,11 @@ mod tests {
             rule.actions,
             vec![Action::ModVlanVid(5), Action::ModVlanPcp(3)]
         );
+        let rule = parse_rule("actions=set_queue:7,output:2").unwrap();
+        assert_eq!(rule.actions, vec![Action::SetQueue(7), Action::Output(2)]);
+        assert_eq!(rule.actions[0].to_string(), "set_queue:7");
+        assert!(parse_rule("actions=set_queue").is_err());
+        assert!(parse_rule("actions=set_queue:4294967296").is_err());
     }
 
     #[test]

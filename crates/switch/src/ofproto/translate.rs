@@ -215,6 +215,8 @@ impl<'a> Translation<'a> {
                     rest = &rest[n..];
                 }
                 Action::GotoTable(target) => next_table = Some(target),
+                // One queue a port: nothing for the datapath to do (see `Action::SetQueue`).
+                Action::SetQueue(_) => {}
                 // For the tables after this one; nothing the datapath does.
                 Action::WriteMetadata(..) => {
                     action.apply_to_flow(&mut self.flow, &mut self.dependencies)
@@ -588,6 +590,25 @@ mod tests {
         let decision = translate(&tables, &packet(6), &mut wildcards);
         assert_eq!(decision.actions, vec![]);
         assert_eq!(Field::TcpFlags.get(&wildcards), 0x002);
+    }
+
+    /// `set_queue`, applied or in the action set, leaves the datapath's actions as they would
+    /// be without it (one queue a port), so such flows are offloaded like any other.
+    #[test]
+    fn set_queue_reaches_no_datapath_action() {
+        let tables = tables(&[
+            "priority=10,in_port=1,actions=set_queue:1,output:3",
+            "priority=10,in_port=2,actions=write_actions(set_queue:2,output:4)",
+        ]);
+        for (in_port, out) in [(1, 3), (2, 4)] {
+            let mut wildcards = FlowBits::ZERO;
+            let decision = translate(&tables, &flow(&[(Field::InPort, in_port)]), &mut wildcards);
+            assert_eq!(
+                decision.actions,
+                vec![Action::Output(out)],
+                "in_port={in_port}"
+            );
+        }
     }
 
     #[test]

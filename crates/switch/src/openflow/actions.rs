@@ -1,8 +1,9 @@
 //! Actions and instructions on the wire (OpenFlow 1.3 §7.2.4-5), to and from the switch's
-//! [`Action`] list. An `apply_actions` instruction becomes the rule's actions, then
-//! `clear_actions`, `write_actions` (a marker and the actions written), `write_metadata` and
-//! `goto_table` follow in the order the specification runs them; `meter` is refused with
-//! `UNSUP_INST`.
+//! [`Action`] list. A `meter` instruction becomes the rule's first action and an
+//! `apply_actions` instruction its actions, then `clear_actions`, `write_actions` (a marker
+//! and the actions written), `write_metadata` and `goto_table` follow in the order the
+//! specification runs them. `set_queue` is read and written, and changes nothing the datapath does
+//! ([`Action::SetQueue`]).
 //!
 //! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
 //! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
@@ -45,8 +46,9 @@ mod instruction {
 
 /// The actions the switch takes, in `apply_actions` and `write_actions` alike (Nicira's
 /// resubmit aside), as table features list them.
-pub const ACTION_TYPES: [u16; 7] = [
+pub const ACTION_TYPES: [u16; 8] = [
     kind::OUTPUT,
+    kind::SET_QUEUE,
     kind::PUSH_VLAN,
     kind::POP_VLAN,
     kind::GROUP,
@@ -153,7 +155,7 @@ pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>,
             }
             kind::EXPERIMENTER => nicira(&mut body)?,
             kind::GROUP => Action::Group(body.u32()?),
-            kind::SET_QUEUE => return Err(bad_action::BAD_TYPE),
+            kind::SET_QUEUE => Action::SetQueue(body.u32()?),
             _ => return Err(bad_action::BAD_TYPE),
         };
         if pending_push && !matches!(action, Action::ModVlanPcp(_)) {
@@ -391,6 +393,9 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
         Action::DecTtl => {
             w.u16(kind::DEC_NW_TTL).u16(8).zeros(4);
         }
+        Action::SetQueue(queue) => {
+            w.u16(kind::SET_QUEUE).u16(8).u32(queue);
+        }
         Action::SetField(Field::NwTtl, ttl) => {
             w.u16(kind::SET_NW_TTL).u16(8).u8(ttl as u8).zeros(3);
         }
@@ -571,9 +576,21 @@ mod tests {
             "load:0x5->NXM_NX_REG0[],load:0->NXM_OF_ETH_DST[8..15],set_field:0x7->reg15",
             "move:NXM_OF_IN_PORT[]->NXM_NX_REG1[16..31],move:OXM_OF_METADATA[0..31]->NXM_NX_REG2[]",
             "output:NXM_NX_REG0[0..15],output:NXM_NX_REG3[]",
+            "set_queue:3,output:1",
+            "output:1,write_actions(set_queue:4294967295,output:2)",
         ] {
             assert_eq!(round_trip(text, 0), parse_actions(text).unwrap(), "{text}");
         }
+    }
+
+    /// OpenFlow 1.3's `ofp_action_set_queue`: type 21, length 8, the queue id.
+    #[test]
+    fn set_queue_bytes() {
+        let mut w = Writer::default();
+        write_action(&mut w, &Action::SetQueue(0x0102_0304), false);
+        assert_eq!(w.bytes, [0, 21, 0, 8, 1, 2, 3, 4]);
+        let read = read_actions(&mut Reader::new(&w.bytes), ActionsIn::Rule);
+        assert_eq!(read, Ok(vec![Action::SetQueue(0x0102_0304)]));
     }
 
     #[test]

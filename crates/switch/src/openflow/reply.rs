@@ -220,7 +220,7 @@ pub fn port_stats_entry(port: u32, c: &PortCounts, alive: Duration) -> Vec<u8> {
 /// bucket may hold.
 pub fn group_features_body() -> Vec<u8> {
     let mut w = Writer::default();
-    let actions: u32 = [0u32, 17, 18, 23, 24, 25].iter().map(|t| 1 << t).sum();
+    let actions: u32 = [0u32, 17, 18, 21, 23, 24, 25].iter().map(|t| 1 << t).sum();
     w.u32(0b1111).u32(0b11);
     for _ in 0..4 {
         w.u32(MAX_GROUPS as u32);
