@@ -209,6 +209,75 @@ fn tcpdump_writes_exactly_the_frames_sent_filtered_and_cut_as_asked() {
     net.assert_no_xdp();
 }
 
+/// On an interface with a 9000-byte MTU, packets larger than a frame reach the program
+/// whole (a chain of frames, gathered), none dropped, as tcpdump on the plain interface
+/// gets them.
+#[test]
+fn tcpdump_gets_packets_larger_than_a_frame_whole() {
+    let net = NetPair::new("pj");
+    for (ns, dev) in [(&net.ns_a, &net.a), (&net.ns_b, &net.b)] {
+        must(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000"]);
+    }
+    let dir = shared_dir("pj");
+    let input = dir.path("jumbo.pcap");
+    let sent: Vec<Rec> = [60usize, 1514, 4000, 4097, 8000, 9014, 100]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let payload: Vec<u8> = (0..len - 14).map(|b| (b * 7 + i) as u8).collect();
+            let frame = eth(MAC_B, MAC_A, &[], 0x88b5, &payload);
+            (1_700_000_000_000_000_000 + i as u64, frame, len as u32)
+        })
+        .collect();
+    write_capture(&input, Format::Pcap, &sent);
+    let out = dir.path("got.pcap");
+    let device = format!("xdp:{}", net.b);
+    let n = sent.len().to_string();
+    let mut td = pcap_run(
+        &net.ns_b,
+        &[
+            "tcpdump", "-i", &device, "-n", "-s", "0", "-c", &n, "-w", &out,
+        ],
+    );
+    td.wait_for("listening on");
+    // gen sends a frame at most (AF_PACKET, as tcpdump's peers would, sends them whole).
+    let send = format!(
+        "import socket, struct\n\
+         data = open('{input}', 'rb').read()\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{dev}', 0))\n\
+         at = 24\n\
+         while at < len(data):\n    \
+             n = struct.unpack_from('<I', data, at + 8)[0]\n    \
+             s.send(data[at + 16:at + 16 + n])\n    \
+             at += 16 + n",
+        dev = net.a
+    );
+    must(&[
+        "ip",
+        "netns",
+        "exec",
+        &net.ns_a,
+        "/usr/bin/python3",
+        "-c",
+        &send,
+    ]);
+    let (code, _, err) = td.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(count_of(&err, "captured"), sent.len() as u64, "{err}");
+    assert_eq!(count_of(&err, "dropped by kernel"), 0, "{err}");
+    let got = read_records(&out);
+    assert_eq!(got.len(), sent.len());
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert!(
+            g.1 == s.1 && g.2 == s.2,
+            "frame {i} ({} bytes) differs",
+            s.2
+        );
+    }
+    net.assert_no_xdp();
+}
+
 #[test]
 fn tshark_captures_through_dumpcap() {
     let net = NetPair::new("ps");

@@ -51,6 +51,9 @@ pub struct Live {
     /// after the last burst.
     pub idle: wirespeed_port::Idle,
     pub step: wirespeed_port::Step,
+    /// A packet of several frames (multi-buffer), gathered for the program: valid until the
+    /// next one is, after the callback it was handed to returned.
+    pub gathered: Vec<u8>,
     /// pcap_next's copy of the packet it returns, valid until the next call.
     pub one: Vec<u8>,
     pub one_hdr: PcapPkthdr,
@@ -107,6 +110,9 @@ impl Live {
             batch: BURST as u32,
             rx: true,
             tx: true,
+            // A packet larger than a frame (jumbo MTU) comes as a chain of frames, gathered
+            // for the program; without it the kernel drops such packets.
+            multi_buffer: true,
             ..PortOptions::default()
         };
         // The port's errors name the interface (and queue) already.
@@ -173,6 +179,7 @@ impl Live {
                 ifindex,
                 idle: wirespeed_port::Idle::new(options.ring_size),
                 step: wirespeed_port::Step::Spin,
+                gathered: Vec::new(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
                 _program: handed.map(|handed| handed.link),

@@ -1,6 +1,7 @@
 //! Reading packets: pcap_dispatch's one burst, pcap_loop's many, pcap_next's one packet.
 //! A packet is handed to the program in its frame (no copy; pcap_next copies, since its
-//! pointer must outlive the call) and the frames go back to the port at the next burst.
+//! pointer must outlive the call) and the frames go back to the port at the next burst. A
+//! packet of several frames is gathered into one buffer first.
 //!
 //! The program's callback runs with the port not borrowed, so it may call back in: send
 //! with pcap_inject (a responder answering what it reads), ask pcap_stats, break the loop.
@@ -163,8 +164,8 @@ fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
     while live.next < live.batch.len() {
         let i = live.next;
         live.next += 1;
-        let (addr, len) = (live.batch.addr(i), live.batch.frame_len(i));
-        let bytes = live.port.packet(addr, len);
+        let bytes = live.port.packet_bytes(&live.batch, i, &mut live.gathered);
+        let len = bytes.len() as u32;
         let keep = match &live.filter {
             Some(f) => f.run_with(bytes, len, Some(meta)),
             None => u32::MAX,

@@ -8,14 +8,14 @@ use crate::live::Live;
 /// How long pcap_inject waits for the transmit ring to have room, as a blocking send would.
 const ROOM_WAIT: Duration = Duration::from_secs(1);
 
-/// Copies `frame` into a frame of the port and sends it. Each call kicks the kernel: a
-/// program that injects gives no later moment to do it (libpcap's own send is a system
-/// call a packet too).
+/// Copies `frame` into a frame of the port (a chain of them when it is larger than one,
+/// on a multi-buffer port) and sends it. Each call kicks the kernel: a program that injects
+/// gives no later moment to do it (libpcap's own send is a system call a packet too).
 pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String> {
-    let max = live.port.max_packet_len() as usize;
+    let max = live.port.max_chain_len() as usize;
     if frame.len() > max {
         return Err(format!(
-            "{}: a frame of {} bytes is larger than the port's frames hold ({max} bytes)",
+            "{}: a frame of {} bytes is larger than the port sends ({max} bytes)",
             h.device,
             frame.len()
         ));
@@ -43,10 +43,7 @@ pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String
         }
         std::thread::sleep(Duration::from_micros(50));
     }
-    let addr = live.tx.addr(0);
-    live.port
-        .packet_mut(addr, frame.len() as u32)
-        .copy_from_slice(frame);
+    live.port.write_packet(&live.tx, 0, frame);
     let queued = live
         .port
         .tx_burst(&mut live.tx)
