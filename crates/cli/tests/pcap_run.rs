@@ -278,6 +278,23 @@ fn tcpdump_gets_packets_larger_than_a_frame_whole() {
     net.assert_no_xdp();
 }
 
+/// The interface deleted under a running tcpdump: its read fails with libpcap's words and
+/// tcpdump exits 1, as tcpdump alone does, instead of waiting for packets for ever.
+#[test]
+fn tcpdump_ends_when_its_interface_is_deleted() {
+    let net = NetPair::new("pg");
+    let device = format!("xdp:{}", net.b);
+    let mut td = pcap_run(&net.ns_b, &["tcpdump", "-i", &device, "-n", "-l"]);
+    td.wait_for("listening on");
+    must(&["ip", "-n", &net.ns_b, "link", "del", &net.b]);
+    let (code, _, err) = td.exit_within(Duration::from_secs(10));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("tcpdump: pcap_loop: The interface disappeared"),
+        "{err}"
+    );
+}
+
 #[test]
 fn tshark_captures_through_dumpcap() {
     let net = NetPair::new("ps");

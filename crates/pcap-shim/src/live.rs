@@ -51,6 +51,8 @@ pub struct Live {
     /// after the last burst.
     pub idle: wirespeed_port::Idle,
     pub step: wirespeed_port::Step,
+    /// When an empty burst last asked whether the interface is still there.
+    pub link_checked: std::time::Instant,
     /// A packet of several frames (multi-buffer), gathered for the program: valid until the
     /// next one is, after the callback it was handed to returned.
     pub gathered: Vec<u8>,
@@ -179,6 +181,7 @@ impl Live {
                 ifindex,
                 idle: wirespeed_port::Idle::new(options.ring_size),
                 step: wirespeed_port::Step::Spin,
+                link_checked: std::time::Instant::now(),
                 gathered: Vec::new(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),

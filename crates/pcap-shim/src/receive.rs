@@ -16,11 +16,15 @@ use crate::exports::live_of;
 use crate::ffi::{PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_TSTAMP_PRECISION_NANO, PcapPkthdr};
 use crate::handle::Handle;
 use crate::live::Live;
-use wirespeed_port::Step;
+use wirespeed_port::{LinkState, Step};
 
 /// The longest a blocked read sleeps before it looks again (a stop from another thread
 /// also wakes it at once, through the wake eventfd).
 const WAIT_SLICE: Duration = Duration::from_millis(250);
+
+/// How often a quiet port's interface is looked up: an AF_XDP socket whose interface is
+/// deleted just receives nothing more, where libpcap's read fails.
+const LINK_CHECK: Duration = Duration::from_secs(1);
 
 /// A packet handed to the program: its header, and its bytes (`caplen` of them) in their
 /// frame, where they stay until the next burst.
@@ -112,6 +116,13 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
             Ok(got) => {
                 if got > 0 {
                     live.stamp_ns = now_ns();
+                } else if live.link_checked.elapsed() >= LINK_CHECK {
+                    live.link_checked = Instant::now();
+                    if live.port.link() == LinkState::Gone {
+                        // libpcap's words (tcpdump: "pcap_loop: The interface disappeared").
+                        h.set_error("The interface disappeared");
+                        return Err(PCAP_ERROR);
+                    }
                 }
                 live.step = live.idle.after_burst(got, room);
             }
