@@ -127,6 +127,11 @@ fn bad_input_is_refused_before_anything_is_sent() {
         (&["--pcap", garbage], "not a pcap or pcapng capture file"),
         (&["--pcap", raw_ip], "link type 101 is not supported"),
         (&["--pcap", raw_ip, "--flows", "3"], "cannot be used with"),
+        // The file's frames go as they are: a destination given would be ignored.
+        (
+            &["--pcap", raw_ip, "--dst-mac", "02:11:11:11:11:11"],
+            "cannot be used with",
+        ),
         (
             &["--pcap", mixed],
             "has link type 101, the first interface 1: files that mix link types",

@@ -122,6 +122,7 @@ pub struct GenArgs {
     /// Source MAC (default: the interface's own).
     #[arg(long)]
     pub src_mac: Option<MacAddr>,
+    /// Destination MAC.
     #[arg(long, default_value = "02:00:00:00:00:02")]
     pub dst_mac: MacAddr,
     /// Source address of the first flow (default 10.0.0.1, or fd00::1 with --ipv6).
@@ -145,7 +146,8 @@ pub struct GenArgs {
     /// Replay the frames of a pcap or pcapng file (Ethernet) instead of generating them
     /// (the kernel engine, with --fast, repeats each of at most 64 frames --loop times).
     #[arg(long, conflicts_with_all = ["size", "imix", "flows", "ipv6", "proto", "vlan",
-        "src_mac", "src_ip", "dst_ip", "src_port", "dst_port", "generator_id", "skip_every"])]
+        "src_mac", "dst_mac", "src_ip", "dst_ip", "src_port", "dst_port", "generator_id",
+        "skip_every"])]
     pub pcap: Option<PathBuf>,
     /// Replay as fast as the port takes the frames (or at --rate) instead of at the
     /// recorded timing.
