@@ -361,3 +361,29 @@ fn a_receiver_stopped_by_a_signal_takes_what_was_delivered() {
     assert_eq!(rj["drops_total"].as_u64(), Some(0), "{rj}");
     net.assert_no_xdp();
 }
+
+/// With --expect, a run where nothing arrived is not clean: gen's default generator is
+/// reported with every number lost, and a note says why. Without it nothing can be said.
+#[test]
+fn nothing_arriving_with_expect_is_every_packet_lost() {
+    let net = NetPair::new("gx");
+    let rx = recv_in_b(&net, &["--expect", "1000"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (rj, _) = rx.interrupt();
+    let gens = rj["generators"].as_array().unwrap();
+    assert_eq!(gens.len(), 1, "{rj}");
+    assert_eq!(gens[0]["generator"].as_u64(), Some(1), "{rj}");
+    assert_eq!(gens[0]["received"].as_u64(), Some(0), "{rj}");
+    assert_eq!(gens[0]["lost"].as_u64(), Some(1000), "{rj}");
+    assert_eq!(
+        gens[0]["lost_ranges"],
+        serde_json::json!([[0, 999]]),
+        "{rj}"
+    );
+    let notes = rj["notes"].to_string();
+    assert!(notes.contains("no generator's packet arrived"), "{rj}");
+    let rx = recv_in_b(&net, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (rj, _) = rx.interrupt();
+    assert_eq!(rj["generators"], serde_json::json!([]), "{rj}");
+}

@@ -33,8 +33,8 @@ pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
 pub use ipv6::Ipv6Packet;
 pub use tcp::TcpPacket;
 pub use template::{
-    PAYLOAD_HEADER_LEN, PAYLOAD_MAGIC, TIMESTAMP_MASK, TestPayload, UdpTemplate,
-    ipv4_udp_checksums_ok, read_test_payload,
+    DEFAULT_GENERATOR_ID, PAYLOAD_HEADER_LEN, PAYLOAD_MAGIC, TIMESTAMP_MASK, TestPayload,
+    UdpTemplate, ipv4_udp_checksums_ok, read_test_payload,
 };
 pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};

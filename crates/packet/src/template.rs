@@ -37,6 +37,9 @@ mod field {
     pub const TIMESTAMP_NS: Range<usize> = 12..18;
 }
 
+/// The generator id `wirespeed gen` sends under unless told another.
+pub const DEFAULT_GENERATOR_ID: u16 = 1;
+
 /// The test payload written right after the UDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestPayload {

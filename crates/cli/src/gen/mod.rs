@@ -137,7 +137,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 9)]
     pub dst_port: u16,
     /// Generator id carried in every frame (receivers report per id).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = wirespeed_packet::DEFAULT_GENERATOR_ID)]
     pub generator_id: u16,
     /// Leave out every K-th sequence number (K-1, 2K-1, ...): a known loss pattern for
     /// testing receivers. --count still counts frames sent.

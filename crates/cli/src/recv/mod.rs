@@ -64,7 +64,8 @@ pub struct RecvArgs {
     #[arg(long)]
     pub count: Option<u64>,
     /// Every generator used sequence numbers 0 to N-1 (gen's `sequence_end`): the ones
-    /// never received are lost, also after the last one that came.
+    /// never received are lost, also after the last one that came. When no generator's
+    /// packet arrives at all, gen's default generator (1) is reported with all N lost.
     #[arg(long)]
     pub expect: Option<u64>,
     /// Print one JSON object with the results on stdout at the end.
@@ -256,6 +257,8 @@ fn summary(
     t: Totals,
 ) -> RecvSummary {
     let s = t.measured.seconds.max(1e-9);
+    let mut notes = info.notes.clone();
+    notes.extend(report::generator_notes(&generators));
     RecvSummary {
         mode: "recv",
         port: spec.to_string(),
@@ -278,7 +281,7 @@ fn summary(
         frames: audit.map(|a| frames_json(&a)),
         peak_rss_bytes: peak_rss_bytes(),
         cpu: CpuReport::new(t.measured.cpu, t.packets).over(t.measured.seconds),
-        notes: info.notes.clone(),
+        notes,
         error: None,
         threads: None,
     }

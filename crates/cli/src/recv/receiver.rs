@@ -2,7 +2,7 @@
 //! what each packet changes in it.
 
 use serde::Serialize;
-use wirespeed_packet::read_test_frame;
+use wirespeed_packet::{DEFAULT_GENERATOR_ID, read_test_frame};
 
 use super::MAX_GENERATORS;
 use super::latency::{Latency, LatencyReport};
@@ -95,10 +95,12 @@ impl Receiver {
         }
     }
 
+    /// For the live line: what has not come below each generator's highest number, so a
+    /// gap shows at once, not when it leaves the window (some may still come, reordered).
     pub fn lost_so_far(&self) -> u64 {
         self.generators[..self.in_use]
             .iter()
-            .map(|g| g.seq.lost)
+            .map(|g| g.seq.missing_so_far())
             .sum()
     }
 
@@ -153,7 +155,7 @@ impl Receiver {
         }
         let not_test = parts.iter().map(|r| r.not_test_frames).sum();
         let other = parts.iter().map(|r| r.other_generators).sum();
-        (reports, not_test, other)
+        (none_arrived(reports, expect), not_test, other)
     }
 
     pub fn finish(mut self, expect: Option<u64>) -> (Vec<GeneratorReport>, u64, u64) {
@@ -169,7 +171,27 @@ impl Receiver {
             })
             .collect();
         reports.sort_by_key(|r| r.generator);
-        (reports, self.not_test_frames, self.other_generators)
+        (
+            none_arrived(reports, expect),
+            self.not_test_frames,
+            self.other_generators,
+        )
+    }
+}
+
+/// With --expect and not one generator's packet received, gen's default generator with
+/// every number lost: a run where nothing came is not a clean one.
+fn none_arrived(reports: Vec<GeneratorReport>, expect: Option<u64>) -> Vec<GeneratorReport> {
+    match expect {
+        Some(n) if n > 0 && reports.is_empty() => vec![GeneratorReport {
+            generator: DEFAULT_GENERATOR_ID,
+            received: 0,
+            seq: SeqTracker::default().finish(Some(n)),
+            corrupt: 0,
+            untracked: 0,
+            latency_ns: Latency::default().report(),
+        }],
+        _ => reports,
     }
 }
 

@@ -101,4 +101,62 @@ pub fn print(s: &RecvSummary, json: bool) {
             println!("  lost: {}{more}", shown.join(", "));
         }
     }
+    for note in generator_notes(&s.generators) {
+        println!("note: {note}");
+    }
+}
+
+/// What the generators' counts alone do not say: that nothing came at all (--expect), or
+/// that a generator's first numbers never came, as when recv starts after gen.
+pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
+    generators
+        .iter()
+        .filter_map(|g| match g.seq.lost_ranges.first() {
+            Some(&(0, last)) if g.received == 0 => Some(format!(
+                "no generator's packet arrived: generator {} (gen's default --generator-id) \
+                 is reported with all {} expected lost",
+                g.generator,
+                last + 1
+            )),
+            // (Frames without a send time carry no number the receiver tracks.)
+            Some(&(0, last)) if g.untracked == 0 => Some(format!(
+                "generator {}: nothing numbered below {} arrived (0-{last} are counted lost): \
+                 was recv started after gen?",
+                g.generator,
+                last + 1
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recv::tracker::SeqTracker;
+
+    fn report(generator: u16, received: u64, seqs: std::ops::Range<u64>) -> GeneratorReport {
+        let mut seq = SeqTracker::default();
+        seqs.for_each(|s| seq.record(s));
+        GeneratorReport {
+            generator,
+            received,
+            seq: seq.finish(None),
+            corrupt: 0,
+            untracked: 0,
+            latency_ns: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_generator_whose_first_numbers_never_came_gets_a_note() {
+        let notes = generator_notes(&[report(3, 10, 0..10), report(4, 5, 20..25)]);
+        assert_eq!(
+            notes,
+            [
+                "generator 4: nothing numbered below 20 arrived (0-19 are counted lost): was \
+              recv started after gen?"
+            ]
+        );
+    }
 }

@@ -132,6 +132,13 @@ impl SeqTracker {
         self.high
     }
 
+    /// The numbers below the highest seen that have not come (yet): the losses decided,
+    /// and the gaps still in the window, which a reordered packet may fill.
+    pub fn missing_so_far(&self) -> u64 {
+        // Each number seen is below `high` and counted in `unique` once.
+        self.high - self.unique
+    }
+
     /// True while no number has been decided (the span seen fits the window).
     pub fn undecided(&self) -> bool {
         self.base == 0 && self.late == 0
@@ -255,6 +262,24 @@ mod tests {
                 (4999, 5001)
             ]
         );
+    }
+
+    /// What the live line shows: a gap counts at once, and stops counting when a reordered
+    /// packet fills it; a duplicate changes nothing.
+    #[test]
+    fn missing_so_far_counts_gaps_still_in_the_window() {
+        let mut t = SeqTracker::default();
+        for s in [0, 1, 5, 5, 9] {
+            t.record(s);
+        }
+        assert_eq!((t.missing_so_far(), t.lost), (6, 0));
+        t.record(3);
+        assert_eq!(t.missing_so_far(), 5);
+        let far = 2 * WINDOW;
+        t.record(far);
+        // 0..=far but the six seen, whether decided (out of the window) or not.
+        assert_eq!(t.missing_so_far(), far + 1 - 6);
+        assert_eq!(t.finish(None).lost, far + 1 - 6);
     }
 
     #[test]
