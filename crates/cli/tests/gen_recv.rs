@@ -387,3 +387,23 @@ fn nothing_arriving_with_expect_is_every_packet_lost() {
     let (rj, _) = rx.interrupt();
     assert_eq!(rj["generators"], serde_json::json!([]), "{rj}");
 }
+
+/// --spin keeps the receiver on its CPU between packets, where by default an idle receiver
+/// sleeps in poll(): its busy share says which.
+#[test]
+fn recv_spin_never_sleeps() {
+    let net = NetPair::new("gs");
+    let busy = |extra: &[&str]| {
+        let port = format!("xdp:{}", net.b);
+        let mut args = vec!["recv", "--port", &port, "--duration", "1", "--json", "-q"];
+        args.extend_from_slice(extra);
+        let j = run_json(&net.ns_b, &args);
+        j["cpu"]["busy"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no busy share: {j}"))
+    };
+    // Generous bounds: the tests beside this one share the machine's CPUs.
+    let (idle, spinning) = (busy(&[]), busy(&["--spin"]));
+    assert!(idle < 0.1, "idle recv is busy {idle}");
+    assert!(spinning > 0.4, "recv --spin is busy only {spinning}");
+}

@@ -18,6 +18,8 @@ pub struct PortIdle {
     watch: LinkWatch,
     /// The last burst was followed by a nap or a sleep.
     waited: bool,
+    /// Never nap or sleep (`recv --spin`).
+    spin: bool,
 }
 
 impl PortIdle {
@@ -32,7 +34,15 @@ impl PortIdle {
             },
             watch: LinkWatch::default(),
             waited: false,
+            spin: false,
         }
+    }
+
+    /// Receives again at once after every burst, the CPU busy all the time: what a
+    /// latency measurement wants, where a nap would add its length to a packet's.
+    pub fn spinning(mut self) -> PortIdle {
+        self.spin = true;
+        self
     }
 
     /// True when the last `after_burst` napped or slept: a loop's meter should look at the
@@ -58,7 +68,10 @@ impl PortIdle {
             }
             self.watch.quiet(port)?;
         }
-        let step = self.idle.after_burst(got, room);
+        let step = match self.spin {
+            true => Step::Spin,
+            false => self.idle.after_burst(got, room),
+        };
         self.waited = step != Step::Spin;
         match step {
             Step::Spin => {}
