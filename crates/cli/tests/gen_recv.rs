@@ -382,6 +382,28 @@ fn nothing_arriving_with_expect_is_every_packet_lost() {
     );
     let notes = rj["notes"].to_string();
     assert!(notes.contains("no generator's packet arrived"), "{rj}");
+    // A script asks for the verdict in the exit status.
+    let port = format!("xdp:{}", net.b);
+    let out = run_in(
+        &net.ns_b,
+        &[
+            "recv",
+            "--port",
+            &port,
+            "--duration",
+            "0.2",
+            "--expect",
+            "5",
+            "--fail-on-loss",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--fail-on-loss: generator 1 lost 5, duplicated 0, late 0, corrupt 0"),
+        "{err}"
+    );
     let rx = recv_in_b(&net, &[]);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let (rj, _) = rx.interrupt();

@@ -89,6 +89,10 @@ pub struct RecvArgs {
     /// second over veth: p50 20 µs instead of 570, for 99 % of a CPU instead of 2 %.
     #[arg(long)]
     pub spin: bool,
+    /// Exit with status 1 when a generator lost, duplicated or corrupted packets, or one
+    /// came late (after the summary is printed): for scripts and CI.
+    #[arg(long)]
+    pub fail_on_loss: bool,
     #[command(flatten)]
     pub port_flags: PortFlags,
 }
@@ -126,6 +130,21 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     print(&summary, args.json);
     if let Some(e) = &summary.error {
         bail!("{e}");
+    }
+    if args.fail_on_loss
+        && let Some(g) = summary
+            .generators
+            .iter()
+            .find(|g| g.seq.lost + g.seq.duplicated + g.seq.late + g.corrupt > 0)
+    {
+        bail!(
+            "--fail-on-loss: generator {} lost {}, duplicated {}, late {}, corrupt {}",
+            g.generator,
+            g.seq.lost,
+            g.seq.duplicated,
+            g.seq.late,
+            g.corrupt
+        );
     }
     Ok(())
 }
