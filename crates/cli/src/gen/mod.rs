@@ -80,7 +80,9 @@ pub struct GenArgs {
     #[arg(long)]
     pub no_stamp: bool,
     /// Packets per second (100000, 2.5M, 1Mpps) or bits per second on the wire, FCS
-    /// included (500Mbit, 10Gbit). Default: as fast as the port takes them.
+    /// included (500Mbit, 10Gbit). Default: as fast as the port takes them. Packets go in
+    /// bursts of what 1 ms of the rate holds (at most --batch), back to back: 10 kpps is
+    /// 10 packets every millisecond, not one every 100 µs.
     #[arg(long, value_parser = rate::parse_rate)]
     pub rate: Option<Rate>,
     /// Send exactly N packets, then exit.
