@@ -22,8 +22,14 @@ pub fn port_mac(spec: &PortSpec) -> anyhow::Result<MacAddr> {
 /// The MAC address of an interface, from sysfs.
 pub fn interface_mac(iface: &str) -> anyhow::Result<MacAddr> {
     let path = format!("/sys/class/net/{iface}/address");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("{iface}: no such interface"))?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        // Said as every tool's port says it (the file's absence is how it shows).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("{iface}: no such interface")
+        }
+        Err(e) => return Err(e).with_context(|| format!("{iface}: read {path}")),
+    };
     text.trim()
         .parse()
         .map_err(|e| anyhow::anyhow!("{iface}: cannot read its MAC address from {path}: {e:?}"))
