@@ -27,6 +27,7 @@ use crate::ofctl::group_text::parse_group_selector;
 use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, TableStats};
 use crate::ofproto::state::Ofproto;
+use crate::openflow::reply::PortCounts;
 use crate::rule::Rule;
 use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
@@ -363,25 +364,53 @@ fn port_selector(bridge: &Bridge, arg: &str) -> Result<Option<u32>, String> {
     }
 }
 
-/// Port counters as `ovs-ofctl dump-ports` shows them, and the bridge's own counts when every
-/// port is shown.
+/// What the kernel's fast path did for each device port (in `bridge.numbers()`'s order),
+/// harvested now; None without `--offload`. A failed harvest gives the counts of the last
+/// one that worked.
+pub fn fast_port_counts(bridge: &mut Bridge) -> Option<Vec<FastPortCounts>> {
+    let numbers = bridge.numbers().to_vec();
+    let now = bridge.now();
+    let mut dp = bridge.ofproto();
+    let _ = dp.harvest_offload(now);
+    dp.offload
+        .as_ref()
+        .map(|o| numbers.iter().map(|&n| o.port_counts(n)).collect())
+}
+
+/// A device port's counts as OpenFlow's port statistics give them: what went through its
+/// socket, and what the kernel's fast path took in and sent for it. (A redirect the kernel
+/// then failed to send is a transmit drop; its bytes stay in `tx_bytes`, as the kernel's
+/// tracepoint tells frames only.)
+pub fn port_counts(s: &PortStats, fast: Option<&FastPortCounts>) -> PortCounts {
+    let d = &s.drops;
+    let mut counts = PortCounts {
+        rx_packets: s.rx_packets,
+        tx_packets: s.tx_packets,
+        rx_bytes: s.rx_bytes,
+        tx_bytes: s.tx_bytes,
+        rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
+        tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
+        rx_errors: d.rx_invalid_desc,
+        tx_errors: d.tx_invalid_desc,
+    };
+    if let Some(f) = fast {
+        counts.rx_packets += f.rx_packets;
+        counts.rx_bytes += f.rx_bytes;
+        counts.tx_packets += f.tx_packets - f.tx_failed;
+        counts.tx_bytes += f.tx_bytes;
+        counts.tx_dropped += f.tx_failed;
+    }
+    counts
+}
+
+/// Port counters as `ovs-ofctl dump-ports` shows them (the kernel's fast path included, its
+/// part on a line of its own), and the bridge's own counts when every port is shown.
 fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
     let numbers = bridge.numbers().to_vec();
     let snapshots = bridge.snapshots();
     let (totals, c) = port_totals(&snapshots);
     let tunnels = tunnel_totals(&snapshots);
-    let fast = {
-        let now = bridge.now();
-        let mut dp = bridge.ofproto();
-        // A failed harvest shows the counts of the last one that worked.
-        let _ = dp.harvest_offload(now);
-        dp.offload.as_ref().map(|o| {
-            numbers
-                .iter()
-                .map(|&n| o.port_counts(n))
-                .collect::<Vec<FastPortCounts>>()
-        })
-    };
+    let fast = fast_port_counts(bridge);
     let tunnel_ports = &bridge.tunnels().ports;
     let shown = if only.is_some() {
         1
@@ -393,17 +422,16 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
         if only.is_some_and(|only| only != *n) {
             continue;
         }
-        let rx_drop = s.drops.fill_ring_empty + s.drops.rx_ring_full + s.drops.kernel_dropped;
-        let tx_drop = s.drops.tx_ring_full + s.drops.tx_error + s.drops.link_down;
+        let p = port_counts(s, fast.as_ref().map(|f| &f[i]));
         let _ = writeln!(
             out,
             "  port {n:>2}: rx pkts={}, bytes={}, drop={}, errs={}, frame=0, over=0, crc=0",
-            s.rx_packets, s.rx_bytes, rx_drop, s.drops.rx_invalid_desc
+            p.rx_packets, p.rx_bytes, p.rx_dropped, p.rx_errors
         );
         let _ = writeln!(
             out,
             "           tx pkts={}, bytes={}, drop={}, errs={}, coll=0",
-            s.tx_packets, s.tx_bytes, tx_drop, s.drops.tx_invalid_desc
+            p.tx_packets, p.tx_bytes, p.tx_dropped, p.tx_errors
         );
         write_port_extras(&mut out, bridge.link(i), s, fast.as_ref().map(|f| f[i]));
     }

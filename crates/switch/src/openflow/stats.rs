@@ -7,7 +7,7 @@ use core::time::Duration;
 use wirespeed_port::{Backend, PortSpec};
 
 use crate::bridge::Bridge;
-use crate::bridge::commands::{port_totals, tunnel_totals};
+use crate::bridge::commands::{fast_port_counts, port_counts, port_totals, tunnel_totals};
 use crate::bridge::link::LinkState;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::error::{OfpError, bad_request};
@@ -151,20 +151,12 @@ fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError
     let snapshots = bridge.snapshots();
     let (totals, _) = port_totals(&snapshots);
     let tunnels = tunnel_totals(&snapshots);
-    let devices = numbers.iter().zip(&totals).map(|(&n, s)| {
-        let d = &s.drops;
-        let counts = PortCounts {
-            rx_packets: s.rx_packets,
-            tx_packets: s.tx_packets,
-            rx_bytes: s.rx_bytes,
-            tx_bytes: s.tx_bytes,
-            rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
-            tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
-            rx_errors: d.rx_invalid_desc,
-            tx_errors: d.tx_invalid_desc,
-        };
-        (n, counts)
-    });
+    let fast = fast_port_counts(bridge);
+    let devices = numbers
+        .iter()
+        .zip(&totals)
+        .enumerate()
+        .map(|(i, (&n, s))| (n, port_counts(s, fast.as_ref().map(|f| &f[i]))));
     let tunnelled = tunnel_numbers.iter().zip(&tunnels.ports).map(|(&n, t)| {
         let counts = PortCounts {
             rx_packets: t.decap_packets,
