@@ -561,6 +561,14 @@ fn ctl_adds_changes_and_deletes_groups() {
         ],
         "ovs-ofctl's view"
     );
+    // One group asked for, one group answered (OFPG_ALL above); none for one not there.
+    assert_eq!(
+        without_duration(&ofctl_lines(
+            &s.ofctl_ok(&["dump-group-stats", "group_id=3"])
+        )),
+        [stats[2].clone()]
+    );
+    assert!(ofctl_lines(&s.ofctl_ok(&["dump-group-stats", "group_id=9"])).is_empty());
     s.ctl_ok(&["mod-flows", "in_port=1,icmp,actions=group:1"]);
 
     // A bucket that sends back out of the input port sends nothing (OpenFlow's rule). A

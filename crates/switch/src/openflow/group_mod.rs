@@ -9,9 +9,7 @@ use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, group_mod_failed};
 use crate::openflow::message::{GroupMod, group_command};
-
-/// `OFPG_ALL`: a delete of every group.
-const GROUP_ALL: u32 = 0xffff_fffc;
+use crate::openflow::wire::GROUP_ALL;
 
 /// A GROUP_MOD of any command; the rules a delete took with its groups.
 pub(crate) fn apply_group_mod(

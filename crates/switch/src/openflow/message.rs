@@ -96,7 +96,8 @@ pub enum MultipartRequest {
     Table,
     PortStats(u32),
     Queue,
-    Group,
+    /// A group's statistics, or every group's (`OFPG_ALL`).
+    Group(u32),
     GroupDesc,
     GroupFeatures,
     /// A meter's statistics, or every meter's (`OFPM_ALL`).
@@ -509,7 +510,7 @@ fn multipart_request(r: &mut Reader<'_>) -> Result<MultipartRequest, OfpError> {
             MultipartRequest::PortStats(port)
         }
         multipart::QUEUE => MultipartRequest::Queue,
-        multipart::GROUP => MultipartRequest::Group,
+        multipart::GROUP => MultipartRequest::Group(read_request_id(r)?),
         multipart::GROUP_DESC => MultipartRequest::GroupDesc,
         multipart::GROUP_FEATURES => MultipartRequest::GroupFeatures,
         multipart::METER => MultipartRequest::Meter(read_request_id(r)?),

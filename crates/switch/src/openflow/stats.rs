@@ -16,7 +16,7 @@ use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as 
 use crate::openflow::meters;
 use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
 use crate::openflow::table_features::table_features_entry;
-use crate::openflow::wire::{TABLE_ALL, port};
+use crate::openflow::wire::{GROUP_ALL, TABLE_ALL, port};
 
 /// The reply to one MULTIPART request, in as many messages as it takes.
 pub fn multipart(
@@ -55,7 +55,7 @@ pub fn multipart(
         ),
         MultipartRequest::GroupFeatures => (mp::GROUP_FEATURES, vec![reply::group_features_body()]),
         MultipartRequest::MeterFeatures => (mp::METER_FEATURES, vec![meters::features_body()]),
-        MultipartRequest::Group => (mp::GROUP, group_stats(bridge)),
+        MultipartRequest::Group(id) => (mp::GROUP, group_stats(bridge, id)),
         MultipartRequest::GroupDesc => {
             let dp = bridge.ofproto();
             let entries = dp.tables.groups().map(reply::group_desc_entry).collect();
@@ -131,10 +131,13 @@ fn table_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
 }
 
 /// Each group's statistics and its buckets' ([`crate::Ofproto::group_stats`]).
-fn group_stats(bridge: &mut Bridge) -> Vec<Vec<u8>> {
+/// Group `id`'s statistics (none when there is no such group, as Open vSwitch answers), or
+/// every group's.
+fn group_stats(bridge: &mut Bridge, id: u32) -> Vec<Vec<u8>> {
     let now = bridge.now();
+    let only = (id != GROUP_ALL).then_some(id);
     bridge
-        .edit(|dp| dp.group_stats(None, now))
+        .edit(|dp| dp.group_stats(only, now))
         .iter()
         .map(|(group, usage)| reply::group_stats_entry(group, usage))
         .collect()

@@ -60,6 +60,8 @@ pub mod port {
 
 /// `OFPG_ANY`: no group filter.
 pub const GROUP_ANY: u32 = 0xffff_ffff;
+/// `OFPG_ALL`: every group (a group delete, group statistics).
+pub const GROUP_ALL: u32 = 0xffff_fffc;
 /// `OFPTT_ALL`: every table (flow deletion and statistics).
 pub const TABLE_ALL: u8 = 0xff;
 /// `OFP_NO_BUFFER`: the packet is in the message, not buffered in the switch.
