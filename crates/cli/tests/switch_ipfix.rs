@@ -568,6 +568,26 @@ fn flows_are_reported_with_their_tunnel(t: &mut Tunnelled, kind: &str, outer: &s
 
 /// The templates go out at start and every --ipfix-template-interval: a collector that
 /// starts after the switch (or lost them) decodes the records sent after the next ones.
+/// A flow that comes back after its record went idle starts again when its packets do: its
+/// megaflow, made the first time, is no clock for the second record.
+#[test]
+fn a_flow_back_after_going_idle_starts_when_its_packets_do() {
+    let (mut s, collector) = exporting("ib", Setup::default(), &["--ipfix-idle-timeout", "1"]);
+    let first = unix_now();
+    send(&s, 1, 10, 5100);
+    // Reported at the idle timeout and forgotten (a share of the megaflows is read every
+    // second).
+    std::thread::sleep(Duration::from_millis(3500));
+    let again = unix_now();
+    send(&s, 1, 10, 5100);
+    let _ = s.stop();
+    let ended = unix_now();
+    let listed = test_flows(&collector.stop());
+    assert_eq!(listed.len(), 2, "{listed:#?}");
+    assert_flows(&listed[..1], &[5100], 10, (first, again));
+    assert_flows(&listed[1..], &[5100], 10, (again, ended));
+}
+
 #[test]
 fn a_collector_started_later_decodes_records_once_the_templates_come_again() {
     let collector = format!("127.0.0.1:{PORT}");

@@ -290,7 +290,7 @@ impl Bridge {
         for cache in &self.caches {
             let lost = cache
                 .for_control()
-                .take_flow_counts(rounds, |megaflow, counts| {
+                .take_flow_counts(rounds, now, |megaflow, counts| {
                     seen.extend(observe::megaflow(megaflow, counts));
                 });
             exporter.count_lost(lost);

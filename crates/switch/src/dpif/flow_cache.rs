@@ -356,20 +356,22 @@ impl FlowCache {
     /// before the share last read, and of those in the cache the next share, so that each is
     /// looked at once every `rounds` calls (at least [`FLOW_COUNTS_BATCH`] a call: the thread
     /// waits while they are read).
-    /// Returns how many emptied megaflows could not be kept since the last call.
+    /// Returns how many emptied megaflows could not be kept since the last call. `now`
+    /// (the bridge's clock) marks when the counts were taken.
     pub fn take_flow_counts(
         &mut self,
         rounds: usize,
+        now: Duration,
         mut each: impl FnMut(&Megaflow, Unexported),
     ) -> u64 {
         for mut megaflow in std::mem::take(&mut self.retired) {
-            let counts = megaflow.take_unexported();
+            let counts = megaflow.take_unexported(now);
             each(&megaflow, counts);
         }
         let megaflows = self.megaflows.as_mut_slice();
         for id in std::mem::take(&mut self.revisit) {
             let megaflow = &mut megaflows[id.0 as usize];
-            let counts = megaflow.take_unexported();
+            let counts = megaflow.take_unexported(now);
             if counts.packets != 0 || counts.bytes != 0 {
                 each(megaflow, counts);
             }
@@ -383,7 +385,7 @@ impl FlowCache {
         };
         for i in 0..share {
             let megaflow = &mut megaflows[(start + i) % len];
-            let counts = megaflow.take_unexported();
+            let counts = megaflow.take_unexported(now);
             if counts.packets != 0 || counts.bytes != 0 {
                 each(megaflow, counts);
             }
@@ -680,7 +682,7 @@ mod tests {
         }
         assert!(cache.stats.flushes >= 2, "{:?}", cache.stats);
         let mut seen = Vec::new();
-        let lost = cache.take_flow_counts(1, |m, counts| {
+        let lost = cache.take_flow_counts(1, Duration::ZERO, |m, counts| {
             assert_eq!(m.flow_match.field(Field::NwDst).1, 0xffff_ffff);
             let dst = Field::NwDst.get(m.flow_match.value());
             seen.push((dst, counts.packets, counts.bytes));
@@ -689,10 +691,12 @@ mod tests {
         assert_eq!(lost, 0);
         assert_eq!(seen, (0..5).map(|d| (d, 3, 180)).collect::<Vec<_>>());
         // Taken: nothing new until more packets come.
-        cache.take_flow_counts(1, |_, _| panic!("counted twice"));
+        cache.take_flow_counts(1, Duration::ZERO, |_, _| panic!("counted twice"));
         cache.lookup(&mut tables, &flow(1, 4), 60);
         let mut again = Vec::new();
-        cache.take_flow_counts(1, |_, counts| again.push((counts.packets, counts.bytes)));
+        cache.take_flow_counts(1, Duration::ZERO, |_, counts| {
+            again.push((counts.packets, counts.bytes))
+        });
         assert_eq!(again, [(1, 60)]);
     }
 
@@ -706,7 +710,7 @@ mod tests {
         }
         let mut take = |rounds| {
             let mut n = 0;
-            cache.take_flow_counts(rounds, |_, counts| n += counts.packets);
+            cache.take_flow_counts(rounds, Duration::ZERO, |_, counts| n += counts.packets);
             n
         };
         let half = flows as u64 / 2;
@@ -718,7 +722,7 @@ mod tests {
             cache.lookup(&mut tables, &flow(1, nw_dst), 60);
         }
         let mut n = 0;
-        cache.take_flow_counts(50, |_, counts| n += counts.packets);
+        cache.take_flow_counts(50, Duration::ZERO, |_, counts| n += counts.packets);
         assert_eq!(n, 10);
     }
 
@@ -737,7 +741,7 @@ mod tests {
 
     fn take(cache: &mut FlowCache) -> u64 {
         let mut n = 0;
-        cache.take_flow_counts(2, |_, counts| n += counts.packets);
+        cache.take_flow_counts(2, Duration::ZERO, |_, counts| n += counts.packets);
         n
     }
 

@@ -37,6 +37,9 @@ pub struct Megaflow {
     pub created: Duration,
     /// How much of the counts has gone into flow records (IPFIX), apart from the rules'.
     pub exported: (u64, u64),
+    /// When its counts were last taken for flow records (its installation before): the
+    /// packets counted since came after.
+    pub exported_at: Duration,
     /// TCP's flags of the packets counted since the last flow record, ORed.
     pub tcp_flags: u16,
 }
@@ -47,6 +50,9 @@ pub struct Unexported {
     pub packets: u64,
     pub bytes: u64,
     pub tcp_flags: u16,
+    /// Those packets came after this (the bridge's clock): when the counts were last taken,
+    /// or the megaflow installed.
+    pub since: Duration,
 }
 
 impl Megaflow {
@@ -61,6 +67,7 @@ impl Megaflow {
             credited: (0, 0),
             created: now,
             exported: (0, 0),
+            exported_at: now,
             tcp_flags: 0,
         }
     }
@@ -80,14 +87,16 @@ impl Megaflow {
         new
     }
 
-    /// Counts not yet in a flow record, marked as in one.
-    pub fn take_unexported(&mut self) -> Unexported {
+    /// Counts not yet in a flow record, marked as in one at `now`.
+    pub fn take_unexported(&mut self, now: Duration) -> Unexported {
         let new = Unexported {
             packets: self.n_packets - self.exported.0,
             bytes: self.n_bytes - self.exported.1,
             tcp_flags: std::mem::take(&mut self.tcp_flags),
+            since: self.exported_at,
         };
         self.exported = (self.n_packets, self.n_bytes);
+        self.exported_at = now;
         new
     }
 }
@@ -386,16 +395,24 @@ mod tests {
             cache.credit_with_plan(id, 60, flags, Duration::ZERO);
         }
         let megaflow = &mut cache.megaflows[id.0 as usize];
-        let taken = megaflow.take_unexported();
+        let taken = megaflow.take_unexported(Duration::from_secs(2));
         assert_eq!(
             taken,
             Unexported {
                 packets: 3,
                 bytes: 180,
-                tcp_flags: 0x01a
+                tcp_flags: 0x01a,
+                since: Duration::ZERO,
             }
         );
-        assert_eq!(megaflow.take_unexported(), Unexported::default());
+        // The next packets came after the counts were taken.
+        assert_eq!(
+            megaflow.take_unexported(Duration::from_secs(3)),
+            Unexported {
+                since: Duration::from_secs(2),
+                ..Unexported::default()
+            }
+        );
     }
 
     #[test]

@@ -130,7 +130,12 @@ pub fn megaflow(megaflow: &Megaflow, counts: Unexported) -> Option<Seen> {
         frame_bytes: counts.bytes,
         tcp_flags: counts.tcp_flags,
         l2_header,
-        first: megaflow.created,
+        // One packet came at the megaflow's last use; more, after the counts were last taken
+        // (a megaflow outlives a flow its records forgot).
+        first: match counts.packets {
+            1 => megaflow.used,
+            _ => counts.since.max(megaflow.created),
+        },
         last: megaflow.used,
     };
     Some(Seen {
@@ -203,7 +208,7 @@ pub fn fast_flow(counts: &FastFlowCounts<'_>) -> Observation {
         frame_bytes: counts.bytes,
         tcp_flags: counts.tcp_flags,
         l2_header: ETHERNET_HEADER + if fields.vlan.is_some() { VLAN_TAG } else { 0 },
-        first: counts.installed,
+        first: counts.since,
         last: counts.last_moved,
     }
 }
@@ -235,6 +240,7 @@ mod tests {
             packets,
             bytes,
             tcp_flags: 0,
+            since: Duration::ZERO,
         }
     }
 
@@ -251,6 +257,7 @@ mod tests {
             credited: (0, 0),
             created: Duration::from_secs(2),
             exported: (0, 0),
+            exported_at: Duration::from_secs(2),
             tcp_flags: 0,
         }
     }
@@ -279,6 +286,16 @@ mod tests {
             (seen.first, seen.last),
             (Duration::from_secs(2), Duration::from_secs(3))
         );
+        // Counts taken after a flow record forgot the flow: they start after the last take,
+        // not when the megaflow was made; one packet came at the megaflow's last use.
+        let later = Unexported {
+            since: Duration::from_millis(2500),
+            ..counts(4, 400)
+        };
+        let Seen { flow: seen, .. } = megaflow(&m, later).unwrap();
+        assert_eq!(seen.first, Duration::from_millis(2500));
+        let Seen { flow: seen, .. } = megaflow(&m, counts(1, 100)).unwrap();
+        assert_eq!(seen.first, Duration::from_secs(3));
         let mac = MacAddr([2, 0, 0, 0, 0, 2]);
         assert_eq!(egress, Egress::Learned { vlan: 10, mac });
         let mut macs = MacTable::default();

@@ -119,9 +119,11 @@ struct Entry {
     /// and the destination address its decision depends on.
     learns: Option<(u16, MacAddr)>,
     depends: Option<(u16, MacAddr)>,
-    /// When it was installed, and how much of its counts (as credited) has gone into flow
-    /// records (IPFIX).
-    installed: Duration,
+    /// When its counts were last read from the kernel; and when the last read before its
+    /// last flow record (IPFIX) was, or it was installed: the packets credited since came
+    /// after that. How much of its counts (as credited) has gone into flow records.
+    read_at: Duration,
+    export_from: Duration,
     exported: FlowCounts,
 }
 
@@ -144,8 +146,10 @@ pub struct FastFlowCounts<'a> {
     /// TCP's flags of every packet the entry forwarded since it was installed (the kernel
     /// ORs them and cannot take them back without losing counts), not since the last time.
     pub tcp_flags: u16,
-    /// When it was installed and when its counts last moved (the bridge's clock).
-    pub installed: Duration,
+    /// Those packets came after this: the last read of its counts before they last went
+    /// into a flow record, or its installation (the bridge's clock)...
+    pub since: Duration,
+    /// ...and by this read of them, the last that found them moved.
     pub last_moved: Duration,
 }
 
@@ -430,7 +434,8 @@ impl Offload {
                         last_moved: now,
                         learns,
                         depends,
-                        installed: now,
+                        read_at: now,
+                        export_from: now,
                         exported: FlowCounts::default(),
                     },
                 );
@@ -667,6 +672,7 @@ fn credit(
     let packets = counts.packets.saturating_sub(entry.credited.packets);
     let bytes = counts.bytes.saturating_sub(entry.credited.bytes);
     entry.credited = counts;
+    entry.read_at = now;
     if packets == 0 && bytes == 0 {
         return false;
     }
@@ -703,6 +709,7 @@ fn take_unexported(key: &FastKey, entry: &mut Entry, each: &mut impl FnMut(FastF
         .saturating_sub(entry.exported.packets);
     let bytes = entry.credited.bytes.saturating_sub(entry.exported.bytes);
     entry.exported = entry.credited;
+    let since = std::mem::replace(&mut entry.export_from, entry.read_at);
     each(FastFlowCounts {
         key,
         in_port: entry.in_port,
@@ -710,7 +717,7 @@ fn take_unexported(key: &FastKey, entry: &mut Entry, each: &mut impl FnMut(FastF
         packets,
         bytes,
         tcp_flags: entry.credited.tcp_flags,
-        installed: entry.installed,
+        since,
         last_moved: entry.last_moved,
     });
 }
@@ -1278,7 +1285,8 @@ mod tests {
             last_moved: Duration::ZERO,
             learns: None,
             depends: None,
-            installed: Duration::ZERO,
+            read_at: Duration::ZERO,
+            export_from: Duration::ZERO,
             exported: FlowCounts::default(),
         };
         let now = Duration::from_secs(1);
@@ -1302,5 +1310,28 @@ mod tests {
         assert_eq!(counts(group.buckets[0]), (3, 180), "and its bucket's");
         assert_eq!(ports[&2].tx_bytes, 180);
         assert_eq!(ports[&1].rx_packets, 3);
+
+        // Flow records: the first takes what came since the install; the next, what came
+        // after the read before that record, not since the install (a flow a record forgot
+        // when idle would otherwise start long before its packets).
+        let key = [0u8; wirespeed_xdp::fast_path::KEY_LEN];
+        let mut taken = Vec::new();
+        take_unexported(&key, &mut entry, &mut |c| taken.push((c.packets, c.since)));
+        let later = Duration::from_secs(9);
+        let counts = FlowCounts {
+            packets: 5,
+            bytes: 300,
+            tcp_flags: 0,
+        };
+        credit(
+            &mut entry,
+            counts,
+            &mut ports,
+            &mut tables,
+            &mut macs,
+            later,
+        );
+        take_unexported(&key, &mut entry, &mut |c| taken.push((c.packets, c.since)));
+        assert_eq!(taken, [(3, Duration::ZERO), (2, now)]);
     }
 }
