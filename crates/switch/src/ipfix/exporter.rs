@@ -56,6 +56,8 @@ pub struct FlowExporter {
     stats: ExportStats,
     /// The last error the socket gave, for the log.
     last_error: Option<String>,
+    /// The socket is connected to the collector (`send`, not `send_to`).
+    connected: bool,
 }
 
 impl FlowExporter {
@@ -68,7 +70,12 @@ impl FlowExporter {
         };
         let socket = UdpSocket::bind(local).map_err(IpfixError::Socket)?;
         socket.set_nonblocking(true).map_err(IpfixError::Socket)?;
+        // Connected, a send fails once the collector's host has said no one listens there
+        // (ICMP port unreachable), so a wrong port shows. Where there is no route yet, each
+        // send says so instead.
+        let connected = socket.connect(config.collector).is_ok();
         Ok(FlowExporter {
+            connected,
             table: FlowTable::new(config.timeouts, config.sampling, unix_nanos(epoch)),
             config,
             socket,
@@ -164,7 +171,11 @@ impl FlowExporter {
         };
         self.sequence = self.sequence.wrapping_add(records);
         let bytes = message.finish(&header);
-        match self.socket.send_to(&bytes, self.config.collector) {
+        let sent = match self.connected {
+            true => self.socket.send(&bytes),
+            false => self.socket.send_to(&bytes, self.config.collector),
+        };
+        match sent {
             Ok(_) => self.stats.messages += 1,
             Err(e) => {
                 self.stats.send_errors += 1;
@@ -259,6 +270,21 @@ mod tests {
         let stats = exporter.stats();
         assert_eq!((stats.records, stats.messages, stats.templates), (40, 4, 1));
         assert_eq!(stats.send_errors, 0);
+    }
+
+    /// Nobody at the collector's address: the host's "port unreachable" fails a later send,
+    /// counted and said, rather than every message counting as sent.
+    #[test]
+    fn a_collector_port_nobody_listens_on_is_an_error() {
+        let (mut exporter, collector) = exporter(S);
+        drop(collector);
+        for second in 0..3 {
+            exporter.tick(second * S);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(exporter.stats().send_errors >= 1, "{:?}", exporter.stats());
+        let error = exporter.take_error().expect("the failure, for the log");
+        assert!(error.contains("Connection refused"), "{error}");
     }
 
     #[test]
