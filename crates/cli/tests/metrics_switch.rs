@@ -48,6 +48,10 @@ fn prometheus_reads_the_counts_the_switch_reports() {
         "wirespeed_switch_upcalls_total",
         "wirespeed_switch_rules",
         "wirespeed_switch_learned_rules_dropped_total",
+        "wirespeed_switch_port_up",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_start_time_seconds",
     ] {
         assert!(
             text.contains(&format!("# TYPE {family} ")),
@@ -93,6 +97,30 @@ fn prometheus_reads_the_counts_the_switch_reports() {
     );
     prometheus.wait_for_value("wirespeed_port_receive_packets_total{port=\"1\"}", rx1);
     prometheus.wait_for_value("wirespeed_port_transmit_packets_total{port=\"2\"}", tx2);
+    // A port whose link goes down says so (figures are published once a second).
+    assert_eq!(
+        sample(&text, "wirespeed_switch_port_up", &[("port", "2")]),
+        1.0
+    );
+    must(&["ip", "-n", &s.c.ns_m, "link", "set", &s.c.mb, "down"]);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while sample(
+        &scrape(&s.c.ns_m, METRICS),
+        "wirespeed_switch_port_up",
+        &[("port", "2")],
+    ) != 0.0
+    {
+        assert!(std::time::Instant::now() < until, "port 2 still up");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        sample(
+            &scrape(&s.c.ns_m, METRICS),
+            "wirespeed_switch_port_up",
+            &[("port", "1")]
+        ),
+        1.0
+    );
     let (j, _) = s.stop();
     assert_eq!(j["ports"][0]["rx_packets"].as_f64(), Some(rx1), "{j}");
     assert_eq!(j["ports"][1]["tx_packets"].as_f64(), Some(tx2), "{j}");

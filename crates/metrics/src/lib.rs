@@ -12,6 +12,7 @@
 
 pub mod exposition;
 pub mod figures;
+pub mod process;
 pub mod published;
 pub mod server;
 

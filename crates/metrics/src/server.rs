@@ -154,7 +154,11 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, render()),
+        ("GET" | "HEAD", "/metrics") => (
+            "200 OK",
+            CONTENT_TYPE,
+            render() + &crate::process::process_figures(),
+        ),
         ("GET" | "HEAD", "/") => (
             "200 OK",
             "text/plain; charset=utf-8",
@@ -224,8 +228,16 @@ mod tests {
             ok.contains("Content-Type: text/plain; version=0.0.4"),
             "{ok}"
         );
-        assert!(ok.contains("Content-Length: 10\r\n"), "{ok}");
-        assert!(ok.ends_with("\r\n\r\na_total 1\n"), "{ok}");
+        // The tool's figures, then the process's own.
+        let (head, body) = ok.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.contains(&format!("Content-Length: {}\r\n", body.len())),
+            "{ok}"
+        );
+        assert!(
+            body.starts_with("a_total 1\n# HELP process_cpu_seconds_total"),
+            "{ok}"
+        );
         let missing = get(addr, "GET /nothing HTTP/1.0\r\n\r\n");
         assert!(missing.starts_with("HTTP/1.1 404 Not Found"), "{missing}");
         let post = get(addr, "POST /metrics HTTP/1.0\r\n\r\n");

@@ -34,6 +34,8 @@ pub struct BridgeFigures {
     pub ipfix: Option<ExportStats>,
     /// Each meter's counts, by id.
     pub meters: Vec<(u32, MeterCounts)>,
+    /// Each device port's number and whether its link is up.
+    pub links: Vec<(u32, bool)>,
 }
 
 /// The kernel fast path's counts (`--offload`).
@@ -283,6 +285,14 @@ fn meter_figures(e: &mut Exposition, id: u32, c: &MeterCounts) {
 }
 
 fn bridge_figures(e: &mut Exposition, b: &BridgeFigures) {
+    for (port, up) in &b.links {
+        e.gauge(
+            "wirespeed_switch_port_up",
+            "1 while the port's interface is up with a carrier, 0 while it is down or gone.",
+            &[("port", &port.to_string())],
+            f64::from(u8::from(*up)),
+        );
+    }
     for (table, n) in &b.rules {
         e.gauge(
             "wirespeed_switch_rules",
@@ -524,7 +534,11 @@ impl Bridge {
             })
         });
         drop(dp);
+        let links = (self.numbers().iter().enumerate())
+            .map(|(i, &n)| (n, self.link(i) == wirespeed_port::LinkState::Up))
+            .collect();
         let figures = BridgeFigures {
+            links,
             rules,
             learned,
             learned_rules_dropped,
