@@ -1221,3 +1221,39 @@ fn ovs_ofctl_set_queue_installs_and_forwards() {
         "{ctl}"
     );
 }
+
+/// ctl takes the flow syntax an Open vSwitch user writes: OpenFlow 1.2's field names,
+/// pop_vlan, the send_flow_rem flag (which ovs-ofctl then shows) and out_port= to select.
+#[test]
+fn ctl_takes_ovs_ofctl_names_flags_and_out_port() {
+    let s = Switched::new("ofn", &["--openflow", "ptcp:"]);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=1,send_flow_rem,actions=output:2",
+    ]);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=20,icmp,in_port=2,actions=pop_vlan,output:1",
+    ]);
+    s.ctl_ok(&[
+        "add-flow",
+        "priority=30,tcp,in_port=1,tcp_dst=8080,actions=set_field:80->tcp_dst,output:2",
+    ]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    let mut listed: Vec<String> = flows(&s)
+        .into_iter()
+        .filter(|l| l.contains("priority=20") || l.contains("priority=30"))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "cookie=0x0, table=0, n_packets=0, n_bytes=0, priority=30,tcp,in_port=1,tp_dst=8080 actions=set_field:80->tcp_dst,output:2",
+            "cookie=0x0, table=0, n_packets=2, n_bytes=196, priority=20,icmp,in_port=2 actions=pop_vlan,output:1",
+            "cookie=0x0, table=0, n_packets=2, n_bytes=196, send_flow_rem priority=20,icmp,in_port=1 actions=output:2",
+        ]
+    );
+    let out2 = s.ctl_ok(&["dump-flows", "out_port=2"]);
+    assert_eq!(out2.lines().count(), 2, "the two rules to port 2:\n{out2}");
+    assert!(!out2.contains("in_port=2"), "{out2}");
+}

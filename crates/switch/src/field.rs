@@ -544,8 +544,12 @@ impl Field {
             "ip_proto" => "nw_proto",
             "ip_ttl" => "nw_ttl",
             "ip_ecn" => "nw_ecn",
-            "icmpv4_type" => "icmp_type",
-            "icmpv4_code" => "icmp_code",
+            "icmpv4_type" | "icmpv6_type" => "icmp_type",
+            "icmpv4_code" | "icmpv6_code" => "icmp_code",
+            // OpenFlow 1.2's names for the transport ports (each meets tp_*'s prerequisite:
+            // TCP, UDP or SCTP, whichever the match names).
+            "tcp_src" | "udp_src" | "sctp_src" => "tp_src",
+            "tcp_dst" | "udp_dst" | "sctp_dst" => "tp_dst",
             "tunnel_id" => "tun_id",
             "tun_ipv4_src" => "tun_src",
             "tun_ipv4_dst" => "tun_dst",

@@ -127,7 +127,8 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
             None => Ok(Action::Controller(u16::MAX)),
             Some(_) => Ok(Action::Controller(uint("MAX_LEN", 65535)? as u16)),
         },
-        "strip_vlan" => no_argument(Action::StripVlan),
+        // pop_vlan: OpenFlow 1.1's name.
+        "strip_vlan" | "pop_vlan" => no_argument(Action::StripVlan),
         "dec_ttl" => no_argument(Action::DecTtl),
         "set_queue" => Ok(Action::SetQueue(uint("QUEUE", u128::from(u32::MAX))? as u32)),
         "drop" => Err(error("drop must be the only action")),

@@ -12,6 +12,7 @@ use crate::field::{Field, REGISTERS, ValueFormat};
 use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
+use crate::openflow::message::flow_flags;
 use crate::rule::{Rule, RuleStats};
 use crate::tcp_flags;
 
@@ -171,6 +172,15 @@ fn write_vlan(parts: &mut Parts<'_, '_>, flow_match: &Match) -> fmt::Result {
     }
 }
 
+/// OpenFlow's flow flags, by the names ovs-ofctl prints.
+const FLAG_NAMES: [(u16, &str); 5] = [
+    (flow_flags::SEND_FLOW_REM, "send_flow_rem"),
+    (flow_flags::CHECK_OVERLAP, "check_overlap"),
+    (flow_flags::RESET_COUNTS, "reset_counts"),
+    (flow_flags::NO_PKT_COUNTS, "no_packet_counts"),
+    (flow_flags::NO_BYT_COUNTS, "no_byte_counts"),
+];
+
 /// A rule as `add-flow` takes it: `table=0,priority=100,ip,nw_dst=10.0.0.2,actions=output:2`.
 pub struct RuleDisplay<'a>(pub &'a Rule);
 
@@ -186,6 +196,10 @@ impl fmt::Display for RuleDisplay<'_> {
         }
         if rule.hard_timeout != 0 {
             write!(f, ",hard_timeout={}", rule.hard_timeout)?;
+        }
+        // The one flag add-flow takes back.
+        if rule.flags & flow_flags::SEND_FLOW_REM != 0 {
+            f.write_str(",send_flow_rem")?;
         }
         if rule.flow_match != Match::ANY {
             write!(f, ",{}", MatchDisplay(&rule.flow_match))?;
@@ -222,6 +236,12 @@ impl fmt::Display for DumpLine<'_> {
         }
         if rule.hard_timeout != 0 {
             write!(f, "hard_timeout={}, ", rule.hard_timeout)?;
+        }
+        // As ovs-ofctl prints a flow's flags: each name, then a space.
+        for (flag, name) in FLAG_NAMES {
+            if rule.flags & flag != 0 {
+                write!(f, "{name} ")?;
+            }
         }
         // ovs-ofctl leaves the default priority out.
         let priority = rule.priority != Rule::DEFAULT_PRIORITY;

@@ -16,6 +16,7 @@ use crate::flow_match::{
 };
 use crate::ofctl::action_parse::parse_actions;
 use crate::ofproto::rule_table::RuleSelector;
+use crate::openflow::message::flow_flags::SEND_FLOW_REM;
 use crate::rule::{Rule, check_actions};
 use crate::tcp_flags;
 
@@ -31,6 +32,10 @@ pub struct MatchSpec {
     pub cookie_match: Option<(u64, u64)>,
     pub idle_timeout: Option<u16>,
     pub hard_timeout: Option<u16>,
+    /// `out_port=N`: the rules that output to port N (dump-flows, del-flows).
+    pub out_port: Option<u32>,
+    /// `send_flow_rem`: OpenFlow's flow flag (a FLOW_REMOVED to controllers when it goes).
+    pub flags: u16,
     pub flow_match: Match,
 }
 
@@ -80,6 +85,12 @@ pub fn parse_rule(text: &str) -> Result<Rule, FlowError> {
     rule.cookie = spec.cookie.unwrap_or(0);
     rule.idle_timeout = spec.idle_timeout.unwrap_or(0);
     rule.hard_timeout = spec.hard_timeout.unwrap_or(0);
+    if let Some(port) = spec.out_port {
+        return Err(error(format!(
+            "out_port={port}: selects rules (dump-flows, del-flows); a flow has its actions"
+        )));
+    }
+    rule.flags = spec.flags;
     check_actions(&rule)?;
     Ok(rule)
 }
@@ -170,12 +181,17 @@ impl MatchSpec {
                 )));
             }
         }
+        if self.flags != 0 {
+            return Err(error(format!(
+                "send_flow_rem: only add-flow sets flags; {command} cannot select by them"
+            )));
+        }
         Ok(RuleSelector {
             table: self.table,
             flow_match: self.flow_match,
             strict_priority: strict.then(|| self.priority.unwrap_or(Rule::DEFAULT_PRIORITY)),
             cookie: self.cookie_match,
-            out_port: None,
+            out_port: self.out_port,
             out_group: None,
         })
     }
@@ -226,6 +242,21 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
         Some((key, value)) => (key, Some(value)),
         None => (token, None),
     };
+    match (key, value) {
+        ("send_flow_rem", None) => {
+            spec.flags |= SEND_FLOW_REM;
+            return Ok(());
+        }
+        // The other flags change what an add does (an overlap refused, counts reset), which
+        // ctl's add does not do: said, not ignored. OpenFlow's FLOW_MOD takes them.
+        ("check_overlap" | "reset_counts" | "no_packet_counts" | "no_byte_counts", None) => {
+            return Err(error(format!(
+                "{key}: ctl does not take this flag; send the flow over OpenFlow \
+                 (ovs-ofctl add-flow) for it"
+            )));
+        }
+        _ => {}
+    }
     if let Some(&(_, dl_type, nw_proto)) = SHORTHANDS.iter().find(|(name, ..)| *name == key) {
         if value.is_some() {
             return Err(error(format!("{token}: '{key}' takes no value")));
@@ -245,6 +276,7 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
                 | "cookie"
                 | "idle_timeout"
                 | "hard_timeout"
+                | "out_port"
                 | "dl_vlan"
                 | "dl_vlan_pcp"
         );
@@ -266,6 +298,7 @@ fn parse_match_token(token: &str, spec: &mut MatchSpec) -> Result<(), FlowError>
         },
         "idle_timeout" => spec.idle_timeout = Some(number(key, value, 0xffff)? as u16),
         "hard_timeout" => spec.hard_timeout = Some(number(key, value, 0xffff)? as u16),
+        "out_port" => spec.out_port = Some(number(key, value, u128::from(u32::MAX))? as u32),
         _ => parse_field(token, key, value, spec)?,
     }
     Ok(())
@@ -475,6 +508,42 @@ mod tests {
             "arp,nw_src=10.0.0.1,nw_dst=10.0.0.0/24,nw_proto=2,actions=drop",
             "arp,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24,arp_op=2,actions=drop",
         );
+        // OpenFlow 1.2's transport and ICMPv6 names, and 1.1's pop_vlan.
+        same(
+            "tcp,tcp_src=1024,tcp_dst=80,actions=set_field:8080->tcp_dst,pop_vlan",
+            "tcp,tp_src=1024,tp_dst=80,actions=mod_tp_dst:8080,strip_vlan",
+        );
+        same(
+            "udp6,udp_dst=53,actions=set_field:5353->udp_dst",
+            "udp6,tp_dst=53,actions=mod_tp_dst:5353",
+        );
+        same(
+            "icmp6,icmpv6_type=135,icmpv6_code=0,actions=drop",
+            "icmp6,icmp_type=135,icmp_code=0,actions=drop",
+        );
+    }
+
+    /// `send_flow_rem` is kept and printed back; the flags ctl's add does not honour are
+    /// refused, not ignored; `out_port=` selects.
+    #[test]
+    fn flags_and_out_port() {
+        let rule = parse_rule("priority=5,in_port=1,send_flow_rem,actions=output:2").unwrap();
+        assert_eq!(rule.flags, SEND_FLOW_REM);
+        assert_eq!(
+            crate::ofctl::flow_format::RuleDisplay(&rule).to_string(),
+            "table=0,priority=5,send_flow_rem,in_port=1,actions=output:2"
+        );
+        assert_eq!(
+            parse_rule("check_overlap,in_port=1,actions=drop")
+                .unwrap_err()
+                .0,
+            "check_overlap: ctl does not take this flag; send the flow over OpenFlow \
+             (ovs-ofctl add-flow) for it"
+        );
+        let selector = parse_selector("table=0,out_port=2", "dump-flows", false).unwrap();
+        assert_eq!(selector.out_port, Some(2));
+        assert!(parse_rule("out_port=2,actions=drop").is_err());
+        assert!(parse_selector("send_flow_rem", "del-flows", false).is_err());
     }
 
     #[test]
