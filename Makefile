@@ -147,7 +147,8 @@ soak: deps
 # target starts from, and adds to, its corpus in fuzz/corpus/TARGET.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
-FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite openflow_message tunnel_pop
+FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite openflow_message tunnel_pop \
+	packet_line bpf_filter test_frame
 
 fuzz: deps
 	@rustup toolchain list | grep -q '^nightly' || { \
