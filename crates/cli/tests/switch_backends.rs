@@ -62,7 +62,7 @@ fn xdp_and_packet_ports_on_one_bridge() {
         )
     };
     let features = format!(
-        "OFPT_FEATURES_REPLY (xid=0x2): dpid:0000{}\nn_tables:255, n_buffers:0\n",
+        "OFPT_FEATURES_REPLY (xid=0x2): dpid:0000{}\nn_tables:254, n_buffers:0\n",
         ma.replace(':', "")
     );
     assert!(shown.starts_with(&features), "{shown}");

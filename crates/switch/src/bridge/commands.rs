@@ -27,7 +27,7 @@ use crate::ofctl::group_text::parse_group_selector;
 use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, TableStats};
 use crate::ofproto::state::Ofproto;
-use crate::openflow::reply::PortCounts;
+use crate::openflow::reply::{N_TABLES, PortCounts};
 use crate::rule::Rule;
 use crate::tunnel::TunnelFigures;
 use wirespeed_port::LinkState as Link;
@@ -587,7 +587,7 @@ fn show(bridge: &mut Bridge) -> String {
     });
     let mut out = format!(
         "OFPT_FEATURES_REPLY (xid=0x2): dpid:{dpid:016x}\n\
-         n_tables:255, n_buffers:0\n\
+         n_tables:{N_TABLES}, n_buffers:0\n\
          capabilities: FLOW_STATS PORT_STATS ARP_MATCH_IP\n\
          actions: {SHOWN_ACTIONS}"
     );
