@@ -140,10 +140,11 @@ pub fn desc_body() -> Vec<u8> {
     w.bytes
 }
 
-/// Seconds and nanoseconds since `since`.
+/// Seconds and nanoseconds since `since`, to the millisecond as Open vSwitch sends them (so
+/// ovs-ofctl prints `duration=41.212s`, not nine digits).
 fn duration(now: Duration, since: Duration) -> (u32, u32) {
     let d = now.saturating_sub(since);
-    (d.as_secs() as u32, d.subsec_nanos())
+    (d.as_secs() as u32, d.subsec_millis() * 1_000_000)
 }
 
 fn udp(r: &InstalledRule) -> bool {
@@ -300,6 +301,13 @@ pub fn port_status(reason: u8, port: &PortDesc) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_go_to_the_millisecond() {
+        let at = Duration::new(41, 212_737_678);
+        assert_eq!(duration(at, Duration::ZERO), (41, 212_000_000));
+        assert_eq!(duration(Duration::ZERO, at), (0, 0), "never negative");
+    }
 
     #[test]
     fn fixed_sizes_match_the_specification() {
