@@ -161,8 +161,15 @@ fn secure_fail_mode_keeps_faucets_flows_when_faucet_dies() {
     assert_eq!(rules(&after), rules(&flows));
     assert_eq!(ping(0, 2, 3), 3);
     assert_eq!(ping(0, 1, 2), 0, "secure: the ACL stays");
-    let (j, _) = switch.interrupt();
+    let (j, log) = switch.interrupt();
     assert_eq!(j["frames"]["balanced"], true, "{j}");
+    // The controller's coming and going is said, with what the fail mode does.
+    assert!(
+        log.contains("OpenFlow: connected to controller 127.0.0.1:")
+            && log.contains("went away after")
+            && log.contains("fail mode secure: the rules stay as they are"),
+        "{log}"
+    );
 }
 
 /// faucet meters an ACL: ICMP from host 1 passes a meter of one packet a second (faucet's

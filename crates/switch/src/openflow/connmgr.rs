@@ -325,8 +325,23 @@ fn dial(
             Some(tls) => tls.connect(host, tcp).ok().map(Stream::Tls),
         });
         if let Some(stream) = stream {
+            // Said as the connection comes and goes (an operator otherwise learns of a lost
+            // controller from its flows), not at each failed try.
+            eprintln!("wirespeed switch: OpenFlow: connected to controller {host}:{port}");
             let began = Instant::now();
             serve(stream, agent, work, Some(fail_open));
+            let left = match (fail_open, agent.sessions.active_count()) {
+                (true, 0) => {
+                    "; fail mode standalone: the bridge forwards as a learning switch \
+                              until a controller is back"
+                }
+                (false, 0) => "; fail mode secure: the rules stay as they are",
+                _ => "",
+            };
+            eprintln!(
+                "wirespeed switch: OpenFlow: controller {host}:{port} went away after {:.1} s{left}",
+                began.elapsed().as_secs_f64()
+            );
             if began.elapsed() > MAX_BACKOFF {
                 backoff = Duration::from_secs(1);
             }
