@@ -378,6 +378,28 @@ fn top(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// A terminal that gives no size (`script` with none, a serial console) gets the view at
+/// 80 by 24, as top and htop draw there, not a blank screen.
+#[test]
+fn a_terminal_without_a_size_is_drawn_at_80_by_24() {
+    let exporter = FakeExporter::start(Answer::Metrics);
+    let screen = ScratchFile::new("top-nosize.out");
+    let command = format!("{} top --metrics {}", wirespeed(), exporter.addr);
+    // script's terminal has no size when its own input is not one; `q` after two scrapes.
+    let mut script = std::process::Command::new("script")
+        .args(["-qefc", &command, &screen.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("script (util-linux)");
+    std::thread::sleep(Duration::from_millis(2500));
+    script.stdin.take().unwrap().write_all(b"q").unwrap();
+    let status = script.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let drawn = String::from_utf8_lossy(&std::fs::read(&screen).unwrap()).into_owned();
+    assert!(drawn.contains("wsport1"), "nothing drawn: {drawn:?}");
+}
+
 #[test]
 fn piped_it_prints_plain_lines_and_stops_after_count() {
     let exporter = FakeExporter::start(Answer::Metrics);

@@ -7,13 +7,14 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::cursor::{Hide, Show};
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
+use ratatui::layout::Rect;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 
 /// Whether the terminal is taken: restoring twice (the panic hook, then the guard's Drop
 /// while unwinding) would leave the alternate screen twice.
@@ -32,7 +33,18 @@ impl TakenTerminal {
         // From here on, an error gives the terminal back through `give_back`.
         let terminal = (|| {
             execute!(stdout(), EnterAlternateScreen, Hide)?;
-            Terminal::new(CrosstermBackend::new(stdout()))
+            let backend = CrosstermBackend::new(stdout());
+            match ratatui::crossterm::terminal::size() {
+                // A terminal that gives no size (`script` without one, a serial console):
+                // 80 by 24, as top and htop take it, rather than nothing drawn.
+                Ok((0, _) | (_, 0)) => Terminal::with_options(
+                    backend,
+                    TerminalOptions {
+                        viewport: Viewport::Fixed(Rect::new(0, 0, 80, 24)),
+                    },
+                ),
+                _ => Terminal::new(backend),
+            }
         })();
         match terminal {
             Ok(terminal) => Ok(TakenTerminal { terminal }),
