@@ -104,7 +104,8 @@ pub struct ThreadFigures {
     pub busy: Duration,
     /// Wall time since it started.
     pub wall: Duration,
-    /// Receive bursts that brought packets, and the packets they brought.
+    /// Bursts that moved packets (received, or sent by a tool that only sends), and their
+    /// packets.
     pub bursts: u64,
     pub burst_packets: u64,
 }
@@ -125,7 +126,8 @@ pub fn thread_figures(e: &mut Exposition, labels: &[(&str, &str)], t: &ThreadFig
     );
     e.counter(
         "wirespeed_thread_bursts_total",
-        "Receive bursts that brought at least one packet.",
+        "Bursts that moved at least one packet: received, or sent by a tool that only sends \
+         (gen, bench txpush).",
         labels,
         t.bursts,
     );
