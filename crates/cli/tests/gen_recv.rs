@@ -408,6 +408,25 @@ fn nothing_arriving_with_expect_is_every_packet_lost() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     let (rj, _) = rx.interrupt();
     assert_eq!(rj["generators"], serde_json::json!([]), "{rj}");
+    // ...but nothing at all is not a pass for --fail-on-loss.
+    let out = run_in(
+        &net.ns_b,
+        &[
+            "recv",
+            "--port",
+            &port,
+            "--duration",
+            "0.2",
+            "--fail-on-loss",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--fail-on-loss: no generator's packet arrived"),
+        "{err}"
+    );
 }
 
 /// --spin keeps the receiver on its CPU between packets, where by default an idle receiver
@@ -424,8 +443,9 @@ fn recv_spin_never_sleeps() {
             .as_f64()
             .unwrap_or_else(|| panic!("no busy share: {j}"))
     };
-    // Generous bounds: the tests beside this one share the machine's CPUs.
+    // Generous bounds: the tests beside this one share the machine's two CPUs (a spinning
+    // switch among them), so the spinner may get much less than all of one.
     let (idle, spinning) = (busy(&[]), busy(&["--spin"]));
     assert!(idle < 0.1, "idle recv is busy {idle}");
-    assert!(spinning > 0.4, "recv --spin is busy only {spinning}");
+    assert!(spinning > 0.2, "recv --spin is busy only {spinning}");
 }

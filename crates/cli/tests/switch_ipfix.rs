@@ -566,8 +566,6 @@ fn flows_are_reported_with_their_tunnel(t: &mut Tunnelled, kind: &str, outer: &s
     );
 }
 
-/// The templates go out at start and every --ipfix-template-interval: a collector that
-/// starts after the switch (or lost them) decodes the records sent after the next ones.
 /// A flow that comes back after its record went idle starts again when its packets do: its
 /// megaflow, made the first time, is no clock for the second record.
 #[test]
@@ -585,9 +583,13 @@ fn a_flow_back_after_going_idle_starts_when_its_packets_do() {
     let listed = test_flows(&collector.stop());
     assert_eq!(listed.len(), 2, "{listed:#?}");
     assert_flows(&listed[..1], &[5100], 10, (first, again));
-    assert_flows(&listed[1..], &[5100], 10, (again, ended));
+    // The second starts after the last read of the counts before its packets: housekeeping
+    // reads them about once a second (assert_flows allows a second more).
+    assert_flows(&listed[1..], &[5100], 10, (again - 1.0, ended));
 }
 
+/// The templates go out at start and every --ipfix-template-interval: a collector that
+/// starts after the switch (or lost them) decodes the records sent after the next ones.
 #[test]
 fn a_collector_started_later_decodes_records_once_the_templates_come_again() {
     let collector = format!("127.0.0.1:{PORT}");

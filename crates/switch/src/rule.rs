@@ -18,8 +18,8 @@ pub struct Rule {
     pub hard_timeout: u16,
     pub flow_match: Match,
     pub actions: Vec<Action>,
-    /// OpenFlow's `ofp_flow_mod_flags` (send a FLOW_REMOVED when it goes...); 0 from flow
-    /// syntax.
+    /// OpenFlow's `ofp_flow_mod_flags` that describe the rule (send_flow_rem: a FLOW_REMOVED
+    /// when it goes; no_packet_counts, no_byte_counts); flow syntax sets send_flow_rem.
     pub flags: u16,
 }
 

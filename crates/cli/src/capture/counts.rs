@@ -43,6 +43,9 @@ pub struct Counts {
     pub error: Option<String>,
     /// The output's reader closed the pipe, which ended the capture.
     pub output_closed: bool,
+    /// Of `dropped_by_writer`, those left unwritten when the reader closed the pipe.
+    #[serde(skip)]
+    pub unwritten_at_close: u64,
     /// With --cpus: each receiving thread's part (they add up to the counts above, but
     /// for `written` after a failed write: the file's count is exact, the threads' are what
     /// each handed to the writer).
@@ -94,6 +97,7 @@ impl Counts {
         dedup_keep_order(&mut self.files);
         self.output_closed = report.reader_gone;
         if report.reader_gone {
+            self.unwritten_at_close = report.lost;
             return;
         }
         self.error = report.error.map(|e| {
@@ -127,13 +131,14 @@ impl Counts {
                 self.dropped_by_kernel
             );
         }
-        match self.output_closed {
+        let at_close = self.unwritten_at_close;
+        eprintln!(
+            "{} packets dropped by writer",
+            self.dropped_by_writer - at_close
+        );
+        if self.output_closed {
             // Not lost on the way: the capture stopped before writing them.
-            true => eprintln!(
-                "{} packets not written: the output's reader closed the pipe",
-                self.dropped_by_writer
-            ),
-            false => eprintln!("{} packets dropped by writer", self.dropped_by_writer),
+            eprintln!("{at_close} packets not written: the output's reader closed the pipe");
         }
         if self.spilled > 0 {
             eprintln!(

@@ -90,7 +90,8 @@ pub struct RecvArgs {
     #[arg(long)]
     pub spin: bool,
     /// Exit with status 1 when a generator lost, duplicated or corrupted packets, or one
-    /// came late (after the summary is printed): for scripts and CI.
+    /// came late, or no generator's packet came at all (after the summary is printed): for
+    /// scripts and CI. Give --expect too, or losses after the last packet cannot be seen.
     #[arg(long)]
     pub fail_on_loss: bool,
     #[command(flatten)]
@@ -130,6 +131,9 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     print(&summary, args.json);
     if let Some(e) = &summary.error {
         bail!("{e}");
+    }
+    if args.fail_on_loss && summary.generators.is_empty() {
+        bail!("--fail-on-loss: no generator's packet arrived");
     }
     if args.fail_on_loss
         && let Some(g) = summary

@@ -106,6 +106,9 @@ pub fn print(s: &RecvSummary, json: bool) {
     }
 }
 
+/// The first numbers missing, at least, for a note that the receiver may have started late.
+const LATE_START: u64 = 1000;
+
 /// What the generators' counts alone do not say: that nothing came at all (--expect), or
 /// that a generator's first numbers never came, as when recv starts after gen.
 pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
@@ -118,8 +121,9 @@ pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
                 g.generator,
                 last + 1
             )),
-            // (Frames without a send time carry no number the receiver tracks.)
-            Some(&(0, last)) if g.untracked == 0 => Some(format!(
+            // (Frames without a send time carry no number the receiver tracks; a few lost at
+            // the start are a loss like any other.)
+            Some(&(0, last)) if g.untracked == 0 && last + 1 >= LATE_START => Some(format!(
                 "generator {}: nothing numbered below {} arrived (0-{last} are counted lost): \
                  was recv started after gen?",
                 g.generator,
@@ -150,12 +154,17 @@ mod tests {
 
     #[test]
     fn a_generator_whose_first_numbers_never_came_gets_a_note() {
-        let notes = generator_notes(&[report(3, 10, 0..10), report(4, 5, 20..25)]);
+        // Generator 5 lost its first 3 (a warm-up loss, no note); 4 came in at 2000.
+        let notes = generator_notes(&[
+            report(3, 10, 0..10),
+            report(4, 5, 2000..2005),
+            report(5, 7, 3..10),
+        ]);
         assert_eq!(
             notes,
             [
-                "generator 4: nothing numbered below 20 arrived (0-19 are counted lost): was \
-              recv started after gen?"
+                "generator 4: nothing numbered below 2000 arrived (0-1999 are counted lost): \
+              was recv started after gen?"
             ]
         );
     }

@@ -396,9 +396,12 @@ pub fn port_counts(s: &PortStats, fast: Option<&FastPortCounts>) -> PortCounts {
     if let Some(f) = fast {
         counts.rx_packets += f.rx_packets;
         counts.rx_bytes += f.rx_bytes;
-        counts.tx_packets += f.tx_packets - f.tx_failed;
+        // The two come from different reads (the entries' counts, the transmit tracepoint's),
+        // so the failures may be ahead of the redirects credited.
+        let failed = f.tx_failed.min(f.tx_packets);
+        counts.tx_packets += f.tx_packets - failed;
         counts.tx_bytes += f.tx_bytes;
-        counts.tx_dropped += f.tx_failed;
+        counts.tx_dropped += failed;
     }
     counts
 }

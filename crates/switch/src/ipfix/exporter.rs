@@ -180,6 +180,9 @@ impl FlowExporter {
             Err(e) => {
                 self.stats.send_errors += 1;
                 self.last_error = Some(e.to_string());
+                // Connected again (or for the first time, where there was no route at
+                // start): the source address is chosen anew, as the host's may have changed.
+                self.connected = self.socket.connect(self.config.collector).is_ok();
             }
         }
     }

@@ -48,7 +48,10 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
         hard_timeout: fm.hard_timeout,
         flow_match: fm.flow_match,
         actions: fm.actions.clone(),
-        flags: fm.flags,
+        // What describes the flow stays with it (and shows in its statistics, as Open
+        // vSwitch keeps them); check_overlap and reset_counts are about this add alone.
+        flags: fm.flags
+            & (flow_flags::SEND_FLOW_REM | flow_flags::NO_PKT_COUNTS | flow_flags::NO_BYT_COUNTS),
     };
     check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
     check_targets(dp, &rule.actions)?;
