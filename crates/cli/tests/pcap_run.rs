@@ -393,7 +393,7 @@ fn a_program_built_against_libpcap_injects_frames_recv_receives() {
     assert_eq!(gens[0]["received"].as_u64(), Some(5000), "{rj}");
     assert_eq!(gens[0]["lost"].as_u64(), Some(0), "{rj}");
 
-    // A frame larger than the port's frames: pcap_inject fails, pcap_geterr says why, the
+    // A frame larger than the interface's MTU: pcap_inject fails, pcap_geterr says why, the
     // program's own error path runs, and the next frame still goes.
     let big = dir.path("big.pcap");
     let first = read_records(&frames).remove(0);
@@ -404,7 +404,8 @@ fn a_program_built_against_libpcap_injects_frames_recv_receives() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "record 1: {device}: a frame of 3000 bytes is larger than the port's frames hold"
+            "record 1: {device}: a frame of 3000 bytes is larger than the interface sends \
+             (1514 bytes)"
         )),
         "{stderr}"
     );

@@ -51,6 +51,8 @@ pub struct Live {
     /// after the last burst.
     pub idle: wirespeed_port::Idle,
     pub step: wirespeed_port::Step,
+    /// The interface's MTU when the port opened: what pcap_inject may send.
+    pub mtu: Option<u32>,
     /// When an empty burst last asked whether the interface is still there.
     pub link_checked: std::time::Instant,
     /// A packet of several frames (multi-buffer), gathered for the program: valid until the
@@ -181,6 +183,7 @@ impl Live {
                 ifindex,
                 idle: wirespeed_port::Idle::new(options.ring_size),
                 step: wirespeed_port::Step::Spin,
+                mtu: wirespeed_port::interface_mtu(&h.spec.iface),
                 link_checked: std::time::Instant::now(),
                 gathered: Vec::new(),
                 one: Vec::new(),

@@ -12,10 +12,16 @@ const ROOM_WAIT: Duration = Duration::from_secs(1);
 /// on a multi-buffer port) and sends it. Each call kicks the kernel: a program that injects
 /// gives no later moment to do it (libpcap's own send is a system call a packet too).
 pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String> {
-    let max = live.port.max_chain_len() as usize;
+    // What the interface sends: its MTU, the Ethernet header and a VLAN tag if the frame has
+    // one (as libpcap's AF_PACKET send allows); and what the port's frames hold.
+    let tagged = matches!(frame.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+    let wire = live
+        .mtu
+        .map_or(u32::MAX, |mtu| mtu + 14 + if tagged { 4 } else { 0 });
+    let max = live.port.max_chain_len().min(wire) as usize;
     if frame.len() > max {
         return Err(format!(
-            "{}: a frame of {} bytes is larger than the port sends ({max} bytes)",
+            "{}: a frame of {} bytes is larger than the interface sends ({max} bytes)",
             h.device,
             frame.len()
         ));

@@ -2,10 +2,14 @@
 
 /// The frame size for `iface`: see `frame_size_for_mtu`.
 pub fn frame_size_for(iface: &str, headroom: u32) -> u32 {
-    let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+    frame_size_for_mtu(interface_mtu(iface), headroom)
+}
+
+/// `iface`'s MTU, if it has one here.
+pub fn interface_mtu(iface: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
         .ok()
-        .and_then(|m| m.trim().parse::<u32>().ok());
-    frame_size_for_mtu(mtu, headroom)
+        .and_then(|m| m.trim().parse::<u32>().ok())
 }
 
 /// 2048-byte frames when a full frame (the MTU, Ethernet and a VLAN tag) fits after the

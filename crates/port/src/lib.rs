@@ -22,7 +22,7 @@ use std::time::Duration;
 
 pub use batch::{Batch, DEFAULT_BURST, RxMeta};
 pub use error::PortError;
-pub use frame_size::{frame_size_for, frame_size_for_mtu};
+pub use frame_size::{frame_size_for, frame_size_for_mtu, interface_mtu};
 pub use idle::{IDLE_SLEEP, Idle, Step};
 pub use link_events::LinkEvents;
 pub use sock_filter::SockFilter;
