@@ -482,10 +482,11 @@ fn a_reader_closing_the_pipe_ends_the_capture_quietly() {
     let input = dir.path("in.pcap");
     let records = mixed_records(20_000);
     write_capture(&input, Format::Pcap, &records);
-    for write in [&["-w", "-"][..], &[][..]] {
+    // capture -r with `args`, its output's reader gone after 100 bytes: exit status, stderr.
+    let closed_early = |args: &[&str]| {
         let mut child = Command::new(common::wirespeed())
-            .args(["capture", "-r", &input, "--json"])
-            .args(write)
+            .args(["capture", "-r", &input])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -493,8 +494,12 @@ fn a_reader_closing_the_pipe_ends_the_capture_quietly() {
         let mut head = [0u8; 100];
         child.stdout.take().unwrap().read_exact(&mut head).unwrap();
         let done = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&done.stderr);
-        assert_eq!(done.status.code(), Some(0), "{write:?}: {err}");
+        let err = String::from_utf8_lossy(&done.stderr).into_owned();
+        (done.status.code(), err)
+    };
+    for write in [&["--json", "-w", "-"][..], &["--json"][..]] {
+        let (code, err) = closed_early(write);
+        assert_eq!(code, Some(0), "{write:?}: {err}");
         assert!(!err.contains("wirespeed: error"), "{write:?}: {err}");
         let json = err
             .lines()
@@ -512,17 +517,8 @@ fn a_reader_closing_the_pipe_ends_the_capture_quietly() {
         );
     }
     // Without --json: what was not written is not called dropped, and the lines say why.
-    let mut child = Command::new(common::wirespeed())
-        .args(["capture", "-r", &input, "-w", "-"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut head = [0u8; 100];
-    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
-    let done = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&done.stderr);
-    assert_eq!(done.status.code(), Some(0), "{err}");
+    let (code, err) = closed_early(&["-w", "-"]);
+    assert_eq!(code, Some(0), "{err}");
     let lines: Vec<&str> = err.lines().collect();
     assert!(
         lines[lines.len() - 1]

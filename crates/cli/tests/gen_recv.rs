@@ -384,48 +384,26 @@ fn nothing_arriving_with_expect_is_every_packet_lost() {
     assert!(notes.contains("no generator's packet arrived"), "{rj}");
     // A script asks for the verdict in the exit status.
     let port = format!("xdp:{}", net.b);
-    let out = run_in(
-        &net.ns_b,
-        &[
-            "recv",
-            "--port",
-            &port,
-            "--duration",
-            "0.2",
-            "--expect",
-            "5",
-            "--fail-on-loss",
-            "-q",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("--fail-on-loss: generator 1 lost 5, duplicated 0, late 0, corrupt 0"),
-        "{err}"
+    let fails_saying = |extra: &[&str], why: &str| {
+        let mut args = vec!["recv", "--port", &port, "--duration", "0.2", "-q"];
+        args.extend_from_slice(extra);
+        let out = run_in(&net.ns_b, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    };
+    fails_saying(
+        &["--expect", "5", "--fail-on-loss"],
+        "--fail-on-loss: generator 1 lost 5, duplicated 0, late 0, corrupt 0",
     );
     let rx = recv_in_b(&net, &[]);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let (rj, _) = rx.interrupt();
     assert_eq!(rj["generators"], serde_json::json!([]), "{rj}");
     // ...but nothing at all is not a pass for --fail-on-loss.
-    let out = run_in(
-        &net.ns_b,
-        &[
-            "recv",
-            "--port",
-            &port,
-            "--duration",
-            "0.2",
-            "--fail-on-loss",
-            "-q",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("--fail-on-loss: no generator's packet arrived"),
-        "{err}"
+    fails_saying(
+        &["--fail-on-loss"],
+        "--fail-on-loss: no generator's packet arrived",
     );
 }
 
