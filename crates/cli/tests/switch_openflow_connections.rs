@@ -66,3 +66,46 @@ fn at_most_64_openflow_connections_at_once() {
     });
     assert!(served, "ovs-ofctl was not served after the flood");
 }
+
+/// A controller address where something takes the connection and says nothing (not an
+/// OpenFlow controller): the switch keeps trying, quietly; no "connected" is said for it.
+#[test]
+fn a_peer_that_never_speaks_openflow_is_not_called_a_controller() {
+    const SILENT: &str = r#"
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 6699))
+s.listen()
+s.settimeout(0.2)
+taken, end = 0, time.time() + 4
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+        taken += 1
+        c.close()
+    except socket.timeout:
+        pass
+print(taken)
+"#;
+    let (mut s, listener) = Switched::prepared(
+        "ofs",
+        Default::default(),
+        &["--controller", "tcp:127.0.0.1:6699"],
+        |c| {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", SILENT])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3")
+        },
+    );
+    let taken = listener.wait_with_output().unwrap();
+    let taken: u32 = String::from_utf8_lossy(&taken.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let (_, stderr) = s.stop();
+    assert!(taken >= 1, "the switch never dialled: {stderr}");
+    assert!(!stderr.contains("controller 127.0.0.1:6699"), "{stderr}");
+}

@@ -249,7 +249,7 @@ pub fn start(
                                     Err(_) => return,
                                 },
                             };
-                            serve(stream, &agent, &work, None);
+                            serve(stream, &agent, &work, None, &mut || {});
                         });
                 }
             })?;
@@ -325,11 +325,15 @@ fn dial(
             Some(tls) => tls.connect(host, tcp).ok().map(Stream::Tls),
         });
         if let Some(stream) = stream {
-            // Said as the connection comes and goes (an operator otherwise learns of a lost
-            // controller from its flows), not at each failed try.
-            eprintln!("wirespeed switch: OpenFlow: connected to controller {host}:{port}");
+            // Said as the controller comes and goes (an operator otherwise learns of a lost
+            // controller from its flows): once it has spoken, not at each try, nor for a peer
+            // that takes the connection and says nothing.
             let began = Instant::now();
-            serve(stream, agent, work, Some(fail_open));
+            let mut spoke = false;
+            serve(stream, agent, work, Some(fail_open), &mut || {
+                spoke = true;
+                eprintln!("wirespeed switch: OpenFlow: connected to controller {host}:{port}");
+            });
             let left = match (fail_open, agent.sessions.active_count()) {
                 (true, 0) => {
                     "; fail mode standalone: the bridge forwards as a learning switch \
@@ -338,10 +342,13 @@ fn dial(
                 (false, 0) => "; fail mode secure: the rules stay as they are",
                 _ => "",
             };
-            eprintln!(
-                "wirespeed switch: OpenFlow: controller {host}:{port} went away after {:.1} s{left}",
-                began.elapsed().as_secs_f64()
-            );
+            if spoke {
+                eprintln!(
+                    "wirespeed switch: OpenFlow: controller {host}:{port} went away after {:.1} \
+                     s{left}",
+                    began.elapsed().as_secs_f64()
+                );
+            }
             if began.elapsed() > MAX_BACKOFF {
                 backoff = Duration::from_secs(1);
             }
@@ -352,8 +359,14 @@ fn dial(
 }
 
 /// One connection, until it ends. `active`: a dialled controller (Some(whether its going
-/// away may set the tables aside)).
-fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option<bool>) {
+/// away may set the tables aside)); `spoke` runs once its first whole message came.
+fn serve(
+    stream: Stream,
+    agent: &Arc<Agent>,
+    work: &Sender<Work>,
+    active: Option<bool>,
+    spoke: &mut dyn FnMut(),
+) {
     let tcp = stream.tcp();
     let _ = tcp.set_nodelay(true);
     // A peer that stops reading must not hold the writer (and so this connection's end,
@@ -385,7 +398,7 @@ fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option
             }
         });
     sessions.send(id, reply::hello(0));
-    if let Err(e) = read_messages(reader, agent, work, id) {
+    if let Err(e) = read_messages(reader, agent, work, id, spoke) {
         // Only TLS breaks the stream so (a certificate refused, a record that fails): say
         // why, or an operator sees nothing but a controller that never connects.
         if e.kind() == ErrorKind::InvalidData {
@@ -405,13 +418,15 @@ fn serve(stream: Stream, agent: &Arc<Agent>, work: &Sender<Work>, active: Option
 }
 
 /// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing
-/// (`Ok`), or the stream fails (its error).
+/// (`Ok`), or the stream fails (its error); `spoke` runs at the first whole message.
 fn read_messages(
     mut stream: impl Read,
     agent: &Arc<Agent>,
     work: &Sender<Work>,
     id: u64,
+    spoke: &mut dyn FnMut(),
 ) -> io::Result<()> {
+    let mut heard = false;
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
     // there are too many, so a controller that floods gets TCP's back-pressure, not a
@@ -457,6 +472,10 @@ fn read_messages(
             }
             let message = buf[at..at + len].to_vec();
             at += len;
+            if !heard {
+                heard = true;
+                spoke();
+            }
             while pending.load(Ordering::Acquire) >= MAX_PENDING {
                 std::thread::sleep(Duration::from_millis(1));
             }
