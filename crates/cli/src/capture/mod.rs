@@ -301,10 +301,7 @@ impl CaptureArgs {
         if self.spill_mib.is_some() || spec.backend != Backend::Xdp {
             return;
         }
-        let Some(mtu) = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", spec.iface))
-            .ok()
-            .and_then(|m| m.trim().parse::<u32>().ok())
-        else {
+        let Some(mtu) = wirespeed_port::interface_mtu(&spec.iface) else {
             return;
         };
         let frame_size = self

@@ -399,10 +399,7 @@ fn check_mtu(spec: &PortSpec, sizes: &SizePlan, vlan: bool) -> anyhow::Result<()
     if !matches!(spec.backend, Backend::Xdp | Backend::Packet) {
         return Ok(());
     }
-    let Some(mtu) = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", spec.iface))
-        .ok()
-        .and_then(|m| m.trim().parse::<u32>().ok())
-    else {
+    let Some(mtu) = wirespeed_port::interface_mtu(&spec.iface) else {
         return Ok(());
     };
     // Ethernet header and FCS, and the tag.
