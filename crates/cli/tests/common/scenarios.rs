@@ -166,12 +166,15 @@ pub fn frames_come_back_swapped(tag: &str, backend: &str) {
         "--json",
         "-q",
     ];
-    // An AF_PACKET ring (4096 frames by default) that holds the whole burst: the sender's
-    // 10,000 arrive in a few milliseconds, and a forwarder not scheduled in them (a busy
-    // machine) filled its default ring and lost over half (4517 came back once, with
-    // rx_ring_full 5483). The MAC swap and the payload are what this test judges.
+    // Rings that hold the whole burst: the sender's 10,000 arrive in a few milliseconds,
+    // and a forwarder not scheduled in them (a busy machine) filled its default ring and
+    // lost over half (AF_PACKET: 4517 came back, rx_ring_full 5483; AF_XDP's 1024-entry
+    // ring: 4224 came back, rx_ring_full 5776). The MAC swap and the payload are what this
+    // test judges.
     if backend == "packet" {
         args.extend(["--frames", "16384"]);
+    } else {
+        args.extend(["--ring-size", "16384", "--frames", "32768"]);
     }
     let mut fwd = spawn_in(&net.ns_b, &args);
     fwd.wait_ready();
