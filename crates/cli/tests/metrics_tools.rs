@@ -1,5 +1,6 @@
 //! `--metrics` on bench, gen, recv and capture: each serves Prometheus' text format that
-//! promtool accepts while it runs, with exactly the packets it took or sent.
+//! promtool accepts while it runs, with exactly the packets it took or sent (and recv what
+//! each generator's packets showed: losses, latency).
 
 mod common;
 use common::prometheus::scrape_until as scrape_until_at;
@@ -47,6 +48,8 @@ fn gen_and_recv_serve_what_they_sent_and_received() {
             "30000",
             "--rate",
             "20000",
+            "--skip-every",
+            "100",
             "--json",
             "-q",
             "--metrics",
@@ -85,8 +88,54 @@ fn gen_and_recv_serve_what_they_sent_and_received() {
         text.contains("# TYPE wirespeed_umem_frames gauge"),
         "{text}"
     );
+    // 30,000 frames with every 100th number left out: numbers 0 to 30302, 303 of them
+    // never sent.
+    let generator = [("generator", "1")];
+    let text = scrape_until(
+        &net.ns_b,
+        "wirespeed_recv_received_packets_total",
+        &generator,
+        30000.0,
+    );
+    assert_promtool_accepts(&text);
+    assert_eq!(
+        sample(&text, "wirespeed_recv_lost_packets", &generator),
+        303.0
+    );
+    for name in [
+        "wirespeed_recv_duplicated_packets_total",
+        "wirespeed_recv_corrupt_packets_total",
+        "wirespeed_recv_late_packets_total",
+    ] {
+        assert_eq!(sample(&text, name, &generator), 0.0, "{name}");
+    }
+    let latency = |le: &str| {
+        sample(
+            &text,
+            "wirespeed_recv_latency_seconds_bucket",
+            &[("generator", "1"), ("le", le)],
+        )
+    };
+    let count = sample(&text, "wirespeed_recv_latency_seconds_count", &generator);
+    assert_eq!(count, 30000.0);
+    assert_eq!(latency("+Inf"), 30000.0);
+    // Over a veth, every packet in well under a second, and not one in under a microsecond.
+    assert_eq!(
+        (latency("1"), latency("0.000001")),
+        (30000.0, 0.0),
+        "{text}"
+    );
+    let sum = sample(&text, "wirespeed_recv_latency_seconds_sum", &generator);
+    assert!(sum > 0.0 && sum < 30000.0, "{sum}");
     let (r, _) = recv.interrupt();
     assert_eq!(r["packets"].as_u64(), Some(30000), "{r}");
+    let g = &r["generators"][0];
+    assert_eq!(
+        (g["lost"].as_u64(), g["unique"].as_u64()),
+        (Some(303), Some(30000)),
+        "{r}"
+    );
+    assert_eq!(g["latency_ns"]["samples"].as_u64(), Some(30000), "{r}");
 }
 
 #[test]

@@ -10,6 +10,8 @@ pub enum Kind {
     Counter,
     /// Goes up and down.
     Gauge,
+    /// Observations counted into buckets: `_bucket{le=...}` (cumulative), `_sum`, `_count`.
+    Histogram,
 }
 
 impl Kind {
@@ -17,6 +19,7 @@ impl Kind {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -77,6 +80,38 @@ impl Exposition {
         self.sample(name, help, Kind::Gauge, labels, &number(value));
     }
 
+    /// A histogram of `count` observations adding up to `sum`: `buckets` gives, for each
+    /// upper bound in increasing order, how many observations were at most that (the
+    /// `+Inf` bucket, `count`, is added here).
+    pub fn histogram(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        labels: &[(&str, &str)],
+        buckets: &[(f64, u64)],
+        sum: f64,
+        count: u64,
+    ) {
+        debug_assert!(
+            buckets
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1)
+        );
+        let at = self.family(name, help, Kind::Histogram);
+        let out = &mut self.families[at].samples;
+        for (le, n) in buckets
+            .iter()
+            .map(|&(le, n)| (number(le), n))
+            .chain([("+Inf".to_string(), count)])
+        {
+            let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+            with_le.push(("le", &le));
+            write_sample(out, name, "_bucket", &with_le, &n.to_string());
+        }
+        write_sample(out, name, "_sum", labels, &number(sum));
+        write_sample(out, name, "_count", labels, &count.to_string());
+    }
+
     fn sample(
         &mut self,
         name: &'static str,
@@ -85,7 +120,13 @@ impl Exposition {
         labels: &[(&str, &str)],
         value: &str,
     ) {
-        let at = match self.families.iter().position(|f| f.name == name) {
+        let at = self.family(name, help, kind);
+        write_sample(&mut self.families[at].samples, name, "", labels, value);
+    }
+
+    /// The place of `name`'s family, made now if it has no sample yet.
+    fn family(&mut self, name: &'static str, help: &'static str, kind: Kind) -> usize {
+        match self.families.iter().position(|f| f.name == name) {
             Some(at) => at,
             None => {
                 self.families.push(Family {
@@ -96,20 +137,7 @@ impl Exposition {
                 });
                 self.families.len() - 1
             }
-        };
-        let out = &mut self.families[at].samples;
-        out.push_str(name);
-        if !labels.is_empty() {
-            out.push('{');
-            for (i, (label, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "{label}=\"{}\"", escape_label(value));
-            }
-            out.push('}');
         }
-        let _ = writeln!(out, " {value}");
     }
 
     /// The text a scrape answers.
@@ -122,6 +150,23 @@ impl Exposition {
         }
         out
     }
+}
+
+/// One sample line: the family's name and `suffix`, its labels, its value.
+fn write_sample(out: &mut String, name: &str, suffix: &str, labels: &[(&str, &str)], value: &str) {
+    out.push_str(name);
+    out.push_str(suffix);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (label, value)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{label}=\"{}\"", escape_label(value));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
 }
 
 /// A float as the format writes it: `NaN`, `+Inf`, `-Inf`, or a plain number.
@@ -164,6 +209,26 @@ mod tests {
              a_total{x=\"2\"} 7\n# HELP b Level.\n# TYPE b gauge\nb 0.5\n\
              # HELP c_seconds_total Time.\n# TYPE c_seconds_total counter\n\
              c_seconds_total{t=\"0\"} 1.25\n"
+        );
+    }
+
+    #[test]
+    fn a_histogram_has_cumulative_buckets_then_inf_sum_and_count() {
+        let mut e = Exposition::new();
+        e.histogram(
+            "h_seconds",
+            "Waits.",
+            &[("g", "1")],
+            &[(0.001, 2), (0.01, 5)],
+            0.03,
+            6,
+        );
+        assert_eq!(
+            e.render(),
+            "# HELP h_seconds Waits.\n# TYPE h_seconds histogram\n\
+             h_seconds_bucket{g=\"1\",le=\"0.001\"} 2\nh_seconds_bucket{g=\"1\",le=\"0.01\"} 5\n\
+             h_seconds_bucket{g=\"1\",le=\"+Inf\"} 6\nh_seconds_sum{g=\"1\"} 0.03\n\
+             h_seconds_count{g=\"1\"} 6\n"
         );
     }
 

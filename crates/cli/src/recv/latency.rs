@@ -36,6 +36,15 @@ fn bucket(v: u64) -> usize {
     (SUB as usize) * shift as usize + (v >> shift) as usize
 }
 
+/// The lowest value of a bucket's range.
+fn bucket_start(index: usize) -> u64 {
+    if index < 2 * SUB as usize {
+        return index as u64;
+    }
+    let shift = (index as u64 / SUB - 1) as u32;
+    (index as u64 - SUB * u64::from(shift)) << shift
+}
+
 /// The middle of a bucket's range of values.
 fn bucket_value(index: usize) -> u64 {
     if index < 2 * SUB as usize {
@@ -93,6 +102,34 @@ impl Latency {
         self.max
     }
 
+    /// For each of `bounds` (nanoseconds, increasing), how many samples were at most that:
+    /// those of the buckets that start at or below it (a bucket spans under 1.6 % of its
+    /// values).
+    pub fn at_most(&self, bounds: &[u64]) -> Vec<u64> {
+        let mut counts = vec![0; bounds.len()];
+        let mut seen = 0;
+        let mut next = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            let start = bucket_start(i);
+            while next < bounds.len() && bounds[next] < start {
+                counts[next] = seen;
+                next += 1;
+            }
+            seen += c;
+        }
+        counts[next..].fill(seen);
+        counts
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// The samples' total, in nanoseconds.
+    pub fn sum_ns(&self) -> u128 {
+        self.sum
+    }
+
     pub fn report(&self) -> LatencyReport {
         if self.samples == 0 {
             return LatencyReport::default();
@@ -121,6 +158,8 @@ mod tests {
             assert!(b >= last, "{v}");
             assert!(b < BUCKETS, "{v}");
             last = b;
+            let start = bucket_start(b);
+            assert!(start <= v && v - start <= v / 64, "{v} starts {start}");
             let back = bucket_value(b);
             assert!(
                 back.abs_diff(v) as f64 <= v as f64 / 64.0 + 1.0,
@@ -158,6 +197,20 @@ mod tests {
         }
         a.merge(&b);
         assert_eq!(a.report(), both.report());
+    }
+
+    #[test]
+    fn at_most_counts_the_samples_up_to_each_bound() {
+        let mut l = Latency::default();
+        for v in [5, 100, 1000, 1000, 20_000, 3_000_000] {
+            l.record(v);
+        }
+        assert_eq!(
+            l.at_most(&[4, 5, 999, 1000, 10_000, 1_000_000, 1 << 47]),
+            [0, 1, 2, 4, 4, 5, 6]
+        );
+        assert_eq!(Latency::default().at_most(&[1, 2]), [0, 0]);
+        assert_eq!((l.samples(), l.sum_ns()), (6, 3_022_105));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! host, or hosts synchronised by PTP).
 
 mod latency;
+mod metrics;
 mod receiver;
 mod report;
 mod threaded;
@@ -221,9 +222,11 @@ pub(crate) fn receive_loop(
     }
     // Where a packet of several frames is gathered to be checked.
     let mut scratch = Vec::new();
+    let mut publisher = metrics::Publisher::new();
     while run.running(tally.packets) {
         let room = batch.room();
         let n = take_burst(port, &mut batch, receiver, tally, &mut scratch)?;
+        publisher.publish(receiver, tally.packets, n == 0);
         if idle.after_burst(port, n, room, &mut run)?.is_break() {
             break;
         }
@@ -239,6 +242,7 @@ pub(crate) fn receive_loop(
             take_burst(port, &mut batch, receiver, tally, &mut scratch)
         })?;
     }
+    publisher.publish(receiver, tally.packets, true);
     Ok(())
 }
 

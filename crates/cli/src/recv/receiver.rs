@@ -6,6 +6,7 @@ use wirespeed_packet::{DEFAULT_GENERATOR_ID, read_test_frame};
 
 use super::MAX_GENERATORS;
 use super::latency::{Latency, LatencyReport};
+use super::metrics::{GeneratorFigures, LATENCY_BOUNDS_NS};
 use super::tracker::{SeqReport, SeqTracker};
 
 /// What one generator's packets showed.
@@ -102,6 +103,27 @@ impl Receiver {
             .iter()
             .map(|g| g.seq.missing_so_far())
             .sum()
+    }
+
+    /// Each generator's figures so far, for `--metrics`.
+    pub fn figures(&self) -> Vec<GeneratorFigures> {
+        self.generators[..self.in_use]
+            .iter()
+            .map(|g| GeneratorFigures {
+                generator: g.id,
+                received: g.received,
+                high: g.seq.high(),
+                unique: g.seq.unique,
+                duplicated: g.seq.duplicated,
+                reordered: g.seq.reordered,
+                late: g.seq.late,
+                corrupt: g.corrupt,
+                untracked: g.untracked,
+                latency_at_most: g.latency.at_most(&LATENCY_BOUNDS_NS),
+                latency_samples: g.latency.samples(),
+                latency_sum_ns: g.latency.sum_ns(),
+            })
+            .collect()
     }
 
     /// The reports of receivers that each took part of the packets (a thread per queue):
