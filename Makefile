@@ -35,6 +35,7 @@ help:
 	@echo "make build  release build: target/release/wirespeed"
 	@echo "make lint   cargo fmt --check, clippy -D warnings, cargo doc -D warnings, the fuzz targets compile, shell and Python syntax"
 	@echo "make deps   install what is missing (clang, llvm, libbpf-dev, iproute2, ethtool, ...)"
+	@echo "make clean  cargo clean"
 
 deps:
 	@scripts/install-deps.sh
@@ -55,7 +56,7 @@ lint: deps
 	$(CARGO) check --manifest-path fuzz/Cargo.toml --bins
 	for f in $(SCRIPTS); do bash -n "$$f"; done
 	shellcheck -x -S warning $(SCRIPTS)
-	python3 -c "import ast; ast.parse(open('bench/table.py').read()); ast.parse(open('bench/peers.py').read()); ast.parse(open('bench/switch_peers.py').read()); ast.parse(open('bench/benchlib.py').read()); ast.parse(open('bench/capture_table.py').read()); ast.parse(open('bench/zcopy.py').read()); ast.parse(open('bench/pipe.py').read()); ast.parse(open('bench/soak.py').read()); ast.parse(open('bench/openflow.py').read()); ast.parse(open('bench/openflow_driver.py').read()); ast.parse(open('bench/idle.py').read()); ast.parse(open('bench/scale.py').read()); ast.parse(open('bench/observe.py').read()); ast.parse(open('bench/rule_churn.py').read()); ast.parse(open('bench/churn_peers.py').read())"
+	for f in bench/*.py bench/many-core/*.py; do [ -e "$$f" ] || continue; python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])" "$$f"; done
 
 test:
 	@if [ "$$(id -u)" -ne 0 ]; then \

@@ -14,10 +14,11 @@ use std::sync::{Arc, OnceLock, RwLock};
 use crate::action::Action;
 use crate::field::{Field, FlowBits, ValueFormat};
 use crate::flow_match::{Match, Prerequisite};
-use crate::rule::Rule;
+use crate::rule::{Rule, flow_flags};
 use crate::subfield::{Nxm, Subfield};
 
-/// OpenFlow's `OFPFF_SEND_FLOW_REM`: a learned rule with `send_flow_rem` has it.
+/// Nicira's `NX_LEARN_F_SEND_FLOW_REM`, on the wire (`send_flow_rem`): the rules it learns
+/// have OpenFlow's `SEND_FLOW_REM` flag.
 pub const SEND_FLOW_REM: u16 = 1;
 /// Nicira's `NX_LEARN_F_DELETE_LEARNED`, on the wire (`delete_learned`).
 pub const DELETE_LEARNED: u16 = 1 << 1;
@@ -150,7 +151,7 @@ impl Learn {
     /// field the learned rule matches or loads has its prerequisite matched by an earlier
     /// constant spec (`eth_type=0x800` before `NXM_OF_IP_DST[]=...`), as Open vSwitch checks.
     pub fn check(&self) -> Result<(), LearnError> {
-        if usize::from(self.table) >= crate::ofproto::rule_table::TABLE_COUNT {
+        if usize::from(self.table) >= crate::rule::TABLE_COUNT {
             return Err(refuse(format!("table={}: no such table", self.table)));
         }
         let mut learned = Match::ANY;
@@ -245,7 +246,11 @@ impl Learn {
             hard_timeout: self.hard_timeout,
             flow_match: learned,
             actions,
-            flags: if self.send_flow_rem { SEND_FLOW_REM } else { 0 },
+            flags: if self.send_flow_rem {
+                flow_flags::SEND_FLOW_REM
+            } else {
+                0
+            },
         }
     }
 }

@@ -1,29 +1,33 @@
 //! The switch's logic: flow syntax, rule tables, the caches in front of them, and actions.
 //!
-//! The OVS-AFXDP datapath made small (seed 002): each packet is parsed once into a flow key
-//! ([`wirespeed_packet::flow_key::FlowKey`]), looked up in an exact-match cache, then a megaflow
-//! cache, and on a miss run through the OpenFlow-style rule tables (the slow path), which installs
-//! a megaflow covering exactly the bits the lookup examined.
+//! The OVS-AFXDP datapath made small (seed 002): each packet is parsed once into its flow's
+//! packed words ([`extract`] into [`FlowBits`], OVS's miniflow), looked up in an exact-match
+//! cache, then a megaflow cache, and on a miss run through the OpenFlow-style rule tables (the
+//! slow path), which installs a megaflow covering exactly the bits the lookup examined.
 //!
-//! One folder a layer, as in Open vSwitch; a layer imports only the ones below it (no cycle
-//! among the modules):
+//! One folder a layer, as in Open vSwitch, in this order; outside the tests, a layer's code
+//! imports only the layers below it and the vocabulary (doc links may point anywhere):
 //! - [`openflow`]: OpenFlow 1.3 for controllers, over the same tables as `ctl`;
 //! - [`bridge`]: the ports, the poll-mode threads, the control socket ([`bridge::control`],
 //!   whose request handler is passed in) and its commands ([`bridge::commands`]);
 //! - [`ofctl`]: ovs-ofctl's text syntax in and out: flows, actions, `dump-flows` lines;
 //! - [`ofproto`]: the rule tables, translation through them ([`translate()`], OVS's xlate),
 //!   and [`Ofproto`], what a bridge's threads share (rules, learning table, offload);
+//! - [`ipfix`]: IPFIX flow export, from the megaflows' and the fast path's counts;
 //! - [`offload`]: flows handed to the kernel's XDP fast path, and its transmit watch;
 //! - [`dpif`]: the per-frame [`dpif::process::process`], the caches (exact-match, megaflow,
 //!   each thread's own), the poll-mode loop and the port sets. It reaches the rules only
 //!   through the interface it defines, [`dpif::upcall`] ([`Upcall`],
 //!   [`dpif::upcall::SharedState`], [`Decision`]), which `ofproto` implements: nothing in
 //!   `dpif` imports `ofproto`, `ofctl` or `bridge`;
+//! - [`tunnel`]: tunnel ports' options, the outer headers pushed and popped, each thread's
+//!   tunnel work;
 //! - [`classifier`], [`execute`] (actions and header rewrites on a frame), [`mac_learning`],
 //!   [`meter`] (the rate limits rules name, shared by the threads);
-//! - the vocabulary at the top: [`field`], [`flow_match`], [`action`], [`subfield`] (the
-//!   bits `load` and `move` name), [`rule`], [`frame`], [`error`], [`tcp_flags`] (that
-//!   field's flow syntax).
+//! - the vocabulary, which every layer uses: [`field`], [`flow_match`], [`extract`] (a
+//!   frame's flow), [`action`], [`subfield`] (the bits `load` and `move` name), [`learn`],
+//!   [`rule`] (with the tables' count and the rules' OpenFlow flags), [`group`], [`frame`],
+//!   [`error`], [`tcp_flags`] (that field's flow syntax).
 //!
 //! How the pieces are driven:
 //! - receive path, per frame: [`dpif::process::process`] (parse → the thread's own

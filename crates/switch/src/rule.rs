@@ -6,6 +6,20 @@ use crate::action::Action;
 use crate::error::{FlowError, error};
 use crate::flow_match::Match;
 
+/// Tables a rule may be in: 0 to 254 (`table=254` is a rule's own, never a controller's).
+pub const TABLE_COUNT: usize = 255;
+/// Tables a controller may use: 0 to 253 (OpenFlow's `n_tables`; table 254 is not offered).
+pub const N_TABLES: u8 = 254;
+
+/// OpenFlow's `ofp_flow_mod_flags`, which a rule's `flags` keep.
+pub mod flow_flags {
+    pub const SEND_FLOW_REM: u16 = 1 << 0;
+    pub const CHECK_OVERLAP: u16 = 1 << 1;
+    pub const RESET_COUNTS: u16 = 1 << 2;
+    pub const NO_PKT_COUNTS: u16 = 1 << 3;
+    pub const NO_BYT_COUNTS: u16 = 1 << 4;
+}
+
 /// One flow-table entry in ovs-ofctl's terms (`table=0,priority=100,ip,actions=output:2`).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Rule {

@@ -18,6 +18,7 @@ pub mod group_commands;
 pub mod link;
 pub mod meter_commands;
 pub mod metrics;
+pub mod port_counts;
 pub mod start_tables;
 pub mod summary;
 

@@ -12,8 +12,7 @@ use crate::field::{Field, REGISTERS, ValueFormat};
 use crate::flow_match::Match;
 use crate::ofctl::flow_parse::SHORTHANDS;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
-use crate::openflow::message::flow_flags;
-use crate::rule::{Rule, RuleStats};
+use crate::rule::{Rule, RuleStats, flow_flags};
 use crate::tcp_flags;
 
 /// The order `dump-flows` prints fields in after the shorthand, the tunnel's, metadata,

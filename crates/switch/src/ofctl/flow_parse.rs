@@ -16,7 +16,7 @@ use crate::flow_match::{
 };
 use crate::ofctl::action_parse::parse_actions;
 use crate::ofproto::rule_table::RuleSelector;
-use crate::openflow::message::flow_flags::SEND_FLOW_REM;
+use crate::rule::flow_flags::SEND_FLOW_REM;
 use crate::rule::{Rule, check_actions};
 use crate::tcp_flags;
 

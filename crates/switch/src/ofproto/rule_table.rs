@@ -15,9 +15,7 @@ use crate::flow_match::Match;
 use crate::group::{Group, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS};
 use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
 use crate::ofproto::learned::Learned;
-use crate::rule::{Rule, RuleStats, check_actions};
-
-pub const TABLE_COUNT: usize = 255;
+use crate::rule::{Rule, RuleStats, TABLE_COUNT, check_actions};
 
 /// A rule in a table, with its counters and rank.
 #[derive(Clone, Debug)]

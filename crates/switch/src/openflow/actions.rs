@@ -16,11 +16,11 @@ use wirespeed_packet::flow_key::VLAN_VID_MASK;
 
 use crate::action::Action;
 use crate::field::Field;
-use crate::ofproto::rule_table::TABLE_COUNT;
 use crate::openflow::error::{OfpError, bad_action, bad_instruction};
 use crate::openflow::learn_wire::{NXAST_LEARN, read_learn, write_learn};
 use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, register_field_no, wire_header};
 use crate::openflow::wire::{CML_NO_BUFFER, Reader, Writer, port};
+use crate::rule::TABLE_COUNT;
 use crate::subfield::{Nxm, Subfield};
 
 mod kind {

@@ -12,10 +12,9 @@ use crate::meter::METER_MAX;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, flow_mod_failed, meter_mod_failed};
-use crate::openflow::message::{OfFlowMod, command, flow_flags};
-use crate::openflow::reply::N_TABLES;
+use crate::openflow::message::{OfFlowMod, command};
 use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
-use crate::rule::{Rule, check_actions};
+use crate::rule::{N_TABLES, Rule, check_actions, flow_flags};
 
 /// True if some packet could match both (they agree wherever both look).
 fn overlaps(a: &Match, b: &Match) -> bool {

@@ -23,15 +23,6 @@ pub mod command {
     pub const DELETE_STRICT: u8 = 4;
 }
 
-/// `ofp_flow_mod_flags`.
-pub mod flow_flags {
-    pub const SEND_FLOW_REM: u16 = 1 << 0;
-    pub const CHECK_OVERLAP: u16 = 1 << 1;
-    pub const RESET_COUNTS: u16 = 1 << 2;
-    pub const NO_PKT_COUNTS: u16 = 1 << 3;
-    pub const NO_BYT_COUNTS: u16 = 1 << 4;
-}
-
 /// A FLOW_MOD.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct OfFlowMod {
@@ -528,6 +519,7 @@ fn multipart_request(r: &mut Reader<'_>) -> Result<MultipartRequest, OfpError> {
 mod tests {
     use super::*;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::rule::flow_flags;
 
     fn flow_mod_of(text: &str, command: u8) -> OfFlowMod {
         OfFlowMod::for_rule(

@@ -3,16 +3,15 @@
 
 use core::time::Duration;
 
+use crate::bridge::port_counts::PortCounts;
 use crate::group::{Group, GroupUsage, MAX_GROUPS};
 use crate::ofproto::rule_table::{InstalledRule, TableStats};
 use crate::openflow::actions::write_instructions;
 use crate::openflow::message::{AsyncConfig, write_buckets};
 use crate::openflow::oxm::{write_in_port_match, write_match};
 use crate::openflow::wire::{HEADER_LEN, NO_BUFFER, OFP_VERSION, Writer, msg};
-use crate::rule::PacketInOrigin;
+use crate::rule::{N_TABLES, PacketInOrigin};
 
-/// Tables a controller may use: 0 to 253 (`n_tables`; table 254 is not offered).
-pub const N_TABLES: u8 = 254;
 /// The most a message may be; statistics are split into parts below it.
 pub const MAX_MESSAGE: usize = 65_535;
 /// `OFPMPF_REPLY_MORE`.
@@ -179,19 +178,6 @@ pub fn table_stats_entry(stats: &TableStats) -> Vec<u8> {
     w.u8(stats.table).zeros(3).u32(stats.active);
     w.u64(stats.counts.lookups).u64(stats.counts.matched);
     w.bytes
-}
-
-/// Port counters: received and sent packets and bytes, drops and errors each way.
-#[derive(Clone, Copy, Default, Debug)]
-pub struct PortCounts {
-    pub rx_packets: u64,
-    pub tx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_bytes: u64,
-    pub rx_dropped: u64,
-    pub tx_dropped: u64,
-    pub rx_errors: u64,
-    pub tx_errors: u64,
 }
 
 pub fn port_stats_entry(port: u32, c: &PortCounts, alive: Duration) -> Vec<u8> {

@@ -18,9 +18,9 @@ use crate::dpif::thread_cache::lock;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::bundle::Bundles;
 use crate::openflow::message::AsyncConfig;
-use crate::openflow::message::flow_flags::SEND_FLOW_REM;
 use crate::openflow::reply::{self, PortDesc, port_reason};
 use crate::rule::PacketInOrigin;
+use crate::rule::flow_flags::SEND_FLOW_REM;
 
 /// `ofp_controller_role`.
 pub mod role {

@@ -7,16 +7,18 @@ use core::time::Duration;
 use wirespeed_port::{Backend, PortSpec};
 
 use crate::bridge::Bridge;
-use crate::bridge::commands::{fast_port_counts, port_counts, port_totals, tunnel_totals};
+use crate::bridge::commands::{port_totals, tunnel_totals};
 use crate::bridge::link::LinkState;
+use crate::bridge::port_counts::{PortCounts, fast_port_counts, port_counts};
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::error::{OfpError, bad_request};
 use crate::openflow::flow_mod::selector_of;
 use crate::openflow::message::{FlowStatsRequest, MultipartRequest, multipart as mp};
 use crate::openflow::meters;
-use crate::openflow::reply::{self, N_TABLES, PortCounts, PortDesc};
+use crate::openflow::reply::{self, PortDesc};
 use crate::openflow::table_features::table_features_entry;
 use crate::openflow::wire::{GROUP_ALL, TABLE_ALL, port};
+use crate::rule::N_TABLES;
 
 /// The reply to one MULTIPART request, in as many messages as it takes.
 pub fn multipart(

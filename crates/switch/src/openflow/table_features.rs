@@ -9,8 +9,8 @@ use crate::openflow::actions::{
     ACTION_TYPES, GOTO_TABLE, INSTRUCTION_TYPES, settable_field_numbers,
 };
 use crate::openflow::oxm::{MATCH_FIELDS, OxmField, oxm_header};
-use crate::openflow::reply::N_TABLES;
 use crate::openflow::wire::Writer;
+use crate::rule::N_TABLES;
 
 /// `ofp_table_feature_prop_type`s.
 mod property {
