@@ -404,7 +404,8 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             out,
             "  port {:>2}: rx pkts={}, bytes={}, drop=0, errs=0, frame=0, over=0, crc=0\n           \
              tx pkts={}, bytes={}, drop={}, errs=0, coll=0\n           \
-             tunnel: decapsulated={}, encapsulated={}, no_route={}, no_neighbour={}, too_big={}",
+             tunnel: decapsulated={}, encapsulated={}, no_route={}, no_neighbour={}, too_big={} \
+             (answered {})",
             port.number,
             t.decap_packets,
             t.decap_bytes,
@@ -415,7 +416,8 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
             t.encap_packets,
             t.no_route,
             t.no_neighbour,
-            t.too_big
+            t.too_big,
+            t.too_big_answered
         );
     }
     if only.is_some() {

@@ -215,6 +215,12 @@ fn tunnel_figures(e: &mut Exposition, thread: &str, f: &TunnelFigures, ports: &[
                 "Bytes of the inner frames sent into the tunnel port.",
                 c.encap_bytes,
             ),
+            (
+                "wirespeed_switch_tunnel_too_big_answered_total",
+                "Packets too big for the tunnel answered with ICMP fragmentation needed or \
+                 ICMPv6 packet too big, so the sender lowers its path MTU.",
+                c.too_big_answered,
+            ),
         ];
         for (metric, help, n) in counts {
             e.counter(metric, help, &labels, n);

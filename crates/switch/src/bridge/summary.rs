@@ -93,6 +93,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
                 "encap_packets": c.encap_packets, "encap_bytes": c.encap_bytes,
                 "drops": { "no_route": c.no_route, "no_neighbour": c.no_neighbour,
                            "too_big": c.too_big },
+                "too_big_answered": c.too_big_answered,
             })
         })
         .collect();

@@ -457,6 +457,7 @@ impl Pmd {
                     }
                 }
             }
+            self.send_too_big_answers(now, &mut round)?;
             round.shared.release();
             match self.ports.source(member) {
                 // Every UMEM frame was queued or freed one by one.
@@ -593,15 +594,28 @@ impl Pmd {
             return Ok(());
         }
         self.scratch[COPY_HEADROOM..COPY_HEADROOM + bytes.len()].copy_from_slice(bytes);
+        self.forward_scratch(in_port, len as usize, None, now, round)
+    }
+
+    /// The packet of `len` bytes copied into the scratch space (after its headroom),
+    /// processed as if it came in on `in_port` (out of a tunnel: `tunnel`), and sent.
+    fn forward_scratch(
+        &mut self,
+        in_port: u32,
+        len: usize,
+        tunnel: Option<&TunnelMeta>,
+        now: Duration,
+        round: &mut Round<'_>,
+    ) -> Result<(), PortError> {
         let (start, new_len) = {
-            let Some(mut frame) = Frame::new(&mut self.scratch, COPY_HEADROOM, len as usize) else {
+            let Some(mut frame) = Frame::new(&mut self.scratch, COPY_HEADROOM, len) else {
                 return Ok(());
             };
             decide(
                 round,
                 &mut frame,
                 in_port,
-                None,
+                tunnel,
                 now,
                 &mut self.verdict,
                 &mut self.emitted,

@@ -19,6 +19,7 @@ pub mod config;
 pub mod header;
 pub mod neighbours;
 pub mod plane;
+pub mod pmtu;
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -27,7 +28,7 @@ use wirespeed_port::{Backend, PortSpec};
 
 pub use config::{Remote, TunnelConfig, TunnelConfigError, TunnelKey, TunnelKind};
 pub use neighbours::Neighbours;
-pub use plane::{Landing, TunnelCounters, TunnelFigures, TunnelPlane};
+pub use plane::{Landing, TooBigAnswers, TunnelCounters, TunnelFigures, TunnelPlane};
 
 /// A tunnel port as the bridge opened it: its options and the underlay it is carried over.
 #[derive(Clone, Debug)]

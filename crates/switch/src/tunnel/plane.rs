@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use wirespeed_packet::MacAddr;
 
-use crate::field::{FlowHashBuilder, TunnelOut};
+use crate::field::{FlowHashBuilder, TunnelMeta, TunnelOut};
 use crate::tunnel::header::{self, Arrival, Listener, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
+use crate::tunnel::pmtu::too_big_answer;
 use crate::tunnel::{Remote, TunnelPort, Tunnels};
 
 /// How long a tunnel without a neighbour waits before it asks again (an ARP request, the
@@ -24,6 +25,8 @@ const REVALIDATE: Duration = Duration::from_secs(5);
 /// Far ends a `remote_ip=flow` tunnel keeps headers for before it looks for ones to forget:
 /// the rules may name thousands over a switch's life.
 const FAR_ENDS_KEPT: usize = 1024;
+/// Too-big answers a thread queues between two bursts at most; more are not answered.
+const MAX_TOO_BIG_ANSWERS: usize = 32;
 /// How long a far end's headers are kept once no packet went to it (one in use is looked
 /// at every [`REVALIDATE`] at most), and how often the forgetting is done.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -43,6 +46,9 @@ pub struct TunnelCounters {
     pub no_neighbour: u64,
     /// Not sent: longer than the underlay's MTU once pushed (never sent cut).
     pub too_big: u64,
+    /// Of those, the ones answered with ICMP "fragmentation needed" or ICMPv6 "packet too
+    /// big" ([`crate::tunnel::pmtu`]).
+    pub too_big_answered: u64,
 }
 
 impl TunnelCounters {
@@ -54,6 +60,7 @@ impl TunnelCounters {
         self.no_route += other.no_route;
         self.no_neighbour += other.no_neighbour;
         self.too_big += other.too_big;
+        self.too_big_answered += other.too_big_answered;
     }
 
     pub fn drops(&self) -> u64 {
@@ -118,6 +125,56 @@ pub struct TunnelPlane {
     listening: Vec<Vec<Listener>>,
     /// ARP to send: (underlay port, frame).
     pending: Vec<(u32, [u8; 42])>,
+    /// Answers to packets too big for their tunnel, to come in on it once the burst is done.
+    pub too_big_answers: TooBigAnswers,
+}
+
+/// An answer to a packet too big for tunnel port `port`, as if its far end had sent it: the
+/// pipeline takes it in on that port with `meta`, so the rules send it to the packet's
+/// sender as they send the tunnel's other packets.
+#[derive(Clone, Debug, Default)]
+pub struct TooBigAnswer {
+    pub port: u32,
+    pub meta: TunnelMeta,
+    pub frame: Vec<u8>,
+}
+
+/// The answers queued in a burst; their buffers are kept for the next ones.
+#[derive(Debug, Default)]
+pub struct TooBigAnswers {
+    slots: Vec<TooBigAnswer>,
+    len: usize,
+}
+
+impl TooBigAnswers {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &TooBigAnswer> {
+        self.slots[..self.len].iter()
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The next answer's slot; none past [`MAX_TOO_BIG_ANSWERS`].
+    fn next(&mut self) -> Option<&mut TooBigAnswer> {
+        if self.len == MAX_TOO_BIG_ANSWERS {
+            return None;
+        }
+        if self.len == self.slots.len() {
+            self.slots.push(TooBigAnswer::default());
+        }
+        self.len += 1;
+        Some(&mut self.slots[self.len - 1])
+    }
+
+    /// Forgets the last answer taken with `next` (none was due).
+    fn unqueue(&mut self) {
+        self.len -= 1;
+    }
 }
 
 impl TunnelPlane {
@@ -157,6 +214,7 @@ impl TunnelPlane {
             underlays,
             listening,
             pending: Vec::new(),
+            too_big_answers: TooBigAnswers::default(),
             tunnels,
         }
     }
@@ -285,6 +343,7 @@ impl TunnelPlane {
         let port = &self.tunnels.ports[t];
         if inner_len + self.ip_overheads[t] > port.mtu as usize {
             self.counters[t].too_big += 1;
+            self.answer_too_big(t, &packet[OUTER_LEN..], out);
             return Err(EncapDrop::TooBig);
         }
         let remote = match port.config.remote_ip {
@@ -309,6 +368,35 @@ impl TunnelPlane {
             return Ok(at);
         }
         self.push_resolving(t, remote, packet, vni, now)
+    }
+
+    /// Queues the answer to `inner`, too big for tunnel `t`, where one is due
+    /// ([`too_big_answer`]), coming from the far end the flow sent it to.
+    #[cold]
+    fn answer_too_big(&mut self, t: usize, inner: &[u8], out: TunnelOut) {
+        let port = &self.tunnels.ports[t];
+        let remote = match port.config.remote_ip {
+            Remote::Ip(ip) => ip,
+            Remote::Flow if out.dst.is_unspecified() => return,
+            Remote::Flow => out.dst,
+        };
+        let room = (port.mtu as usize).saturating_sub(self.ip_overheads[t]);
+        let meta = TunnelMeta {
+            id: u64::from(port.config.vni(out.id)),
+            src: u32::from(remote),
+            dst: u32::from(port.local_ip),
+            opts: 0,
+        };
+        let number = port.number;
+        let Some(answer) = self.too_big_answers.next() else {
+            return;
+        };
+        if !too_big_answer(inner, room, &mut answer.frame) {
+            self.too_big_answers.unqueue();
+            return;
+        }
+        (answer.port, answer.meta) = (number, meta);
+        self.counters[t].too_big_answered += 1;
     }
 
     /// [`TunnelPlane::push`] where the headers to `remote` are not known or due a look:
@@ -720,6 +808,62 @@ mod tests {
             Err(EncapDrop::NoRoute)
         );
         assert_eq!(plane.counters[0].encap_packets, 0);
+    }
+
+    /// A frame too long for the tunnel with DF set is answered as if from the far end,
+    /// which the flow named; one without DF is not; past the limit a burst holds, none is.
+    #[test]
+    fn a_too_long_frame_with_df_is_answered_from_the_far_end() {
+        let mut plane = plane();
+        let now = Duration::from_secs(5);
+        let frame = |df: bool| {
+            let mut f = vec![0u8; OUTER_LEN + 1500];
+            let inner = &mut f[OUTER_LEN..];
+            inner[12..14].copy_from_slice(&[0x08, 0x00]);
+            inner[14] = 0x45;
+            inner[20] = if df { 0x40 } else { 0 };
+            inner[26..30].copy_from_slice(&[10, 9, 0, 1]);
+            inner[30..34].copy_from_slice(&[10, 9, 0, 2]);
+            f
+        };
+        let out = TunnelOut::default();
+        assert_eq!(
+            plane.push(0, &mut frame(false), out, now),
+            Err(EncapDrop::TooBig)
+        );
+        assert!(plane.too_big_answers.is_empty());
+        assert_eq!(
+            plane.push(0, &mut frame(true), out, now),
+            Err(EncapDrop::TooBig)
+        );
+        let answers: Vec<&TooBigAnswer> = plane.too_big_answers.iter().collect();
+        assert_eq!(answers.len(), 1);
+        let a = answers[0];
+        assert_eq!(a.port, 10);
+        assert_eq!(
+            a.meta,
+            TunnelMeta {
+                id: 42,
+                src: u32::from(REMOTE),
+                dst: u32::from(LOCAL),
+                opts: 0
+            }
+        );
+        // Fragmentation needed, 1500 - 36 - 14 bytes.
+        assert_eq!((a.frame[34], a.frame[35]), (3, 4));
+        assert_eq!(u16::from_be_bytes([a.frame[40], a.frame[41]]), 1450);
+        assert_eq!(plane.counters[0].too_big, 2);
+        assert_eq!(plane.counters[0].too_big_answered, 1);
+        for _ in 0..MAX_TOO_BIG_ANSWERS {
+            let _ = plane.push(0, &mut frame(true), out, now);
+        }
+        assert_eq!(plane.too_big_answers.iter().count(), MAX_TOO_BIG_ANSWERS);
+        assert_eq!(
+            plane.counters[0].too_big_answered,
+            MAX_TOO_BIG_ANSWERS as u64
+        );
+        plane.too_big_answers.clear();
+        assert!(plane.too_big_answers.is_empty());
     }
 
     /// A GRE port with a key pushes 42 bytes at the end of the room (the packet starts 8

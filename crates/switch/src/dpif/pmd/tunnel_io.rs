@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wirespeed_port::{MAX_SEGMENTS, PortError};
 
-use super::{Pmd, Round};
+use super::{COPY_HEADROOM, Pmd, Round};
 use crate::field::TunnelOut;
 use crate::tunnel::header::OUTER_LEN;
 use crate::tunnel::{Landing, TunnelPlane};
@@ -154,6 +154,36 @@ impl Pmd {
             self.counters.no_frame += 1;
         }
         self.send_pending()
+    }
+
+    /// Takes in the answers to packets too big for a tunnel queued in the burst, each on its
+    /// tunnel port as if its far end had sent it ([`crate::tunnel::pmtu`]).
+    pub(super) fn send_too_big_answers(
+        &mut self,
+        now: Duration,
+        round: &mut Round<'_>,
+    ) -> Result<(), PortError> {
+        let Some(plane) = self.tunnels.as_mut() else {
+            return Ok(());
+        };
+        if plane.too_big_answers.is_empty() {
+            return Ok(());
+        }
+        let mut answers = std::mem::take(&mut plane.too_big_answers);
+        let mut sent = Ok(());
+        for answer in answers.iter() {
+            let len = answer.frame.len();
+            self.scratch[COPY_HEADROOM..COPY_HEADROOM + len].copy_from_slice(&answer.frame);
+            sent = self.forward_scratch(answer.port, len, Some(&answer.meta), now, round);
+            if sent.is_err() {
+                break;
+            }
+        }
+        answers.clear();
+        if let Some(plane) = self.tunnels.as_mut() {
+            plane.too_big_answers = answers;
+        }
+        sent
     }
 
     /// Queues the ARP frames the tunnels asked for (answers, and requests for a next hop).
