@@ -1,19 +1,23 @@
-//! The `/metrics` listener: one thread, one HTTP/1.1 request a connection, answered with
-//! what the tool's render function writes at that moment.
+//! The `/metrics` listener: a thread that accepts, and one a connection (at most
+//! [`MAX_CLIENTS`] at once), each answering one HTTP/1.1 request with what the tool's render
+//! function writes at that moment. A client has [`CLIENT_TIMEOUT`] for its whole request, so
+//! one that connects and dawdles holds up no scrape but its own.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The port alone, or `:PORT`, listens on loopback.
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Longest request head read (request line and headers).
 const MAX_HEAD: usize = 8192;
-/// A client that sends nothing for this long is dropped.
+/// A client whose request (line and headers) has not all come in this long is dropped.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections answered at once at most; another is told 503 at once.
+pub const MAX_CLIENTS: usize = 32;
 /// What `/metrics` says it holds: Prometheus' text format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -79,14 +83,16 @@ impl MetricsListener {
         self.addr
     }
 
-    /// Answers each `GET /metrics` with `render()`, on a thread of its own.
+    /// Answers each `GET /metrics` with `render()`, each connection on a thread of its own.
     pub fn serve(
         self,
-        render: impl Fn() -> String + Send + 'static,
+        render: impl Fn() -> String + Send + Sync + 'static,
     ) -> Result<MetricsServer, MetricsError> {
         let MetricsListener { listener, addr } = self;
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
+        let render = Arc::new(render);
+        let open = Arc::new(AtomicUsize::new(0));
         let thread = std::thread::Builder::new()
             .name("metrics".to_string())
             .spawn(move || {
@@ -96,7 +102,7 @@ impl MetricsListener {
                     }
                     // A client that went away or spoke nonsense is its own problem.
                     if let Ok(stream) = stream {
-                        let _ = answer(stream, &render);
+                        answer_apart(stream, &render, &open);
                     }
                 }
             })
@@ -113,7 +119,7 @@ impl MetricsServer {
     /// Binds `addr` and answers each `GET /metrics` with `render()`.
     pub fn start(
         addr: SocketAddr,
-        render: impl Fn() -> String + Send + 'static,
+        render: impl Fn() -> String + Send + Sync + 'static,
     ) -> Result<MetricsServer, MetricsError> {
         MetricsListener::bind(addr)?.serve(render)
     }
@@ -143,12 +149,53 @@ impl Drop for MetricsServer {
     }
 }
 
+/// Answers `stream` on a thread of its own, or says 503 at once when [`MAX_CLIENTS`] are
+/// being answered (`open` counts them).
+fn answer_apart<R>(stream: TcpStream, render: &Arc<R>, open: &Arc<AtomicUsize>)
+where
+    R: Fn() -> String + Send + Sync + 'static,
+{
+    if open.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+        open.fetch_sub(1, Ordering::AcqRel);
+        let busy = format!("busy: {MAX_CLIENTS} connections are being answered; try again\n");
+        // What the request already sent is taken first: closing on unread bytes would
+        // reset the connection, the answer lost with it.
+        let mut stream = stream;
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(10)));
+        let _ = stream.read(&mut [0u8; 4096]);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+        let _ = respond(stream, "503 Service Unavailable", "GET", TEXT, &busy);
+        return;
+    }
+    let (render, counted) = (render.clone(), open.clone());
+    let spawned = std::thread::Builder::new()
+        .name("metrics-client".to_string())
+        .spawn(move || {
+            let _ = answer(stream, &*render);
+            counted.fetch_sub(1, Ordering::AcqRel);
+        });
+    if spawned.is_err() {
+        open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
 /// Reads one request and answers it: `/metrics` with the figures, `/` with a pointer to
-/// them, anything else 404 (405 for a method other than GET or HEAD).
+/// them, anything else 404 (405 for a method other than GET or HEAD; 431 for a head
+/// longer than [`MAX_HEAD`]).
 fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let head = read_head(&mut stream)?;
+    let Some(head) = read_head(&mut stream, Instant::now() + CLIENT_TIMEOUT)? else {
+        let body = format!("the request line and headers are over {MAX_HEAD} bytes\n");
+        return respond(
+            stream,
+            "431 Request Header Fields Too Large",
+            "GET",
+            TEXT,
+            &body,
+        );
+    };
     let request_line = head.lines().next().unwrap_or("");
     let mut words = request_line.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
@@ -161,47 +208,60 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
         ),
         ("GET" | "HEAD", "/") => (
             "200 OK",
-            "text/plain; charset=utf-8",
+            TEXT,
             "wirespeed: the metrics are at /metrics\n".to_string(),
         ),
         ("GET" | "HEAD", _) => (
             "404 Not Found",
-            "text/plain; charset=utf-8",
+            TEXT,
             "not found: the metrics are at /metrics\n".to_string(),
         ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
-            "only GET\n".to_string(),
-        ),
+        _ => ("405 Method Not Allowed", TEXT, "only GET\n".to_string()),
     };
+    respond(stream, status, method, content_type, &body)
+}
+
+/// Writes the answer and closes (HEAD: without the body).
+fn respond(
+    mut stream: TcpStream,
+    status: &str,
+    method: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
     let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
         body.len()
     );
     if method != "HEAD" {
-        out.push_str(&body);
+        out.push_str(body);
     }
     stream.write_all(out.as_bytes())?;
     stream.flush()
 }
 
-/// The request line and headers, up to the blank line (the body, if any, is not read).
-fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+/// The request line and headers, up to the blank line (the body, if any, is not read), as
+/// they came by `deadline`; None when they run past [`MAX_HEAD`] bytes.
+fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Option<String>> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        if head.len() >= MAX_HEAD {
-            break;
+        if head.len() > MAX_HEAD {
+            return Ok(None);
         }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;
         }
         head.extend_from_slice(&buf[..n]);
     }
-    Ok(String::from_utf8_lossy(&head).into_owned())
+    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
 }
 
 #[cfg(test)]
@@ -244,6 +304,66 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405"), "{post}");
         drop(server);
         assert!(TcpStream::connect(addr).is_err(), "the listener is closed");
+    }
+
+    /// A client that connects and drips its headers slower than the timeout holds up no
+    /// other scrape, and is dropped once its time is up; a head too long is refused.
+    #[test]
+    fn a_slow_client_holds_up_no_scrape_and_a_huge_head_is_refused() {
+        let server =
+            MetricsServer::start("127.0.0.1:0".parse().unwrap(), || "a_total 1\n".to_string())
+                .unwrap();
+        let addr = server.local_addr();
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+        let idle = TcpStream::connect(addr).unwrap();
+        let start = Instant::now();
+        let ok = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // The dripping client is cut off at its deadline, headers still coming.
+        let dripping = std::thread::spawn(move || {
+            for i in 0..20 {
+                if slow.write_all(format!("X-{i}: y\r\n").as_bytes()).is_err() {
+                    return i;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            20
+        });
+        let lines = dripping.join().unwrap();
+        assert!(lines < 20, "the slow client was never cut off");
+        drop(idle);
+        let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+        let mut s = TcpStream::connect(addr).unwrap();
+        // The answer may come before the whole request is written.
+        let _ = s.write_all(huge.as_bytes());
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    }
+
+    #[test]
+    fn past_the_limit_a_client_is_told_503_at_once() {
+        let server =
+            MetricsServer::start("127.0.0.1:0".parse().unwrap(), || "a_total 1\n".to_string())
+                .unwrap();
+        let addr = server.local_addr();
+        let idle: Vec<TcpStream> = (0..MAX_CLIENTS)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        // Each taken by its thread before the next comes.
+        std::thread::sleep(Duration::from_millis(300));
+        let busy = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(busy.starts_with("HTTP/1.1 503 "), "{busy}");
+        drop(idle);
+        std::thread::sleep(Duration::from_millis(300));
+        let ok = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn bind(flag: Option<&str>) -> anyhow::Result<Option<MetricsListener>> {
 pub fn serve(
     tool: &str,
     listener: Option<MetricsListener>,
-    render: impl Fn() -> String + Send + 'static,
+    render: impl Fn() -> String + Send + Sync + 'static,
 ) -> anyhow::Result<Option<MetricsServer>> {
     let Some(listener) = listener else {
         return Ok(None);
