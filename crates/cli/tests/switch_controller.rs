@@ -54,6 +54,49 @@ fn controller_packets_go_to_a_pcap_file() {
     );
 }
 
+/// A disk that fills up: the failure is said while the switch runs, which goes on
+/// switching; at the end its summary comes, then the error and what the file holds, and the
+/// exit status says it failed.
+#[test]
+fn a_full_disk_under_the_controller_file_is_said_at_once_and_the_switch_goes_on() {
+    let disk = SmallDisk::mount(
+        &format!("/tmp/wirespeed-sfull-{}", std::process::id()),
+        "64k",
+    );
+    let file = format!("{}/controller.pcap", disk.0);
+    let mut s = Switched::new("sf", &["--controller-pcap", &file]);
+    s.ctl_ok(&["add-flow", "priority=100,udp,actions=controller"]);
+    let port = format!("xdp:{}", s.c.a);
+    // 100 frames of 1000 bytes: about 100 KB for a 64 KiB disk.
+    run_json(
+        &s.c.ns_a,
+        &[
+            "bench", "txpush", "--port", &port, "--count", "100", "--size", "1000", "--json", "-q",
+        ],
+    );
+    s.wait_for("packet-ins are no longer written (the switch goes on)");
+    // Still switching: a rule's packets still go where it says.
+    s.ctl_ok(&["add-flow", "priority=200,udp,actions=drop"]);
+    let (code, stdout, log) = s.stop_as_it_ends();
+    assert_eq!(code, Some(1), "{log}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the summary");
+    assert_eq!(j["to_controller"], 100, "{j}");
+    let (packets, _) = judge(&file);
+    let line = log
+        .lines()
+        .find(|l| l.contains("error: --controller-pcap"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.contains("No space left on device")
+            && line.contains(&format!(
+                "the file holds the first {packets} packets, each whole"
+            )),
+        "{line}"
+    );
+    assert!(packets > 0 && packets < 100, "{packets}");
+    drop(disk);
+}
+
 #[test]
 fn an_unwritable_controller_file_is_refused_before_start() {
     let c = NetChain::new("sd");

@@ -293,9 +293,10 @@ pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     });
     let closed = bridge.close_controller();
     ran.context("the poll-mode threads")?;
-    let summary = closed.map_err(anyhow::Error::msg)?;
+    // The summary comes whatever became of the controller's file.
     let openflow = sessions.as_deref().map(openflow::summary);
     report(&mut bridge, args.json, to_stderr, openflow);
+    let summary = closed.map_err(anyhow::Error::msg)?;
     if !summary.is_empty() {
         eprintln!("wirespeed switch: {summary}");
     }

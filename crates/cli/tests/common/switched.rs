@@ -309,6 +309,22 @@ impl Switched {
         assert_eq!(j["frames"]["balanced"], true, "{j}");
         (j, log)
     }
+
+    /// Waits for a line of the switch's stderr containing `needle`.
+    pub fn wait_for(&mut self, needle: &str) {
+        self.switch
+            .as_mut()
+            .expect("the switch runs")
+            .wait_for(needle);
+    }
+
+    /// Stops the switch (SIGINT) where it may fail: its exit code, its stdout (the JSON
+    /// summary) and its stderr.
+    pub fn stop_as_it_ends(&mut self) -> (Option<i32>, String, String) {
+        let s = self.switch.take().expect("the switch runs");
+        must(&["kill", "-INT", &s.pid().to_string()]);
+        s.exit()
+    }
 }
 
 impl Drop for Switched {
