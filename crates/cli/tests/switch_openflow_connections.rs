@@ -107,5 +107,40 @@ print(taken)
         .unwrap();
     let (_, stderr) = s.stop();
     assert!(taken >= 1, "the switch never dialled: {stderr}");
-    assert!(!stderr.contains("controller 127.0.0.1:6699"), "{stderr}");
+    // (A refused first try, before the listener was up, may be said.)
+    assert!(!stderr.contains("connected to controller"), "{stderr}");
+    assert!(!stderr.contains("went away"), "{stderr}");
+}
+
+/// A controller nobody listens for, and one whose name does not resolve: each failure is
+/// said once with its reason (not at every try), as Open vSwitch logs a controller it
+/// cannot reach.
+#[test]
+fn a_controller_that_cannot_be_reached_is_said_once_with_the_reason() {
+    let mut s = Switched::new(
+        "ofu",
+        &[
+            "--controller",
+            "tcp:127.0.0.1:6698",
+            "--controller",
+            "tcp:no-such-controller.invalid:6653",
+        ],
+    );
+    // Tries at 0, 1 and 3 s.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let (_, stderr) = s.stop();
+    let said = |needle: &str| stderr.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(
+        said(
+            "OpenFlow: controller 127.0.0.1:6698: connect to 127.0.0.1:6698: Connection refused \
+             (os error 111); trying again (every 8 s at most)"
+        ),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        said("OpenFlow: controller no-such-controller.invalid:6653: cannot resolve"),
+        1,
+        "{stderr}"
+    );
 }

@@ -314,17 +314,25 @@ fn dial(
     fail_open: bool,
 ) {
     let mut backoff = Duration::from_secs(1);
+    // Why the last try failed, once said: said again only when the reason changes.
+    let mut failing: Option<String> = None;
     loop {
-        let addr = (host, port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next());
-        let tcp = addr.and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok());
-        let stream = tcp.and_then(|tcp| match tls {
-            None => Some(Stream::Tcp(tcp)),
-            Some(tls) => tls.connect(host, tcp).ok().map(Stream::Tls),
-        });
+        let stream = match connect(host, port, tls) {
+            Ok(stream) => Some(stream),
+            Err(reason) => {
+                if failing.as_ref() != Some(&reason) {
+                    eprintln!(
+                        "wirespeed switch: OpenFlow: controller {host}:{port}: {reason}; trying \
+                         again (every {} s at most)",
+                        MAX_BACKOFF.as_secs()
+                    );
+                    failing = Some(reason);
+                }
+                None
+            }
+        };
         if let Some(stream) = stream {
+            failing = None;
             // Said as the controller comes and goes (an operator otherwise learns of a lost
             // controller from its flows): once it has spoken, not at each try, nor for a peer
             // that takes the connection and says nothing.
@@ -355,6 +363,24 @@ fn dial(
         }
         std::thread::sleep(backoff);
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// A connection to the controller at `host`:`port` (TLS with `tls`), or why there is none.
+fn connect(host: &str, port: u16, tls: Option<&TlsConfig>) -> Result<Stream, String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    match tls {
+        None => Ok(Stream::Tcp(tcp)),
+        Some(tls) => tls
+            .connect(host, tcp)
+            .map(Stream::Tls)
+            .map_err(|e| format!("TLS: {e}")),
     }
 }
 
