@@ -191,6 +191,38 @@ fn a_capture_on_a_jumbo_mtu_writes_packets_larger_than_a_frame_whole() {
     assert!(ok, "tcpdump -r: {err}");
     assert_eq!(out.matches(", length 8942: ").count(), 4, "{out}");
 }
+/// A capture started at MTU 1500 has no multi-buffer: when the MTU is raised under it, the
+/// kernel drops every larger packet, and the capture says so (once) as soon as it goes
+/// quiet, instead of losing them without a word.
+#[test]
+fn a_capture_whose_mtu_is_raised_under_it_says_larger_packets_are_lost() {
+    let net = NetPair::new("jm");
+    net.address("10.77.0.1/24", "10.77.0.2/24");
+    let b_mac = mac_of(&net.ns_b, &net.b);
+    permanent_neighbour(&net.ns_a, &net.a, "10.77.0.2", &b_mac);
+    let dir = common::pcaps::TempDir::new("jumbo-raised");
+    let pcap = dir.path("raised.pcap");
+    let port = format!("xdp:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &["capture", "--port", &port, "--take", "-w", &pcap, "--json"],
+    );
+    cap.wait_ready();
+    for (ns, dev) in [(&net.ns_a, &net.a), (&net.ns_b, &net.b)] {
+        must(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000"]);
+    }
+    pings(&net, 8900, 3);
+    cap.wait_for("the interface's MTU is now 9000, but this port's frames take packets of");
+    let (j, log) = cap.interrupt();
+    assert_eq!(
+        log.matches("the interface's MTU is now 9000").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(j["received"].as_u64(), Some(0), "{j}");
+    assert_eq!(j["dropped_by_kernel"].as_u64(), Some(3), "{j}");
+}
+
 #[test]
 fn gen_sends_frames_up_to_9000_bytes_and_recv_checks_each_whole() {
     const COUNT: u64 = 100_000;

@@ -2,10 +2,12 @@
 //! is deleted just receives nothing more (the kernel unbinds it and says so to no one), so a
 //! tool whose port has gone quiet asks, once a second, whether the interface is still there.
 //! And a sender that failed as its interface went down learns whether it was being deleted.
+//! The same look notices an MTU raised past what the port's frames take (a port without
+//! multi-buffer loses every larger packet in the kernel) and says so once.
 
 use std::time::{Duration, Instant};
 
-use wirespeed_port::{LinkState, Port, PortError};
+use wirespeed_port::{Backend, LinkState, Port, PortError, PortSpec};
 
 /// How often a quiet port's interface is looked up.
 const EVERY: Duration = Duration::from_secs(1);
@@ -17,6 +19,8 @@ const DELETION_SETTLES: Duration = Duration::from_millis(200);
 pub struct LinkWatch {
     next: Instant,
     calls: u32,
+    /// The MTU raised past the port's frames has been said.
+    mtu_said: bool,
 }
 
 impl Default for LinkWatch {
@@ -24,15 +28,28 @@ impl Default for LinkWatch {
         LinkWatch {
             next: Instant::now() + EVERY,
             calls: 0,
+            mtu_said: false,
         }
     }
 }
 
 impl LinkWatch {
-    /// Called on each empty burst: once a second, an error if the port's interface is gone.
+    /// Called on each empty burst: once a second, an error if the port's interface is gone
+    /// (and a note, once, if its MTU now asks for frames larger than the port's).
     #[inline]
     pub fn quiet(&mut self, port: &dyn Port) -> Result<(), PortError> {
-        self.quiet_by(|| port.link(), || port.info().spec.clone())
+        let mut looked = false;
+        self.quiet_by(
+            || {
+                looked = true;
+                port.link()
+            },
+            || port.info().spec.clone(),
+        )?;
+        if looked && !self.mtu_said {
+            self.mtu_said = mtu_outgrew(port);
+        }
+        Ok(())
     }
 
     /// `quiet` for a port that is not a `Port` (a member of a group): `link` asks about its
@@ -58,6 +75,34 @@ impl LinkWatch {
             LinkState::Up | LinkState::Down => Ok(()),
         }
     }
+}
+
+/// Whether the MTU of `port`'s interface asks for packets longer than its frames take, with
+/// no multi-buffer to chain them; said on stderr when it does.
+#[cold]
+fn mtu_outgrew(port: &dyn Port) -> bool {
+    let info = port.info();
+    if info.multi_buffer.is_some() || info.backend != Backend::Xdp {
+        return false;
+    }
+    let Some(iface) = info.spec.parse::<PortSpec>().ok().map(|s| s.iface) else {
+        return false;
+    };
+    let Some(mtu) = wirespeed_port::interface_mtu(&iface) else {
+        return false;
+    };
+    // Ethernet and a VLAN tag around the MTU's packet.
+    let longest = port.max_packet_len();
+    if mtu + 18 <= longest {
+        return false;
+    }
+    eprintln!(
+        "wirespeed: {}: the interface's MTU is now {mtu}, but this port's frames take packets \
+         of {longest} bytes at most, without multi-buffer: the kernel drops longer ones. Start \
+         again to take them (multi-buffer is set up when the MTU asks for it)",
+        info.spec
+    );
+    true
 }
 
 /// A run that ended as its interface went down: deleting an interface takes it down first,
