@@ -169,7 +169,10 @@ impl Tunnelled {
             A_UNDERLAY,
         ];
         if kind == "vxlan" {
-            args.extend(["local", B_UNDERLAY, "dstport", "4789", "dev", &self.ub]);
+            // With UDP checksums, which the switch checks before it pops.
+            args.extend([
+                "local", B_UNDERLAY, "dstport", "4789", "dev", &self.ub, "udpcsum",
+            ]);
         }
         must(&args);
         address(&self.ns_sb, "tun0", "10.9.0.2/24");

@@ -380,6 +380,12 @@ pub fn classify(head: &[u8], tail: &[&[u8]], listeners: &[Listener]) -> Arrival 
                 return Arrival::Malformed;
             };
             let vni = u32::from_be_bytes([0, tunnel[4], tunnel[5], tunnel[6]]);
+            // A UDP checksum, when the far end sent one (csum=true), is checked as Open
+            // vSwitch checks it: a packet it does not add up for is not popped.
+            if head[l4_at + 6..l4_at + 8] != [0, 0] && !udp_sum_is_right(head, tail, l4_at, ip_end)
+            {
+                return Arrival::Malformed;
+            }
             match udp_tunnel(head, kind, tunnel_at, tunnel) {
                 Some((inner_at, opts)) => (inner_at, vni, opts),
                 None => return Arrival::Malformed,
@@ -473,6 +479,30 @@ fn gre(head: &[u8], tail: &[&[u8]], gre_at: usize, ip_end: usize) -> Option<(usi
         next += 4;
     }
     Some((next, key))
+}
+
+/// Whether the UDP datagram at `l4_at` (to `ip_end`, a chain's later frames in `tail`) adds
+/// up with its IPv4 pseudo-header, or its checksum is one its sender left to its device
+/// (the field holds the pseudo-header's sum: a veth's frames, read raw, come so; the
+/// kernel takes them as checked, [`wirespeed_packet::partial_checksum`]).
+#[cold]
+fn udp_sum_is_right(head: &[u8], tail: &[&[u8]], l4_at: usize, ip_end: usize) -> bool {
+    let ip = &head[ETHERNET_LEN..];
+    let (src, dst) = (
+        Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+    );
+    let udp_len = u16::from_be_bytes([head[l4_at + 4], head[l4_at + 5]]);
+    let Some(first) = head.get(l4_at..ip_end.min(head.len())) else {
+        return false;
+    };
+    let data = match tail {
+        [] => checksum::data(first),
+        _ => checksum::data_chained(std::iter::once(first).chain(tail.iter().copied())),
+    };
+    let pseudo = checksum::pseudo_header_v4(src, dst, UDP, udp_len);
+    let field = u16::from_be_bytes([head[l4_at + 6], head[l4_at + 7]]);
+    field == pseudo || checksum::combine(&[pseudo, data]) == 0xffff
 }
 
 /// Whether an IPv4 header's checksum is right; the usual 20 bytes summed as five words in
@@ -709,6 +739,34 @@ mod tests {
         ]);
         assert_eq!(sum, 0xffff, "a right checksum sums to all ones");
         assert_ne!(&udp[6..8], &[0, 0]);
+        // The far end checks it: a byte of the inner frame changed on the way is not popped;
+        // without a checksum (zero) nothing is checked.
+        let local = [Ipv4Addr::new(192, 0, 2, 2)];
+        let listening = listeners(&local, &[(config.dst_port, config.kind)]);
+        assert!(matches!(
+            classify(&packet, &[], &listening),
+            Arrival::Tunnel(..)
+        ));
+        let mut changed = packet.clone();
+        *changed.last_mut().unwrap() ^= 0x40;
+        assert_eq!(classify(&changed, &[], &listening), Arrival::Malformed);
+        // A checksum its sender left to its device (offload): the pseudo-header's sum.
+        let pseudo = checksum::pseudo_header_v4(
+            Ipv4Addr::new(192, 0, 2, 1),
+            Ipv4Addr::new(192, 0, 2, 2),
+            17,
+            udp.len() as u16,
+        );
+        changed[UDP_AT + 6..UDP_AT + 8].copy_from_slice(&pseudo.to_be_bytes());
+        assert!(matches!(
+            classify(&changed, &[], &listening),
+            Arrival::Tunnel(..)
+        ));
+        changed[UDP_AT + 6..UDP_AT + 8].copy_from_slice(&[0, 0]);
+        assert!(matches!(
+            classify(&changed, &[], &listening),
+            Arrival::Tunnel(..)
+        ));
     }
 
     #[test]
