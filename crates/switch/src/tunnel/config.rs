@@ -114,6 +114,15 @@ pub enum TunnelConfigError {
     },
     #[error("unknown option '{0}' (remote_ip, local_ip, key, dst_port, df_default, csum, ttl)")]
     UnknownOption(String),
+    #[error("{0} is given twice")]
+    Twice(String),
+    #[error(
+        "in_key={in_key}, out_key={out_key}: a tunnel port here has one key both ways; give \
+         key= (in_key and out_key only together and equal)"
+    )]
+    SplitKey { in_key: String, out_key: String },
+    #[error("remote_ip={0} is local_ip: a tunnel's far end is another host")]
+    RemoteIsLocal(Ipv4Addr),
     #[error("'{0}' is not a tunnel (vxlan:OPTIONS, geneve:OPTIONS or gre:OPTIONS)")]
     NotATunnel(String),
 }
@@ -181,10 +190,28 @@ impl FromStr for TunnelConfig {
             "false" => Ok(false),
             _ => Err(bad(option, value, "true or false")),
         };
+        let mut seen: Vec<&str> = Vec::new();
+        // Open vSwitch's in_key and out_key, taken as key= when they are equal.
+        let (mut in_key, mut out_key) = (None, None);
         for option in options.split(',').filter(|o| !o.is_empty()) {
             let (name, value) = option
                 .split_once('=')
                 .ok_or_else(|| bad(option, "", "options are NAME=VALUE"))?;
+            if seen.contains(&name) {
+                return Err(TunnelConfigError::Twice(name.to_string()));
+            }
+            seen.push(name);
+            let name = match name {
+                "in_key" => {
+                    in_key = Some(value);
+                    "key"
+                }
+                "out_key" => {
+                    out_key = Some(value);
+                    "key"
+                }
+                _ => name,
+            };
             match name {
                 "remote_ip" if value == "flow" => remote_ip = Some(Remote::Flow),
                 "remote_ip" => {
@@ -202,7 +229,7 @@ impl FromStr for TunnelConfig {
                         .map_err(|_| bad(name, value, "an IPv4 address"))?;
                     config.local_ip = Some(ip);
                 }
-                "key" | "in_key" | "out_key" => {
+                "key" => {
                     config.key = match value {
                         "flow" => TunnelKey::Flow,
                         _ => {
@@ -244,7 +271,23 @@ impl FromStr for TunnelConfig {
                 _ => return Err(TunnelConfigError::UnknownOption(name.to_string())),
             }
         }
+        let key_too = seen.contains(&"key");
+        match (in_key, out_key) {
+            (None, None) => {}
+            (Some(i), Some(o)) if i == o && !key_too => {}
+            (i, o) => {
+                return Err(TunnelConfigError::SplitKey {
+                    in_key: i.unwrap_or("(none)").to_string(),
+                    out_key: o.unwrap_or("(none)").to_string(),
+                });
+            }
+        }
         config.remote_ip = remote_ip.ok_or(TunnelConfigError::NoRemote(kind.name()))?;
+        if let (Remote::Ip(remote), Some(local)) = (config.remote_ip, config.local_ip)
+            && remote == local
+        {
+            return Err(TunnelConfigError::RemoteIsLocal(remote));
+        }
         Ok(config)
     }
 }
@@ -353,5 +396,25 @@ mod tests {
             err("gre:remote_ip=10.0.0.1,dst_port=4789"),
             "dst_port=4789: GRE is not carried in UDP: it has no port"
         );
+        // Nothing silently merged: an option twice, keys that differ each way, a far end
+        // that is this host.
+        assert_eq!(
+            err("vxlan:remote_ip=10.0.0.1,remote_ip=10.0.0.2"),
+            "remote_ip is given twice"
+        );
+        assert!(
+            err("vxlan:remote_ip=10.0.0.1,in_key=5,out_key=6")
+                .starts_with("in_key=5, out_key=6: a tunnel port here has one key both ways")
+        );
+        assert!(err("vxlan:remote_ip=10.0.0.1,in_key=5").starts_with("in_key=5, out_key=(none)"));
+        assert!(err("vxlan:remote_ip=10.0.0.1,key=5,in_key=5,out_key=5").starts_with("in_key=5"));
+        assert_eq!(
+            err("vxlan:remote_ip=10.0.0.1,local_ip=10.0.0.1"),
+            "remote_ip=10.0.0.1 is local_ip: a tunnel's far end is another host"
+        );
+        let both: TunnelConfig = "vxlan:remote_ip=10.0.0.1,in_key=7,out_key=7"
+            .parse()
+            .unwrap();
+        assert_eq!(both.key, TunnelKey::Fixed(7));
     }
 }
