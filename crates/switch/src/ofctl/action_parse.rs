@@ -148,6 +148,16 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
             }
             Ok(Action::SetField(Field::NwTos, tos))
         }
+        // Open vSwitch's older spellings of set_field:N->tun_id (32 and 64 bits), as
+        // ovs-ofctl reads them and sends them over OpenFlow 1.3.
+        "set_tunnel" => Ok(Action::SetField(
+            Field::TunId,
+            uint("TUN_ID", u128::from(u32::MAX))?,
+        )),
+        "set_tunnel64" => Ok(Action::SetField(
+            Field::TunId,
+            uint("TUN_ID", u128::from(u64::MAX))?,
+        )),
         "set_field" => parse_set_field(token, needs("VALUE->FIELD")?),
         "load" => parse_load(token, needs("VALUE->DST")?),
         "move" => parse_move(token, needs("SRC->DST")?),
@@ -328,6 +338,17 @@ mod tests {
             ]
         );
         assert!(parse_rule("actions=").unwrap().actions.is_empty());
+        // Open vSwitch's set_tunnel spellings are set_field to tun_id.
+        let rule =
+            parse_rule("actions=set_tunnel:0x2a,set_tunnel64:0x100000000,output:10").unwrap();
+        assert_eq!(
+            rule.actions[..2],
+            [
+                Action::SetField(Field::TunId, 42),
+                Action::SetField(Field::TunId, 1 << 32)
+            ]
+        );
+        assert!(parse_rule("actions=set_tunnel:0x100000000").is_err());
         // OpenFlow 1.1's names for the VLAN rewrites, which `show` lists.
         let rule = parse_rule("actions=set_vlan_vid:5,set_vlan_pcp:3").unwrap();
         assert_eq!(
