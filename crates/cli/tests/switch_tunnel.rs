@@ -240,8 +240,16 @@ fn against_the_kernel(kind: &str) {
         "{ports}"
     );
     controllers_and_prometheus_see_the_tunnel_port(&t.ns_sa, kind);
+    // The tunnel's own address answers ping, as a host's would (no host stack is behind an
+    // XDP underlay: the switch answers).
+    assert_eq!(
+        ping(&t.ns_sb, A_UNDERLAY, 3),
+        3,
+        "the far end pings local_ip"
+    );
     let j = t.stop_a();
     capture.stop(true);
+    assert_eq!(j["tunnel_endpoint"]["echoes_answered"], 3, "{j}");
     let tun = tunnel(&j);
     assert_eq!(tun["encap_packets"], 10, "{j}");
     assert_eq!(tun["decap_packets"], 10, "{j}");

@@ -438,8 +438,11 @@ fn dump_ports(bridge: &mut Bridge, only: Option<u32>) -> String {
     if !tunnel_ports.is_empty() {
         let _ = write!(
             out,
-            ", tunnel_malformed={}, tunnel_unmatched={}",
-            tunnels.malformed, tunnels.unmatched
+            ", tunnel_malformed={}, tunnel_unmatched={}, tunnel_endpoint={} (echoes answered {})",
+            tunnels.malformed,
+            tunnels.unmatched,
+            tunnels.to_endpoint + tunnels.echoes,
+            tunnels.echoes
         );
     }
     out

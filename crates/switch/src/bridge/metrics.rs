@@ -249,6 +249,7 @@ fn tunnel_figures(e: &mut Exposition, thread: &str, f: &TunnelFigures, ports: &[
     for (reason, n) in [
         ("tunnel_malformed", f.malformed),
         ("tunnel_unmatched", f.unmatched),
+        ("tunnel_endpoint", f.to_endpoint),
     ] {
         e.counter(
             "wirespeed_switch_drops_total",
@@ -257,6 +258,12 @@ fn tunnel_figures(e: &mut Exposition, thread: &str, f: &TunnelFigures, ports: &[
             n,
         );
     }
+    e.counter(
+        "wirespeed_switch_tunnel_endpoint_echoes_total",
+        "ICMP echo requests to a tunnel's own address (local_ip), answered.",
+        &[("thread", thread)],
+        f.echoes,
+    );
 }
 
 /// A meter's counts: what reached it, and what its band dropped.

@@ -102,6 +102,8 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
         "tunnels": tunnels,
         "tunnel_malformed": tunnel_totals.malformed,
         "tunnel_unmatched": tunnel_totals.unmatched,
+        "tunnel_endpoint": { "echoes_answered": tunnel_totals.echoes,
+                             "other": tunnel_totals.to_endpoint },
         "pmds": pmds,
         "fast_path": fast_path,
         "unknown_port": c.unknown_port, "no_frame": c.no_frame, "to_controller": c.to_controller,

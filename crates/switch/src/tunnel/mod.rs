@@ -16,6 +16,7 @@
 //!   port: they stay in user space.
 
 pub mod config;
+pub mod endpoint;
 pub mod header;
 pub mod neighbours;
 pub mod plane;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use wirespeed_packet::MacAddr;
 
 use crate::field::{FlowHashBuilder, TunnelMeta, TunnelOut};
+use crate::tunnel::endpoint;
 use crate::tunnel::header::{self, Arrival, Listener, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
 use crate::tunnel::pmtu::too_big_answer;
@@ -83,8 +84,13 @@ pub enum Landing {
     Pipeline,
     /// Popped: the inner frame enters the pipeline on tunnel port `port`.
     Tunnel { port: u32, popped: Popped },
-    /// Taken by the tunnels (ARP for a local address) or dropped (counted): free it.
+    /// Taken by the tunnels (ARP for a local address, a packet for a tunnel's own address)
+    /// or dropped (counted): free it.
     Consumed,
+    /// An ICMP echo request to a tunnel's own address: answer it in place
+    /// ([`crate::tunnel::endpoint::answer_echo_in_place`]) and send it back out of the
+    /// underlay it came in on.
+    Echo,
 }
 
 /// A tunnel's outer headers as this thread last resolved them.
@@ -120,6 +126,9 @@ pub struct TunnelPlane {
     /// critical options ([`Arrival::Malformed`]), or no tunnel port for its far end or VNI.
     pub malformed: u64,
     pub unmatched: u64,
+    /// Echo requests to a tunnel's own address answered, and other packets to it taken.
+    pub echoes: u64,
+    pub to_endpoint: u64,
     /// The underlays' port numbers, and where the tunnels over each listen.
     underlays: Vec<u32>,
     listening: Vec<Vec<Listener>>,
@@ -211,6 +220,8 @@ impl TunnelPlane {
                 .collect(),
             malformed: 0,
             unmatched: 0,
+            echoes: 0,
+            to_endpoint: 0,
             underlays,
             listening,
             pending: Vec::new(),
@@ -250,7 +261,7 @@ impl TunnelPlane {
             return Landing::Pipeline;
         };
         let (dst_port, kind, popped) = match header::classify(head, tail, &self.listening[over]) {
-            Arrival::Other => return Landing::Pipeline,
+            Arrival::Other => return self.other(over, head),
             Arrival::Malformed => {
                 self.malformed += 1;
                 return Landing::Consumed;
@@ -289,6 +300,25 @@ impl TunnelPlane {
         Landing::Tunnel {
             port: self.tunnels.ports[t].number,
             popped,
+        }
+    }
+
+    /// A packet underlay `over` received that is no tunnel's: a tunnel endpoint's own
+    /// (addressed to its local address: answered if an echo request, else taken), or the
+    /// bridge's.
+    #[inline]
+    fn other(&mut self, over: usize, head: &[u8]) -> Landing {
+        let locals = self.listening[over].iter().map(|l| l.local);
+        match endpoint::to_endpoint(head, locals) {
+            None => Landing::Pipeline,
+            Some(true) => {
+                self.echoes += 1;
+                Landing::Echo
+            }
+            Some(false) => {
+                self.to_endpoint += 1;
+                Landing::Consumed
+            }
         }
     }
 
@@ -557,9 +587,12 @@ impl TunnelPlane {
 pub struct TunnelFigures {
     /// Per tunnel port, in the bridge's order of them.
     pub ports: Vec<TunnelCounters>,
-    /// See [`TunnelPlane::malformed`] and [`TunnelPlane::unmatched`].
+    /// See [`TunnelPlane::malformed`], [`TunnelPlane::unmatched`],
+    /// [`TunnelPlane::echoes`] and [`TunnelPlane::to_endpoint`].
     pub malformed: u64,
     pub unmatched: u64,
+    pub echoes: u64,
+    pub to_endpoint: u64,
 }
 
 impl TunnelFigures {
@@ -573,6 +606,8 @@ impl TunnelFigures {
         }
         self.malformed += other.malformed;
         self.unmatched += other.unmatched;
+        self.echoes += other.echoes;
+        self.to_endpoint += other.to_endpoint;
     }
 }
 
@@ -582,6 +617,8 @@ impl TunnelPlane {
             ports: self.counters.clone(),
             malformed: self.malformed,
             unmatched: self.unmatched,
+            echoes: self.echoes,
+            to_endpoint: self.to_endpoint,
         }
     }
 }
@@ -961,10 +998,11 @@ mod tests {
     }
 
     /// A tunnel listens at its own local address, on its own underlay, for its own kind:
-    /// VXLAN over port 2 at LOCAL and GRE over port 3 at another address. Tunnel packets
-    /// to the other's address or kind, or on the other underlay, are the bridge's (as in
-    /// Open vSwitch, whose native tunnels match address, protocol and port together), not
-    /// counted as unmatched or malformed and dropped.
+    /// VXLAN over port 2 at LOCAL and GRE over port 3 at another address (as in Open
+    /// vSwitch, whose native tunnels match address, protocol and port together). A tunnel
+    /// packet of the other kind to a tunnel's address is that endpoint's (in Open vSwitch,
+    /// the host's, never the bridge's): taken, not counted as unmatched or malformed. One
+    /// to an address no tunnel on its underlay has is the bridge's.
     #[test]
     fn a_tunnel_takes_only_its_own_address_kind_and_underlay() {
         let vxlan = plane().tunnels().ports[0].clone();
@@ -991,14 +1029,15 @@ mod tests {
         for (kind, to, underlay, want) in [
             ("vxlan", LOCAL, 2, Some(10)),
             ("gre", second, 3, Some(11)),
-            ("gre", LOCAL, 2, None),
-            ("vxlan", second, 3, None),
+            ("gre", LOCAL, 2, Some(0)),
+            ("vxlan", second, 3, Some(0)),
             ("vxlan", LOCAL, 3, None),
             ("gre", second, 2, None),
         ] {
             let packet = arriving(kind, to);
             let landing = plane.arrive(underlay, &packet, &[], Duration::ZERO);
             match want {
+                Some(0) => assert_eq!(landing, Landing::Consumed, "{kind} to {to}"),
                 Some(port) => assert!(
                     matches!(landing, Landing::Tunnel { port: got, .. } if got == port),
                     "{kind} to {to} on {underlay}: {landing:?}"
@@ -1006,14 +1045,16 @@ mod tests {
                 None => assert_eq!(landing, Landing::Pipeline, "{kind} to {to} on {underlay}"),
             }
         }
-        // GRE it could not read, to an address where no GRE tunnel listens, is not its either.
+        // GRE it could not read, to an address where no GRE tunnel listens, is the
+        // endpoint's too.
         let mut routed = arriving("gre", LOCAL);
         routed[34] |= 0x40;
         assert_eq!(
             plane.arrive(2, &routed, &[], Duration::ZERO),
-            Landing::Pipeline
+            Landing::Consumed
         );
         assert_eq!((plane.unmatched, plane.malformed), (0, 0));
+        assert_eq!((plane.to_endpoint, plane.echoes), (3, 0));
         assert_eq!(plane.counters[0].decap_packets, 1);
         assert_eq!(plane.counters[1].decap_packets, 1);
     }

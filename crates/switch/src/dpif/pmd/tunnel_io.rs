@@ -8,6 +8,7 @@ use wirespeed_port::{MAX_SEGMENTS, PortError};
 
 use super::{COPY_HEADROOM, Pmd, Round};
 use crate::field::TunnelOut;
+use crate::tunnel::endpoint::answer_echo_in_place;
 use crate::tunnel::header::OUTER_LEN;
 use crate::tunnel::{Landing, TunnelPlane};
 
@@ -68,6 +69,20 @@ impl Pmd {
             Landing::Pipeline => self.forward_in_place(in_port, segments, None, now, round),
             Landing::Consumed => {
                 self.ports.free_umem(segments);
+                Ok(())
+            }
+            Landing::Echo => {
+                let (frame, offset) = self.ports.umem_frame_mut(addr);
+                let answered = answer_echo_in_place(&mut frame[offset..offset + len as usize]);
+                match (answered, self.ports.member_of(in_port)) {
+                    (true, Some(member)) => {
+                        if !self.ports.queue_move(member, segments)? {
+                            self.counters.no_frame += 1;
+                            self.ports.free_umem(segments);
+                        }
+                    }
+                    _ => self.ports.free_umem(segments),
+                }
                 Ok(())
             }
             Landing::Tunnel { port, popped } => {
