@@ -1,6 +1,6 @@
 //! The `/metrics` listener: a thread that accepts, and one a connection (at most
 //! [`MAX_CLIENTS`] at once), each answering one HTTP/1.1 request with what the tool's render
-//! function writes at that moment. A client has [`CLIENT_TIMEOUT`] for its whole request, so
+//! function writes at that moment. A client has 5 s (`CLIENT_TIMEOUT`) for its whole request, so
 //! one that connects and dawdles holds up no scrape but its own.
 
 use std::io::{Read, Write};
