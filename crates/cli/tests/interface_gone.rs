@@ -129,6 +129,11 @@ fn sender_reports_what_it_sent_when_its_interface_goes(tag: &str, args: &[&str],
     assert!(j[sent].as_u64().unwrap_or(0) > 0, "{args:?}: {j}");
     let error = j["error"].as_str().unwrap_or_default();
     assert!(error.contains("the interface went away"), "{args:?}: {j}");
+    // The error is the reason the run fell short, not the port's or the CPU's speed.
+    assert!(
+        !stderr.contains("the asked rate was not reached"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -145,6 +150,45 @@ fn gen_reports_what_it_sent_when_its_interface_goes() {
         "-q",
     ];
     sender_reports_what_it_sent_when_its_interface_goes("ig5", &args, "packets");
+}
+
+/// An interface taken down under gen ends the run with that error, and gen does not also
+/// blame the port's or the CPU's speed for the rate it then fell short of.
+#[test]
+fn gen_stopped_by_a_link_going_down_says_why_and_only_that() {
+    let net = NetPair::new("igd");
+    let port = format!("xdp:{}", net.a);
+    let mut sender = spawn_in(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &port,
+            "--rate",
+            "2000",
+            "--duration",
+            "4",
+            "--json",
+            "-q",
+        ],
+    );
+    sender.wait_ready();
+    std::thread::sleep(Duration::from_millis(1000));
+    must(&["ip", "-n", &net.ns_a, "link", "set", &net.a, "down"]);
+    let (code, stdout, stderr) = sender.exit();
+    assert_eq!(code, Some(1), "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(
+        j["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the interface is down"),
+        "{j}"
+    );
+    assert!(
+        !stderr.contains("the asked rate was not reached"),
+        "{stderr}"
+    );
 }
 
 #[test]

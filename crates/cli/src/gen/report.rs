@@ -173,10 +173,11 @@ impl GenSummary {
         self
     }
 
-    /// The line that says the asked rate was not reached, if it was not.
+    /// The line that says the asked rate was not reached, if it was not. None for a run an
+    /// error cut short (the interface went down, say): the error is the reason, said after.
     pub fn shortfall(&self) -> Option<String> {
-        let (Some(false), Some(share), Some(rate)) =
-            (self.rate_reached, self.rate_share, &self.rate)
+        let (Some(false), Some(share), Some(rate), None) =
+            (self.rate_reached, self.rate_share, &self.rate, &self.error)
         else {
             return None;
         };
