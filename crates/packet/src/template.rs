@@ -1,4 +1,6 @@
-//! The frame every wirespeed generator sends: Ethernet / IPv4 / UDP / test payload / filler.
+//! The test payload every wirespeed generator stamps (its layout below), and the plain frame
+//! `bench txpush` sends, [`UdpTemplate`]: Ethernet / IPv4 / UDP / test payload / filler. `gen`
+//! builds its frames of every shape in `frame_builder.rs`, with the same payload.
 //!
 //! The test payload must fit the smallest frame, 60 bytes without FCS (64 on the wire), after
 //! 14 + 20 + 8 bytes of headers: that leaves 18 bytes, so it is laid out as

@@ -1,5 +1,22 @@
 //! Ports: every backend looks the same to an application, a `Port` that fills and drains a
 //! `Batch` (netmap's device-independent rings; AF_PACKET V4's packet arrays).
+//!
+//! Where things are:
+//! - the trait, [`Port`], and [`open`] from a spec, here; the spec strings (`xdp:eth0@3`,
+//!   `packet:eth0`, ...) in `spec.rs`; the burst, [`Batch`], in `batch.rs`; counters and
+//!   drop reasons in `stats.rs`; errors in `error.rs`.
+//! - one folder a backend: [`xdp`] (AF_XDP: set-up in `xdp/open.rs`, the burst path of
+//!   sockets sharing a UMEM in `xdp/group.rs`, the `Port` in `xdp/port.rs`, the spill
+//!   ring in `xdp/spill.rs`), [`packet`] (AF_PACKET TPACKET_V3), [`pcap`] (capture files),
+//!   [`pipe`] (shared memory with another process), [`tap`] (the host's own stack).
+//! - what the tools share around a port: the idle policy of a receive loop (`idle.rs`),
+//!   frame sizes for an MTU (`frame_size.rs`, with [`interface_mtu`]), a thread's busy
+//!   share (`thread_clock.rs`), frames in a buffer of our own for backends that copy
+//!   (`heap_frames.rs`), link changes from rtnetlink (`link_events.rs`), the addresses an
+//!   interface has for the host's stack (`stack_addresses.rs`).
+//!
+//! The socket itself (rings, UMEM registration, system calls) is `wirespeed_xsk`'s; the
+//! XDP programs are `wirespeed_xdp`'s.
 
 mod batch;
 mod error;

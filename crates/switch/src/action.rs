@@ -1,4 +1,17 @@
 //! OpenFlow-style actions, what they do to a flow during translation, and how they print.
+//!
+//! A new action touches, besides [`Action`] and its `Display` here:
+//! - `ofctl/action_parse.rs`: its ovs-ofctl spelling (and `tests/flow_syntax_round_trip.rs`,
+//!   which prints and parses every action back);
+//! - `openflow/actions.rs`: its OpenFlow 1.3 or Nicira encoding, both ways (where it may
+//!   go: apply, write, a group's bucket), and `openflow/reply.rs`'s table and group features
+//!   that list the action types;
+//! - `ofproto/translate.rs`: what it does to the flow as a miss is translated (the fields it
+//!   reads go into the megaflow's mask) and whether it reaches the datapath's actions;
+//! - `execute/mod.rs`: what it does to a frame (`execute/rewrite.rs` for header rewrites);
+//! - the kernel fast path (`offload/`), which takes only the flows it can forward itself:
+//!   an action it cannot do keeps the flow in user space;
+//! - an integration test against ovs-ofctl in `crates/cli/tests/switch_openflow.rs`.
 
 use core::fmt;
 

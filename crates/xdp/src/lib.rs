@@ -2,6 +2,14 @@
 //! the redirect to AF_XDP sockets (and its variant that spills to a ring buffer), the in-kernel drop counter (the benchmark's ceiling) and
 //! the live-frames transmit engine, and the switch's in-kernel fast path.
 //!
+//! Each program and the module that loads it: `bpf/xsk_redirect.c` and `bpf/xsk_spill.c`
+//! (`xsk_program.rs`: redirect to the sockets, or spill while they are behind),
+//! `bpf/xdp_drop.c` (`drop_counter.rs`: drop and count, `bench xdpdrop`),
+//! `bpf/xdp_live_tx.c` (`live_frames.rs`: "the kernel engine" of `bench txpush` and `gen`,
+//! frames sent by BPF_PROG_RUN in live-frames mode), `bpf/switch_fast_path.c`
+//! ([`fast_path`]: the switch's `--offload`). `attach.rs` attaches them, `join.rs` shares
+//! one.
+//!
 //! Several processes can share one interface by queue: the plain redirect program one
 //! attached, the others join (`join.rs`); it stays while any of them lives.
 //!

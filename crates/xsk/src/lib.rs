@@ -1,6 +1,7 @@
 //! The AF_XDP socket (the AF_PACKET V4 design as mainline Linux has it), written against the
 //! kernel UAPI in `linux/if_xdp.h`. Set-up lives in `socket.rs`, the per-burst path in
-//! `datapath.rs`, the raw system calls in `sys.rs`; `spill_levels.rs` shares the rings'
+//! `datapath.rs` (packets larger than a frame, multi-buffer chains, in `chains.rs`), the raw
+//! system calls and the interface's facts (link state, queues, index) in `sys.rs`; `spill_levels.rs` shares the rings'
 //! positions with the spill program. `bpf_link.rs` holds another process's XDP link (a
 //! queue-shared redirect program), `queue_holder.rs` finds who holds a queue bind found taken.
 
