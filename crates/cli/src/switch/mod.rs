@@ -1,8 +1,8 @@
 //! `wirespeed switch`: one bridge, its poll-mode threads, driven by `wirespeed ctl`.
 
-mod controller;
 mod ipfix;
 mod openflow;
+mod packet_in_pcap;
 mod start_tables;
 
 use std::path::{Path, PathBuf};
@@ -338,13 +338,13 @@ fn report_to_stderr(args: &SwitchArgs, ports: &[(u32, PortSpec)]) -> anyhow::Res
 }
 
 /// Where packets sent to the controller go: `--controller-pcap`, or the log.
-fn open_controller(args: &SwitchArgs) -> anyhow::Result<Box<dyn wirespeed_switch::Controller>> {
+fn open_controller(args: &SwitchArgs) -> anyhow::Result<Box<dyn wirespeed_switch::PacketInSink>> {
     Ok(match &args.controller_pcap {
         Some(path) => Box::new(
-            controller::PcapController::create(&path.to_string_lossy())
+            packet_in_pcap::PacketInPcap::create(&path.to_string_lossy())
                 .with_context(|| format!("--controller-pcap {}", path.display()))?,
         ),
-        None => Box::new(wirespeed_switch::LogController::default()),
+        None => Box::new(wirespeed_switch::PacketInLog::default()),
     })
 }
 
@@ -392,7 +392,7 @@ fn open_bridge(
     tunnels: &[(u32, TunnelConfig)],
     opts: &wirespeed_port::PortOptions,
     cpus: &[usize],
-    controller: Box<dyn wirespeed_switch::Controller>,
+    controller: Box<dyn wirespeed_switch::PacketInSink>,
     offload: bool,
 ) -> anyhow::Result<Bridge> {
     match Bridge::open(ports, tunnels, opts, cpus, controller, offload) {

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 
 use wirespeed_switch::openflow::agent::Agent;
 use wirespeed_switch::openflow::connmgr::{self, Target, Transport};
-use wirespeed_switch::openflow::session::{OpenFlowController, OpenFlowEvents, Sessions};
+use wirespeed_switch::openflow::session::{OpenFlowEvents, PacketInOpenFlow, Sessions};
 use wirespeed_switch::openflow::stats::port_descs;
 use wirespeed_switch::openflow::tls::{TlsConfig, TlsFiles};
 use wirespeed_switch::{Bridge, RuleSelector, Work};
@@ -131,9 +131,9 @@ impl OpenFlowArgs {
 
 /// The sessions every connection will share; made before the bridge, whose controller
 /// sends their PACKET_INs.
-pub fn sessions() -> (Arc<Sessions>, Box<dyn wirespeed_switch::Controller>) {
+pub fn sessions() -> (Arc<Sessions>, Box<dyn wirespeed_switch::PacketInSink>) {
     let sessions = Sessions::new(Vec::new());
-    let controller = Box::new(OpenFlowController {
+    let controller = Box::new(PacketInOpenFlow {
         sessions: sessions.clone(),
     });
     (sessions, controller)

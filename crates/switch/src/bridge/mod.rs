@@ -42,7 +42,8 @@ use wirespeed_xdp::fast_path::{FastPath, MAX_PORTS};
 
 use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
-use crate::dpif::pmd::{self, Controller, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
+use crate::dpif::packet_in::PacketInSink;
+use crate::dpif::pmd::{self, Pmd, PmdRequest, PmdSnapshot, Shared, lock};
 use crate::dpif::port_links::PortLinks;
 use crate::dpif::port_set::{OtherPort, PortSet};
 use crate::dpif::thread_cache::{ControlGuard, ThreadCache};
@@ -110,7 +111,7 @@ enum Threads {
 
 pub struct Bridge {
     ofproto: Arc<Mutex<Ofproto>>,
-    controller: Arc<Mutex<Box<dyn Controller>>>,
+    controller: Arc<Mutex<Box<dyn PacketInSink>>>,
     /// Each poll-mode thread's flow cache, in the threads' order.
     caches: Vec<Arc<ThreadCache>>,
     /// The bridge offloads flows to the kernel.
@@ -156,7 +157,7 @@ impl Bridge {
         tunnels: &[(u32, TunnelConfig)],
         opts: &PortOptions,
         pmd_cpus: &[usize],
-        controller: Box<dyn Controller>,
+        controller: Box<dyn PacketInSink>,
         offload: bool,
     ) -> Result<Bridge, PortError> {
         let threads = pmd_cpus.len().max(1);

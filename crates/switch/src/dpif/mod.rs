@@ -7,6 +7,7 @@ pub mod emc;
 pub mod figures;
 pub mod flow_cache;
 pub mod megaflow;
+pub mod packet_in;
 pub mod pmd;
 pub mod port_links;
 pub mod port_set;

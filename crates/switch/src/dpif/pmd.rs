@@ -18,6 +18,7 @@ use wirespeed_port::{
 
 use crate::dpif::figures::PmdFigures;
 use crate::dpif::flow_cache::FlowCache;
+use crate::dpif::packet_in::PacketInSink;
 use crate::dpif::port_set::{LONGEST_PACKET, PortSet, Source};
 use crate::dpif::process::{
     BurstLock, execute_given, may_complete_checksum, process, process_tunnelled,
@@ -30,7 +31,6 @@ use crate::field::TunnelMeta;
 use crate::field::TunnelOut;
 use crate::frame::{Frame, Tail};
 use crate::mac_learning::mac_view::MacView;
-use crate::rule::PacketInOrigin;
 use crate::tunnel::{TunnelFigures, TunnelPlane};
 
 mod tunnel_io;
@@ -45,84 +45,6 @@ const COPY_HEADROOM: usize = 64;
 /// Largest packet a copy holds (a jumbo frame).
 const COPY_MAX: usize = 9216;
 
-/// Where packets sent to the controller go (`actions=controller`).
-pub trait Controller: Send {
-    /// A packet as it was when the action list ended (`data`: at most the bytes the action
-    /// asked for, of `len`), the port it came in on, and the rule that sent it.
-    fn packet_in(&mut self, in_port: u32, origin: PacketInOrigin, data: &[u8], len: usize);
-
-    /// Called by the control side every 50 ms or so: a controller writing a file hands it
-    /// what it holds, so packet-ins show up while the switch runs.
-    fn tick(&mut self) {}
-
-    /// Finishes (flushes a file); the line says what was done, or what went wrong.
-    fn close(&mut self) -> Result<String, String> {
-        Ok(String::new())
-    }
-}
-
-/// Lines a second the log controller writes at most.
-pub const LOG_LINES_PER_SECOND: u32 = 20;
-
-/// The default controller: a line on stderr a packet, at most [`LOG_LINES_PER_SECOND`] a
-/// second, so a flood sent to the controller does not hold a poll-mode thread on the
-/// terminal. Each second with more ends with how many were not shown, and so does the log.
-#[derive(Default)]
-pub struct LogController {
-    /// When the current second began, and how many lines it has shown.
-    second: Option<(Instant, u32)>,
-    /// Packet-ins of the current second not shown.
-    unshown: u64,
-}
-
-impl LogController {
-    fn report_unshown(&mut self) {
-        if self.unshown > 0 {
-            eprintln!(
-                "wirespeed switch: controller: {} more packet-ins not shown (at most {} lines \
-                 a second)",
-                self.unshown, LOG_LINES_PER_SECOND
-            );
-            self.unshown = 0;
-        }
-    }
-}
-
-impl Controller for LogController {
-    fn packet_in(&mut self, in_port: u32, _origin: PacketInOrigin, _data: &[u8], len: usize) {
-        let now = Instant::now();
-        let shown = match self.second {
-            Some((start, shown)) if now.duration_since(start) < Duration::from_secs(1) => shown,
-            _ => {
-                self.report_unshown();
-                self.second = Some((now, 0));
-                0
-            }
-        };
-        if shown < LOG_LINES_PER_SECOND {
-            eprintln!("wirespeed switch: controller: in_port={in_port} len={len}");
-            self.second = self.second.map(|(start, n)| (start, n + 1));
-        } else {
-            self.unshown += 1;
-        }
-    }
-
-    /// A second that ended with packet-ins not shown says so now, not at the next one.
-    fn tick(&mut self) {
-        if self
-            .second
-            .is_some_and(|(start, _)| start.elapsed() >= Duration::from_secs(1))
-        {
-            self.report_unshown();
-        }
-    }
-
-    fn close(&mut self) -> Result<String, String> {
-        self.report_unshown();
-        Ok(String::new())
-    }
-}
-
 /// What a poll-mode thread reaches beyond its own ports. Its cache is its own; it holds
 /// the cache's lock through each round of bursts, and the control side takes it between
 /// rounds to harvest and revalidate the cache ([`ThreadCache`]). The rest is the bridge's,
@@ -131,7 +53,7 @@ pub struct Shared {
     pub cache: Arc<ThreadCache>,
     /// What the bridge's threads share (the rules, the learning table, the offload).
     pub state: Arc<Mutex<dyn SharedState + Send>>,
-    pub controller: Arc<Mutex<Box<dyn Controller>>>,
+    pub controller: Arc<Mutex<Box<dyn PacketInSink>>>,
     /// The bridge's ports, sorted (a copy of the datapath's, which do not change).
     pub ports: Vec<u32>,
     /// The bridge offloads flows to the kernel.
@@ -145,7 +67,7 @@ pub struct Shared {
 struct Round<'a> {
     cache: MutexGuard<'a, FlowCache>,
     shared: BurstLock<'a>,
-    controller: &'a Mutex<Box<dyn Controller>>,
+    controller: &'a Mutex<Box<dyn PacketInSink>>,
 }
 
 impl<'a> Round<'a> {

@@ -10,7 +10,7 @@
 //!   all or none), [`meters`] (METER_MOD and the meters' replies) and [`stats`] (the
 //!   MULTIPART replies);
 //! - [`session`]: each connection's role and queue, PACKET_IN from the poll-mode threads
-//!   ([`session::OpenFlowController`]), FLOW_REMOVED and PORT_STATUS;
+//!   ([`session::PacketInOpenFlow`]), FLOW_REMOVED and PORT_STATUS;
 //! - [`connmgr`]: the sockets, HELLO and ECHO, reconnecting to controllers; [`tls`]: `ssl:`
 //!   and `pssl:`, with certificates on both sides.
 //!

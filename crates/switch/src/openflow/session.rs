@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use wirespeed_port::LinkState;
 
 use crate::bridge::{BridgeEvents, RemovedReason};
-use crate::dpif::pmd::Controller;
+use crate::dpif::packet_in::PacketInSink;
 use crate::dpif::thread_cache::lock;
 use crate::ofproto::rule_table::InstalledRule;
 use crate::openflow::bundle::Bundles;
@@ -198,11 +198,11 @@ impl Sessions {
 
 /// The bridge's controller while OpenFlow is on: each packet-in becomes a PACKET_IN to every
 /// session that wants it.
-pub struct OpenFlowController {
+pub struct PacketInOpenFlow {
     pub sessions: Arc<Sessions>,
 }
 
-impl Controller for OpenFlowController {
+impl PacketInSink for PacketInOpenFlow {
     fn packet_in(&mut self, in_port: u32, origin: PacketInOrigin, data: &[u8], len: usize) {
         let message = reply::packet_in(in_port, &origin, data, len);
         let reason = u8::from(!origin.table_miss);
@@ -254,7 +254,7 @@ mod tests {
         let sessions = Sessions::new(vec![]);
         let (out, inbox) = sync_channel(QUEUE_MESSAGES);
         let (id, queued) = sessions.open(out, false);
-        let mut controller = OpenFlowController {
+        let mut controller = PacketInOpenFlow {
             sessions: sessions.clone(),
         };
         for _ in 0..PACKET_IN_ROOM + 3 {

@@ -10,11 +10,11 @@ use wirespeed_capture::recorder::{CHUNK_SIZE, Outcome, Recorder, RecorderConfig}
 use wirespeed_capture::rotate::Rotation;
 use wirespeed_capture::spool::{Output, WriterReport};
 use wirespeed_capture::write::{Format, Interface};
-use wirespeed_switch::Controller;
+use wirespeed_switch::PacketInSink;
 use wirespeed_switch::rule::PacketInOrigin;
 
 /// Writes each packet-in to a pcap file.
-pub struct PcapController {
+pub struct PacketInPcap {
     path: String,
     recorder: Option<Recorder>,
     /// Packets the writer had no room for.
@@ -25,9 +25,9 @@ pub struct PcapController {
     after_failure: u64,
 }
 
-impl PcapController {
+impl PacketInPcap {
     /// Creates the file now, so a bad path fails before the switch starts.
-    pub fn create(path: &str) -> std::io::Result<PcapController> {
+    pub fn create(path: &str) -> std::io::Result<PacketInPcap> {
         let output: Box<dyn Output> = match path {
             "-" => Box::new(StdoutOutput::new()),
             _ => Box::new(FileOutput::new()),
@@ -46,7 +46,7 @@ impl PcapController {
             wait_for_writer: false,
         };
         let recorder = Recorder::start(config, output, crate::run::clock::now_ns())?;
-        Ok(PcapController {
+        Ok(PacketInPcap {
             path: path.to_string(),
             recorder: Some(recorder),
             dropped: 0,
@@ -74,7 +74,7 @@ impl PcapController {
     }
 }
 
-impl Controller for PcapController {
+impl PacketInSink for PacketInPcap {
     fn packet_in(&mut self, _in_port: u32, _origin: PacketInOrigin, data: &[u8], len: usize) {
         let Some(r) = self.recorder.as_mut() else {
             self.after_failure += 1;
