@@ -621,7 +621,9 @@ impl Pmd {
             );
             (frame.start(), frame.len())
         };
-        let sent = self.send_scratch(in_port, start, new_len, &mut round);
+        let sent = self
+            .send_scratch(in_port, start, new_len, &mut round)
+            .and_then(|()| self.send_too_big_answers(now, &mut round));
         round.shared.release();
         sent?;
         self.ports.send_all()

@@ -121,6 +121,8 @@ pub enum TunnelConfigError {
          key= (in_key and out_key only together and equal)"
     )]
     SplitKey { in_key: String, out_key: String },
+    #[error("key= with in_key or out_key: give key= alone (it is both)")]
+    KeyAndSplitKey,
     #[error("remote_ip={0} is local_ip: a tunnel's far end is another host")]
     RemoteIsLocal(Ipv4Addr),
     #[error("'{0}' is not a tunnel (vxlan:OPTIONS, geneve:OPTIONS or gre:OPTIONS)")]
@@ -191,8 +193,10 @@ impl FromStr for TunnelConfig {
             _ => Err(bad(option, value, "true or false")),
         };
         let mut seen: Vec<&str> = Vec::new();
-        // Open vSwitch's in_key and out_key, taken as key= when they are equal.
-        let (mut in_key, mut out_key) = (None, None);
+        // Open vSwitch's in_key and out_key (as written, and as read), taken as key= when
+        // they are equal.
+        let mut in_key: Option<(&str, TunnelKey)> = None;
+        let mut out_key: Option<(&str, TunnelKey)> = None;
         for option in options.split(',').filter(|o| !o.is_empty()) {
             let (name, value) = option
                 .split_once('=')
@@ -201,15 +205,9 @@ impl FromStr for TunnelConfig {
                 return Err(TunnelConfigError::Twice(name.to_string()));
             }
             seen.push(name);
+            let given = name;
             let name = match name {
-                "in_key" => {
-                    in_key = Some(value);
-                    "key"
-                }
-                "out_key" => {
-                    out_key = Some(value);
-                    "key"
-                }
+                "in_key" | "out_key" => "key",
                 _ => name,
             };
             match name {
@@ -270,15 +268,22 @@ impl FromStr for TunnelConfig {
                 }
                 _ => return Err(TunnelConfigError::UnknownOption(name.to_string())),
             }
+            match given {
+                "in_key" => in_key = Some((value, config.key)),
+                "out_key" => out_key = Some((value, config.key)),
+                _ => {}
+            }
         }
-        let key_too = seen.contains(&"key");
         match (in_key, out_key) {
             (None, None) => {}
-            (Some(i), Some(o)) if i == o && !key_too => {}
+            _ if seen.contains(&"key") => return Err(TunnelConfigError::KeyAndSplitKey),
+            (Some((_, i)), Some((_, o))) if i == o => config.key = i,
             (i, o) => {
+                let text =
+                    |k: Option<(&str, TunnelKey)>| k.map_or("(none)", |(t, _)| t).to_string();
                 return Err(TunnelConfigError::SplitKey {
-                    in_key: i.unwrap_or("(none)").to_string(),
-                    out_key: o.unwrap_or("(none)").to_string(),
+                    in_key: text(i),
+                    out_key: text(o),
                 });
             }
         }
@@ -407,12 +412,12 @@ mod tests {
                 .starts_with("in_key=5, out_key=6: a tunnel port here has one key both ways")
         );
         assert!(err("vxlan:remote_ip=10.0.0.1,in_key=5").starts_with("in_key=5, out_key=(none)"));
-        assert!(err("vxlan:remote_ip=10.0.0.1,key=5,in_key=5,out_key=5").starts_with("in_key=5"));
+        assert!(err("vxlan:remote_ip=10.0.0.1,key=5,in_key=5,out_key=5").starts_with("key= with"));
         assert_eq!(
             err("vxlan:remote_ip=10.0.0.1,local_ip=10.0.0.1"),
             "remote_ip=10.0.0.1 is local_ip: a tunnel's far end is another host"
         );
-        let both: TunnelConfig = "vxlan:remote_ip=10.0.0.1,in_key=7,out_key=7"
+        let both: TunnelConfig = "vxlan:remote_ip=10.0.0.1,in_key=7,out_key=0x7"
             .parse()
             .unwrap();
         assert_eq!(both.key, TunnelKey::Fixed(7));

@@ -7,7 +7,7 @@
 
 use std::net::Ipv4Addr;
 
-use wirespeed_packet::checksum;
+use wirespeed_packet::{MacAddr, checksum};
 
 const ETHERNET_LEN: usize = 14;
 const ICMP: u8 = 1;
@@ -16,22 +16,40 @@ const ECHO_REPLY: u8 = 0;
 /// The answer's time to live.
 const TTL: u8 = 64;
 
-/// What a frame to one of `locals` is, if it is addressed to one: an echo request, or
-/// another packet for the endpoint. None: not IPv4 to a local address.
-pub fn to_endpoint(frame: &[u8], locals: impl IntoIterator<Item = Ipv4Addr>) -> Option<bool> {
+/// What a packet to a tunnel endpoint is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToEndpoint {
+    /// An ICMP echo request sent to the endpoint's own MAC address: to answer.
+    Echo,
+    /// Anything else for the endpoint (an echo request to another MAC address, flooded to
+    /// us, is not answered: the answer would come from that address).
+    Other,
+}
+
+/// What a frame is, if it is addressed to one of `locals` (each a tunnel's address and its
+/// MAC address). None: not IPv4 to a local address.
+pub fn to_endpoint(
+    frame: &[u8],
+    locals: impl IntoIterator<Item = (Ipv4Addr, MacAddr)>,
+) -> Option<ToEndpoint> {
     let ip = frame.get(ETHERNET_LEN..ETHERNET_LEN + 20)?;
     if frame[12..14] != [0x08, 0x00] || ip[0] >> 4 != 4 {
         return None;
     }
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    if !locals.into_iter().any(|local| local == dst) {
-        return None;
-    }
+    let (_, mac) = locals.into_iter().find(|&(local, _)| local == dst)?;
     let ihl = usize::from(ip[0] & 0x0f) * 4;
     let whole = ip[6] & 0x3f == 0 && ip[7] == 0;
-    let echo =
-        ip[9] == ICMP && whole && ihl >= 20 && frame.get(ETHERNET_LEN + ihl) == Some(&ECHO_REQUEST);
-    Some(echo)
+    let echo = ip[9] == ICMP
+        && whole
+        && ihl >= 20
+        && frame[..6] == mac.0
+        && frame.len() >= ETHERNET_LEN + ihl + 8
+        && frame[ETHERNET_LEN + ihl] == ECHO_REQUEST;
+    Some(match echo {
+        true => ToEndpoint::Echo,
+        false => ToEndpoint::Other,
+    })
 }
 
 /// Turns the echo request in `head` (a packet's first frame; a chain's later frames hold
@@ -77,6 +95,8 @@ mod tests {
     use wirespeed_packet::checksum::verify;
 
     const LOCAL: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const OURS: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+    const US: [(Ipv4Addr, MacAddr); 1] = [(LOCAL, OURS)];
 
     /// An IPv4 packet of `protocol` from 192.0.2.2 to `dst`, its first payload byte `first`.
     fn packet(dst: [u8; 4], protocol: u8, first: u8) -> Vec<u8> {
@@ -104,17 +124,25 @@ mod tests {
 
     #[test]
     fn only_ipv4_to_a_local_address_is_the_endpoints() {
+        use ToEndpoint::{Echo, Other};
         let local = [192, 0, 2, 1];
-        assert_eq!(to_endpoint(&packet(local, ICMP, 8), [LOCAL]), Some(true));
-        assert_eq!(to_endpoint(&packet(local, ICMP, 3), [LOCAL]), Some(false));
-        assert_eq!(to_endpoint(&packet(local, 6, 8), [LOCAL]), Some(false));
-        assert_eq!(to_endpoint(&packet([192, 0, 2, 9], ICMP, 8), [LOCAL]), None);
+        assert_eq!(to_endpoint(&packet(local, ICMP, 8), US), Some(Echo));
+        assert_eq!(to_endpoint(&packet(local, ICMP, 3), US), Some(Other));
+        assert_eq!(to_endpoint(&packet(local, 6, 8), US), Some(Other));
+        assert_eq!(to_endpoint(&packet([192, 0, 2, 9], ICMP, 8), US), None);
         let mut arp = packet(local, ICMP, 8);
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(to_endpoint(&arp, [LOCAL]), None);
+        assert_eq!(to_endpoint(&arp, US), None);
         let mut fragment = packet(local, ICMP, 8);
         fragment[20] = 0x20;
-        assert_eq!(to_endpoint(&fragment, [LOCAL]), Some(false));
+        assert_eq!(to_endpoint(&fragment, US), Some(Other));
+        // Sent to another MAC address (flooded to us), or broadcast: not answered.
+        let mut flooded = packet(local, ICMP, 8);
+        flooded[..6].copy_from_slice(&[0xff; 6]);
+        assert_eq!(to_endpoint(&flooded, US), Some(Other));
+        // Too short for an echo header: not answered.
+        let short = &packet(local, ICMP, 8)[..14 + 20 + 4];
+        assert_eq!(to_endpoint(short, US), Some(Other));
     }
 
     #[test]

@@ -493,12 +493,24 @@ fn udp_sum_is_right(head: &[u8], tail: &[&[u8]], l4_at: usize, ip_end: usize) ->
         Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
     );
     let udp_len = u16::from_be_bytes([head[l4_at + 4], head[l4_at + 5]]);
-    let Some(first) = head.get(l4_at..ip_end.min(head.len())) else {
+    // The datagram is what its length says (the IP packet may hold bytes after it).
+    let end = l4_at + usize::from(udp_len);
+    if usize::from(udp_len) < UDP_LEN || end > ip_end {
         return false;
-    };
+    }
     let data = match tail {
-        [] => checksum::data(first),
-        _ => checksum::data_chained(std::iter::once(first).chain(tail.iter().copied())),
+        [] => checksum::data(&head[l4_at..end]),
+        // A chain: its frames up to the datagram's end.
+        _ => {
+            let first = &head[l4_at..end.min(head.len())];
+            let mut left = end - l4_at - first.len();
+            let rest = tail.iter().map(|frame| {
+                let part = &frame[..left.min(frame.len())];
+                left -= part.len();
+                part
+            });
+            checksum::data_chained(std::iter::once(first).chain(rest))
+        }
     };
     let pseudo = checksum::pseudo_header_v4(src, dst, UDP, udp_len);
     let field = u16::from_be_bytes([head[l4_at + 6], head[l4_at + 7]]);
@@ -767,6 +779,22 @@ mod tests {
             classify(&changed, &[], &listening),
             Arrival::Tunnel(..)
         ));
+        // The sum covers the datagram as its length says, not bytes the IP packet holds
+        // after it; a length past the packet does not add up.
+        let mut longer = packet.clone();
+        longer.extend_from_slice(&[0xab, 0xcd]);
+        let ip_len = u16::from_be_bytes([longer[16], longer[17]]) + 2;
+        longer[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        longer[24..26].fill(0);
+        let sum = checksum::internet_checksum(&longer[14..34]);
+        longer[24..26].copy_from_slice(&sum.to_be_bytes());
+        assert!(matches!(
+            classify(&longer, &[], &listening),
+            Arrival::Tunnel(..)
+        ));
+        let udp_len = u16::from_be_bytes([longer[UDP_AT + 4], longer[UDP_AT + 5]]);
+        longer[UDP_AT + 4..UDP_AT + 6].copy_from_slice(&(udp_len + 4).to_be_bytes());
+        assert_eq!(classify(&longer, &[], &listening), Arrival::Malformed);
     }
 
     #[test]

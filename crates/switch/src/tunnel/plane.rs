@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wirespeed_packet::MacAddr;
 
 use crate::field::{FlowHashBuilder, TunnelMeta, TunnelOut};
-use crate::tunnel::endpoint;
+use crate::tunnel::endpoint::{self, ToEndpoint};
 use crate::tunnel::header::{self, Arrival, Listener, OUTER_LEN, OuterTemplate, Popped};
 use crate::tunnel::neighbours::{self, Known, arp_frame, parse_arp};
 use crate::tunnel::pmtu::too_big_answer;
@@ -28,6 +28,11 @@ const REVALIDATE: Duration = Duration::from_secs(5);
 const FAR_ENDS_KEPT: usize = 1024;
 /// Too-big answers a thread queues between two bursts at most; more are not answered.
 const MAX_TOO_BIG_ANSWERS: usize = 32;
+/// Too-big answers a thread sends at most: a burst of this many, then one a millisecond
+/// (the kernel's `icmp_msgs_burst` and `icmp_msgs_per_sec`; RFC 1812 §4.3.2.8 and RFC 4443
+/// §2.4 (f) ask that ICMP errors be limited).
+const ANSWER_BURST: u32 = 50;
+const ANSWER_EVERY: Duration = Duration::from_millis(1);
 /// How long a far end's headers are kept once no packet went to it (one in use is looked
 /// at every [`REVALIDATE`] at most), and how often the forgetting is done.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
@@ -136,6 +141,9 @@ pub struct TunnelPlane {
     pending: Vec<(u32, [u8; 42])>,
     /// Answers to packets too big for their tunnel, to come in on it once the burst is done.
     pub too_big_answers: TooBigAnswers,
+    /// Answers that may be sent now, and when the last one was earned.
+    answer_tokens: u32,
+    answer_earned: Duration,
 }
 
 /// An answer to a packet too big for tunnel port `port`, as if its far end had sent it: the
@@ -226,6 +234,8 @@ impl TunnelPlane {
             listening,
             pending: Vec::new(),
             too_big_answers: TooBigAnswers::default(),
+            answer_tokens: ANSWER_BURST,
+            answer_earned: Duration::ZERO,
             tunnels,
         }
     }
@@ -261,7 +271,7 @@ impl TunnelPlane {
             return Landing::Pipeline;
         };
         let (dst_port, kind, popped) = match header::classify(head, tail, &self.listening[over]) {
-            Arrival::Other => return self.other(over, head),
+            Arrival::Other => return self.other(in_port, head),
             Arrival::Malformed => {
                 self.malformed += 1;
                 return Landing::Consumed;
@@ -303,19 +313,21 @@ impl TunnelPlane {
         }
     }
 
-    /// A packet underlay `over` received that is no tunnel's: a tunnel endpoint's own
-    /// (addressed to its local address: answered if an echo request, else taken), or the
-    /// bridge's.
+    /// A packet underlay `in_port` received that is no tunnel's: a tunnel endpoint's own
+    /// (addressed to its local address: answered if an echo request to it, else taken), or
+    /// the bridge's.
     #[inline]
-    fn other(&mut self, over: usize, head: &[u8]) -> Landing {
-        let locals = self.listening[over].iter().map(|l| l.local);
+    fn other(&mut self, in_port: u32, head: &[u8]) -> Landing {
+        let locals = (self.tunnels.ports.iter())
+            .filter(|p| p.underlay == in_port)
+            .map(|p| (p.local_ip, p.local_mac));
         match endpoint::to_endpoint(head, locals) {
             None => Landing::Pipeline,
-            Some(true) => {
+            Some(ToEndpoint::Echo) => {
                 self.echoes += 1;
                 Landing::Echo
             }
-            Some(false) => {
+            Some(ToEndpoint::Other) => {
                 self.to_endpoint += 1;
                 Landing::Consumed
             }
@@ -373,7 +385,7 @@ impl TunnelPlane {
         let port = &self.tunnels.ports[t];
         if inner_len + self.ip_overheads[t] > port.mtu as usize {
             self.counters[t].too_big += 1;
-            self.answer_too_big(t, &packet[OUTER_LEN..], out);
+            self.answer_too_big(t, &packet[OUTER_LEN..], out, now);
             return Err(EncapDrop::TooBig);
         }
         let remote = match port.config.remote_ip {
@@ -403,7 +415,10 @@ impl TunnelPlane {
     /// Queues the answer to `inner`, too big for tunnel `t`, where one is due
     /// ([`too_big_answer`]), coming from the far end the flow sent it to.
     #[cold]
-    fn answer_too_big(&mut self, t: usize, inner: &[u8], out: TunnelOut) {
+    fn answer_too_big(&mut self, t: usize, inner: &[u8], out: TunnelOut, now: Duration) {
+        if !self.may_answer(now) {
+            return;
+        }
         let port = &self.tunnels.ports[t];
         let remote = match port.config.remote_ip {
             Remote::Ip(ip) => ip,
@@ -427,6 +442,18 @@ impl TunnelPlane {
         }
         (answer.port, answer.meta) = (number, meta);
         self.counters[t].too_big_answered += 1;
+        self.answer_tokens -= 1;
+    }
+
+    /// Whether an answer may go now (a token is left once those earned since are added).
+    fn may_answer(&mut self, now: Duration) -> bool {
+        let earned = now.saturating_sub(self.answer_earned).as_millis() / ANSWER_EVERY.as_millis();
+        if earned > 0 {
+            self.answer_tokens =
+                (self.answer_tokens as u128 + earned).min(ANSWER_BURST as u128) as u32;
+            self.answer_earned = now;
+        }
+        self.answer_tokens > 0
     }
 
     /// [`TunnelPlane::push`] where the headers to `remote` are not known or due a look:
@@ -901,6 +928,19 @@ mod tests {
         );
         plane.too_big_answers.clear();
         assert!(plane.too_big_answers.is_empty());
+        // At most a burst of 50 at once, then one a millisecond.
+        for _ in 0..30 {
+            let _ = plane.push(0, &mut frame(true), out, now);
+        }
+        assert_eq!(plane.counters[0].too_big_answered, u64::from(ANSWER_BURST));
+        let later = now + Duration::from_millis(5);
+        for _ in 0..10 {
+            let _ = plane.push(0, &mut frame(true), out, later);
+        }
+        assert_eq!(
+            plane.counters[0].too_big_answered,
+            u64::from(ANSWER_BURST) + 5
+        );
     }
 
     /// A GRE port with a key pushes 42 bytes at the end of the room (the packet starts 8

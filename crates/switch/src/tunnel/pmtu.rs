@@ -41,18 +41,19 @@ pub fn too_big_answer(inner: &[u8], room: usize, out: &mut Vec<u8>) -> bool {
     answered
 }
 
-/// Where the IP header starts, past the Ethernet header and its VLAN tags: IPv4 or IPv6 only.
+/// Where the IP header starts, past the Ethernet header and up to two VLAN tags (802.1Q,
+/// 802.1ad): IPv4 or IPv6 only.
 fn ip_start(frame: &[u8]) -> Option<usize> {
     let mut at = 12;
-    loop {
+    for _ in 0..3 {
         let ether_type: [u8; 2] = frame.get(at..at + 2)?.try_into().ok()?;
         match ether_type {
             IPV4 | IPV6 => return Some(at + 2),
-            // 802.1Q, 802.1ad
             [0x81, 0x00] | [0x88, 0xa8] => at += 4,
             _ => return None,
         }
     }
+    None
 }
 
 /// The answer's Ethernet header and tags: the frame's own, its addresses swapped.
@@ -70,7 +71,9 @@ fn answer_v4(l2: &[u8], ip: &[u8], mtu: usize, out: &mut Vec<u8>) -> bool {
     // DF alone: a fragment (an offset, or more to come) is not answered, as the kernel.
     let dont_fragment = ip[6..8] == [0x40, 0x00];
     let (src, dst) = (&ip[12..16], &ip[16..20]);
-    let unanswerable = src == [0; 4] || src[0] >= 224 || dst[0] >= 224 || src == [255; 4];
+    // A sender on "this network" (0/8), loopback, multicast or broadcast is not answered;
+    // nor is a packet to a group, whose address the answer would come from.
+    let unanswerable = src[0] == 0 || src[0] == 127 || src[0] >= 224 || dst[0] >= 224;
     if header_len < 20 || ip.len() < header_len || !dont_fragment || unanswerable {
         return false;
     }
@@ -112,11 +115,11 @@ fn answer_v6(l2: &[u8], ip: &[u8], mtu: usize, out: &mut Vec<u8>) -> bool {
         return false;
     }
     let (src, dst) = (&ip[8..24], &ip[24..40]);
-    // Unspecified or multicast: not a sender to answer (RFC 4443 §2.4 (e)).
-    let unanswerable = src == [0; 16] || src[0] == 0xff;
-    // An ICMPv6 error (types below 128) right after the header is never answered.
-    let error = ip[6] == ICMPV6 && ip.get(40).is_some_and(|&t| t < 128);
-    if unanswerable || error || mtu < IPV6_MIN_MTU {
+    // Unspecified or multicast: not a sender to answer (RFC 4443 §2.4 (e)); a packet to a
+    // group is answered by the kernel, but from the group's address, which no receiver
+    // takes (§2.2): not here.
+    let unanswerable = src == [0; 16] || src[0] == 0xff || dst[0] == 0xff;
+    if unanswerable || mtu < IPV6_MIN_MTU || !answerable_v6(ip) {
         return false;
     }
     let quoted = ip.len().min(IPV6_MIN_MTU - 40 - 8);
@@ -136,6 +139,41 @@ fn answer_v6(l2: &[u8], ip: &[u8], mtu: usize, out: &mut Vec<u8>) -> bool {
     let sum = !checksum::combine(&[pseudo, checksum::data(&out[icmp..])]);
     out[icmp + 2..icmp + 4].copy_from_slice(&sum.to_be_bytes());
     true
+}
+
+/// Past IPv6's extension headers: false for an ICMPv6 error (types below 128) or a
+/// fragment other than the first (RFC 4443 §2.4 (e)), or headers that cannot be read.
+fn answerable_v6(ip: &[u8]) -> bool {
+    const HOP_BY_HOP: u8 = 0;
+    const ROUTING: u8 = 43;
+    const FRAGMENT: u8 = 44;
+    const DESTINATION: u8 = 60;
+    let (mut next, mut at) = (ip[6], 40);
+    // As the kernel's ipv6_skip_exthdr, a handful at most.
+    for _ in 0..8 {
+        match next {
+            HOP_BY_HOP | ROUTING | DESTINATION => {
+                let Some(header) = ip.get(at..at + 2) else {
+                    return false;
+                };
+                next = header[0];
+                at += (usize::from(header[1]) + 1) * 8;
+            }
+            FRAGMENT => {
+                let Some(header) = ip.get(at..at + 8) else {
+                    return false;
+                };
+                if u16::from_be_bytes([header[2], header[3]]) & 0xfff8 != 0 {
+                    return false;
+                }
+                next = header[0];
+                at += 8;
+            }
+            ICMPV6 => return ip.get(at).is_some_and(|&t| t >= 128),
+            _ => return true,
+        }
+    }
+    false
 }
 
 fn to_v6(bytes: &[u8]) -> std::net::Ipv6Addr {
@@ -233,14 +271,27 @@ mod tests {
             1464,
             &mut out
         ));
-        // A multicast destination, a broadcast source, ARP: not.
+        // A multicast destination; a broadcast, loopback or "this network" source; ARP;
+        // three VLAN tags: not.
         let mut multicast = v4(1514, [0x40, 0], 17, 0);
         multicast[30] = 239;
-        let mut broadcast = v4(1514, [0x40, 0], 17, 0);
-        broadcast[26..30].copy_from_slice(&[255; 4]);
+        let from = |first: [u8; 4]| {
+            let mut f = v4(1514, [0x40, 0], 17, 0);
+            f[26..30].copy_from_slice(&first);
+            f
+        };
         let mut arp = v4(60, [0x40, 0], 17, 0);
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        for frame in [multicast, broadcast, arp] {
+        let mut tagged = v4(1514, [0x40, 0], 17, 0);
+        tagged.splice(12..12, [0x81, 0, 0, 1, 0x88, 0xa8, 0, 2, 0x81, 0, 0, 3]);
+        for frame in [
+            multicast,
+            from([255; 4]),
+            from([127, 0, 0, 1]),
+            from([0, 1, 2, 3]),
+            arp,
+            tagged,
+        ] {
             assert!(
                 !too_big_answer(&frame, 40, &mut out) && !too_big_answer(&frame, 1464, &mut out)
             );
@@ -293,6 +344,37 @@ mod tests {
         let mut multicast = v6(1514, 17, 0);
         multicast[22] = 0xff;
         assert!(!too_big_answer(&multicast, 1464, &mut out));
+        let mut to_group = v6(1514, 17, 0);
+        to_group[38] = 0xff;
+        assert!(!too_big_answer(&to_group, 1464, &mut out));
         assert!(!too_big_answer(&v6(1400, 17, 0), 1290, &mut out));
+        // Behind extension headers: a hop-by-hop header, then an ICMPv6 error: not; a
+        // first fragment of UDP: answered; a later fragment: not.
+        let behind = |next: u8, header: [u8; 8], first: u8| {
+            let mut f = v6(1514, next, 0);
+            f[54..62].copy_from_slice(&header);
+            f[62] = first;
+            f
+        };
+        assert!(!too_big_answer(
+            &behind(0, [ICMPV6, 0, 0, 0, 0, 0, 0, 0], 1),
+            1464,
+            &mut out
+        ));
+        assert!(too_big_answer(
+            &behind(0, [ICMPV6, 0, 0, 0, 0, 0, 0, 0], 128),
+            1464,
+            &mut out
+        ));
+        assert!(too_big_answer(
+            &behind(44, [17, 0, 0, 1, 0, 0, 0, 9], 0),
+            1464,
+            &mut out
+        ));
+        assert!(!too_big_answer(
+            &behind(44, [17, 0, 0x05, 0x01, 0, 0, 0, 9], 0),
+            1464,
+            &mut out
+        ));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wirespeed_port::{MAX_SEGMENTS, PortError};
 
-use super::{COPY_HEADROOM, Pmd, Round};
+use super::{COPY_HEADROOM, COPY_MAX, Pmd, Round};
 use crate::field::TunnelOut;
 use crate::tunnel::endpoint::answer_echo_in_place;
 use crate::tunnel::header::OUTER_LEN;
@@ -188,6 +188,9 @@ impl Pmd {
         let mut sent = Ok(());
         for answer in answers.iter() {
             let len = answer.frame.len();
+            if len > COPY_MAX {
+                continue;
+            }
             self.scratch[COPY_HEADROOM..COPY_HEADROOM + len].copy_from_slice(&answer.frame);
             sent = self.forward_scratch(answer.port, len, Some(&answer.meta), now, round);
             if sent.is_err() {
