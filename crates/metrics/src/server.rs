@@ -158,24 +158,40 @@ where
     if open.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
         open.fetch_sub(1, Ordering::AcqRel);
         let busy = format!("busy: {MAX_CLIENTS} connections are being answered; try again\n");
-        // What the request already sent is taken first: closing on unread bytes would
-        // reset the connection, the answer lost with it.
+        // The request's bytes are taken first: closing on unread bytes would reset the
+        // connection, the answer lost with it.
         let mut stream = stream;
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(10)));
-        let _ = stream.read(&mut [0u8; 4096]);
-        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-        let _ = respond(stream, "503 Service Unavailable", "GET", TEXT, &busy);
+        drain(&mut stream, Duration::from_millis(10));
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let _ = respond(
+            stream,
+            "503 Service Unavailable",
+            "GET",
+            TEXT,
+            &busy,
+            deadline,
+        );
         return;
     }
     let (render, counted) = (render.clone(), open.clone());
     let spawned = std::thread::Builder::new()
         .name("metrics-client".to_string())
         .spawn(move || {
+            // Counted out however the answer ends, a render that panics included.
+            let _open = Counted(counted);
             let _ = answer(stream, &*render);
-            counted.fetch_sub(1, Ordering::AcqRel);
         });
     if spawned.is_err() {
         open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One connection being answered, counted out when dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -185,8 +201,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// them, anything else 404 (405 for a method other than GET or HEAD; 431 for a head
 /// longer than [`MAX_HEAD`]).
 fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Result<()> {
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let Some(head) = read_head(&mut stream, Instant::now() + CLIENT_TIMEOUT)? else {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let Some(head) = read_head(&mut stream, deadline)? else {
         let body = format!("the request line and headers are over {MAX_HEAD} bytes\n");
         return respond(
             stream,
@@ -194,6 +210,7 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
             "GET",
             TEXT,
             &body,
+            deadline,
         );
     };
     let request_line = head.lines().next().unwrap_or("");
@@ -218,16 +235,19 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
         ),
         _ => ("405 Method Not Allowed", TEXT, "only GET\n".to_string()),
     };
-    respond(stream, status, method, content_type, &body)
+    respond(stream, status, method, content_type, &body, deadline)
 }
 
-/// Writes the answer and closes (HEAD: without the body).
+/// Writes the answer by `deadline` (the whole of it, not each write) and closes (HEAD:
+/// without the body), waiting briefly for the client to close first: closing on bytes it
+/// sent and we did not read would reset the connection, the answer lost with it.
 fn respond(
     mut stream: TcpStream,
     status: &str,
     method: &str,
     content_type: &str,
     body: &str,
+    deadline: Instant,
 ) -> std::io::Result<()> {
     let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
@@ -237,8 +257,38 @@ fn respond(
     if method != "HEAD" {
         out.push_str(body);
     }
-    stream.write_all(out.as_bytes())?;
-    stream.flush()
+    let mut left = out.as_bytes();
+    while !left.is_empty() {
+        let time = deadline.saturating_duration_since(Instant::now());
+        if time.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(time))?;
+        match stream.write(left)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => left = &left[n..],
+        }
+    }
+    stream.flush()?;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    drain(&mut stream, Duration::from_millis(100));
+    Ok(())
+}
+
+/// Reads and drops what the client has sent, for at most `time`, until it closes.
+fn drain(stream: &mut TcpStream, time: Duration) {
+    let until = Instant::now() + time;
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
 }
 
 /// The request line and headers, up to the blank line (the body, if any, is not read), as
@@ -356,13 +406,19 @@ mod tests {
         let idle: Vec<TcpStream> = (0..MAX_CLIENTS)
             .map(|_| TcpStream::connect(addr).unwrap())
             .collect();
-        // Each taken by its thread before the next comes.
-        std::thread::sleep(Duration::from_millis(300));
+        // Accepted in turn: the one after them finds every place taken.
         let busy = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
         assert!(busy.starts_with("HTTP/1.1 503 "), "{busy}");
         drop(idle);
-        std::thread::sleep(Duration::from_millis(300));
-        let ok = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        // Their threads see them go (a busy machine may take a while to run them).
+        let until = Instant::now() + Duration::from_secs(10);
+        let ok = loop {
+            let answer = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+            if answer.starts_with("HTTP/1.1 200 OK") || Instant::now() > until {
+                break answer;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
     }
 
