@@ -223,27 +223,32 @@ pub(crate) fn receive_loop(
     // Where a packet of several frames is gathered to be checked.
     let mut scratch = Vec::new();
     let mut publisher = metrics::Publisher::new();
-    while run.running(tally.packets) {
-        let room = batch.room();
-        let n = take_burst(port, &mut batch, receiver, tally, &mut scratch)?;
-        publisher.publish(receiver, tally.packets, n == 0);
-        if idle.after_burst(port, n, room, &mut run)?.is_break() {
-            break;
+    let mut receive = || -> Result<(), PortError> {
+        while run.running(tally.packets) {
+            let room = batch.room();
+            let n = take_burst(port, &mut batch, receiver, tally, &mut scratch)?;
+            publisher.publish(receiver, tally.packets, n == 0);
+            if idle.after_burst(port, n, room, &mut run)?.is_break() {
+                break;
+            }
+            if idle.waited() {
+                meter.check_soon();
+            }
+            meter.tick_port_status(tally.packets, tally.bytes, port, |port| {
+                format!("lost {}  {}", receiver.lost_so_far(), port_status(port))
+            });
         }
-        if idle.waited() {
-            meter.check_soon();
+        if run.cut_short() {
+            rx_drain(port, run.remaining(tally.packets), |port| {
+                take_burst(port, &mut batch, receiver, tally, &mut scratch)
+            })?;
         }
-        meter.tick_port_status(tally.packets, tally.bytes, port, |port| {
-            format!("lost {}  {}", receiver.lost_so_far(), port_status(port))
-        });
-    }
-    if run.cut_short() {
-        rx_drain(port, run.remaining(tally.packets), |port| {
-            take_burst(port, &mut batch, receiver, tally, &mut scratch)
-        })?;
-    }
+        Ok(())
+    };
+    let ended = receive();
+    // However the run ended (its interface gone, say), the figures it came to are shown.
     publisher.publish(receiver, tally.packets, true);
-    Ok(())
+    ended
 }
 
 /// One burst from `port`, each packet checked and counted; the packets it took.
