@@ -112,21 +112,15 @@ print(taken)
     assert!(!stderr.contains("went away"), "{stderr}");
 }
 
-/// A controller nobody listens for, and one whose name does not resolve: each failure is
-/// said once with its reason (not at every try), as Open vSwitch logs a controller it
-/// cannot reach.
+/// A controller nobody listens for: the failure is said once with its reason (not at every
+/// try), as Open vSwitch logs a controller it cannot reach. (A name that does not resolve
+/// is said the same way, "cannot resolve NAME: ...", but how long a resolver takes to say
+/// so depends on the host's: not tested here.)
 #[test]
 fn a_controller_that_cannot_be_reached_is_said_once_with_the_reason() {
-    let mut s = Switched::new(
-        "ofu",
-        &[
-            "--controller",
-            "tcp:127.0.0.1:6698",
-            "--controller",
-            "tcp:no-such-controller.invalid:6653",
-        ],
-    );
-    // Tries at 0, 1 and 3 s.
+    let mut s = Switched::new("ofu", &["--controller", "tcp:127.0.0.1:6698"]);
+    // Said by the first try (a refusal is at once); tries at 1 and 3 s must not say it
+    // again.
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let (_, stderr) = s.stop();
     let said = |needle: &str| stderr.lines().filter(|l| l.contains(needle)).count();
@@ -138,9 +132,5 @@ fn a_controller_that_cannot_be_reached_is_said_once_with_the_reason() {
         1,
         "{stderr}"
     );
-    assert_eq!(
-        said("OpenFlow: controller no-such-controller.invalid:6653: cannot resolve"),
-        1,
-        "{stderr}"
-    );
+    assert_eq!(said("trying again"), 1, "{stderr}");
 }
