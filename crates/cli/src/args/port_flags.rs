@@ -27,14 +27,13 @@ pub struct PortFlags {
     /// 256 (room to push headers in place).
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
-    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET); default 4096 (recv:
-    /// twice the ring size) for each receive queue a port serves; a count given here is
-    /// shared out between the queues. The rings, not this, set how many frames circulate: the frame
+    /// UMEM frames (AF_XDP) or ring frames per direction (AF_PACKET); default 4096 for each
+    /// receive queue a port serves; a count given here is shared out between the queues. The rings, not this, set how many frames circulate: the frame
     /// pool hands out the frames it got back last, so frames beyond the rings' reach stay
     /// idle (bench/README.md).
     #[arg(long)]
     pub frames: Option<u32>,
-    /// Entries per ring (a power of two); default 1024 (recv: 16384).
+    /// Entries per ring (a power of two); default 1024.
     #[arg(long)]
     pub ring_size: Option<u32>,
     /// Back the UMEM with hugepages (falls back to normal pages with a note).

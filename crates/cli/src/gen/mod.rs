@@ -40,6 +40,10 @@ pub enum Proto {
 /// Options of `wirespeed gen`.
 #[derive(Debug, Args)]
 #[command(
+    mut_arg("cpus", |a| a.help("Kernel engine: send from each CPU of this list (like 0,1 or \
+0-3), with threads pinned to it, each under a generator id of its own (--generator-id, +1, \
+...); default: the one CPU the command starts on. On veth give the peer as many receive \
+queues as CPUs (numrxqueues N), so each CPU's frames land on a queue of their own")),
     after_help = "Frames: Ethernet [802.1Q] IPv4|IPv6 UDP|TCP-SYN|ICMP-echo, then the \
 18-byte test payload (\"WS\", generator id, sequence number, send time) and filler; every \
 checksum is filled.\n\n\

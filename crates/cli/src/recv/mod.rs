@@ -31,6 +31,11 @@ pub const MAX_GENERATORS: usize = 16;
 /// Options of `wirespeed recv`.
 #[derive(Debug, Args)]
 #[command(
+    mut_arg("frames", |a| a.help("UMEM frames (AF_XDP) or ring frames per direction \
+(AF_PACKET); default twice the ring size for each receive queue a port serves (see below); \
+a count given here is shared out between the queues")),
+    mut_arg("ring_size", |a| a.help("Entries per ring (a power of two); default 16384 (see \
+below)")),
     after_help = "Counts per generator id (up to 16): received, lost, duplicated, \
 reordered, late (arrived after being counted lost, more than 2^20 numbers behind), corrupt \
 (a checksum fails), untracked (frames with no send time: the kernel engine's --no-stamp frames), and \
@@ -52,8 +57,7 @@ pub struct RecvArgs {
     /// receive queue), xdp:IFACE@FIRST-LAST (those queues), packet:IFACE (AF_PACKET TPACKET_V3), tap:NAME (a tap device: the
     /// host's own stack), pipe:NAME (shared memory with the process at its other end) or
     /// pcap:FILE (a capture file, replayed to its end as fast as taken, or at its recorded
-    /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input or output;
-    /// l2fwd: pcap:rx=IN,tx=OUT).
+    /// pace with pcap:FILE,pace=1 (2: twice as fast); - is standard input).
     #[arg(long)]
     pub port: String,
     /// Stop after this many seconds (default: until --count or Ctrl-C). Either way, what
