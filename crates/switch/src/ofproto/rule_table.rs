@@ -1,7 +1,9 @@
 //! The rule tables of a bridge: up to 255 classifiers, the installed rules with their counters,
 //! the generation number every change bumps so the caches know to revalidate, and the log
 //! of the last changes to single rules, which says what to revalidate
-//! ([`crate::dpif::revalidate`]).
+//! ([`crate::dpif::revalidate`]). The groups (`rule_table/groups.rs`), the meters
+//! (`meters.rs`) and a bundle's journal of how to take its changes back (`undo.rs`) are
+//! the same tables' other parts, in files of their own.
 
 use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,10 +14,16 @@ use crate::dpif::revalidate::{MAX_PRECISE_CHANGES, RuleChange};
 use crate::error::FlowError;
 use crate::field::FlowBits;
 use crate::flow_match::Match;
-use crate::group::{Group, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS};
-use crate::meter::{MAX_METERS, Meter, MeterConfig, MeterError, MeterRef};
+use crate::meter::MeterRef;
 use crate::ofproto::learned::Learned;
 use crate::rule::{Rule, RuleStats, TABLE_COUNT, check_actions};
+
+mod groups;
+mod meters;
+mod undo;
+
+use groups::InstalledGroup;
+use undo::Undo;
 
 /// A rule in a table, with its counters and rank.
 #[derive(Clone, Debug)]
@@ -133,31 +141,6 @@ pub struct TableLookups {
     pub matched: u64,
 }
 
-/// How to take back one change to the tables. The changes a bundle can hold (rules added,
-/// modified, deleted; their counts; groups set and deleted) note these while a journal is
-/// kept; meters, the fail mode and port liveness never change inside one.
-#[derive(Debug)]
-enum Undo {
-    /// A rule went into this slot: one that was free, or a new one at the end.
-    Added { id: RuleId, was_free: bool },
-    /// This rule left its slot.
-    Removed(RuleId, Box<InstalledRule>),
-    /// This rule's actions, cookie or counts were these.
-    Changed(RuleId, Box<(Rule, RuleStats)>),
-    /// A group's entry was this (None: there was none).
-    Group(u32, Option<Box<InstalledGroup>>),
-}
-
-/// A group, when it was added (a modify keeps the time, as Open vSwitch does), and what
-/// passed through it since it was added or last modified (a modify starts its counts anew,
-/// as Open vSwitch's does: the buckets may be others).
-#[derive(Clone, Debug)]
-struct InstalledGroup {
-    group: Group,
-    added: Duration,
-    counts: GroupCounts,
-}
-
 /// Notes the table and cookie of each `delete_learned` learn in `actions` (a rule's that
 /// goes or changes).
 fn note_released_learns(released: &mut Vec<(u8, u64)>, actions: &[Action]) {
@@ -213,87 +196,6 @@ impl RuleTables {
         self.log_since = self.generation;
     }
 
-    /// Starts noting how to take back each change (a bundle's commit).
-    pub fn begin_undo(&mut self) {
-        self.journal = Some(Vec::new());
-        self.released_before_journal = self.released_learns.len();
-    }
-
-    /// Keeps the changes made since [`RuleTables::begin_undo`].
-    pub fn keep(&mut self) {
-        self.journal = None;
-    }
-
-    /// Takes back every change made since [`RuleTables::begin_undo`], newest first: each
-    /// rule back in its slot with its rank and counts, each group as it was. Costs what
-    /// the changes did, not what the tables hold.
-    pub fn roll_back(&mut self) {
-        let Some(journal) = self.journal.take() else {
-            return;
-        };
-        self.released_learns.truncate(self.released_before_journal);
-        for undo in journal.into_iter().rev() {
-            match undo {
-                Undo::Added { id, was_free } => {
-                    if let Some(installed) = self.rules[id.0 as usize].take() {
-                        let table = usize::from(installed.rule.table);
-                        self.tables[table].remove(&installed.rule.flow_match, id);
-                    }
-                    // Every later change is taken back: a new slot is the last one.
-                    match was_free {
-                        true => self.free.push(id.0),
-                        false => {
-                            self.rules.pop();
-                        }
-                    }
-                }
-                Undo::Removed(id, installed) => {
-                    // Every later change is taken back: its slot is the last one freed.
-                    if let Some(at) = self.free.iter().rposition(|&slot| slot == id.0) {
-                        self.free.remove(at);
-                    }
-                    let table = usize::from(installed.rule.table);
-                    self.tables[table].insert(&installed.rule.flow_match, installed.rank, id);
-                    self.rules[id.0 as usize] = Some(*installed);
-                }
-                Undo::Changed(id, before) => {
-                    if let Some(Some(installed)) = self.rules.get_mut(id.0 as usize) {
-                        (installed.rule, installed.stats) = *before;
-                    }
-                }
-                Undo::Group(id, before) => {
-                    match before {
-                        Some(entry) => self.groups.insert(id, *entry),
-                        None => self.groups.remove(&id),
-                    };
-                }
-            }
-        }
-        self.changed_everything();
-    }
-
-    fn journaling(&self) -> bool {
-        self.journal.is_some()
-    }
-
-    /// Notes how to take back a change, while a journal is kept.
-    fn note(&mut self, undo: Undo) {
-        if let Some(journal) = &mut self.journal {
-            journal.push(undo);
-        }
-    }
-
-    /// Notes rule `id` as it is, before a change to it.
-    fn note_changed(&mut self, id: RuleId) {
-        if !self.journaling() {
-            return;
-        }
-        if let Some(installed) = self.get(id) {
-            let before = Box::new((installed.rule.clone(), installed.stats));
-            self.note(Undo::Changed(id, before));
-        }
-    }
-
     /// Whether the rules are set aside for `normal` switching (see [`RuleTables::set_fail_open`]).
     pub fn fail_open(&self) -> bool {
         self.fail_open
@@ -306,174 +208,6 @@ impl RuleTables {
             self.fail_open = on;
             self.changed_everything();
         }
-    }
-
-    pub fn group(&self, id: u32) -> Option<&Group> {
-        self.groups.get(&id).map(|g| &g.group)
-    }
-
-    /// Every group, by id.
-    pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values().map(|g| &g.group)
-    }
-
-    /// Whether [`Self::set_group`] would take `group`: well formed, and added if new (and
-    /// room is left) or replacing one there.
-    pub fn check_group(&self, group: &Group, replace: bool) -> Result<(), GroupError> {
-        group.check()?;
-        match (self.groups.contains_key(&group.id), replace) {
-            (true, false) => Err(GroupError::Exists),
-            (false, true) => Err(GroupError::Unknown),
-            (false, false) if self.groups.len() >= MAX_GROUPS => Err(GroupError::TooMany),
-            _ => Ok(()),
-        }
-    }
-
-    /// Installs a group (`replace`: replaces one; OpenFlow's GROUP_MOD add and modify). The
-    /// bridge's ports are not checked here: [`crate::Ofproto::set_group`] does that.
-    pub fn set_group(
-        &mut self,
-        group: Group,
-        replace: bool,
-        now: Duration,
-    ) -> Result<(), GroupError> {
-        self.check_group(&group, replace)?;
-        let added = self.groups.get(&group.id).map_or(now, |g| g.added);
-        let id = group.id;
-        let counts = GroupCounts::new(group.buckets.len());
-        let installed = InstalledGroup {
-            group,
-            added,
-            counts,
-        };
-        let before = self.groups.insert(id, installed);
-        self.note(Undo::Group(id, before.map(Box::new)));
-        self.changed(RuleChange::Group(id));
-        Ok(())
-    }
-
-    /// Removes group `only`, or every group (None), and the rules that send to them.
-    pub fn delete_groups(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
-        let ids: Vec<u32> = match only {
-            Some(id) => vec![id],
-            None => self.groups.keys().copied().collect(),
-        };
-        ids.into_iter()
-            .flat_map(|id| self.delete_group(id))
-            .collect()
-    }
-
-    /// A group's statistics at `now`: how many rules send to it (its reference count), what
-    /// the datapath credited to it and its buckets, and how long it has been there.
-    pub fn group_usage(&self, id: u32, now: Duration) -> GroupUsage {
-        let rules = self
-            .rules
-            .iter()
-            .flatten()
-            .filter(|installed| installed.rule.actions.contains(&Action::Group(id)))
-            .count() as u32;
-        let Some(installed) = self.groups.get(&id) else {
-            return GroupUsage {
-                rules,
-                ..GroupUsage::default()
-            };
-        };
-        GroupUsage {
-            rules,
-            counts: installed.counts.clone(),
-            age: now.saturating_sub(installed.added),
-        }
-    }
-
-    /// Adds packets that passed through a group to its counts and its buckets'; a group
-    /// gone since the flow was translated is passed over.
-    pub fn credit_group(&mut self, visit: GroupVisit, packets: u64, bytes: u64) {
-        if let Some(installed) = self.groups.get_mut(&visit.group) {
-            installed.counts.credit(visit.taken, packets, bytes);
-        }
-    }
-
-    /// Removes a group and the rules that send to it (as OpenFlow says); the rules removed.
-    pub fn delete_group(&mut self, id: u32) -> Vec<InstalledRule> {
-        let Some(before) = self.groups.remove(&id) else {
-            return Vec::new();
-        };
-        self.note(Undo::Group(id, Some(Box::new(before))));
-        self.changed(RuleChange::Group(id));
-        self.delete_taking(&RuleSelector::sending_to_group(id))
-    }
-
-    pub fn meter(&self, id: u32) -> Option<&MeterRef> {
-        self.meters.get(&id)
-    }
-
-    /// Every meter, by id.
-    pub fn meters(&self) -> impl Iterator<Item = &MeterRef> {
-        self.meters.values()
-    }
-
-    /// Installs a meter (`replace`: replaces one; OpenFlow's METER_MOD add and modify), its
-    /// bucket full and its counts zero at `now`. The flows that name it take the new one.
-    pub fn set_meter(
-        &mut self,
-        config: MeterConfig,
-        replace: bool,
-        now: Duration,
-    ) -> Result<(), MeterError> {
-        config.check()?;
-        match (self.meters.contains_key(&config.id), replace) {
-            (true, false) => return Err(MeterError::Exists),
-            (false, true) => return Err(MeterError::Unknown),
-            (false, false) if self.meters.len() >= MAX_METERS => return Err(MeterError::TooMany),
-            _ => {}
-        }
-        let meter = MeterRef(std::sync::Arc::new(Meter::new(config, now)));
-        self.meters.insert(config.id, meter);
-        // A flow translated while the controller meter was missing holds no meter for its
-        // packet-ins: adding that one must reach every flow.
-        match config.id {
-            crate::meter::METER_CONTROLLER => self.changed_everything(),
-            id => self.changed(RuleChange::Meter(id)),
-        }
-        Ok(())
-    }
-
-    /// Removes a meter and the rules that use it (as OpenFlow says); the rules removed.
-    pub fn delete_meter(&mut self, id: u32) -> Vec<InstalledRule> {
-        if self.meters.remove(&id).is_none() {
-            return Vec::new();
-        }
-        self.changed(RuleChange::Meter(id));
-        let ids = self.metered_by(id);
-        ids.into_iter().filter_map(|id| self.remove(id)).collect()
-    }
-
-    /// The rules that pass meter `id`.
-    pub fn metered_by(&self, id: u32) -> Vec<RuleId> {
-        self.iter()
-            .filter(|(_, installed)| installed.rule.meter() == Some(id))
-            .map(|(id, _)| id)
-            .collect()
-    }
-
-    /// Removes meter `only`, or every meter (None), and the rules that use them.
-    pub fn delete_meters(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
-        let ids: Vec<u32> = match only {
-            Some(id) => vec![id],
-            None => self.meters.keys().copied().collect(),
-        };
-        ids.into_iter()
-            .flat_map(|id| self.delete_meter(id))
-            .collect()
-    }
-
-    /// How many rules use meter `id`.
-    pub fn meter_flow_count(&self, id: u32) -> usize {
-        self.rules
-            .iter()
-            .flatten()
-            .filter(|installed| installed.rule.meter() == Some(id))
-            .count()
     }
 
     /// Whether a bucket watching `port` may be used: its link is up.
@@ -861,7 +595,9 @@ impl RuleTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{BucketsTaken, Counts};
+    use crate::group::{
+        BucketsTaken, Counts, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS,
+    };
     use crate::ofctl::flow_parse::{parse_match, parse_rule};
 
     fn tables(rules: &[&str]) -> RuleTables {
