@@ -46,7 +46,7 @@ pub const STRICT_COMMANDS: [&str; 3] = ["mod-flows", "del-flows", "dump-flows"];
 pub const STRICT: &str = "--strict";
 
 /// Runs `request`; an error quotes at most the first bytes of a long flow or token.
-pub fn execute(bridge: &mut Bridge, request: &Request) -> Response {
+pub fn answer_ctl(bridge: &mut Bridge, request: &Request) -> Response {
     let mut response = run(bridge, request);
     if !response.ok {
         response.output = clip_long_words(&response.output);
@@ -732,7 +732,7 @@ fn cache_stats_line(s: &CacheStats) -> String {
 impl Bridge {
     /// Answers one control request with the commands above.
     pub fn handle(&mut self, request: &Request) -> Response {
-        self.answer(request, execute)
+        self.answer(request, answer_ctl)
     }
 
     /// [`Bridge::serve`] with the commands above: starts the poll-mode threads and serves
@@ -742,7 +742,7 @@ impl Bridge {
         jobs: &Receiver<Work>,
         keep_going: impl FnMut() -> bool,
     ) -> Result<(), PortError> {
-        self.serve(jobs, execute, keep_going)
+        self.serve(jobs, answer_ctl, keep_going)
     }
 }
 
