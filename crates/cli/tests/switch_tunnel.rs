@@ -454,6 +454,29 @@ fn jumbo_frames_cross(tag: &str, kind: &str, options: &str) {
 
 /// With --offload the kernel's fast path takes no tunnel flow (their input or output is no
 /// AF_XDP port): every packet is pushed and popped in user space, as without it.
+/// An underlay MTU raised under running switches is followed: 8900-byte pings that would
+/// not have fitted cross at once, none counted too big, and `show` gives the new MTU.
+#[test]
+fn an_underlay_mtu_raised_under_running_switches_is_followed() {
+    let mut t = Tunnelled::new("tu", Far::Switch);
+    t.hosts_know_each_other();
+    t.underlays_know_each_other();
+    t.start_a(&format!("vxlan:remote_ip={B_UNDERLAY}"), JOIN);
+    t.start_b(&format!("vxlan:remote_ip={A_UNDERLAY}"), JOIN);
+    assert_eq!(ping(&t.ns_ha, "10.9.0.2", 2), 2);
+    t.jumbo();
+    assert_eq!(ping_waiting(&t.ns_ha, "10.9.0.2", 3, 2, "8900"), 3);
+    let show = t.ctl_a(&["show"]);
+    assert!(show.contains("MTU 9000)"), "{show}");
+    for j in [t.stop_a(), t.stop_b()] {
+        let tun = tunnel(&j);
+        assert_eq!(tun["drops"]["too_big"], 0, "{j}");
+        assert_eq!(tun["encap_packets"], 5, "{j}");
+        assert_eq!(tun["mtu"], 9000, "{j}");
+    }
+    t.assert_no_xdp_left();
+}
+
 #[test]
 fn offloading_switches_leave_tunnel_flows_to_user_space() {
     let mut t = Tunnelled::new("to", Far::Switch);

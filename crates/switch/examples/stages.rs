@@ -27,7 +27,7 @@ use wirespeed_switch::extract::extract;
 use wirespeed_switch::field::TunnelOut;
 use wirespeed_switch::meter::{Band, MeterConfig, Unit};
 use wirespeed_switch::tunnel::header::{OUTER_LEN, OuterTemplate};
-use wirespeed_switch::tunnel::{Landing, TunnelConfig, TunnelPlane, TunnelPort, Tunnels};
+use wirespeed_switch::tunnel::{Landing, Mtu, TunnelConfig, TunnelPlane, TunnelPort, Tunnels};
 use wirespeed_switch::{FlowCache, Frame, MacView, Ofproto, Verdict, parse_flows};
 
 const HEADROOM: usize = 64;
@@ -125,7 +125,7 @@ fn tunnel(frames: &[Vec<u8>], len: usize, kind: &str) -> (TunnelPlane, Vec<Vec<u
         iface: "ul0".to_string(),
         local_ip: local,
         local_mac: mac,
-        mtu: 9000,
+        mtu: Mtu::new(9000),
     };
     let mut plane = TunnelPlane::new(std::sync::Arc::new(Tunnels {
         ports: vec![port],

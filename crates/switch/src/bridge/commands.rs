@@ -594,7 +594,7 @@ fn show(bridge: &mut Bridge) -> String {
             tunnel.underlay,
             tunnel.iface,
             tunnel.local_ip,
-            tunnel.mtu
+            tunnel.mtu.get()
         );
     }
     for (i, n) in numbers.iter().enumerate() {

@@ -88,7 +88,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
             serde_json::json!({
                 "port": t.number, "spec": t.config.to_string(), "kind": t.config.kind.name(),
                 "underlay": t.underlay, "local_ip": t.local_ip.to_string(),
-                "remote_ip": t.config.remote_ip.to_string(), "mtu": t.mtu,
+                "remote_ip": t.config.remote_ip.to_string(), "mtu": t.mtu.get(),
                 "decap_packets": c.decap_packets, "decap_bytes": c.decap_bytes,
                 "encap_packets": c.encap_packets, "encap_bytes": c.encap_bytes,
                 "drops": { "no_route": c.no_route, "no_neighbour": c.no_neighbour,

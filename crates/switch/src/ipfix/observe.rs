@@ -340,7 +340,7 @@ mod tests {
             iface: "u0".to_string(),
             local_ip: Ipv4Addr::new(192, 168, 77, 1),
             local_mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            mtu: 1500,
+            mtu: crate::tunnel::Mtu::new(1500),
         }
     }
 

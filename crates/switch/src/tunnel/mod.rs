@@ -23,6 +23,8 @@ pub mod plane;
 pub mod pmtu;
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use wirespeed_packet::MacAddr;
 use wirespeed_port::{Backend, PortSpec};
@@ -41,8 +43,29 @@ pub struct TunnelPort {
     pub iface: String,
     pub local_ip: Ipv4Addr,
     pub local_mac: MacAddr,
-    /// The underlay's MTU: the longest outer IPv4 packet.
-    pub mtu: u32,
+    /// The underlay's MTU: the longest outer IPv4 packet. Read again as the threads look
+    /// at the route (every few seconds), so an MTU changed under a running switch is
+    /// followed.
+    pub mtu: Mtu,
+}
+
+/// An MTU the threads share and any of them may update.
+#[derive(Clone, Debug, Default)]
+pub struct Mtu(Arc<AtomicU32>);
+
+impl Mtu {
+    pub fn new(mtu: u32) -> Mtu {
+        Mtu(Arc::new(AtomicU32::new(mtu)))
+    }
+
+    #[inline]
+    pub fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, mtu: u32) {
+        self.0.store(mtu, Ordering::Relaxed);
+    }
 }
 
 impl TunnelPort {
@@ -278,6 +301,6 @@ fn open_one(
         iface: spec.iface.clone(),
         local_ip,
         local_mac,
-        mtu,
+        mtu: Mtu::new(mtu),
     })
 }

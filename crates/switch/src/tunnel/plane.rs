@@ -20,6 +20,8 @@ use crate::tunnel::{Remote, TunnelPort, Tunnels};
 /// How long a tunnel without a neighbour waits before it asks again (an ARP request, the
 /// host's tables).
 const RETRY: Duration = Duration::from_secs(1);
+/// How often a tunnel's underlay MTU is read again at most, when a packet is too big for it.
+const MTU_LOOK: Duration = Duration::from_millis(100);
 /// How long a tunnel's headers stand before the route is looked at again (it may have moved
 /// to another interface, or gone).
 const REVALIDATE: Duration = Duration::from_secs(5);
@@ -144,6 +146,8 @@ pub struct TunnelPlane {
     /// Answers that may be sent now, and when the last one was earned.
     answer_tokens: u32,
     answer_earned: Duration,
+    /// Per tunnel, when its underlay's MTU was last read for a packet too big.
+    mtu_looked: Vec<Duration>,
 }
 
 /// An answer to a packet too big for tunnel port `port`, as if its far end had sent it: the
@@ -236,6 +240,7 @@ impl TunnelPlane {
             too_big_answers: TooBigAnswers::default(),
             answer_tokens: ANSWER_BURST,
             answer_earned: Duration::ZERO,
+            mtu_looked: vec![Duration::ZERO; tunnels.ports.len()],
             tunnels,
         }
     }
@@ -382,12 +387,13 @@ impl TunnelPlane {
         now: Duration,
     ) -> Result<usize, EncapDrop> {
         let inner_len = packet.len() - OUTER_LEN;
-        let port = &self.tunnels.ports[t];
-        if inner_len + self.ip_overheads[t] > port.mtu as usize {
+        let mtu = self.tunnels.ports[t].mtu.get() as usize;
+        if inner_len + self.ip_overheads[t] > mtu && !self.mtu_grew(t, inner_len, now) {
             self.counters[t].too_big += 1;
             self.answer_too_big(t, &packet[OUTER_LEN..], out, now);
             return Err(EncapDrop::TooBig);
         }
+        let port = &self.tunnels.ports[t];
         let remote = match port.config.remote_ip {
             Remote::Ip(ip) => ip,
             Remote::Flow if out.dst.is_unspecified() => {
@@ -412,6 +418,24 @@ impl TunnelPlane {
         self.push_resolving(t, remote, packet, vni, now)
     }
 
+    /// Whether the underlay's MTU, read again (at most every [`MTU_LOOK`] per tunnel), now
+    /// takes an inner frame of `inner_len` bytes: an MTU raised under a running switch is
+    /// followed at the first packet that needs it. (One lowered is followed as the route is
+    /// looked at again, [`REVALIDATE`].)
+    #[cold]
+    fn mtu_grew(&mut self, t: usize, inner_len: usize, now: Duration) -> bool {
+        if now < self.mtu_looked[t] + MTU_LOOK {
+            return false;
+        }
+        self.mtu_looked[t] = now;
+        let port = &self.tunnels.ports[t];
+        let Some(mtu) = wirespeed_port::interface_mtu(&port.iface) else {
+            return false;
+        };
+        port.mtu.set(mtu);
+        inner_len + self.ip_overheads[t] <= mtu as usize
+    }
+
     /// Queues the answer to `inner`, too big for tunnel `t`, where one is due
     /// ([`too_big_answer`]), coming from the far end the flow sent it to.
     #[cold]
@@ -425,7 +449,7 @@ impl TunnelPlane {
             Remote::Flow if out.dst.is_unspecified() => return,
             Remote::Flow => out.dst,
         };
-        let room = (port.mtu as usize).saturating_sub(self.ip_overheads[t]);
+        let room = (port.mtu.get() as usize).saturating_sub(self.ip_overheads[t]);
         let meta = TunnelMeta {
             id: u64::from(port.config.vni(out.id)),
             src: u32::from(remote),
@@ -523,6 +547,10 @@ impl TunnelPlane {
         resolved.generation = generation;
         resolved.next_look = now + RETRY;
         let port = &self.tunnels.ports[t];
+        // The underlay's MTU, which may have changed since the last look.
+        if let Some(mtu) = wirespeed_port::interface_mtu(&port.iface) {
+            port.mtu.set(mtu);
+        }
         let route = neighbours::route_to(remote).filter(|r| r.iface == port.iface);
         let Some(route) = route else {
             let resolved = self.slot(t, remote);
@@ -653,7 +681,7 @@ impl TunnelPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tunnel::{TunnelConfig, TunnelPort};
+    use crate::tunnel::{Mtu, TunnelConfig, TunnelPort};
 
     const LOCAL: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
     const REMOTE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
@@ -669,7 +697,7 @@ mod tests {
             iface: "ws-no-such0".to_string(),
             local_ip: LOCAL,
             local_mac: MAC,
-            mtu: 1500,
+            mtu: Mtu::new(1500),
         };
         TunnelPlane::new(Arc::new(Tunnels {
             ports: vec![port],
