@@ -54,6 +54,10 @@ pub struct CtlArgs {
     /// and IPFIX parts).
     #[arg(long)]
     pub json: bool,
+    /// How long to wait for the switch's answer, in seconds: a switch stopped or stuck is
+    /// said so, and ctl exits 1.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub timeout: f64,
     /// The command (see below).
     pub command: String,
     /// Its argument: a flow, a match, a meter, a group, or (add-flows, replace-flows,
@@ -115,7 +119,9 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         }
         request.args.push(JSON.to_string());
     }
-    let answer = wirespeed_switch::bridge::control::request(&args.ctl, &request)?;
+    crate::run::meter::check_seconds("--timeout", Some(args.timeout))?;
+    let timeout = std::time::Duration::from_secs_f64(args.timeout);
+    let answer = wirespeed_switch::bridge::control::request_within(&args.ctl, &request, timeout)?;
     if !answer.ok {
         bail!("{}", answer.output);
     }

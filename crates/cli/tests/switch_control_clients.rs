@@ -9,6 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::switched::Switched;
+use common::{must, sh, wirespeed};
 
 /// dump-flows' lines that mention `text`.
 fn flows_with(s: &Switched, text: &str) -> usize {
@@ -56,4 +57,29 @@ fn silent_clients_delay_nobody_and_failed_means_not_done() {
     assert!(!out.status.success());
     assert!(err.len() < 500, "{} bytes of error", err.len());
     assert!(err.contains(&format!("{}...(", &flow[..60])), "{err}");
+}
+
+/// A switch that does not answer (stopped: SIGSTOP) is said so once `--timeout` is up, and
+/// ctl exits 1, instead of waiting for ever; `top` says so too, within its own few seconds.
+#[test]
+fn a_switch_that_does_not_answer_is_said_so_when_the_timeout_is_up() {
+    let s = Switched::new("cto", &[]);
+    let pid = s.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    let start = Instant::now();
+    let out = s.ctl(&["--timeout", "1", "dump-flows"]);
+    let took = start.elapsed();
+    let top = sh(&[wirespeed(), "top", "--ctl", &s.ctl, "--count", "1"]);
+    must(&["kill", "-CONT", &pid]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the switch did not answer within 1 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let top_err = String::from_utf8_lossy(&top.stderr);
+    assert!(!top.status.success(), "{top_err}");
+    assert!(top_err.contains("did not answer within 5 s"), "{top_err}");
+    assert!(s.ctl_ok(&["dump-flows"]).contains("actions=NORMAL"));
 }

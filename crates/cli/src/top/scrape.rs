@@ -95,12 +95,16 @@ impl CtlError {
     }
 }
 
+/// How long top waits for a switch's answer.
+const CTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn ctl_request(ctl: &std::path::Path, command: &str) -> Result<String, CtlError> {
     let request = Request {
         command: command.to_string(),
         args: vec![String::new()],
     };
-    let answer = wirespeed_switch::bridge::control::request(ctl, &request)
+    // A view that waits on a stuck switch shows nothing: it says so instead.
+    let answer = wirespeed_switch::bridge::control::request_within(ctl, &request, CTL_TIMEOUT)
         .map_err(|e| CtlError::Other(e.into()))?;
     if !answer.ok {
         return Err(CtlError::Refused(format!(

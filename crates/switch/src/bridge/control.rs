@@ -121,10 +121,10 @@ pub enum ControlError {
     #[error("{0}: no such directory for the control socket (make it first)")]
     NoDirectory(PathBuf),
     #[error(
-        "{0}: the switch took the request but did not answer within {1} s; it may still take \
-         effect (look with dump-flows)"
+        "{0}: the switch did not answer within {1} s (stopped, or busy with a large change); \
+         a change asked for may still take effect (look with dump-flows)"
     )]
-    NoAnswer(PathBuf, u64),
+    NoAnswer(PathBuf, f64),
 }
 
 /// The listening socket; removed when dropped.
@@ -346,8 +346,18 @@ fn answer(stream: &UnixStream, response: &Response) {
     let _ = (&*stream).write_all(out.as_bytes());
 }
 
-/// Sends one request to the switch listening on `path` and returns its answer.
+/// Sends one request to the switch listening on `path` and returns its answer, waiting for
+/// it a minute at most.
 pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError> {
+    request_within(path, request, CLIENT_TIMEOUT)
+}
+
+/// [`request`], waiting `timeout` at most for the answer.
+pub fn request_within(
+    path: &Path,
+    request: &Request,
+    timeout: Duration,
+) -> Result<Response, ControlError> {
     if std::fs::metadata(path).is_ok_and(|meta| !meta.file_type().is_socket()) {
         return Err(ControlError::NotOurs(
             path.to_path_buf(),
@@ -368,7 +378,7 @@ pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError>
             source,
         }
     };
-    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
+    let _ = stream.set_read_timeout(Some(timeout));
     let mut line = serde_json::to_string(request).unwrap_or_default();
     line.push('\n');
     // A switch that refuses a request (too large) answers before it has read it all, and
@@ -379,7 +389,7 @@ pub fn request(path: &Path, request: &Request) -> Result<Response, ControlError>
         .read_line(&mut answer)
         .map_err(|e| match e.kind() {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-                ControlError::NoAnswer(path.to_path_buf(), CLIENT_TIMEOUT.as_secs())
+                ControlError::NoAnswer(path.to_path_buf(), timeout.as_secs_f64())
             }
             _ => io("receive")(e),
         })?;
