@@ -183,6 +183,86 @@ fn bad_ports_and_options_are_refused() {
             &format!("--peer-port {peer}: {} is --port's interface too", net.b),
         );
     }
+    // xdpdrop counts every queue in the kernel: a queue or CPUs named would mislead.
+    fails_with(
+        ns,
+        &["bench", "xdpdrop", "--port", &format!("{port}@0")],
+        "xdpdrop drops and counts on every queue of the interface: leave out @QUEUE",
+    );
+    fails_with(
+        ns,
+        &["bench", "xdpdrop", "--port", &port, "--cpus", "0"],
+        "--cpus 0: xdpdrop runs in the kernel",
+    );
+    fails_with(
+        ns,
+        &["bench", "txpush", "--port", &port, "--verify"],
+        "--verify checks what rxdrop receives: it goes with rxdrop",
+    );
+    net.assert_no_xdp();
+}
+
+/// rxdrop --verify with the sender's flags, as its help says (neither names a source MAC:
+/// each side's default is its own interface's): every frame verifies. Told a source MAC
+/// the sender did not use, every frame is corrupt, and the exit status says so.
+#[test]
+fn verify_takes_the_senders_own_mac_and_fails_on_corrupt_frames() {
+    let net = NetPair::new("bv");
+    let (rx_port, tx_port) = (format!("xdp:{}", net.b), format!("xdp:{}", net.a));
+    let receive = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "rxdrop",
+            "--port",
+            &rx_port,
+            "--duration",
+            "60",
+            "--verify",
+            "--expect",
+            "1000",
+            "--size",
+            "128",
+            "--json",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        let mut rx = spawn_in(&net.ns_b, &args);
+        rx.wait_ready();
+        let tx = run_json(
+            &net.ns_a,
+            &[
+                "bench", "txpush", "--port", &tx_port, "--count", "1000", "--size", "128",
+                "--json", "-q",
+            ],
+        );
+        assert_eq!(tx["tx_packets"].as_u64(), Some(1000), "{tx}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        must(&["kill", "-INT", &rx.pid().to_string()]);
+        rx.exit()
+    };
+    let (code, out, err) = receive(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["verify"]["corrupt"], 0, "{j}");
+    assert_eq!(
+        j["verify"]["unique"].as_u64().unwrap() + j["drops_total"].as_u64().unwrap(),
+        1000,
+        "{j}"
+    );
+    let (code, out, err) = receive(&["--src-mac", "02:00:00:00:00:99"]);
+    assert_eq!(code, Some(1), "{err}");
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let corrupt = j["verify"]["corrupt"].as_u64().unwrap();
+    assert!(
+        corrupt > 0 && corrupt == j["verify"]["received"].as_u64().unwrap(),
+        "{j}"
+    );
+    assert!(
+        err.contains(&format!(
+            "--verify: {corrupt} of {corrupt} packets received were corrupt"
+        )),
+        "{err}"
+    );
     net.assert_no_xdp();
 }
 

@@ -86,7 +86,9 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub live: crate::args::cpus::LiveFlags,
     /// rxdrop: check every packet against the txpush frame of its sequence number (same
-    /// --size and address flags as the sender) and report lost, duplicate and corrupt ones.
+    /// --size and address flags as the sender; the source MAC is checked only if --src-mac
+    /// is given) and report lost, duplicate and corrupt ones; exit status 1 when any was
+    /// corrupt (lost ones are a benchmark's drops, counted by reason).
     #[arg(long)]
     pub verify: bool,
     /// rxdrop --verify: the number of packets the sender sent (to count the missing ones).
@@ -173,6 +175,24 @@ impl BenchArgs {
         if self.expect.is_some() && !self.verify {
             bail!("--expect goes with --verify");
         }
+        if self.verify && self.mode != Mode::Rxdrop {
+            bail!("--verify checks what rxdrop receives: it goes with rxdrop");
+        }
+        if self.mode == Mode::Xdpdrop {
+            if self.port.contains('@') {
+                bail!(
+                    "--port {}: xdpdrop drops and counts on every queue of the interface: \
+                     leave out @QUEUE",
+                    self.port
+                );
+            }
+            if let Some(list) = &self.live.cpus {
+                bail!(
+                    "--cpus {list}: xdpdrop runs in the kernel, on the CPUs the packets come \
+                     in on: leave it out"
+                );
+            }
+        }
         match (&self.live.cpus, self.mode) {
             (Some(list), Mode::Rxdrop | Mode::L2fwd) if self.engine != Engine::Kernel => {
                 crate::args::cpus::parse("--cpus", list)?;
@@ -242,6 +262,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     summary.print(args.json, args.quiet, to_stderr);
     if let Some(e) = &summary.error {
         bail!("{e}");
+    }
+    if let Some(v) = summary.verify.as_ref().filter(|v| v.corrupt > 0) {
+        bail!(
+            "--verify: {} of {} packets received were corrupt",
+            v.corrupt,
+            v.received
+        );
     }
     if let Some(audit) = summary.frames
         && !audit.balanced()

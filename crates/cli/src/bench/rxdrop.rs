@@ -16,7 +16,7 @@ pub fn run(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resu
     let mut port =
         crate::run::open_port::open_port(spec, &args.port_options(&[&spec.iface], true, false))?;
     let mut verifier = match args.verify {
-        true => Some(Verifier::new(args.template(spec)?)),
+        true => Some(Verifier::new(args.template(spec)?, args.src_mac.is_some())),
         false => None,
     };
     announce_ready(Mode::Rxdrop, port.info(), args.port_flags.batch);
