@@ -258,6 +258,53 @@ fn copy_mode_both_ends_counts_no_zero_copy() {
     );
 }
 
+/// A peer that takes a megabyte and resets the connection: send says what it sent, in its
+/// summary and in --json with the error, then fails with the reason.
+#[test]
+fn a_reset_connection_still_gets_its_summary() {
+    let p = link("zr");
+    let mut server = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.ns_b, "timeout", "60", "python3", "-c"])
+        .arg(format!(
+            "import socket,struct\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); \
+             l.listen(1)\nprint('listening', flush=True)\nc,_=l.accept(); n=0\n\
+             while n < 1<<20:\n  n+=len(c.recv(1<<20))\n\
+             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
+             c.close()"
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "listening");
+    let connect = format!("10.77.0.2:{PORT}");
+    let out = run_in(
+        &p.ns_a,
+        &[
+            "zcopy",
+            "send",
+            "--connect",
+            &connect,
+            "--duration",
+            "20",
+            "--json",
+        ],
+    );
+    assert!(server.wait().unwrap().success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let j: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no summary ({e}): {err}"));
+    assert!(j["bytes"].as_u64().unwrap() >= 1 << 20, "{j}");
+    let error = j["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("send to 10.77.0.2") && error.contains("reset by peer")
+            || error.contains("Broken pipe"),
+        "{j}"
+    );
+    assert!(err.contains("error: send to 10.77.0.2"), "{err}");
+}
+
 #[test]
 fn bad_input_fails_before_connecting() {
     let dir = TempDir::new("zcb");

@@ -73,7 +73,15 @@ struct SendSummary {
     cpu_system_s: f64,
     cpu_ms_per_gb: f64,
     interrupted: bool,
+    /// What ended the run, when a failure did (the peer reset the connection, say): the
+    /// figures above are what was sent until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
+
+/// Below this a send, MSG_ZEROCOPY costs more than it saves (the kernel's msg_zerocopy
+/// documentation: "around 10 KB"): said at the start.
+const ZEROCOPY_WORTH_IT: u64 = 10_000;
 
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
     check(&args)?;
@@ -97,6 +105,19 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;
     let zerocopy = !args.copy;
+    if zerocopy {
+        // Small zero-copy sends held back by Nagle wait for an acknowledgement each, and
+        // the buffers they pin with them: about 30 ms a buffer, a thousand times slower.
+        stream.set_nodelay(true).context("TCP_NODELAY")?;
+        if args.size < ZEROCOPY_WORTH_IT {
+            eprintln!(
+                "wirespeed zcopy send: note: --size {}: zero-copy pays off above about 10 KB \
+                 a send (each send pins its pages and waits for the kernel's notice); below \
+                 it, --copy is faster",
+                args.size
+            );
+        }
+    }
     let api = match args.io_uring {
         true => SendApi::IoUring,
         false => SendApi::Syscalls,
@@ -112,13 +133,18 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     .context("set up the sender")?;
     announce_ready(&args, addr, api, zerocopy, mss);
     let mut live = Live::new("send", args.quiet);
-    let interrupted = match send(&args, &mut tx, file.as_mut(), limit, duration, &mut live) {
-        Ok(()) => false,
-        Err(e) if matches!(e.downcast_ref::<ZcopyError>(), Some(ZcopyError::Stopped)) => true,
-        Err(e) => return Err(e.context(format!("send to {addr}"))),
-    };
-    tx.finish()
-        .with_context(|| format!("end the stream to {addr}"))?;
+    let (interrupted, failed) =
+        match send(&args, &mut tx, file.as_mut(), limit, duration, &mut live) {
+            Ok(()) => (false, None),
+            Err(e) if matches!(e.downcast_ref::<ZcopyError>(), Some(ZcopyError::Stopped)) => {
+                (true, None)
+            }
+            Err(e) => (false, Some(e.context(format!("send to {addr}")))),
+        };
+    if failed.is_none() {
+        tx.finish()
+            .with_context(|| format!("end the stream to {addr}"))?;
+    }
     let seconds = live.elapsed().as_secs_f64();
     let (user, system) = live.cpu_seconds();
     let st = tx.stats();
@@ -146,8 +172,14 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         cpu_system_s: system,
         cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
         interrupted,
+        error: failed.as_ref().map(crate::run::error_text::error_text),
     };
-    print(&s, args.json)
+    // A run a failure ended still says what it sent, then the failure.
+    print(&s, args.json)?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The flags' values in range.
