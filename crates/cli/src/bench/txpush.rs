@@ -120,6 +120,7 @@ fn run_kernel(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;
+    s.notes.extend(totals.notes);
     s.set_error(totals.ended);
     Ok(s.finish())
 }

@@ -170,6 +170,7 @@ pub fn send(
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;
+    s.notes.extend(totals.notes.iter().cloned());
     if let Some(stamp) = &vary.stamp {
         s.sequence_end = totals.packets;
         s.stamped = Some(

@@ -64,6 +64,35 @@ pub struct LiveTotals {
     /// Why sending stopped early, if it did: a call that failed (the interface went away, say).
     /// What was sent until then is counted above all the same.
     pub ended: anyhow::Result<()>,
+    /// What the user should know of the counts (a veth's peer may refuse the frames).
+    pub notes: Vec<String>,
+}
+
+/// Whether `iface` may be one end of a veth pair: a virtual Ethernet interface of no named
+/// device type (a VLAN, a macvlan, a bridge, a VXLAN name theirs in `uevent`), not a tap.
+/// (Its peer, in another namespace as often as not, cannot be looked at from here.)
+fn may_be_veth(iface: &str) -> bool {
+    let at = format!("/sys/class/net/{iface}");
+    let read = |file: &str| std::fs::read_to_string(format!("{at}/{file}"));
+    let virtual_device =
+        std::fs::read_link(&at).is_ok_and(|path| path.to_string_lossy().contains("/virtual/"));
+    let ethernet = read("type").is_ok_and(|t| t.trim() == "1");
+    let typed = read("uevent").is_ok_and(|u| u.contains("DEVTYPE="));
+    let tap = std::fs::metadata(format!("{at}/tun_flags")).is_ok();
+    virtual_device && ethernet && !typed && !tap
+}
+
+/// The note a veth gets: the kernel hands the frames to the peer, which drops them unless
+/// it takes XDP frames, and tells this process nothing of it.
+pub fn veth_note(iface: &str) -> Option<String> {
+    may_be_veth(iface).then(|| {
+        format!(
+            "{iface} is a virtual interface: if a veth, its peer takes the kernel engine's \
+             frames only if it runs an XDP program or has GRO on (ethtool -K PEER gro on), \
+             and the kernel drops them otherwise, which no count here shows. The packets \
+             counted are those handed to the kernel; the peer's counters say what arrived"
+        )
+    })
 }
 
 /// Each call sets up a page pool (milliseconds): one frame gets calls this long...
@@ -122,6 +151,9 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
         engines.iter_mut().map(ThreadEngine::Own).collect()
     };
     ready();
+    if let Some(note) = veth_note(load.iface) {
+        eprintln!("wirespeed: note: {note}");
+    }
     let progress = Progress::default();
     let mut meter = Meter::new("tx", load.quiet, 1);
     let deadline = load.duration.map(|d| Instant::now() + d);
@@ -169,6 +201,7 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
         bytes: progress.bytes.load(Ordering::Relaxed),
         measured: meter.measured(),
         ended: ended.map_err(|e| link_error(e, load.iface, ifindex)),
+        notes: veth_note(load.iface).into_iter().collect(),
     };
     Ok(totals)
 }
