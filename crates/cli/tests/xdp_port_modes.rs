@@ -260,7 +260,7 @@ fn auto_reports_the_mode_each_interface_allows() {
     assert_eq!(j["xdp_mode"], "copy", "{j}");
     let zc_refused = format!(
         "fell back after: zero-copy bind: {} queue 0: bind in zero-copy mode: Operation not \
-         supported (os error 95)",
+         supported (os error 95) (the driver has no AF_XDP zero-copy, as veth: --xdp-mode copy)",
         net.b
     );
     assert_eq!(j["notes"], serde_json::json!([zc_refused]), "{j}");

@@ -48,7 +48,7 @@ pub enum XskError {
         #[source]
         source: io::Error,
     },
-    #[error("{iface} queue {queue}: bind in {mode} mode: {source}")]
+    #[error("{iface} queue {queue}: bind in {mode} mode: {source}{}", bind_hint(.mode, .source))]
     Bind {
         iface: String,
         queue: u32,
@@ -66,6 +66,17 @@ pub enum XskError {
         /// Whose socket it is, as far as can be told (see `queue_holders`).
         holders: Vec<Process>,
     },
+}
+
+/// What a refused bind most likely means, where it is clear: a zero-copy bind the driver
+/// does not support (veth has none).
+fn bind_hint(mode: &str, source: &io::Error) -> &'static str {
+    match (mode, source.raw_os_error()) {
+        ("zero-copy", Some(libc::EOPNOTSUPP)) => {
+            " (the driver has no AF_XDP zero-copy, as veth: --xdp-mode copy)"
+        }
+        _ => "",
+    }
 }
 
 impl XskError {

@@ -11,7 +11,9 @@ pub struct PortFlags {
     /// Packets per burst (1 to the ring size).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
-    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
+    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP); zc only
+    /// (the driver's zero-copy: not veth's), copy, native (native XDP, the kernel picks zc or
+    /// copy) or skb.
     #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
     pub xdp_mode: XdpMode,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
