@@ -54,6 +54,27 @@ fn python_in(ns: &str, program: &str) -> String {
     ])
 }
 
+/// A Python `program` in `ns` that prints "listening" once it listens: it, and the lines it
+/// prints after that.
+fn python_server(
+    ns: &str,
+    program: &str,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    let mut server = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", ns, "timeout", "60", "python3", "-c", program,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "listening");
+    (server, lines)
+}
+
 /// `zcopy recv` (zero-copy) in namespace b on PORT writing to `out`, ready.
 fn receiver_into(p: &NetPair, out: &str) -> Running {
     let listen = format!("10.77.0.2:{PORT}");
@@ -171,19 +192,15 @@ fn zero_copy_send_into_an_ordinary_tcp_receiver_is_intact() {
 /// `file` (SHA-256 `sum`) sent by `zcopy send` with `extra` options, 1 MiB a send, to a
 /// Python receiver that counts and hashes what it gets.
 fn send_to_python(p: &NetPair, file: &str, sum: &str, extra: &[&str]) {
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", &p.ns_b, "timeout", "60", "python3", "-c"])
-        .arg(format!(
+    let (mut server, mut lines) = python_server(
+        &p.ns_b,
+        &format!(
             "import socket,hashlib\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
              print('listening', flush=True)\nc,_=l.accept(); h=hashlib.sha256(); n=0\n\
              while True:\n  b=c.recv(1<<20)\n  if not b: break\n  h.update(b); n+=len(b)\n\
              print(n, h.hexdigest(), flush=True)"
-        ))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "listening");
+        ),
+    );
     let connect = format!("10.77.0.2:{PORT}");
     let mut args = vec![
         "zcopy",
@@ -263,20 +280,16 @@ fn copy_mode_both_ends_counts_no_zero_copy() {
 #[test]
 fn a_reset_connection_still_gets_its_summary() {
     let p = link("zr");
-    let mut server = std::process::Command::new("ip")
-        .args(["netns", "exec", &p.ns_b, "timeout", "60", "python3", "-c"])
-        .arg(format!(
+    let (mut server, _) = python_server(
+        &p.ns_b,
+        &format!(
             "import socket,struct\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); \
              l.listen(1)\nprint('listening', flush=True)\nc,_=l.accept(); n=0\n\
              while n < 1<<20:\n  n+=len(c.recv(1<<20))\n\
              c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
              c.close()"
-        ))
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stdout.take().unwrap()));
-    assert_eq!(lines.next().unwrap().unwrap(), "listening");
+        ),
+    );
     let connect = format!("10.77.0.2:{PORT}");
     let out = run_in(
         &p.ns_a,

@@ -37,14 +37,7 @@ struct Slots {
 static SLOTS: OnceLock<Arc<Slots>> = OnceLock::new();
 
 fn slots() -> Arc<Slots> {
-    SLOTS
-        .get_or_init(|| {
-            let slots = Arc::new(Slots::default());
-            let read = slots.clone();
-            crate::run::metrics::add_extra(move |e| render(e, &read));
-            slots
-        })
-        .clone()
+    crate::run::metrics::tool_slots(&SLOTS, render)
 }
 
 /// Shows the writer's progress in scrapes from now on (nothing without `--metrics`).

@@ -89,14 +89,7 @@ type Slots = Mutex<Vec<Published<Vec<GeneratorFigures>>>>;
 static SLOTS: OnceLock<Arc<Slots>> = OnceLock::new();
 
 fn slots() -> Arc<Slots> {
-    SLOTS
-        .get_or_init(|| {
-            let slots = Arc::new(Slots::default());
-            let read = slots.clone();
-            crate::run::metrics::add_extra(move |e| render(e, &read));
-            slots
-        })
-        .clone()
+    crate::run::metrics::tool_slots(&SLOTS, render)
 }
 
 /// A receiving thread's side; does nothing without `--metrics`.

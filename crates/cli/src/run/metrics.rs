@@ -2,7 +2,7 @@
 //! before the tool opens its ports (an address in use refuses the start, nothing opened),
 //! and answers once the tool has figures to show.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
 use wirespeed_metrics::{
@@ -94,6 +94,21 @@ pub fn add_extra(extra: impl Fn(&mut Exposition) + Send + Sync + 'static) {
         let mut extras = registry.extras.lock().unwrap_or_else(|e| e.into_inner());
         extras.push(Box::new(extra));
     }
+}
+
+/// A tool's own slots (`cell`), made at the first call, with `render` added to every
+/// scrape to read them: where its threads publish figures beyond their meters'.
+pub fn tool_slots<S: Default + Send + Sync + 'static>(
+    cell: &'static OnceLock<Arc<S>>,
+    render: fn(&mut Exposition, &S),
+) -> Arc<S> {
+    cell.get_or_init(|| {
+        let slots = Arc::new(S::default());
+        let read = slots.clone();
+        add_extra(move |e| render(e, &read));
+        slots
+    })
+    .clone()
 }
 
 /// Binds `--metrics` and turns the meters' registry on.
