@@ -49,7 +49,7 @@ impl Source {
         let mut no_metrics = None;
         let samples = match (&self.metrics, &self.ctl) {
             (Some(addr), _) => scrape_http(addr, timeout)?,
-            (None, Some(ctl)) => match ctl_request(ctl, "metrics") {
+            (None, Some(ctl)) => match ctl_request(ctl, "metrics", timeout) {
                 Ok(text) => parse(&text)
                     .with_context(|| format!("{}: metrics: not Prometheus text", ctl.display()))?,
                 Err(CtlError::Refused(why)) => {
@@ -62,7 +62,7 @@ impl Source {
         };
         let rules = match &self.ctl {
             Some(ctl) if self.rules => Some(parse_dump_flows(
-                &ctl_request(ctl, "dump-flows").map_err(CtlError::into_anyhow)?,
+                &ctl_request(ctl, "dump-flows", timeout).map_err(CtlError::into_anyhow)?,
             )),
             _ => None,
         };
@@ -95,17 +95,22 @@ impl CtlError {
     }
 }
 
-/// How long top waits for a switch's answer.
+/// How long top waits for a switch's answer at least.
 const CTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn ctl_request(ctl: &std::path::Path, command: &str) -> Result<String, CtlError> {
+fn ctl_request(
+    ctl: &std::path::Path,
+    command: &str,
+    timeout: Duration,
+) -> Result<String, CtlError> {
     let request = Request {
         command: command.to_string(),
         args: vec![String::new()],
     };
     // A view that waits on a stuck switch shows nothing: it says so instead.
-    let answer = wirespeed_switch::bridge::control::request_within(ctl, &request, CTL_TIMEOUT)
-        .map_err(|e| CtlError::Other(e.into()))?;
+    let answer =
+        wirespeed_switch::bridge::control::request_within(ctl, &request, timeout.max(CTL_TIMEOUT))
+            .map_err(|e| CtlError::Other(e.into()))?;
     if !answer.ok {
         return Err(CtlError::Refused(format!(
             "{}: {command}: {}",

@@ -378,7 +378,11 @@ pub fn request_within(
             source,
         }
     };
+    // At least a millisecond: a zero timeout would be none.
+    let timeout = timeout.max(Duration::from_millis(1));
     let _ = stream.set_read_timeout(Some(timeout));
+    // A stopped switch reads nothing: a large request would fill the socket and wait.
+    let _ = stream.set_write_timeout(Some(timeout));
     let mut line = serde_json::to_string(request).unwrap_or_default();
     line.push('\n');
     // A switch that refuses a request (too large) answers before it has read it all, and
@@ -394,7 +398,12 @@ pub fn request_within(
             _ => io("receive")(e),
         })?;
     if answer.is_empty() {
-        sent.map_err(io("send"))?;
+        sent.map_err(|e| match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                ControlError::NoAnswer(path.to_path_buf(), timeout.as_secs_f64())
+            }
+            _ => io("send")(e),
+        })?;
     }
     serde_json::from_str(&answer)
         .map_err(|e| ControlError::NotOurs(path.to_path_buf(), format!("answered {e}")))
