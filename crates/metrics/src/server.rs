@@ -1,7 +1,7 @@
 //! The `/metrics` listener: a thread that accepts, and one a connection (at most
 //! [`MAX_CLIENTS`] at once), each answering one HTTP/1.1 request with what the tool's render
-//! function writes at that moment. A client has 5 s (`CLIENT_TIMEOUT`) for its whole request, so
-//! one that connects and dawdles holds up no scrape but its own.
+//! function writes at that moment. A client has 5 s (`CLIENT_TIMEOUT`) for its whole request
+//! and answer, so one that connects and dawdles holds up no scrape but its own.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Longest request head read (request line and headers).
 const MAX_HEAD: usize = 8192;
-/// A client whose request (line and headers) has not all come in this long is dropped.
+/// A client whose request (line and headers) has not all come, and its answer gone, in this
+/// long is dropped.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections answered at once at most; another is told 503 at once.
 pub const MAX_CLIENTS: usize = 32;
@@ -162,7 +163,8 @@ where
         // connection, the answer lost with it.
         let mut stream = stream;
         drain(&mut stream, Duration::from_millis(10));
-        let deadline = Instant::now() + Duration::from_millis(100);
+        // On the accepting thread: some 60 ms at most, whatever the client does.
+        let deadline = Instant::now() + Duration::from_millis(40);
         let _ = respond(
             stream,
             "503 Service Unavailable",
@@ -170,6 +172,7 @@ where
             TEXT,
             &busy,
             deadline,
+            10,
         );
         return;
     }
@@ -211,6 +214,7 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
             TEXT,
             &body,
             deadline,
+            CLOSE_WAIT_MS,
         );
     };
     let request_line = head.lines().next().unwrap_or("");
@@ -235,12 +239,23 @@ fn answer(mut stream: TcpStream, render: &impl Fn() -> String) -> std::io::Resul
         ),
         _ => ("405 Method Not Allowed", TEXT, "only GET\n".to_string()),
     };
-    respond(stream, status, method, content_type, &body, deadline)
+    respond(
+        stream,
+        status,
+        method,
+        content_type,
+        &body,
+        deadline,
+        CLOSE_WAIT_MS,
+    )
 }
 
+/// How long a client's thread waits for the client to close after the answer, in ms.
+const CLOSE_WAIT_MS: u64 = 100;
+
 /// Writes the answer by `deadline` (the whole of it, not each write) and closes (HEAD:
-/// without the body), waiting briefly for the client to close first: closing on bytes it
-/// sent and we did not read would reset the connection, the answer lost with it.
+/// without the body), waiting up to `close_wait_ms` for the client to close first: closing
+/// on bytes it sent and we did not read would reset the connection, the answer lost with it.
 fn respond(
     mut stream: TcpStream,
     status: &str,
@@ -248,6 +263,7 @@ fn respond(
     content_type: &str,
     body: &str,
     deadline: Instant,
+    close_wait_ms: u64,
 ) -> std::io::Result<()> {
     let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
@@ -271,7 +287,7 @@ fn respond(
     }
     stream.flush()?;
     let _ = stream.shutdown(std::net::Shutdown::Write);
-    drain(&mut stream, Duration::from_millis(100));
+    drain(&mut stream, Duration::from_millis(close_wait_ms));
     Ok(())
 }
 
