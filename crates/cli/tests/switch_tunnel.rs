@@ -452,8 +452,6 @@ fn jumbo_frames_cross(tag: &str, kind: &str, options: &str) {
     }
 }
 
-/// With --offload the kernel's fast path takes no tunnel flow (their input or output is no
-/// AF_XDP port): every packet is pushed and popped in user space, as without it.
 /// An underlay MTU raised under running switches is followed: 8900-byte pings that would
 /// not have fitted cross at once, none counted too big, and `show` gives the new MTU.
 #[test]
@@ -477,6 +475,8 @@ fn an_underlay_mtu_raised_under_running_switches_is_followed() {
     t.assert_no_xdp_left();
 }
 
+/// With --offload the kernel's fast path takes no tunnel flow (their input or output is no
+/// AF_XDP port): every packet is pushed and popped in user space, as without it.
 #[test]
 fn offloading_switches_leave_tunnel_flows_to_user_space() {
     let mut t = Tunnelled::new("to", Far::Switch);

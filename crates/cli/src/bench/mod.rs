@@ -179,7 +179,7 @@ impl BenchArgs {
             bail!("--verify checks what rxdrop receives: it goes with rxdrop");
         }
         if self.mode == Mode::Xdpdrop {
-            if self.port.contains('@') {
+            if self.port.starts_with("xdp:") && self.port.contains('@') {
                 bail!(
                     "--port {}: xdpdrop drops and counts on every queue of the interface: \
                      leave out @QUEUE",

@@ -141,10 +141,15 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
             }
             Err(e) => (false, Some(e.context(format!("send to {addr}")))),
         };
-    if failed.is_none() {
-        tx.finish()
-            .with_context(|| format!("end the stream to {addr}"))?;
-    }
+    // Ending the stream can fail too (the peer gone, the last notices lost): said after
+    // the summary, as a failure while sending is.
+    let failed = match failed {
+        None => tx
+            .finish()
+            .with_context(|| format!("end the stream to {addr}"))
+            .err(),
+        failed => failed,
+    };
     let seconds = live.elapsed().as_secs_f64();
     let (user, system) = live.cpu_seconds();
     let st = tx.stats();
