@@ -79,7 +79,10 @@ fn kernel_engine_cycles_prebuilt_frames_and_every_one_is_accounted_for() {
     );
     assert_eq!(ipv4["flows"].as_u64(), Some(100), "{ipv4}");
     // No note of flows left out (only the veth's, of what the peer may refuse).
-    assert!(!ipv4["notes"].to_string().contains("flows asked for"), "{ipv4}");
+    assert!(
+        !ipv4["notes"].to_string().contains("flows asked for"),
+        "{ipv4}"
+    );
     net.assert_no_xdp();
 }
 
