@@ -59,10 +59,9 @@ fn controller_packets_go_to_a_pcap_file() {
 /// exit status says it failed.
 #[test]
 fn a_full_disk_under_the_controller_file_is_said_at_once_and_the_switch_goes_on() {
-    let disk = SmallDisk::mount(
-        &format!("/tmp/wirespeed-sfull-{}", std::process::id()),
-        "64k",
-    );
+    // In a directory of the test's own, removed with it.
+    let dir = TempDir::new("controller-full");
+    let disk = SmallDisk::mount(&dir.path("small"), "64k");
     let file = format!("{}/controller.pcap", disk.0);
     let mut s = Switched::new("sf", &["--controller-pcap", &file]);
     s.ctl_ok(&["add-flow", "priority=100,udp,actions=controller"]);
