@@ -7,7 +7,7 @@
 
 use std::net::Ipv4Addr;
 
-use wirespeed_packet::{MacAddr, checksum};
+use wirespeed_packet::{MacAddr, checksum, swap_macs};
 
 const ETHERNET_LEN: usize = 14;
 const ICMP: u8 = 1;
@@ -64,10 +64,8 @@ pub fn answer_echo_in_place(head: &mut [u8]) -> bool {
     if ihl < 20 || head.len() < icmp_at + 8 || head[icmp_at] != ECHO_REQUEST {
         return false;
     }
-    let (macs, rest) = head.split_at_mut(12);
-    let (dst_mac, src_mac) = macs.split_at_mut(6);
-    dst_mac.swap_with_slice(src_mac);
-    let ip = &mut rest[2..2 + ihl];
+    swap_macs(head);
+    let ip = &mut head[ETHERNET_LEN..icmp_at];
     let (front, addresses) = ip.split_at_mut(12);
     let (src, dst) = addresses.split_at_mut(4);
     src.swap_with_slice(&mut dst[..4]);

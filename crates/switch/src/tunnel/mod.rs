@@ -50,7 +50,7 @@ pub struct TunnelPort {
 }
 
 /// An MTU the threads share and any of them may update.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Mtu(Arc<AtomicU32>);
 
 impl Mtu {
