@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Objects: name, source in bpf/, extra clang arguments.
-const PROGRAMS: [(&str, &str, &[&str]); 6] = [
+const PROGRAMS: [(&str, &str, &[&str]); 7] = [
     ("xsk_redirect", "xsk_redirect", &[]),
     ("xsk_spill", "xsk_spill", &[]),
     ("xdp_drop", "xdp_drop", &[]),
     ("xdp_live_tx", "xdp_live_tx", &[]),
+    ("tx_watch", "tx_watch", &[]),
     // -mcpu=v3: an atomic OR (the flags it counts).
     ("switch_fast_path", "switch_fast_path", &["-mcpu=v3"]),
     // The fast path with its parser's result exported, for the tests.

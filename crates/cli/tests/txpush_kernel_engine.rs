@@ -1,5 +1,6 @@
 //! The kernel transmit engine (XDP live frames) sends exactly what it is asked to, and the
-//! in-kernel drop counter (xdpdrop) counts exactly what arrives.
+//! in-kernel drop counter (xdpdrop) counts exactly what arrives; what the device refuses is
+//! counted as dropped.
 
 mod common;
 use common::*;
@@ -34,12 +35,19 @@ fn send_into_sink(
     let tx = run_json(&net.ns_a, &args);
     assert_eq!(tx["packets"].as_u64(), Some(count), "{tx}");
     assert_eq!(tx["engine"], "kernel");
-    // On a veth the count is what the kernel was handed: said, since a peer without XDP
-    // would drop every frame unseen.
-    let notes = tx["notes"].to_string();
+    // The sink takes XDP frames: nothing refused. Frames its full ring left over are not
+    // counted by bench (that costs rate), and on a veth it says so.
+    assert_eq!(
+        (
+            tx["drops"]["tx_refused"].as_u64(),
+            tx["drops"]["tx_not_queued"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{tx}"
+    );
     assert!(
-        notes.contains(&format!(
-            "{} is a virtual interface: if a veth, its peer",
+        tx["notes"].to_string().contains(&format!(
+            "{}: frames left over when its peer's ring is full are not in the drops",
             net.a
         )),
         "{tx}"
@@ -89,4 +97,58 @@ fn kernel_engine_on_two_cpus_sends_exactly_the_count_from_both() {
             "queue {q}: {got} received + {refused} refused, CPU {q} sent {sent_from_cpu}"
         );
     }
+}
+
+/// A veth whose peer runs no XDP program (and has GRO off) refuses every frame the kernel
+/// engine hands it, and a veth whose peer is down too: each frame is counted as dropped,
+/// with why and what to do, where before the run reported them sent and said nothing.
+#[test]
+fn kernel_engine_counts_the_frames_a_veth_refuses() {
+    let net = NetPair::new("kr");
+    let port = format!("xdp:{}", net.a);
+    let send = |count: &str| {
+        run_json(
+            &net.ns_a,
+            &[
+                "bench", "txpush", "--engine", "kernel", "--port", &port, "--count", count,
+                "--json", "-q",
+            ],
+        )
+    };
+    let tx = send("100000");
+    assert_eq!(tx["packets"].as_u64(), Some(100_000), "{tx}");
+    assert_eq!(
+        tx["drops"],
+        serde_json::json!({"tx_not_queued": 100_000, "tx_queue_full": 0, "tx_refused": 0}),
+        "{tx}"
+    );
+    assert_eq!(tx["drops_total"].as_u64(), Some(100_000), "{tx}");
+    let notes = tx["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "the kernel did not send 100000 of the frames handed to it on {} (EOPNOTSUPP",
+            net.a
+        )) && notes.contains("ethtool -K PEER gro on"),
+        "{tx}"
+    );
+    assert_eq!(link_stat(&net.ns_b, &net.b, "rx", "packets"), 0);
+    // GRO on the peer makes it take them; with the peer down, the device refuses each
+    // batch as it is flushed.
+    must(&[
+        "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+    ]);
+    must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "down"]);
+    let tx = send("50000");
+    assert_eq!(
+        tx["drops"],
+        serde_json::json!({"tx_not_queued": 0, "tx_queue_full": 0, "tx_refused": 50_000}),
+        "{tx}"
+    );
+    assert!(
+        tx["notes"]
+            .to_string()
+            .contains("(ENXIO: No such device or address): its link was down"),
+        "{tx}"
+    );
+    net.assert_no_xdp();
 }

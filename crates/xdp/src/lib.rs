@@ -6,7 +6,8 @@
 //! (`xsk_program.rs`: redirect to the sockets, or spill while they are behind),
 //! `bpf/xdp_drop.c` (`drop_counter.rs`: drop and count, `bench xdpdrop`),
 //! `bpf/xdp_live_tx.c` (`live_frames.rs`: "the kernel engine" of `bench txpush` and `gen`,
-//! frames sent by BPF_PROG_RUN in live-frames mode), `bpf/switch_fast_path.c`
+//! frames sent by BPF_PROG_RUN in live-frames mode), `bpf/tx_watch.c` (`tx_watch.rs`: what
+//! the kernel failed to send of them), `bpf/switch_fast_path.c`
 //! ([`fast_path`]: the switch's `--offload`). `attach.rs` attaches them, `join.rs` shares
 //! one.
 //!
@@ -23,6 +24,7 @@ pub mod fast_path;
 pub mod handover;
 mod join;
 mod live_frames;
+mod tx_watch;
 mod xsk_program;
 
 pub use attach::{AttachMode, Holder, attached_program};
@@ -30,6 +32,7 @@ pub use drop_counter::DropCounter;
 pub use fast_path::{FastPath, ProgramBarrier};
 pub use join::{SharedProgram, shared_program};
 pub use live_frames::{LiveFrames, Stamp, Variation};
+pub use tx_watch::{TxDrops, TxWatch};
 pub use xsk_program::{SPILL_RINGS, SpillRecord, SpillRing, XskProgram};
 
 /// What can go wrong loading or attaching an XDP program.

@@ -142,6 +142,8 @@ pub fn send(
         pps,
         quiet: args.quiet,
         vary,
+        // A receiver checks its losses against gen's counts: every drop is counted.
+        count_every_drop: true,
     };
     let totals = live_frames::run(&load, stop, || {
         eprintln!(
@@ -170,6 +172,10 @@ pub fn send(
     s.packets = totals.packets;
     s.bytes = totals.bytes;
     s.tx_packets = totals.packets;
+    if let Some(d) = &totals.drops {
+        s.drops = live_frames::drops_by_reason(d).into_iter().collect();
+        s.drops_total = d.total();
+    }
     s.notes.extend(totals.notes.iter().cloned());
     if let Some(stamp) = &vary.stamp {
         s.sequence_end = totals.packets;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use wirespeed_port::{LinkState, PortError};
-use wirespeed_xdp::{LiveFrames, Variation};
+use wirespeed_xdp::{LiveFrames, TxDrops, TxWatch, Variation};
 
 use crate::run::link_watch::settle_link_error;
 use crate::run::meter::{Measured, Meter};
@@ -52,6 +52,9 @@ pub struct LiveLoad<'a> {
     /// With stamps, each CPU's frames are one series: CPU i (in `cpus` order) stamps
     /// generator id `stamp.generator + i`.
     pub vary: Variation,
+    /// Also count the frames a device's full queue leaves over, at about 5% of the rate
+    /// (`TxWatch::watch_flushes`); refusals are counted either way.
+    pub count_every_drop: bool,
 }
 
 /// What the threads sent together.
@@ -60,11 +63,15 @@ pub struct LiveTotals {
     /// Packets each engine sent (with stamps: each series), in CPU order.
     pub per_engine: Vec<u64>,
     pub bytes: u64,
+    /// What the kernel did not send of them; None where its transmits cannot be watched
+    /// (no BTF).
+    pub drops: Option<TxDrops>,
     pub measured: Measured,
     /// Why sending stopped early, if it did: a call that failed (the interface went away, say).
     /// What was sent until then is counted above all the same.
     pub ended: anyhow::Result<()>,
-    /// What the user should know of the counts (a veth's peer may refuse the frames).
+    /// What the user should know of the counts (frames the device refused, or that its
+    /// failures cannot be watched).
     pub notes: Vec<String>,
 }
 
@@ -84,7 +91,7 @@ fn may_be_veth(iface: &str) -> bool {
 
 /// The note a veth gets: the kernel hands the frames to the peer, which drops them unless
 /// it takes XDP frames, and tells this process nothing of it.
-pub fn veth_note(iface: &str) -> Option<String> {
+fn veth_note(iface: &str) -> Option<String> {
     may_be_veth(iface).then(|| {
         format!(
             "{iface} is a virtual interface: if a veth, its peer takes the kernel engine's \
@@ -150,10 +157,12 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
     } else {
         engines.iter_mut().map(ThreadEngine::Own).collect()
     };
+    let (mut watch, mut notes) = start_watch(load, ifindex)?;
     ready();
-    if let Some(note) = veth_note(load.iface) {
+    for note in &notes {
         eprintln!("wirespeed: note: {note}");
     }
+    let said = notes.len();
     let progress = Progress::default();
     let mut meter = Meter::new("tx", load.quiet, 1);
     let deadline = load.duration.map(|d| Instant::now() + d);
@@ -178,7 +187,9 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
                 })
             })
             .collect();
-        watch(&handles, stop, deadline, &progress, &mut meter);
+        follow(
+            &handles, stop, deadline, &progress, &mut watch, ifindex, &mut meter, &mut notes,
+        );
         handles
             .into_iter()
             .map(|h| {
@@ -195,15 +206,66 @@ pub fn run(load: &LiveLoad, stop: &AtomicBool, ready: impl FnOnce()) -> anyhow::
             ended = thread_ended;
         }
     }
+    let drops = match watch.as_ref().map(TxWatch::drops).transpose() {
+        Ok(drops) => drops,
+        Err(e) => {
+            notes.push(format!(
+                "the kernel's transmit failures could not be read: {e}"
+            ));
+            None
+        }
+    };
+    notes.extend(drops.and_then(|d| refused_note(load.iface, &d)));
+    for note in &notes[said..] {
+        eprintln!("wirespeed: note: {note}");
+    }
     let totals = LiveTotals {
         packets: progress.packets.load(Ordering::Relaxed),
         per_engine,
         bytes: progress.bytes.load(Ordering::Relaxed),
+        drops,
         measured: meter.measured(),
         ended: ended.map_err(|e| link_error(e, load.iface, ifindex)),
-        notes: veth_note(load.iface).into_iter().collect(),
+        notes,
     };
     Ok(totals)
+}
+
+/// The drops by reason, as the summaries list them (`tx_refused`, `tx_queue_full`,
+/// `tx_not_queued`).
+pub fn drops_by_reason(d: &TxDrops) -> [(&'static str, u64); 3] {
+    [
+        ("tx_refused", d.refused),
+        ("tx_queue_full", d.queue_full),
+        ("tx_not_queued", d.not_queued),
+    ]
+}
+
+/// What a user should know when the device refused frames, and what to do about it where
+/// the error says.
+fn refused_note(iface: &str, d: &TxDrops) -> Option<String> {
+    let failed = d.refused + d.not_queued;
+    if failed == 0 {
+        return None;
+    }
+    let errno = nix::errno::Errno::from_raw(-d.last_err);
+    let why = match d.last_err {
+        0 => String::new(),
+        _ => format!(" ({errno})"),
+    };
+    let hint = match errno {
+        nix::errno::Errno::EOPNOTSUPP if may_be_veth(iface) => {
+            ": a veth's peer takes the kernel engine's frames only if it runs an XDP program \
+             or has GRO on (ethtool -K PEER gro on)"
+        }
+        nix::errno::Errno::ENXIO => ": its link was down (a veth whose peer is down)",
+        nix::errno::Errno::ENETDOWN => ": it was down",
+        nix::errno::Errno::EMSGSIZE => ": the frames are longer than its MTU",
+        _ => "",
+    };
+    Some(format!(
+        "the kernel did not send {failed} of the frames handed to it on {iface}{why}{hint}"
+    ))
 }
 
 /// A call that failed as its interface went down or away says so: deleting an interface
@@ -222,24 +284,95 @@ fn link_error(e: anyhow::Error, iface: &str, ifindex: u32) -> anyhow::Error {
 }
 
 /// Until every sending thread is done: halts them at a stop request or the deadline, and
-/// shows the live line.
-fn watch<T>(
+/// shows the live line (with the kernel's drops, where watched).
+#[allow(clippy::too_many_arguments)]
+fn follow<T>(
     handles: &[ScopedJoinHandle<'_, T>],
     stop: &AtomicBool,
     deadline: Option<Instant>,
     progress: &Progress,
+    watch: &mut Option<TxWatch>,
+    ifindex: u32,
     meter: &mut Meter,
+    notes: &mut Vec<String>,
 ) {
     while !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(TICK);
         if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             progress.halt.store(true, Ordering::Relaxed);
         }
+        watch_flushes_if_down(watch, ifindex, true, notes);
         meter.tick(
             progress.packets.load(Ordering::Relaxed),
             progress.bytes.load(Ordering::Relaxed),
-            String::new,
+            || match watch.as_ref().map(TxWatch::drops) {
+                Some(Ok(d)) => format!("drops {}", d.total()),
+                _ => String::new(),
+            },
         );
+    }
+}
+
+/// The watch on what the kernel fails to send, and what the user should know of it: where
+/// it cannot be had, a veth gets a note that no count shows its peer's refusals.
+fn start_watch(load: &LiveLoad, ifindex: u32) -> anyhow::Result<(Option<TxWatch>, Vec<String>)> {
+    let mut watch = match TxWatch::new(ifindex, wirespeed_xsk::netns_cookie()?) {
+        Ok(watch) => watch,
+        Err(e) => {
+            let notes = veth_note(load.iface)
+                .map(|note| format!("{note} (its transmit failures cannot be watched: {e})"))
+                .into_iter()
+                .collect();
+            return Ok((None, notes));
+        }
+    };
+    let mut notes = Vec::new();
+    if load.count_every_drop {
+        if let Err(e) = watch.watch_flushes() {
+            notes.push(format!(
+                "frames a full queue leaves over cannot be counted: {e}"
+            ));
+        }
+    } else if may_be_veth(load.iface) {
+        notes.push(format!(
+            "{}: frames left over when its peer's ring is full are not in the drops (counting \
+             them costs about 5% of the rate; gen counts them): the peer's counters say \
+             what arrived",
+            load.iface
+        ));
+    }
+    let mut watch = Some(watch);
+    watch_flushes_if_down(&mut watch, ifindex, false, &mut notes);
+    Ok((watch, notes))
+}
+
+/// With the link down (a veth whose peer is down), the device refuses frames when its
+/// queue is flushed, which only the costlier flush watch sees: it starts then.
+/// `sending`: the engines are running, so some frames went uncounted until the link was seen
+/// down (it is looked at every [`TICK`]).
+fn watch_flushes_if_down(
+    watch: &mut Option<TxWatch>,
+    ifindex: u32,
+    sending: bool,
+    notes: &mut Vec<String>,
+) {
+    let Some(w) = watch else { return };
+    if w.watches_flushes() || wirespeed_port::link_state(ifindex) == LinkState::Up {
+        return;
+    }
+    match w.watch_flushes() {
+        Ok(()) if sending => notes.push(format!(
+            "the link went down during the run: frames it refused in the {} ms before that \
+             was seen are not in the drops",
+            TICK.as_millis()
+        )),
+        Ok(()) => {}
+        Err(e) => {
+            notes.push(format!(
+                "the link is down, and the frames it refuses cannot be counted: {e}"
+            ));
+            *watch = None;
+        }
     }
 }
 
