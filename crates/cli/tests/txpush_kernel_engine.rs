@@ -138,6 +138,12 @@ fn kernel_engine_counts_the_frames_a_veth_refuses() {
         "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
     ]);
     must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "down"]);
+    // The kernel marks A down (IFF_RUNNING) moments later, on a work queue.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !must(&["ip", "-n", &net.ns_a, "link", "show", "dev", &net.a]).contains("state DOWN") {
+        assert!(std::time::Instant::now() < deadline, "{} stays up", net.a);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let tx = send("50000");
     assert_eq!(
         tx["drops"],

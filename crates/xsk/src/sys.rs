@@ -17,9 +17,9 @@ pub fn if_index(name: &str) -> Option<u32> {
 /// What the kernel says of an interface now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkState {
-    /// Administratively up, with a carrier (IFF_UP, IFF_RUNNING and IFF_LOWER_UP: the
-    /// carrier itself, since IFF_RUNNING follows it only when the kernel's link watch gets
-    /// round to it, up to a second later).
+    /// Administratively up, with a carrier (IFF_UP and IFF_RUNNING; SIOCGIFFLAGS gives the
+    /// low 16 flags only, so not IFF_LOWER_UP: IFF_RUNNING follows the carrier once the
+    /// kernel's link watch has run, for a veth moments later).
     Up,
     /// There, but down or without a carrier (a veth whose peer is down).
     Down,
@@ -46,7 +46,7 @@ pub fn link_state(ifindex: u32) -> LinkState {
         }
         match interface_flags(&name) {
             Ok(flags) => {
-                let up = libc::IFF_UP | libc::IFF_RUNNING | libc::IFF_LOWER_UP;
+                let up = libc::IFF_UP | libc::IFF_RUNNING;
                 return match flags & up == up {
                     true => LinkState::Up,
                     false => LinkState::Down,
