@@ -2,7 +2,8 @@
 //! arrives as a chain of frames (AF_XDP multi-buffer), is parsed from its first segment and
 //! crosses between AF_XDP ports whole, its descriptors moved; the counters add up exactly and
 //! every segment's frame is in the audit. A destination that cannot take such a packet (a tap
-//! port's frames are 4096 bytes) counts it, never sends part of it.
+//! port's frames are 4096 bytes, or its interface's MTU is smaller) counts it, never sends
+//! it or part of it.
 
 mod common;
 use common::switched::{Setup, Switched};
@@ -100,9 +101,42 @@ fn jumbo_pings_cross_an_offloading_switch() {
     }
 }
 
+/// Port 2's interface (and host B) at MTU 1500 under a running switch: a jumbo packet for
+/// it is not handed to the kernel, which would count it sent and drop it unseen, but
+/// counted as `tx_too_big`, a transmit drop in dump-ports as Open vSwitch shows the
+/// kernel's. The MTU raised back, the pings cross at once.
+#[test]
+fn a_packet_over_the_output_port_mtu_is_counted_not_sent() {
+    let mut s = jumbo_switch("jm", &[]);
+    let set_mtu = |mtu: &str| {
+        for (ns, dev) in [(&s.c.ns_m, &s.c.mb), (&s.c.ns_b, &s.c.b)] {
+            must(&["ip", "-n", ns, "link", "set", dev, "mtu", mtu]);
+        }
+        // The switch hears of it from rtnetlink, on a thread of its own.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    set_mtu("1500");
+    assert_eq!(jumbo_ping(&s.c.ns_a, "10.9.0.2", 3), 0, "A to B at 1500");
+    let ports = s.ctl_ok(&["dump-ports"]);
+    assert!(
+        ports.contains("port  2: rx pkts=0, bytes=0, drop=0, errs=0, frame=0, over=0, crc=0\n           tx pkts=0, bytes=0, drop=3, errs=0"),
+        "{ports}"
+    );
+    set_mtu("9000");
+    assert_eq!(jumbo_ping(&s.c.ns_a, "10.9.0.2", 3), 3, "A to B at 9000");
+    let (j, _) = s.stop();
+    let b = &j["ports"][1];
+    assert_eq!(b["drops"]["tx_too_big"].as_u64(), Some(3), "{j}");
+    assert_eq!(b["tx_packets"].as_u64(), Some(3), "{j}");
+    assert_eq!(b["tx_bytes"].as_u64(), Some(3 * JUMBO), "{j}");
+    // Nothing over the MTU reached the kernel: the veth dropped nothing.
+    assert_eq!(link_stat(&s.c.ns_m, &s.c.mb, "tx", "dropped"), 0);
+    assert_eq!(link_stat(&s.c.ns_b, &s.c.b, "rx", "dropped"), 0);
+}
+
 /// Ports 1 and 2 as in [`jumbo_switch`] with `flows` for ICMP in place of the learning
-/// switch, and a tap port 3 (up) whose frames hold 4096 bytes; three jumbo pings from A to
-/// B, all answered; the summary.
+/// switch, and a tap port 3 (up, MTU 9000) whose frames hold 4096 bytes; three jumbo pings
+/// from A to B, all answered; the summary.
 fn jumbo_flows(tag: &str, flows: &[&str]) -> serde_json::Value {
     let tap = format!("ws{tag}{}", std::process::id() % 100000);
     let port = format!("3=tap:{tap}");
@@ -110,7 +144,10 @@ fn jumbo_flows(tag: &str, flows: &[&str]) -> serde_json::Value {
     for flow in flows {
         s.ctl_ok(&["add-flow", flow]);
     }
-    must(&["ip", "-n", &s.c.ns_m, "link", "set", &tap, "up"]);
+    // At MTU 9000, so what it cannot take is the chain, not a packet over its MTU.
+    must(&[
+        "ip", "-n", &s.c.ns_m, "link", "set", &tap, "mtu", "9000", "up",
+    ]);
     // The switch hears of the link asynchronously: a ping sent before would be counted as
     // link_down on port 3, not as the chain it cannot send.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

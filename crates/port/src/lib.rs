@@ -47,7 +47,7 @@ pub use spec::{Backend, PortSpec, SpecError};
 pub use stack_addresses::stack_addresses;
 pub use stats::{DropCounters, FrameAudit, PortStats};
 pub use thread_clock::ThreadClock;
-pub use wirespeed_xsk::{LinkState, link_state};
+pub use wirespeed_xsk::{LinkState, link_mtu, link_state};
 
 /// The most segments (frames) one packet may span in a `Batch`: the kernel's receive bound
 /// (`wirespeed_xsk::RX_MAX_SEGMENTS`).

@@ -31,11 +31,14 @@ pub struct DropCounters {
     /// A packet of several frames could not be sent: longer than the port sends, with a bad
     /// segment, or on a port that sends single frames only.
     pub tx_bad_chain: u64,
+    /// A packet longer than the interface's MTU (and an Ethernet header with one VLAN tag)
+    /// allows, which the kernel would drop unseen after taking it (a switch's output).
+    pub tx_too_big: u64,
 }
 
 impl DropCounters {
     /// Each reason with its name, in a fixed order (for `--json` and the live line).
-    pub fn by_reason(&self) -> [(&'static str, u64); 11] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 12] {
         [
             ("fill_ring_empty", self.fill_ring_empty),
             ("rx_ring_full", self.rx_ring_full),
@@ -48,6 +51,7 @@ impl DropCounters {
             ("link_down", self.link_down),
             ("rx_bad_chain", self.rx_bad_chain),
             ("tx_bad_chain", self.tx_bad_chain),
+            ("tx_too_big", self.tx_too_big),
         ]
     }
 
@@ -68,6 +72,7 @@ impl DropCounters {
         self.link_down += o.link_down;
         self.rx_bad_chain += o.rx_bad_chain;
         self.tx_bad_chain += o.tx_bad_chain;
+        self.tx_too_big += o.tx_too_big;
     }
 }
 

@@ -21,7 +21,8 @@ pub use datapath::{RecvOutcome, RingCounts};
 pub use socket::{BindMode, Socket, SocketConfig, Statistics};
 pub use spill_levels::{SpillCounts, SpillLevels};
 pub use sys::{
-    LinkState, if_index, link_state, netns_cookie, poll_rx_many, queue_count, rx_queue_count,
+    LinkState, if_index, link_mtu, link_state, netns_cookie, poll_rx_many, queue_count,
+    rx_queue_count,
 };
 
 /// A descriptor of the RX and TX rings: a packet at `addr` (UMEM offset) of `len` bytes.

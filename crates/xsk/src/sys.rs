@@ -61,6 +61,30 @@ pub fn link_state(ifindex: u32) -> LinkState {
 
 /// SIOCGIFFLAGS of the interface named `name` (NUL-terminated).
 fn interface_flags(name: &[libc::c_char; libc::IF_NAMESIZE]) -> io::Result<i32> {
+    let req = interface_request(name, libc::SIOCGIFFLAGS)?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    Ok(i32::from(unsafe { req.ifr_ifru.ifru_flags }))
+}
+
+/// The MTU of the interface with index `ifindex` now; None when it is gone or cannot be
+/// asked (two system calls: a few times a second at most).
+pub fn link_mtu(ifindex: u32) -> Option<u32> {
+    let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.
+    if unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) }.is_null() {
+        return None;
+    }
+    let req = interface_request(&name, libc::SIOCGIFMTU).ok()?;
+    // SAFETY: SIOCGIFMTU filled the MTU member of the union.
+    u32::try_from(unsafe { req.ifr_ifru.ifru_mtu }).ok()
+}
+
+/// An interface ioctl (`request`: SIOCGIFFLAGS, SIOCGIFMTU...) on the interface named `name`
+/// (NUL-terminated): the request as the kernel filled it.
+fn interface_request(
+    name: &[libc::c_char; libc::IF_NAMESIZE],
+    request: libc::Ioctl,
+) -> io::Result<libc::ifreq> {
     // SAFETY: plain system call; the descriptor is owned from here on.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -71,14 +95,13 @@ fn interface_flags(name: &[libc::c_char; libc::IF_NAMESIZE]) -> io::Result<i32> 
     // SAFETY: an all-zero ifreq is valid; the name is copied in below, NUL-terminated.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     req.ifr_name.copy_from_slice(&name[..libc::IFNAMSIZ]);
-    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of req, which lives through
-    // the call.
-    let r = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    // SAFETY: a SIOCGIF* request reads the name and writes one member of req, which lives
+    // through the call.
+    let r = unsafe { libc::ioctl(socket.as_raw_fd(), request, &mut req) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-    Ok(i32::from(unsafe { req.ifr_ifru.ifru_flags }))
+    Ok(req)
 }
 
 /// How many queues an interface has (the larger of its RX and TX queue counts), read from

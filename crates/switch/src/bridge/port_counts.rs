@@ -44,7 +44,7 @@ pub fn port_counts(s: &PortStats, fast: Option<&FastPortCounts>) -> PortCounts {
         rx_bytes: s.rx_bytes,
         tx_bytes: s.tx_bytes,
         rx_dropped: d.fill_ring_empty + d.rx_ring_full + d.kernel_dropped,
-        tx_dropped: d.tx_ring_full + d.tx_error + d.link_down,
+        tx_dropped: d.tx_ring_full + d.tx_error + d.link_down + d.tx_too_big,
         rx_errors: d.rx_invalid_desc,
         tx_errors: d.tx_invalid_desc,
     };

@@ -6,10 +6,11 @@
 //! using a port that is not up: what is meant for it is counted as `link_down`, and it
 //! forwards again when it is back up. The control side reports each change once
 //! ([`PortLinks::changes`]). Ports without an interface (pipes, capture files) are always
-//! up.
+//! up. Each read also takes each interface's MTU: a packet longer than it allows is not
+//! sent ([`PortLinks::longest`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::time::Duration;
 
 use wirespeed_port::{LinkEvents, LinkState};
@@ -42,6 +43,20 @@ pub struct PortLinks {
     /// The state `refresh` last reported for each port (it reports each change once,
     /// whoever found it).
     announced: Vec<AtomicU8>,
+    /// The longest frame each port's interface sends, as its MTU last read allows
+    /// (u32::MAX: no limit known).
+    longest: Vec<AtomicU32>,
+}
+
+/// What a frame may have beyond the MTU: an Ethernet header and one VLAN tag, as the kernel
+/// lets through (is_skb_forwardable, which drops a longer frame a veth is handed).
+const FRAME_OVER_MTU: u32 = 14 + 4;
+
+/// The longest frame `ifindex` sends now (u32::MAX when it cannot be asked).
+fn longest_frame(ifindex: Option<u32>) -> u32 {
+    ifindex
+        .and_then(wirespeed_port::link_mtu)
+        .map_or(u32::MAX, |mtu| mtu.saturating_add(FRAME_OVER_MTU))
 }
 
 /// A port whose state changed.
@@ -60,6 +75,10 @@ impl PortLinks {
         PortLinks {
             state: up(),
             announced: up(),
+            longest: ifindex
+                .iter()
+                .map(|&i| AtomicU32::new(longest_frame(i)))
+                .collect(),
             ifindex,
         }
     }
@@ -77,6 +96,12 @@ impl PortLinks {
         decode(self.state[port].load(Ordering::Relaxed))
     }
 
+    /// The longest frame `port` sends (u32::MAX: no limit known), as its MTU was last read.
+    #[inline]
+    pub fn longest(&self, port: usize) -> u32 {
+        self.longest[port].load(Ordering::Relaxed)
+    }
+
     /// A thread found `port` down or gone (a send failed): the others stop using it now,
     /// not at the next refresh. A port gone stays gone.
     pub fn report(&self, port: usize, state: LinkState) {
@@ -91,6 +116,7 @@ impl PortLinks {
             if self.get(port) == LinkState::Gone {
                 continue;
             }
+            self.longest[port].store(longest_frame(Some(ifindex)), Ordering::Relaxed);
             let now = encode(wirespeed_port::link_state(ifindex));
             // Never out of gone, whoever found it meanwhile (another reader, a thread).
             let _ = self.state[port].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {

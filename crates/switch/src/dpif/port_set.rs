@@ -72,6 +72,11 @@ pub struct PortSet {
     /// Per member: packets longer than it could take (it sends single frames shorter than
     /// the packet, or fewer frames than its chain): dropped whole, never cut.
     bad_chain: Vec<u64>,
+    /// Per member: the longest frame its interface sends (as the bridge last read its MTU),
+    /// and the packets longer than that, dropped whole: the kernel would take them and drop
+    /// them unseen (a veth does), or send them on where the next hop would.
+    longest: Vec<u32>,
+    too_big: Vec<u64>,
     /// Per group member: packets copied into chains of its frames (`alloc_copy` counts the
     /// single-frame copies itself).
     chain_copies: Vec<u64>,
@@ -116,6 +121,8 @@ impl PortSet {
             link: vec![LinkState::Up; numbered.len()],
             link_down: vec![0; numbered.len()],
             bad_chain: vec![0; numbered.len()],
+            longest: (0..numbered.len()).map(|m| links.longest(m)).collect(),
+            too_big: vec![0; numbered.len()],
             chain_copies: vec![0; numbered.len()],
             // The longest packet there is, so gathering never allocates.
             gather: Vec::with_capacity(LONGEST_PACKET),
@@ -131,9 +138,10 @@ impl PortSet {
         self.link[member] == LinkState::Up
     }
 
-    /// Takes the bridge's view of every member's link (between rounds).
+    /// Takes the bridge's view of every member's link and MTU (between rounds).
     pub fn sync_links(&mut self) {
         for member in 0..self.members.len() {
+            self.longest[member] = self.links.longest(member);
             let state = self.links.get(member);
             if state != self.link[member] {
                 self.set_link(member, state);
@@ -208,6 +216,17 @@ impl PortSet {
             self.set_link(member, state);
         }
         Ok(None)
+    }
+
+    /// Whether a packet of `len` bytes is longer than `member`'s MTU allows; it is counted
+    /// as `tx_too_big` then.
+    #[inline]
+    fn too_big_for(&mut self, member: usize, len: usize) -> bool {
+        let over = len > self.longest[member] as usize;
+        if over {
+            self.too_big[member] += 1;
+        }
+        over
     }
 
     pub fn len(&self) -> usize {
@@ -331,6 +350,14 @@ impl PortSet {
             self.free_umem(segments);
             return Ok(true);
         }
+        let len = match segments {
+            [(_, len)] => *len as usize,
+            _ => segments.iter().map(|&(_, len)| len as usize).sum(),
+        };
+        if self.too_big_for(member, len) {
+            self.free_umem(segments);
+            return Ok(true);
+        }
         let pushed = |tx: &mut Batch| match segments {
             [(addr, len)] => tx.push(*addr, *len),
             _ => tx.push_chain(segments),
@@ -388,6 +415,9 @@ impl PortSet {
             // Longer than the port's frames: dropped whole and counted, never cut.
             (Place::Other(o), _) => {
                 let total: u32 = segments.iter().map(|&(_, len)| len).sum();
+                if self.too_big_for(member, total as usize) {
+                    return Ok(true);
+                }
                 if total > self.others[o].port.max_packet_len() {
                     self.bad_chain[member] += 1;
                     return Ok(true);
@@ -429,7 +459,8 @@ impl PortSet {
             self.link_down[member] += 1;
             return Ok(true);
         }
-        match self.members[member].1 {
+        let place = self.members[member].1;
+        match place {
             Place::Group(g) if bytes.len() > self.group().max_packet_len() as usize => {
                 self.queue_chain_copy(member, g, bytes)
             }
@@ -438,6 +469,7 @@ impl PortSet {
                 None => Ok(false),
             },
             // Longer than the port's frames: dropped whole and counted, never cut.
+            Place::Other(_) if self.too_big_for(member, bytes.len()) => Ok(true),
             Place::Other(o) if bytes.len() > self.others[o].port.max_packet_len() as usize => {
                 self.bad_chain[member] += 1;
                 Ok(true)
@@ -573,6 +605,7 @@ impl PortSet {
                 let mut s = self.group_mut().stats(g);
                 s.drops.link_down += self.link_down[member];
                 s.drops.tx_bad_chain += self.bad_chain[member];
+                s.drops.tx_too_big += self.too_big[member];
                 s.copies += self.chain_copies[member];
                 s
             }
@@ -582,6 +615,7 @@ impl PortSet {
                 s.copies += other.copies;
                 s.drops.link_down += self.link_down[member];
                 s.drops.tx_bad_chain += self.bad_chain[member];
+                s.drops.tx_too_big += self.too_big[member];
                 s
             }
         }
