@@ -225,6 +225,12 @@ impl Meter {
         if self.metrics.is_some() {
             self.publish(now, packets, bytes, Some(port));
         }
+        // A thread of several: the live line the coordinator prints sums their drops.
+        if let Some(p) = &self.progress
+            && now.duration_since(self.last) >= Duration::from_secs(1)
+        {
+            p.publish_drops(port.stats().drops.total());
+        }
         self.on_clock(now, packets, bytes, || status(port));
     }
 

@@ -21,6 +21,7 @@ use wirespeed_port::{Backend, FrameAudit, PortInfo, PortOptions, PortSpec, PortS
 pub struct Progress {
     packets: AtomicU64,
     bytes: AtomicU64,
+    drops: AtomicU64,
     done: AtomicBool,
 }
 
@@ -29,6 +30,11 @@ impl Progress {
     pub fn publish(&self, packets: u64, bytes: u64) {
         self.packets.store(packets, Ordering::Relaxed);
         self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The thread's port's drops so far (read once a second: a system call).
+    pub fn publish_drops(&self, drops: u64) {
+        self.drops.store(drops, Ordering::Relaxed);
     }
 }
 
@@ -142,8 +148,12 @@ fn live_line(progress: &[Arc<Progress>], label: &str, quiet: bool, start: Instan
             .iter()
             .map(|p| p.bytes.load(Ordering::Relaxed))
             .sum();
+        let drops: u64 = progress
+            .iter()
+            .map(|p| p.drops.load(Ordering::Relaxed))
+            .sum();
         eprintln!(
-            "{:>7.1}s  {} {:>8.3} Mpps  {:>9.1} Mbit/s  total {:>12}  {} threads",
+            "{:>7.1}s  {} {:>8.3} Mpps  {:>9.1} Mbit/s  total {:>12}  drops {drops}  {} threads",
             now.duration_since(start).as_secs_f64(),
             label,
             (packets - last_packets) as f64 / secs / 1e6,
