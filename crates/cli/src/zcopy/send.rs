@@ -12,10 +12,14 @@ use wirespeed_zcopy::{SendApi, Sender, ZcopyError};
 
 use super::live_line::{Live, cpu_ms_per_gb, gbps};
 
+/// How long `--connect` waits for the connection (its help says so).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Options of `wirespeed zcopy send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// Where to send: HOST:PORT or [IPV6]:PORT.
+    /// Where to send: HOST:PORT or [IPV6]:PORT. A connection not made within 5 seconds
+    /// (nobody answers there) ends the run with an error.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: String,
     /// Ordinary copying sends instead of zero-copy ones (the baseline).
@@ -101,7 +105,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let stop = crate::run::signals::stop_flag()?;
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+    let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
         .with_context(|| format!("connect to {addr}"))?;
     let mss = wirespeed_zcopy::mss(&stream)?;
     let zerocopy = !args.copy;
