@@ -7,10 +7,10 @@
 //!
 //! `push_vlan` followed by `set_field:vlan_vid` is our `mod_vlan_vid` (push a tag if there is
 //! none, set its id): the switch keeps one tag at most, so a push onto a tagged frame rewrites
-//! that tag. Nicira's `resubmit(,T)`, `load` (`NXAST_REG_LOAD`), `move` (`NXAST_REG_MOVE`)
-//! and `output:SRC` (`NXAST_OUTPUT_REG`), experimenter actions ovs-ofctl sends, are read and
-//! written, so flows with them survive a round trip; `set_field` also writes the registers.
-//! So is `learn` (`NXAST_LEARN`, in [`crate::openflow::learn_wire`]).
+//! that tag, and an 802.1ad push (TPID 0x88a8) is refused. Nicira's `resubmit(,T)`, `load`
+//! (`NXAST_REG_LOAD`), `move` (`NXAST_REG_MOVE`) and `output:SRC` (`NXAST_OUTPUT_REG`),
+//! experimenter actions ovs-ofctl sends, are read and written, so flows with them survive a
+//! round trip; `set_field` also writes the registers. So is `learn` (`NXAST_LEARN`, in [`crate::openflow::learn_wire`]).
 
 use wirespeed_packet::flow_key::VLAN_VID_MASK;
 
@@ -135,8 +135,8 @@ pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>,
                 output(out, max_len, place)?
             }
             kind::PUSH_VLAN => {
-                let tpid = body.u16()?;
-                if tpid != 0x8100 && tpid != 0x88a8 {
+                // 802.1Q only: an 802.1ad (0x88a8) tag would go out as 0x8100.
+                if body.u16()? != 0x8100 {
                     return Err(bad_action::BAD_ARGUMENT);
                 }
                 pending_push = true;
@@ -651,6 +651,14 @@ mod tests {
         write_action(&mut w, &Action::Output(3), false);
         let actions = read_actions(&mut Reader::new(&w.bytes), ActionsIn::Rule).unwrap();
         assert_eq!(actions, [Action::ModVlanVid(10), Action::Output(3)]);
+        // An 802.1ad tag cannot be made: refused, not sent as 802.1Q.
+        let mut w = Writer::default();
+        w.u16(kind::PUSH_VLAN).u16(8).u16(0x88a8).zeros(2);
+        write_action(&mut w, &Action::Output(3), false);
+        assert_eq!(
+            read_actions(&mut Reader::new(&w.bytes), ActionsIn::Rule),
+            Err(bad_action::BAD_ARGUMENT)
+        );
     }
 
     #[test]
