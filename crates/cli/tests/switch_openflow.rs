@@ -1133,15 +1133,18 @@ fn flow_removed_roles_port_status_and_echo() {
     let (kind, code, _) = other.error();
     assert_eq!((kind, code), (1, 10), "a slave may not modify state");
 
-    // A port's link going down and up: PORT_STATUS, reason MODIFY, LINK_DOWN then LIVE.
-    for (state, bit) in [("down", 1u32), ("up", 4)] {
+    // A port's interface set down and up: PORT_STATUS, reason MODIFY, config PORT_DOWN and
+    // state LINK_DOWN, then config 0 and state LIVE.
+    for (state, config, bit) in [("down", 1u32, 1u32), ("up", 0, 4)] {
         must(&["ip", "-n", &s.c.ns_m, "link", "set", &s.c.ma, state]);
         let status = c.read();
         assert_eq!((status[1], status[8]), (12, 2), "PORT_STATUS: {status:?}");
         assert_eq!(&status[16..20], &1u32.to_be_bytes(), "port 1");
+        let word = |at: usize| u32::from_be_bytes(status[at..at + 4].try_into().unwrap());
         assert_eq!(
-            u32::from_be_bytes([status[52], status[53], status[54], status[55]]),
-            bit
+            (word(48), word(52)),
+            (config, bit),
+            "config, state: {state}"
         );
     }
     // Silence: an ECHO_REQUEST after 5 s; no answer, and the connection is closed.

@@ -145,7 +145,9 @@ fn deleted_under_traffic(tag: &str, backends: &[&str]) {
 fn a_port_down_is_skipped_and_forwards_again_when_up() {
     let star = NetStar::new("pfu", 3);
     let sock = ScratchFile::new("pfu.sock");
-    let switch = star.switch(&sock, &[]);
+    // OpenFlow on the namespace's loopback.
+    must(&["ip", "-n", &star.ns_m, "link", "set", "lo", "up"]);
+    let switch = star.switch(&sock, &["--openflow", "ptcp:6653"]);
     assert_eq!(ping(&star.hosts[0], &star.ip(2), 2), 2);
     star.set_port(2, "down");
     std::thread::sleep(Duration::from_millis(200));
@@ -167,6 +169,42 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[2]]);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
+    // An interface made again under its name is another one: OpenFlow's port description
+    // says port 3 is down, as show does, not the new interface's state.
+    let again = format!("{}x", star.ports[2]);
+    must(&[
+        "ip",
+        "-n",
+        &star.ns_m,
+        "link",
+        "add",
+        &star.ports[2],
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &again,
+    ]);
+    for dev in [&star.ports[2], &again] {
+        must(&["ip", "-n", &star.ns_m, "link", "set", dev, "up"]);
+    }
+    let desc = must(&[
+        "ip",
+        "netns",
+        "exec",
+        &star.ns_m,
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow13",
+        "--no-names",
+        "dump-ports-desc",
+        "tcp:127.0.0.1:6653",
+    ]);
+    let port3 = desc.split(" 3(").nth(1).unwrap_or_default();
+    assert!(
+        port3.contains("config:     PORT_DOWN") && port3.contains("state:      LINK_DOWN"),
+        "{desc}"
+    );
     let (j, log) = switch.interrupt();
     let port3 = format!("port 3 (xdp:{})", star.ports[2]);
     for said in ["link down", "link up: forwarding again", "interface gone"] {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use wirespeed_port::LinkState;
 
-use crate::bridge::{BridgeEvents, RemovedReason};
+use crate::bridge::{BridgeEvents, RemovedReason, link};
 use crate::dpif::packet_in::PacketInSink;
 use crate::dpif::thread_cache::lock;
 use crate::ofproto::rule_table::InstalledRule;
@@ -222,8 +222,9 @@ impl BridgeEvents for OpenFlowEvents {
         self.sessions.rules_removed(removed, now);
     }
 
-    /// PORT_STATUS: MODIFY when the link goes up or down, DELETE when the interface is gone
-    /// (the port is left out from then on).
+    /// PORT_STATUS: MODIFY when the link goes up or down (with PORT_DOWN in its config
+    /// when the interface was set down, as `dump-ports-desc` says), DELETE when the
+    /// interface is gone (the port is left out from then on).
     fn port_changed(&mut self, port: u32, link: LinkState) {
         let (reason, desc) = {
             let mut ports = lock(&self.sessions.ports);
@@ -233,7 +234,9 @@ impl BridgeEvents for OpenFlowEvents {
             match link {
                 LinkState::Gone => (port_reason::DELETE, ports.remove(at)),
                 _ => {
-                    ports[at].carrier = link == LinkState::Up;
+                    let up = link == LinkState::Up;
+                    ports[at].carrier = up;
+                    ports[at].admin_up = up || link::LinkState::of(&ports[at].name).admin_up;
                     (port_reason::MODIFY, ports[at].clone())
                 }
             }

@@ -188,16 +188,21 @@ pub(crate) fn interface(spec: &str) -> Option<String> {
 }
 
 /// Each port as `ofp_port` describes it: its interface's name, address and state (a port
-/// on no interface is named by its spec and always up), then the tunnel ports (`vxlan10`,
-/// no address, always up: they have no link of their own).
+/// on no interface is named by its spec and always up; one whose interface was deleted is
+/// down for good, whatever interface has its name now, as `show` says), then the tunnel
+/// ports (`vxlan10`, no address, always up: they have no link of their own).
 pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
     bridge
         .numbers()
         .iter()
         .zip(bridge.specs())
-        .map(|(&port_no, spec)| match interface(spec) {
+        .enumerate()
+        .map(|(i, (&port_no, spec))| match interface(spec) {
             Some(iface) => {
-                let link = LinkState::of(&iface);
+                let link = match bridge.link(i) {
+                    wirespeed_port::LinkState::Gone => LinkState::default(),
+                    _ => LinkState::of(&iface),
+                };
                 PortDesc {
                     port_no,
                     hw_addr: link.mac.map_or([0; 6], |m| m.0),
