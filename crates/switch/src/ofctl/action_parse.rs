@@ -118,6 +118,10 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
             }
             Ok(Action::OutputReg(src))
         }
+        // `output:NORMAL` and the other reserved ports by name, as ovs-ofctl reads them.
+        "output" if argument.and_then(reserved_port).is_some() => {
+            Ok(argument.and_then(reserved_port).expect("matched"))
+        }
         "output" => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
         "normal" => no_argument(Action::Normal),
         "flood" => no_argument(Action::Flood),
@@ -163,6 +167,18 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
         "move" => parse_move(token, needs("SRC->DST")?),
         _ => parse_mod(token, &name, needs("VALUE")),
     }
+}
+
+/// The action a reserved port's name (`output:NAME`, any case) stands for.
+fn reserved_port(name: &str) -> Option<Action> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "in_port" => Action::InPort,
+        "normal" => Action::Normal,
+        "flood" => Action::Flood,
+        "all" => Action::All,
+        "controller" => Action::Controller(u16::MAX),
+        _ => return None,
+    })
 }
 
 /// `mod_dl_src:MAC` and the other OpenFlow 1.0 spellings of set-field.
@@ -360,6 +376,17 @@ mod tests {
         assert_eq!(rule.actions[0].to_string(), "set_queue:7");
         assert!(parse_rule("actions=set_queue").is_err());
         assert!(parse_rule("actions=set_queue:4294967296").is_err());
+        // Reserved ports by name after output:, in any case, as ovs-ofctl reads them.
+        let rule =
+            parse_rule("actions=output:in_port,output:NORMAL,output:flood,output:All").unwrap();
+        assert_eq!(
+            rule.actions,
+            vec![Action::InPort, Action::Normal, Action::Flood, Action::All]
+        );
+        assert_eq!(
+            parse_rule("actions=output:controller").unwrap().actions,
+            vec![Action::Controller(u16::MAX)]
+        );
     }
 
     #[test]
