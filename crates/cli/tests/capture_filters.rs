@@ -201,8 +201,14 @@ fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
         ("port 99999", "99999"),
         ("ip6 host 10.0.0.1", "modifier applied to ip host"),
         // What only a live capture knows (tcpdump: "not supported ... reading savefiles").
-        ("inbound", "capture files do not record"),
-        ("tcp and ifindex 2", "capture files do not record"),
+        (
+            "inbound",
+            "a capture file of this link type (1) does not record",
+        ),
+        (
+            "tcp and ifindex 2",
+            "a capture file of this link type (1) does not record",
+        ),
     ] {
         let out = dir.path("never.pcap");
         let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, expr]);

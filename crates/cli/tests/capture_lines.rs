@@ -276,8 +276,9 @@ fn assert_lines_like_tcpdump(file: &str, count: usize, flags: &[&str]) {
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let ours = run(wirespeed(), &["capture"]);
-    let theirs = run("tcpdump", &["-n"]);
+    // -nn, tcpdump's habit: neither addresses nor ports named.
+    let ours = run(wirespeed(), &["capture", "-nn"]);
+    let theirs = run("tcpdump", &["-nn"]);
     assert_eq!(theirs.lines().count(), count, "{theirs}");
     assert_eq!(ours.lines().count(), count, "{ours}");
     for (a, b) in ours.lines().zip(theirs.lines()) {

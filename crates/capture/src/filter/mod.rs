@@ -27,6 +27,20 @@ impl fmt::Display for FilterError {
 
 impl std::error::Error for FilterError {}
 
+/// The libpcap DLT a file's link type (a LINKTYPE_ number) stands for, as libpcap's
+/// `pcap_open_dead` takes it: the two differ only where the DLT numbers differ between
+/// systems (LINKTYPE_RAW, 101, is DLT_RAW, 12 on Linux: raw IP, as tun and WireGuard
+/// interfaces give it).
+fn dlt_of(link_type: u16) -> i32 {
+    match link_type {
+        100 => 11, // LINKTYPE_ATM_RFC1483
+        101 => 12, // LINKTYPE_RAW
+        102 => 15, // LINKTYPE_SLIP_BSDOS
+        103 => 16, // LINKTYPE_PPP_BSDOS
+        other => i32::from(other),
+    }
+}
+
 /// A compiled filter ready to run on packet bytes.
 #[derive(Debug, Clone)]
 pub struct Filter {
@@ -39,7 +53,7 @@ impl Filter {
     /// (`pcap_open_dead` + `pcap_compile`, optimized): what `tcpdump -r FILE EXPR` runs.
     /// VLAN tags are in the packet bytes, where both our backends leave them.
     pub fn compile(expression: &str, link_type: u16) -> Result<Filter, FilterError> {
-        let dead = pcap::Capture::dead(pcap::Linktype(i32::from(link_type)))
+        let dead = pcap::Capture::dead(pcap::Linktype(dlt_of(link_type)))
             .map_err(|e| error(expression, e))?;
         let program = dead
             .compile(expression, true)

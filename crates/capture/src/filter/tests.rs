@@ -79,6 +79,22 @@ fn invalid_expression_gives_libpcap_message() {
     assert!(e.message.contains("99999"), "{e}");
 }
 
+/// A raw-IP file (LINKTYPE_RAW, 101: a tun or WireGuard capture) is filtered as libpcap
+/// filters it, its packets starting at the IP header.
+#[test]
+fn raw_ip_files_are_filtered() {
+    let mut udp = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    udp.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    udp.extend_from_slice(&[0, 53, 0, 53, 0, 8, 0, 0]);
+    let mut tcp = udp.clone();
+    tcp[9] = 6;
+    let f = Filter::compile("udp port 53", 101).unwrap();
+    assert!(f.matches(&udp, udp.len() as u32));
+    assert!(!f.matches(&tcp, tcp.len() as u32));
+    let ip6 = Filter::compile("ip6", 101).unwrap();
+    assert!(!ip6.matches(&udp, udp.len() as u32));
+}
+
 #[test]
 fn a_program_comes_back_whole_from_its_text() {
     for expr in EXPRESSIONS {

@@ -80,9 +80,10 @@ pub struct CaptureArgs {
     /// host stops receiving on that interface while it runs; packet: only watches.
     #[arg(long)]
     pub take: bool,
-    /// Accepted for tcpdump's sake: addresses are never turned into names.
-    #[arg(short = 'n')]
-    pub numeric: bool,
+    /// Accepted for tcpdump's sake (-n, -nn): addresses and ports are never turned into
+    /// names.
+    #[arg(short = 'n', action = clap::ArgAction::Count)]
+    pub numeric: u8,
     /// Print each packet's link-level header too (addresses, EtherType, VLAN tags), as
     /// tcpdump -e does.
     #[arg(short = 'e')]
@@ -430,7 +431,8 @@ fn compile_or_exit(
         Ok(f) if f.reads_metadata() && !live => {
             eprintln!(
                 "wirespeed capture: {expression}: inbound, outbound and ifindex test a packet's \
-                 direction and interface, which capture files do not record"
+                 direction and interface, which a capture file of this link type ({link_type}) \
+                 does not record"
             );
             std::process::exit(EXIT_BAD_FILTER);
         }
