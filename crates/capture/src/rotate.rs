@@ -108,8 +108,8 @@ impl Namer {
     }
 }
 
-/// Formats `%Y %m %d %H %M %S %j %s %F %T %%` of a Unix time in local time, as tcpdump names
-/// its `-G` files; other text stays as is.
+/// Formats a Unix time in local time as strftime(3) does in the C locale, as tcpdump names
+/// its `-G` files: the conversions of [`STRFTIME_CONVERSIONS`]; other text stays as is.
 pub fn strftime_local(pattern: &str, unix_s: u64) -> String {
     let offset = crate::localtime::utc_offset_s(unix_s as i64);
     strftime_at(pattern, unix_s, offset)
@@ -120,6 +120,50 @@ pub fn strftime_utc(pattern: &str, unix_s: u64) -> String {
     strftime_at(pattern, unix_s, 0)
 }
 
+/// The strftime conversions a `-G` name may use (after `%`). The time zone's name (`%Z`)
+/// and the week numbers are not among them.
+pub const STRFTIME_CONVERSIONS: &str = "YymdeHIMSpjsFTDRaAbBhuwzC%";
+
+/// A `-G` name's conversions that [`strftime_local`] does not make, or None when it makes
+/// them all: a name that would keep `%Z` as typed is refused, not written.
+pub fn unknown_conversion(pattern: &str) -> Option<String> {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some(k) if STRFTIME_CONVERSIONS.contains(k) => {}
+                Some(k) => return Some(format!("%{k}")),
+                None => return Some("%".to_string()),
+            }
+        }
+    }
+    None
+}
+
+const WEEKDAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 /// The fields of `unix_s` (`%s` itself) in a zone `offset_s` seconds east of UTC.
 fn strftime_at(pattern: &str, unix_s: u64, offset_s: i64) -> String {
     let local = (unix_s as i64).saturating_add(offset_s);
@@ -128,6 +172,21 @@ fn strftime_at(pattern: &str, unix_s: u64, offset_s: i64) -> String {
     let (y, m, d) = civil_from_days(days);
     let yday = days - days_from_civil(y, 1, 1) + 1;
     let (hh, mm, ss) = (secs / 3600, secs / 60 % 60, secs % 60);
+    // 1970-01-01 was a Thursday.
+    let weekday = (days + 4).rem_euclid(7) as usize;
+    let month = MONTHS[m as usize - 1];
+    let hour12 = match hh % 12 {
+        0 => 12,
+        h => h,
+    };
+    let zone = {
+        let (sign, off) = if offset_s < 0 {
+            ('-', -offset_s)
+        } else {
+            ('+', offset_s)
+        };
+        format!("{sign}{:02}{:02}", off / 3600, off / 60 % 60)
+    };
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
@@ -137,15 +196,29 @@ fn strftime_at(pattern: &str, unix_s: u64, offset_s: i64) -> String {
         }
         match chars.next() {
             Some('Y') => out.push_str(&format!("{y:04}")),
+            Some('y') => out.push_str(&format!("{:02}", y.rem_euclid(100))),
+            Some('C') => out.push_str(&format!("{:02}", y.div_euclid(100))),
             Some('m') => out.push_str(&format!("{m:02}")),
             Some('d') => out.push_str(&format!("{d:02}")),
+            Some('e') => out.push_str(&format!("{d:2}")),
             Some('H') => out.push_str(&format!("{hh:02}")),
+            Some('I') => out.push_str(&format!("{hour12:02}")),
+            Some('p') => out.push_str(if hh < 12 { "AM" } else { "PM" }),
             Some('M') => out.push_str(&format!("{mm:02}")),
             Some('S') => out.push_str(&format!("{ss:02}")),
             Some('j') => out.push_str(&format!("{yday:03}")),
             Some('s') => out.push_str(&unix_s.to_string()),
             Some('F') => out.push_str(&format!("{y:04}-{m:02}-{d:02}")),
             Some('T') => out.push_str(&format!("{hh:02}:{mm:02}:{ss:02}")),
+            Some('D') => out.push_str(&format!("{m:02}/{d:02}/{:02}", y.rem_euclid(100))),
+            Some('R') => out.push_str(&format!("{hh:02}:{mm:02}")),
+            Some('a') => out.push_str(&WEEKDAYS[weekday][..3]),
+            Some('A') => out.push_str(WEEKDAYS[weekday]),
+            Some('b' | 'h') => out.push_str(&month[..3]),
+            Some('B') => out.push_str(month),
+            Some('u') => out.push_str(&(if weekday == 0 { 7 } else { weekday }).to_string()),
+            Some('w') => out.push_str(&weekday.to_string()),
+            Some('z') => out.push_str(&zone),
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');
@@ -209,6 +282,18 @@ mod tests {
             "2026-11-22 05:03:53 1795323833 326 % %q"
         );
         assert_eq!(strftime_utc("%Y-%m-%d", 0), "1970-01-01");
+        // The C locale's names and the other conversions tcpdump users put in -G names.
+        assert_eq!(
+            strftime_utc("%y %C %e %I%p %D %R %a %A %b %h %B %u %w %z", t),
+            "26 20 22 05AM 11/22/26 05:03 Sun Sunday Nov Nov November 7 0 +0000"
+        );
+        assert_eq!(
+            strftime_at("%z %I%p", t + 12 * 3600, -5 * 3600 - 1800),
+            "-0530 11AM"
+        );
+        assert_eq!(unknown_conversion("cap-%Y%m%d-%H.pcap"), None);
+        assert_eq!(unknown_conversion("cap-%Z.pcap"), Some("%Z".to_string()));
+        assert_eq!(unknown_conversion("cap-%"), Some("%".to_string()));
         assert_eq!(strftime_utc("%Y-%m-%d %j", 951_782_400), "2000-02-29 060");
     }
 

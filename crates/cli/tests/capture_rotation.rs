@@ -144,6 +144,27 @@ fn time_rotation_names_files_by_strftime_and_splits_by_packet_time() {
     }
 }
 
+/// A -G name with a conversion strftime would make and ours does not (%Z, the zone's
+/// name) is refused before anything is written, where it was kept as typed.
+#[test]
+fn time_rotation_refuses_a_conversion_it_cannot_make() {
+    let dir = TempDir::new("rot-time-z");
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &mixed_records(10));
+    let pattern = dir.path("z-%y%m%d-%Z.pcap");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &pattern, "-G", "60"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("%Z is not a conversion -G names take"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir.0).unwrap().count(),
+        1,
+        "only the input"
+    );
+}
+
 #[test]
 fn time_rotation_with_w_stops_after_that_many_files() {
     let dir = TempDir::new("rot-time-w");

@@ -108,7 +108,8 @@ pub struct CaptureArgs {
     /// any other name (or standard output) pcapng.
     #[arg(long, value_parser = parse_format)]
     pub format: Option<Format>,
-    /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ).
+    /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ;
+    /// the C locale's conversions, but for %Z and the week numbers, which are refused).
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
     /// Start a new file before one grows past SIZE millions of bytes (k, m, g: KiB, MiB, GiB).
@@ -207,6 +208,19 @@ impl CaptureArgs {
         rotation.validate().map_err(anyhow::Error::msg)?;
         if !rotation.is_none() && matches!(self.write.as_deref(), None | Some("-")) {
             bail!("-G and -C rotate files: give a file name with -w");
+        }
+        if rotation.seconds.is_some()
+            && let Some(name) = &self.write
+            && let Some(unknown) = wirespeed_capture::rotate::unknown_conversion(name)
+        {
+            bail!(
+                "-w {name}: {unknown} is not a conversion -G names take (they take %{})",
+                wirespeed_capture::rotate::STRFTIME_CONVERSIONS
+                    .chars()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+                    .join(" %")
+            );
         }
         if self.count == Some(0) {
             bail!("-c 0: the count must be at least 1");
