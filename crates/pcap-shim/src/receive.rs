@@ -171,6 +171,7 @@ fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
     let meta = Metadata {
         pkttype: 0,
         ifindex: live.ifindex,
+        vlan: None,
     };
     while live.next < live.batch.len() {
         let i = live.next;

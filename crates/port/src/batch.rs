@@ -15,6 +15,10 @@ pub struct RxMeta {
     /// The interface sent this packet rather than received it (AF_PACKET capturing both
     /// directions: PACKET_OUTGOING).
     pub outgoing: bool,
+    /// The backend put back the 802.1Q tag (bytes 12..16) that the kernel had taken out of
+    /// the packet into its metadata (AF_PACKET): a filter that runs as the kernel's does sees
+    /// the packet without it, and the tag as metadata.
+    pub vlan_restored: bool,
 }
 
 /// A fixed-capacity burst of packets. Allocated once; the hot path only pushes and clears.
@@ -355,6 +359,7 @@ mod tests {
             ts_ns: 5,
             wire_len: 1500,
             outgoing: true,
+            vlan_restored: true,
         };
         assert!(b.push_with_meta(10, 100, meta));
         assert!(b.push(20, 2));

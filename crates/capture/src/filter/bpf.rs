@@ -9,8 +9,9 @@
 //! (returns 0), as both the kernel and libpcap do: never a panic.
 //!
 //! Loads at the kernel's ancillary offsets (`SKF_AD_OFF`) read packet metadata instead of
-//! bytes: libpcap emits them for `inbound`, `outbound` and `ifindex`. The packet type and
-//! interface come with each run (`Metadata`); without them such a load rejects the packet.
+//! bytes: libpcap emits them for `inbound`, `outbound` and `ifindex`, and for `vlan` in a
+//! live capture's program. The packet type, interface and VLAN tag come with each run
+//! (`Metadata`); without them such a load rejects the packet.
 
 use std::fmt;
 
@@ -43,14 +44,19 @@ const MAX_BACK_JUMPS: u32 = 65_536;
 const SKF_AD_OFF: u32 = 0xffff_f000;
 const SKF_AD_PKTTYPE: u32 = 4;
 const SKF_AD_IFINDEX: u32 = 8;
+const SKF_AD_VLAN_TAG: u32 = 44;
+const SKF_AD_VLAN_TAG_PRESENT: u32 = 48;
+const SKF_AD_VLAN_TPID: u32 = 60;
 
 /// What a socket filter can read about a packet besides its bytes: its type (`PACKET_HOST`
-/// 0 ... `PACKET_OUTGOING` 4, linux/if_packet.h) and the index of the interface it came
-/// through. A capture file keeps neither.
+/// 0 ... `PACKET_OUTGOING` 4, linux/if_packet.h), the index of the interface it came
+/// through, and the 802.1Q tag the kernel took out of its bytes (TPID, TCI), which libpcap's
+/// live programs read for `vlan`. A capture file keeps none of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Metadata {
     pub pkttype: u32,
     pub ifindex: u32,
+    pub vlan: Option<(u16, u16)>,
 }
 
 /// `Metadata::pkttype` of a packet the interface sent (libpcap's `outbound`).
@@ -60,6 +66,9 @@ pub const PACKET_OUTGOING: u32 = 4;
 enum MetaField {
     PktType,
     IfIndex,
+    VlanTag,
+    VlanTagPresent,
+    VlanTpid,
     /// Another ancillary field (none libpcap emits for a capture file's link type).
     Other,
 }
@@ -252,6 +261,9 @@ impl Program {
                 Op::LdMeta(field) => match (meta, field) {
                     (Some(m), MetaField::PktType) => a = m.pkttype,
                     (Some(m), MetaField::IfIndex) => a = m.ifindex,
+                    (Some(m), MetaField::VlanTag) => a = m.vlan.map_or(0, |(_, tci)| tci.into()),
+                    (Some(m), MetaField::VlanTagPresent) => a = u32::from(m.vlan.is_some()),
+                    (Some(m), MetaField::VlanTpid) => a = m.vlan.map_or(0, |(t, _)| t.into()),
                     _ => return 0,
                 },
                 Op::Jump(cond, src, jt, jf) => {
@@ -357,6 +369,9 @@ fn decode(pc: usize, insn: &Insn, len: usize) -> Result<Op, BpfError> {
             (0x20, Some(_)) if k >= SKF_AD_OFF => Op::LdMeta(match k - SKF_AD_OFF {
                 SKF_AD_PKTTYPE => MetaField::PktType,
                 SKF_AD_IFINDEX => MetaField::IfIndex,
+                SKF_AD_VLAN_TAG => MetaField::VlanTag,
+                SKF_AD_VLAN_TAG_PRESENT => MetaField::VlanTagPresent,
+                SKF_AD_VLAN_TPID => MetaField::VlanTpid,
                 _ => MetaField::Other,
             }),
             (0x20, Some(s)) => Op::LdAbs(s, k),

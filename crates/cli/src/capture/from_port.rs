@@ -40,7 +40,18 @@ pub fn run(
     counts.source = spec.with_queue();
     counts.filter = args.expression();
     counts.filter_location = filter.as_ref().map(|_| "user".to_string());
-    filter_in_kernel(args, spec, &mut *port, &mut counts, stop)?;
+    let live = live_filter(args, spec, &mut *port, &mut counts, stop)?;
+    let filter = match (&live, &filter) {
+        (Some(live), _) => Some(PacketFilter {
+            filter: live,
+            live: true,
+        }),
+        (None, Some(file)) => Some(PacketFilter {
+            filter: file,
+            live: false,
+        }),
+        (None, None) => None,
+    };
     let interface = Interface {
         link_type: LINKTYPE_ETHERNET,
         snaplen: args.snaplen(),
@@ -59,7 +70,7 @@ pub fn run(
         args.count.unwrap_or(u64::MAX),
         &mut *port,
         wirespeed_xsk::if_index(&spec.iface).unwrap_or(0),
-        filter.as_ref(),
+        filter,
         &mut recorder,
         &mut counts,
         stop,
@@ -76,31 +87,49 @@ pub fn run(
     Ok(counts)
 }
 
-/// On an AF_PACKET port, the expression filters in the kernel too (unless
-/// --no-kernel-filter), so that what the capture drops never crosses into user space. A
-/// filter the kernel cannot take leaves the filtering to user space, with a note.
-fn filter_in_kernel(
+/// On an AF_PACKET port the expression runs as tcpdump runs it live on Linux: compiled for
+/// the interface, on each packet as the kernel's socket filter sees it (without the 802.1Q
+/// tag the kernel took out, which the port puts back for the file; the tag as metadata), in
+/// the kernel too unless --no-kernel-filter, so that what the capture drops never crosses
+/// into user space, and the two agree. None elsewhere (the filter then sees packets as a
+/// file holds them), or where the live program cannot be had (said in a note).
+fn live_filter(
     args: &CaptureArgs,
     spec: &PortSpec,
     port: &mut dyn Port,
     counts: &mut Counts,
     stop: &AtomicBool,
-) -> anyhow::Result<()> {
-    if let Some(expr) = counts.filter.clone()
-        && spec.backend == Backend::Packet
-        && !args.no_kernel_filter
-    {
-        match attach_in_kernel(port, &expr, &spec.iface, stop) {
+) -> anyhow::Result<Option<Filter>> {
+    let Some(expr) = counts.filter.clone() else {
+        return Ok(None);
+    };
+    if spec.backend != Backend::Packet {
+        return Ok(None);
+    }
+    let target = Target::Kernel { iface: &spec.iface };
+    let live = match super::filter_child::compile(&expr, &target, stop) {
+        Ok(live) => live,
+        Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e.into()),
+        Err(e) => {
+            eprintln!(
+                "wirespeed capture: note: filtering in user space only, on the packets as a \
+                 file holds them (VLAN tags in their bytes): {}",
+                crate::run::error_text::error_text(&e.into())
+            );
+            return Ok(None);
+        }
+    };
+    if !args.no_kernel_filter {
+        match attach_in_kernel(port, &live) {
             Ok(true) => counts.filter_location = Some("user+kernel".to_string()),
             Ok(false) => {}
-            Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => return Err(e),
             Err(e) => eprintln!(
                 "wirespeed capture: note: filtering in user space only: {}",
                 crate::run::error_text::error_text(&e)
             ),
         }
     }
-    Ok(())
+    Ok(Some(live))
 }
 
 /// The ready line on standard error, then the port's notes.
@@ -140,16 +169,10 @@ fn finish(args: &CaptureArgs, port: &mut dyn Port, mut recorder: Recorder, count
     }
 }
 
-/// Compiles the expression as libpcap does for a live capture on `iface` (VLAN tags read from
-/// the kernel's metadata) and attaches it to the port's socket.
-fn attach_in_kernel(
-    port: &mut dyn Port,
-    expression: &str,
-    iface: &str,
-    stop: &AtomicBool,
-) -> anyhow::Result<bool> {
-    let kernel = super::filter_child::compile(expression, &Target::Kernel { iface }, stop)?;
-    let program: Vec<SockFilter> = kernel
+/// Attaches `live` (compiled as libpcap does for a live capture: VLAN tags read from the
+/// kernel's metadata) to the port's socket.
+fn attach_in_kernel(port: &mut dyn Port, live: &Filter) -> anyhow::Result<bool> {
+    let program: Vec<SockFilter> = live
         .insns()
         .iter()
         .map(|i| SockFilter {
@@ -160,6 +183,42 @@ fn attach_in_kernel(
         })
         .collect();
     Ok(port.attach_filter(&program)?)
+}
+
+/// A filter, and how it sees a packet: as a capture file holds it (VLAN tags in its bytes),
+/// or, `live`, as the kernel's socket filter does: a tag the port restored taken out again,
+/// and given as metadata (AF_PACKET).
+#[derive(Clone, Copy)]
+pub(super) struct PacketFilter<'a> {
+    pub filter: &'a Filter,
+    pub live: bool,
+}
+
+impl PacketFilter<'_> {
+    /// Whether the packet passes; `view` holds a live view's bytes.
+    fn passes(
+        &self,
+        data: &[u8],
+        wire_len: u32,
+        known: Metadata,
+        restored: bool,
+        view: &mut Vec<u8>,
+    ) -> bool {
+        if self.live && restored && data.len() >= 16 {
+            let word = |at: usize| u16::from_be_bytes([data[at], data[at + 1]]);
+            view.clear();
+            view.extend_from_slice(&data[..12]);
+            view.extend_from_slice(&data[16..]);
+            let known = Metadata {
+                vlan: Some((word(12), word(14))),
+                ..known
+            };
+            return self
+                .filter
+                .matches_with(view, wire_len.saturating_sub(4), known);
+        }
+        self.filter.matches_with(data, wire_len, known)
+    }
 }
 
 /// Where the receive loop puts the packets it takes: the recorder (one receiving thread) or
@@ -234,7 +293,7 @@ pub(super) fn receive_loop<S: PacketSink>(
     limit: u64,
     port: &mut dyn Port,
     ifindex: u32,
-    filter: Option<&Filter>,
+    filter: Option<PacketFilter>,
     recorder: &mut S,
     counts: &mut Counts,
     stop: &AtomicBool,
@@ -254,6 +313,7 @@ pub(super) fn receive_loop<S: PacketSink>(
         queued: 0,
         stopping: false,
         scratch: Vec::new(),
+        view: Vec::new(),
     };
     let mut last_flush = now_ns();
     let flush_ns = FLUSH_EVERY.as_nanos() as u64;
@@ -353,7 +413,7 @@ fn wait_when_empty<S: PacketSink>(
 
 /// What the loop takes of each burst: the packets the filter passes, up to -c of them.
 struct Take<'a> {
-    filter: Option<&'a Filter>,
+    filter: Option<PacketFilter<'a>>,
     /// The interface every packet came through (for the filter's `ifindex`).
     ifindex: u32,
     /// -c: the packets to queue for the writer, at most.
@@ -361,8 +421,10 @@ struct Take<'a> {
     queued: u64,
     /// Set when -c is reached or the last file is done: the rest is counted, not taken.
     stopping: bool,
-    /// Where a packet of several frames is gathered.
+    /// Where a packet of several frames is gathered, and where a live filter's view of a
+    /// packet without its restored tag is made.
     scratch: Vec<u8>,
+    view: Vec<u8>,
 }
 
 impl Take<'_> {
@@ -391,9 +453,10 @@ impl Take<'_> {
             let known = Metadata {
                 pkttype: if meta.outgoing { PACKET_OUTGOING } else { 0 },
                 ifindex: self.ifindex,
+                vlan: None,
             };
             if let Some(f) = self.filter
-                && !f.matches_with(data, wire_len, known)
+                && !f.passes(data, wire_len, known, meta.vlan_restored, &mut self.view)
             {
                 counts.filtered_out += 1;
                 continue;

@@ -20,7 +20,7 @@ use wirespeed_port::{Port, PortSpec, PortStats};
 
 use super::CaptureArgs;
 use super::counts::{Counts, ThreadCounts, drop_map, receive_drops};
-use super::from_port::{print_ready, receive_loop};
+use super::from_port::{PacketFilter, print_ready, receive_loop};
 use crate::run::clock::now_ns;
 use crate::run::threads::{self, ThreadClock};
 
@@ -89,7 +89,10 @@ pub fn run(
                     u64::MAX,
                     &mut port,
                     ifindex,
-                    filter.as_ref(),
+                    filter.as_ref().map(|filter| PacketFilter {
+                        filter,
+                        live: false,
+                    }),
                     &mut feeder,
                     &mut c,
                     stop,

@@ -589,11 +589,23 @@ impl Capture {
     /// tcpdump on `dev` in `ns`, packets of `direction` (its -Q: in, out, inout), written
     /// to `file`.
     pub fn tcpdump(ns: &str, dev: &str, direction: &str, file: &str) -> Capture {
+        Capture::tcpdump_filtered(ns, dev, direction, file, None)
+    }
+
+    /// [`Capture::tcpdump`] with a filter expression, which tcpdump runs as it does live.
+    pub fn tcpdump_filtered(
+        ns: &str,
+        dev: &str,
+        direction: &str,
+        file: &str,
+        filter: Option<&str>,
+    ) -> Capture {
         let mut child = Command::new("ip")
             .args([
                 "netns", "exec", ns, "tcpdump", "-n", "-i", dev, "-Q", direction, "-U", "-B",
                 "65536", "-s", "0", "-w", file,
             ])
+            .args(filter)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -116,6 +116,7 @@ impl RxRing {
                 // A restored tag lengthens the packet on the wire too (libpcap does the same).
                 wire_len: header.len.max(header.snaplen) + (len - header.snaplen),
                 outgoing,
+                vlan_restored: len > header.snaplen,
             };
             self.blocks[self.current].outstanding += 1;
             if self.walk.is_some_and(|w| w.remaining == 0) {

@@ -178,6 +178,7 @@ impl PcapPort {
                 ts_ns: record.ts_ns,
                 wire_len,
                 outgoing: false,
+                vlan_restored: false,
             };
             return Some((k, meta));
         }

@@ -238,7 +238,13 @@ fn metadata_loads_read_the_packet_type_and_interface() {
     ])
     .unwrap();
     assert!(prog.reads_metadata());
-    let meta = |pkttype, ifindex| Some(Metadata { pkttype, ifindex });
+    let meta = |pkttype, ifindex| {
+        Some(Metadata {
+            pkttype,
+            ifindex,
+            ..Metadata::default()
+        })
+    };
     assert_eq!(prog.run_with(&[0; 60], 60, meta(4, 7)), RET_MATCH);
     assert_eq!(prog.run_with(&[0; 60], 60, meta(0, 7)), 0);
     assert_eq!(prog.run_with(&[0; 60], 60, meta(4, 8)), 0);
