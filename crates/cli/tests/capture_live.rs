@@ -270,6 +270,45 @@ fn xdp_takes_what_it_captures_and_asks_first_packet_only_watches() {
     net.assert_no_xdp();
 }
 
+/// A capture on an interface that is down says so (tcpdump refuses one), and takes what
+/// arrives once it is up.
+#[test]
+fn a_capture_on_a_down_interface_says_so_and_waits_for_it() {
+    let _one = serial();
+    let net = NetPair::new("cd");
+    must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "down"]);
+    let port = format!("xdp:{}", net.b);
+    let cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            "/dev/null",
+            "-c",
+            "100",
+            "--json",
+        ],
+    );
+    let mut cap = cap;
+    cap.wait_ready();
+    // A quiet port's interface is looked at once a second.
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "up"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    send(&net, 500);
+    let (j, log) = cap.finish();
+    assert!(
+        log.contains(&format!(
+            "wirespeed: {port}: the interface is down (or has no carrier): nothing arrives \
+             until it is up"
+        )),
+        "{log}"
+    );
+    assert_eq!(n(&j, "written"), 100, "{j}");
+}
+
 #[test]
 fn count_ends_the_capture_with_a_valid_file() {
     let _one = serial();

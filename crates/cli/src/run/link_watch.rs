@@ -3,7 +3,8 @@
 //! tool whose port has gone quiet asks, once a second, whether the interface is still there.
 //! And a sender that failed as its interface went down learns whether it was being deleted.
 //! The same look notices an MTU raised past what the port's frames take (a port without
-//! multi-buffer loses every larger packet in the kernel) and says so once.
+//! multi-buffer loses every larger packet in the kernel) and says so once, and an interface
+//! down (tcpdump refuses one; a receiver here waits for it), once each time it goes down.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,8 @@ pub struct LinkWatch {
     calls: u32,
     /// The MTU raised past the port's frames has been said.
     mtu_said: bool,
+    /// The interface down has been said (until it is seen up again).
+    down_said: bool,
 }
 
 impl Default for LinkWatch {
@@ -29,6 +32,7 @@ impl Default for LinkWatch {
             next: Instant::now() + EVERY,
             calls: 0,
             mtu_said: false,
+            down_said: false,
         }
     }
 }
@@ -72,7 +76,20 @@ impl LinkWatch {
         self.next = now + EVERY;
         match link() {
             LinkState::Gone => Err(PortError::InterfaceGone(spec())),
-            LinkState::Up | LinkState::Down => Ok(()),
+            LinkState::Down if !self.down_said => {
+                self.down_said = true;
+                eprintln!(
+                    "wirespeed: {}: the interface is down (or has no carrier): nothing \
+                     arrives until it is up",
+                    spec()
+                );
+                Ok(())
+            }
+            LinkState::Down => Ok(()),
+            LinkState::Up => {
+                self.down_said = false;
+                Ok(())
+            }
         }
     }
 }
