@@ -31,6 +31,7 @@ fuzz_target!(|input: &[u8]| {
     let meta = Metadata {
         pkttype: u32::from(count & 7),
         ifindex: u32::from(count),
+        vlan: (count & 8 != 0).then_some((0x8100, u16::from(count))),
     };
     let _ = program.run(packet, wire_len);
     let _ = program.run_with(packet, wire_len, Some(meta));
