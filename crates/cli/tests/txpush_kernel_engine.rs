@@ -35,19 +35,12 @@ fn send_into_sink(
     let tx = run_json(&net.ns_a, &args);
     assert_eq!(tx["packets"].as_u64(), Some(count), "{tx}");
     assert_eq!(tx["engine"], "kernel");
-    // The sink takes XDP frames: nothing refused. Frames its full ring left over are not
-    // counted by bench (that costs rate), and on a veth it says so.
-    assert_eq!(
-        (
-            tx["drops"]["tx_refused"].as_u64(),
-            tx["drops"]["tx_not_queued"].as_u64()
-        ),
-        (Some(0), Some(0)),
-        "{tx}"
-    );
+    // The sink takes XDP frames: nothing refused. What the veth refuses when it flushes
+    // (its peer's ring full) bench does not watch (that costs rate): not listed, and said.
+    assert_eq!(tx["drops"], serde_json::json!({"tx_not_queued": 0}), "{tx}");
     assert!(
         tx["notes"].to_string().contains(&format!(
-            "{}: frames left over when its peer's ring is full are not in the drops",
+            "{}: frames the veth refuses when it flushes its queue",
             net.a
         )),
         "{tx}"
@@ -119,7 +112,7 @@ fn kernel_engine_counts_the_frames_a_veth_refuses() {
     assert_eq!(tx["packets"].as_u64(), Some(100_000), "{tx}");
     assert_eq!(
         tx["drops"],
-        serde_json::json!({"tx_not_queued": 100_000, "tx_queue_full": 0, "tx_refused": 0}),
+        serde_json::json!({"tx_not_queued": 100_000}),
         "{tx}"
     );
     assert_eq!(tx["drops_total"].as_u64(), Some(100_000), "{tx}");

@@ -31,16 +31,19 @@ type CountWords = [u64; 4];
 /// Frames the kernel did not send out of the watched interface, since the watch began.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxDrops {
-    /// The device refused them with an error (a veth whose peer runs no XDP program and
-    /// has GRO off: ENXIO).
+    /// The device refused them with an error when its queue was flushed (a veth whose peer
+    /// is down: ENXIO).
     pub refused: u64,
     /// The device took part of a batch only: its queue was full (on veth, the peer's ring).
     pub queue_full: u64,
-    /// The redirect failed before the frame was queued (the interface down, the frame over
-    /// its MTU).
+    /// The redirect failed before the frame was queued (a veth whose peer runs no XDP
+    /// program and has GRO off: EOPNOTSUPP; the interface down; the frame over its MTU).
     pub not_queued: u64,
     /// The last error given, a negative errno (0: none).
     pub last_err: i32,
+    /// Whether flushes were watched ([`TxWatch::watch_flushes`]): without, `refused` and
+    /// `queue_full` are not known, and stay 0.
+    pub flushes_watched: bool,
 }
 
 impl TxDrops {
@@ -71,7 +74,12 @@ impl TxWatch {
                 reason: error_chain(&e),
             }
         };
+        let btf = Btf::from_sys_fs().map_err(|e| XdpError::Load {
+            program: REDIRECT_ERR.0,
+            reason: format!("the kernel's BTF: {}", error_chain(&e)),
+        })?;
         let mut ebpf = aya::EbpfLoader::new()
+            .btf(Some(&btf))
             .load(OBJECT)
             .map_err(|e| XdpError::Load {
                 program: REDIRECT_ERR.0,
@@ -93,10 +101,6 @@ impl TxWatch {
             reason: "not in the object".to_string(),
         })?;
         let counts = PerCpuArray::try_from(counts).map_err(map_error("watch_counts"))?;
-        let btf = Btf::from_sys_fs().map_err(|e| XdpError::Load {
-            program: REDIRECT_ERR.0,
-            reason: format!("the kernel's BTF: {}", error_chain(&e)),
-        })?;
         let mut watch = TxWatch {
             counts,
             btf,
@@ -151,7 +155,10 @@ impl TxWatch {
             map: "watch_counts",
             reason: error_chain(&e),
         })?;
-        let mut drops = TxDrops::default();
+        let mut drops = TxDrops {
+            flushes_watched: self.flushes,
+            ..TxDrops::default()
+        };
         for [refused, queue_full, not_queued, last_err] in per_cpu.iter() {
             drops.refused += refused;
             drops.queue_full += queue_full;
