@@ -28,7 +28,7 @@ pub enum LinkState {
     Gone,
 }
 
-/// The state of the interface with index `ifindex` (two system calls: a few times a second
+/// The state of the interface with index `ifindex` (six system calls: a few times a second
 /// at most). Found by index, so a renamed interface is still itself and a new one of the
 /// same name is not. Gone only when the kernel says no interface has the index (ENXIO);
 /// when it cannot tell (out of descriptors, say) the link is taken to be up.
@@ -67,7 +67,7 @@ fn interface_flags(name: &[libc::c_char; libc::IF_NAMESIZE]) -> io::Result<i32> 
 }
 
 /// The MTU of the interface with index `ifindex` now; None when it is gone or cannot be
-/// asked (two system calls: a few times a second at most).
+/// asked (six system calls, as for `link_state`: a few times a second at most).
 pub fn link_mtu(ifindex: u32) -> Option<u32> {
     let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires.

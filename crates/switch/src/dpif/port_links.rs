@@ -49,7 +49,8 @@ pub struct PortLinks {
 }
 
 /// What a frame may have beyond the MTU: an Ethernet header and one VLAN tag, as the kernel
-/// lets through (is_skb_forwardable, which drops a longer frame a veth is handed).
+/// lets through (is_skb_forwardable). Open vSwitch drops a packet longer than its output
+/// device's MTU; so does a veth whose peer has the same MTU, unseen, once it took it.
 const FRAME_OVER_MTU: u32 = 14 + 4;
 
 /// The longest frame `ifindex` sends now (u32::MAX when it cannot be asked).
@@ -108,7 +109,8 @@ impl PortLinks {
         let _ = self.state[port].fetch_max(encode(state), Ordering::Relaxed);
     }
 
-    /// Asks the kernel about every interface (two system calls each). A port gone stays
+    /// Asks the kernel about every interface (a few system calls each: its name, flags and
+    /// MTU). A port gone stays
     /// gone: its interface's index is never its again, whatever is made under its name.
     pub fn read(&self) {
         for (port, ifindex) in self.ifindex.iter().enumerate() {

@@ -392,6 +392,11 @@ impl PortSet {
             self.link_down[member] += 1;
             return Ok(true);
         }
+        // Before any copy is made (and counted).
+        let total: u32 = segments.iter().map(|&(_, len)| len).sum();
+        if self.too_big_for(member, total as usize) {
+            return Ok(true);
+        }
         match (self.members[member].1, segments) {
             (Place::Group(g), &[(addr, len)]) => match self.group_mut().duplicate(g, addr, len) {
                 Some(copy) => self.queue_move(member, &[(copy, len)]),
@@ -414,10 +419,6 @@ impl PortSet {
             }
             // Longer than the port's frames: dropped whole and counted, never cut.
             (Place::Other(o), _) => {
-                let total: u32 = segments.iter().map(|&(_, len)| len).sum();
-                if self.too_big_for(member, total as usize) {
-                    return Ok(true);
-                }
                 if total > self.others[o].port.max_packet_len() {
                     self.bad_chain[member] += 1;
                     return Ok(true);
@@ -459,8 +460,11 @@ impl PortSet {
             self.link_down[member] += 1;
             return Ok(true);
         }
-        let place = self.members[member].1;
-        match place {
+        // Before any copy is made (and counted).
+        if self.too_big_for(member, bytes.len()) {
+            return Ok(true);
+        }
+        match self.members[member].1 {
             Place::Group(g) if bytes.len() > self.group().max_packet_len() as usize => {
                 self.queue_chain_copy(member, g, bytes)
             }
@@ -469,7 +473,6 @@ impl PortSet {
                 None => Ok(false),
             },
             // Longer than the port's frames: dropped whole and counted, never cut.
-            Place::Other(_) if self.too_big_for(member, bytes.len()) => Ok(true),
             Place::Other(o) if bytes.len() > self.others[o].port.max_packet_len() as usize => {
                 self.bad_chain[member] += 1;
                 Ok(true)
