@@ -119,10 +119,10 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
             Ok(Action::OutputReg(src))
         }
         // `output:NORMAL` and the other reserved ports by name, as ovs-ofctl reads them.
-        "output" if argument.and_then(reserved_port).is_some() => {
-            Ok(argument.and_then(reserved_port).expect("matched"))
-        }
-        "output" => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
+        "output" => match argument.and_then(reserved_port) {
+            Some(action) => Ok(action),
+            None => Ok(Action::Output(uint("PORT", u128::from(u32::MAX))? as u32)),
+        },
         "normal" => no_argument(Action::Normal),
         "flood" => no_argument(Action::Flood),
         "all" => no_argument(Action::All),
