@@ -294,7 +294,7 @@ fn a_capture_on_a_down_interface_says_so_and_waits_for_it() {
     let mut cap = cap;
     cap.wait_ready();
     // A quiet port's interface is looked at once a second.
-    std::thread::sleep(std::time::Duration::from_millis(2000));
+    std::thread::sleep(std::time::Duration::from_millis(3000));
     must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "up"]);
     std::thread::sleep(std::time::Duration::from_millis(300));
     send(&net, 500);

@@ -37,6 +37,7 @@ fn dlt_of(link_type: u16) -> i32 {
         101 => 12, // LINKTYPE_RAW
         102 => 15, // LINKTYPE_SLIP_BSDOS
         103 => 16, // LINKTYPE_PPP_BSDOS
+        106 => 19, // LINKTYPE_ATM_CLIP (Linux's DLT)
         other => i32::from(other),
     }
 }

@@ -481,3 +481,33 @@ impl Take<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tagged IPv4 frame whose tag the port put back: a live filter sees it without the
+    /// tag (as the kernel's did), a file's filter with it.
+    #[test]
+    fn a_live_filter_sees_a_restored_tag_as_metadata() {
+        let mut frame = vec![0u8; 12];
+        frame.extend_from_slice(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00]);
+        frame.extend_from_slice(&[0x45; 20]);
+        let ip = Filter::compile("ip", LINKTYPE_ETHERNET).unwrap();
+        let vlan = Filter::compile("vlan 10", LINKTYPE_ETHERNET).unwrap();
+        let mut view = Vec::new();
+        let len = frame.len() as u32;
+        let live = |filter| PacketFilter { filter, live: true };
+        let file = |filter| PacketFilter {
+            filter,
+            live: false,
+        };
+        let known = Metadata::default();
+        assert!(live(&ip).passes(&frame, len, known, true, &mut view));
+        assert_eq!(view.len(), frame.len() - 4);
+        assert!(!file(&ip).passes(&frame, len, known, true, &mut view));
+        assert!(file(&vlan).passes(&frame, len, known, true, &mut view));
+        // A tag the port did not put back (a second one, say) stays in the bytes.
+        assert!(!live(&ip).passes(&frame, len, known, false, &mut view));
+    }
+}

@@ -108,8 +108,9 @@ pub struct CaptureArgs {
     /// any other name (or standard output) pcapng.
     #[arg(long, value_parser = parse_format)]
     pub format: Option<Format>,
-    /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ;
-    /// the C locale's conversions, but for %Z and the week numbers, which are refused).
+    /// Start a new file every SECONDS; the -w name is a strftime pattern (local time, TZ):
+    /// the date and time conversions (%Y %m %d %H %M %S %j %s %F %T %a %b ...); one it does
+    /// not make (%Z, the week numbers...) is refused, and the error lists those it makes.
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
     /// Start a new file before one grows past SIZE millions of bytes (k, m, g: KiB, MiB, GiB).

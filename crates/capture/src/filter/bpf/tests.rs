@@ -253,3 +253,32 @@ fn metadata_loads_read_the_packet_type_and_interface() {
     let bytes_only = Program::new(&[Insn::new(0x06, 0, 0, 1)]).unwrap();
     assert!(!bytes_only.reads_metadata());
 }
+
+#[test]
+fn metadata_loads_read_the_vlan_tag_the_kernel_took_out() {
+    // libpcap's live `vlan 10`: ldb [vlan_avail]; jeq #1; ldh [vlan_tci]; and #0xfff;
+    // jeq #10; then the TPID (ldh [SKF_AD_OFF + 60]) returned.
+    let prog = Program::new(&[
+        Insn::new(0x30, 0, 0, 0xffff_f030),
+        Insn::new(0x15, 0, 5, 1),
+        Insn::new(0x28, 0, 0, 0xffff_f02c),
+        Insn::new(0x54, 0, 0, 0x0fff),
+        Insn::new(0x15, 0, 2, 10),
+        Insn::new(0x28, 0, 0, 0xffff_f03c),
+        Insn::new(0x16, 0, 0, 0),
+        Insn::new(0x06, 0, 0, 0),
+    ])
+    .unwrap();
+    assert!(prog.reads_metadata());
+    let tagged = |tpid, tci| {
+        Some(Metadata {
+            vlan: Some((tpid, tci)),
+            ..Metadata::default()
+        })
+    };
+    assert_eq!(prog.run_with(&[0; 60], 60, tagged(0x8100, 0x200a)), 0x8100);
+    assert_eq!(prog.run_with(&[0; 60], 60, tagged(0x88a8, 10)), 0x88a8);
+    assert_eq!(prog.run_with(&[0; 60], 60, tagged(0x8100, 11)), 0);
+    // Untagged: not present.
+    assert_eq!(prog.run_with(&[0; 60], 60, Some(Metadata::default())), 0);
+}
