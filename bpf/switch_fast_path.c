@@ -17,6 +17,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "kernel_net.h"
+
 #define MAX_PORTS 64
 #define MAX_QUEUES 64
 #define MAX_FLOWS 262144
@@ -361,20 +363,6 @@ int switch_fast_path(struct xdp_md *ctx)
 	count(FP_MISS);
 	return bpf_redirect_map(&xsks, index, XDP_PASS);
 }
-
-// The kernel's own layouts, as far as read here; relocated against its BTF when loaded.
-struct net {
-	__u64 net_cookie;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} possible_net_t;
-
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
 
 // The slot of `dev` when it is one of the bridge's ports (in the bridge's namespace).
 static __always_inline __u32 *port_slot(const struct net_device *dev)

@@ -6,6 +6,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include "kernel_net.h"
+
 // The interface watched, in the namespace with this cookie. Set before attaching.
 struct watch_config {
 	__u64 netns_cookie;
@@ -37,20 +39,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct watch_counts);
 } watch_counts SEC(".maps");
-
-// The kernel's own layouts, as far as read here; relocated against its BTF when loaded.
-struct net {
-	__u64 net_cookie;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} possible_net_t;
-
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
 
 static __always_inline int watched(const struct net_device *dev, const struct watch_config *c)
 {

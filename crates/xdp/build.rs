@@ -51,5 +51,10 @@ fn main() {
             });
         assert!(status.success(), "{clang} failed on {}", src.display());
     }
+    // Included by the tracepoint programs.
+    println!(
+        "cargo:rerun-if-changed={}",
+        bpf_dir.join("kernel_net.h").display()
+    );
     println!("cargo:rerun-if-env-changed=CLANG");
 }
