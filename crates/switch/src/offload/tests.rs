@@ -64,13 +64,7 @@ fn removed_entries_are_reused_only_after_the_program_was_waited_for() {
     let decision = Decision {
         actions: vec![Action::Output(2)],
         rules: vec![id],
-        groups: vec![],
-        missed: vec![],
-        learned: vec![],
-        too_deep: false,
-        packet_in: None,
-        meters: Vec::new(),
-        lookups: Vec::new(),
+        ..Decision::default()
     };
     let frame = frame();
     let now = Duration::ZERO;
@@ -488,14 +482,7 @@ fn only_the_destinations_of_normal_entries_call_for_a_flush() {
     macs.learn(0, other, 2, Duration::ZERO);
     let decision = Decision {
         actions: vec![Action::Normal],
-        rules: vec![],
-        groups: vec![],
-        missed: vec![],
-        learned: vec![],
-        too_deep: false,
-        packet_in: None,
-        meters: Vec::new(),
-        lookups: Vec::new(),
+        ..Decision::default()
     };
     let megaflow = Megaflow::new(Match::ANY, decision, Duration::ZERO);
     offload.consider(&frame(), 1, &megaflow, &tables, &macs, Duration::ZERO);
