@@ -97,3 +97,57 @@ fn two_sigterms_at_once_stop_a_tool_cleanly() {
         assert_eq!(j["mode"].as_str(), Some("gen"), "{j}");
     }
 }
+
+/// `gen` writing `pcap:FILE` at 1,000 packets a second, its JSON summary on standard output;
+/// `shell` starts it (so a test can change what it inherits). The child and the file.
+fn gen_to_file(dir: &TempDir, shell: &str) -> (std::process::Child, String) {
+    let file = dir.path("out.pcap");
+    let command = format!(
+        "{shell} exec {} gen --port pcap:{} --rate 1000 --json -q",
+        wirespeed(),
+        file
+    );
+    let child = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, file)
+}
+
+/// A hangup (the terminal closed, an ssh session dropped) stops a tool as SIGINT does, as
+/// tcpdump's does: the output whole, the summary printed, exit 0; the file holds exactly
+/// the packets the summary counts.
+#[test]
+fn a_hangup_stops_a_tool_cleanly() {
+    let dir = TempDir::new("hup");
+    let (child, file) = gen_to_file(&dir, "");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    must(&["kill", "-HUP", &child.id().to_string()]);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {err}", out.status);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {err}"));
+    let sent = j["packets"].as_u64().unwrap();
+    assert!(sent > 0, "{j}");
+    assert_eq!(pcaps::read_records(&file).len() as u64, sent, "{j}");
+}
+
+/// A tool started with hangups ignored (`nohup`) keeps them ignored, as tcpdump does: it
+/// runs on until SIGTERM.
+#[test]
+fn a_hangup_ignored_when_started_stays_ignored() {
+    let dir = TempDir::new("nohup");
+    let (mut child, _file) = gen_to_file(&dir, "trap '' HUP;");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = child.id().to_string();
+    must(&["kill", "-HUP", &pid]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let running = child.try_wait().unwrap().is_none();
+    must(&["kill", "-TERM", &pid]);
+    let out = child.wait_with_output().unwrap();
+    assert!(running, "ended by the ignored hangup: {}", out.status);
+    assert!(out.status.success(), "{}", out.status);
+}

@@ -25,7 +25,7 @@ use crate::run::clock::now_ns;
 /// Records between looks at the stop flag.
 const STOP_CHECK: u64 = 1024;
 
-/// Standard input for `-r -`, read so that SIGINT and SIGTERM end the capture even while the
+/// Standard input for `-r -`, read so that a stopping signal ends the capture even while the
 /// pipe is idle (the signals only set the stop flag; the read itself would wait on): it waits
 /// in poll() and looks at the flag every 100 ms, and once the flag is set the input ends.
 struct StoppableStdin {

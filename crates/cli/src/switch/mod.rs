@@ -121,7 +121,7 @@ pub struct SwitchArgs {
     /// standard output (default: one line each on stderr).
     #[arg(long, value_name = "FILE")]
     pub controller_pcap: Option<PathBuf>,
-    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    /// Stop after this many seconds (default: until SIGINT, SIGTERM or SIGHUP).
     #[arg(long)]
     pub duration: Option<f64>,
     /// Ring, frame and batch sizes, XDP mode: the same for every port (frames per port).
