@@ -548,6 +548,33 @@ fn bad_devices_and_filters_fail_as_libpcap_fails_them_leaving_nothing_attached()
     }
 }
 
+/// A program that cannot be run ends pcap-run as the shell, env and nohup end: 127 when
+/// there is no such program, 126 when it is not executable, its name and why said once.
+#[test]
+fn a_program_that_cannot_run_exits_as_the_shell_says() {
+    assert_library_built();
+    let dir = TempDir::new("noexec");
+    let text = dir.path("notes.txt");
+    std::fs::write(&text, "not a program\n").unwrap();
+    let not_executable = format!("run {text}: Permission denied");
+    for (program, code, says) in [
+        (
+            "wsnosuchprogram",
+            127,
+            "run wsnosuchprogram: No such file or directory",
+        ),
+        (text.as_str(), 126, not_executable.as_str()),
+    ] {
+        let out = std::process::Command::new(wirespeed())
+            .args(["pcap-run", program, "-i", "lo"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{program}: {err}");
+        assert_eq!(err.matches(says).count(), 1, "{program}: {err}");
+    }
+}
+
 #[test]
 fn other_devices_and_files_go_to_the_real_libpcap() {
     let net = NetPair::new("po");

@@ -106,9 +106,18 @@ pub fn run(args: PcapRunArgs) -> anyhow::Result<()> {
     if let Some(frames) = args.frames {
         command.env("WIRESPEED_PCAP_FRAMES", frames.to_string());
     }
-    // exec returns only when it failed.
+    // exec returns only when it failed: exit as a shell (env, nohup, timeout) does, 127 for
+    // no such program and 126 for one that cannot be run, so scripts tell it from the
+    // program's own failure.
     let e = command.exec();
-    Err(e).with_context(|| format!("run {}", Path::new(program).display()))
+    eprintln!(
+        "wirespeed: error: run {}: {e}",
+        Path::new(program).display()
+    );
+    std::process::exit(match e.kind() {
+        std::io::ErrorKind::NotFound => 127,
+        _ => 126,
+    })
 }
 
 /// The library: $WIRESPEED_PCAP_LIB, or next to this executable (where cargo builds both),
