@@ -252,3 +252,47 @@ fn capture_serves_what_it_received_and_wrote() {
         "the file less its 24-byte pcap header"
     );
 }
+
+/// The drops a capture counts are served while it runs, not only in its summary: with the
+/// capture stopped (SIGSTOP) and no spill ring, the packets sent meanwhile overflow its
+/// rings, and once it runs again a scrape shows exactly the kernel drops the summary ends
+/// with.
+#[test]
+fn capture_serves_its_kernel_drops_while_it_runs() {
+    let net = NetPair::new("md");
+    loopback_up(&net.ns_b);
+    let port = format!("xdp:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            "/dev/null",
+            "--spill-mib",
+            "0",
+            "--ring-size",
+            "256",
+            "--json",
+            "--metrics",
+            "9468",
+        ],
+    );
+    cap.wait_ready();
+    let pid = cap.pid().to_string();
+    must(&["kill", "-STOP", &pid]);
+    send_on_queue(&net, 0, 10000);
+    must(&["kill", "-CONT", &pid]);
+    // Everything the rings held is received, the rest was dropped.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let text = scrape(&net.ns_b, ADDR);
+    assert_promtool_accepts(&text);
+    let received = sample(&text, "wirespeed_capture_received_packets_total", &[]);
+    let dropped = sample(&text, "wirespeed_capture_kernel_dropped_packets_total", &[]);
+    let (j, _) = cap.interrupt();
+    assert!(dropped > 0.0, "{text}");
+    assert_eq!(received + dropped, 10000.0, "{text}");
+    assert_eq!(j["dropped_by_kernel"].as_f64(), Some(dropped), "{j}");
+    assert_eq!(j["received"].as_f64(), Some(received), "{j}");
+}

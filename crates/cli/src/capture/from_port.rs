@@ -234,6 +234,8 @@ pub(super) trait PacketSink {
     fn writer_busy(&self) -> bool;
     /// The packets received and dropped so far, for the pcapng statistics.
     fn progress(&mut self, received: u64, dropped: u64);
+    /// The matched packets dropped so far because the writer was behind.
+    fn dropped_by_writer(&self) -> u64;
 }
 
 impl PacketSink for Recorder {
@@ -259,6 +261,10 @@ impl PacketSink for Recorder {
         self.stats.received = received;
         self.stats.dropped = dropped;
     }
+
+    fn dropped_by_writer(&self) -> u64 {
+        self.dropped_by_writer
+    }
 }
 
 impl PacketSink for Feeder {
@@ -282,6 +288,10 @@ impl PacketSink for Feeder {
 
     fn progress(&mut self, received: u64, dropped: u64) {
         self.publish(received, dropped);
+    }
+
+    fn dropped_by_writer(&self) -> u64 {
+        self.dropped
     }
 }
 
@@ -333,7 +343,7 @@ pub(super) fn receive_loop<S: PacketSink>(
                 port.wait_rx(left)?;
                 continue;
             }
-            metrics.publish(counts, port, true);
+            metrics.publish(counts, port, recorder.dropped_by_writer(), true);
             if wait_when_empty(port, recorder, step, &mut watch, &mut run)?.is_break() {
                 break;
             }
@@ -353,13 +363,13 @@ pub(super) fn receive_loop<S: PacketSink>(
             if recorder.failed() {
                 break;
             }
-            metrics.publish(counts, port, false);
+            metrics.publish(counts, port, recorder.dropped_by_writer(), false);
         }
         if let Step::Nap(d) = step {
             std::thread::sleep(d);
         }
     }
-    metrics.publish(counts, port, true);
+    metrics.publish(counts, port, recorder.dropped_by_writer(), true);
     Ok(())
 }
 

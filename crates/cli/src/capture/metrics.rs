@@ -10,7 +10,7 @@ use wirespeed_capture::spool::WriterProgress;
 use wirespeed_metrics::{Exposition, Published, ThreadFigures};
 use wirespeed_port::{Port, ThreadClock};
 
-use super::counts::Counts;
+use super::counts::{Counts, receive_drops};
 use crate::run::metrics::{MeterFigures, PortFigures};
 
 /// How often a receiving thread publishes.
@@ -98,7 +98,15 @@ impl Publisher {
     /// Offers the thread's figures, at most every [`PUBLISH_EVERY`] while packets come;
     /// at once when the loop goes `idle` (it may sleep a while, or end) with packets not
     /// yet published.
-    pub(super) fn publish(&mut self, counts: &Counts, port: &mut dyn Port, idle: bool) {
+    /// `dropped_by_writer`: the matched packets the writer had no room for so far (the
+    /// port's drops and spills are read from the port: `counts` has them only at the end).
+    pub(super) fn publish(
+        &mut self,
+        counts: &Counts,
+        port: &mut dyn Port,
+        dropped_by_writer: u64,
+        idle: bool,
+    ) {
         let Some(on) = &mut self.on else {
             return;
         };
@@ -136,9 +144,9 @@ impl Publisher {
             received: counts.received,
             filtered_out: counts.filtered_out,
             matched: counts.matched,
-            dropped_by_kernel: counts.dropped_by_kernel,
-            dropped_by_writer: counts.dropped_by_writer,
-            spilled: counts.spilled,
+            dropped_by_kernel: receive_drops(&stats.drops),
+            dropped_by_writer,
+            spilled: stats.spilled,
         });
     }
 }
