@@ -309,6 +309,43 @@ fn a_capture_on_a_down_interface_says_so_and_waits_for_it() {
     assert_eq!(n(&j, "written"), 100, "{j}");
 }
 
+/// SIGUSR1 prints the counts so far and the capture goes on, as tcpdump's does.
+#[test]
+fn sigusr1_prints_the_counts_so_far_and_the_capture_goes_on() {
+    let _one = serial();
+    let net = NetPair::new("cu");
+    let port = format!("xdp:{}", net.b);
+    let mut cap = spawn_in(
+        &net.ns_b,
+        &[
+            "capture",
+            "--port",
+            &port,
+            "-w",
+            "/dev/null",
+            "--json",
+            "udp",
+        ],
+    );
+    cap.wait_ready();
+    send(&net, 1000);
+    // The counts a thread publishes once it goes idle.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    must(&["kill", "-USR1", &cap.pid().to_string()]);
+    for line in [
+        "1000 packets received",
+        "1000 packets matched by filter",
+        "1000 packets written",
+        "0 packets dropped by kernel or ring",
+    ] {
+        cap.wait_for(line);
+    }
+    send(&net, 500);
+    let (j, _) = cap.interrupt();
+    assert_eq!(n(&j, "received"), 1500, "{j}");
+    assert_eq!(n(&j, "written"), 1500, "{j}");
+}
+
 #[test]
 fn count_ends_the_capture_with_a_valid_file() {
     let _one = serial();

@@ -1,6 +1,7 @@
-//! capture's `--metrics`: each receiving thread publishes its port's figures, its time and
-//! its counts (received, matched, spilled, dropped) at the loop's flush points, and the
-//! writer's progress (written, bytes, files) is read from its atomics at each scrape.
+//! capture's `--metrics` and SIGUSR1: each receiving thread publishes its counts (received,
+//! matched, spilled, dropped) and, with `--metrics`, its port's figures and its time at the
+//! loop's flush points; the writer's progress (written, bytes, files) is read from its
+//! atomics at each scrape and each SIGUSR1.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -40,25 +41,65 @@ fn slots() -> Arc<Slots> {
     crate::run::metrics::tool_slots(&SLOTS, render)
 }
 
-/// Shows the writer's progress in scrapes from now on (nothing without `--metrics`).
+/// Shows the writer's progress in scrapes and in [`so_far`] from now on.
 pub(super) fn watch_writer(progress: Arc<WriterProgress>) {
-    if crate::run::metrics::enabled() {
-        *slots().writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(progress);
+    *slots().writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(progress);
+}
+
+/// A capture's counts so far, every thread's added up: what each last published (within
+/// [`PUBLISH_EVERY`] while packets come) and what the writer has written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SoFar {
+    pub received: u64,
+    pub matched: u64,
+    pub written: u64,
+    pub dropped_by_kernel: u64,
+    pub dropped_by_writer: u64,
+    pub spilled: u64,
+}
+
+pub(super) fn so_far() -> SoFar {
+    let slots = slots();
+    let mut sum = SoFar::default();
+    for (_, slot) in slots
+        .threads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        if let Some(c) = slot.latest() {
+            sum.received += c.received;
+            sum.matched += c.matched;
+            sum.dropped_by_kernel += c.dropped_by_kernel;
+            sum.dropped_by_writer += c.dropped_by_writer;
+            sum.spilled += c.spilled;
+        }
     }
+    if let Some(w) = slots
+        .writer
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        sum.written = w.written.load(Relaxed);
+    }
+    sum
 }
 
-/// A receiving thread's side; does nothing without `--metrics`.
+/// A receiving thread's side: its capture counts, for [`so_far`] (SIGUSR1) and, with
+/// `--metrics`, for scrapes with its port's figures and its time.
 pub(super) struct Publisher {
-    on: Option<On>,
-}
-
-struct On {
-    meter: Published<MeterFigures>,
     counts: Published<CaptureFigures>,
-    clock: ThreadClock,
+    meter: Option<Meter>,
     last: Option<Instant>,
     /// Packets received at the last publication.
     last_received: u64,
+}
+
+/// What `--metrics` adds.
+struct Meter {
+    meter: Published<MeterFigures>,
+    clock: ThreadClock,
     bursts: u64,
     burst_packets: u64,
 }
@@ -66,32 +107,32 @@ struct On {
 impl Publisher {
     /// Made on the receiving thread (its clock is the thread's).
     pub(super) fn new() -> Publisher {
-        let on = crate::run::metrics::register_meter().map(|(thread, meter)| {
-            let counts = Published::new();
-            slots()
-                .threads
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((thread, counts.clone()));
-            On {
+        let counts = Published::new();
+        let slots = slots();
+        let mut threads = slots.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let meter = crate::run::metrics::register_meter();
+        // Numbered as the meters are; without them, in the order the threads came.
+        let thread = meter.as_ref().map_or(threads.len(), |(t, _)| *t);
+        threads.push((thread, counts.clone()));
+        Publisher {
+            counts,
+            meter: meter.map(|(_, meter)| Meter {
                 meter,
-                counts,
                 clock: ThreadClock::start(),
-                last: None,
-                last_received: 0,
                 bursts: 0,
                 burst_packets: 0,
-            }
-        });
-        Publisher { on }
+            }),
+            last: None,
+            last_received: 0,
+        }
     }
 
     /// A burst that brought `n` packets.
     #[inline]
     pub(super) fn burst(&mut self, n: usize) {
-        if let Some(on) = &mut self.on {
-            on.bursts += 1;
-            on.burst_packets += n as u64;
+        if let Some(m) = &mut self.meter {
+            m.bursts += 1;
+            m.burst_packets += n as u64;
         }
     }
 
@@ -107,20 +148,28 @@ impl Publisher {
         dropped_by_writer: u64,
         idle: bool,
     ) {
-        let Some(on) = &mut self.on else {
-            return;
-        };
         let now = Instant::now();
-        let unpublished = counts.received != on.last_received;
-        let recent = on
+        let unpublished = counts.received != self.last_received;
+        let recent = self
             .last
             .is_some_and(|at| now.duration_since(at) < PUBLISH_EVERY);
         if recent && !(idle && unpublished) {
             return;
         }
-        on.last = Some(now);
-        on.last_received = counts.received;
+        self.last = Some(now);
+        self.last_received = counts.received;
         let stats = port.stats();
+        self.counts.offer(|| CaptureFigures {
+            received: counts.received,
+            filtered_out: counts.filtered_out,
+            matched: counts.matched,
+            dropped_by_kernel: receive_drops(&stats.drops),
+            dropped_by_writer,
+            spilled: stats.spilled,
+        });
+        let Some(m) = &mut self.meter else {
+            return;
+        };
         let (device, queue) = wirespeed_metrics::device_and_queue(&port.info().spec);
         let figures = MeterFigures {
             counted: "rx",
@@ -133,21 +182,13 @@ impl Publisher {
                 audit: port.audit(),
             }),
             time: Some(ThreadFigures {
-                busy: on.clock.cpu(),
-                wall: on.clock.wall(),
-                bursts: on.bursts,
-                burst_packets: on.burst_packets,
+                busy: m.clock.cpu(),
+                wall: m.clock.wall(),
+                bursts: m.bursts,
+                burst_packets: m.burst_packets,
             }),
         };
-        on.meter.offer(|| figures);
-        on.counts.offer(|| CaptureFigures {
-            received: counts.received,
-            filtered_out: counts.filtered_out,
-            matched: counts.matched,
-            dropped_by_kernel: receive_drops(&stats.drops),
-            dropped_by_writer,
-            spilled: stats.spilled,
-        });
+        m.meter.offer(|| figures);
     }
 }
 

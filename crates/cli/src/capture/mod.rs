@@ -5,6 +5,7 @@
 mod counts;
 pub mod filter_child;
 mod from_port;
+mod info;
 mod line;
 mod metrics;
 mod offline;
@@ -477,6 +478,7 @@ pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
             // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
             let expression = args.expression();
             let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET, true, &stop)?;
+            info::answer_sigusr1(filter.is_some())?;
             let needs_bpf = spec.backend == Backend::Xdp;
             if needs_bpf {
                 if args.direction == "inout" {
