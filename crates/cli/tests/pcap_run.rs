@@ -517,6 +517,28 @@ fn an_interface_the_host_uses_needs_take() {
     net.assert_no_xdp();
 }
 
+/// An interface another process holds is refused, and the program says why: once, not
+/// again by pcap-run beside it.
+#[test]
+fn an_interface_held_by_another_process_is_refused_once() {
+    let net = NetPair::new("ph");
+    let device = format!("xdp:{}", net.b);
+    let mut holder = spawn_in(
+        &net.ns_b,
+        &["capture", "--port", &device, "-w", "/dev/null"],
+    );
+    holder.wait_ready();
+    let (code, _, err) = pcap_run(&net.ns_b, &["tcpdump", "-i", &device, "-c", "1"])
+        .exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    let says = format!(
+        "process {} (wirespeed) holds an XDP program there",
+        holder.pid()
+    );
+    assert_eq!(err.matches(&says).count(), 1, "{err}");
+    assert!(err.starts_with("tcpdump: "), "{err}");
+}
+
 #[test]
 fn bad_devices_and_filters_fail_as_libpcap_fails_them_leaving_nothing_attached() {
     let net = NetPair::new("pe");

@@ -85,11 +85,8 @@ pub fn run(args: BrokerArgs) -> anyhow::Result<()> {
     println!("ready");
     std::io::stdout().flush()?;
     for stream in listener.incoming().flatten() {
-        let answer = answer(&stream, args.for_pid);
-        if let Err(text) = &answer {
-            eprintln!("wirespeed pcap-run: {text}");
-        }
-        let _ = send_answer(&stream, answer);
+        // A refusal goes back to the asker, whose program reports it.
+        let _ = send_answer(&stream, answer(&stream, args.for_pid));
     }
     Ok(())
 }
@@ -101,15 +98,20 @@ fn answer(stream: &UnixStream, for_pid: u32) -> Result<wirespeed_xdp::handover::
     // broker's own (root: a program asks while it still is, or keeps root's id, as
     // dumpcap does), so another user cannot borrow our privileges, even through a pid
     // reused after the check below.
+    // Someone else's asking is said here too: that asker's program is not the user's.
+    let stranger = |text: String| {
+        eprintln!("wirespeed pcap-run: {text}");
+        Err(text)
+    };
     if peer.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(format!(
+        return stranger(format!(
             "process {} of user {} is not pcap-run's user",
             peer.pid(),
             peer.uid()
         ));
     }
     if !descends_from(peer.pid() as u32, for_pid) {
-        return Err(format!(
+        return stranger(format!(
             "process {} is not the program pcap-run ran ({for_pid}) or its descendant",
             peer.pid()
         ));
