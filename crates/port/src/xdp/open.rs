@@ -351,9 +351,12 @@ fn multi_buffer_off(opts: &PortOptions, socket: &Socket, owner: bool) -> Option<
         return None;
     }
     Some(match opts.spill_bytes > 0 {
-        true => "multi-buffer off: packets larger than a frame do not pass a spill ring;                  they are dropped and counted"
+        true => "multi-buffer off: packets larger than a frame do not pass a spill ring; \
+                  they are dropped and counted"
             .to_string(),
-        false => "multi-buffer off: the kernel refused XDP_USE_SG (Linux 6.6 or later, and                   in zero-copy mode a driver with multi-buffer): packets larger than a frame                   are dropped and counted"
+        false => "multi-buffer off: the kernel refused XDP_USE_SG (Linux 6.6 or later, and \
+                  in zero-copy mode a driver with multi-buffer): packets larger than a frame \
+                  are dropped and counted"
             .to_string(),
     })
 }
