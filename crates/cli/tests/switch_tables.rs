@@ -107,6 +107,43 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
     );
 }
 
+/// Flows may name ports by their interfaces, as ovs-ofctl's do: `in_port=NAME`,
+/// `output:NAME` and a bare `NAME` among the actions are the ports' numbers; a name no
+/// port has is refused, naming the ports there are.
+#[test]
+fn flows_name_ports_by_their_interfaces() {
+    let s = Switched::new("sn", &[]);
+    let (ma, mb) = (&s.c.ma, &s.c.mb);
+    s.ctl_ok(&["del-flows"]);
+    s.ctl_ok(&["add-flow", &format!("in_port={ma},actions=output:{mb}")]);
+    s.ctl_ok(&["add-flow", &format!("in_port={mb} actions={ma}")]);
+    assert_eq!(
+        flows_of(&s),
+        ["in_port=1 actions=output:2", "in_port=2 actions=output:1"]
+    );
+    assert_eq!(
+        s.ping(&s.c.ns_a, "10.9.0.2", 3),
+        3,
+        "the named rules forward"
+    );
+    s.ctl_ok(&["del-flows", &format!("in_port={mb}")]);
+    assert_eq!(flows_of(&s), ["in_port=1 actions=output:2"]);
+    let out = s.ctl(&["add-flow", "in_port=wsnosuch0,actions=drop"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unknown name was accepted");
+    let ports = [ma.as_str(), mb.as_str()];
+    let mut ports = ports.to_vec();
+    ports.sort_unstable();
+    assert!(
+        err.contains(&format!(
+            "in_port=wsnosuch0,actions=drop: in_port=wsnosuch0: no port is named wsnosuch0 \
+             (the ports: {})",
+            ports.join(", ")
+        )),
+        "{err}"
+    );
+}
+
 /// `ctl replace-flows FILE`: the table ends up holding exactly the file's flows in one
 /// change; a flow already there as written keeps its counters, a changed one is replaced,
 /// a missing one deleted; a file with a bad line changes nothing. `ctl diff-flows FILE`

@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use wirespeed_port::PortSpec;
+use wirespeed_switch::ofctl::port_names::PortNames;
 use wirespeed_switch::tunnel::TunnelConfig;
 use wirespeed_switch::{Bridge, DEFAULT_CTL, Work};
 
@@ -222,7 +223,12 @@ fn port_notes(bridge: &mut Bridge) -> Vec<String> {
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
     let (ports, tunnels) = numbered_ports(&args.ports)?;
-    let start_tables = start_tables::read(&args)?;
+    let specs: Vec<(u32, String)> = ports.iter().map(|(n, s)| (*n, s.to_string())).collect();
+    let names = PortNames::of_bridge(
+        specs.iter().map(|(n, s)| (*n, s.as_str())),
+        tunnels.iter().map(|(n, config)| (*n, config.kind)),
+    );
+    let start_tables = start_tables::read(&args, &names)?;
     let cpus = pmd_cpus(&args)?;
     let to_stderr = report_to_stderr(&args, &ports)?;
     let backends: Vec<_> = ports.iter().map(|(_, spec)| spec.backend).collect();

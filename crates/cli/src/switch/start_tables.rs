@@ -6,11 +6,13 @@ use std::path::PathBuf;
 use anyhow::Context;
 use wirespeed_switch::Bridge;
 use wirespeed_switch::bridge::start_tables::{StartError, StartFile, StartTables};
+use wirespeed_switch::ofctl::port_names::PortNames;
 
 use super::SwitchArgs;
 
-/// The three files, parsed (an empty set where none is given).
-pub fn read(args: &SwitchArgs) -> anyhow::Result<StartTables> {
+/// The three files, parsed (an empty set where none is given); the flows may name the
+/// ports `names` has.
+pub fn read(args: &SwitchArgs, names: &PortNames) -> anyhow::Result<StartTables> {
     let text = |file| -> anyhow::Result<Option<String>> {
         let Some(path) = path_of(args, file) else {
             return Ok(None);
@@ -24,8 +26,13 @@ pub fn read(args: &SwitchArgs) -> anyhow::Result<StartTables> {
         text(StartFile::Groups)?,
         text(StartFile::Flows)?,
     );
-    StartTables::parse(meters.as_deref(), groups.as_deref(), flows.as_deref())
-        .map_err(|e| in_file(args, e))
+    StartTables::parse(
+        meters.as_deref(),
+        groups.as_deref(),
+        flows.as_deref(),
+        names,
+    )
+    .map_err(|e| in_file(args, e))
 }
 
 /// What a bridge of `ports` would refuse of them, before it is opened.

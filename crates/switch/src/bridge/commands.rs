@@ -25,6 +25,7 @@ use crate::ofctl::flow_parse::{
     FlowMod, parse_flow_lines, parse_flow_mod, parse_rule, parse_selector,
 };
 use crate::ofctl::group_text::parse_group_selector;
+use crate::ofctl::port_names::PortNames;
 use crate::offload::FastPortCounts;
 use crate::ofproto::rule_table::{InstalledRule, RuleSelector, TableStats};
 use crate::ofproto::state::Ofproto;
@@ -101,6 +102,10 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
     if json && !JSON_COMMANDS.contains(&command) {
         return Response::error(format!("{JSON} is for {} only", JSON_COMMANDS.join(", ")));
     }
+    // Ports a flow names (`in_port=veth1`, `output:veth2`) are numbered first, as
+    // ovs-ofctl does; messages quote the flow as typed.
+    let names = port_names(bridge);
+    let numbered = |arg: &str| names.number_in(arg);
     let edit = match command {
         "show" | "dump-cache" | "fdb-show" | "metrics" | "dump-tables" if !arg.is_empty() => {
             return Response::error(format!("{command} takes no argument (got '{arg}')"));
@@ -123,7 +128,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             return Response::ok(ctl_json::meter_stats(bridge).to_string());
         }
         "dump-flows" if json => {
-            return match parse_selector(arg, command, strict) {
+            return match numbered(arg).and_then(|t| parse_selector(&t, command, strict)) {
                 Ok(selector) => match ctl_json::flows(bridge, &selector) {
                     Ok(flows) => Response::ok(flows.to_string()),
                     Err(e) => Response::error(e),
@@ -142,32 +147,32 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         "fdb-show" => return Response::ok(fdb_show(bridge)),
         // What --metrics serves, for `wirespeed top --ctl` and scripts without a listener.
         "metrics" => return Response::ok(bridge.metrics().render()),
-        "dump-flows" => match parse_selector(arg, command, strict) {
+        "dump-flows" => match numbered(arg).and_then(|t| parse_selector(&t, command, strict)) {
             Ok(selector) => Edit::Dump(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
         // Parsed before the lock is taken: the poll-mode threads wait while it is held.
-        "add-flow" => match parse_rule(arg) {
+        "add-flow" => match numbered(arg).and_then(|t| parse_rule(&t)) {
             Ok(rule) => Edit::Add(vec![(1, rule)]),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
-        "add-flows" => match parse_flow_lines(arg) {
+        "add-flows" => match numbered(arg).and_then(|t| parse_flow_lines(&t)) {
             Ok(rules) => Edit::Add(rules),
             Err(e) => return Response::error(e.to_string()),
         },
-        "replace-flows" => match parse_flow_lines(arg) {
+        "replace-flows" => match numbered(arg).and_then(|t| parse_flow_lines(&t)) {
             Ok(rules) => Edit::Replace(rules),
             Err(e) => return Response::error(e.to_string()),
         },
-        "diff-flows" => match parse_flow_lines(arg) {
+        "diff-flows" => match numbered(arg).and_then(|t| parse_flow_lines(&t)) {
             Ok(rules) => Edit::Diff(rules.into_iter().map(|(_, rule)| rule).collect()),
             Err(e) => return Response::error(e.to_string()),
         },
-        "mod-flows" => match parse_flow_mod(arg, strict) {
+        "mod-flows" => match numbered(arg).and_then(|t| parse_flow_mod(&t, strict)) {
             Ok(flow_mod) => Edit::Modify(flow_mod),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
-        "del-flows" => match parse_selector(arg, command, strict) {
+        "del-flows" => match numbered(arg).and_then(|t| parse_selector(&t, command, strict)) {
             Ok(selector) => Edit::Delete(selector),
             Err(e) => return Response::error(format!("{arg}: {e}")),
         },
@@ -189,6 +194,20 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
     let response = bridge.edit(|ofproto| apply(ofproto, edit, flow, now, &mut removed));
     bridge.tell_removed(removed, RemovedReason::Delete, now);
     response
+}
+
+/// The bridge's ports by the names OpenFlow's PORT_DESC gives them: each port's interface
+/// (its spec where it has none), and the tunnel ports'.
+fn port_names(bridge: &Bridge) -> PortNames {
+    let devices = bridge.numbers().iter().zip(bridge.specs());
+    PortNames::of_bridge(
+        devices.map(|(&number, spec)| (number, spec.as_str())),
+        bridge
+            .tunnels()
+            .ports
+            .iter()
+            .map(|t| (t.number, t.config.kind)),
+    )
 }
 
 /// A parsed request that reads or changes the rule tables.

@@ -15,6 +15,7 @@ use crate::meter::{MeterConfig, MeterError};
 use crate::ofctl::flow_parse::{parse_flow_lines, parse_lines};
 use crate::ofctl::group_text::parse_group;
 use crate::ofctl::meter_text::parse_meter;
+use crate::ofctl::port_names::PortNames;
 use crate::ofproto::state::{Ofproto, check_output_ports};
 use crate::rule::Rule;
 
@@ -50,11 +51,13 @@ impl fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 impl StartTables {
-    /// Parses the files' texts (None: no such file given).
+    /// Parses the files' texts (None: no such file given); the flows may name the ports
+    /// `names` has.
     pub fn parse(
         meters: Option<&str>,
         groups: Option<&str>,
         flows: Option<&str>,
+        names: &PortNames,
     ) -> Result<StartTables, StartError> {
         let refused = |file| move |e: FlowError| StartError::new(file, e.to_string());
         Ok(StartTables {
@@ -62,7 +65,10 @@ impl StartTables {
                 .map_err(refused(StartFile::Meters))?,
             groups: parse_lines(groups.unwrap_or(""), parse_group)
                 .map_err(refused(StartFile::Groups))?,
-            flows: parse_flow_lines(flows.unwrap_or("")).map_err(refused(StartFile::Flows))?,
+            flows: names
+                .number_in(flows.unwrap_or(""))
+                .and_then(|flows| parse_flow_lines(&flows))
+                .map_err(refused(StartFile::Flows))?,
         })
     }
 
@@ -138,9 +144,14 @@ mod tests {
     use super::*;
 
     fn refusal(meters: &str, groups: &str, flows: &str) -> StartError {
-        StartTables::parse(Some(meters), Some(groups), Some(flows))
-            .and_then(|t| t.check(&[1, 2]))
-            .expect_err("refused")
+        StartTables::parse(
+            Some(meters),
+            Some(groups),
+            Some(flows),
+            &PortNames::default(),
+        )
+        .and_then(|t| t.check(&[1, 2]))
+        .expect_err("refused")
     }
 
     #[test]
@@ -148,7 +159,8 @@ mod tests {
         let tables = StartTables::parse(
             Some("# rates\nmeter=1,pktps,bands=type=drop,rate=100\n"),
             Some("group_id=5,type=select,bucket=output:1,bucket=output:2\n\n"),
-            Some("in_port=1,actions=meter:1,group:5\nin_port=2,actions=output:1"),
+            Some("in_port=1,actions=meter:1,group:5\nin_port=veth2,actions=output:1"),
+            &PortNames::new([("veth2".to_string(), 2)]),
         )
         .unwrap();
         assert_eq!(

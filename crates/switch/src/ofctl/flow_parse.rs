@@ -198,7 +198,7 @@ impl MatchSpec {
 }
 
 /// Splits at the `actions=` keyword (at a token start); None if there is none.
-fn split_actions(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_actions(text: &str) -> Option<(&str, &str)> {
     text.match_indices("actions=")
         .find(|(at, _)| {
             text[..*at]

@@ -8,3 +8,4 @@ pub mod flow_parse;
 pub mod group_text;
 pub mod learn_text;
 pub mod meter_text;
+pub mod port_names;

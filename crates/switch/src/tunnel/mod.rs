@@ -68,11 +68,16 @@ impl Mtu {
     }
 }
 
+/// A tunnel port's name: its kind and number (`vxlan10`).
+pub fn port_name(kind: TunnelKind, number: u32) -> String {
+    format!("{}{number}", kind.name())
+}
+
 impl TunnelPort {
     /// The port's name where a device port shows its interface's (`vxlan10`), as Open
     /// vSwitch names a tunnel port by its interface.
     pub fn name(&self) -> String {
-        format!("{}{}", self.config.kind.name(), self.number)
+        port_name(self.config.kind, self.number)
     }
 
     /// What the outer IPv4 packet adds to an inner frame, against [`TunnelPort::mtu`].
