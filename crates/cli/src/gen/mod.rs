@@ -56,7 +56,9 @@ time, so a receiver tracks loss and latency as for the socket engine (with --cpu
 sends its own series under generator ids --generator-id, +1, ...; --no-stamp sends the \
 frames as built, about 10 % faster). With IPv4 UDP or TCP it also gives every frame its \
 flow's source port and address (checksums updated), so --flows has no limit; other flows \
-(IPv6, ICMP) are prebuilt, at most 64 frames in all. --rate is an average over calls. On a \
+(IPv6, ICMP) are prebuilt, at most 64 frames in all. With --rate, the kernel sends each \
+call's frames back to back: calls of 2 ms of the rate, longer where the calls' own cost \
+(a few ms each) needs it, so the bursts are a few hundred frames at 20 kpps. On a \
 veth, its frames reach the peer only if the peer runs an XDP program or has GRO on \
 (ethtool -K PEER gro on).\n\n\
 Verify at the other end with wirespeed recv: per --generator-id, packets received, lost \

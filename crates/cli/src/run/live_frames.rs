@@ -106,6 +106,11 @@ fn veth_note(iface: &str) -> Option<String> {
 const CALL_ONE_FRAME: Duration = Duration::from_millis(500);
 /// ...several frames shorter ones, so the cycle comes round sooner.
 const CALL_MANY_FRAMES: Duration = Duration::from_millis(100);
+/// A paced call's packets at first: this long's worth at the asked rate. The kernel sends
+/// a call's frames at full speed, so a paced load is a burst a call; short calls keep the
+/// bursts within what a receiver's ring takes. Calls that cannot keep up (each costs a
+/// page pool's set-up and tear-down) grow, up to [`CALL_ONE_FRAME`]'s worth.
+const PACED_CALL: Duration = Duration::from_millis(2);
 const CHUNK_MIN: u64 = 1 << 12;
 const CHUNK_MAX: u64 = 1 << 26;
 /// Sending threads per CPU. A live-frames call ends by tearing down its page pool, which
@@ -454,8 +459,13 @@ fn send(
     // Packets per unit of weight in one call, adjusted to the time calls take.
     let mut unit = share
         .pps
-        .map_or(1 << 18, |p| (p * target.as_secs_f64()) as u64)
+        .map_or(1 << 18, |p| (p * PACED_CALL.as_secs_f64()) as u64)
         .max(1);
+    // A paced thread sends what is due by the deadline, no more.
+    let due_by_deadline = match (share.pps, share.deadline) {
+        (Some(p), Some(d)) => Some((p * d.saturating_duration_since(started).as_secs_f64()) as u64),
+        _ => None,
+    };
     let total_weight: u64 = frames.iter().map(|f| f.weight).sum();
     let (mut i, mut cycle_unit) = (0, u64::MAX);
     // Packets a second the last call sent at, to size a call that would outlast the deadline.
@@ -473,9 +483,15 @@ fn send(
         let f = &frames[i % frames.len()];
         i += 1;
         let mut n = (limit - sent).min((unit.min(cycle_unit) * f.weight).clamp(1, CHUNK_MAX));
-        if let (Some(d), Some(r)) = (share.deadline, call_rate) {
+        if let (Some(d), Some(r), None) = (share.deadline, call_rate, share.pps) {
             let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
             n = n.min(((r * left) as u64).max(1));
+        }
+        if let Some(due) = due_by_deadline {
+            if sent >= due {
+                break;
+            }
+            n = n.min(due - sent);
         }
         let call = Instant::now();
         if let Err(e) = engine.send(&f.frame, n as u32, load.batch) {
@@ -489,9 +505,11 @@ fn send(
         let took = call.elapsed().as_secs_f64().max(1e-6);
         call_rate = Some(n as f64 / took);
         match share.pps {
-            // Average rate: wait until the packets sent so far are due.
+            // Average rate: wait until the packets sent so far are due. A call slower than
+            // the rate (its set-up and tear-down) sends more from then on.
             Some(p) => {
                 let due = Duration::from_secs_f64(sent as f64 / p);
+                unit = paced_unit(unit, n, took, p, target);
                 while let Some(d) = due.checked_sub(started.elapsed()) {
                     if d.is_zero() || over() {
                         break;
@@ -508,9 +526,34 @@ fn send(
     (sent, Ok(()))
 }
 
+/// A paced thread's next call size (per unit of weight): twice `unit` when the last call
+/// sent its `n` packets slower than `pps` (each call's fixed cost), up to `longest`'s
+/// worth; otherwise the same, so the bursts stay as short as the calls allow.
+fn paced_unit(unit: u64, n: u64, took: f64, pps: f64, longest: Duration) -> u64 {
+    if (n as f64 / took) >= pps {
+        return unit;
+    }
+    (unit * 2).min(((pps * longest.as_secs_f64()) as u64).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paced_calls_grow_only_while_they_cannot_keep_up() {
+        // 10 kpps: 20 packets in 2 ms to start with.
+        let start = (10_000.0 * PACED_CALL.as_secs_f64()) as u64;
+        assert_eq!(start, 20);
+        // A call of 20 that took 1 ms kept up; one that took 30 ms did not.
+        assert_eq!(paced_unit(20, 20, 0.001, 10_000.0, CALL_ONE_FRAME), 20);
+        assert_eq!(paced_unit(20, 20, 0.030, 10_000.0, CALL_ONE_FRAME), 40);
+        // Never more than half a second's worth.
+        assert_eq!(paced_unit(4000, 4000, 1.0, 10_000.0, CALL_ONE_FRAME), 5000);
+        assert_eq!(paced_unit(5000, 5000, 1.0, 10_000.0, CALL_ONE_FRAME), 5000);
+        // At 1 pps a call is one packet.
+        assert_eq!(paced_unit(1, 1, 2.0, 1.0, CALL_ONE_FRAME), 1);
+    }
 
     #[test]
     fn shares_add_up_to_the_count() {
