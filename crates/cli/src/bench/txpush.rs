@@ -11,6 +11,7 @@ use wirespeed_port::{Batch, Port, PortSpec};
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Engine, Mode, announce_ready};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::interface_drops::{self, InterfaceTxDrops};
 use crate::run::link_watch::settle_link_error;
 use crate::run::live_frames::{self, LiveLoad, Prebuilt};
 use crate::run::meter::{Meter, RunLimit};
@@ -30,6 +31,7 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     announce_ready(Mode::Txpush, port.info(), args.port_flags.batch);
     let mut meter = Meter::new("tx", args.quiet, HOT_LOOP_CHECK);
     let mut sent = 0u64;
+    let interface = InterfaceTxDrops::start(spec);
     let mut ended = push(args, &template, &mut *port, stop, &mut meter, &mut sent);
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
@@ -42,6 +44,15 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.engine = Some("socket");
     s.set_measured(seconds, &meter, sent, sent * frame_len);
     s.set_stats(&stats);
+    // What the kernel dropped after the socket sent it (the rate is the socket's).
+    let dropped = interface.as_ref().map_or(0, InterfaceTxDrops::since_start);
+    if let Some(watch) = interface.as_ref().filter(|_| dropped > 0) {
+        *s.drops.entry(interface_drops::REASON).or_default() += dropped;
+        s.drops_total += dropped;
+        let note = watch.note(dropped);
+        eprintln!("wirespeed: note: {note}");
+        s.notes.push(note);
+    }
     s.frames = port.audit();
     s.set_error(ended);
     Ok(s.finish())

@@ -175,6 +175,9 @@ pub fn send(
     if let Some(d) = &totals.drops {
         s.drops = live_frames::drops_by_reason(d).into_iter().collect();
         s.drops_total = d.total();
+        // Every frame the kernel did not send was handed to it.
+        s.not_sent = d.total().min(totals.packets);
+        s.tx_packets = totals.packets - s.not_sent;
     }
     s.notes.extend(totals.notes.iter().cloned());
     if let Some(stamp) = &vary.stamp {

@@ -16,6 +16,7 @@ use super::kernel_engine;
 use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use crate::args::engine::Engine;
+use crate::run::interface_drops::InterfaceTxDrops;
 use crate::run::live_frames::Prebuilt;
 use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
@@ -144,6 +145,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     );
     let mut meter = Meter::new("tx", args.quiet, 1);
     let mut done = Sent::default();
+    let interface = InterfaceTxDrops::start(&spec);
     let mut ended = send_trace(args, &mut *port, &trace, &stop, &mut meter, &mut done);
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
@@ -157,7 +159,7 @@ pub fn run(args: &GenArgs, path: &Path) -> anyhow::Result<GenSummary> {
     s.set_rate(args.rate);
     s.replay_frames = Some(trace.records.len() as u64);
     s.loops_done = Some(done.loops);
-    s.set_stats(&stats);
+    s.set_port_end(&stats, spec.backend, interface.as_ref());
     s.frames = port.audit();
     s.notes.extend(notes);
     s.set_error(ended);

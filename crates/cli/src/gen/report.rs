@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use wirespeed_port::{FrameAudit, PortInfo, PortSpec, PortStats};
+use wirespeed_port::{Backend, FrameAudit, PortInfo, PortSpec, PortStats};
 
 use super::rate::Rate;
 use crate::run::frame_audit::frames_json;
+use crate::run::interface_drops::{self, InterfaceTxDrops};
 use crate::run::meter::{CpuReport, CpuTime, Measured};
 
 /// Share of the asked rate a run must send to have reached it.
@@ -29,10 +30,14 @@ pub struct GenSummary {
     pub seconds: f64,
     /// Each whole second's rate, as the live line showed it.
     pub per_second_mpps: Vec<f64>,
-    /// Frames sent.
+    /// Frames built and handed to the port (or the kernel), each with its sequence number.
     pub packets: u64,
-    /// Bytes sent, without FCS (as `bench` counts them).
+    /// Bytes of them, without FCS (as `bench` counts them).
     pub bytes: u64,
+    /// Of `packets`, those known not to have gone out (by reason in `drops`): what the
+    /// kernel engine's device refused, what the interface dropped after a socket handed it
+    /// over, what was still queued when the run ended. The rates count the rest.
+    pub not_sent: u64,
     pub mpps: f64,
     pub mbps: f64,
     /// Bits per second on the wire with the FCS (what a bit --rate asks for).
@@ -98,6 +103,7 @@ impl GenSummary {
             per_second_mpps: Vec::new(),
             packets: 0,
             bytes: 0,
+            not_sent: 0,
             mpps: 0.0,
             mbps: 0.0,
             wire_mbps: 0.0,
@@ -145,6 +151,41 @@ impl GenSummary {
         self.drops_total = s.drops.total();
     }
 
+    /// A socket engine's end: the port's counts, then what did not go out of `packets`.
+    /// An AF_PACKET port counts a frame sent when the kernel takes it from the ring: the
+    /// rest (but those it refused, `tx_error`) were still queued at the end (`tx_unsent`).
+    /// `interface` says what the kernel dropped after an AF_XDP port handed frames over.
+    pub fn set_port_end(
+        &mut self,
+        s: &PortStats,
+        backend: Backend,
+        interface: Option<&InterfaceTxDrops>,
+    ) {
+        self.set_stats(s);
+        let mut lost = |reason: &'static str, n: u64, not_sent: &mut u64| {
+            if n > 0 {
+                *self.drops.entry(reason).or_default() += n;
+                self.drops_total += n;
+                *not_sent += n;
+            }
+        };
+        let mut not_sent = 0;
+        if backend == Backend::Packet {
+            let unsent = self.packets.saturating_sub(s.tx_packets + s.drops.tx_error);
+            lost("tx_unsent", unsent, &mut not_sent);
+        }
+        if let Some(watch) = interface {
+            let dropped = watch.since_start();
+            lost(interface_drops::REASON, dropped, &mut not_sent);
+            if dropped > 0 {
+                let note = watch.note(dropped);
+                eprintln!("wirespeed: note: {note}");
+                self.notes.push(note);
+            }
+        }
+        self.not_sent = not_sent.min(self.packets);
+    }
+
     /// Takes the run's length, per-second rates and CPU time from its meter.
     pub fn set_measured(&mut self, m: Measured) {
         self.seconds = m.seconds;
@@ -155,9 +196,15 @@ impl GenSummary {
     /// Fills the rates from packets, bytes and seconds.
     pub fn finish(mut self) -> GenSummary {
         let s = self.seconds.max(1e-9);
-        self.mpps = self.packets as f64 / s / 1e6;
-        self.mbps = self.bytes as f64 * 8.0 / s / 1e6;
-        self.wire_mbps = (self.bytes + 4 * self.packets) as f64 * 8.0 / s / 1e6;
+        let sent = self.packets - self.not_sent.min(self.packets);
+        // The frames not sent are not known one by one: their bytes are taken at the mean.
+        let sent_bytes = match self.packets {
+            0 => 0,
+            all => (self.bytes as u128 * u128::from(sent) / u128::from(all)) as u64,
+        };
+        self.mpps = sent as f64 / s / 1e6;
+        self.mbps = sent_bytes as f64 * 8.0 / s / 1e6;
+        self.wire_mbps = (sent_bytes + 4 * sent) as f64 * 8.0 / s / 1e6;
         self.frames_json = self.frames.map(|a| frames_json(&a));
         self.peak_rss_bytes = crate::run::meter::peak_rss_bytes();
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
@@ -204,18 +251,26 @@ impl GenSummary {
             );
             return crate::run::report_to::report(&text, to_stderr);
         }
-        let _ = writeln!(
+        let _ = write!(
             text,
             "gen on {} ({} {}, {} engine): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s on the wire",
             self.port,
             self.backend,
             self.xdp_mode,
             self.engine,
-            self.packets,
+            self.packets - self.not_sent.min(self.packets),
             self.seconds,
             self.mpps,
             self.wire_mbps
         );
+        let _ = match self.not_sent {
+            0 => writeln!(text),
+            n => writeln!(
+                text,
+                " ({} handed to the port, {n} of them not sent: drops below)",
+                self.packets
+            ),
+        };
         if self.skipped > 0 {
             let _ = writeln!(
                 text,

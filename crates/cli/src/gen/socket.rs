@@ -11,6 +11,7 @@ use super::pacing::{Grant, Pacer, wait};
 use super::report::GenSummary;
 use super::{GenArgs, GenPlan};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
+use crate::run::interface_drops::InterfaceTxDrops;
 use crate::run::link_watch::settle_link_error;
 use crate::run::meter::{Meter, RunLimit};
 use crate::run::open_port::drain;
@@ -54,6 +55,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     };
     let mut meter = Meter::new("tx", args.quiet, every);
     let mut tally = Tally::default();
+    let interface = InterfaceTxDrops::start(&spec);
     let mut ended = generate(args, &mut *port, &mut packets, stop, &mut meter, &mut tally);
     if ended.is_ok() {
         ended = drain(&mut *port).context("send the last packets");
@@ -70,7 +72,7 @@ pub fn run(args: &GenArgs, plan: GenPlan, stop: &AtomicBool) -> anyhow::Result<G
     s.flows = args.flows;
     s.sequence_end = packets.next_seq;
     s.skipped = packets.skipped;
-    s.set_stats(&stats);
+    s.set_port_end(&stats, spec.backend, interface.as_ref());
     s.frames = port.audit();
     s.set_error(ended);
     Ok(s.finish())

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod error_text;
 pub mod frame_audit;
 pub mod idle;
+pub mod interface_drops;
 pub mod link_watch;
 pub mod live_frames;
 pub mod meter;
