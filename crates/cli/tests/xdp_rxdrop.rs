@@ -42,3 +42,25 @@ fn a_signal_while_packets_wait_in_the_ring_still_counts_them() {
     assert_eq!(j["drops_total"].as_u64(), Some(0), "{j}");
     net.assert_no_xdp();
 }
+
+/// `--count N` takes exactly N packets, as `tcpdump -c` does, even when the ring holds more
+/// and the last burst would overshoot (it took whole bursts: 1016 or 1024 for 1000).
+#[test]
+fn count_takes_exactly_that_many_from_a_full_ring() {
+    let net = NetPair::new("xc");
+    let port = format!("xdp:{}", net.b);
+    for tool in [&["bench", "rxdrop"][..], &["recv"]] {
+        let mut argv = tool.to_vec();
+        argv.extend(["--port", &port, "--count", "100", "--json", "-q"]);
+        let mut rx = spawn_in(&net.ns_b, &argv);
+        rx.wait_ready();
+        let pid = rx.pid().to_string();
+        must(&["kill", "-STOP", &pid]);
+        let g = traffic::gen_in_a(&net, &["--count", "1000", "--rate", "100000"]);
+        assert_eq!(g["packets"].as_u64(), Some(1000), "{g}");
+        must(&["kill", "-CONT", &pid]);
+        let (j, log) = rx.finish();
+        let counted = j["packets"].as_u64().or(j["rx_packets"].as_u64());
+        assert_eq!(counted, Some(100), "{tool:?}: {j}\n{log}");
+    }
+}

@@ -57,6 +57,7 @@ pub(super) fn receive(
     // A packet of several frames is gathered here to be verified (never just to count it).
     let mut scratch = Vec::new();
     while run.running(tally.packets) {
+        run.fit(tally.packets, &mut batch);
         let room = batch.room();
         let n = take_burst(
             port,

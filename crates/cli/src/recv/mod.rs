@@ -229,6 +229,7 @@ pub(crate) fn receive_loop(
     let mut publisher = metrics::Publisher::new();
     let mut receive = || -> Result<(), PortError> {
         while run.running(tally.packets) {
+            run.fit(tally.packets, &mut batch);
             let room = batch.room();
             let n = take_burst(port, &mut batch, receiver, tally, &mut scratch)?;
             publisher.publish(receiver, tally.packets, n == 0);

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use wirespeed_port::Batch;
+
 /// A time option (`--duration`, `--accept-timeout`...) checked the same way everywhere:
 /// more than 0 seconds and at most a year.
 pub fn check_seconds(flag: &str, value: Option<f64>) -> anyhow::Result<()> {
@@ -74,6 +76,16 @@ impl<'a> RunLimit<'a> {
     /// Packets still to go before the count limit.
     pub fn remaining(&self, done: u64) -> u64 {
         self.limit.saturating_sub(done)
+    }
+
+    /// Makes an empty `batch` hold no more than the packets left before the count (a
+    /// smaller one, once the count is near), so a receiver takes exactly its count, as
+    /// `tcpdump -c` does, where a whole last burst overshot it.
+    pub fn fit(&self, done: u64, batch: &mut Batch) {
+        let left = self.remaining(done);
+        if left > 0 && left < batch.capacity() as u64 && batch.is_empty() {
+            *batch = Batch::with_capacity(left as usize);
+        }
     }
 }
 
@@ -449,6 +461,23 @@ pub fn port_status(port: &mut dyn wirespeed_port::Port) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_near_the_count_holds_only_what_is_left() {
+        let stop = AtomicBool::new(false);
+        let run = RunLimit::new(None, Some(1000), &stop, 1);
+        let mut batch = Batch::with_capacity(64);
+        run.fit(900, &mut batch);
+        assert_eq!(batch.capacity(), 64, "100 left: the whole batch");
+        run.fit(990, &mut batch);
+        assert_eq!(batch.capacity(), 10);
+        run.fit(1000, &mut batch);
+        assert_eq!(batch.capacity(), 10, "none left: the loop ends anyway");
+        let unlimited = RunLimit::new(None, None, &stop, 1);
+        let mut batch = Batch::with_capacity(64);
+        unlimited.fit(u64::MAX - 1, &mut batch);
+        assert_eq!(batch.capacity(), 1);
+    }
 
     #[test]
     fn each_second_gets_the_rate_of_its_own_packets() {
