@@ -427,3 +427,41 @@ fn recv_spin_never_sleeps() {
     assert!(idle < 0.1, "idle recv is busy {idle}");
     assert!(spinning > 0.2, "recv --spin is busy only {spinning}");
 }
+
+/// Frames sent without stamps (gen --no-stamp) carry no numbers: --expect does not count
+/// them all lost, a note says why nothing can be told, and --fail-on-loss fails saying so
+/// (it reported 1000 of 1000 lost and failed on that).
+#[test]
+fn unstamped_frames_are_not_counted_lost_and_fail_on_loss_says_why() {
+    let net = NetPair::new("gu");
+    let send = || {
+        let tx = gen_in_a(
+            &net,
+            &["--engine", "kernel", "--no-stamp", "--count", "1000"],
+        );
+        assert_eq!(tx["packets"].as_u64(), Some(1000), "{tx}");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let rx = recv_in_b(&net, &["--expect", "1000"]);
+    send();
+    let (rj, _) = rx.interrupt();
+    let g = &rj["generators"][0];
+    assert_eq!(g["received"].as_u64(), Some(1000), "{rj}");
+    assert_eq!(g["untracked"].as_u64(), Some(1000), "{rj}");
+    assert_eq!(g["lost"].as_u64(), Some(0), "{rj}");
+    assert!(
+        rj["notes"]
+            .to_string()
+            .contains("its 1000 frames carry no sequence numbers or send times (gen --no-stamp)"),
+        "{rj}"
+    );
+    let rx = recv_in_b(&net, &["--expect", "1000", "--fail-on-loss"]);
+    send();
+    must(&["kill", "-INT", &rx.pid().to_string()]);
+    let (code, _, err) = rx.exit();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--fail-on-loss: generator 1's frames carry no sequence numbers"),
+        "{err}"
+    );
+}

@@ -70,7 +70,9 @@ pub struct RecvArgs {
     pub count: Option<u64>,
     /// Every generator used sequence numbers 0 to N-1 (gen's `sequence_end`): the ones
     /// never received are lost, also after the last one that came. When no generator's
-    /// packet arrives at all, gen's default generator (1) is reported with all N lost.
+    /// packet arrives at all, gen's default generator (1) is reported with all N lost. A
+    /// generator whose frames carry no stamps (gen --no-stamp) has no numbers to lose: it
+    /// gets a note instead, and --fail-on-loss fails.
     #[arg(long)]
     pub expect: Option<u64>,
     /// Print one JSON object with the results on stdout at the end.
@@ -139,6 +141,18 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     }
     if args.fail_on_loss && summary.generators.is_empty() {
         bail!("--fail-on-loss: no generator's packet arrived");
+    }
+    if args.fail_on_loss
+        && let Some(g) = summary
+            .generators
+            .iter()
+            .find(|g| g.untracked > 0 && g.untracked + g.corrupt == g.received)
+    {
+        bail!(
+            "--fail-on-loss: generator {}'s frames carry no sequence numbers (gen --no-stamp): \
+             losses cannot be told",
+            g.generator
+        );
     }
     if args.fail_on_loss
         && let Some(g) = summary

@@ -144,12 +144,14 @@ impl Receiver {
                 .iter_mut()
                 .filter_map(|r| r.generators[..r.in_use].iter_mut().find(|g| g.id == id))
                 .collect();
+            let untracked: u64 = held.iter().map(|g| g.untracked).sum();
+            let numbered: u64 = held.iter().map(|g| g.numbered()).sum();
             let end = held
                 .iter()
                 .map(|g| g.seq.high())
                 .max()
                 .unwrap_or(0)
-                .max(expect.unwrap_or(0));
+                .max(expected(untracked, numbered, expect).unwrap_or(0));
             let seq = match held.split_first_mut() {
                 Some((first, rest)) if held_undecided(first, rest) => {
                     for g in rest.iter() {
@@ -186,7 +188,7 @@ impl Receiver {
             .map(|g| GeneratorReport {
                 generator: g.id,
                 received: g.received,
-                seq: g.seq.finish(expect),
+                seq: g.seq.finish(expected(g.untracked, g.numbered(), expect)),
                 corrupt: g.corrupt,
                 untracked: g.untracked,
                 latency_ns: g.latency.report(),
@@ -198,6 +200,22 @@ impl Receiver {
             self.not_test_frames,
             self.other_generators,
         )
+    }
+}
+
+impl GeneratorState {
+    /// Frames whose number was recorded.
+    fn numbered(&self) -> u64 {
+        self.received - self.corrupt - self.untracked
+    }
+}
+
+/// --expect for a generator: none where its frames came without stamps only (gen
+/// --no-stamp), which carry no number to count losses by.
+fn expected(untracked: u64, numbered: u64, expect: Option<u64>) -> Option<u64> {
+    match (untracked, numbered) {
+        (1.., 0) => None,
+        _ => expect,
     }
 }
 

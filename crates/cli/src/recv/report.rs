@@ -121,6 +121,11 @@ pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
                 g.generator,
                 last + 1
             )),
+            _ if g.untracked > 0 && g.untracked + g.corrupt == g.received => Some(format!(
+                "generator {}: its {} frames carry no sequence numbers or send times (gen \
+                 --no-stamp): losses, order and latency cannot be told",
+                g.generator, g.untracked
+            )),
             // (Frames without a send time carry no number the receiver tracks; a few lost at
             // the start are a loss like any other.)
             Some(&(0, last)) if g.untracked == 0 && last + 1 >= LATE_START => Some(format!(
