@@ -20,6 +20,8 @@ have c++ || need_pkgs+=(g++)
 have ip || need_pkgs+=(iproute2)
 have ethtool || need_pkgs+=(ethtool)
 have tcpdump || need_pkgs+=(tcpdump)
+# ngrep: a libpcap program whose Ctrl-C handler closes the handle pcap_loop is reading.
+have ngrep || need_pkgs+=(ngrep)
 # tshark (and editcap, from wireshark-common) judge gen's checksums and convert captures;
 # nft puts a known drop rule in the way of gen's packets.
 have tshark || need_pkgs+=(tshark)

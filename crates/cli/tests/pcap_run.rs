@@ -295,6 +295,27 @@ fn tcpdump_ends_when_its_interface_is_deleted() {
     );
 }
 
+/// ngrep's Ctrl-C handler closes the handle its pcap_loop is reading, prints its counts
+/// and exits: every match printed, exit 0, as on the plain interface (it aborted, 134,
+/// with its last lines lost).
+#[test]
+fn ngrep_closes_its_handle_from_its_ctrl_c_handler() {
+    let net = NetPair::new("pn");
+    let device = format!("xdp:{}", net.b);
+    let mut ng = pcap_run(&net.ns_b, &["ngrep", "-q", "-d", &device, "", "udp"]);
+    // Its last word before it reads (the veth has no address to look up).
+    ng.wait_for("no IPv4 address assigned");
+    std::thread::sleep(Duration::from_millis(300));
+    traffic::send_on_queue(&net, 0, 300);
+    std::thread::sleep(Duration::from_millis(500));
+    must(&["kill", "-INT", &ng.pid().to_string()]);
+    let (code, out, err) = ng.exit_within(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    let matches = out.lines().filter(|l| l.starts_with("U ")).count();
+    assert_eq!(matches, 300, "{out}");
+    net.assert_no_xdp();
+}
+
 #[test]
 fn tshark_captures_through_dumpcap() {
     let net = NetPair::new("ps");

@@ -147,6 +147,17 @@ unsafe extern "C" fn pcap_activate(p: *mut PcapT) -> c_int {
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_close(p: *mut PcapT) {
+    // A close while one of our reads of this handle is under way comes from a signal
+    // handler that interrupted it (ngrep's and others' Ctrl-C handler closes, then exits):
+    // the read is asked to stop and the handle stays open, since the read still uses it.
+    // Closed under it, the port's state is borrowed (a panic, an abort: exit status 134
+    // and the program's buffered output lost) or freed.
+    if let Some(h) = registry::find(p)
+        && h.reading.get()
+    {
+        h.slot.request_break();
+        return;
+    }
     // Ours: what was injected goes out, then the port closes (sockets, UMEM, our hold on
     // the XDP program) before the dead handle under it goes.
     if let Some(h) = registry::remove(p) {
