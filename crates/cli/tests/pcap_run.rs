@@ -316,6 +316,28 @@ fn ngrep_closes_its_handle_from_its_ctrl_c_handler() {
     net.assert_no_xdp();
 }
 
+/// dumpcap (under tshark) waits on the selectable descriptor, not in pcap_loop: a deleted
+/// interface must wake it and its read end with libpcap's error, so it stops at once, as
+/// tshark on the plain interface does (it waited for ever).
+#[test]
+fn tshark_ends_when_its_interface_is_deleted() {
+    let net = NetPair::new("pt");
+    let dir = shared_dir("pt");
+    let out = dir.path("out.pcapng");
+    let device = format!("xdp:{}", net.b);
+    let mut ts = pcap_run(&net.ns_b, &["tshark", "-i", &device, "-w", &out]);
+    ts.wait_for("Capture started");
+    must(&["ip", "-n", &net.ns_b, "link", "del", &net.b]);
+    let (_, _, err) = ts.exit_within(Duration::from_secs(10));
+    // tshark's words for libpcap's "The interface disappeared", as on the plain interface.
+    assert!(
+        err.contains(&format!(
+            "The network adapter \"{device}\" is no longer attached; the capture has stopped"
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn tshark_captures_through_dumpcap() {
     let net = NetPair::new("ps");

@@ -55,6 +55,11 @@ pub struct Live {
     pub mtu: Option<u32>,
     /// When an empty burst last asked whether the interface is still there.
     pub link_checked: std::time::Instant,
+    /// Word of link changes, in the selectable set: a program that waits there (dumpcap)
+    /// rather than in a read is woken when the interface goes, and its read finds it gone
+    /// (an AF_XDP socket whose interface is deleted is told nothing poll() sees). None
+    /// where rtnetlink cannot be listened to.
+    pub link_events: Option<wirespeed_port::LinkEvents>,
     /// A packet of several frames (multi-buffer), gathered for the program: valid until the
     /// next one is, after the callback it was handed to returned.
     pub gathered: Vec<u8>,
@@ -143,8 +148,10 @@ impl Live {
         let pending =
             eventfd().map_err(|e| refused(PCAP_ERROR, format!("{}: eventfd: {e}", h.device)))?;
         let port_fds = port.poll_fds();
+        let link_events = wirespeed_port::LinkEvents::open(std::time::Duration::ZERO).ok();
         let mut watched = port_fds.clone();
         watched.push(pending.as_raw_fd());
+        watched.extend(link_events.as_ref().map(wirespeed_port::LinkEvents::fd));
         let epoll = epoll_of(&watched)
             .map_err(|e| refused(PCAP_ERROR, format!("{}: epoll: {e}", h.device)))?;
         let selectable = epoll.as_raw_fd();
@@ -185,6 +192,7 @@ impl Live {
                 step: wirespeed_port::Step::Spin,
                 mtu: wirespeed_port::interface_mtu(&h.spec.iface),
                 link_checked: std::time::Instant::now(),
+                link_events,
                 gathered: Vec::new(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
@@ -192,6 +200,14 @@ impl Live {
             },
             warning,
         })
+    }
+
+    /// Whether word of a link change came since the last look (read, so the selectable
+    /// set is quiet again).
+    pub fn link_changed(&mut self) -> bool {
+        self.link_events
+            .as_mut()
+            .is_some_and(|events| events.take().unwrap_or(false))
     }
 
     /// Reads the wake eventfd empty (it is non-blocking).

@@ -116,7 +116,7 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
             Ok(got) => {
                 if got > 0 {
                     live.stamp_ns = now_ns();
-                } else if live.link_checked.elapsed() >= LINK_CHECK {
+                } else if live.link_changed() || live.link_checked.elapsed() >= LINK_CHECK {
                     live.link_checked = Instant::now();
                     if live.port.link() == LinkState::Gone {
                         // libpcap's words (tcpdump: "pcap_loop: The interface disappeared").

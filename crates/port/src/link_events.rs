@@ -42,6 +42,29 @@ impl LinkEvents {
         })
     }
 
+    /// The socket, for a caller that waits on it with others (it is readable when word
+    /// came); read it with [`LinkEvents::take`].
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
+    }
+
+    /// Reads every message waiting, without waiting: true when there was any (or the
+    /// kernel had more than the socket could hold).
+    pub fn take(&mut self) -> io::Result<bool> {
+        let mut came = false;
+        loop {
+            match recv(
+                self.socket.as_raw_fd(),
+                &mut self.buf,
+                MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(_) | Err(nix::errno::Errno::ENOBUFS) => came = true,
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Ok(came),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Waits for word of a change: true when some came (or the kernel had more than the
     /// socket could hold: something changed, then, too), false when the timeout passed.
     pub fn wait(&mut self) -> io::Result<bool> {
