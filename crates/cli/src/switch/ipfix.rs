@@ -90,6 +90,7 @@ pub fn summary(config: &ExportConfig, stats: &ExportStats) -> serde_json::Value 
         "messages": stats.messages,
         "templates": stats.templates,
         "send_errors": stats.send_errors,
+        "lost_records": stats.lost_records,
         "sampled_out_packets": stats.sampled_out_packets,
         "lost_megaflows": stats.lost_megaflows,
     })

@@ -725,7 +725,8 @@ fn dump_cache(bridge: &Bridge) -> String {
         let _ = write!(
             out,
             "\nipfix: collector={}, domain={}, flows={}, records={}, messages={}, \
-             templates={}, send_errors={}, sampled_out_packets={}, lost_megaflows={}",
+             templates={}, send_errors={}, lost_records={}, sampled_out_packets={}, \
+             lost_megaflows={}",
             config.collector,
             config.domain,
             e.flows,
@@ -733,6 +734,7 @@ fn dump_cache(bridge: &Bridge) -> String {
             e.messages,
             e.templates,
             e.send_errors,
+            e.lost_records,
             e.sampled_out_packets,
             e.lost_megaflows
         );

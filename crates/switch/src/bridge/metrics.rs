@@ -457,8 +457,13 @@ fn ipfix_figures(e: &mut Exposition, x: &ExportStats) {
         ),
         (
             "wirespeed_switch_ipfix_send_errors_total",
-            "IPFIX messages the socket refused (their records are lost).",
+            "IPFIX messages the socket refused.",
             x.send_errors,
+        ),
+        (
+            "wirespeed_switch_ipfix_lost_records_total",
+            "IPFIX flow records in the messages the socket refused.",
+            x.lost_records,
         ),
         (
             "wirespeed_switch_ipfix_sampled_out_packets_total",

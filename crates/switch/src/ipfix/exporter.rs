@@ -28,15 +28,16 @@ pub struct ExportConfig {
 /// What the exporter has done, for `dump-cache` and `--json`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct ExportStats {
-    /// Flow records sent.
+    /// Flow records sent: in messages the socket took.
     pub records: u64,
     /// Messages sent (template messages included).
     pub messages: u64,
     /// Template messages sent.
     pub templates: u64,
-    /// Messages the socket refused (their records are lost; the sequence numbers say so to
-    /// the collector).
+    /// Messages the socket refused (the sequence numbers tell the collector of the gap).
     pub send_errors: u64,
+    /// Flow records in the messages the socket refused: lost.
+    pub lost_records: u64,
     /// Flows the exporter knows now.
     pub flows: u64,
     /// Packets of flows sampling left out.
@@ -137,8 +138,9 @@ impl FlowExporter {
 
     fn send_templates(&mut self, now: Duration) {
         let message = template_message(self.config.domain, self.config.sampling);
-        self.send(message);
-        self.stats.templates += 1;
+        if self.send(message, 0) {
+            self.stats.templates += 1;
+        }
         self.templates_sent = Some(now);
     }
 
@@ -150,19 +152,23 @@ impl FlowExporter {
         for record in sorted {
             let bytes = record.encode();
             if !message.fits(record.template_id(), bytes.len()) {
-                self.send(std::mem::take(&mut message));
+                let full = std::mem::take(&mut message);
+                let records = u64::from(full.data_records());
+                self.send(full, records);
             }
             message.push(record.template_id(), &bytes, true);
-            self.stats.records += 1;
         }
         if !message.is_empty() {
-            self.send(message);
+            let records = u64::from(message.data_records());
+            self.send(message, records);
         }
     }
 
-    /// Sends one message, numbered by the data records before it; its records count as
-    /// sent even if the socket refuses it, so the collector sees the gap.
-    fn send(&mut self, message: Message) {
+    /// Sends one message, numbered by the data records before it (those of a message the
+    /// socket refused too, so the collector sees the gap); whether the socket took it.
+    /// `flow_records`: the flows' records in it (a template message's options record is
+    /// numbered, but not a flow's).
+    fn send(&mut self, message: Message, flow_records: u64) -> bool {
         let records = message.data_records();
         let header = MessageHeader {
             export_time: (unix_nanos(SystemTime::now()) / 1_000_000_000) as u32,
@@ -176,13 +182,19 @@ impl FlowExporter {
             false => self.socket.send_to(&bytes, self.config.collector),
         };
         match sent {
-            Ok(_) => self.stats.messages += 1,
+            Ok(_) => {
+                self.stats.messages += 1;
+                self.stats.records += flow_records;
+                true
+            }
             Err(e) => {
                 self.stats.send_errors += 1;
+                self.stats.lost_records += flow_records;
                 self.last_error = Some(e.to_string());
                 // Connected again (or for the first time, where there was no route at
                 // start): the source address is chosen anew, as the host's may have changed.
                 self.connected = self.socket.connect(self.config.collector).is_ok();
+                false
             }
         }
     }
@@ -285,7 +297,11 @@ mod tests {
             exporter.tick(second * S);
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(exporter.stats().send_errors >= 1, "{:?}", exporter.stats());
+        let stats = exporter.stats();
+        assert!(stats.send_errors >= 1, "{stats:?}");
+        // What the socket refused is not counted sent.
+        assert_eq!(stats.messages + stats.send_errors, 3, "{stats:?}");
+        assert_eq!(stats.templates, stats.messages, "{stats:?}");
         let error = exporter.take_error().expect("the failure, for the log");
         assert!(error.contains("Connection refused"), "{error}");
     }
