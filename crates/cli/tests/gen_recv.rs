@@ -465,3 +465,56 @@ fn unstamped_frames_are_not_counted_lost_and_fail_on_loss_says_why() {
         "{err}"
     );
 }
+
+/// gen --cpus sends a series a CPU, each under its own id; its summary gives what recv
+/// --expect takes for them (ID=N each), and a generator named there that sent nothing is
+/// all lost. (--expect N held for each generator, so 20,000 over two CPUs showed 10,000 of
+/// each lost.)
+#[test]
+fn expect_names_each_series_of_a_gen_on_two_cpus() {
+    let net = NetPair::with_queues("ge", 2);
+    let port = format!("xdp:{}@all", net.b);
+    let rx = common::traffic::recv_on_port_in_b(
+        &net,
+        &port,
+        &["--cpus", "0,1", "--expect", "1=10000,2=10000,3=5"],
+    );
+    let tx = gen_in_a(
+        &net,
+        &[
+            "--engine", "kernel", "--cpus", "0,1", "--count", "20000", "--rate", "40000",
+        ],
+    );
+    assert_eq!(tx["recv_expect"], "1=10000,2=10000", "{tx}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (rj, _) = rx.interrupt();
+    let gens = rj["generators"].as_array().unwrap();
+    let summary: Vec<(u64, u64, u64)> = gens
+        .iter()
+        .map(|g| {
+            let n = |k: &str| g[k].as_u64().unwrap();
+            (n("generator"), n("received"), n("lost"))
+        })
+        .collect();
+    let dropped = net.veth_drops();
+    assert_eq!(
+        summary,
+        [
+            (1, 10_000 - summary[0].2, summary[0].2),
+            (2, 10_000 - summary[1].2, summary[1].2),
+            (3, 0, 5)
+        ],
+        "{rj}"
+    );
+    assert_eq!(
+        summary[0].2 + summary[1].2,
+        dropped,
+        "lost is what was dropped: {rj}"
+    );
+    assert!(
+        rj["notes"]
+            .to_string()
+            .contains("generator 3: none of its 5 expected packets arrived"),
+        "{rj}"
+    );
+}

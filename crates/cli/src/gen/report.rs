@@ -58,6 +58,9 @@ pub struct GenSummary {
     /// Kernel engine with stamps: each sending thread's generator id and the sequence
     /// numbers it used (0 up to this).
     pub stamped: Option<Vec<StampedSeries>>,
+    /// What to give `recv --expect` for this run: `sequence_end`, or with a series per
+    /// CPU, `ID=N` for each.
+    pub recv_expect: String,
     /// Frames of the file sent per replay loop (replay only).
     pub replay_frames: Option<u64>,
     pub loops_done: Option<u64>,
@@ -116,6 +119,7 @@ impl GenSummary {
             sequence_end: 0,
             skipped: 0,
             stamped: None,
+            recv_expect: String::new(),
             replay_frames: None,
             loops_done: None,
             tx_packets: 0,
@@ -205,6 +209,16 @@ impl GenSummary {
         self.mpps = sent as f64 / s / 1e6;
         self.mbps = sent_bytes as f64 * 8.0 / s / 1e6;
         self.wire_mbps = (sent_bytes + 4 * sent) as f64 * 8.0 / s / 1e6;
+        self.recv_expect = match self.stamped.as_deref() {
+            Some(series) if series.len() > 1 => {
+                let pairs: Vec<String> = series
+                    .iter()
+                    .map(|s| format!("{}={}", s.generator, s.sequence_end))
+                    .collect();
+                pairs.join(",")
+            }
+            _ => self.sequence_end.to_string(),
+        };
         self.frames_json = self.frames.map(|a| frames_json(&a));
         self.peak_rss_bytes = crate::run::meter::peak_rss_bytes();
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
@@ -271,6 +285,15 @@ impl GenSummary {
                 self.packets
             ),
         };
+        if let Some(series) = self.stamped.as_deref().filter(|s| s.len() > 1) {
+            let ids: Vec<String> = series.iter().map(|s| s.generator.to_string()).collect();
+            let _ = writeln!(
+                text,
+                "generators {} (a series a CPU): recv --expect {}",
+                ids.join(", "),
+                self.recv_expect
+            );
+        }
         if self.skipped > 0 {
             let _ = writeln!(
                 text,

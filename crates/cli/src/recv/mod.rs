@@ -3,6 +3,7 @@
 //! one-way latency from the send timestamps (sender and receiver on one clock: the same
 //! host, or hosts synchronised by PTP).
 
+mod expect;
 mod latency;
 mod metrics;
 mod receiver;
@@ -23,6 +24,7 @@ use crate::run::frame_audit::frames_json;
 use crate::run::idle::PortIdle;
 use crate::run::meter::{CpuReport, Measured, Meter, RunLimit, peak_rss_bytes, port_status};
 use crate::run::rx_drain::rx_drain;
+use expect::Expect;
 use receiver::Receiver;
 use report::{RecvSummary, print};
 
@@ -70,11 +72,13 @@ pub struct RecvArgs {
     pub count: Option<u64>,
     /// Every generator used sequence numbers 0 to N-1 (gen's `sequence_end`): the ones
     /// never received are lost, also after the last one that came. When no generator's
-    /// packet arrives at all, gen's default generator (1) is reported with all N lost. A
-    /// generator whose frames carry no stamps (gen --no-stamp) has no numbers to lose: it
-    /// gets a note instead, and --fail-on-loss fails.
-    #[arg(long)]
-    pub expect: Option<u64>,
+    /// packet arrives at all, gen's default generator (1) is reported with all N lost.
+    /// ID=N,ID=N gives each generator its own (gen --cpus sends a series per CPU, each
+    /// under its own id: its summary says which), and one named that sent nothing is
+    /// reported with all its numbers lost. A generator whose frames carry no stamps (gen
+    /// --no-stamp) has no numbers to lose: it gets a note instead, and --fail-on-loss fails.
+    #[arg(long, value_name = "N|ID=N,...", value_parser = Expect::parse)]
+    pub expect: Option<Expect>,
     /// Print one JSON object with the results on stdout at the end.
     #[arg(long)]
     pub json: bool,
@@ -198,7 +202,7 @@ fn receive(args: &RecvArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::Resul
     };
     let stats = port.stats();
     let audit = port.audit();
-    let generators = receiver.finish(args.expect);
+    let generators = receiver.finish(args.expect.as_ref());
     let mut s = summary(args, spec, &info, &stats, audit, generators, totals);
     s.error = ended
         .err()

@@ -2,7 +2,9 @@
 //! what each packet changes in it.
 
 use serde::Serialize;
-use wirespeed_packet::{DEFAULT_GENERATOR_ID, read_test_frame};
+use wirespeed_packet::read_test_frame;
+
+use super::expect::Expect;
 
 use super::MAX_GENERATORS;
 use super::latency::{Latency, LatencyReport};
@@ -130,7 +132,7 @@ impl Receiver {
     /// each generator's numbers are decided up to the same end in every one, then merged.
     pub fn finish_all(
         mut parts: Vec<Receiver>,
-        expect: Option<u64>,
+        expect: Option<&Expect>,
     ) -> (Vec<GeneratorReport>, u64, u64) {
         let mut ids: Vec<u16> = parts
             .iter()
@@ -151,7 +153,7 @@ impl Receiver {
                 .map(|g| g.seq.high())
                 .max()
                 .unwrap_or(0)
-                .max(expected(untracked, numbered, expect).unwrap_or(0));
+                .max(expected(untracked, numbered, expect, id).unwrap_or(0));
             let seq = match held.split_first_mut() {
                 Some((first, rest)) if held_undecided(first, rest) => {
                     for g in rest.iter() {
@@ -182,13 +184,15 @@ impl Receiver {
         (none_arrived(reports, expect), not_test, other)
     }
 
-    pub fn finish(mut self, expect: Option<u64>) -> (Vec<GeneratorReport>, u64, u64) {
+    pub fn finish(mut self, expect: Option<&Expect>) -> (Vec<GeneratorReport>, u64, u64) {
         let mut reports: Vec<GeneratorReport> = self.generators[..self.in_use]
             .iter_mut()
             .map(|g| GeneratorReport {
                 generator: g.id,
                 received: g.received,
-                seq: g.seq.finish(expected(g.untracked, g.numbered(), expect)),
+                seq: g
+                    .seq
+                    .finish(expected(g.untracked, g.numbered(), expect, g.id)),
                 corrupt: g.corrupt,
                 untracked: g.untracked,
                 latency_ns: g.latency.report(),
@@ -210,29 +214,37 @@ impl GeneratorState {
     }
 }
 
-/// --expect for a generator: none where its frames came without stamps only (gen
+/// --expect for `generator`: none where its frames came without stamps only (gen
 /// --no-stamp), which carry no number to count losses by.
-fn expected(untracked: u64, numbered: u64, expect: Option<u64>) -> Option<u64> {
+fn expected(untracked: u64, numbered: u64, expect: Option<&Expect>, generator: u16) -> Option<u64> {
     match (untracked, numbered) {
         (1.., 0) => None,
-        _ => expect,
+        _ => expect.and_then(|e| e.of(generator)),
     }
 }
 
-/// With --expect and not one generator's packet received, gen's default generator with
-/// every number lost: a run where nothing came is not a clean one.
-fn none_arrived(reports: Vec<GeneratorReport>, expect: Option<u64>) -> Vec<GeneratorReport> {
-    match expect {
-        Some(n) if n > 0 && reports.is_empty() => vec![GeneratorReport {
-            generator: DEFAULT_GENERATOR_ID,
+/// The generators --expect names that not one packet came from, each with every number
+/// lost, beside those that came (in generator order).
+fn none_arrived(
+    mut reports: Vec<GeneratorReport>,
+    expect: Option<&Expect>,
+) -> Vec<GeneratorReport> {
+    let Some(expect) = expect else {
+        return reports;
+    };
+    let seen: Vec<u16> = reports.iter().map(|r| r.generator).collect();
+    for (generator, n) in expect.missing(&seen) {
+        reports.push(GeneratorReport {
+            generator,
             received: 0,
             seq: SeqTracker::default().finish(Some(n)),
             corrupt: 0,
             untracked: 0,
             latency_ns: Latency::default().report(),
-        }],
-        _ => reports,
+        });
     }
+    reports.sort_by_key(|r| r.generator);
+    reports
 }
 
 /// True when no thread has decided any of a generator's numbers yet.

@@ -112,12 +112,20 @@ const LATE_START: u64 = 1000;
 /// What the generators' counts alone do not say: that nothing came at all (--expect), or
 /// that a generator's first numbers never came, as when recv starts after gen.
 pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
+    let none_came = generators.iter().all(|g| g.received == 0);
     generators
         .iter()
         .filter_map(|g| match g.seq.lost_ranges.first() {
+            Some(&(0, last)) if g.received == 0 && none_came && generators.len() == 1 => {
+                Some(format!(
+                    "no generator's packet arrived: generator {} (gen's default \
+                     --generator-id) is reported with all {} expected lost",
+                    g.generator,
+                    last + 1
+                ))
+            }
             Some(&(0, last)) if g.received == 0 => Some(format!(
-                "no generator's packet arrived: generator {} (gen's default --generator-id) \
-                 is reported with all {} expected lost",
+                "generator {}: none of its {} expected packets arrived",
                 g.generator,
                 last + 1
             )),

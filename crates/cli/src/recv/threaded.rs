@@ -60,7 +60,7 @@ pub fn receive(
             cpu: CpuTime::now().minus(&cpu_start),
         },
     };
-    let generators = Receiver::finish_all(receivers, args.expect);
+    let generators = Receiver::finish_all(receivers, args.expect.as_ref());
     let mut s = summary(args, spec, &info, &stats, audit, generators, totals);
     s.error = error;
     s.threads = Some(reports);
