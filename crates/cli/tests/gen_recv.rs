@@ -518,3 +518,67 @@ fn expect_names_each_series_of_a_gen_on_two_cpus() {
         "{rj}"
     );
 }
+
+/// recv tracks the first 16 generators it sees; frames of more are said in the text
+/// summary (they were in the JSON only) and fail --fail-on-loss, which cannot vouch for
+/// them.
+#[test]
+fn frames_of_more_generators_than_tracked_are_said_and_fail_on_loss_fails() {
+    let dir = common::pcaps::TempDir::new("g17");
+    let mut files = Vec::new();
+    for id in 1..=17 {
+        let file = dir.path(&format!("g{id}.pcap"));
+        let port = format!("pcap:{file}");
+        let id = id.to_string();
+        let g = run_json_here(&[
+            "gen",
+            "--port",
+            &port,
+            "--count",
+            "2",
+            "--generator-id",
+            &id,
+            "--json",
+            "-q",
+        ]);
+        assert_eq!(g["packets"].as_u64(), Some(2), "{g}");
+        files.push(file);
+    }
+    let all = dir.path("all.pcap");
+    let mut merge = vec!["mergecap", "-F", "pcap", "-w", &all];
+    merge.extend(files.iter().map(String::as_str));
+    must(&merge);
+    let port = format!("pcap:{all}");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["recv", "--port", &port, "-q"];
+        args.extend_from_slice(extra);
+        std::process::Command::new(wirespeed())
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("2 frames of generators beyond the first 16 seen: not tracked"),
+        "{text}"
+    );
+    // No numbers expected of a generator is a mistake, not a check.
+    for zero in ["0", "1=5,2=0"] {
+        let out = run(&["--expect", zero]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{zero}: {err}");
+        assert!(
+            err.contains("--expect: a generator's sequence numbers are 0 to N-1"),
+            "{err}"
+        );
+    }
+    let out = run(&["--fail-on-loss"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--fail-on-loss: 2 frames came from generators beyond the first 16 seen"),
+        "{err}"
+    );
+}

@@ -41,6 +41,14 @@ impl Expect {
         Ok(Expect::Each(each))
     }
 
+    /// Whether it gives some generator no numbers at all (N = 0).
+    pub fn of_any_zero(&self) -> bool {
+        match self {
+            Expect::Every(n) => *n == 0,
+            Expect::Each(each) => each.iter().any(|&(_, n)| n == 0),
+        }
+    }
+
     /// The numbers `generator` used; None where this --expect says nothing of it.
     pub fn of(&self, generator: u16) -> Option<u64> {
         match self {

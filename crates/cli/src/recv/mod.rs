@@ -122,6 +122,9 @@ fn validate(args: &RecvArgs) -> anyhow::Result<()> {
     if args.count == Some(0) {
         bail!("--count 0: must be at least 1");
     }
+    if args.expect.as_ref().is_some_and(|e| e.of_any_zero()) {
+        bail!("--expect: a generator's sequence numbers are 0 to N-1: N must be at least 1");
+    }
     if let Some(list) = &args.cpus {
         crate::args::cpus::parse("--cpus", list)?;
         if args.count.is_some() {
@@ -145,6 +148,13 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
     }
     if args.fail_on_loss && summary.generators.is_empty() {
         bail!("--fail-on-loss: no generator's packet arrived");
+    }
+    if args.fail_on_loss && summary.other_generators > 0 {
+        bail!(
+            "--fail-on-loss: {} frames came from generators beyond the first {MAX_GENERATORS} \
+             seen, whose losses are not tracked",
+            summary.other_generators
+        );
     }
     if args.fail_on_loss
         && let Some(g) = summary

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::MAX_GENERATORS;
 use super::receiver::GeneratorReport;
 
 #[derive(Debug, Serialize)]
@@ -57,6 +58,12 @@ pub fn print(s: &RecvSummary, json: bool) {
         s.not_test_frames,
         s.drops_total
     );
+    if s.other_generators > 0 {
+        println!(
+            "{} frames of generators beyond the first {MAX_GENERATORS} seen: not tracked",
+            s.other_generators
+        );
+    }
     for g in &s.generators {
         let l = &g.latency_ns;
         println!(
