@@ -13,8 +13,9 @@ int xdp_live_tx(struct xdp_md *ctx)
 }
 
 // One template varied per frame (`gen --engine kernel`). Flows (`--flows N`): frame k of a
-// CPU gets source port base_port + k % span and source address base_addr + k / span, k
-// cycling through 0..flows, the way the socket engine numbers flows. Stamps: the test
+// CPU gets source port base_port + k % span and source address base_addr + k / span
+// (stepping over the destination's), k cycling through 0..flows, the way the socket engine
+// numbers flows. Stamps: the test
 // payload gets this thread's generator id, the next sequence number and the send time
 // (CLOCK_REALTIME, from the TAI clock plus an offset user space measured). The kernel
 // initialises a live frame's page once and recycles it with whatever the program wrote, so
@@ -41,6 +42,10 @@ struct live_vary {
 	// first bytes (addresses and tag) back from here each time.
 	__u8 header[16];
 	__u16 restore; // 16 or 0
+	__u16 unused;
+	// The source address number (k / span) that would be the destination's, from which the
+	// addresses step over it; 0: the destination is not ahead of the base address.
+	__u32 past_dst;
 };
 
 struct {
@@ -132,7 +137,7 @@ int xdp_live_vary(struct xdp_md *ctx)
 	check = c->check0;
 	if (c->flows > 1 && c->span) {
 		__u32 *next = bpf_map_lookup_elem(&live_next, &zero);
-		__u32 k, addr_from, addr_to, ports_from, ports_to;
+		__u32 k, a, addr_from, addr_to, ports_from, ports_to;
 		__u16 ip_check;
 		__u8 *ip, *l4;
 
@@ -145,7 +150,10 @@ int xdp_live_vary(struct xdp_md *ctx)
 		if ((void *)(l4 + 20) > end)
 			return XDP_TX;
 		addr_from = bpf_htonl(c->base_addr);
-		addr_to = bpf_htonl(c->base_addr + k / c->span);
+		a = k / c->span;
+		if (c->past_dst && a >= c->past_dst)
+			a += 1;
+		addr_to = bpf_htonl(c->base_addr + a);
 		// The source port: the first 16-bit word of the TCP/UDP header.
 		ports_from = bpf_htons(c->base_port);
 		ports_to = bpf_htons((__u16)(c->base_port + k % c->span));

@@ -44,8 +44,9 @@ type VaryConfig = [u8; 64];
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Variation {
     /// Turns the template into this many flows: frame k of a CPU gets source port `p + k %
-    /// (65536 - p)` and source address `a + k / (65536 - p)`, where `p` and `a` are the
-    /// template's, k cycling through 0..flows. The template must then be Ethernet (one
+    /// (65536 - p)` and source address `a + k / (65536 - p)` (stepping over the
+    /// destination's address), where `p` and `a` are the template's, k cycling through
+    /// 0..flows. The template must then be Ethernet (one
     /// 802.1Q tag at most) / IPv4 without options / UDP or TCP ([`LiveFrames::can_vary`]).
     pub flows: Option<u32>,
     pub stamp: Option<Stamp>,
@@ -291,6 +292,10 @@ fn vary_config(template: &[u8], variation: &Variation) -> Result<VaryConfig, &'s
         c[8..12].copy_from_slice(&base_addr.to_ne_bytes());
         c[12..14].copy_from_slice(&base_port.to_ne_bytes());
         c[14..16].copy_from_slice(&(l3 as u16).to_ne_bytes());
+        // The address number that would be the destination's: stepped over (0: none ahead).
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        let past_dst = dst.wrapping_sub(base_addr);
+        c[60..64].copy_from_slice(&past_dst.to_ne_bytes());
         // The checksums as they lie in the frame: the program sums in frame byte order.
         c[18..20].copy_from_slice(&ip[10..12]);
         check_at = Some(l3 + 20 + l4_check);
@@ -327,4 +332,38 @@ fn vary_config(template: &[u8], variation: &Variation) -> Result<VaryConfig, &'s
         c[22..24].copy_from_slice(&u16::from(udp).to_ne_bytes());
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet / IPv4 / UDP frame from `src` to `dst` (last octets of 10.0.0.x).
+    fn udp_frame(src: u8, dst: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, src]);
+        f[30..34].copy_from_slice(&[10, 0, 0, dst]);
+        f[34..36].copy_from_slice(&1024u16.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn flow_addresses_step_over_the_destination() {
+        let vary = Variation {
+            flows: Some(70_000),
+            stamp: None,
+        };
+        let past_dst = |src, dst| {
+            let c = vary_config(&udp_frame(src, dst), &vary).unwrap();
+            u32::from_ne_bytes(c[60..64].try_into().unwrap())
+        };
+        // 10.0.0.1 to 10.0.0.2: address number 1 would be the destination's.
+        assert_eq!(past_dst(1, 2), 1);
+        // The destination behind the source never comes up; the source itself is kept.
+        assert_eq!(past_dst(5, 2), u32::MAX - 2);
+        assert_eq!(past_dst(2, 2), 0);
+    }
 }

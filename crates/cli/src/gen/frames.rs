@@ -131,7 +131,9 @@ pub fn parse_size(text: &str) -> Result<SizePlan, String> {
 }
 
 /// The flows: flow `k` has source port `base + k % span` and source address
-/// `base + k / span`, where `span` is the number of ports from the base port up to 65535.
+/// `base + k / span`, where `span` is the number of ports from the base port up to 65535;
+/// the source addresses step over the destination's (a flow from the address it goes to
+/// would be a different thing).
 #[derive(Debug, Clone)]
 pub struct FlowPlan {
     pub base: FrameSpec,
@@ -157,14 +159,37 @@ impl FlowPlan {
         let offset = k / self.span;
         spec.ip = match spec.ip {
             IpPair::V4(src, dst) => {
-                IpPair::V4(Ipv4Addr::from(u32::from(src).wrapping_add(offset)), dst)
+                let step = past_destination(
+                    u128::from(u32::from(src)),
+                    u128::from(u32::from(dst)),
+                    offset,
+                    u128::from(u32::MAX),
+                );
+                IpPair::V4(
+                    Ipv4Addr::from(u32::from(src).wrapping_add(step as u32)),
+                    dst,
+                )
             }
-            IpPair::V6(src, dst) => IpPair::V6(
-                Ipv6Addr::from(u128::from(src).wrapping_add(u128::from(offset))),
-                dst,
-            ),
+            IpPair::V6(src, dst) => {
+                let step = past_destination(u128::from(src), u128::from(dst), offset, u128::MAX);
+                IpPair::V6(Ipv6Addr::from(u128::from(src).wrapping_add(step)), dst)
+            }
         };
         spec
+    }
+}
+
+/// How far past the base source address flow address number `offset` is: `offset`, or one
+/// more once the addresses reach the destination's (`dst`, as far past `src` as it is
+/// within an address space whose highest address is `max`).
+fn past_destination(src: u128, dst: u128, offset: u32, max: u128) -> u128 {
+    let offset = u128::from(offset);
+    let to_dst = dst.wrapping_sub(src) & max;
+    match to_dst {
+        // Asked for as the source itself: kept.
+        0 => offset,
+        d if d <= offset => offset + 1,
+        _ => offset,
     }
 }
 
@@ -330,12 +355,27 @@ mod tests {
             vec![
                 (65534, ip(1)),
                 (65535, ip(1)),
-                (65534, ip(2)),
-                (65535, ip(2)),
-                (65534, ip(3))
+                // 10.0.0.2 is the destination's: stepped over.
+                (65534, ip(3)),
+                (65535, ip(3)),
+                (65534, ip(4))
             ]
         );
         assert_eq!(plan.addresses(), 3);
+    }
+
+    #[test]
+    fn flow_addresses_step_over_the_destination_only() {
+        // The destination below the source, or the source itself, changes nothing.
+        assert_eq!(past_destination(10, 5, 3, u128::from(u32::MAX)), 3);
+        assert_eq!(past_destination(10, 10, 3, u128::from(u32::MAX)), 3);
+        // Ahead: reached at offset 2.
+        assert_eq!(past_destination(10, 12, 1, u128::from(u32::MAX)), 1);
+        assert_eq!(past_destination(10, 12, 2, u128::from(u32::MAX)), 3);
+        assert_eq!(past_destination(10, 12, 7, u128::from(u32::MAX)), 8);
+        // Around the top of the IPv4 space.
+        let top = u128::from(u32::MAX);
+        assert_eq!(past_destination(top, 0, 1, top), 2);
     }
 
     #[test]

@@ -116,7 +116,7 @@ pub struct GenArgs {
     )]
     pub imix: Option<String>,
     /// Distinct 5-tuples, round robin: the source port counts up from --src-port to 65535,
-    /// then the source address goes up by one.
+    /// then the source address goes up by one (stepping over the destination's).
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
     /// IPv6 (default addresses fd00::1 -> fd00::2).
@@ -326,7 +326,8 @@ impl GenArgs {
         let flows = FlowPlan::new(base, self.flows);
         if flows.addresses() > 1 {
             notes.push(format!(
-                "{} flows: source ports {}-65535, source addresses {} to {}",
+                "{} flows: source ports {}-65535, source addresses {} to {} (not the \
+                 destination's)",
                 self.flows,
                 self.src_port,
                 frames::src_addr(&flows.flow(0)),
