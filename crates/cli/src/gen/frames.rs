@@ -193,6 +193,13 @@ fn past_destination(src: u128, dst: u128, offset: u32, max: u128) -> u128 {
     }
 }
 
+fn gcd(a: u64, b: u64) -> u64 {
+    match b {
+        0 => a,
+        b => gcd(b, a % b),
+    }
+}
+
 /// The source address of a frame (for messages).
 pub fn src_addr(spec: &FrameSpec) -> IpAddr {
     match spec.ip {
@@ -211,6 +218,12 @@ pub struct PacketPlan {
     current: FrameSpec,
     flow: u32,
     size_index: usize,
+    /// Patterned sizes and flows that share a factor would tie each flow to some sizes
+    /// (4 flows, IMIX's 12: flow 1 never 1500 bytes): every `shift_every` packets (their
+    /// least common multiple) the pattern steps once more, so each flow meets every size.
+    /// None where they share none.
+    shift_every: Option<u64>,
+    since_shift: u64,
     rng: u64,
     /// The next packet's size, drawn early by `peek_frame_len`.
     drawn: Option<u32>,
@@ -228,7 +241,15 @@ pub struct Planned<'a> {
 
 impl PacketPlan {
     pub fn new(flows: FlowPlan, sizes: SizePlan, skip_every: Option<u64>) -> PacketPlan {
+        let pattern = match &sizes {
+            SizePlan::Imix(p) | SizePlan::Mix(p) => p.len() as u64,
+            _ => 1,
+        };
+        let (f, l) = (u64::from(flows.flows.max(1)), pattern.max(1));
+        let shared = gcd(f, l);
         PacketPlan {
+            shift_every: (shared > 1).then(|| f / shared * l),
+            since_shift: 0,
             current: flows.flow(0),
             flows,
             sizes,
@@ -259,6 +280,13 @@ impl PacketPlan {
             SizePlan::Imix(p) | SizePlan::Mix(p) => {
                 let s = p[self.size_index];
                 self.size_index = (self.size_index + 1) % p.len();
+                if let Some(every) = self.shift_every {
+                    self.since_shift += 1;
+                    if self.since_shift == every {
+                        self.since_shift = 0;
+                        self.size_index = (self.size_index + 1) % p.len();
+                    }
+                }
                 s
             }
         }
@@ -362,6 +390,32 @@ mod tests {
             ]
         );
         assert_eq!(plan.addresses(), 3);
+    }
+
+    #[test]
+    fn every_flow_meets_every_imix_size_in_proportion() {
+        for flows in [1, 2, 3, 4, 5, 6, 12, 24] {
+            let plan = FlowPlan::new(base(1024, v4()), flows);
+            let mut packets = PacketPlan::new(plan, SizePlan::Imix(IMIX_PATTERN.to_vec()), None);
+            // Each flow's sizes over 12 of its packets per round of the pattern.
+            let rounds = 12 * 12;
+            let mut seen = vec![[0u32; 3]; flows as usize];
+            let mut total = [0u32; 3];
+            for i in 0..flows * rounds {
+                let p = packets.next_packet();
+                let size = [64, 576, 1500]
+                    .iter()
+                    .position(|&s| s == p.frame_len + 4)
+                    .unwrap();
+                seen[(i % flows) as usize][size] += 1;
+                total[size] += 1;
+            }
+            let n = flows * rounds / 12;
+            assert_eq!(total, [7 * n, 4 * n, n], "{flows} flows");
+            for (f, s) in seen.iter().enumerate() {
+                assert_eq!(s, &[7 * 12, 4 * 12, 12], "{flows} flows: flow {f}");
+            }
+        }
     }
 
     #[test]
