@@ -169,6 +169,21 @@ fn parse_action(token: &str) -> Result<Action, FlowError> {
     }
 }
 
+/// Actions spelled as one word (any case): never read as a port's name, whatever a port
+/// is called (`ofctl::port_names`).
+pub(crate) const ONE_WORD_ACTIONS: [&str; 10] = [
+    "normal",
+    "flood",
+    "all",
+    "in_port",
+    "controller",
+    "drop",
+    "strip_vlan",
+    "pop_vlan",
+    "dec_ttl",
+    "clear_actions",
+];
+
 /// The action a reserved port's name (`output:NAME`, any case) stands for.
 fn reserved_port(name: &str) -> Option<Action> {
     Some(match name.to_ascii_lowercase().as_str() {
@@ -330,6 +345,14 @@ fn destination(token: &str, text: &str) -> Result<Subfield, FlowError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_one_word_action_is_an_action() {
+        for word in ONE_WORD_ACTIONS {
+            assert!(parse_actions(word).is_ok(), "{word}");
+            assert!(parse_actions(&word.to_uppercase()).is_ok(), "{word}");
+        }
+    }
     use crate::ofctl::flow_parse::parse_rule;
 
     #[test]

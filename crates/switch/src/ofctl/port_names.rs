@@ -8,25 +8,11 @@ use std::collections::HashMap;
 
 use crate::error::{FlowError, error};
 use crate::field::parse_uint;
-use crate::ofctl::action_parse::split_top_level;
+use crate::ofctl::action_parse::{ONE_WORD_ACTIONS, split_top_level};
 use crate::ofctl::flow_parse::split_actions;
-use crate::openflow::stats::interface;
+use crate::openflow::stats::port_name_of;
 use crate::tunnel::TunnelKind;
 use crate::tunnel::port_name;
-
-/// Actions spelled as one word: never a port's name, whatever a port is called.
-const ONE_WORD_ACTIONS: [&str; 10] = [
-    "normal",
-    "flood",
-    "all",
-    "in_port",
-    "controller",
-    "drop",
-    "strip_vlan",
-    "pop_vlan",
-    "dec_ttl",
-    "clear_actions",
-];
 
 /// The bridge's ports by name.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +39,7 @@ impl PortNames {
     ) -> PortNames {
         let devices = devices
             .into_iter()
-            .map(|(number, spec)| (interface(spec).unwrap_or_else(|| spec.to_string()), number));
+            .map(|(number, spec)| (port_name_of(spec), number));
         let tunnels = tunnels
             .into_iter()
             .map(|(number, kind)| (port_name(kind, number), number));
@@ -74,6 +60,11 @@ impl PortNames {
     }
 
     fn number_line(&self, line: &str) -> Result<String, FlowError> {
+        // Comments and blank lines stay as they are (the parser skips them).
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            return Ok(line.to_string());
+        }
         let (match_text, actions) = match split_actions(line) {
             Some((m, a)) => (m, Some(a)),
             None => (line, None),
@@ -208,6 +199,11 @@ mod tests {
             (
                 "# ports\nin_port=veth1,actions=veth2\n\nin_port=veth2,actions=veth1",
                 "# ports\nin_port=1,actions=2\n\nin_port=2,actions=1",
+            ),
+            // A comment may name anything.
+            (
+                "  # old uplink: in_port=eth9,actions=(\nactions=veth1",
+                "  # old uplink: in_port=eth9,actions=(\nactions=1",
             ),
         ] {
             assert_eq!(n.number_in(text).unwrap(), want, "{text}");

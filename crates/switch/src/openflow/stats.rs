@@ -187,6 +187,12 @@ pub(crate) fn interface(spec: &str) -> Option<String> {
     matches!(spec.backend, Backend::Xdp | Backend::Packet | Backend::Tap).then_some(spec.iface)
 }
 
+/// A port's name, as PORT_DESC gives it and flows may name it: its interface's, or its
+/// spec where it has none.
+pub(crate) fn port_name_of(spec: &str) -> String {
+    interface(spec).unwrap_or_else(|| spec.to_string())
+}
+
 /// Each port as `ofp_port` describes it: its interface's name, address and state (a port
 /// on no interface is named by its spec and always up; one whose interface was deleted is
 /// down for good, whatever interface has its name now, as `show` says), then the tunnel
@@ -215,7 +221,7 @@ pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
             None => PortDesc {
                 port_no,
                 hw_addr: [0; 6],
-                name: spec.clone(),
+                name: port_name_of(spec),
                 admin_up: true,
                 carrier: true,
                 speed_mbps: 0,
