@@ -76,6 +76,7 @@ pub(super) fn receive(
     }
     if run.cut_short() {
         rx_drain(port, run.remaining(tally.packets), |port| {
+            run.fit(tally.packets, &mut batch);
             take_burst(
                 port,
                 &mut batch,

@@ -273,6 +273,7 @@ pub(crate) fn receive_loop(
         }
         if run.cut_short() {
             rx_drain(port, run.remaining(tally.packets), |port| {
+                run.fit(tally.packets, &mut batch);
                 take_burst(port, &mut batch, receiver, tally, &mut scratch)
             })?;
         }
