@@ -83,8 +83,10 @@ pub struct Handle {
     pub live: RefCell<Option<Live>>,
     /// Set once pcap_activate succeeded (read without borrowing `live`).
     pub activated: AtomicBool,
-    /// A read is running: a read from inside its callback is refused.
-    pub reading: Cell<bool>,
+    /// A read is running: a read from inside its callback is refused, and a close (from a
+    /// signal handler, or another thread) only breaks it. Atomic, as that close may come
+    /// from another thread.
+    pub reading: AtomicBool,
     pub counts: Counts,
     /// pcap_get_selectable_fd's answer (-1 before activation), kept outside `live` so a
     /// callback can ask too.

@@ -8,6 +8,7 @@
 //! Only another read from inside a callback is refused: it would take the next burst and
 //! give back the frame the outer callback is reading.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use wirespeed_capture::filter::Metadata;
@@ -35,7 +36,7 @@ pub type Deliver<'a> = dyn FnMut(&PcapPkthdr, *const u8) + 'a;
 /// the handle's timeout when it has one. Returns how many were delivered, or
 /// PCAP_ERROR_BREAK after pcap_breakloop, or PCAP_ERROR with the reason in pcap_geterr.
 pub fn dispatch(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
-    if h.reading.replace(true) {
+    if h.reading.swap(true, Ordering::SeqCst) {
         h.set_error(&format!(
             "{}: a read from inside a pcap_loop or pcap_dispatch callback is not supported",
             h.device
@@ -43,7 +44,7 @@ pub fn dispatch(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
         return PCAP_ERROR;
     }
     let n = dispatch_once(h, cnt, deliver);
-    h.reading.set(false);
+    h.reading.store(false, Ordering::SeqCst);
     n
 }
 

@@ -39,7 +39,7 @@ fn create(device: &str) -> Result<*mut PcapT, String> {
             settings: Cell::new(Settings::default()),
             live: RefCell::new(None),
             activated: AtomicBool::new(false),
-            reading: Cell::new(false),
+            reading: AtomicBool::new(false),
             counts: Counts::default(),
             selectable: Cell::new(-1),
             slot,
@@ -148,12 +148,14 @@ unsafe extern "C" fn pcap_activate(p: *mut PcapT) -> c_int {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_close(p: *mut PcapT) {
     // A close while one of our reads of this handle is under way comes from a signal
-    // handler that interrupted it (ngrep's and others' Ctrl-C handler closes, then exits):
-    // the read is asked to stop and the handle stays open, since the read still uses it.
-    // Closed under it, the port's state is borrowed (a panic, an abort: exit status 134
-    // and the program's buffered output lost) or freed.
+    // handler that interrupted it (ngrep's and others' Ctrl-C handler closes, then exits)
+    // or from another thread: the read is asked to stop and the handle stays open, since
+    // the read still uses it. Closed under it, the port's state is borrowed (a panic, an
+    // abort: exit status 134 and the program's buffered output lost) or freed. It is not
+    // closed later either: a program that goes on may close it again (closing it for the
+    // program would make that a double close); one that exits leaves it to the kernel.
     if let Some(h) = registry::find(p)
-        && h.reading.get()
+        && h.reading.load(Ordering::SeqCst)
     {
         h.slot.request_break();
         return;
