@@ -106,10 +106,12 @@ fn veth_note(iface: &str) -> Option<String> {
 const CALL_ONE_FRAME: Duration = Duration::from_millis(500);
 /// ...several frames shorter ones, so the cycle comes round sooner.
 const CALL_MANY_FRAMES: Duration = Duration::from_millis(100);
-/// A paced call's packets at first: this long's worth at the asked rate. The kernel sends
-/// a call's frames at full speed, so a paced load is a burst a call; short calls keep the
-/// bursts within what a receiver's ring takes. Calls that cannot keep up (each costs a
-/// page pool's set-up and tear-down) grow, up to [`CALL_ONE_FRAME`]'s worth.
+/// A paced cycle of calls (one a frame, by weight) at first: this long's worth at the
+/// asked rate. The kernel sends a call's frames at full speed, so a paced load is a burst
+/// a call; short calls keep the bursts within what a receiver's ring takes. Calls that
+/// cannot keep up (each costs a page pool's set-up and tear-down) grow, up to an unpaced
+/// call's length ([`CALL_ONE_FRAME`], [`CALL_MANY_FRAMES`]), and shrink back once they
+/// keep up with room to spare.
 const PACED_CALL: Duration = Duration::from_millis(2);
 const CHUNK_MIN: u64 = 1 << 12;
 const CHUNK_MAX: u64 = 1 << 26;
@@ -456,17 +458,17 @@ fn send(
     let limit = share.count.unwrap_or(u64::MAX);
     let started = Instant::now();
     let mut sent = 0u64;
-    // Packets per unit of weight in one call, adjusted to the time calls take.
-    let mut unit = share
-        .pps
-        .map_or(1 << 18, |p| (p * PACED_CALL.as_secs_f64()) as u64)
-        .max(1);
+    let total_weight: u64 = frames.iter().map(|f| f.weight).sum();
+    // Packets per unit of weight in one call, adjusted to the time calls take; paced, a
+    // whole cycle of calls is PACED_CALL's worth at first, and at most `target`'s.
+    let units_of = |p: f64, d: Duration| ((p * d.as_secs_f64()) as u64 / total_weight).max(1);
+    let paced_start = share.pps.map(|p| units_of(p, PACED_CALL));
+    let mut unit = paced_start.unwrap_or(1 << 18);
     // A paced thread sends what is due by the deadline, no more.
     let due_by_deadline = match (share.pps, share.deadline) {
         (Some(p), Some(d)) => Some((p * d.saturating_duration_since(started).as_secs_f64()) as u64),
         _ => None,
     };
-    let total_weight: u64 = frames.iter().map(|f| f.weight).sum();
     let (mut i, mut cycle_unit) = (0, u64::MAX);
     // Packets a second the last call sent at, to size a call that would outlast the deadline.
     let mut call_rate: Option<f64> = None;
@@ -509,7 +511,8 @@ fn send(
             // the rate (its set-up and tear-down) sends more from then on.
             Some(p) => {
                 let due = Duration::from_secs_f64(sent as f64 / p);
-                unit = paced_unit(unit, n, took, p, target);
+                let sizes = (paced_start.unwrap_or(1), units_of(p, target));
+                unit = paced_unit(unit, n, took, p, sizes);
                 while let Some(d) = due.checked_sub(started.elapsed()) {
                     if d.is_zero() || over() {
                         break;
@@ -527,13 +530,19 @@ fn send(
 }
 
 /// A paced thread's next call size (per unit of weight): twice `unit` when the last call
-/// sent its `n` packets slower than `pps` (each call's fixed cost), up to `longest`'s
-/// worth; otherwise the same, so the bursts stay as short as the calls allow.
-fn paced_unit(unit: u64, n: u64, took: f64, pps: f64, longest: Duration) -> u64 {
-    if (n as f64 / took) >= pps {
-        return unit;
+/// sent its `n` packets slower than `pps` (each call's fixed cost), up to `longest`; half
+/// when it kept up four times over, down to `start`; else the same. So the bursts stay as
+/// short as the calls allow, and a call slowed once (the CPU taken away) costs no more
+/// than a few longer ones.
+fn paced_unit(unit: u64, n: u64, took: f64, pps: f64, (start, longest): (u64, u64)) -> u64 {
+    let rate = n as f64 / took;
+    if rate < pps {
+        (unit * 2).min(longest.max(start))
+    } else if rate >= 4.0 * pps {
+        (unit / 2).max(start)
+    } else {
+        unit
     }
-    (unit * 2).min(((pps * longest.as_secs_f64()) as u64).max(1))
 }
 
 #[cfg(test)]
@@ -541,18 +550,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paced_calls_grow_only_while_they_cannot_keep_up() {
-        // 10 kpps: 20 packets in 2 ms to start with.
-        let start = (10_000.0 * PACED_CALL.as_secs_f64()) as u64;
-        assert_eq!(start, 20);
-        // A call of 20 that took 1 ms kept up; one that took 30 ms did not.
-        assert_eq!(paced_unit(20, 20, 0.001, 10_000.0, CALL_ONE_FRAME), 20);
-        assert_eq!(paced_unit(20, 20, 0.030, 10_000.0, CALL_ONE_FRAME), 40);
-        // Never more than half a second's worth.
-        assert_eq!(paced_unit(4000, 4000, 1.0, 10_000.0, CALL_ONE_FRAME), 5000);
-        assert_eq!(paced_unit(5000, 5000, 1.0, 10_000.0, CALL_ONE_FRAME), 5000);
+    fn paced_calls_grow_while_they_cannot_keep_up_and_shrink_back() {
+        // 10 kpps: 20 packets in 2 ms to start with, 5000 (half a second) at most.
+        let sizes = (20, 5000);
+        // A call of 20 that took 1.5 ms kept up, not four times over; one of 30 ms did not.
+        assert_eq!(paced_unit(20, 20, 0.0015, 10_000.0, sizes), 20);
+        assert_eq!(paced_unit(20, 20, 0.030, 10_000.0, sizes), 40);
+        assert_eq!(paced_unit(4000, 4000, 1.0, 10_000.0, sizes), 5000);
+        assert_eq!(paced_unit(5000, 5000, 1.0, 10_000.0, sizes), 5000);
+        // Fast again: back down, never below the start.
+        assert_eq!(paced_unit(640, 640, 0.001, 10_000.0, sizes), 320);
+        assert_eq!(paced_unit(20, 20, 0.0001, 10_000.0, sizes), 20);
         // At 1 pps a call is one packet.
-        assert_eq!(paced_unit(1, 1, 2.0, 1.0, CALL_ONE_FRAME), 1);
+        assert_eq!(paced_unit(1, 1, 2.0, 1.0, (1, 1)), 1);
     }
 
     #[test]
