@@ -66,6 +66,28 @@ fn frames_into_a_peer_that_is_down_are_counted_not_sent() {
         Some(10_000),
         "{bench}"
     );
+    // An asked rate not reached says why: not the CPU, the drops.
+    let out = run_in(
+        &net.ns_a,
+        &[
+            "gen",
+            "--port",
+            &xdp,
+            "--rate",
+            "20000",
+            "--duration",
+            "1",
+            "--json",
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["rate_reached"], false, "{j}");
+    assert!(
+        err.contains("of the frames handed over were not sent (drops)"),
+        "{err}"
+    );
     // AF_PACKET: the kernel never takes them from the ring.
     let packet = format!("packet:{}", net.a);
     let tx = send(&net, &packet, &["--count", "500"]);

@@ -11,7 +11,7 @@ use wirespeed_port::{Batch, Port, PortSpec};
 use super::report::{Summary, summary_for};
 use super::{BenchArgs, Engine, Mode, announce_ready};
 use crate::run::clock::{HOT_LOOP_CHECK, now_ns};
-use crate::run::interface_drops::{self, InterfaceTxDrops};
+use crate::run::interface_drops::InterfaceTxDrops;
 use crate::run::link_watch::settle_link_error;
 use crate::run::live_frames::{self, LiveLoad, Prebuilt};
 use crate::run::meter::{Meter, RunLimit};
@@ -45,13 +45,8 @@ fn run_socket(args: &BenchArgs, spec: &PortSpec, stop: &AtomicBool) -> anyhow::R
     s.set_measured(seconds, &meter, sent, sent * frame_len);
     s.set_stats(&stats);
     // What the kernel dropped after the socket sent it (the rate is the socket's).
-    let dropped = interface.as_ref().map_or(0, InterfaceTxDrops::since_start);
-    if let Some(watch) = interface.as_ref().filter(|_| dropped > 0) {
-        *s.drops.entry(interface_drops::REASON).or_default() += dropped;
-        s.drops_total += dropped;
-        let note = watch.note(dropped);
-        eprintln!("wirespeed: note: {note}");
-        s.notes.push(note);
+    if let Some(watch) = &interface {
+        watch.account(&mut s.drops, &mut s.drops_total, &mut s.notes);
     }
     s.frames = port.audit();
     s.set_error(ended);

@@ -9,7 +9,7 @@ use wirespeed_port::{Backend, FrameAudit, PortInfo, PortSpec, PortStats};
 
 use super::rate::Rate;
 use crate::run::frame_audit::frames_json;
-use crate::run::interface_drops::{self, InterfaceTxDrops};
+use crate::run::interface_drops::InterfaceTxDrops;
 use crate::run::meter::{CpuReport, CpuTime, Measured};
 
 /// Share of the asked rate a run must send to have reached it.
@@ -28,7 +28,7 @@ pub struct GenSummary {
     /// The frame sizes asked for: `64`, `64-1500` or `imix` (none when replaying a file).
     pub size: Option<String>,
     pub seconds: f64,
-    /// Each whole second's rate, as the live line showed it.
+    /// Each whole second's rate, as the live line showed it (of the frames handed over).
     pub per_second_mpps: Vec<f64>,
     /// Frames built and handed to the port (or the kernel), each with its sequence number.
     pub packets: u64,
@@ -155,9 +155,11 @@ impl GenSummary {
         self.drops_total = s.drops.total();
     }
 
-    /// A socket engine's end: the port's counts, then what did not go out of `packets`.
-    /// An AF_PACKET port counts a frame sent when the kernel takes it from the ring: the
-    /// rest (but those it refused, `tx_error`) were still queued at the end (`tx_unsent`).
+    /// A socket engine's end: the port's counts, then what did not go out of `packets`:
+    /// frames the port took and then could not send (`tx_error`: the kernel or the file
+    /// refused them; `tx_invalid_desc`; `tx_stranded`: its interface went away with them
+    /// in flight). An AF_PACKET port counts a frame sent when the kernel takes it from the
+    /// ring: the rest (but those it refused) were still queued at the end (`tx_unsent`).
     /// `interface` says what the kernel dropped after an AF_XDP port handed frames over.
     pub fn set_port_end(
         &mut self,
@@ -173,19 +175,14 @@ impl GenSummary {
                 *not_sent += n;
             }
         };
-        let mut not_sent = 0;
+        let mut not_sent = s.drops.tx_error + s.drops.tx_invalid_desc;
+        lost("tx_stranded", s.tx_stranded, &mut not_sent);
         if backend == Backend::Packet {
             let unsent = self.packets.saturating_sub(s.tx_packets + s.drops.tx_error);
             lost("tx_unsent", unsent, &mut not_sent);
         }
         if let Some(watch) = interface {
-            let dropped = watch.since_start();
-            lost(interface_drops::REASON, dropped, &mut not_sent);
-            if dropped > 0 {
-                let note = watch.note(dropped);
-                eprintln!("wirespeed: note: {note}");
-                self.notes.push(note);
-            }
+            not_sent += watch.account(&mut self.drops, &mut self.drops_total, &mut self.notes);
         }
         self.not_sent = not_sent.min(self.packets);
     }
@@ -242,9 +239,13 @@ impl GenSummary {
         else {
             return None;
         };
+        let why = match self.not_sent {
+            0 => "the port or this CPU cannot go faster".to_string(),
+            n => format!("{n} of the frames handed over were not sent (drops)"),
+        };
         Some(format!(
             "the asked rate was not reached: {rate} asked, {:.3} Mpps ({:.1} Mbit/s on the \
-             wire) sent, {:.0} % of it: the port or this CPU cannot go faster",
+             wire) sent, {:.0} % of it: {why}",
             self.mpps,
             self.wire_mbps,
             share * 100.0

@@ -5,6 +5,8 @@
 //! all as sent; the counter says what became of them. Whatever else went out through the
 //! interface meanwhile (the host's own packets) is in it too, which the note says.
 
+use std::collections::BTreeMap;
+
 use wirespeed_port::{Backend, PortSpec};
 
 /// The drop reason the summaries list it under.
@@ -34,8 +36,27 @@ impl InterfaceTxDrops {
         read(&self.iface).map_or(0, |now| now.saturating_sub(self.at_start))
     }
 
+    /// Adds what the counter rose by to a summary's `drops` (under [`REASON`]) and
+    /// `drops_total`, with a note (said now, and kept in `notes`); returns it.
+    pub fn account(
+        &self,
+        drops: &mut BTreeMap<&'static str, u64>,
+        drops_total: &mut u64,
+        notes: &mut Vec<String>,
+    ) -> u64 {
+        let dropped = self.since_start();
+        if dropped > 0 {
+            *drops.entry(REASON).or_default() += dropped;
+            *drops_total += dropped;
+            let note = self.note(dropped);
+            eprintln!("wirespeed: note: {note}");
+            notes.push(note);
+        }
+        dropped
+    }
+
     /// What the user should know of `dropped` of them.
-    pub fn note(&self, dropped: u64) -> String {
+    fn note(&self, dropped: u64) -> String {
         format!(
             "the kernel dropped {dropped} frames on {} after the port handed them over (its \
              tx_dropped counter, which also counts anything else sent there meanwhile): a \
