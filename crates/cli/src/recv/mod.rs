@@ -157,10 +157,7 @@ pub fn run(mut args: RecvArgs) -> anyhow::Result<()> {
         );
     }
     if args.fail_on_loss
-        && let Some(g) = summary
-            .generators
-            .iter()
-            .find(|g| g.untracked > 0 && g.untracked + g.corrupt == g.received)
+        && let Some(g) = summary.generators.iter().find(|g| g.unnumbered())
     {
         bail!(
             "--fail-on-loss: generator {}'s frames carry no sequence numbers (gen --no-stamp): \

@@ -207,6 +207,13 @@ impl Receiver {
     }
 }
 
+impl GeneratorReport {
+    /// Its frames came without stamps only (gen --no-stamp): no number to count losses by.
+    pub fn unnumbered(&self) -> bool {
+        self.untracked > 0 && self.untracked + self.corrupt == self.received
+    }
+}
+
 impl GeneratorState {
     /// Frames whose number was recorded.
     fn numbered(&self) -> u64 {

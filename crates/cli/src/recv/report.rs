@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use wirespeed_packet::DEFAULT_GENERATOR_ID;
+
 use super::MAX_GENERATORS;
 use super::receiver::GeneratorReport;
 
@@ -123,7 +125,12 @@ pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
     generators
         .iter()
         .filter_map(|g| match g.seq.lost_ranges.first() {
-            Some(&(0, last)) if g.received == 0 && none_came && generators.len() == 1 => {
+            Some(&(0, last))
+                if g.received == 0
+                    && none_came
+                    && generators.len() == 1
+                    && g.generator == DEFAULT_GENERATOR_ID =>
+            {
                 Some(format!(
                     "no generator's packet arrived: generator {} (gen's default \
                      --generator-id) is reported with all {} expected lost",
@@ -136,7 +143,7 @@ pub fn generator_notes(generators: &[GeneratorReport]) -> Vec<String> {
                 g.generator,
                 last + 1
             )),
-            _ if g.untracked > 0 && g.untracked + g.corrupt == g.received => Some(format!(
+            _ if g.unnumbered() => Some(format!(
                 "generator {}: its {} frames carry no sequence numbers or send times (gen \
                  --no-stamp): losses, order and latency cannot be told",
                 g.generator, g.untracked
@@ -170,6 +177,35 @@ mod tests {
             untracked: 0,
             latency_ns: Default::default(),
         }
+    }
+
+    /// A generator --expect named that sent nothing: all its numbers lost.
+    fn missing(generator: u16, expected: u64) -> GeneratorReport {
+        GeneratorReport {
+            seq: SeqTracker::default().finish(Some(expected)),
+            ..report(generator, 0, 0..0)
+        }
+    }
+
+    #[test]
+    fn a_generator_that_sent_nothing_is_named_as_such() {
+        // Nothing came, --expect N: gen's default generator stands in.
+        assert_eq!(
+            generator_notes(&[missing(DEFAULT_GENERATOR_ID, 100)]),
+            [
+                "no generator's packet arrived: generator 1 (gen's default --generator-id) is \
+                 reported with all 100 expected lost"
+            ]
+        );
+        // --expect 5=100: generator 5 is not the default one.
+        assert_eq!(
+            generator_notes(&[missing(5, 100)]),
+            ["generator 5: none of its 100 expected packets arrived"]
+        );
+        assert_eq!(
+            generator_notes(&[report(1, 10, 0..10), missing(2, 7)]),
+            ["generator 2: none of its 7 expected packets arrived"]
+        );
     }
 
     #[test]
