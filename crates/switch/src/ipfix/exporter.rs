@@ -138,10 +138,11 @@ impl FlowExporter {
 
     fn send_templates(&mut self, now: Duration) {
         let message = template_message(self.config.domain, self.config.sampling);
+        // Refused, they go again at the next tick: a collector back gets them at once.
         if self.send(message, 0) {
             self.stats.templates += 1;
+            self.templates_sent = Some(now);
         }
-        self.templates_sent = Some(now);
     }
 
     /// Packs `records` into as few messages as fit, IPv4 then IPv6 (one data set each).
@@ -302,6 +303,14 @@ mod tests {
         // What the socket refused is not counted sent.
         assert_eq!(stats.messages + stats.send_errors, 3, "{stats:?}");
         assert_eq!(stats.templates, stats.messages, "{stats:?}");
+        // The records of a refused message are lost, and counted so. (The last send drew
+        // the host's "port unreachable": the next one fails.)
+        for port in 0..5 {
+            exporter.observe(seen(port, 3));
+        }
+        exporter.finish(3 * S);
+        let stats = exporter.stats();
+        assert_eq!((stats.records, stats.lost_records), (0, 5), "{stats:?}");
         let error = exporter.take_error().expect("the failure, for the log");
         assert!(error.contains("Connection refused"), "{error}");
     }
