@@ -307,7 +307,8 @@ fn ngrep_closes_its_handle_from_its_ctrl_c_handler() {
     ng.wait_for("no IPv4 address assigned");
     std::thread::sleep(Duration::from_millis(300));
     traffic::send_on_queue(&net, 0, 300);
-    std::thread::sleep(Duration::from_millis(500));
+    // ngrep prints each match as it reads it; the lines are in its buffer by then.
+    std::thread::sleep(Duration::from_millis(1000));
     must(&["kill", "-INT", &ng.pid().to_string()]);
     let (code, out, err) = ng.exit_within(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");

@@ -99,20 +99,31 @@ fn two_sigterms_at_once_stop_a_tool_cleanly() {
 }
 
 /// `gen` writing `pcap:FILE` at 1,000 packets a second, its JSON summary on standard output;
-/// `shell` starts it (so a test can change what it inherits). The child and the file.
+/// `shell` starts it (so a test can change what it inherits). The child, once it said it is
+/// ready (its handlers are in place then), and the file.
 fn gen_to_file(dir: &TempDir, shell: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
     let file = dir.path("out.pcap");
     let command = format!(
         "{shell} exec {} gen --port pcap:{} --rate 1000 --json -q",
         wirespeed(),
         file
     );
-    let child = std::process::Command::new("sh")
+    let mut child = std::process::Command::new("sh")
         .args(["-c", &command])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains(" ready "));
+    assert!(ready, "gen never said it was ready");
+    // The rest of its standard error, read so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
     (child, file)
 }
 
