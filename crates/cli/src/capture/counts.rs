@@ -117,38 +117,56 @@ impl Counts {
             }
             return;
         }
+        eprint!("{}", self.lines());
+    }
+
+    /// The counts for people, tcpdump-like, a line each (what SIGUSR1 prints too).
+    pub fn lines(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
         let matched = match self.filter {
             Some(_) => "matched by filter",
             None => "matched (no filter)",
         };
-        eprintln!("{} packets received", self.received);
-        eprintln!("{} packets {matched}", self.matched);
-        eprintln!("{} packets written", self.written);
+        let _ = writeln!(out, "{} packets received", self.received);
+        let _ = writeln!(out, "{} packets {matched}", self.matched);
+        let _ = writeln!(out, "{} packets written", self.written);
         // A file (-r) has no kernel or ring to lose packets in.
         if self.backend.is_some() {
-            eprintln!(
+            let _ = writeln!(
+                out,
                 "{} packets dropped by kernel or ring",
                 self.dropped_by_kernel
             );
         }
         let at_close = self.unwritten_at_close;
-        eprintln!(
+        let _ = writeln!(
+            out,
             "{} packets dropped by writer",
             self.dropped_by_writer - at_close
         );
         if self.output_closed {
             // Not lost on the way: the capture stopped before writing them.
-            eprintln!("{at_close} packets not written: the output's reader closed the pipe");
+            let _ = writeln!(
+                out,
+                "{at_close} packets not written: the output's reader closed the pipe"
+            );
         }
         if self.spilled > 0 {
-            eprintln!(
+            let _ = writeln!(
+                out,
                 "{} packets received late, through the spill ring",
                 self.spilled
             );
         }
         if self.after_stop > 0 {
-            eprintln!("{} packets after the stop, not examined", self.after_stop);
+            let _ = writeln!(
+                out,
+                "{} packets after the stop, not examined",
+                self.after_stop
+            );
         }
+        out
     }
 }
 

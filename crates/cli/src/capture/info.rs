@@ -4,6 +4,7 @@
 use anyhow::Context;
 use signal_hook::consts::SIGUSR1;
 
+use super::counts::Counts;
 use super::metrics::{SoFar, so_far};
 
 /// Answers each SIGUSR1 from now on, on a thread of its own (the signal's default would end
@@ -15,31 +16,26 @@ pub(super) fn answer_sigusr1(filtered: bool) -> anyhow::Result<()> {
         .name("sigusr1".to_string())
         .spawn(move || {
             for _ in signals.forever() {
-                eprint!("{}", lines(&so_far(), filtered));
+                eprint!("{}", counts(&so_far(), filtered).lines());
             }
         })
         .context("start the SIGUSR1 thread")?;
     Ok(())
 }
 
-/// The lines, worded as the summary at exit words them.
-fn lines(c: &SoFar, filtered: bool) -> String {
-    let matched = match filtered {
-        true => "matched by filter",
-        false => "matched (no filter)",
-    };
-    let mut text = format!(
-        "{} packets received\n{} packets {matched}\n{} packets written\n\
-         {} packets dropped by kernel or ring\n{} packets dropped by writer\n",
-        c.received, c.matched, c.written, c.dropped_by_kernel, c.dropped_by_writer
-    );
-    if c.spilled > 0 {
-        text += &format!(
-            "{} packets received late, through the spill ring\n",
-            c.spilled
-        );
+/// The counts so far as the summary at exit has them (from a port: its kernel's line too).
+fn counts(c: &SoFar, filtered: bool) -> Counts {
+    Counts {
+        backend: Some(String::new()),
+        filter: filtered.then(String::new),
+        received: c.received,
+        matched: c.matched,
+        written: c.written,
+        dropped_by_kernel: c.dropped_by_kernel,
+        dropped_by_writer: c.dropped_by_writer,
+        spilled: c.spilled,
+        ..Counts::default()
     }
-    text
 }
 
 #[cfg(test)]
@@ -57,12 +53,16 @@ mod tests {
             spilled: 0,
         };
         assert_eq!(
-            lines(&c, true),
+            counts(&c, true).lines(),
             "10 packets received\n7 packets matched by filter\n6 packets written\n\
              2 packets dropped by kernel or ring\n1 packets dropped by writer\n"
         );
         let late = SoFar { spilled: 3, ..c };
-        assert!(lines(&late, false).contains("7 packets matched (no filter)\n"));
-        assert!(lines(&late, false).ends_with("3 packets received late, through the spill ring\n"));
+        let lines = counts(&late, false).lines();
+        assert!(lines.contains("7 packets matched (no filter)\n"), "{lines}");
+        assert!(
+            lines.ends_with("3 packets received late, through the spill ring\n"),
+            "{lines}"
+        );
     }
 }
