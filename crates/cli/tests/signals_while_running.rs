@@ -98,19 +98,26 @@ fn two_sigterms_at_once_stop_a_tool_cleanly() {
     }
 }
 
-/// `gen` writing `pcap:FILE` at 1,000 packets a second, its JSON summary on standard output;
-/// `shell` starts it (so a test can change what it inherits). The child, once it said it is
+/// `gen` writing `pcap:FILE` at 1,000 packets a second, its JSON summary on standard output,
+/// with SIGHUP as `hup` says (`env --default-signal=HUP` or `--ignore-signal=HUP`: the
+/// test may itself run with hangups ignored, under nohup). The child, once it said it is
 /// ready (its handlers are in place then), and the file.
-fn gen_to_file(dir: &TempDir, shell: &str) -> (std::process::Child, String) {
+fn gen_to_file(dir: &TempDir, hup: &str) -> (std::process::Child, String) {
     use std::io::BufRead;
     let file = dir.path("out.pcap");
-    let command = format!(
-        "{shell} exec {} gen --port pcap:{} --rate 1000 --json -q",
-        wirespeed(),
-        file
-    );
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", &command])
+    let port = format!("pcap:{file}");
+    let mut child = std::process::Command::new("env")
+        .args([
+            hup,
+            wirespeed(),
+            "gen",
+            "--port",
+            &port,
+            "--rate",
+            "1000",
+            "--json",
+            "-q",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -127,20 +134,40 @@ fn gen_to_file(dir: &TempDir, shell: &str) -> (std::process::Child, String) {
     (child, file)
 }
 
+/// Waits up to 10 s for `child` to end (killed then, failing the test).
+fn ended(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    panic!("still running 10 s after the signal");
+}
+
 /// A hangup (the terminal closed, an ssh session dropped) stops a tool as SIGINT does, as
 /// tcpdump's does: the output whole, the summary printed, exit 0; the file holds exactly
 /// the packets the summary counts.
 #[test]
 fn a_hangup_stops_a_tool_cleanly() {
+    use std::io::Read;
     let dir = TempDir::new("hup");
-    let (child, file) = gen_to_file(&dir, "");
+    let (mut child, file) = gen_to_file(&dir, "--default-signal=HUP");
     std::thread::sleep(std::time::Duration::from_millis(500));
     must(&["kill", "-HUP", &child.id().to_string()]);
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}: {err}", out.status);
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {err}"));
+    let status = ended(&mut child);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let j: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("no JSON summary ({e})"));
     let sent = j["packets"].as_u64().unwrap();
     assert!(sent > 0, "{j}");
     assert_eq!(pcaps::read_records(&file).len() as u64, sent, "{j}");
@@ -151,14 +178,13 @@ fn a_hangup_stops_a_tool_cleanly() {
 #[test]
 fn a_hangup_ignored_when_started_stays_ignored() {
     let dir = TempDir::new("nohup");
-    let (mut child, _file) = gen_to_file(&dir, "trap '' HUP;");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (mut child, _file) = gen_to_file(&dir, "--ignore-signal=HUP");
     let pid = child.id().to_string();
     must(&["kill", "-HUP", &pid]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let running = child.try_wait().unwrap().is_none();
     must(&["kill", "-TERM", &pid]);
-    let out = child.wait_with_output().unwrap();
-    assert!(running, "ended by the ignored hangup: {}", out.status);
-    assert!(out.status.success(), "{}", out.status);
+    let status = ended(&mut child);
+    assert!(running, "ended by the ignored hangup: {status}");
+    assert!(status.success(), "{status}");
 }
