@@ -203,7 +203,7 @@ fn kernel_engine_sends_every_flow_and_size_in_proportion() {
             *by_kind.entry(key).or_insert(0) += 1;
         }
         let want: std::collections::BTreeMap<(u16, usize), i32> = (1024..1028)
-            .flat_map(|port| [((port, 60), 70), ((port, 572), 40), ((port, 1496), 10)])
+            .flat_map(|port| [((port, 60), 70), ((port, 590), 40), ((port, 1514), 10)])
             .collect();
         assert_eq!(by_kind, want);
     }

@@ -49,7 +49,7 @@ fn rate_in_packets_and_in_bits_within_2_percent_at_the_receiver() {
     assert_cpu_reported(&tx);
     assert_cpu_reported(&rj);
 
-    // 40 Mbit/s of IMIX (mean 353.3 bytes on the wire) for 3 s: 120 Mbit, FCS counted.
+    // 40 Mbit/s of IMIX (mean 361.8 bytes on the wire) for 3 s: 120 Mbit, FCS counted.
     let rx = recv_in_b(&net, &[]);
     let tx = gen_in_a(
         &net,

@@ -6,9 +6,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use wirespeed_packet::{FrameSpec, IpPair};
 
-/// IMIX as usually defined: 7 frames of 64 bytes, 4 of 576 and 1 of 1500 (wire sizes),
+/// The simple IMIX: IP packets of 40, 576 and 1500 bytes, 7:4:1, in Ethernet frames of
+/// 64 (the least), 594 and 1518 bytes on the wire (FCS included), as TRex sends it;
 /// interleaved so that every stretch of traffic has the mix.
-pub const IMIX_PATTERN: [u32; 12] = [64, 576, 64, 64, 576, 64, 1500, 64, 576, 64, 576, 64];
+pub const IMIX_PATTERN: [u32; 12] = [64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 594, 64];
 
 /// Frame sizes on the wire (FCS included).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +220,7 @@ pub struct PacketPlan {
     flow: u32,
     size_index: usize,
     /// Patterned sizes and flows that share a factor would tie each flow to some sizes
-    /// (4 flows, IMIX's 12: flow 1 never 1500 bytes): every `shift_every` packets (their
+    /// (4 flows, IMIX's 12: flow 1 never 1518 bytes): every `shift_every` packets (their
     /// least common multiple) the pattern steps once more, so each flow meets every size.
     /// None where they share none.
     shift_every: Option<u64>,
@@ -363,9 +364,9 @@ mod tests {
     #[test]
     fn imix_is_seven_four_one() {
         let count = |s| IMIX_PATTERN.iter().filter(|&&x| x == s).count();
-        assert_eq!((count(64), count(576), count(1500)), (7, 4, 1));
+        assert_eq!((count(64), count(594), count(1518)), (7, 4, 1));
         let reps = SizePlan::Imix(IMIX_PATTERN.to_vec()).representatives(8);
-        assert_eq!(reps, vec![(64, 7), (576, 4), (1500, 1)]);
+        assert_eq!(reps, vec![(64, 7), (594, 4), (1518, 1)]);
     }
 
     #[test]
@@ -403,7 +404,7 @@ mod tests {
             let mut total = [0u32; 3];
             for i in 0..flows * rounds {
                 let p = packets.next_packet();
-                let size = [64, 576, 1500]
+                let size = [64, 594, 1518]
                     .iter()
                     .position(|&s| s == p.frame_len + 4)
                     .unwrap();

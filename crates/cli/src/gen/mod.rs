@@ -104,7 +104,8 @@ pub struct GenArgs {
     /// allows; 1518 with the kernel engine.
     #[arg(long, conflicts_with = "imix")]
     pub size: Option<String>,
-    /// IMIX sizes: 7 x 64, 4 x 576, 1 x 1500 bytes, interleaved. Or a mix of your own,
+    /// IMIX sizes: 7 x 64, 4 x 594, 1 x 1518 bytes on the wire (the simple IMIX of IP
+    /// packets of 40, 576 and 1500 bytes, as TRex sends it), interleaved. Or a mix of your own,
     /// sizes sent in turn (name one twice to send it twice as often):
     /// --imix=64,64,64,1500,9000.
     #[arg(
