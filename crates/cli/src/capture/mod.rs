@@ -131,8 +131,12 @@ pub struct CaptureArgs {
     pub metrics: Option<String>,
     /// MiB of memory between the receive loop and the disk; packets that find it full are
     /// dropped and counted.
-    #[arg(short = 'B', long = "buffer", value_name = "MIB", default_value_t = 64)]
+    #[arg(long = "buffer", value_name = "MIB", default_value_t = 64)]
     pub buffer_mib: usize,
+    /// The same in KiB, as tcpdump's -B counts (tcpdump -B 262144: 256 MiB), rounded up to
+    /// whole MiB.
+    #[arg(short = 'B', value_name = "KIB", conflicts_with = "buffer_mib")]
+    pub buffer_kib: Option<usize>,
     /// Do not also attach the filter in the kernel (packet: ports).
     #[arg(long)]
     pub no_kernel_filter: bool,
@@ -201,7 +205,7 @@ fn parse_xdp_mode(s: &str) -> Result<XdpMode, String> {
 }
 
 impl CaptureArgs {
-    fn validate(&self) -> anyhow::Result<Rotation> {
+    fn validate(&mut self) -> anyhow::Result<Rotation> {
         let rotation = Rotation {
             seconds: self.rotate_seconds,
             bytes: self.rotate_size,
@@ -232,8 +236,14 @@ impl CaptureArgs {
         {
             bail!("--duration {d}: must be more than 0 and at most 86400 seconds");
         }
+        if let Some(kib) = self.buffer_kib {
+            if kib == 0 || kib > 1 << 26 {
+                bail!("-B {kib}: the buffer is 1 to 67108864 KiB (64 GiB)");
+            }
+            self.buffer_mib = kib.div_ceil(1024);
+        }
         if self.buffer_mib == 0 || self.buffer_mib > 1 << 16 {
-            bail!("-B {}: the buffer is 1 to 65536 MiB", self.buffer_mib);
+            bail!("--buffer {}: the buffer is 1 to 65536 MiB", self.buffer_mib);
         }
         if let Some(f) = self.frame_size
             && f != 2048
@@ -568,6 +578,28 @@ mod tests {
             )));
         }
         assert!(args(&["--spill-mib", "1024"]).validate().is_ok());
+    }
+
+    #[test]
+    fn dash_b_counts_kib_as_tcpdumps_does() {
+        let mib = |flags: &[&str]| {
+            let argv = ["capture", "--port", "xdp:wsnosuch0"].iter().chain(flags);
+            let mut args = Cli::parse_from(argv).capture;
+            args.validate()
+                .map(|_| args.buffer_mib)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(mib(&[]), Ok(64));
+        assert_eq!(mib(&["-B", "262144"]), Ok(256));
+        assert_eq!(mib(&["-B", "1"]), Ok(1));
+        assert_eq!(mib(&["--buffer", "8"]), Ok(8));
+        assert!(
+            mib(&["-B", "0"])
+                .unwrap_err()
+                .contains("-B 0: the buffer is 1 to")
+        );
+        let both = ["capture", "--port", "x", "-B", "1024", "--buffer", "1"];
+        assert!(Cli::try_parse_from(both).is_err());
     }
 
     #[test]
