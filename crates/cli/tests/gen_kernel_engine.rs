@@ -210,6 +210,50 @@ fn kernel_engine_sends_every_flow_and_size_in_proportion() {
     net.assert_no_xdp();
 }
 
+/// Paced, the calls' size changes only between cycles of the three IMIX sizes, so the
+/// sizes stay 7:4:1 (sized call by call, a paced IMIX came out about 14:4:1).
+#[test]
+fn a_paced_kernel_engine_keeps_imix_in_proportion() {
+    let net = NetPair::new("gi");
+    must(&[
+        "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
+    ]);
+    let file = ScratchFile::new("gen-kernel-imix.pcap");
+    let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
+    let port = format!("xdp:{}", net.a);
+    let tx = run_json(
+        &net.ns_a,
+        &[
+            "gen",
+            "--engine",
+            "kernel",
+            "--port",
+            &port,
+            "--count",
+            "12000",
+            "--rate",
+            "20000",
+            "--imix",
+            "--no-stamp",
+            "--json",
+            "-q",
+        ],
+    );
+    assert_eq!(tx["packets"].as_u64(), Some(12_000), "{tx}");
+    let seen = cap.stop(false);
+    assert_eq!(seen.dropped_by_tcpdump, 0);
+    assert_eq!(seen.frames.len() + net.veth_drops() as usize, 12_000);
+    let mut by_size = std::collections::BTreeMap::new();
+    for f in &seen.frames {
+        *by_size.entry(f.len()).or_insert(0u64) += 1;
+    }
+    if net.veth_drops() == 0 {
+        let want = std::collections::BTreeMap::from([(60, 7000), (590, 4000), (1514, 1000)]);
+        assert_eq!(by_size, want);
+    }
+    net.assert_no_xdp();
+}
+
 #[test]
 fn kernel_engine_varies_flows_in_the_kernel_with_correct_checksums() {
     for (flag, proto) in [("udp", "udp"), ("tcp-syn", "tcp")] {

@@ -477,10 +477,19 @@ fn send(
     let over = || {
         progress.halt.load(Ordering::Relaxed) || share.deadline.is_some_and(|d| Instant::now() >= d)
     };
+    // A paced cycle's packets and its calls' time (not the waits between): the calls' size
+    // changes only between cycles, so every frame of one is sent at the same size, by
+    // weight (IMIX stays 7:4:1).
+    let (mut cycle_sent, mut cycle_took) = (0u64, 0f64);
     while sent < limit && !over() {
         if i % frames.len() == 0 {
             // A count that ends within this cycle is shared by all its frames, by weight.
             cycle_unit = ((limit - sent) / total_weight).max(1);
+            if let (Some(p), true) = (share.pps, cycle_sent > 0) {
+                let sizes = (paced_start.unwrap_or(1), units_of(p, target));
+                unit = paced_unit(unit, cycle_sent, cycle_took, p, sizes);
+                (cycle_sent, cycle_took) = (0, 0.0);
+            }
         }
         let f = &frames[i % frames.len()];
         i += 1;
@@ -507,12 +516,12 @@ fn send(
         let took = call.elapsed().as_secs_f64().max(1e-6);
         call_rate = Some(n as f64 / took);
         match share.pps {
-            // Average rate: wait until the packets sent so far are due. A call slower than
-            // the rate (its set-up and tear-down) sends more from then on.
+            // Average rate: wait until the packets sent so far are due. A cycle of calls
+            // slower than the rate (their set-up and tear-down) makes the next larger.
             Some(p) => {
                 let due = Duration::from_secs_f64(sent as f64 / p);
-                let sizes = (paced_start.unwrap_or(1), units_of(p, target));
-                unit = paced_unit(unit, n, took, p, sizes);
+                cycle_sent += n;
+                cycle_took += took;
                 while let Some(d) = due.checked_sub(started.elapsed()) {
                     if d.is_zero() || over() {
                         break;
@@ -529,9 +538,10 @@ fn send(
     (sent, Ok(()))
 }
 
-/// A paced thread's next call size (per unit of weight): twice `unit` when the last call
-/// sent its `n` packets slower than `pps` (each call's fixed cost), up to `longest`; half
-/// when it kept up four times over, down to `start`; else the same. So the bursts stay as
+/// A paced thread's next call size (per unit of weight): twice `unit` when the last cycle
+/// of calls sent its `n` packets in `took` seconds of calls slower than `pps` (each call's
+/// fixed cost), up to `longest`; half when it kept up four times over, down to `start`;
+/// else the same. So the bursts stay as
 /// short as the calls allow, and a call slowed once (the CPU taken away) costs no more
 /// than a few longer ones.
 fn paced_unit(unit: u64, n: u64, took: f64, pps: f64, (start, longest): (u64, u64)) -> u64 {
