@@ -34,10 +34,13 @@ pub struct GenSummary {
     pub packets: u64,
     /// Bytes of them, without FCS (as `bench` counts them).
     pub bytes: u64,
-    /// Of `packets`, those known not to have gone out (by reason in `drops`): what the
-    /// kernel engine's device refused, what the interface dropped after a socket handed it
-    /// over, what was still queued when the run ended. The rates count the rest.
+    /// Of `packets`, those known not to have gone out (by reason in `drops`; see
+    /// [`GenSummary::set_port_end`] for the socket engine's). The rates count the rest.
     pub not_sent: u64,
+    /// The asked rate's share that the frames handed over came to (`rate_share` counts
+    /// only those sent): near 1 while the rest were not sent, the drops are why.
+    #[serde(skip)]
+    handed_share: Option<f64>,
     pub mpps: f64,
     pub mbps: f64,
     /// Bits per second on the wire with the FCS (what a bit --rate asks for).
@@ -107,6 +110,7 @@ impl GenSummary {
             packets: 0,
             bytes: 0,
             not_sent: 0,
+            handed_share: None,
             mpps: 0.0,
             mbps: 0.0,
             wire_mbps: 0.0,
@@ -155,12 +159,14 @@ impl GenSummary {
         self.drops_total = s.drops.total();
     }
 
-    /// A socket engine's end: the port's counts, then what did not go out of `packets`:
-    /// frames the port took and then could not send (`tx_error`: the kernel or the file
-    /// refused them; `tx_invalid_desc`; `tx_stranded`: its interface went away with them
-    /// in flight). An AF_PACKET port counts a frame sent when the kernel takes it from the
-    /// ring: the rest (but those it refused) were still queued at the end (`tx_unsent`).
-    /// `interface` says what the kernel dropped after an AF_XDP port handed frames over.
+    /// A socket engine's end: the port's counts, then what did not go out of `packets`
+    /// (frames the port queued), by backend. AF_XDP: descriptors the kernel found invalid
+    /// (`tx_invalid_desc`), frames its interface went away with in flight (`tx_stranded`;
+    /// a chain's frames each), and what the kernel dropped after the socket handed it over
+    /// (`interface`). AF_PACKET counts a frame sent when the kernel takes it from the
+    /// ring: the rest were refused (`tx_error`) or still queued at the end (`tx_unsent`).
+    /// A tap or a recording: what the device or the file refused (`tx_error`). (A pipe's
+    /// `tx_error` and the others' `tx_invalid_desc` are frames never queued.)
     pub fn set_port_end(
         &mut self,
         s: &PortStats,
@@ -175,14 +181,23 @@ impl GenSummary {
                 *not_sent += n;
             }
         };
-        let mut not_sent = s.drops.tx_error + s.drops.tx_invalid_desc;
-        lost("tx_stranded", s.tx_stranded, &mut not_sent);
-        if backend == Backend::Packet {
-            let unsent = self.packets.saturating_sub(s.tx_packets + s.drops.tx_error);
-            lost("tx_unsent", unsent, &mut not_sent);
-        }
-        if let Some(watch) = interface {
-            not_sent += watch.account(&mut self.drops, &mut self.drops_total, &mut self.notes);
+        let mut not_sent = 0;
+        match backend {
+            Backend::Xdp => {
+                not_sent += s.drops.tx_invalid_desc;
+                lost("tx_stranded", s.tx_stranded, &mut not_sent);
+                if let Some(watch) = interface {
+                    not_sent +=
+                        watch.account(&mut self.drops, &mut self.drops_total, &mut self.notes);
+                }
+            }
+            Backend::Packet => {
+                not_sent += s.drops.tx_error;
+                let unsent = self.packets.saturating_sub(s.tx_packets + s.drops.tx_error);
+                lost("tx_unsent", unsent, &mut not_sent);
+            }
+            Backend::Tap | Backend::Pcap => not_sent += s.drops.tx_error,
+            Backend::Pipe => {}
         }
         self.not_sent = not_sent.min(self.packets);
     }
@@ -221,12 +236,14 @@ impl GenSummary {
         self.cpu = self.cpu_time.map(|t| CpuReport::new(t, self.packets));
         // A run shorter than a second says too little about a rate.
         if let Some(asked) = self.asked.filter(|_| self.seconds >= 1.0) {
-            let share = match asked {
-                Rate::PacketsPerSec(pps) => self.mpps * 1e6 / pps,
-                Rate::BitsPerSec(bps) => self.wire_mbps * 1e6 / bps,
+            let share_of = |packets: u64, bytes: u64| match asked {
+                Rate::PacketsPerSec(pps) => packets as f64 / s / pps,
+                Rate::BitsPerSec(bps) => (bytes + 4 * packets) as f64 * 8.0 / s / bps,
             };
+            let share = share_of(sent, sent_bytes);
             self.rate_share = Some(share);
             self.rate_reached = Some(share >= RATE_REACHED);
+            self.handed_share = Some(share_of(self.packets, self.bytes));
         }
         self
     }
@@ -239,9 +256,13 @@ impl GenSummary {
         else {
             return None;
         };
-        let why = match self.not_sent {
-            0 => "the port or this CPU cannot go faster".to_string(),
-            n => format!("{n} of the frames handed over were not sent (drops)"),
+        // The drops are why only where the frames handed over came to the rate.
+        let why = match self.handed_share {
+            Some(handed) if self.not_sent > 0 && handed >= RATE_REACHED => format!(
+                "{} of the frames handed over were not sent (drops)",
+                self.not_sent
+            ),
+            _ => "the port or this CPU cannot go faster".to_string(),
         };
         Some(format!(
             "the asked rate was not reached: {rate} asked, {:.3} Mpps ({:.1} Mbit/s on the \
@@ -315,5 +336,63 @@ impl GenSummary {
             let _ = writeln!(text, "{line}");
         }
         crate::run::report_to::report(&text, to_stderr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary of 1000 frames of 100 bytes handed to `spec` in 1 s at --rate 1000, and
+    /// the port's counts `stats`.
+    fn ended(spec: &str, stats: PortStats) -> GenSummary {
+        let spec: PortSpec = spec.parse().unwrap();
+        let mut s = GenSummary::new("socket", &spec, None);
+        (s.packets, s.bytes, s.seconds) = (1000, 100_000, 1.0);
+        s.set_rate(Some(Rate::PacketsPerSec(1000.0)));
+        s.set_port_end(&stats, spec.backend, None);
+        s.finish()
+    }
+
+    #[test]
+    fn what_did_not_go_out_by_backend() {
+        let mut stats = PortStats::default();
+        stats.drops.tx_error = 10;
+        stats.drops.tx_invalid_desc = 5;
+        // A packet: port: refused and never taken; the kernel took 900.
+        stats.tx_packets = 900;
+        let packet = ended("packet:lo", stats);
+        assert_eq!((packet.not_sent, packet.drops["tx_unsent"]), (100, 90));
+        // A recording: what the file refused; its invalid descriptors were never queued.
+        assert_eq!(ended("pcap:x.pcap", stats).not_sent, 10);
+        // A pipe's errors are frames never queued.
+        assert_eq!(ended("pipe:x", stats).not_sent, 0);
+        // AF_XDP: invalid descriptors and stranded frames.
+        stats.tx_stranded = 3;
+        let xdp = ended("xdp:lo", stats);
+        assert_eq!((xdp.not_sent, xdp.drops["tx_stranded"]), (8, 3));
+        assert!((xdp.mpps - 0.000992).abs() < 1e-9, "{}", xdp.mpps);
+    }
+
+    #[test]
+    fn a_missed_rate_is_put_on_the_drops_only_when_the_handing_kept_up() {
+        let mut stats = PortStats::default();
+        stats.drops.tx_error = 200;
+        let dropped = ended("pcap:x.pcap", stats);
+        assert_eq!(dropped.rate_reached, Some(false));
+        let line = dropped.shortfall().unwrap();
+        assert!(
+            line.ends_with("200 of the frames handed over were not sent (drops)"),
+            "{line}"
+        );
+        // Half the rate handed over: the CPU or port, whatever else was dropped.
+        let mut slow = ended("pcap:x.pcap", stats);
+        slow.seconds = 2.0;
+        let slow = slow.finish();
+        let line = slow.shortfall().unwrap();
+        assert!(
+            line.ends_with("the port or this CPU cannot go faster"),
+            "{line}"
+        );
     }
 }
