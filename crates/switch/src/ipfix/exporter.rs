@@ -315,6 +315,23 @@ mod tests {
         assert!(error.contains("Connection refused"), "{error}");
     }
 
+    /// A template message the socket refused goes again at the next tick, not an interval
+    /// later: a collector back meanwhile gets templates at once.
+    #[test]
+    fn refused_templates_go_again_at_the_next_tick() {
+        let (mut exporter, collector) = exporter(10 * S);
+        drop(collector);
+        // Sent; the host's "port unreachable" fails the next send.
+        exporter.tick(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(50));
+        // Due again (10 s on), refused; then tried at the next tick, a tenth of a second on.
+        exporter.tick(10 * S);
+        exporter.tick(10 * S + S / 10);
+        let stats = exporter.stats();
+        assert_eq!((stats.messages, stats.send_errors), (2, 1), "{stats:?}");
+        assert_eq!(stats.templates, 2, "{stats:?}");
+    }
+
     #[test]
     fn templates_are_sent_again_every_interval() {
         let (mut exporter, collector) = exporter(10 * S);
