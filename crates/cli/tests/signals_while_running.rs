@@ -122,15 +122,27 @@ fn gen_to_file(dir: &TempDir, hup: &str) -> (std::process::Child, String) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Its standard error read on a thread of its own (to the end, so it never blocks on a
+    // full pipe), which says when gen is ready; 10 s at most.
     let stderr = child.stderr.take().unwrap();
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let ready = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains(" ready "));
-    assert!(ready, "gen never said it was ready");
-    // The rest of its standard error, read so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    let (said, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains(" ready ") {
+                let _ = said.send(());
+            }
+        }
+    });
+    if ready
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .is_err()
+    {
+        let _ = child.kill();
+        panic!("gen never said it was ready");
+    }
     (child, file)
 }
 

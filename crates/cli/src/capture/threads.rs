@@ -25,7 +25,7 @@ use crate::run::clock::now_ns;
 use crate::run::threads::{self, ThreadClock};
 
 /// Bytes of each feeder chunk: a thread's packets reach the merger a chunk at a time (or
-/// every FLUSH_EVERY), and a thread has `-B` shared out between the threads in these.
+/// every FLUSH_EVERY), and a thread has its share of the buffer (`--buffer`, `-B`) in these.
 const FEED_CHUNK: usize = 1 << 20;
 
 /// What one receiving thread did.

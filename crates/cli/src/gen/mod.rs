@@ -327,8 +327,8 @@ impl GenArgs {
         let flows = FlowPlan::new(base, self.flows);
         if flows.addresses() > 1 {
             notes.push(format!(
-                "{} flows: source ports {}-65535, source addresses {} to {} (not the \
-                 destination's)",
+                "{} flows: source ports {}-65535, source addresses {} to {} (stepping over \
+                 the destination's)",
                 self.flows,
                 self.src_port,
                 frames::src_addr(&flows.flow(0)),
