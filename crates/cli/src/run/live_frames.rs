@@ -541,9 +541,8 @@ fn send(
 /// A paced thread's next call size (per unit of weight): twice `unit` when the last cycle
 /// of calls sent its `n` packets in `took` seconds of calls slower than `pps` (each call's
 /// fixed cost), up to `longest`; half when it kept up four times over, down to `start`;
-/// else the same. So the bursts stay as
-/// short as the calls allow, and a call slowed once (the CPU taken away) costs no more
-/// than a few longer ones.
+/// else the same. So the bursts stay as short as the calls allow, and a cycle slowed once
+/// (the CPU taken away) costs no more than a few longer ones.
 fn paced_unit(unit: u64, n: u64, took: f64, pps: f64, (start, longest): (u64, u64)) -> u64 {
     let rate = n as f64 / took;
     if rate < pps {
