@@ -612,6 +612,16 @@ fn bad_devices_and_filters_fail_as_libpcap_fails_them_leaving_nothing_attached()
         assert!(err.contains(says), "{args:?}: {err}");
         net.assert_no_xdp();
     }
+    // An interface that is down, as tcpdump on the plain interface says (it waited).
+    must(&["ip", "-n", &net.ns_b, "link", "set", &net.b, "down"]);
+    let (code, _, err) = pcap_run(&net.ns_b, &["tcpdump", "-i", &dev, "-c", "1"])
+        .exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("tcpdump: {dev}: That device is not up")),
+        "{err}"
+    );
+    net.assert_no_xdp();
 }
 
 /// A program that cannot be run ends pcap-run as the shell, env and nohup end: 127 when

@@ -68,6 +68,7 @@ pub const PCAP_ERROR_ACTIVATED: c_int = -4;
 pub const PCAP_ERROR_NO_SUCH_DEVICE: c_int = -5;
 pub const PCAP_ERROR_RFMON_NOTSUP: c_int = -6;
 pub const PCAP_ERROR_PERM_DENIED: c_int = -8;
+pub const PCAP_ERROR_IFACE_NOT_UP: c_int = -9;
 pub const PCAP_ERROR_TSTAMP_PRECISION_NOTSUP: c_int = -12;
 pub const PCAP_WARNING_PROMISC_NOTSUP: c_int = 2;
 pub const PCAP_WARNING_TSTAMP_TYPE_NOTSUP: c_int = 3;

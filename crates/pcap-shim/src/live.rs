@@ -13,8 +13,8 @@ use wirespeed_xdp::handover::Handover;
 
 use crate::broker;
 use crate::ffi::{
-    PCAP_ERROR, PCAP_ERROR_NO_SUCH_DEVICE, PCAP_ERROR_PERM_DENIED, PCAP_ERROR_RFMON_NOTSUP,
-    PCAP_WARNING_PROMISC_NOTSUP, PcapPkthdr,
+    PCAP_ERROR, PCAP_ERROR_IFACE_NOT_UP, PCAP_ERROR_NO_SUCH_DEVICE, PCAP_ERROR_PERM_DENIED,
+    PCAP_ERROR_RFMON_NOTSUP, PCAP_WARNING_PROMISC_NOTSUP, PcapPkthdr,
 };
 use crate::handle::Handle;
 use crate::options::ShimOptions;
@@ -95,6 +95,14 @@ impl Live {
         }
         let options = ShimOptions::from_env().map_err(|m| refused(PCAP_ERROR, m))?;
         check_place(&h.spec).map_err(|e| refused(status_of(&e), e.to_string()))?;
+        // libpcap refuses an interface that is down (its bind fails with ENETDOWN), and
+        // tcpdump says "That device is not up"; a port here would wait for it.
+        if !admin_up(&h.spec.iface) {
+            return Err(refused(
+                PCAP_ERROR_IFACE_NOT_UP,
+                format!("{}: That device is not up", h.device),
+            ));
+        }
         check_take(&h.spec.iface, options.take).map_err(|m| refused(PCAP_ERROR, m))?;
         // Under pcap-run the broker attaches the program and hands it over (the program
         // may have given up the privilege to load one: dumpcap has).
@@ -351,6 +359,15 @@ fn status_of(e: &PortError) -> i32 {
         }
         _ => PCAP_ERROR,
     }
+}
+
+/// Whether `iface` is administratively up (IFF_UP), as its sysfs flags say: a carrier is
+/// not asked for, as libpcap does not ask.
+fn admin_up(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/flags"))
+        .ok()
+        .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+        .is_none_or(|flags| flags & libc::IFF_UP as u32 != 0)
 }
 
 fn is_permission(text: &str) -> bool {
