@@ -164,40 +164,36 @@ fn rate_is_kept(net: NetPair, extra: &[&str]) {
     net.assert_no_xdp();
 }
 
-#[test]
-fn kernel_engine_sends_every_flow_and_size_in_proportion() {
-    let net = NetPair::new("gc");
+/// `count` frames of `gen --engine kernel ARGS` from A, captured by tcpdump on B: the veth
+/// pair and what arrived (tcpdump dropping none; each frame either captured or a veth drop).
+fn captured_kernel_engine(tag: &str, count: u64, args: &[&str]) -> (NetPair, Vec<Vec<u8>>) {
+    let net = NetPair::new(tag);
     // XDP frames cross a veth only into a peer in NAPI mode: an XDP program or GRO.
     must(&[
         "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
     ]);
-    let file = ScratchFile::new("gen-kernel.pcap");
+    let file = ScratchFile::new(&format!("gen-kernel-{tag}.pcap"));
     let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
-    // One cycle: 4 flows x IMIX weights 7 + 4 + 1 = 48 units of 10 frames.
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "gen",
-            "--engine",
-            "kernel",
-            "--port",
-            &format!("xdp:{}", net.a),
-            "--count",
-            "480",
-            "--flows",
-            "4",
-            "--imix",
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["packets"].as_u64(), Some(480), "{tx}");
+    let port = format!("xdp:{}", net.a);
+    let n = count.to_string();
+    let mut argv = vec!["gen", "--engine", "kernel", "--port", &port, "--count", &n];
+    argv.extend_from_slice(args);
+    argv.extend(["--json", "-q"]);
+    let tx = run_json(&net.ns_a, &argv);
+    assert_eq!(tx["packets"].as_u64(), Some(count), "{tx}");
     let seen = cap.stop(false);
     assert_eq!(seen.dropped_by_tcpdump, 0);
-    assert_eq!(seen.frames.len() + net.veth_drops() as usize, 480);
+    assert_eq!(seen.frames.len() as u64 + net.veth_drops(), count);
+    (net, seen.frames)
+}
+
+#[test]
+fn kernel_engine_sends_every_flow_and_size_in_proportion() {
+    // One cycle: 4 flows x IMIX weights 7 + 4 + 1 = 48 units of 10 frames.
+    let (net, frames) = captured_kernel_engine("gc", 480, &["--flows", "4", "--imix"]);
     if net.veth_drops() == 0 {
         let mut by_kind = std::collections::BTreeMap::new();
-        for f in &seen.frames {
+        for f in &frames {
             // (UDP source port, frame length)
             let key = (u16::from_be_bytes([f[34], f[35]]), f.len());
             *by_kind.entry(key).or_insert(0) += 1;
@@ -214,37 +210,10 @@ fn kernel_engine_sends_every_flow_and_size_in_proportion() {
 /// sizes stay 7:4:1 (sized call by call, a paced IMIX came out about 14:4:1).
 #[test]
 fn a_paced_kernel_engine_keeps_imix_in_proportion() {
-    let net = NetPair::new("gi");
-    must(&[
-        "ip", "netns", "exec", &net.ns_b, "ethtool", "-K", &net.b, "gro", "on",
-    ]);
-    let file = ScratchFile::new("gen-kernel-imix.pcap");
-    let cap = Capture::tcpdump_inbound(&net.ns_b, &net.b, &file);
-    let port = format!("xdp:{}", net.a);
-    let tx = run_json(
-        &net.ns_a,
-        &[
-            "gen",
-            "--engine",
-            "kernel",
-            "--port",
-            &port,
-            "--count",
-            "12000",
-            "--rate",
-            "20000",
-            "--imix",
-            "--no-stamp",
-            "--json",
-            "-q",
-        ],
-    );
-    assert_eq!(tx["packets"].as_u64(), Some(12_000), "{tx}");
-    let seen = cap.stop(false);
-    assert_eq!(seen.dropped_by_tcpdump, 0);
-    assert_eq!(seen.frames.len() + net.veth_drops() as usize, 12_000);
+    let args = ["--rate", "20000", "--imix", "--no-stamp"];
+    let (net, frames) = captured_kernel_engine("gi", 12_000, &args);
     let mut by_size = std::collections::BTreeMap::new();
-    for f in &seen.frames {
+    for f in &frames {
         *by_size.entry(f.len()).or_insert(0u64) += 1;
     }
     if net.veth_drops() == 0 {

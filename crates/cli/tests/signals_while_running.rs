@@ -13,7 +13,7 @@ use wirespeed_capture::write::Format;
 #[test]
 fn a_second_sigint_ends_a_replay_waiting_on_an_idle_pipe() {
     use std::io::Write;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = TempDir::new("pidle");
     let file = dir.path("head.pcap");
     let records: Vec<Rec> = pcaps::mixed_frames(3)
@@ -35,20 +35,10 @@ fn a_second_sigint_ends_a_replay_waiting_on_an_idle_pipe() {
     let mut pipe = child.stdin.take().unwrap();
     pipe.write_all(&std::fs::read(&file).unwrap()).unwrap();
     let pid = child.id().to_string();
-    let wait = |child: &mut std::process::Child, within: Duration| {
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Some(status) = child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    };
     std::thread::sleep(Duration::from_millis(500));
     must(&["kill", "-INT", &pid]);
     // The second signal counts when it comes half a second or more after the first.
-    let status = match wait(&mut child, Duration::from_millis(700)) {
+    let status = match wait_within(&mut child, Duration::from_millis(700)) {
         // Ended by the first: a clean stop.
         Some(status) => {
             assert!(status.success(), "{status}");
@@ -56,7 +46,7 @@ fn a_second_sigint_ends_a_replay_waiting_on_an_idle_pipe() {
         }
         None => {
             must(&["kill", "-INT", &pid]);
-            wait(&mut child, Duration::from_secs(5))
+            wait_within(&mut child, Duration::from_secs(5))
         }
     };
     if status.is_none() {
@@ -146,17 +136,27 @@ fn gen_to_file(dir: &TempDir, hup: &str) -> (std::process::Child, String) {
     (child, file)
 }
 
-/// Waits up to 10 s for `child` to end (killed then, failing the test).
-fn ended(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::time::Instant::now() < until {
+/// `child`'s exit status if it ends within `within`.
+fn wait_within(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
         if let Some(status) = child.try_wait().unwrap() {
-            return status;
+            return Some(status);
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let _ = child.kill();
-    panic!("still running 10 s after the signal");
+    None
+}
+
+/// Waits up to 10 s for `child` to end (killed then, failing the test).
+fn ended(child: &mut std::process::Child) -> std::process::ExitStatus {
+    wait_within(child, std::time::Duration::from_secs(10)).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("still running 10 s after the signal");
+    })
 }
 
 /// A hangup (the terminal closed, an ssh session dropped) stops a tool as SIGINT does, as
