@@ -60,6 +60,8 @@ pub struct Live {
     /// (an AF_XDP socket whose interface is deleted is told nothing poll() sees). None
     /// where rtnetlink cannot be listened to.
     pub link_events: Option<wirespeed_port::LinkEvents>,
+    /// When `link_events` was last read.
+    link_events_read: std::time::Instant,
     /// A packet of several frames (multi-buffer), gathered for the program: valid until the
     /// next one is, after the callback it was handed to returned.
     pub gathered: Vec<u8>,
@@ -201,6 +203,7 @@ impl Live {
                 mtu: wirespeed_port::interface_mtu(&h.spec.iface),
                 link_checked: std::time::Instant::now(),
                 link_events,
+                link_events_read: std::time::Instant::now(),
                 gathered: Vec::new(),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
@@ -211,11 +214,16 @@ impl Live {
     }
 
     /// Whether word of a link change came since the last look (read, so the selectable
-    /// set is quiet again).
-    pub fn link_changed(&mut self) -> bool {
-        self.link_events
-            .as_mut()
-            .is_some_and(|events| events.take().unwrap_or(false))
+    /// set is quiet again); looked at once every `every` at most.
+    pub fn link_changed(&mut self, every: std::time::Duration) -> bool {
+        let Some(events) = self.link_events.as_mut() else {
+            return false;
+        };
+        if self.link_events_read.elapsed() < every {
+            return false;
+        }
+        self.link_events_read = std::time::Instant::now();
+        events.take().unwrap_or(false)
     }
 
     /// Reads the wake eventfd empty (it is non-blocking).

@@ -27,6 +27,10 @@ const WAIT_SLICE: Duration = Duration::from_millis(250);
 /// deleted just receives nothing more, where libpcap's read fails.
 const LINK_CHECK: Duration = Duration::from_secs(1);
 
+/// How often an empty burst reads the word of link changes (a system call): not every
+/// empty burst of a spinning read, and soon enough for a program woken by that word.
+const LINK_EVENTS_CHECK: Duration = Duration::from_millis(10);
+
 /// A packet handed to the program: its header, and its bytes (`caplen` of them) in their
 /// frame, where they stay until the next burst.
 pub type Deliver<'a> = dyn FnMut(&PcapPkthdr, *const u8) + 'a;
@@ -117,7 +121,9 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
             Ok(got) => {
                 if got > 0 {
                     live.stamp_ns = now_ns();
-                } else if live.link_changed() || live.link_checked.elapsed() >= LINK_CHECK {
+                } else if live.link_changed(LINK_EVENTS_CHECK)
+                    || live.link_checked.elapsed() >= LINK_CHECK
+                {
                     live.link_checked = Instant::now();
                     if live.port.link() == LinkState::Gone {
                         // libpcap's words (tcpdump: "pcap_loop: The interface disappeared").
