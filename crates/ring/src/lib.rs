@@ -106,6 +106,13 @@ impl<T: Copy> Producer<T> {
         self.cached_prod.wrapping_sub(self.consumer_index())
     }
 
+    /// The `i`-th entry submitted and not yet consumed, counted from the consumer index:
+    /// what a producer takes back from a consumer that has gone away (an AF_XDP socket
+    /// whose interface was deleted), for `i in 0..pending()` (at most the ring's size).
+    pub fn read_pending(&self, i: u32) -> T {
+        self.ring.read(self.consumer_index().wrapping_add(i))
+    }
+
     /// True when the other side asked to be woken (the AF_XDP need_wakeup flag).
     #[inline]
     pub fn needs_wakeup(&self) -> bool {

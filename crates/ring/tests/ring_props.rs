@@ -129,3 +129,27 @@ fn a_consumer_that_asks_for_a_wakeup_is_seen_by_the_producer() {
     rx.set_needs_wakeup(false);
     assert!(!tx.needs_wakeup_after_submit());
 }
+
+#[test]
+fn a_producer_reads_back_exactly_what_was_not_consumed() {
+    let (mut tx, mut rx) = heap_ring::<u32>(8);
+    let mut next = 0u32;
+    // Around the ring a few times, so the unconsumed entries straddle its end.
+    for _ in 0..5 {
+        let n = tx.reserve(5);
+        for i in 0..n {
+            tx.write(i, next + i);
+        }
+        tx.submit(n);
+        next += n;
+        let m = rx.peek(3);
+        rx.release(m);
+        let left: Vec<u32> = (0..tx.pending()).map(|i| tx.read_pending(i)).collect();
+        let first = rx.consumer_index();
+        assert_eq!(left, (first..next).collect::<Vec<_>>());
+        // The consumer takes the rest, so the next round starts empty.
+        let m = rx.peek(8);
+        rx.release(m);
+        assert_eq!(tx.pending(), 0);
+    }
+}
