@@ -245,6 +245,40 @@ impl Socket {
         Ok(sys::poll_one(self.raw_fd(), libc::POLLIN, timeout_ms)? & libc::POLLIN != 0)
     }
 
+    /// For a socket whose interface was deleted, when the kernel neither fills nor sends
+    /// for it any more: moves every frame its rings still hold back to `pool` (completions,
+    /// received packets not taken, fill and TX entries the kernel never consumed) and
+    /// returns how many, and how many the kernel consumed and never gave back (lost with
+    /// the socket: `RingCounts::kernel`). Close the socket after: its fill and TX rings
+    /// still list the frames taken back.
+    pub fn take_back_frames(&mut self, umem: &Umem, pool: &mut FramePool) -> (u64, u64) {
+        let lost = self.ring_counts().kernel;
+        let mut taken = 0u64;
+        let mut give = |addr: u64| {
+            if umem.is_valid(addr, 0) && pool.free(umem.frame_base(addr)) {
+                taken += 1;
+            }
+        };
+        if let Some(comp) = self.completion.as_mut() {
+            let n = comp.peek(comp.size());
+            (0..n).for_each(|i| give(comp.read(i)));
+            comp.release(n);
+        }
+        if let Some(rx) = self.rx.as_mut() {
+            let n = rx.peek(rx.size());
+            (0..n).for_each(|i| give(rx.read(i).addr));
+            rx.release(n);
+        }
+        if let Some(fill) = self.fill.as_mut() {
+            (0..fill.pending().min(fill.size())).for_each(|i| give(fill.read_pending(i)));
+        }
+        if let Some(tx) = self.tx.as_mut() {
+            (0..tx.pending().min(tx.size())).for_each(|i| give(tx.read_pending(i).addr));
+        }
+        self.rx_resync = false;
+        (taken, lost)
+    }
+
     /// Where the frames this socket handed to the kernel are, from the ring indices. Kernel
     /// indices are read so that `kernel` never comes out negative (RX producer before fill
     /// consumer: the kernel takes a fill entry before it produces an RX entry).

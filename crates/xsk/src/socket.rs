@@ -91,6 +91,20 @@ pub struct Statistics {
     pub tx_ring_empty_descs: u64,
 }
 
+impl Statistics {
+    /// Both counts together: a port's across the sockets it had.
+    pub fn plus(self, o: Statistics) -> Statistics {
+        Statistics {
+            rx_dropped: self.rx_dropped + o.rx_dropped,
+            rx_invalid_descs: self.rx_invalid_descs + o.rx_invalid_descs,
+            tx_invalid_descs: self.tx_invalid_descs + o.tx_invalid_descs,
+            rx_ring_full: self.rx_ring_full + o.rx_ring_full,
+            rx_fill_ring_empty_descs: self.rx_fill_ring_empty_descs + o.rx_fill_ring_empty_descs,
+            tx_ring_empty_descs: self.tx_ring_empty_descs + o.tx_ring_empty_descs,
+        }
+    }
+}
+
 /// An AF_XDP socket bound to one queue of one interface.
 pub struct Socket {
     pub(crate) fd: OwnedFd,
