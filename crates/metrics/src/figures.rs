@@ -82,6 +82,7 @@ pub fn frame_figures(e: &mut Exposition, labels: &[(&str, &str)], a: &FrameAudit
         ("application", a.application),
         ("tx", a.tx),
         ("completion", a.completion),
+        ("lost", a.lost),
     ];
     for (place, n) in places {
         let mut with_place = labels.to_vec();
@@ -90,7 +91,7 @@ pub fn frame_figures(e: &mut Exposition, labels: &[(&str, &str)], a: &FrameAudit
             "wirespeed_umem_frames",
             "Frames of the buffer area by place: free in the pool, in the fill ring, held by \
              the kernel, in the receive ring, with the application, in the transmit ring, in \
-             the completion ring.",
+             the completion ring, lost with the socket of a deleted interface.",
             &with_place,
             n as f64,
         );

@@ -110,7 +110,7 @@ impl PortStats {
 }
 
 /// Where every frame of a port's buffer area is (the UMEM conservation law): pool + fill +
-/// kernel + rx + application + tx + completion = total.
+/// kernel + rx + application + tx + completion + lost = total.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct FrameAudit {
     pub total: u64,
@@ -121,11 +121,21 @@ pub struct FrameAudit {
     pub application: u64,
     pub tx: u64,
     pub completion: u64,
+    /// Frames the kernel had taken and never gave back when a port's interface was deleted
+    /// and its socket closed (the port bound again to the interface made under its name).
+    pub lost: u64,
 }
 
 impl FrameAudit {
     pub fn accounted(&self) -> u64 {
-        self.pool + self.fill + self.kernel + self.rx + self.application + self.tx + self.completion
+        self.pool
+            + self.fill
+            + self.kernel
+            + self.rx
+            + self.application
+            + self.tx
+            + self.completion
+            + self.lost
     }
 
     /// True when every frame is somewhere, exactly once.

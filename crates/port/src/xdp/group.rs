@@ -11,7 +11,7 @@ use wirespeed_xsk::Socket;
 
 use super::XDP_PACKET_HEADROOM;
 use super::spill::Spill;
-use crate::{Batch, FrameAudit, LinkState, PortError, PortInfo, PortStats};
+use crate::{Batch, FrameAudit, LinkState, PortError, PortInfo, PortOptions, PortSpec, PortStats};
 
 /// One port of a group: its socket, its program, its counters.
 pub(super) struct Member {
@@ -30,6 +30,10 @@ pub(super) struct Member {
     pub(super) rx_outstanding: u32,
     pub(super) rx_share: u32,
     pub(super) queue: u32,
+    /// What the member was opened as: what `rejoin` binds again.
+    pub(super) spec: PortSpec,
+    /// The kernel's counts of the sockets the member had before this one (`rejoin`).
+    pub(super) retired: wirespeed_xsk::Statistics,
 }
 
 impl Member {
@@ -56,6 +60,10 @@ pub struct XdpGroup {
     pub(super) tx_reserve: usize,
     /// Packets our program set aside while we were behind (`PortOptions::spill_bytes`).
     pub(super) spill: Option<Spill>,
+    /// The options the group was opened with (what `rejoin` binds a member with).
+    pub(super) opts: PortOptions,
+    /// Frames lost with the sockets of members whose interface was deleted.
+    pub(super) lost: u64,
 }
 
 impl XdpGroup {
@@ -495,7 +503,7 @@ impl XdpGroup {
     pub fn stats(&mut self, port: usize) -> PortStats {
         let m = &self.members[port];
         let mut s = m.stats;
-        if let Ok(k) = m.socket.statistics() {
+        if let Ok(k) = m.socket.statistics().map(|k| k.plus(m.retired)) {
             // In copy mode a packet that finds the fill ring empty is counted both as
             // rx_dropped and as a fill-ring-empty event: count it once, under the latter.
             let fill_empty = k.rx_fill_ring_empty_descs.min(k.rx_dropped);
@@ -521,6 +529,7 @@ impl XdpGroup {
             total: self.umem.frame_count() as u64,
             pool: self.pool.len() as u64,
             application: self.app_held,
+            lost: self.lost,
             ..FrameAudit::default()
         };
         for m in &self.members {
@@ -534,7 +543,7 @@ impl XdpGroup {
         a
     }
 
-    fn reclaim(&mut self, port: usize) {
+    pub(super) fn reclaim(&mut self, port: usize) {
         let m = &mut self.members[port];
         let (done, invalid) = m.socket.complete(&self.umem, &mut self.pool, u32::MAX);
         // Saturating: a stranded member's late completions were already counted.

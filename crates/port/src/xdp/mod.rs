@@ -5,11 +5,13 @@
 //! `XdpGroup` is several ports sharing one UMEM and one frame pool, owned by one thread, so
 //! forwarding between them moves descriptors (netmap's buffer swap); `XdpPort` is a group of
 //! one queue, or of every receive queue of an interface, behind the `Port` trait. `open.rs`
-//! sets them up (attach, bind, size, fill, register); `group.rs` is the per-burst path.
+//! sets them up (attach, bind, size, fill, register); `group.rs` is the per-burst path;
+//! `rejoin.rs` binds a member again to an interface made anew under its name.
 
 mod group;
 mod open;
 mod port;
+mod rejoin;
 mod spill;
 
 pub use group::XdpGroup;
