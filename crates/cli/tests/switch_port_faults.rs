@@ -1,7 +1,8 @@
 //! A port whose interface goes down or away under a running switch: the switch marks it
 //! (show, dump-ports, --json), counts what was meant for it as `link_down`, and every other
-//! port goes on forwarding; a port back up forwards again, and one deleted for good is left
-//! until the switch exits, cleanly. (Before: the whole switch exited, status 1, on the first
+//! port goes on forwarding; a port back up forwards again, and one deleted is left until an
+//! interface is made again under its name (switch_port_made_again.rs), or the switch exits,
+//! cleanly. (Before: the whole switch exited, status 1, on the first
 //! failed send to the port.)
 
 mod common;
@@ -169,8 +170,8 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[2]]);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
-    // An interface made again under its name is another one: OpenFlow's port description
-    // says port 3 is down, as show does, not the new interface's state.
+    // An interface made again under its name: the port is bound to it, and OpenFlow's port
+    // description has its address and state (up), as show does.
     let again = format!("{}x", star.ports[2]);
     must(&[
         "ip",
@@ -188,6 +189,12 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     for dev in [&star.ports[2], &again] {
         must(&["ip", "-n", &star.ns_m, "link", "set", dev, "up"]);
     }
+    // `show` lists the ports that are not up.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while ctl(&sock, &["show"]).contains(" port 3: link ") {
+        assert!(std::time::Instant::now() < until, "port 3 never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let desc = must(&[
         "ip",
         "netns",
@@ -201,16 +208,24 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
         "tcp:127.0.0.1:6653",
     ]);
     let port3 = desc.split(" 3(").nth(1).unwrap_or_default();
+    let address = format!("addr:{}", mac_of(&star.ns_m, &star.ports[2]));
     assert!(
-        port3.contains("config:     PORT_DOWN") && port3.contains("state:      LINK_DOWN"),
+        port3.contains(&address)
+            && port3.contains("config:     0")
+            && port3.contains("state:      LIVE"),
         "{desc}"
     );
     let (j, log) = switch.interrupt();
     let port3 = format!("port 3 (xdp:{})", star.ports[2]);
-    for said in ["link down", "link up: forwarding again", "interface gone"] {
+    for said in [
+        "link down",
+        "link up: forwarding again",
+        "interface gone",
+        "interface made again: bound to it, forwarding again",
+    ] {
         assert!(log.contains(&format!("{port3}: {said}")), "{said}: {log}");
     }
-    assert_eq!(j["ports"][2]["link"], "gone", "{j}");
+    assert_eq!(j["ports"][2]["link"], "up", "{j}");
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }
 
@@ -251,7 +266,19 @@ fn the_fast_path_stops_redirecting_to_a_port_that_went_away() {
         port_count(&ports, 2, "drops:", "link_down") >= 2_000,
         "{ports}"
     );
-    let (j, _) = switch.interrupt();
+    // Made again: the fast path does not take a port back, and the log says so.
+    star.link_host(1);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(ctl(&sock, &["show"]).contains(" port 2: link gone"));
+    let (j, log) = switch.interrupt();
+    let refused = format!(
+        "port 2 (xdp:{}): interface {} made again",
+        star.ports[1], star.ports[1]
+    );
+    assert!(
+        log.contains(&refused) && log.contains("with --offload the fast path does not take"),
+        "{log}"
+    );
     assert_eq!(j["ports"][1]["link"], "gone", "{j}");
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }

@@ -9,37 +9,47 @@ pub struct NetStar {
     pub ns_m: String,
     pub hosts: Vec<String>,
     pub ports: Vec<String>,
+    /// Receive and transmit queues of each veth (both ends).
+    pub queues: u32,
 }
 
 impl NetStar {
     pub fn new(tag: &str, hosts: usize) -> NetStar {
+        NetStar::with_queues(tag, hosts, 1)
+    }
+
+    /// `new`, each veth with `queues` queues each way.
+    pub fn with_queues(tag: &str, hosts: usize, queues: u32) -> NetStar {
         let id = unique_id(tag);
         let star = NetStar {
             ns_m: format!("wss{id}m"),
             hosts: (0..hosts).map(|i| format!("wss{id}h{i}")).collect(),
             ports: (0..hosts).map(|i| format!("wss{id}p{i}")).collect(),
+            queues,
         };
         add_namespace(&star.ns_m);
-        for (i, (host, port)) in star.hosts.iter().zip(&star.ports).enumerate() {
+        for (i, host) in star.hosts.iter().enumerate() {
             add_namespace(host);
-            must(&[
-                "ip", "link", "add", host, "netns", host, "type", "veth", "peer", "name", port,
-                "netns", &star.ns_m,
-            ]);
-            must(&["ip", "-n", host, "link", "set", host, "up"]);
-            must(&["ip", "-n", &star.ns_m, "link", "set", port, "up"]);
-            must(&[
-                "ip",
-                "-n",
-                host,
-                "addr",
-                "add",
-                &format!("{}/24", star.ip(i)),
-                "dev",
-                host,
-            ]);
+            star.link_host(i);
         }
         star
+    }
+
+    /// Joins host `i` to the middle: the veth, both ends up, the host's address (again
+    /// after `ip link del` of either end, as a container restarted makes its veth anew).
+    pub fn link_host(&self, i: usize) {
+        let (host, port) = (&self.hosts[i], &self.ports[i]);
+        let q = self.queues.to_string();
+        let queues = ["numtxqueues", q.as_str(), "numrxqueues", q.as_str()];
+        let mut add = vec!["ip", "link", "add", host, "netns", host];
+        add.extend(queues);
+        add.extend(["type", "veth", "peer", "name", port, "netns", &self.ns_m]);
+        add.extend(queues);
+        must(&add);
+        must(&["ip", "-n", host, "link", "set", host, "up"]);
+        must(&["ip", "-n", &self.ns_m, "link", "set", port, "up"]);
+        let address = format!("{}/24", self.ip(i));
+        must(&["ip", "-n", host, "addr", "add", &address, "dev", host]);
     }
 
     /// Host `i`'s address.

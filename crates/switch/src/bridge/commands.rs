@@ -554,7 +554,7 @@ fn show(bridge: &mut Bridge) -> String {
             .enumerate()
             .map(|(i, (&n, (info, _, _)))| {
                 let (name, mut link) = interface_of(&info.spec);
-                // Another interface may have its name now: this one is down, for good.
+                // Another interface may have its name now, not (yet) bound: this one is down.
                 if bridge.link(i) == Link::Gone {
                     link = LinkState::default();
                 }
@@ -632,7 +632,11 @@ fn show(bridge: &mut Bridge) -> String {
             .map_or("any CPU".to_string(), |c| format!("CPU {c}"));
         let _ = write!(out, "\n pmd {t} ({cpu}):");
         if let Some(a) = snapshot.audit {
-            let _ = write!(out, " UMEM of {} frames ({} free);", a.total, a.pool);
+            let _ = write!(out, " UMEM of {} frames ({} free", a.total, a.pool);
+            if a.lost > 0 {
+                let _ = write!(out, ", {} lost with deleted interfaces", a.lost);
+            }
+            let _ = write!(out, ");");
         }
         let _ = write!(out, " receives on");
         for (n, (info, stats, receives)) in numbers.iter().zip(&snapshot.ports) {

@@ -20,6 +20,7 @@ pub mod meter_commands;
 pub mod metrics;
 mod open;
 pub mod port_counts;
+mod rejoin;
 pub mod start_tables;
 pub mod summary;
 
@@ -88,8 +89,9 @@ pub enum RemovedReason {
 /// or deleted by `wirespeed ctl`, ports changing.
 pub trait BridgeEvents: Send {
     fn rules_removed(&mut self, removed: &[(InstalledRule, RemovedReason)], now: Duration);
-    /// Port `port`'s interface is now up, down, or gone (for good).
-    fn port_changed(&mut self, port: u32, link: LinkState);
+    /// Port `port`'s interface was `was` and is now up, down, or gone (until one is made
+    /// again under its name).
+    fn port_changed(&mut self, port: u32, was: LinkState, link: LinkState);
 }
 
 /// A thread at work, and how to reach it.
@@ -123,6 +125,8 @@ pub struct Bridge {
     /// A thread keeps `links` fresh from the kernel's link messages; without it the
     /// control side asks every tick.
     links_watched: bool,
+    /// Per port: the interface index a port gone was last tried on ([`rejoin`]).
+    rejoin_tried: Vec<Option<u32>>,
     clock: Instant,
     /// The Unix time of `clock`'s start (what flow records' times count from).
     epoch: SystemTime,
@@ -204,6 +208,7 @@ impl Bridge {
             tunnels,
             specs: ports.iter().map(|(_, s)| s.to_string()).collect(),
             links_watched: crate::dpif::port_links::watch(&links).is_ok(),
+            rejoin_tried: vec![None; ports.len()],
             links,
             clock,
             epoch,
@@ -457,6 +462,7 @@ impl Bridge {
             if !self.links_watched {
                 self.links.read();
             }
+            self.rejoin_ports();
             self.announce_links(self.now());
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
@@ -638,20 +644,26 @@ impl Bridge {
         });
         if let Some(events) = &mut self.events {
             for change in &changes {
-                events.port_changed(self.numbers[change.port], change.now);
+                events.port_changed(self.numbers[change.port], change.was, change.now);
             }
         }
         // Said outside the lock: a stderr that blocks must not hold up the threads.
         for change in changes {
             let (n, spec) = (self.numbers[change.port], &self.specs[change.port]);
-            let what = match change.now {
-                LinkState::Up => "link up: forwarding again",
-                LinkState::Down => {
+            let what = match (change.was, change.now) {
+                (LinkState::Gone, LinkState::Up) => {
+                    "interface made again: bound to it, forwarding again"
+                }
+                (LinkState::Gone, LinkState::Down) => {
+                    "interface made again: bound to it, and forwarding once it is up"
+                }
+                (_, LinkState::Up) => "link up: forwarding again",
+                (_, LinkState::Down) => {
                     "link down: what is meant for it is dropped (link_down) until it is up"
                 }
-                LinkState::Gone => {
-                    "interface gone: the port is left out from now on (what is meant for it \
-                     is dropped, link_down)"
+                (_, LinkState::Gone) => {
+                    "interface gone: the port is left out until an interface is made again \
+                     under its name (what is meant for it is dropped, link_down)"
                 }
             };
             eprintln!("wirespeed switch: port {n} ({spec}): {what}");

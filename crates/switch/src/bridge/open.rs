@@ -135,7 +135,7 @@ pub(super) fn poll_mode_threads(
                 ..opts.clone()
             };
             let port = open_other(spec, &port_opts, taps)?;
-            others.push(OtherPort::new(port, receives));
+            others.push(OtherPort::new(port, receives, spec, &port_opts));
         }
         let set = PortSet::new(&numbered, group, others, burst, links.clone());
         let idle = wirespeed_port::Idle::new(opts.ring_size);

@@ -111,6 +111,7 @@ pub fn summary_json(bridge: &mut Bridge, snapshots: &[PmdSnapshot]) -> serde_jso
             .map(|r| (r.name().to_string(), c.drops.get(*r))).collect::<BTreeMap<_, _>>(),
         "frames": {
             "total": audits.iter().map(|a| a.total).sum::<u64>(),
+            "lost": audits.iter().map(|a| a.lost).sum::<u64>(),
             "balanced": audits.iter().all(|a| a.balanced()),
         },
     })

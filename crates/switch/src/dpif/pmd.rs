@@ -135,6 +135,12 @@ pub enum PmdRequest {
     },
     /// Answer once every request before this one is done.
     Sync(Sender<()>),
+    /// Bind port `member` (in the bridge's order), whose interface was deleted, to the
+    /// interface made since under its name (`PortSet::rejoin`).
+    Rejoin {
+        member: usize,
+        done: Sender<Result<(), PortError>>,
+    },
 }
 
 /// A poll-mode thread's state; `run` consumes it on its thread and gives it back at exit.
@@ -246,6 +252,12 @@ impl Pmd {
         self.published.offer(figures);
     }
 
+    /// Binds port `member`, whose interface was deleted, to the interface made since under
+    /// its name (the bridge asks every thread, then marks the port up).
+    pub fn rejoin(&mut self, member: usize) -> Result<(), PortError> {
+        self.ports.rejoin(member)
+    }
+
     pub fn snapshot(&mut self) -> PmdSnapshot {
         let ports = (0..self.ports.len())
             .map(|m| {
@@ -314,6 +326,9 @@ impl Pmd {
                         } => self.packet_out(shared, in_port, &data, &actions)?,
                         PmdRequest::Sync(done) => {
                             let _ = done.send(());
+                        }
+                        PmdRequest::Rejoin { member, done } => {
+                            let _ = done.send(self.rejoin(member));
                         }
                     }
                 }

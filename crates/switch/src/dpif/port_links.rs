@@ -4,8 +4,9 @@
 //! send or receive fails because the interface is down or gone says so at once
 //! ([`PortLinks::report`]). Each poll-mode thread reads the states every round and stops
 //! using a port that is not up: what is meant for it is counted as `link_down`, and it
-//! forwards again when it is back up. The control side reports each change once
-//! ([`PortLinks::changes`]). Ports without an interface (pipes, capture files) are always
+//! forwards again when it is back up. A port whose interface was deleted stays gone until
+//! the bridge binds it to the interface made since under its name ([`PortLinks::rebound`]).
+//! The control side reports each change once ([`PortLinks::changes`]). Ports without an interface (pipes, capture files) are always
 //! up. Each read also takes each interface's MTU: a packet longer than it allows is not
 //! sent ([`PortLinks::longest`]).
 
@@ -37,8 +38,8 @@ fn decode(value: u8) -> LinkState {
 
 /// The bridge's ports' link states, in the bridge's port order.
 pub struct PortLinks {
-    /// Each port's interface index when it opened (None: no interface).
-    ifindex: Vec<Option<u32>>,
+    /// Each port's interface index when it opened or was bound again (0: no interface).
+    ifindex: Vec<AtomicU32>,
     state: Vec<AtomicU8>,
     /// The state `refresh` last reported for each port (it reports each change once,
     /// whoever found it).
@@ -80,8 +81,26 @@ impl PortLinks {
                 .iter()
                 .map(|&i| AtomicU32::new(longest_frame(i)))
                 .collect(),
-            ifindex,
+            ifindex: ifindex
+                .iter()
+                .map(|i| AtomicU32::new(i.unwrap_or(0)))
+                .collect(),
         }
+    }
+
+    /// `port`'s interface index (None: it has no interface).
+    pub fn ifindex(&self, port: usize) -> Option<u32> {
+        Some(self.ifindex[port].load(Ordering::Relaxed)).filter(|&i| i != 0)
+    }
+
+    /// `port`, gone, is bound to interface `ifindex` now (made under its name since): it
+    /// takes that interface's state, and `changes` reports it out of gone.
+    pub fn rebound(&self, port: usize, ifindex: u32) {
+        self.ifindex[port].store(ifindex, Ordering::Relaxed);
+        self.longest[port].store(longest_frame(Some(ifindex)), Ordering::Relaxed);
+        let now = encode(wirespeed_port::link_state(ifindex));
+        // Release: a reader that sees the port out of gone reads the new index.
+        self.state[port].store(now, Ordering::Release);
     }
 
     pub fn len(&self) -> usize {
@@ -110,14 +129,18 @@ impl PortLinks {
     }
 
     /// Asks the kernel about every interface (a few system calls each: its name, flags and
-    /// MTU). A port gone stays
-    /// gone: its interface's index is never its again, whatever is made under its name.
+    /// MTU). A port gone stays gone: its interface's index is never its again, whatever is
+    /// made under its name (until `rebound`).
     pub fn read(&self) {
-        for (port, ifindex) in self.ifindex.iter().enumerate() {
-            let Some(ifindex) = *ifindex else { continue };
-            if self.get(port) == LinkState::Gone {
+        for port in 0..self.ifindex.len() {
+            // The state before the index (acquire, as `rebound` stores them in the other
+            // order): a port seen out of gone is asked about by its new interface.
+            if decode(self.state[port].load(Ordering::Acquire)) == LinkState::Gone {
                 continue;
             }
+            let Some(ifindex) = self.ifindex(port) else {
+                continue;
+            };
             self.longest[port].store(longest_frame(Some(ifindex)), Ordering::Relaxed);
             let now = encode(wirespeed_port::link_state(ifindex));
             // Never out of gone, whoever found it meanwhile (another reader, a thread).
@@ -210,5 +233,24 @@ mod tests {
         assert_eq!(links.get(0), LinkState::Up);
         assert!(links.refresh().is_empty());
         assert_eq!(links.get(1), LinkState::Gone);
+    }
+
+    #[test]
+    fn a_port_gone_comes_back_only_when_rebound() {
+        let links = PortLinks::new(vec![Some(u32::MAX - 3)]);
+        links.refresh();
+        assert_eq!(links.get(0), LinkState::Gone);
+        // Loopback's index, 1, as the interface made since under the port's name.
+        links.rebound(0, 1);
+        assert_eq!(links.ifindex(0), Some(1));
+        assert_eq!(
+            links.refresh(),
+            [LinkChange {
+                port: 0,
+                was: LinkState::Gone,
+                now: LinkState::Up
+            }]
+        );
+        assert!(links.longest(0) < u32::MAX, "loopback's MTU is read");
     }
 }

@@ -5,14 +5,20 @@
 //! A port whose interface is down or gone is not used: nothing is received from it, and what
 //! is meant for it (queued, or output later) is counted as `link_down`, so the other ports
 //! go on forwarding ([`crate::dpif::port_links`]). A send or receive that fails because the
-//! interface went down or away marks the port so at once, and tells the bridge.
+//! interface went down or away marks the port so at once, and tells the bridge. An AF_XDP or
+//! AF_PACKET port whose interface was deleted binds again, when the bridge asks, to the
+//! interface made since under its name ([`PortSet::rejoin`]).
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use wirespeed_port::packet::PacketPort;
 use wirespeed_port::xdp::XdpGroup;
-use wirespeed_port::{Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortStats};
+use wirespeed_port::{
+    Backend, Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortOptions, PortSpec,
+    PortStats,
+};
 
 use crate::dpif::port_links::PortLinks;
 
@@ -26,15 +32,42 @@ pub struct OtherPort {
     /// This thread receives on it (one thread per receive queue; the others only send).
     pub receives: bool,
     copies: u64,
+    /// How an AF_PACKET port opens again on an interface made anew under its name.
+    reopen: Option<(PortSpec, PortOptions)>,
+    /// The counts of the ports it was before it opened again.
+    retired: PortStats,
 }
 
 impl OtherPort {
-    pub fn new(port: Box<dyn Port + Send>, receives: bool) -> OtherPort {
+    /// `port`, opened from `spec` with `opts`.
+    pub fn new(
+        port: Box<dyn Port + Send>,
+        receives: bool,
+        spec: &PortSpec,
+        opts: &PortOptions,
+    ) -> OtherPort {
         OtherPort {
             port,
             receives,
             copies: 0,
+            reopen: (spec.backend == Backend::Packet).then(|| (spec.clone(), opts.clone())),
+            retired: PortStats::default(),
         }
+    }
+
+    /// Opens an AF_PACKET port again, on the interface of its name now; its counts go on.
+    fn rejoin(&mut self) -> Result<(), PortError> {
+        let Some((spec, opts)) = &self.reopen else {
+            return Err(PortError::Unsupported(format!(
+                "{}: only AF_XDP and AF_PACKET ports are bound again to an interface made \
+                 anew",
+                self.port.info().spec
+            )));
+        };
+        let port = PacketPort::open(spec, opts)?;
+        let mut old = std::mem::replace(&mut self.port, Box::new(port));
+        self.retired.add(&old.stats());
+        Ok(())
     }
 }
 
@@ -165,6 +198,15 @@ impl PortSet {
                 }
                 Place::Other(o) => self.link_down[member] += self.others[o].port.abandon_tx(),
             }
+        }
+    }
+
+    /// Binds `member`, whose interface is gone, to the interface made since under its
+    /// name. This thread uses it again once the bridge says it is up (`sync_links`).
+    pub fn rejoin(&mut self, member: usize) -> Result<(), PortError> {
+        match self.members[member].1 {
+            Place::Group(g) => self.group_mut().rejoin(g),
+            Place::Other(o) => self.others[o].rejoin(),
         }
     }
 
@@ -615,6 +657,7 @@ impl PortSet {
             Place::Other(o) => {
                 let other = &mut self.others[o];
                 let mut s = other.port.stats();
+                s.add(&other.retired);
                 s.copies += other.copies;
                 s.drops.link_down += self.link_down[member];
                 s.drops.tx_bad_chain += self.bad_chain[member];

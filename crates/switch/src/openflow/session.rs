@@ -224,22 +224,31 @@ impl BridgeEvents for OpenFlowEvents {
 
     /// PORT_STATUS: MODIFY when the link goes up or down (with PORT_DOWN in its config
     /// when the interface was set down, as `dump-ports-desc` says), DELETE when the
-    /// interface is gone (the port is left out from then on).
-    fn port_changed(&mut self, port: u32, link: LinkState) {
+    /// interface is gone (the port is left out), ADD when the port was bound to an
+    /// interface made again under its name (with that interface's address).
+    fn port_changed(&mut self, port: u32, was: LinkState, link: LinkState) {
         let (reason, desc) = {
             let mut ports = lock(&self.sessions.ports);
-            let Some(at) = ports.iter().position(|p| p.port_no == port) else {
+            let Some(desc) = ports.iter_mut().find(|p| p.port_no == port) else {
                 return;
             };
-            match link {
-                LinkState::Gone => (port_reason::DELETE, ports.remove(at)),
-                _ => {
-                    let up = link == LinkState::Up;
-                    ports[at].carrier = up;
-                    ports[at].admin_up = up || link::LinkState::of(&ports[at].name).admin_up;
-                    (port_reason::MODIFY, ports[at].clone())
+            let reason = match (was, link) {
+                (_, LinkState::Gone) => port_reason::DELETE,
+                (LinkState::Gone, _) => port_reason::ADD,
+                _ => port_reason::MODIFY,
+            };
+            // A port gone is described as it last was: its interface has no more to say.
+            if link != LinkState::Gone {
+                let kernel = link::LinkState::of(&desc.name);
+                let up = link == LinkState::Up;
+                desc.carrier = up;
+                desc.admin_up = up || kernel.admin_up;
+                if reason == port_reason::ADD {
+                    desc.hw_addr = kernel.mac.map_or([0; 6], |m| m.0);
+                    desc.speed_mbps = kernel.speed_mbps.unwrap_or(0);
                 }
             }
+            (reason, desc.clone())
         };
         let message = reply::port_status(reason, &desc);
         self.sessions

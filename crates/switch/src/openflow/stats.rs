@@ -195,7 +195,8 @@ pub(crate) fn port_name_of(spec: &str) -> String {
 
 /// Each port as `ofp_port` describes it: its interface's name, address and state (a port
 /// on no interface is named by its spec and always up; one whose interface was deleted is
-/// down for good, whatever interface has its name now, as `show` says), then the tunnel
+/// down, whatever interface has its name now, until the port is bound to it, as `show`
+/// says), then the tunnel
 /// ports (`vxlan10`, no address, always up: they have no link of their own).
 pub fn port_descs(bridge: &Bridge) -> Vec<PortDesc> {
     bridge
