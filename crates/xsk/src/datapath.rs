@@ -252,7 +252,6 @@ impl Socket {
     /// the socket: `RingCounts::kernel`). Close the socket after: its fill and TX rings
     /// still list the frames taken back.
     pub fn take_back_frames(&mut self, umem: &Umem, pool: &mut FramePool) -> (u64, u64) {
-        let lost = self.ring_counts().kernel;
         let mut taken = 0u64;
         let mut give = |addr: u64| {
             if umem.is_valid(addr, 0) && pool.free(umem.frame_base(addr)) {
@@ -269,6 +268,9 @@ impl Socket {
             (0..n).for_each(|i| give(rx.read(i).addr));
             rx.release(n);
         }
+        // Counted once RX and completions are drained: a frame the kernel gave back just
+        // before is then freed, not also lost.
+        let lost = self.ring_counts().kernel;
         if let Some(fill) = self.fill.as_mut() {
             (0..fill.pending().min(fill.size())).for_each(|i| give(fill.read_pending(i)));
         }

@@ -259,6 +259,13 @@ impl Socket {
         self.multi_buffer
     }
 
+    /// True while the socket is bound to its interface; false once the kernel unbound it:
+    /// its interface was deleted, or moved to another network namespace (which may bring
+    /// it back under the same index, the socket still unbound). A receive of nothing asks.
+    pub fn is_bound(&self) -> bool {
+        !matches!(sys::kick_rx(self.raw_fd()), Err(e) if e.raw_os_error() == Some(libc::ENXIO))
+    }
+
     /// True when this socket has its own fill and completion rings.
     pub fn owns_fill_ring(&self) -> bool {
         self.fill.is_some()
