@@ -1,27 +1,30 @@
 //! A member whose interface was deleted binds again to the interface made since under its
-//! name (a container restarted deletes its veth and makes another): the frames its old rings
-//! still hold go back to the pool, and a new socket on the same UMEM takes its place, with
-//! our redirect program attached to the new interface (or joined, where another group of
-//! this process attached it first). Its counters go on from where they were.
-
-use wirespeed_xsk::LinkState;
+//! name (a container restarted deletes its veth and makes another): a new socket on the
+//! same UMEM takes its place, with our redirect program attached to the new interface (or
+//! joined, where another group of this process attached it first), and the frames the old
+//! socket's rings still hold go back to the pool. Its counters go on from where they were.
 
 use super::group::XdpGroup;
 use super::open::{Placement, bind_member, check_place, first_fill, mode_name};
 use crate::PortError;
 
 impl XdpGroup {
-    /// Binds member `port`, whose interface is gone, to the interface of its name now.
-    /// Refused (and the member left as it was) where its old interface still exists, none
-    /// has its name, the new one lacks its queue, or it has a spill ring; the caller's own
-    /// program (`PortOptions::program_attached`) must register the new socket
-    /// (`socket_fd`).
-    pub fn rejoin(&mut self, port: usize) -> Result<(), PortError> {
+    /// Binds member `port`, whose socket the kernel unbound (its interface deleted, or moved
+    /// to another network namespace), to interface `ifindex`, which has its name now. Done
+    /// already when it is bound there (asking again is harmless). Refused, the member left
+    /// as it was, where it is bound elsewhere, the interface of its name is another by now
+    /// or lacks its queue, or the member has a spill ring. The caller's own program
+    /// (`PortOptions::program_attached`) must register the new socket (`socket_fd`).
+    pub fn rejoin(&mut self, port: usize, ifindex: u32) -> Result<(), PortError> {
         let spec = self.members[port].spec.clone();
-        if wirespeed_xsk::link_state(self.members[port].ifindex) != LinkState::Gone {
-            return Err(PortError::Unsupported(format!(
-                "{spec}: its interface is still there: nothing to bind again"
-            )));
+        let bound_to = self.members[port].ifindex;
+        if self.members[port].socket.is_bound() {
+            return match bound_to == ifindex {
+                true => Ok(()),
+                false => Err(PortError::Unsupported(format!(
+                    "{spec}: still bound to the interface of index {bound_to}"
+                ))),
+            };
         }
         if self.spill.is_some() {
             return Err(PortError::Unsupported(format!(
@@ -37,7 +40,7 @@ impl XdpGroup {
             .members
             .iter()
             .enumerate()
-            .find(|&(i, m)| i != port && wirespeed_xsk::link_state(m.ifindex) != LinkState::Gone)
+            .find(|&(i, m)| i != port && m.socket.is_bound())
             .map(|(_, m)| &m.socket);
         let place = Placement {
             owner,
@@ -45,29 +48,46 @@ impl XdpGroup {
             attach_program: opts.rx && opts.program_attached.is_none(),
         };
         let mut notes = Vec::new();
-        let (program, socket, attach) = bind_member(&spec, &opts, &self.umem, place, &mut notes)?;
+        let (mut program, mut socket, attach) =
+            bind_member(&spec, &opts, &self.umem, place, &mut notes)?;
+        if socket.ifindex() != ifindex {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {} was made again meanwhile (index {}, not {ifindex})",
+                spec.iface,
+                socket.ifindex()
+            )));
+        }
+        // Frames in the fill ring before the program sends packets there, as at open.
+        let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
+        let given = match opts.rx {
+            true => socket.refill(&mut self.pool, first_fill(&opts).min(spare)),
+            false => 0,
+        };
+        if let Some(program) = program.as_mut()
+            && let Err(e) = program.register(spec.queue, socket.raw_fd())
+        {
+            // Not registered, so the kernel never took from its fill ring.
+            socket.take_back_frames(&self.umem, &mut self.pool);
+            return Err(e.into());
+        }
         let m = &mut self.members[port];
         let (_, lost) = m.socket.take_back_frames(&self.umem, &mut self.pool);
         self.lost += lost;
-        m.stats.tx_stranded += m.tx_in_flight;
-        m.tx_in_flight = 0;
         if let Ok(k) = m.socket.statistics() {
             m.retired = m.retired.plus(k);
         }
+        m.stats.tx_stranded += m.tx_in_flight;
+        m.tx_in_flight = 0;
+        m.rx_outstanding = given;
+        m.ifindex = ifindex;
+        m.info.mode = mode_name(&socket, attach).to_string();
+        m.info.busy_poll = socket.busy_polls();
+        m.info.multi_buffer = socket
+            .multi_buffer()
+            .then_some(wirespeed_xsk::TX_MAX_SEGMENTS as u32);
         // The old program went with its interface; the old socket closes after it.
         m._program = program;
         m.socket = socket;
-        m.ifindex = wirespeed_xsk::if_index(&spec.iface).unwrap_or(0);
-        m.info.mode = mode_name(&m.socket, attach).to_string();
-        m.rx_outstanding = 0;
-        if opts.rx {
-            // As many as when the group opened, as far as the pool has them.
-            m.rx_outstanding = m.socket.refill(&mut self.pool, first_fill(&opts));
-        }
-        let fd = m.socket.raw_fd();
-        if let Some(program) = m._program.as_mut() {
-            program.register(spec.queue, fd)?;
-        }
         Ok(())
     }
 }

@@ -125,8 +125,8 @@ pub struct Bridge {
     /// A thread keeps `links` fresh from the kernel's link messages; without it the
     /// control side asks every tick.
     links_watched: bool,
-    /// Per port: the interface index a port gone was last tried on ([`rejoin`]).
-    rejoin_tried: Vec<Option<u32>>,
+    /// Per port: its last try to bind again while gone ([`rejoin`]).
+    rejoining: Vec<rejoin::Rejoining>,
     clock: Instant,
     /// The Unix time of `clock`'s start (what flow records' times count from).
     epoch: SystemTime,
@@ -208,7 +208,7 @@ impl Bridge {
             tunnels,
             specs: ports.iter().map(|(_, s)| s.to_string()).collect(),
             links_watched: crate::dpif::port_links::watch(&links).is_ok(),
-            rejoin_tried: vec![None; ports.len()],
+            rejoining: vec![Default::default(); ports.len()],
             links,
             clock,
             epoch,

@@ -136,9 +136,10 @@ pub enum PmdRequest {
     /// Answer once every request before this one is done.
     Sync(Sender<()>),
     /// Bind port `member` (in the bridge's order), whose interface was deleted, to the
-    /// interface made since under its name (`PortSet::rejoin`).
+    /// interface made since under its name, index `ifindex` (`PortSet::rejoin`).
     Rejoin {
         member: usize,
+        ifindex: u32,
         done: Sender<Result<(), PortError>>,
     },
 }
@@ -254,8 +255,8 @@ impl Pmd {
 
     /// Binds port `member`, whose interface was deleted, to the interface made since under
     /// its name (the bridge asks every thread, then marks the port up).
-    pub fn rejoin(&mut self, member: usize) -> Result<(), PortError> {
-        self.ports.rejoin(member)
+    pub fn rejoin(&mut self, member: usize, ifindex: u32) -> Result<(), PortError> {
+        self.ports.rejoin(member, ifindex)
     }
 
     pub fn snapshot(&mut self) -> PmdSnapshot {
@@ -327,8 +328,12 @@ impl Pmd {
                         PmdRequest::Sync(done) => {
                             let _ = done.send(());
                         }
-                        PmdRequest::Rejoin { member, done } => {
-                            let _ = done.send(self.rejoin(member));
+                        PmdRequest::Rejoin {
+                            member,
+                            ifindex,
+                            done,
+                        } => {
+                            let _ = done.send(self.rejoin(member, ifindex));
                         }
                     }
                 }

@@ -6,12 +6,12 @@
 //! using a port that is not up: what is meant for it is counted as `link_down`, and it
 //! forwards again when it is back up. A port whose interface was deleted stays gone until
 //! the bridge binds it to the interface made since under its name ([`PortLinks::rebound`]).
-//! The control side reports each change once ([`PortLinks::changes`]). Ports without an interface (pipes, capture files) are always
-//! up. Each read also takes each interface's MTU: a packet longer than it allows is not
-//! sent ([`PortLinks::longest`]).
+//! The control side reports each change once ([`PortLinks::changes`]). Ports without an
+//! interface (pipes, capture files) are always up. Each read also takes each interface's
+//! MTU: a packet longer than it allows is not sent ([`PortLinks::longest`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use wirespeed_port::{LinkEvents, LinkState};
@@ -36,11 +36,24 @@ fn decode(value: u8) -> LinkState {
     }
 }
 
+/// A port's interface index (0: none) and its state, in one word: a reader that asked
+/// about one interface never writes its answer over a port bound to another since.
+fn pack(ifindex: u32, state: u8) -> u64 {
+    u64::from(ifindex) << 8 | u64::from(state)
+}
+
+fn state_of(link: u64) -> u8 {
+    link as u8
+}
+
+fn ifindex_of(link: u64) -> u32 {
+    (link >> 8) as u32
+}
+
 /// The bridge's ports' link states, in the bridge's port order.
 pub struct PortLinks {
-    /// Each port's interface index when it opened or was bound again (0: no interface).
-    ifindex: Vec<AtomicU32>,
-    state: Vec<AtomicU8>,
+    /// Each port's interface index when it opened or was bound again, and its state (`pack`).
+    link: Vec<AtomicU64>,
     /// The state `refresh` last reported for each port (it reports each change once,
     /// whoever found it).
     announced: Vec<AtomicU8>,
@@ -73,47 +86,43 @@ pub struct LinkChange {
 impl PortLinks {
     /// Every port up; `refresh` finds out otherwise.
     pub fn new(ifindex: Vec<Option<u32>>) -> PortLinks {
-        let up = || ifindex.iter().map(|_| AtomicU8::new(UP)).collect();
         PortLinks {
-            state: up(),
-            announced: up(),
+            announced: ifindex.iter().map(|_| AtomicU8::new(UP)).collect(),
             longest: ifindex
                 .iter()
                 .map(|&i| AtomicU32::new(longest_frame(i)))
                 .collect(),
-            ifindex: ifindex
+            link: ifindex
                 .iter()
-                .map(|i| AtomicU32::new(i.unwrap_or(0)))
+                .map(|i| AtomicU64::new(pack(i.unwrap_or(0), UP)))
                 .collect(),
         }
     }
 
     /// `port`'s interface index (None: it has no interface).
     pub fn ifindex(&self, port: usize) -> Option<u32> {
-        Some(self.ifindex[port].load(Ordering::Relaxed)).filter(|&i| i != 0)
+        Some(ifindex_of(self.link[port].load(Ordering::Relaxed))).filter(|&i| i != 0)
     }
 
     /// `port`, gone, is bound to interface `ifindex` now (made under its name since): it
     /// takes that interface's state, and `changes` reports it out of gone.
     pub fn rebound(&self, port: usize, ifindex: u32) {
-        self.ifindex[port].store(ifindex, Ordering::Relaxed);
         self.longest[port].store(longest_frame(Some(ifindex)), Ordering::Relaxed);
         let now = encode(wirespeed_port::link_state(ifindex));
-        // Release: a reader that sees the port out of gone reads the new index.
-        self.state[port].store(now, Ordering::Release);
+        self.link[port].store(pack(ifindex, now), Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
-        self.state.len()
+        self.link.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.state.is_empty()
+        self.link.is_empty()
     }
 
     #[inline]
     pub fn get(&self, port: usize) -> LinkState {
-        decode(self.state[port].load(Ordering::Relaxed))
+        decode(state_of(self.link[port].load(Ordering::Relaxed)))
     }
 
     /// The longest frame `port` sends (u32::MAX: no limit known), as its MTU was last read.
@@ -125,27 +134,29 @@ impl PortLinks {
     /// A thread found `port` down or gone (a send failed): the others stop using it now,
     /// not at the next refresh. A port gone stays gone.
     pub fn report(&self, port: usize, state: LinkState) {
-        let _ = self.state[port].fetch_max(encode(state), Ordering::Relaxed);
+        let _ = self.link[port].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |link| {
+            let worse = state_of(link).max(encode(state));
+            Some(pack(ifindex_of(link), worse))
+        });
     }
 
     /// Asks the kernel about every interface (a few system calls each: its name, flags and
     /// MTU). A port gone stays gone: its interface's index is never its again, whatever is
     /// made under its name (until `rebound`).
     pub fn read(&self) {
-        for port in 0..self.ifindex.len() {
-            // The state before the index (acquire, as `rebound` stores them in the other
-            // order): a port seen out of gone is asked about by its new interface.
-            if decode(self.state[port].load(Ordering::Acquire)) == LinkState::Gone {
+        for port in 0..self.link.len() {
+            let link = self.link[port].load(Ordering::Relaxed);
+            let ifindex = ifindex_of(link);
+            if ifindex == 0 || state_of(link) == GONE {
                 continue;
             }
-            let Some(ifindex) = self.ifindex(port) else {
-                continue;
-            };
             self.longest[port].store(longest_frame(Some(ifindex)), Ordering::Relaxed);
             let now = encode(wirespeed_port::link_state(ifindex));
-            // Never out of gone, whoever found it meanwhile (another reader, a thread).
-            let _ = self.state[port].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
-                (was != GONE).then_some(now)
+            // Never out of gone, whoever found it meanwhile (another reader, a thread), and
+            // only about the interface asked: the port may be bound to another since.
+            let _ = self.link[port].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |link| {
+                (ifindex_of(link) == ifindex && state_of(link) != GONE)
+                    .then_some(pack(ifindex, now))
             });
         }
     }
@@ -154,7 +165,7 @@ impl PortLinks {
     /// found it).
     pub fn changes(&self) -> Vec<LinkChange> {
         let mut changes = Vec::new();
-        for port in 0..self.state.len() {
+        for port in 0..self.link.len() {
             let now = self.get(port);
             let was = decode(self.announced[port].swap(encode(now), Ordering::Relaxed));
             if now != was {
@@ -172,7 +183,8 @@ impl PortLinks {
 
     /// Sets every port's state (for tests).
     pub fn set(&self, port: usize, state: LinkState) {
-        self.state[port].store(encode(state), Ordering::Relaxed);
+        let ifindex = self.ifindex(port).unwrap_or(0);
+        self.link[port].store(pack(ifindex, encode(state)), Ordering::Relaxed);
     }
 }
 

@@ -55,7 +55,8 @@ impl OtherPort {
         }
     }
 
-    /// Opens an AF_PACKET port again, on the interface of its name now; its counts go on.
+    /// Opens an AF_PACKET port again, on the interface of its name now (each time asked:
+    /// nothing is shared with the old one); its counts go on.
     fn rejoin(&mut self) -> Result<(), PortError> {
         let Some((spec, opts)) = &self.reopen else {
             return Err(PortError::Unsupported(format!(
@@ -202,10 +203,11 @@ impl PortSet {
     }
 
     /// Binds `member`, whose interface is gone, to the interface made since under its
-    /// name. This thread uses it again once the bridge says it is up (`sync_links`).
-    pub fn rejoin(&mut self, member: usize) -> Result<(), PortError> {
+    /// name (index `ifindex`). This thread uses it again once the bridge says it is up
+    /// (`sync_links`).
+    pub fn rejoin(&mut self, member: usize, ifindex: u32) -> Result<(), PortError> {
         match self.members[member].1 {
-            Place::Group(g) => self.group_mut().rejoin(g),
+            Place::Group(g) => self.group_mut().rejoin(g, ifindex),
             Place::Other(o) => self.others[o].rejoin(),
         }
     }
