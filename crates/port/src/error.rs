@@ -50,9 +50,10 @@ pub enum PortError {
 
 impl PortError {
     /// The error for a failed system call on a port's socket or device: its interface down
-    /// or gone when the error number says so (ENETDOWN; ENXIO, ENODEV, EBADFD), gone when no
+    /// or gone when the error number says so (ENETDOWN, ENODEV, EBADFD), gone when no
     /// interface has its index any more (a deleted interface is first taken down), else the
-    /// call's own.
+    /// call's own. ENXIO is gone whatever has the index: the socket lost its device (an
+    /// interface moved to another namespace and back keeps its index, not its sockets).
     pub(crate) fn of_link(
         spec: &str,
         ifindex: u32,
@@ -60,7 +61,8 @@ impl PortError {
         source: io::Error,
     ) -> PortError {
         match source.raw_os_error() {
-            Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV | libc::EBADFD) => {
+            Some(libc::ENXIO) => PortError::InterfaceGone(spec.to_string()),
+            Some(libc::ENETDOWN | libc::ENODEV | libc::EBADFD) => {
                 match wirespeed_xsk::link_state(ifindex) {
                     wirespeed_xsk::LinkState::Gone => PortError::InterfaceGone(spec.to_string()),
                     _ => PortError::InterfaceDown(spec.to_string()),

@@ -258,19 +258,28 @@ impl Socket {
                 taken += 1;
             }
         };
+        // Drained up to the producer indices read once: what the kernel kept is counted
+        // from those, so a frame it gives back meanwhile is neither freed and lost nor
+        // neither (it stays in a ring that closes).
+        let mut comp_done = None;
         if let Some(comp) = self.completion.as_mut() {
             let n = comp.peek(comp.size());
             (0..n).for_each(|i| give(comp.read(i)));
             comp.release(n);
+            comp_done = Some(comp.consumer_index());
         }
+        let mut rx_done = None;
         if let Some(rx) = self.rx.as_mut() {
             let n = rx.peek(rx.size());
             (0..n).for_each(|i| give(rx.read(i).addr));
             rx.release(n);
+            rx_done = Some(rx.consumer_index());
         }
-        // Counted once RX and completions are drained: a frame the kernel gave back just
-        // before is then freed, not also lost.
-        let lost = self.ring_counts().kernel;
+        let kept = |taken_by_kernel: Option<u32>, given_back: Option<u32>| -> u64 {
+            taken_by_kernel.map_or(0, |t| t.wrapping_sub(given_back.unwrap_or(t)) as u64)
+        };
+        let lost = kept(self.fill.as_ref().map(|f| f.consumer_index()), rx_done)
+            + kept(self.tx.as_ref().map(|t| t.consumer_index()), comp_done);
         if let Some(fill) = self.fill.as_mut() {
             (0..fill.pending().min(fill.size())).for_each(|i| give(fill.read_pending(i)));
         }

@@ -261,9 +261,11 @@ impl Socket {
 
     /// True while the socket is bound to its interface; false once the kernel unbound it:
     /// its interface was deleted, or moved to another network namespace (which may bring
-    /// it back under the same index, the socket still unbound). A receive of nothing asks.
+    /// it back under the same index, the socket still unbound). A send of nothing asks (it
+    /// sends what the TX ring holds): the send path has answered ENXIO before any other
+    /// check since Linux 5.4, the receive path only since 6.3.
     pub fn is_bound(&self) -> bool {
-        !matches!(sys::kick_rx(self.raw_fd()), Err(e) if e.raw_os_error() == Some(libc::ENXIO))
+        !matches!(sys::kick_tx(self.raw_fd()), Err(e) if e.raw_os_error() == Some(libc::ENXIO))
     }
 
     /// True when this socket has its own fill and completion rings.

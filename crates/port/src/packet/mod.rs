@@ -75,6 +75,11 @@ enum Handle {
 }
 
 impl PacketPort {
+    /// The index of the interface the socket was bound to.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
     /// Opens `spec.iface` with an AF_PACKET socket and maps its rings.
     pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<PacketPort, PortError> {
         if opts.frame_size != 2048 && opts.frame_size != 4096 {

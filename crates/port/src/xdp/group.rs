@@ -503,16 +503,16 @@ impl XdpGroup {
     pub fn stats(&mut self, port: usize) -> PortStats {
         let m = &self.members[port];
         let mut s = m.stats;
-        if let Ok(k) = m.socket.statistics().map(|k| k.plus(m.retired)) {
-            // In copy mode a packet that finds the fill ring empty is counted both as
-            // rx_dropped and as a fill-ring-empty event: count it once, under the latter.
-            let fill_empty = k.rx_fill_ring_empty_descs.min(k.rx_dropped);
-            s.drops.fill_ring_empty = fill_empty;
-            s.drops.kernel_dropped = k.rx_dropped - fill_empty;
-            s.drops.rx_ring_full = k.rx_ring_full;
-            s.drops.rx_invalid_desc += k.rx_invalid_descs;
-            s.drops.tx_invalid_desc += k.tx_invalid_descs;
-        }
+        // The earlier sockets' counts stand even when this one cannot be asked.
+        let k = m.socket.statistics().unwrap_or_default().plus(m.retired);
+        // In copy mode a packet that finds the fill ring empty is counted both as
+        // rx_dropped and as a fill-ring-empty event: count it once, under the latter.
+        let fill_empty = k.rx_fill_ring_empty_descs.min(k.rx_dropped);
+        s.drops.fill_ring_empty = fill_empty;
+        s.drops.kernel_dropped = k.rx_dropped - fill_empty;
+        s.drops.rx_ring_full = k.rx_ring_full;
+        s.drops.rx_invalid_desc += k.rx_invalid_descs;
+        s.drops.tx_invalid_desc += k.tx_invalid_descs;
         if let Some(spill) = &self.spill {
             s.drops.spill_full = spill.counts(port).spill_full;
             // Records no member could take: a queue we do not serve, or too long a packet.

@@ -57,18 +57,10 @@ impl XdpGroup {
                 socket.ifindex()
             )));
         }
-        // Frames in the fill ring before the program sends packets there, as at open.
-        let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
-        let given = match opts.rx {
-            true => socket.refill(&mut self.pool, first_fill(&opts).min(spare)),
-            false => 0,
-        };
-        if let Some(program) = program.as_mut()
-            && let Err(e) = program.register(spec.queue, socket.raw_fd())
-        {
-            // Not registered, so the kernel never took from its fill ring.
-            socket.take_back_frames(&self.umem, &mut self.pool);
-            return Err(e.into());
+        // Registered before it has frames, so a failure leaves none with it (a zero-copy
+        // driver takes fill entries as soon as the socket binds).
+        if let Some(program) = program.as_mut() {
+            program.register(spec.queue, socket.raw_fd())?;
         }
         let m = &mut self.members[port];
         let (_, lost) = m.socket.take_back_frames(&self.umem, &mut self.pool);
@@ -78,7 +70,11 @@ impl XdpGroup {
         }
         m.stats.tx_stranded += m.tx_in_flight;
         m.tx_in_flight = 0;
-        m.rx_outstanding = given;
+        let spare = self.pool.len().saturating_sub(self.tx_reserve) as u32;
+        m.rx_outstanding = match opts.rx {
+            true => socket.refill(&mut self.pool, first_fill(&opts).min(spare)),
+            false => 0,
+        };
         m.ifindex = ifindex;
         m.info.mode = mode_name(&socket, attach).to_string();
         m.info.busy_poll = socket.busy_polls();

@@ -29,7 +29,6 @@ impl Bridge {
     /// Binds each port whose interface is gone to the interface made since under its name,
     /// if there is one (and a failed try is a second old).
     pub(super) fn rejoin_ports(&mut self) {
-        let mut announced = false;
         for port in 0..self.specs.len() {
             if self.links.get(port) != LinkState::Gone {
                 continue;
@@ -46,11 +45,9 @@ impl Bridge {
             {
                 continue;
             }
-            // The port's going is told before its coming back, however fast that was.
-            if !announced {
-                self.announce_links(self.now());
-                announced = true;
-            }
+            // The port's going is told before its coming back, however fast that was (and
+            // the threads' answers for another port may have taken a while).
+            self.announce_links(self.now());
             self.rejoining[port].tried = Some(Instant::now());
             match self.rejoin(port, &spec, ifindex) {
                 Ok(()) => {

@@ -55,9 +55,9 @@ impl OtherPort {
         }
     }
 
-    /// Opens an AF_PACKET port again, on the interface of its name now (each time asked:
-    /// nothing is shared with the old one); its counts go on.
-    fn rejoin(&mut self) -> Result<(), PortError> {
+    /// Opens an AF_PACKET port again, on interface `ifindex`, which has its name now (each
+    /// time asked: nothing is shared with the old one); its counts go on.
+    fn rejoin(&mut self, ifindex: u32) -> Result<(), PortError> {
         let Some((spec, opts)) = &self.reopen else {
             return Err(PortError::Unsupported(format!(
                 "{}: only AF_XDP and AF_PACKET ports are bound again to an interface made \
@@ -66,6 +66,13 @@ impl OtherPort {
             )));
         };
         let port = PacketPort::open(spec, opts)?;
+        if port.ifindex() != ifindex {
+            return Err(PortError::Unsupported(format!(
+                "{spec}: {} was made again meanwhile (index {}, not {ifindex})",
+                spec.iface,
+                port.ifindex()
+            )));
+        }
         let mut old = std::mem::replace(&mut self.port, Box::new(port));
         self.retired.add(&old.stats());
         Ok(())
@@ -206,9 +213,14 @@ impl PortSet {
     /// name (index `ifindex`). This thread uses it again once the bridge says it is up
     /// (`sync_links`).
     pub fn rejoin(&mut self, member: usize, ifindex: u32) -> Result<(), PortError> {
+        // Gone here too, if this thread has not seen it yet: what was queued for the old
+        // socket is given up, not sent on the new one.
+        if self.link[member] != LinkState::Gone {
+            self.set_link(member, LinkState::Gone);
+        }
         match self.members[member].1 {
             Place::Group(g) => self.group_mut().rejoin(g, ifindex),
-            Place::Other(o) => self.others[o].rejoin(),
+            Place::Other(o) => self.others[o].rejoin(ifindex),
         }
     }
 
