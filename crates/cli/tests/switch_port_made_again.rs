@@ -11,7 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::star::NetStar;
-use common::switched::field;
+use common::switched::{field, monitor_in};
 use common::*;
 
 fn ctl(ctl: &str, args: &[&str]) -> String {
@@ -129,17 +129,7 @@ fn a_port_made_again_under_its_name_forwards_again() {
     let sock = ScratchFile::new("pma.sock");
     must(&["ip", "-n", &star.ns_m, "link", "set", "lo", "up"]);
     let switch = star.switch(&sock, &["--openflow", "ptcp:6653"]);
-    // ovs-ofctl prints what the switch tells a controller; its unixctl socket in a scratch
-    // file (/var/run/openvswitch may not exist).
-    let (told, unixctl) = (ScratchFile::new("pma.told"), ScratchFile::new("pma.ctl"));
-    let mut monitor = std::process::Command::new("ip")
-        .args(["netns", "exec", &star.ns_m, "ovs-ofctl", "-O", "OpenFlow13"])
-        .arg(format!("--unixctl={}", &*unixctl))
-        .args(["monitor", "tcp:127.0.0.1:6653"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&*told).unwrap())
-        .spawn()
-        .unwrap();
+    let monitor = monitor_in(&star.ns_m);
     assert_eq!(ping(&star.hosts[0], &star.ip(1), 2), 2);
 
     // Four times: the frames the old socket's rings held come back each time (a port's fill
@@ -165,9 +155,7 @@ fn a_port_made_again_under_its_name_forwards_again() {
     assert_eq!(ping(&star.hosts[2], &star.ip(1), 3), 3);
     common::switched::tcp_transfer_is_intact(&star.hosts[0], &star.hosts[1], &star.ip(1), 1 << 20);
 
-    let _ = monitor.kill();
-    let _ = monitor.wait();
-    let told = std::fs::read_to_string(&*told).unwrap();
+    let told = monitor.told();
     // A link seen down on the way (a veth made, then set up) adds a MODIFY: left out.
     let statuses: Vec<&str> = told
         .lines()

@@ -195,25 +195,7 @@ impl Switched {
     /// `ovs-ofctl monitor` connected to the switch's `--openflow ptcp:`, printing what the
     /// switch tells a controller; stopped when dropped.
     pub fn monitor(&self) -> Monitor {
-        // Its unixctl socket in a scratch file: it makes one, and /var/run/openvswitch may
-        // not exist.
-        let unixctl = ScratchFile::new("monitor.ctl");
-        let told = ScratchFile::new("monitor.out");
-        let [program, prefix @ ..] = self.ofctl_command();
-        let child = std::process::Command::new(program)
-            .args(prefix)
-            .arg(format!("--unixctl={}", &*unixctl))
-            .args(["monitor", "tcp:127.0.0.1:6653"])
-            .stdout(std::process::Stdio::null())
-            // It prints the messages on stderr.
-            .stderr(std::fs::File::create(&*told).unwrap())
-            .spawn()
-            .unwrap();
-        Monitor {
-            child,
-            told,
-            _unixctl: unixctl,
-        }
+        monitor_in(&self.c.ns_m)
     }
 
     /// Pings from `ns` to `to`: how many of `count` replies came back.
@@ -228,7 +210,30 @@ impl Switched {
     }
 }
 
-/// A running `ovs-ofctl monitor` ([`Switched::monitor`]).
+/// `ovs-ofctl monitor` in namespace `ns`, connected to a switch's `--openflow ptcp:6653`
+/// there, printing what the switch tells a controller; stopped when dropped.
+pub fn monitor_in(ns: &str) -> Monitor {
+    // Its unixctl socket in a scratch file: it makes one, and /var/run/openvswitch may not
+    // exist.
+    let unixctl = ScratchFile::new("monitor.ctl");
+    let told = ScratchFile::new("monitor.out");
+    let child = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"])
+        .arg(format!("--unixctl={}", &*unixctl))
+        .args(["monitor", "tcp:127.0.0.1:6653"])
+        .stdout(std::process::Stdio::null())
+        // It prints the messages on stderr.
+        .stderr(std::fs::File::create(&*told).unwrap())
+        .spawn()
+        .unwrap();
+    Monitor {
+        child,
+        told,
+        _unixctl: unixctl,
+    }
+}
+
+/// A running `ovs-ofctl monitor` ([`monitor_in`]).
 pub struct Monitor {
     child: std::process::Child,
     told: ScratchFile,
