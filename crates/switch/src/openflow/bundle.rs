@@ -501,7 +501,9 @@ mod tests {
         let first = add(2, 0, 1);
         bundles.add(first.clone()).unwrap();
         assert!(bundles.expire(opened + BUNDLE_IDLE / 2).is_empty());
-        let later = opened + BUNDLE_IDLE + Duration::from_millis(1);
+        // From now, not from `opened`: the add took its own time, later on a busy host (make
+        // test once saw it more than a millisecond on).
+        let later = Instant::now() + BUNDLE_IDLE + Duration::from_millis(1);
         let mut expired = bundles.expire(later);
         expired.sort();
         let mut want = vec![request, first.message[..ECHOED_BYTES].to_vec()];
