@@ -19,6 +19,16 @@ fn ctl(ctl: &str, args: &[&str]) -> String {
     must(&argv)
 }
 
+/// What `ovs-ofctl VERB [ARGS]` printed against the switch listening on 6653 in namespace
+/// `ns` (it prints an OpenFlow error and still succeeds).
+fn ofctl_in(ns: &str, args: &[&str]) -> String {
+    let (verb, rest) = args.split_first().expect("an ovs-ofctl command");
+    let mut argv = vec!["ip", "netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13"];
+    argv.extend(["--no-names", verb, "tcp:127.0.0.1:6653"]);
+    argv.extend_from_slice(rest);
+    must(&argv)
+}
+
 /// Port `port`'s lines in dump-ports.
 fn port_block(ports: &str, port: u32) -> String {
     let lines: Vec<&str> = ports
@@ -170,6 +180,16 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
     must(&["ip", "-n", &star.ns_m, "link", "del", &star.ports[2]]);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ping(&star.hosts[0], &star.ip(1), 3), 3);
+    // Gone, the port is left out of what controllers see, as Open vSwitch removes it.
+    let desc = ofctl_in(&star.ns_m, &["dump-ports-desc"]);
+    assert!(desc.contains(" 2(") && !desc.contains(" 3("), "{desc}");
+    let stats = ofctl_in(&star.ns_m, &["dump-ports"]);
+    assert!(
+        stats.contains("port  2:") && !stats.contains("port  3:"),
+        "{stats}"
+    );
+    let one = ofctl_in(&star.ns_m, &["dump-ports", "3"]);
+    assert!(one.contains("OFPBRC_BAD_PORT"), "{one}");
     // An interface made again under its name: the port is bound to it, and OpenFlow's port
     // description has its address and state (up), as show does.
     let again = format!("{}x", star.ports[2]);
@@ -195,18 +215,7 @@ fn a_port_down_is_skipped_and_forwards_again_when_up() {
         assert!(std::time::Instant::now() < until, "port 3 never came back");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let desc = must(&[
-        "ip",
-        "netns",
-        "exec",
-        &star.ns_m,
-        "ovs-ofctl",
-        "-O",
-        "OpenFlow13",
-        "--no-names",
-        "dump-ports-desc",
-        "tcp:127.0.0.1:6653",
-    ]);
+    let desc = ofctl_in(&star.ns_m, &["dump-ports-desc"]);
     let port3 = desc.split(" 3(").nth(1).unwrap_or_default();
     let address = format!("addr:{}", mac_of(&star.ns_m, &star.ports[2]));
     assert!(

@@ -25,7 +25,7 @@ use crate::openflow::message::{
 use crate::openflow::meters;
 use crate::openflow::reply;
 use crate::openflow::session::{Sessions, role};
-use crate::openflow::stats::{interface, multipart, port_descs};
+use crate::openflow::stats::{interface, multipart, shown_port_descs};
 use crate::openflow::wire::{Header, NO_BUFFER, msg, port};
 
 /// What every session of a bridge shares on the control side.
@@ -328,7 +328,7 @@ impl Agent {
 /// does); the link watch then sends the PORT_STATUS.
 fn port_mod(bridge: &Bridge, pm: &PortMod) -> Result<(), OfpError> {
     const PORT_DOWN: u32 = 1;
-    let descs = port_descs(bridge);
+    let descs = shown_port_descs(bridge);
     let desc = descs
         .iter()
         .find(|d| d.port_no == pm.port_no)

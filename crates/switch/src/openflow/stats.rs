@@ -46,7 +46,7 @@ pub fn multipart(
         MultipartRequest::PortStats(wanted) => (mp::PORT_STATS, port_stats(bridge, wanted)?),
         MultipartRequest::PortDesc => {
             let mut w = crate::openflow::wire::Writer::default();
-            for desc in port_descs(bridge) {
+            for desc in shown_port_descs(bridge) {
                 desc.write(&mut w);
             }
             (mp::PORT_DESC, vec![w.bytes])
@@ -146,11 +146,15 @@ fn group_stats(bridge: &mut Bridge, id: u32) -> Vec<Vec<u8>> {
 }
 
 /// Each port's counts; a tunnel port's are its packets popped (received) and pushed (sent),
-/// and the ones it could not push (dropped).
+/// and the ones it could not push (dropped). A port whose interface is gone has none, as
+/// it has no description ([`shown_port_descs`]).
 fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError> {
     let numbers = bridge.numbers().to_vec();
+    let gone = gone_ports(bridge);
     let tunnel_numbers: Vec<u32> = bridge.tunnels().ports.iter().map(|t| t.number).collect();
-    if wanted != port::ANY && !numbers.contains(&wanted) && !tunnel_numbers.contains(&wanted) {
+    let known =
+        (numbers.contains(&wanted) && !gone.contains(&wanted)) || tunnel_numbers.contains(&wanted);
+    if wanted != port::ANY && !known {
         return Err(bad_request::BAD_PORT);
     }
     let snapshots = bridge.snapshots();
@@ -176,7 +180,7 @@ fn port_stats(bridge: &mut Bridge, wanted: u32) -> Result<Vec<Vec<u8>>, OfpError
     let alive = bridge.now();
     Ok(devices
         .chain(tunnelled)
-        .filter(|(n, _)| wanted == port::ANY || *n == wanted)
+        .filter(|(n, _)| (wanted == port::ANY || *n == wanted) && !gone.contains(n))
         .map(|(n, counts)| reply::port_stats_entry(n, &counts, alive))
         .collect())
 }
@@ -191,6 +195,25 @@ pub(crate) fn interface(spec: &str) -> Option<String> {
 /// spec where it has none.
 pub(crate) fn port_name_of(spec: &str) -> String {
     interface(spec).unwrap_or_else(|| spec.to_string())
+}
+
+/// The numbers of the ports whose interface was deleted and not yet made again.
+fn gone_ports(bridge: &Bridge) -> Vec<u32> {
+    let numbers = bridge.numbers().iter().enumerate();
+    numbers
+        .filter(|&(i, _)| bridge.link(i) == wirespeed_port::LinkState::Gone)
+        .map(|(_, &n)| n)
+        .collect()
+}
+
+/// The ports a controller is shown (PORT_DESC, PORT_MOD): every port but those whose
+/// interface is gone. Open vSwitch removes such a port, and adds it back when an interface
+/// is made again under its name; PORT_STATUS tells of both.
+pub fn shown_port_descs(bridge: &Bridge) -> Vec<PortDesc> {
+    let gone = gone_ports(bridge);
+    let mut descs = port_descs(bridge);
+    descs.retain(|d| !gone.contains(&d.port_no));
+    descs
 }
 
 /// Each port as `ofp_port` describes it: its interface's name, address and state (a port
