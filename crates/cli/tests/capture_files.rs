@@ -473,6 +473,49 @@ fn sigint_ends_a_read_of_an_idle_pipe_with_what_came() {
     assert_eq!(read_records(&out), records);
 }
 
+/// SIGUSR1 during `-r -` prints the counts so far (no kernel's line: a file drops nothing)
+/// and the read goes on, as for a port; the signal's default would end the capture.
+#[test]
+fn sigusr1_during_a_read_prints_the_counts_so_far() {
+    use std::io::Write;
+    use std::time::Duration;
+
+    let dir = TempDir::new("stdin-usr1");
+    let records = mixed_records(10);
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &records);
+    let bytes = std::fs::read(&input).unwrap();
+    let out = dir.path("out.pcap");
+    let mut child = Command::new(common::wirespeed())
+        .args(["capture", "-r", "-", "-w", &out, "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(&bytes).unwrap();
+    pipe.flush().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    common::must(&["kill", "-USR1", &child.id().to_string()]);
+    std::thread::sleep(Duration::from_millis(300));
+    // The same records once more, without the file header.
+    pipe.write_all(&bytes[24..]).unwrap();
+    drop(pipe);
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    assert!(
+        err.starts_with("10 packets received\n10 packets matched (no filter)\n"),
+        "{err}"
+    );
+    assert!(!err.contains("kernel"), "{err}");
+    let counts: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(counts["received"], 20, "{counts}");
+    assert_eq!(counts["written"], 20, "{counts}");
+    assert_eq!(judge(&out), (20, 2 * total_bytes(&records)));
+}
+
 /// `capture ... | head`: the reader closing the pipe ends the capture quietly, as it ends
 /// tcpdump, whether packets go out as a file (`-w -`) or as lines; the counts say so.
 #[test]

@@ -1,8 +1,9 @@
 //! capture's `--metrics` and SIGUSR1: each receiving thread publishes its counts (received,
 //! matched, spilled, dropped) and, with `--metrics`, its port's figures and its time at the
-//! loop's flush points; the writer's progress (written, bytes, files) is read from its
-//! atomics at each scrape and each SIGUSR1.
+//! loop's flush points; the writer's progress (written, bytes, files), and a read's (`-r`)
+//! counts, are read from their atomics at each scrape and each SIGUSR1.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -33,6 +34,19 @@ struct CaptureFigures {
 struct Slots {
     threads: Mutex<Vec<(usize, Published<CaptureFigures>)>>,
     writer: Mutex<Option<Arc<WriterProgress>>>,
+    reader: Mutex<Option<Arc<ReadProgress>>>,
+}
+
+/// `-r`'s counts so far, stored after each record (a plain store, no lock on the way).
+#[derive(Debug, Default)]
+pub(super) struct ReadProgress {
+    pub received: AtomicU64,
+    pub matched: AtomicU64,
+}
+
+/// Adds a read's counts to [`so_far`] from now on.
+pub(super) fn watch_reader(progress: Arc<ReadProgress>) {
+    *slots().reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(progress);
 }
 
 static SLOTS: OnceLock<Arc<Slots>> = OnceLock::new();
@@ -74,6 +88,15 @@ pub(super) fn so_far() -> SoFar {
             sum.dropped_by_writer += c.dropped_by_writer;
             sum.spilled += c.spilled;
         }
+    }
+    if let Some(r) = slots
+        .reader
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        sum.received += r.received.load(Relaxed);
+        sum.matched += r.matched.load(Relaxed);
     }
     if let Some(w) = slots
         .writer

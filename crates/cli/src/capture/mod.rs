@@ -486,10 +486,10 @@ pub fn run(mut args: CaptureArgs) -> anyhow::Result<()> {
         Some(path) => offline::run(&args, path, rotation, &stop)?,
         None => {
             let spec = args.port_spec()?;
-            // A bad expression is exit 2 whoever runs it, before the capabilities are asked.
+            // A bad expression is exit 1 whoever runs it, before the capabilities are asked.
             let expression = args.expression();
             let filter = compile_or_exit(expression.as_deref(), LINKTYPE_ETHERNET, true, &stop)?;
-            info::answer_sigusr1(filter.is_some())?;
+            info::answer_sigusr1(filter.is_some(), true)?;
             let needs_bpf = spec.backend == Backend::Xdp;
             if needs_bpf {
                 if args.direction == "inout" {

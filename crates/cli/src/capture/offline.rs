@@ -19,7 +19,8 @@ use wirespeed_capture::write::Interface;
 use wirespeed_capture::{CaptureError, CaptureReader, ErrorKind, Record};
 
 use super::counts::Counts;
-use super::{CaptureArgs, Sink, compile_or_exit};
+use super::metrics::{self, ReadProgress};
+use super::{CaptureArgs, Sink, compile_or_exit, info};
 use crate::run::clock::now_ns;
 
 /// Records between looks at the stop flag.
@@ -89,6 +90,9 @@ pub fn run(
     refuse_undecoded_lines(args, path, reader.link_type())?;
     let expression = args.expression();
     let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false, stop)?;
+    let progress = Arc::new(ReadProgress::default());
+    metrics::watch_reader(progress.clone());
+    info::answer_sigusr1(filter.is_some(), false)?;
     let mut counts = Counts {
         source: path.display().to_string(),
         filter: expression,
@@ -111,7 +115,7 @@ pub fn run(
         filter.as_ref(),
         &mut writer,
         &mut counts,
-        stop,
+        (stop, &progress),
     )?;
     let mut recorder = writer.finish()?;
     counts.seconds = started.elapsed().as_secs_f64();
@@ -147,15 +151,16 @@ fn refuse_undecoded_lines(args: &CaptureArgs, path: &Path, link_type: u16) -> an
 }
 
 /// Reads the records until the end of the input, -c, the last file, a failed writer or a
-/// stop, and hands the ones the filter passes to the writer. A read error ends the input
-/// and is returned, for the counts to report after what was read is written.
+/// stop, and hands the ones the filter passes to the writer, telling `progress` (SIGUSR1)
+/// of each. A read error ends the input and is returned, for the counts to report after
+/// what was read is written.
 fn record_all(
     args: &CaptureArgs,
     reader: &mut CaptureReader,
     filter: Option<&Filter>,
     writer: &mut Writer,
     counts: &mut Counts,
-    stop: &AtomicBool,
+    (stop, progress): (&AtomicBool, &ReadProgress),
 ) -> anyhow::Result<Option<CaptureError>> {
     let limit = args.count.unwrap_or(u64::MAX);
     let mut queued = 0u64;
@@ -167,6 +172,7 @@ fn record_all(
             Err(e) => return Ok(Some(e)),
         };
         counts.received += 1;
+        progress.received.store(counts.received, Ordering::Relaxed);
         if let Some(f) = filter
             && !f.matches(record.data, record.orig_len)
         {
@@ -187,6 +193,7 @@ fn record_all(
                 return Ok(None);
             }
         }
+        progress.matched.store(counts.matched, Ordering::Relaxed);
         if queued >= limit
             || rec.failed()
             || (counts.received.is_multiple_of(STOP_CHECK) && stop.load(Ordering::Relaxed))
@@ -212,6 +219,7 @@ impl Writer {
             s.config.interface.name = record.interface_name.map(str::to_string);
             let recorder =
                 Recorder::start(s.config, s.output, record.ts_ns).context("create the output")?;
+            metrics::watch_writer(recorder.writer_progress());
             self.recorder = Some(recorder);
         }
         self.recorder.as_mut().context("output lost")
