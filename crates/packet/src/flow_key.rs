@@ -211,7 +211,9 @@ impl FlowKey {
         let payload = ip.payload();
         let upper = ipv6_upper_layer(ip.next_header().0, payload);
         self.nw_proto = upper.proto;
-        let l4 = bytes.len() - payload.len() + upper.at;
+        // From the header's end, not the packet's: bytes past the payload's length (an
+        // Ethernet pad, or a sender's) are not before the transport header.
+        let l4 = Ipv6Packet::<&[u8]>::HEADER_LEN + upper.at;
         let parsed = upper.transport && self.parse_transport(&payload[upper.at..]);
         (true, parsed.then_some(l4))
     }
@@ -353,6 +355,10 @@ mod tests {
             }
         );
         assert_eq!(offsets(&TAGGED_TCP[..30]), HeaderOffsets::default());
+        // Bytes after the IPv6 payload move nothing (a rewrite of the ports must land on them).
+        let mut padded = IPV6_ICMP.to_vec();
+        padded.extend_from_slice(&[0xee; 8]);
+        assert_eq!(offsets(&padded), offsets(&IPV6_ICMP));
     }
 
     #[test]

@@ -210,8 +210,9 @@ fn extract_ipv6_chain(
     // The transport segment's length in the whole packet.
     let whole = payload_len - upper.at;
     if upper.transport && transport_of_chain(&mut key, &payload[upper.at..], whole) {
-        // Where the general parse puts it: the IP bytes less what follows the header.
-        offsets.l4 = Some(l3 + ip_len - whole);
+        // After the extension headers, wherever the packet ends (it may carry bytes past
+        // its payload).
+        offsets.l4 = Some(l3 + IPV6_HEADER_LEN + upper.at);
     }
     done(&key, offsets)
 }
@@ -354,15 +355,16 @@ mod tests {
     fn an_ipv6_head_segment_parses_as_its_whole_packet() {
         for vlan in [false, true] {
             for ext in [None, Some(IPV6_HOP_BY_HOP), Some(IPV6_FRAGMENT)] {
-                for proto in [6, 17, 58, 47] {
-                    let f = ipv6_frame(vlan, ext, proto, 300);
+                for (proto, pad) in [6, 17, 58, 47].into_iter().flat_map(|p| [(p, 0), (p, 8)]) {
+                    let mut f = ipv6_frame(vlan, ext, proto, 300);
+                    // Bytes after the payload (an Ethernet pad, or a sender's) move nothing.
+                    f.extend(vec![0xee; pad]);
                     let headers_end = 14 + 4 * usize::from(vlan) + 40 + 8 + 20;
                     let whole = general(&f, 3);
                     assert!(whole.1.l3.is_some(), "{f:?}");
-                    assert_eq!(
-                        whole.1.l4.is_some(),
-                        proto != 47 && ext != Some(IPV6_FRAGMENT)
-                    );
+                    let l4 = 14 + 4 * usize::from(vlan) + 40 + 8 * usize::from(ext.is_some());
+                    let parsed = proto != 47 && ext != Some(IPV6_FRAGMENT);
+                    assert_eq!(whole.1.l4, parsed.then_some(l4), "{pad}");
                     for cut in headers_end..=f.len() {
                         let head = extract_packet(&f[..cut], f.len(), 3);
                         assert_eq!(head, whole, "{vlan} {ext:?} {proto}: cut at {cut}");
