@@ -20,7 +20,8 @@ use crate::rule::{PacketInOrigin, Rule};
 pub struct Decision {
     pub actions: Vec<Action>,
     pub rules: Vec<RuleId>,
-    /// Set when the resubmit limits were hit; the packet is dropped.
+    /// Set when a translation limit was hit (resubmit depth, table lookups and group
+    /// visits, datapath actions, actions run); the packet is dropped.
     pub too_deep: bool,
     /// The rule whose `controller` action came first, for OpenFlow's PACKET_IN.
     pub packet_in: Option<PacketInOrigin>,

@@ -29,8 +29,16 @@ use crate::subfield::Subfield;
 
 /// Nested `resubmit`s allowed before the packet is dropped (OVS's limit too).
 pub const MAX_RESUBMIT_DEPTH: usize = 64;
-/// Table lookups allowed for one packet before it is dropped (OVS: 4096 resubmits).
+/// Table lookups and group visits allowed for one packet before it is dropped (OVS: 4096
+/// resubmits, a group counted as one).
 pub const MAX_TABLE_LOOKUPS: usize = 4096;
+/// Datapath actions one translation may build before the packet is dropped (OVS cuts a
+/// translation whose actions pass 64 KiB, some 8192 outputs): groups of many buckets
+/// reached many times would otherwise multiply without bound.
+pub const MAX_DATAPATH_ACTIONS: usize = 8192;
+/// Actions one translation may run (a rule's, a bucket's, the action set's), whether or not
+/// they reach the datapath: the bound on its time.
+pub const MAX_ACTIONS_RUN: usize = 1 << 20;
 
 /// Translates `flow` starting at table 0; see the module docs for `wildcards`. While the
 /// tables are set aside ([`RuleTables::fail_open`]) every flow is switched by `normal`.
@@ -110,7 +118,10 @@ struct Translation<'a> {
     /// ...and those packet bits.
     dependencies: FlowBits,
     decision: Decision,
+    /// Table lookups and group visits so far.
     lookups: usize,
+    /// Actions run so far.
+    actions_run: usize,
     /// Lookups whose record keeps what they saw of a rewritten flow ([`Seen::Written`]).
     seen_kept: usize,
     /// OpenFlow's action set: what `write_actions` put there, run when the pipeline ends.
@@ -132,6 +143,7 @@ impl<'a> Translation<'a> {
             dependencies: FlowBits::ZERO,
             decision: Decision::default(),
             lookups: 0,
+            actions_run: 0,
             seen_kept: 0,
             action_set: Vec::new(),
         }
@@ -199,6 +211,13 @@ impl<'a> Translation<'a> {
         let mut rest = actions;
         while let Some((action, tail)) = rest.split_first() {
             rest = tail;
+            self.actions_run += 1;
+            let too_large = self.decision.actions.len() > MAX_DATAPATH_ACTIONS
+                || self.actions_run > MAX_ACTIONS_RUN;
+            self.decision.too_deep |= too_large;
+            if self.decision.too_deep {
+                return None;
+            }
             // A rule's own actions were checked against its match when it was added.
             if rule.is_none() && !self.prerequisites_met(action) {
                 continue;
@@ -321,6 +340,11 @@ impl Translation<'_> {
     /// visit is noted, so the group and the buckets taken are credited, and a change to the
     /// group (or its adding, when missing) revalidates the flow.
     fn run_group(&mut self, id: u32, depth: usize) {
+        if self.lookups >= MAX_TABLE_LOOKUPS {
+            self.decision.too_deep = true;
+            return;
+        }
+        self.lookups += 1;
         let tables: &RuleTables = self.tables;
         let Some(group) = tables.group(id) else {
             self.note_visit(id, BucketsTaken::Nothing);
@@ -1031,5 +1055,52 @@ mod tests {
         assert!(decision.too_deep);
         assert!(decision.actions.is_empty());
         assert_eq!(decision.rules.len(), MAX_RESUBMIT_DEPTH + 1);
+    }
+
+    /// Group 1, type all, with `n` buckets of `actions`.
+    fn fan_out(tables: &mut RuleTables, n: usize, actions: &str) {
+        let group = crate::group::Group {
+            id: 1,
+            kind: GroupType::All,
+            buckets: (0..n).map(|_| bucket(actions, 0, None)).collect(),
+        };
+        tables.set_group(group, false, Duration::ZERO).unwrap();
+    }
+
+    /// Rules and groups that multiply (resubmits of rules of many `group:`s of many buckets)
+    /// are cut at MAX_DATAPATH_ACTIONS, as Open vSwitch cuts a translation too large: before,
+    /// a controller's three messages made one packet build billions of actions.
+    #[test]
+    fn a_translation_that_multiplies_is_cut_and_dropped() {
+        let groups = ["group:1"; 50].join(",");
+        let resubmits = ["resubmit(,1)"; 10].join(",");
+        let mut tables = tables(&[
+            &format!("actions={resubmits}"),
+            &format!("table=1,actions={groups}"),
+        ]);
+        fan_out(&mut tables, 100, "output:1");
+        let decision = translate(&tables, &FlowBits::ZERO, &mut FlowBits::default());
+        assert!(decision.too_deep);
+        assert!(decision.actions.is_empty());
+        // The same from a PACKET_OUT's actions.
+        let actions = crate::ofctl::action_parse::parse_actions(&resubmits).unwrap();
+        let decision = translate_actions(&tables, &FlowBits::ZERO, &actions);
+        assert!(decision.too_deep && decision.actions.is_empty());
+    }
+
+    /// Each group visited counts as a table lookup (Open vSwitch counts it as a resubmit),
+    /// so buckets that add no action still stop at MAX_TABLE_LOOKUPS visits.
+    #[test]
+    fn group_visits_count_as_lookups() {
+        let groups = ["group:1"; 5000].join(",");
+        let mut tables = tables(&[&format!("actions={groups}")]);
+        fan_out(&mut tables, 2, "load:1->NXM_NX_REG0[]");
+        let decision = translate(&tables, &FlowBits::ZERO, &mut FlowBits::default());
+        assert!(decision.too_deep);
+        assert!(
+            decision.groups.len() < MAX_TABLE_LOOKUPS,
+            "{}",
+            decision.groups.len()
+        );
     }
 }
