@@ -13,6 +13,7 @@ use crate::ofproto::rule_table::{InstalledRule, RuleSelector};
 use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, flow_mod_failed, meter_mod_failed};
 use crate::openflow::message::{OfFlowMod, command};
+use crate::openflow::reply;
 use crate::openflow::wire::{GROUP_ANY, TABLE_ALL, port};
 use crate::rule::{N_TABLES, Rule, check_actions, flow_flags};
 
@@ -22,7 +23,9 @@ fn overlaps(a: &Match, b: &Match) -> bool {
     a.value().and(&both) == b.value().and(&both)
 }
 
-/// A FLOW_MOD of any command; the rules it deleted.
+/// A FLOW_MOD of any command; the rules it deleted. A rule whose statistics could not be
+/// dumped (its entry longer than a message holds: see [`reply::fits_a_reply`]) is refused
+/// with BAD_LEN.
 pub(crate) fn apply_flow_mod(
     dp: &mut Ofproto,
     fm: &OfFlowMod,
@@ -54,6 +57,9 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
     };
     check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
     check_targets(dp, &rule.actions)?;
+    if !reply::fits_a_reply(reply::flow_stats_len(&rule.flow_match, &rule.actions)) {
+        return Err(bad_action::BAD_LEN);
+    }
     if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
         let clash = dp.tables.iter().any(|(_, r)| {
             r.rule.table == rule.table
@@ -131,6 +137,14 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
         (port::ANY, GROUP_ANY),
     );
     check_targets(dp, &fm.actions)?;
+    let undumpable = dp.tables.selected(&selector).iter().any(|&id| {
+        dp.tables.get(id).is_some_and(|r| {
+            !reply::fits_a_reply(reply::flow_stats_len(&r.rule.flow_match, &fm.actions))
+        })
+    });
+    if undumpable {
+        return Err(bad_action::BAD_LEN);
+    }
     // No rule goes, but counts reset must not take the kernel's later.
     let resetting = match fm.flags & flow_flags::RESET_COUNTS {
         0 => Vec::new(),
@@ -166,4 +180,43 @@ fn delete_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Vec<Installe
     let going = dp.tables.selected(&selector);
     let _ = dp.before_taking(&going, now);
     dp.tables.remove_all(going)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ofproto() -> Ofproto {
+        let mut dp = Ofproto::new();
+        dp.add_port(1);
+        dp
+    }
+
+    fn add(actions: usize) -> OfFlowMod {
+        let rule = crate::ofctl::flow_parse::parse_rule("udp,actions=drop").unwrap();
+        let mut fm = OfFlowMod::for_rule(rule, command::ADD, 0);
+        fm.actions = vec![Action::Output(1); actions];
+        fm
+    }
+
+    /// A flow too long for its statistics to be dumped (in one message of 64 KiB) is
+    /// refused, added or modified: dumped, its length would wrap.
+    #[test]
+    fn a_flow_too_long_to_dump_is_refused() {
+        let mut dp = ofproto();
+        let at_most = (reply::MAX_MESSAGE - 16 - 48 - 16 - 8) / 16;
+        assert_eq!(
+            apply_flow_mod(&mut dp, &add(at_most + 1), Duration::ZERO).err(),
+            Some(bad_action::BAD_LEN)
+        );
+        assert!(apply_flow_mod(&mut dp, &add(100), Duration::ZERO).is_ok());
+        let mut modify = add(at_most + 1);
+        modify.command = command::MODIFY;
+        assert_eq!(
+            apply_flow_mod(&mut dp, &modify, Duration::ZERO).err(),
+            Some(bad_action::BAD_LEN)
+        );
+        let kept = dp.tables.iter().map(|(_, r)| r.rule.actions.len()).max();
+        assert_eq!(kept, Some(100));
+    }
 }

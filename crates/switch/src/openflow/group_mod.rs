@@ -9,6 +9,7 @@ use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, group_mod_failed};
 use crate::openflow::message::{GroupMod, group_command};
+use crate::openflow::reply;
 use crate::openflow::wire::GROUP_ALL;
 
 /// A GROUP_MOD of any command; the rules a delete took with its groups.
@@ -32,6 +33,10 @@ pub(crate) fn apply_group_mod(
         kind,
         buckets: gm.buckets.clone(),
     };
+    // Its description and statistics must each fit a reply of their own.
+    if !reply::fits_a_reply(reply::group_entry_len(&group)) {
+        return Err(group_mod_failed::BAD_BUCKET);
+    }
     dp.set_group(group, replace, now).map_err(|e| match e {
         GroupError::IndirectBuckets | GroupError::InvalidId => group_mod_failed::INVALID_GROUP,
         GroupError::NoWatch => group_mod_failed::BAD_WATCH,
@@ -42,4 +47,32 @@ pub(crate) fn apply_group_mod(
         GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
     })?;
     Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::Bucket;
+
+    /// So many buckets that the group's statistics (16 bytes a bucket) would not fit a
+    /// reply: refused. Before, dump-group-stats wrapped its lengths.
+    #[test]
+    fn a_group_too_long_to_dump_is_refused() {
+        let mut dp = Ofproto::new();
+        let bucket = Bucket {
+            weight: 0,
+            watch_port: None,
+            actions: Vec::new(),
+        };
+        let gm = |n| GroupMod {
+            command: group_command::ADD,
+            kind: GroupType::All.number(),
+            group_id: 1,
+            buckets: vec![bucket.clone(); n],
+        };
+        let at_most = (reply::MAX_MESSAGE - 16 - 40) / 16;
+        let refused = apply_group_mod(&mut dp, &gm(at_most + 1), Duration::ZERO);
+        assert_eq!(refused.err(), Some(group_mod_failed::BAD_BUCKET));
+        assert!(apply_group_mod(&mut dp, &gm(at_most), Duration::ZERO).is_ok());
+    }
 }

@@ -3,7 +3,9 @@
 
 use core::time::Duration;
 
+use crate::action::Action;
 use crate::bridge::port_counts::PortCounts;
+use crate::flow_match::Match;
 use crate::group::{Group, GroupUsage, MAX_GROUPS};
 use crate::ofproto::rule_table::{InstalledRule, TableStats};
 use crate::openflow::actions::write_instructions;
@@ -107,7 +109,31 @@ pub fn async_config(xid: u32, c: &AsyncConfig) -> Vec<u8> {
     w.finish()
 }
 
+/// Whether an entry of `len` bytes fits a statistics reply of its own: past that, its
+/// message's 16-bit length would wrap. FLOW_MOD and GROUP_MOD refuse what could not be
+/// dumped so.
+pub fn fits_a_reply(len: usize) -> bool {
+    HEADER_LEN + 8 + len <= MAX_MESSAGE
+}
+
+/// The length of the `ofp_flow_stats` entry of a rule of `flow_match` and `actions`.
+pub fn flow_stats_len(flow_match: &Match, actions: &[Action]) -> usize {
+    let mut w = Writer::default();
+    w.zeros(FLOW_STATS_FIXED);
+    write_match(&mut w, flow_match);
+    write_instructions(&mut w, actions, is_udp(flow_match));
+    w.len()
+}
+
+/// The length of group `g`'s longer entry: its description (`ofp_group_desc`) or its
+/// statistics (`ofp_group_stats`, 16 bytes a bucket).
+pub fn group_entry_len(g: &Group) -> usize {
+    group_desc_entry(g).len().max(40 + 16 * g.buckets.len())
+}
+
 /// A statistics reply of `kind`, its `entries` packed into as many messages as it takes.
+/// An entry that fits no message ([`fits_a_reply`]; one a `ctl` command added may not) is
+/// left out, where it would have broken the connection's framing.
 pub fn multipart(xid: u32, kind: u16, entries: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let start = |more: bool| {
         let mut w = Writer::message(msg::MULTIPART_REPLY, xid);
@@ -116,7 +142,7 @@ pub fn multipart(xid: u32, kind: u16, entries: &[Vec<u8>]) -> Vec<Vec<u8>> {
     };
     let mut messages = Vec::new();
     let mut w = start(false);
-    for entry in entries {
+    for entry in entries.iter().filter(|e| fits_a_reply(e.len())) {
         if w.len() + entry.len() > MAX_MESSAGE && w.len() > HEADER_LEN + 8 {
             // This part is full: it says more follow.
             w.bytes[10..12].copy_from_slice(&REPLY_MORE.to_be_bytes());
@@ -146,9 +172,12 @@ fn duration(now: Duration, since: Duration) -> (u32, u32) {
     (d.as_secs() as u32, d.subsec_millis() * 1_000_000)
 }
 
-fn udp(r: &InstalledRule) -> bool {
-    r.rule.flow_match.exact(crate::field::Field::NwProto) == Some(crate::flow_match::NW_PROTO_UDP)
+fn is_udp(flow_match: &Match) -> bool {
+    flow_match.exact(crate::field::Field::NwProto) == Some(crate::flow_match::NW_PROTO_UDP)
 }
+
+/// `ofp_flow_stats` before its match: length to byte counts.
+const FLOW_STATS_FIXED: usize = 48;
 
 /// One `ofp_flow_stats` entry.
 pub fn flow_stats_entry(r: &InstalledRule, now: Duration) -> Vec<u8> {
@@ -161,7 +190,7 @@ pub fn flow_stats_entry(r: &InstalledRule, now: Duration) -> Vec<u8> {
     w.u16(r.rule.flags).zeros(4).u64(r.rule.cookie);
     w.u64(r.stats.n_packets).u64(r.stats.n_bytes);
     write_match(&mut w, &r.rule.flow_match);
-    write_instructions(&mut w, &r.rule.actions, udp(r));
+    write_instructions(&mut w, &r.rule.actions, is_udp(&r.rule.flow_match));
     w.set_len(0, 0);
     w.bytes
 }
@@ -332,5 +361,34 @@ mod tests {
             total += (part.len() - 16) / 40;
         }
         assert_eq!(total, 5000);
+    }
+
+    /// An entry too long for a message of its own is left out: its length would wrap the
+    /// message's, and the controller would read the rest of the connection wrong.
+    #[test]
+    fn an_entry_no_message_holds_is_left_out() {
+        let too_long = MAX_MESSAGE - 16 + 8;
+        let entries = vec![
+            vec![1u8; 40],
+            vec![2u8; too_long],
+            vec![3u8; MAX_MESSAGE - 16],
+        ];
+        let parts = multipart(7, 1, &entries);
+        assert_eq!(parts.len(), 2);
+        for part in &parts {
+            let len = u16::from_be_bytes([part[2], part[3]]);
+            assert_eq!(usize::from(len), part.len());
+            assert!(!part.contains(&2));
+        }
+        assert_eq!(parts[1].len(), MAX_MESSAGE);
+    }
+
+    #[test]
+    fn entry_lengths_are_the_entries() {
+        let rule = crate::ofctl::flow_parse::parse_rule("udp,tp_dst=53,actions=output:1").unwrap();
+        let mut tables = crate::ofproto::rule_table::RuleTables::new();
+        let id = tables.add(rule.clone(), Duration::ZERO);
+        let entry = flow_stats_entry(tables.get(id).unwrap(), Duration::ZERO);
+        assert_eq!(flow_stats_len(&rule.flow_match, &rule.actions), entry.len());
     }
 }

@@ -44,12 +44,15 @@ pub fn multipart(
         }
         MultipartRequest::Table => (mp::TABLE, table_stats(bridge)),
         MultipartRequest::PortStats(wanted) => (mp::PORT_STATS, port_stats(bridge, wanted)?),
+        // A port an entry, so that many ports split over messages as other replies do.
         MultipartRequest::PortDesc => {
-            let mut w = crate::openflow::wire::Writer::default();
-            for desc in shown_port_descs(bridge) {
+            let descs = shown_port_descs(bridge);
+            let entries = descs.iter().map(|desc| {
+                let mut w = crate::openflow::wire::Writer::default();
                 desc.write(&mut w);
-            }
-            (mp::PORT_DESC, vec![w.bytes])
+                w.bytes
+            });
+            (mp::PORT_DESC, entries.collect())
         }
         MultipartRequest::TableFeatures => (
             mp::TABLE_FEATURES,
