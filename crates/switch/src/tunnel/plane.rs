@@ -520,7 +520,7 @@ impl TunnelPlane {
             return;
         }
         self.next_forget = now + FORGET_AFTER;
-        far_ends.retain(|_, resolved| now < resolved.next_look + FORGET_AFTER);
+        far_ends.retain(|_, resolved| now < resolved.next_look.saturating_add(FORGET_AFTER));
     }
 
     /// Tunnel `t`'s headers towards `remote` (empty the first time a flow names a far end).
