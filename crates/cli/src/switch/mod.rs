@@ -38,9 +38,9 @@ before the packet goes on, so hosts need no ethtool setting.\n\n\
 its decision is exactly output:N to another AF_XDP port, or normal with the destination \
 learned behind another AF_XDP port (no rewrite, no flood, rules without timeouts) and it is Ethernet (at most one 802.1Q tag) / IPv4 without options, \
 not fragmented / TCP or UDP with a complete checksum, or ICMP, the flow is installed in the XDP program's table and its \
-next packets never reach user space. Rule counters and dump-ports include them; any rule \
-change empties the table first, so does the destination of a normal entry moving or ageing \
-out, and a flow \
+next packets never reach user space. Rule counters and dump-ports include them; a rule \
+change takes out the entries it could decide otherwise (as it does cached flows), so does \
+the destination of a normal entry moving or ageing out, and a flow \
 idle for 10 s leaves it. Only the queues the \
 switch has sockets on are its port: other queues' packets go to the stack as before. The \
 kernel sends these packets with XDP redirect, so a veth port's peer must be able to receive \
