@@ -21,8 +21,8 @@ pub struct PortFlags {
     #[arg(long)]
     pub busy_poll: bool,
     /// UMEM frame size: 2048 or 4096 (default: 2048 when a frame of the interface's MTU fits
-    /// after the kernel's 256 bytes and --headroom, else 4096). On veth, 2048 took AF_XDP
-    /// rxdrop from 12.2 to 14.2-15.0 Mpps (bench/README.md).
+    /// after the kernel's 256 bytes and --headroom, else 4096). On veth (Intel Xeon), 2048
+    /// took AF_XDP rxdrop from 12.2-12.35 to 14.0-14.4 Mpps (bench/README.md).
     #[arg(long)]
     pub frame_size: Option<u32>,
     /// AF_XDP: bytes the kernel leaves free in front of each received packet, after its own

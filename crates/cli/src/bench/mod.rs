@@ -100,12 +100,16 @@ pub struct BenchArgs {
     /// txpush: destination MAC.
     #[arg(long, default_value = "02:00:00:00:00:02")]
     pub dst_mac: MacAddr,
+    /// txpush: source IPv4 address.
     #[arg(long, default_value = "10.0.0.1")]
     pub src_ip: Ipv4Addr,
+    /// txpush: destination IPv4 address.
     #[arg(long, default_value = "10.0.0.2")]
     pub dst_ip: Ipv4Addr,
+    /// txpush: UDP source port.
     #[arg(long, default_value_t = 9)]
     pub src_port: u16,
+    /// txpush: UDP destination port.
     #[arg(long, default_value_t = 9)]
     pub dst_port: u16,
 }

@@ -64,7 +64,8 @@ pub struct CaptureArgs {
     /// (that queue only: the others' packets go on to the kernel's stack uncaptured), or
     /// packet:IFACE (AF_PACKET TPACKET_V3). Both capture the packets the interface receives,
     /// not those it sends (XDP runs on receive only; tcpdump -Q in), unless -Q inout.
-    /// pipe:NAME captures what the process at the pipe's other end sends.
+    /// pipe:NAME captures what the process at the pipe's other end sends; tap:NAME what the
+    /// kernel sends out of tap device NAME (made for the capture if there is none).
     #[arg(
         long,
         short = 'i',
@@ -100,7 +101,7 @@ pub struct CaptureArgs {
     /// Write packets to FILE (`-` for standard output) instead of printing a line each.
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<String>,
-    /// Stop after COUNT packets have been written.
+    /// Stop after COUNT packets have been written (or printed).
     #[arg(short = 'c', value_name = "COUNT")]
     pub count: Option<u64>,
     /// Keep at most SNAPLEN bytes of each packet (0: 262144, the default).
@@ -115,7 +116,8 @@ pub struct CaptureArgs {
     /// not make (%Z, the week numbers...) is refused, and the error lists those it makes.
     #[arg(short = 'G', value_name = "SECONDS")]
     pub rotate_seconds: Option<u64>,
-    /// Start a new file before one grows past SIZE millions of bytes (k, m, g: KiB, MiB, GiB).
+    /// Start a new file before one grows past SIZE: a plain number is millions of bytes (as
+    /// tcpdump's -C), and a k, m or g suffix means KiB, MiB or GiB.
     #[arg(short = 'C', value_name = "SIZE", value_parser = parse_size)]
     pub rotate_size: Option<u64>,
     /// With -C: a ring of FILES files. With only -G: stop after FILES files.
@@ -141,7 +143,9 @@ pub struct CaptureArgs {
     /// Do not also attach the filter in the kernel (packet: ports).
     #[arg(long)]
     pub no_kernel_filter: bool,
-    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP).
+    /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP); zc only
+    /// (the driver's zero-copy: not veth's), copy, native (native XDP, the kernel picks zc or
+    /// copy) or skb.
     #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
     pub xdp_mode: XdpMode,
     /// Packets per burst.

@@ -30,6 +30,7 @@ pub const MAX_FLOWS: u32 = 1 << 24;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Proto {
+    /// UDP datagrams (the default).
     Udp,
     /// TCP segments with only SYN set (the test payload rides in the SYN).
     TcpSyn,
@@ -123,6 +124,7 @@ pub struct GenArgs {
     /// IPv6 (default addresses fd00::1 -> fd00::2).
     #[arg(long)]
     pub ipv6: bool,
+    /// What the frames carry above IP.
     #[arg(long, value_enum, default_value_t = Proto::Udp)]
     pub proto: Proto,
     /// Tag every frame with this 802.1Q VLAN id (1-4094).
@@ -143,6 +145,7 @@ pub struct GenArgs {
     /// Source port of the first flow (the ICMP echo identifier with --proto icmp).
     #[arg(long, default_value_t = 1024)]
     pub src_port: u16,
+    /// Destination port (UDP or TCP; unused with --proto icmp).
     #[arg(long, default_value_t = 9)]
     pub dst_port: u16,
     /// Generator id carried in every frame (receivers report per id).

@@ -22,7 +22,7 @@ pub struct RecvArgs {
     /// Ordinary copying reads instead of TCP zero-copy receive (the baseline).
     #[arg(long)]
     pub copy: bool,
-    /// The zero-copy window: how much one call may map (K, M suffixes; whole pages).
+    /// The zero-copy window: how much one call may map (K, M suffixes: KiB, MiB; whole pages).
     #[arg(long, default_value = "2M", value_parser = super::parse_bytes)]
     pub window: u64,
     /// The segment size to ask the peer for (TCP_MAXSEG on the listener); 0 leaves the

@@ -29,7 +29,7 @@ pub struct SendArgs {
     /// (IORING_OP_SEND with --copy), instead of send() with MSG_ZEROCOPY.
     #[arg(long)]
     pub io_uring: bool,
-    /// Bytes per send() call (K, M suffixes).
+    /// Bytes per send() call (K, M suffixes: KiB, MiB).
     #[arg(long, default_value = "64K", value_parser = super::parse_bytes)]
     pub size: u64,
     /// Buffers the sender cycles through: with MSG_ZEROCOPY a buffer is written again only
@@ -39,7 +39,7 @@ pub struct SendArgs {
     /// Send the contents of this file once, then end.
     #[arg(long, conflicts_with_all = ["bytes", "duration"])]
     pub file: Option<String>,
-    /// Send this many bytes of a generated pattern, then end (K, M, G suffixes).
+    /// Send this many bytes of a generated pattern, then end (K, M, G suffixes: KiB, MiB, GiB).
     #[arg(long, value_parser = super::parse_bytes, conflicts_with = "duration")]
     pub bytes: Option<u64>,
     /// Send for this many seconds (the default, 10, when neither --bytes nor --file is given).
