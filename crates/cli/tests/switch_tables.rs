@@ -107,11 +107,11 @@ fn flows_from_a_file_at_start_and_by_add_flows() {
     );
 }
 
-/// Flows may name ports by their interfaces, as ovs-ofctl's do: `in_port=NAME`,
-/// `output:NAME` and a bare `NAME` among the actions are the ports' numbers; a name no
-/// port has is refused, naming the ports there are.
+/// Flows and groups may name ports by their interfaces, as ovs-ofctl's do: `in_port=NAME`,
+/// `output:NAME`, a bare `NAME` among the actions and a bucket's `watch_port:NAME` are the
+/// ports' numbers; a name no port has is refused, naming the ports there are.
 #[test]
-fn flows_name_ports_by_their_interfaces() {
+fn flows_and_groups_name_ports_by_their_interfaces() {
     let s = Switched::new("sn", &[]);
     let (ma, mb) = (&s.c.ma, &s.c.mb);
     s.ctl_ok(&["del-flows"]);
@@ -140,6 +140,28 @@ fn flows_name_ports_by_their_interfaces() {
              (the ports: {})",
             ports.join(", ")
         )),
+        "{err}"
+    );
+    // Groups, one by one and from a file.
+    let group = format!(
+        "group_id=1,type=ff,bucket=watch_port:{mb},output:{mb},bucket=watch_port={ma},{ma}"
+    );
+    s.ctl_ok(&["add-group", &group]);
+    let file = format!("group_id=2,type=all,bucket=actions=output:{mb}\n");
+    let done = s.ctl_with_input(&["add-groups", "-"], file.as_bytes());
+    assert!(done.status.success(), "{done:?}");
+    assert_eq!(
+        s.ctl_ok(&["dump-groups"]).lines().collect::<Vec<_>>(),
+        [
+            "group_id=1,type=ff,bucket=watch_port:2,actions=output:2,\
+             bucket=watch_port:1,actions=output:1",
+            "group_id=2,type=all,bucket=actions=output:2",
+        ]
+    );
+    let out = s.ctl(&["add-group", "group_id=3,type=all,bucket=output:wsnosuch0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no port is named wsnosuch0"),
         "{err}"
     );
 }

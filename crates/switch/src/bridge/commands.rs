@@ -178,7 +178,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
         },
         other => {
             if let Some(answer) = meter_commands::run(bridge, other, arg)
-                .or_else(|| group_commands::run(bridge, other, arg))
+                .or_else(|| group_commands::run(bridge, other, arg, &names))
             {
                 return answer;
             }

@@ -7,14 +7,17 @@ use crate::bridge::control::Response;
 use crate::bridge::{Bridge, RemovedReason};
 use crate::ofctl::flow_parse::parse_lines;
 use crate::ofctl::group_text::{group_line, group_stats_line, parse_group, parse_group_selector};
+use crate::ofctl::port_names::PortNames;
 
 /// The group commands, for `--help` and the answer to an unknown command.
 pub const GROUP_COMMANDS: &str = "add-group GROUP, add-groups FILE, mod-group GROUP, \
                                   del-groups [group_id=ID], dump-groups [group_id=ID], \
                                   dump-group-stats [group_id=ID]";
 
-/// Runs group command `command` with its argument, or None if it is not one.
-pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
+/// Runs group command `command` with its argument, or None if it is not one. Ports its
+/// buckets name (`output:veth2`, `watch_port:veth2`) are numbered by `names` first, as
+/// ovs-ofctl does; messages quote the group as typed.
+pub fn run(bridge: &mut Bridge, command: &str, arg: &str, names: &PortNames) -> Option<Response> {
     if !matches!(
         command,
         "add-group"
@@ -27,10 +30,10 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
         return None;
     }
     if command == "add-groups" {
-        return Some(add_groups(bridge, arg));
+        return Some(add_groups(bridge, arg, names));
     }
     if matches!(command, "add-group" | "mod-group") {
-        let group = match parse_group(arg) {
+        let group = match names.number_in_groups(arg).and_then(|t| parse_group(&t)) {
             Ok(group) => group,
             Err(e) => return Some(Response::error(format!("{arg}: {e}"))),
         };
@@ -79,8 +82,9 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str) -> Option<Response> {
 
 /// `add-groups FILE` (the file's text): its groups, one a line, all or none; a refusal
 /// names the line, as `add-flows` does.
-fn add_groups(bridge: &mut Bridge, text: &str) -> Response {
-    let groups = match parse_lines(text, parse_group) {
+fn add_groups(bridge: &mut Bridge, text: &str, names: &PortNames) -> Response {
+    let numbered = names.number_in_groups(text);
+    let groups = match numbered.and_then(|text| parse_lines(&text, parse_group)) {
         Ok(groups) => groups,
         Err(e) => return Response::error(e.to_string()),
     };

@@ -51,8 +51,8 @@ impl fmt::Display for StartError {
 impl std::error::Error for StartError {}
 
 impl StartTables {
-    /// Parses the files' texts (None: no such file given); the flows may name the ports
-    /// `names` has.
+    /// Parses the files' texts (None: no such file given); the flows and the groups'
+    /// buckets may name the ports `names` has.
     pub fn parse(
         meters: Option<&str>,
         groups: Option<&str>,
@@ -63,7 +63,9 @@ impl StartTables {
         Ok(StartTables {
             meters: parse_lines(meters.unwrap_or(""), parse_meter)
                 .map_err(refused(StartFile::Meters))?,
-            groups: parse_lines(groups.unwrap_or(""), parse_group)
+            groups: names
+                .number_in_groups(groups.unwrap_or(""))
+                .and_then(|groups| parse_lines(&groups, parse_group))
                 .map_err(refused(StartFile::Groups))?,
             flows: names
                 .number_in(flows.unwrap_or(""))

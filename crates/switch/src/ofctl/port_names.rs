@@ -59,6 +59,50 @@ impl PortNames {
         Ok(lines?.join("\n"))
     }
 
+    /// `text` (a group, or lines of groups, in `add-group`'s syntax) with every port name
+    /// in its buckets numbered: `watch_port:NAME`, and their actions' as a flow's are.
+    pub fn number_in_groups(&self, text: &str) -> Result<String, FlowError> {
+        if self.by_name.is_empty() {
+            return Ok(text.to_string());
+        }
+        let lines: Result<Vec<String>, FlowError> = text
+            .split('\n')
+            .map(|line| self.number_group(line))
+            .collect();
+        Ok(lines?.join("\n"))
+    }
+
+    fn number_group(&self, line: &str) -> Result<String, FlowError> {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            return Ok(line.to_string());
+        }
+        let mut out = Vec::new();
+        for token in split_top_level(trimmed)? {
+            // `bucket=` and `actions=` lead into a token without changing what it is.
+            let mut rest = token;
+            let mut lead = String::new();
+            for prefix in ["bucket=", "actions=", "action="] {
+                if let Some(after) = rest.strip_prefix(prefix) {
+                    lead.push_str(prefix);
+                    rest = after;
+                }
+            }
+            let numbered = match rest.find(['=', ':']).map(|at| rest.split_at(at)) {
+                Some(("watch_port", value)) if is_name(&value[1..]) => {
+                    format!(
+                        "watch_port{}{}",
+                        &value[..1],
+                        self.number(token, &value[1..])?
+                    )
+                }
+                _ => self.number_actions(rest)?,
+            };
+            out.push(format!("{lead}{numbered}"));
+        }
+        Ok(out.join(","))
+    }
+
     fn number_line(&self, line: &str) -> Result<String, FlowError> {
         // Comments and blank lines stay as they are (the parser skips them).
         let trimmed = line.trim();
@@ -175,6 +219,40 @@ mod tests {
             ("shared".to_string(), 3),
             ("shared".to_string(), 4),
         ])
+    }
+
+    #[test]
+    fn names_in_groups_become_numbers() {
+        let n = names();
+        for (text, want) in [
+            (
+                "group_id=1,type=select,bucket=output:veth1,bucket=weight:2,veth2",
+                "group_id=1,type=select,bucket=output:1,bucket=weight:2,2",
+            ),
+            (
+                "group_id=2,type=ff,bucket=watch_port:veth1,output:veth1,\
+                 bucket=watch_port=veth2,actions=mod_vlan_vid:5,output:vxlan10",
+                "group_id=2,type=ff,bucket=watch_port:1,output:1,\
+                 bucket=watch_port=2,actions=mod_vlan_vid:5,output:10",
+            ),
+            // Numbers and other settings as they were; each line on its own.
+            (
+                "# groups\ngroup_id=3,type=all,bucket=output:4,bucket=watch_port:3,output:NORMAL",
+                "# groups\ngroup_id=3,type=all,bucket=output:4,bucket=watch_port:3,output:NORMAL",
+            ),
+        ] {
+            assert_eq!(n.number_in_groups(text).unwrap(), want, "{text}");
+        }
+        let unknown = n
+            .number_in_groups("group_id=1,type=all,bucket=output:eth9")
+            .unwrap_err()
+            .to_string();
+        assert!(unknown.contains("no port is named eth9"), "{unknown}");
+        let shared = n
+            .number_in_groups("group_id=1,type=ff,bucket=watch_port:shared,output:1")
+            .unwrap_err()
+            .to_string();
+        assert!(shared.contains("names ports 3 and 4"), "{shared}");
     }
 
     #[test]
