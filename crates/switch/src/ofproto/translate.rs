@@ -149,8 +149,20 @@ impl<'a> Translation<'a> {
         }
     }
 
+    /// Counts one more action (or bucket) run; false, the translation marked too deep,
+    /// once it is past a limit.
+    fn within_limits(&mut self) -> bool {
+        self.actions_run += 1;
+        let too_large = self.decision.actions.len() > MAX_DATAPATH_ACTIONS
+            || self.actions_run > MAX_ACTIONS_RUN;
+        self.decision.too_deep |= too_large;
+        !self.decision.too_deep
+    }
+
     fn finish(self) -> Decision {
         let mut decision = self.decision;
+        // The last action, or the fields a bucket put back, may have passed the limit.
+        decision.too_deep |= decision.actions.len() > MAX_DATAPATH_ACTIONS;
         if decision.too_deep {
             decision.actions.clear();
         }
@@ -211,11 +223,7 @@ impl<'a> Translation<'a> {
         let mut rest = actions;
         while let Some((action, tail)) = rest.split_first() {
             rest = tail;
-            self.actions_run += 1;
-            let too_large = self.decision.actions.len() > MAX_DATAPATH_ACTIONS
-                || self.actions_run > MAX_ACTIONS_RUN;
-            self.decision.too_deep |= too_large;
-            if self.decision.too_deep {
+            if !self.within_limits() {
                 return None;
             }
             // A rule's own actions were checked against its match when it was added.
@@ -465,6 +473,10 @@ impl Translation<'_> {
     /// One bucket, on the packet as it was before it: what the bucket rewrote is put back
     /// after it (and the packet's value of each such field becomes part of the decision).
     fn run_bucket(&mut self, bucket: &Bucket, depth: usize) {
+        // A bucket costs its copy of the flow even with no actions.
+        if !self.within_limits() {
+            return;
+        }
         let before = self.flow;
         self.run_actions(&bucket.actions, None, depth);
         for field in [Field::VlanTci, Field::NwTtl]
@@ -1086,6 +1098,18 @@ mod tests {
         let actions = crate::ofctl::action_parse::parse_actions(&resubmits).unwrap();
         let decision = translate_actions(&tables, &FlowBits::ZERO, &actions);
         assert!(decision.too_deep && decision.actions.is_empty());
+    }
+
+    /// Empty buckets count too: a group of thousands visited thousands of times stops at
+    /// MAX_ACTIONS_RUN instead of copying the flow for each of millions of buckets.
+    #[test]
+    fn empty_buckets_count_towards_the_actions_run() {
+        let groups = ["group:1"; 4000].join(",");
+        let mut tables = tables(&[&format!("actions={groups}")]);
+        fan_out(&mut tables, 4000, "");
+        let decision = translate(&tables, &FlowBits::ZERO, &mut FlowBits::default());
+        assert!(decision.too_deep);
+        assert!(decision.groups.len() <= MAX_ACTIONS_RUN / 4000 + 1);
     }
 
     /// Each group visited counts as a table lookup (Open vSwitch counts it as a resubmit),
