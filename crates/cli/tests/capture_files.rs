@@ -494,10 +494,15 @@ fn sigusr1_during_a_read_prints_the_counts_so_far() {
         .spawn()
         .unwrap();
     let mut pipe = child.stdin.take().unwrap();
+    let usr1 = || common::must(&["kill", "-USR1", &child.id().to_string()]);
+    // Before the file's header came, too.
+    std::thread::sleep(Duration::from_millis(500));
+    usr1();
+    std::thread::sleep(Duration::from_millis(300));
     pipe.write_all(&bytes).unwrap();
     pipe.flush().unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    common::must(&["kill", "-USR1", &child.id().to_string()]);
+    usr1();
     std::thread::sleep(Duration::from_millis(300));
     // The same records once more, without the file header.
     pipe.write_all(&bytes[24..]).unwrap();
@@ -506,7 +511,11 @@ fn sigusr1_during_a_read_prints_the_counts_so_far() {
     let err = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(0), "{err}");
     assert!(
-        err.starts_with("10 packets received\n10 packets matched (no filter)\n"),
+        err.starts_with("0 packets received\n0 packets matched (no filter)\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("\n10 packets received\n10 packets matched (no filter)\n"),
         "{err}"
     );
     assert!(!err.contains("kernel"), "{err}");

@@ -86,13 +86,14 @@ pub fn run(
     rotation: Rotation,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Counts> {
-    let mut reader = open(path, stop)?;
-    refuse_undecoded_lines(args, path, reader.link_type())?;
-    let expression = args.expression();
-    let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false, stop)?;
+    // Answered from the start: `-r -` may wait a while for its file header.
     let progress = Arc::new(ReadProgress::default());
     metrics::watch_reader(progress.clone());
-    info::answer_sigusr1(filter.is_some(), false)?;
+    let expression = args.expression();
+    info::answer_sigusr1(expression.is_some(), false)?;
+    let mut reader = open(path, stop)?;
+    refuse_undecoded_lines(args, path, reader.link_type())?;
+    let filter = compile_or_exit(expression.as_deref(), reader.link_type(), false, stop)?;
     let mut counts = Counts {
         source: path.display().to_string(),
         filter: expression,
