@@ -187,6 +187,8 @@ pub enum GroupError {
     TooMany,
     /// A bucket outputs to a port the bridge does not have (the message names it).
     BadOutPort(String),
+    /// Its description or statistics would not fit one OpenFlow reply.
+    TooLong,
 }
 
 impl fmt::Display for GroupError {
@@ -202,6 +204,10 @@ impl fmt::Display for GroupError {
             GroupError::Unknown => "no such group",
             GroupError::TooMany => "the bridge holds 65536 groups at most",
             GroupError::BadOutPort(why) => why,
+            GroupError::TooLong => {
+                "too many buckets or actions: the group's statistics or description would not \
+                 fit one OpenFlow reply (64 KiB)"
+            }
         })
     }
 }

@@ -1,6 +1,7 @@
 //! What `wirespeed ctl` can ask of a running bridge, in ovs-ofctl's words and output shapes.
 //! Run on the control side; rule changes through [`Bridge::edit`].
 
+use crate::openflow::reply::{RULE_TOO_LONG, dumpable_rule};
 use std::fmt::Write;
 
 use std::sync::mpsc::Receiver;
@@ -268,6 +269,16 @@ fn apply(
             None => format!("line {line}: {e}"),
         });
     }
+    if let Edit::Add(rules) | Edit::Replace(rules) = &edit
+        && let Some(line) = rules
+            .iter()
+            .find_map(|(line, r)| (!dumpable_rule(&r.flow_match, &r.actions)).then_some(line))
+    {
+        return Response::error(match flow {
+            Some(flow) => format!("{flow}: {RULE_TOO_LONG}"),
+            None => format!("line {line}: {RULE_TOO_LONG}"),
+        });
+    }
     match edit {
         Edit::Diff(rules) => {
             let (extra, wanted) = dp.tables.diff(&rules);
@@ -299,9 +310,18 @@ fn apply(
             })
         }
         Edit::Modify(m) => {
+            let undumpable = dp.tables.selected(&m.selector).iter().any(|&id| {
+                dp.tables
+                    .get(id)
+                    .is_some_and(|r| !dumpable_rule(&r.rule.flow_match, &m.actions))
+            });
             let changed = dp
                 .check_output_ports(&m.actions)
                 .map_err(|e| e.to_string())
+                .and_then(|()| match undumpable {
+                    true => Err(RULE_TOO_LONG.to_string()),
+                    false => Ok(()),
+                })
                 .and_then(|()| {
                     dp.tables
                         .modify(&m.selector, &m.actions, m.new_cookie)

@@ -5,6 +5,7 @@
 //! same ports before anything is opened (a refused start must leave nothing behind), then on
 //! the bridge itself.
 
+use crate::openflow::reply::{RULE_TOO_LONG, dumpable_rule};
 use core::fmt;
 use core::time::Duration;
 
@@ -106,6 +107,10 @@ impl StartTables {
         for (line, rule) in &self.flows {
             check_names(dp, &rule.actions)
                 .map_err(|e| StartError::new(StartFile::Flows, format!("line {line}: {e}")))?;
+            if !dumpable_rule(&rule.flow_match, &rule.actions) {
+                let why = format!("line {line}: {RULE_TOO_LONG}");
+                return Err(StartError::new(StartFile::Flows, why));
+            }
         }
         for (_, rule) in &self.flows {
             dp.tables.add(rule.clone(), now);
@@ -220,5 +225,24 @@ mod tests {
         for (error, file, message) in cases {
             assert_eq!((error.file, error.message.as_str()), (file, message));
         }
+    }
+
+    /// A flow or group no OpenFlow reply could hold is refused here as over OpenFlow.
+    #[test]
+    fn flows_and_groups_too_long_to_dump_are_refused() {
+        let outputs = ["output:1"; 5000].join(",");
+        let flow = refusal("", "", &format!("#\nin_port=2,actions={outputs}"));
+        assert_eq!(
+            (flow.file, flow.message),
+            (StartFile::Flows, format!("line 2: {RULE_TOO_LONG}"))
+        );
+        let buckets = ["bucket=output:1"; 5000].join(",");
+        let group = refusal("", &format!("group_id=1,type=all,{buckets}"), "");
+        assert_eq!(group.file, StartFile::Groups);
+        assert!(
+            group.message.starts_with("line 1: too many buckets"),
+            "{}",
+            group.message
+        );
     }
 }

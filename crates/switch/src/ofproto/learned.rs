@@ -202,6 +202,11 @@ pub fn add_learned(
     }
     let changed = rules.len();
     for rule in rules {
+        // One no OpenFlow reply could hold is not learned (a learn's specs are shorter
+        // than the actions they make, so a flow that fits can learn one that does not).
+        if !crate::openflow::reply::dumpable_rule(&rule.flow_match, &rule.actions) {
+            continue;
+        }
         match fate(tables, &rule) {
             Fate::Again(id) => tables.restart_hard_timeout(id, now),
             Fate::Modify(id) => {

@@ -142,10 +142,11 @@ impl Ofproto {
     }
 
     /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
-    /// ctl's add-group and mod-group do: refused unless it is well formed and its buckets
-    /// output to ports the bridge has. The counts of the flows through the group are
-    /// credited to it as it was first (a modify starts the new one's from zero, and they
-    /// were made from the old buckets), and the offloaded ones go; the others go on.
+    /// ctl's add-group and mod-group do: refused unless it is well formed, its buckets
+    /// output to ports the bridge has and its entries fit OpenFlow's replies. The counts of
+    /// the flows through the group are credited to it as it was first (a modify starts the
+    /// new one's from zero, and they were made from the old buckets), and the offloaded ones
+    /// go; the others go on.
     /// Nothing changes when it is refused.
     pub fn set_group(
         &mut self,
@@ -159,6 +160,9 @@ impl Ofproto {
                 .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
         }
         self.tables.check_group(&group, replace)?;
+        if !crate::openflow::reply::fits_a_reply(crate::openflow::reply::group_entry_len(&group)) {
+            return Err(GroupError::TooLong);
+        }
         let _ = self.before_groups(&[group.id], &[], now);
         self.tables.set_group(group, replace, now)
     }

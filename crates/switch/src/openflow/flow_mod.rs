@@ -57,7 +57,7 @@ fn add_flow(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), OfpEr
     };
     check_actions(&rule).map_err(|_| bad_action::MATCH_INCONSISTENT)?;
     check_targets(dp, &rule.actions)?;
-    if !reply::fits_a_reply(reply::flow_stats_len(&rule.flow_match, &rule.actions)) {
+    if !reply::dumpable_rule(&rule.flow_match, &rule.actions) {
         return Err(bad_action::BAD_LEN);
     }
     if fm.flags & flow_flags::CHECK_OVERLAP != 0 {
@@ -138,9 +138,9 @@ fn modify_flows(dp: &mut Ofproto, fm: &OfFlowMod, now: Duration) -> Result<(), O
     );
     check_targets(dp, &fm.actions)?;
     let undumpable = dp.tables.selected(&selector).iter().any(|&id| {
-        dp.tables.get(id).is_some_and(|r| {
-            !reply::fits_a_reply(reply::flow_stats_len(&r.rule.flow_match, &fm.actions))
-        })
+        dp.tables
+            .get(id)
+            .is_some_and(|r| !reply::dumpable_rule(&r.rule.flow_match, &fm.actions))
     });
     if undumpable {
         return Err(bad_action::BAD_LEN);

@@ -9,7 +9,6 @@ use crate::ofproto::rule_table::InstalledRule;
 use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, bad_action, group_mod_failed};
 use crate::openflow::message::{GroupMod, group_command};
-use crate::openflow::reply;
 use crate::openflow::wire::GROUP_ALL;
 
 /// A GROUP_MOD of any command; the rules a delete took with its groups.
@@ -33,10 +32,6 @@ pub(crate) fn apply_group_mod(
         kind,
         buckets: gm.buckets.clone(),
     };
-    // Its description and statistics must each fit a reply of their own.
-    if !reply::fits_a_reply(reply::group_entry_len(&group)) {
-        return Err(group_mod_failed::BAD_BUCKET);
-    }
     dp.set_group(group, replace, now).map_err(|e| match e {
         GroupError::IndirectBuckets | GroupError::InvalidId => group_mod_failed::INVALID_GROUP,
         GroupError::NoWatch => group_mod_failed::BAD_WATCH,
@@ -45,6 +40,7 @@ pub(crate) fn apply_group_mod(
         GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
         GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
         GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
+        GroupError::TooLong => group_mod_failed::BAD_BUCKET,
     })?;
     Ok(Vec::new())
 }
@@ -53,6 +49,7 @@ pub(crate) fn apply_group_mod(
 mod tests {
     use super::*;
     use crate::group::Bucket;
+    use crate::openflow::reply;
 
     /// So many buckets that the group's statistics (16 bytes a bucket) would not fit a
     /// reply: refused. Before, dump-group-stats wrapped its lengths.

@@ -116,6 +116,16 @@ pub fn fits_a_reply(len: usize) -> bool {
     HEADER_LEN + 8 + len <= MAX_MESSAGE
 }
 
+/// Whether a rule of `flow_match` and `actions` can be dumped: every way of adding one
+/// (FLOW_MOD, ctl, the start files, learn) refuses or skips one that cannot.
+pub fn dumpable_rule(flow_match: &Match, actions: &[Action]) -> bool {
+    fits_a_reply(flow_stats_len(flow_match, actions))
+}
+
+/// What a refusal of a rule [`dumpable_rule`] says no to says.
+pub const RULE_TOO_LONG: &str =
+    "too many actions: the flow's statistics would not fit one OpenFlow reply (64 KiB)";
+
 /// The length of the `ofp_flow_stats` entry of a rule of `flow_match` and `actions`.
 pub fn flow_stats_len(flow_match: &Match, actions: &[Action]) -> usize {
     let mut w = Writer::default();
