@@ -816,6 +816,36 @@ mod tests {
         assert_eq!(tables.groups().count(), 0);
     }
 
+    /// Every group deleted takes the rules sending to any of them, in one pass, and those
+    /// alone; each rule counts once a group it sends to, as group_usage counts it.
+    #[test]
+    fn deleting_every_group_takes_the_rules_that_send_to_them() {
+        let mut tables = tables(&[
+            "in_port=1,actions=group:1,group:1",
+            "in_port=2,actions=group:2,output:1",
+            "in_port=3,actions=group:9",
+            "in_port=4,actions=output:2",
+        ]);
+        for id in [1, 2] {
+            let text = format!("group_id={id},type=all,bucket=output:3");
+            let group = crate::ofctl::group_text::parse_group(&text).unwrap();
+            tables.set_group(group, false, Duration::ZERO).unwrap();
+        }
+        let references = tables.group_references();
+        assert_eq!(references, [(1, 1), (2, 1), (9, 1)].into_iter().collect());
+        assert_eq!(tables.group_usage(1, Duration::ZERO).rules, 1);
+        let generation = tables.generation();
+        let gone = tables.delete_groups(None);
+        let ports: Vec<u128> = gone
+            .iter()
+            .filter_map(|r| r.rule.flow_match.exact(crate::field::Field::InPort))
+            .collect();
+        assert_eq!(ports, [1, 2], "group 9 is no group: its rule stays");
+        assert_eq!((tables.len(), tables.groups().count()), (2, 0));
+        let changes = tables.changes_since(generation).unwrap();
+        assert!(changes.contains(&RuleChange::Group(1)) && changes.contains(&RuleChange::Group(2)));
+    }
+
     /// Everything a rollback must put back: each slot's rule, counts and rank, the groups
     /// and their ages, and what a lookup finds.
     fn snapshot(tables: &RuleTables) -> String {

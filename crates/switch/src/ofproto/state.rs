@@ -20,7 +20,7 @@ use crate::group::{Group, GroupError, GroupUsage};
 use crate::mac_learning::MacTable;
 use crate::offload::Offload;
 use crate::ofproto::learned;
-use crate::ofproto::rule_table::{InstalledRule, RuleSelector, RuleTables};
+use crate::ofproto::rule_table::{InstalledRule, RuleTables};
 use crate::rule::Rule;
 
 /// What the poll-mode threads of a bridge share: its rules, its learning table, its
@@ -176,10 +176,10 @@ impl Ofproto {
             Some(id) => vec![id],
             None => self.tables.groups().map(|g| g.id).collect(),
         };
-        let going: Vec<RuleId> = groups
-            .iter()
-            .flat_map(|&id| self.tables.selected(&RuleSelector::sending_to_group(id)))
-            .collect();
+        // One pass over the rules, however many groups.
+        let going = self
+            .tables
+            .sending_to_groups(&groups.iter().copied().collect());
         let _ = self.before_groups(&groups, &going, now);
         self.tables.delete_groups(only)
     }
@@ -188,10 +188,15 @@ impl Ofproto {
     /// harvest of the kernel's counts leaves those of the last one that worked).
     pub fn group_stats(&mut self, only: Option<u32>, now: Duration) -> Vec<(Group, GroupUsage)> {
         let _ = self.harvest(now);
+        // The rules' references counted in one pass, however many groups.
+        let references = self.tables.group_references();
         self.tables
             .groups()
             .filter(|g| only.is_none_or(|id| id == g.id))
-            .map(|g| (g.clone(), self.tables.group_usage(g.id, now)))
+            .map(|g| {
+                let rules = references.get(&g.id).copied().unwrap_or(0);
+                (g.clone(), self.tables.group_usage_of(g.id, rules, now))
+            })
             .collect()
     }
 
@@ -476,6 +481,7 @@ mod tests {
     use crate::frame::Frame;
     use crate::mac_learning::mac_view::MacView;
     use crate::ofctl::flow_parse::parse_rule;
+    use crate::ofproto::rule_table::RuleSelector;
     use std::sync::Mutex;
 
     const FRAME: [u8; 42] = [

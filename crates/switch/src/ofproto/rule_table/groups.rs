@@ -3,7 +3,9 @@
 
 use core::time::Duration;
 
-use super::{InstalledRule, RuleSelector, RuleTables, Undo};
+use std::collections::{HashMap, HashSet};
+
+use super::{InstalledRule, RuleId, RuleSelector, RuleTables, Undo};
 use crate::action::Action;
 use crate::dpif::revalidate::RuleChange;
 use crate::group::{Group, GroupCounts, GroupError, GroupUsage, GroupVisit, MAX_GROUPS};
@@ -63,15 +65,49 @@ impl RuleTables {
         Ok(())
     }
 
-    /// Removes group `only`, or every group (None), and the rules that send to them.
+    /// Removes group `only`, or every group (None), and the rules that send to them: one
+    /// pass over the rules, however many groups go (a controller deleting every group of
+    /// thousands under 100,000 rules read them once, not once a group).
     pub fn delete_groups(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
-        let ids: Vec<u32> = match only {
-            Some(id) => vec![id],
-            None => self.groups.keys().copied().collect(),
+        let Some(id) = only else {
+            let ids: HashSet<u32> = self.groups.keys().copied().collect();
+            let going = self.sending_to_groups(&ids);
+            for id in ids {
+                let before = self.groups.remove(&id);
+                self.note(Undo::Group(id, before.map(Box::new)));
+                self.changed(RuleChange::Group(id));
+            }
+            return self.remove_all(going);
         };
-        ids.into_iter()
-            .flat_map(|id| self.delete_group(id))
+        self.delete_group(id)
+    }
+
+    /// The rules with a `group` action to one of `groups`.
+    pub fn sending_to_groups(&self, groups: &HashSet<u32>) -> Vec<RuleId> {
+        let sends = |a: &Action| matches!(a, Action::Group(g) if groups.contains(g));
+        self.iter()
+            .filter(|(_, installed)| installed.rule.actions.iter().any(sends))
+            .map(|(id, _)| id)
             .collect()
+    }
+
+    /// How many rules send to each group (the groups no rule sends to left out); a rule
+    /// counts once a group, as [`Self::group_usage`] counts it.
+    pub fn group_references(&self) -> HashMap<u32, u32> {
+        let mut counts = HashMap::new();
+        let mut sent_to = Vec::new();
+        for (_, installed) in self.iter() {
+            sent_to.clear();
+            for action in &installed.rule.actions {
+                if let Action::Group(g) = action
+                    && !sent_to.contains(g)
+                {
+                    sent_to.push(*g);
+                    *counts.entry(*g).or_insert(0) += 1;
+                }
+            }
+        }
+        counts
     }
 
     /// A group's statistics at `now`: how many rules send to it (its reference count), what
@@ -83,6 +119,12 @@ impl RuleTables {
             .flatten()
             .filter(|installed| installed.rule.actions.contains(&Action::Group(id)))
             .count() as u32;
+        self.group_usage_of(id, rules, now)
+    }
+
+    /// [`Self::group_usage`] with the rules that send to it counted already
+    /// ([`Self::group_references`]).
+    pub fn group_usage_of(&self, id: u32, rules: u32, now: Duration) -> GroupUsage {
         let Some(installed) = self.groups.get(&id) else {
             return GroupUsage {
                 rules,
