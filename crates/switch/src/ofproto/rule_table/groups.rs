@@ -70,8 +70,9 @@ impl RuleTables {
     /// thousands under 100,000 rules read them once, not once a group).
     pub fn delete_groups(&mut self, only: Option<u32>) -> Vec<InstalledRule> {
         let Some(id) = only else {
-            let ids: HashSet<u32> = self.groups.keys().copied().collect();
-            let going = self.sending_to_groups(&ids);
+            let mut ids: Vec<u32> = self.groups.keys().copied().collect();
+            ids.sort_unstable();
+            let going = self.sending_to_groups(&ids.iter().copied().collect());
             for id in ids {
                 let before = self.groups.remove(&id);
                 self.note(Undo::Group(id, before.map(Box::new)));
