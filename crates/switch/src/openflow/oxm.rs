@@ -230,8 +230,9 @@ impl OxmField {
             field_no::IP_PROTO => f(Field::NwProto, 1, false),
             field_no::IPV4_SRC => f(Field::NwSrc, 4, true),
             field_no::IPV4_DST => f(Field::NwDst, 4, true),
-            field_no::TCP_SRC | field_no::UDP_SRC => f(Field::TpSrc, 2, false),
-            field_no::TCP_DST | field_no::UDP_DST => f(Field::TpDst, 2, false),
+            // Maskable as in Open vSwitch (port ranges), where OpenFlow 1.3 has them exact.
+            field_no::TCP_SRC | field_no::UDP_SRC => f(Field::TpSrc, 2, true),
+            field_no::TCP_DST | field_no::UDP_DST => f(Field::TpDst, 2, true),
             field_no::ICMPV4_TYPE | field_no::ICMPV6_TYPE => f(Field::IcmpType, 1, false),
             field_no::ICMPV4_CODE | field_no::ICMPV6_CODE => f(Field::IcmpCode, 1, false),
             field_no::ARP_OP => f(Field::ArpOp, 2, false),
@@ -528,6 +529,9 @@ mod tests {
             "vlan_tci=0",
             "tcp,nw_src=10.0.0.0/8,tp_dst=80",
             "udp,tp_src=53",
+            // Port ranges by mask, as Open vSwitch takes them (OpenFlow 1.3 has them exact).
+            "tcp,tp_dst=0x1000/0xf000",
+            "udp,tp_src=1024/0xfc00,tp_dst=0x50/0xfff0",
             "icmp,icmp_type=8,icmp_code=0",
             "icmp6,icmp_type=135",
             "arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24",
