@@ -71,8 +71,13 @@ fn ovs_ofctl_adds_changes_and_removes_flows_that_packets_obey() {
     assert_eq!(
         listed[2],
         "cookie=0x7, table=1, n_packets=0, n_bytes=0, priority=5,tcp,tp_dst=80 \
-         actions=set_field:4101->vlan_vid,output:2"
+         actions=push_vlan:0x8100,set_field:4101->vlan_vid,output:2"
     );
+    // What dump-flows gives loads back as it was: diff-flows against it finds nothing
+    // (a set_field of the id without its push_vlan was refused by ovs-ofctl).
+    let dumped = ScratchFile::new("of-dumped.flows");
+    std::fs::write(&dumped, s.ofctl_ok(&["--no-stats", "dump-flows"])).unwrap();
+    assert_eq!(s.ofctl_ok(&["diff-flows", &dumped]), "");
     let count = |line: &str, key: &str| -> u64 {
         let at = line.find(key).unwrap() + key.len();
         line[at..]
@@ -93,6 +98,21 @@ fn ovs_ofctl_adds_changes_and_removes_flows_that_packets_obey() {
         )),
         "{aggregate} {listed:?}"
     );
+    // A port range by mask, as Open vSwitch takes it: added, shown and deleted strictly.
+    s.ofctl_ok(&[
+        "add-flow",
+        "priority=6,tcp,tp_dst=0x1000/0xf000,actions=drop",
+    ]);
+    let ranged = s.ofctl_ok(&["dump-flows", "tcp"]);
+    assert!(
+        ranged.contains("priority=6,tcp,tp_dst=0x1000/0xf000 actions=drop"),
+        "{ranged}"
+    );
+    s.ofctl_ok(&[
+        "--strict",
+        "del-flows",
+        "priority=6,tcp,tp_dst=0x1000/0xf000",
+    ]);
     // Strict delete takes only the exact rule; a non-strict one by cookie.
     s.ofctl_ok(&["--strict", "del-flows", "priority=5,icmp"]);
     assert_eq!(flows(&s).len(), 3);

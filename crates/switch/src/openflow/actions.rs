@@ -12,10 +12,11 @@
 //! experimenter actions ovs-ofctl sends, are read and written, so flows with them survive a
 //! round trip; `set_field` also writes the registers. So is `learn` (`NXAST_LEARN`, in [`crate::openflow::learn_wire`]).
 
-use wirespeed_packet::flow_key::VLAN_VID_MASK;
+use wirespeed_packet::flow_key::{VLAN_PRESENT, VLAN_VID_MASK};
 
 use crate::action::Action;
 use crate::field::Field;
+use crate::flow_match::Match;
 use crate::openflow::error::{OfpError, bad_action, bad_instruction};
 use crate::openflow::learn_wire::{NXAST_LEARN, read_learn, write_learn};
 use crate::openflow::oxm::{Oxm, OxmField, field_no, read_oxm, register_field_no, wire_header};
@@ -472,16 +473,51 @@ fn write_action(w: &mut Writer, action: &Action, udp: bool) {
     }
 }
 
-/// Writes an action list (a PACKET_OUT's, or inside an instruction).
-pub fn write_actions(w: &mut Writer, actions: &[Action], udp: bool) {
+/// What a rule's match tells the writing of its actions.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct MatchFacts {
+    /// Port rewrites are `udp_src` and `udp_dst` (else `tcp_src` and `tcp_dst`).
+    pub udp: bool,
+    /// Every packet it matches has a VLAN tag.
+    pub tagged: bool,
+}
+
+impl MatchFacts {
+    pub fn of(m: &Match) -> MatchFacts {
+        let (tci, mask) = m.field(Field::VlanTci);
+        let present = u128::from(VLAN_PRESENT);
+        MatchFacts {
+            udp: m.exact(Field::NwProto) == Some(crate::flow_match::NW_PROTO_UDP),
+            tagged: mask & present != 0 && tci & present != 0,
+        }
+    }
+}
+
+/// Writes an action list (a PACKET_OUT's, a bucket's, or inside an instruction). A
+/// `mod_vlan_vid` where the packet may have no tag yet goes as `push_vlan` and a
+/// `set_field` of the id, as Open vSwitch writes it: a `set_field` alone is refused on
+/// such a packet (ovs-ofctl would not take the dumped flow back); read, the two are one
+/// `mod_vlan_vid` again.
+pub fn write_actions(w: &mut Writer, actions: &[Action], facts: MatchFacts) {
+    let mut tagged = facts.tagged;
     for action in actions {
-        write_action(w, action, udp);
+        match action {
+            Action::ModVlanVid(_) if !tagged => {
+                w.u16(kind::PUSH_VLAN).u16(8).u16(0x8100).zeros(2);
+                tagged = true;
+            }
+            // Our mod_vlan_pcp tags an untagged packet too.
+            Action::ModVlanPcp(_) => tagged = true,
+            Action::StripVlan => tagged = false,
+            _ => {}
+        }
+        write_action(w, action, facts.udp);
     }
 }
 
 /// Writes a rule's actions as instructions: `meter`, `apply_actions`, `clear_actions`,
 /// `write_actions`, `write_metadata`, `goto_table`.
-pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
+pub fn write_instructions(w: &mut Writer, actions: &[Action], facts: MatchFacts) {
     let actions = match actions.split_first() {
         Some((Action::Meter(id), rest)) => {
             w.u16(instruction::METER).u16(8).u32(*id);
@@ -502,7 +538,7 @@ pub fn write_instructions(w: &mut Writer, actions: &[Action], udp: bool) {
     let with_actions = |w: &mut Writer, kind: u16, list: &[Action]| {
         let start = w.len();
         w.u16(kind).u16(0).zeros(4);
-        write_actions(w, list, udp);
+        write_actions(w, list, facts);
         w.set_len(start + 2, start);
     };
     if applied > 0 {
@@ -548,7 +584,7 @@ mod tests {
     fn round_trip(text: &str, table: u8) -> Vec<Action> {
         let actions = parse_actions(text).unwrap();
         let mut w = Writer::default();
-        write_instructions(&mut w, &actions, false);
+        write_instructions(&mut w, &actions, MatchFacts::default());
         read_instructions(&mut Reader::new(&w.bytes), table).unwrap()
     }
 
@@ -611,7 +647,7 @@ mod tests {
     fn load_and_move_bytes() {
         let load = parse_actions("load:0x5->NXM_NX_REG1[4..11]").unwrap();
         let mut w = Writer::default();
-        write_actions(&mut w, &load, false);
+        write_actions(&mut w, &load, MatchFacts::default());
         #[rustfmt::skip]
         let expected = [
             0xff, 0xff, 0, 24, 0, 0, 0x23, 0x20, 0, 7,
@@ -622,7 +658,7 @@ mod tests {
         assert_eq!(w.bytes, expected);
         let moved = parse_actions("move:NXM_OF_ETH_SRC[0..31]->NXM_NX_REG0[]").unwrap();
         let mut w = Writer::default();
-        write_actions(&mut w, &moved, false);
+        write_actions(&mut w, &moved, MatchFacts::default());
         #[rustfmt::skip]
         let expected = [
             0xff, 0xff, 0, 24, 0, 0, 0x23, 0x20, 0, 6,
@@ -638,9 +674,34 @@ mod tests {
         let read = |b: &[u8]| read_actions(&mut Reader::new(b), ActionsIn::Rule);
         assert_eq!(read(&bad), Err(bad_action::BAD_SET_ARGUMENT));
         let mut w = Writer::default();
-        write_actions(&mut w, &load, false);
+        write_actions(&mut w, &load, MatchFacts::default());
         w.bytes[22] = 1; // 0x105: nine bits
         assert_eq!(read(&w.bytes), Err(bad_action::BAD_ARGUMENT));
+    }
+
+    /// mod_vlan_vid is written as push_vlan and set_field unless the match has a tag
+    /// already (ovs-ofctl refuses a set_field of the id without one: a dumped flow would not
+    /// load back), and reads back as itself either way.
+    #[test]
+    fn mod_vlan_vid_is_written_with_its_push_where_the_packet_may_be_untagged() {
+        let written = |flow: &str| {
+            let rule = crate::ofctl::flow_parse::parse_rule(flow).unwrap();
+            let mut w = Writer::default();
+            write_actions(&mut w, &rule.actions, MatchFacts::of(&rule.flow_match));
+            let read = read_actions(&mut Reader::new(&w.bytes), ActionsIn::Rule).unwrap();
+            assert_eq!(read, rule.actions, "{flow}");
+            w.bytes
+                .chunks(8)
+                .filter(|c| u16::from_be_bytes([c[0], c[1]]) == kind::PUSH_VLAN)
+                .count()
+        };
+        assert_eq!(written("udp,actions=mod_vlan_vid:5,output:1"), 1);
+        assert_eq!(written("dl_vlan=7,actions=mod_vlan_vid:5,output:1"), 0);
+        // Once tagged, no second push; stripped, a push again.
+        assert_eq!(
+            written("actions=mod_vlan_vid:5,mod_vlan_vid:6,strip_vlan,mod_vlan_vid:7"),
+            2
+        );
     }
 
     #[test]

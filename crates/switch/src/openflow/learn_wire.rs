@@ -199,7 +199,11 @@ mod tests {
     fn lays_out_a_learn_as_open_vswitch() {
         let actions = parse_actions(LEARN).unwrap();
         let mut w = Writer::default();
-        write_actions(&mut w, &actions, false);
+        write_actions(
+            &mut w,
+            &actions,
+            crate::openflow::actions::MatchFacts::default(),
+        );
         assert_eq!(w.bytes, BYTES);
         assert_eq!(read(&BYTES), Ok(actions));
     }
@@ -222,7 +226,11 @@ mod tests {
         };
         assert!(id.get().delete_learned);
         let mut w = Writer::default();
-        write_actions(&mut w, &actions, false);
+        write_actions(
+            &mut w,
+            &actions,
+            crate::openflow::actions::MatchFacts::default(),
+        );
         assert_eq!(w.bytes[25], 2);
         assert_eq!(
             with(29, 3),

@@ -5,7 +5,9 @@
 use crate::action::Action;
 use crate::flow_match::Match;
 use crate::group::Bucket;
-use crate::openflow::actions::{ActionsIn, read_actions, read_instructions, write_actions};
+use crate::openflow::actions::{
+    ActionsIn, MatchFacts, read_actions, read_instructions, write_actions,
+};
 use crate::openflow::bundle::{BundleAdd, BundleControl, decode_experimenter};
 use crate::openflow::error::{OfpError, bad_request, flow_mod_failed, group_mod_failed};
 use crate::openflow::meters::{MeterMod, read_meter_mod, read_request_id};
@@ -175,7 +177,7 @@ pub fn write_buckets(w: &mut Writer, buckets: &[Bucket]) {
             .u16(b.weight)
             .u32(b.watch_port.unwrap_or(port::ANY));
         w.u32(crate::openflow::wire::GROUP_ANY).zeros(4);
-        write_actions(w, &b.actions, false);
+        write_actions(w, &b.actions, MatchFacts::default());
         w.set_len(start, start);
     }
 }
@@ -413,9 +415,8 @@ impl OfFlowMod {
         w.u16(self.flags).zeros(2);
         write_match(&mut w, &self.flow_match);
         if self.command <= command::MODIFY_STRICT {
-            let udp = self.flow_match.exact(crate::field::Field::NwProto)
-                == Some(crate::flow_match::NW_PROTO_UDP);
-            crate::openflow::actions::write_instructions(&mut w, &self.actions, udp);
+            let facts = MatchFacts::of(&self.flow_match);
+            crate::openflow::actions::write_instructions(&mut w, &self.actions, facts);
         }
         w.finish()
     }
@@ -441,7 +442,7 @@ impl PacketOut {
         let mut w = Writer::message(msg::PACKET_OUT, xid);
         w.u32(self.buffer_id).u32(self.in_port).u16(0).zeros(6);
         let start = w.len();
-        write_actions(&mut w, &self.actions, false);
+        write_actions(&mut w, &self.actions, MatchFacts::default());
         let len = (w.len() - start) as u16;
         w.bytes[start - 8..start - 6].copy_from_slice(&len.to_be_bytes());
         w.slice(&self.data);

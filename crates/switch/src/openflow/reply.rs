@@ -8,7 +8,7 @@ use crate::bridge::port_counts::PortCounts;
 use crate::flow_match::Match;
 use crate::group::{Group, GroupUsage, MAX_GROUPS};
 use crate::ofproto::rule_table::{InstalledRule, TableStats};
-use crate::openflow::actions::write_instructions;
+use crate::openflow::actions::{MatchFacts, write_instructions};
 use crate::openflow::message::{AsyncConfig, write_buckets};
 use crate::openflow::oxm::{write_in_port_match, write_match};
 use crate::openflow::wire::{HEADER_LEN, NO_BUFFER, OFP_VERSION, Writer, msg};
@@ -131,7 +131,7 @@ pub fn flow_stats_len(flow_match: &Match, actions: &[Action]) -> usize {
     let mut w = Writer::default();
     w.zeros(FLOW_STATS_FIXED);
     write_match(&mut w, flow_match);
-    write_instructions(&mut w, actions, is_udp(flow_match));
+    write_instructions(&mut w, actions, MatchFacts::of(flow_match));
     w.len()
 }
 
@@ -182,10 +182,6 @@ fn duration(now: Duration, since: Duration) -> (u32, u32) {
     (d.as_secs() as u32, d.subsec_millis() * 1_000_000)
 }
 
-fn is_udp(flow_match: &Match) -> bool {
-    flow_match.exact(crate::field::Field::NwProto) == Some(crate::flow_match::NW_PROTO_UDP)
-}
-
 /// `ofp_flow_stats` before its match: length to byte counts.
 const FLOW_STATS_FIXED: usize = 48;
 
@@ -200,7 +196,7 @@ pub fn flow_stats_entry(r: &InstalledRule, now: Duration) -> Vec<u8> {
     w.u16(r.rule.flags).zeros(4).u64(r.rule.cookie);
     w.u64(r.stats.n_packets).u64(r.stats.n_bytes);
     write_match(&mut w, &r.rule.flow_match);
-    write_instructions(&mut w, &r.rule.actions, is_udp(&r.rule.flow_match));
+    write_instructions(&mut w, &r.rule.actions, MatchFacts::of(&r.rule.flow_match));
     w.set_len(0, 0);
     w.bytes
 }
