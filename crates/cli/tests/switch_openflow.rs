@@ -244,6 +244,16 @@ fn ovs_ofctl_statistics_packet_out_and_port_mod() {
     s.ofctl_ok(&["mod-port", "2", "up"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    // The flags never set here: clearing one is done already, setting one is refused.
+    for done in ["forward", "receive", "packet-in"] {
+        s.ofctl_ok(&["mod-port", "2", done]);
+    }
+    let (ok, out) = s.ofctl(&["mod-port", "2", "no-forward"]);
+    assert!(!ok && out.contains("OFPPMFC_BAD_CONFIG"), "{out}");
+    assert!(
+        s.ofctl_ok(&["show"])
+            .contains("capabilities: FLOW_STATS TABLE_STATS PORT_STATS GROUP_STATS")
+    );
 }
 
 #[test]

@@ -324,10 +324,13 @@ impl Agent {
     }
 }
 
-/// PORT_MOD: only `OFPPC_PORT_DOWN`, which sets the interface down or up (as Open vSwitch
-/// does); the link watch then sends the PORT_STATUS.
+/// PORT_MOD: `OFPPC_PORT_DOWN`, which sets the interface down or up (as Open vSwitch
+/// does); the link watch then sends the PORT_STATUS. `NO_RECV`, `NO_FWD` and
+/// `NO_PACKET_IN` are never set here: clearing them (`mod-port P forward`) is done already,
+/// setting them is refused.
 fn port_mod(bridge: &Bridge, pm: &PortMod) -> Result<(), OfpError> {
     const PORT_DOWN: u32 = 1;
+    const NEVER_SET: u32 = 0x4 | 0x20 | 0x40;
     let descs = shown_port_descs(bridge);
     let desc = descs
         .iter()
@@ -336,7 +339,7 @@ fn port_mod(bridge: &Bridge, pm: &PortMod) -> Result<(), OfpError> {
     if desc.hw_addr != pm.hw_addr {
         return Err(port_mod_failed::BAD_HW_ADDR);
     }
-    if pm.mask & !PORT_DOWN != 0 {
+    if pm.mask & !(PORT_DOWN | NEVER_SET) != 0 || pm.mask & pm.config & NEVER_SET != 0 {
         return Err(port_mod_failed::BAD_CONFIG);
     }
     if pm.mask & PORT_DOWN == 0 {

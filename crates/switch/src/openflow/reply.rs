@@ -80,9 +80,10 @@ pub fn empty(kind: u8, xid: u32) -> Vec<u8> {
 
 pub fn features(xid: u32, datapath_id: u64) -> Vec<u8> {
     let mut w = Writer::message(msg::FEATURES_REPLY, xid);
-    // No buffers; FLOW_STATS, TABLE_STATS, PORT_STATS.
+    // No buffers; FLOW_STATS, TABLE_STATS, PORT_STATS, GROUP_STATS (a controller may look
+    // for the bit before it asks for group statistics).
     w.u64(datapath_id).u32(0).u8(N_TABLES).u8(0).zeros(2);
-    w.u32(0b111).u32(0);
+    w.u32(0b1111).u32(0);
     w.finish()
 }
 
