@@ -219,7 +219,7 @@ fn invalid_expression_exits_2_with_libpcaps_message_and_no_file() {
 }
 
 /// On a live port too: the expression is compiled before anything is opened or attached, and
-/// before the capabilities are asked for, so it is exit 2 for anyone (here root and nobody).
+/// before the capabilities are asked for, so it is exit 1 for anyone (here root and nobody).
 #[test]
 fn invalid_expression_on_a_live_port_attaches_nothing() {
     use std::os::unix::fs::PermissionsExt;
