@@ -33,6 +33,7 @@ mod stack_addresses;
 mod stats;
 pub mod tap;
 mod thread_clock;
+mod waker;
 pub mod xdp;
 
 use std::time::Duration;
@@ -47,6 +48,7 @@ pub use spec::{Backend, PortSpec, SpecError};
 pub use stack_addresses::stack_addresses;
 pub use stats::{DropCounters, FrameAudit, PortStats};
 pub use thread_clock::ThreadClock;
+pub use waker::Waker;
 pub use wirespeed_xsk::{LinkState, link_mtu, link_state};
 
 /// The most segments (frames) one packet may span in a `Batch`: the kernel's receive bound

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use wirespeed_port::{Backend, LinkState, PortError, PortOptions, PortSpec};
+use wirespeed_port::{Backend, LinkState, PortError, PortOptions, PortSpec, Waker};
 use wirespeed_xdp::ProgramBarrier;
 
 use crate::dpif::figures::PmdFigures;
@@ -98,6 +98,19 @@ pub trait BridgeEvents: Send {
 struct Running {
     handle: JoinHandle<Result<Pmd, PortError>>,
     requests: Sender<PmdRequest>,
+    /// Rung after each request, so an idle thread asleep in poll() answers at once.
+    waker: Option<Arc<Waker>>,
+}
+
+impl Running {
+    /// Queues `request` and wakes the thread; false if the thread is gone.
+    fn ask(&self, request: PmdRequest) -> bool {
+        let sent = self.requests.send(request).is_ok();
+        if let Some(waker) = &self.waker {
+            waker.ring();
+        }
+        sent
+    }
 }
 
 enum Threads {
@@ -350,7 +363,7 @@ impl Bridge {
         if let Threads::Running(running) = &self.threads
             && let Some(first) = running.first()
         {
-            let _ = first.requests.send(PmdRequest::PacketOut {
+            let _ = first.ask(PmdRequest::PacketOut {
                 in_port,
                 data,
                 actions,
@@ -365,7 +378,7 @@ impl Bridge {
             && let Some(first) = running.first()
         {
             let (done, wait) = mpsc::channel();
-            if first.requests.send(PmdRequest::Sync(done)).is_ok() {
+            if first.ask(PmdRequest::Sync(done)) {
                 let _ = wait.recv_timeout(Duration::from_secs(1));
             }
         }
@@ -504,6 +517,8 @@ impl Bridge {
             .zip(views)
             .map(|((pmd, cache), macs)| {
                 let (requests, inbox) = mpsc::channel();
+                // Without one (no eventfd), requests wait for the thread's sleep to end.
+                let waker = Waker::new().ok().map(Arc::new);
                 let shared = Shared {
                     cache: cache.clone(),
                     state: self.ofproto.clone(),
@@ -512,8 +527,12 @@ impl Bridge {
                     offload: self.offload,
                     macs,
                 };
-                let handle = pmd::spawn(pmd, shared, inbox, self.stop.clone());
-                Running { handle, requests }
+                let handle = pmd::spawn(pmd, shared, (inbox, waker.clone()), self.stop.clone());
+                Running {
+                    handle,
+                    requests,
+                    waker,
+                }
             })
             .collect();
         self.threads = Threads::Running(running);
@@ -563,7 +582,7 @@ impl Bridge {
                     .iter()
                     .map(|r| {
                         let (reply, answer) = mpsc::channel();
-                        let _ = r.requests.send(PmdRequest::Snapshot(reply));
+                        let _ = r.ask(PmdRequest::Snapshot(reply));
                         answer
                     })
                     .collect();

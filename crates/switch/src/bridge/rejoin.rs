@@ -92,7 +92,7 @@ impl Bridge {
                     ifindex,
                     done,
                 };
-                let _ = r.requests.send(asked);
+                let _ = r.ask(asked);
                 answer.recv_timeout(SNAPSHOT_TIMEOUT).unwrap_or_else(|_| {
                     Err(PortError::Unsupported(
                         "a poll-mode thread did not answer".to_string(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use wirespeed_metrics::{Published, ThreadFigures};
 use wirespeed_packet::checksum;
 use wirespeed_port::{
-    Batch, FrameAudit, Idle, MAX_SEGMENTS, PortError, PortInfo, PortStats, Step, ThreadClock,
+    Batch, FrameAudit, Idle, MAX_SEGMENTS, PortError, PortInfo, PortStats, Step, ThreadClock, Waker,
 };
 
 use crate::dpif::figures::PmdFigures;
@@ -295,7 +295,7 @@ impl Pmd {
     pub fn run(
         mut self,
         shared: &mut Shared,
-        requests: &Receiver<PmdRequest>,
+        (requests, waker): (&Receiver<PmdRequest>, Option<&Waker>),
         stop: &AtomicBool,
     ) -> Result<Pmd, PortError> {
         if let Some(cpu) = self.cpu {
@@ -315,6 +315,10 @@ impl Pmd {
             if moved == 0 || turns >= CONTROL_EVERY {
                 turns = 0;
                 self.publish(shared, Instant::now());
+                // Silenced before the look: a request queued after it rings again.
+                if let Some(waker) = waker {
+                    waker.clear();
+                }
                 while let Ok(request) = requests.try_recv() {
                     match request {
                         PmdRequest::Snapshot(reply) => {
@@ -349,7 +353,7 @@ impl Pmd {
             match self.idle.after_burst(moved, room) {
                 Step::Spin => {}
                 Step::Nap(d) => std::thread::sleep(d),
-                Step::Sleep(d) => self.ports.wait_rx_any(d)?,
+                Step::Sleep(d) => self.ports.wait_rx_any(d, waker)?,
             }
         }
     }
@@ -859,11 +863,12 @@ enum PacketPlace<'a> {
     Bytes(&'a [u8]),
 }
 
-/// Starts `pmd` on a thread of its own.
+/// Starts `pmd` on a thread of its own; its requests come through `requests`, each with a
+/// ring of `waker` (None: it finds them within [`wirespeed_port::IDLE_SLEEP`]).
 pub fn spawn(
     pmd: Pmd,
     mut shared: Shared,
-    requests: Receiver<PmdRequest>,
+    (requests, waker): (Receiver<PmdRequest>, Option<Arc<Waker>>),
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Result<Pmd, PortError>> {
     let name = match pmd.cpu {
@@ -872,7 +877,7 @@ pub fn spawn(
     };
     std::thread::Builder::new()
         .name(name)
-        .spawn(move || pmd.run(&mut shared, &requests, &stop))
+        .spawn(move || pmd.run(&mut shared, (&requests, waker.as_deref()), &stop))
         .expect("spawn a poll-mode thread")
 }
 

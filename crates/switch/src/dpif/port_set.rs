@@ -17,7 +17,7 @@ use wirespeed_port::packet::PacketPort;
 use wirespeed_port::xdp::XdpGroup;
 use wirespeed_port::{
     Backend, Batch, FrameAudit, LinkState, Port, PortError, PortInfo, PortOptions, PortSpec,
-    PortStats,
+    PortStats, Waker,
 };
 
 use crate::dpif::port_links::PortLinks;
@@ -628,11 +628,15 @@ impl PortSet {
         Ok(())
     }
 
-    /// Sleeps until a port this thread receives on may have packets, or `timeout` passes.
-    /// Ports that are not up are left out: a socket whose interface went away may poll as
+    /// Sleeps until a port this thread receives on may have packets, `waker` rings (a request
+    /// came), or `timeout` passes. Ports that are not up are left out: a socket whose interface went away may poll as
     /// ready for ever.
-    pub fn wait_rx_any(&mut self, timeout: Duration) -> Result<(), PortError> {
-        let mut fds: Vec<RawFd> = Vec::new();
+    pub fn wait_rx_any(
+        &mut self,
+        timeout: Duration,
+        waker: Option<&Waker>,
+    ) -> Result<(), PortError> {
+        let mut fds: Vec<RawFd> = waker.map(Waker::fd).into_iter().collect();
         for (member, &(_, place)) in self.members.iter().enumerate() {
             if !self.is_up(member) {
                 continue;
