@@ -112,6 +112,49 @@ print(taken)
     assert!(!stderr.contains("went away"), "{stderr}");
 }
 
+/// A peer that takes the connection and holds it, silent (a hung controller, or a proxy in
+/// front of one): until it says HELLO it does not control the bridge, so fail mode
+/// standalone keeps forwarding as a learning switch, as Open vSwitch's fail-open does.
+/// (Before: forwarding stopped as the connection opened, for good but a second every 11.)
+#[test]
+fn a_silent_controller_connection_leaves_a_standalone_switch_forwarding() {
+    const HOLD: &str = r#"
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 6698))
+s.listen()
+s.settimeout(0.2)
+held, end = [], time.time() + 6
+while time.time() < end:
+    try:
+        held.append(s.accept()[0])
+    except socket.timeout:
+        pass
+print(len(held))
+"#;
+    let (mut s, listener) = Switched::prepared(
+        "ofh",
+        Default::default(),
+        &["--controller", "tcp:127.0.0.1:6698"],
+        |c| {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", HOLD])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3")
+        },
+    );
+    // The switch has dialled by now (its first try comes at once, the next a second on).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 4), 4);
+    let held = listener.wait_with_output().unwrap();
+    let held: u32 = String::from_utf8_lossy(&held.stdout).trim().parse().unwrap();
+    let (_, stderr) = s.stop();
+    assert!(held >= 1, "the switch never dialled: {stderr}");
+    assert!(!stderr.contains("connected to controller"), "{stderr}");
+}
+
 /// A controller nobody listens for: the failure is said once with its reason (not at every
 /// try), as Open vSwitch logs a controller it cannot reach. (A name that does not resolve
 /// is said the same way, "cannot resolve NAME: ...", but how long a resolver takes to say

@@ -385,7 +385,10 @@ fn connect(host: &str, port: u16, tls: Option<&TlsConfig>) -> Result<Stream, Str
 }
 
 /// One connection, until it ends. `active`: a dialled controller (Some(whether its going
-/// away may set the tables aside)); `spoke` runs once its first whole message came.
+/// away may set the tables aside)); `spoke` runs once it said a HELLO we speak. A dialled
+/// controller controls the bridge (counts for the fail mode) from that HELLO on, not from
+/// the connection: a peer that takes it and stays silent leaves a standalone bridge
+/// forwarding, as Open vSwitch's fail-open does.
 fn serve(
     stream: Stream,
     agent: &Arc<Agent>,
@@ -407,10 +410,7 @@ fn serve(
     };
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
-    let (id, queued) = sessions.open(out.clone(), active.is_some());
-    if active == Some(true) {
-        set_fail_open(work, false);
-    }
+    let (id, queued) = sessions.open(out.clone(), false);
     let writing = std::thread::Builder::new()
         .name("openflow-write".into())
         .spawn(move || {
@@ -424,7 +424,18 @@ fn serve(
             }
         });
     sessions.send(id, reply::hello(0));
-    if let Err(e) = read_messages(reader, agent, work, id, spoke) {
+    let mut controlling = false;
+    let mut hello = || {
+        spoke();
+        if active.is_some() {
+            sessions.with(id, |s| s.active = true);
+            controlling = true;
+        }
+        if active == Some(true) {
+            set_fail_open(work, false);
+        }
+    };
+    if let Err(e) = read_messages(reader, agent, work, id, &mut hello) {
         // Only TLS breaks the stream so (a certificate refused, a record that fails): say
         // why, or an operator sees nothing but a controller that never connects.
         if e.kind() == ErrorKind::InvalidData {
@@ -438,13 +449,13 @@ fn serve(
         let _ = writing.join();
     }
     let _ = socket.shutdown(Shutdown::Both);
-    if active == Some(true) && sessions.active_count() == 0 {
+    if active == Some(true) && controlling && sessions.active_count() == 0 {
         set_fail_open(work, true);
     }
 }
 
 /// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing
-/// (`Ok`), or the stream fails (its error); `spoke` runs at the first whole message.
+/// (`Ok`), or the stream fails (its error); `spoke` runs at the first HELLO we speak.
 fn read_messages(
     mut stream: impl Read,
     agent: &Arc<Agent>,
@@ -498,15 +509,16 @@ fn read_messages(
             }
             let message = buf[at..at + len].to_vec();
             at += len;
-            if !heard {
-                heard = true;
-                spoke();
-            }
             while pending.load(Ordering::Acquire) >= MAX_PENDING {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            let hello = header.kind == msg::HELLO;
             if !dispatch(message, header, agent, work, id, &pending) {
                 return Ok(());
+            }
+            if hello && !heard {
+                heard = true;
+                spoke();
             }
         }
         buf.drain(..at);

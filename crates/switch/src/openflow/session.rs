@@ -42,7 +42,8 @@ pub struct Session {
     out: SyncSender<Vec<u8>>,
     /// Messages in `out` not yet written (the writer takes one off after each write).
     queued: Arc<AtomicUsize>,
-    /// A `--controller` connection (counts for the fail mode), not a `--openflow` client.
+    /// A `--controller` connection that said its HELLO (it counts for the fail mode), not a
+    /// `--openflow` client.
     pub active: bool,
     pub role: u32,
     pub async_config: AsyncConfig,
