@@ -254,7 +254,9 @@ fn every_port_made_again_even_the_umem_s_first() {
 }
 
 /// An interface moved to another network namespace and back keeps its index, but the move
-/// unbound its socket: the port binds again all the same.
+/// unbound its socket: the port binds again all the same. Away, it is its new owner's: our
+/// program is no longer attached to it (the owner could not take it off while we held its
+/// link, and every packet it received went to our unbound socket).
 #[test]
 fn a_port_moved_away_and_back_binds_again() {
     let star = NetStar::new("pmn", 3);
@@ -266,6 +268,12 @@ fn a_port_moved_away_and_back_binds_again() {
     let before = index(&star.ns_m);
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
     wait_shown(&sock, " port 2: link gone", true);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while must(&["ip", "-n", away, "-d", "link", "show", port]).contains("prog/xdp") {
+        assert!(std::time::Instant::now() < until, "our program stayed on the moved interface");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    must(&["ip", "-n", away, "link", "set", port, "xdp", "off"]);
     must(&["ip", "-n", away, "link", "set", port, "netns", &star.ns_m]);
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "up"]);
     let after = index(&star.ns_m);

@@ -490,6 +490,15 @@ impl XdpGroup {
         stranded
     }
 
+    /// Takes our redirect program off `port`'s interface, if this member attached it: call
+    /// once the interface is gone from this network namespace. Deleted, that changes
+    /// nothing; moved to another namespace, its new owner could not take the program off
+    /// while we held its link, and what it received would go to our unbound socket.
+    /// [`XdpGroup::rejoin`] attaches it again.
+    pub fn let_go_of_program(&mut self, port: usize) {
+        self.members[port]._program = None;
+    }
+
     /// The state of `port`'s interface now (system calls: a few times a second at most).
     pub fn link(&self, port: usize) -> LinkState {
         wirespeed_xsk::link_state(self.members[port].ifindex)

@@ -192,7 +192,8 @@ impl PortSet {
 
     /// `member`'s link is now `state`. A port that stops being up has what was queued for it
     /// counted as `link_down`; one that went away gives up what its kernel ring held too
-    /// (`tx_stranded` where it was counted as sent already, else `link_down`).
+    /// (`tx_stranded` where it was counted as sent already, else `link_down`), and our
+    /// program on its interface (which may live on in another namespace).
     fn set_link(&mut self, member: usize, state: LinkState) {
         let was = std::mem::replace(&mut self.link[member], state);
         if state == LinkState::Up {
@@ -203,6 +204,7 @@ impl PortSet {
             match self.members[member].1 {
                 Place::Group(g) => {
                     self.group_mut().strand(g);
+                    self.group_mut().let_go_of_program(g);
                 }
                 Place::Other(o) => self.link_down[member] += self.others[o].port.abandon_tx(),
             }
