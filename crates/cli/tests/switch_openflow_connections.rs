@@ -149,7 +149,10 @@ print(len(held))
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 4), 4);
     let held = listener.wait_with_output().unwrap();
-    let held: u32 = String::from_utf8_lossy(&held.stdout).trim().parse().unwrap();
+    let held: u32 = String::from_utf8_lossy(&held.stdout)
+        .trim()
+        .parse()
+        .unwrap();
     let (_, stderr) = s.stop();
     assert!(held >= 1, "the switch never dialled: {stderr}");
     assert!(!stderr.contains("connected to controller"), "{stderr}");

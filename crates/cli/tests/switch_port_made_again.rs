@@ -270,7 +270,10 @@ fn a_port_moved_away_and_back_binds_again() {
     wait_shown(&sock, " port 2: link gone", true);
     let until = std::time::Instant::now() + Duration::from_secs(5);
     while must(&["ip", "-n", away, "-d", "link", "show", port]).contains("prog/xdp") {
-        assert!(std::time::Instant::now() < until, "our program stayed on the moved interface");
+        assert!(
+            std::time::Instant::now() < until,
+            "our program stayed on the moved interface"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     must(&["ip", "-n", away, "link", "set", port, "xdp", "off"]);

@@ -117,6 +117,13 @@ pub(crate) fn link_holder(existing: &str) -> Option<Holder> {
 /// What `XdpError::ForeignProgram` says: the way out depends on who holds the program.
 pub(crate) fn foreign_text(iface: &str, existing: &str, holder: &Option<Holder>) -> String {
     match holder {
+        // A capture's spill ring brings a program of its own, which no other process joins.
+        Some(h) if existing.ends_with("name xsk_spill") => format!(
+            "{iface}: process {} ({}) holds the interface with a capture's spill-ring program \
+             ({existing}), which nothing else can join or replace; captures share an \
+             interface by queue when each runs with --spill-mib 0",
+            h.pid, h.name
+        ),
         Some(h) => format!(
             "{iface}: process {} ({}) holds an XDP program there ({existing}) by a BPF \
              link, which nothing else can replace; it goes when that process ends",
@@ -188,7 +195,19 @@ fn remove_foreign(iface: &str, existing: &str) -> Result<(), XdpError> {
 
 #[cfg(test)]
 mod tests {
-    use super::describe_program;
+    use super::{Holder, describe_program, foreign_text};
+
+    #[test]
+    fn a_spill_ring_s_holder_is_told_how_to_share() {
+        let holder = Some(Holder {
+            pid: 7,
+            name: "wirespeed".to_string(),
+        });
+        let spill = foreign_text("veth1", "xdp id 5 name xsk_spill", &holder);
+        assert!(spill.ends_with("each runs with --spill-mib 0"), "{spill}");
+        let other = foreign_text("veth1", "xdp id 5 name other", &holder);
+        assert!(other.ends_with("it goes when that process ends"), "{other}");
+    }
 
     #[test]
     fn the_mode_is_the_word_after_the_mtu() {
