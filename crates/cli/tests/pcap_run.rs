@@ -575,8 +575,9 @@ fn an_interface_held_by_another_process_is_refused_once() {
     let (code, _, err) = pcap_run(&net.ns_b, &["tcpdump", "-i", &device, "-c", "1"])
         .exit_within(Duration::from_secs(20));
     assert_eq!(code, Some(1), "{err}");
+    // The capture's spill ring: its program is its own, which nobody joins.
     let says = format!(
-        "process {} (wirespeed) holds an XDP program there",
+        "process {} (wirespeed) holds the interface with a capture's spill-ring program",
         holder.pid()
     );
     assert_eq!(err.matches(&says).count(), 1, "{err}");

@@ -307,11 +307,12 @@ fn a_spill_program_and_foreign_programs_are_still_not_joined() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     let held = format!(
-        "{}: process {} (wirespeed) holds an XDP program there",
+        "{}: process {} (wirespeed) holds the interface with a capture's spill-ring program",
         net.b,
         cap.pid()
     );
     assert!(err.contains(&held), "expected '{held}' in: {err}");
+    assert!(err.contains("each runs with --spill-mib 0"), "{err}");
     let _ = cap.interrupt();
     net.assert_no_xdp();
 }
