@@ -149,7 +149,9 @@ pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>,
             kind::SET_FIELD => {
                 let oxm = read_oxm(&mut body).map_err(|_| bad_action::BAD_SET_LEN)?;
                 let action = set_field(&oxm)?;
-                if matches!(action, Action::ModVlanVid(_)) {
+                // Our mod_vlan_vid and mod_vlan_pcp each tag an untagged packet: the push
+                // is theirs.
+                if matches!(action, Action::ModVlanVid(_) | Action::ModVlanPcp(_)) {
                     pending_push = false;
                 }
                 action
@@ -159,7 +161,7 @@ pub fn read_actions(r: &mut Reader<'_>, place: ActionsIn) -> Result<Vec<Action>,
             kind::SET_QUEUE => Action::SetQueue(body.u32()?),
             _ => return Err(bad_action::BAD_TYPE),
         };
-        if pending_push && !matches!(action, Action::ModVlanPcp(_)) {
+        if pending_push {
             // A push whose id is not set next: a tag with id 0.
             actions.push(Action::ModVlanVid(0));
             pending_push = false;
@@ -494,20 +496,19 @@ impl MatchFacts {
 }
 
 /// Writes an action list (a PACKET_OUT's, a bucket's, or inside an instruction). A
-/// `mod_vlan_vid` where the packet may have no tag yet goes as `push_vlan` and a
-/// `set_field` of the id, as Open vSwitch writes it: a `set_field` alone is refused on
-/// such a packet (ovs-ofctl would not take the dumped flow back); read, the two are one
-/// `mod_vlan_vid` again.
+/// `mod_vlan_vid` or `mod_vlan_pcp` where the packet may have no tag yet goes as
+/// `push_vlan` and a `set_field`, as Open vSwitch writes it: a `set_field` alone is refused
+/// on such a packet (ovs-ofctl would not take the dumped flow back); read, the two are the
+/// one action again.
 pub fn write_actions(w: &mut Writer, actions: &[Action], facts: MatchFacts) {
     let mut tagged = facts.tagged;
     for action in actions {
         match action {
-            Action::ModVlanVid(_) if !tagged => {
+            // Our mod_vlan_pcp tags an untagged packet too (id 0), as a push does.
+            Action::ModVlanVid(_) | Action::ModVlanPcp(_) if !tagged => {
                 w.u16(kind::PUSH_VLAN).u16(8).u16(0x8100).zeros(2);
                 tagged = true;
             }
-            // Our mod_vlan_pcp tags an untagged packet too.
-            Action::ModVlanPcp(_) => tagged = true,
             Action::StripVlan => tagged = false,
             _ => {}
         }
@@ -696,6 +697,8 @@ mod tests {
                 .count()
         };
         assert_eq!(written("udp,actions=mod_vlan_vid:5,output:1"), 1);
+        assert_eq!(written("udp,actions=mod_vlan_pcp:3,output:1"), 1);
+        assert_eq!(written("udp,actions=mod_vlan_pcp:3,mod_vlan_vid:5"), 1);
         assert_eq!(written("dl_vlan=7,actions=mod_vlan_vid:5,output:1"), 0);
         // Once tagged, no second push; stripped, a push again.
         assert_eq!(
