@@ -23,7 +23,7 @@ use crate::openflow::agent::Agent;
 use crate::openflow::error::{error_message, hello_failed};
 use crate::openflow::message::{Incoming, decode};
 use crate::openflow::reply;
-use crate::openflow::session::QUEUE_MESSAGES;
+use crate::openflow::session::{QUEUE_MESSAGES, Sessions};
 use crate::openflow::tls::{self, TlsConfig, TlsStream};
 use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
 
@@ -295,12 +295,27 @@ impl Stream {
 
 fn set_fail_open(work: &Sender<Work>, on: bool) {
     let _ = work.send(Work::Call(Box::new(move |bridge: &mut Bridge| {
-        bridge.edit(|dp| {
-            // Flows the kernel forwards under the rules, or under `normal`, go too.
-            dp.watch_offload();
-            dp.tables.set_fail_open(on)
-        });
+        fail_open_now(bridge, on)
     })));
+}
+
+/// Sets the tables aside, on the bridge's thread, if no controller controls it then: a
+/// controller's HELLO queued meanwhile (its `set_fail_open(false)` after this) or before
+/// (counted here) wins over one going away.
+fn fail_open_unless_controlled(work: &Sender<Work>, sessions: Arc<Sessions>) {
+    let _ = work.send(Work::Call(Box::new(move |bridge: &mut Bridge| {
+        if sessions.active_count() == 0 {
+            fail_open_now(bridge, true)
+        }
+    })));
+}
+
+fn fail_open_now(bridge: &mut Bridge, on: bool) {
+    bridge.edit(|dp| {
+        // Flows the kernel forwards under the rules, or under `normal`, go too.
+        dp.watch_offload();
+        dp.tables.set_fail_open(on)
+    });
 }
 
 /// Connects to a controller again and again, waiting 1 s after a failure, doubling up to
@@ -449,8 +464,8 @@ fn serve(
         let _ = writing.join();
     }
     let _ = socket.shutdown(Shutdown::Both);
-    if active == Some(true) && controlling && sessions.active_count() == 0 {
-        set_fail_open(work, true);
+    if active == Some(true) && controlling {
+        fail_open_unless_controlled(work, agent.sessions.clone());
     }
 }
 
