@@ -1,6 +1,7 @@
 //! OpenFlow's error numbers (`ofp_error_type` and each type's codes) and the ERROR message,
-//! which carries the request it answers, whole as Open vSwitch sends it (the specification
-//! asks for 64 bytes at least): ovs-ofctl then prints the flow refused, not a hex dump.
+//! which carries the request it answers, whole where it fits (the specification asks for
+//! 64 bytes at least, and Open vSwitch sends 64): ovs-ofctl then prints the flow refused,
+//! not a truncated hex dump.
 
 use crate::openflow::wire::{Writer, msg};
 
