@@ -49,26 +49,26 @@ impl PortNames {
     /// `text` (a flow, a match, or lines of flows) with every port name in it numbered;
     /// a name no port has is refused, naming it.
     pub fn number_in(&self, text: &str) -> Result<String, FlowError> {
-        if self.by_name.is_empty() {
-            return Ok(text.to_string());
-        }
-        let lines: Result<Vec<String>, FlowError> = text
-            .split('\n')
-            .map(|line| self.number_line(line))
-            .collect();
-        Ok(lines?.join("\n"))
+        self.each_line(text, Self::number_line)
     }
 
     /// `text` (a group, or lines of groups, in `add-group`'s syntax) with every port name
     /// in its buckets numbered: `watch_port:NAME`, and their actions' as a flow's are.
     pub fn number_in_groups(&self, text: &str) -> Result<String, FlowError> {
+        self.each_line(text, Self::number_group)
+    }
+
+    /// `text` with each line numbered by `number` (as it was where the bridge has no names).
+    fn each_line(
+        &self,
+        text: &str,
+        number: fn(&Self, &str) -> Result<String, FlowError>,
+    ) -> Result<String, FlowError> {
         if self.by_name.is_empty() {
             return Ok(text.to_string());
         }
-        let lines: Result<Vec<String>, FlowError> = text
-            .split('\n')
-            .map(|line| self.number_group(line))
-            .collect();
+        let lines: Result<Vec<String>, FlowError> =
+            text.split('\n').map(|line| number(self, line)).collect();
         Ok(lines?.join("\n"))
     }
 
