@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use common::pcaps::*;
 use wirespeed_capture::write::Format;
@@ -424,6 +424,25 @@ fn lines_print_like_tcpdump_n_and_n_e() {
     }
 }
 
+/// Ten mixed records as a pcap file's bytes, and `capture -r - -w OUT --json ARGS` in `dir`
+/// reading its standard input from a pipe: the records, the bytes, OUT, and the capture.
+fn reading_a_pipe(dir: &TempDir, args: &[&str]) -> (Vec<Rec>, Vec<u8>, String, Child) {
+    let records = mixed_records(10);
+    let input = dir.path("in.pcap");
+    write_capture(&input, Format::Pcap, &records);
+    let bytes = std::fs::read(&input).unwrap();
+    let out = dir.path("out.pcap");
+    let child = Command::new(common::wirespeed())
+        .args(["capture", "-r", "-", "-w", &out, "--json"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (records, bytes, out, child)
+}
+
 /// `-r -` from a pipe that stays open but idle: SIGINT ends the capture at once, with every
 /// whole record that came written (as the end of the input would), the part of the next
 /// one that came dropped, exit 0.
@@ -433,20 +452,7 @@ fn sigint_ends_a_read_of_an_idle_pipe_with_what_came() {
     use std::time::{Duration, Instant};
 
     let dir = TempDir::new("stdin-stop");
-    let records = mixed_records(10);
-    let input = dir.path("in.pcap");
-    write_capture(&input, Format::Pcap, &records);
-    let bytes = std::fs::read(&input).unwrap();
-    let out = dir.path("out.pcap");
-    let mut child = Command::new(common::wirespeed())
-        .args([
-            "capture", "-r", "-", "-w", &out, "--format", "pcap", "--json",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (records, bytes, out, mut child) = reading_a_pipe(&dir, &["--format", "pcap"]);
     let mut pipe = child.stdin.take().unwrap();
     pipe.write_all(&bytes).unwrap();
     // Half of an eleventh record: its 16-byte header and 10 bytes of data.
@@ -481,18 +487,7 @@ fn sigusr1_during_a_read_prints_the_counts_so_far() {
     use std::time::Duration;
 
     let dir = TempDir::new("stdin-usr1");
-    let records = mixed_records(10);
-    let input = dir.path("in.pcap");
-    write_capture(&input, Format::Pcap, &records);
-    let bytes = std::fs::read(&input).unwrap();
-    let out = dir.path("out.pcap");
-    let mut child = Command::new(common::wirespeed())
-        .args(["capture", "-r", "-", "-w", &out, "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (records, bytes, out, mut child) = reading_a_pipe(&dir, &[]);
     let mut pipe = child.stdin.take().unwrap();
     let usr1 = || common::must(&["kill", "-USR1", &child.id().to_string()]);
     // Before the file's header came, too.
