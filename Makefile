@@ -6,7 +6,7 @@ SHELL := /bin/bash
 # rustup puts cargo in ~/.cargo/bin, which a fresh login or sudo may not have on PATH.
 export PATH := $(HOME)/.cargo/bin:$(PATH):/usr/local/sbin:/usr/sbin:/sbin
 CARGO ?= cargo
-SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh bench/many-core/pack.sh bench/many-core/scale.sh bench/many-core/profile-engine.sh
+SCRIPTS := .ci/run scripts/install-deps.sh scripts/install-peers.sh scripts/demo.sh scripts/lib/netns.sh scripts/lib/measure.sh bench/run.sh bench/capture.sh bench/recv_defaults.sh bench/recv_spin.sh bench/many-core/pack.sh bench/many-core/scale.sh bench/many-core/profile-engine.sh
 
 .PHONY: all help deps build demo test lint bench bench-peers bench-switch bench-openflow bench-capture bench-pcap bench-idle bench-scale bench-observe bench-zcopy bench-pipe bench-jumbo bench-tunnel bench-churn bench-churn-peers soak fuzz clean
 
