@@ -158,6 +158,69 @@ print(len(held))
     assert!(!stderr.contains("connected to controller"), "{stderr}");
 }
 
+/// A controller of another OpenFlow version (1.0 here): HELLO_FAILED to it, and to the
+/// operator the reason, said once however many times the switch dials again.
+#[test]
+fn a_controller_of_another_version_is_said_once() {
+    const OF10: &str = r#"
+import socket, struct, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 6697))
+s.listen()
+s.settimeout(0.2)
+failed, end = 0, time.time() + 5
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(2)
+    c.sendall(struct.pack("!BBHI", 1, 0, 8, 1))
+    data = b""
+    try:
+        while True:
+            more = c.recv(4096)
+            if not more:
+                break
+            data += more
+    except OSError:
+        pass
+    # The switch's HELLO, then an ERROR (1) of type HELLO_FAILED (0).
+    at = 0
+    while at + 8 <= len(data):
+        kind, length = data[at + 1], struct.unpack("!H", data[at + 2:at + 4])[0]
+        if kind == 1 and data[at + 8:at + 10] == b"\x00\x00":
+            failed += 1
+        at += max(length, 8)
+    c.close()
+print(failed)
+"#;
+    let (mut s, listener) = Switched::prepared(
+        "ofv",
+        Default::default(),
+        &["--controller", "tcp:127.0.0.1:6697"],
+        |c| {
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", OF10])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3")
+        },
+    );
+    let failed = listener.wait_with_output().unwrap();
+    let failed: u32 = String::from_utf8_lossy(&failed.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let (_, stderr) = s.stop();
+    assert!(failed >= 2, "HELLO_FAILED {failed} times: {stderr}");
+    let said = "controller 127.0.0.1:6697: it speaks OpenFlow version 0x01 only, and wirespeed \
+                1.3 (0x04); trying again";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    assert!(!stderr.contains("connected to controller"), "{stderr}");
+}
+
 /// A controller nobody listens for: the failure is said once with its reason (not at every
 /// try), as Open vSwitch logs a controller it cannot reach. (A name that does not resolve
 /// is said the same way, "cannot resolve NAME: ...", but how long a resolver takes to say

@@ -347,16 +347,33 @@ fn dial(
             }
         };
         if let Some(stream) = stream {
-            failing = None;
             // Said as the controller comes and goes (an operator otherwise learns of a lost
             // controller from its flows): once it has spoken, not at each try, nor for a peer
             // that takes the connection and says nothing.
             let began = Instant::now();
             let mut spoke = false;
-            serve(stream, agent, work, Some(fail_open), &mut || {
+            let refused = serve(stream, agent, work, Some(fail_open), &mut || {
                 spoke = true;
                 eprintln!("wirespeed switch: OpenFlow: connected to controller {host}:{port}");
             });
+            if spoke {
+                failing = None;
+            }
+            // A controller of another OpenFlow version is told so by HELLO_FAILED; its
+            // operator hears it here, once, as for a controller that cannot be reached.
+            if let Some(version) = refused {
+                let reason = format!(
+                    "it speaks OpenFlow version 0x{version:02x} only, and wirespeed 1.3 (0x04)"
+                );
+                if failing.as_ref() != Some(&reason) {
+                    eprintln!(
+                        "wirespeed switch: OpenFlow: controller {host}:{port}: {reason}; \
+                         trying again (every {} s at most)",
+                        MAX_BACKOFF.as_secs()
+                    );
+                    failing = Some(reason);
+                }
+            }
             let left = match (fail_open, agent.sessions.active_count()) {
                 (true, 0) => {
                     "; fail mode standalone: the bridge forwards as a learning switch \
@@ -403,14 +420,15 @@ fn connect(host: &str, port: u16, tls: Option<&TlsConfig>) -> Result<Stream, Str
 /// away may set the tables aside)); `spoke` runs once it said a HELLO we speak. A dialled
 /// controller controls the bridge (counts for the fail mode) from that HELLO on, not from
 /// the connection: a peer that takes it and stays silent leaves a standalone bridge
-/// forwarding, as Open vSwitch's fail-open does.
+/// forwarding, as Open vSwitch's fail-open does. Returns the version of a HELLO refused
+/// (HELLO_FAILED), if that is how it ended.
 fn serve(
     stream: Stream,
     agent: &Arc<Agent>,
     work: &Sender<Work>,
     active: Option<bool>,
     spoke: &mut dyn FnMut(),
-) {
+) -> Option<u8> {
     let tcp = stream.tcp();
     let _ = tcp.set_nodelay(true);
     // A peer that stops reading must not hold the writer (and so this connection's end,
@@ -418,10 +436,10 @@ fn serve(
     let _ = tcp.set_write_timeout(Some(2 * ECHO_INTERVAL));
     let _ = tcp.set_read_timeout(Some(ECHO_INTERVAL));
     let (Ok(socket), Ok(closer)) = (tcp.try_clone(), tcp.try_clone()) else {
-        return;
+        return None;
     };
     let Ok((reader, mut writer)) = stream.split() else {
-        return;
+        return None;
     };
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
@@ -450,14 +468,18 @@ fn serve(
             set_fail_open(work, false);
         }
     };
-    if let Err(e) = read_messages(reader, agent, work, id, &mut hello) {
+    let refused = match read_messages(reader, agent, work, id, &mut hello) {
+        Ok(refused) => refused,
         // Only TLS breaks the stream so (a certificate refused, a record that fails): say
         // why, or an operator sees nothing but a controller that never connects.
-        if e.kind() == ErrorKind::InvalidData {
-            let peer = socket.peer_addr().map_or("?".into(), |a| a.to_string());
-            eprintln!("wirespeed switch: OpenFlow: {peer}: TLS: {e}");
+        Err(e) => {
+            if e.kind() == ErrorKind::InvalidData {
+                let peer = socket.peer_addr().map_or("?".into(), |a| a.to_string());
+                eprintln!("wirespeed switch: OpenFlow: {peer}: TLS: {e}");
+            }
+            None
         }
-    }
+    };
     sessions.close(id);
     drop(out);
     if let Ok(writing) = writing {
@@ -467,17 +489,19 @@ fn serve(
     if active == Some(true) && controlling {
         fail_open_unless_controlled(work, agent.sessions.clone());
     }
+    refused
 }
 
-/// Reads and dispatches messages until the peer closes, falls silent, or breaks the framing
-/// (`Ok`), or the stream fails (its error); `spoke` runs at the first HELLO we speak.
+/// Reads and dispatches messages until the peer closes, falls silent, breaks the framing, or
+/// says a HELLO we do not speak (`Ok`, with that HELLO's version), or the stream fails (its
+/// error); `spoke` runs at the first HELLO we speak.
 fn read_messages(
     mut stream: impl Read,
     agent: &Arc<Agent>,
     work: &Sender<Work>,
     id: u64,
     spoke: &mut dyn FnMut(),
-) -> io::Result<()> {
+) -> io::Result<Option<u8>> {
     let mut heard = false;
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
@@ -494,14 +518,14 @@ fn read_messages(
             agent.expire_bundles(id, Instant::now());
         }
         match stream.read(&mut chunk) {
-            Ok(0) => return Ok(()),
+            Ok(0) => return Ok(None),
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 echo_sent = false;
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if echo_sent {
-                    return Ok(()); // no answer for two intervals: dead
+                    return Ok(None); // no answer for two intervals: dead
                 }
                 sessions.send(id, reply::echo(msg::ECHO_REQUEST, 0, &[]));
                 echo_sent = true;
@@ -517,7 +541,7 @@ fn read_messages(
                 let bad = &buf[at..at + HEADER_LEN];
                 let error = crate::openflow::error::bad_request::BAD_LEN;
                 sessions.send(id, error_message(error, header.xid, bad));
-                return Ok(());
+                return Ok(None);
             }
             if buf.len() - at < len {
                 break;
@@ -528,8 +552,10 @@ fn read_messages(
                 std::thread::sleep(Duration::from_millis(1));
             }
             let hello = header.kind == msg::HELLO;
+            let version = header.version;
             if !dispatch(message, header, agent, work, id, &pending) {
-                return Ok(());
+                // A HELLO ends the connection only when it is one we do not speak.
+                return Ok(hello.then_some(version));
             }
             if hello && !heard {
                 heard = true;
