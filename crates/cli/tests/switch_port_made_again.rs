@@ -287,6 +287,29 @@ fn a_port_moved_away_and_back_binds_again() {
     send(&star, 1, 0, 5_000, &[0]);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(rx_packets(&sock, 2) - before, 5_000);
+    // Made again and moved away as soon as the switch bound it (maybe before a thread saw
+    // it up): our program comes off it all the same.
+    must(&["ip", "-n", &star.hosts[1], "link", "del", &star.hosts[1]]);
+    wait_shown(&sock, " port 2: link gone", true);
+    star.link_host(1);
+    let shown = || must(&["ip", "-n", &star.ns_m, "-d", "link", "show", port]);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !shown().contains("prog/xdp") {
+        assert!(
+            std::time::Instant::now() < until,
+            "the port was never bound again"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while must(&["ip", "-n", away, "-d", "link", "show", port]).contains("prog/xdp") {
+        assert!(
+            std::time::Instant::now() < until,
+            "our program stayed on it, moved at once"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (j, _) = switch.interrupt();
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }

@@ -125,6 +125,13 @@ impl PortLinks {
         decode(state_of(self.link[port].load(Ordering::Relaxed)))
     }
 
+    /// `port`'s state and its interface's index (0: none), read together.
+    #[inline]
+    pub fn get_with_index(&self, port: usize) -> (LinkState, u32) {
+        let link = self.link[port].load(Ordering::Relaxed);
+        (decode(state_of(link)), ifindex_of(link))
+    }
+
     /// The longest frame `port` sends (u32::MAX: no limit known), as its MTU was last read.
     #[inline]
     pub fn longest(&self, port: usize) -> u32 {

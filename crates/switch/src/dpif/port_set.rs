@@ -108,6 +108,9 @@ pub struct PortSet {
     /// The bridge's view of each member's link, and this thread's (read between rounds).
     links: Arc<PortLinks>,
     link: Vec<LinkState>,
+    /// The interface index `link` was read with: gone again under another index is a
+    /// change too (a port bound anew whose new interface went before this thread saw it up).
+    link_index: Vec<u32>,
     /// Per member: packets meant for it while its link was not up.
     link_down: Vec<u64>,
     /// Per member: packets longer than it could take (it sends single frames shorter than
@@ -160,6 +163,9 @@ impl PortSet {
             group,
             others,
             link: vec![LinkState::Up; numbered.len()],
+            link_index: (0..numbered.len())
+                .map(|m| links.get_with_index(m).1)
+                .collect(),
             link_down: vec![0; numbered.len()],
             bad_chain: vec![0; numbered.len()],
             longest: (0..numbered.len()).map(|m| links.longest(m)).collect(),
@@ -183,10 +189,15 @@ impl PortSet {
     pub fn sync_links(&mut self) {
         for member in 0..self.members.len() {
             self.longest[member] = self.links.longest(member);
-            let state = self.links.get(member);
+            let (state, index) = self.links.get_with_index(member);
             if state != self.link[member] {
                 self.set_link(member, state);
+            } else if state == LinkState::Gone && index != self.link_index[member] {
+                // Bound anew (`rejoin`) to an interface gone already: what the binding took
+                // on (our program, say, on an interface moved away at once) goes too.
+                self.let_go(member);
             }
+            self.link_index[member] = index;
         }
     }
 
@@ -201,13 +212,18 @@ impl PortSet {
         }
         self.discard_queued(member);
         if state == LinkState::Gone && was != LinkState::Gone {
-            match self.members[member].1 {
-                Place::Group(g) => {
-                    self.group_mut().strand(g);
-                    self.group_mut().let_go_of_program(g);
-                }
-                Place::Other(o) => self.link_down[member] += self.others[o].port.abandon_tx(),
+            self.let_go(member);
+        }
+    }
+
+    /// `member`'s interface is gone: what its kernel ring held, and our program there.
+    fn let_go(&mut self, member: usize) {
+        match self.members[member].1 {
+            Place::Group(g) => {
+                self.group_mut().strand(g);
+                self.group_mut().let_go_of_program(g);
             }
+            Place::Other(o) => self.link_down[member] += self.others[o].port.abandon_tx(),
         }
     }
 
