@@ -67,6 +67,25 @@ fn at_most_64_openflow_connections_at_once() {
     assert!(served, "ovs-ofctl was not served after the flood");
 }
 
+/// A switch dialling a controller at 127.0.0.1:`port`, where `script` (Python, in the
+/// switch's namespace, started before the switch) listens and prints a count at its end.
+fn dialling_a_listener(tag: &str, port: u16, script: &str) -> (Switched, std::process::Child) {
+    let target = format!("tcp:127.0.0.1:{port}");
+    Switched::prepared(tag, Default::default(), &["--controller", &target], |c| {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3")
+    })
+}
+
+/// The count the listener printed as it ended.
+fn count_printed(listener: std::process::Child) -> u32 {
+    let out = listener.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
 /// A controller address where something takes the connection and says nothing (not an
 /// OpenFlow controller): the switch keeps trying, quietly; no "connected" is said for it.
 #[test]
@@ -88,23 +107,8 @@ while time.time() < end:
         pass
 print(taken)
 "#;
-    let (mut s, listener) = Switched::prepared(
-        "ofs",
-        Default::default(),
-        &["--controller", "tcp:127.0.0.1:6699"],
-        |c| {
-            std::process::Command::new("ip")
-                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", SILENT])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("python3")
-        },
-    );
-    let taken = listener.wait_with_output().unwrap();
-    let taken: u32 = String::from_utf8_lossy(&taken.stdout)
-        .trim()
-        .parse()
-        .unwrap();
+    let (mut s, listener) = dialling_a_listener("ofs", 6699, SILENT);
+    let taken = count_printed(listener);
     let (_, stderr) = s.stop();
     assert!(taken >= 1, "the switch never dialled: {stderr}");
     // (A refused first try, before the listener was up, may be said.)
@@ -133,26 +137,11 @@ while time.time() < end:
         pass
 print(len(held))
 "#;
-    let (mut s, listener) = Switched::prepared(
-        "ofh",
-        Default::default(),
-        &["--controller", "tcp:127.0.0.1:6698"],
-        |c| {
-            std::process::Command::new("ip")
-                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", HOLD])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("python3")
-        },
-    );
+    let (mut s, listener) = dialling_a_listener("ofh", 6698, HOLD);
     // The switch has dialled by now (its first try comes at once, the next a second on).
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 4), 4);
-    let held = listener.wait_with_output().unwrap();
-    let held: u32 = String::from_utf8_lossy(&held.stdout)
-        .trim()
-        .parse()
-        .unwrap();
+    let held = count_printed(listener);
     let (_, stderr) = s.stop();
     assert!(held >= 1, "the switch never dialled: {stderr}");
     assert!(!stderr.contains("connected to controller"), "{stderr}");
@@ -196,23 +185,8 @@ while time.time() < end:
     c.close()
 print(failed)
 "#;
-    let (mut s, listener) = Switched::prepared(
-        "ofv",
-        Default::default(),
-        &["--controller", "tcp:127.0.0.1:6697"],
-        |c| {
-            std::process::Command::new("ip")
-                .args(["netns", "exec", &c.ns_m, "/usr/bin/python3", "-c", OF10])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("python3")
-        },
-    );
-    let failed = listener.wait_with_output().unwrap();
-    let failed: u32 = String::from_utf8_lossy(&failed.stdout)
-        .trim()
-        .parse()
-        .unwrap();
+    let (mut s, listener) = dialling_a_listener("ofv", 6697, OF10);
+    let failed = count_printed(listener);
     let (_, stderr) = s.stop();
     assert!(failed >= 2, "HELLO_FAILED {failed} times: {stderr}");
     let said = "controller 127.0.0.1:6697: it speaks OpenFlow version 0x01 only, and wirespeed \

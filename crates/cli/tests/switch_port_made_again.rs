@@ -33,6 +33,23 @@ fn wait_shown(sock: &str, line: &str, shown: bool) {
     }
 }
 
+/// Waits (5 s at most) until interface `iface` in namespace `ns` has an XDP program
+/// attached (`attached`), or none.
+fn wait_program(ns: &str, iface: &str, attached: bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let shown = must(&["ip", "-n", ns, "-d", "link", "show", iface]);
+        if shown.contains("prog/xdp") == attached {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{ns} {iface}: program attached never {attached}: {shown}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Port `port`'s received packets, as dump-ports counts them.
 fn rx_packets(sock: &str, port: u32) -> u64 {
     field(
@@ -268,14 +285,7 @@ fn a_port_moved_away_and_back_binds_again() {
     let before = index(&star.ns_m);
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
     wait_shown(&sock, " port 2: link gone", true);
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while must(&["ip", "-n", away, "-d", "link", "show", port]).contains("prog/xdp") {
-        assert!(
-            std::time::Instant::now() < until,
-            "our program stayed on the moved interface"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_program(away, port, false);
     must(&["ip", "-n", away, "link", "set", port, "xdp", "off"]);
     must(&["ip", "-n", away, "link", "set", port, "netns", &star.ns_m]);
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "up"]);
@@ -292,24 +302,9 @@ fn a_port_moved_away_and_back_binds_again() {
     must(&["ip", "-n", &star.hosts[1], "link", "del", &star.hosts[1]]);
     wait_shown(&sock, " port 2: link gone", true);
     star.link_host(1);
-    let shown = || must(&["ip", "-n", &star.ns_m, "-d", "link", "show", port]);
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while !shown().contains("prog/xdp") {
-        assert!(
-            std::time::Instant::now() < until,
-            "the port was never bound again"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_program(&star.ns_m, port, true);
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
-    let until = std::time::Instant::now() + Duration::from_secs(5);
-    while must(&["ip", "-n", away, "-d", "link", "show", port]).contains("prog/xdp") {
-        assert!(
-            std::time::Instant::now() < until,
-            "our program stayed on it, moved at once"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_program(away, port, false);
     let (j, _) = switch.interrupt();
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }

@@ -196,17 +196,15 @@ pub fn add_learned(
     now: Duration,
     before_a_change: impl FnOnce(&mut RuleTables),
 ) -> usize {
-    let rules = changing(tables, rules, now);
+    // One no OpenFlow reply could hold is not learned (a learn's specs are shorter than the
+    // actions they make, so a flow that fits can learn one that does not).
+    let dumpable = |r: &Rule| crate::openflow::reply::dumpable_rule(&r.flow_match, &r.actions);
+    let rules = changing(tables, rules.into_iter().filter(dumpable).collect(), now);
     if !rules.is_empty() {
         before_a_change(tables);
     }
     let changed = rules.len();
     for rule in rules {
-        // One no OpenFlow reply could hold is not learned (a learn's specs are shorter
-        // than the actions they make, so a flow that fits can learn one that does not).
-        if !crate::openflow::reply::dumpable_rule(&rule.flow_match, &rule.actions) {
-            continue;
-        }
         match fate(tables, &rule) {
             Fate::Again(id) => tables.restart_hard_timeout(id, now),
             Fate::Modify(id) => {

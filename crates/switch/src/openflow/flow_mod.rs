@@ -209,6 +209,8 @@ mod tests {
             apply_flow_mod(&mut dp, &add(at_most + 1), Duration::ZERO).err(),
             Some(bad_action::BAD_LEN)
         );
+        // The most that fits is taken (and then replaced by the same match's next add).
+        assert!(apply_flow_mod(&mut dp, &add(at_most), Duration::ZERO).is_ok());
         assert!(apply_flow_mod(&mut dp, &add(100), Duration::ZERO).is_ok());
         let mut modify = add(at_most + 1);
         modify.command = command::MODIFY;
