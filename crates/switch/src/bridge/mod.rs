@@ -553,6 +553,10 @@ impl Bridge {
             return Ok(());
         };
         self.stop.store(true, Ordering::Relaxed);
+        // A thread asleep in poll() sees the flag now, not after its sleep.
+        for waker in running.iter().filter_map(|r| r.waker.as_ref()) {
+            waker.ring();
+        }
         let mut first_error = None;
         let mut pmds = Vec::new();
         for r in running {
