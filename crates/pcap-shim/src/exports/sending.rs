@@ -13,6 +13,11 @@ fn inject(h: &Handle, buf: *const u8, size: usize) -> c_int {
         h.set_error(&format!("{}: no packet given", h.device));
         return PCAP_ERROR;
     }
+    // As libpcap: an empty frame is the program's mistake, not a frame.
+    if size == 0 {
+        h.set_error(&format!("{}: a packet of 0 bytes cannot be sent", h.device));
+        return PCAP_ERROR;
+    }
     // SAFETY: the caller's packet: `size` bytes at `buf`.
     let frame = unsafe { std::slice::from_raw_parts(buf, size) };
     let mut live = match live_of(h) {
