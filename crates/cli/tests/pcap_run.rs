@@ -537,6 +537,81 @@ fn a_responder_sends_from_inside_its_callback() {
     net.assert_no_xdp();
 }
 
+fn build_threads(dir: &TempDir) -> String {
+    let exe = dir.path("threads");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pcap/threads.c");
+    must(&[
+        "cc",
+        "-O2",
+        "-Wall",
+        "-o",
+        &exe,
+        source,
+        "-lpcap",
+        "-lpthread",
+    ]);
+    exe
+}
+
+/// One handle, two threads, as libpcap takes them: a second thread sends 1,000 frames with
+/// pcap_inject while the first waits in pcap_loop, every one goes out (they failed "in
+/// use" while the read waited, and the two threads raced on the port unguarded); empty
+/// frames are refused; and a pcap_breakloop from the callback at the last packet a
+/// count allowed ends that pcap_loop with PCAP_ERROR_BREAK, the next read reading on (it
+/// used to return the count, the break left to end the next read at once).
+#[test]
+fn a_second_thread_sends_while_the_first_reads_and_a_break_at_the_count_ends_that_loop() {
+    let net = NetPair::new("pt");
+    let dir = shared_dir("pt");
+    let exe = build_threads(&dir);
+    let back = dir.path("back.pcap");
+    let cap = Capture::tcpdump_filtered(&net.ns_a, &net.a, "in", &back, Some("ether proto 0x88b5"));
+    let input = dir.path("in.pcap");
+    let arriving = frames_file(&input, 10);
+    let device = format!("xdp:{}", net.b);
+    let mut run = pcap_run(&net.ns_b, &[&exe, &device, "1000"]);
+    run.wait_for("ready");
+    replay_at(&net, &input, arriving.len(), &["--rate", "20000"]);
+    let (code, out, err) = run.exit_within(Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out} {err}");
+    assert_eq!(
+        out, "empty -1 -1\nsent 1000 failed 0 loop -2\ncount-break -2 then 1\n",
+        "{err}"
+    );
+    let seen = cap.stop(false);
+    assert_eq!(seen.dropped_by_tcpdump, 0);
+    let frame = |seq: u32| {
+        let mut f = vec![0u8; 60];
+        f[..6].fill(0xff);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+        f[14..18].copy_from_slice(&seq.to_be_bytes());
+        f
+    };
+    let want: Vec<Vec<u8>> = (0..1000).map(frame).collect();
+    assert_eq!(seen.frames.len(), want.len());
+    assert!(seen.frames == want, "the frames came back otherwise");
+    net.assert_no_xdp();
+}
+
+/// A SIGALRM handler closes the handle and exits while the program sends in a loop: the
+/// close lands in a pcap_inject nearly every time. It is put off and the program exits 0,
+/// as with libpcap; the port's state was taken twice (a panic, an abort: 134).
+#[test]
+fn a_signal_handler_closes_the_handle_a_send_is_using() {
+    let net = NetPair::new("pk");
+    let dir = shared_dir("pk");
+    let exe = build_threads(&dir);
+    let device = format!("xdp:{}", net.b);
+    for _ in 0..3 {
+        let out = run_in(&net.ns_b, &["pcap-run", &exe, "-c", &device]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "closed\n", "{stderr}");
+    }
+    net.assert_no_xdp();
+}
+
 #[test]
 fn an_interface_the_host_uses_needs_take() {
     let net = NetPair::new("pk");

@@ -23,7 +23,7 @@ use crate::options::ShimOptions;
 const BURST: usize = 64;
 
 pub struct Live {
-    pub port: Box<dyn Port>,
+    pub port: Box<dyn Port + Send>,
     /// The last burst; packets from `next` on have not been handed to the program yet.
     pub batch: Batch,
     pub next: usize,
@@ -87,7 +87,7 @@ pub struct Activated {
 
 impl Live {
     pub fn activate(h: &Handle) -> Result<Activated, Refused> {
-        let settings = h.settings.get();
+        let settings = h.settings();
         let refused = |code, message: String| Refused { code, message };
         if settings.rfmon {
             return Err(refused(
@@ -267,7 +267,7 @@ const FEWEST_FRAMES: u32 = 256;
 fn open_within_memlock(
     spec: &PortSpec,
     mut opts: PortOptions,
-) -> Result<(Box<dyn Port>, u32), PortError> {
+) -> Result<(Box<dyn Port + Send>, u32), PortError> {
     loop {
         match wirespeed_port::open(spec, &opts) {
             Ok(port) => return Ok((port, opts.frame_count)),

@@ -3,10 +3,11 @@
 //! pointer must outlive the call) and the frames go back to the port at the next burst. A
 //! packet of several frames is gathered into one buffer first.
 //!
-//! The program's callback runs with the port not borrowed, so it may call back in: send
-//! with pcap_inject (a responder answering what it reads), ask pcap_stats, break the loop.
-//! Only another read from inside a callback is refused: it would take the next burst and
-//! give back the frame the outer callback is reading.
+//! The program's callback runs with the port not held, so it may call back in: send with
+//! pcap_inject (a responder answering what it reads), ask pcap_stats, break the loop. Only
+//! another read from inside a callback is refused: it would take the next burst and give
+//! back the frame the outer callback is reading. Nor is the port held while a read waits
+//! for packets, so another thread's pcap_inject goes out meanwhile, as with libpcap.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -40,20 +41,27 @@ pub type Deliver<'a> = dyn FnMut(&PcapPkthdr, *const u8) + 'a;
 /// the handle's timeout when it has one. Returns how many were delivered, or
 /// PCAP_ERROR_BREAK after pcap_breakloop, or PCAP_ERROR with the reason in pcap_geterr.
 pub fn dispatch(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
+    reading(h, || dispatch_once(h, cnt, deliver)).unwrap_or_else(|code| code)
+}
+
+/// Runs the read `read` marked as one ([`Handle::reading`]) from its start to its end, so
+/// that a close meanwhile never frees the handle under it; PCAP_ERROR for a read from
+/// inside a read's callback.
+fn reading<R>(h: &Handle, read: impl FnOnce() -> R) -> Result<R, i32> {
     if h.reading.swap(true, Ordering::SeqCst) {
         h.set_error(&format!(
             "{}: a read from inside a pcap_loop or pcap_dispatch callback is not supported",
             h.device
         ));
-        return PCAP_ERROR;
+        return Err(PCAP_ERROR);
     }
-    let n = dispatch_once(h, cnt, deliver);
+    let r = read();
     h.reading.store(false, Ordering::SeqCst);
-    n
+    Ok(r)
 }
 
 fn dispatch_once(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
-    let settings = h.settings.get();
+    let settings = h.settings();
     let limit = if cnt <= 0 { usize::MAX } else { cnt as usize };
     let deadline = (settings.timeout_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(settings.timeout_ms as u64));
@@ -89,12 +97,16 @@ fn dispatch_once(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
                 continue;
             }
             Step::Nap(d) => {
+                drop(live);
                 let left = deadline.map_or(d, |at| at.saturating_duration_since(Instant::now()));
                 std::thread::sleep(d.min(left));
                 continue;
             }
             Step::Sleep(_) => {}
         }
+        // Let go while asleep: another thread may send meanwhile.
+        let wait_fds = live.wait_fds.clone();
+        drop(live);
         let slice = match deadline {
             Some(d) => match d.checked_duration_since(Instant::now()) {
                 Some(left) if !left.is_zero() => left.min(WAIT_SLICE),
@@ -102,11 +114,14 @@ fn dispatch_once(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
             },
             None => WAIT_SLICE,
         };
-        if let Err(e) = wirespeed_port::poll_any(&live.wait_fds, slice) {
+        if let Err(e) = wirespeed_port::poll_any(&wait_fds, slice) {
             h.set_error(&format!("{}: poll: {e}", h.device));
             return PCAP_ERROR;
         }
-        live.drain_wake();
+        match live_of(h) {
+            Ok(live) => live.drain_wake(),
+            Err(code) => return code,
+        }
     }
 }
 
@@ -147,8 +162,9 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
 }
 
 /// Hands the waiting packets of the burst to `deliver`, up to `limit` that pass the filter.
-/// A breakloop asked for from a callback ends it at once (libpcap's Linux reader does the
-/// same); the packets left stay for the next read.
+/// A breakloop asked for from a callback ends it at once, even after the last packet the
+/// count allowed (libpcap's Linux reader does the same: the read says PCAP_ERROR_BREAK,
+/// and the next one reads); the packets left stay for the next read.
 fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
     let mut delivered = 0usize;
     while delivered < limit {
@@ -168,13 +184,16 @@ fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
     if let Ok(mut live) = live_of(h) {
         live.signal_pending();
     }
+    if delivered > 0 && h.slot.take_break() {
+        return PCAP_ERROR_BREAK;
+    }
     delivered as i32
 }
 
 /// The next packet of the burst that passes the filter, cut to the snapshot (and to what
 /// the filter keeps): its header and where its bytes are. None when the burst is done.
 fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
-    let settings = h.settings.get();
+    let settings = h.settings();
     let meta = Metadata {
         pkttype: 0,
         ifindex: live.ifindex,
@@ -204,8 +223,8 @@ fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
 /// Returns 0 when the count is reached, else what `dispatch` ended with.
 pub fn run_loop(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
     let mut left = cnt;
-    loop {
-        let n = dispatch(h, if cnt > 0 { left } else { -1 }, deliver);
+    let run = || loop {
+        let n = dispatch_once(h, if cnt > 0 { left } else { -1 }, deliver);
         if n < 0 {
             return n;
         }
@@ -215,30 +234,43 @@ pub fn run_loop(h: &Handle, cnt: i32, deliver: &mut Deliver<'_>) -> i32 {
                 return 0;
             }
         }
-    }
+    };
+    reading(h, run).unwrap_or_else(|code| code)
 }
 
+/// Where pcap_next_ex's packet is: its header and bytes, in the handle, valid until the
+/// next read.
+pub type NextPacket = (*mut PcapPkthdr, *const u8);
+
 /// pcap_next_ex: one packet, copied into the handle (valid until the next read). 1 with a
-/// packet, 0 when the timeout passed or nothing waits in non-blocking mode, else an error.
-pub fn next_one(h: &Handle) -> i32 {
+/// packet (and where it is), 0 when the timeout passed or nothing waits in non-blocking
+/// mode, else an error.
+pub fn next_one(h: &Handle) -> (i32, Option<NextPacket>) {
+    reading(h, || next_one_read(h)).unwrap_or_else(|code| (code, None))
+}
+
+fn next_one_read(h: &Handle) -> (i32, Option<NextPacket>) {
     let mut one = live_of(h)
         .map(|mut live| std::mem::take(&mut live.one))
         .unwrap_or_default();
     let mut got = None;
-    let n = dispatch(h, 1, &mut |hdr, bytes| {
+    let n = dispatch_once(h, 1, &mut |hdr, bytes| {
         one.clear();
         // SAFETY: `bytes` is the packet's caplen bytes in its frame, which stays the
         // port's until the next burst, after this returns.
         one.extend_from_slice(unsafe { std::slice::from_raw_parts(bytes, hdr.caplen as usize) });
         got = Some(*hdr);
     });
-    if let Ok(mut live) = live_of(h) {
-        live.one = one;
-        if let Some(hdr) = got {
-            live.one_hdr = hdr;
-        }
+    let Ok(mut live) = live_of(h) else {
+        return (PCAP_ERROR, None);
+    };
+    live.one = one;
+    if let Some(hdr) = got {
+        live.one_hdr = hdr;
     }
-    n
+    // The handle is boxed and `live` lives in it until pcap_close: these stay put.
+    let at = (n == 1).then(|| (&raw mut live.one_hdr, live.one.as_ptr()));
+    (n, at)
 }
 
 fn header(stamp_ns: u64, nano: bool, caplen: u32, len: u32) -> PcapPkthdr {

@@ -27,7 +27,7 @@ pub fn inject(h: &Handle, live: &mut Live, frame: &[u8]) -> Result<usize, String
         ));
     }
     // A non-blocking handle's send does not wait for room (libpcap's gets EAGAIN).
-    let wait = if h.settings.get().nonblock {
+    let wait = if h.settings().nonblock {
         Duration::ZERO
     } else {
         ROOM_WAIT

@@ -292,7 +292,7 @@ pub fn pin_thread(cpu: usize) -> Result<(), PortError> {
 }
 
 /// Opens the port a spec names.
-pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port>, PortError> {
+pub fn open(spec: &PortSpec, opts: &PortOptions) -> Result<Box<dyn Port + Send>, PortError> {
     match spec.backend {
         Backend::Xdp => Ok(Box::new(xdp::XdpPort::open(spec, opts)?)),
         Backend::Packet => Ok(Box::new(packet::PacketPort::open(spec, opts)?)),

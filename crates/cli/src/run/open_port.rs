@@ -10,7 +10,7 @@ use wirespeed_port::{Port, PortError, PortOptions, PortSpec};
 /// while it opens gives up (a large buffer area takes seconds to set up).
 pub fn open_port(spec: &PortSpec, opts: &PortOptions) -> anyhow::Result<Box<dyn Port>> {
     let opts = cancellable(opts);
-    wirespeed_port::open(spec, &opts).map_err(|e| name_spec(e, spec))
+    Ok(wirespeed_port::open(spec, &opts).map_err(|e| name_spec(e, spec))?)
 }
 
 /// `opts`, given up on when a signal asks the tool to stop.

@@ -13,7 +13,7 @@ fn with_header_handle(
     h: &Handle,
     open: impl FnOnce(*mut PcapT) -> *mut libc::c_void,
 ) -> *mut libc::c_void {
-    let s = h.settings.get();
+    let s = h.settings();
     // SAFETY: plain values; the handle is closed below.
     let header = unsafe {
         real::pcap_open_dead_with_tstamp_precision(

@@ -42,7 +42,7 @@ unsafe extern "C" fn pcap_list_datalinks(p: *mut PcapT, dlts: *mut *mut c_int) -
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_snapshot(p: *mut PcapT) -> c_int {
     match registry::find(p) {
-        Some(h) => once_activated(h, h.settings.get().snapshot() as c_int),
+        Some(h) => once_activated(h, h.settings().snapshot() as c_int),
         // SAFETY: the caller's handle, passed on.
         None => unsafe { real::pcap_snapshot(p) },
     }
@@ -51,7 +51,7 @@ unsafe extern "C" fn pcap_snapshot(p: *mut PcapT) -> c_int {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_get_tstamp_precision(p: *mut PcapT) -> c_int {
     match registry::find(p) {
-        Some(h) => h.settings.get().precision,
+        Some(h) => h.settings().precision,
         // SAFETY: the caller's handle, passed on.
         None => unsafe { real::pcap_get_tstamp_precision(p) },
     }

@@ -1,8 +1,7 @@
 //! pcap_create, pcap_open_live, pcap_activate, pcap_close.
 
-use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use wirespeed_port::PortSpec;
 
@@ -10,7 +9,7 @@ use super::xdp_device;
 use crate::ffi::{
     DLT_EN10MB, MAXIMUM_SNAPLEN, PCAP_ERROR_ACTIVATED, PCAP_TSTAMP_PRECISION_MICRO, PcapT,
 };
-use crate::handle::{Counts, Handle, Settings, write_errbuf};
+use crate::handle::{Handle, write_errbuf};
 use crate::live::Live;
 use crate::{real, registry};
 
@@ -32,18 +31,7 @@ fn create(device: &str) -> Result<*mut PcapT, String> {
         return Err(format!("{device}: libpcap could not make a handle"));
     }
     let inserted = registry::insert(dead, |slot| {
-        Box::new(Handle {
-            dead,
-            device: device.to_string(),
-            spec,
-            settings: Cell::new(Settings::default()),
-            live: RefCell::new(None),
-            activated: AtomicBool::new(false),
-            reading: AtomicBool::new(false),
-            counts: Counts::default(),
-            selectable: Cell::new(-1),
-            slot,
-        })
+        Box::new(Handle::new(dead, device.to_string(), spec, slot))
     });
     if inserted.is_none() {
         // SAFETY: `dead` is the handle made above, not handed out.
@@ -64,9 +52,9 @@ fn activate(h: &Handle) -> c_int {
     }
     match Live::activate(h) {
         Ok(a) => {
-            h.selectable.set(a.live.selectable);
+            h.selectable.store(a.live.selectable, Ordering::SeqCst);
             let _ = h.counts.sockets.set(a.live.port.poll_fds());
-            *h.live.borrow_mut() = Some(a.live);
+            h.set_live(a.live);
             h.activated.store(true, Ordering::Release);
             match a.warning {
                 Some((code, text)) => {
@@ -147,27 +135,31 @@ unsafe extern "C" fn pcap_activate(p: *mut PcapT) -> c_int {
 
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_close(p: *mut PcapT) {
-    // A close while one of our reads of this handle is under way comes from a signal
-    // handler that interrupted it (ngrep's and others' Ctrl-C handler closes, then exits)
-    // or from another thread: the read is asked to stop and the handle stays open, since
-    // the read still uses it. Closed under it, the port's state is borrowed (a panic, an
-    // abort: exit status 134 and the program's buffered output lost) or freed. It is not
-    // closed later either: a program that goes on may close it again (closing it for the
-    // program would make that a double close); one that exits leaves it to the kernel.
-    if let Some(h) = registry::find(p)
-        && h.reading.load(Ordering::SeqCst)
-    {
-        h.slot.request_break();
-        return;
-    }
-    // Ours: what was injected goes out, then the port closes (sockets, UMEM, our hold on
-    // the XDP program) before the dead handle under it goes.
-    if let Some(h) = registry::remove(p) {
-        if let Some(live) = h.live.borrow_mut().as_mut() {
-            crate::send::drain(live);
+    // A close while one of our calls on this handle is under way (a read, or a send)
+    // comes from a signal handler that interrupted it (ngrep's and others' Ctrl-C handler
+    // closes, then exits) or from another thread: a read is asked to stop and the handle
+    // stays open, since the call still uses it. Closed under it, the port's state would be
+    // freed, or waited for by the very thread that holds it. It is not closed later either:
+    // a program that goes on may close it again (closing it for the program would make
+    // that a double close); one that exits leaves it to the kernel.
+    if let Some(h) = registry::find(p) {
+        let in_use = h.reading.load(Ordering::SeqCst);
+        match h.live_now() {
+            None => {
+                h.slot.request_break();
+                return;
+            }
+            Some(_) if in_use => {
+                h.slot.request_break();
+                return;
+            }
+            // Ours: what was injected goes out, then the port closes (sockets, UMEM, our
+            // hold on the XDP program) before the dead handle under it goes.
+            Some(Ok(mut live)) => crate::send::drain(&mut live),
+            Some(Err(_)) => {}
         }
-        drop(h);
     }
+    drop(registry::remove(p));
     // SAFETY: the caller's handle (ours is a dead libpcap handle), closed once.
     unsafe { real::pcap_close(p) }
 }

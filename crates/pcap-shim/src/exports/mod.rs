@@ -12,12 +12,10 @@ mod reading;
 mod sending;
 mod settings;
 
-use std::cell::RefMut;
 use std::ffi::{CStr, c_char};
 
 use crate::ffi::{PCAP_ERROR, PCAP_ERROR_NOT_ACTIVATED};
-use crate::handle::Handle;
-use crate::live::Live;
+use crate::handle::{Busy, Handle, LiveGuard};
 
 /// The device name if it is one of ours (`xdp:...`).
 fn xdp_device(name: *const c_char) -> Option<String> {
@@ -30,19 +28,22 @@ fn xdp_device(name: *const c_char) -> Option<String> {
     name.starts_with("xdp:").then(|| name.to_string())
 }
 
-/// The handle's port, for a call that needs it: PCAP_ERROR_NOT_ACTIVATED before
-/// pcap_activate, PCAP_ERROR when a callback calls back in while a read holds it.
-pub(crate) fn live_of(h: &Handle) -> Result<RefMut<'_, Live>, i32> {
-    let Ok(guard) = h.live.try_borrow_mut() else {
-        h.set_error(&format!(
-            "{}: the handle is in use by another call (from another thread?)",
-            h.device
-        ));
-        return Err(PCAP_ERROR);
-    };
-    RefMut::filter_map(guard, Option::as_mut).map_err(|_| {
-        h.set_error(&format!("{}: the handle is not activated", h.device));
-        PCAP_ERROR_NOT_ACTIVATED
+/// The handle's port, for a call that needs it (waiting while another thread uses it):
+/// PCAP_ERROR_NOT_ACTIVATED before pcap_activate, PCAP_ERROR when a signal handler calls
+/// in while its thread uses it.
+pub(crate) fn live_of(h: &Handle) -> Result<LiveGuard<'_>, i32> {
+    h.live().map_err(|busy| match busy {
+        Busy::NotActivated => {
+            h.set_error(&format!("{}: the handle is not activated", h.device));
+            PCAP_ERROR_NOT_ACTIVATED
+        }
+        Busy::ThisThread => {
+            h.set_error(&format!(
+                "{}: the handle is in use by the call this signal handler interrupted",
+                h.device
+            ));
+            PCAP_ERROR
+        }
     })
 }
 

@@ -2,6 +2,7 @@
 //! selectable descriptor, and the filter.
 
 use std::ffi::c_int;
+use std::sync::atomic::Ordering;
 
 use wirespeed_capture::filter::{Insn, Program};
 
@@ -72,16 +73,16 @@ unsafe extern "C" fn pcap_next_ex(
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real::pcap_next_ex(p, header, data) };
     };
-    let n = receive::next_one(h);
-    if n == 1 && !header.is_null() && !data.is_null() {
-        let Ok(mut live) = live_of(h) else {
-            return PCAP_ERROR;
-        };
+    let (n, packet) = receive::next_one(h);
+    if let Some((hdr, bytes)) = packet
+        && !header.is_null()
+        && !data.is_null()
+    {
         // SAFETY: the caller's out pointers; what they get points into the handle's boxed
         // state, where it stays until the next read (libpcap's promise, too).
         unsafe {
-            *header = &raw mut live.one_hdr;
-            *data = live.one.as_ptr();
+            *header = hdr;
+            *data = bytes;
         }
     }
     n
@@ -93,17 +94,15 @@ unsafe extern "C" fn pcap_next(p: *mut PcapT, header: *mut PcapPkthdr) -> *const
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real::pcap_next(p, header) };
     };
-    if receive::next_one(h) != 1 {
-        return std::ptr::null();
-    }
-    let Ok(live) = live_of(h) else {
+    let (1, Some((hdr, bytes))) = receive::next_one(h) else {
         return std::ptr::null();
     };
     if !header.is_null() {
-        // SAFETY: the caller's header to fill.
-        unsafe { *header = live.one_hdr };
+        // SAFETY: the caller's header to fill; `hdr` is the handle's copy of the packet's,
+        // written by the read that just returned.
+        unsafe { *header = *hdr };
     }
-    live.one.as_ptr()
+    bytes
 }
 
 /// Safe in a signal handler: atomics and a write(2) to the loop's eventfd.
@@ -119,7 +118,7 @@ unsafe extern "C" fn pcap_breakloop(p: *mut PcapT) {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_get_selectable_fd(p: *mut PcapT) -> c_int {
     match registry::find(p) {
-        Some(h) => h.selectable.get(),
+        Some(h) => h.selectable.load(Ordering::SeqCst),
         // SAFETY: the caller's handle, passed on.
         None => unsafe { real::pcap_get_selectable_fd(p) },
     }
@@ -128,7 +127,7 @@ unsafe extern "C" fn pcap_get_selectable_fd(p: *mut PcapT) -> c_int {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_fileno(p: *mut PcapT) -> c_int {
     match registry::find(p) {
-        Some(h) => h.selectable.get(),
+        Some(h) => h.selectable.load(Ordering::SeqCst),
         // SAFETY: the caller's handle, passed on.
         None => unsafe { real::pcap_fileno(p) },
     }
@@ -167,7 +166,7 @@ unsafe extern "C" fn pcap_setfilter(p: *mut PcapT, fp: *mut BpfProgram) -> c_int
         Ok(mut live) => {
             // tcpdump without an expression sets "accept everything": not worth a run a
             // packet.
-            let whole = h.settings.get().snapshot();
+            let whole = h.settings().snapshot();
             live.filter = (!accepts_all(&insns, whole)).then_some(program);
             0
         }

@@ -105,7 +105,7 @@ unsafe extern "C" fn pcap_setnonblock(
 #[unsafe(no_mangle)]
 unsafe extern "C" fn pcap_getnonblock(p: *mut PcapT, errbuf: *mut c_char) -> c_int {
     match registry::find(p) {
-        Some(h) => h.settings.get().nonblock as c_int,
+        Some(h) => h.settings().nonblock as c_int,
         // SAFETY: the caller's arguments, passed on.
         None => unsafe { real::pcap_getnonblock(p, errbuf) },
     }
