@@ -1253,6 +1253,19 @@ fn ovs_ofctl_set_queue_installs_and_forwards() {
         ctl.contains("icmp,in_port=1 actions=set_queue:3,output:2"),
         "{ctl}"
     );
+    // No port has queues configured: every port's list and one port's are empty, as Open
+    // vSwitch answers for ports without QoS; a port the bridge lacks is BAD_PORT. (The
+    // request was refused BAD_TYPE.)
+    let all = s.ofctl_ok(&["queue-get-config"]);
+    assert_eq!(all.trim(), "OFPT_QUEUE_GET_CONFIG_REPLY (OF1.3) (xid=0x2):");
+    let one = s.ofctl_ok(&["queue-get-config", "2"]);
+    assert_eq!(one.trim(), "OFPT_QUEUE_GET_CONFIG_REPLY (OF1.3) (xid=0x2):");
+    // (ovs-ofctl prints the error and exits 0.)
+    let (_, text) = s.ofctl(&["queue-get-config", "9"]);
+    assert!(
+        text.contains("OFPT_ERROR (OF1.3) (xid=0x2): OFPQOFC_BAD_PORT"),
+        "{text}"
+    );
 }
 
 /// ctl takes the flow syntax an Open vSwitch user writes: OpenFlow 1.2's field names,

@@ -156,7 +156,16 @@ impl Agent {
             }
             // OpenFlow 1.3 deprecates the table configuration bits: nothing to do.
             Incoming::TableMod => vec![],
-            Incoming::QueueGetConfig => return Err(bad_request::BAD_TYPE),
+            // No port has queues (QoS is not configured here): an empty list for a port the
+            // controller is shown, or for all of them, as Open vSwitch answers for ports
+            // without QoS; BAD_PORT for another.
+            Incoming::QueueGetConfig { port: wanted } => {
+                let shown = shown_port_descs(bridge).iter().any(|d| d.port_no == wanted);
+                if wanted != port::ANY && !shown {
+                    return Err(queue_op_failed::BAD_PORT);
+                }
+                vec![reply::queue_config(xid, wanted)]
+            }
             Incoming::Experimenter => return Err(OfpError { kind: 1, code: 3 }),
         })
     }

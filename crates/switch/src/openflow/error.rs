@@ -92,6 +92,11 @@ pub mod group_mod_failed {
     pub const BAD_WATCH: OfpError = e(6, 13);
 }
 
+pub mod queue_op_failed {
+    use super::*;
+    pub const BAD_PORT: OfpError = e(9, 0);
+}
+
 pub mod port_mod_failed {
     use super::*;
     pub const BAD_PORT: OfpError = e(7, 0);

@@ -229,7 +229,10 @@ pub enum Incoming {
     TableMod,
     Multipart(MultipartRequest),
     Barrier,
-    QueueGetConfig,
+    /// The queues of a port (`OFPP_ANY`: of every port).
+    QueueGetConfig {
+        port: u32,
+    },
     RoleRequest {
         role: u32,
         generation_id: u64,
@@ -276,7 +279,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Incoming), OfpError> {
         msg::TABLE_MOD => Incoming::TableMod,
         msg::MULTIPART_REQUEST => Incoming::Multipart(multipart_request(&mut r)?),
         msg::BARRIER_REQUEST => empty(&r, Incoming::Barrier)?,
-        msg::QUEUE_GET_CONFIG_REQUEST => Incoming::QueueGetConfig,
+        msg::QUEUE_GET_CONFIG_REQUEST => {
+            let port = r.u32()?;
+            r.skip(4)?;
+            empty(&r, Incoming::QueueGetConfig { port })?
+        }
         msg::ROLE_REQUEST => {
             let role = r.u32()?;
             r.skip(4)?;

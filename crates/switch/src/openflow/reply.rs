@@ -78,6 +78,13 @@ pub fn empty(kind: u8, xid: u32) -> Vec<u8> {
     Writer::message(kind, xid).finish()
 }
 
+/// QUEUE_GET_CONFIG_REPLY for `port`: no queues.
+pub fn queue_config(xid: u32, port: u32) -> Vec<u8> {
+    let mut w = Writer::message(msg::QUEUE_GET_CONFIG_REPLY, xid);
+    w.u32(port).zeros(4);
+    w.finish()
+}
+
 pub fn features(xid: u32, datapath_id: u64) -> Vec<u8> {
     let mut w = Writer::message(msg::FEATURES_REPLY, xid);
     // No buffers; FLOW_STATS, TABLE_STATS, PORT_STATS, GROUP_STATS (a controller may look

@@ -36,6 +36,7 @@ pub mod msg {
     pub const BARRIER_REQUEST: u8 = 20;
     pub const BARRIER_REPLY: u8 = 21;
     pub const QUEUE_GET_CONFIG_REQUEST: u8 = 22;
+    pub const QUEUE_GET_CONFIG_REPLY: u8 = 23;
     pub const ROLE_REQUEST: u8 = 24;
     pub const ROLE_REPLY: u8 = 25;
     pub const GET_ASYNC_REQUEST: u8 = 26;
