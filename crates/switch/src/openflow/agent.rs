@@ -302,7 +302,10 @@ impl Agent {
         if po.buffer_id != NO_BUFFER {
             return Err(bad_request::BUFFER_UNKNOWN);
         }
-        if po.in_port != port::CONTROLLER && !bridge.numbers().contains(&po.in_port) {
+        // From the controller, or from no port (OFPP_ANY: ovs-ofctl's in_port=none, which
+        // Open vSwitch takes too), or as if from one of the bridge's.
+        let from_nowhere = po.in_port == port::CONTROLLER || po.in_port == port::ANY;
+        if !from_nowhere && !bridge.numbers().contains(&po.in_port) {
             return Err(bad_request::BAD_PORT);
         }
         if po.data.len() < 14 {
