@@ -149,7 +149,7 @@ soak: deps
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
 FUZZ_TARGETS := frame_parse capture_file flow_text port_spec rewrite openflow_message tunnel_pop \
-	packet_line bpf_filter test_frame
+	packet_line bpf_filter test_frame openflow_tables
 
 fuzz: deps
 	@rustup toolchain list | grep -q '^nightly' || { \

@@ -26,7 +26,7 @@ fn overlaps(a: &Match, b: &Match) -> bool {
 /// A FLOW_MOD of any command; the rules it deleted. A rule whose statistics could not be
 /// dumped (its entry longer than a message holds: see [`reply::fits_a_reply`]) is refused
 /// with BAD_LEN.
-pub(crate) fn apply_flow_mod(
+pub fn apply_flow_mod(
     dp: &mut Ofproto,
     fm: &OfFlowMod,
     now: Duration,

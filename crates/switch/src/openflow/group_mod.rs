@@ -12,7 +12,7 @@ use crate::openflow::message::{GroupMod, group_command};
 use crate::openflow::wire::GROUP_ALL;
 
 /// A GROUP_MOD of any command; the rules a delete took with its groups.
-pub(crate) fn apply_group_mod(
+pub fn apply_group_mod(
     dp: &mut Ofproto,
     gm: &GroupMod,
     now: Duration,

@@ -7,6 +7,7 @@ use core::time::Duration;
 use crate::bridge::{Bridge, RemovedReason};
 use crate::meter::{Band, MAX_METERS, MeterConfig, MeterError, MeterRef, Unit};
 use crate::ofproto::rule_table::{InstalledRule, RuleTables};
+use crate::ofproto::state::Ofproto;
 use crate::openflow::error::{OfpError, meter_mod_failed};
 use crate::openflow::wire::{Reader, Writer};
 
@@ -128,23 +129,33 @@ pub fn meter_mod(
     bridge: &mut Bridge,
     mm: &MeterMod,
 ) -> Result<Vec<(InstalledRule, RemovedReason)>, OfpError> {
-    let id = mm.config.id;
     let now = bridge.now();
+    let removed = bridge.edit(|dp| apply_meter_mod(dp, mm, now))?;
+    let reason = RemovedReason::Delete;
+    Ok(removed.into_iter().map(|r| (r, reason)).collect())
+}
+
+/// A METER_MOD of any command on `dp`'s meters; the rules a DELETE took with its meters.
+pub fn apply_meter_mod(
+    dp: &mut Ofproto,
+    mm: &MeterMod,
+    now: Duration,
+) -> Result<Vec<InstalledRule>, OfpError> {
+    let id = mm.config.id;
     if mm.command == meter_command::DELETE {
         let only = (id != METER_ALL).then_some(id);
-        let removed = bridge.edit(|dp| dp.delete_meters(only, now));
-        let reason = RemovedReason::Delete;
-        return Ok(removed.into_iter().map(|r| (r, reason)).collect());
+        return Ok(dp.delete_meters(only, now));
     }
     let replace = mm.command == meter_command::MODIFY;
-    let set = bridge.edit(|dp| dp.tables.set_meter(mm.config, replace, now));
-    set.map_err(|e| match e {
-        MeterError::InvalidId => meter_mod_failed::INVALID_METER,
-        MeterError::ZeroRate => meter_mod_failed::BAD_RATE,
-        MeterError::Exists => meter_mod_failed::METER_EXISTS,
-        MeterError::Unknown => meter_mod_failed::UNKNOWN_METER,
-        MeterError::TooMany => meter_mod_failed::OUT_OF_METERS,
-    })?;
+    dp.tables
+        .set_meter(mm.config, replace, now)
+        .map_err(|e| match e {
+            MeterError::InvalidId => meter_mod_failed::INVALID_METER,
+            MeterError::ZeroRate => meter_mod_failed::BAD_RATE,
+            MeterError::Exists => meter_mod_failed::METER_EXISTS,
+            MeterError::Unknown => meter_mod_failed::UNKNOWN_METER,
+            MeterError::TooMany => meter_mod_failed::OUT_OF_METERS,
+        })?;
     Ok(Vec::new())
 }
 
