@@ -6,7 +6,12 @@
 //! What the switch learned ages as the kernel's neighbour entries do: fresh for [`FRESH`]
 //! after it was last confirmed, then asked for again while still used, and forgotten after
 //! [`FORGOTTEN`] unanswered. ARP from a known neighbour confirms it, whoever it is for: a
-//! gratuitous ARP announcing a new address is followed at once.
+//! gratuitous ARP announcing a new address is followed, at most once a [`LOCKTIME`].
+//!
+//! An underlay is a network others send on, so what ARP tells unasked is bounded: such an
+//! entry moves no thread's headers (only an address a tunnel asked for does), and past
+//! [`MAX_NEIGHBOURS`] entries it is not taken. A flood of ARP from made-up senders costs
+//! one lookup each, where each used to make every thread read the host's tables again.
 //!
 //! The host's tables are read from procfs (`/proc/net/route`, `/proc/net/arp`: the same
 //! tables netlink dumps, for the namespace the switch runs in), and only while a tunnel has
@@ -26,13 +31,30 @@ pub const FRESH: Duration = Duration::from_secs(30);
 /// ...then used while the tunnel asks again (an ARP request every time it revalidates),
 /// and forgotten unconfirmed this long after: three requests unanswered.
 pub const FORGOTTEN: Duration = Duration::from_secs(45);
+/// Entries kept at most, and addresses asked for at most; past it, what ARP tells unasked
+/// is not taken (the kernel's own hard limit, `gc_thresh3`, is 1024 too).
+pub const MAX_NEIGHBOURS: usize = 1024;
+/// A neighbour's address changes at most this often (the kernel's `locktime`): ARP that
+/// says two things in turn moves the threads' headers once a second at most.
+pub const LOCKTIME: Duration = Duration::from_secs(1);
+/// How often a full table is swept of what went unconfirmed for [`FORGOTTEN`] at most.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// The next hops' addresses the bridge knows, shared by its threads; `generation` moves on
 /// each change so a thread's own copy of a tunnel's headers knows to look again.
 #[derive(Default, Debug)]
 pub struct Neighbours {
-    table: Mutex<HashMap<Ipv4Addr, Entry>>,
+    table: Mutex<Table>,
     generation: AtomicU64,
+}
+
+#[derive(Default, Debug)]
+struct Table {
+    entries: HashMap<Ipv4Addr, Entry>,
+    /// Addresses a tunnel asked for and has no entry of yet, and when it asked.
+    wanted: HashMap<Ipv4Addr, Duration>,
+    /// When a full table was last swept.
+    swept: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -40,6 +62,27 @@ struct Entry {
     mac: MacAddr,
     /// The bridge's clock when it was last learned or heard from.
     confirmed: Duration,
+    /// ...and when its address last changed, if it did.
+    changed: Option<Duration>,
+    /// A tunnel asked for it or looked it up: a change moves the threads' headers.
+    used: bool,
+}
+
+impl Table {
+    /// Makes room when full, at most every [`SWEEP_EVERY`]: forgets entries unconfirmed for
+    /// [`FORGOTTEN`] (true when some went) and addresses asked for that long ago.
+    fn sweep(&mut self, now: Duration) -> bool {
+        if self.swept.is_some_and(|at| now < at + SWEEP_EVERY) {
+            return false;
+        }
+        self.swept = Some(now);
+        let before = self.entries.len();
+        self.entries
+            .retain(|_, e| now.saturating_sub(e.confirmed) < FORGOTTEN);
+        self.wanted
+            .retain(|_, at| now.saturating_sub(*at) < FORGOTTEN);
+        self.entries.len() < before
+    }
 }
 
 /// What the bridge knows of a neighbour at a moment.
@@ -56,16 +99,18 @@ impl Neighbours {
     /// here (the generation moves on).
     pub fn get(&self, ip: Ipv4Addr, now: Duration) -> Known {
         let mut table = self.lock();
-        let Some(entry) = table.get(&ip).copied() else {
+        let Some(entry) = table.entries.get_mut(&ip) else {
             return Known::Unknown;
         };
+        entry.used = true;
+        let entry = *entry;
         let age = now.saturating_sub(entry.confirmed);
         if age < FRESH {
             Known::Fresh(entry.mac)
         } else if age < FORGOTTEN {
             Known::Stale(entry.mac)
         } else {
-            table.remove(&ip);
+            table.entries.remove(&ip);
             self.generation.fetch_add(1, Ordering::Release);
             Known::Unknown
         }
@@ -73,20 +118,65 @@ impl Neighbours {
 
     /// Whether `ip` has an entry, of any age.
     pub fn knows(&self, ip: Ipv4Addr) -> bool {
-        self.lock().contains_key(&ip)
+        self.lock().entries.contains_key(&ip)
     }
 
-    /// Records `ip` at `mac`, confirmed at `now`; a change of address moves the generation
-    /// on.
+    /// Notes that a tunnel asked for `ip` at `now` (it has no entry): its answer is taken
+    /// however full the table is, and moves the generation on.
+    pub fn want(&self, ip: Ipv4Addr, now: Duration) {
+        let mut table = self.lock();
+        if table.wanted.len() >= MAX_NEIGHBOURS && table.sweep(now) {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        if table.wanted.len() < MAX_NEIGHBOURS || table.wanted.contains_key(&ip) {
+            table.wanted.insert(ip, now);
+        }
+    }
+
+    /// Records `ip` at `mac`, confirmed at `now`. A known neighbour's address changes once
+    /// a [`LOCKTIME`] at most after its last change. A new entry for an address a tunnel
+    /// asked for ([`Neighbours::want`]), or a change of one a tunnel looked up, moves the
+    /// generation on; a new one nobody asked for moves nothing and is not taken into a full
+    /// table.
     pub fn learn(&self, ip: Ipv4Addr, mac: MacAddr, now: Duration) {
         if mac.is_multicast() || mac == MacAddr([0; 6]) {
             return;
         }
-        let entry = Entry {
-            mac,
-            confirmed: now,
+        let mut table = self.lock();
+        let asked = table.wanted.remove(&ip).is_some();
+        let moved = match table.entries.get_mut(&ip) {
+            Some(e) if e.mac == mac => {
+                e.confirmed = now;
+                false
+            }
+            Some(e)
+                if e.changed
+                    .is_some_and(|at| now.saturating_sub(at) < LOCKTIME) =>
+            {
+                false
+            }
+            Some(e) => {
+                e.mac = mac;
+                e.confirmed = now;
+                e.changed = Some(now);
+                e.used
+            }
+            None => {
+                let swept = table.entries.len() >= MAX_NEIGHBOURS && table.sweep(now);
+                let room = table.entries.len() < MAX_NEIGHBOURS;
+                if asked || room {
+                    let entry = Entry {
+                        mac,
+                        confirmed: now,
+                        changed: None,
+                        used: asked,
+                    };
+                    table.entries.insert(ip, entry);
+                }
+                asked || swept
+            }
         };
-        if self.lock().insert(ip, entry).map(|e| e.mac) != Some(mac) {
+        if moved {
             self.generation.fetch_add(1, Ordering::Release);
         }
     }
@@ -96,7 +186,7 @@ impl Neighbours {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Ipv4Addr, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -290,11 +380,15 @@ ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
     fn learning_moves_the_generation_only_on_a_change() {
         let neighbours = Neighbours::default();
         let ip = Ipv4Addr::new(192, 168, 50, 2);
+        let start = neighbours.generation();
         let now = Duration::from_secs(1);
+        neighbours.want(ip, now);
         neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]), now);
         let first = neighbours.generation();
+        assert_eq!(first, start + 1, "asked for, and learned");
         neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 1]), now);
         assert_eq!(neighbours.generation(), first);
+        let now = now + LOCKTIME;
         neighbours.learn(ip, MacAddr([2, 0, 0, 0, 0, 2]), now);
         assert_eq!(neighbours.generation(), first + 1);
         assert_eq!(
@@ -306,6 +400,66 @@ ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
             neighbours.get(ip, now),
             Known::Fresh(MacAddr([2, 0, 0, 0, 0, 2]))
         );
+    }
+
+    /// A flood of ARP from made-up senders (the review's: "who-has LOCAL tell RANDOM"):
+    /// the table takes no more than its limit and no thread's headers move; an address a
+    /// tunnel asked for is still taken, and moves them; once the flood's entries went
+    /// unconfirmed for [`FORGOTTEN`], a full table is swept to make room.
+    #[test]
+    fn what_arp_tells_unasked_fills_a_bounded_table_and_moves_nothing() {
+        let neighbours = Neighbours::default();
+        let ip = |i: u32| Ipv4Addr::from(0x0a00_0000 + i);
+        let mac = MacAddr([2, 0, 0, 0, 0, 1]);
+        let t0 = Duration::from_secs(1);
+        let generation = neighbours.generation();
+        let flood = MAX_NEIGHBOURS as u32 + 100;
+        for i in 0..flood {
+            neighbours.learn(ip(i), mac, t0);
+        }
+        assert_eq!(neighbours.generation(), generation);
+        assert!(neighbours.knows(ip(MAX_NEIGHBOURS as u32 - 1)));
+        assert!(!neighbours.knows(ip(MAX_NEIGHBOURS as u32)));
+        let next_hop = Ipv4Addr::new(192, 0, 2, 2);
+        neighbours.want(next_hop, t0);
+        neighbours.learn(next_hop, mac, t0);
+        assert_eq!(neighbours.get(next_hop, t0), Known::Fresh(mac));
+        assert_eq!(neighbours.generation(), generation + 1);
+        // The flood's entries, unconfirmed since: swept when the next one comes.
+        let later = t0 + FORGOTTEN;
+        let newcomer = ip(flood);
+        neighbours.learn(newcomer, mac, later);
+        assert!(neighbours.knows(newcomer));
+        assert!(!neighbours.knows(ip(0)));
+        assert_eq!(neighbours.generation(), generation + 2);
+    }
+
+    /// ARP that gives a neighbour two addresses in turn moves it once a [`LOCKTIME`] at
+    /// most after its first change (which is taken at once, however new the entry): each
+    /// move of one a tunnel uses makes every thread look again. A change of one no tunnel
+    /// looked up moves nothing.
+    #[test]
+    fn a_neighbours_address_changes_once_a_locktime_at_most() {
+        let neighbours = Neighbours::default();
+        let ip = Ipv4Addr::new(192, 0, 2, 2);
+        let (a, b) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+        let at = |ms: u64| Duration::from_millis(10_000 + ms);
+        neighbours.learn(ip, a, at(0));
+        neighbours.learn(ip, b, at(100));
+        let generation = neighbours.generation();
+        assert_eq!(generation, 0, "no tunnel looked it up");
+        assert_eq!(neighbours.get(ip, at(100)), Known::Fresh(b));
+        for ms in [400, 999, 1099] {
+            neighbours.learn(ip, a, at(ms));
+            neighbours.learn(ip, b, at(ms));
+        }
+        assert_eq!(neighbours.get(ip, at(1099)), Known::Fresh(b));
+        assert_eq!(neighbours.generation(), generation);
+        neighbours.learn(ip, a, at(1100));
+        assert_eq!(neighbours.get(ip, at(1100)), Known::Fresh(a));
+        assert_eq!(neighbours.generation(), generation + 1);
+        neighbours.learn(ip, b, at(1500));
+        assert_eq!(neighbours.get(ip, at(1500)), Known::Fresh(a));
     }
 
     #[test]

@@ -359,7 +359,10 @@ impl TunnelPlane {
             return Landing::Pipeline;
         };
         neighbours.learn(arp.sender_ip, arp.sender_mac, now);
-        if arp.operation == 1 {
+        // A sender that no frame can be addressed to is not answered: a reply to a
+        // multicast sender would go to every host of the group.
+        let answerable = !arp.sender_mac.is_multicast() && arp.sender_mac != MacAddr([0; 6]);
+        if arp.operation == 1 && answerable {
             let reply = arp_frame(
                 2,
                 port.local_mac,
@@ -590,6 +593,7 @@ impl TunnelPlane {
             Known::Fresh(mac) => (Some(mac), false),
             Known::Stale(mac) => (Some(mac), true),
             Known::Unknown => {
+                neighbours.want(next_hop, now);
                 let mac = neighbours::kernel_neighbour(next_hop, &port.iface);
                 if let Some(mac) = mac {
                     neighbours.learn(next_hop, mac, now);
@@ -794,6 +798,24 @@ mod tests {
         assert_eq!(arp.target_ip, REMOTE);
         assert_eq!(&reply[..6], &asker.0);
         assert!(!plane.has_pending());
+        // From a multicast sender: taken by the tunnels, neither learned nor answered (the
+        // reply would go to the whole group).
+        let group = MacAddr([1, 0, 0x5e, 0, 0, 1]);
+        let stranger = Ipv4Addr::new(192, 0, 2, 50);
+        let request = arp_frame(
+            1,
+            group,
+            stranger,
+            MacAddr::BROADCAST,
+            MacAddr([0; 6]),
+            LOCAL,
+        );
+        assert_eq!(
+            plane.arrive(2, &request, &[], Duration::ZERO),
+            Landing::Consumed
+        );
+        assert!(!plane.has_pending());
+        assert!(!plane.tunnels().neighbours.knows(stranger));
         // ARP for someone else is the bridge's; so is ARP on another port.
         let other = arp_frame(
             1,
@@ -823,6 +845,8 @@ mod tests {
             Landing::Consumed
         );
         let _ = plane.take_pending();
+        // The tunnel's next hop: it uses what was learned.
+        assert_eq!(plane.next_hop_mac(0, REMOTE, Duration::ZERO), Some(old));
         let generation = plane.tunnels().neighbours.generation();
         // Its announcement of a new address (for itself, not us) is the bridge's frame, and
         // the tunnels follow the address.
