@@ -65,6 +65,8 @@ pub struct Live {
     /// A packet of several frames (multi-buffer), gathered for the program: valid until the
     /// next one is, after the callback it was handed to returned.
     pub gathered: Vec<u8>,
+    /// The packets a read picked to hand over next (kept for its room).
+    pub run: Vec<crate::receive::Picked>,
     /// pcap_next's copy of the packet it returns, valid until the next call.
     pub one: Vec<u8>,
     pub one_hdr: PcapPkthdr,
@@ -205,6 +207,7 @@ impl Live {
                 link_events,
                 link_events_read: std::time::Instant::now(),
                 gathered: Vec::new(),
+                run: Vec::with_capacity(BURST),
                 one: Vec::new(),
                 one_hdr: PcapPkthdr::default(),
                 _program: handed.map(|handed| handed.link),

@@ -16,7 +16,7 @@ use wirespeed_capture::filter::Metadata;
 
 use crate::exports::live_of;
 use crate::ffi::{PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_TSTAMP_PRECISION_NANO, PcapPkthdr};
-use crate::handle::Handle;
+use crate::handle::{Handle, Settings};
 use crate::live::Live;
 use wirespeed_port::{LinkState, Step};
 
@@ -165,44 +165,90 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
 /// A breakloop asked for from a callback ends it at once, even after the last packet the
 /// count allowed (libpcap's Linux reader does the same: the read says PCAP_ERROR_BREAK,
 /// and the next one reads); the packets left stay for the next read.
+///
+/// The packets are picked out a run at a time under one hold of the port, then handed over
+/// with the port let go (each callback may send): a hold for each packet cost a fifth of
+/// tcpdump's rate through the shim. A run ends at a packet gathered from several frames
+/// (there is one buffer for it). What a break leaves undelivered of a run is picked again,
+/// under the filter then in force.
 fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
+    let settings = h.settings();
     let mut delivered = 0usize;
-    while delivered < limit {
-        if delivered > 0 && h.slot.take_break() {
-            return PCAP_ERROR_BREAK;
-        }
-        let next = match live_of(h) {
-            Ok(mut live) => next_match(h, &mut live),
+    let mut broken = false;
+    while delivered < limit && !broken {
+        let mut run = match live_of(h) {
+            Ok(mut live) => {
+                let mut run = std::mem::take(&mut live.run);
+                pick_run(&mut live, &settings, limit - delivered, &mut run);
+                run
+            }
             Err(code) => return code,
         };
-        let Some((header, bytes)) = next else {
+        if run.is_empty() {
             break;
-        };
-        delivered += 1;
-        deliver(&header, bytes);
+        }
+        let mut handed = 0;
+        for picked in &run {
+            if delivered > 0 && h.slot.take_break() {
+                broken = true;
+                break;
+            }
+            delivered += 1;
+            handed += 1;
+            h.counts.count_match();
+            deliver(&picked.header, picked.bytes);
+        }
+        match live_of(h) {
+            Ok(mut live) => {
+                if let Some(first_left) = run.get(handed) {
+                    live.next = first_left.slot;
+                }
+                run.clear();
+                live.run = run;
+            }
+            Err(code) => return code,
+        }
     }
     if let Ok(mut live) = live_of(h) {
         live.signal_pending();
     }
-    if delivered > 0 && h.slot.take_break() {
+    if broken || (delivered > 0 && h.slot.take_break()) {
         return PCAP_ERROR_BREAK;
     }
     delivered as i32
 }
 
-/// The next packet of the burst that passes the filter, cut to the snapshot (and to what
-/// the filter keeps): its header and where its bytes are. None when the burst is done.
-fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
-    let settings = h.settings();
+/// A packet picked for the program: its header, where its bytes are, and its slot in the
+/// burst.
+#[derive(Clone, Copy)]
+pub struct Picked {
+    header: PcapPkthdr,
+    bytes: *const u8,
+    slot: usize,
+}
+
+// SAFETY: `bytes` points into the port's frames or its gathering buffer, both owned by the
+// `Live` that keeps the run, and is read only by the read that picked it, while the burst
+// it belongs to is not given back: the pointer goes wherever the port goes.
+unsafe impl Send for Picked {}
+
+/// Picks the burst's next packets that pass the filter into `run`, at most `limit`, cut to
+/// the snapshot (and to what the filter keeps); up to and with the first one gathered from
+/// several frames.
+fn pick_run(live: &mut Live, settings: &Settings, limit: usize, run: &mut Vec<Picked>) {
     let meta = Metadata {
         pkttype: 0,
         ifindex: live.ifindex,
         vlan: None,
     };
-    while live.next < live.batch.len() {
-        let i = live.next;
+    let nano = settings.precision == PCAP_TSTAMP_PRECISION_NANO;
+    while live.next < live.batch.len() && run.len() < limit {
+        let slot = live.next;
         live.next += 1;
-        let bytes = live.port.packet_bytes(&live.batch, i, &mut live.gathered);
+        let gathered = live.batch.more(slot) != 0;
+        let bytes = live
+            .port
+            .packet_bytes(&live.batch, slot, &mut live.gathered);
         let len = bytes.len() as u32;
         let keep = match &live.filter {
             Some(f) => f.run_with(bytes, len, Some(meta)),
@@ -212,11 +258,15 @@ fn next_match(h: &Handle, live: &mut Live) -> Option<(PcapPkthdr, *const u8)> {
             continue;
         }
         let caplen = len.min(settings.snapshot()).min(keep);
-        let nano = settings.precision == PCAP_TSTAMP_PRECISION_NANO;
-        h.counts.count_match();
-        return Some((header(live.stamp_ns, nano, caplen, len), bytes.as_ptr()));
+        run.push(Picked {
+            header: header(live.stamp_ns, nano, caplen, len),
+            bytes: bytes.as_ptr(),
+            slot,
+        });
+        if gathered {
+            break;
+        }
     }
-    None
 }
 
 /// pcap_loop: bursts until `cnt` packets (forever when `cnt` <= 0), a break or an error.
