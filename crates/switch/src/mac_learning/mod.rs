@@ -1,5 +1,12 @@
 //! The MAC learning table behind the `normal` action: (VLAN, MAC) → port, with ageing. Time is
-//! passed in; nothing here reads a clock. Sized once, so learning never allocates.
+//! passed in; nothing here reads a clock. The table is sized once; each port's list of what
+//! it learned grows to at most about twice its share.
+//!
+//! A full table makes room as Open vSwitch's does (`evict_mac_entry_fairly`): the oldest
+//! address of the port that holds the most goes. A port flooding made-up source addresses
+//! then evicts its own, and hosts on other ports are still learned; each new address costs
+//! the same whatever the table holds (it used to scan the whole table under the threads'
+//! shared lock, learn nothing, and scan again for the next).
 
 pub mod mac_view;
 
@@ -15,6 +22,8 @@ pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
 pub const DEFAULT_CAPACITY: usize = 8192;
 /// Changed addresses remembered for [`MacTable::changed_since`].
 const CHANGE_LOG: usize = 4096;
+/// How often a full table looks for aged entries at most before it evicts live ones.
+const EXPIRE_WHEN_FULL_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MacEntry {
@@ -24,6 +33,10 @@ pub struct MacEntry {
 
 pub struct MacTable {
     entries: HashMap<(u16, MacAddr), MacEntry>,
+    /// Per port, what it learned (see [`PortEntries`]).
+    ports: HashMap<u32, PortEntries>,
+    /// When a full table last looked for aged entries.
+    expired_when_full: Option<Duration>,
     capacity: usize,
     ageing: Duration,
     /// Bumped whenever a learned address moves or is forgotten: what was looked up before
@@ -37,6 +50,15 @@ pub struct MacTable {
     log: VecDeque<(u16, MacAddr)>,
 }
 
+/// One port's addresses: how many, and the order it learned them in (oldest first). An
+/// address that since moved to another port or was forgotten stays in the order until it is
+/// met at the front, or the order is compacted once it is twice as long as the count.
+#[derive(Default)]
+struct PortEntries {
+    count: usize,
+    order: VecDeque<(u16, MacAddr)>,
+}
+
 impl Default for MacTable {
     fn default() -> Self {
         MacTable::new(DEFAULT_CAPACITY, DEFAULT_AGEING)
@@ -47,6 +69,8 @@ impl MacTable {
     pub fn new(capacity: usize, ageing: Duration) -> MacTable {
         MacTable {
             entries: HashMap::with_capacity(capacity),
+            ports: HashMap::new(),
+            expired_when_full: None,
             capacity,
             ageing,
             changes: 0,
@@ -86,40 +110,83 @@ impl MacTable {
         self.entries.is_empty()
     }
 
-    /// Records that `mac` on `vlan` was seen on `port`. Group addresses are not learned; when the
-    /// table is full of live entries a new address is not learned either (its frames flood).
+    /// Records that `mac` on `vlan` was seen on `port`. Group addresses are not learned. A
+    /// full table forgets what aged first (looking at most once a second), else the oldest
+    /// address of the port that holds the most.
     pub fn learn(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
-        if mac.is_multicast() {
+        if mac.is_multicast() || self.capacity == 0 {
             return;
         }
-        if let Some(entry) = self.entries.get_mut(&(vlan, mac)) {
-            if entry.port != port {
-                note_change(
-                    &mut self.changes,
-                    &mut self.log,
-                    &self.published,
-                    (vlan, mac),
-                );
-            }
+        let key = (vlan, mac);
+        if let Some(entry) = self.entries.get_mut(&key) {
+            let was = entry.port;
             *entry = MacEntry {
                 port,
                 last_seen: now,
             };
+            if was != port {
+                note_change(&mut self.changes, &mut self.log, &self.published, key);
+                self.left(was);
+                self.joined(port, key);
+            }
             return;
         }
         if self.entries.len() >= self.capacity {
-            self.expire(now);
+            let looked = self.expired_when_full;
+            if looked.is_none_or(|at| now >= at + EXPIRE_WHEN_FULL_EVERY) {
+                self.expired_when_full = Some(now);
+                self.expire(now);
+            }
             if self.entries.len() >= self.capacity {
-                return;
+                self.evict_fairly();
             }
         }
         self.entries.insert(
-            (vlan, mac),
+            key,
             MacEntry {
                 port,
                 last_seen: now,
             },
         );
+        self.joined(port, key);
+    }
+
+    /// `key` is now learned on `port`.
+    fn joined(&mut self, port: u32, key: (u16, MacAddr)) {
+        let p = self.ports.entry(port).or_default();
+        p.count += 1;
+        p.order.push_back(key);
+        if p.order.len() > 2 * p.count + 16 {
+            let entries = &self.entries;
+            let mut seen = std::collections::HashSet::with_capacity(p.count);
+            p.order
+                .retain(|k| entries.get(k).is_some_and(|e| e.port == port) && seen.insert(*k));
+        }
+    }
+
+    /// An address learned on `port` moved or went.
+    fn left(&mut self, port: u32) {
+        if let Some(p) = self.ports.get_mut(&port) {
+            p.count = p.count.saturating_sub(1);
+            if p.count == 0 {
+                self.ports.remove(&port);
+            }
+        }
+    }
+
+    /// Forgets the oldest address of the port that holds the most.
+    fn evict_fairly(&mut self) {
+        let Some((&port, _)) = self.ports.iter().max_by_key(|(_, p)| p.count) else {
+            return;
+        };
+        while let Some(key) = self.ports.get_mut(&port).and_then(|p| p.order.pop_front()) {
+            if self.entries.get(&key).is_some_and(|e| e.port == port) {
+                self.entries.remove(&key);
+                note_change(&mut self.changes, &mut self.log, &self.published, key);
+                self.left(port);
+                return;
+            }
+        }
     }
 
     /// Learning from packets seen earlier (the kernel's fast path, harvested): keeps the entry
@@ -159,13 +226,18 @@ impl MacTable {
     fn forget(&mut self, gone: impl Fn(&MacEntry) -> bool) -> usize {
         let before = self.entries.len();
         let (changes, log, published) = (&mut self.changes, &mut self.log, &self.published);
+        let ports = &mut self.ports;
         self.entries.retain(|&key, entry| {
             let keep = !gone(entry);
             if !keep {
                 note_change(changes, log, published, key);
+                if let Some(p) = ports.get_mut(&entry.port) {
+                    p.count = p.count.saturating_sub(1);
+                }
             }
             keep
         });
+        ports.retain(|_, p| p.count > 0);
         before - self.entries.len()
     }
 
@@ -267,14 +339,60 @@ mod tests {
     }
 
     #[test]
-    fn full_table_expires_then_refuses() {
-        let mut table = MacTable::new(1, 10 * SECOND);
+    fn a_full_table_forgets_what_aged_then_the_busiest_ports_oldest() {
+        let mut table = MacTable::new(2, 10 * SECOND);
         table.learn(0, A, 1, SECOND);
         table.learn(0, B, 2, 2 * SECOND);
-        assert_eq!(table.lookup(0, B, 2 * SECOND), None);
-        table.learn(0, B, 2, 20 * SECOND);
-        assert_eq!(table.lookup(0, B, 20 * SECOND), Some(2));
+        let c = MacAddr([2, 0, 0, 0, 0, 3]);
+        // A aged out: it goes, not B.
+        let now = 11 * SECOND + SECOND / 2;
+        table.learn(0, c, 3, now);
+        assert_eq!(table.entry(0, A), None);
+        assert_eq!(table.lookup(0, B, now), Some(2));
+        assert_eq!(table.lookup(0, c, now), Some(3));
         table.flush_port(2);
+        table.flush_port(3);
         assert!(table.is_empty());
+    }
+
+    /// The review's flood: one port sends from more made-up addresses than the table holds,
+    /// the others' hosts stay and a new host elsewhere is still learned, and the flood's
+    /// addresses evict each other, oldest first.
+    #[test]
+    fn a_port_flooding_new_addresses_evicts_its_own() {
+        let capacity = 64;
+        let mut table = MacTable::new(capacity, 300 * SECOND);
+        let host = |i: u8| MacAddr([2, 0, 0, 0, 1, i]);
+        for i in 0..8 {
+            table.learn(0, host(i), 1 + u32::from(i % 2), SECOND);
+        }
+        let made_up = |i: u32| MacAddr([2, 0xee, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+        let changes = table.changes();
+        for i in 0..10_000 {
+            table.learn(0, made_up(i), 9, 2 * SECOND);
+        }
+        assert_eq!(table.len(), capacity);
+        assert_eq!(table.changes(), changes + 10_000 - (capacity as u64 - 8));
+        for i in 0..8 {
+            assert_eq!(
+                table.lookup(0, host(i), 2 * SECOND),
+                Some(1 + u32::from(i % 2))
+            );
+        }
+        // The newest of the flood are the ones kept.
+        assert!(table.entry(0, made_up(9_999)).is_some());
+        assert!(table.entry(0, made_up(10_000 - 56)).is_some());
+        assert!(table.entry(0, made_up(10_000 - 57)).is_none());
+        // A new host on another port: learned (the flooding port gives up one more).
+        table.learn(0, host(100), 3, 3 * SECOND);
+        assert_eq!(table.lookup(0, host(100), 3 * SECOND), Some(3));
+        assert!(table.entry(0, made_up(10_000 - 56)).is_none());
+        // Each port's order stays near its share, however many came and went.
+        assert!(
+            table
+                .ports
+                .values()
+                .all(|p| p.order.len() <= 2 * p.count + 16)
+        );
     }
 }
