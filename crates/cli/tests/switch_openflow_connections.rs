@@ -1,8 +1,11 @@
 //! The OpenFlow listener serves at most 64 connections at once: a peer opening more has
 //! the one past the limit closed as it comes (no HELLO, no thread), and a place freed is
-//! served again. ovs-ofctl works once the flood is gone.
+//! served again. ovs-ofctl works once the flood is gone. A peer that holds a connection
+//! without saying HELLO or ending its TLS handshake is closed; one that reads none of its
+//! replies is read no further.
 
 mod common;
+use common::certs::Ca;
 use common::switched::Switched;
 use common::*;
 
@@ -216,4 +219,128 @@ fn a_controller_that_cannot_be_reached_is_said_once_with_the_reason() {
         "{stderr}"
     );
     assert_eq!(said("trying again"), 1, "{stderr}");
+}
+
+/// Three peers that hold a connection without doing what OpenFlow asks, each printing how
+/// it ended:
+/// - `tcp-hello`: says no HELLO, sends an ECHO_REQUEST every 2 s (each within the read
+///   timeout): the seconds until the switch closed it;
+/// - `tls-handshake`: opens a TLS record of 512 bytes and sends one byte of it every 2 s:
+///   likewise;
+/// - `unread`: says HELLO, then writes 1,000 ECHO_REQUESTs of 64 KiB and reads nothing for
+///   3 s: how many the switch took meanwhile; then reads: how many ECHO_REPLYs came back,
+///   and whether their xids were 1 to 1,000 in order.
+const HOLDERS: &str = r#"
+import socket, struct, threading, time
+out = {}
+def closed_after(sock, send, began):
+    sock.settimeout(2)
+    while time.time() - began < 40:
+        try:
+            if sock.recv(65536) == b"":
+                return round(time.time() - began)
+        except socket.timeout:
+            pass
+        except OSError:
+            return round(time.time() - began)
+        try:
+            send(sock)
+        except OSError:
+            return round(time.time() - began)
+    return None
+def tcp_hello():
+    began = time.time()
+    s = socket.create_connection(("127.0.0.1", 6653))
+    echo = struct.pack("!BBHI", 4, 2, 8, 7)
+    out["tcp-hello"] = closed_after(s, lambda s: s.sendall(echo), began)
+def tls_handshake():
+    began = time.time()
+    s = socket.create_connection(("127.0.0.1", 6654))
+    s.sendall(b"\x16\x03\x01\x02\x00")
+    out["tls-handshake"] = closed_after(s, lambda s: s.sendall(b"\x01"), began)
+def read_message(s):
+    head = b""
+    while len(head) < 8:
+        head += s.recv(8 - len(head))
+    length = struct.unpack("!H", head[2:4])[0]
+    body = b""
+    while len(body) < length - 8:
+        body += s.recv(length - 8 - len(body))
+    return head, body
+def unread():
+    s = socket.create_connection(("127.0.0.1", 6653))
+    s.sendall(struct.pack("!BBHI", 4, 0, 8, 1))
+    sent = [0]
+    payload = b"\x5a" * (65535 - 8)
+    def writer():
+        for xid in range(1, 1001):
+            s.sendall(struct.pack("!BBHI", 4, 2, 65535, xid) + payload)
+            sent[0] = xid
+    w = threading.Thread(target=writer)
+    w.start()
+    time.sleep(3)
+    out["taken-unread"] = sent[0]
+    xids = []
+    while len(xids) < 1000:
+        head, body = read_message(s)
+        if head[1] == 3:
+            assert body == payload
+            xids.append(struct.unpack("!I", head[4:8])[0])
+    w.join()
+    out["replies"] = len(xids)
+    out["in-order"] = xids == list(range(1, 1001))
+threads = [threading.Thread(target=f) for f in (tcp_hello, tls_handshake, unread)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for key in sorted(out):
+    print(key, out[key])
+"#;
+
+/// A peer that connects and never says HELLO (an ECHO now and then), or never ends its TLS
+/// handshake (a byte now and then, each within the read timeout), is closed after 10 s:
+/// each held one of the 64 connections for as long as it liked. A peer that writes
+/// requests and reads none of the replies is read no further once 4 MiB of replies wait
+/// for it: it took all 1,000 ECHO_REQUESTs of 64 KiB, 64 MiB of replies held for it; once
+/// it reads, every reply comes, in order.
+#[test]
+fn peers_that_hold_a_connection_without_openflow_are_closed_or_held_back() {
+    let ca = Ca::new("ofh");
+    let ours = ca.issue("switch");
+    let mut extra: Vec<String> = ["--openflow", "ptcp:", "--openflow", "pssl:6654"]
+        .map(String::from)
+        .to_vec();
+    extra.extend(ours.options(&ca));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let s = Switched::new("ofh", &extra);
+    let out = must(&[
+        "ip",
+        "netns",
+        "exec",
+        &s.c.ns_m,
+        "/usr/bin/python3",
+        "-c",
+        HOLDERS,
+    ]);
+    let said: std::collections::HashMap<&str, &str> =
+        out.lines().filter_map(|l| l.split_once(' ')).collect();
+    for peer in ["tcp-hello", "tls-handshake"] {
+        let seconds: u64 = said[peer].parse().unwrap_or_else(|_| panic!("{out}"));
+        assert!(
+            (10..=13).contains(&seconds),
+            "{peer} closed after {seconds} s: {out}"
+        );
+    }
+    let taken: u64 = said["taken-unread"].parse().unwrap();
+    // 4 MiB of replies, and what the sockets' buffers hold besides.
+    assert!(
+        taken * 65535 < 24 << 20,
+        "{taken} requests taken unread: {out}"
+    );
+    assert_eq!(
+        (said["replies"], said["in-order"]),
+        ("1000", "True"),
+        "{out}"
+    );
 }

@@ -6,7 +6,9 @@
 //! eight bytes ends the connection: nothing after it can be framed), answers HELLO and
 //! ECHO itself, and hands everything else to the bridge's control side as a
 //! [`Work::Call`], so it is handled in order with `wirespeed ctl`'s requests. Silence for
-//! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection. The
+//! [`ECHO_INTERVAL`] gets an ECHO_REQUEST; silence for another closes the connection, and
+//! so does no HELLO in [`HELLO_TIME`] (no TLS handshake in [`tls::HANDSHAKE_TIME`]). A
+//! peer's requests are not read while [`MAX_QUEUED_BYTES`] wait for it to read. The
 //! listeners serve at most [`MAX_CONNECTIONS`] at once.
 
 use std::fmt;
@@ -23,13 +25,23 @@ use crate::openflow::agent::Agent;
 use crate::openflow::error::{error_message, hello_failed};
 use crate::openflow::message::{Incoming, decode};
 use crate::openflow::reply;
-use crate::openflow::session::{QUEUE_MESSAGES, Sessions};
+use crate::openflow::session::{QUEUE_MESSAGES, Queued, Sessions};
 use crate::openflow::tls::{self, TlsConfig, TlsStream};
 use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
 
 /// Silence after which the agent sends an ECHO_REQUEST; as long again without an answer and
 /// the connection is closed.
 pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a peer has to say HELLO: one that connects and says nothing we take (ECHO
+/// now and then, each within the interval) held a connection, and one of the few a
+/// switch takes, for as long as it liked.
+pub const HELLO_TIME: Duration = Duration::from_secs(10);
+/// Bytes queued for a peer past which its requests are not read (as Open vSwitch stops at
+/// `OFCONN_REPLY_MAX` replies): one that sends ECHO_REQUESTs of 64 KiB and never reads gets
+/// TCP's back-pressure, where up to [`QUEUE_MESSAGES`] replies of 64 KiB each (64 MiB) were
+/// held for it. Counted in bytes, not messages, so that PACKET_INs a busy controller has
+/// not read yet (small, and bounded by their own room) do not hold up its FLOW_MODs.
+pub const MAX_QUEUED_BYTES: usize = 4 << 20;
 /// Messages of one connection the control side may have waiting before its reading pauses.
 pub const MAX_PENDING: usize = 256;
 /// The longest wait between two attempts to reach a controller.
@@ -444,12 +456,13 @@ fn serve(
     let (out, outbox) = sync_channel::<Vec<u8>>(QUEUE_MESSAGES);
     let sessions = &agent.sessions;
     let (id, queued) = sessions.open(out.clone(), false);
+    let unsent = queued.clone();
     let writing = std::thread::Builder::new()
         .name("openflow-write".into())
         .spawn(move || {
             for message in outbox {
                 let written = writer.write_all(&message);
-                queued.fetch_sub(1, Ordering::Relaxed);
+                queued.written(message.len());
                 if written.is_err() {
                     let _ = closer.shutdown(Shutdown::Both);
                     break;
@@ -468,7 +481,7 @@ fn serve(
             set_fail_open(work, false);
         }
     };
-    let refused = match read_messages(reader, agent, work, id, &mut hello) {
+    let refused = match read_messages(reader, agent, work, (id, &unsent), &mut hello) {
         Ok(refused) => refused,
         // Only TLS breaks the stream so (a certificate refused, a record that fails): say
         // why, or an operator sees nothing but a controller that never connects.
@@ -492,16 +505,19 @@ fn serve(
     refused
 }
 
-/// Reads and dispatches messages until the peer closes, falls silent, breaks the framing, or
-/// says a HELLO we do not speak (`Ok`, with that HELLO's version), or the stream fails (its
-/// error); `spoke` runs at the first HELLO we speak.
+/// Reads and dispatches messages of session `id` until the peer closes, falls silent, says
+/// no HELLO in [`HELLO_TIME`], leaves its replies unread (`queued`, those not yet sent) for
+/// two echo intervals, breaks the framing, or says a HELLO we do not speak (`Ok`, with that
+/// HELLO's version), or the stream fails (its error); `spoke` runs at the first HELLO we
+/// speak.
 fn read_messages(
     mut stream: impl Read,
     agent: &Arc<Agent>,
     work: &Sender<Work>,
-    id: u64,
+    (id, queued): (u64, &Queued),
     spoke: &mut dyn FnMut(),
 ) -> io::Result<Option<u8>> {
+    let began = Instant::now();
     let mut heard = false;
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
@@ -516,6 +532,9 @@ fn read_messages(
         // handled (one of them may be for the bundle).
         if pending.load(Ordering::Acquire) == 0 {
             agent.expire_bundles(id, Instant::now());
+        }
+        if !heard && began.elapsed() >= HELLO_TIME {
+            return Ok(None);
         }
         match stream.read(&mut chunk) {
             Ok(0) => return Ok(None),
@@ -549,6 +568,13 @@ fn read_messages(
             let message = buf[at..at + len].to_vec();
             at += len;
             while pending.load(Ordering::Acquire) >= MAX_PENDING {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let waiting = Instant::now();
+            while queued.bytes() >= MAX_QUEUED_BYTES {
+                if waiting.elapsed() >= 2 * ECHO_INTERVAL {
+                    return Ok(None);
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
             let hello = header.kind == msg::HELLO;

@@ -36,12 +36,40 @@ pub const QUEUE_MESSAGES: usize = 1024;
 /// dropped BARRIER_REPLY would leave a controller waiting).
 pub const PACKET_IN_ROOM: usize = QUEUE_MESSAGES / 2;
 
+/// What a session's queue holds and its writer has not written yet: messages, and their
+/// bytes. The writer takes each off after its write ([`Queued::written`]).
+#[derive(Default, Debug)]
+pub struct Queued {
+    messages: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Queued {
+    fn add(&self, len: usize) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+    }
+
+    /// A message of `len` bytes was written.
+    pub fn written(&self, len: usize) {
+        self.messages.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(len, Ordering::Relaxed);
+    }
+
+    pub fn messages(&self) -> usize {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
 /// One connection's state.
 pub struct Session {
     pub id: u64,
     out: SyncSender<Vec<u8>>,
-    /// Messages in `out` not yet written (the writer takes one off after each write).
-    queued: Arc<AtomicUsize>,
+    queued: Arc<Queued>,
     /// A `--controller` connection that said its HELLO (it counts for the fail mode), not a
     /// `--openflow` client.
     pub active: bool,
@@ -99,11 +127,11 @@ impl Sessions {
         })
     }
 
-    /// Adds a session whose messages go to `out`; its id, and the count of messages queued
-    /// that its writer lowers after each write.
-    pub fn open(&self, out: SyncSender<Vec<u8>>, active: bool) -> (u64, Arc<AtomicUsize>) {
+    /// Adds a session whose messages go to `out`; its id, and what is queued for it, which
+    /// its writer lowers after each write.
+    pub fn open(&self, out: SyncSender<Vec<u8>>, active: bool) -> (u64, Arc<Queued>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let queued = Arc::new(AtomicUsize::new(0));
+        let queued = Arc::new(Queued::default());
         lock(&self.list).push(Session {
             id,
             out,
@@ -162,22 +190,26 @@ impl Sessions {
     }
 
     fn push(&self, s: &Session, message: Vec<u8>) -> bool {
+        let len = message.len();
+        // Counted before it can be written (and taken off).
+        s.queued.add(len);
         match s.out.try_send(message) {
-            Ok(()) => {
-                s.queued.fetch_add(1, Ordering::Relaxed);
-                true
-            }
+            Ok(()) => true,
             Err(TrySendError::Full(_)) => {
+                s.queued.written(len);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
-            Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Disconnected(_)) => {
+                s.queued.written(len);
+                false
+            }
         }
     }
 
     fn broadcast(&self, kind: AsyncKind, reason: u8, message: &[u8]) {
         for s in lock(&self.list).iter().filter(|s| s.wants(kind, reason)) {
-            let full = s.queued.load(Ordering::Relaxed) >= PACKET_IN_ROOM;
+            let full = s.queued.messages() >= PACKET_IN_ROOM;
             if matches!(kind, AsyncKind::PacketIn) && full {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -276,8 +308,14 @@ mod tests {
         assert_eq!(sessions.dropped.load(Ordering::Relaxed), 3);
         // Replies still have room.
         sessions.send(id, vec![1]);
-        assert_eq!(inbox.try_iter().count(), PACKET_IN_ROOM + 1);
-        queued.store(0, Ordering::Relaxed);
+        let sent: Vec<Vec<u8>> = inbox.try_iter().collect();
+        assert_eq!(sent.len(), PACKET_IN_ROOM + 1);
+        let bytes: usize = sent.iter().map(Vec::len).sum();
+        assert_eq!((queued.messages(), queued.bytes()), (sent.len(), bytes));
+        for message in &sent {
+            queued.written(message.len());
+        }
+        assert_eq!((queued.messages(), queued.bytes()), (0, 0));
         // A slave gets no packet-ins by default.
         sessions.with(id, |s| s.role = role::SLAVE);
         controller.packet_in(1, PacketInOrigin::default(), &[0; 14], 14);

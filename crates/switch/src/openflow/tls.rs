@@ -199,7 +199,13 @@ struct Shared {
 pub struct TlsStream {
     tcp: TcpStream,
     shared: Arc<Shared>,
+    /// When the handshake must be done by.
+    handshake_by: Instant,
 }
+
+/// How long a handshake may take: a peer sending a byte now and then, each within the read
+/// timeout, held a connection (and one of the few a switch takes) for as long as it liked.
+pub const HANDSHAKE_TIME: Duration = Duration::from_secs(10);
 
 impl TlsStream {
     fn new(tcp: TcpStream, conn: rustls::Connection) -> TlsStream {
@@ -210,6 +216,7 @@ impl TlsStream {
         TlsStream {
             tcp,
             shared: Arc::new(shared),
+            handshake_by: Instant::now() + HANDSHAKE_TIME,
         }
     }
 
@@ -227,6 +234,7 @@ pub fn split(stream: TlsStream) -> io::Result<(TlsReader, TlsWriter)> {
     let reader = TlsReader {
         tcp: stream.tcp,
         shared: stream.shared,
+        handshake_by: stream.handshake_by,
         received: Vec::new(),
         chunk: vec![0; 1 << 14],
     };
@@ -259,10 +267,12 @@ impl Shared {
 }
 
 /// Plain bytes from the peer. The socket's read timeout comes through as `WouldBlock` or
-/// `TimedOut`, as from a plain socket; a peer that breaks TLS is `InvalidData`.
+/// `TimedOut`, as from a plain socket, and so does a handshake not done in
+/// [`HANDSHAKE_TIME`]; a peer that breaks TLS is `InvalidData`.
 pub struct TlsReader {
     tcp: TcpStream,
     shared: Arc<Shared>,
+    handshake_by: Instant,
     /// Bytes from the socket rustls has not taken yet.
     received: Vec<u8>,
     chunk: Vec<u8>,
@@ -276,6 +286,9 @@ impl Read for TlsReader {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
                 done => return done,
+            }
+            if conn.is_handshaking() && Instant::now() >= self.handshake_by {
+                return Err(ErrorKind::TimedOut.into());
             }
             if self.received.is_empty() {
                 drop(conn);
