@@ -308,11 +308,19 @@ fn drain(stream: &mut TcpStream, time: Duration) {
 }
 
 /// The request line and headers, up to the blank line (the body, if any, is not read), as
-/// they came by `deadline`; None when they run past [`MAX_HEAD`] bytes.
+/// they came by `deadline`; None when they run past [`MAX_HEAD`] bytes. Each read looks for
+/// the blank line only in what it added (and the three bytes before): a client sending its
+/// head a byte at a time made each read scan it all again.
 fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Option<String>> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+    let mut scanned: usize = 0;
+    loop {
+        let new = &head[scanned.saturating_sub(3)..];
+        if new.windows(4).any(|w| w == b"\r\n\r\n") || new.windows(2).any(|w| w == b"\n\n") {
+            break;
+        }
+        scanned = head.len();
         if head.len() > MAX_HEAD {
             return Ok(None);
         }
