@@ -25,23 +25,17 @@ use crate::openflow::agent::Agent;
 use crate::openflow::error::{error_message, hello_failed};
 use crate::openflow::message::{Incoming, decode};
 use crate::openflow::reply;
-use crate::openflow::session::{QUEUE_MESSAGES, Queued, Sessions};
+use crate::openflow::session::{MAX_QUEUED_BYTES, QUEUE_MESSAGES, Queued, Sessions};
 use crate::openflow::tls::{self, TlsConfig, TlsStream};
 use crate::openflow::wire::{DEFAULT_PORT, HEADER_LEN, Header, msg};
 
 /// Silence after which the agent sends an ECHO_REQUEST; as long again without an answer and
 /// the connection is closed.
 pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
-/// How long a peer has to say HELLO: one that connects and says nothing we take (ECHO
-/// now and then, each within the interval) held a connection, and one of the few a
-/// switch takes, for as long as it liked.
+/// How long a peer has to say HELLO once it sent something (after the TLS handshake, over
+/// TLS): one that says nothing we take (ECHO now and then, each within the interval) held
+/// a connection, and one of the few a switch takes, for as long as it liked.
 pub const HELLO_TIME: Duration = Duration::from_secs(10);
-/// Bytes queued for a peer past which its requests are not read (as Open vSwitch stops at
-/// `OFCONN_REPLY_MAX` replies): one that sends ECHO_REQUESTs of 64 KiB and never reads gets
-/// TCP's back-pressure, where up to [`QUEUE_MESSAGES`] replies of 64 KiB each (64 MiB) were
-/// held for it. Counted in bytes, not messages, so that PACKET_INs a busy controller has
-/// not read yet (small, and bounded by their own room) do not hold up its FLOW_MODs.
-pub const MAX_QUEUED_BYTES: usize = 4 << 20;
 /// Messages of one connection the control side may have waiting before its reading pauses.
 pub const MAX_PENDING: usize = 256;
 /// The longest wait between two attempts to reach a controller.
@@ -506,10 +500,10 @@ fn serve(
 }
 
 /// Reads and dispatches messages of session `id` until the peer closes, falls silent, says
-/// no HELLO in [`HELLO_TIME`], leaves its replies unread (`queued`, those not yet sent) for
-/// two echo intervals, breaks the framing, or says a HELLO we do not speak (`Ok`, with that
-/// HELLO's version), or the stream fails (its error); `spoke` runs at the first HELLO we
-/// speak.
+/// no HELLO in [`HELLO_TIME`] after its first bytes, reads none of its replies (`queued`,
+/// those not yet sent: [`MAX_QUEUED_BYTES`] of them, none taken for two echo intervals),
+/// breaks the framing, or says a HELLO we do not speak (`Ok`, with that HELLO's version),
+/// or the stream fails (its error); `spoke` runs at the first HELLO we speak.
 fn read_messages(
     mut stream: impl Read,
     agent: &Arc<Agent>,
@@ -517,7 +511,7 @@ fn read_messages(
     (id, queued): (u64, &Queued),
     spoke: &mut dyn FnMut(),
 ) -> io::Result<Option<u8>> {
-    let began = Instant::now();
+    let mut first_bytes: Option<Instant> = None;
     let mut heard = false;
     let sessions = &agent.sessions;
     // Messages handed to the control side and not yet handled: the reading waits while
@@ -533,7 +527,7 @@ fn read_messages(
         if pending.load(Ordering::Acquire) == 0 {
             agent.expire_bundles(id, Instant::now());
         }
-        if !heard && began.elapsed() >= HELLO_TIME {
+        if !heard && first_bytes.is_some_and(|at| at.elapsed() >= HELLO_TIME) {
             return Ok(None);
         }
         match stream.read(&mut chunk) {
@@ -541,6 +535,7 @@ fn read_messages(
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 echo_sent = false;
+                first_bytes.get_or_insert_with(Instant::now);
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if echo_sent {
@@ -570,12 +565,19 @@ fn read_messages(
             while pending.load(Ordering::Acquire) >= MAX_PENDING {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            let waiting = Instant::now();
-            while queued.bytes() >= MAX_QUEUED_BYTES {
+            // A peer that reads, however slowly, is waited for; one that has taken none of
+            // its replies for two echo intervals is gone.
+            let (mut waiting, mut unsent) = (Instant::now(), queued.bytes());
+            while unsent >= MAX_QUEUED_BYTES {
                 if waiting.elapsed() >= 2 * ECHO_INTERVAL {
                     return Ok(None);
                 }
                 std::thread::sleep(Duration::from_millis(1));
+                let now_unsent = queued.bytes();
+                if now_unsent < unsent {
+                    waiting = Instant::now();
+                }
+                unsent = now_unsent;
             }
             let hello = header.kind == msg::HELLO;
             let version = header.version;

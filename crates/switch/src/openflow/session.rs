@@ -35,6 +35,14 @@ pub const QUEUE_MESSAGES: usize = 1024;
 /// PACKET_INs stop at half the queue, so a flood of them leaves room for the replies (a
 /// dropped BARRIER_REPLY would leave a controller waiting).
 pub const PACKET_IN_ROOM: usize = QUEUE_MESSAGES / 2;
+/// Bytes queued for a peer past which its requests are not read (as Open vSwitch stops at
+/// `OFCONN_REPLY_MAX` replies): one that sends ECHO_REQUESTs of 64 KiB and never reads gets
+/// TCP's back-pressure, where up to [`QUEUE_MESSAGES`] replies of 64 KiB each (64 MiB) were
+/// held for it.
+pub const MAX_QUEUED_BYTES: usize = 4 << 20;
+/// PACKET_INs also stop at half those bytes (large frames make large ones), so that those a
+/// busy controller has not read yet never hold up its FLOW_MODs on their own.
+pub const PACKET_IN_BYTES: usize = MAX_QUEUED_BYTES / 2;
 
 /// What a session's queue holds and its writer has not written yet: messages, and their
 /// bytes. The writer takes each off after its write ([`Queued::written`]).
@@ -209,7 +217,8 @@ impl Sessions {
 
     fn broadcast(&self, kind: AsyncKind, reason: u8, message: &[u8]) {
         for s in lock(&self.list).iter().filter(|s| s.wants(kind, reason)) {
-            let full = s.queued.messages() >= PACKET_IN_ROOM;
+            let full = s.queued.messages() >= PACKET_IN_ROOM
+                || s.queued.bytes() + message.len() > PACKET_IN_BYTES;
             if matches!(kind, AsyncKind::PacketIn) && full {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -293,6 +302,32 @@ impl BridgeEvents for OpenFlowEvents {
 mod tests {
     use super::*;
     use std::sync::mpsc::sync_channel;
+
+    /// PACKET_INs of whole jumbo frames stop at half the bytes a peer may have waiting, so
+    /// they never stop the reading of its requests on their own.
+    #[test]
+    fn large_packet_ins_stop_at_half_the_bytes() {
+        let sessions = Sessions::new(vec![]);
+        let (out, inbox) = sync_channel(QUEUE_MESSAGES);
+        let (id, queued) = sessions.open(out, false);
+        sessions.with(id, |s| s.miss_send_len = 0xffff);
+        let mut controller = PacketInOpenFlow {
+            sessions: sessions.clone(),
+        };
+        let frame = [0u8; 9000];
+        for _ in 0..PACKET_IN_ROOM {
+            controller.packet_in(1, PacketInOrigin::default(), &frame, frame.len());
+        }
+        let sent: Vec<Vec<u8>> = inbox.try_iter().collect();
+        let each = sent[0].len();
+        assert!(each > frame.len());
+        assert_eq!(sent.len(), PACKET_IN_BYTES / each);
+        assert!(queued.bytes() <= PACKET_IN_BYTES);
+        assert_eq!(
+            sessions.dropped.load(Ordering::Relaxed) as usize,
+            PACKET_IN_ROOM - sent.len()
+        );
+    }
 
     #[test]
     fn packet_ins_stop_at_half_the_queue_and_are_counted() {

@@ -287,10 +287,11 @@ impl Read for TlsReader {
                 Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(0),
                 done => return done,
             }
-            if conn.is_handshaking() && Instant::now() >= self.handshake_by {
-                return Err(ErrorKind::TimedOut.into());
-            }
             if self.received.is_empty() {
+                // What came is taken first: a handshake ended by bytes already read is done.
+                if conn.is_handshaking() && Instant::now() >= self.handshake_by {
+                    return Err(ErrorKind::TimedOut.into());
+                }
                 drop(conn);
                 let n = self.tcp.read(&mut self.chunk)?;
                 if n == 0 {
