@@ -485,10 +485,13 @@ fn next_ex_nonblocking_mode_and_a_breakloop_from_another_thread() {
     replay_at(&net, &input, sent.len(), &["--rate", "20000"]);
     let (code, out, err) = run.exit_within(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{out} {err}");
-    // Nothing waited in non-blocking mode; then every packet, whole; the stats from the
+    // Before pcap_activate: PCAP_ERROR_NOT_ACTIVATED, as libpcap says. Nothing waited in
+    // non-blocking mode; then every packet, whole; the stats from the
     // other thread while the loop blocked (all 500 passed no filter, none dropped); and the
     // breakloop from that thread woke the blocked loop, which says PCAP_ERROR_BREAK.
-    let want = format!("nonblock 0\nnext 500 bytes {bytes}\nstats 0 recv 500 drop 0\nloop -2\n");
+    let want = format!(
+        "unactivated -3\nnonblock 0\nnext 500 bytes {bytes}\nstats 0 recv 500 drop 0\nloop -2\n"
+    );
     assert_eq!(out, want, "{err}");
     net.assert_no_xdp();
 }
@@ -558,7 +561,8 @@ fn build_threads(dir: &TempDir) -> String {
 /// use" while the read waited, and the two threads raced on the port unguarded); empty
 /// frames are refused; and a pcap_breakloop from the callback at the last packet a
 /// count allowed ends that pcap_loop with PCAP_ERROR_BREAK, the next read reading on (it
-/// used to return the count, the break left to end the next read at once).
+/// used to return the count, the break left to end the next read at once); and a filter
+/// a callback sets holds from the next packet on.
 #[test]
 fn a_second_thread_sends_while_the_first_reads_and_a_break_at_the_count_ends_that_loop() {
     let net = NetPair::new("pt");
@@ -575,7 +579,9 @@ fn a_second_thread_sends_while_the_first_reads_and_a_break_at_the_count_ends_tha
     let (code, out, err) = run.exit_within(Duration::from_secs(30));
     assert_eq!(code, Some(0), "{out} {err}");
     assert_eq!(
-        out, "empty -1 -1\nsent 1000 failed 0 loop -2\ncount-break -2 then 1\n",
+        out,
+        "empty -1 -1\nsent 1000 failed 0 loop -2\ncount-break -2 then 1\n\
+         filtered-in-callback 1\n",
         "{err}"
     );
     let seen = cap.stop(false);

@@ -75,9 +75,10 @@ impl Counts {
 pub struct DeadHandle(pub *mut PcapT);
 
 // SAFETY: a dead libpcap handle holds no state of a capture; we only read its errbuf's
-// address (pcap_geterr) and close it, once, in pcap_close. Two threads writing one handle's
-// error at once race on that buffer as they do with libpcap's own handles: pcap.h makes a
-// handle's error the program's to serialise.
+// address (pcap_geterr) and close it, once, in pcap_close. Two threads whose calls on one
+// handle fail at once (a reader's poll and a sender's full ring) write its error at once,
+// as two threads' calls on one of libpcap's own handles do: the text may be mixed, never
+// longer than the buffer or unterminated (each write ends within it with a NUL).
 unsafe impl Send for DeadHandle {}
 // SAFETY: as for Send.
 unsafe impl Sync for DeadHandle {}
@@ -105,6 +106,10 @@ pub struct Handle {
     /// start to its end: a read from inside its callback is refused, and a close (from a
     /// signal handler, or another thread) only breaks it.
     pub reading: AtomicBool,
+    /// A pcap_inject or pcap_sendpacket is running: a close meanwhile is put off.
+    pub sending: AtomicBool,
+    /// Filters set so far: a read hands over what it picked under the filter in force.
+    pub filters_set: AtomicU64,
     pub counts: Counts,
     /// pcap_get_selectable_fd's answer (-1 before activation), kept outside `live` so a
     /// callback can ask too.
@@ -128,26 +133,38 @@ pub enum Busy {
 
 /// The port, held: [`Handle::live`].
 pub struct LiveGuard<'a> {
-    guard: MutexGuard<'a, Option<Live>>,
+    guard: Option<MutexGuard<'a, Option<Live>>>,
     holder: &'a AtomicUsize,
 }
 
 impl Deref for LiveGuard<'_> {
     type Target = Live;
     fn deref(&self) -> &Live {
-        self.guard.as_ref().expect("held only when activated")
+        self.guard
+            .as_ref()
+            .and_then(|g| g.as_ref())
+            .expect("held only when activated")
     }
 }
 
 impl DerefMut for LiveGuard<'_> {
     fn deref_mut(&mut self) -> &mut Live {
-        self.guard.as_mut().expect("held only when activated")
+        self.guard
+            .as_mut()
+            .and_then(|g| g.as_mut())
+            .expect("held only when activated")
     }
 }
 
 impl Drop for LiveGuard<'_> {
+    /// Lets go first, then takes the note of its holder back if it is still this thread's:
+    /// a signal handler landing between the two finds the lock free.
     fn drop(&mut self) {
-        self.holder.store(0, Ordering::SeqCst);
+        drop(self.guard.take());
+        let mark = thread_mark();
+        let _ = self
+            .holder
+            .compare_exchange(mark, 0, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
 
@@ -171,6 +188,8 @@ impl Handle {
             holder: AtomicUsize::new(0),
             activated: AtomicBool::new(false),
             reading: AtomicBool::new(false),
+            sending: AtomicBool::new(false),
+            filters_set: AtomicU64::new(0),
             counts: Counts::default(),
             selectable: AtomicI32::new(-1),
             slot,
@@ -184,9 +203,9 @@ impl Handle {
     /// The port, once activated: waits while another thread uses it (between its
     /// packets, never across a wait for more), refused when this thread holds it already
     /// (a signal handler's call). A handler's call that lands in the instant between the
-    /// lock and the note of its holder would wait for ever: of the calls a handler makes,
-    /// pcap_close never waits ([`Handle::live_now`]), and pcap_breakloop and pcap_stats
-    /// do not take the port.
+    /// lock and the note of its holder would wait for ever, as would one that reads the
+    /// settings while its thread does: of the calls a handler makes, pcap_close never waits
+    /// ([`Handle::live_now`]), and pcap_breakloop and pcap_stats take neither.
     pub fn live(&self) -> Result<LiveGuard<'_>, Busy> {
         let guard = match self.live.try_lock() {
             Ok(guard) => guard,
@@ -217,7 +236,7 @@ impl Handle {
         }
         self.holder.store(thread_mark(), Ordering::SeqCst);
         Ok(LiveGuard {
-            guard,
+            guard: Some(guard),
             holder: &self.holder,
         })
     }

@@ -169,13 +169,14 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
 /// The packets are picked out a run at a time under one hold of the port, then handed over
 /// with the port let go (each callback may send): a hold for each packet cost a fifth of
 /// tcpdump's rate through the shim. A run ends at a packet gathered from several frames
-/// (there is one buffer for it). What a break leaves undelivered of a run is picked again,
-/// under the filter then in force.
+/// (there is one buffer for it). What a break, or a filter set by a callback, leaves
+/// undelivered of a run is picked again, under the filter then in force.
 fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
     let settings = h.settings();
     let mut delivered = 0usize;
     let mut broken = false;
     while delivered < limit && !broken {
+        let filters = h.filters_set.load(Ordering::SeqCst);
         let mut run = match live_of(h) {
             Ok(mut live) => {
                 let mut run = std::mem::take(&mut live.run);
@@ -191,6 +192,9 @@ fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
         for picked in &run {
             if delivered > 0 && h.slot.take_break() {
                 broken = true;
+                break;
+            }
+            if h.filters_set.load(Ordering::SeqCst) != filters {
                 break;
             }
             delivered += 1;
@@ -312,7 +316,8 @@ fn next_one_read(h: &Handle) -> (i32, Option<NextPacket>) {
         got = Some(*hdr);
     });
     let Ok(mut live) = live_of(h) else {
-        return (PCAP_ERROR, None);
+        // The read's own error (not activated, a break) if it had one.
+        return (n.min(PCAP_ERROR), None);
     };
     live.one = one;
     if let Some(hdr) = got {

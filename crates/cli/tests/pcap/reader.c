@@ -5,6 +5,7 @@
  * tests/pcap_run.rs, run under `wirespeed pcap-run` with an xdp: device.
  *
  * usage: reader DEVICE COUNT   says "ready" on stderr once open, then on stdout:
+ *        unactivated N         pcap_next_ex's answer before pcap_activate
  *        nonblock N            pcap_next_ex's answer with nothing waiting
  *        next N bytes B        packets read with pcap_next_ex and their captured bytes
  *        stats recv R drop D   pcap_stats, asked from the other thread
@@ -56,6 +57,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", argv[1], errbuf);
 		return 1;
 	}
+	printf("unactivated %d\n", pcap_next_ex(p, &hdr, &data));
 	pcap_set_snaplen(p, 65535);
 	pcap_set_timeout(p, 100);
 	pcap_set_immediate_mode(p, 1);

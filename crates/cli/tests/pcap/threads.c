@@ -11,6 +11,8 @@
  *        then says "ready" on stderr and reads what arrives:
  *        count-break R then D   pcap_loop(p, 3, ...) whose callback calls pcap_breakloop at
  *                               the third packet, then pcap_dispatch(p, 1, ...)
+ *        filtered-in-callback D pcap_dispatch(p, -1, ...) whose callback sets a filter that
+ *                               nothing passes at the first packet: how many it handed over
  *        threads -c DEVICE      sends frames until a SIGALRM handler (every millisecond)
  *                               closes the handle and exits 0, saying "closed"
  */
@@ -77,6 +79,19 @@ static void break_at_third(u_char *user, const struct pcap_pkthdr *h, const u_ch
 		pcap_breakloop(p);
 }
 
+static void filter_all_out(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
+{
+	struct bpf_program nothing;
+
+	(void)user;
+	(void)h;
+	(void)bytes;
+	if (pcap_compile(p, &nothing, "ether proto 0x1234", 1, PCAP_NETMASK_UNKNOWN) == 0) {
+		pcap_setfilter(p, &nothing);
+		pcap_freecode(&nothing);
+	}
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -135,6 +150,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "ready\n");
 	r = pcap_loop(p, 3, break_at_third, NULL);
 	printf("count-break %d then %d\n", r, pcap_dispatch(p, 1, ignore, NULL));
+	printf("filtered-in-callback %d\n", pcap_dispatch(p, -1, filter_all_out, NULL));
 	pcap_close(p);
 	return 0;
 }

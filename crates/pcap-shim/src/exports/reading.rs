@@ -168,6 +168,7 @@ unsafe extern "C" fn pcap_setfilter(p: *mut PcapT, fp: *mut BpfProgram) -> c_int
             // packet.
             let whole = h.settings().snapshot();
             live.filter = (!accepts_all(&insns, whole)).then_some(program);
+            h.filters_set.fetch_add(1, Ordering::SeqCst);
             0
         }
         Err(code) => code,

@@ -1,6 +1,7 @@
 //! pcap_inject and pcap_sendpacket: into the port's transmit ring.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
 
 use super::live_of;
 use crate::ffi::{PCAP_ERROR, PcapT};
@@ -20,17 +21,23 @@ fn inject(h: &Handle, buf: *const u8, size: usize) -> c_int {
     }
     // SAFETY: the caller's packet: `size` bytes at `buf`.
     let frame = unsafe { std::slice::from_raw_parts(buf, size) };
-    let mut live = match live_of(h) {
-        Ok(l) => l,
-        Err(code) => return code,
+    // A close meanwhile (a signal handler's, another thread's) is put off: this call
+    // still uses the handle. A send from a read's callback leaves the read's mark alone.
+    let marked = !h.sending.swap(true, Ordering::SeqCst);
+    let sent = match live_of(h) {
+        Ok(mut live) => match send::inject(h, &mut live, frame) {
+            Ok(n) => n as c_int,
+            Err(message) => {
+                h.set_error(&message);
+                PCAP_ERROR
+            }
+        },
+        Err(code) => code,
     };
-    match send::inject(h, &mut live, frame) {
-        Ok(n) => n as c_int,
-        Err(message) => {
-            h.set_error(&message);
-            PCAP_ERROR
-        }
+    if marked {
+        h.sending.store(false, Ordering::SeqCst);
     }
+    sent
 }
 
 #[unsafe(no_mangle)]
