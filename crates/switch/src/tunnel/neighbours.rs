@@ -144,6 +144,10 @@ impl Neighbours {
         }
         let mut table = self.lock();
         let asked = table.wanted.remove(&ip).is_some();
+        if let Some(e) = table.entries.get_mut(&ip) {
+            // Asked for (its answer is what a tunnel uses), whatever told it first.
+            e.used |= asked;
+        }
         let moved = match table.entries.get_mut(&ip) {
             Some(e) if e.mac == mac => {
                 e.confirmed = now;
@@ -432,6 +436,24 @@ ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         assert!(neighbours.knows(newcomer));
         assert!(!neighbours.knows(ip(0)));
         assert_eq!(neighbours.generation(), generation + 2);
+    }
+
+    /// A next hop told unasked first (its ARP for us came while a tunnel looked it up in the
+    /// host's table, which says the same): the tunnel uses it, so its later move moves the
+    /// threads' headers.
+    #[test]
+    fn an_address_asked_for_counts_as_used_whoever_told_it_first() {
+        let neighbours = Neighbours::default();
+        let ip = Ipv4Addr::new(192, 0, 2, 2);
+        let (a, b) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]));
+        let now = Duration::from_secs(1);
+        assert_eq!(neighbours.get(ip, now), Known::Unknown);
+        neighbours.learn(ip, a, now);
+        neighbours.want(ip, now);
+        neighbours.learn(ip, a, now);
+        let generation = neighbours.generation();
+        neighbours.learn(ip, b, now);
+        assert_eq!(neighbours.generation(), generation + 1);
     }
 
     /// ARP that gives a neighbour two addresses in turn moves it once a [`LOCKTIME`] at
