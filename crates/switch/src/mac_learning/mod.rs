@@ -157,10 +157,18 @@ impl MacTable {
         p.count += 1;
         p.order.push_back(key);
         if p.order.len() > 2 * p.count + 16 {
+            // Each address of the port once, at its latest place (one that moved away and
+            // back is as new as its return).
             let entries = &self.entries;
             let mut seen = std::collections::HashSet::with_capacity(p.count);
-            p.order
-                .retain(|k| entries.get(k).is_some_and(|e| e.port == port) && seen.insert(*k));
+            let keep: Vec<bool> = p
+                .order
+                .iter()
+                .rev()
+                .map(|k| entries.get(k).is_some_and(|e| e.port == port) && seen.insert(*k))
+                .collect();
+            let mut kept = keep.into_iter().rev();
+            p.order.retain(|_| kept.next().unwrap_or(false));
         }
     }
 
