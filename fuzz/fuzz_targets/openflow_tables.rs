@@ -5,7 +5,8 @@
 //! - every flow dumped loads back (what `ovs-ofctl diff-flows` and `replace-flows` do with a
 //!   saved dump): its entry decodes as a FLOW_MOD of the same match, whose actions the
 //!   checks take and which dumps to the same bytes again;
-//! - every statistics reply keeps its 16-bit lengths true;
+//! - every statistics reply (flows, groups and their statistics, meters and their
+//!   configuration) keeps its message's and its entries' 16-bit lengths true;
 //! - a frame then crosses the pipeline (lookup, groups, meters, actions, rewrites) from
 //!   every port.
 //!
@@ -201,21 +202,23 @@ fn check_replies(dp: &mut Ofproto, now: Duration) {
         .map(|(g, usage)| reply::group_stats_entry(g, usage))
         .collect();
     let meters = meters::stats_entries(&dp.tables, METER_ALL, now);
+    let meter_configs = meters::config_entries(&dp.tables, METER_ALL);
     for (kind, entries) in [
         (mp::FLOW, flows),
         (mp::GROUP_DESC, descs),
         (mp::GROUP, stats),
         (mp::METER, meters),
+        (mp::METER_CONFIG, meter_configs),
     ] {
         for m in reply::multipart(9, kind, &entries) {
             assert!(m.len() <= MAX_MESSAGE, "a reply of {} bytes", m.len());
             assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
         }
+        // Each entry says its length truly (a meter's statistics after its id).
+        let at = if kind == mp::METER { 4 } else { 0 };
         for e in &entries {
-            if e.len() >= 2 && kind != mp::METER {
-                // Each entry that leads with its length says it truly.
-                assert_eq!(usize::from(u16::from_be_bytes([e[0], e[1]])), e.len());
-            }
+            let said = u16::from_be_bytes([e[at], e[at + 1]]);
+            assert_eq!(usize::from(said), e.len(), "an entry of {kind}");
         }
     }
 }
