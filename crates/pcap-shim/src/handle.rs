@@ -106,8 +106,9 @@ pub struct Handle {
     /// start to its end: a read from inside its callback is refused, and a close (from a
     /// signal handler, or another thread) only breaks it.
     pub reading: AtomicBool,
-    /// A pcap_inject or pcap_sendpacket is running: a close meanwhile is put off.
-    pub sending: AtomicBool,
+    /// pcap_inject and pcap_sendpacket calls running (on any threads): a close meanwhile is
+    /// put off.
+    pub sending: AtomicUsize,
     /// Filters set so far: a read hands over what it picked under the filter in force.
     pub filters_set: AtomicU64,
     pub counts: Counts,
@@ -188,7 +189,7 @@ impl Handle {
             holder: AtomicUsize::new(0),
             activated: AtomicBool::new(false),
             reading: AtomicBool::new(false),
-            sending: AtomicBool::new(false),
+            sending: AtomicUsize::new(0),
             filters_set: AtomicU64::new(0),
             counts: Counts::default(),
             selectable: AtomicI32::new(-1),

@@ -170,18 +170,20 @@ fn refill(h: &Handle, live: &mut Live) -> Result<bool, i32> {
 /// with the port let go (each callback may send): a hold for each packet cost a fifth of
 /// tcpdump's rate through the shim. A run ends at a packet gathered from several frames
 /// (there is one buffer for it). What a break, or a filter set by a callback, leaves
-/// undelivered of a run is picked again, under the filter then in force.
+/// undelivered of a run, and what the old filter left out between, is picked again under
+/// the filter then in force.
 fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
     let settings = h.settings();
     let mut delivered = 0usize;
     let mut broken = false;
     while delivered < limit && !broken {
         let filters = h.filters_set.load(Ordering::SeqCst);
-        let mut run = match live_of(h) {
+        let (mut run, started_at) = match live_of(h) {
             Ok(mut live) => {
                 let mut run = std::mem::take(&mut live.run);
+                let started_at = live.next;
                 pick_run(&mut live, &settings, limit - delivered, &mut run);
-                run
+                (run, started_at)
             }
             Err(code) => return code,
         };
@@ -204,8 +206,11 @@ fn deliver_burst(h: &Handle, limit: usize, deliver: &mut Deliver<'_>) -> i32 {
         }
         match live_of(h) {
             Ok(mut live) => {
-                if let Some(first_left) = run.get(handed) {
-                    live.next = first_left.slot;
+                if handed < run.len() {
+                    live.next = match handed {
+                        0 => started_at,
+                        n => run[n - 1].slot + 1,
+                    };
                 }
                 run.clear();
                 live.run = run;

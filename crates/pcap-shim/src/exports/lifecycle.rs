@@ -143,7 +143,7 @@ unsafe extern "C" fn pcap_close(p: *mut PcapT) {
     // a program that goes on may close it again (closing it for the program would make
     // that a double close); one that exits leaves it to the kernel.
     if let Some(h) = registry::find(p) {
-        let in_use = h.reading.load(Ordering::SeqCst) || h.sending.load(Ordering::SeqCst);
+        let in_use = h.reading.load(Ordering::SeqCst) || h.sending.load(Ordering::SeqCst) > 0;
         match h.live_now() {
             None => {
                 h.slot.request_break();

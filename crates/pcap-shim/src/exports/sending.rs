@@ -8,8 +8,17 @@ use crate::ffi::{PCAP_ERROR, PcapT};
 use crate::handle::Handle;
 use crate::{real, registry, send};
 
-/// Sends `size` bytes at `buf`: the byte count, or PCAP_ERROR with the reason.
+/// Sends `size` bytes at `buf`: the byte count, or PCAP_ERROR with the reason. A close
+/// meanwhile (a signal handler's, another thread's) is put off: the call still uses the
+/// handle.
 fn inject(h: &Handle, buf: *const u8, size: usize) -> c_int {
+    h.sending.fetch_add(1, Ordering::SeqCst);
+    let sent = inject_marked(h, buf, size);
+    h.sending.fetch_sub(1, Ordering::SeqCst);
+    sent
+}
+
+fn inject_marked(h: &Handle, buf: *const u8, size: usize) -> c_int {
     if buf.is_null() {
         h.set_error(&format!("{}: no packet given", h.device));
         return PCAP_ERROR;
@@ -21,10 +30,7 @@ fn inject(h: &Handle, buf: *const u8, size: usize) -> c_int {
     }
     // SAFETY: the caller's packet: `size` bytes at `buf`.
     let frame = unsafe { std::slice::from_raw_parts(buf, size) };
-    // A close meanwhile (a signal handler's, another thread's) is put off: this call
-    // still uses the handle. A send from a read's callback leaves the read's mark alone.
-    let marked = !h.sending.swap(true, Ordering::SeqCst);
-    let sent = match live_of(h) {
+    match live_of(h) {
         Ok(mut live) => match send::inject(h, &mut live, frame) {
             Ok(n) => n as c_int,
             Err(message) => {
@@ -33,11 +39,7 @@ fn inject(h: &Handle, buf: *const u8, size: usize) -> c_int {
             }
         },
         Err(code) => code,
-    };
-    if marked {
-        h.sending.store(false, Ordering::SeqCst);
     }
-    sent
 }
 
 #[unsafe(no_mangle)]
