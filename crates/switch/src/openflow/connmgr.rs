@@ -569,7 +569,8 @@ fn read_messages(
             // its replies for two echo intervals is gone.
             let (mut waiting, mut unsent) = (Instant::now(), queued.bytes());
             while unsent >= MAX_QUEUED_BYTES {
-                if waiting.elapsed() >= 2 * ECHO_INTERVAL {
+                let no_hello = !heard && first_bytes.is_some_and(|at| at.elapsed() >= HELLO_TIME);
+                if no_hello || waiting.elapsed() >= 2 * ECHO_INTERVAL {
                     return Ok(None);
                 }
                 std::thread::sleep(Duration::from_millis(1));

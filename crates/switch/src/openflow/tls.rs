@@ -279,7 +279,10 @@ pub struct TlsReader {
 }
 
 impl Read for TlsReader {
+    /// Plain bytes, or `TimedOut` when the socket's read timeout passes without any (records
+    /// that carry none, empty ones or key updates, count as silence).
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let quiet_by = self.tcp.read_timeout()?.map(|t| Instant::now() + t);
         loop {
             let mut conn = lock(&self.shared.conn);
             match conn.reader().read(buf) {
@@ -289,7 +292,9 @@ impl Read for TlsReader {
             }
             if self.received.is_empty() {
                 // What came is taken first: a handshake ended by bytes already read is done.
-                if conn.is_handshaking() && Instant::now() >= self.handshake_by {
+                let now = Instant::now();
+                let quiet = quiet_by.is_some_and(|at| now >= at);
+                if quiet || (conn.is_handshaking() && now >= self.handshake_by) {
                     return Err(ErrorKind::TimedOut.into());
                 }
                 drop(conn);
