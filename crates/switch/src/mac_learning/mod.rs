@@ -32,7 +32,9 @@ pub struct MacEntry {
 }
 
 pub struct MacTable {
-    entries: HashMap<(u16, MacAddr), MacEntry>,
+    entries: HashMap<(u16, MacAddr), Learned>,
+    /// Joins so far (an address learned, or moved, on a port): each join's number.
+    joins: u64,
     /// Per port, what it learned (see [`PortEntries`]).
     ports: HashMap<u32, PortEntries>,
     /// When a full table last looked for aged entries.
@@ -50,13 +52,21 @@ pub struct MacTable {
     log: VecDeque<(u16, MacAddr)>,
 }
 
-/// One port's addresses: how many, and the order it learned them in (oldest first). An
-/// address that since moved to another port or was forgotten stays in the order until it is
-/// met at the front, or the order is compacted once it is twice as long as the count.
+/// An address's entry, and the number of its last join (see [`PortEntries`]).
+#[derive(Clone, Copy)]
+struct Learned {
+    entry: MacEntry,
+    joined: u64,
+}
+
+/// One port's addresses: how many, and the joins that made them its, oldest first. A join
+/// whose address since moved (a later join) or was forgotten stays in the order until it
+/// is met at the front, or the order is compacted once it is twice as long as the count;
+/// an address that moved away and back is as new as its return.
 #[derive(Default)]
 struct PortEntries {
     count: usize,
-    order: VecDeque<(u16, MacAddr)>,
+    order: VecDeque<((u16, MacAddr), u64)>,
 }
 
 impl Default for MacTable {
@@ -69,6 +79,7 @@ impl MacTable {
     pub fn new(capacity: usize, ageing: Duration) -> MacTable {
         MacTable {
             entries: HashMap::with_capacity(capacity),
+            joins: 0,
             ports: HashMap::new(),
             expired_when_full: None,
             capacity,
@@ -118,16 +129,19 @@ impl MacTable {
             return;
         }
         let key = (vlan, mac);
-        if let Some(entry) = self.entries.get_mut(&key) {
-            let was = entry.port;
-            *entry = MacEntry {
+        let join = self.joins;
+        if let Some(learned) = self.entries.get_mut(&key) {
+            let was = learned.entry.port;
+            learned.entry = MacEntry {
                 port,
                 last_seen: now,
             };
             if was != port {
+                learned.joined = join;
+                self.joins += 1;
                 note_change(&mut self.changes, &mut self.log, &self.published, key);
                 self.left(was);
-                self.joined(port, key);
+                self.joined(port, key, join);
             }
             return;
         }
@@ -141,34 +155,30 @@ impl MacTable {
                 self.evict_fairly();
             }
         }
+        let entry = MacEntry {
+            port,
+            last_seen: now,
+        };
         self.entries.insert(
             key,
-            MacEntry {
-                port,
-                last_seen: now,
+            Learned {
+                entry,
+                joined: join,
             },
         );
-        self.joined(port, key);
+        self.joins += 1;
+        self.joined(port, key, join);
     }
 
-    /// `key` is now learned on `port`.
-    fn joined(&mut self, port: u32, key: (u16, MacAddr)) {
+    /// `key` is now learned on `port`, by join number `join`.
+    fn joined(&mut self, port: u32, key: (u16, MacAddr), join: u64) {
         let p = self.ports.entry(port).or_default();
         p.count += 1;
-        p.order.push_back(key);
+        p.order.push_back((key, join));
         if p.order.len() > 2 * p.count + 16 {
-            // Each address of the port once, at its latest place (one that moved away and
-            // back is as new as its return).
             let entries = &self.entries;
-            let mut seen = std::collections::HashSet::with_capacity(p.count);
-            let keep: Vec<bool> = p
-                .order
-                .iter()
-                .rev()
-                .map(|k| entries.get(k).is_some_and(|e| e.port == port) && seen.insert(*k))
-                .collect();
-            let mut kept = keep.into_iter().rev();
-            p.order.retain(|_| kept.next().unwrap_or(false));
+            p.order
+                .retain(|(k, join)| entries.get(k).is_some_and(|l| l.joined == *join));
         }
     }
 
@@ -187,8 +197,8 @@ impl MacTable {
         let Some((&port, _)) = self.ports.iter().max_by_key(|(_, p)| p.count) else {
             return;
         };
-        while let Some(key) = self.ports.get_mut(&port).and_then(|p| p.order.pop_front()) {
-            if self.entries.get(&key).is_some_and(|e| e.port == port) {
+        while let Some((key, join)) = self.ports.get_mut(&port).and_then(|p| p.order.pop_front()) {
+            if self.entries.get(&key).is_some_and(|l| l.joined == join) {
                 self.entries.remove(&key);
                 note_change(&mut self.changes, &mut self.log, &self.published, key);
                 self.left(port);
@@ -201,7 +211,7 @@ impl MacTable {
     /// alive if it still says `port`, learns it if it is gone, but never moves an address
     /// that was since seen elsewhere.
     pub fn refresh(&mut self, vlan: u16, mac: MacAddr, port: u32, now: Duration) {
-        match self.entries.get_mut(&(vlan, mac)) {
+        match self.entries.get_mut(&(vlan, mac)).map(|l| &mut l.entry) {
             Some(entry) if entry.port == port => entry.last_seen = entry.last_seen.max(now),
             Some(_) => {}
             None => self.learn(vlan, mac, port, now),
@@ -210,13 +220,13 @@ impl MacTable {
 
     /// The port `mac` on `vlan` was last seen on, unless that was longer ago than the ageing time.
     pub fn lookup(&self, vlan: u16, mac: MacAddr, now: Duration) -> Option<u32> {
-        let entry = self.entries.get(&(vlan, mac))?;
+        let entry = self.entries.get(&(vlan, mac))?.entry;
         (now.saturating_sub(entry.last_seen) < self.ageing).then_some(entry.port)
     }
 
     /// The entry for `mac` on `vlan`, aged out or not.
     pub fn entry(&self, vlan: u16, mac: MacAddr) -> Option<MacEntry> {
-        self.entries.get(&(vlan, mac)).copied()
+        self.entries.get(&(vlan, mac)).map(|l| l.entry)
     }
 
     /// Drops entries older than the ageing time; returns how many.
@@ -235,7 +245,7 @@ impl MacTable {
         let before = self.entries.len();
         let (changes, log, published) = (&mut self.changes, &mut self.log, &self.published);
         let ports = &mut self.ports;
-        self.entries.retain(|&key, entry| {
+        self.entries.retain(|&key, Learned { entry, .. }| {
             let keep = !gone(entry);
             if !keep {
                 note_change(changes, log, published, key);
@@ -252,7 +262,7 @@ impl MacTable {
     pub fn iter(&self) -> impl Iterator<Item = (u16, MacAddr, MacEntry)> + '_ {
         self.entries
             .iter()
-            .map(|(&(vlan, mac), &entry)| (vlan, mac, entry))
+            .map(|(&(vlan, mac), learned)| (vlan, mac, learned.entry))
     }
 }
 
@@ -361,6 +371,25 @@ mod tests {
         table.flush_port(2);
         table.flush_port(3);
         assert!(table.is_empty());
+    }
+
+    /// An address that moved away and came back is as new as its return: a full table
+    /// evicts the port's oldest other address first.
+    #[test]
+    fn an_address_back_on_its_port_is_as_new_as_its_return() {
+        let mut table = MacTable::new(3, 300 * SECOND);
+        let c = MacAddr([2, 0, 0, 0, 0, 3]);
+        for (i, mac) in [A, B, c].into_iter().enumerate() {
+            table.learn(0, mac, 1, (1 + i as u32) * SECOND);
+        }
+        table.learn(0, A, 2, 4 * SECOND);
+        table.learn(0, A, 1, 5 * SECOND);
+        let d = MacAddr([2, 0, 0, 0, 0, 4]);
+        table.learn(0, d, 3, 6 * SECOND);
+        assert_eq!(table.entry(0, B), None);
+        for (mac, port) in [(A, 1), (c, 1), (d, 3)] {
+            assert_eq!(table.lookup(0, mac, 6 * SECOND), Some(port));
+        }
     }
 
     /// The review's flood: one port sends from more made-up addresses than the table holds,
