@@ -47,18 +47,23 @@ for attempt in range(30):
 last.close()
 "#;
 
-#[test]
-fn at_most_64_openflow_connections_at_once() {
-    let s = Switched::new("ofc", &["--openflow", "ptcp:"]);
-    let out = must(&[
+/// What `script` (Python) prints, run in the switch's own namespace.
+fn python_beside(s: &Switched, script: &str) -> String {
+    must(&[
         "ip",
         "netns",
         "exec",
         &s.c.ns_m,
         "/usr/bin/python3",
         "-c",
-        FLOOD,
-    ]);
+        script,
+    ])
+}
+
+#[test]
+fn at_most_64_openflow_connections_at_once() {
+    let s = Switched::new("ofc", &["--openflow", "ptcp:"]);
+    let out = python_beside(&s, FLOOD);
     assert_eq!(out, "65th closed\nafter one closed served\n");
     // The switch frees each place as it sees that connection's end: ovs-ofctl may wait a
     // moment for one.
@@ -314,15 +319,7 @@ fn peers_that_hold_a_connection_without_openflow_are_closed_or_held_back() {
     extra.extend(ours.options(&ca));
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let s = Switched::new("ofh", &extra);
-    let out = must(&[
-        "ip",
-        "netns",
-        "exec",
-        &s.c.ns_m,
-        "/usr/bin/python3",
-        "-c",
-        HOLDERS,
-    ]);
+    let out = python_beside(&s, HOLDERS);
     let said: std::collections::HashMap<&str, &str> =
         out.lines().filter_map(|l| l.split_once(' ')).collect();
     for peer in ["tcp-hello", "tls-handshake"] {
