@@ -121,8 +121,8 @@ pub struct TunnelPlane {
     /// as `tun_dst` (constants of the rules, so as many as they name; past
     /// [`FAR_ENDS_KEPT`], those unused for [`FORGET_AFTER`] are forgotten).
     by_remote: Vec<HashMap<u32, Resolved, FlowHashBuilder>>,
-    /// When the far ends may next be looked over for ones to forget.
-    next_forget: Duration,
+    /// Per tunnel, when its far ends may next be looked over for ones to forget.
+    next_forget: Vec<Duration>,
     /// Per tunnel, in [`Tunnels::ports`]' order.
     pub counters: Vec<TunnelCounters>,
     /// Per tunnel, what its outer headers add to an IPv4 packet ([`TunnelPort::mtu`]'s
@@ -223,7 +223,7 @@ impl TunnelPlane {
         TunnelPlane {
             resolved: vec![Resolved::default(); tunnels.ports.len()],
             by_remote: vec![HashMap::default(); tunnels.ports.len()],
-            next_forget: Duration::ZERO,
+            next_forget: vec![Duration::ZERO; tunnels.ports.len()],
             counters: vec![TunnelCounters::default(); tunnels.ports.len()],
             ip_overheads: tunnels
                 .ports
@@ -519,10 +519,10 @@ impl TunnelPlane {
     /// that pays for the look rarely).
     fn forget_idle_far_ends(&mut self, t: usize, now: Duration) {
         let far_ends = &mut self.by_remote[t];
-        if far_ends.len() <= FAR_ENDS_KEPT || now < self.next_forget {
+        if far_ends.len() <= FAR_ENDS_KEPT || now < self.next_forget[t] {
             return;
         }
-        self.next_forget = now + FORGET_AFTER;
+        self.next_forget[t] = now + FORGET_AFTER;
         far_ends.retain(|_, resolved| now < resolved.next_look.saturating_add(FORGET_AFTER));
     }
 
@@ -1220,5 +1220,40 @@ mod tests {
         let mut kept: Vec<u32> = plane.by_remote[1].keys().map(|a| a - 0xc000_0000).collect();
         kept.sort_unstable();
         assert_eq!(kept, [1, 2, 5000]);
+    }
+
+    /// Each flow port looks over its own far ends when its own look is due: one port's look
+    /// put off every other's by a minute (a review's finding).
+    #[test]
+    fn each_flow_port_forgets_on_its_own_time() {
+        let fixed = plane_with_flow_port();
+        let mut ports = fixed.tunnels().ports.clone();
+        ports.push(TunnelPort {
+            number: 12,
+            ..ports[1].clone()
+        });
+        let mut plane = TunnelPlane::new(Arc::new(Tunnels {
+            ports,
+            neighbours: Default::default(),
+        }));
+        let push = |plane: &mut TunnelPlane, t: usize, dst: u32, now: Duration| {
+            let mut packet = vec![0u8; OUTER_LEN + 60];
+            let out = TunnelOut {
+                id: 0,
+                dst: Ipv4Addr::from(0xc000_0000 + dst),
+            };
+            let _ = plane.push(t, &mut packet, out, now);
+        };
+        let at = Duration::from_secs;
+        for dst in 0..FAR_ENDS_KEPT as u32 + 10 {
+            push(&mut plane, 2, dst, at(1));
+        }
+        // Port 11's look, a minute on, is due: it must not put off port 12's.
+        for dst in 0..FAR_ENDS_KEPT as u32 + 10 {
+            push(&mut plane, 1, dst, at(62));
+        }
+        push(&mut plane, 2, 9000, at(63));
+        assert_eq!(plane.by_remote[2].len(), 1, "the idle far ends stayed");
+        assert!(plane.by_remote[2].contains_key(&(0xc000_0000 + 9000)));
     }
 }
