@@ -71,7 +71,7 @@ fuzz_target!(|input: &[u8]| {
                 let _ = apply_meter_mod(&mut dp, &mm, now);
             }
             Incoming::PacketOut(po) => {
-                if dp.check_output_ports(&po.actions).is_ok() {
+                if dp.check_groups_and_meters(&po.actions).is_ok() {
                     let key = FlowKey::parse(&po.data, po.in_port);
                     let decision = wirespeed_switch::ofproto::translate::translate_actions(
                         &dp.tables,

@@ -8,6 +8,7 @@ use crate::bridge::{Bridge, RemovedReason};
 use crate::ofctl::flow_parse::parse_lines;
 use crate::ofctl::group_text::{group_line, group_stats_line, parse_group, parse_group_selector};
 use crate::ofctl::port_names::PortNames;
+use crate::ofproto::state::OutputPorts;
 
 /// The group commands, for `--help` and the answer to an unknown command.
 pub const GROUP_COMMANDS: &str = "add-group GROUP, add-groups FILE, mod-group GROUP, \
@@ -38,10 +39,12 @@ pub fn run(bridge: &mut Bridge, command: &str, arg: &str, names: &PortNames) -> 
             Err(e) => return Some(Response::error(format!("{arg}: {e}"))),
         };
         let (replace, now) = (command == "mod-group", bridge.now());
-        return Some(match bridge.edit(|dp| dp.set_group(group, replace, now)) {
-            Ok(()) => Response::ok(""),
-            Err(e) => Response::error(format!("{arg}: {e}")),
-        });
+        return Some(
+            match bridge.edit(|dp| dp.set_group(group, replace, OutputPorts::Present, now)) {
+                Ok(()) => Response::ok(""),
+                Err(e) => Response::error(format!("{arg}: {e}")),
+            },
+        );
     }
     let only = match parse_group_selector(arg) {
         Ok(only) => only,
@@ -92,7 +95,7 @@ fn add_groups(bridge: &mut Bridge, text: &str, names: &PortNames) -> Response {
     bridge.edit(|dp| {
         dp.begin_undo();
         for (line, group) in groups {
-            if let Err(e) = dp.set_group(group, false, now) {
+            if let Err(e) = dp.set_group(group, false, OutputPorts::Present, now) {
                 dp.tables.roll_back();
                 return Response::error(format!("line {line}: {e}"));
             }

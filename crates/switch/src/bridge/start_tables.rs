@@ -17,7 +17,7 @@ use crate::ofctl::flow_parse::{parse_flow_lines, parse_lines};
 use crate::ofctl::group_text::parse_group;
 use crate::ofctl::meter_text::parse_meter;
 use crate::ofctl::port_names::PortNames;
-use crate::ofproto::state::{Ofproto, check_output_ports};
+use crate::ofproto::state::{Ofproto, OutputPorts, check_output_ports};
 use crate::rule::Rule;
 
 /// The files a switch starts with, parsed; each item with its line.
@@ -97,7 +97,7 @@ impl StartTables {
         }
         for (line, group) in &self.groups {
             let id = group.id;
-            dp.set_group(group.clone(), false, now)
+            dp.set_group(group.clone(), false, OutputPorts::Present, now)
                 .map_err(|e| match e {
                     GroupError::Exists => format!("line {line}: group_id={id} is given twice"),
                     e => format!("line {line}: {e}"),

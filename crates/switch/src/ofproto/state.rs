@@ -123,9 +123,14 @@ impl Ofproto {
     }
 
     /// An error naming the first `output:N` whose port the bridge does not have (for `add-flow`
-    /// and `mod-flows`).
+    /// and `mod-flows`), or the first group or meter it does not have.
     pub fn check_output_ports(&self, actions: &[Action]) -> Result<(), FlowError> {
         check_output_ports(&self.ports, actions)?;
+        self.check_groups_and_meters(actions)
+    }
+
+    /// An error naming the first group or meter `actions` name that the bridge does not have.
+    pub fn check_groups_and_meters(&self, actions: &[Action]) -> Result<(), FlowError> {
         match actions.iter().find(|a| match a {
             Action::Group(g) => self.tables.group(*g).is_none(),
             Action::Meter(m) => self.tables.meter(*m).is_none(),
@@ -143,7 +148,7 @@ impl Ofproto {
 
     /// Installs `group` (`replace`: replaces one), as OpenFlow's GROUP_MOD add and modify and
     /// ctl's add-group and mod-group do: refused unless it is well formed, its buckets
-    /// output to ports the bridge has and its entries fit OpenFlow's replies. The counts of
+    /// output to the `ports` allowed and its entries fit OpenFlow's replies. The counts of
     /// the flows through the group are credited to it as it was first (a modify starts the
     /// new one's from zero, and they were made from the old buckets), and the offloaded ones
     /// go; the others go on.
@@ -152,12 +157,15 @@ impl Ofproto {
         &mut self,
         group: Group,
         replace: bool,
+        ports: OutputPorts,
         now: Duration,
     ) -> Result<(), GroupError> {
         group.check()?;
-        for bucket in &group.buckets {
-            check_output_ports(&self.ports, &bucket.actions)
-                .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
+        if ports == OutputPorts::Present {
+            for bucket in &group.buckets {
+                check_output_ports(&self.ports, &bucket.actions)
+                    .map_err(|e| GroupError::BadOutPort(e.to_string()))?;
+            }
         }
         self.tables.check_group(&group, replace)?;
         if !crate::openflow::reply::fits_a_reply(crate::openflow::reply::group_entry_len(&group)) {
@@ -449,6 +457,17 @@ fn swap_caches(ofproto: &mut Ofproto, caches: &mut [impl DerefMut<Target = FlowC
     for (cache, held) in caches.iter_mut().zip(&mut ofproto.caches) {
         core::mem::swap(&mut **cache, held);
     }
+}
+
+/// Which ports a change's `output:N` may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputPorts {
+    /// Only the bridge's: ctl and the start-up files, where another is a typo.
+    Present,
+    /// Any number (1 to 0xfeff), as Open vSwitch takes from a controller, whose
+    /// configuration may name ports this switch lacks: what goes there is dropped, counted
+    /// as `unknown_port`.
+    AnyNumber,
 }
 
 /// An error naming the first `output:N` of `actions` whose port is not one of `ports`.

@@ -313,9 +313,10 @@ impl Agent {
         }
         let mut decision = {
             let ofproto = bridge.ofproto();
+            // Any port number, as for a FLOW_MOD (`flow_mod::check_targets`).
             ofproto
-                .check_output_ports(&po.actions)
-                .map_err(|_| bad_action::BAD_OUT_PORT)?;
+                .check_groups_and_meters(&po.actions)
+                .map_err(|_| bad_action::BAD_OUT_GROUP)?;
             let key = FlowKey::parse(&po.data, po.in_port);
             translate_actions(&ofproto.tables, &FlowBits::from_key(&key), &po.actions)
         };

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use crate::group::{Group, GroupError, GroupType};
 use crate::ofproto::rule_table::InstalledRule;
-use crate::ofproto::state::Ofproto;
+use crate::ofproto::state::{Ofproto, OutputPorts};
 use crate::openflow::error::{OfpError, bad_action, group_mod_failed};
 use crate::openflow::message::{GroupMod, group_command};
 use crate::openflow::wire::GROUP_ALL;
@@ -32,16 +32,17 @@ pub fn apply_group_mod(
         kind,
         buckets: gm.buckets.clone(),
     };
-    dp.set_group(group, replace, now).map_err(|e| match e {
-        GroupError::IndirectBuckets | GroupError::InvalidId => group_mod_failed::INVALID_GROUP,
-        GroupError::NoWatch => group_mod_failed::BAD_WATCH,
-        GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
-        GroupError::Exists => group_mod_failed::GROUP_EXISTS,
-        GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
-        GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
-        GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
-        GroupError::TooLong => group_mod_failed::BAD_BUCKET,
-    })?;
+    dp.set_group(group, replace, OutputPorts::AnyNumber, now)
+        .map_err(|e| match e {
+            GroupError::IndirectBuckets | GroupError::InvalidId => group_mod_failed::INVALID_GROUP,
+            GroupError::NoWatch => group_mod_failed::BAD_WATCH,
+            GroupError::Chained => group_mod_failed::CHAINING_UNSUPPORTED,
+            GroupError::Exists => group_mod_failed::GROUP_EXISTS,
+            GroupError::Unknown => group_mod_failed::UNKNOWN_GROUP,
+            GroupError::TooMany => group_mod_failed::OUT_OF_GROUPS,
+            GroupError::BadOutPort(_) => bad_action::BAD_OUT_PORT,
+            GroupError::TooLong => group_mod_failed::BAD_BUCKET,
+        })?;
     Ok(Vec::new())
 }
 
