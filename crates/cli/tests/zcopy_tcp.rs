@@ -318,6 +318,123 @@ fn a_reset_connection_still_gets_its_summary() {
     assert!(err.contains("error: send to 10.77.0.2"), "{err}");
 }
 
+/// A sender that pauses (a retransmission takes 200 ms, a slow disk longer) is waited for,
+/// with copying reads as with zero-copy receive: copying reads failed "Resource temporarily
+/// unavailable" when their 100 ms receive timeout ran out, and removed the file.
+#[test]
+fn a_sender_that_pauses_is_waited_for() {
+    let p = link("zcw");
+    let dir = TempDir::new("zcw");
+    for extra in [&["--copy"][..], &[]] {
+        let out = dir.path("out.bin");
+        let listen = format!("10.77.0.2:{PORT}");
+        let mut args = vec![
+            "zcopy",
+            "recv",
+            "--listen",
+            &listen,
+            "-o",
+            &out,
+            "--accept-timeout",
+            "20",
+            "--json",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        let mut rx = spawn_in(&p.ns_b, &args);
+        rx.wait_ready();
+        python_in(
+            &p.ns_a,
+            &format!(
+                "import socket,time\nc=socket.create_connection(('10.77.0.2', {PORT}), \
+                 timeout=20)\nc.sendall(b'a'*1000); time.sleep(0.5); c.sendall(b'b'*2000)\n\
+                 c.close()"
+            ),
+        );
+        let (r, _) = rx.finish();
+        assert_eq!(r["bytes"].as_u64(), Some(3000), "{extra:?}: {r}");
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(
+            got,
+            [vec![b'a'; 1000], vec![b'b'; 2000]].concat(),
+            "{extra:?}"
+        );
+    }
+}
+
+/// `--file` of a pipe (its length says 0) is sent to its end; it sent nothing, with
+/// success.
+#[test]
+fn a_file_read_from_a_pipe_is_sent_whole() {
+    let p = link("zcf");
+    let dir = TempDir::new("zcf");
+    let (file, sum) = random_file(&dir, "in.bin", 3_000_001);
+    let (mut server, mut lines) = python_server(
+        &p.ns_b,
+        &format!(
+            "import socket,hashlib\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
+             print('listening', flush=True)\nc,_=l.accept(); h=hashlib.sha256(); n=0\n\
+             while True:\n  b=c.recv(1<<20)\n  if not b: break\n  h.update(b); n+=len(b)\n\
+             print(n, h.hexdigest(), flush=True)"
+        ),
+    );
+    let command = format!(
+        "cat {file} | {} zcopy send --connect 10.77.0.2:{PORT} --file /dev/stdin --json -q",
+        wirespeed()
+    );
+    let out = must(&["ip", "netns", "exec", &p.ns_a, "sh", "-c", &command]);
+    let tx: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(tx["bytes"].as_u64(), Some(3_000_001), "{tx}");
+    assert_eq!(lines.next().unwrap().unwrap(), format!("3000001 {sum}"));
+    assert!(server.wait().unwrap().success());
+}
+
+/// A process without CAP_IPC_LOCK whose sends are larger than its locked-memory limit: the
+/// kernel refuses to pin every one (ENOBUFS) and no notice will ever come. send says so at
+/// once; it waited 10 s and said "no progress (0 zero-copy sends not completed)".
+#[test]
+fn sends_over_the_locked_memory_limit_are_named_at_once() {
+    let p = link("zcm");
+    let (mut server, _) = python_server(
+        &p.ns_b,
+        &format!(
+            "import socket\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
+             print('listening', flush=True)\nc,_=l.accept()\nwhile c.recv(1<<20): pass"
+        ),
+    );
+    let connect = format!("10.77.0.2:{PORT}");
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.ns_a, "prlimit", "--memlock=65536:65536"])
+        .args([
+            "setpriv",
+            "--inh-caps=-ipc_lock",
+            "--bounding-set=-ipc_lock",
+        ])
+        .args([wirespeed(), "zcopy", "send", "--connect", &connect])
+        .args(["--size", "1M", "--bytes", "4M", "--json", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the kernel will not pin a 1048576-byte send (ENOBUFS with none in flight)")
+            && err.contains("ulimit -l"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{err}"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j["bytes"].as_u64(), j["enobufs"].as_u64()),
+        (Some(0), Some(1)),
+        "{j}"
+    );
+    assert!(server.wait().unwrap().success());
+}
+
 #[test]
 fn bad_input_fails_before_connecting() {
     let dir = TempDir::new("zcb");

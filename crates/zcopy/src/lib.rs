@@ -67,6 +67,15 @@ pub enum ZcopyError {
     Stopped,
     #[error("buffer size {0} is out of range (1 to 16 MiB)")]
     BufferSize(usize),
+    /// ENOBUFS with no zero-copy send of ours in flight: the pages would put the user over
+    /// its locked-memory limit (the kernel counts them against RLIMIT_MEMLOCK unless the
+    /// process has CAP_IPC_LOCK).
+    #[error(
+        "the kernel will not pin a {0}-byte send (ENOBUFS with none in flight): it is over \
+         the locked-memory limit (ulimit -l) of a process without CAP_IPC_LOCK; raise the \
+         limit, send less at a time or copy"
+    )]
+    Unpinnable(usize),
 }
 
 pub(crate) fn io_err(step: &'static str) -> impl FnOnce(io::Error) -> ZcopyError {

@@ -108,6 +108,11 @@ impl Receiver {
 
     /// The next received bytes; `None` at the end of the stream.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, ZcopyError> {
+        // Asked before every chunk, not only when the stream goes quiet: a sender faster
+        // than the receiver would otherwise keep a stop from being seen at all.
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(ZcopyError::Stopped);
+        }
         if self.pending_copy > 0 {
             let n = std::mem::take(&mut self.pending_copy);
             return Ok(Some(Chunk::Copied(&self.copybuf[..n])));
@@ -120,9 +125,6 @@ impl Receiver {
         let Some(window) = self.window.as_mut() else {
             // A blocking recv() (a poll first would cost a system call per read); the
             // socket's receive timeout brings it back to notice a stop.
-            if self.stop.load(Ordering::Relaxed) {
-                return Err(ZcopyError::Stopped);
-            }
             let want = self.copybuf.len();
             return self.recv_copy(want);
         };
@@ -179,6 +181,11 @@ impl Receiver {
             match sys::recv(self.stream.as_raw_fd(), &mut self.copybuf[..want]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // The receive timeout ran out with nothing queued: a sender that paused
+                // (a retransmission takes 200 ms), not a failure.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(Some(Chunk::Idle));
+                }
                 Err(e) => {
                     return Err(ZcopyError::Io {
                         step: "recv",

@@ -123,12 +123,18 @@ impl Sender {
 
     /// The buffer to fill next, once the kernel has let go of it.
     pub fn buffer(&mut self) -> Result<&mut [u8], ZcopyError> {
+        // Asked here too, not only while waiting: a sender that never waits (a fast peer)
+        // would otherwise not see a stop.
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(ZcopyError::Stopped);
+        }
         self.reap()?;
         if !self.buffer_free(self.current) {
             self.stats.buffer_waits += 1;
-            let since = Instant::now();
+            let mut progress = Progress::new(self.account.in_flight());
             while !self.buffer_free(self.current) {
-                self.wait_notice(since, true)?;
+                self.wait_notice(progress.since, true)?;
+                progress.note(self.account.in_flight());
             }
         }
         let at = self.current * self.stride;
@@ -167,6 +173,11 @@ impl Sender {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     self.stats.enobufs += 1;
+                    // With none of ours pinned, no notice will come to free anything: the
+                    // kernel will not pin this send's pages at all.
+                    if self.zerocopy && self.account.in_flight() == 0 {
+                        return Err(ZcopyError::Unpinnable(len - done));
+                    }
                     self.wait_notice(since, true)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -228,16 +239,28 @@ impl Sender {
     }
 
     /// Ends the stream (FIN) and waits until the kernel has completed every zero-copy send
-    /// (also after a stop request: the account is complete when it returns).
+    /// (also after a stop request: the account is complete when it returns), then reports
+    /// a reset that came meanwhile (the kernel completes the sends a reset discards).
     pub fn finish(&mut self) -> Result<(), ZcopyError> {
         self.stream
             .shutdown(std::net::Shutdown::Write)
             .map_err(io_err("shutdown"))?;
-        let since = Instant::now();
+        let mut progress = Progress::new(self.account.in_flight());
         while self.account.in_flight() > 0 {
-            self.wait_notice(since, false)?;
+            self.wait_notice(progress.since, false)?;
+            progress.note(self.account.in_flight());
         }
-        Ok(())
+        match self
+            .stream
+            .take_error()
+            .map_err(io_err("getsockopt(SO_ERROR)"))?
+        {
+            Some(e) => Err(ZcopyError::Io {
+                step: "the connection",
+                source: e,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// What the sender did so far.
@@ -337,5 +360,28 @@ impl Sender {
             }
         }
         Ok(())
+    }
+}
+
+/// When a wait for notices last saw one: a slow path that completes sends a few at a time
+/// makes progress, and only STALL without any times out.
+struct Progress {
+    since: Instant,
+    in_flight: u32,
+}
+
+impl Progress {
+    fn new(in_flight: u32) -> Progress {
+        Progress {
+            since: Instant::now(),
+            in_flight,
+        }
+    }
+
+    fn note(&mut self, in_flight: u32) {
+        if in_flight < self.in_flight {
+            self.since = Instant::now();
+        }
+        self.in_flight = in_flight;
     }
 }

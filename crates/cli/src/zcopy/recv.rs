@@ -66,6 +66,10 @@ struct RecvSummary {
     cpu_system_s: f64,
     cpu_ms_per_gb: f64,
     interrupted: bool,
+    /// What ended the run, when a failure did (the peer reset the connection, a write
+    /// failed): the figures above are what was received until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// Removes the output file unless the transfer got to its end.
@@ -112,13 +116,21 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let window = zerocopy.then_some(args.window as usize);
     let mut rx = Receiver::new(stream, window, 256 << 10, stop).context("set up the receiver")?;
     let mut live = Live::new("recv", args.quiet);
-    let interrupted = receive(&mut rx, output.as_mut(), &mut live, zerocopy, peer)?;
-    if let Some(out) = output.as_mut() {
-        out.file
+    let (interrupted, failed) = match receive(&mut rx, output.as_mut(), &mut live, zerocopy, peer) {
+        Ok(interrupted) => (interrupted, None),
+        Err(e) => (false, Some(e)),
+    };
+    let failed = match (failed, output.as_mut()) {
+        (None, Some(out)) => out
+            .file
             .flush()
-            .with_context(|| format!("write {}", out.path))?;
-        // An interrupted transfer is not the whole stream: the file goes with it.
-        out.keep = !interrupted;
+            .with_context(|| format!("write {}", out.path))
+            .err(),
+        (failed, _) => failed,
+    };
+    if let Some(out) = output.as_mut() {
+        // An interrupted or failed transfer is not the whole stream: the file goes with it.
+        out.keep = !interrupted && failed.is_none();
     }
     let seconds = live.elapsed().as_secs_f64();
     let (user, system) = live.cpu_seconds();
@@ -141,8 +153,14 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         cpu_system_s: system,
         cpu_ms_per_gb: cpu_ms_per_gb(user + system, st.bytes),
         interrupted,
+        error: failed.as_ref().map(crate::run::error_text::error_text),
     };
-    print(&s, args.json)
+    // A run a failure ended still says what it received, then the failure.
+    print(&s, args.json)?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The flags' values in range: the address to listen on and the segment size to ask for.

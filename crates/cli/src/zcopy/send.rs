@@ -94,8 +94,10 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         Some(path) => Some(File::open(path).with_context(|| format!("--file {path}"))?),
         None => None,
     };
+    // A file is sent to its end, however long: a pipe, /dev/stdin or a /proc file says
+    // length 0 (and nothing was sent, with success).
     let limit = match (&file, args.bytes) {
-        (Some(f), _) => f.metadata().map(|m| m.len()).unwrap_or(u64::MAX),
+        (Some(_), _) => u64::MAX,
         (None, Some(b)) => b,
         (None, None) => u64::MAX,
     };
