@@ -115,6 +115,13 @@ pub fn strftime_local(pattern: &str, unix_s: u64) -> String {
     strftime_at(pattern, unix_s, offset)
 }
 
+/// True when `pattern` holds a conversion of the time (its `-G` files get names of their
+/// own; without one each overwrites the last, as tcpdump's do).
+pub fn names_a_time(pattern: &str) -> bool {
+    // 400 days, an hour, a minute and a second apart: every conversion differs.
+    strftime_utc(pattern, 0) != strftime_utc(pattern, 400 * 86400 + 3661)
+}
+
 /// `strftime_local` in UTC.
 pub fn strftime_utc(pattern: &str, unix_s: u64) -> String {
     strftime_at(pattern, unix_s, 0)
@@ -267,6 +274,16 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("x").is_err());
         assert!(parse_size("-1").is_err());
+    }
+
+    #[test]
+    fn a_name_without_a_time_conversion_is_told() {
+        for timed in ["cap-%Y%m%d-%H%M%S.pcap", "%s.pcap", "x-%H.pcap", "%a.pcap"] {
+            assert!(names_a_time(timed), "{timed}");
+        }
+        for fixed in ["cap.pcap", "100%%.pcap", "%q.pcap", ""] {
+            assert!(!names_a_time(fixed), "{fixed}");
+        }
     }
 
     #[test]

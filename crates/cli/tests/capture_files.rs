@@ -223,17 +223,77 @@ fn an_output_that_cannot_be_created_is_an_error_before_anything_else() {
 #[test]
 fn a_frame_size_other_than_2048_or_4096_is_refused_before_anything_is_written() {
     let dir = TempDir::new("files-framesize");
-    let input = dir.path("in.pcap");
-    write_capture(&input, Format::Pcap, &mixed_records(5));
     let out = dir.path("out.pcap");
-    let (code, _, err) =
-        wirespeed_out(&["capture", "-r", &input, "-w", &out, "--frame-size", "3000"]);
+    let (code, _, err) = wirespeed_out(&[
+        "capture",
+        "-i",
+        "wsnothere0",
+        "-w",
+        &out,
+        "--frame-size",
+        "3000",
+    ]);
     assert_eq!(code, Some(1));
     assert!(
         err.contains("--frame-size 3000: frame size must be 2048 or 4096"),
         "{err}"
     );
     assert!(!std::path::Path::new(&out).exists(), "no file is created");
+}
+
+/// What only a live capture uses is refused with -r, not ignored; and -w naming the file
+/// -r reads (or a link to it) is refused before it is truncated (it was, and the read
+/// then ended "truncated", the input gone).
+#[test]
+fn reading_a_file_refuses_live_options_and_writing_over_itself() {
+    let dir = TempDir::new("files-live-opts");
+    let input = dir.path("in.pcap");
+    let records = mixed_records(5000);
+    write_capture(&input, Format::Pcap, &records);
+    let before = std::fs::read(&input).unwrap();
+    for flags in [
+        &["--duration", "1"][..],
+        &["--take"],
+        &["-Q", "inout"],
+        &["--xdp-mode", "skb"],
+        &["--ring-size", "4096"],
+        &["--frames", "8192"],
+        &["--frame-size", "4096"],
+        &["--spill-mib", "0"],
+        &["--busy-poll"],
+        &["--force"],
+        &["--no-kernel-filter"],
+        &["--batch", "32"],
+    ] {
+        let mut args = vec!["capture", "-r", &input];
+        args.extend_from_slice(flags);
+        let (code, _, err) = wirespeed_out(&args);
+        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "the argument '-r <FILE>' cannot be used with '{}",
+                flags[0]
+            )),
+            "{flags:?}: {err}"
+        );
+    }
+    let link = dir.path("link.pcap");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    for out in [&input, &link] {
+        let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", out]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&format!(
+                "-r {input} and -w {out} are one file: writing would destroy what is being read"
+            )),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            before,
+            "the input is untouched"
+        );
+    }
 }
 
 /// Frames whose tcpdump -n and -n -e lines we print the same way (no application decoding),

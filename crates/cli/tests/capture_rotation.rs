@@ -165,6 +165,26 @@ fn time_rotation_refuses_a_conversion_it_cannot_make() {
     );
 }
 
+/// A -G name without a time conversion: each file overwrites the last, as tcpdump's do;
+/// the capture says so, and the file holds the last interval's packets.
+#[test]
+fn time_rotation_without_a_time_in_the_name_says_each_file_overwrites_the_last() {
+    let dir = TempDir::new("rot-time-fixed");
+    let input = dir.path("in.pcap");
+    let records = mixed_records(10_000);
+    write_capture(&input, Format::Pcap, &records);
+    let out = dir.path("fixed.pcap");
+    let (code, _, err) = wirespeed_out(&["capture", "-r", &input, "-w", &out, "-G", "3"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "note: -w {out} has no time conversion, so each -G file overwrites the last"
+        )),
+        "{err}"
+    );
+    assert_eq!(read_records(&out)[..], records[9000..]);
+}
+
 #[test]
 fn time_rotation_with_w_stops_after_that_many_files() {
     let dir = TempDir::new("rot-time-w");

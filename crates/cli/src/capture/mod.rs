@@ -76,12 +76,12 @@ pub struct CaptureArgs {
     pub port: Option<String>,
     /// Direction, as tcpdump's -Q: `in` (the default: what the interface receives) or
     /// `inout` (what it sends too; packet: ports only, since XDP runs on receive).
-    #[arg(short = 'Q', value_name = "DIRECTION", default_value = "in", value_parser = ["in", "inout"])]
+    #[arg(short = 'Q', value_name = "DIRECTION", default_value = "in", value_parser = ["in", "inout"], conflicts_with = "read")]
     pub direction: String,
     /// Capture on xdp: even though the interface has addresses. An xdp: capture takes the
     /// packets it captures (all of them, whatever the filter) from the kernel's stack, so the
     /// host stops receiving on that interface while it runs; packet: only watches.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub take: bool,
     /// Accepted for tcpdump's sake (-n, -nn): addresses and ports are never turned into
     /// names.
@@ -124,7 +124,7 @@ pub struct CaptureArgs {
     #[arg(short = 'W', value_name = "FILES")]
     pub files: Option<u32>,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub duration: Option<f64>,
     /// Print the counts as one JSON object at the end (on standard output, or on standard
     /// error when the capture itself goes to standard output).
@@ -141,33 +141,33 @@ pub struct CaptureArgs {
     #[arg(short = 'B', value_name = "KIB", conflicts_with = "buffer_mib")]
     pub buffer_kib: Option<usize>,
     /// Do not also attach the filter in the kernel (packet: ports).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub no_kernel_filter: bool,
     /// AF_XDP mode: auto tries zc, then copy (native XDP), then skb (generic XDP); zc only
     /// (the driver's zero-copy: not veth's), copy, native (native XDP, the kernel picks zc or
     /// copy) or skb.
-    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode)]
+    #[arg(long, default_value = "auto", value_parser = parse_xdp_mode, conflicts_with = "read")]
     pub xdp_mode: XdpMode,
     /// Packets per burst.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, conflicts_with = "read")]
     pub batch: u32,
     /// Frame size, 2048 or 4096. Default: 2048 when the interface's MTU fits in it (the
     /// kernel copies into frames it has not touched for a while, and two to a page take
     /// fewer page walks: about 10% more packets under full load here), else 4096.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub frame_size: Option<u32>,
     /// UMEM frames (AF_XDP) or ring frames (AF_PACKET). AF_XDP keeps up to three quarters in
     /// the fill ring (at most its size): the packets the kernel can deliver while the
     /// capture is not running. Default: with a spill ring (AF_XDP), twice the ring size;
     /// else 160 MiB of frames (81920 of 2048 bytes, 40960 of 4096). Shared out evenly when
     /// the capture is on several queues.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub frames: Option<u32>,
     /// Entries per ring (a power of two). Default: 16384 with a spill ring, which takes
     /// what the fill ring cannot ride out; 65536 without one (61440 frames in the fill ring
     /// last 18 ms at 3.3 Mpps). On veth the kernel's copy runs faster into the shallower
     /// ring's frames: 4.1-4.4 Mpps written against 3.6-4.1 (bench/README.md).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub ring_size: Option<u32>,
     /// MiB of spill ring (AF_XDP; a power of two, 0 for none). While the capture falls
     /// behind (its CPU taken by the writer thread, the hypervisor or anything else), the
@@ -176,14 +176,14 @@ pub struct CaptureArgs {
     /// them runs faster for. Default: 64; none where another process's redirect program
     /// is on the interface (sharing it by queue: a spill ring needs the program to itself).
     /// With --cpus, each thread has a spill ring of this size (at most 16 threads).
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_name = "MIB", conflicts_with = "read")]
     pub spill_mib: Option<u32>,
     /// Ask the kernel to busy-poll the socket instead of sleeping in poll(). Zero-copy
     /// sockets only (Linux 6.13+): a copy-mode one (veth) says so and polls as without it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub busy_poll: bool,
     /// Replace an XDP program someone else attached to the interface.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "read")]
     pub force: bool,
     /// Receive with a thread pinned to each CPU of LIST (like 0,1 or 2-5), on a port of
     /// several queues (-i IFACE, xdp:IFACE@all, xdp:IFACE@FIRST-LAST): the queues are
@@ -231,6 +231,24 @@ impl CaptureArgs {
                     .map(String::from)
                     .collect::<Vec<_>>()
                     .join(" %")
+            );
+        }
+        if rotation.seconds.is_some()
+            && let Some(name) = &self.write
+            && !wirespeed_capture::rotate::names_a_time(name)
+        {
+            eprintln!(
+                "wirespeed capture: note: -w {name} has no time conversion, so each -G file \
+                 overwrites the last, as tcpdump's do (a name like cap-%Y%m%d-%H%M%S.pcap keeps \
+                 them all)"
+            );
+        }
+        if let (Some(read), Some(write)) = (&self.read, &self.write)
+            && wirespeed_port::pcap::same_file(read, std::path::Path::new(write))
+        {
+            bail!(
+                "-r {} and -w {write} are one file: writing would destroy what is being read",
+                read.display()
             );
         }
         if self.count == Some(0) {

@@ -113,6 +113,19 @@ pub fn is_std_stream(path: &Path) -> bool {
     path == Path::new("-")
 }
 
+/// True when `a` and `b` are one file (the same path, or links to one inode). `-` is never
+/// the same file twice: standard input as a replay, standard output as a recording.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if is_std_stream(a) || is_std_stream(b) {
+        return false;
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wirespeed_capture::{CaptureError, CaptureReader, LINKTYPE_ETHERNET};
 
 pub(crate) use files::is_std_stream;
-pub use files::{PcapFiles, PcapPlace};
+pub use files::{PcapFiles, PcapPlace, same_file};
 use pace::{Held, Pace};
 use recording::{Lost, Recording};
 use std_streams::StreamClaim;
@@ -251,19 +251,6 @@ fn open_replay(path: &Path) -> Result<CaptureReader, PortError> {
         return Err(CaptureError::unsupported_link_type(path, reader.link_type()).into());
     }
     Ok(reader)
-}
-
-/// True when `a` and `b` are one file (the same path, or links to one inode). `-` is never
-/// the same file twice: standard input as a replay, standard output as a recording.
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    if is_std_stream(a) || is_std_stream(b) {
-        return false;
-    }
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => a == b,
-    }
 }
 
 fn now_ns() -> u64 {
