@@ -82,6 +82,10 @@ pub struct GenSummary {
     /// What ended the run early (the port failed: its interface went away...); the
     /// counts are what was sent until then.
     pub error: Option<String>,
+    /// The reader of the recording on standard output closed the pipe, which ended the
+    /// run (`gen --port pcap:- | head`): an end, not a failure, as for `capture -w -`;
+    /// what it did not take is counted as `tx_error`.
+    pub output_closed: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,6 +136,7 @@ impl GenSummary {
             cpu: None,
             notes: info.map_or_else(Vec::new, |i| i.notes.clone()),
             error: None,
+            output_closed: false,
         }
     }
 
@@ -141,11 +146,21 @@ impl GenSummary {
         self.asked = rate;
     }
 
-    /// Records how the loop ended: an error is reported after the summary.
+    /// Records how the loop ended: an error is reported after the summary, unless it is
+    /// the recording's reader going away ([`GenSummary::output_closed`]).
     pub fn set_error(&mut self, ended: Result<(), impl Into<anyhow::Error>>) {
-        self.error = ended
-            .err()
-            .map(|e| crate::run::error_text::error_text(&e.into()));
+        let Err(e) = ended.map_err(Into::into) else {
+            return;
+        };
+        let broken_pipe = e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe && self.port == "pcap:-" {
+            self.output_closed = true;
+            return;
+        }
+        self.error = Some(crate::run::error_text::error_text(&e));
     }
 
     pub fn set_stats(&mut self, s: &PortStats) {
@@ -309,6 +324,13 @@ impl GenSummary {
                 "generators {} (a series a CPU): recv --expect {}",
                 ids.join(", "),
                 self.recv_expect
+            );
+        }
+        if self.output_closed {
+            let _ = writeln!(
+                text,
+                "the reader of standard output closed the pipe, which ended the run (what it \
+                 did not take: tx_error below)"
             );
         }
         if self.skipped > 0 {
