@@ -122,3 +122,35 @@ fn sigterm_while_a_4_gib_umem_is_set_up_ends_at_once() {
     );
     net.assert_no_xdp();
 }
+
+/// The same with a thread per queue (`--cpus`): their ports are given up on as one is (the
+/// capture set them all up, made its file and exited 0).
+#[test]
+fn sigterm_while_the_threads_ports_are_set_up_ends_at_once() {
+    let net = NetPair::with_queues("sit", 2);
+    let port = format!("xdp:{}@all", net.b);
+    let output = ScratchFile::new("sit-out.pcap");
+    let args = [
+        "capture",
+        "--port",
+        &port,
+        "--cpus",
+        "0,1",
+        "--frames",
+        "1048576",
+        "--frame-size",
+        "4096",
+        "-w",
+        &output,
+    ];
+    let tool = spawn_in(&net.ns_b, &args);
+    let (took, code, stderr) = terminate_after(tool, Duration::from_millis(300));
+    assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
+    assert_eq!(code, Some(143), "{stderr}");
+    assert!(
+        stderr.contains("stopped while it was being set up"),
+        "{stderr}"
+    );
+    assert!(!exists(&output), "the output was made");
+    net.assert_no_xdp();
+}

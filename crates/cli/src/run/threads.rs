@@ -51,7 +51,10 @@ pub fn open_ports(
             list(cpus)
         );
     }
-    XdpPort::open_threads(spec, cpus.len(), opts)
+    // Given up on at a signal, as one port is (`open_port`): several UMEMs and spill rings
+    // take seconds to set up.
+    let opts = crate::run::open_port::cancellable(opts);
+    XdpPort::open_threads(spec, cpus.len(), &opts)
         .with_context(|| format!("open {spec} for {} threads", cpus.len()))
 }
 
