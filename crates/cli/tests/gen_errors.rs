@@ -132,6 +132,11 @@ fn bad_input_is_refused_before_anything_is_sent() {
             &["--pcap", raw_ip, "--dst-mac", "02:11:11:11:11:11"],
             "cannot be used with",
         ),
+        // A replay sends the file's frames as they are: --no-stamp would be ignored.
+        (
+            &["--pcap", raw_ip, "--engine", "kernel", "--no-stamp"],
+            "cannot be used with '--no-stamp'",
+        ),
         (
             &["--pcap", mixed],
             "has link type 101, the first interface 1: files that mix link types",

@@ -159,7 +159,7 @@ pub struct GenArgs {
     /// (the kernel engine, with --fast, repeats each of at most 64 frames --loop times).
     #[arg(long, conflicts_with_all = ["size", "imix", "flows", "ipv6", "proto", "vlan",
         "src_mac", "dst_mac", "src_ip", "dst_ip", "src_port", "dst_port", "generator_id",
-        "skip_every"])]
+        "skip_every", "no_stamp"])]
     pub pcap: Option<PathBuf>,
     /// Replay as fast as the port takes the frames (or at --rate) instead of at the
     /// recorded timing.
