@@ -360,4 +360,29 @@ fn a_failed_recording_keeps_its_whole_records_and_says_so() {
             && !err.contains("error:"),
         "{err}"
     );
+    // What gen handed over is what was written and what was not: the batch whose write
+    // failed counted once (it was left out of the packets handed over).
+    let json = std::process::Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "{} gen --port pcap:- --count 50000 --json -q | head -c 100 >/dev/null",
+                wirespeed()
+            ),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&json.stderr);
+    let j: serde_json::Value = err
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    assert_eq!(j["output_closed"], true, "{j}");
+    let (handed, written, lost) = (
+        j["packets"].as_u64().unwrap(),
+        j["tx_packets"].as_u64().unwrap(),
+        j["drops"]["tx_error"].as_u64().unwrap(),
+    );
+    assert!(lost > 0 && written + lost == handed, "{j}");
+    assert_eq!(j["not_sent"].as_u64(), Some(lost), "{j}");
 }

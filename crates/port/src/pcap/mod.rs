@@ -42,6 +42,9 @@ pub struct PcapPort {
     /// A read error, held until the packets read before it are delivered.
     read_error: Option<CaptureError>,
     recording: Option<Recording>,
+    /// The recording's write failed after `tx_burst` took its batch: returned by the next
+    /// call, so that the call that took the batch says how many it queued.
+    write_error: Option<PortError>,
     stats: PortStats,
     /// Standard input or output, while this port reads or writes it.
     _streams: Vec<StreamClaim>,
@@ -108,6 +111,7 @@ impl PcapPort {
             failed: false,
             read_error: None,
             recording,
+            write_error: None,
             stats: PortStats::default(),
             _streams: streams,
             chains: opts.multi_buffer,
@@ -341,6 +345,9 @@ impl Port for PcapPort {
     }
 
     fn tx_burst(&mut self, batch: &mut Batch) -> Result<usize, PortError> {
+        if let Some(e) = self.write_error.take() {
+            return Err(e);
+        }
         let ts_ns = now_ns();
         let mut queued = 0;
         for i in 0..batch.len() {
@@ -393,7 +400,7 @@ impl Port for PcapPort {
             && r.full()
             && let Err(lost) = r.write_out()
         {
-            return Err(self.lost(lost));
+            self.write_error = Some(self.lost(lost));
         }
         Ok(queued)
     }
@@ -429,6 +436,9 @@ impl Port for PcapPort {
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
+        if let Some(e) = self.write_error.take() {
+            return Err(e);
+        }
         match self.recording.as_mut().map(Recording::write_out) {
             Some(Err(lost)) => Err(self.lost(lost)),
             _ => Ok(()),
@@ -452,7 +462,7 @@ impl Port for PcapPort {
     }
 
     fn tx_pending(&self) -> bool {
-        self.recording.as_ref().is_some_and(Recording::pending)
+        self.write_error.is_some() || self.recording.as_ref().is_some_and(Recording::pending)
     }
 
     fn stats(&mut self) -> PortStats {
