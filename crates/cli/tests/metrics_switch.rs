@@ -6,7 +6,7 @@
 
 mod common;
 use common::prometheus::{Prometheus, assert_promtool_accepts, sample, scrape};
-use common::switched::{Switched, send_on_cpu};
+use common::switched::{Setup, Switched, field, send_on_cpu};
 use common::*;
 
 const METRICS: &str = "127.0.0.1:9464";
@@ -254,6 +254,40 @@ fn a_metrics_address_in_use_or_malformed_refuses_the_start() {
     }
     let _ = taken.kill();
     let _ = taken.wait();
+}
+
+/// Two poll-mode threads over packet: ports, each of which every thread has a copy of (one
+/// receives, all send): each copy is a series of its own, by thread (they were one series
+/// twice, and Prometheus kept the first: a receive count of 0 for ever).
+#[test]
+fn each_threads_copy_of_a_port_is_a_series_of_its_own() {
+    let setup = Setup {
+        backends: ["packet", "packet"],
+        queues: 1,
+    };
+    let s = Switched::with("mt", setup, &["--pmd-cpus", "0,1"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 3), 3);
+    let text = s.ctl_ok(&["metrics"]);
+    assert_promtool_accepts(&text);
+    let mut seen = std::collections::HashSet::new();
+    for series in text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').map(|(series, _)| series))
+    {
+        assert!(seen.insert(series), "{series} twice:\n{text}");
+    }
+    let received: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("wirespeed_port_receive_packets_total{port=\"1\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    let ports = s.ctl_ok(&["dump-ports", "1"]);
+    assert_eq!(
+        received as u64,
+        field(&ports, "port  1: rx", "pkts"),
+        "{ports}\n{text}"
+    );
 }
 
 #[test]

@@ -82,10 +82,13 @@ impl SwitchMetrics {
             let thread = t.to_string();
             let cpu = f.cpu.map(|c| c.to_string());
             for (stats, l) in f.ports.iter().zip(labels) {
+                // The thread too: a packet: or tap: port is each thread's own copy of one
+                // spec (one receives, all send), whose series would be one and the same.
                 let labels = [
                     ("port", l.port.as_str()),
                     ("device", l.device.as_str()),
                     ("queue", l.queue.as_str()),
+                    ("thread", thread.as_str()),
                 ];
                 port_figures(&mut e, &labels, stats);
             }
