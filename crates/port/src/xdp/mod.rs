@@ -17,7 +17,7 @@ mod spill;
 pub use group::XdpGroup;
 pub use port::XdpPort;
 pub use wirespeed_xdp::{SharedProgram, shared_program};
-pub use wirespeed_xsk::{if_index, netns_cookie, rx_queue_count};
+pub use wirespeed_xsk::{if_index, netns_cookie, queue_count, rx_queue_count};
 
 use std::str::FromStr;
 

@@ -83,6 +83,22 @@ impl Bridge {
                     .to_string(),
             ));
         }
+        // N threads bind queues 0..N of an AF_XDP port, one after the other: an interface
+        // made again with fewer is refused before any binds, else the first threads would
+        // take their queues (and the interface's traffic with them) for a port that stays
+        // out.
+        let threads = match &self.threads {
+            Threads::Parked(pmds) => pmds.len(),
+            Threads::Running(running) => running.len(),
+        };
+        let queues = wirespeed_port::xdp::queue_count(&spec.iface);
+        if spec.backend == Backend::Xdp && threads > 1 && (queues as usize) < threads {
+            return Err(PortError::NoQueue {
+                iface: spec.iface.clone(),
+                queue: threads as u32 - 1,
+                count: queues,
+            });
+        }
         match &mut self.threads {
             Threads::Parked(pmds) => pmds.iter_mut().try_for_each(|p| p.rejoin(port, ifindex)),
             Threads::Running(running) => running.iter().try_for_each(|r| {
