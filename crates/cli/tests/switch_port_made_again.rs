@@ -215,6 +215,42 @@ fn two_threads_each_bind_their_queue_again() {
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }
 
+/// Two threads bind queues 0 and 1 of each port; host 2's veth made again with one queue
+/// (a container runtime's default) is refused before either binds. The first thread took
+/// queue 0, with our program on the interface, for a port that stayed out: its traffic was
+/// taken from the stack and lost.
+#[test]
+fn an_interface_made_again_with_too_few_queues_is_left_alone() {
+    let star = NetStar::with_queues("pmf", 2, 2);
+    let sock = ScratchFile::new("pmf.sock");
+    let switch = star.switch(&sock, &["--pmd-cpus", "0,1"]);
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 2), 2);
+    let (host, port) = (&star.hosts[1], &star.ports[1]);
+    must(&["ip", "-n", host, "link", "del", host]);
+    wait_shown(&sock, " port 2: link gone", true);
+    let one = ["numtxqueues", "1", "numrxqueues", "1"];
+    let mut add = vec!["ip", "link", "add", host, "netns", host];
+    add.extend(one);
+    add.extend(["type", "veth", "peer", "name", port, "netns", &star.ns_m]);
+    add.extend(one);
+    must(&add);
+    must(&["ip", "-n", &star.ns_m, "link", "set", port, "up"]);
+    // Two tries at least (one a second).
+    std::thread::sleep(Duration::from_millis(2500));
+    wait_program(&star.ns_m, port, false);
+    wait_shown(&sock, " port 2: link gone", true);
+    let (j, log) = switch.interrupt();
+    assert_eq!(
+        log.matches(&format!(
+            "but the port stays out: {port}: interface has no queue 1 (it has 1)"
+        ))
+        .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}
+
 #[test]
 fn an_af_packet_port_opens_again() {
     let star = NetStar::new("pmp", 2);
@@ -306,5 +342,39 @@ fn a_port_moved_away_and_back_binds_again() {
     must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
     wait_program(away, port, false);
     let (j, _) = switch.interrupt();
+    assert_eq!(j["frames"]["balanced"], true, "{j}");
+}
+
+/// With `--offload` too, an interface moved to another network namespace is its new
+/// owner's: the fast path's program comes off it, so the owner's traffic flows (the
+/// program stayed and sent every packet it received to our socket, bound to nothing: a
+/// ping across the moved link got no answer, and `xdp off` there failed).
+#[test]
+fn an_offloaded_port_moved_away_is_its_new_owners() {
+    let star = NetStar::new("pmo", 3);
+    let sock = ScratchFile::new("pmo.sock");
+    let switch = star.switch_with(&sock, &["xdp", "xdp"], &["--offload"]);
+    // The hosts' veths take the kernel's redirected frames only with NAPI on.
+    for host in &star.hosts[..2] {
+        must(&[
+            "ip", "netns", "exec", host, "ethtool", "-K", host, "gro", "on",
+        ]);
+    }
+    assert_eq!(ping(&star.hosts[0], &star.ip(1), 2), 2);
+    let (port, away) = (&star.ports[1], &star.hosts[2]);
+    must(&["ip", "-n", &star.ns_m, "link", "set", port, "netns", away]);
+    wait_shown(&sock, " port 2: link gone", true);
+    wait_program(away, port, false);
+    // The moved end and host 2's veth, on an address range of their own.
+    must(&["ip", "-n", away, "addr", "add", "10.99.0.1/24", "dev", port]);
+    must(&["ip", "-n", away, "link", "set", port, "up"]);
+    let host = &star.hosts[1];
+    must(&["ip", "-n", host, "addr", "add", "10.99.0.2/24", "dev", host]);
+    assert_eq!(ping(away, "10.99.0.2", 3), 3);
+    let (j, log) = switch.interrupt();
+    assert!(
+        log.contains("port 2 (xdp:") && log.contains("interface gone"),
+        "{log}"
+    );
     assert_eq!(j["frames"]["balanced"], true, "{j}");
 }

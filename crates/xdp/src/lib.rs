@@ -59,6 +59,12 @@ pub enum XdpError {
         mode: &'static str,
         reason: String,
     },
+    #[error("detach XDP program {program} from port {slot}'s interface: {reason}")]
+    Detach {
+        slot: u32,
+        program: &'static str,
+        reason: String,
+    },
     #[error("load XDP program {program}: {reason}")]
     Load {
         program: &'static str,

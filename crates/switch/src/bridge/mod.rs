@@ -647,12 +647,15 @@ impl Bridge {
                 ofproto.mac_table.flush_port(n);
             }
             let dp = &mut *ofproto;
-            if let Some(offload) = &mut dp.offload
-                && offload
+            if let Some(offload) = &mut dp.offload {
+                let gone = change.now == LinkState::Gone;
+                let failed = offload
                     .port_link(n, up, &mut dp.tables, &mut dp.mac_table, now)
                     .is_err()
-            {
-                offload.count_error();
+                    | (gone && offload.port_gone(n).is_err());
+                if failed {
+                    offload.count_error();
+                }
             }
         }
         drop(ofproto);

@@ -359,6 +359,16 @@ impl Offload {
         result
     }
 
+    /// Port `port`'s interface is gone (after [`Offload::port_link`]): the program comes off
+    /// it, which may be in another network namespace by now and would otherwise send all it
+    /// receives to our socket there, bound to nothing.
+    pub fn port_gone(&mut self, port: u32) -> Result<(), XdpError> {
+        match self.ifindex.get(&port) {
+            Some(&(_, slot)) => self.fast_path.detach_port(slot),
+            None => Ok(()),
+        }
+    }
+
     /// Installs an entry for `frame` (received on `in_port`, its megaflow's decision just
     /// executed) if the decision is one the kernel can carry out exactly, and the frame is
     /// one the fast path parses.

@@ -14,6 +14,7 @@ use std::os::fd::RawFd;
 use aya::Btf;
 use aya::maps::{Array, ArrayOfMaps, DevMap, HashMap, MapData, PerCpuArray, XskMap};
 use aya::programs::BtfTracePoint;
+use aya::programs::xdp::XdpLinkId;
 
 use crate::{AttachMode, XdpError, attach, error_chain, load_program, xdp_program};
 
@@ -96,6 +97,8 @@ pub struct FastPath {
     generation: u32,
     stopped: Classes,
     mode: AttachMode,
+    /// The program's attachment to each port's interface, by slot (None once detached).
+    links: Vec<Option<XdpLinkId>>,
     // Dropped last: detaching the program from every interface (and the tracepoints).
     ebpf: aya::Ebpf,
 }
@@ -210,8 +213,9 @@ impl FastPath {
     fn attach_in(ifaces: &[&str], mode: AttachMode, force: bool) -> Result<FastPath, XdpError> {
         let mut ebpf = load_program(OBJECT, PROGRAM)?;
         let program = xdp_program(&mut ebpf, PROGRAM)?;
+        let mut links = Vec::with_capacity(ifaces.len());
         for iface in ifaces {
-            attach::attach(program, PROGRAM, iface, mode, force)?;
+            links.push(Some(attach::attach(program, PROGRAM, iface, mode, force)?));
         }
         let (devs, devs_id) = match ebpf.take_map("fp_devs") {
             Some(aya::maps::Map::DevMap(data)) => {
@@ -242,8 +246,26 @@ impl FastPath {
             generation: 0,
             stopped: Classes::NONE,
             mode,
+            links,
             ebpf,
         })
+    }
+
+    /// Takes the program off the interface of port `slot`, which went away: deleted, or
+    /// moved to another network namespace, where it would send what it receives to a
+    /// socket bound to nothing (its new owner could not take it off either). The fast path
+    /// does not take a port back. Done already when it was detached.
+    pub fn detach_port(&mut self, slot: u32) -> Result<(), XdpError> {
+        let Some(link) = self.links.get_mut(slot as usize).and_then(Option::take) else {
+            return Ok(());
+        };
+        xdp_program(&mut self.ebpf, PROGRAM)?
+            .detach(link)
+            .map_err(|e| XdpError::Detach {
+                slot,
+                program: PROGRAM,
+                reason: error_chain(&e),
+            })
     }
 
     pub fn mode(&self) -> AttachMode {
