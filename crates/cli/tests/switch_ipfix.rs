@@ -568,6 +568,38 @@ fn flows_are_reported_with_their_tunnel(t: &mut Tunnelled, kind: &str, outer: &s
 
 /// A flow that comes back after its record went idle starts again when its packets do: its
 /// megaflow, made the first time, is no clock for the second record.
+/// A burst of reports over a link slower than the host (loopback held to 4 Mbit/s by tbf,
+/// as a 1 Gb/s NIC is slower than the CPU that fills it): the messages the socket has no
+/// room for wait, in order, and go as the link takes them. (They were lost: the socket is
+/// non-blocking, and a full send buffer refused each one.)
+#[test]
+fn a_burst_of_reports_over_a_slow_link_waits_for_room() {
+    let collector = format!("127.0.0.1:{PORT}");
+    let (mut s, collector) =
+        Switched::prepared("ib", Setup::default(), &["--ipfix", &collector], |c| {
+            must(&[
+                "ip", "netns", "exec", &c.ns_m, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
+                "rate", "4mbit", "burst", "16k", "limit", "8mb",
+            ]);
+            Collector::start(&c.ns_m)
+        });
+    with_rules(&s);
+    // 3,000 flows reported at once when the switch stops: about 190 messages, 270 KB.
+    send(&s, 3000, 1, 10000);
+    let (j, _) = s.stop();
+    let listed = test_flows(&collector.stop());
+    assert_eq!(listed.len(), 3000, "{j}");
+    let ipfix = &j["ipfix"];
+    assert_eq!(
+        (
+            ipfix["lost_records"].as_u64(),
+            ipfix["send_errors"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{j}"
+    );
+}
+
 #[test]
 fn a_flow_back_after_going_idle_starts_when_its_packets_do() {
     let (mut s, collector) = exporting("ib", Setup::default(), &["--ipfix-idle-timeout", "1"]);

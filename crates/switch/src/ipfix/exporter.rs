@@ -3,8 +3,10 @@
 //! each message numbered by the data records sent before it.
 
 use core::time::Duration;
+use std::collections::VecDeque;
+use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::ipfix::IpfixError;
 use crate::ipfix::flow_table::{FlowTable, Observation, Timeouts};
@@ -59,7 +61,24 @@ pub struct FlowExporter {
     last_error: Option<String>,
     /// The socket is connected to the collector (`send`, not `send_to`).
     connected: bool,
+    /// Messages the socket had no room for yet, in order (a burst of reports over a link
+    /// slower than the host: a stop, or many flows idle at once), sent before any other.
+    waiting: VecDeque<Waiting>,
+    waiting_bytes: usize,
 }
+
+/// A message numbered and made, waiting for room in the socket's send buffer.
+struct Waiting {
+    bytes: Vec<u8>,
+    flow_records: u64,
+    template: bool,
+}
+
+/// The most bytes of messages that wait for room; a message past it is lost (counted).
+const MAX_WAITING_BYTES: usize = 4 << 20;
+
+/// How long a stop waits for the messages still waiting to go.
+const FINISH_WAIT: Duration = Duration::from_secs(2);
 
 impl FlowExporter {
     /// An exporter to `config.collector` from a UDP socket of its own; `epoch` is the
@@ -84,6 +103,8 @@ impl FlowExporter {
             templates_sent: None,
             stats: ExportStats::default(),
             last_error: None,
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
         })
     }
 
@@ -113,8 +134,10 @@ impl FlowExporter {
         self.stats.lost_megaflows += megaflows;
     }
 
-    /// Sends the templates if they are due, then the reports due at `now`.
+    /// Sends the templates if they are due, then the reports due at `now` (after those
+    /// still waiting for room).
     pub fn tick(&mut self, now: Duration) {
+        self.send_waiting();
         let due = self
             .templates_sent
             .is_none_or(|at| now.saturating_sub(at) >= self.config.template_interval);
@@ -134,13 +157,25 @@ impl FlowExporter {
         let mut records = Vec::new();
         self.table.drain(now, &mut records);
         self.send_records(&records);
+        // What waits for room goes as the link takes it, for a while; the rest is lost.
+        let since = Instant::now();
+        while !self.waiting.is_empty() && since.elapsed() < FINISH_WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+            self.send_waiting();
+        }
+        while let Some(w) = self.waiting.pop_front() {
+            self.refused(
+                &w,
+                "the link did not take it before the switch stopped".to_string(),
+            );
+        }
+        self.waiting_bytes = 0;
     }
 
     fn send_templates(&mut self, now: Duration) {
         let message = template_message(self.config.domain, self.config.sampling);
         // Refused, they go again at the next tick: a collector back gets them at once.
-        if self.send(message, 0) {
-            self.stats.templates += 1;
+        if self.send(message, 0, true) {
             self.templates_sent = Some(now);
         }
     }
@@ -155,21 +190,22 @@ impl FlowExporter {
             if !message.fits(record.template_id(), bytes.len()) {
                 let full = std::mem::take(&mut message);
                 let records = u64::from(full.data_records());
-                self.send(full, records);
+                self.send(full, records, false);
             }
             message.push(record.template_id(), &bytes, true);
         }
         if !message.is_empty() {
             let records = u64::from(message.data_records());
-            self.send(message, records);
+            self.send(message, records, false);
         }
     }
 
     /// Sends one message, numbered by the data records before it (those of a message the
-    /// socket refused too, so the collector sees the gap); whether the socket took it.
+    /// socket refused too, so the collector sees the gap); false when the socket refused
+    /// it. A message the socket has no room for yet waits, after any waiting already.
     /// `flow_records`: the flows' records in it (a template message's options record is
     /// numbered, but not a flow's).
-    fn send(&mut self, message: Message, flow_records: u64) -> bool {
+    fn send(&mut self, message: Message, flow_records: u64, template: bool) -> bool {
         let records = message.data_records();
         let header = MessageHeader {
             export_time: (unix_nanos(SystemTime::now()) / 1_000_000_000) as u32,
@@ -177,27 +213,71 @@ impl FlowExporter {
             domain: self.config.domain,
         };
         self.sequence = self.sequence.wrapping_add(records);
-        let bytes = message.finish(&header);
-        let sent = match self.connected {
-            true => self.socket.send(&bytes),
-            false => self.socket.send_to(&bytes, self.config.collector),
+        let message = Waiting {
+            bytes: message.finish(&header),
+            flow_records,
+            template,
         };
-        match sent {
-            Ok(_) => {
-                self.stats.messages += 1;
-                self.stats.records += flow_records;
-                true
-            }
-            Err(e) => {
-                self.stats.send_errors += 1;
-                self.stats.lost_records += flow_records;
-                self.last_error = Some(e.to_string());
-                // Connected again (or for the first time, where there was no route at
-                // start): the source address is chosen anew, as the host's may have changed.
-                self.connected = self.socket.connect(self.config.collector).is_ok();
-                false
+        if self.waiting_bytes + message.bytes.len() > MAX_WAITING_BYTES {
+            self.refused(
+                &message,
+                format!("{MAX_WAITING_BYTES} bytes of messages wait for the link already"),
+            );
+            return false;
+        }
+        self.waiting_bytes += message.bytes.len();
+        self.waiting.push_back(message);
+        let mut went = true;
+        // Only the new message can be refused now: those before it were tried already.
+        let last = self.waiting.len();
+        self.send_waiting_until(last, &mut went);
+        went
+    }
+
+    /// Sends what waits, in order, until the socket has no room.
+    fn send_waiting(&mut self) {
+        let mut went = true;
+        self.send_waiting_until(self.waiting.len(), &mut went);
+    }
+
+    /// [`FlowExporter::send_waiting`]; `went` false if the `nth` (1-based) was refused.
+    fn send_waiting_until(&mut self, nth: usize, went: &mut bool) {
+        let mut tried = 0;
+        while let Some(w) = self.waiting.pop_front() {
+            tried += 1;
+            let sent = match self.connected {
+                true => self.socket.send(&w.bytes),
+                false => self.socket.send_to(&w.bytes, self.config.collector),
+            };
+            match sent {
+                Ok(_) => {
+                    self.waiting_bytes -= w.bytes.len();
+                    self.stats.messages += 1;
+                    self.stats.records += w.flow_records;
+                    self.stats.templates += u64::from(w.template);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.waiting.push_front(w);
+                    return;
+                }
+                Err(e) => {
+                    self.waiting_bytes -= w.bytes.len();
+                    *went &= tried != nth;
+                    self.refused(&w, e.to_string());
+                    // Connected again (or for the first time, where there was no route at
+                    // start): the source address is chosen anew, as the host's may have
+                    // changed.
+                    self.connected = self.socket.connect(self.config.collector).is_ok();
+                }
             }
         }
+    }
+
+    /// Counts message `w` as refused, its records lost, for `why`.
+    fn refused(&mut self, w: &Waiting, why: String) {
+        self.stats.send_errors += 1;
+        self.stats.lost_records += w.flow_records;
+        self.last_error = Some(why);
     }
 }
 
