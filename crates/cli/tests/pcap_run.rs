@@ -490,7 +490,7 @@ fn next_ex_nonblocking_mode_and_a_breakloop_from_another_thread() {
     // other thread while the loop blocked (all 500 passed no filter, none dropped); and the
     // breakloop from that thread woke the blocked loop, which says PCAP_ERROR_BREAK.
     let want = format!(
-        "unactivated -3\nnonblock 0\nnext 500 bytes {bytes}\nstats 0 recv 500 drop 0\nloop -2\n"
+        "unactivated -3\ncompile -1: not-yet-activated pcap_t passed to pcap_compile\nnonblock 0\nnext 500 bytes {bytes}\nstats 0 recv 500 drop 0\nloop -2\n"
     );
     assert_eq!(out, want, "{err}");
     net.assert_no_xdp();

@@ -96,6 +96,7 @@ real_functions! {
     fn pcap_setnonblock(p: *mut PcapT, nonblock: c_int, errbuf: *mut c_char) -> c_int;
     fn pcap_getnonblock(p: *mut PcapT, errbuf: *mut c_char) -> c_int;
     fn pcap_setfilter(p: *mut PcapT, fp: *mut BpfProgram) -> c_int;
+    fn pcap_compile(p: *mut PcapT, fp: *mut BpfProgram, text: *const c_char, optimize: c_int, netmask: u32) -> c_int;
     fn pcap_setdirection(p: *mut PcapT, d: c_int) -> c_int;
     fn pcap_stats(p: *mut PcapT, ps: *mut PcapStat) -> c_int;
     fn pcap_inject(p: *mut PcapT, buf: *const c_void, size: usize) -> c_int;

@@ -6,6 +6,7 @@
  *
  * usage: reader DEVICE COUNT   says "ready" on stderr once open, then on stdout:
  *        unactivated N         pcap_next_ex's answer before pcap_activate
+ *        compile N: TEXT       pcap_compile's answer before pcap_activate, and its error
  *        nonblock N            pcap_next_ex's answer with nothing waiting
  *        next N bytes B        packets read with pcap_next_ex and their captured bytes
  *        stats recv R drop D   pcap_stats, asked from the other thread
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
 	struct pcap_pkthdr *hdr;
 	const u_char *data;
 	long want, got = 0, bytes = 0;
+	struct bpf_program early;
 	pthread_t thread;
 	pcap_t *p;
 	int r;
@@ -58,6 +60,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("unactivated %d\n", pcap_next_ex(p, &hdr, &data));
+	r = pcap_compile(p, &early, "udp", 1, PCAP_NETMASK_UNKNOWN);
+	printf("compile %d: %s\n", r, r == 0 ? "" : pcap_geterr(p));
+	if (r == 0)
+		pcap_freecode(&early);
 	pcap_set_snaplen(p, 65535);
 	pcap_set_timeout(p, 100);
 	pcap_set_immediate_mode(p, 1);

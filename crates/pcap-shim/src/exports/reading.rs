@@ -1,7 +1,7 @@
 //! Reading: pcap_loop, pcap_dispatch, pcap_next, pcap_next_ex, pcap_breakloop, the
 //! selectable descriptor, and the filter.
 
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
 
 use wirespeed_capture::filter::{Insn, Program};
@@ -131,6 +131,26 @@ unsafe extern "C" fn pcap_fileno(p: *mut PcapT) -> c_int {
         // SAFETY: the caller's handle, passed on.
         None => unsafe { real::pcap_fileno(p) },
     }
+}
+
+/// As libpcap, a filter compiles for an activated handle only (its link type and snapshot
+/// are known then); the real libpcap would compile one for our dead handle at any time.
+#[unsafe(no_mangle)]
+unsafe extern "C" fn pcap_compile(
+    p: *mut PcapT,
+    fp: *mut BpfProgram,
+    text: *const c_char,
+    optimize: c_int,
+    netmask: u32,
+) -> c_int {
+    if let Some(h) = registry::find(p)
+        && !h.activated()
+    {
+        h.set_error("not-yet-activated pcap_t passed to pcap_compile");
+        return PCAP_ERROR;
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { real::pcap_compile(p, fp, text, optimize, netmask) }
 }
 
 /// A filter compiled by the real libpcap (pcap_compile on our dead Ethernet handle), run
