@@ -146,14 +146,14 @@ impl Summary {
     fn write_text(&self, text: &mut String) {
         let _ = writeln!(
             text,
-            "{} on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s",
+            "{} on {} ({} {}): {} packets in {:.2}s = {}, {:.1} Mbit/s",
             self.mode,
             self.port,
             self.backend,
             self.xdp_mode,
             self.packets,
             self.seconds,
-            self.mpps,
+            crate::run::meter::rate_text(self.mpps),
             self.mbps
         );
         let nonzero: Vec<String> = self
@@ -178,11 +178,11 @@ impl Summary {
             let queues: Vec<String> = t.queues.iter().map(u32::to_string).collect();
             let _ = writeln!(
                 text,
-                "  CPU {} (queues {}): {} packets = {:.3} Mpps, drops {}, busy {:.0}%",
+                "  CPU {} (queues {}): {} packets = {}, drops {}, busy {:.0}%",
                 t.cpu,
                 queues.join(","),
                 t.packets,
-                t.mpps,
+                crate::run::meter::rate_text(t.mpps),
                 t.drops_total,
                 t.busy * 100.0
             );

@@ -275,9 +275,9 @@ impl GenSummary {
             false => "the port or this CPU cannot go faster".to_string(),
         };
         Some(format!(
-            "the asked rate was not reached: {rate} asked, {:.3} Mpps ({:.1} Mbit/s on the \
+            "the asked rate was not reached: {rate} asked, {} ({:.1} Mbit/s on the \
              wire) sent, {:.0} % of it: {why}",
-            self.mpps,
+            crate::run::meter::rate_text(self.mpps),
             self.wire_mbps,
             share * 100.0
         ))
@@ -299,14 +299,14 @@ impl GenSummary {
         }
         let _ = write!(
             text,
-            "gen on {} ({} {}, {} engine): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s on the wire",
+            "gen on {} ({} {}, {} engine): {} packets in {:.2}s = {}, {:.1} Mbit/s on the wire",
             self.port,
             self.backend,
             self.xdp_mode,
             self.engine,
             self.packets - self.not_sent.min(self.packets),
             self.seconds,
-            self.mpps,
+            crate::run::meter::rate_text(self.mpps),
             self.wire_mbps
         );
         let _ = match self.not_sent {

@@ -49,13 +49,13 @@ pub fn print(s: &RecvSummary, json: bool) {
         return;
     }
     println!(
-        "recv on {} ({} {}): {} packets in {:.2}s = {:.3} Mpps, {:.1} Mbit/s; {} not from a generator, {} receive drops",
+        "recv on {} ({} {}): {} packets in {:.2}s = {}, {:.1} Mbit/s; {} not from a generator, {} receive drops",
         s.port,
         s.backend,
         s.xdp_mode,
         s.packets,
         s.seconds,
-        s.mpps,
+        crate::run::meter::rate_text(s.mpps),
         s.mbps,
         s.not_test_frames,
         s.drops_total

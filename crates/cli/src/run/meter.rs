@@ -418,6 +418,19 @@ impl CpuReport {
     }
 }
 
+/// A summary's packet rate: Mpps from 10 kpps up, else kpps or packets a second, so that
+/// a slow run (a ping's rate) does not read `0.000 Mpps`. (`--json` has `mpps` as it is.)
+pub fn rate_text(mpps: f64) -> String {
+    let pps = mpps * 1e6;
+    if pps >= 10_000.0 || pps == 0.0 {
+        format!("{mpps:.3} Mpps")
+    } else if pps >= 1_000.0 {
+        format!("{:.2} kpps", pps / 1e3)
+    } else {
+        format!("{pps:.1} pps")
+    }
+}
+
 /// The CPU clock in MHz as the kernel reports it (/proc/cpuinfo): on a VM, the host's
 /// nominal clock, which turns CPU time into cycles.
 pub fn cpu_mhz() -> Option<f64> {
@@ -461,6 +474,15 @@ pub fn port_status(port: &mut dyn wirespeed_port::Port) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slow_rates_read_in_their_own_unit() {
+        assert_eq!(rate_text(14.2), "14.200 Mpps");
+        assert_eq!(rate_text(0.01), "0.010 Mpps");
+        assert_eq!(rate_text(0.0025), "2.50 kpps");
+        assert_eq!(rate_text(0.000_1), "100.0 pps");
+        assert_eq!(rate_text(0.0), "0.000 Mpps");
+    }
 
     #[test]
     fn a_batch_near_the_count_holds_only_what_is_left() {
