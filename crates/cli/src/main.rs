@@ -55,7 +55,7 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Capture(args) => capture::run(args),
@@ -75,4 +75,22 @@ fn main() {
         // signal would have ended it.
         std::process::exit(run::signals::exit_status(&e).unwrap_or(1));
     }
+}
+
+/// A command line clap refused: its message, and status 2 as for any tool; but 1 for
+/// `ctl`, as ovs-ofctl's, whose `diff-flows` says 2 for "the flows differ" (a script would
+/// read a typo as a difference). ovs-ofctl's first word is a bridge; ctl has none to take.
+fn usage_error(e: clap::Error) -> ! {
+    let ctl = std::env::args().nth(1).as_deref() == Some("ctl");
+    if !ctl || !e.use_stderr() {
+        e.exit();
+    }
+    let _ = e.print();
+    if e.kind() == clap::error::ErrorKind::UnknownArgument {
+        eprintln!(
+            "note: ctl talks to one switch through its control socket (--ctl PATH): it \
+             takes no bridge name, as ovs-ofctl does"
+        );
+    }
+    std::process::exit(1);
 }

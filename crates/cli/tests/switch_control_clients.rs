@@ -59,6 +59,28 @@ fn silent_clients_delay_nobody_and_failed_means_not_done() {
     assert!(err.contains(&format!("{}...(", &flow[..60])), "{err}");
 }
 
+/// ovs-ofctl's first word is the bridge; ctl has none to take. `ctl diff-flows br0 FILE`
+/// is refused with status 1 and says so: clap's 2 is what diff-flows says when the flows
+/// differ, so a script read the typo as a difference.
+#[test]
+fn a_bridge_name_given_to_ctl_is_a_usage_error_of_status_1() {
+    for argv in [
+        &["ctl", "diff-flows", "br0", "switch.flows"][..],
+        &["ctl", "add-flow", "br0", "in_port=1,actions=drop"],
+    ] {
+        let out = sh(&[&[wirespeed()][..], argv].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{argv:?}: {err}");
+        assert!(
+            err.contains("unexpected argument") && err.contains("it takes no bridge name"),
+            "{argv:?}: {err}"
+        );
+    }
+    // Any other tool's usage error is still 2, as clap's.
+    let out = sh(&[wirespeed(), "gen", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// A switch that does not answer (stopped: SIGSTOP) is said so once `--timeout` is up, and
 /// ctl exits 1, instead of waiting for ever; `top` says so too, within its own few seconds.
 #[test]
