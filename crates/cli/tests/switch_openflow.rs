@@ -421,6 +421,33 @@ fn tls_without_its_files_or_with_a_bad_one_is_refused_before_anything_opens() {
     let key = format!("--private-key={}", &*ours.key);
     let err = run(&["--controller", "ssl:127.0.0.1", &key, &cert, &missing]);
     assert!(err.contains(".missing: No such file or directory"), "{err}");
+    // What only an OpenFlow side (or a TLS one) uses is refused without it, not ignored:
+    // a secure fail mode forwarded as a learning switch, and the others did nothing.
+    for (extra, says) in [
+        (
+            &["--fail-mode", "secure"][..],
+            "--fail-mode secure: says what the switch does while no --controller is connected",
+        ),
+        (
+            &["--datapath-id", "0xabc"],
+            "--datapath-id: is what controllers see; give --openflow or --controller",
+        ),
+        (
+            &[&key[..]],
+            "--private-key: is for ssl: and pssl: targets, and none is given",
+        ),
+        (
+            &["--openflow", "ptcp:", &cert],
+            "--certificate: is for ssl: and pssl: targets, and none is given",
+        ),
+        (
+            &["--duration", "inf"],
+            "--duration inf: must be more than 0 seconds and at most a year",
+        ),
+    ] {
+        let err = run(extra);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
 }
 
 /// Waits for a child to exit (at most `limit`, then kills it): its output.

@@ -222,6 +222,7 @@ fn port_notes(bridge: &mut Bridge) -> Vec<String> {
 
 pub fn run(args: SwitchArgs) -> anyhow::Result<()> {
     args.port.validate()?;
+    crate::run::meter::check_seconds("--duration", args.duration)?;
     let (ports, tunnels) = numbered_ports(&args.ports)?;
     let specs: Vec<(u32, String)> = ports.iter().map(|(n, s)| (*n, s.to_string())).collect();
     let names = PortNames::of_bridge(

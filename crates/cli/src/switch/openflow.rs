@@ -90,12 +90,33 @@ impl OpenFlowArgs {
         }
         self.datapath_id()?;
         self.tls(&targets)?;
+        // What only an OpenFlow side uses is refused without one, not ignored.
+        if targets.is_empty() {
+            if self.fail_mode == FailMode::Secure {
+                bail!(
+                    "--fail-mode secure: says what the switch does while no --controller is \
+                     connected; without --controller or --openflow it forwards as a learning \
+                     switch (give flows with --flows, or a controller)"
+                );
+            }
+            if self.datapath_id.is_some() {
+                bail!("--datapath-id: is what controllers see; give --openflow or --controller");
+            }
+        }
         Ok(targets)
     }
 
     /// The TLS set-up when a target wants it, the files read and checked.
     pub fn tls(&self, targets: &[Target]) -> anyhow::Result<Option<TlsConfig>> {
         let Some(target) = targets.iter().find(|t| t.transport() == Transport::Tls) else {
+            let given = [
+                ("--private-key", self.private_key.is_some()),
+                ("--certificate", self.certificate.is_some()),
+                ("--ca-cert", self.ca_cert.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                bail!("{flag}: is for ssl: and pssl: targets, and none is given");
+            }
             return Ok(None);
         };
         let (Some(private_key), Some(certificate), Some(ca_cert)) =

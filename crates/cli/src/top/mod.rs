@@ -72,9 +72,9 @@ pub struct TopArgs {
 const SHORTEST_INTERVAL: f64 = 0.1;
 
 pub fn run(args: TopArgs) -> anyhow::Result<()> {
-    if !(args.interval >= SHORTEST_INTERVAL && args.interval.is_finite()) {
+    if !(SHORTEST_INTERVAL..=86400.0).contains(&args.interval) {
         bail!(
-            "--interval {}: give seconds, at least {SHORTEST_INTERVAL}",
+            "--interval {}: give seconds, at least {SHORTEST_INTERVAL} and at most a day",
             args.interval
         );
     }
