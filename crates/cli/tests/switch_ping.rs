@@ -63,6 +63,12 @@ fn ping_both_ways_and_a_drop_rule_stops_it() {
             && !port2.contains("bridge:"),
         "{port2}"
     );
+    // By name too, as ovs-ofctl takes it (it said "no such port").
+    let named = s.ctl_ok(&["dump-ports", &s.c.mb]);
+    assert!(
+        named.starts_with("OFPST_PORT reply: 1 ports\n  port  2: rx pkts="),
+        "{named}"
+    );
     // add-flows - reads the flows from standard input.
     let flows = b"priority=7,arp,actions=normal\npriority=8,icmp,actions=normal\n";
     let done = s.ctl_with_input(&["add-flows", "-"], flows);

@@ -112,7 +112,7 @@ fn run(bridge: &mut Bridge, request: &Request) -> Response {
             return Response::error(format!("{command} takes no argument (got '{arg}')"));
         }
         "dump-ports" => {
-            return match port_selector(bridge, arg) {
+            return match port_selector(bridge, &names, arg) {
                 Ok(only) if json => Response::ok(ctl_json::ports(bridge, only).to_string()),
                 Ok(only) => Response::ok(dump_ports(bridge, only)),
                 Err(e) => Response::error(e),
@@ -384,15 +384,25 @@ pub fn port_totals(snapshots: &[PmdSnapshot]) -> (Vec<PortStats>, BridgeCounters
 }
 
 /// ovs-ofctl dump-ports' shape, with wirespeed's drop reasons after it.
-/// `dump-ports [PORT]`: every port, or the one named.
-fn port_selector(bridge: &Bridge, arg: &str) -> Result<Option<u32>, String> {
+/// `dump-ports [PORT]`: every port, or the one given by number or by name (as ovs-ofctl
+/// takes it: its interface's, or a tunnel port's).
+fn port_selector(bridge: &Bridge, names: &PortNames, arg: &str) -> Result<Option<u32>, String> {
     if arg.is_empty() {
         return Ok(None);
     }
     let mut numbers = bridge.numbers().to_vec();
     numbers.extend(bridge.tunnels().ports.iter().map(|t| t.number));
-    match arg.parse::<u32>() {
-        Ok(n) if numbers.contains(&n) => Ok(Some(n)),
+    let named = names.numbers_of(arg);
+    match (arg.parse::<u32>(), named) {
+        (Ok(n), _) if numbers.contains(&n) => Ok(Some(n)),
+        (_, [n]) => Ok(Some(*n)),
+        (_, [_, ..]) => {
+            let ports: Vec<String> = named.iter().map(u32::to_string).collect();
+            Err(format!(
+                "dump-ports {arg}: names ports {} (one a queue): give the number",
+                ports.join(" and ")
+            ))
+        }
         _ => {
             let known: Vec<String> = numbers.iter().map(u32::to_string).collect();
             Err(format!(

@@ -46,6 +46,11 @@ impl PortNames {
         PortNames::new(devices.chain(tunnels))
     }
 
+    /// The ports named `name` (none, one, or one a queue where ports share an interface).
+    pub fn numbers_of(&self, name: &str) -> &[u32] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
     /// `text` (a flow, a match, or lines of flows) with every port name in it numbered;
     /// a name no port has is refused, naming it.
     pub fn number_in(&self, text: &str) -> Result<String, FlowError> {
