@@ -125,6 +125,11 @@ pub enum ControlError {
          a change asked for may still take effect (look with dump-flows)"
     )]
     NoAnswer(PathBuf, f64),
+    #[error(
+        "{0}: the switch closed the connection without answering (stopping?); a change asked \
+         for may or may not have taken effect (look with dump-flows)"
+    )]
+    ClosedWithoutAnswer(PathBuf),
 }
 
 /// The listening socket; removed when dropped.
@@ -404,6 +409,9 @@ pub fn request_within(
             }
             _ => io("send")(e),
         })?;
+        // Sent whole, and the end of the stream came back: a switch that took the request
+        // and stopped (or died) before it answered.
+        return Err(ControlError::ClosedWithoutAnswer(path.to_path_buf()));
     }
     serde_json::from_str(&answer)
         .map_err(|e| ControlError::NotOurs(path.to_path_buf(), format!("answered {e}")))
@@ -439,6 +447,33 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// A switch that reads the request and closes without answering (it stopped meanwhile)
+    /// is said so: the request may have taken effect. (It was "not a wirespeed control
+    /// socket", for the empty answer that would not parse.)
+    #[test]
+    fn a_switch_that_closes_without_answering_is_said_so() {
+        let dir = Dir::new("closed");
+        let path = dir.0.join("switch.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let switch = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut conn), &mut line)
+                .unwrap();
+        });
+        let show = Request {
+            command: "add-flow".to_string(),
+            args: vec!["actions=drop".to_string()],
+        };
+        let err = request(&path, &show).unwrap_err();
+        switch.join().unwrap();
+        assert!(
+            matches!(err, ControlError::ClosedWithoutAnswer(_))
+                && err.to_string().contains("may or may not have taken effect"),
+            "{err}"
+        );
     }
 
     #[test]
