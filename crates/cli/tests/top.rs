@@ -435,6 +435,52 @@ fn piped_it_prints_plain_lines_and_stops_after_count() {
     }
 }
 
+/// With --count, a tool gone for good is not waited for for ever: each failed reading is
+/// one of the updates asked for, and top then exits with the failure (it said the failure
+/// each interval and never ended, holding up the script that waited for its count).
+#[test]
+fn a_count_ends_when_the_tool_is_gone() {
+    let exporter = FakeExporter::start(Answer::Metrics);
+    let port = exporter.addr.rsplit(':').next().unwrap().to_string();
+    let mut child = std::process::Command::new(wirespeed())
+        .args([
+            "top",
+            "--metrics",
+            &port,
+            "--count",
+            "5",
+            "--interval",
+            "0.2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(exporter);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("top --count 5 went on after its tool was gone");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("wirespeed: error:"), "{err}");
+}
+
 #[test]
 fn json_lines_hold_exact_rates() {
     let exporter = FakeExporter::start(Answer::Metrics);

@@ -35,7 +35,13 @@ pub fn run(watch: Watch, first: Scrape, json: bool) -> anyhow::Result<()> {
         let now = match watch.readings.recv_timeout(STOP_CHECK) {
             Ok(Ok(now)) => now,
             Ok(Err(e)) => {
-                // The tool may come back (a restart): say so and keep trying.
+                // The tool may come back (a restart): say so and keep trying. With --count
+                // a failed reading is one of the updates asked for, so a script waiting for
+                // them ends, with the failure, when the tool is gone.
+                updates += 1;
+                if watch.count.is_some_and(|count| updates >= count) {
+                    bail!("{e}");
+                }
                 eprintln!("wirespeed top: {e}");
                 continue;
             }
