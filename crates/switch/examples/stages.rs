@@ -141,7 +141,7 @@ fn tunnel(frames: &[Vec<u8>], len: usize, kind: &str) -> (TunnelPlane, Vec<Vec<u
         .map(|f| {
             let mut packet = vec![0u8; OUTER_LEN];
             packet.extend_from_slice(&f[HEADROOM..HEADROOM + len]);
-            let at = far.push(&mut packet, 42);
+            let at = far.push(&mut packet, 42, 0);
             packet.split_off(at)
         })
         .collect();

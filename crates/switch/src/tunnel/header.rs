@@ -82,6 +82,8 @@ pub struct OuterTemplate {
     kind: TunnelKind,
     /// GRE: where the key goes; 0 when none is sent. (Bytes, to keep the template small.)
     gre_key_at: u8,
+    /// DF set: the ID stays 0; clear, each packet gets the one it is given.
+    df: bool,
 }
 
 impl OuterTemplate {
@@ -149,45 +151,56 @@ impl OuterTemplate {
             csum: config.csum,
             kind: config.kind,
             gre_key_at,
+            df: config.df,
         }
     }
 
     /// Writes the outer headers into `packet[..OUTER_LEN]`, in front of the inner frame
-    /// that fills the rest of it, with key (VNI) `vni`. The packet to send starts the
-    /// returned number of bytes in (0 but for GRE, whose headers are shorter than the room).
+    /// that fills the rest of it, with key (VNI) `vni` and, where DF is clear, IPv4 ID
+    /// `ip_id`. The packet to send starts the returned number of bytes in (0 but for GRE,
+    /// whose headers are shorter than the room).
     #[inline]
     #[must_use = "the packet to send starts this many bytes into the room"]
-    pub fn push(&self, packet: &mut [u8], vni: u32) -> usize {
+    pub fn push(&self, packet: &mut [u8], vni: u32, ip_id: u16) -> usize {
         let (room, inner) = packet.split_at_mut(OUTER_LEN);
         let room: &mut [u8; OUTER_LEN] = room.try_into().expect("the outer headers' room");
         *room = self.bytes;
         // Each kind apart: VXLAN's and Geneve's offsets are constants (no bounds checks).
         match self.kind {
             TunnelKind::Vxlan | TunnelKind::Geneve => {
-                self.push_udp(room, inner, vni);
+                self.push_udp(room, inner, vni, ip_id);
                 0
             }
             TunnelKind::Gre => {
-                self.push_gre(room, inner, vni);
+                self.push_gre(room, inner, vni, ip_id);
                 usize::from(self.at)
             }
         }
     }
 
-    /// Writes the outer IPv4 header's length and checksum for `ip` (the header) and an inner
-    /// frame of `inner_len`; the packet's length on the IP layer.
+    /// Writes the outer IPv4 header's length, ID and checksum for `ip` (the header) and an
+    /// inner frame of `inner_len`; the packet's length on the IP layer. A packet routers may
+    /// fragment (DF clear) carries `ip_id`, for the far end to reassemble it by (RFC 6864):
+    /// with every one 0, fragments of different packets would be put together.
     #[inline(always)]
-    fn set_ip_len(&self, ip: &mut [u8], outer_len: usize, inner_len: usize) -> u16 {
+    fn set_ip_len(&self, ip: &mut [u8], outer_len: usize, inner_len: usize, ip_id: u16) -> u16 {
         let ip_len = (outer_len - ETHERNET_LEN + inner_len) as u16;
         ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-        let sum = checksum::fold(u64::from(self.ip_sum + u32::from(ip_len)));
+        let id = if self.df { 0 } else { ip_id };
+        ip[4..6].copy_from_slice(&id.to_be_bytes());
+        let sum = checksum::fold(u64::from(self.ip_sum + u32::from(ip_len) + u32::from(id)));
         ip[10..12].copy_from_slice(&(!sum).to_be_bytes());
         ip_len
     }
 
     #[inline]
-    fn push_udp(&self, outer: &mut [u8; OUTER_LEN], inner: &[u8], vni: u32) {
-        let ip_len = self.set_ip_len(&mut outer[ETHERNET_LEN..UDP_AT], OUTER_LEN, inner.len());
+    fn push_udp(&self, outer: &mut [u8; OUTER_LEN], inner: &[u8], vni: u32, ip_id: u16) {
+        let ip_len = self.set_ip_len(
+            &mut outer[ETHERNET_LEN..UDP_AT],
+            OUTER_LEN,
+            inner.len(),
+            ip_id,
+        );
         let udp_len = ip_len - IPV4_LEN as u16;
         outer[UDP_AT..UDP_AT + 2].copy_from_slice(&source_port(inner).to_be_bytes());
         outer[UDP_AT + 4..UDP_AT + 6].copy_from_slice(&udp_len.to_be_bytes());
@@ -208,13 +221,14 @@ impl OuterTemplate {
     }
 
     #[inline]
-    fn push_gre(&self, room: &mut [u8; OUTER_LEN], inner: &[u8], key: u32) {
+    fn push_gre(&self, room: &mut [u8; OUTER_LEN], inner: &[u8], key: u32, ip_id: u16) {
         let at = usize::from(self.at);
         let ip_at = at + ETHERNET_LEN;
         self.set_ip_len(
             &mut room[ip_at..ip_at + IPV4_LEN],
             OUTER_LEN - at,
             inner.len(),
+            ip_id,
         );
         if self.gre_key_at != 0 {
             let key_at = usize::from(self.gre_key_at);
@@ -576,9 +590,26 @@ mod tests {
         );
         let mut packet = vec![0u8; OUTER_LEN];
         packet.extend_from_slice(&inner());
-        let at = template.push(&mut packet, vni);
+        let at = template.push(&mut packet, vni, 0x1234);
         assert_eq!(at, OUTER_LEN - outer_len(config));
         packet.split_off(at)
+    }
+
+    /// DF set (the default), the outer ID is 0; clear, each packet carries the ID it is
+    /// given, in the header checksum too: fragments of two packets a router cut are never
+    /// put together at the far end.
+    #[test]
+    fn packets_routers_may_fragment_carry_an_id_each() {
+        for kind in ["vxlan", "gre"] {
+            let with_df = pushed(&config(kind), 1);
+            assert_eq!(&with_df[18..20], &[0, 0], "{kind}: DF set");
+            let mut no_df = config(kind);
+            no_df.df = false;
+            let packet = pushed(&no_df, 1);
+            assert_eq!(&packet[18..20], &[0x12, 0x34], "{kind}: the ID given");
+            assert_eq!(packet[20] & 0x40, 0, "{kind}: DF clear");
+            assert!(checksum::verify(&packet[14..34]), "{kind}: IPv4 checksum");
+        }
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub struct TunnelPlane {
     next_forget: Vec<Duration>,
     /// Per tunnel, in [`Tunnels::ports`]' order.
     pub counters: Vec<TunnelCounters>,
+    /// The outer IPv4 ID of the last packet pushed (used where DF is clear): a count of
+    /// this thread's, from where the clock put it, so threads seldom share a run of IDs.
+    ip_id: u16,
     /// Per tunnel, what its outer headers add to an IPv4 packet ([`TunnelPort::mtu`]'s
     /// check), worked out once.
     ip_overheads: Vec<usize>,
@@ -225,6 +228,9 @@ impl TunnelPlane {
             by_remote: vec![HashMap::default(); tunnels.ports.len()],
             next_forget: vec![Duration::ZERO; tunnels.ports.len()],
             counters: vec![TunnelCounters::default(); tunnels.ports.len()],
+            ip_id: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as u16),
             ip_overheads: tunnels
                 .ports
                 .iter()
@@ -407,18 +413,20 @@ impl TunnelPlane {
         };
         let vni = port.config.vni(out.id);
         let generation = self.tunnels.neighbours.generation();
+        self.ip_id = self.ip_id.wrapping_add(1);
+        let ip_id = self.ip_id;
         let resolved = self.slot(t, remote);
         if let Some(template) = &resolved.template
             && resolved.generation == generation
             && now < resolved.next_look
         {
-            let at = template.push(packet, vni);
+            let at = template.push(packet, vni, ip_id);
             let counters = &mut self.counters[t];
             counters.encap_packets += 1;
             counters.encap_bytes += inner_len as u64;
             return Ok(at);
         }
-        self.push_resolving(t, remote, packet, vni, now)
+        self.push_resolving(t, remote, packet, (vni, ip_id), now)
     }
 
     /// Whether the underlay's MTU, read again (at most every [`MTU_LOOK`] per tunnel), now
@@ -491,7 +499,7 @@ impl TunnelPlane {
         t: usize,
         remote: Ipv4Addr,
         packet: &mut [u8],
-        vni: u32,
+        (vni, ip_id): (u32, u16),
         now: Duration,
     ) -> Result<usize, EncapDrop> {
         self.forget_idle_far_ends(t, now);
@@ -499,7 +507,7 @@ impl TunnelPlane {
         self.resolve(t, remote, generation, now);
         let resolved = self.slot(t, remote);
         let pushed = match &resolved.template {
-            Some(template) => Ok(template.push(packet, vni)),
+            Some(template) => Ok(template.push(packet, vni, ip_id)),
             None => Err(resolved.failure.unwrap_or(EncapDrop::NoNeighbour)),
         };
         let counters = &mut self.counters[t];
@@ -731,7 +739,11 @@ mod tests {
         let template = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, src, LOCAL);
         let mut packet = vec![0u8; OUTER_LEN];
         packet.extend_from_slice(inner);
-        assert_eq!(template.push(&mut packet, vni), 0, "VXLAN fills the room");
+        assert_eq!(
+            template.push(&mut packet, vni, 0),
+            0,
+            "VXLAN fills the room"
+        );
         packet
     }
 
@@ -1025,7 +1037,7 @@ mod tests {
         let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, REMOTE, LOCAL);
         let mut arriving = vec![0u8; OUTER_LEN];
         arriving.extend_from_slice(&[7u8; 60]);
-        let at = far.push(&mut arriving, 42);
+        let at = far.push(&mut arriving, 42, 0);
         let arriving = &arriving[at..];
         let landing = plane.arrive(2, arriving, &[], now);
         let Landing::Tunnel { port, popped } = landing else {
@@ -1058,7 +1070,7 @@ mod tests {
             let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, from, LOCAL);
             let mut packet = vec![0u8; OUTER_LEN];
             packet.extend_from_slice(&[7u8; 60]);
-            let at = far.push(&mut packet, key);
+            let at = far.push(&mut packet, key, 0);
             packet.split_off(at)
         };
         let to_a = format!("gre:remote_ip={LOCAL},key=flow");
@@ -1115,7 +1127,7 @@ mod tests {
             let far = OuterTemplate::new(&config, MacAddr([2, 0, 0, 0, 0, 2]), MAC, REMOTE, to);
             let mut packet = vec![0u8; OUTER_LEN];
             packet.extend_from_slice(&[7u8; 60]);
-            let at = far.push(&mut packet, if kind == "gre" { 0 } else { 42 });
+            let at = far.push(&mut packet, if kind == "gre" { 0 } else { 42 }, 0);
             packet.split_off(at)
         };
         for (kind, to, underlay, want) in [
