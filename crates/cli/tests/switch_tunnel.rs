@@ -567,6 +567,30 @@ fn a_next_hop_not_known_is_asked_for_by_arp_and_answered_by_the_far_switch() {
     assert!(!neighbours.contains(B_UNDERLAY), "{neighbours}");
 }
 
+/// The host's table has the far underlay address with a MAC address that is no longer
+/// its (an entry the kernel keeps as STALE, which /proc/net/arp calls complete): switch A
+/// uses it, but asks by ARP at once, and switch B's answer puts the right one in. (The
+/// entry was taken as fresh for 30 s: every packet to the far end went to a MAC no one has.)
+#[test]
+fn a_stale_entry_in_the_host_s_table_is_checked_by_arp() {
+    // The kernel's vxlan device: its host drops frames to a MAC address not its own.
+    let mut t = Tunnelled::new("tk", Far::Kernel);
+    t.kernel_tunnel("vxlan", 42);
+    t.hosts_know_each_other();
+    let stale = ["lladdr", "02:de:ad:00:be:ef", "dev", &t.ua, "nud", "stale"];
+    must(
+        &[
+            &["ip", "-n", &t.ns_sa, "neigh", "replace", B_UNDERLAY][..],
+            &stale,
+        ]
+        .concat(),
+    );
+    t.start_a(&format!("vxlan:remote_ip={B_UNDERLAY},key=42"), JOIN);
+    let answered = ping_waiting(&t.ns_ha, "10.9.0.2", 5, 4, "56");
+    assert!(answered >= 4, "{answered} of 5 answered");
+    t.stop_a();
+}
+
 /// A frame that would be longer than the underlay's MTU once pushed is never sent, whole or
 /// cut: it is counted as too_big and, with DF set, answered with ICMP "fragmentation needed"
 /// naming the MTU that fits, as the kernel answers for a tunnel device on a bridge. So hosts

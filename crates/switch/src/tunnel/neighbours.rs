@@ -254,22 +254,36 @@ fn best_route(table: &str, dst: Ipv4Addr) -> Option<Route> {
 }
 
 /// The host's neighbour entry for `ip` on `iface`, if complete, from `/proc/net/arp`.
-pub fn kernel_neighbour(ip: Ipv4Addr, iface: &str) -> Option<MacAddr> {
+pub fn kernel_neighbour(ip: Ipv4Addr, iface: &str) -> Option<KernelNeighbour> {
     let table = std::fs::read_to_string("/proc/net/arp").ok()?;
     neighbour_in(&table, ip, iface)
 }
 
-fn neighbour_in(table: &str, ip: Ipv4Addr, iface: &str) -> Option<MacAddr> {
+/// A complete entry of the host's neighbour table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelNeighbour {
+    pub mac: MacAddr,
+    /// Set by hand (`nud permanent`): never stale. Another "complete" entry may be one the
+    /// kernel keeps as STALE, no longer checked.
+    pub permanent: bool,
+}
+
+fn neighbour_in(table: &str, ip: Ipv4Addr, iface: &str) -> Option<KernelNeighbour> {
     const ATF_COM: u32 = 0x2;
+    const ATF_PERM: u32 = 0x4;
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let complete = f
+        let flags = f
             .get(2)
             .and_then(|flags| u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok())
-            .is_some_and(|flags| flags & ATF_COM != 0);
-        (f.len() >= 6 && f[0].parse() == Ok(ip) && f[5] == iface && complete)
+            .unwrap_or(0);
+        (f.len() >= 6 && f[0].parse() == Ok(ip) && f[5] == iface && flags & ATF_COM != 0)
             .then(|| f[3].parse().ok())
             .flatten()
+            .map(|mac| KernelNeighbour {
+                mac,
+                permanent: flags & ATF_PERM != 0,
+            })
     })
 }
 
@@ -351,11 +365,22 @@ ul0\t0032A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         let table = "IP address       HW type     Flags       HW address            Mask     Device\n\
 192.168.50.2     0x1         0x2         02:00:00:00:00:0b     *        ul0\n\
 192.168.50.3     0x1         0x0         00:00:00:00:00:00     *        ul0\n\
-192.168.50.4     0x1         0x2         02:00:00:00:00:0c     *        eth0\n";
+192.168.50.4     0x1         0x2         02:00:00:00:00:0c     *        eth0\n\
+192.168.50.5     0x1         0x6         02:00:00:00:00:0d     *        ul0\n";
         let ip = |last| Ipv4Addr::new(192, 168, 50, last);
         assert_eq!(
             neighbour_in(table, ip(2), "ul0"),
-            Some(MacAddr([2, 0, 0, 0, 0, 0xb]))
+            Some(KernelNeighbour {
+                mac: MacAddr([2, 0, 0, 0, 0, 0xb]),
+                permanent: false
+            })
+        );
+        assert_eq!(
+            neighbour_in(table, ip(5), "ul0"),
+            Some(KernelNeighbour {
+                mac: MacAddr([2, 0, 0, 0, 0, 0xd]),
+                permanent: true
+            })
         );
         assert_eq!(neighbour_in(table, ip(3), "ul0"), None);
         assert_eq!(neighbour_in(table, ip(4), "ul0"), None);

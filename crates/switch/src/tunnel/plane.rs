@@ -602,11 +602,16 @@ impl TunnelPlane {
             Known::Stale(mac) => (Some(mac), true),
             Known::Unknown => {
                 neighbours.want(next_hop, now);
-                let mac = neighbours::kernel_neighbour(next_hop, &port.iface);
-                if let Some(mac) = mac {
-                    neighbours.learn(next_hop, mac, now);
+                let known = neighbours::kernel_neighbour(next_hop, &port.iface);
+                if let Some(k) = known {
+                    neighbours.learn(next_hop, k.mac, now);
                 }
-                (mac, mac.is_none())
+                // Asked even where the host's table has it, unless set by hand: the entry
+                // may be stale (the kernel's "complete" takes in STALE, and the redirect
+                // program takes the underlay's ARP from the kernel, so it is never
+                // refreshed there), and a far end whose MAC changed would get nothing for
+                // a whole freshness time.
+                (known.map(|k| k.mac), !known.is_some_and(|k| k.permanent))
             }
         };
         if ask {
