@@ -705,6 +705,14 @@ fn a_controller_may_name_ports_the_switch_lacks() {
         assert!(std::time::Instant::now() < deadline, "{}", unknown(&s));
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A fast failover bucket watching port 9 is never live: the group goes on to port 2.
+    s.ofctl_ok(&[
+        "add-group",
+        "group_id=2,type=ff,bucket=watch_port:9,output:9,bucket=watch_port:2,output:2",
+    ]);
+    s.ofctl_ok(&["add-flow", "priority=70,in_port=1,icmp,actions=group:2"]);
+    assert_eq!(s.ping(&s.c.ns_a, "10.9.0.2", 2), 2);
+    assert_eq!(unknown(&s), 6);
     // ctl keeps refusing them: on its command line a port the bridge lacks is a typo.
     let out = s.ctl(&["add-flow", "priority=70,icmp,actions=output:9"]);
     let err = String::from_utf8_lossy(&out.stderr);

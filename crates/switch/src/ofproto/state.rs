@@ -171,6 +171,13 @@ impl Ofproto {
         if !crate::openflow::reply::fits_a_reply(crate::openflow::reply::group_entry_len(&group)) {
             return Err(GroupError::TooLong);
         }
+        // A bucket watching a port the bridge lacks is never live, as in Open vSwitch: a
+        // fast failover group goes on to its next bucket, a select group leaves it out.
+        for watched in group.buckets.iter().filter_map(|b| b.watch_port) {
+            if !self.ports.contains(&watched) {
+                self.tables.set_port_live(watched, false);
+            }
+        }
         let _ = self.before_groups(&[group.id], &[], now);
         self.tables.set_group(group, replace, now)
     }
