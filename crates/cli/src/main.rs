@@ -81,7 +81,7 @@ fn main() {
 /// `ctl`, as ovs-ofctl's, whose `diff-flows` says 2 for "the flows differ" (a script would
 /// read a typo as a difference). ovs-ofctl's first word is a bridge; ctl has none to take.
 fn usage_error(e: clap::Error) -> ! {
-    let ctl = std::env::args().nth(1).as_deref() == Some("ctl");
+    let ctl = std::env::args_os().nth(1).is_some_and(|a| a == "ctl");
     if !ctl || !e.use_stderr() {
         e.exit();
     }

@@ -108,14 +108,15 @@ impl Receiver {
 
     /// The next received bytes; `None` at the end of the stream.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk<'_>>, ZcopyError> {
-        // Asked before every chunk, not only when the stream goes quiet: a sender faster
-        // than the receiver would otherwise keep a stop from being seen at all.
-        if self.stop.load(Ordering::Relaxed) {
-            return Err(ZcopyError::Stopped);
-        }
+        // Bytes received and counted are handed over first.
         if self.pending_copy > 0 {
             let n = std::mem::take(&mut self.pending_copy);
             return Ok(Some(Chunk::Copied(&self.copybuf[..n])));
+        }
+        // Asked before every receive, not only when the stream goes quiet: a sender faster
+        // than the receiver would otherwise keep a stop from being seen at all.
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(ZcopyError::Stopped);
         }
         if self.unmappable > 0 {
             let n = std::mem::take(&mut self.unmappable).min(self.copybuf.len());

@@ -263,6 +263,11 @@ impl FlowExporter {
                 Err(e) => {
                     self.waiting_bytes -= w.bytes.len();
                     *went &= tried != nth;
+                    // Templates that waited and were then refused go again at the next
+                    // tick, as those refused at once do.
+                    if w.template {
+                        self.templates_sent = None;
+                    }
                     self.refused(&w, e.to_string());
                     // Connected again (or for the first time, where there was no route at
                     // start): the source address is chosen anew, as the host's may have
