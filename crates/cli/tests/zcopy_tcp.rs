@@ -189,10 +189,15 @@ fn zero_copy_send_into_an_ordinary_tcp_receiver_is_intact() {
     }
 }
 
-/// `file` (SHA-256 `sum`) sent by `zcopy send` with `extra` options, 1 MiB a send, to a
-/// Python receiver that counts and hashes what it gets.
-fn send_to_python(p: &NetPair, file: &str, sum: &str, extra: &[&str]) {
-    let (mut server, mut lines) = python_server(
+/// A Python receiver in B on PORT that prints "listening", then, at the stream's end, the
+/// bytes it got and their SHA-256: it, and its lines.
+fn hashing_receiver(
+    p: &NetPair,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    python_server(
         &p.ns_b,
         &format!(
             "import socket,hashlib\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
@@ -200,7 +205,13 @@ fn send_to_python(p: &NetPair, file: &str, sum: &str, extra: &[&str]) {
              while True:\n  b=c.recv(1<<20)\n  if not b: break\n  h.update(b); n+=len(b)\n\
              print(n, h.hexdigest(), flush=True)"
         ),
-    );
+    )
+}
+
+/// `file` (SHA-256 `sum`) sent by `zcopy send` with `extra` options, 1 MiB a send, to a
+/// Python receiver that counts and hashes what it gets.
+fn send_to_python(p: &NetPair, file: &str, sum: &str, extra: &[&str]) {
+    let (mut server, mut lines) = hashing_receiver(p);
     let connect = format!("10.77.0.2:{PORT}");
     let mut args = vec![
         "zcopy",
@@ -369,15 +380,7 @@ fn a_file_read_from_a_pipe_is_sent_whole() {
     let p = link("zcf");
     let dir = TempDir::new("zcf");
     let (file, sum) = random_file(&dir, "in.bin", 3_000_001);
-    let (mut server, mut lines) = python_server(
-        &p.ns_b,
-        &format!(
-            "import socket,hashlib\nl=socket.socket(); l.bind(('10.77.0.2', {PORT})); l.listen(1)\n\
-             print('listening', flush=True)\nc,_=l.accept(); h=hashlib.sha256(); n=0\n\
-             while True:\n  b=c.recv(1<<20)\n  if not b: break\n  h.update(b); n+=len(b)\n\
-             print(n, h.hexdigest(), flush=True)"
-        ),
-    );
+    let (mut server, mut lines) = hashing_receiver(&p);
     let command = format!(
         "cat {file} | {} zcopy send --connect 10.77.0.2:{PORT} --file /dev/stdin --json -q",
         wirespeed()
