@@ -65,7 +65,35 @@ pub struct CtlArgs {
     pub arg: Option<String>,
 }
 
+/// Runs the command; with `--json`, a failure is a JSON object on standard output too
+/// (`{"error": "..."}`), so that a script's `| jq` sees why, not an empty input.
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    let ran = run_command(args);
+    if json && let Err(e) = &ran {
+        let error = serde_json::json!({ "error": crate::run::error_text::error_text(e) });
+        println!("{error}");
+    }
+    ran
+}
+
+fn run_command(args: CtlArgs) -> anyhow::Result<()> {
+    // The flags first: a refused one must not wait for a file on standard input.
+    if args.strict && !STRICT_COMMANDS.contains(&args.command.as_str()) {
+        bail!(
+            "--strict is for {} only, not {}",
+            STRICT_COMMANDS.join(", "),
+            args.command
+        );
+    }
+    if args.json && !JSON_COMMANDS.contains(&args.command.as_str()) {
+        bail!(
+            "--json is for {} only, not {}",
+            JSON_COMMANDS.join(", "),
+            args.command
+        );
+    }
+    crate::run::meter::check_seconds("--timeout", Some(args.timeout))?;
     let arg = match (args.command.as_str(), args.arg) {
         ("add-flow" | "mod-flows", None) => bail!(
             "{} needs a flow, e.g. 'in_port=1,actions=output:2'",
@@ -100,26 +128,11 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         args: vec![arg],
     };
     if args.strict {
-        if !STRICT_COMMANDS.contains(&request.command.as_str()) {
-            bail!(
-                "--strict is for {} only, not {}",
-                STRICT_COMMANDS.join(", "),
-                request.command
-            );
-        }
         request.args.push(STRICT.to_string());
     }
     if args.json {
-        if !JSON_COMMANDS.contains(&request.command.as_str()) {
-            bail!(
-                "--json is for {} only, not {}",
-                JSON_COMMANDS.join(", "),
-                request.command
-            );
-        }
         request.args.push(JSON.to_string());
     }
-    crate::run::meter::check_seconds("--timeout", Some(args.timeout))?;
     let timeout = std::time::Duration::from_secs_f64(args.timeout);
     let answer = wirespeed_switch::bridge::control::request_within(&args.ctl, &request, timeout)?;
     if !answer.ok {

@@ -223,6 +223,32 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
     ]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no switch is listening there"));
+    // With --json the failure is an object on standard output too, for `| jq` (it had
+    // nothing there), a refused flag's as well.
+    let json = sh(&[
+        wirespeed(),
+        "ctl",
+        "--ctl",
+        "/tmp/wirespeed-no-such.sock",
+        "--json",
+        "dump-flows",
+    ]);
+    assert_eq!(json.status.code(), Some(1));
+    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no switch is listening there")),
+        "{answer}"
+    );
+    let refused = s.ctl_with_input(&["--json", "add-flows", "-"], b"");
+    let answer: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("--json is for")),
+        "{answer}"
+    );
 }
 
 #[test]
