@@ -51,7 +51,7 @@ pub struct CtlArgs {
     pub strict: bool,
     /// dump-flows, dump-tables, dump-ports, dump-group-stats, meter-stats: answer in JSON,
     /// for scripts (dump-ports: the object `switch --json` prints at exit, less its OpenFlow
-    /// and IPFIX parts).
+    /// and IPFIX parts); a failure is {"error": "..."} on standard output too, exit 1.
     #[arg(long)]
     pub json: bool,
     /// How long to wait for the switch's answer, in seconds: a switch stopped or stuck is
