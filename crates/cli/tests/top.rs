@@ -526,12 +526,12 @@ fn nothing_listening_is_an_error_naming_the_address() {
     let (code, out, err) = top(&["--metrics", &addr, "--count", "1"]);
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(out, "");
-    assert_eq!(
-        err.trim(),
-        format!(
-            "wirespeed: error: {addr}: nothing listening (is the tool running with --metrics {addr}?)"
-        )
-    );
+    let said = format!("{addr}: nothing listening (is the tool running with --metrics {addr}?)");
+    assert_eq!(err.trim(), format!("wirespeed: error: {said}"));
+    // With --json the failure is a line on standard output too, for the script reading it.
+    let (code, out, _) = top(&["--metrics", &addr, "--count", "1", "--json"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(out, format!("{}\n", serde_json::json!({ "error": said })));
 }
 
 #[test]

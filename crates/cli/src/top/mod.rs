@@ -71,7 +71,19 @@ pub struct TopArgs {
 /// The shortest interval: scrapes faster than this measure mostly themselves.
 const SHORTEST_INTERVAL: f64 = 0.1;
 
+/// Runs top; with `--json`, a failure is a JSON line on standard output too
+/// (`{"error": "..."}`), so that a script reading the lines sees why they stopped.
 pub fn run(args: TopArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    let ran = watch(args);
+    if json && let Err(e) = &ran {
+        let error = serde_json::json!({ "error": crate::run::error_text::error_text(e) });
+        println!("{error}");
+    }
+    ran
+}
+
+fn watch(args: TopArgs) -> anyhow::Result<()> {
     if !(SHORTEST_INTERVAL..=86400.0).contains(&args.interval) {
         bail!(
             "--interval {}: give seconds, at least {SHORTEST_INTERVAL} and at most a day",
