@@ -54,7 +54,8 @@ pub struct TopArgs {
     /// Stop after this many updates.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
-    /// One JSON object per update, a line each, rather than the view or plain lines.
+    /// One JSON object per update, a line each, rather than the view or plain lines (a
+    /// failure: an {"error": "..."} line, exit 1).
     #[arg(long)]
     pub json: bool,
     /// Plain lines even on a terminal (the default when standard output is not one).
