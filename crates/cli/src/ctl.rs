@@ -70,10 +70,7 @@ pub struct CtlArgs {
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
     let json = args.json;
     let ran = run_command(args);
-    if json && let Err(e) = &ran {
-        let error = serde_json::json!({ "error": crate::run::error_text::error_text(e) });
-        println!("{error}");
-    }
+    crate::run::error_text::say_json_error(json, &ran);
     ran
 }
 

@@ -225,7 +225,7 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no switch is listening there"));
     // With --json the failure is an object on standard output too, for `| jq` (it had
     // nothing there), a refused flag's as well.
-    let json = sh(&[
+    let no_switch = sh(&[
         wirespeed(),
         "ctl",
         "--ctl",
@@ -233,22 +233,22 @@ fn bad_flows_are_refused_and_the_table_is_unchanged() {
         "--json",
         "dump-flows",
     ]);
-    assert_eq!(json.status.code(), Some(1));
-    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert!(
-        answer["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("no switch is listening there")),
-        "{answer}"
-    );
     let refused = s.ctl_with_input(&["--json", "add-flows", "-"], b"");
-    let answer: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
-    assert!(
-        answer["error"]
-            .as_str()
-            .is_some_and(|e| e.starts_with("--json is for")),
-        "{answer}"
-    );
+    for (out, says) in [
+        (
+            no_switch,
+            "/tmp/wirespeed-no-such.sock: no switch is listening there",
+        ),
+        (refused, "--json is for dump-flows,"),
+    ] {
+        assert_eq!(out.status.code(), Some(1));
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.starts_with(says), "{answer}");
+        // The same words as on standard error.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim(), format!("wirespeed: error: {error}"));
+    }
 }
 
 #[test]

@@ -77,8 +77,13 @@ fn python_server(
 
 /// `zcopy recv` (zero-copy) in namespace b on PORT writing to `out`, ready.
 fn receiver_into(p: &NetPair, out: &str) -> Running {
+    receiver_into_with(p, out, &[])
+}
+
+/// [`receiver_into`] with `extra` on its command line (`--copy`: copying reads).
+fn receiver_into_with(p: &NetPair, out: &str, extra: &[&str]) -> Running {
     let listen = format!("10.77.0.2:{PORT}");
-    let args = [
+    let mut args = vec![
         "zcopy",
         "recv",
         "--listen",
@@ -89,6 +94,7 @@ fn receiver_into(p: &NetPair, out: &str) -> Running {
         "20",
         "--json",
     ];
+    args.extend_from_slice(extra);
     let mut rx = spawn_in(&p.ns_b, &args);
     rx.wait_ready();
     rx
@@ -338,22 +344,7 @@ fn a_sender_that_pauses_is_waited_for() {
     let dir = TempDir::new("zcw");
     for extra in [&["--copy"][..], &[]] {
         let out = dir.path("out.bin");
-        let listen = format!("10.77.0.2:{PORT}");
-        let mut args = vec![
-            "zcopy",
-            "recv",
-            "--listen",
-            &listen,
-            "-o",
-            &out,
-            "--accept-timeout",
-            "20",
-            "--json",
-            "-q",
-        ];
-        args.extend_from_slice(extra);
-        let mut rx = spawn_in(&p.ns_b, &args);
-        rx.wait_ready();
+        let rx = receiver_into_with(&p, &out, extra);
         python_in(
             &p.ns_a,
             &format!(

@@ -18,6 +18,14 @@ pub fn error_text(e: &anyhow::Error) -> String {
     text
 }
 
+/// With `json`, says the failure of `ran` as one JSON line on standard output too
+/// (`{"error": "..."}`), so that a script reading it (`| jq`) sees why, not an empty input.
+pub fn say_json_error(json: bool, ran: &anyhow::Result<()>) {
+    if json && let Err(e) = ran {
+        println!("{}", serde_json::json!({ "error": error_text(e) }));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

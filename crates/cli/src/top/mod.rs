@@ -77,10 +77,7 @@ const SHORTEST_INTERVAL: f64 = 0.1;
 pub fn run(args: TopArgs) -> anyhow::Result<()> {
     let json = args.json;
     let ran = watch(args);
-    if json && let Err(e) = &ran {
-        let error = serde_json::json!({ "error": crate::run::error_text::error_text(e) });
-        println!("{error}");
-    }
+    crate::run::error_text::say_json_error(json, &ran);
     ran
 }
 
